@@ -1,0 +1,386 @@
+/* device.c — instance, device selection, capability report, logical device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int env_int(const char *name, int fallback) {
+    const char *s = getenv(name);
+    if (!s || !*s) return fallback;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end ? fallback : (int)v;
+}
+
+static hl_status create_instance(VkInstance *out, hl_error *err) {
+    hl_status st = HL_OK;
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "helios",
+                             .apiVersion = VK_API_VERSION_1_3};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app};
+    VkResult vr = vkCreateInstance(&ci, NULL, out);
+    if (vr == VK_ERROR_INCOMPATIBLE_DRIVER || vr == VK_ERROR_INITIALIZATION_FAILED)
+        return hl_fail(err, HL_ERR_NO_DEVICE,
+                       "no Vulkan driver found (vkCreateInstance: %s); install a Vulkan ICD "
+                       "(NVIDIA driver, or Mesa's lavapipe) and the loader libvulkan1",
+                       hl_vk_result_name(vr));
+    HL_VK(vr);
+    return HL_OK;
+fail:
+    return st;
+}
+
+static hl_status list_physical(VkInstance inst, VkPhysicalDevice **out, uint32_t *n,
+                               hl_error *err) {
+    hl_status st = HL_OK;
+    *out = NULL;
+    HL_VK(vkEnumeratePhysicalDevices(inst, n, NULL));
+    if (*n == 0) return hl_fail(err, HL_ERR_NO_DEVICE, "Vulkan reports no physical devices");
+    *out = calloc(*n, sizeof **out);
+    if (!*out) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory listing devices");
+    HL_VK(vkEnumeratePhysicalDevices(inst, n, *out));
+    return HL_OK;
+fail:
+    free(*out);
+    *out = NULL;
+    return st;
+}
+
+hl_status hl_device_count(uint32_t *count, hl_error *err) {
+    VkInstance inst = VK_NULL_HANDLE;
+    VkPhysicalDevice *phys = NULL;
+    hl_status st = create_instance(&inst, err);
+    if (st == HL_OK) st = list_physical(inst, &phys, count, err);
+    free(phys);
+    if (inst) vkDestroyInstance(inst, NULL);
+    if (st == HL_ERR_NO_DEVICE) { *count = 0; return HL_OK; }
+    return st;
+}
+
+static int rank_type(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+    }
+}
+
+static int has_ext(const VkExtensionProperties *e, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(e[i].extensionName, name) == 0) return 1;
+    return 0;
+}
+
+static int map_component(int raw, hl_dtype *out) {
+    switch (raw) {
+    case VK_COMPONENT_TYPE_FLOAT16_KHR: *out = HL_F16; return 1;
+    case VK_COMPONENT_TYPE_FLOAT32_KHR: *out = HL_F32; return 1;
+#ifdef VK_KHR_shader_bfloat16
+    case VK_COMPONENT_TYPE_BFLOAT16_KHR: *out = HL_BF16; return 1;
+#endif
+    default: return 0;
+    }
+}
+
+/* Fill the capability report; also tells which extensions/features to enable. */
+static hl_status query_caps(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_caps *c = &dev->caps;
+    VkExtensionProperties *exts = NULL;
+    VkCooperativeMatrixPropertiesKHR *props = NULL;
+
+    VkPhysicalDeviceDriverProperties drv = {.sType =
+                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceVulkan13Properties p13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES, .pNext = &drv};
+    VkPhysicalDeviceVulkan11Properties p11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, .pNext = &p13};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &p11};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(dev->phys, &p2);
+    const VkPhysicalDeviceProperties *p = &p2.properties;
+    if (VK_API_VERSION_MINOR(p->apiVersion) < 3 && VK_API_VERSION_MAJOR(p->apiVersion) == 1)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "device '%s' offers Vulkan %u.%u; Helios needs 1.3 or newer",
+                       p->deviceName, VK_API_VERSION_MAJOR(p->apiVersion),
+                       VK_API_VERSION_MINOR(p->apiVersion));
+    snprintf(c->name, sizeof c->name, "%s", p->deviceName);
+    snprintf(c->driver_name, sizeof c->driver_name, "%s", drv.driverName);
+    snprintf(c->driver_info, sizeof c->driver_info, "%s", drv.driverInfo);
+    c->vendor_id = p->vendorID;
+    c->device_id = p->deviceID;
+    c->driver_version = p->driverVersion;
+    c->api_version = p->apiVersion;
+    c->device_type = (int)p->deviceType;
+    c->subgroup_size = p11.subgroupSize;
+    c->min_subgroup_size = p13.minSubgroupSize;
+    c->max_subgroup_size = p13.maxSubgroupSize;
+    c->shared_memory_bytes = p->limits.maxComputeSharedMemorySize;
+    c->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
+    c->max_storage_buffer_range = p->limits.maxStorageBufferRange;
+    c->max_allocation_bytes = m3.maxMemoryAllocationSize;
+    c->timestamp_period_ns = p->limits.timestampPeriod;
+
+    vkGetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);
+    for (uint32_t i = 0; i < dev->mem_props.memoryHeapCount; i++)
+        if (dev->mem_props.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT &&
+            dev->mem_props.memoryHeaps[i].size > c->device_local_heap_bytes)
+            c->device_local_heap_bytes = dev->mem_props.memoryHeaps[i].size;
+
+    uint32_t n_ext = 0;
+    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, NULL));
+    exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
+    if (!exts) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, exts));
+    int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
+    c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
+
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+        .pNext = ext_coop ? &fcoop : NULL};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f13};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &f11};
+    vkGetPhysicalDeviceFeatures2(dev->phys, &f2);
+    if (!f11.storageBuffer16BitAccess)
+        { st = hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' lacks storageBuffer16BitAccess, "
+                       "needed for fp16 buffers", c->name); goto fail; }
+    c->has_fp16 = f12.shaderFloat16;
+    c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
+    c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 &&
+                  f12.vulkanMemoryModel && c->has_subgroup_size_control;
+
+    if (ext_coop) {
+        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get_props =
+            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+                dev->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+        uint32_t n = 0;
+        if (get_props) {
+            HL_VK(get_props(dev->phys, &n, NULL));
+            props = calloc(n ? n : 1, sizeof *props);
+            if (!props) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+            for (uint32_t i = 0; i < n; i++)
+                props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+            HL_VK(get_props(dev->phys, &n, props));
+        }
+        for (uint32_t i = 0; i < n && c->n_coop_shapes < HL_MAX_COOP_SHAPES; i++) {
+            hl_coop_shape *s = &c->coop_shapes[c->n_coop_shapes];
+            memset(s, 0, sizeof *s);
+            s->m = props[i].MSize; s->n = props[i].NSize; s->k = props[i].KSize;
+            s->a_raw = props[i].AType; s->b_raw = props[i].BType;
+            s->c_raw = props[i].CType; s->result_raw = props[i].ResultType;
+            s->saturating = props[i].saturatingAccumulation;
+            s->scope = props[i].scope;
+            /* Rows with types we do not use (int8, fp8...) are still reported. */
+            if (!map_component(s->a_raw, &s->a)) s->a = (hl_dtype)-1;
+            if (!map_component(s->b_raw, &s->b)) s->b = (hl_dtype)-1;
+            if (!map_component(s->c_raw, &s->c)) s->c = (hl_dtype)-1;
+            if (!map_component(s->result_raw, &s->result)) s->result = (hl_dtype)-1;
+            c->n_coop_shapes++;
+        }
+    }
+#ifdef VK_NV_cooperative_matrix2
+    if (c->has_coop2) {
+        PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get_flex =
+            (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)
+                vkGetInstanceProcAddr(dev->instance,
+                    "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+        uint32_t n = 0;
+        if (get_flex && get_flex(dev->phys, &n, NULL) == VK_SUCCESS) c->n_coop2_flex = n;
+        VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2nv = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &p2nv};
+        vkGetPhysicalDeviceProperties2(dev->phys, &pp);
+        c->coop2_workgroup_scope_max_invocations = p2nv.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    }
+#endif
+    free(exts);
+    free(props);
+    return HL_OK;
+fail:
+    free(exts);
+    free(props);
+    return st;
+}
+
+static hl_status pick_queue(hl_device *dev, hl_error *err) {
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    if (n > 32) n = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
+    int best = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+        /* Prefer a family with timestamps; among those, a compute-only one. */
+        int score = (q[i].timestampValidBits ? 2 : 0) + !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT);
+        if (best < 0 || score > ((q[best].timestampValidBits ? 2 : 0) +
+                                 !(q[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+            best = (int)i;
+    }
+    if (best < 0) return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no compute queue",
+                                 dev->caps.name);
+    dev->queue_family = (uint32_t)best;
+    dev->caps.timestamp_valid_bits = q[best].timestampValidBits;
+    dev->timestamps_ok = q[best].timestampValidBits > 0 && dev->caps.timestamp_period_ns > 0;
+    return HL_OK;
+}
+
+static hl_status create_logical(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *c = &dev->caps;
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = dev->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceVulkan13Features f13 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+        .pNext = c->has_coop ? &fcoop : NULL,
+        .subgroupSizeControl = (VkBool32)c->has_subgroup_size_control,
+        .computeFullSubgroups = (VkBool32)c->has_subgroup_size_control};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f13,
+        .shaderFloat16 = (VkBool32)c->has_fp16,
+        .vulkanMemoryModel = (VkBool32)c->has_coop,
+        .vulkanMemoryModelDeviceScope = VK_FALSE};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
+        .storageBuffer16BitAccess = VK_TRUE};
+    const char *exts[1];
+    uint32_t n_ext = 0;
+    if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &f11,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = n_ext,
+                              .ppEnabledExtensionNames = exts};
+    HL_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
+
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = dev->queue_family};
+    HL_VK(vkCreateCommandPool(dev->device, &pci, NULL, &dev->cmd_pool));
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = dev->cmd_pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    HL_VK(vkAllocateCommandBuffers(dev->device, &cai, &dev->cmd));
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    HL_VK(vkCreateFence(dev->device, &fci, NULL, &dev->fence));
+
+    /* One layout for every kernel: A, B, C storage buffers + M, N, K, flags. */
+    VkDescriptorSetLayoutBinding binds[3];
+    for (uint32_t i = 0; i < 3; i++)
+        binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorCount = 1,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dslci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3,
+        .pBindings = binds};
+    HL_VK(vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 16};
+    VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                       .setLayoutCount = 1,
+                                       .pSetLayouts = &dev->ds_layout,
+                                       .pushConstantRangeCount = 1,
+                                       .pPushConstantRanges = &pcr};
+    HL_VK(vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3};
+    VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                       .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
+    HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
+    VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                        .descriptorPool = dev->ds_pool,
+                                        .descriptorSetCount = 1,
+                                        .pSetLayouts = &dev->ds_layout};
+    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &dev->ds));
+    return HL_OK;
+fail:
+    return st;   /* partial objects are released by hl_device_destroy */
+}
+
+hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {
+    hl_status st = HL_OK;
+    VkPhysicalDevice *phys = NULL;
+    *out = NULL;
+    hl_device *dev = calloc(1, sizeof *dev);
+    if (!dev) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    HL_TRY(create_instance(&dev->instance, err));
+    uint32_t n = 0;
+    HL_TRY(list_physical(dev->instance, &phys, &n, err));
+
+    int index = opt && opt->index >= 0 ? opt->index : env_int("HELIOS_DEVICE", -1);
+    if (index >= (int)n || index < -1) {
+        st = hl_fail(err, HL_ERR_DEVICE_INDEX, "device index %d out of range: %u Vulkan device%s",
+                     index, n, n == 1 ? "" : "s");
+        goto fail;
+    }
+    if (index < 0) {   /* best type wins; first listed breaks ties */
+        int best_rank = -1;
+        for (uint32_t i = 0; i < n; i++) {
+            VkPhysicalDeviceProperties p;
+            vkGetPhysicalDeviceProperties(phys[i], &p);
+            if (rank_type(p.deviceType) > best_rank) {
+                best_rank = rank_type(p.deviceType);
+                index = (int)i;
+            }
+        }
+    }
+    dev->phys = phys[index];
+    HL_TRY(query_caps(dev, err));
+    HL_TRY(pick_queue(dev, err));
+    HL_TRY(create_logical(dev, err));
+    int disable = (opt && opt->disable_coop) || env_int("HELIOS_DISABLE_COOP", 0) == 1;
+    dev->coop_enabled = dev->caps.has_coop && !disable;
+    free(phys);
+    *out = dev;
+    return HL_OK;
+fail:
+    free(phys);
+    hl_device_destroy(dev);
+    return st;
+}
+
+void hl_device_destroy(hl_device *dev) {
+    if (!dev) return;
+    if (dev->device) {
+        vkDeviceWaitIdle(dev->device);   /* best effort: nothing may be in flight */
+        hl_pipelines_destroy(dev);
+        hl_buffer_destroy(dev, &dev->buf_a);
+        hl_buffer_destroy(dev, &dev->buf_b);
+        hl_buffer_destroy(dev, &dev->buf_c);
+        hl_buffer_destroy(dev, &dev->staging);
+        if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);
+        if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
+        if (dev->pipe_layout) vkDestroyPipelineLayout(dev->device, dev->pipe_layout, NULL);
+        if (dev->ds_layout) vkDestroyDescriptorSetLayout(dev->device, dev->ds_layout, NULL);
+        if (dev->fence) vkDestroyFence(dev->device, dev->fence, NULL);
+        if (dev->cmd_pool) vkDestroyCommandPool(dev->device, dev->cmd_pool, NULL);
+        vkDestroyDevice(dev->device, NULL);
+    }
+    if (dev->instance) vkDestroyInstance(dev->instance, NULL);
+    free(dev);
+}
+
+const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
+int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }

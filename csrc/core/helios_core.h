@@ -1,0 +1,156 @@
+/* helios_core.h — the Python-free C11 engine's public interface.
+ *
+ * Every fallible function returns an hl_status and fills an hl_error (code,
+ * raw VkResult, and a message naming the failing call, file and line). The
+ * binding in csrc/python turns these into Python exceptions; nothing here
+ * knows about Python. */
+#ifndef HELIOS_CORE_H
+#define HELIOS_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes in ranges, so a code says its family (VkFFT-style). */
+typedef enum hl_status {
+    HL_OK = 0,
+    /* 100-199: the caller's arguments or configuration */
+    HL_ERR_INVALID_ARGUMENT = 100,
+    HL_ERR_INVALID_VARIANT = 101,   /* malformed variant string */
+    /* 200-299: the device and its memory */
+    HL_ERR_NO_DEVICE = 200,
+    HL_ERR_DEVICE_INDEX = 201,
+    HL_ERR_DEVICE_CLOSED = 202,
+    HL_ERR_DEVICE_LOST = 203,
+    HL_ERR_OUT_OF_MEMORY = 210,     /* an allocation failed */
+    HL_ERR_TOO_LARGE = 211,         /* beyond a device limit, not attempted */
+    /* 300-399: valid requests this device or build cannot serve */
+    HL_ERR_UNSUPPORTED = 300,
+    HL_ERR_UNSUPPORTED_VARIANT = 301,
+    HL_ERR_UNSUPPORTED_DTYPE = 302,
+    /* 400-499: the Vulkan API failed */
+    HL_ERR_VULKAN = 400,
+    HL_ERR_TIMEOUT = 401,
+} hl_status;
+
+typedef struct hl_error {
+    hl_status code;
+    int32_t vk_result;      /* raw VkResult, 0 when not a Vulkan failure */
+    char message[640];
+} hl_error;
+
+const char *hl_status_name(hl_status code);
+const char *hl_vk_result_name(int32_t vk_result);
+/* printf-style; always returns `code` so callers can `return hl_fail(...)`. */
+hl_status hl_fail(hl_error *err, hl_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- element types ---------------------------------------------------- */
+typedef enum hl_dtype { HL_F16 = 0, HL_F32 = 1, HL_BF16 = 2 } hl_dtype;
+const char *hl_dtype_name(hl_dtype t);
+size_t hl_dtype_size(hl_dtype t);
+
+/* ---- device capabilities ------------------------------------------------ */
+typedef struct hl_coop_shape {   /* one VkCooperativeMatrixPropertiesKHR row */
+    uint32_t m, n, k;
+    hl_dtype a, b, c, result;    /* component types we understand; others skipped */
+    int a_raw, b_raw, c_raw, result_raw;  /* raw VkComponentTypeKHR values */
+    int saturating;
+    int scope;                   /* raw VkScopeKHR */
+} hl_coop_shape;
+
+#define HL_MAX_COOP_SHAPES 64
+typedef struct hl_caps {
+    char name[256];
+    uint32_t vendor_id, device_id, driver_version, api_version;
+    char driver_name[256], driver_info[256];
+    int device_type;             /* raw VkPhysicalDeviceType */
+    uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;
+    uint32_t shared_memory_bytes, max_workgroup_invocations;
+    uint64_t max_storage_buffer_range, max_allocation_bytes, device_local_heap_bytes;
+    float timestamp_period_ns;
+    uint32_t timestamp_valid_bits;
+    int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
+    uint32_t n_coop_shapes;
+    hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
+    uint32_t n_coop2_flex;       /* VK_NV_cooperative_matrix2 flexible-dimension rows */
+    uint32_t coop2_workgroup_scope_max_invocations;
+} hl_caps;
+
+/* ---- variants ----------------------------------------------------------- */
+typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1 } hl_path;
+
+typedef struct hl_variant {
+    hl_path path;
+    uint32_t tm, tn, tk;         /* coop shape (0 for scalar) */
+    uint32_t bm, bn, bk;         /* workgroup tile */
+    uint32_t sg_m, sg_n;         /* coop tiles owned by each subgroup */
+    hl_dtype acc;                /* accumulator type */
+    int direct_load;             /* 1: coop loads straight from global memory */
+    uint32_t stages;             /* 1: load-then-compute; 2: register-prefetch pipeline */
+} hl_variant;
+
+#define HL_VARIANT_STR_MAX 128
+/* Canonical string, e.g. coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=2 */
+void hl_variant_format(const hl_variant *v, char *out, size_t cap);
+hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err);
+
+/* ---- the engine --------------------------------------------------------- */
+typedef struct hl_device hl_device;
+
+typedef struct hl_device_options {
+    int index;                   /* -1: HELIOS_DEVICE or the first suitable device */
+    int disable_coop;            /* also HELIOS_DISABLE_COOP=1 */
+} hl_device_options;
+
+hl_status hl_device_count(uint32_t *count, hl_error *err);
+hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err);
+void hl_device_destroy(hl_device *dev);   /* NULL-safe */
+const hl_caps *hl_device_caps(const hl_device *dev);
+int hl_device_coop_enabled(const hl_device *dev);
+
+/* Validates v for this device; the message says which limit or table row fails. */
+hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err);
+/* The variant used when none is asked for (environment switches applied). */
+hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err);
+/* Every variant valid on this device; returns how many were written (<= cap). */
+size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
+
+typedef struct hl_matmul_args {
+    uint32_t m, n, k;
+    hl_dtype in_dtype, out_dtype;
+    const void *a, *b;           /* row-major m*k and k*n, in_dtype */
+    void *c;                     /* row-major m*n, out_dtype; NULL: not read back */
+    const hl_variant *variant;   /* NULL: the default */
+    /* timing: iters > 0 records warmup+iters dispatches in one submission,
+     * each bracketed by GPU timestamps; samples_ms gets `iters` values. */
+    uint32_t warmup, iters;
+    double *samples_ms;
+    double *batch_ms;            /* optional: (last end - first start)/iters, back to back */
+} hl_matmul_args;
+
+hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);
+
+/* ---- telemetry ---------------------------------------------------------- */
+typedef struct hl_telemetry {
+    uint64_t matmuls, coop_matmuls, dispatches, barriers, submits;
+    uint64_t bytes_up, bytes_down;
+    uint64_t pipeline_compiles;
+    double pipeline_compile_ms, record_ms, submit_wait_ms;
+    double last_gpu_ms;          /* GPU time of the last dispatch (timestamps) */
+    char last_variant[HL_VARIANT_STR_MAX];
+} hl_telemetry;
+
+void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);
+void hl_telemetry_reset(hl_device *dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+/* internal.h — what the core's files share; never included by the binding. */
+#ifndef HELIOS_INTERNAL_H
+#define HELIOS_INTERNAL_H
+
+#include <vulkan/vulkan.h>
+#include "helios_core.h"
+
+/* Every Vulkan call goes through this: on failure the error names the call,
+ * the file and line, and the VkResult. Jumps to the local `fail` label so the
+ * function's cleanup runs on every path. */
+#define HL_VK(call)                                                               \
+    do {                                                                          \
+        VkResult hl_vr_ = (call);                                                 \
+        if (hl_vr_ != VK_SUCCESS) {                                               \
+            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);              \
+            goto fail;                                                            \
+        }                                                                         \
+    } while (0)
+
+#define HL_TRY(expr)                                                              \
+    do {                                                                          \
+        st = (expr);                                                              \
+        if (st != HL_OK) goto fail;                                               \
+    } while (0)
+
+hl_status hl_vk_fail(hl_error *err, VkResult vr, const char *call, const char *file, int line);
+
+/* A buffer and its memory. */
+typedef struct hl_buffer {
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+    void *mapped;                 /* host-visible buffers only */
+} hl_buffer;
+
+hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible,
+                           hl_buffer *out, hl_error *err);
+void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
+/* Grows `b` to at least `size` (contents not kept). */
+hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible,
+                            hl_error *err);
+
+/* Shader permutations compiled at build time (shaders.c, generated). */
+typedef struct hl_spirv {
+    const char *name;
+    const uint32_t *code;
+    size_t size_bytes;
+} hl_spirv;
+const hl_spirv *hl_spirv_find(const char *name);
+
+/* Pipelines: one per (shader, specialization constants), built lazily, cached. */
+#define HL_MAX_SPEC 16
+typedef struct hl_pipeline {
+    char shader[48];
+    uint32_t spec[HL_MAX_SPEC];
+    uint32_t n_spec;
+    uint32_t required_subgroup;   /* 0: none requested */
+    VkPipeline pipeline;
+    struct hl_pipeline *next;
+} hl_pipeline;
+
+hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
+                          uint32_t n_spec, uint32_t required_subgroup, VkPipeline *out,
+                          hl_error *err);
+void hl_pipelines_destroy(hl_device *dev);
+
+struct hl_device {
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkDescriptorSetLayout ds_layout;
+    VkPipelineLayout pipe_layout;
+    VkDescriptorPool ds_pool;
+    VkDescriptorSet ds;
+    VkQueryPool query_pool;
+    uint32_t query_capacity;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    hl_caps caps;
+    int coop_enabled;
+    int timestamps_ok;
+    hl_pipeline *pipelines;
+    /* workspace reused across calls, grown on demand */
+    hl_buffer buf_a, buf_b, buf_c, staging;
+    hl_telemetry tel;
+};
+
+double hl_now_ms(void);
+
+#endif

@@ -1,0 +1,87 @@
+/* pipeline.c — compute pipelines built lazily from embedded SPIR-V and cached
+ * per (shader, specialization constants, required subgroup size). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
+                          uint32_t n_spec, uint32_t required_subgroup, VkPipeline *out,
+                          hl_error *err) {
+    hl_status st = HL_OK;
+    VkShaderModule module = VK_NULL_HANDLE;
+    hl_pipeline *p = NULL;
+    if (n_spec > HL_MAX_SPEC)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
+    for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
+        if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec &&
+            it->required_subgroup == required_subgroup &&
+            memcmp(it->spec, spec, n_spec * sizeof *spec) == 0) {
+            *out = it->pipeline;
+            return HL_OK;
+        }
+    }
+    const hl_spirv *code = hl_spirv_find(shader);
+    if (!code) return hl_fail(err, HL_ERR_UNSUPPORTED, "shader '%s' is not in this build", shader);
+
+    double t0 = hl_now_ms();
+    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = code->size_bytes,
+                                     .pCode = code->code};
+    HL_VK(vkCreateShaderModule(dev->device, &smci, NULL, &module));
+    VkSpecializationMapEntry entries[HL_MAX_SPEC];
+    for (uint32_t i = 0; i < n_spec; i++)
+        entries[i] = (VkSpecializationMapEntry){.constantID = i,
+                                                .offset = i * (uint32_t)sizeof(uint32_t),
+                                                .size = sizeof(uint32_t)};
+    VkSpecializationInfo si = {.mapEntryCount = n_spec,
+                               .pMapEntries = entries,
+                               .dataSize = n_spec * sizeof(uint32_t),
+                               .pData = spec};
+    /* Cooperative matrices need full subgroups of a known size. */
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = required_subgroup};
+    VkComputePipelineCreateInfo cpci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .pNext = required_subgroup ? &rss : NULL,
+                  .flags = required_subgroup
+                               ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT
+                               : 0,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = module,
+                  .pName = "main",
+                  .pSpecializationInfo = &si},
+        .layout = dev->pipe_layout};
+    p = calloc(1, sizeof *p);
+    if (!p) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    HL_VK(vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
+    vkDestroyShaderModule(dev->device, module, NULL);
+    snprintf(p->shader, sizeof p->shader, "%s", shader);
+    memcpy(p->spec, spec, n_spec * sizeof *spec);
+    p->n_spec = n_spec;
+    p->required_subgroup = required_subgroup;
+    p->next = dev->pipelines;
+    dev->pipelines = p;
+    dev->tel.pipeline_compiles++;
+    dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
+    *out = p->pipeline;
+    return HL_OK;
+fail:
+    if (module) vkDestroyShaderModule(dev->device, module, NULL);
+    free(p);
+    return st;
+}
+
+void hl_pipelines_destroy(hl_device *dev) {
+    hl_pipeline *p = dev->pipelines;
+    while (p) {
+        hl_pipeline *next = p->next;
+        vkDestroyPipeline(dev->device, p->pipeline, NULL);
+        free(p);
+        p = next;
+    }
+    dev->pipelines = NULL;
+}

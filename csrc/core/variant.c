@@ -1,0 +1,258 @@
+/* variant.c — the kernel variant: canonical string, parsing, validation
+ * against a device's cooperative-matrix table and limits, the default (with
+ * the HELIOS_* environment switches applied), and the list a device offers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SCALAR_BM 64u
+#define SCALAR_BN 64u
+#define SCALAR_BK 16u
+
+void hl_variant_format(const hl_variant *v, char *out, size_t cap) {
+    if (v->path == HL_PATH_SCALAR) {
+        snprintf(out, cap, "scalar:tile%ux%ux%u:acc=%s", v->bm, v->bn, v->bk, hl_dtype_name(v->acc));
+        return;
+    }
+    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u", v->tm, v->tn,
+             v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc),
+             v->direct_load ? "direct" : "shared", v->stages);
+}
+
+/* "AxB" or "AxBxC" with positive integers and nothing after. */
+static int parse_dims(const char *s, uint32_t *d, int n) {
+    for (int i = 0; i < n; i++) {
+        char *end;
+        if (*s < '0' || *s > '9') return 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (v == 0 || v > 4096) return 0;
+        d[i] = (uint32_t)v;
+        s = end;
+        if (i < n - 1) {
+            if (*s != 'x') return 0;
+            s++;
+        }
+    }
+    return *s == '\0';
+}
+
+static int parse_acc(const char *s, hl_dtype *out) {
+    if (strcmp(s, "f32") == 0) { *out = HL_F32; return 1; }
+    if (strcmp(s, "f16") == 0) { *out = HL_F16; return 1; }
+    return 0;
+}
+
+hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
+    char buf[HL_VARIANT_STR_MAX];
+    char *parts[8];
+    int n = 0;
+    if (!s || strlen(s) >= sizeof buf)
+        return hl_fail(err, HL_ERR_INVALID_VARIANT, "variant string is empty or too long");
+    memcpy(buf, s, strlen(s) + 1);
+    for (char *tok = strtok(buf, ":"); tok && n < 8; tok = strtok(NULL, ":")) parts[n++] = tok;
+    memset(out, 0, sizeof *out);
+    uint32_t d[3];
+    if (n == 3 && strcmp(parts[0], "scalar") == 0) {
+        out->path = HL_PATH_SCALAR;
+        if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
+        out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+        if (strncmp(parts[2], "acc=", 4) || !parse_acc(parts[2] + 4, &out->acc)) goto bad;
+        out->stages = 1;
+        return HL_OK;
+    }
+    if (n != 7 || strcmp(parts[0], "coop") != 0) goto bad;
+    out->path = HL_PATH_COOP;
+    if (!parse_dims(parts[1], d, 3)) goto bad;
+    out->tm = d[0]; out->tn = d[1]; out->tk = d[2];
+    if (strncmp(parts[2], "tile", 4) || !parse_dims(parts[2] + 4, d, 3)) goto bad;
+    out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+    if (strncmp(parts[3], "sg", 2) || !parse_dims(parts[3] + 2, d, 2)) goto bad;
+    out->sg_m = d[0]; out->sg_n = d[1];
+    if (strncmp(parts[4], "acc=", 4) || !parse_acc(parts[4] + 4, &out->acc)) goto bad;
+    if (strcmp(parts[5], "load=shared") == 0) out->direct_load = 0;
+    else if (strcmp(parts[5], "load=direct") == 0) out->direct_load = 1;
+    else goto bad;
+    if (strncmp(parts[6], "stages=", 7) || !parse_dims(parts[6] + 7, d, 1)) goto bad;
+    out->stages = d[0];
+    return HL_OK;
+bad:
+    return hl_fail(err, HL_ERR_INVALID_VARIANT,
+                   "malformed variant '%s'; expected e.g. "
+                   "'coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=2' or "
+                   "'scalar:tile64x64x16:acc=f32'", s);
+}
+
+static const hl_coop_shape *find_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
+                                       hl_dtype acc) {
+    for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+        const hl_coop_shape *s = &c->coop_shapes[i];
+        if (s->m == m && s->n == n && s->k == k && s->a == HL_F16 && s->b == HL_F16 &&
+            s->c == acc && s->result == acc && s->scope == VK_SCOPE_SUBGROUP_KHR)
+            return s;
+    }
+    return NULL;
+}
+
+static uint32_t coop_shared_bytes(const hl_variant *v, uint32_t subgroups) {
+    uint32_t a = v->bm * (v->bk / 8 + 1) * 16, b = v->bk * (v->bn / 8 + 1) * 16;
+    return a + b + subgroups * v->tm * v->tn * 4;
+}
+
+hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err) {
+    const hl_caps *c = &dev->caps;
+    char name[HL_VARIANT_STR_MAX];
+    hl_variant_format(v, name, sizeof name);
+    if (v->path == HL_PATH_SCALAR) {
+        if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32)
+            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                           "variant '%s': the scalar path exists only as scalar:tile64x64x16:acc=f32",
+                           name);
+        return HL_OK;
+    }
+    if (!c->has_coop)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s' needs VK_KHR_cooperative_matrix with fp16, the Vulkan memory "
+                       "model and subgroup size control; device '%s' lacks them", name, c->name);
+    if (!dev->coop_enabled)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or "
+                       "disable_coop=True)", name);
+    if (!find_shape(c, v->tm, v->tn, v->tk, v->acc))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': device '%s' has no subgroup cooperative matrix %ux%ux%u with "
+                       "f16 inputs and %s accumulators (see helios info)",
+                       name, c->name, v->tm, v->tn, v->tk, hl_dtype_name(v->acc));
+    if (v->bm % (v->sg_m * v->tm) || v->bn % (v->sg_n * v->tn))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': tile %ux%u is not a multiple of the subgroup tile %ux%u "
+                       "(sg x coop shape)", name, v->bm, v->bn, v->sg_m * v->tm, v->sg_n * v->tn);
+    if (v->bk % v->tk || v->bk % 8 || v->bn % 8 || v->tn % 8 || v->tk % 8)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': tile K and N and the coop N and K must be multiples of 8 "
+                       "(and tile K of coop K)", name);
+    if (v->stages < 1 || v->stages > 2)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': stages must be 1 or 2", name);
+    uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
+    uint32_t threads = subgroups * c->subgroup_size;
+    if (threads > c->max_workgroup_invocations)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s' needs %u invocations per workgroup; device allows %u", name,
+                       threads, c->max_workgroup_invocations);
+    uint32_t shared = coop_shared_bytes(v, subgroups);
+    if (shared > c->shared_memory_bytes)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s' needs %u bytes of shared memory; device has %u", name, shared,
+                       c->shared_memory_bytes);
+    return HL_OK;
+}
+
+/* Preference among the table's shapes: the 16x16x16 / 16x8x16 / 16x8x8 that
+ * NVIDIA offers, else the largest. Never chosen by the device's name. */
+static int shape_rank(const hl_coop_shape *s) {
+    if (s->m == 16 && s->n == 16 && s->k == 16) return 1 << 30;
+    if (s->m == 16 && s->n == 8 && s->k == 16) return (1 << 30) - 1;
+    if (s->m == 16 && s->n == 8 && s->k == 8) return (1 << 30) - 2;
+    return (int)(s->m * s->n * s->k);
+}
+
+static void fill_tiling(hl_variant *v, uint32_t sg_m, uint32_t sg_n) {
+    /* 2x2 subgroups per workgroup; K steps two coop K's at a time. */
+    v->sg_m = sg_m;
+    v->sg_n = sg_n;
+    v->bm = 2 * sg_m * v->tm;
+    v->bn = 2 * sg_n * v->tn;
+    v->bk = 2 * v->tk;
+}
+
+static int env_flag(const char *name) {
+    const char *s = getenv(name);
+    return s && strcmp(s, "1") == 0;
+}
+
+hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err) {
+    const hl_caps *c = &dev->caps;
+    const char *forced = getenv("HELIOS_VARIANT");
+    if (forced && *forced) {
+        hl_status st = hl_variant_parse(forced, out, err);
+        if (st != HL_OK) return hl_fail(err, st, "HELIOS_VARIANT: %s", err->message);
+        st = hl_variant_check(dev, out, err);
+        if (st != HL_OK) return hl_fail(err, st, "HELIOS_VARIANT: %s", err->message);
+        return HL_OK;
+    }
+    memset(out, 0, sizeof *out);
+    if (!dev->coop_enabled) {
+        *out = (hl_variant){.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN,
+                            .bk = SCALAR_BK, .acc = HL_F32, .stages = 1};
+        return HL_OK;
+    }
+    out->path = HL_PATH_COOP;
+    out->acc = env_flag("HELIOS_COOP_F16_ACCUM") ? HL_F16 : HL_F32;
+    const char *tile = getenv("HELIOS_COOP_TILE");
+    if (tile && *tile) {
+        uint32_t d[3];
+        if (!parse_dims(tile, d, 3))
+            return hl_fail(err, HL_ERR_INVALID_VARIANT, "HELIOS_COOP_TILE='%s': expected MxNxK, "
+                           "e.g. 16x8x16", tile);
+        out->tm = d[0]; out->tn = d[1]; out->tk = d[2];
+    } else {
+        const hl_coop_shape *best = NULL;
+        for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+            const hl_coop_shape *s = &c->coop_shapes[i];
+            if (find_shape(c, s->m, s->n, s->k, out->acc) != s) continue;
+            if (!best || shape_rank(s) > shape_rank(best)) best = s;
+        }
+        if (!best)
+            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                           "device '%s' has no subgroup cooperative matrix with f16 inputs and %s "
+                           "accumulators", c->name, hl_dtype_name(out->acc));
+        out->tm = best->m; out->tn = best->n; out->tk = best->k;
+    }
+    uint32_t sg[2] = {out->tm >= 16 ? 4u : 2u, out->tm >= 16 ? 4u : 2u};
+    const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
+    if (sgs && *sgs && !parse_dims(sgs, sg, 2))
+        return hl_fail(err, HL_ERR_INVALID_VARIANT,
+                       "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
+    fill_tiling(out, sg[0], sg[1]);
+    out->direct_load = env_flag("HELIOS_COOP_DIRECT_LOAD");
+    out->stages = 2;
+    hl_status st = hl_variant_check(dev, out, err);
+    if (st != HL_OK) return hl_fail(err, st, "default variant from HELIOS_COOP_* switches: %s", err->message);
+    return HL_OK;
+}
+
+size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
+    static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {2, 4}, {4, 2}, {4, 4}};
+    const hl_caps *c = &dev->caps;
+    size_t n = 0;
+    hl_error scratch;
+    if (dev->coop_enabled) {
+        for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+            const hl_coop_shape *s = &c->coop_shapes[i];
+            for (int acc = HL_F16; acc <= HL_F32; acc++) {
+                /* first table row of each (shape, acc) only */
+                if (find_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
+                uint32_t dm = s->m >= 16 ? 4 : 2;
+                for (size_t t = 0; t < sizeof sgs / sizeof sgs[0]; t++) {
+                    for (int extra = 0; extra < 3; extra++) {
+                        /* extra 1: stages=1, extra 2: direct loads; only at the default tiling */
+                        if (extra && (sgs[t][0] != dm || sgs[t][1] != dm)) continue;
+                        hl_variant v = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
+                                        .acc = (hl_dtype)acc, .stages = extra == 1 ? 1 : 2,
+                                        .direct_load = extra == 2};
+                        fill_tiling(&v, sgs[t][0], sgs[t][1]);
+                        if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
+                        if (n < cap) out[n] = v;
+                        n++;
+                    }
+                }
+            }
+        }
+    }
+    hl_variant sc = {.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN, .bk = SCALAR_BK,
+                     .acc = HL_F32, .stages = 1};
+    if (n < cap) out[n] = sc;
+    n++;
+    return n < cap ? n : cap;
+}

@@ -1,0 +1,418 @@
+/* device_type.c — helios._helios.Device: one Vulkan device, its capabilities,
+ * matmul and GPU-timed matmul on NumPy arrays, variants and telemetry.
+ * Calls on one Device are serialized by a lock taken without the GIL. */
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL helios_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include "binding.h"
+
+#include <numpy/arrayobject.h>
+#include <pythread.h>
+
+typedef struct {
+    PyObject_HEAD
+    hl_device *dev;
+    PyThread_type_lock lock;
+    PyObject *info;   /* cached capability dict */
+} DeviceObject;
+
+static module_state *dev_state(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
+
+/* Takes the device lock with the GIL released; fails if the device is closed. */
+static int acquire(DeviceObject *self) {
+    if (!self->lock || !self->dev) {
+        PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
+        return -1;
+    }
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (!self->dev) {   /* closed while we waited */
+        PyThread_release_lock(self->lock);
+        PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Device_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"index", "disable_coop", NULL};
+    PyObject *index_obj = Py_None;
+    int disable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$p:Device", kwlist, &index_obj, &disable))
+        return NULL;
+    hl_device_options opt = {.index = -1, .disable_coop = disable};
+    if (index_obj != Py_None) {
+        long idx = PyLong_AsLong(index_obj);
+        if (idx == -1 && PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "Device index must be an int or None, not %.80s",
+                         Py_TYPE(index_obj)->tp_name);
+            return NULL;
+        }
+        if (idx < 0 || idx > 1024) {
+            PyErr_Format(PyExc_ValueError, "Device index must be >= 0, got %ld", idx);
+            return NULL;
+        }
+        opt.index = (int)idx;
+    }
+    module_state *st = state_from_type(type);
+    DeviceObject *self = (DeviceObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (!self->lock) { Py_DECREF(self); return PyErr_NoMemory(); }
+    hl_error err = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = hl_device_create(&opt, &self->dev, &err);
+    Py_END_ALLOW_THREADS
+    if (s != HL_OK) { Py_DECREF(self); return raise_status(st, &err); }
+    return (PyObject *)self;
+}
+
+static void close_device(DeviceObject *self) {
+    if (self->dev) {
+        hl_device *d = self->dev;
+        self->dev = NULL;
+        hl_device_destroy(d);
+    }
+}
+
+static void Device_dealloc(DeviceObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    close_device(self);
+    if (self->lock) { PyThread_free_lock(self->lock); self->lock = NULL; }
+    Py_CLEAR(self->info);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int Device_traverse(DeviceObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->info);
+    return 0;
+}
+
+static PyObject *Device_close(DeviceObject *self, PyObject *unused) {
+    if (self->dev && self->lock) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+        close_device(self);
+        PyThread_release_lock(self->lock);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Device_enter(DeviceObject *self, PyObject *unused) {
+    if (!self->dev) {
+        PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
+        return NULL;
+    }
+    return Py_NewRef(self);
+}
+
+static PyObject *Device_exit(DeviceObject *self, PyObject *args) { return Device_close(self, NULL); }
+
+static PyObject *Device_closed(DeviceObject *self, void *c) { return PyBool_FromLong(self->dev == NULL); }
+
+/* ---- capability report ---------------------------------------------------- */
+static const char *component_name(int raw) {
+    switch (raw) {
+    case 0: return "f16"; case 1: return "f32"; case 2: return "f64";
+    case 3: return "s8"; case 4: return "s16"; case 5: return "s32"; case 6: return "s64";
+    case 7: return "u8"; case 8: return "u16"; case 9: return "u32"; case 10: return "u64";
+    case 1000141000: return "bf16";
+    case 1000491000: return "e4m3"; case 1000491001: return "e5m2";
+    default: return "other";
+    }
+}
+
+static const char *scope_name(int raw) {
+    switch (raw) {
+    case 1: return "device"; case 2: return "workgroup"; case 3: return "subgroup";
+    case 5: return "queue_family"; default: return "other";
+    }
+}
+
+static PyObject *build_info(DeviceObject *self) {
+    const hl_caps *c = hl_device_caps(self->dev);
+    PyObject *table = PyList_New(0);
+    if (!table) return NULL;
+    for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+        const hl_coop_shape *s = &c->coop_shapes[i];
+        PyObject *row = Py_BuildValue("{s:I,s:I,s:I,s:s,s:s,s:s,s:s,s:O,s:s}", "m", s->m, "n", s->n,
+                                      "k", s->k, "a", component_name(s->a_raw), "b",
+                                      component_name(s->b_raw), "c", component_name(s->c_raw),
+                                      "result", component_name(s->result_raw), "saturating",
+                                      s->saturating ? Py_True : Py_False, "scope", scope_name(s->scope));
+        if (!row || PyList_Append(table, row) < 0) { Py_XDECREF(row); Py_DECREF(table); return NULL; }
+        Py_DECREF(row);
+    }
+    static const char *types[] = {"other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu"};
+    char api[32];
+    snprintf(api, sizeof api, "%u.%u.%u", c->api_version >> 22, (c->api_version >> 12) & 0x3ff,
+             c->api_version & 0xfff);
+    PyObject *d = Py_BuildValue(
+        "{s:s,s:s,s:I,s:I,s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:K,s:K,s:K,s:d,s:I,"
+        "s:O,s:O,s:O,s:O,s:O,s:I,s:N}",
+        "name", c->name, "device_type", types[c->device_type >= 0 && c->device_type <= 4 ? c->device_type : 0],
+        "vendor_id", c->vendor_id, "device_id", c->device_id, "driver_name", c->driver_name,
+        "driver_info", c->driver_info, "driver_version", c->driver_version, "api_version", api,
+        "subgroup_size", c->subgroup_size, "min_subgroup_size", c->min_subgroup_size,
+        "max_subgroup_size", c->max_subgroup_size, "shared_memory_bytes", c->shared_memory_bytes,
+        "max_workgroup_invocations", c->max_workgroup_invocations,
+        "max_storage_buffer_range", (unsigned long long)c->max_storage_buffer_range,
+        "max_allocation_bytes", (unsigned long long)c->max_allocation_bytes,
+        "device_local_bytes", (unsigned long long)c->device_local_heap_bytes,
+        "timestamp_period_ns", (double)c->timestamp_period_ns,
+        "timestamp_valid_bits", c->timestamp_valid_bits,
+        "cooperative_matrix", c->has_coop ? Py_True : Py_False,
+        "cooperative_matrix_enabled", hl_device_coop_enabled(self->dev) ? Py_True : Py_False,
+        "cooperative_matrix2", c->has_coop2 ? Py_True : Py_False,
+        "bf16", c->has_bf16 ? Py_True : Py_False,
+        "fp16", c->has_fp16 ? Py_True : Py_False,
+        "cooperative_matrix2_flexible_dimensions", c->n_coop2_flex,
+        "cooperative_matrix_properties", table);
+    return d;
+}
+
+static PyObject *Device_info(DeviceObject *self, void *c) {
+    if (!self->dev) {
+        PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
+        return NULL;
+    }
+    if (!self->info) self->info = build_info(self);
+    if (!self->info) return NULL;
+    return PyDictProxy_New(self->info);
+}
+
+/* ---- variants ------------------------------------------------------------ */
+static int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
+    *given = 0;
+    if (obj == Py_None) return 0;
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "variant must be a str or None, not %.80s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *s = PyUnicode_AsUTF8(obj);
+    if (!s) return -1;
+    hl_error err = {0};
+    if (hl_variant_parse(s, v, &err) != HL_OK) { raise_status(dev_state(self), &err); return -1; }
+    *given = 1;
+    return 0;
+}
+
+static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    hl_variant vs[256];
+    size_t n = hl_variant_list(self->dev, vs, 256);
+    PyThread_release_lock(self->lock);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char buf[HL_VARIANT_STR_MAX];
+        hl_variant_format(&vs[i], buf, sizeof buf);
+        PyObject *s = PyUnicode_FromString(buf);
+        if (!s) { Py_DECREF(list); return NULL; }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+    }
+    return list;
+}
+
+static PyObject *Device_default_variant(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    hl_variant v;
+    hl_error err = {0};
+    hl_status s = hl_variant_default(self->dev, &v, &err);
+    PyThread_release_lock(self->lock);
+    if (s != HL_OK) return raise_status(dev_state(self), &err);
+    char buf[HL_VARIANT_STR_MAX];
+    hl_variant_format(&v, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+
+static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
+    hl_variant v;
+    int given;
+    if (variant_arg(self, arg, &v, &given) < 0) return NULL;
+    if (!given) { PyErr_SetString(PyExc_TypeError, "check_variant needs a variant string"); return NULL; }
+    if (acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status s = hl_variant_check(self->dev, &v, &err);
+    PyThread_release_lock(self->lock);
+    if (s != HL_OK) return raise_status(dev_state(self), &err);
+    char buf[HL_VARIANT_STR_MAX];
+    hl_variant_format(&v, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+static int dtype_arg(PyObject *obj, hl_dtype *out) {
+    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
+    if (s && (!strcmp(s, "float16") || !strcmp(s, "f16"))) { *out = HL_F16; return 0; }
+    if (s && (!strcmp(s, "float32") || !strcmp(s, "f32"))) { *out = HL_F32; return 0; }
+    PyErr_Clear();
+    PyObject *r = PyObject_Repr(obj);
+    PyErr_Format(PyExc_ValueError, "out_dtype must be 'float16' or 'float32', got %U", r ? r : Py_None);
+    Py_XDECREF(r);
+    return -1;
+}
+
+static int operand(PyObject *obj, const char *name, PyArrayObject **out) {
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray, not %.80s", name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (PyArray_NDIM(a) != 2) {
+        PyErr_Format(PyExc_ValueError, "%s must be 2-D, got %d-D", name, PyArray_NDIM(a));
+        return -1;
+    }
+    if (PyArray_TYPE(a) != NPY_HALF) {
+        PyErr_Format(PyExc_TypeError, "%s must be float16 at this level (helios.matmul converts), got %s",
+                     name, PyArray_DESCR(a)->typeobj->tp_name);
+        return -1;
+    }
+    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous and aligned at this level", name);
+        return -1;
+    }
+    if (PyArray_DIM(a, 0) > UINT32_MAX || PyArray_DIM(a, 1) > UINT32_MAX || PyArray_DIM(a, 0) < 1 ||
+        PyArray_DIM(a, 1) < 1) {
+        PyErr_Format(PyExc_ValueError, "%s has shape (%zd, %zd); each dimension must be 1..2^32-1",
+                     name, (Py_ssize_t)PyArray_DIM(a, 0), (Py_ssize_t)PyArray_DIM(a, 1));
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
+
+/* _run(a, b, out_dtype, variant, warmup, iters) -> (c, samples_ms, batch_ms, variant) */
+static PyObject *Device_run(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"a", "b", "out_dtype", "variant", "warmup", "iters", NULL};
+    PyObject *ao, *bo, *dto, *vo = Py_None;
+    unsigned int warmup = 0, iters = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OII:_run", kwlist, &ao, &bo, &dto, &vo, &warmup,
+                                     &iters))
+        return NULL;
+    PyArrayObject *a, *b;
+    hl_dtype out_dtype;
+    hl_variant v;
+    int given;
+    if (operand(ao, "a", &a) < 0 || operand(bo, "b", &b) < 0 || dtype_arg(dto, &out_dtype) < 0 ||
+        variant_arg(self, vo, &v, &given) < 0)
+        return NULL;
+    npy_intp m = PyArray_DIM(a, 0), k = PyArray_DIM(a, 1), n = PyArray_DIM(b, 1);
+    if (PyArray_DIM(b, 0) != k) {
+        PyErr_Format(PyExc_ValueError, "matmul: inner dimensions differ: a is (%zd, %zd), b is (%zd, %zd)",
+                     (Py_ssize_t)m, (Py_ssize_t)k, (Py_ssize_t)PyArray_DIM(b, 0), (Py_ssize_t)n);
+        return NULL;
+    }
+    if (iters > 100000 || warmup > 100000) {
+        PyErr_SetString(PyExc_ValueError, "iters and warmup must be <= 100000");
+        return NULL;
+    }
+    npy_intp dims[2] = {m, n};
+    PyArrayObject *c = (PyArrayObject *)PyArray_SimpleNew(2, dims, out_dtype == HL_F16 ? NPY_HALF : NPY_FLOAT32);
+    if (!c) return NULL;
+    double *samples = NULL, batch = 0.0;
+    if (iters) {
+        samples = PyMem_Calloc(iters, sizeof *samples);
+        if (!samples) { Py_DECREF(c); return PyErr_NoMemory(); }
+    }
+    if (acquire(self) < 0) { Py_DECREF(c); PyMem_Free(samples); return NULL; }
+    hl_matmul_args ma = {.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in_dtype = HL_F16,
+                         .out_dtype = out_dtype, .a = PyArray_DATA(a), .b = PyArray_DATA(b),
+                         .c = PyArray_DATA(c), .variant = given ? &v : NULL, .warmup = warmup,
+                         .iters = iters, .samples_ms = samples, .batch_ms = iters ? &batch : NULL};
+    hl_error err = {0};
+    hl_status s;
+    hl_telemetry tel;
+    Py_BEGIN_ALLOW_THREADS
+    s = hl_matmul(self->dev, &ma, &err);
+    if (s == HL_OK) hl_telemetry_get(self->dev, &tel);
+    Py_END_ALLOW_THREADS
+    PyThread_release_lock(self->lock);
+    if (s != HL_OK) { Py_DECREF(c); PyMem_Free(samples); return raise_status(dev_state(self), &err); }
+    PyObject *list = PyList_New(iters);
+    if (!list) { Py_DECREF(c); PyMem_Free(samples); return NULL; }
+    for (unsigned int i = 0; i < iters; i++) {
+        PyObject *f = PyFloat_FromDouble(samples[i]);
+        if (!f) { Py_DECREF(list); Py_DECREF(c); PyMem_Free(samples); return NULL; }
+        PyList_SET_ITEM(list, i, f);
+    }
+    PyMem_Free(samples);
+    return Py_BuildValue("(NNds)", c, list, iters ? batch : tel.last_gpu_ms, tel.last_variant);
+}
+
+/* ---- telemetry ----------------------------------------------------------- */
+static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    hl_telemetry t;
+    hl_telemetry_get(self->dev, &t);
+    PyThread_release_lock(self->lock);
+    double hit = t.matmuls ? (double)t.coop_matmuls / (double)t.matmuls : 0.0;
+    return Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}",
+                         "matmuls", (unsigned long long)t.matmuls, "coop_matmuls",
+                         (unsigned long long)t.coop_matmuls, "coop_hit_rate", hit, "dispatches",
+                         (unsigned long long)t.dispatches, "barriers", (unsigned long long)t.barriers,
+                         "submits", (unsigned long long)t.submits, "bytes_up",
+                         (unsigned long long)t.bytes_up, "bytes_down", (unsigned long long)t.bytes_down,
+                         "pipeline_compiles", (unsigned long long)t.pipeline_compiles,
+                         "pipeline_compile_ms", t.pipeline_compile_ms, "record_ms", t.record_ms,
+                         "submit_wait_ms", t.submit_wait_ms, "last_gpu_ms", t.last_gpu_ms,
+                         "last_variant", t.last_variant);
+}
+
+static PyObject *Device_reset_telemetry(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    hl_telemetry_reset(self->dev);
+    PyThread_release_lock(self->lock);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Device_methods[] = {
+    {"close", (PyCFunction)Device_close, METH_NOARGS, "Release the Vulkan device (idempotent)."},
+    {"__enter__", (PyCFunction)Device_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Device_exit, METH_VARARGS, NULL},
+    {"variants", (PyCFunction)Device_variants, METH_NOARGS, "Canonical strings of every variant valid here."},
+    {"default_variant", (PyCFunction)Device_default_variant, METH_NOARGS,
+     "The variant used when none is given (HELIOS_* switches applied)."},
+    {"check_variant", (PyCFunction)Device_check_variant, METH_O,
+     "Validate a variant string for this device; returns its canonical form."},
+    {"_run", (PyCFunction)(void (*)(void))Device_run, METH_VARARGS | METH_KEYWORDS,
+     "_run(a, b, out_dtype, variant=None, warmup=0, iters=0) -> (c, samples_ms, gpu_ms, variant).\n"
+     "Low level: a, b C-contiguous float16 2-D arrays. Use helios.matmul / Device.matmul."},
+    {"telemetry", (PyCFunction)Device_telemetry, METH_NOARGS, "Counters since creation or the last reset."},
+    {"reset_telemetry", (PyCFunction)Device_reset_telemetry, METH_NOARGS, "Zero the counters."},
+    {NULL}};
+
+static PyGetSetDef Device_getset[] = {
+    {"info", (getter)Device_info, NULL, "Capability report (read-only mapping).", NULL},
+    {"closed", (getter)Device_closed, NULL, "True once close() was called.", NULL},
+    {NULL}};
+
+static PyType_Slot Device_slots[] = {
+    {Py_tp_new, Device_new},
+    {Py_tp_dealloc, Device_dealloc},
+    {Py_tp_traverse, Device_traverse},
+    {Py_tp_methods, Device_methods},
+    {Py_tp_getset, Device_getset},
+    {Py_tp_doc, "Device(index=None, *, disable_coop=False)\n\nA Vulkan device. index: which one "
+                "(default: HELIOS_DEVICE, else the best GPU). disable_coop: like HELIOS_DISABLE_COOP=1."},
+    {0, NULL}};
+
+static PyType_Spec Device_spec = {
+    .name = "helios._helios.Device",
+    .basicsize = sizeof(DeviceObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Device_slots};
+
+int device_type_init(PyObject *module, module_state *st) {
+    st->DeviceType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Device_spec, NULL);
+    if (!st->DeviceType) return -1;
+    return PyModule_AddObjectRef(module, "Device", (PyObject *)st->DeviceType);
+}

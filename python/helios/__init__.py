@@ -1,0 +1,44 @@
+"""Helios: Vulkan cooperative-matrix matmul, measured against CUDA.
+
+Quick use::
+
+    import numpy as np, helios
+    c = helios.matmul(np.ones((64, 32), np.float16), np.ones((32, 16), np.float16))
+    with helios.Device() as dev:
+        print(dev.info["name"], dev.default_variant())
+        t = dev.time_matmul(1024, 1024, 1024, iters=20)
+        print(t.median_ms, t.tflops, t.variant)
+"""
+from ._helios import (
+    DeviceClosedError,
+    DeviceLostError,
+    DeviceMemoryError,
+    HeliosError,
+    NoDeviceError,
+    UnsupportedError,
+    canonical_variant,
+    device_count,
+)
+from .check import CheckResult, check_close, reference_matmul
+from .device import Device, MatmulTiming, default_device, matmul, variants
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckResult",
+    "Device",
+    "DeviceClosedError",
+    "DeviceLostError",
+    "DeviceMemoryError",
+    "HeliosError",
+    "MatmulTiming",
+    "NoDeviceError",
+    "UnsupportedError",
+    "canonical_variant",
+    "check_close",
+    "default_device",
+    "device_count",
+    "matmul",
+    "reference_matmul",
+    "variants",
+]

@@ -1,0 +1,66 @@
+"""The correctness gate of the seeds: |h - ref| <= atol + rtol * |ref| elementwise.
+
+NaN or Inf in the result never passes (a poisoned, unwritten element is NaN).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+ATOL = 0.02
+RTOL = 0.01
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    fails: int
+    total: int
+    max_abs_err: float
+    max_rel_err: float
+    nonfinite: int
+    atol: float
+    rtol: float
+
+    @property
+    def passed(self) -> bool:
+        return self.fails == 0
+
+    def line(self) -> str:
+        """The seeds' canonical check line, e.g. ``fails=0/147456``."""
+        return (f"fails={self.fails}/{self.total} max_abs_err={self.max_abs_err:.3g} "
+                f"max_rel_err={self.max_rel_err:.3g} (atol={self.atol}, rtol={self.rtol})")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["passed"] = self.passed
+        return d
+
+
+def reference_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float64 product of the given (already fp16-rounded) inputs."""
+    return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+
+
+def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL,
+                rtol: float = RTOL) -> CheckResult:
+    if result.shape != ref.shape:
+        raise ValueError(f"check: result shape {result.shape} != reference shape {ref.shape}")
+    if atol < 0 or rtol < 0:
+        raise ValueError(f"check: atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    h = np.asarray(result, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    finite = np.isfinite(h)
+    err = np.abs(h - r)
+    bad = ~finite | ~(err <= atol + rtol * np.abs(r))
+    err_f = np.where(finite, err, 0.0)
+    rel = err_f / np.maximum(np.abs(r), 1e-30)
+    return CheckResult(
+        fails=int(bad.sum()),
+        total=int(h.size),
+        max_abs_err=float(err_f.max()) if h.size else 0.0,
+        max_rel_err=float(rel.max()) if h.size else 0.0,
+        nonfinite=int((~finite).sum()),
+        atol=float(atol),
+        rtol=float(rtol),
+    )

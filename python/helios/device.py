@@ -1,0 +1,157 @@
+"""Python face of the engine: Device, matmul, time_matmul, variants."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _helios
+
+_DTYPES = {"float16": np.float16, "float32": np.float32, "f16": np.float16, "f32": np.float32}
+
+
+def _out_dtype_name(out_dtype: Any, default: str) -> str:
+    if out_dtype is None:
+        return default
+    try:
+        dt = np.dtype(out_dtype)
+    except TypeError:
+        raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype!r}") from None
+    if dt == np.float16:
+        return "float16"
+    if dt == np.float32:
+        return "float32"
+    raise ValueError(f"out_dtype must be float16 or float32, got {dt}")
+
+
+def _as_operand(x: Any, name: str) -> np.ndarray:
+    """A C-contiguous float16 2-D array, or a TypeError/ValueError that says why not."""
+    if isinstance(x, np.ndarray):
+        arr = x
+    elif hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
+        arr = np.asarray(x)
+    else:
+        raise TypeError(f"{name} must be an array (numpy.ndarray or an object exposing the array "
+                        f"interface), not {type(x).__name__}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
+    if arr.dtype not in (np.float16, np.float32):
+        raise TypeError(f"{name} has dtype {arr.dtype}; helios.matmul takes float16 "
+                        f"(float32 is accepted and rounded to float16)")
+    return np.ascontiguousarray(arr, dtype=np.float16)
+
+
+@dataclass
+class MatmulTiming:
+    """GPU-timed matmul: per-iteration device times after warm-up."""
+    m: int
+    n: int
+    k: int
+    variant: str
+    samples_ms: list[float]
+    batch_ms: float
+    warmup: int
+    out_dtype: str
+    telemetry: dict = field(default_factory=dict)
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.samples_ms))
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.median_ms * 1e-3) / 1e12
+
+
+class Device(_helios.Device):
+    """A Vulkan device. ``Device(index=None, *, disable_coop=False)``.
+
+    index defaults to HELIOS_DEVICE, else the best GPU. Use as a context manager
+    or call close(); afterwards every call raises DeviceClosedError.
+    """
+
+    def matmul(self, a: Any, b: Any, *, out_dtype: Any = None,
+               variant: Optional[str] = None) -> np.ndarray:
+        """C = A @ B on the GPU. Inputs are float16 (float32 is rounded to float16);
+        fp32 accumulation by default. out_dtype defaults to the inputs' dtype
+        (float16 in -> float16 out)."""
+        in_dtype = "float32" if getattr(a, "dtype", None) == np.float32 else "float16"
+        a16, b16 = _as_operand(a, "a"), _as_operand(b, "b")
+        out = _out_dtype_name(out_dtype, in_dtype)
+        if a16.shape[1] != b16.shape[0]:
+            raise ValueError(f"matmul: inner dimensions differ: a is {a16.shape}, b is {b16.shape}")
+        if variant is not None and not isinstance(variant, str):
+            raise TypeError(f"variant must be a str or None, not {type(variant).__name__}")
+        m, k = a16.shape
+        n = b16.shape[1]
+        if m == 0 or n == 0 or k == 0:   # as NumPy: empty, or zeros when K == 0
+            if self.closed:
+                raise _helios.DeviceClosedError("the Device is closed")
+            return np.zeros((m, n), dtype=_DTYPES[out])
+        c, _, _, _ = self._run(a16, b16, out, variant)
+        return c
+
+    def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
+                    variant: Optional[str] = None, dtype: str = "float16",
+                    out_dtype: str = "float16", seed: int = 0,
+                    inputs: Optional[Sequence[np.ndarray]] = None) -> MatmulTiming:
+        """Time C = A @ B with GPU timestamps: `warmup` untimed dispatches, then `iters`
+        dispatches each between two timestamps (samples_ms), then `iters` back to
+        back (batch_ms, the mean). Inputs are seeded random normals unless given."""
+        if dtype not in ("float16", "f16"):
+            raise _helios.UnsupportedError(f"time_matmul dtype {dtype!r}: only float16 inputs")
+        for name, v in (("m", m), ("n", n), ("k", k)):
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"time_matmul: {name} must be an int >= 1, got {v!r}")
+        if not isinstance(iters, int) or iters < 1 or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"time_matmul: need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
+        out = _out_dtype_name(out_dtype, "float16")
+        if inputs is None:
+            a, b = random_inputs(m, n, k, seed)
+        else:
+            a, b = (_as_operand(x, nm) for x, nm in zip(inputs, ("a", "b")))
+            if a.shape != (m, k) or b.shape != (k, n):
+                raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match "
+                                 f"m, n, k = {m}, {n}, {k}")
+        _, samples, batch, used = self._run(a, b, out, variant, warmup, iters)
+        return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
+                            batch_ms=batch, warmup=warmup, out_dtype=out,
+                            telemetry=self.telemetry())
+
+
+def random_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded standard-normal float16 operands (never zeros: they hide bugs and time faster)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)
+    return a, b
+
+
+_default: Optional[Device] = None
+_default_lock = threading.Lock()
+
+
+def default_device() -> Device:
+    """The process-wide Device used by helios.matmul (opened on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Device()
+        return _default
+
+
+def matmul(a: Any, b: Any, *, out_dtype: Any = None, variant: Optional[str] = None,
+           device: Optional[Device] = None) -> np.ndarray:
+    """C = A @ B on the default (or given) device. See Device.matmul."""
+    return (device or default_device()).matmul(a, b, out_dtype=out_dtype, variant=variant)
+
+
+def variants(device: Optional[Device] = None) -> list[str]:
+    """Canonical strings of every variant valid on the device."""
+    return (device or default_device()).variants()
