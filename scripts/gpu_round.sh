@@ -10,6 +10,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .
 git rev-parse HEAD 2>/dev/null > "$OUT/commit.txt" || true
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 python3 -m pip install --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+REPO=$(pwd); export REPO
 cd /tmp   # import the installed package, not the source tree
 helios info | tee "$OUT/info.txt"
 for step in "$@"; do
