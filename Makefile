@@ -1,0 +1,10 @@
+# Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
+.PHONY: test bench asan info
+test:   ## the test suite on lavapipe (what CI runs)
+	scripts/dev python3 -m pytest -q
+bench:  ## the main job: GPU-timed matmul on the default device, correctness-gated
+	scripts/dev helios time --shapes small --iters 10 --warmup 3 --check-shape 128x128x128
+asan:   ## the suite with the C core under AddressSanitizer
+	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -p no:cacheprovider
+info:
+	scripts/dev helios info

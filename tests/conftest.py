@@ -1,0 +1,41 @@
+"""Shared fixtures: one Device per session; variants the device lists."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+
+
+def _open_device():
+    try:
+        return helios.Device(), None
+    except helios.NoDeviceError as e:   # no Vulkan driver: say so, never pass silently
+        return None, str(e)
+
+
+_DEV, _WHY = _open_device()
+
+
+@pytest.fixture(scope="session")
+def device() -> helios.Device:
+    if _DEV is None:
+        pytest.skip(f"no Vulkan device: {_WHY}")
+    return _DEV
+
+
+def device_variants() -> list[str]:
+    return _DEV.variants() if _DEV is not None else []
+
+
+def rand(shape, seed, dtype=np.float16):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32).astype(dtype)
+
+
+def small_ints(shape, seed):
+    """Integers in [-2, 2]: every product and partial sum (|sum| < 2048) is exact in fp16."""
+    return np.random.default_rng(seed).integers(-2, 3, size=shape).astype(np.float16)
+
+
+def is_hardware(dev: helios.Device) -> bool:
+    return dev.info["device_type"] != "cpu"

@@ -1,0 +1,63 @@
+"""The helios command line."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import helios
+from helios.cli import main
+from helios.shapes import parse_shapes
+
+
+def test_help_lists_every_flag(capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["time", "--help"])
+    assert ei.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--shapes", "--iters", "--warmup", "--variant", "--check-shape", "--atol", "--rtol",
+                 "--seed", "--no-cuda", "--out"):
+        assert flag in out
+
+
+def test_info_json(device, capsys):
+    assert main(["info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == device.info["name"] and info["variants"] == device.variants()
+
+
+def test_info_text_runs_as_module(device):
+    r = subprocess.run([sys.executable, "-m", "helios", "info"], capture_output=True, text=True, check=True)
+    assert "default" in r.stdout and device.info["name"] in r.stdout
+
+
+def test_time_writes_json(device, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["time", "--shapes", "32x48x40,17x9x33", "--iters", "3", "--warmup", "1",
+                 "--check-shape", "64x64x64", "--no-cuda", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [r["shape"] for r in data["rows"]] == ["32x48x40", "17x9x33"]
+    assert data["check"]["passed"] and all(r["heliosMs"] > 0 for r in data["rows"])
+    assert "fails=0/4096" in capsys.readouterr().out
+
+
+def test_time_rejects_failing_check(device, capsys):
+    assert main(["time", "--shapes", "16x16x16", "--iters", "2", "--check-shape", "64x64x64",
+                 "--atol", "0", "--rtol", "0", "--no-cuda"]) == 1
+    assert "no timings" in capsys.readouterr().err
+
+
+def test_bad_shape_and_variant_exit_1(device, capsys):
+    assert main(["time", "--shapes", "12x12"]) == 1
+    assert main(["time", "--shapes", "16x16x16", "--variant", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "bad shape" in err and "malformed variant" in err
+
+
+def test_named_shape_sets():
+    assert parse_shapes("canonical")[0] == (1024, 1024, 1024)
+    assert len(parse_shapes("canonical,1024x1024x1024,large")) == 5
+    with pytest.raises(ValueError):
+        parse_shapes("huge")
