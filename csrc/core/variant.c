@@ -148,11 +148,13 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
     return HL_OK;
 }
 
-/* Preference among the table's shapes: the 16x16x16 / 16x8x16 / 16x8x8 that
- * NVIDIA offers, else the largest. Never chosen by the device's name. */
+/* Preference among the table's shapes, from measurement, never from the
+ * device's name: on an H100 (2026-11-22, benchmarks/results/h100-sweep-4096-
+ * e0f9ed5.json) 16x8x16 beat 16x16x16 and 16x8x8, as the DESIGN roof predicts.
+ * Other shapes (lavapipe's 8x8x8) rank by size. */
 static int shape_rank(const hl_coop_shape *s) {
-    if (s->m == 16 && s->n == 16 && s->k == 16) return 1 << 30;
-    if (s->m == 16 && s->n == 8 && s->k == 16) return (1 << 30) - 1;
+    if (s->m == 16 && s->n == 8 && s->k == 16) return 1 << 30;
+    if (s->m == 16 && s->n == 16 && s->k == 16) return (1 << 30) - 1;
     if (s->m == 16 && s->n == 8 && s->k == 8) return (1 << 30) - 2;
     return (int)(s->m * s->n * s->k);
 }
@@ -216,7 +218,9 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
                        "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
     fill_tiling(out, sg[0], sg[1]);
     out->direct_load = env_flag("HELIOS_COOP_DIRECT_LOAD");
-    out->stages = 2;
+    /* stages=1: the register prefetch of stages=2 lost at 4x4 subgroup tiles on
+     * the H100 (0.754 vs 1.034 ms at 4096^3 with 16x8x16), register pressure. */
+    out->stages = 1;
     hl_status st = hl_variant_check(dev, out, err);
     if (st != HL_OK) return hl_fail(err, st, "default variant from HELIOS_COOP_* switches: %s", err->message);
     return HL_OK;
@@ -236,10 +240,10 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                 uint32_t dm = s->m >= 16 ? 4 : 2;
                 for (size_t t = 0; t < sizeof sgs / sizeof sgs[0]; t++) {
                     for (int extra = 0; extra < 3; extra++) {
-                        /* extra 1: stages=1, extra 2: direct loads; only at the default tiling */
+                        /* extra 1: the other stages value, extra 2: direct loads; only at the default tiling */
                         if (extra && (sgs[t][0] != dm || sgs[t][1] != dm)) continue;
                         hl_variant v = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
-                                        .acc = (hl_dtype)acc, .stages = extra == 1 ? 1 : 2,
+                                        .acc = (hl_dtype)acc, .stages = extra == 1 ? 2 : 1,
                                         .direct_load = extra == 2};
                         fill_tiling(&v, sgs[t][0], sgs[t][1]);
                         if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
