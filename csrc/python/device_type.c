@@ -205,6 +205,12 @@ static int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *gi
     return 0;
 }
 
+static PyObject *variant_str(const hl_variant *v) {
+    char buf[HL_VARIANT_STR_MAX];
+    hl_variant_format(v, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+
 static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
     if (acquire(self) < 0) return NULL;
     hl_variant vs[256];
@@ -213,9 +219,7 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (!list) return NULL;
     for (size_t i = 0; i < n; i++) {
-        char buf[HL_VARIANT_STR_MAX];
-        hl_variant_format(&vs[i], buf, sizeof buf);
-        PyObject *s = PyUnicode_FromString(buf);
+        PyObject *s = variant_str(&vs[i]);
         if (!s) { Py_DECREF(list); return NULL; }
         PyList_SET_ITEM(list, (Py_ssize_t)i, s);
     }
@@ -229,9 +233,7 @@ static PyObject *Device_default_variant(DeviceObject *self, PyObject *unused) {
     hl_status s = hl_variant_default(self->dev, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
-    char buf[HL_VARIANT_STR_MAX];
-    hl_variant_format(&v, buf, sizeof buf);
-    return PyUnicode_FromString(buf);
+    return variant_str(&v);
 }
 
 static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
@@ -244,9 +246,7 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
     hl_status s = hl_variant_check(self->dev, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
-    char buf[HL_VARIANT_STR_MAX];
-    hl_variant_format(&v, buf, sizeof buf);
-    return PyUnicode_FromString(buf);
+    return variant_str(&v);
 }
 
 /* ---- matmul -------------------------------------------------------------- */
