@@ -123,6 +123,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->max_subgroup_size = p13.maxSubgroupSize;
     c->shared_memory_bytes = p->limits.maxComputeSharedMemorySize;
     c->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; i++) c->max_group_count[i] = p->limits.maxComputeWorkGroupCount[i];
     c->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     c->max_allocation_bytes = m3.maxMemoryAllocationSize;
     c->timestamp_period_ns = p->limits.timestampPeriod;

@@ -73,6 +73,7 @@ typedef struct hl_caps {
     int device_type;             /* raw VkPhysicalDeviceType */
     uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;
     uint32_t shared_memory_bytes, max_workgroup_invocations;
+    uint32_t max_group_count[3];
     uint64_t max_storage_buffer_range, max_allocation_bytes, device_local_heap_bytes;
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;

@@ -93,13 +93,11 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
 
     uint32_t bm = v.bm, bn = v.bn;
     uint64_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
-    VkPhysicalDeviceProperties props;
-    vkGetPhysicalDeviceProperties(dev->phys, &props);
-    if (gx > props.limits.maxComputeWorkGroupCount[0] || gy > props.limits.maxComputeWorkGroupCount[1])
+    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu needs a %llux%llu grid; device "
                        "allows %ux%u", (unsigned long long)m, (unsigned long long)n,
                        (unsigned long long)k, (unsigned long long)gx, (unsigned long long)gy,
-                       props.limits.maxComputeWorkGroupCount[0], props.limits.maxComputeWorkGroupCount[1]);
+                       caps->max_group_count[0], caps->max_group_count[1]);
 
     VkPipeline pipe;
     uint32_t required_subgroup = 0;
