@@ -7,9 +7,12 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source .device-kit/setup.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-git rev-parse HEAD 2>/dev/null > "$OUT/commit.txt" || true
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
-python3 -m pip install --no-build-isolation --no-deps . > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+# Few files come back from $OUT (8): logs stay in /tmp/round unless they explain a failure.
+LOG=/tmp/round; mkdir -p "$LOG"
+export HELIOS_COMMIT=${HELIOS_COMMIT:-unknown}   # the tree arrives without .git: pass it in
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+python3 -m pip install -v --no-build-isolation --no-deps . > "$LOG/build.log" 2>&1 || { tail -40 "$LOG/build.log"; exit 1; }
+grep -i "cuBLASLt reference" "$LOG/build.log" || true
 REPO=$(pwd); export REPO
 cd /tmp   # import the installed package, not the source tree
 helios info | tee "$OUT/info.txt"

@@ -371,6 +371,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_buffer_destroy(dev, &dev->buf_b);
         hl_buffer_destroy(dev, &dev->buf_c);
         hl_buffer_destroy(dev, &dev->staging);
+        hl_buffer_destroy(dev, &dev->flush);
         if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);
         if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
         if (dev->pipe_layout) vkDestroyPipelineLayout(dev->device, dev->pipe_layout, NULL);

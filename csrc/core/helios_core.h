@@ -134,6 +134,8 @@ typedef struct hl_matmul_args {
     uint32_t warmup, iters;
     double *samples_ms;
     double *batch_ms;            /* optional: (last end - first start)/iters, back to back */
+    uint64_t flush_bytes;        /* > 0: overwrite this many bytes before each timed sample,
+                                    outside its timestamps, to evict C/A/B from L2 (cold mode) */
 } hl_matmul_args;
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);

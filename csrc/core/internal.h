@@ -85,7 +85,7 @@ struct hl_device {
     int timestamps_ok;
     hl_pipeline *pipelines;
     /* workspace reused across calls, grown on demand */
-    hl_buffer buf_a, buf_b, buf_c, staging;
+    hl_buffer buf_a, buf_b, buf_c, staging, flush;
     hl_telemetry tel;
 };
 

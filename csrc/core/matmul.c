@@ -90,6 +90,8 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, align_up(c_bytes, 16), 0, err));
     const VkDeviceSize off_b = align_up(a_bytes, 256), off_c = align_up(off_b + b_bytes, 256);
     HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_c + c_bytes, 1, err));
+    if (args->iters && args->flush_bytes)
+        HL_TRY(hl_buffer_reserve(dev, &dev->flush, align_up(args->flush_bytes, 4), 0, err));
 
     uint32_t bm = v.bm, bn = v.bn;
     uint64_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
@@ -169,6 +171,11 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         if (d)
             barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+        if (timed_single && args->iters && args->flush_bytes) {
+            vkCmdFillBuffer(dev->cmd, dev->flush.buffer, 0, align_up(args->flush_bytes, 4), d);
+            barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+        }
         if (dev->timestamps_ok && timed_single)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iter);
         if (dev->timestamps_ok && batch_first)

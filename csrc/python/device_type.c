@@ -292,11 +292,12 @@ static int operand(PyObject *obj, const char *name, PyArrayObject **out) {
 
 /* _run(a, b, out_dtype, variant, warmup, iters) -> (c, samples_ms, batch_ms, variant) */
 static PyObject *Device_run(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"a", "b", "out_dtype", "variant", "warmup", "iters", NULL};
+    static char *kwlist[] = {"a", "b", "out_dtype", "variant", "warmup", "iters", "flush_bytes", NULL};
     PyObject *ao, *bo, *dto, *vo = Py_None;
     unsigned int warmup = 0, iters = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OII:_run", kwlist, &ao, &bo, &dto, &vo, &warmup,
-                                     &iters))
+    unsigned long long flush = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OIIK:_run", kwlist, &ao, &bo, &dto, &vo, &warmup,
+                                     &iters, &flush))
         return NULL;
     PyArrayObject *a, *b;
     hl_dtype out_dtype;
@@ -327,7 +328,8 @@ static PyObject *Device_run(DeviceObject *self, PyObject *args, PyObject *kwds) 
     hl_matmul_args ma = {.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in_dtype = HL_F16,
                          .out_dtype = out_dtype, .a = PyArray_DATA(a), .b = PyArray_DATA(b),
                          .c = PyArray_DATA(c), .variant = given ? &v : NULL, .warmup = warmup,
-                         .iters = iters, .samples_ms = samples, .batch_ms = iters ? &batch : NULL};
+                         .iters = iters, .samples_ms = samples, .batch_ms = iters ? &batch : NULL,
+                         .flush_bytes = flush};
     hl_error err = {0};
     hl_status s;
     hl_telemetry tel;
@@ -384,7 +386,7 @@ static PyMethodDef Device_methods[] = {
     {"check_variant", (PyCFunction)Device_check_variant, METH_O,
      "Validate a variant string for this device; returns its canonical form."},
     {"_run", (PyCFunction)(void (*)(void))Device_run, METH_VARARGS | METH_KEYWORDS,
-     "_run(a, b, out_dtype, variant=None, warmup=0, iters=0) -> (c, samples_ms, gpu_ms, variant).\n"
+     "_run(a, b, out_dtype, variant=None, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, gpu_ms, variant).\n"
      "Low level: a, b C-contiguous float16 2-D arrays. Use helios.matmul / Device.matmul."},
     {"telemetry", (PyCFunction)Device_telemetry, METH_NOARGS, "Counters since creation or the last reset."},
     {"reset_telemetry", (PyCFunction)Device_reset_telemetry, METH_NOARGS, "Zero the counters."},

@@ -1,8 +1,9 @@
-"""The `helios` command line: `helios info`, `helios time`."""
+"""The `helios` command line: info, time, bench, compare, check."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -12,6 +13,22 @@ from . import _helios
 from .check import ATOL, RTOL, check_close, reference_matmul
 from .device import Device, random_inputs
 from .shapes import parse_shape, parse_shapes, shape_str
+
+
+def _bool(s: str) -> bool:
+    v = s.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
+
+
+def _shape_arg(s: str) -> tuple[int, int, int]:
+    try:
+        return parse_shape(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _open(args: argparse.Namespace) -> Device:
@@ -109,6 +126,86 @@ def cmd_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import BenchConfig, markdown, run_bench
+    if args.suite != "cuda":
+        print(f"helios: error: unknown suite {args.suite!r} (only 'cuda')", file=sys.stderr)
+        return 1
+    variant = None if args.variant in (None, "matmul", "default") else args.variant
+    cfg = BenchConfig(shapes=parse_shapes(args.shapes), iters=args.iters, warmup=args.warmup,
+                      dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
+                      atol=args.atol, rtol=args.rtol, repeats=args.repeats, flush_l2=args.flush_l2,
+                      ref=args.ref, seed=args.seed, device=args.device,
+                      command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    try:
+        result = run_bench(cfg, log=print)
+    except RuntimeError as e:
+        if isinstance(e, _helios.HeliosError):
+            raise
+        print(f"helios: error: {e}", file=sys.stderr)
+        return 1
+    table = markdown(result)
+    print(table, end="")
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+        md = os.path.splitext(args.out)[0] + ".md"
+        with open(md, "w") as f:
+            f.write(table)
+        print(f"wrote {args.out} and {md}")
+    if result["status"] != "ok":
+        print(f"helios: run rejected: {result.get('failure')}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import CompareError, commit_line, compare, load, table, _gpu_label
+    old_files = args.old or []
+    new_files = args.new or []
+    if args.files:
+        if old_files or new_files or len(args.files) != 2:
+            print("helios: error: give OLD.json NEW.json, or --old FILE... --new FILE...", file=sys.stderr)
+            return 2
+        old_files, new_files = [args.files[0]], [args.files[1]]
+    try:
+        old = [load(p) for p in old_files]
+        new = [load(p) for p in new_files]
+        verdicts = compare(old, new, ignore_device=args.ignore_device)
+    except CompareError as e:
+        print(f"helios: cannot compare: {e}", file=sys.stderr)
+        return 2
+    print(table(verdicts))
+    print()
+    print(commit_line(verdicts, _gpu_label(new[0]), args.summary))
+    return 1 if any(v.verdict == "SLOWER" for v in verdicts) else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .fuzz import fuzz
+    try:
+        dev = _open(args)
+    except _helios.NoDeviceError as e:
+        print(f"helios check: skipped: no Vulkan device ({e})")
+        return 2
+    failures = 0
+    with dev:
+        variants = [dev.check_variant(args.variant)] if args.variant else None
+        n = 0
+        for case in fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim,
+                         atol=args.atol, rtol=args.rtol):
+            n += 1
+            if not case.passed:
+                failures += 1
+                print(f"FAIL #{case.index} {shape_str(case.shape)} out={case.out_dtype} "
+                      f"{case.variant}: {case.line}")
+            elif args.verbose:
+                print(f"ok   #{case.index} {shape_str(case.shape)} out={case.out_dtype} {case.variant}")
+    print(f"{n - failures} passed, {failures} failed (fuzz seed {args.seed})")
+    return 1 if failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="helios", description="Vulkan cooperative-matrix matmul, "
                                 "measured against CUDA.")
@@ -138,12 +235,68 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--no-cuda", action="store_true", help="do not time torch.cuda even if present")
     pt.add_argument("--out", default=None, help="write the results as JSON to this file")
     pt.set_defaults(func=cmd_time)
+
+    pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
+                        "and a reference, statistics, JSON (the seeds' `alpha bench --suite=cuda`)")
+    pb.add_argument("--suite", default="cuda", help="benchmark suite; only 'cuda' (Helios vs a reference)")
+    pb.add_argument("--shapes", default="canonical",
+                    help="comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
+                         "large (4096/8192), llm (transformer projections), small; default canonical")
+    pb.add_argument("--iters", type=int, default=100, help="timed iterations per side, shape and round (default 100)")
+    pb.add_argument("--warmup", type=int, default=10, help="untimed warm-up launches before them (default 10)")
+    pb.add_argument("--dtype", default="float16", choices=["float16"],
+                    help="input dtype (float16; bf16 inputs are not implemented yet)")
+    pb.add_argument("--variant", "--heliosVariant", dest="variant", default="matmul",
+                    help="'matmul' (the default path) or a variant string from `helios info --json`")
+    pb.add_argument("--check", type=_bool, nargs="?", const=True, default=True,
+                    help="gate the run on the check shape and check every timed output "
+                         "(default true; --check=false gives results marked untrusted)")
+    pb.add_argument("--check-shape", "--checkShape", dest="check_shape", type=_shape_arg,
+                    default=(384, 384, 384), help="shape of the gate (default 384x384x384)")
+    pb.add_argument("--atol", type=float, default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
+    pb.add_argument("--rtol", type=float, default=RTOL, help=f"gate relative tolerance (default {RTOL})")
+    pb.add_argument("--repeats", type=int, default=1,
+                    help="rounds; each round times every shape on both sides, alternating which "
+                         "goes first (default 1)")
+    pb.add_argument("--flush-l2", "--flushL2", dest="flush_l2", action="store_true",
+                    help="cold mode: overwrite 256 MiB before each sample, outside the timed region")
+    pb.add_argument("--ref", default="auto", choices=["auto", "torch", "cublas", "numpy"],
+                    help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
+                         "(labelled NOT CUDA); auto = torch, else cublas, else numpy")
+    pb.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    pb.add_argument("--out", default=None,
+                    help="write the helios-bench/1 JSON here, and a markdown table beside it (.md)")
+    pb.set_defaults(func=cmd_bench, argv=None)
+
+    pc = sub.add_parser("compare", help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
+                        "bench results; exit 1 only for a confident regression")
+    pc.add_argument("files", nargs="*", help="OLD.json NEW.json")
+    pc.add_argument("--old", nargs="+", help="several OLD results, pooled")
+    pc.add_argument("--new", nargs="+", help="several NEW results, pooled")
+    pc.add_argument("--ignore-device", action="store_true",
+                    help="compare results from different devices or drivers anyway")
+    pc.add_argument("--summary", default="<change summary>",
+                    help="change summary for the printed commit-message line")
+    pc.set_defaults(func=cmd_compare)
+
+    pk = sub.add_parser("check", help="correctness fuzzing: random shapes x variants vs float64; "
+                        "exit 0 pass, 1 fail, 2 skipped (no device)")
+    pk.add_argument("--fuzz", type=int, default=50, help="number of random cases (default 50)")
+    pk.add_argument("--seed", type=int, default=0, help="seed (default 0); a failure is reproducible from it")
+    pk.add_argument("--variant", default=None, help="fuzz one variant only (default: all the device lists)")
+    pk.add_argument("--max-dim", type=int, default=700, help="largest M, N, K drawn (default 700)")
+    pk.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL})")
+    pk.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
+    pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
+    pk.set_defaults(func=cmd_check)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "func", None) is cmd_bench:
+        args.argv = list(argv) if argv is not None else None
     try:
         return int(args.func(args))
     except _helios.NoDeviceError as e:

@@ -54,7 +54,9 @@ class MatmulTiming:
     batch_ms: float
     warmup: int
     out_dtype: str
+    flush_bytes: int = 0
     telemetry: dict = field(default_factory=dict)
+    output: Optional[np.ndarray] = field(default=None, repr=False)   # C of the last dispatch
 
     @property
     def median_ms(self) -> float:
@@ -100,10 +102,13 @@ class Device(_helios.Device):
     def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
                     variant: Optional[str] = None, dtype: str = "float16",
                     out_dtype: str = "float16", seed: int = 0,
-                    inputs: Optional[Sequence[np.ndarray]] = None) -> MatmulTiming:
+                    inputs: Optional[Sequence[np.ndarray]] = None,
+                    flush_bytes: int = 0) -> MatmulTiming:
         """Time C = A @ B with GPU timestamps: `warmup` untimed dispatches, then `iters`
         dispatches each between two timestamps (samples_ms), then `iters` back to
-        back (batch_ms, the mean). Inputs are seeded random normals unless given."""
+        back (batch_ms, the mean). Inputs are seeded random normals unless given.
+        flush_bytes > 0 overwrites that many bytes before each sample, outside the
+        timestamps, so samples start with a cold L2. `output` holds C."""
         if dtype not in ("float16", "f16"):
             raise _helios.UnsupportedError(f"time_matmul dtype {dtype!r}: only float16 inputs")
         for name, v in (("m", m), ("n", n), ("k", k)):
@@ -119,10 +124,12 @@ class Device(_helios.Device):
             if a.shape != (m, k) or b.shape != (k, n):
                 raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match "
                                  f"m, n, k = {m}, {n}, {k}")
-        _, samples, batch, used = self._run(a, b, out, variant, warmup, iters)
+        if not isinstance(flush_bytes, int) or flush_bytes < 0:
+            raise ValueError(f"time_matmul: flush_bytes must be an int >= 0, got {flush_bytes!r}")
+        c, samples, batch, used = self._run(a, b, out, variant, warmup, iters, flush_bytes)
         return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
-                            batch_ms=batch, warmup=warmup, out_dtype=out,
-                            telemetry=self.telemetry())
+                            batch_ms=batch, warmup=warmup, out_dtype=out, flush_bytes=flush_bytes,
+                            telemetry=self.telemetry(), output=c)
 
 
 def random_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

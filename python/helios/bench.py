@@ -1,0 +1,255 @@
+"""`helios bench`: the seeds' CUDA-parity protocol.
+
+Correctness first (the check shape must pass the gate before anything is
+timed, and every timed shape's output is checked too); then, per shape and
+round, Helios and the reference are timed the same way on the same inputs,
+alternating which goes first. A failing check marks the run failed and its
+rows carry no speed numbers.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from .check import ATOL, RTOL, CheckResult, check_close, reference_matmul
+from .device import Device, random_inputs
+from .gpustate import gpu_state, throttled
+from .reference import Reference, make_reference
+from .shapes import shape_str
+from .stats import bootstrap_ratio_ci, summarize
+
+SCHEMA = "helios-bench/1"
+FLUSH_BYTES = 256 << 20      # larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
+                             # (lavapipe's 128 MiB buffer limit caps it there)
+ROW_CHECK_ROWS = 64          # timed shapes: this many random rows vs float64, + all finite
+
+
+@dataclass
+class BenchConfig:
+    shapes: list[tuple[int, int, int]]
+    iters: int = 100
+    warmup: int = 10
+    dtype: str = "float16"
+    variant: Optional[str] = None          # None: the device default ("matmul" in the seeds)
+    check: bool = True
+    check_shape: tuple[int, int, int] = (384, 384, 384)
+    atol: float = ATOL
+    rtol: float = RTOL
+    repeats: int = 1
+    flush_l2: bool = False
+    ref: str = "auto"
+    seed: int = 0
+    device: Optional[int] = None
+    command: list[str] = field(default_factory=list)
+
+
+def _git() -> dict:
+    """Commit of the working directory's checkout (HELIOS_COMMIT overrides, e.g.
+    on a machine that received the tree without .git)."""
+    env = os.environ.get("HELIOS_COMMIT")
+    if env:
+        return {"commit": env, "dirty": None, "source": "HELIOS_COMMIT"}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        return {"commit": commit or None, "dirty": dirty if commit else None, "source": "git"}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None, "source": None}
+
+
+def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol: float,
+               seed: int) -> dict:
+    """Sampled check for timed shapes: ROW_CHECK_ROWS rows against float64 (every
+    column), plus every element finite (an unwritten, poisoned element is NaN)."""
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(a.shape[0], size=min(ROW_CHECK_ROWS, a.shape[0]), replace=False))
+    r = check_close(out[rows], reference_matmul(a[rows], b), atol=atol, rtol=rtol)
+    nonfinite = int((~np.isfinite(out)).sum())
+    d = r.as_dict()
+    d.update(rows_checked=int(rows.size), nonfinite_total=nonfinite,
+             passed=bool(r.passed and nonfinite == 0))
+    return d
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self.enabled:
+            width = 30
+            filled = int(width * self.done / self.total)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label:<40}")
+            sys.stderr.flush()
+            if self.done == self.total:
+                sys.stderr.write("\n")
+
+
+def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
+              log: Callable[[str], None] = lambda s: None) -> dict:
+    """Run the protocol; returns the helios-bench/1 dict (result["status"] is
+    "ok" or "failed")."""
+    if cfg.dtype != "float16":
+        from ._helios import UnsupportedError
+        raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
+    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1:
+        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, "
+                         f"{cfg.warmup}, {cfg.repeats})")
+    ref = make_reference(cfg.ref)
+    flush = 0
+    result: dict = {
+        "schema": SCHEMA, "status": "ok",
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "iters": cfg.iters, "warmup": cfg.warmup, "dtype": cfg.dtype, "out_dtype": "float16",
+        "repeats": cfg.repeats, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
+        "command": cfg.command, "git": _git(),
+        "host": {"hostname": platform.node(), "os": platform.platform(),
+                 "python": platform.python_version(), "numpy": np.__version__},
+    }
+    with Device(cfg.device) as dev:
+        info = dict(dev.info)
+        if cfg.flush_l2:   # capped where a device cannot hold that much in one buffer
+            flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
+        result["flush_bytes"] = flush
+        variant = cfg.variant or dev.default_variant()
+        variant = dev.check_variant(variant)
+        result["helios"] = {k: info[k] for k in (
+            "name", "device_type", "vendor_id", "device_id", "driver_name", "driver_info",
+            "driver_version", "api_version", "subgroup_size", "shared_memory_bytes",
+            "timestamp_period_ns", "timestamp_valid_bits", "cooperative_matrix",
+            "cooperative_matrix2", "bf16", "cooperative_matrix_properties")}
+        result["helios"]["variant"] = variant
+        result["cuda"] = ref.metadata()
+        result["reference"] = ref.name
+
+        # 1. The gate: nothing is timed unless the check shape passes.
+        if cfg.check:
+            m, n, k = cfg.check_shape
+            a, b = random_inputs(m, n, k, seed=cfg.seed + 7919)
+            c = dev.matmul(a, b, out_dtype="float16", variant=variant)
+            chk = check_close(c, reference_matmul(a, b), atol=cfg.atol, rtol=cfg.rtol)
+            result["check"] = {"shape": shape_str(cfg.check_shape), **chk.as_dict(), "line": chk.line()}
+            log(f"check {shape_str(cfg.check_shape)}: {chk.line()} -> {'PASS' if chk.passed else 'FAIL'}")
+            if not chk.passed:
+                result["status"] = "failed"
+                result["failure"] = f"correctness check {shape_str(cfg.check_shape)} failed: {chk.line()}"
+                result["rows"] = []
+                return result
+        else:
+            result["check"] = None
+            result["untrusted"] = "run without --check: results are not correctness-gated"
+
+        # 2. Timing, interleaved per shape over rounds.
+        acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [],
+                   "hchk": [], "rchk": [], "tel": None, "batch_mode": None} for s in cfg.shapes}
+        bar = _Progress(len(cfg.shapes) * cfg.repeats,
+                        sys.stderr.isatty() if progress is None else progress)
+        for rnd in range(cfg.repeats):
+            for si, shape in enumerate(cfg.shapes):
+                m, n, k = shape
+                a, b = random_inputs(m, n, k, seed=cfg.seed + si)
+                slot = acc[shape]
+                before = gpu_state()
+
+                def helios_side() -> None:
+                    dev.reset_telemetry()
+                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=cfg.warmup, variant=variant,
+                                        inputs=(a, b), flush_bytes=flush)
+                    slot["h"].append(t.samples_ms)
+                    slot["hb"].append(t.batch_ms)
+                    slot["hmed"].append(float(np.median(t.samples_ms)))
+                    slot["tel"] = t.telemetry
+                    slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+
+                def ref_side() -> None:
+                    t = ref.time(a, b, cfg.iters, cfg.warmup, flush)
+                    slot["r"].append(list(t.samples_ms))
+                    slot["rb"].append(t.batch_ms)
+                    slot["rmed"].append(float(np.median(t.samples_ms)))
+                    slot["batch_mode"] = t.batch_mode
+                    slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+
+                for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                    side()
+                slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
+                bar.step(f"{shape_str(shape)} round {rnd + 1}/{cfg.repeats}")
+
+        rows = []
+        for shape in cfg.shapes:
+            rows.append(_row(shape, acc[shape], variant, ref))
+        result["rows"] = rows
+        if any(not r["valid"] for r in rows):
+            result["status"] = "failed"
+            bad = [r["shape"] for r in rows if not r["valid"]]
+            result["failure"] = f"output check failed for {', '.join(bad)}"
+    return result
+
+
+def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> dict:
+    m, n, k = shape
+    flops = 2.0 * m * n * k
+    h = [x for r in s["h"] for x in r]
+    c = [x for r in s["r"] for x in r]
+    hs, cs = summarize(h), summarize(c)
+    valid = all(x["passed"] for x in s["hchk"])
+    thr = throttled(*[st[w] for st in s["state"] for w in ("before", "after")])
+    lo, hi = bootstrap_ratio_ci(c, h)   # speedup = cuda time / helios time
+    row = {
+        "shape": shape_str(shape),
+        "heliosMs": hs["median"] if valid else None,
+        "heliosTflops": flops / (hs["median"] * 1e-3) / 1e12 if valid else None,
+        "cudaMs": cs["median"],
+        "cudaTflops": flops / (cs["median"] * 1e-3) / 1e12,
+        "speedup": cs["median"] / hs["median"] if valid else None,
+        "speedup_ci95": [lo, hi] if valid else None,
+        "valid": valid, "throttled": thr, "variant": variant, "reference": ref.name,
+        "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"],
+                   "round_medians_ms": s["hmed"], "check": s["hchk"], "telemetry": s["tel"]},
+        "cuda": {"stats": cs, "samples_ms": s["r"], "batch_ms": s["rb"], "batch_mode": s["batch_mode"],
+                 "round_medians_ms": s["rmed"], "check": s["rchk"]},
+        "gpu_state": s["state"],
+    }
+    return row
+
+
+def markdown(result: dict) -> str:
+    """The results table, as printed and written beside the JSON."""
+    ref = result.get("reference", "?")
+    lines = [f"Helios vs {ref} on {result.get('helios', {}).get('name', '?')} "
+             f"({result['dtype']}, iters={result['iters']}, warmup={result['warmup']}, "
+             f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''})", ""]
+    if result.get("check"):
+        lines.append(f"check {result['check']['shape']}: {result['check']['line']}")
+        lines.append("")
+    if result["status"] != "ok":
+        lines.append(f"**FAILED**: {result.get('failure')}")
+        lines.append("")
+    lines.append(f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | speedup 95% CI "
+                 f"| helios batch ms | {ref} batch ms | CV h / c | flags |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in result.get("rows", []):
+        def f(x, p=4):
+            return "-" if x is None else f"{x:.{p}f}"
+        hb = np.median(r["helios"]["batch_ms"]) if r["helios"]["batch_ms"] else None
+        cb = [x for x in r["cuda"]["batch_ms"] if x is not None]
+        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"])) if on)
+        ratio = r["heliosMs"] / r["cudaMs"] if r["heliosMs"] else None
+        ci = (f"{r['speedup_ci95'][0]:.3f}-{r['speedup_ci95'][1]:.3f}" if r["speedup_ci95"] else "-")
+        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {f(r['heliosTflops'], 1)} | {f(r['cudaMs'])} "
+                     f"| {f(r['cudaTflops'], 1)} | {f(ratio, 2)} | {ci} | {f(hb)} | "
+                     f"{f(float(np.median(cb)) if cb else None)} | "
+                     f"{r['helios']['stats']['cv']:.3f} / {r['cuda']['stats']['cv']:.3f} | {flags} |")
+    if result.get("rows"):
+        lines.append("")
+        lines.append(f"variant: {result['rows'][0]['variant']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,104 @@
+"""NVIDIA GPU state around a measurement: clocks, temperature, power, utilisation,
+throttle reasons and other compute processes. From NVML (nvidia-ml-py) where it
+is installed, else `nvidia-smi`; None where neither answers (no NVIDIA GPU)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Optional
+
+# NVML throttle-reason bits that mean the clocks were held down by the board,
+# not by the GPU simply being idle or set by an application.
+_THROTTLE_BITS = {
+    0x0000000000000004: "sw_power_cap",
+    0x0000000000000008: "hw_slowdown",
+    0x0000000000000020: "sw_thermal_slowdown",
+    0x0000000000000040: "hw_thermal_slowdown",
+    0x0000000000000080: "hw_power_brake_slowdown",
+}
+
+
+def _nvml(index: int) -> Optional[dict]:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        util = pynvml.nvmlDeviceGetUtilizationRates(h)
+        reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        me = os.getpid()
+        return {
+            "source": "nvml",
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "utilization_gpu_pct": util.gpu,
+            "utilization_mem_pct": util.memory,
+            "throttle_reasons": [name for bit, name in _THROTTLE_BITS.items() if reasons & bit],
+            "other_compute_processes": [
+                {"pid": p.pid, "used_memory_bytes": p.usedGpuMemory} for p in procs if p.pid != me],
+        }
+    except Exception as e:   # a field this driver lacks: report what failed, not a guess
+        return {"source": "nvml", "error": f"{type(e).__name__}: {e}"}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _smi(index: int) -> Optional[dict]:
+    if not shutil.which("nvidia-smi"):
+        return None
+    q = ("clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,utilization.gpu,"
+         "utilization.memory,clocks_throttle_reasons.sw_power_cap,clocks_throttle_reasons.hw_slowdown,"
+         "clocks_throttle_reasons.sw_thermal_slowdown,clocks_throttle_reasons.hw_thermal_slowdown")
+    try:
+        r = subprocess.run(["nvidia-smi", "-i", str(index), f"--query-gpu={q}",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        if r.returncode != 0:
+            return None
+        v = [x.strip() for x in r.stdout.strip().split(",")]
+        names = ["sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"]
+
+        def num(s: str) -> Optional[float]:
+            try:
+                return float(s)
+            except ValueError:
+                return None
+        apps = subprocess.run(["nvidia-smi", "-i", str(index), "--query-compute-apps=pid,used_memory",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        me = os.getpid()
+        procs = []
+        for line in apps.stdout.strip().splitlines():
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) != me:
+                procs.append({"pid": int(parts[0]), "used_memory_bytes": (num(parts[1]) or 0) * 2**20})
+        return {
+            "source": "nvidia-smi", "sm_clock_mhz": num(v[0]), "mem_clock_mhz": num(v[1]),
+            "max_sm_clock_mhz": num(v[2]), "temperature_c": num(v[3]), "power_w": num(v[4]),
+            "utilization_gpu_pct": num(v[5]), "utilization_mem_pct": num(v[6]),
+            "throttle_reasons": [n for n, s in zip(names, v[7:11]) if s.lower() == "active"],
+            "other_compute_processes": procs,
+        }
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def gpu_state(index: int = 0) -> Optional[dict]:
+    """A snapshot of NVIDIA GPU `index`, or None when there is none to read."""
+    return _nvml(index) or _smi(index)
+
+
+def throttled(*states: Optional[dict]) -> bool:
+    """True when any snapshot shows a board-imposed clock limit."""
+    return any(bool(s and s.get("throttle_reasons")) for s in states)

@@ -1,0 +1,172 @@
+"""CUDA references timed like Helios, and an honest CPU fallback.
+
+- torch:  torch.cuda matmul, CUDA events around each launch after warm-up, batch
+          = N launches captured in one CUDA graph; TF32 off.
+- cublas: helios._cublas (cuBLASLt directly, built where the CUDA toolkit was);
+          the same protocol without needing torch.
+- numpy:  CPU float32 matmul of the fp16-rounded inputs, host clock. Not CUDA:
+          every row it produces says so.
+`auto` picks torch.cuda, else cublas, else numpy.
+"""
+from __future__ import annotations
+
+import abc
+import platform
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+@dataclass
+class RefTiming:
+    samples_ms: list[float]
+    batch_ms: Optional[float]
+    output: np.ndarray           # C from a launch on the same inputs (for the check)
+    batch_mode: str              # "cuda_graph", "back_to_back" or "none"
+
+
+class Reference(abc.ABC):
+    name = "base"
+    is_cuda = False
+
+    @abc.abstractmethod
+    def metadata(self) -> dict:
+        """torch_version, cuda_runtime, gpu (None where not CUDA) and a label."""
+
+    @abc.abstractmethod
+    def time(self, a: np.ndarray, b: np.ndarray, iters: int, warmup: int,
+             flush_bytes: int = 0) -> RefTiming:
+        """Samples after warm-up, a batch figure and one launch's output."""
+
+
+class TorchReference(Reference):
+    name = "torch"
+    is_cuda = True
+
+    def __init__(self) -> None:
+        import torch
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch.cuda is not available")
+        self.torch = torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    def metadata(self) -> dict:
+        t = self.torch
+        return {"reference": "torch", "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 off",
+                "torch_version": t.__version__, "cuda_runtime": t.version.cuda,
+                "gpu": t.cuda.get_device_name(0), "cublas_handle": "torch default"}
+
+    def time(self, a, b, iters, warmup, flush_bytes=0):
+        t = self.torch
+        ta, tb = t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
+        tc = t.full((a.shape[0], b.shape[1]), float("nan"), dtype=t.float16, device="cuda")
+        t.matmul(ta, tb, out=tc)
+        out = tc.cpu().numpy()
+        for _ in range(warmup):
+            t.matmul(ta, tb, out=tc)
+        flush = t.empty(flush_bytes, dtype=t.uint8, device="cuda") if flush_bytes else None
+        ev = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(iters)]
+        for i, (s, e) in enumerate(ev):
+            if flush is not None:
+                flush.fill_(i & 0xff)
+            s.record()
+            t.matmul(ta, tb, out=tc)
+            e.record()
+        t.cuda.synchronize()
+        samples = [s.elapsed_time(e) for s, e in ev]
+        batch, mode = None, "cuda_graph"
+        try:
+            g = t.cuda.CUDAGraph()
+            with t.cuda.graph(g):   # captures on its own side stream
+                for _ in range(iters):
+                    t.matmul(ta, tb, out=tc)
+            g.replay()   # untimed: uploads the graph
+            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            s.record()
+            g.replay()
+            e.record()
+            t.cuda.synchronize()
+            batch = s.elapsed_time(e) / iters
+        except RuntimeError:   # capture refused: back-to-back launches, labelled so
+            mode = "back_to_back"
+            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(iters):
+                t.matmul(ta, tb, out=tc)
+            e.record()
+            t.cuda.synchronize()
+            batch = s.elapsed_time(e) / iters
+        return RefTiming(samples, batch, out, mode)
+
+
+class CublasReference(Reference):
+    name = "cublas"
+    is_cuda = True
+
+    def __init__(self) -> None:
+        from . import _cublas   # ImportError where the CUDA toolkit was absent at build time
+        self.mod = _cublas
+        self.info = _cublas.info()
+
+    def metadata(self) -> dict:
+        rt = self.info["cuda_runtime"]
+        return {"reference": "cublas", "label": "cuBLASLt fp16 GEMM (fp32 accumulate), CUDA events",
+                "torch_version": None, "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
+                "gpu": self.info["gpu"], "cublaslt_version": self.info["cublaslt_version"]}
+
+    def time(self, a, b, iters, warmup, flush_bytes=0):
+        c, samples, batch = self.mod.matmul(a, b, warmup, iters, flush_bytes)
+        return RefTiming(samples, batch, c, "cuda_graph")
+
+
+class NumpyReference(Reference):
+    name = "numpy"
+    is_cuda = False
+
+    def metadata(self) -> dict:
+        return {"reference": "numpy", "label": "NOT CUDA: numpy float32 matmul on the CPU, host clock",
+                "torch_version": None, "cuda_runtime": None, "gpu": None,
+                "cpu": platform.processor() or platform.machine(), "numpy_version": np.__version__}
+
+    def time(self, a, b, iters, warmup, flush_bytes=0):
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        out = (a32 @ b32).astype(np.float16)
+        for _ in range(warmup):
+            a32 @ b32
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            a32 @ b32
+            samples.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            a32 @ b32
+        return RefTiming(samples, (time.perf_counter() - t0) * 1e3 / iters, out, "back_to_back")
+
+
+def make_reference(kind: str) -> Reference:
+    """kind: auto, torch, cublas or numpy. Raises RuntimeError saying why one is unavailable."""
+    if kind == "torch":
+        try:
+            return TorchReference()
+        except ImportError as e:
+            raise RuntimeError(f"--ref=torch: torch is not installed ({e})") from None
+    if kind == "cublas":
+        try:
+            return CublasReference()
+        except ImportError:
+            raise RuntimeError("--ref=cublas: helios._cublas was not built (no CUDA toolkit when "
+                               "the package was built)") from None
+    if kind == "numpy":
+        return NumpyReference()
+    if kind == "auto":
+        for cls in (TorchReference, CublasReference):
+            try:
+                return cls()
+            except (ImportError, RuntimeError):
+                continue
+        return NumpyReference()
+    raise ValueError(f"unknown reference {kind!r}: use auto, torch, cublas or numpy")

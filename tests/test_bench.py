@@ -1,0 +1,86 @@
+"""helios bench end to end on the local device with the CPU reference."""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+
+import jsonschema
+import pytest
+
+from helios.cli import main
+
+SCHEMA = json.loads((pathlib.Path(__file__).parent.parent / "docs" / "helios-bench-1.schema.json").read_text())
+SEED_ARGS = ["bench", "--suite=cuda", "--iters=5", "--warmup=2", "--dtype=float16", "--heliosVariant=matmul",
+             "--check=true", "--checkShape=96x96x96"]
+
+
+@pytest.fixture(scope="module")
+def bench_json(tmp_path_factory, device):
+    out = tmp_path_factory.mktemp("bench") / "run.json"
+    rc = main(SEED_ARGS + ["--shapes=64x64x64,33x17x129", "--repeats=2", "--ref=numpy", f"--out={out}"])
+    assert rc == 0
+    return out
+
+
+def test_schema_and_seed_fields(bench_json):
+    data = json.loads(bench_json.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["status"] == "ok" and data["check"]["passed"] and data["check"]["shape"] == "96x96x96"
+    assert [r["shape"] for r in data["rows"]] == ["64x64x64", "33x17x129"]
+    for r in data["rows"]:
+        assert r["valid"] and r["heliosMs"] > 0 and r["cudaMs"] > 0
+        assert len(r["helios"]["samples_ms"]) == 2 and all(len(x) == 5 for x in r["helios"]["samples_ms"])
+        assert r["helios"]["stats"]["n"] == 10 and r["cuda"]["stats"]["n"] == 10
+        assert r["helios"]["check"][0]["passed"] and r["helios"]["telemetry"]["matmuls"] == 1
+        assert r["reference"] == "numpy" and r["variant"] == data["helios"]["variant"]
+    assert data["cuda"]["label"].startswith("NOT CUDA")
+    assert bench_json.with_suffix(".md").read_text().startswith("Helios vs numpy")
+
+
+def test_seed_jq_line(bench_json):
+    if not shutil.which("jq"):
+        pytest.skip("jq is not installed here (scripts/dev installs it)")
+    q = '.rows[] | "\\(.shape),helios_ms=\\(.heliosMs),cuda_ms=\\(.cudaMs),ratio=\\(.cudaMs / .heliosMs)"'
+    out = subprocess.run(["jq", "-r", q, str(bench_json)], capture_output=True, text=True, check=True).stdout
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("64x64x64,helios_ms=") and "ratio=" in lines[1]
+
+
+def test_impossible_check_rejects_the_run(device, tmp_path, capsys):
+    out = tmp_path / "fail.json"
+    rc = main(SEED_ARGS + ["--shapes=32x32x32", "--atol=0", "--rtol=0", "--ref=numpy", f"--out={out}"])
+    assert rc == 1
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["status"] == "failed" and data["rows"] == [] and not data["check"]["passed"]
+    assert "run rejected" in capsys.readouterr().err
+
+
+def test_unavailable_reference_is_an_error(device, capsys):
+    pytest.importorskip("torch")
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("torch.cuda exists here: --ref=torch is available")
+    assert main(["bench", "--shapes=16x16x16", "--iters=2", "--ref=torch"]) == 1
+    assert "torch.cuda is not available" in capsys.readouterr().err
+
+
+def test_flush_l2_and_unchecked_runs(device, tmp_path):
+    out = tmp_path / "cold.json"
+    assert main(["bench", "--shapes=48x48x48", "--iters=3", "--warmup=1", "--flush-l2", "--check=false",
+                 "--ref=numpy", f"--out={out}"]) == 0
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, SCHEMA)
+    assert data["flush_l2"] and data["flush_bytes"] == min(256 << 20, device.info["max_storage_buffer_range"] // 4 * 4)
+    assert data["check"] is None and "untrusted" in data
+
+
+def test_bench_help_explains_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--suite", "--iters", "--warmup", "--dtype", "--heliosVariant", "--shapes", "--check ",
+                 "--checkShape", "--atol", "--rtol", "--repeats", "--flush-l2", "--ref", "--out", "--seed"):
+        assert flag in out, flag
