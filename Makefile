@@ -2,8 +2,8 @@
 .PHONY: test bench asan info
 test:   ## the test suite on lavapipe (what CI runs)
 	scripts/dev python3 -m pytest -q
-bench:  ## the main job: GPU-timed matmul on the default device, correctness-gated
-	scripts/dev helios time --shapes small --iters 10 --warmup 3 --check-shape 128x128x128
+bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
+	scripts/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json
 asan:   ## the suite with the C core under AddressSanitizer
 	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -p no:cacheprovider
 info:
