@@ -206,6 +206,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import report
+    try:
+        print(report(args.files, markdown=args.md, png_dir=args.png))
+    except ImportError as e:
+        print(f"helios: error: figures need matplotlib (pip install helios[notebook]): {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError) as e:
+        print(f"helios: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="helios", description="Vulkan cooperative-matrix matmul, "
                                 "measured against CUDA.")
@@ -289,6 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
     pk.set_defaults(func=cmd_check)
+
+    pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
+                        "(helios-sweep/1) result files")
+    pr.add_argument("files", nargs="+", help="result JSON files")
+    pr.add_argument("--md", action="store_true", help="print markdown tables instead of plain text")
+    pr.add_argument("--png", metavar="DIR", default=None,
+                    help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "
+                         "run-to-run variance, and a heatmap per sweep file")
+    pr.set_defaults(func=cmd_report)
     return p
 
 

@@ -1,0 +1,229 @@
+"""Tables and figures from committed results: `helios report` and the notebook.
+
+Reads helios-bench/1 (bench) and helios-sweep/1 (variant sweep) files. Figures
+need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, Optional
+
+import numpy as np
+
+PARITY = 1.25   # the seeds' target: helios_ms <= 1.25 * cuda_ms
+
+
+def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
+    """(bench results, sweeps); each dict gets a `_path`. Other schemas are an error."""
+    benches, sweeps = [], []
+    for p in paths:
+        with open(p) as f:
+            d = json.load(f)
+        d["_path"] = p
+        if d.get("schema") == "helios-bench/1":
+            benches.append(d)
+        elif d.get("schema") == "helios-sweep/1":
+            sweeps.append(d)
+        else:
+            raise ValueError(f"{p}: schema {d.get('schema')!r} is neither helios-bench/1 nor helios-sweep/1")
+    return benches, sweeps
+
+
+def _label(d: dict) -> str:
+    commit = (d.get("git") or {}).get("commit") or "?"
+    return f"{os.path.basename(d['_path'])} ({commit[:7]}, vs {d.get('reference')})"
+
+
+def _flops(shape: str) -> float:
+    m, n, k = (int(x) for x in shape.split("x"))
+    return 2.0 * m * n * k
+
+
+def summary_rows(benches: list[dict]) -> list[dict]:
+    """One row per (file, shape) with medians, ratio, batch and run-to-run CV."""
+    out = []
+    for d in benches:
+        for r in d.get("rows", []):
+            hm = r["helios"]["round_medians_ms"]
+            out.append({
+                "file": _label(d), "shape": r["shape"], "helios_ms": r["heliosMs"], "ref_ms": r["cudaMs"],
+                "ratio": (r["heliosMs"] / r["cudaMs"]) if r["heliosMs"] else None,
+                "helios_tflops": r["heliosTflops"], "ref_tflops": r["cudaTflops"],
+                "helios_batch_ms": float(np.median(r["helios"]["batch_ms"])) if r["helios"]["batch_ms"] else None,
+                "ref_batch_ms": (float(np.median([x for x in r["cuda"]["batch_ms"] if x is not None]))
+                                 if any(x is not None for x in r["cuda"]["batch_ms"]) else None),
+                "round_cv": float(np.std(hm, ddof=1) / np.mean(hm)) if len(hm) > 1 else None,
+                "valid": r["valid"], "throttled": r["throttled"], "reference": d.get("reference"),
+            })
+    return out
+
+
+def table(benches: list[dict], *, markdown: bool = True) -> str:
+    rows = summary_rows(benches)
+    head = ["file", "shape", "helios ms", "ref ms", "helios/ref", "helios TF/s", "ref TF/s",
+            "helios batch ms", "ref batch ms", "round CV", "flags"]
+
+    def f(x, p=4):
+        return "-" if x is None else f"{x:.{p}f}"
+    body = [[r["file"], r["shape"], f(r["helios_ms"]), f(r["ref_ms"]), f(r["ratio"], 2),
+             f(r["helios_tflops"], 1), f(r["ref_tflops"], 1), f(r["helios_batch_ms"]), f(r["ref_batch_ms"]),
+             f(r["round_cv"], 4),
+             ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"])) if on)]
+            for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    return "\n".join(lines)
+
+
+# ---- figures -----------------------------------------------------------------
+def _plt():
+    import matplotlib
+    if not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _shapes(benches: list[dict]) -> list[str]:
+    shapes = {r["shape"] for d in benches for r in d.get("rows", [])}
+    return sorted(shapes, key=_flops)
+
+
+def plot_tflops(benches: list[dict], ax=None):
+    """TFLOP/s vs shape for Helios and the reference of each file."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    shapes = _shapes(benches)
+    x = np.arange(len(shapes))
+    for d in benches:
+        by = {r["shape"]: r for r in d.get("rows", [])}
+        h = [by[s]["heliosTflops"] if s in by and by[s]["heliosTflops"] else np.nan for s in shapes]
+        c = [by[s]["cudaTflops"] if s in by else np.nan for s in shapes]
+        ax.plot(x, h, "o-", label=f"Helios: {_label(d)}")
+        ax.plot(x, c, "s--", label=f"{d.get('reference')}: {_label(d)}")
+    ax.set_xticks(x, shapes, rotation=20)
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.set_title("Throughput by shape")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def plot_ratio(benches: list[dict], ax=None):
+    """Helios time / reference time per shape, against the 1.25x parity line."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    shapes = _shapes(benches)
+    x = np.arange(len(shapes))
+    for d in benches:
+        by = {r["shape"]: r for r in d.get("rows", [])}
+        y = [by[s]["heliosMs"] / by[s]["cudaMs"] if s in by and by[s]["heliosMs"] else np.nan for s in shapes]
+        ax.plot(x, y, "o-", label=_label(d))
+    ax.axhline(PARITY, color="red", ls="--", label=f"parity target ({PARITY}x)")
+    ax.axhline(1.0, color="gray", ls=":")
+    ax.set_xticks(x, shapes, rotation=20)
+    ax.set_ylabel("Helios time / reference time")
+    ax.set_title("Distance to parity (lower is better)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def sweep_matrix(sweep: dict) -> tuple[list[str], list[str], np.ndarray]:
+    """Rows: coop shape + accumulator; columns: subgroup tiling, load path, stages (the
+    workgroup tile follows from them: 2x2 subgroups); TF/s (NaN: rejected or absent)."""
+    cells: dict[tuple[str, str], float] = {}
+    for r in sweep["rows"]:
+        parts = r["variant"].split(":")
+        if parts[0] == "scalar":
+            row, col = "scalar", "scalar"
+        else:
+            row = f"{parts[1]} {parts[4]}"
+            col = " ".join([parts[3], parts[5].replace("load=", ""), parts[6]])
+        cells[(row, col)] = r.get("tflops", np.nan) if r.get("check_fails", 1) == 0 else np.nan
+    rows = sorted({k[0] for k in cells})
+    cols = sorted({k[1] for k in cells})
+    m = np.full((len(rows), len(cols)), np.nan)
+    for (r, c), v in cells.items():
+        m[rows.index(r), cols.index(c)] = v
+    return rows, cols, m
+
+
+def plot_sweep(sweep: dict, ax=None):
+    plt = _plt()
+    rows, cols, m = sweep_matrix(sweep)
+    ax = ax or plt.subplots(figsize=(max(8, len(cols) * 0.5), 1 + 0.5 * len(rows)))[1]
+    im = ax.imshow(m, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if np.isfinite(m[i, j]):
+                ax.text(j, i, f"{m[i, j]:.0f}", ha="center", va="center", fontsize=6, color="white")
+    ax.figure.colorbar(im, ax=ax, label="TF/s (blank: rejected or absent)")
+    ax.set_title(f"Variant sweep at {sweep.get('shape')} ({sweep.get('device', {}).get('name', '?')})")
+    return ax
+
+
+def plot_variance(benches: list[dict], ax=None):
+    """Round medians of each shape, normalised to their mean: run-to-run spread."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(8, 4))[1]
+    data, labels = [], []
+    for s in _shapes(benches):
+        for side, key in (("helios", "helios"), ("ref", "cuda")):
+            meds = [m for d in benches for r in d.get("rows", []) if r["shape"] == s
+                    for m in r[key]["round_medians_ms"]]
+            if len(meds) > 1:
+                data.append(np.asarray(meds) / np.mean(meds))
+                labels.append(f"{s}\n{side}")
+    if data:
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=6)
+    ax.set_ylabel("round median / mean")
+    ax.set_title("Run-to-run variance")
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str]:
+    plt = _plt()
+    os.makedirs(outdir, exist_ok=True)
+    paths = []
+    jobs: list[tuple[str, object]] = []
+    if benches:
+        jobs += [("tflops.png", lambda ax: plot_tflops(benches, ax)),
+                 ("ratio.png", lambda ax: plot_ratio(benches, ax)),
+                 ("variance.png", lambda ax: plot_variance(benches, ax))]
+    for i, s in enumerate(sweeps):
+        jobs.append((f"sweep{i}.png", lambda ax, s=s: plot_sweep(s, ax)))
+    for name, draw in jobs:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
+        draw(ax)
+        fig.tight_layout()
+        path = os.path.join(outdir, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] = None) -> str:
+    benches, sweeps = load(paths)
+    parts = []
+    if benches:
+        parts.append(table(benches, markdown=markdown))
+    for s in sweeps:
+        passed = [r for r in s["rows"] if r.get("check_fails") == 0 and "tflops" in r]
+        best = max(passed, key=lambda r: r["tflops"]) if passed else None
+        parts.append(f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "
+                     f"{len(s['rows']) - len(passed)} rejected"
+                     + (f"; best {best['variant']} {best['tflops']:.1f} TF/s" if best else ""))
+    if png_dir:
+        parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir)))
+    return "\n\n".join(parts)
