@@ -39,3 +39,17 @@ def small_ints(shape, seed):
 
 def is_hardware(dev: helios.Device) -> bool:
     return dev.info["device_type"] != "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests need a hardware GPU; on a CPU Vulkan device (lavapipe) or none
+    they are skipped with the reason printed."""
+    if _DEV is None:
+        why = f"gpu: no Vulkan device ({_WHY})"
+    elif _DEV.info["device_type"] == "cpu":
+        why = f"gpu: needs a hardware GPU; this device is {_DEV.info['name']} (CPU)"
+    else:
+        return
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=why))

@@ -1,0 +1,124 @@
+"""Helios (default and each seed switch), torch.cuda and cuBLASLt over shapes.
+The benchmark statistics are GPU time (see gpuclock.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+from conftest import inputs, np_check, rounds, tflops
+from gpuclock import CLOCK
+from helios.gpustate import gpu_state
+
+# The seeds' switches, each as an implementation of its own.
+SWITCHES = {
+    "default": {},
+    "direct_load": {"HELIOS_COOP_DIRECT_LOAD": "1"},
+    "f16_accum": {"HELIOS_COOP_F16_ACCUM": "1"},
+    "sg2x2": {"HELIOS_COOP_F16IN_SUBGROUP_TILES": "2x2"},
+    "tile16x16x16": {"HELIOS_COOP_TILE": "16x16x16"},
+}
+
+
+def _finish(benchmark, shape, extra):
+    med_ms = benchmark.stats.stats.median * 1e3
+    benchmark.extra_info.update(extra)
+    benchmark.extra_info["tflops"] = tflops(shape, med_ms)
+    benchmark.extra_info["gpu_time_source"] = extra.get("gpu_time_source")
+
+
+@pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
+@pytest.mark.parametrize("impl", list(SWITCHES))
+def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
+    for k, v in SWITCHES[impl].items():
+        monkeypatch.setenv(k, v)
+    try:
+        variant = dev.default_variant()
+    except helios.UnsupportedError as e:
+        pytest.skip(f"switch {impl} not available on {dev.info['name']}: {e}")
+    m, n, k = shape
+    a, b = inputs(shape)
+    if "acc=f16" in variant:
+        # fp16 accumulation cannot meet the gate on random normals: check it exactly on
+        # small integers (every partial sum exact in fp16), time it on the normals.
+        ai = np.sign(a).astype(np.float16)
+        bi = np.sign(b).astype(np.float16)
+        c = dev.matmul(ai, bi, out_dtype="float32", variant=variant)
+        ok = bool(np.array_equal(c, ai.astype(np.float32) @ bi.astype(np.float32)))
+        check = {"kind": "exact small integers", "passed": ok}
+    else:
+        check = {"kind": "float64 rows + finite",
+                 **np_check(dev.matmul(a, b, out_dtype="float16", variant=variant), a, b)}
+    assert check["passed"], f"{variant} failed its check on {shape}: {check}"
+    before = gpu_state()
+
+    def one_round():
+        t = dev.time_matmul(m, n, k, iters=1, warmup=0, variant=variant, inputs=(a, b),
+                            flush_bytes=flush_bytes)
+        CLOCK.advance_ms(t.samples_ms[0])
+
+    r, w = rounds(dev)
+    benchmark.pedantic(one_round, rounds=r, iterations=1, warmup_rounds=w)
+    _finish(benchmark, shape, {"impl": f"helios:{impl}", "variant": variant, "check": check,
+                               "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()},
+                               "flush_bytes": flush_bytes, "gpu_time_source": "vulkan timestamps"})
+
+
+@pytest.mark.cuda
+@pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
+def test_torch(benchmark, dev, shape, flush_bytes):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch.cuda is not available")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = inputs(shape)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    tc = torch.matmul(ta, tb)
+    check = {"kind": "float64 rows + finite", **np_check(tc.cpu().numpy(), a, b)}
+    assert check["passed"], check
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
+    before = gpu_state()
+
+    def setup():
+        if flush is not None:
+            flush.fill_(1)
+
+    def one_round():
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.matmul(ta, tb, out=tc)
+        e.record()
+        e.synchronize()
+        CLOCK.advance_ms(s.elapsed_time(e))
+
+    r, w = rounds(dev)
+    benchmark.pedantic(one_round, setup=setup, rounds=r, iterations=1, warmup_rounds=w)
+    _finish(benchmark, shape, {"impl": "torch", "variant": None, "check": check,
+                               "device": torch.cuda.get_device_name(0),
+                               "gpu_state": {"before": before, "after": gpu_state()},
+                               "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})
+
+
+@pytest.mark.cuda
+@pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
+def test_cublas(benchmark, dev, shape, flush_bytes):
+    try:
+        from helios import _cublas
+    except ImportError:
+        pytest.skip("helios._cublas was not built (no CUDA toolkit at build time)")
+    a, b = inputs(shape)
+    c, _, _ = _cublas.matmul(a, b)
+    check = {"kind": "float64 rows + finite", **np_check(c, a, b)}
+    assert check["passed"], check
+    before = gpu_state()
+
+    def one_round():
+        _, samples, _ = _cublas.matmul(a, b, 0, 1, flush_bytes)
+        CLOCK.advance_ms(samples[0])
+
+    r, w = rounds(dev)
+    benchmark.pedantic(one_round, rounds=r, iterations=1, warmup_rounds=w)
+    _finish(benchmark, shape, {"impl": "cublas", "variant": None, "check": check,
+                               "device": _cublas.info()["gpu"],
+                               "gpu_state": {"before": before, "after": gpu_state()},
+                               "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})

@@ -1,0 +1,40 @@
+"""The pytest-benchmark suite (benchmarks/): JSON with GPU-time statistics,
+extra_info per benchmark, machine info, and an in-run comparison gate."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+EXTRA = {"impl", "variant", "check", "device", "gpu_state", "tflops", "gpu_time_source", "flush_bytes"}
+
+
+def _run(tmp_path, *extra):
+    cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
+           "--helios-sizes=quick", f"--benchmark-storage=file://{tmp_path}/store", *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_quick_suite_json_and_compare_gate(device, tmp_path):
+    out = tmp_path / "bench.json"
+    r = _run(tmp_path, f"--benchmark-json={out}", "--benchmark-save=base")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["machine_info"]["helios_device"]["name"] == device.info["name"]
+    benches = data["benchmarks"]
+    assert benches, "no benchmark ran"
+    for b in benches:
+        assert "GpuClock" in b["options"]["timer"]
+        assert b["stats"]["median"] > 0 and b["stats"]["rounds"] >= 5
+        assert EXTRA <= set(b["extra_info"]), b["name"]
+        assert b["extra_info"]["check"]["passed"] and b["extra_info"]["tflops"] > 0
+    impls = {b["extra_info"]["impl"] for b in benches}
+    assert "helios:default" in impls
+    # In-run comparison against the saved run, gated on the median.
+    r2 = _run(tmp_path, "--benchmark-compare=0001", "--benchmark-compare-fail=median:99%", "-k", "default")
+    assert r2.returncode == 0, r2.stdout[-3000:]
+    assert "0001_base" in r2.stdout

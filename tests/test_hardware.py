@@ -1,0 +1,29 @@
+"""Tests that only mean something on a hardware GPU (marker `gpu`)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+from conftest import rand
+
+pytestmark = pytest.mark.gpu
+
+
+def test_default_uses_a_16_row_tensor_core_shape(device):
+    v = device.default_variant()
+    assert v.startswith("coop:16x"), v
+
+
+@pytest.mark.slow
+def test_full_check_2048(device):
+    a, b = rand((2048, 2048), 11), rand((2048, 2048), 12)
+    r = helios.check_close(device.matmul(a, b, out_dtype="float16"), helios.reference_matmul(a, b))
+    assert r.passed, r.line()
+
+
+def test_timestamps_are_plausible(device):
+    t = device.time_matmul(4096, 4096, 4096, iters=10, warmup=5)
+    # 137 GFLOP: faster than 1000 TF/s is impossible on today's GPUs, slower than 1 TF/s is broken
+    assert 0.137 < t.median_ms < 137.0, t.samples_ms
+    assert abs(t.batch_ms - t.median_ms) / t.median_ms < 0.5
