@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes notebooks/explore.ipynb (without outputs) from the cells below.
+Outputs come from executing it: scripts/run_notebook.py."""
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+CELLS = [
+    new_markdown_cell("""# Helios: explore the device and the results
+
+What the Vulkan cooperative-matrix matmul can do on this machine, and how it
+compares with CUDA. Runs headless (`scripts/run_notebook.py`); CI executes it on
+lavapipe with small shapes (`HELIOS_NOTEBOOK_QUICK=1`), so it cannot rot."""),
+    new_code_cell("""import glob, json, os
+import matplotlib.pyplot as plt
+import helios
+from helios import report
+from helios.bench import BenchConfig, markdown, run_bench
+
+dev = helios.Device()
+QUICK = os.environ.get("HELIOS_NOTEBOOK_QUICK") == "1" or dev.info["device_type"] == "cpu"
+RESULTS = os.path.join("..", "benchmarks", "results")
+print("helios", helios.__version__, "| quick mode" if QUICK else "| full mode")"""),
+    new_markdown_cell("## The device\nCapabilities as Vulkan reports them; kernels are chosen from the cooperative-matrix table, never from the name."),
+    new_code_cell("""info = dev.info
+for key in ("name", "driver_name", "driver_info", "api_version", "subgroup_size", "shared_memory_bytes",
+            "timestamp_period_ns", "cooperative_matrix", "cooperative_matrix2", "bf16"):
+    print(f"{key:22} {info[key]}")
+print("\\ncooperative matrix shapes (f16 inputs):")
+for r in info["cooperative_matrix_properties"]:
+    if r["a"] == "f16":
+        print(f"  {r['m']}x{r['n']}x{r['k']}  -> {r['c']}")
+print("\\ndefault variant:", dev.default_variant(), f"({len(dev.variants())} variants valid here)")"""),
+    new_markdown_cell("## A quick bench\nThe same protocol as `helios bench`: the 384^3 gate, then GPU-timed medians for both sides."),
+    new_code_cell("""shapes = [(64, 64, 64), (127, 129, 65)] if QUICK else [(1024,) * 3, (2048,) * 3, (4096,) * 3]
+dev.close()   # run_bench opens its own Device
+quick = run_bench(BenchConfig(shapes=shapes, iters=5 if QUICK else 50, warmup=2 if QUICK else 10,
+                              repeats=2, ref="auto"), progress=False)
+quick["_path"] = "this run"
+print(markdown(quick))"""),
+    new_markdown_cell("## Committed results\nEvery file in `benchmarks/results/` was measured on a leased GPU, with the commit it measured."),
+    new_code_cell("""benches, sweeps = report.load(sorted(glob.glob(os.path.join(RESULTS, "*-bench-*.json")) +
+                                   glob.glob(os.path.join(RESULTS, "*-sweep-*.json"))))
+print(report.table(benches, markdown=False))"""),
+    new_markdown_cell("## Throughput and distance to parity\nThe seeds' target is Helios time <= 1.25x CUDA time."),
+    new_code_cell("""fig, axes = plt.subplots(1, 2, figsize=(15, 4.5))
+report.plot_tflops(benches + [quick], axes[0])
+report.plot_ratio(benches + [quick], axes[1])
+fig.tight_layout()
+plt.show()"""),
+    new_markdown_cell("## Variant sweep\nTF/s per variant at one shape; blank cells were rejected by the correctness gate (fp16 accumulation) or do not exist."),
+    new_code_cell("""for s in sweeps:
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    report.plot_sweep(s, ax)
+    fig.tight_layout()
+    plt.show()"""),
+    new_markdown_cell("## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."),
+    new_code_cell("""fig, ax = plt.subplots(figsize=(12, 4))
+report.plot_variance(benches, ax)
+fig.tight_layout()
+plt.show()"""),
+]
+
+
+
+def build():
+    return new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                "language": "python"}})
+
+
+if __name__ == "__main__":
+    nbformat.write(build(), "notebooks/explore.ipynb")
+    print("wrote notebooks/explore.ipynb")
