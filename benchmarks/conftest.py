@@ -89,7 +89,7 @@ def inputs(shape):
 
 def rounds(dev) -> tuple[int, int]:
     """(rounds, warmup rounds): fewer on a CPU device."""
-    return (5, 2) if dev.info["device_type"] == "cpu" else (50, 10)
+    return (5, 2) if dev.info["device_type"] == "cpu" else (100, 20)
 
 
 def tflops(shape, ms: float) -> float:

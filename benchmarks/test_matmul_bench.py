@@ -7,7 +7,7 @@ import pytest
 
 import helios
 from conftest import inputs, np_check, rounds, tflops
-from gpuclock import CLOCK
+from gpuclock import CLOCK, replay
 from helios.gpustate import gpu_state
 
 # The seeds' switches, each as an implementation of its own.
@@ -51,14 +51,9 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
                  **np_check(dev.matmul(a, b, out_dtype="float16", variant=variant), a, b)}
     assert check["passed"], f"{variant} failed its check on {shape}: {check}"
     before = gpu_state()
-
-    def one_round():
-        t = dev.time_matmul(m, n, k, iters=1, warmup=0, variant=variant, inputs=(a, b),
-                            flush_bytes=flush_bytes)
-        CLOCK.advance_ms(t.samples_ms[0])
-
     r, w = rounds(dev)
-    benchmark.pedantic(one_round, rounds=r, iterations=1, warmup_rounds=w)
+    t = dev.time_matmul(m, n, k, iters=r, warmup=w, variant=variant, inputs=(a, b), flush_bytes=flush_bytes)
+    replay(benchmark, t.samples_ms)
     _finish(benchmark, shape, {"impl": f"helios:{impl}", "variant": variant, "check": check,
                                "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()},
                                "flush_bytes": flush_bytes, "gpu_time_source": "vulkan timestamps"})
@@ -78,21 +73,18 @@ def test_torch(benchmark, dev, shape, flush_bytes):
     assert check["passed"], check
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
     before = gpu_state()
-
-    def setup():
+    r, w = rounds(dev)
+    for _ in range(w):
+        torch.matmul(ta, tb, out=tc)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(r)]
+    for i, (s, e) in enumerate(events):   # back to back, one sync: as helios bench times it
         if flush is not None:
-            flush.fill_(1)
-
-    def one_round():
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.fill_(i & 0xff)
         s.record()
         torch.matmul(ta, tb, out=tc)
         e.record()
-        e.synchronize()
-        CLOCK.advance_ms(s.elapsed_time(e))
-
-    r, w = rounds(dev)
-    benchmark.pedantic(one_round, setup=setup, rounds=r, iterations=1, warmup_rounds=w)
+    torch.cuda.synchronize()
+    replay(benchmark, [s.elapsed_time(e) for s, e in events])
     _finish(benchmark, shape, {"impl": "torch", "variant": None, "check": check,
                                "device": torch.cuda.get_device_name(0),
                                "gpu_state": {"before": before, "after": gpu_state()},
@@ -111,13 +103,9 @@ def test_cublas(benchmark, dev, shape, flush_bytes):
     check = {"kind": "float64 rows + finite", **np_check(c, a, b)}
     assert check["passed"], check
     before = gpu_state()
-
-    def one_round():
-        _, samples, _ = _cublas.matmul(a, b, 0, 1, flush_bytes)
-        CLOCK.advance_ms(samples[0])
-
     r, w = rounds(dev)
-    benchmark.pedantic(one_round, rounds=r, iterations=1, warmup_rounds=w)
+    _, samples, _ = _cublas.matmul(a, b, w, r, flush_bytes)
+    replay(benchmark, samples)
     _finish(benchmark, shape, {"impl": "cublas", "variant": None, "check": check,
                                "device": _cublas.info()["gpu"],
                                "gpu_state": {"before": before, "after": gpu_state()},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,15 +14,23 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 EXTRA = {"impl", "variant", "check", "device", "gpu_state", "tflops", "gpu_time_source", "flush_bytes"}
 
 
-def _run(tmp_path, *extra):
+def _run(store, *extra):
+    # pytest-benchmark 5.2 wants its storage under the working directory
     cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
-           "--helios-sizes=quick", f"--benchmark-storage=file://{tmp_path}/store", *extra]
+           "--helios-sizes=quick", f"--benchmark-storage=file://{store}", *extra]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-def test_quick_suite_json_and_compare_gate(device, tmp_path):
+@pytest.fixture
+def store():
+    path = os.path.join("build", f"benchmark-store-{os.getpid()}")
+    yield path
+    shutil.rmtree(os.path.join(ROOT, path), ignore_errors=True)
+
+
+def test_quick_suite_json_and_compare_gate(device, tmp_path, store):
     out = tmp_path / "bench.json"
-    r = _run(tmp_path, f"--benchmark-json={out}", "--benchmark-save=base")
+    r = _run(store, f"--benchmark-json={out}", "--benchmark-save=base")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["machine_info"]["helios_device"]["name"] == device.info["name"]
@@ -35,6 +44,6 @@ def test_quick_suite_json_and_compare_gate(device, tmp_path):
     impls = {b["extra_info"]["impl"] for b in benches}
     assert "helios:default" in impls
     # In-run comparison against the saved run, gated on the median.
-    r2 = _run(tmp_path, "--benchmark-compare=0001", "--benchmark-compare-fail=median:99%", "-k", "default")
+    r2 = _run(store, "--benchmark-compare=0001", "--benchmark-compare-fail=median:99%", "-k", "default")
     assert r2.returncode == 0, r2.stdout[-3000:]
     assert "0001_base" in r2.stdout
