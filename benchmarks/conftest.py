@@ -88,8 +88,11 @@ def inputs(shape):
 
 
 def rounds(dev) -> tuple[int, int]:
-    """(rounds, warmup rounds): fewer on a CPU device."""
+    """(rounds, minimum warm-up launches): fewer on a CPU device."""
     return (5, 2) if dev.info["device_type"] == "cpu" else (100, 20)
+
+
+WARMUP_MS = 200.0   # plus at least this much GPU work (helios.device.warmup_launches)
 
 
 def tflops(shape, ms: float) -> float:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import helios
-from conftest import inputs, np_check, rounds, tflops
+from conftest import WARMUP_MS, inputs, np_check, rounds, tflops
+from helios.device import warmup_launches
 from gpuclock import CLOCK, replay
 from helios.gpustate import gpu_state
 
@@ -52,11 +53,14 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
     assert check["passed"], f"{variant} failed its check on {shape}: {check}"
     before = gpu_state()
     r, w = rounds(dev)
+    est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=variant, inputs=(a, b))
+    w = warmup_launches(est.median_ms, w, WARMUP_MS)
     t = dev.time_matmul(m, n, k, iters=r, warmup=w, variant=variant, inputs=(a, b), flush_bytes=flush_bytes)
     replay(benchmark, t.samples_ms)
     _finish(benchmark, shape, {"impl": f"helios:{impl}", "variant": variant, "check": check,
                                "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()},
-                               "flush_bytes": flush_bytes, "gpu_time_source": "vulkan timestamps"})
+                               "flush_bytes": flush_bytes, "warmup_launches": w,
+                               "gpu_time_source": "vulkan timestamps"})
 
 
 @pytest.mark.cuda
@@ -74,7 +78,12 @@ def test_torch(benchmark, dev, shape, flush_bytes):
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
     before = gpu_state()
     r, w = rounds(dev)
-    for _ in range(w):
+    s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s0.record()
+    torch.matmul(ta, tb, out=tc)
+    e0.record()
+    e0.synchronize()
+    for _ in range(warmup_launches(s0.elapsed_time(e0), w, WARMUP_MS)):
         torch.matmul(ta, tb, out=tc)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(r)]
     for i, (s, e) in enumerate(events):   # back to back, one sync: as helios bench times it
@@ -104,7 +113,8 @@ def test_cublas(benchmark, dev, shape, flush_bytes):
     assert check["passed"], check
     before = gpu_state()
     r, w = rounds(dev)
-    _, samples, _ = _cublas.matmul(a, b, w, r, flush_bytes)
+    _, est, _ = _cublas.matmul(a, b, 1, 2)
+    _, samples, _ = _cublas.matmul(a, b, warmup_launches(min(est), w, WARMUP_MS), r, flush_bytes)
     replay(benchmark, samples)
     _finish(benchmark, shape, {"impl": "cublas", "variant": None, "check": check,
                                "device": _cublas.info()["gpu"],

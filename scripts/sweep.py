@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 import helios
-from helios.device import random_inputs
+from helios.device import random_inputs, warmup_launches
 from helios.shapes import parse_shape
 
 ODD = [(1, 1, 1), (7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33)]
@@ -44,8 +44,8 @@ def main() -> int:
                 # The GPU idles while references are computed on the CPU and its
                 # clocks drop: warm up for >= 200 ms of this variant's work first.
                 est = dev.time_matmul(m, n, k, iters=3, warmup=1, variant=v, inputs=(a_big, b_big))
-                warm = max(args.warmup, int(200.0 / max(est.median_ms, 1e-3)))
-                t = dev.time_matmul(m, n, k, iters=args.iters, warmup=min(warm, 20000), variant=v,
+                warm = warmup_launches(est.median_ms, args.warmup, 200.0)
+                t = dev.time_matmul(m, n, k, iters=args.iters, warmup=warm, variant=v,
                                     inputs=(a_big, b_big))
                 row.update(median_ms=t.median_ms, tflops=t.tflops, batch_ms=t.batch_ms,
                            cv=float(np.std(t.samples_ms) / np.mean(t.samples_ms)))

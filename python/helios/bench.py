@@ -19,7 +19,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .check import ATOL, RTOL, CheckResult, check_close, reference_matmul
-from .device import Device, random_inputs
+from .device import Device, random_inputs, warmup_launches
 from .gpustate import gpu_state, throttled
 from .reference import Reference, make_reference
 from .shapes import shape_str
@@ -43,6 +43,7 @@ class BenchConfig:
     atol: float = ATOL
     rtol: float = RTOL
     repeats: int = 1
+    warmup_ms: float = 200.0               # and at least this much GPU work of warm-up
     flush_l2: bool = False
     ref: str = "auto"
     seed: int = 0
@@ -110,7 +111,8 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
     result: dict = {
         "schema": SCHEMA, "status": "ok",
         "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "iters": cfg.iters, "warmup": cfg.warmup, "dtype": cfg.dtype, "out_dtype": "float16",
+        "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": cfg.dtype,
+        "out_dtype": "float16",
         "repeats": cfg.repeats, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
         "command": cfg.command, "git": _git(),
         "host": {"hostname": platform.node(), "os": platform.platform(),
@@ -150,7 +152,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             result["untrusted"] = "run without --check: results are not correctness-gated"
 
         # 2. Timing, interleaved per shape over rounds.
-        acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [],
+        acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [], "hw": [], "rw": [],
                    "hchk": [], "rchk": [], "tel": None, "batch_mode": None} for s in cfg.shapes}
         bar = _Progress(len(cfg.shapes) * cfg.repeats,
                         sys.stderr.isatty() if progress is None else progress)
@@ -162,9 +164,12 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
                 before = gpu_state()
 
                 def helios_side() -> None:
+                    est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=variant, inputs=(a, b))
+                    w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                     dev.reset_telemetry()
-                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=cfg.warmup, variant=variant,
+                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=variant,
                                         inputs=(a, b), flush_bytes=flush)
+                    slot["hw"].append(w)
                     slot["h"].append(t.samples_ms)
                     slot["hb"].append(t.batch_ms)
                     slot["hmed"].append(float(np.median(t.samples_ms)))
@@ -172,7 +177,10 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
                     slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
                 def ref_side() -> None:
-                    t = ref.time(a, b, cfg.iters, cfg.warmup, flush)
+                    est = ref.time(a, b, 2, 1)
+                    w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                    t = ref.time(a, b, cfg.iters, w, flush)
+                    slot["rw"].append(w)
                     slot["r"].append(list(t.samples_ms))
                     slot["rb"].append(t.batch_ms)
                     slot["rmed"].append(float(np.median(t.samples_ms)))
@@ -213,9 +221,10 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
         "speedup": cs["median"] / hs["median"] if valid else None,
         "speedup_ci95": [lo, hi] if valid else None,
         "valid": valid, "throttled": thr, "variant": variant, "reference": ref.name,
-        "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"],
+        "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"], "warmup_launches": s["hw"],
                    "round_medians_ms": s["hmed"], "check": s["hchk"], "telemetry": s["tel"]},
         "cuda": {"stats": cs, "samples_ms": s["r"], "batch_ms": s["rb"], "batch_mode": s["batch_mode"],
+                 "warmup_launches": s["rw"],
                  "round_medians_ms": s["rmed"], "check": s["rchk"]},
         "gpu_state": s["state"],
     }

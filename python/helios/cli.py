@@ -135,6 +135,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg = BenchConfig(shapes=parse_shapes(args.shapes), iters=args.iters, warmup=args.warmup,
                       dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
                       atol=args.atol, rtol=args.rtol, repeats=args.repeats, flush_l2=args.flush_l2,
+                      warmup_ms=args.warmup_ms,
                       ref=args.ref, seed=args.seed, device=args.device,
                       command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
     try:
@@ -256,7 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
                          "large (4096/8192), llm (transformer projections), small; default canonical")
     pb.add_argument("--iters", type=int, default=100, help="timed iterations per side, shape and round (default 100)")
-    pb.add_argument("--warmup", type=int, default=10, help="untimed warm-up launches before them (default 10)")
+    pb.add_argument("--warmup", type=int, default=10,
+                    help="untimed warm-up launches before them, at least (default 10)")
+    pb.add_argument("--warmup-ms", "--warmupMs", dest="warmup_ms", type=float, default=200.0,
+                    help="and at least this many ms of GPU work of warm-up, so an idle GPU's clocks "
+                         "ramp up first; the launches used are recorded per row (default 200)")
     pb.add_argument("--dtype", default="float16", choices=["float16"],
                     help="input dtype (float16; bf16 inputs are not implemented yet)")
     pb.add_argument("--variant", "--heliosVariant", dest="variant", default="matmul",

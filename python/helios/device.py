@@ -132,6 +132,17 @@ class Device(_helios.Device):
                             telemetry=self.telemetry(), output=c)
 
 
+def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:
+    """Warm-up launches: at least `min_count` and at least `min_ms` of GPU work.
+    A GPU left idle drops its clocks within milliseconds and needs tens to
+    hundreds of ms of work to ramp back up (measured on an H100: 4-5x slower
+    first samples after host-side pauses); a fixed count of fast launches does
+    not cover that."""
+    if estimate_ms <= 0:
+        return min_count
+    return int(min(cap, max(min_count, -(-min_ms // estimate_ms))))
+
+
 def random_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Seeded standard-normal float16 operands (never zeros: they hide bugs and time faster)."""
     rng = np.random.default_rng(seed)
