@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import helios
-from conftest import WARMUP_MS, inputs, np_check, rounds, tflops
+from conftest import WARMUP_MS, clocks_up, inputs, np_check, rounds, tflops
 from helios.device import warmup_launches
 from gpuclock import CLOCK, replay
-from helios.gpustate import gpu_state
+from helios.gpustate import gpu_state, low_clock
 
 # The seeds' switches, each as an implementation of its own.
 SWITCHES = {
@@ -24,6 +24,8 @@ SWITCHES = {
 def _finish(benchmark, shape, extra):
     med_ms = benchmark.stats.stats.median * 1e3
     benchmark.extra_info.update(extra)
+    st = extra.get("gpu_state") or {}
+    benchmark.extra_info["low_clock"] = low_clock(st.get("before"), st.get("after"))
     benchmark.extra_info["tflops"] = tflops(shape, med_ms)
     benchmark.extra_info["gpu_time_source"] = extra.get("gpu_time_source")
 
@@ -51,6 +53,7 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
         check = {"kind": "float64 rows + finite",
                  **np_check(dev.matmul(a, b, out_dtype="float16", variant=variant), a, b)}
     assert check["passed"], f"{variant} failed its check on {shape}: {check}"
+    ramp = clocks_up(dev)
     before = gpu_state()
     r, w = rounds(dev)
     est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=variant, inputs=(a, b))
@@ -58,7 +61,7 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
     t = dev.time_matmul(m, n, k, iters=r, warmup=w, variant=variant, inputs=(a, b), flush_bytes=flush_bytes)
     replay(benchmark, t.samples_ms)
     _finish(benchmark, shape, {"impl": f"helios:{impl}", "variant": variant, "check": check,
-                               "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()},
+                               "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
                                "flush_bytes": flush_bytes, "warmup_launches": w,
                                "gpu_time_source": "vulkan timestamps"})
 
@@ -76,6 +79,7 @@ def test_torch(benchmark, dev, shape, flush_bytes):
     check = {"kind": "float64 rows + finite", **np_check(tc.cpu().numpy(), a, b)}
     assert check["passed"], check
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
+    ramp = clocks_up(dev)
     before = gpu_state()
     r, w = rounds(dev)
     s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -86,6 +90,8 @@ def test_torch(benchmark, dev, shape, flush_bytes):
     for _ in range(warmup_launches(s0.elapsed_time(e0), w, WARMUP_MS)):
         torch.matmul(ta, tb, out=tc)
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(r)]
+    from helios.reference import torch_block
+    torch_block(torch, r)                 # enqueue ahead: no host gaps inside the samples
     for i, (s, e) in enumerate(events):   # back to back, one sync: as helios bench times it
         if flush is not None:
             flush.fill_(i & 0xff)
@@ -96,7 +102,7 @@ def test_torch(benchmark, dev, shape, flush_bytes):
     replay(benchmark, [s.elapsed_time(e) for s, e in events])
     _finish(benchmark, shape, {"impl": "torch", "variant": None, "check": check,
                                "device": torch.cuda.get_device_name(0),
-                               "gpu_state": {"before": before, "after": gpu_state()},
+                               "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
                                "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})
 
 
@@ -108,15 +114,16 @@ def test_cublas(benchmark, dev, shape, flush_bytes):
     except ImportError:
         pytest.skip("helios._cublas was not built (no CUDA toolkit at build time)")
     a, b = inputs(shape)
-    c, _, _ = _cublas.matmul(a, b)
+    c, _, _, _ = _cublas.matmul(a, b)
     check = {"kind": "float64 rows + finite", **np_check(c, a, b)}
     assert check["passed"], check
+    ramp = clocks_up(dev)
     before = gpu_state()
     r, w = rounds(dev)
-    _, est, _ = _cublas.matmul(a, b, 1, 2)
-    _, samples, _ = _cublas.matmul(a, b, warmup_launches(min(est), w, WARMUP_MS), r, flush_bytes)
+    _, est, _, _ = _cublas.matmul(a, b, 1, 2)
+    _, samples, _, _ = _cublas.matmul(a, b, warmup_launches(min(est), w, WARMUP_MS), r, flush_bytes)
     replay(benchmark, samples)
     _finish(benchmark, shape, {"impl": "cublas", "variant": None, "check": check,
                                "device": _cublas.info()["gpu"],
-                               "gpu_state": {"before": before, "after": gpu_state()},
+                               "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
                                "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-EXTRA = {"impl", "variant", "check", "device", "gpu_state", "tflops", "gpu_time_source", "flush_bytes"}
+EXTRA = {"impl", "variant", "check", "device", "gpu_state", "tflops", "gpu_time_source", "flush_bytes",
+         "clock_warmup", "low_clock"}
 
 
 def _run(store, *extra):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .check import ATOL, RTOL, CheckResult, check_close, reference_matmul
 from .device import Device, random_inputs, warmup_launches
-from .gpustate import gpu_state, throttled
+from .gpustate import gpu_state, low_clock, ramp_clocks, throttled
 from .reference import Reference, make_reference
 from .shapes import shape_str
 from .stats import bootstrap_ratio_ci, summarize
@@ -151,7 +151,18 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             result["check"] = None
             result["untrusted"] = "run without --check: results are not correctness-gated"
 
-        # 2. Timing, interleaved per shape over rounds.
+        # 2. Clocks up before anything is timed (NVIDIA GPUs; a no-op elsewhere).
+        warm_inputs: list = []
+
+        def clock_work() -> None:
+            if not warm_inputs:
+                warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1))
+            dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, variant=variant, inputs=tuple(warm_inputs))
+
+        result["clock_warmup"] = ramp_clocks(clock_work)
+        log(f"clock warm-up: {result['clock_warmup']}")
+
+        # 3. Timing, interleaved per shape over rounds.
         acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [], "hw": [], "rw": [],
                    "hchk": [], "rchk": [], "tel": None, "batch_mode": None} for s in cfg.shapes}
         bar = _Progress(len(cfg.shapes) * cfg.repeats,
@@ -210,7 +221,8 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
     c = [x for r in s["r"] for x in r]
     hs, cs = summarize(h), summarize(c)
     valid = all(x["passed"] for x in s["hchk"])
-    thr = throttled(*[st[w] for st in s["state"] for w in ("before", "after")])
+    states = [st[w] for st in s["state"] for w in ("before", "after")]
+    thr = throttled(*states)
     lo, hi = bootstrap_ratio_ci(c, h)   # speedup = cuda time / helios time
     row = {
         "shape": shape_str(shape),
@@ -220,7 +232,8 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
         "cudaTflops": flops / (cs["median"] * 1e-3) / 1e12,
         "speedup": cs["median"] / hs["median"] if valid else None,
         "speedup_ci95": [lo, hi] if valid else None,
-        "valid": valid, "throttled": thr, "variant": variant, "reference": ref.name,
+        "valid": valid, "throttled": thr, "low_clock": low_clock(*states), "variant": variant,
+        "reference": ref.name,
         "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"], "warmup_launches": s["hw"],
                    "round_medians_ms": s["hmed"], "check": s["hchk"], "telemetry": s["tel"]},
         "cuda": {"stats": cs, "samples_ms": s["r"], "batch_ms": s["rb"], "batch_mode": s["batch_mode"],
@@ -251,7 +264,8 @@ def markdown(result: dict) -> str:
             return "-" if x is None else f"{x:.{p}f}"
         hb = np.median(r["helios"]["batch_ms"]) if r["helios"]["batch_ms"] else None
         cb = [x for x in r["cuda"]["batch_ms"] if x is not None]
-        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"])) if on)
+        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
+                                         ("low_clock", r.get("low_clock"))) if on)
         ratio = r["heliosMs"] / r["cudaMs"] if r["heliosMs"] else None
         ci = (f"{r['speedup_ci95'][0]:.3f}-{r['speedup_ci95'][1]:.3f}" if r["speedup_ci95"] else "-")
         lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {f(r['heliosTflops'], 1)} | {f(r['cudaMs'])} "

@@ -102,3 +102,37 @@ def gpu_state(index: int = 0) -> Optional[dict]:
 def throttled(*states: Optional[dict]) -> bool:
     """True when any snapshot shows a board-imposed clock limit."""
     return any(bool(s and s.get("throttle_reasons")) for s in states)
+
+
+LOW_CLOCK = 0.8   # a row measured below 80% of the maximum SM clock is flagged
+
+
+def low_clock(*states: Optional[dict]) -> bool:
+    """True when any snapshot shows the SM clock under LOW_CLOCK x its maximum."""
+    for s in states:
+        if s and s.get("sm_clock_mhz") and s.get("max_sm_clock_mhz"):
+            if s["sm_clock_mhz"] < LOW_CLOCK * s["max_sm_clock_mhz"]:
+                return True
+    return False
+
+
+def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 5.0, index: int = 0) -> dict:
+    """Run `work()` (a few tens of ms of GPU work) until the SM clock reaches
+    `target` x its maximum or `timeout_s` passes. An H100 idle for seconds was
+    seen to stay at 345 MHz through 200 ms of back-to-back work, so a warm-up
+    count alone does not guarantee clocks. Returns what happened; without NVML
+    or nvidia-smi (no NVIDIA GPU) it does nothing and says so."""
+    import time
+    state = gpu_state(index)
+    if not state or not state.get("max_sm_clock_mhz"):
+        return {"done": False, "reason": "no NVIDIA GPU state to read"}
+    t0 = time.perf_counter()
+    calls = 0
+    while state["sm_clock_mhz"] < target * state["max_sm_clock_mhz"] and time.perf_counter() - t0 < timeout_s:
+        work()
+        calls += 1
+        state = gpu_state(index) or state
+    reached = state["sm_clock_mhz"] >= target * state["max_sm_clock_mhz"]
+    return {"done": True, "reached": bool(reached), "sm_clock_mhz": state["sm_clock_mhz"],
+            "max_sm_clock_mhz": state["max_sm_clock_mhz"], "work_calls": calls,
+            "seconds": round(time.perf_counter() - t0, 3)}
