@@ -3,7 +3,6 @@
 #include "cublas_ref.h"
 
 #include <cublasLt.h>
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +25,7 @@
         }                                                                                 \
     } while (0)
 
-int hc_matmul(hc_args *x, char *msg, size_t cap) {
+int hc_matmul(const hc_args *x, char *msg, size_t cap) {
     int rc = -1;
     const size_t a_bytes = (size_t)x->m * x->k * 2, b_bytes = (size_t)x->k * x->n * 2,
                  c_bytes = (size_t)x->m * x->n * 2, ws_bytes = 32u << 20;
@@ -39,7 +38,6 @@ int hc_matmul(hc_args *x, char *msg, size_t cap) {
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
     cublasLtMatmulPreference_t pref = NULL;
-    volatile uint32_t *gate = NULL;   /* host-mapped word the stream waits on */
     const uint32_t n_ev = 2 * x->iters + 2;
 
     CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -78,16 +76,6 @@ int hc_matmul(hc_args *x, char *msg, size_t cap) {
         ev = calloc(n_ev, sizeof *ev);
         if (!ev) { snprintf(msg, cap, "out of host memory"); goto done; }
         for (uint32_t i = 0; i < n_ev; i++) CU(cudaEventCreate(&ev[i]));
-        /* Enqueue warm-up and timed launches behind a stream wait that the host
-         * releases afterwards: per-launch events then time the kernels, not the
-         * host's launch latency. Where stream memory ops are unsupported the
-         * launches go as they come (queued_ahead = 0). */
-        CU(cudaHostAlloc((void **)&gate, sizeof *gate, cudaHostAllocMapped));
-        *gate = 0;
-        CUdeviceptr gate_dev;
-        CU(cudaHostGetDevicePointer((void **)&gate_dev, (void *)gate, 0));
-        x->queued_ahead = cuStreamWaitValue32((CUstream)stream, gate_dev, 1, CU_STREAM_WAIT_VALUE_GEQ) ==
-                          CUDA_SUCCESS;
         for (uint32_t i = 0; i < x->warmup; i++) GEMM();
         for (uint32_t i = 0; i < x->iters; i++) {
             if (flush) CU(cudaMemsetAsync(flush, (int)(i & 0xff), x->flush_bytes, stream));
@@ -95,7 +83,6 @@ int hc_matmul(hc_args *x, char *msg, size_t cap) {
             GEMM();
             CU(cudaEventRecord(ev[2 * i + 1], stream));
         }
-        __atomic_store_n(gate, 1u, __ATOMIC_SEQ_CST);
         CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         for (uint32_t i = 0; i < x->iters; i++) {
             cublasStatus_t s = cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc,
@@ -126,9 +113,7 @@ int hc_matmul(hc_args *x, char *msg, size_t cap) {
     CU(cudaGetLastError());
     rc = 0;
 done:
-    if (gate) __atomic_store_n(gate, 1u, __ATOMIC_SEQ_CST);   /* never leave the stream waiting */
     if (stream) cudaStreamSynchronize(stream);
-    if (gate) cudaFreeHost((void *)gate);
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
     if (ev) {

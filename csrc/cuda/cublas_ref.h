@@ -13,11 +13,10 @@ typedef struct hc_args {
     double *samples_ms;      /* iters values: one event pair per launch */
     double *batch_ms;        /* iters launches captured in one CUDA graph, / iters */
     uint64_t flush_bytes;    /* > 0: memset this many bytes before each sample (cold L2) */
-    int queued_ahead;        /* out: 1 if the timed launches were enqueued behind a stream wait */
 } hc_args;
 
 /* 0 on success; otherwise msg names the failing call and its error string. */
-int hc_matmul(hc_args *args, char *msg, size_t msg_cap);
+int hc_matmul(const hc_args *args, char *msg, size_t msg_cap);
 /* Name of device 0 and the runtime/driver versions, for metadata. */
 int hc_info(char *name, size_t cap, int *runtime_version, int *driver_version, int *cublaslt_version);
 #endif

@@ -52,8 +52,7 @@ static PyObject *py_matmul(PyObject *self, PyObject *args, PyObject *kwds) {
     for (unsigned int i = 0; list && i < iters; i++) PyList_SET_ITEM(list, i, PyFloat_FromDouble(samples[i]));
     PyMem_Free(samples);
     if (!list) { Py_DECREF(c); return NULL; }
-    /* queued_ahead is reported by info-style callers through the 4th item */
-    return Py_BuildValue("(NNdO)", c, list, batch, x.queued_ahead ? Py_True : Py_False);
+    return Py_BuildValue("(NNd)", c, list, batch);
 }
 
 static PyObject *py_info(PyObject *self, PyObject *unused) {
@@ -70,7 +69,7 @@ static PyObject *py_info(PyObject *self, PyObject *unused) {
 
 static PyMethodDef methods[] = {
     {"matmul", (PyCFunction)(void (*)(void))py_matmul, METH_VARARGS | METH_KEYWORDS,
-     "matmul(a, b, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, batch_ms, queued_ahead): fp16 GEMM via "
+     "matmul(a, b, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, batch_ms): fp16 GEMM via "
      "cuBLASLt (fp32 accumulate), CUDA events per launch, batch = iters launches in one CUDA graph."},
     {"info", py_info, METH_NOARGS, "GPU name and CUDA runtime/driver/cuBLASLt versions."},
     {NULL}};

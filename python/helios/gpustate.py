@@ -116,7 +116,7 @@ def low_clock(*states: Optional[dict]) -> bool:
     return False
 
 
-def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 5.0, index: int = 0) -> dict:
+def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0, index: int = 0) -> dict:
     """Run `work()` (a few tens of ms of GPU work) until the SM clock reaches
     `target` x its maximum or `timeout_s` passes. An H100 idle for seconds was
     seen to stay at 345 MHz through 200 ms of back-to-back work, so a warm-up
