@@ -100,8 +100,15 @@ def gpu_state(index: int = 0) -> Optional[dict]:
 
 
 def throttled(*states: Optional[dict]) -> bool:
-    """True when any snapshot shows a board-imposed clock limit."""
-    return any(bool(s and s.get("throttle_reasons")) for s in states)
+    """True when any snapshot shows a board-imposed limit actually holding the SM
+    clock below its maximum. (An H100 reported sw_power_cap while at its 1980 MHz
+    maximum; the raw reasons stay in the JSON either way.)"""
+    for s in states:
+        if s and s.get("throttle_reasons"):
+            clk, top = s.get("sm_clock_mhz"), s.get("max_sm_clock_mhz")
+            if clk is None or top is None or clk < top:
+                return True
+    return False
 
 
 LOW_CLOCK = 0.8   # a row measured below 80% of the maximum SM clock is flagged
