@@ -44,7 +44,10 @@ def test_quick_suite_json_and_compare_gate(device, tmp_path, store):
         assert b["extra_info"]["check"]["passed"] and b["extra_info"]["tflops"] > 0
     impls = {b["extra_info"]["impl"] for b in benches}
     assert "helios:default" in impls
-    # In-run comparison against the saved run, gated on the median.
-    r2 = _run(store, "--benchmark-compare=0001", "--benchmark-compare-fail=median:99%", "-k", "default")
+    # In-run comparison against the saved run, gated on the median. On a 2-core CPU
+    # device 5 rounds can differ 2x between runs, past the largest percentage
+    # pytest-benchmark accepts (99%): gate on an absolute 1 s instead; this tests
+    # that comparison and gating run, not lavapipe's speed.
+    r2 = _run(store, "--benchmark-compare=0001", "--benchmark-compare-fail=median:1.0", "-k", "default")
     assert r2.returncode == 0, r2.stdout[-3000:]
     assert "0001_base" in r2.stdout

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from conftest import ASAN_DRAW_SKIP
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 NB = os.path.join(ROOT, "notebooks", "explore.ipynb")
 
@@ -22,6 +24,7 @@ def test_committed_cells_match_the_generator():
         "notebooks/explore.ipynb differs from scripts/make_notebook.py: regenerate and re-run it"
 
 
+@ASAN_DRAW_SKIP
 def test_notebook_executes_headless(device, tmp_path):
     pytest.importorskip("nbclient", reason="nbclient not installed (the notebook extra)")
     pytest.importorskip("ipykernel", reason="ipykernel not installed (the notebook extra)")

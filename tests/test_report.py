@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from conftest import ASAN_DRAW_SKIP
+
 from helios.cli import main
 from helios.report import load, summary_rows, sweep_matrix, table
 
@@ -36,6 +38,7 @@ def test_sweep_matrix_marks_rejected_as_nan():
     assert np.isnan(m).sum() >= len(rejected)
 
 
+@ASAN_DRAW_SKIP
 def test_cli_report_md_and_png(tmp_path, capsys):
     pytest.importorskip("matplotlib", reason="figures need matplotlib (the notebook extra)")
     assert main(["report", *BENCH, *SWEEP, "--md", "--png", str(tmp_path)]) == 0
