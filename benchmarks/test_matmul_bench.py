@@ -68,62 +68,25 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
-def test_torch(benchmark, dev, shape, flush_bytes):
-    torch = pytest.importorskip("torch", reason="torch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("torch.cuda is not available")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    a, b = inputs(shape)
-    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    tc = torch.matmul(ta, tb)
-    check = {"kind": "float64 rows + finite", **np_check(tc.cpu().numpy(), a, b)}
-    assert check["passed"], check
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda") if flush_bytes else None
-    ramp = clocks_up(dev)
-    before = gpu_state()
-    r, w = rounds(dev)
-    s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s0.record()
-    torch.matmul(ta, tb, out=tc)
-    e0.record()
-    e0.synchronize()
-    for _ in range(warmup_launches(s0.elapsed_time(e0), w, WARMUP_MS)):
-        torch.matmul(ta, tb, out=tc)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(r)]
-    from helios.reference import torch_block
-    torch_block(torch, r)                 # enqueue ahead: no host gaps inside the samples
-    for i, (s, e) in enumerate(events):   # back to back, one sync: as helios bench times it
-        if flush is not None:
-            flush.fill_(i & 0xff)
-        s.record()
-        torch.matmul(ta, tb, out=tc)
-        e.record()
-    torch.cuda.synchronize()
-    replay(benchmark, [s.elapsed_time(e) for s, e in events])
-    _finish(benchmark, shape, {"impl": "torch", "variant": None, "check": check,
-                               "device": torch.cuda.get_device_name(0),
-                               "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
-                               "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})
-
-
-@pytest.mark.cuda
-@pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
-def test_cublas(benchmark, dev, shape, flush_bytes):
+@pytest.mark.parametrize("ref_name", ["torch", "cublas"])
+def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
+    """The CUDA references through helios.reference: the very code helios bench uses."""
+    from helios.reference import make_reference
     try:
-        from helios import _cublas
-    except ImportError:
-        pytest.skip("helios._cublas was not built (no CUDA toolkit at build time)")
+        ref = make_reference(ref_name)
+    except RuntimeError as e:
+        pytest.skip(str(e))
     a, b = inputs(shape)
-    c, _, _ = _cublas.matmul(a, b)
-    check = {"kind": "float64 rows + finite", **np_check(c, a, b)}
-    assert check["passed"], check
     ramp = clocks_up(dev)
     before = gpu_state()
     r, w = rounds(dev)
-    _, est, _ = _cublas.matmul(a, b, 1, 2)
-    _, samples, _ = _cublas.matmul(a, b, warmup_launches(min(est), w, WARMUP_MS), r, flush_bytes)
-    replay(benchmark, samples)
-    _finish(benchmark, shape, {"impl": "cublas", "variant": None, "check": check,
-                               "device": _cublas.info()["gpu"],
+    est = ref.time(a, b, 2, 1)
+    t = ref.time(a, b, r, warmup_launches(float(np.median(est.samples_ms)), w, WARMUP_MS), flush_bytes)
+    check = {"kind": "float64 rows + finite", **np_check(t.output, a, b)}
+    assert check["passed"], check
+    replay(benchmark, t.samples_ms)
+    meta = ref.metadata()
+    _finish(benchmark, shape, {"impl": ref_name, "variant": None, "check": check, "device": meta["gpu"],
+                               "label": meta["label"], "batch_ms": t.batch_ms, "batch_mode": t.batch_mode,
                                "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
                                "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})

@@ -94,43 +94,43 @@ def _shapes(benches: list[dict]) -> list[str]:
     return sorted(shapes, key=_flops)
 
 
-def plot_tflops(benches: list[dict], ax=None):
-    """TFLOP/s vs shape for Helios and the reference of each file."""
+def _per_shape(benches: list[dict], ax, series, ylabel: str, title: str):
+    """One line per (file, series) over the shapes of all files, in FLOP order.
+    series: [(label_fn(d), value_fn(row) -> float | None, style)]."""
     plt = _plt()
     ax = ax or plt.subplots(figsize=(8, 4))[1]
     shapes = _shapes(benches)
     x = np.arange(len(shapes))
     for d in benches:
         by = {r["shape"]: r for r in d.get("rows", [])}
-        h = [by[s]["heliosTflops"] if s in by and by[s]["heliosTflops"] else np.nan for s in shapes]
-        c = [by[s]["cudaTflops"] if s in by else np.nan for s in shapes]
-        ax.plot(x, h, "o-", label=f"Helios: {_label(d)}")
-        ax.plot(x, c, "s--", label=f"{d.get('reference')}: {_label(d)}")
+        for label, value, style in series:
+            y = [(value(by[s]) if s in by else None) for s in shapes]
+            ax.plot(x, [np.nan if v is None else v for v in y], style, label=label(d))
     ax.set_xticks(x, shapes, rotation=20)
-    ax.set_ylabel("TFLOP/s (median)")
-    ax.set_title("Throughput by shape")
-    ax.legend(fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
+    return ax
+
+
+def plot_tflops(benches: list[dict], ax=None):
+    """TFLOP/s vs shape for Helios and the reference of each file."""
+    ax = _per_shape(benches, ax, [
+        (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
+        (lambda d: f"{d.get('reference')}: {_label(d)}", lambda r: r["cudaTflops"], "s--")],
+        "TFLOP/s (median)", "Throughput by shape")
+    ax.legend(fontsize=7)
     return ax
 
 
 def plot_ratio(benches: list[dict], ax=None):
     """Helios time / reference time per shape, against the 1.25x parity line."""
-    plt = _plt()
-    ax = ax or plt.subplots(figsize=(8, 4))[1]
-    shapes = _shapes(benches)
-    x = np.arange(len(shapes))
-    for d in benches:
-        by = {r["shape"]: r for r in d.get("rows", [])}
-        y = [by[s]["heliosMs"] / by[s]["cudaMs"] if s in by and by[s]["heliosMs"] else np.nan for s in shapes]
-        ax.plot(x, y, "o-", label=_label(d))
+    ax = _per_shape(benches, ax, [
+        (_label, lambda r: r["heliosMs"] / r["cudaMs"] if r["heliosMs"] else None, "o-")],
+        "Helios time / reference time", "Distance to parity (lower is better)")
     ax.axhline(PARITY, color="red", ls="--", label=f"parity target ({PARITY}x)")
     ax.axhline(1.0, color="gray", ls=":")
-    ax.set_xticks(x, shapes, rotation=20)
-    ax.set_ylabel("Helios time / reference time")
-    ax.set_title("Distance to parity (lower is better)")
     ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
     return ax
 
 
