@@ -2,12 +2,20 @@
 // matmul_coop.comp — C = A*B on KHR cooperative matrices (tensor cores).
 //
 // A workgroup owns a BM x BN block of C; it has WM x WN subgroups, each owning
-// SG_M x SG_N accumulator tiles of TM x TN. K advances BK at a time through
-// shared memory (STAGES=2: the next block's global loads are issued before the
-// current one is multiplied, so they overlap). DIRECT=true loads fragments
-// straight from global memory in workgroups whose block is interior and aligned.
-// Tails: loads past M, N, K are zero-filled; edge tiles of C are staged through
-// shared memory and written element by element with bounds checks.
+// SG_M x SG_N accumulator tiles of TM x TN. K advances BK at a time through one
+// shared buffer (rows padded by 16 bytes against bank conflicts). STAGES=2 is a
+// register prefetch: the next slab's global loads are issued before the current
+// slab's MMAs, so they are in flight while the tensor cores work (measured on
+// the H100 as the loop shape that wins; two shared buffers did not, see
+// docs/perf-notes.md). DIRECT=true loads fragments straight from global memory.
+//
+// Interior workgroups (block inside C, rows 16-byte aligned, whole K slabs) run
+// a loop with no bounds checks; edge workgroups run the same loop with checks
+// and zero fill. Both are the same code instantiated with a constant flag.
+// RASTER > 1 walks the grid in groups of RASTER block rows so that workgroups
+// resident together share A rows and B columns in L2.
+// Split-K: workgroup z multiplies K range [z*k_chunk, (z+1)*k_chunk) and writes
+// an fp32 partial product to the workspace; matmul_splitk_reduce.comp sums them.
 // Build-time defines: ACC_F16 (fp16 accumulators), OUT_F16 (fp16 output).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -32,36 +40,39 @@ layout(constant_id = 8) const uint SUBGROUP = 32;
 layout(constant_id = 9) const uint STAGES = 2;
 layout(constant_id = 10) const bool DIRECT = false;
 layout(local_size_x_id = 11) in;   // = WM * WN * SUBGROUP
+layout(constant_id = 12) const uint RASTER = 8;
 
 const uint THREADS = WM * WN * SUBGROUP;
 const uint BM = WM * SG_M * TM;
 const uint BN = WN * SG_N * TN;
 // Shared tiles hold 16-byte vectors; rows are padded by one vector against bank conflicts.
-const uint A_ROW = BK / 8 + 1;          // vectors per A row in shared memory
-const uint B_ROW = BN / 8 + 1;
-const uint A_VECS = BM * BK / 8;        // vectors per A block
-const uint B_VECS = BK * BN / 8;
+const uint A_VPR = BK / 8;              // 16-byte vectors per A row of the slab
+const uint B_VPR = BN / 8;
+const uint A_ROW = A_VPR + 1;           // padded row pitch in shared memory
+const uint B_ROW = B_VPR + 1;
+const uint A_VECS = BM * A_VPR;         // vectors per A slab
+const uint B_VECS = BK * B_VPR;
 const uint A_PER_T = (A_VECS + THREADS - 1) / THREADS;
 const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 
 shared uvec4 As[BM * A_ROW];
 shared uvec4 Bs[BK * B_ROW];
-shared OUT_T scratch[WM * WN * TM * TN];
+shared float scratch[WM * WN * TM * TN];
 
-// 8 halfs starting at element e of A (row gr, column gk), zero past the edges.
-uvec4 load_a(uint gr, uint gk) {
-    if (gr >= p.M || gk >= p.K) return uvec4(0);
+// 8 halfs at A(gr, gk..gk+7), zero past the edges (the checked path).
+uvec4 load_a_checked(uint gr, uint gk, uint kend) {
+    if (gr >= p.M || gk >= kend) return uvec4(0);
     uint e = gr * p.K + gk;
-    if ((p.flags & FLAG_A_VEC) != 0u) return a128[e / 8u];
+    if ((p.flags & FLAG_A_VEC) != 0u && gk + 8u <= kend) return a128[e / 8u];
     uint w[8];
-    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gk + i < p.K ? uint(a16[e + i]) : 0u;
+    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gk + i < kend ? uint(a16[e + i]) : 0u;
     return uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
 }
 
-uvec4 load_b(uint gk, uint gc) {
-    if (gk >= p.K || gc >= p.N) return uvec4(0);
+uvec4 load_b_checked(uint gk, uint gc, uint kend) {
+    if (gk >= kend || gc >= p.N) return uvec4(0);
     uint e = gk * p.N + gc;
-    if ((p.flags & FLAG_B_VEC) != 0u) return b128[e / 8u];
+    if ((p.flags & FLAG_B_VEC) != 0u && gc + 8u <= p.N) return b128[e / 8u];
     uint w[8];
     [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gc + i < p.N ? uint(b16[e + i]) : 0u;
     return uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
@@ -71,25 +82,36 @@ coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[SG_M * SG_
 uvec4 ra[A_PER_T];
 uvec4 rb[B_PER_T];
 
-void fetch(uint m0, uint n0, uint k0, uint tid) {
+// Global -> registers for the slab at k0. `checked` is a constant at every call
+// site, so each path compiles to its own straight-line code.
+void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
     [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
         uint i = tid + r * THREADS;
-        ra[r] = i < A_VECS ? load_a(m0 + i / (BK / 8), k0 + (i % (BK / 8)) * 8) : uvec4(0);
+        uint row = i / A_VPR, col = i % A_VPR;
+        if (checked)
+            ra[r] = i < A_VECS ? load_a_checked(m0 + row, k0 + col * 8u, kend) : uvec4(0);
+        else if (A_VECS % THREADS == 0u || i < A_VECS)
+            ra[r] = a128[(m0 + row) * (p.K / 8u) + k0 / 8u + col];
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
-        rb[r] = i < B_VECS ? load_b(k0 + i / (BN / 8), n0 + (i % (BN / 8)) * 8) : uvec4(0);
+        uint row = i / B_VPR, col = i % B_VPR;
+        if (checked)
+            rb[r] = i < B_VECS ? load_b_checked(k0 + row, n0 + col * 8u, kend) : uvec4(0);
+        else if (B_VECS % THREADS == 0u || i < B_VECS)
+            rb[r] = b128[(k0 + row) * (p.N / 8u) + n0 / 8u + col];
     }
 }
 
+// Registers -> the shared slab.
 void commit(uint tid) {
     [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
         uint i = tid + r * THREADS;
-        if (i < A_VECS) As[(i / (BK / 8)) * A_ROW + i % (BK / 8)] = ra[r];
+        if (A_VECS % THREADS == 0u || i < A_VECS) As[(i / A_VPR) * A_ROW + i % A_VPR] = ra[r];
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
-        if (i < B_VECS) Bs[(i / (BN / 8)) * B_ROW + i % (BN / 8)] = rb[r];
+        if (B_VECS % THREADS == 0u || i < B_VECS) Bs[(i / B_VPR) * B_ROW + i % B_VPR] = rb[r];
     }
 }
 
@@ -125,60 +147,96 @@ void multiply_direct(uint row0, uint col0, uint k0) {
     }
 }
 
-void main() {
-    const uint tid = gl_LocalInvocationID.x;
-    const uint sg = gl_SubgroupID;
-    const uint lane = gl_SubgroupInvocationID;
-    const uint wm = sg / WN, wn = sg % WN;
-    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    const uint row0 = m0 + wm * SG_M * TM, col0 = n0 + wn * SG_N * TN;
-
-    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++)
-        acc[i] = coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-
-    // Uniform per workgroup: interior, aligned blocks may skip shared memory.
-    const bool direct = DIRECT && (p.flags & (FLAG_A_VEC | FLAG_B_VEC)) == (FLAG_A_VEC | FLAG_B_VEC) &&
-                        m0 + BM <= p.M && n0 + BN <= p.N && p.K % BK == 0u;
-    if (direct) {
-        for (uint k0 = 0; k0 < p.K; k0 += BK) multiply_direct(row0, col0, k0);
-    } else if (STAGES >= 2u) {
-        fetch(m0, n0, 0u, tid);
-        for (uint k0 = 0; k0 < p.K; k0 += BK) {
+// The K loop over [kbeg, kend) through shared memory.
+void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, uint wm, uint wn) {
+    if (STAGES >= 2u) {
+        fetch(checked, m0, n0, kbeg, kend, tid);
+        for (uint k0 = kbeg; k0 < kend; k0 += BK) {
             commit(tid);
             barrier();
-            if (k0 + BK < p.K) fetch(m0, n0, k0 + BK, tid);   // in flight during the MMAs
+            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);   // in flight during the MMAs
             multiply_shared(wm, wn);
             barrier();
         }
     } else {
-        for (uint k0 = 0; k0 < p.K; k0 += BK) {
-            fetch(m0, n0, k0, tid);
+        for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+            fetch(checked, m0, n0, k0, kend, tid);
             commit(tid);
             barrier();
             multiply_shared(wm, wn);
             barrier();
         }
     }
+}
 
-    // Interior, aligned blocks store tiles straight to C. Edge blocks stage each
-    // tile through shared memory and write it element by element with bounds
-    // checks; the choice and the barriers are uniform across the workgroup.
-    const bool block_whole = (p.flags & FLAG_C_DIRECT) != 0u && m0 + BM <= p.M && n0 + BN <= p.N;
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID;
+    const uint lane = gl_SubgroupInvocationID;
+    const uint wm = sg / WN, wn = sg % WN;
+
+    // Block coordinates: rasterized in groups of RASTER block rows.
+    const uint gx = gl_NumWorkGroups.x, gy = gl_NumWorkGroups.y;
+    uint bx = gl_WorkGroupID.x, by = gl_WorkGroupID.y;
+    if (RASTER > 1u) {
+        const uint pid = gl_WorkGroupID.y * gx + gl_WorkGroupID.x;
+        const uint per_group = RASTER * gx;
+        const uint first = (pid / per_group) * RASTER;
+        const uint rows = min(gy - first, RASTER);
+        const uint local = pid % per_group;
+        by = first + local % rows;
+        bx = local / rows;
+    }
+    const uint m0 = by * BM, n0 = bx * BN;
+    const uint row0 = m0 + wm * SG_M * TM, col0 = n0 + wn * SG_N * TN;
+    const uint kbeg = gl_WorkGroupID.z * p.k_chunk;
+    const uint kend = min(p.K, kbeg + p.k_chunk);
+
+    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++)
+        acc[i] = coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+
+    // Uniform per workgroup.
+    const bool vec = (p.flags & (FLAG_A_VEC | FLAG_B_VEC)) == (FLAG_A_VEC | FLAG_B_VEC);
+    const bool block_in = m0 + BM <= p.M && n0 + BN <= p.N;
+    const bool interior = vec && block_in && (kend - kbeg) % BK == 0u;
+    if (DIRECT && interior) {
+        for (uint k0 = kbeg; k0 < kend; k0 += BK) multiply_direct(row0, col0, k0);
+    } else if (interior) {
+        main_loop(false, m0, n0, kbeg, kend, tid, wm, wn);
+    } else {
+        main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);
+    }
+
+    // Interior, aligned blocks store tiles straight to C (or the workspace).
+    // Edge blocks stage each tile through shared memory and write it element by
+    // element with bounds checks; the choice and the barriers are uniform.
+    const bool split = (p.flags & FLAG_SPLIT) != 0u;
+    const uint wbase = gl_WorkGroupID.z * p.M * p.N;
+    const bool store_whole = block_in && (split ? p.N % 4u == 0u : (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;
     [[unroll]] for (uint i = 0; i < SG_M; i++) {
         [[unroll]] for (uint j = 0; j < SG_N; j++) {
             const uint gr = row0 + i * TM, gc = col0 + j * TN;
-            coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
-                coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-            if (block_whole) {
+            if (store_whole && split) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                coopMatStore(part, ws, wbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
+            } else if (store_whole) {
+                coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
+                    coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(out_tile, c, gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else {
-                coopMatStore(out_tile, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
                 barrier();
                 [[unroll]] for (uint t = 0; t < (TM * TN + SUBGROUP - 1) / SUBGROUP; t++) {
                     uint e = lane + t * SUBGROUP;
                     uint r = gr + e / TN, q = gc + e % TN;
-                    if (e < TM * TN && r < p.M && q < p.N) c[r * p.N + q] = scratch[sbase + e];
+                    if (e < TM * TN && r < p.M && q < p.N) {
+                        if (split) ws[wbase + r * p.N + q] = scratch[sbase + e];
+                        else c[r * p.N + q] = OUT_T(scratch[sbase + e]);
+                    }
                 }
                 barrier();
             }

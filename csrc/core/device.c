@@ -142,12 +142,27 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
     c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
+    int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+#ifdef VK_NV_shader_sm_builtins
+    if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+        VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &sm};
+        vkGetPhysicalDeviceProperties2(dev->phys, &pp);
+        c->sm_count = sm.shaderSMCount;
+    }
+#endif
 
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .pNext = ext_stats ? &fstats : NULL};
+    /* Chain only the structures of extensions the device offers. */
+    void *ext_chain = ext_coop ? (void *)&fcoop : ext_stats ? (void *)&fstats : NULL;
     VkPhysicalDeviceVulkan13Features f13 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-        .pNext = ext_coop ? &fcoop : NULL};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, .pNext = ext_chain};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f13};
     VkPhysicalDeviceVulkan11Features f11 = {
@@ -160,6 +175,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
                        "needed for fp16 buffers", c->name); goto fail; }
     c->has_fp16 = f12.shaderFloat16;
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
+    c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
     c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 &&
                   f12.vulkanMemoryModel && c->has_subgroup_size_control;
 
@@ -248,12 +264,16 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                    .queueFamilyIndex = dev->queue_family,
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .pNext = c->has_pipeline_stats ? &fstats : NULL,
         .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan13Features f13 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-        .pNext = c->has_coop ? &fcoop : NULL,
+        .pNext = c->has_coop ? (void *)&fcoop : c->has_pipeline_stats ? (void *)&fstats : NULL,
         .subgroupSizeControl = (VkBool32)c->has_subgroup_size_control,
         .computeFullSubgroups = (VkBool32)c->has_subgroup_size_control};
     VkPhysicalDeviceVulkan12Features f12 = {
@@ -264,9 +284,10 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE};
-    const char *exts[1];
+    const char *exts[2];
     uint32_t n_ext = 0;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f11,
                               .queueCreateInfoCount = 1,
@@ -288,25 +309,26 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     HL_VK(vkCreateFence(dev->device, &fci, NULL, &dev->fence));
 
-    /* One layout for every kernel: A, B, C storage buffers + M, N, K, flags. */
-    VkDescriptorSetLayoutBinding binds[3];
-    for (uint32_t i = 0; i < 3; i++)
+    /* One layout for every kernel: A, B, C and the split-K workspace as storage
+     * buffers; M, N, K, flags, k_chunk, splits as push constants. */
+    VkDescriptorSetLayoutBinding binds[HL_BINDINGS];
+    for (uint32_t i = 0; i < HL_BINDINGS; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
                                                   .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                   .descriptorCount = 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dslci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 3,
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS,
         .pBindings = binds};
     HL_VK(vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
-    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = 16};
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = HL_PUSH_BYTES};
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                        .setLayoutCount = 1,
                                        .pSetLayouts = &dev->ds_layout,
                                        .pushConstantRangeCount = 1,
                                        .pPushConstantRanges = &pcr};
     HL_VK(vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = 3};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
     HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
@@ -370,6 +392,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_buffer_destroy(dev, &dev->buf_a);
         hl_buffer_destroy(dev, &dev->buf_b);
         hl_buffer_destroy(dev, &dev->buf_c);
+        hl_buffer_destroy(dev, &dev->buf_w);
         hl_buffer_destroy(dev, &dev->staging);
         hl_buffer_destroy(dev, &dev->flush);
         if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);

@@ -80,6 +80,8 @@ typedef struct hl_caps {
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
+    uint32_t sm_count;           /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
+    int has_pipeline_stats;      /* VK_KHR_pipeline_executable_properties */
     uint32_t n_coop2_flex;       /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
 } hl_caps;
@@ -95,10 +97,14 @@ typedef struct hl_variant {
     hl_dtype acc;                /* accumulator type */
     int direct_load;             /* 1: coop loads straight from global memory */
     uint32_t stages;             /* 1: load-then-compute; 2: register-prefetch pipeline */
+    uint32_t splitk;             /* K split into this many fp32 partial products (1: none) */
+    uint32_t raster;             /* block rows per rasterization group (1: plain row order) */
 } hl_variant;
 
 #define HL_VARIANT_STR_MAX 128
-/* Canonical string, e.g. coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=2 */
+/* Canonical string, e.g.
+ * coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8.
+ * Parsing also takes the older 7-field form (splitk=1, raster=1). */
 void hl_variant_format(const hl_variant *v, char *out, size_t cap);
 hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err);
 
@@ -120,6 +126,10 @@ int hl_device_coop_enabled(const hl_device *dev);
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err);
 /* The variant used when none is asked for (environment switches applied). */
 hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err);
+/* The default for one product: hl_variant_default with split-K chosen for the
+ * grid this shape makes (unless HELIOS_VARIANT forces a variant). */
+hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
+                               hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 
@@ -139,6 +149,15 @@ typedef struct hl_matmul_args {
 } hl_matmul_args;
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);
+
+/* Driver statistics of the kernel a variant compiles to (registers, shared
+ * memory, binary size, ... as VK_KHR_pipeline_executable_properties reports
+ * them); n = 0 where the driver offers none. Builds the pipeline if needed. */
+#define HL_MAX_STATS 24
+typedef struct hl_kernel_stat { char name[64]; double value; } hl_kernel_stat;
+typedef struct hl_kernel_stats { uint32_t n; hl_kernel_stat items[HL_MAX_STATS]; } hl_kernel_stats;
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
+                              hl_kernel_stats *out, hl_error *err);
 
 /* ---- telemetry ---------------------------------------------------------- */
 typedef struct hl_telemetry {

@@ -48,6 +48,9 @@ typedef struct hl_spirv {
 } hl_spirv;
 const hl_spirv *hl_spirv_find(const char *name);
 
+#define HL_BINDINGS 4        /* A, B, C, split-K workspace */
+#define HL_PUSH_BYTES 24     /* M, N, K, flags, k_chunk, splits */
+
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 16
 typedef struct hl_pipeline {
@@ -56,11 +59,12 @@ typedef struct hl_pipeline {
     uint32_t n_spec;
     uint32_t required_subgroup;   /* 0: none requested */
     VkPipeline pipeline;
+    hl_kernel_stats stats;        /* empty where the driver offers none */
     struct hl_pipeline *next;
 } hl_pipeline;
 
 hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
-                          uint32_t n_spec, uint32_t required_subgroup, VkPipeline *out,
+                          uint32_t n_spec, uint32_t required_subgroup, hl_pipeline **out,
                           hl_error *err);
 void hl_pipelines_destroy(hl_device *dev);
 
@@ -85,10 +89,14 @@ struct hl_device {
     int timestamps_ok;
     hl_pipeline *pipelines;
     /* workspace reused across calls, grown on demand */
-    hl_buffer buf_a, buf_b, buf_c, staging, flush;
+    hl_buffer buf_a, buf_b, buf_c, buf_w, staging, flush;   /* buf_w: split-K workspace */
     hl_telemetry tel;
 };
 
 double hl_now_ms(void);
+
+#define HL_MAX_SPLITK 16u
+/* Split count the default picks for this shape on this device (1: none). */
+uint32_t hl_splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k);
 
 #endif

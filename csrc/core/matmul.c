@@ -8,6 +8,8 @@
 #define FLAG_A_VEC 1u
 #define FLAG_B_VEC 2u
 #define FLAG_C_DIRECT 4u
+#define FLAG_SPLIT 8u
+#define REDUCE_THREADS 256u   /* matmul_splitk_reduce.comp: 4 elements per invocation */
 #define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
 
 static VkDeviceSize align_up(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
@@ -51,6 +53,44 @@ static const char *shader_for(const hl_variant *v, hl_dtype out) {
     return out == HL_F16 ? "matmul_coop_accf32_outf16" : "matmul_coop_accf32_outf32";
 }
 
+/* The main kernel's pipeline for a variant: its specialization constants. */
+static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
+                                  hl_pipeline **out, hl_error *err) {
+    if (v->path != HL_PATH_COOP) return hl_pipeline_get(dev, shader_for(v, out_dtype), NULL, 0, 0, out, err);
+    uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
+    uint32_t sgsz = dev->caps.subgroup_size;
+    uint32_t spec[13] = {v->tm, v->tn, v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages,
+                         (uint32_t)v->direct_load, wm * wn * sgsz, v->raster};
+    return hl_pipeline_get(dev, shader_for(v, out_dtype), spec, 13, sgsz, out, err);
+}
+
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
+                              hl_kernel_stats *out, hl_error *err) {
+    hl_status st = hl_variant_check(dev, v, err);
+    if (st != HL_OK) return st;
+    if (out_dtype != HL_F16 && out_dtype != HL_F32)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: output must be f16 or f32");
+    hl_pipeline *p;
+    st = variant_pipeline(dev, v, out_dtype, &p, err);
+    if (st != HL_OK) return st;
+    *out = p->stats;
+    return HL_OK;
+}
+
+/* One product: the main dispatch, and for split-K the reduction behind a barrier. */
+static void record_product(hl_device *dev, VkPipeline main_pipe, VkPipeline reduce_pipe,
+                           const uint32_t grid[3], const uint32_t rgrid[2]) {
+    if (reduce_pipe) vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, main_pipe);
+    vkCmdDispatch(dev->cmd, grid[0], grid[1], grid[2]);
+    dev->tel.dispatches++;
+    if (!reduce_pipe) return;
+    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, reduce_pipe);
+    vkCmdDispatch(dev->cmd, rgrid[0], rgrid[1], 1);
+    dev->tel.dispatches++;
+}
+
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
@@ -73,7 +113,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
 
     hl_variant v;
     if (args->variant) v = *args->variant;
-    else HL_TRY(hl_variant_default(dev, &v, err));
+    else HL_TRY(hl_variant_for_shape(dev, args->m, args->n, args->k, &v, err));
     HL_TRY(hl_variant_check(dev, &v, err));
 
     const uint64_t m = args->m, n = args->n, k = args->k;
@@ -95,25 +135,42 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
 
     uint32_t bm = v.bm, bn = v.bn;
     uint64_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
-    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1])
-        return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu needs a %llux%llu grid; device "
-                       "allows %ux%u", (unsigned long long)m, (unsigned long long)n,
-                       (unsigned long long)k, (unsigned long long)gx, (unsigned long long)gy,
-                       caps->max_group_count[0], caps->max_group_count[1]);
-
-    VkPipeline pipe;
-    uint32_t required_subgroup = 0;
-    if (v.path == HL_PATH_COOP) {
-        uint32_t wm = v.bm / (v.sg_m * v.tm), wn = v.bn / (v.sg_n * v.tn);
-        uint32_t sgsz = caps->subgroup_size;
-        uint32_t spec[12] = {v.tm, v.tn, v.tk, wm, wn, v.sg_m, v.sg_n, v.bk, sgsz, v.stages,
-                             (uint32_t)v.direct_load, wm * wn * sgsz};
-        required_subgroup = sgsz;
-        HL_TRY(hl_pipeline_get(dev, shader_for(&v, args->out_dtype), spec, 12, required_subgroup,
-                               &pipe, err));
-    } else {
-        HL_TRY(hl_pipeline_get(dev, shader_for(&v, args->out_dtype), NULL, 0, 0, &pipe, err));
+    /* Split-K: chunks of whole K slabs; the count actually used may be lower
+     * than asked for when K is short. */
+    uint64_t k_chunk = k, splits = 1;
+    if (v.path == HL_PATH_COOP && v.splitk > 1) {
+        k_chunk = ((k + v.splitk - 1) / v.splitk + v.bk - 1) / v.bk * v.bk;
+        splits = (k + k_chunk - 1) / k_chunk;
     }
+    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] ||
+        splits > caps->max_group_count[2])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu needs a %llux%llux%llu grid; "
+                       "device allows %ux%ux%u", (unsigned long long)m, (unsigned long long)n,
+                       (unsigned long long)k, (unsigned long long)gx, (unsigned long long)gy,
+                       (unsigned long long)splits, caps->max_group_count[0],
+                       caps->max_group_count[1], caps->max_group_count[2]);
+    const uint64_t w_elems = splits > 1 ? splits * m * n : 4;
+    if (w_elems >= (1ull << 32) - 16 || w_elems * 4 > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu with splitk=%u needs a %llu-byte "
+                       "workspace; kernels index it with 32 bits and the device allows %llu bytes "
+                       "per buffer", (unsigned long long)m, (unsigned long long)n,
+                       (unsigned long long)k, v.splitk, (unsigned long long)(w_elems * 4),
+                       (unsigned long long)caps->max_storage_buffer_range);
+    HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_elems * 4, 0, err));
+    /* The reduction: 4 elements per invocation, a 2-D grid for large products. */
+    uint64_t r_groups = (m * n + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
+    uint32_t rgrid[2] = {(uint32_t)(r_groups < caps->max_group_count[0] ? r_groups : caps->max_group_count[0]), 1};
+    rgrid[1] = (uint32_t)((r_groups + rgrid[0] - 1) / rgrid[0]);
+
+    hl_pipeline *main_p, *reduce_p = NULL;
+    HL_TRY(variant_pipeline(dev, &v, args->out_dtype, &main_p, err));
+    if (splits > 1)
+        HL_TRY(hl_pipeline_get(dev, args->out_dtype == HL_F16 ? "matmul_splitk_reduce_outf16"
+                                                              : "matmul_splitk_reduce_outf32",
+                               NULL, 0, 0, &reduce_p, err));
+    const VkPipeline pipe = main_p->pipeline;
+    const VkPipeline reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
+    const uint32_t grid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)splits};
 
     const uint32_t n_disp = args->iters ? args->warmup + 2 * args->iters : 1;
     const uint32_t n_queries = args->iters ? 2 * args->iters + 2 : 2;
@@ -124,18 +181,20 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     memcpy(stage, args->a, a_bytes);
     memcpy(stage + off_b, args->b, b_bytes);
 
-    VkDescriptorBufferInfo dbi[3] = {{dev->buf_a.buffer, 0, VK_WHOLE_SIZE},
-                                     {dev->buf_b.buffer, 0, VK_WHOLE_SIZE},
-                                     {dev->buf_c.buffer, 0, VK_WHOLE_SIZE}};
-    VkWriteDescriptorSet w[3];
-    for (uint32_t i = 0; i < 3; i++)
+    VkDescriptorBufferInfo dbi[HL_BINDINGS] = {{dev->buf_a.buffer, 0, VK_WHOLE_SIZE},
+                                               {dev->buf_b.buffer, 0, VK_WHOLE_SIZE},
+                                               {dev->buf_c.buffer, 0, VK_WHOLE_SIZE},
+                                               {dev->buf_w.buffer, 0, VK_WHOLE_SIZE}};
+    VkWriteDescriptorSet w[HL_BINDINGS];
+    for (uint32_t i = 0; i < HL_BINDINGS; i++)
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = dev->ds, .dstBinding = i, .descriptorCount = 1,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &dbi[i]};
-    vkUpdateDescriptorSets(dev->device, 3, w, 0, NULL);
+    vkUpdateDescriptorSets(dev->device, HL_BINDINGS, w, 0, NULL);
 
-    uint32_t pc[4] = {args->m, args->n, args->k, 0};
+    uint32_t pc[HL_PUSH_BYTES / 4] = {args->m, args->n, args->k, 0, (uint32_t)k_chunk, (uint32_t)splits};
+    if (splits > 1) pc[3] |= FLAG_SPLIT;
     if (k % 8 == 0) pc[3] |= FLAG_A_VEC;
     if (n % 8 == 0) pc[3] |= FLAG_B_VEC;
     if (n % (args->out_dtype == HL_F16 ? 8 : 4) == 0) pc[3] |= FLAG_C_DIRECT;
@@ -170,7 +229,8 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         int batch_last = args->iters && d == n_disp - 1;
         if (d)
             barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
         if (timed_single && args->iters && args->flush_bytes) {
             vkCmdFillBuffer(dev->cmd, dev->flush.buffer, 0, align_up(args->flush_bytes, 4), d);
             barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -181,8 +241,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         if (dev->timestamps_ok && batch_first)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
                                 2 * args->iters);
-        vkCmdDispatch(dev->cmd, (uint32_t)gx, (uint32_t)gy, 1);
-        dev->tel.dispatches++;
+        record_product(dev, pipe, reduce_pipe, grid, rgrid);
         if (dev->timestamps_ok && timed_single)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
                                 2 * iter + 1);

@@ -6,8 +6,36 @@
 
 #include "internal.h"
 
+/* The driver's statistics for the pipeline's first executable (registers,
+ * shared memory, binary size... whatever it reports), where it offers them. */
+static void capture_stats(hl_device *dev, hl_pipeline *p) {
+    PFN_vkGetPipelineExecutableStatisticsKHR get_stats =
+        (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+            dev->device, "vkGetPipelineExecutableStatisticsKHR");
+    if (!get_stats) return;
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                      .pipeline = p->pipeline, .executableIndex = 0};
+    VkPipelineExecutableStatisticKHR st[HL_MAX_STATS];
+    uint32_t n = HL_MAX_STATS;
+    for (uint32_t i = 0; i < n; i++)
+        st[i] = (VkPipelineExecutableStatisticKHR){
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    VkResult vr = get_stats(dev->device, &ei, &n, st);
+    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE) return;   /* statistics are a report, not a need */
+    for (uint32_t i = 0; i < n && i < HL_MAX_STATS; i++) {
+        hl_kernel_stat *o = &p->stats.items[p->stats.n++];
+        snprintf(o->name, sizeof o->name, "%s", st[i].name);
+        switch (st[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: o->value = st[i].value.b32; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: o->value = (double)st[i].value.i64; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: o->value = (double)st[i].value.u64; break;
+        default: o->value = st[i].value.f64; break;
+        }
+    }
+}
+
 hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
-                          uint32_t n_spec, uint32_t required_subgroup, VkPipeline *out,
+                          uint32_t n_spec, uint32_t required_subgroup, hl_pipeline **out,
                           hl_error *err) {
     hl_status st = HL_OK;
     VkShaderModule module = VK_NULL_HANDLE;
@@ -18,7 +46,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
         if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec &&
             it->required_subgroup == required_subgroup &&
             memcmp(it->spec, spec, n_spec * sizeof *spec) == 0) {
-            *out = it->pipeline;
+            *out = it;
             return HL_OK;
         }
     }
@@ -45,6 +73,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
         .requiredSubgroupSize = required_subgroup};
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = dev->caps.has_pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = required_subgroup ? &rss : NULL,
                   .flags = required_subgroup
@@ -67,7 +96,8 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     dev->pipelines = p;
     dev->tel.pipeline_compiles++;
     dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
-    *out = p->pipeline;
+    if (dev->caps.has_pipeline_stats) capture_stats(dev, p);
+    *out = p;
     return HL_OK;
 fail:
     if (module) vkDestroyShaderModule(dev->device, module, NULL);

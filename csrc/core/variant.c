@@ -16,9 +16,9 @@ void hl_variant_format(const hl_variant *v, char *out, size_t cap) {
         snprintf(out, cap, "scalar:tile%ux%ux%u:acc=%s", v->bm, v->bn, v->bk, hl_dtype_name(v->acc));
         return;
     }
-    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u", v->tm, v->tn,
-             v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc),
-             v->direct_load ? "direct" : "shared", v->stages);
+    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u:splitk=%u:raster=%u",
+             v->tm, v->tn, v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc),
+             v->direct_load ? "direct" : "shared", v->stages, v->splitk, v->raster);
 }
 
 /* "AxB" or "AxBxC" with positive integers and nothing after. */
@@ -44,14 +44,33 @@ static int parse_acc(const char *s, hl_dtype *out) {
     return 0;
 }
 
+/* "name=N" with N a positive integer. */
+static int parse_field(const char *s, const char *name, uint32_t *out) {
+    size_t n = strlen(name);
+    return strncmp(s, name, n) == 0 && s[n] == '=' && parse_dims(s + n + 1, out, 1);
+}
+
+#define MAX_FIELDS 10
+
+/* Thread-safe (no strtok: the binding calls this with the GIL released). An
+ * empty field, or more fields than a variant has, makes the string malformed. */
 hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     char buf[HL_VARIANT_STR_MAX];
-    char *parts[8];
+    char *parts[MAX_FIELDS];
     int n = 0;
-    if (!s || strlen(s) >= sizeof buf)
+    if (!s || !*s || strlen(s) >= sizeof buf)
         return hl_fail(err, HL_ERR_INVALID_VARIANT, "variant string is empty or too long");
     memcpy(buf, s, strlen(s) + 1);
-    for (char *tok = strtok(buf, ":"); tok && n < 8; tok = strtok(NULL, ":")) parts[n++] = tok;
+    for (char *f = buf;;) {
+        if (n == MAX_FIELDS) goto bad;
+        parts[n++] = f;
+        char *colon = strchr(f, ':');
+        if (!colon) break;
+        *colon = '\0';
+        f = colon + 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!*parts[i]) goto bad;
     memset(out, 0, sizeof *out);
     uint32_t d[3];
     if (n == 3 && strcmp(parts[0], "scalar") == 0) {
@@ -60,9 +79,11 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
         out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
         if (strncmp(parts[2], "acc=", 4) || !parse_acc(parts[2] + 4, &out->acc)) goto bad;
         out->stages = 1;
+        out->splitk = 1;
+        out->raster = 1;
         return HL_OK;
     }
-    if (n != 7 || strcmp(parts[0], "coop") != 0) goto bad;
+    if (n < 7 || n > 9 || strcmp(parts[0], "coop") != 0) goto bad;
     out->path = HL_PATH_COOP;
     if (!parse_dims(parts[1], d, 3)) goto bad;
     out->tm = d[0]; out->tn = d[1]; out->tk = d[2];
@@ -74,14 +95,19 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     if (strcmp(parts[5], "load=shared") == 0) out->direct_load = 0;
     else if (strcmp(parts[5], "load=direct") == 0) out->direct_load = 1;
     else goto bad;
-    if (strncmp(parts[6], "stages=", 7) || !parse_dims(parts[6] + 7, d, 1)) goto bad;
-    out->stages = d[0];
+    if (!parse_field(parts[6], "stages", &out->stages)) goto bad;
+    out->splitk = 1;
+    out->raster = 1;   /* the 7-field strings predate rasterization */
+    int f = 7;
+    if (f < n && parse_field(parts[f], "splitk", &out->splitk)) f++;
+    if (f < n && parse_field(parts[f], "raster", &out->raster)) f++;
+    if (f != n) goto bad;
     return HL_OK;
 bad:
     return hl_fail(err, HL_ERR_INVALID_VARIANT,
                    "malformed variant '%s'; expected e.g. "
-                   "'coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=2' or "
-                   "'scalar:tile64x64x16:acc=f32'", s);
+                   "'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8' "
+                   "or 'scalar:tile64x64x16:acc=f32'", s);
 }
 
 static const hl_coop_shape *find_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
@@ -105,7 +131,8 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
     char name[HL_VARIANT_STR_MAX];
     hl_variant_format(v, name, sizeof name);
     if (v->path == HL_PATH_SCALAR) {
-        if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32)
+        if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32 ||
+            v->splitk != 1 || v->raster != 1)
             return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                            "variant '%s': the scalar path exists only as scalar:tile64x64x16:acc=f32",
                            name);
@@ -134,6 +161,11 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
                        "(and tile K of coop K)", name);
     if (v->stages < 1 || v->stages > 2)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': stages must be 1 or 2", name);
+    if (v->splitk < 1 || v->splitk > HL_MAX_SPLITK)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': splitk must be 1..%u", name,
+                       HL_MAX_SPLITK);
+    if (v->raster < 1 || v->raster > 64)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': raster must be 1..64", name);
     uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
     uint32_t threads = subgroups * c->subgroup_size;
     if (threads > c->max_workgroup_invocations)
@@ -159,13 +191,19 @@ static int shape_rank(const hl_coop_shape *s) {
     return (int)(s->m * s->n * s->k);
 }
 
-static void fill_tiling(hl_variant *v, uint32_t sg_m, uint32_t sg_n) {
-    /* 2x2 subgroups per workgroup; K steps two coop K's at a time. */
+/* Coop tiles per subgroup that make a 64x64 subgroup block: the register-
+ * resident block that measured fastest on the H100. Coop shapes under 16 (a
+ * CPU driver's 8x8x8) get 2x2 tiles: their JIT compiles unrolled tiles slowly. */
+static uint32_t wide_tiles(uint32_t t) { return t >= 16 ? 64 / t : 2; }
+
+/* WM x WN subgroups per workgroup, each sg_m x sg_n coop tiles; BK = 32 (or
+ * the coop K when larger). */
+static void fill_tiling(hl_variant *v, uint32_t wm, uint32_t wn, uint32_t sg_m, uint32_t sg_n) {
     v->sg_m = sg_m;
     v->sg_n = sg_n;
-    v->bm = 2 * sg_m * v->tm;
-    v->bn = 2 * sg_n * v->tn;
-    v->bk = 2 * v->tk;
+    v->bm = wm * sg_m * v->tm;
+    v->bn = wn * sg_n * v->tn;
+    v->bk = v->tk > 32 ? v->tk : 32 / v->tk * v->tk;
 }
 
 static int env_flag(const char *name) {
@@ -186,7 +224,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     memset(out, 0, sizeof *out);
     if (!dev->coop_enabled) {
         *out = (hl_variant){.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN,
-                            .bk = SCALAR_BK, .acc = HL_F32, .stages = 1};
+                            .bk = SCALAR_BK, .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
         return HL_OK;
     }
     out->path = HL_PATH_COOP;
@@ -211,23 +249,61 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
                            "accumulators", c->name, hl_dtype_name(out->acc));
         out->tm = best->m; out->tn = best->n; out->tk = best->k;
     }
-    uint32_t sg[2] = {out->tm >= 16 ? 4u : 2u, out->tm >= 16 ? 4u : 2u};
+    /* 2x2 subgroups, each a 64x64 block, register prefetch, raster groups of 8
+     * block rows: the loop that measured fastest on the H100 (docs/perf-notes.md). */
+    uint32_t sg[2] = {wide_tiles(out->tm), wide_tiles(out->tn)};
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
     if (sgs && *sgs && !parse_dims(sgs, sg, 2))
         return hl_fail(err, HL_ERR_INVALID_VARIANT,
                        "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
-    fill_tiling(out, sg[0], sg[1]);
+    fill_tiling(out, 2, 2, sg[0], sg[1]);
     out->direct_load = env_flag("HELIOS_COOP_DIRECT_LOAD");
-    /* stages=1: the register prefetch of stages=2 lost at 4x4 subgroup tiles on
-     * the H100 (0.754 vs 1.034 ms at 4096^3 with 16x8x16), register pressure. */
-    out->stages = 1;
+    out->stages = 2;
+    out->splitk = 1;
+    out->raster = 8;
     hl_status st = hl_variant_check(dev, out, err);
     if (st != HL_OK) return hl_fail(err, st, "default variant from HELIOS_COOP_* switches: %s", err->message);
     return HL_OK;
 }
 
+/* Split-K for grids too small to fill the device: the fewest splits that give
+ * about two workgroups per SM, keeping >= 512 of K per split. Needs the SM
+ * count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
+uint32_t hl_splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k) {
+    if (v->path != HL_PATH_COOP || !c->sm_count) return 1;
+    uint64_t tiles = (uint64_t)((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    uint64_t want = 2ull * c->sm_count * 9 / 10;
+    uint32_t s = 1;
+    while (tiles * s < want && s < 8 && k / (s + 1) >= 512) s++;
+    return s;
+}
+
+hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
+                               hl_variant *out, hl_error *err) {
+    hl_status st = hl_variant_default(dev, out, err);
+    if (st != HL_OK) return st;
+    const char *forced = getenv("HELIOS_VARIANT");
+    if (forced && *forced) return HL_OK;
+    out->splitk = hl_splitk_for_shape(&dev->caps, out, m, n, k);
+    return HL_OK;
+}
+
+static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
+    char a[HL_VARIANT_STR_MAX], b[HL_VARIANT_STR_MAX];
+    hl_variant_format(v, a, sizeof a);
+    for (size_t i = 0; i < n; i++) {
+        hl_variant_format(&vs[i], b, sizeof b);
+        if (strcmp(a, b) == 0) return 1;
+    }
+    return 0;
+}
+
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
-    static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {2, 4}, {4, 2}, {4, 4}};
+    /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
+     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups). */
+    static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
+    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK16,
+           WIDE_2X4, WIDE_4X2, N_WIDE };
     const hl_caps *c = &dev->caps;
     size_t n = 0;
     hl_error scratch;
@@ -237,25 +313,35 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             for (int acc = HL_F16; acc <= HL_F32; acc++) {
                 /* first table row of each (shape, acc) only */
                 if (find_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
-                uint32_t dm = s->m >= 16 ? 4 : 2;
-                for (size_t t = 0; t < sizeof sgs / sizeof sgs[0]; t++) {
-                    for (int extra = 0; extra < 3; extra++) {
-                        /* extra 1: the other stages value, extra 2: direct loads; only at the default tiling */
-                        if (extra && (sgs[t][0] != dm || sgs[t][1] != dm)) continue;
-                        hl_variant v = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
-                                        .acc = (hl_dtype)acc, .stages = extra == 1 ? 2 : 1,
-                                        .direct_load = extra == 2};
-                        fill_tiling(&v, sgs[t][0], sgs[t][1]);
-                        if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
-                        if (n < cap) out[n] = v;
-                        n++;
+                hl_variant base = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
+                                   .acc = (hl_dtype)acc, .stages = 1, .splitk = 1, .raster = 8};
+                for (size_t t = 0; t < sizeof sgs / sizeof sgs[0] + N_WIDE; t++) {
+                    hl_variant v = base;
+                    if (t < sizeof sgs / sizeof sgs[0]) {
+                        fill_tiling(&v, 2, 2, sgs[t][0], sgs[t][1]);
+                    } else {
+                        int w = (int)(t - sizeof sgs / sizeof sgs[0]);
+                        uint32_t wm = w == WIDE_4X2 ? 4 : 2, wn = w == WIDE_2X4 ? 4 : 2;
+                        fill_tiling(&v, wm, wn, wide_tiles(s->m), wide_tiles(s->n));
+                        v.stages = w == WIDE_STAGES1 ? 1 : 2;
+                        v.direct_load = w == WIDE_DIRECT;
+                        v.splitk = w == WIDE_SPLIT2 ? 2 : 1;
+                        v.raster = w == WIDE_NORASTER ? 1 : 8;
+                        if (w == WIDE_BK16) {
+                            if (s->k > 16 || 16 % s->k) continue;
+                            v.bk = 16;
+                        }
                     }
+                    if (hl_variant_check(dev, &v, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
+                        continue;
+                    if (n < cap) out[n] = v;
+                    n++;
                 }
             }
         }
     }
     hl_variant sc = {.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN, .bk = SCALAR_BK,
-                     .acc = HL_F32, .stages = 1};
+                     .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
     if (n < cap) out[n] = sc;
     n++;
     return n < cap ? n : cap;

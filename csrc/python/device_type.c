@@ -176,6 +176,12 @@ static PyObject *build_info(DeviceObject *self) {
         "fp16", c->has_fp16 ? Py_True : Py_False,
         "cooperative_matrix2_flexible_dimensions", c->n_coop2_flex,
         "cooperative_matrix_properties", table);
+    if (!d) return NULL;
+    /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
+    PyObject *extra = Py_BuildValue("{s:I,s:O}", "sm_count", c->sm_count, "pipeline_statistics",
+                                    c->has_pipeline_stats ? Py_True : Py_False);
+    if (!extra || PyDict_Update(d, extra) < 0) { Py_XDECREF(extra); Py_DECREF(d); return NULL; }
+    Py_DECREF(extra);
     return d;
 }
 
@@ -197,8 +203,13 @@ static int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *gi
         PyErr_Format(PyExc_TypeError, "variant must be a str or None, not %.80s", Py_TYPE(obj)->tp_name);
         return -1;
     }
-    const char *s = PyUnicode_AsUTF8(obj);
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
     if (!s) return -1;
+    if ((size_t)len != strlen(s)) {
+        PyErr_SetString(PyExc_ValueError, "variant string contains a NUL character");
+        return -1;
+    }
     hl_error err = {0};
     if (hl_variant_parse(s, v, &err) != HL_OK) { raise_status(dev_state(self), &err); return -1; }
     *given = 1;
@@ -226,11 +237,17 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
     return list;
 }
 
-static PyObject *Device_default_variant(DeviceObject *self, PyObject *unused) {
+/* default_variant(m=0, n=0, k=0): with a shape, the variant a product of that
+ * shape runs when none is given (split-K chosen for its grid). */
+static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"m", "n", "k", NULL};
+    unsigned int m = 0, n = 0, k = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|III:default_variant", kwlist, &m, &n, &k)) return NULL;
     if (acquire(self) < 0) return NULL;
     hl_variant v;
     hl_error err = {0};
-    hl_status s = hl_variant_default(self->dev, &v, &err);
+    hl_status s = m && n && k ? hl_variant_for_shape(self->dev, m, n, k, &v, &err)
+                              : hl_variant_default(self->dev, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -247,6 +264,39 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
+}
+
+/* kernel_stats(variant=None, out_dtype="float16") -> {name: value}: the driver's
+ * statistics of the variant's main kernel ({} where the driver offers none). */
+static int dtype_arg(PyObject *obj, hl_dtype *out);
+static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"variant", "out_dtype", NULL};
+    PyObject *vo = Py_None, *dto = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:kernel_stats", kwlist, &vo, &dto)) return NULL;
+    hl_variant v;
+    int given;
+    hl_dtype out_dtype = HL_F16;
+    if (variant_arg(self, vo, &v, &given) < 0 || (dto && dtype_arg(dto, &out_dtype) < 0)) return NULL;
+    if (acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_kernel_stats ks;
+    hl_status s = HL_OK;
+    if (!given) s = hl_variant_default(self->dev, &v, &err);
+    if (s == HL_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        s = hl_kernel_stats_get(self->dev, &v, out_dtype, &ks, &err);
+        Py_END_ALLOW_THREADS
+    }
+    PyThread_release_lock(self->lock);
+    if (s != HL_OK) return raise_status(dev_state(self), &err);
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (uint32_t i = 0; i < ks.n; i++) {
+        PyObject *f = PyFloat_FromDouble(ks.items[i].value);
+        if (!f || PyDict_SetItemString(d, ks.items[i].name, f) < 0) { Py_XDECREF(f); Py_DECREF(d); return NULL; }
+        Py_DECREF(f);
+    }
+    return d;
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -381,13 +431,17 @@ static PyMethodDef Device_methods[] = {
     {"__enter__", (PyCFunction)Device_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Device_exit, METH_VARARGS, NULL},
     {"variants", (PyCFunction)Device_variants, METH_NOARGS, "Canonical strings of every variant valid here."},
-    {"default_variant", (PyCFunction)Device_default_variant, METH_NOARGS,
-     "The variant used when none is given (HELIOS_* switches applied)."},
+    {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
+     "default_variant(m=0, n=0, k=0): the variant used when none is given (HELIOS_* switches "
+     "applied); with a shape, the one a product of that shape runs (split-K chosen for its grid)."},
     {"check_variant", (PyCFunction)Device_check_variant, METH_O,
      "Validate a variant string for this device; returns its canonical form."},
     {"_run", (PyCFunction)(void (*)(void))Device_run, METH_VARARGS | METH_KEYWORDS,
      "_run(a, b, out_dtype, variant=None, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, gpu_ms, variant).\n"
      "Low level: a, b C-contiguous float16 2-D arrays. Use helios.matmul / Device.matmul."},
+    {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,
+     "kernel_stats(variant=None, out_dtype='float16') -> dict: the driver's statistics of the "
+     "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},
     {"telemetry", (PyCFunction)Device_telemetry, METH_NOARGS, "Counters since creation or the last reset."},
     {"reset_telemetry", (PyCFunction)Device_reset_telemetry, METH_NOARGS, "Zero the counters."},
     {NULL}};

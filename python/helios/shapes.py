@@ -4,9 +4,12 @@ from __future__ import annotations
 NAMED_SETS: dict[str, list[tuple[int, int, int]]] = {
     "canonical": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
     "large": [(4096, 4096, 4096), (8192, 8192, 8192)],
-    # Transformer projections (tokens x out x in): Llama-2-7B / -13B style QKV, MLP up/down.
+    # Transformer projections (tokens x out x in): Llama-2-7B / -13B style QKV and MLP
+    # up/down at 4096 and 2048 tokens, and Llama-3-8B's at 512 tokens (small grids:
+    # 512x4096x14336 is the MLP down projection ggml's anchor times).
     "llm": [(4096, 4096, 4096), (4096, 11008, 4096), (4096, 4096, 11008),
-            (2048, 5120, 5120), (2048, 13824, 5120), (512, 4096, 4096)],
+            (2048, 5120, 5120), (2048, 13824, 5120), (512, 4096, 4096),
+            (512, 14336, 4096), (512, 4096, 14336)],
     "small": [(64, 64, 64), (127, 129, 65), (256, 256, 256)],
 }
 
