@@ -181,12 +181,12 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
 }
 
 /* Preference among the table's shapes, from measurement, never from the
- * device's name: on an H100 (2026-11-22, benchmarks/results/h100-sweep-4096-
- * e0f9ed5.json) 16x8x16 beat 16x16x16 and 16x8x8, as the DESIGN roof predicts.
- * Other shapes (lavapipe's 8x8x8) rank by size. */
+ * device's name: on an H100 (2026-11-22, h100-sweep-round2-bc2b5b1.json) with
+ * 64x64 subgroup blocks 16x16x16 beat 16x8x16 (290.7 vs 285.5 TF/s at 4096^3)
+ * and 16x8x8. Other shapes (lavapipe's 8x8x8) rank by size. */
 static int shape_rank(const hl_coop_shape *s) {
-    if (s->m == 16 && s->n == 8 && s->k == 16) return 1 << 30;
-    if (s->m == 16 && s->n == 16 && s->k == 16) return (1 << 30) - 1;
+    if (s->m == 16 && s->n == 16 && s->k == 16) return 1 << 30;
+    if (s->m == 16 && s->n == 8 && s->k == 16) return (1 << 30) - 1;
     if (s->m == 16 && s->n == 8 && s->k == 8) return (1 << 30) - 2;
     return (int)(s->m * s->n * s->k);
 }
@@ -204,6 +204,16 @@ static void fill_tiling(hl_variant *v, uint32_t wm, uint32_t wn, uint32_t sg_m, 
     v->bm = wm * sg_m * v->tm;
     v->bn = wn * sg_n * v->tn;
     v->bk = v->tk > 32 ? v->tk : 32 / v->tk * v->tk;
+}
+
+/* The fastest loop measured on the H100 (h100-sweep-round2-bc2b5b1.json):
+ * 2x2 subgroups of 64x64, BK=64 with register prefetch (255 registers),
+ * 290.7 TF/s at 4096^3 and 319.9 at 8192^3 vs 269.0 / 289.5 with BK=32.
+ * A CPU driver's small coop shapes keep BK=32 and 2x2 tiles (compile time). */
+static void fill_wide(hl_variant *v, uint32_t wm, uint32_t wn) {
+    fill_tiling(v, wm, wn, wide_tiles(v->tm), wide_tiles(v->tn));
+    if (v->tm >= 16 && v->tk <= 64 && 64 % v->tk == 0) v->bk = 64;
+    v->stages = 2;
 }
 
 static int env_flag(const char *name) {
@@ -251,14 +261,16 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     }
     /* 2x2 subgroups, each a 64x64 block, register prefetch, raster groups of 8
      * block rows: the loop that measured fastest on the H100 (docs/perf-notes.md). */
-    uint32_t sg[2] = {wide_tiles(out->tm), wide_tiles(out->tn)};
+    fill_wide(out, 2, 2);
+    uint32_t sg[2];
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
-    if (sgs && *sgs && !parse_dims(sgs, sg, 2))
-        return hl_fail(err, HL_ERR_INVALID_VARIANT,
-                       "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
-    fill_tiling(out, 2, 2, sg[0], sg[1]);
+    if (sgs && *sgs) {
+        if (!parse_dims(sgs, sg, 2))
+            return hl_fail(err, HL_ERR_INVALID_VARIANT,
+                           "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
+        fill_tiling(out, 2, 2, sg[0], sg[1]);
+    }
     out->direct_load = env_flag("HELIOS_COOP_DIRECT_LOAD");
-    out->stages = 2;
     out->splitk = 1;
     out->raster = 8;
     hl_status st = hl_variant_check(dev, out, err);
@@ -266,24 +278,38 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     return HL_OK;
 }
 
-/* Split-K for grids too small to fill the device: the fewest splits that give
- * about two workgroups per SM, keeping >= 512 of K per split. Needs the SM
- * count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
+/* Split-K for grids still too small to fill the device: the fewest splits
+ * that give about one workgroup per SM, keeping >= 1024 of K per split. Needs
+ * the SM count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
 uint32_t hl_splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k) {
     if (v->path != HL_PATH_COOP || !c->sm_count) return 1;
     uint64_t tiles = (uint64_t)((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
-    uint64_t want = 2ull * c->sm_count * 9 / 10;
     uint32_t s = 1;
-    while (tiles * s < want && s < 8 && k / (s + 1) >= 512) s++;
+    while (tiles * s < c->sm_count && s < 8 && k / (s + 1) >= 1024) s++;
     return s;
 }
 
+/* The default for one shape. Grids of 64x64 blocks fill an H100 where 128x128
+ * ones leave SMs idle: 1024^3 ran at 107 TF/s with 64x64x32 blocks vs 16-32
+ * with 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128
+ * blocks of 128x128 on 132 SMs) kept 128x128x64 (239 vs 160). So: small blocks
+ * below 3/4 of a block per SM, then split-K if even those are too few. */
 hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
                                hl_variant *out, hl_error *err) {
     hl_status st = hl_variant_default(dev, out, err);
     if (st != HL_OK) return st;
+    if (out->path != HL_PATH_COOP || !dev->caps.sm_count) return HL_OK;
     const char *forced = getenv("HELIOS_VARIANT");
-    if (forced && *forced) return HL_OK;
+    const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
+    if ((forced && *forced) || (sgs && *sgs)) return HL_OK;
+    uint64_t tiles = (uint64_t)((m + out->bm - 1) / out->bm) * ((n + out->bn - 1) / out->bn);
+    if (tiles * 4 < 3ull * dev->caps.sm_count && out->tm >= 16) {
+        hl_variant small = *out;
+        fill_tiling(&small, 2, 2, 32 / small.tm ? 32 / small.tm : 1, 32 / small.tn ? 32 / small.tn : 1);
+        small.stages = 2;
+        hl_error scratch;
+        if (hl_variant_check(dev, &small, &scratch) == HL_OK) *out = small;
+    }
     out->splitk = hl_splitk_for_shape(&dev->caps, out, m, n, k);
     return HL_OK;
 }
@@ -302,7 +328,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
      * alternatives (stages, load path, split-K, raster, BK, 8 subgroups). */
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
-    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK16,
+    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK32,
            WIDE_2X4, WIDE_4X2, N_WIDE };
     const hl_caps *c = &dev->caps;
     size_t n = 0;
@@ -322,14 +348,14 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                     } else {
                         int w = (int)(t - sizeof sgs / sizeof sgs[0]);
                         uint32_t wm = w == WIDE_4X2 ? 4 : 2, wn = w == WIDE_2X4 ? 4 : 2;
-                        fill_tiling(&v, wm, wn, wide_tiles(s->m), wide_tiles(s->n));
-                        v.stages = w == WIDE_STAGES1 ? 1 : 2;
+                        fill_wide(&v, wm, wn);
+                        if (w == WIDE_STAGES1) v.stages = 1;
                         v.direct_load = w == WIDE_DIRECT;
                         v.splitk = w == WIDE_SPLIT2 ? 2 : 1;
                         v.raster = w == WIDE_NORASTER ? 1 : 8;
-                        if (w == WIDE_BK16) {
-                            if (s->k > 16 || 16 % s->k) continue;
-                            v.bk = 16;
+                        if (w == WIDE_BK32) {
+                            if (v.bk == 32) continue;
+                            v.bk = 32;
                         }
                     }
                     if (hl_variant_check(dev, &v, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))

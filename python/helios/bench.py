@@ -123,28 +123,40 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         if cfg.flush_l2:   # capped where a device cannot hold that much in one buffer
             flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
         result["flush_bytes"] = flush
-        variant = cfg.variant or dev.default_variant()
-        variant = dev.check_variant(variant)
+        # Per shape: the given variant, else the tuned pick or the default for the shape.
+        chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant) for shape in cfg.shapes}
+        variant = dev.resolve_variant(*cfg.check_shape, variant=cfg.variant) if cfg.variant not in (None, "auto") \
+            else dev.default_variant()
         result["helios"] = {k: info[k] for k in (
             "name", "device_type", "vendor_id", "device_id", "driver_name", "driver_info",
             "driver_version", "api_version", "subgroup_size", "shared_memory_bytes",
             "timestamp_period_ns", "timestamp_valid_bits", "cooperative_matrix",
             "cooperative_matrix2", "bf16", "cooperative_matrix_properties")}
-        result["helios"]["variant"] = variant
+        result["helios"]["variant"] = variant   # the device default; rows[].variant is per shape
+        result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
         result["reference"] = ref.name
 
-        # 1. The gate: nothing is timed unless the check shape passes.
+        # 1. The gate: nothing is timed unless the check shape passes, on every
+        #    variant that will be timed.
         if cfg.check:
             m, n, k = cfg.check_shape
             a, b = random_inputs(m, n, k, seed=cfg.seed + 7919)
-            c = dev.matmul(a, b, out_dtype="float16", variant=variant)
-            chk = check_close(c, reference_matmul(a, b), atol=cfg.atol, rtol=cfg.rtol)
-            result["check"] = {"shape": shape_str(cfg.check_shape), **chk.as_dict(), "line": chk.line()}
-            log(f"check {shape_str(cfg.check_shape)}: {chk.line()} -> {'PASS' if chk.passed else 'FAIL'}")
-            if not chk.passed:
+            ref_c = reference_matmul(a, b)
+            gate = {}
+            for v in [variant] + [x for x in result["helios"]["variants"] if x != variant]:
+                c = dev.matmul(a, b, out_dtype="float16", variant=v)
+                gate[v] = check_close(c, ref_c, atol=cfg.atol, rtol=cfg.rtol)
+                log(f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
+                    f"{'PASS' if gate[v].passed else 'FAIL'}")
+            worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
+            result["check"] = {"shape": shape_str(cfg.check_shape), **worst.as_dict(), "line": worst.line(),
+                               "variants": {v: r.line() for v, r in gate.items()}}
+            if not all(r.passed for r in gate.values()):
+                bad = [v for v, r in gate.items() if not r.passed]
                 result["status"] = "failed"
-                result["failure"] = f"correctness check {shape_str(cfg.check_shape)} failed: {chk.line()}"
+                result["failure"] = (f"correctness check {shape_str(cfg.check_shape)} failed for "
+                                     f"{', '.join(bad)}: {worst.line()}")
                 result["rows"] = []
                 return result
         else:
@@ -157,7 +169,8 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         def clock_work() -> None:
             if not warm_inputs:
                 warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1))
-            dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, variant=variant, inputs=tuple(warm_inputs))
+            dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, variant=chosen.get((2048, 2048, 2048), variant),
+                            inputs=tuple(warm_inputs))
 
         result["clock_warmup"] = ramp_clocks(clock_work)
         log(f"clock warm-up: {result['clock_warmup']}")
@@ -170,15 +183,16 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         for rnd in range(cfg.repeats):
             for si, shape in enumerate(cfg.shapes):
                 m, n, k = shape
+                shape_variant = chosen[shape]
                 a, b = random_inputs(m, n, k, seed=cfg.seed + si)
                 slot = acc[shape]
                 before = gpu_state()
 
                 def helios_side() -> None:
-                    est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=variant, inputs=(a, b))
+                    est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
                     w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                     dev.reset_telemetry()
-                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=variant,
+                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant,
                                         inputs=(a, b), flush_bytes=flush)
                     slot["hw"].append(w)
                     slot["h"].append(t.samples_ms)
@@ -205,7 +219,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
 
         rows = []
         for shape in cfg.shapes:
-            rows.append(_row(shape, acc[shape], variant, ref))
+            rows.append(_row(shape, acc[shape], chosen[shape], ref))
         result["rows"] = rows
         if any(not r["valid"] for r in rows):
             result["status"] = "failed"
@@ -274,5 +288,10 @@ def markdown(result: dict) -> str:
                      f"{r['helios']['stats']['cv']:.3f} / {r['cuda']['stats']['cv']:.3f} | {flags} |")
     if result.get("rows"):
         lines.append("")
-        lines.append(f"variant: {result['rows'][0]['variant']}")
+        per_shape = {r["variant"] for r in result["rows"]}
+        if len(per_shape) == 1:
+            lines.append(f"variant: {result['rows'][0]['variant']}")
+        else:
+            lines.append("variants:")
+            lines.extend(f"- {r['shape']}: {r['variant']}" for r in result["rows"])
     return "\n".join(lines) + "\n"

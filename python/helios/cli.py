@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -207,6 +208,41 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from . import tune as tuner
+    shapes = parse_shapes(args.shapes)
+    with _open(args) as dev:
+        if args.candidates:
+            spec = args.candidates
+            if spec.startswith("@"):
+                with open(spec[1:], encoding="utf-8") as f:
+                    cands = [ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()]
+            else:
+                cands = [v.strip() for v in spec.split(",") if v.strip()]
+            cands = [dev.check_variant(v) for v in cands]
+        else:
+            cands = tuner.candidates(dev)
+        print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
+              file=sys.stderr)
+        results = tuner.tune(dev, shapes, variants=cands, iters=args.iters, warmup=args.warmup,
+                             warmup_ms=args.warmup_ms, seed=args.seed,
+                             log=lambda s: print(s, file=sys.stderr, flush=True))
+        path = Path(args.cache) if args.cache else None
+        if args.dry_run:
+            print("helios tune: --dry-run, cache not written", file=sys.stderr)
+        else:
+            path = tuner.store(results, dev.info, path)
+            print(f"helios tune: wrote {len(results)} picks to {path}", file=sys.stderr)
+        if args.json:
+            print(json.dumps([{"shape": shape_str(r.shape), "bucket": r.bucket, "variant": r.variant,
+                               "median_ms": r.median_ms, "candidates": r.candidates} for r in results],
+                             indent=1))
+        else:
+            for r in results:
+                print(f"{shape_str(r.shape):>16} {r.median_ms:9.4f} ms  {r.variant}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import report
     try:
@@ -265,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--dtype", default="float16", choices=["float16"],
                     help="input dtype (float16; bf16 inputs are not implemented yet)")
     pb.add_argument("--variant", "--heliosVariant", dest="variant", default="matmul",
-                    help="'matmul' (the default path) or a variant string from `helios info --json`")
+                    help="'matmul' or 'auto' (per shape: the `helios tune` pick for its bucket, else "
+                         "the built-in default for the shape) or one variant string from "
+                         "`helios info --json` for every shape")
     pb.add_argument("--check", type=_bool, nargs="?", const=True, default=True,
                     help="gate the run on the check shape and check every timed output "
                          "(default true; --check=false gives results marked untrusted)")
@@ -307,6 +345,25 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
     pk.set_defaults(func=cmd_check)
+
+    pu = sub.add_parser("tune", help="time candidate variants per shape bucket and store the fastest "
+                        "that passed its check in the on-disk cache that variant=None/'auto' uses")
+    pu.add_argument("--shapes", default="canonical,large,llm",
+                    help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm); each "
+                         "pick serves its bucket (every dimension rounded up to a multiple of 128)")
+    pu.add_argument("--candidates", default=None,
+                    help="comma-separated variant strings or @FILE (default: the built-in templates "
+                         "for this device's coop shapes, plus the default)")
+    pu.add_argument("--iters", type=int, default=20, help="timed launches per candidate and shape (default 20)")
+    pu.add_argument("--warmup", type=int, default=5, help="minimum warm-up launches (default 5)")
+    pu.add_argument("--warmup-ms", dest="warmup_ms", type=float, default=200.0,
+                    help="and at least this many ms of warm-up work per candidate (default 200)")
+    pu.add_argument("--seed", type=int, default=0, help="seed of the inputs and checks (default 0)")
+    pu.add_argument("--cache", default=None,
+                    help="cache file (default: HELIOS_TUNE_CACHE, else ~/.cache/helios/tune.json)")
+    pu.add_argument("--dry-run", action="store_true", help="time and print, but do not write the cache")
+    pu.add_argument("--json", action="store_true", help="print the picks and every candidate's time as JSON")
+    pu.set_defaults(func=cmd_tune)
 
     pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
                         "(helios-sweep/1) result files")

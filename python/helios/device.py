@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from . import _helios
+from .tune import TunedChoice
 
 _DTYPES = {"float16": np.float16, "float32": np.float32, "f16": np.float16, "f32": np.float32}
 
@@ -76,7 +78,32 @@ class Device(_helios.Device):
 
     index defaults to HELIOS_DEVICE, else the best GPU. Use as a context manager
     or call close(); afterwards every call raises DeviceClosedError.
+
+    variant=None (or "auto") runs the tuned pick for the shape's bucket where
+    `helios tune` stored one for this device, else the built-in default for the
+    shape; HELIOS_VARIANT and the HELIOS_COOP_* switches take precedence.
     """
+
+    _tuned: Optional[TunedChoice] = None
+
+    def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None) -> str:
+        """The canonical variant a product of this shape runs with `variant`."""
+        v = self._pick(variant, m, n, k)
+        return self.check_variant(v) if v is not None else self.default_variant(m, n, k)
+
+    def _pick(self, variant: Optional[str], m: int, n: int, k: int) -> Optional[str]:
+        if variant is not None and variant != "auto":
+            return variant
+        if self._tuned is None:
+            self._tuned = TunedChoice()
+        tuned = self._tuned.resolve(self, (int(m), int(n), int(k)))
+        if tuned is not None:
+            try:
+                return self.check_variant(tuned)
+            except (_helios.HeliosError, ValueError) as e:
+                warnings.warn(f"helios: tuned variant {tuned!r} is not valid here ({e}); "
+                              f"using the default", stacklevel=3)
+        return None
 
     def matmul(self, a: Any, b: Any, *, out_dtype: Any = None,
                variant: Optional[str] = None) -> np.ndarray:
@@ -95,8 +122,10 @@ class Device(_helios.Device):
         if m == 0 or n == 0 or k == 0:   # as NumPy: empty, or zeros when K == 0
             if self.closed:
                 raise _helios.DeviceClosedError("the Device is closed")
+            if variant is not None and variant != "auto":
+                self.check_variant(variant)   # an invalid variant is an error whatever the shape
             return np.zeros((m, n), dtype=_DTYPES[out])
-        c, _, _, _ = self._run(a16, b16, out, variant)
+        c, _, _, _ = self._run(a16, b16, out, self._pick(variant, m, n, k))
         return c
 
     def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
@@ -126,7 +155,8 @@ class Device(_helios.Device):
                                  f"m, n, k = {m}, {n}, {k}")
         if not isinstance(flush_bytes, int) or flush_bytes < 0:
             raise ValueError(f"time_matmul: flush_bytes must be an int >= 0, got {flush_bytes!r}")
-        c, samples, batch, used = self._run(a, b, out, variant, warmup, iters, flush_bytes)
+        c, samples, batch, used = self._run(a, b, out, self._pick(variant, m, n, k), warmup, iters,
+                                            flush_bytes)
         return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
                             batch_ms=batch, warmup=warmup, out_dtype=out, flush_bytes=flush_bytes,
                             telemetry=self.telemetry(), output=c)
