@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import numpy as np
 import pytest
 
-import helios
+# The suite never reads or writes the user's tune cache: a tuned pick there would
+# change what variant=None runs. Tests that exercise the cache set their own path.
+os.environ["HELIOS_TUNE_CACHE"] = os.path.join(tempfile.mkdtemp(prefix="helios-test-"), "tune.json")
+
+import helios  # noqa: E402
 
 # `make asan` preloads libasan into Python. matplotlib's ft2font (C++, not
 # instrumented) then aborts in ASan's __cxa_throw interceptor (CheckFailed):

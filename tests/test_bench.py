@@ -100,3 +100,61 @@ def test_bench_help_explains_flags(capsys):
     for flag in ("--suite", "--iters", "--warmup", "--dtype", "--heliosVariant", "--shapes", "--check ",
                  "--checkShape", "--atol", "--rtol", "--repeats", "--flush-l2", "--ref", "--out", "--seed"):
         assert flag in out, flag
+
+
+def test_runs_are_recorded_per_round(device, tmp_path):
+    out = tmp_path / "runs.json"
+    assert main(SEED_ARGS + ["--shapes=48x40x56", "--repeats=2", "--runs=3", "--ref=numpy", f"--out={out}"]) == 0
+    d = json.loads(out.read_text())
+    validate(d)
+    assert d["runs"] == 3 and len(d["clock_warmups"]) == 3
+    row = d["rows"][0]
+    assert row["helios"]["round_runs"] == [0, 0, 1, 1, 2, 2] == row["cuda"]["round_runs"]
+    assert len(row["helios"]["samples_ms"]) == 6
+
+
+@pytest.mark.parametrize("out,why", [("r.md", "ending in .json"), ("r", "ending in .json")])
+def test_out_must_be_a_json_name(device, tmp_path, capsys, out, why):
+    assert main(SEED_ARGS + ["--shapes=8x8x8", f"--out={tmp_path / out}"]) == 2
+    assert why in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())   # nothing was measured or written
+
+
+def test_out_checked_before_the_run(device, tmp_path, capsys):
+    existing = tmp_path / "r.json"
+    existing.write_text("keep me")
+    assert main(SEED_ARGS + ["--shapes=8x8x8", "--ref=numpy", f"--out={existing}"]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err and existing.read_text() == "keep me"
+    (tmp_path / "d.json").mkdir()
+    assert main(SEED_ARGS + ["--shapes=8x8x8", "--ref=numpy", f"--out={tmp_path / 'd.json'}"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(SEED_ARGS + ["--shapes=8x8x8", "--ref=numpy", f"--out={blocker / 'sub' / 'r.json'}"]) == 2
+    assert "cannot create" in capsys.readouterr().err
+    assert main(SEED_ARGS + ["--shapes=8x8x8", "--ref=numpy", f"--out={existing}", "--force"]) == 0
+    assert json.loads(existing.read_text())["schema"] == "helios-bench/1"
+    assert (tmp_path / "r.md").read_text().startswith("Helios vs")
+
+
+def test_time_out_checked_before_the_run(device, tmp_path, capsys):
+    assert main(["time", "--shapes=8x8x8", "--no-cuda", f"--out={tmp_path / 'missing' / 'deeper' / 't.json'}"]) == 0
+    assert (tmp_path / "missing" / "deeper" / "t.json").exists()
+    assert main(["time", "--shapes=8x8x8", "--no-cuda", f"--out={tmp_path / 'missing' / 'deeper' / 't.json'}"]) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_real_aa_pairs_on_this_device_are_not_regressions(device):
+    """10 real A/A pairs of short runs (3 runs x 2 rounds a side, the --runs protocol):
+    no SLOWER verdict, exit status 0 for every pair."""
+    from helios.bench import BenchConfig, run_bench
+    from helios.compare import compare, exit_status
+    cfg = BenchConfig(shapes=[(96, 96, 96)], iters=10, warmup=2, warmup_ms=5.0, repeats=2, runs=3,
+                      ref="numpy", check_shape=(64, 64, 64))
+    files = [run_bench(cfg) for _ in range(20)]
+    verdicts = [compare([files[2 * i]], [files[2 * i + 1]])[0] for i in range(10)]
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in ("SAME", "INCONCLUSIVE", "FASTER", "SLOWER")}
+    print(f"lavapipe A/A, 10 pairs: {counts}; changes "
+          + ", ".join(f"{x.pct:+.1f}%" for x in verdicts))
+    assert counts["SLOWER"] == 0, counts
+    assert all(exit_status([v]) == 0 for v in verdicts)

@@ -26,11 +26,14 @@ def test_info_json(device, capsys):
     assert main(["info", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["name"] == device.info["name"] and info["variants"] == device.variants()
+    # kernel statistics: a dict where the driver offers them, null where it does not
+    assert (info["kernel_stats"] is None) == (not device.info["pipeline_statistics"])
 
 
 def test_info_text_runs_as_module(device):
     r = subprocess.run([sys.executable, "-m", "helios", "info"], capture_output=True, text=True, check=True)
     assert "default" in r.stdout and device.info["name"] in r.stdout
+    assert "kernel stats" in r.stdout
 
 
 def test_time_writes_json(device, tmp_path, capsys):

@@ -34,7 +34,7 @@ def test_default_coop_shape_comes_from_the_table(device):
 
 
 def test_canonical_round_trip():
-    s = "coop:16x8x16:tile64x64x32:sg2x4:acc=f32:load=direct:stages=1"
+    s = "coop:16x8x16:tile64x64x32:sg2x4:acc=f32:load=direct:stages=1:splitk=2:raster=8"
     assert helios.canonical_variant(s) == s
     with pytest.raises(ValueError):
         helios.canonical_variant("coop:16x8x16")

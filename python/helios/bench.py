@@ -43,6 +43,7 @@ class BenchConfig:
     atol: float = ATOL
     rtol: float = RTOL
     repeats: int = 1
+    runs: int = 1                          # independent runs (own clock ramp), rounds grouped by run
     warmup_ms: float = 200.0               # and at least this much GPU work of warm-up
     flush_l2: bool = False
     ref: str = "auto"
@@ -103,9 +104,9 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
     if cfg.dtype != "float16":
         from ._helios import UnsupportedError
         raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
-    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1:
-        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, "
-                         f"{cfg.warmup}, {cfg.repeats})")
+    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1 or cfg.runs < 1:
+        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
+                         f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})")
     ref = make_reference(cfg.ref)
     flush = 0
     result: dict = {
@@ -113,7 +114,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": cfg.dtype,
         "out_dtype": "float16",
-        "repeats": cfg.repeats, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
+        "repeats": cfg.repeats, "runs": cfg.runs, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
         "command": cfg.command, "git": _git(),
         "host": {"hostname": platform.node(), "os": platform.platform(),
                  "python": platform.python_version(), "numpy": np.__version__},
@@ -172,15 +173,18 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, variant=chosen.get((2048, 2048, 2048), variant),
                             inputs=tuple(warm_inputs))
 
-        result["clock_warmup"] = ramp_clocks(clock_work)
-        log(f"clock warm-up: {result['clock_warmup']}")
-
-        # 3. Timing, interleaved per shape over rounds.
+        # 3. Timing, interleaved per shape over rounds; --runs repeats the whole
+        #    protocol (clock ramp included) and records which run each round is from.
         acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [], "hw": [], "rw": [],
-                   "hchk": [], "rchk": [], "tel": None, "batch_mode": None} for s in cfg.shapes}
-        bar = _Progress(len(cfg.shapes) * cfg.repeats,
+                   "hchk": [], "rchk": [], "tel": None, "batch_mode": None, "run": []} for s in cfg.shapes}
+        bar = _Progress(len(cfg.shapes) * cfg.repeats * cfg.runs,
                         sys.stderr.isatty() if progress is None else progress)
-        for rnd in range(cfg.repeats):
+        result["clock_warmups"] = []
+        for run, rnd in ((r, k) for r in range(cfg.runs) for k in range(cfg.repeats)):
+            if rnd == 0:
+                result["clock_warmups"].append(ramp_clocks(clock_work))
+                log(f"run {run + 1}/{cfg.runs} clock warm-up: {result['clock_warmups'][-1]}")
+            rnd = run * cfg.repeats + rnd   # the round's index over all runs
             for si, shape in enumerate(cfg.shapes):
                 m, n, k = shape
                 shape_variant = chosen[shape]
@@ -214,9 +218,11 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
 
                 for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
                     side()
-                slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
-                bar.step(f"{shape_str(shape)} round {rnd + 1}/{cfg.repeats}")
+                slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
+                slot["run"].append(run)
+                bar.step(f"{shape_str(shape)} run {run + 1}/{cfg.runs} round {rnd % cfg.repeats + 1}/{cfg.repeats}")
 
+        result["clock_warmup"] = result["clock_warmups"][0]
         rows = []
         for shape in cfg.shapes:
             rows.append(_row(shape, acc[shape], chosen[shape], ref))
@@ -249,10 +255,11 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
         "valid": valid, "throttled": thr, "low_clock": low_clock(*states), "variant": variant,
         "reference": ref.name,
         "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"], "warmup_launches": s["hw"],
-                   "round_medians_ms": s["hmed"], "check": s["hchk"], "telemetry": s["tel"]},
+                   "round_medians_ms": s["hmed"], "round_runs": s["run"], "check": s["hchk"],
+                   "telemetry": s["tel"]},
         "cuda": {"stats": cs, "samples_ms": s["r"], "batch_ms": s["rb"], "batch_mode": s["batch_mode"],
                  "warmup_launches": s["rw"],
-                 "round_medians_ms": s["rmed"], "check": s["rchk"]},
+                 "round_medians_ms": s["rmed"], "round_runs": s["run"], "check": s["rchk"]},
         "gpu_state": s["state"],
     }
     return row

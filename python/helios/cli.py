@@ -25,11 +25,57 @@ def _bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
 def _shape_arg(s: str) -> tuple[int, int, int]:
     try:
         return parse_shape(s)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+class UsageError(ValueError):
+    """Bad input or usage: exit status 2 with a one-line message."""
+
+
+def _out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
+    """(json, md) for --out, validated before any measurement: a .json name, not a
+    directory, a parent that exists or can be made and is writable, and no existing
+    file unless --force. Results are never lost at the end of a long run."""
+    if not out:
+        return None
+    p = Path(out)
+    if p.suffix.lower() != ".json":
+        raise UsageError(f"--out {out!r}: give the JSON file's name (ending in .json); the "
+                         f"markdown table is written beside it as .md")
+    md = p.with_suffix(".md")
+    for q in (p, md):
+        if q.is_dir():
+            raise UsageError(f"--out {out!r}: {q} is a directory")
+        if q.exists() and not force:
+            raise UsageError(f"--out {out!r}: {q} exists; pass --force to replace it")
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out!r}: cannot create {parent}: {e.strerror or e}") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out!r}: {parent} is not writable")
+    return p, md
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _open(args: argparse.Namespace) -> Device:
@@ -41,6 +87,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         info = dict(dev.info)
         info["default_variant"] = dev.default_variant()
         info["variants"] = dev.variants()
+        # The driver's statistics of the default kernel (VK_KHR_pipeline_executable_properties).
+        info["kernel_stats"] = dev.kernel_stats() if info["pipeline_statistics"] else None
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -60,7 +108,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
                   f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}")
+    print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
     print(f"default       {info['default_variant']}")
+    ks = info["kernel_stats"]
+    if ks is None:
+        print("kernel stats  not offered by this driver (VK_KHR_pipeline_executable_properties)")
+    else:
+        print("kernel stats  " + ", ".join(f"{k} {v:g}" for k, v in ks.items()))
     print(f"variants      {len(info['variants'])} (helios info --json lists them)")
     return 0
 
@@ -89,6 +143,7 @@ def _torch_time(a: np.ndarray, b: np.ndarray, iters: int, warmup: int) -> Option
 
 def cmd_time(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.shapes)
+    out = _out_paths(args.out, args.force)
     results = []
     with _open(args) as dev:
         cm, cn, ck = parse_shape(args.check_shape)
@@ -119,11 +174,11 @@ def cmd_time(args: argparse.Namespace) -> int:
             print(f"{shape_str(shape):>16} {t.median_ms:10.4f} {t.tflops:8.2f} {cuda_txt}  {t.variant}",
                   flush=True)
         info = dict(dev.info)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"schema": "helios-time/1", "device": info, "iters": args.iters,
-                       "warmup": args.warmup, "check": chk.as_dict(), "rows": results}, f, indent=2)
-        print(f"wrote {args.out}")
+    if out:
+        _write_atomic(out[0], json.dumps({"schema": "helios-time/1", "device": info, "iters": args.iters,
+                                          "warmup": args.warmup, "check": chk.as_dict(), "rows": results},
+                                         indent=2))
+        print(f"wrote {out[0]}")
     return 0
 
 
@@ -133,9 +188,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"helios: error: unknown suite {args.suite!r} (only 'cuda')", file=sys.stderr)
         return 1
     variant = None if args.variant in (None, "matmul", "default") else args.variant
+    out = _out_paths(args.out, args.force)
     cfg = BenchConfig(shapes=parse_shapes(args.shapes), iters=args.iters, warmup=args.warmup,
                       dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
-                      atol=args.atol, rtol=args.rtol, repeats=args.repeats, flush_l2=args.flush_l2,
+                      atol=args.atol, rtol=args.rtol, repeats=args.repeats, runs=args.runs,
+                      flush_l2=args.flush_l2,
                       warmup_ms=args.warmup_ms,
                       ref=args.ref, seed=args.seed, device=args.device,
                       command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
@@ -148,22 +205,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 1
     table = markdown(result)
     print(table, end="")
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-        md = os.path.splitext(args.out)[0] + ".md"
-        with open(md, "w") as f:
-            f.write(table)
-        print(f"wrote {args.out} and {md}")
+    if out:
+        _write_atomic(out[0], json.dumps(result, indent=1))
+        _write_atomic(out[1], table)
+        print(f"wrote {out[0]} and {out[1]}")
     if result["status"] != "ok":
         print(f"helios: run rejected: {result.get('failure')}", file=sys.stderr)
         return 1
     return 0
 
 
+def _compare_doc() -> str:
+    from . import compare
+    return compare.__doc__ or ""
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import CompareError, commit_line, compare, load, table, _gpu_label
+    from .compare import CompareError, commit_line, compare, exit_status, load, table, _gpu_label
     old_files = args.old or []
     new_files = args.new or []
     if args.files:
@@ -171,17 +229,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print("helios: error: give OLD.json NEW.json, or --old FILE... --new FILE...", file=sys.stderr)
             return 2
         old_files, new_files = [args.files[0]], [args.files[1]]
+    if not old_files or not new_files:
+        print("helios: error: give OLD.json NEW.json, or --old FILE... --new FILE...", file=sys.stderr)
+        return 2
     try:
         old = [load(p) for p in old_files]
         new = [load(p) for p in new_files]
-        verdicts = compare(old, new, ignore_device=args.ignore_device)
+        verdicts = compare(old, new, ignore_device=args.ignore_device, run_noise=args.run_noise / 100.0)
     except CompareError as e:
         print(f"helios: cannot compare: {e}", file=sys.stderr)
         return 2
     print(table(verdicts))
     print()
     print(commit_line(verdicts, _gpu_label(new[0]), args.summary))
-    return 1 if any(v.verdict == "SLOWER" for v in verdicts) else 0
+    return exit_status(verdicts, args.fail_on_regression)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -283,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
     pt.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     pt.add_argument("--no-cuda", action="store_true", help="do not time torch.cuda even if present")
-    pt.add_argument("--out", default=None, help="write the results as JSON to this file")
+    pt.add_argument("--out", default=None,
+                    help="write the results as JSON to this .json file (checked before timing starts)")
+    pt.add_argument("--force", action="store_true", help="replace an existing --out file")
     pt.set_defaults(func=cmd_time)
 
     pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
@@ -320,12 +383,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
                          "(labelled NOT CUDA); auto = torch, else cublas, else numpy")
     pb.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    pb.add_argument("--runs", type=_positive_int, default=1,
+                    help="independent runs in one invocation (the seeds' '3 runs' protocol): each "
+                         "with its own clock ramp and warm-up, recorded per round "
+                         "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)")
     pb.add_argument("--out", default=None,
-                    help="write the helios-bench/1 JSON here, and a markdown table beside it (.md)")
+                    help="write the helios-bench/1 JSON to this .json file, and the markdown table "
+                         "beside it (.md); checked before anything is timed, written atomically")
+    pb.add_argument("--force", action="store_true", help="replace existing --out files")
     pb.set_defaults(func=cmd_bench, argv=None)
 
     pc = sub.add_parser("compare", help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
-                        "bench results; exit 1 only for a confident regression")
+                        "bench results, beyond run-to-run noise; exit 0 no confident regression, "
+                        "1 a confident regression (above --fail-on-regression), 2 bad input",
+                        description=_compare_doc(), formatter_class=argparse.RawDescriptionHelpFormatter)
     pc.add_argument("files", nargs="*", help="OLD.json NEW.json")
     pc.add_argument("--old", nargs="+", help="several OLD results, pooled")
     pc.add_argument("--new", nargs="+", help="several NEW results, pooled")
@@ -333,11 +404,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="compare results from different devices or drivers anyway")
     pc.add_argument("--summary", default="<change summary>",
                     help="change summary for the printed commit-message line")
+    pc.add_argument("--fail-on-regression", dest="fail_on_regression", type=float, default=None,
+                    metavar="PCT", help="CI gate: exit 1 only for a confident regression larger than "
+                    "PCT percent (default: any confident regression)")
+    pc.add_argument("--run-noise", dest="run_noise", type=float, default=1.5, metavar="PCT",
+                    help="between-run noise (CV, percent) assumed for a side with a single run, and "
+                         "the least assumed with several (default 1.5)")
     pc.set_defaults(func=cmd_compare)
 
     pk = sub.add_parser("check", help="correctness fuzzing: random shapes x variants vs float64; "
                         "exit 0 pass, 1 fail, 2 skipped (no device)")
-    pk.add_argument("--fuzz", type=int, default=50, help="number of random cases (default 50)")
+    pk.add_argument("--fuzz", type=_positive_int, default=50, help="number of random cases (default 50)")
     pk.add_argument("--seed", type=int, default=0, help="seed (default 0); a failure is reproducible from it")
     pk.add_argument("--variant", default=None, help="fuzz one variant only (default: all the device lists)")
     pk.add_argument("--max-dim", type=int, default=700, help="largest M, N, K drawn (default 700)")
@@ -385,6 +462,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(args.func(args))
     except _helios.NoDeviceError as e:
         print(f"helios: no Vulkan device: {e}", file=sys.stderr)
+        return 2
+    except UsageError as e:
+        print(f"helios: error: {e}", file=sys.stderr)
         return 2
     except (ValueError, _helios.HeliosError) as e:
         print(f"helios: error: {e}", file=sys.stderr)

@@ -1,23 +1,62 @@
-"""`helios compare`: is NEW faster than OLD, per shape, from the raw samples?
+"""`helios compare`: is NEW faster than OLD, per shape, beyond run-to-run noise?
 
-Verdicts: SAME (medians within the 2% noise floor the seeds use), FASTER /
-SLOWER (beyond it, the bootstrap 95% CI of the ratio of medians excludes 1 and
-the rank test agrees, p < 0.05), INCONCLUSIVE otherwise. Several files per side
-are pooled (the seeds' repeat protocol)."""
+The noise model (what varies independently is a *run*, not a launch):
+
+    log(time) = side level + run effect (sd s_b) + round effect (sd s_w) + launch jitter
+
+Per-launch samples only estimate each round's median. Each side's level is the
+mean over its runs of the run's mean log round median. Its variance:
+
+* two or more runs on a side (``helios bench --runs N``, or several files):
+  var(run means) / R, but never below RUN_NOISE^2 / R (a few runs that happen to
+  agree do not make a side certain); Student t with R - 1 degrees of freedom;
+* one run: RUN_NOISE^2 (the between-run variance cannot be seen from one run; it
+  is assumed) + the within-run variance of the rounds / rounds; normal quantiles.
+
+The difference of the two levels gets a 95% interval (Welch-Satterthwaite
+degrees of freedom) and a two-sided p. MDE is the change this noise would
+detect with 80% power. Verdicts:
+
+* SLOWER / FASTER: the interval excludes 0 and |change| > NOISE (2%, the seeds' floor);
+* SAME: |change| <= NOISE, or the interval includes 0 and MDE <= MAX_MDE (5%);
+* INCONCLUSIVE: the interval includes 0 but MDE > MAX_MDE (too noisy to say SAME).
+
+Exit status of the CLI: 0 no confident regression, 1 a confident regression
+(larger than --fail-on-regression PCT when given), 2 bad input.
+"""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
-from .stats import bootstrap_ratio_ci, mann_whitney_p
+import numpy as np
 
-NOISE = 0.02
-ALPHA = 0.05
+NOISE = 0.02       # the seeds' noise floor: changes within 2% are SAME
+RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
+MAX_MDE = 0.05     # SAME needs a test that could have seen a 5% change
+LEVEL = 0.95
+POWER = 0.80
+SCHEMA = "helios-bench/1"
 
 
 class CompareError(ValueError):
-    """Inputs that cannot be compared (wrong schema, failed run, other device)."""
+    """Inputs that cannot be compared (unreadable, wrong schema, failed run,
+    malformed or non-finite samples, other device)."""
+
+
+@dataclass
+class SideNoise:
+    level: float       # mean log time
+    var: float         # variance of `level`
+    df: float          # degrees of freedom of `var` (inf: assumed, not estimated)
+    runs: int
+    rounds: int
+    run_cv: float      # estimated between-run sd of log time (nan with one run)
+    round_cv: float    # within-run sd of log round medians (nan with one round per run)
+    median_ms: float
+    samples: int
 
 
 @dataclass
@@ -26,64 +65,157 @@ class ShapeVerdict:
     old_ms: float
     new_ms: float
     ratio: float                 # new / old time: < 1 is faster
-    ci95: tuple[float, float]
+    ci95: tuple[float, float]    # of the ratio
     p_value: float
-    n_old: int
-    n_new: int
+    mde: float                   # minimum detectable change (fraction) at this noise
+    old: SideNoise
+    new: SideNoise
     verdict: str
 
     @property
     def pct(self) -> float:
         return (self.ratio - 1.0) * 100.0
 
+    @property
+    def n_old(self) -> int:
+        return self.old.samples
 
-def classify(old: Sequence[float], new: Sequence[float]) -> tuple[str, float, tuple[float, float], float]:
-    """(verdict, ratio, ci, p) for two sample sets of times."""
-    import numpy as np
-    ratio = float(np.median(new) / np.median(old))
-    lo, hi = bootstrap_ratio_ci(new, old)
-    p = mann_whitney_p(new, old)
-    if abs(ratio - 1.0) <= NOISE:
+    @property
+    def n_new(self) -> int:
+        return self.new.samples
+
+
+def side_noise(runs: Sequence[Sequence[float]], medians_ms: Sequence[float], samples: int,
+               run_noise: float = RUN_NOISE) -> SideNoise:
+    """Level and variance from round medians grouped by run (all > 0, finite)."""
+    logs = [np.log(np.asarray(r, dtype=np.float64)) for r in runs if len(r)]
+    if not logs:
+        raise CompareError("a side has no round medians")
+    means = np.array([x.mean() for x in logs])
+    n_rounds = sum(x.size for x in logs)
+    within = [x for x in logs if x.size > 1]
+    dof_w = sum(x.size - 1 for x in within)
+    sw2 = sum(((x - x.mean()) ** 2).sum() for x in within) / dof_w if dof_w else float("nan")
+    r_count = len(logs)
+    if r_count >= 2:
+        sb2 = float(means.var(ddof=1))
+        var = max(sb2, run_noise ** 2) / r_count
+        df = float(r_count - 1)
+        run_cv = math.sqrt(sb2)
+    else:
+        var = run_noise ** 2 + (sw2 / n_rounds if dof_w else 0.0)
+        df = math.inf
+        run_cv = float("nan")
+    return SideNoise(level=float(means.mean()), var=var, df=df, runs=r_count, rounds=n_rounds,
+                     run_cv=run_cv, round_cv=math.sqrt(sw2) if dof_w else float("nan"),
+                     median_ms=float(np.median(medians_ms)), samples=samples)
+
+
+def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE,
+             max_mde: float = MAX_MDE) -> tuple[str, float, tuple[float, float], float, float]:
+    """(verdict, ratio, ratio CI, p, MDE) from the two sides' noise models."""
+    from scipy import stats
+    d = new.level - old.level
+    se = math.sqrt(old.var + new.var)
+    if math.isinf(old.df) or math.isinf(new.df):
+        df = math.inf
+    else:   # Welch-Satterthwaite
+        df = (old.var + new.var) ** 2 / (old.var ** 2 / old.df + new.var ** 2 / new.df)
+    dist = stats.norm if math.isinf(df) else stats.t(df)
+    q = float(dist.ppf(0.5 + LEVEL / 2))
+    lo, hi = d - q * se, d + q * se
+    p = float(2 * dist.sf(abs(d) / se)) if se > 0 else (0.0 if d else 1.0)
+    mde = math.exp((q + float(dist.ppf(POWER))) * se) - 1.0
+    ratio = math.exp(d)
+    change = ratio - 1.0
+    if abs(change) <= noise:
         verdict = "SAME"
-    elif ratio > 1.0 and lo > 1.0 and p < ALPHA:
+    elif lo > 0:
         verdict = "SLOWER"
-    elif ratio < 1.0 and hi < 1.0 and p < ALPHA:
+    elif hi < 0:
         verdict = "FASTER"
+    elif mde <= max_mde:
+        verdict = "SAME"
     else:
         verdict = "INCONCLUSIVE"
-    return verdict, ratio, (lo, hi), p
+    return verdict, ratio, (math.exp(lo), math.exp(hi)), p, mde
 
 
 def load(path: str) -> dict:
+    """A helios-bench/1 result, validated far enough to compare (CompareError otherwise)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise CompareError(f"{path}: not UTF-8 text ({e.reason})") from None
+    except (OSError, ValueError) as e:
         raise CompareError(f"{path}: cannot read a JSON result ({e})") from None
-    if data.get("schema") != "helios-bench/1":
-        raise CompareError(f"{path}: schema is {data.get('schema')!r}, expected 'helios-bench/1'")
+    if not isinstance(data, dict):
+        raise CompareError(f"{path}: expected a JSON object (a helios-bench/1 result), "
+                           f"got {type(data).__name__}")
+    if data.get("schema") != SCHEMA:
+        raise CompareError(f"{path}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
     if data.get("status") != "ok":
         raise CompareError(f"{path}: the run failed ({data.get('failure')}); it has no valid timings")
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        raise CompareError(f"{path}: 'rows' must be a list")
+    for i, row in enumerate(rows):
+        _check_row(path, i, row)
     return data
 
 
+def _positive_finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _check_row(path: str, i: int, row: Any) -> None:
+    where = f"{path}: rows[{i}]"
+    if not isinstance(row, dict) or not isinstance(row.get("shape"), str):
+        raise CompareError(f"{where}: not a result row (no 'shape')")
+    if not row.get("valid"):
+        return
+    h = row.get("helios")
+    samples = h.get("samples_ms") if isinstance(h, dict) else None
+    if not isinstance(samples, list) or not samples or not all(isinstance(r, list) and r for r in samples):
+        raise CompareError(f"{where} ({row['shape']}): helios.samples_ms must be a non-empty list of "
+                           f"non-empty rounds")
+    bad = [x for r in samples for x in r if not _positive_finite(x)]
+    if bad:
+        raise CompareError(f"{where} ({row['shape']}): samples must be finite and > 0; got {bad[0]!r}")
+    runs = h.get("round_runs")
+    if runs is not None and (not isinstance(runs, list) or len(runs) != len(samples)
+                             or not all(isinstance(x, int) and x >= 0 for x in runs)):
+        raise CompareError(f"{where} ({row['shape']}): helios.round_runs must give a run index per round")
+
+
 def _device_key(d: dict) -> tuple:
-    h = d.get("helios", {})
+    h = d.get("helios", {}) if isinstance(d.get("helios"), dict) else {}
     return (h.get("name"), h.get("driver_version"))
 
 
-def _pool(files: list[dict]) -> dict[str, list[float]]:
-    pooled: dict[str, list[float]] = {}
-    for d in files:
+def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], int]]:
+    """shape -> (round medians grouped by run, all round medians, sample count).
+    Runs of different files are different runs."""
+    grouped: dict[str, dict[tuple[int, int], list[float]]] = {}
+    meds: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for fi, d in enumerate(files):
         for row in d.get("rows", []):
             if not row.get("valid"):
                 continue
-            samples = [x for rnd in row["helios"]["samples_ms"] for x in rnd]
-            pooled.setdefault(row["shape"], []).extend(samples)
-    return pooled
+            h = row["helios"]
+            runs = h.get("round_runs") or [0] * len(h["samples_ms"])
+            for run, rnd in zip(runs, h["samples_ms"]):
+                m = float(np.median(rnd))
+                grouped.setdefault(row["shape"], {}).setdefault((fi, run), []).append(m)
+                meds.setdefault(row["shape"], []).append(m)
+                counts[row["shape"]] = counts.get(row["shape"], 0) + len(rnd)
+    return {s: (list(g.values()), meds[s], counts[s]) for s, g in grouped.items()}
 
 
-def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False) -> list[ShapeVerdict]:
+def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
+            run_noise: float = RUN_NOISE) -> list[ShapeVerdict]:
     if not old or not new:
         raise CompareError("need at least one result file on each side")
     keys = {_device_key(d) for d in old + new}
@@ -91,18 +223,26 @@ def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False) ->
         raise CompareError("results come from different devices or drivers: "
                            + "; ".join(f"{n} (driver {v})" for n, v in sorted(keys, key=str))
                            + " (use --ignore-device to compare anyway)")
-    po, pn = _pool(old), _pool(new)
+    so, sn = _side(old), _side(new)
     out = []
-    for shape in po:
-        if shape not in pn:
+    for shape, (runs_o, meds_o, n_o) in so.items():
+        if shape not in sn:
             continue
-        verdict, ratio, ci, p = classify(po[shape], pn[shape])
-        import numpy as np
-        out.append(ShapeVerdict(shape, float(np.median(po[shape])), float(np.median(pn[shape])), ratio,
-                                ci, p, len(po[shape]), len(pn[shape]), verdict))
+        runs_n, meds_n, n_n = sn[shape]
+        o = side_noise(runs_o, meds_o, n_o, run_noise)
+        n = side_noise(runs_n, meds_n, n_n, run_noise)
+        verdict, ratio, ci, p, mde = classify(o, n)
+        out.append(ShapeVerdict(shape, o.median_ms, n.median_ms, ratio, ci, p, mde, o, n, verdict))
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
     return out
+
+
+def exit_status(verdicts: list[ShapeVerdict], fail_on_regression: float | None = None) -> int:
+    """1 for a confident regression (larger than fail_on_regression percent when
+    given), else 0."""
+    limit = 0.0 if fail_on_regression is None else fail_on_regression
+    return 1 if any(v.verdict == "SLOWER" and v.pct > limit for v in verdicts) else 0
 
 
 def _gpu_label(d: dict) -> str:
@@ -123,11 +263,22 @@ def commit_line(verdicts: list[ShapeVerdict], gpu: str, summary: str = "<change 
     return f"perf: {summary} ({gpu}: {', '.join(parts)})"
 
 
+def _cv(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x * 100:.1f}%"
+
+
 def table(verdicts: list[ShapeVerdict]) -> str:
-    lines = ["| shape | old ms | new ms | change | ratio 95% CI | p (rank test) | n old / new | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape | old ms | new ms | change | ratio 95% CI | p | runs x rounds old / new "
+             "| run CV old / new | round CV old / new | MDE | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
+        why = ""
+        if v.verdict == "SAME":
+            why = (f" (within the {NOISE:.0%} floor)" if abs(v.pct) <= NOISE * 100
+                   else f" (< MDE {v.mde:.1%} at this noise)")
         lines.append(f"| {v.shape} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
-                     f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | {v.n_old} / {v.n_new} | "
-                     f"**{v.verdict}** |")
+                     f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
+                     f"{v.old.runs}x{v.old.rounds} / {v.new.runs}x{v.new.rounds} | "
+                     f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
+                     f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """Tables and figures from committed results: `helios report` and the notebook.
 
-Reads helios-bench/1 (bench) and helios-sweep/1 (variant sweep) files. Figures
+Reads helios-bench/1 (bench) and helios-sweep/1 (one shape) or helios-sweep/2
+(variants x shapes, scripts/sweep.py) files. Figures
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
         d["_path"] = p
         if d.get("schema") == "helios-bench/1":
             benches.append(d)
-        elif d.get("schema") == "helios-sweep/1":
+        elif d.get("schema") in ("helios-sweep/1", "helios-sweep/2"):
             sweeps.append(d)
         else:
-            raise ValueError(f"{p}: schema {d.get('schema')!r} is neither helios-bench/1 nor helios-sweep/1")
+            raise ValueError(f"{p}: schema {d.get('schema')!r} is neither helios-bench/1 nor "
+                             f"helios-sweep/1 or /2")
     return benches, sweeps
 
 
@@ -135,8 +137,20 @@ def plot_ratio(benches: list[dict], ax=None):
 
 
 def sweep_matrix(sweep: dict) -> tuple[list[str], list[str], np.ndarray]:
-    """Rows: coop shape + accumulator; columns: subgroup tiling, load path, stages (the
-    workgroup tile follows from them: 2x2 subgroups); TF/s (NaN: rejected or absent)."""
+    """helios-sweep/1: rows are coop shape + accumulator, columns subgroup tiling, load
+    path, stages. helios-sweep/2: rows are variants, columns shapes. TF/s (NaN:
+    rejected or absent)."""
+    if sweep.get("schema") == "helios-sweep/2":
+        shapes = list(sweep["shapes"])
+        rows = [r["variant"].replace("coop:", "").replace(":acc=f32", "").replace(":load=shared", "")
+                for r in sweep["rows"]]
+        m = np.full((len(rows), len(shapes)), np.nan)
+        for i, r in enumerate(sweep["rows"]):
+            for j, s in enumerate(shapes):
+                t = (r.get("timings") or {}).get(s)
+                if r.get("check_fails") == 0 and t:
+                    m[i, j] = t["tflops"]
+        return rows, shapes, m
     cells: dict[tuple[str, str], float] = {}
     for r in sweep["rows"]:
         parts = r["variant"].split(":")
@@ -166,7 +180,8 @@ def plot_sweep(sweep: dict, ax=None):
             if np.isfinite(m[i, j]):
                 ax.text(j, i, f"{m[i, j]:.0f}", ha="center", va="center", fontsize=6, color="white")
     ax.figure.colorbar(im, ax=ax, label="TF/s (blank: rejected or absent)")
-    ax.set_title(f"Variant sweep at {sweep.get('shape')} ({sweep.get('device', {}).get('name', '?')})")
+    where = sweep.get("shape") or f"{len(cols)} shapes"
+    ax.set_title(f"Variant sweep at {where} ({sweep.get('device', {}).get('name', '?')})")
     return ax
 
 
@@ -213,12 +228,27 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str
     return paths
 
 
+def _sweep2_summary(s: dict) -> str:
+    timed = [r for r in s["rows"] if r.get("check_fails") == 0 and r.get("timings")]
+    lines = [f"sweep {os.path.basename(s['_path'])}: {len(s['rows'])} variants x {len(s['shapes'])} shapes, "
+             f"{len(s['rows']) - len(timed)} rejected"]
+    for shape in s["shapes"]:
+        have = [r for r in timed if shape in r["timings"]]
+        if have:
+            best = max(have, key=lambda r: r["timings"][shape]["tflops"])
+            lines.append(f"  {shape}: best {best['variant']} {best['timings'][shape]['tflops']:.1f} TF/s")
+    return "\n".join(lines)
+
+
 def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] = None) -> str:
     benches, sweeps = load(paths)
     parts = []
     if benches:
         parts.append(table(benches, markdown=markdown))
     for s in sweeps:
+        if s.get("schema") == "helios-sweep/2":
+            parts.append(_sweep2_summary(s))
+            continue
         passed = [r for r in s["rows"] if r.get("check_fails") == 0 and "tflops" in r]
         best = max(passed, key=lambda r: r["tflops"]) if passed else None
         parts.append(f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "

@@ -1,0 +1,145 @@
+"""The tuner: cache file handling, lookups by bucket, precedence of the
+environment switches, and the rule that a variant that failed its check is
+never chosen (on a synthetic device whose fastest variant is wrong)."""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import helios
+from helios import tune
+from helios.cli import main
+
+
+def test_bucket_rounds_up_to_blocks():
+    assert tune.bucket((1, 128, 129)) == "128x128x256"
+    assert tune.bucket((4096, 4096, 4096)) == "4096x4096x4096"
+    assert tune.bucket((3000, 3072, 3100)) == "3072x3072x3200"
+
+
+def test_missing_cache_is_empty(tmp_path):
+    assert tune.load(tmp_path / "none.json") == {"schema": tune.SCHEMA, "devices": {}}
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({"schema": "other/9", "devices": {}}),
+                                  json.dumps({"schema": tune.SCHEMA, "devices": []})])
+def test_corrupt_or_foreign_cache_warns_and_is_ignored(tmp_path, text):
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    with pytest.warns(UserWarning, match="ignoring it"):
+        doc = tune.load(p)
+    assert doc == {"schema": tune.SCHEMA, "devices": {}}
+
+
+INFO = {"name": "Fake GPU", "vendor_id": 1, "device_id": 2, "driver_version": 3, "driver_name": "fake",
+        "driver_info": "1.0", "cooperative_matrix_properties": [{"m": 16, "n": 16, "k": 16}]}
+
+
+def test_store_and_lookup_round_trip(tmp_path):
+    p = tmp_path / "t.json"
+    r = tune.TuneResult(shape=(1000, 1000, 1000), bucket=tune.bucket((1000, 1000, 1000)), variant="V1",
+                        median_ms=0.5, candidates={"V1": 0.5, "V2": 0.7})
+    tune.store([r], INFO, p)
+    doc = tune.load(p)
+    assert tune.lookup(doc, INFO, (1000, 1000, 1000)) == "V1"
+    assert tune.lookup(doc, INFO, (1024, 1020, 1001)) == "V1"      # same bucket
+    assert tune.lookup(doc, INFO, (2048, 1000, 1000)) is None
+    other = dict(INFO, driver_version=4)                            # a new driver: picks do not apply
+    assert tune.lookup(doc, other, (1000, 1000, 1000)) is None
+    # a second store merges, and a corrupt file is rewritten by it
+    p.write_text("garbage")
+    with pytest.warns(UserWarning):
+        tune.store([r], INFO, p)
+    assert json.loads(p.read_text())["schema"] == tune.SCHEMA
+
+
+@dataclass
+class _Timing:
+    median_ms: float
+
+
+class FakeDevice:
+    """Variant 'fast-wrong' is fastest but computes garbage; 'slow-right' is correct."""
+    info = INFO
+
+    def matmul(self, a, b, out_dtype="float16", variant=None):
+        c = a.astype(np.float32) @ b.astype(np.float32)
+        if variant == "fast-wrong":
+            c = c + 1.0
+        return c.astype(out_dtype)
+
+    def time_matmul(self, m, n, k, iters, warmup, variant, inputs):
+        return _Timing({"fast-wrong": 0.1, "slow-right": 0.3, "mid-right": 0.2}[variant])
+
+
+def test_failed_check_is_never_chosen():
+    logs = []
+    res = tune.tune(FakeDevice(), [(64, 64, 64), (300, 200, 100)],
+                    variants=["fast-wrong", "slow-right", "mid-right"], iters=3, warmup=1, warmup_ms=0,
+                    log=logs.append)
+    assert [r.variant for r in res] == ["mid-right", "mid-right"]
+    assert all(str(r.candidates["fast-wrong"]).startswith("REJECTED") for r in res)
+    assert any("REJECTED fast-wrong" in line for line in logs)
+
+
+def test_all_rejected_is_an_error():
+    with pytest.raises(RuntimeError, match="every candidate failed"):
+        tune.tune(FakeDevice(), [(8, 8, 8)], variants=["fast-wrong"], iters=1, warmup=0, warmup_ms=0)
+
+
+def test_device_uses_tuned_pick_and_switches_win(device, tmp_path, monkeypatch):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("device has no cooperative matrices")
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
+    default = device.default_variant(70, 60, 50)
+    pick = next(v for v in device.variants() if v.startswith("coop:") and v != default and "acc=f32" in v)
+    tune.store([tune.TuneResult((70, 60, 50), tune.bucket((70, 60, 50)), pick, 1.0)], device.info, path)
+    with helios.Device() as d:
+        assert d.resolve_variant(70, 60, 50) == pick
+        assert d.resolve_variant(70, 60, 50, "auto") == pick
+        a = np.ones((70, 50), np.float16)
+        b = np.ones((50, 60), np.float16)
+        assert (d.matmul(a, b, out_dtype="float32") == 50).all()
+        assert d.telemetry()["last_variant"] == pick
+        assert d.resolve_variant(700, 600, 500) == d.default_variant(700, 600, 500)   # not tuned
+        monkeypatch.setenv("HELIOS_COOP_DIRECT_LOAD", "1")                           # a switch wins
+        assert d.resolve_variant(70, 60, 50) == d.default_variant(70, 60, 50)
+
+
+def test_invalid_cached_pick_warns_and_falls_back(device, tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
+    tune.store([tune.TuneResult((8, 8, 8), tune.bucket((8, 8, 8)), "coop:7x7x7:tile7x7x7:sg1x1:acc=f32:"
+                                "load=shared:stages=1", 1.0)], device.info, path)
+    with helios.Device() as d:
+        with pytest.warns(UserWarning, match="not valid here"):
+            v = d.resolve_variant(8, 8, 8)
+        assert v == d.default_variant(8, 8, 8)
+
+
+def test_cli_tune_writes_cache(device, tmp_path, capsys):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("device has no cooperative matrices")
+    cache = tmp_path / "c.json"
+    v = device.default_variant()
+    assert main(["tune", "--shapes", "64x64x64,40x30x20", "--candidates", v, "--iters", "2",
+                 "--warmup", "1", "--warmup-ms", "0", "--cache", str(cache), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["variant"] for r in out] == [v, v]
+    doc = tune.load(cache)
+    assert tune.lookup(doc, device.info, (64, 64, 64)) == v
+
+
+def test_cli_tune_dry_run_and_bad_candidate(device, tmp_path, capsys):
+    cache = tmp_path / "c.json"
+    v = device.default_variant()
+    assert main(["tune", "--shapes", "16x16x16", "--candidates", v, "--iters", "1", "--warmup", "0",
+                 "--warmup-ms", "0", "--cache", str(cache), "--dry-run"]) == 0
+    assert not cache.exists()
+    assert main(["tune", "--shapes", "16x16x16", "--candidates", "nonsense", "--cache", str(cache)]) == 1
+    assert "malformed variant" in capsys.readouterr().err
