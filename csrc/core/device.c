@@ -154,13 +154,21 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     }
 #endif
 
+#ifdef VK_NV_cooperative_matrix2
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+    void *coop2_chain = c->has_coop2 ? (void *)&fcoop2 : NULL;
+#else
+    void *coop2_chain = NULL;
+#endif
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pNext = coop2_chain};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
-        .pNext = ext_stats ? &fstats : NULL};
+        .pNext = ext_stats ? (void *)&fstats : coop2_chain};
     /* Chain only the structures of extensions the device offers. */
-    void *ext_chain = ext_coop ? (void *)&fcoop : ext_stats ? (void *)&fstats : NULL;
+    void *ext_chain = ext_coop ? (void *)&fcoop : ext_stats ? (void *)&fstats : coop2_chain;
     VkPhysicalDeviceVulkan13Features f13 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, .pNext = ext_chain};
     VkPhysicalDeviceVulkan12Features f12 = {
@@ -176,6 +184,14 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->has_fp16 = f12.shaderFloat16;
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
+#ifdef VK_NV_cooperative_matrix2
+    if (c->has_coop2) {
+        c->coop2_workgroup_scope = fcoop2.cooperativeMatrixWorkgroupScope;
+        c->coop2_flexible_dimensions = fcoop2.cooperativeMatrixFlexibleDimensions;
+        c->coop2_tensor_addressing = fcoop2.cooperativeMatrixTensorAddressing;
+    }
+    c->coop2_usable = c->coop2_workgroup_scope && c->coop2_flexible_dimensions && c->coop2_tensor_addressing;
+#endif
     c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 &&
                   f12.vulkanMemoryModel && c->has_subgroup_size_control;
 
@@ -216,6 +232,26 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
                     "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
         uint32_t n = 0;
         if (get_flex && get_flex(dev->phys, &n, NULL) == VK_SUCCESS) c->n_coop2_flex = n;
+        if (get_flex && n) {
+            VkCooperativeMatrixFlexibleDimensionsPropertiesNV *rows = calloc(n, sizeof *rows);
+            if (!rows) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+            for (uint32_t i = 0; i < n; i++)
+                rows[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+            if (get_flex(dev->phys, &n, rows) == VK_SUCCESS) {
+                for (uint32_t i = 0; i < n && c->n_coop2_flex_f16 < HL_MAX_COOP_SHAPES; i++) {
+                    hl_dtype a, b, cc, r;
+                    if (!map_component(rows[i].AType, &a) || !map_component(rows[i].BType, &b) ||
+                        !map_component(rows[i].CType, &cc) || !map_component(rows[i].ResultType, &r) ||
+                        a != HL_F16 || b != HL_F16)
+                        continue;
+                    struct hl_coop2_flex *f = &c->coop2_flex[c->n_coop2_flex_f16++];
+                    f->m_gran = rows[i].MGranularity; f->n_gran = rows[i].NGranularity;
+                    f->k_gran = rows[i].KGranularity; f->invocations = rows[i].workgroupInvocations;
+                    f->c = cc; f->result = r; f->scope = rows[i].scope;
+                }
+            }
+            free(rows);
+        }
         VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2nv = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
         VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -264,12 +300,22 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                    .queueFamilyIndex = dev->queue_family,
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
+#ifdef VK_NV_cooperative_matrix2
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
+        .cooperativeMatrixWorkgroupScope = VK_TRUE, .cooperativeMatrixFlexibleDimensions = VK_TRUE,
+        .cooperativeMatrixTensorAddressing = VK_TRUE};
+    void *coop2_chain = c->has_coop && c->coop2_usable ? (void *)&fcoop2 : NULL;
+#else
+    void *coop2_chain = NULL;
+#endif
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pNext = coop2_chain,
         .pipelineExecutableInfo = VK_TRUE};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
-        .pNext = c->has_pipeline_stats ? &fstats : NULL,
+        .pNext = c->has_pipeline_stats ? (void *)&fstats : coop2_chain,
         .cooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan13Features f13 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
@@ -284,9 +330,10 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE};
-    const char *exts[2];
+    const char *exts[3];
     uint32_t n_ext = 0;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f11,
@@ -374,7 +421,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(pick_queue(dev, err));
     HL_TRY(create_logical(dev, err));
     int disable = (opt && opt->disable_coop) || env_int("HELIOS_DISABLE_COOP", 0) == 1;
+    int disable2 = (opt && opt->disable_coop2) || env_int("HELIOS_DISABLE_COOP2", 0) == 1;
     dev->coop_enabled = dev->caps.has_coop && !disable;
+    dev->coop2_enabled = dev->coop_enabled && dev->caps.coop2_usable && !disable2;
     free(phys);
     *out = dev;
     return HL_OK;
@@ -409,3 +458,4 @@ void hl_device_destroy(hl_device *dev) {
 
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
+int hl_device_coop2_enabled(const hl_device *dev) { return dev->coop2_enabled; }

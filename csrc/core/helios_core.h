@@ -84,10 +84,19 @@ typedef struct hl_caps {
     int has_pipeline_stats;      /* VK_KHR_pipeline_executable_properties */
     uint32_t n_coop2_flex;       /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
+    /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */
+    int coop2_usable;
+    int coop2_workgroup_scope, coop2_flexible_dimensions, coop2_tensor_addressing;
+    struct hl_coop2_flex {       /* the rows with f16 A/B (others are skipped) */
+        uint32_t m_gran, n_gran, k_gran, invocations;
+        hl_dtype c, result;
+        int scope;               /* raw VkScopeKHR */
+    } coop2_flex[HL_MAX_COOP_SHAPES];
+    uint32_t n_coop2_flex_f16;
 } hl_caps;
 
 /* ---- variants ----------------------------------------------------------- */
-typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1 } hl_path;
+typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2 } hl_path;
 
 typedef struct hl_variant {
     hl_path path;
@@ -99,12 +108,14 @@ typedef struct hl_variant {
     uint32_t stages;             /* 1: load-then-compute; 2: register-prefetch pipeline */
     uint32_t splitk;             /* K split into this many fp32 partial products (1: none) */
     uint32_t raster;             /* block rows per rasterization group (1: plain row order) */
+    uint32_t threads;            /* coop2: invocations per workgroup (workgroup-scope matrices) */
 } hl_variant;
 
 #define HL_VARIANT_STR_MAX 128
 /* Canonical string, e.g.
  * coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8.
- * Parsing also takes the older 7-field form (splitk=1, raster=1). */
+ * Parsing also takes the older 7-field form (splitk=1, raster=1). The opt-in NV
+ * cooperative matrix 2 family: coop2:tile128x128x32:wg256:acc=f32:raster=8. */
 void hl_variant_format(const hl_variant *v, char *out, size_t cap);
 hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err);
 
@@ -114,6 +125,7 @@ typedef struct hl_device hl_device;
 typedef struct hl_device_options {
     int index;                   /* -1: HELIOS_DEVICE or the first suitable device */
     int disable_coop;            /* also HELIOS_DISABLE_COOP=1 */
+    int disable_coop2;           /* also HELIOS_DISABLE_COOP2=1 */
 } hl_device_options;
 
 hl_status hl_device_count(uint32_t *count, hl_error *err);
@@ -121,6 +133,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
 void hl_device_destroy(hl_device *dev);   /* NULL-safe */
 const hl_caps *hl_device_caps(const hl_device *dev);
 int hl_device_coop_enabled(const hl_device *dev);
+int hl_device_coop2_enabled(const hl_device *dev);
 
 /* Validates v for this device; the message says which limit or table row fails. */
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err);

@@ -86,6 +86,7 @@ struct hl_device {
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
     int coop_enabled;
+    int coop2_enabled;
     int timestamps_ok;
     hl_pipeline *pipelines;
     /* workspace reused across calls, grown on demand */

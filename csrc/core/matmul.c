@@ -49,6 +49,10 @@ static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
 
 static const char *shader_for(const hl_variant *v, hl_dtype out) {
     if (v->path == HL_PATH_SCALAR) return out == HL_F16 ? "matmul_scalar_outf16" : "matmul_scalar_outf32";
+    if (v->path == HL_PATH_COOP2) {
+        if (v->acc == HL_F16) return out == HL_F16 ? "matmul_coop2_accf16_outf16" : "matmul_coop2_accf16_outf32";
+        return out == HL_F16 ? "matmul_coop2_accf32_outf16" : "matmul_coop2_accf32_outf32";
+    }
     if (v->acc == HL_F16) return out == HL_F16 ? "matmul_coop_accf16_outf16" : "matmul_coop_accf16_outf32";
     return out == HL_F16 ? "matmul_coop_accf32_outf16" : "matmul_coop_accf32_outf32";
 }
@@ -56,6 +60,10 @@ static const char *shader_for(const hl_variant *v, hl_dtype out) {
 /* The main kernel's pipeline for a variant: its specialization constants. */
 static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
                                   hl_pipeline **out, hl_error *err) {
+    if (v->path == HL_PATH_COOP2) {
+        uint32_t spec2[5] = {v->bm, v->bn, v->bk, v->threads, v->raster};
+        return hl_pipeline_get(dev, shader_for(v, out_dtype), spec2, 5, 0, out, err);
+    }
     if (v->path != HL_PATH_COOP) return hl_pipeline_get(dev, shader_for(v, out_dtype), NULL, 0, 0, out, err);
     uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
     uint32_t sgsz = dev->caps.subgroup_size;
@@ -291,7 +299,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         dev->tel.bytes_down += c_bytes;
     }
     dev->tel.matmuls++;
-    if (v.path == HL_PATH_COOP) dev->tel.coop_matmuls++;
+    if (v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
     hl_variant_format(&v, dev->tel.last_variant, sizeof dev->tel.last_variant);
     return HL_OK;
 fail:

@@ -16,6 +16,11 @@ void hl_variant_format(const hl_variant *v, char *out, size_t cap) {
         snprintf(out, cap, "scalar:tile%ux%ux%u:acc=%s", v->bm, v->bn, v->bk, hl_dtype_name(v->acc));
         return;
     }
+    if (v->path == HL_PATH_COOP2) {
+        snprintf(out, cap, "coop2:tile%ux%ux%u:wg%u:acc=%s:raster=%u", v->bm, v->bn, v->bk, v->threads,
+                 hl_dtype_name(v->acc), v->raster);
+        return;
+    }
     snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u:splitk=%u:raster=%u",
              v->tm, v->tn, v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc),
              v->direct_load ? "direct" : "shared", v->stages, v->splitk, v->raster);
@@ -83,6 +88,17 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
         out->raster = 1;
         return HL_OK;
     }
+    if (n == 5 && strcmp(parts[0], "coop2") == 0) {
+        out->path = HL_PATH_COOP2;
+        if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
+        out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+        if (strncmp(parts[2], "wg", 2) || !parse_dims(parts[2] + 2, &out->threads, 1)) goto bad;
+        if (strncmp(parts[3], "acc=", 4) || !parse_acc(parts[3] + 4, &out->acc)) goto bad;
+        if (!parse_field(parts[4], "raster", &out->raster)) goto bad;
+        out->stages = 1;
+        out->splitk = 1;
+        return HL_OK;
+    }
     if (n < 7 || n > 9 || strcmp(parts[0], "coop") != 0) goto bad;
     out->path = HL_PATH_COOP;
     if (!parse_dims(parts[1], d, 3)) goto bad;
@@ -106,8 +122,8 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
 bad:
     return hl_fail(err, HL_ERR_INVALID_VARIANT,
                    "malformed variant '%s'; expected e.g. "
-                   "'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8' "
-                   "or 'scalar:tile64x64x16:acc=f32'", s);
+                   "'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8', "
+                   "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'", s);
 }
 
 static const hl_coop_shape *find_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
@@ -126,6 +142,39 @@ static uint32_t coop_shared_bytes(const hl_variant *v, uint32_t subgroups) {
     return a + b + subgroups * v->tm * v->tn * 4;
 }
 
+/* The opt-in NV cooperative matrix 2 family: workgroup-scope matrices whose
+ * sizes must be multiples of a flexible-dimension row's granularity for this
+ * workgroup size and accumulator type. */
+static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const char *name, hl_error *err) {
+    const hl_caps *c = &dev->caps;
+    if (!dev->coop2_enabled)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s' needs VK_NV_cooperative_matrix2 with workgroup scope, flexible "
+                       "dimensions and tensor addressing; %s", name,
+                       !c->coop2_usable ? "this device does not offer them"
+                       : !dev->coop_enabled ? "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1)"
+                                            : "it is disabled (HELIOS_DISABLE_COOP2=1 or disable_coop2=True)");
+    if (v->raster < 1 || v->raster > 64 || v->splitk != 1)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': raster must be 1..64 (no split-K "
+                       "on the coop2 path)", name);
+    if (!v->threads || v->threads % c->subgroup_size || v->threads > c->max_workgroup_invocations ||
+        (c->coop2_workgroup_scope_max_invocations && v->threads > c->coop2_workgroup_scope_max_invocations))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': wg must be a multiple of the "
+                       "subgroup size %u and at most %u", name, c->subgroup_size,
+                       c->coop2_workgroup_scope_max_invocations);
+    for (uint32_t i = 0; i < c->n_coop2_flex_f16; i++) {
+        const struct hl_coop2_flex *f = &c->coop2_flex[i];
+        if (f->scope == VK_SCOPE_WORKGROUP_KHR && f->invocations == v->threads && f->c == v->acc &&
+            f->result == v->acc && f->m_gran && f->n_gran && f->k_gran && v->bm % f->m_gran == 0 &&
+            v->bn % f->n_gran == 0 && v->bk % f->k_gran == 0)
+            return HL_OK;
+    }
+    return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': no workgroup-scope flexible-dimension "
+                   "row for %u invocations, f16 inputs and %s accumulators whose granularity divides "
+                   "%ux%ux%u (see helios info --json)", name, v->threads, hl_dtype_name(v->acc), v->bm,
+                   v->bn, v->bk);
+}
+
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err) {
     const hl_caps *c = &dev->caps;
     char name[HL_VARIANT_STR_MAX];
@@ -138,6 +187,7 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
                            name);
         return HL_OK;
     }
+    if (v->path == HL_PATH_COOP2) return coop2_check(dev, v, name, err);
     if (!c->has_coop)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs VK_KHR_cooperative_matrix with fp16, the Vulkan memory "
@@ -364,6 +414,17 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                     n++;
                 }
             }
+        }
+    }
+    /* The opt-in coop2 family: never a default, listed where the device takes it. */
+    static const uint32_t c2[][4] = {{128, 128, 32, 256}, {128, 128, 64, 256}, {64, 64, 32, 128}};
+    for (int acc = HL_F16; dev->coop2_enabled && acc <= HL_F32; acc++) {
+        for (size_t t = 0; t < sizeof c2 / sizeof c2[0]; t++) {
+            hl_variant v = {.path = HL_PATH_COOP2, .bm = c2[t][0], .bn = c2[t][1], .bk = c2[t][2],
+                            .threads = c2[t][3], .acc = (hl_dtype)acc, .stages = 1, .splitk = 1, .raster = 8};
+            if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
+            if (n < cap) out[n] = v;
+            n++;
         }
     }
     hl_variant sc = {.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN, .bk = SCALAR_BK,

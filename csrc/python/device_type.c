@@ -38,21 +38,24 @@ static int acquire(DeviceObject *self) {
 }
 
 static PyObject *Device_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"index", "disable_coop", NULL};
+    static char *kwlist[] = {"index", "disable_coop", "disable_coop2", NULL};
     PyObject *index_obj = Py_None;
-    int disable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$p:Device", kwlist, &index_obj, &disable))
+    int disable = 0, disable2 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$pp:Device", kwlist, &index_obj, &disable, &disable2))
         return NULL;
-    hl_device_options opt = {.index = -1, .disable_coop = disable};
+    hl_device_options opt = {.index = -1, .disable_coop = disable, .disable_coop2 = disable2};
     if (index_obj != Py_None) {
-        long idx = PyLong_AsLong(index_obj);
-        if (idx == -1 && PyErr_Occurred()) {
+        if (!PyLong_Check(index_obj) || PyBool_Check(index_obj)) {
             PyErr_Format(PyExc_TypeError, "Device index must be an int or None, not %.80s",
                          Py_TYPE(index_obj)->tp_name);
             return NULL;
         }
+        int overflow = 0;
+        long idx = PyLong_AsLongAndOverflow(index_obj, &overflow);
+        if (idx == -1 && PyErr_Occurred()) return NULL;
+        if (overflow) idx = overflow < 0 ? -1 : 1025;
         if (idx < 0 || idx > 1024) {
-            PyErr_Format(PyExc_ValueError, "Device index must be >= 0, got %ld", idx);
+            PyErr_Format(PyExc_ValueError, "Device index must be 0..1024, got %S", index_obj);
             return NULL;
         }
         opt.index = (int)idx;
@@ -178,8 +181,17 @@ static PyObject *build_info(DeviceObject *self) {
         "cooperative_matrix_properties", table);
     if (!d) return NULL;
     /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
-    PyObject *extra = Py_BuildValue("{s:I,s:O}", "sm_count", c->sm_count, "pipeline_statistics",
-                                    c->has_pipeline_stats ? Py_True : Py_False);
+    PyObject *extra = Py_BuildValue("{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O}",
+                                    "cooperative_matrix2_features",
+                                    "workgroup_scope", c->coop2_workgroup_scope ? Py_True : Py_False,
+                                    "flexible_dimensions", c->coop2_flexible_dimensions ? Py_True : Py_False,
+                                    "tensor_addressing", c->coop2_tensor_addressing ? Py_True : Py_False,
+                                    "workgroup_scope_max_invocations", c->coop2_workgroup_scope_max_invocations,
+                                    "sm_count", c->sm_count, "pipeline_statistics",
+                                    c->has_pipeline_stats ? Py_True : Py_False,
+                                    "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
+                                    "cooperative_matrix2_enabled",
+                                    hl_device_coop2_enabled(self->dev) ? Py_True : Py_False);
     if (!extra || PyDict_Update(d, extra) < 0) { Py_XDECREF(extra); Py_DECREF(d); return NULL; }
     Py_DECREF(extra);
     return d;

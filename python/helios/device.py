@@ -74,7 +74,7 @@ class MatmulTiming:
 
 
 class Device(_helios.Device):
-    """A Vulkan device. ``Device(index=None, *, disable_coop=False)``.
+    """A Vulkan device. ``Device(index=None, *, disable_coop=False, disable_coop2=False)``.
 
     index defaults to HELIOS_DEVICE, else the best GPU. Use as a context manager
     or call close(); afterwards every call raises DeviceClosedError.
