@@ -1,10 +1,10 @@
 # Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
 .PHONY: test bench asan info
 test:   ## the test suite on lavapipe (what CI runs)
-	scripts/dev python3 -m pytest -q
+	scripts/dev python3 -m pytest -q -rs
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
 	scripts/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json
 asan:   ## the suite with the C core under AddressSanitizer
-	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -p no:cacheprovider
+	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:
 	scripts/dev helios info

@@ -52,9 +52,9 @@ def test_time_rejects_failing_check(device, capsys):
     assert "no timings" in capsys.readouterr().err
 
 
-def test_bad_shape_and_variant_exit_1(device, capsys):
-    assert main(["time", "--shapes", "12x12"]) == 1
-    assert main(["time", "--shapes", "16x16x16", "--variant", "nope"]) == 1
+def test_bad_shape_and_variant_exit_2(device, capsys):
+    assert main(["time", "--shapes", "12x12"]) == 2
+    assert main(["time", "--shapes", "16x16x16", "--variant", "nope"]) == 2
     err = capsys.readouterr().err
     assert "bad shape" in err and "malformed variant" in err
 

@@ -52,5 +52,5 @@ def test_cli_report_md_and_png(tmp_path, capsys):
 def test_cli_report_rejects_other_files(tmp_path, capsys):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"schema": "other"}))
-    assert main(["report", str(p)]) == 1
+    assert main(["report", str(p)]) == 2
     assert "neither helios-bench/1" in capsys.readouterr().err

@@ -5,14 +5,6 @@
 
 #include "internal.h"
 
-static int env_int(const char *name, int fallback) {
-    const char *s = getenv(name);
-    if (!s || !*s) return fallback;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return *end ? fallback : (int)v;
-}
-
 static hl_status create_instance(VkInstance *out, hl_error *err) {
     hl_status st = HL_OK;
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -399,7 +391,11 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     uint32_t n = 0;
     HL_TRY(list_physical(dev->instance, &phys, &n, err));
 
-    int index = opt && opt->index >= 0 ? opt->index : env_int("HELIOS_DEVICE", -1);
+    int index = -1, disable = 0, disable2 = 0;
+    if (opt && opt->index >= 0) index = opt->index;
+    else HL_TRY(hl_env_index("HELIOS_DEVICE", &index, err));
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_COOP", &disable, err));
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_COOP2", &disable2, err));
     if (index >= (int)n || index < -1) {
         st = hl_fail(err, HL_ERR_DEVICE_INDEX, "device index %d out of range: %u Vulkan device%s",
                      index, n, n == 1 ? "" : "s");
@@ -420,8 +416,8 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
     HL_TRY(create_logical(dev, err));
-    int disable = (opt && opt->disable_coop) || env_int("HELIOS_DISABLE_COOP", 0) == 1;
-    int disable2 = (opt && opt->disable_coop2) || env_int("HELIOS_DISABLE_COOP2", 0) == 1;
+    disable = disable || (opt && opt->disable_coop);
+    disable2 = disable2 || (opt && opt->disable_coop2);
     dev->coop_enabled = dev->caps.has_coop && !disable;
     dev->coop2_enabled = dev->coop_enabled && dev->caps.coop2_usable && !disable2;
     free(phys);

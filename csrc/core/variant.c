@@ -266,11 +266,6 @@ static void fill_wide(hl_variant *v, uint32_t wm, uint32_t wn) {
     v->stages = 2;
 }
 
-static int env_flag(const char *name) {
-    const char *s = getenv(name);
-    return s && strcmp(s, "1") == 0;
-}
-
 hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err) {
     const hl_caps *c = &dev->caps;
     const char *forced = getenv("HELIOS_VARIANT");
@@ -288,7 +283,11 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         return HL_OK;
     }
     out->path = HL_PATH_COOP;
-    out->acc = env_flag("HELIOS_COOP_F16_ACCUM") ? HL_F16 : HL_F32;
+    int f16acc, direct;
+    hl_status st = hl_env_flag("HELIOS_COOP_F16_ACCUM", &f16acc, err);
+    if (st == HL_OK) st = hl_env_flag("HELIOS_COOP_DIRECT_LOAD", &direct, err);
+    if (st != HL_OK) return st;
+    out->acc = f16acc ? HL_F16 : HL_F32;
     const char *tile = getenv("HELIOS_COOP_TILE");
     if (tile && *tile) {
         uint32_t d[3];
@@ -320,10 +319,10 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
                            "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
         fill_tiling(out, 2, 2, sg[0], sg[1]);
     }
-    out->direct_load = env_flag("HELIOS_COOP_DIRECT_LOAD");
+    out->direct_load = direct;
     out->splitk = 1;
     out->raster = 8;
-    hl_status st = hl_variant_check(dev, out, err);
+    st = hl_variant_check(dev, out, err);
     if (st != HL_OK) return hl_fail(err, st, "default variant from HELIOS_COOP_* switches: %s", err->message);
     return HL_OK;
 }

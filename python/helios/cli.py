@@ -42,6 +42,16 @@ def _shape_arg(s: str) -> tuple[int, int, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+EXIT_CODES = """exit status (every command):
+  0  success (compare: no confident regression)
+  1  a failed correctness check or gate (time, bench, check, tune), or a
+     confident regression (compare; above --fail-on-regression when given)
+  2  bad input or usage: unknown flags, invalid values or ranges, unreadable or
+     malformed files, non-finite/negative/empty samples, --out problems, a
+     variant or size this device cannot serve, no Vulkan device
+  3  the device or driver failed at run time (the message names the Vulkan call)"""
+
+
 class UsageError(ValueError):
     """Bad input or usage: exit status 2 with a one-line message."""
 
@@ -201,8 +211,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         if isinstance(e, _helios.HeliosError):
             raise
-        print(f"helios: error: {e}", file=sys.stderr)
-        return 1
+        print(f"helios: error: {e}", file=sys.stderr)   # e.g. the reference asked for is not here
+        return 2
     table = markdown(result)
     print(table, end="")
     if out:
@@ -285,9 +295,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
             cands = tuner.candidates(dev)
         print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
               file=sys.stderr)
-        results = tuner.tune(dev, shapes, variants=cands, iters=args.iters, warmup=args.warmup,
-                             warmup_ms=args.warmup_ms, seed=args.seed,
-                             log=lambda s: print(s, file=sys.stderr, flush=True))
+        try:
+            results = tuner.tune(dev, shapes, variants=cands, iters=args.iters, warmup=args.warmup,
+                                 warmup_ms=args.warmup_ms, seed=args.seed,
+                                 log=lambda s: print(s, file=sys.stderr, flush=True))
+        except RuntimeError as e:
+            if isinstance(e, _helios.HeliosError):
+                raise
+            print(f"helios: {e}", file=sys.stderr)
+            return 1
         path = Path(args.cache) if args.cache else None
         if args.dry_run:
             print("helios tune: --dry-run, cache not written", file=sys.stderr)
@@ -311,14 +327,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"helios: error: figures need matplotlib (pip install helios[notebook]): {e}", file=sys.stderr)
         return 1
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError) as e:
         print(f"helios: error: {e}", file=sys.stderr)
-        return 1
+        return 2
+    except (KeyError, TypeError, IndexError, AttributeError) as e:
+        print(f"helios: error: a result file is malformed ({type(e).__name__}: {e}); "
+              f"expected helios-bench/1 or helios-sweep/1-2 files as written by helios", file=sys.stderr)
+        return 2
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="helios", description="Vulkan cooperative-matrix matmul, "
+    p = argparse.ArgumentParser(prog="helios", epilog=EXIT_CODES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Vulkan cooperative-matrix matmul, "
                                 "measured against CUDA.")
     p.add_argument("--device", type=int, default=None,
                    help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)")
@@ -443,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     pu.set_defaults(func=cmd_tune)
 
     pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
-                        "(helios-sweep/1) result files")
+                        "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files")
     pr.add_argument("files", nargs="+", help="result JSON files")
     pr.add_argument("--md", action="store_true", help="print markdown tables instead of plain text")
     pr.add_argument("--png", metavar="DIR", default=None,
@@ -466,6 +488,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as e:
         print(f"helios: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, _helios.HeliosError) as e:
-        print(f"helios: error: {e}", file=sys.stderr)
-        return 1
+    except (ValueError, TypeError, _helios.UnsupportedError, _helios.DeviceMemoryError) as e:
+        print(f"helios: error: {e}", file=sys.stderr)   # a request this input or device cannot serve
+        return 2
+    except _helios.HeliosError as e:
+        print(f"helios: device failure: {e}", file=sys.stderr)
+        return 3

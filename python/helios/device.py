@@ -42,7 +42,8 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
     if arr.dtype not in (np.float16, np.float32):
         raise TypeError(f"{name} has dtype {arr.dtype}; helios.matmul takes float16 "
                         f"(float32 is accepted and rounded to float16)")
-    return np.ascontiguousarray(arr, dtype=np.float16)
+    # A C-contiguous, aligned float16 copy where needed (an unaligned view is copied, as NumPy would).
+    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
 
 
 @dataclass
@@ -85,6 +86,22 @@ class Device(_helios.Device):
     """
 
     _tuned: Optional[TunedChoice] = None
+
+    def _check_fits(self, m: int, n: int, k: int, out: str) -> None:
+        """Refuse, in microseconds, a product the engine cannot index or the device
+        cannot hold, before inputs are generated or copied."""
+        for name, elems in (("A", m * k), ("B", k * n), ("C", m * n)):
+            if elems >= 2**32 - 16:
+                raise _helios.DeviceMemoryError(
+                    f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits "
+                    f"(< 2^32)")
+        size = (m * k + k * n) * 2 + m * n * (2 if out == "float16" else 4)
+        limit = int(self.info["device_local_bytes"])
+        per_buffer = int(self.info["max_storage_buffer_range"])
+        if size > limit or max(m * k * 2, k * n * 2) > per_buffer:
+            raise _helios.DeviceMemoryError(
+                f"matmul {m}x{n}x{k}: operands need {size} bytes; the device has {limit} bytes of "
+                f"local memory and {per_buffer} bytes per buffer")
 
     def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None) -> str:
         """The canonical variant a product of this shape runs with `variant`."""
@@ -140,12 +157,12 @@ class Device(_helios.Device):
         timestamps, so samples start with a cold L2. `output` holds C."""
         if dtype not in ("float16", "f16"):
             raise _helios.UnsupportedError(f"time_matmul dtype {dtype!r}: only float16 inputs")
-        for name, v in (("m", m), ("n", n), ("k", k)):
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"time_matmul: {name} must be an int >= 1, got {v!r}")
-        if not isinstance(iters, int) or iters < 1 or not isinstance(warmup, int) or warmup < 0:
-            raise ValueError(f"time_matmul: need iters >= 1 and warmup >= 0, got {iters}, {warmup}")
+        m, n, k = (_count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
+        iters = _count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
+        warmup = _count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
+        flush_bytes = _count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
         out = _out_dtype_name(out_dtype, "float16")
+        self._check_fits(m, n, k, out)   # before any input is generated
         if inputs is None:
             a, b = random_inputs(m, n, k, seed)
         else:
@@ -153,13 +170,24 @@ class Device(_helios.Device):
             if a.shape != (m, k) or b.shape != (k, n):
                 raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match "
                                  f"m, n, k = {m}, {n}, {k}")
-        if not isinstance(flush_bytes, int) or flush_bytes < 0:
-            raise ValueError(f"time_matmul: flush_bytes must be an int >= 0, got {flush_bytes!r}")
         c, samples, batch, used = self._run(a, b, out, self._pick(variant, m, n, k), warmup, iters,
                                             flush_bytes)
         return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
                             batch_ms=batch, warmup=warmup, out_dtype=out, flush_bytes=flush_bytes,
                             telemetry=self.telemetry(), output=c)
+
+
+MAX_LAUNCHES = 100_000   # per call, warm-up and timed each (the C core's limit too)
+
+
+def _count(name: str, v: Any, lo: int, hi: int) -> int:
+    """An integer argument in [lo, hi]: ints and NumPy integers, not bools or floats."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
+    return v
 
 
 def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:

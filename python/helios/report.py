@@ -18,8 +18,17 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
     """(bench results, sweeps); each dict gets a `_path`. Other schemas are an error."""
     benches, sweeps = [], []
     for p in paths:
-        with open(p) as f:
-            d = json.load(f)
+        try:
+            with open(p, encoding="utf-8") as f:
+                d = json.load(f)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{p}: not UTF-8 text ({e.reason})") from None
+        except ValueError as e:
+            raise ValueError(f"{p}: not JSON ({e})") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"{p}: expected a JSON object (a helios result), got {type(d).__name__}")
+        if not isinstance(d.get("rows", []), list) or not all(isinstance(r, dict) for r in d.get("rows", [])):
+            raise ValueError(f"{p}: 'rows' must be a list of objects")
         d["_path"] = p
         if d.get("schema") == "helios-bench/1":
             benches.append(d)

@@ -78,7 +78,7 @@ def device_key(info: Any) -> str:
 def overridden() -> Optional[str]:
     """The environment switch that takes precedence over tuned picks, if any is set."""
     for name in _OVERRIDES:
-        if os.environ.get(name):
+        if os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off"):
             return name
     return None
 

@@ -1,0 +1,194 @@
+"""Adversarial inputs (issue 11): every case ends in the documented exception or
+exit status with a one-line message, fast, and never a traceback for a user
+error; the C core's variant parsing under threads with HELIOS_VARIANT set."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import helios
+from conftest import small_ints
+from helios.cli import main
+
+
+# ---- environment switches: strict values ------------------------------------------------
+@pytest.mark.parametrize("name", ["HELIOS_DISABLE_COOP", "HELIOS_DISABLE_COOP2"])
+@pytest.mark.parametrize("value,ok", [("1", True), ("true", True), ("YES", True), ("on", True), ("0", True),
+                                      ("off", True), ("False", True), ("maybe", False), ("2", False)])
+def test_boolean_switches_are_strict(monkeypatch, name, value, ok):
+    monkeypatch.setenv(name, value)
+    if ok:
+        helios.Device().close()
+    else:
+        with pytest.raises(ValueError, match=f"{name}='{value}'"):
+            helios.Device()
+
+
+def test_disable_coop_true_is_honoured(device, monkeypatch):
+    monkeypatch.setenv("HELIOS_DISABLE_COOP", "true")
+    with helios.Device() as d:
+        assert d.default_variant().startswith("scalar:")
+
+
+@pytest.mark.parametrize("value", ["garbage", "-1", "99999999999", "0x1", " 0"])
+def test_device_index_env_is_strict(monkeypatch, value):
+    monkeypatch.setenv("HELIOS_DEVICE", value)
+    with pytest.raises(ValueError, match="HELIOS_DEVICE"):
+        helios.Device()
+
+
+def test_coop_switches_are_strict(device, monkeypatch):
+    monkeypatch.setenv("HELIOS_COOP_DIRECT_LOAD", "sometimes")
+    with pytest.raises(ValueError, match="HELIOS_COOP_DIRECT_LOAD='sometimes'"):
+        device.default_variant()
+
+
+@pytest.mark.parametrize("index,exc,msg", [(2**63, ValueError, "0..1024"), (-1, ValueError, "0..1024"),
+                                           (True, TypeError, "bool"), ("0", TypeError, "str"),
+                                           (1.0, TypeError, "float")])
+def test_device_index_argument(index, exc, msg):
+    with pytest.raises(exc, match=msg):
+        helios.Device(index)
+
+
+# ---- sizes and counts: checked before any work ----------------------------------------
+def test_huge_shape_fails_in_milliseconds(device):
+    t = time.perf_counter()
+    with pytest.raises(helios.DeviceMemoryError, match="1048576x1048576x1048576"):
+        device.time_matmul(1 << 20, 1 << 20, 1 << 20, iters=1, warmup=0)
+    assert time.perf_counter() - t < 0.5
+
+
+def test_device_memory_limit_checked_before_inputs(device):
+    side = int((device.info["device_local_bytes"] / 2) ** 0.5) + 4096   # A and B alone overflow it
+    side = min(side, 65000)                                              # stays under 2^32 elements
+    if side * side * 4 < device.info["device_local_bytes"]:
+        pytest.skip("device memory larger than the 2^32-element limit can reach")
+    t = time.perf_counter()
+    with pytest.raises(helios.DeviceMemoryError, match="bytes"):
+        device.time_matmul(side, side, side, iters=1, warmup=0)
+    assert time.perf_counter() - t < 0.5
+
+
+@pytest.mark.parametrize("kw,exc,msg", [
+    ({"iters": 2**32 + 3}, ValueError, "iters must be in 1..100000"),
+    ({"iters": 0}, ValueError, "iters must be in"),
+    ({"warmup": 2**32}, ValueError, "warmup must be in 0..100000"),
+    ({"warmup": -1}, ValueError, "warmup must be in"),
+    ({"flush_bytes": 2**64 - 1}, ValueError, "flush_bytes must be in"),
+    ({"iters": 2.0}, TypeError, "iters must be an int"),
+    ({"iters": True}, TypeError, "iters must be an int"),
+])
+def test_time_matmul_counts(device, kw, exc, msg):
+    with pytest.raises(exc, match=msg):
+        device.time_matmul(8, 8, 8, **kw)
+
+
+def test_numpy_integers_are_counts(device):
+    t = device.time_matmul(np.int64(8), np.int32(8), np.uint16(8), iters=np.int64(2), warmup=np.int8(1))
+    assert len(t.samples_ms) == 2
+
+
+def test_bool_is_not_a_dimension(device):
+    with pytest.raises(TypeError, match="m must be an int, not bool"):
+        device.time_matmul(True, 8, 8)
+
+
+def test_unaligned_contiguous_operand_is_copied(device):
+    raw = np.zeros(2 * 9 * 9 + 1, dtype=np.uint8)
+    a = raw[1:].view(np.float16).reshape(9, 9)   # contiguous, one byte off alignment
+    a[...] = small_ints((9, 9), 1)
+    assert not a.flags.aligned and a.flags.c_contiguous
+    b = small_ints((9, 9), 2)
+    np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"),
+                                  a.astype(np.float32) @ b.astype(np.float32))
+
+
+def test_invalid_variant_rejected_even_for_empty_operands(device):
+    with pytest.raises(ValueError, match="malformed"):
+        device.matmul(np.zeros((0, 4), np.float16), np.zeros((4, 3), np.float16), variant="nonsense")
+
+
+# ---- the command line: exit codes and one-line messages --------------------------------
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helios", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args", [["check", "--fuzz=-5"], ["check", "--fuzz=0"], ["bench", "--runs=0"],
+                                  ["bench", "--repeats=x"], ["nosuchcommand"], ["bench", "--no-such-flag"]])
+def test_usage_errors_exit_2_without_traceback(args):
+    r = _run_cli(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("content", ["[]", "42", '"a string"', "{bad json",
+                                     json.dumps({"schema": "helios-bench/1", "rows": [{"shape": 5}]}),
+                                     json.dumps({"schema": "helios-bench/1", "rows": "x"})])
+def test_report_on_malformed_files_exits_2_one_line(tmp_path, content):
+    p = tmp_path / "r.json"
+    p.write_text(content)
+    r = _run_cli("report", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_report_on_non_utf8_exits_2(tmp_path, capsys):
+    p = tmp_path / "r.json"
+    p.write_bytes(b"\xff\xfe\x00")
+    assert main(["report", str(p)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_help_documents_exit_codes():
+    r = _run_cli("--help")
+    assert r.returncode == 0 and "exit status" in r.stdout and "3  the device or driver failed" in r.stdout
+
+
+# ---- threads ----------------------------------------------------------------------------
+def test_threaded_stress_with_forced_variant(device, monkeypatch):
+    """Many threads, one shared device and one device each, HELIOS_VARIANT set (its
+    parsing runs in the C core with the GIL released), random shapes and variants,
+    every result checked exactly (small integers)."""
+    forced = device.default_variant()
+    monkeypatch.setenv("HELIOS_VARIANT", forced)
+    variants = [None] + [v for v in device.variants() if "acc=f32" in v or v.startswith("scalar")][:4]
+    errors: list[str] = []
+    done = [0]
+    lock = threading.Lock()
+
+    def work(tid: int, dev: helios.Device) -> None:
+        rng = np.random.default_rng(tid)
+        for i in range(12):
+            m, n, k = (int(x) for x in rng.integers(1, 90, size=3))
+            a, b = small_ints((m, k), tid * 100 + i), small_ints((k, n), tid * 100 + i + 50)
+            v = variants[int(rng.integers(0, len(variants)))]
+            try:
+                c = dev.matmul(a, b, out_dtype="float32", variant=v)
+                if not np.array_equal(c, a.astype(np.float32) @ b.astype(np.float32)):
+                    raise AssertionError(f"wrong result {m}x{n}x{k} {v}")
+                if v is None and i % 4 == 0:   # the forced variant is what runs (its own report)
+                    used = dev.time_matmul(m, n, k, iters=1, warmup=0, inputs=(a, b)).variant
+                    if used != forced:
+                        raise AssertionError(f"HELIOS_VARIANT not used: {used}")
+            except Exception as e:   # collected, reported below with the thread and case
+                with lock:
+                    errors.append(f"thread {tid}: {type(e).__name__}: {e}")
+        with lock:
+            done[0] += 1
+
+    own = [helios.Device() for _ in range(3)]
+    threads = [threading.Thread(target=work, args=(t, device if t % 2 else own[t // 2 % 3])) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    for d in own:
+        d.close()
+    assert not errors, errors[:5]
+    assert done[0] == 8
