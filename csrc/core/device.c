@@ -78,6 +78,12 @@ static int map_component(int raw, hl_dtype *out) {
     }
 }
 
+/* One extension's properties structure, filled through vkGetPhysicalDeviceProperties2. */
+static void ext_properties(VkPhysicalDevice phys, void *ext) {
+    VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = ext};
+    vkGetPhysicalDeviceProperties2(phys, &pp);
+}
+
 /* Fill the capability report; also tells which extensions/features to enable. */
 static hl_status query_caps(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
@@ -139,9 +145,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
         VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
-        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                          .pNext = &sm};
-        vkGetPhysicalDeviceProperties2(dev->phys, &pp);
+        ext_properties(dev->phys, &sm);
         c->sm_count = sm.shaderSMCount;
     }
 #endif
@@ -246,9 +250,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         }
         VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2nv = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
-        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                          .pNext = &p2nv};
-        vkGetPhysicalDeviceProperties2(dev->phys, &pp);
+        ext_properties(dev->phys, &p2nv);
         c->coop2_workgroup_scope_max_invocations = p2nv.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
     }
 #endif
