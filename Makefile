@@ -4,7 +4,7 @@ test:   ## the test suite on lavapipe (what CI runs)
 	scripts/dev python3 -m pytest -q -rs
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
 	scripts/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json --force
-asan:   ## the suite with the C core under AddressSanitizer
+asan:   ## the suite with the C core under AddressSanitizer and UBSan
 	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:
 	scripts/dev helios info

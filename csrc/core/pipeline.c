@@ -45,7 +45,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
         if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec &&
             it->required_subgroup == required_subgroup &&
-            memcmp(it->spec, spec, n_spec * sizeof *spec) == 0) {
+            (n_spec == 0 || memcmp(it->spec, spec, n_spec * sizeof *spec) == 0)) {
             *out = it;
             return HL_OK;
         }
@@ -89,7 +89,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     HL_VK(vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
     snprintf(p->shader, sizeof p->shader, "%s", shader);
-    memcpy(p->spec, spec, n_spec * sizeof *spec);
+    if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec);   /* spec may be NULL when empty */
     p->n_spec = n_spec;
     p->required_subgroup = required_subgroup;
     p->next = dev->pipelines;
