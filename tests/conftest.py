@@ -68,3 +68,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=why))
+
+
+# Figures tests measure (leak rates, A/A verdicts) are printed at the end of every
+# run, also without -s, so CI logs carry them.
+MEASURED: list[str] = []
+
+
+@pytest.fixture
+def report():
+    return MEASURED.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if MEASURED:
+        terminalreporter.section("Helios measurements")
+        for line in MEASURED:
+            terminalreporter.write_line(line)

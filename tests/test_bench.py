@@ -144,21 +144,24 @@ def test_time_out_checked_before_the_run(device, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
-def test_real_aa_pairs_on_this_device_are_not_regressions(device):
-    """10 real A/A pairs of short runs: each side 3 runs of 2 rounds, the two sides'
-    runs interleaved in time (A B A B A B, several files per side pooled), which
+def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
+    """10 real A/A pairs of short runs: each side 6 runs of 2 rounds, the two sides'
+    runs interleaved in time (A B A B ..., several files per side pooled), which
     is how to run the protocol on a shared or CPU device, where load from other
-    processes comes and goes. No SLOWER verdict, exit status 0 for every pair."""
+    processes comes and goes; compared at the 99.5% level a CI gate over many
+    shapes uses (lavapipe's run-to-run CV is 13-25%, heavy-tailed). At that level
+    only 6 runs of one side all slower than the other's pass the rank test: a
+    1/924 chance per pair under A/A. No SLOWER verdict, exit 0 for every pair."""
     from helios.bench import BenchConfig, run_bench
     from helios.compare import compare, exit_status
     cfg = BenchConfig(shapes=[(96, 96, 96)], iters=10, warmup=2, warmup_ms=5.0, repeats=2, runs=1,
                       ref="numpy", check_shape=(64, 64, 64))
     verdicts = []
     for _ in range(10):
-        runs = [run_bench(cfg) for _ in range(6)]
-        verdicts.append(compare(runs[0::2], runs[1::2])[0])
+        runs = [run_bench(cfg) for _ in range(12)]
+        verdicts.append(compare(runs[0::2], runs[1::2], level=0.995)[0])
     counts = {v: sum(x.verdict == v for x in verdicts) for v in ("SAME", "INCONCLUSIVE", "FASTER", "SLOWER")}
-    print(f"lavapipe A/A, 10 pairs: {counts}; changes "
+    report(f"A/A on {device.info['name']}, 10 interleaved pairs: {counts}; changes "
           + ", ".join(f"{x.pct:+.1f}%" for x in verdicts))
     assert counts["SLOWER"] == 0, counts
     assert all(exit_status([v]) == 0 for v in verdicts)

@@ -58,15 +58,15 @@ def test_aa_false_regression_rate_at_most_5pct(run_cv):
 
 
 def test_power_planted_slowdowns():
-    """Power at 3 runs x 3 rounds a side (fixed seed; measured 98.5%, 90%, 69%, 31.5%,
+    """Power at 3 runs x 3 rounds a side (fixed seed; measured 99.5%, 90.5%, 75.5%, 42.5%,
     stated in the README): 10% slower with 2% run drift, 5% with 1%, 10% with 3.5%,
     10% with 5%. At high drift the misses are INCONCLUSIVE, almost never SAME."""
     rng = np.random.default_rng(11)
     assert verdict_rates(rng, 200, 0.10, run_cv=0.02)["SLOWER"] >= 0.95
     assert verdict_rates(rng, 200, 0.05, run_cv=0.01)["SLOWER"] >= 0.85
-    assert verdict_rates(rng, 200, 0.10, run_cv=0.035)["SLOWER"] >= 0.60
+    assert verdict_rates(rng, 200, 0.10, run_cv=0.035)["SLOWER"] >= 0.70
     high = verdict_rates(rng, 200, 0.10, run_cv=0.05)
-    assert high["SLOWER"] >= 0.25 and high["SAME"] <= 0.05, high
+    assert high["SLOWER"] >= 0.35 and high["SAME"] <= 0.05, high
 
 
 def test_launch_samples_are_not_the_unit():
@@ -88,7 +88,7 @@ def test_side_noise_one_run_uses_the_assumed_floor():
 
 def test_classify_bands():
     def side(level, var, df=math.inf):
-        return SideNoise(level=math.log(level), var=var, df=df, runs=1, rounds=3, run_cv=float("nan"),
+        return SideNoise(level=math.log(level), run_means=[math.log(level)], var=var, df=df, runs=1, rounds=3, run_cv=float("nan"),
                          round_cv=0.01, median_ms=level, samples=100)
     tiny = 0.001 ** 2
     assert classify(side(1.0, tiny), side(1.015, tiny))[0] == "SAME"          # within the 2% floor

@@ -33,7 +33,7 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
                                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    HL_VK(vkCreateBuffer(dev->device, &bci, NULL, &out->buffer));
+    HL_VK_FAULT(HL_FAULT_BUFFER, vkCreateBuffer(dev->device, &bci, NULL, &out->buffer));
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
     VkMemoryPropertyFlags want = host_visible ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
@@ -51,7 +51,8 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                 .allocationSize = req.size,
                                 .memoryTypeIndex = (uint32_t)type};
-    VkResult vr = vkAllocateMemory(dev->device, &mai, NULL, &out->memory);
+    VkResult vr = hl_fault(HL_FAULT_ALLOC);
+    if (vr == VK_SUCCESS) vr = vkAllocateMemory(dev->device, &mai, NULL, &out->memory);
     if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY) {
         st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "vkAllocateMemory of %llu bytes failed: %s",
                      (unsigned long long)req.size, hl_vk_result_name(vr));
@@ -60,7 +61,8 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
     }
     HL_VK(vr);
     HL_VK(vkBindBufferMemory(dev->device, out->buffer, out->memory, 0));
-    if (host_visible) HL_VK(vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped));
+    if (host_visible)
+        HL_VK_FAULT(HL_FAULT_MAP, vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped));
     out->size = size;
     return HL_OK;
 fail:

@@ -172,6 +172,10 @@ typedef struct hl_kernel_stats { uint32_t n; hl_kernel_stat items[HL_MAX_STATS];
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
                               hl_kernel_stats *out, hl_error *err);
 
+/* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
+ * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */
+unsigned long hl_fault_count(const char *kind);
+
 /* ---- telemetry ---------------------------------------------------------- */
 typedef struct hl_telemetry {
     uint64_t matmuls, coop_matmuls, dispatches, barriers, submits;

@@ -17,6 +17,22 @@
         }                                                                         \
     } while (0)
 
+/* The same, for calls that fault injection (fault.c) may replace by an error. */
+#define HL_VK_FAULT(kind, call)                                                   \
+    do {                                                                          \
+        VkResult hl_vr_ = hl_fault(kind);                                         \
+        if (hl_vr_ == VK_SUCCESS) hl_vr_ = (call);                                \
+        if (hl_vr_ != VK_SUCCESS) {                                               \
+            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);              \
+            goto fail;                                                            \
+        }                                                                         \
+    } while (0)
+
+typedef enum hl_fault_kind {
+    HL_FAULT_BUFFER, HL_FAULT_ALLOC, HL_FAULT_MAP, HL_FAULT_PIPELINE, HL_FAULT_SUBMIT, HL_FAULT_KINDS
+} hl_fault_kind;
+VkResult hl_fault(hl_fault_kind kind);
+
 #define HL_TRY(expr)                                                              \
     do {                                                                          \
         st = (expr);                                                              \

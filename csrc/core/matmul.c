@@ -270,7 +270,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     HL_VK(vkResetFences(dev->device, 1, &dev->fence));
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                        .pCommandBuffers = &dev->cmd};
-    HL_VK(vkQueueSubmit(dev->queue, 1, &si, dev->fence));
+    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
     HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
     dev->tel.submit_wait_ms += hl_now_ms() - t_sub;

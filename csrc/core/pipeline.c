@@ -86,7 +86,8 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
         .layout = dev->pipe_layout};
     p = calloc(1, sizeof *p);
     if (!p) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
-    HL_VK(vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
+    HL_VK_FAULT(HL_FAULT_PIPELINE,
+                vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
     snprintf(p->shader, sizeof p->shader, "%s", shader);
     if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec);   /* spec may be NULL when empty */

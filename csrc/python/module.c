@@ -38,7 +38,15 @@ static PyObject *canonical_variant(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(buf);
 }
 
+static PyObject *fault_count(PyObject *module, PyObject *arg) {
+    const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!kind) return PyErr_Format(PyExc_TypeError, "kind must be a str");
+    return PyLong_FromUnsignedLong(hl_fault_count(kind));
+}
+
 static PyMethodDef module_methods[] = {
+    {"_fault_count", fault_count, METH_O,
+     "Test-only: calls of a fault-injection kind seen under the current HELIOS_FAULT setting."},
     {"device_count", device_count, METH_NOARGS, "Number of Vulkan physical devices (0 without a driver)."},
     {"canonical_variant", canonical_variant, METH_O,
      "Parse a variant string and return its canonical form (ValueError if malformed)."},

@@ -245,7 +245,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         old = [load(p) for p in old_files]
         new = [load(p) for p in new_files]
-        verdicts = compare(old, new, ignore_device=args.ignore_device, run_noise=args.run_noise / 100.0)
+        if not 0.5 <= args.level < 1.0:
+            raise CompareError(f"--level must be in [0.5, 1), got {args.level}")
+        verdicts = compare(old, new, ignore_device=args.ignore_device, run_noise=args.run_noise / 100.0,
+                           level=args.level)
     except CompareError as e:
         print(f"helios: cannot compare: {e}", file=sys.stderr)
         return 2
@@ -429,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--fail-on-regression", dest="fail_on_regression", type=float, default=None,
                     metavar="PCT", help="CI gate: exit 1 only for a confident regression larger than "
                     "PCT percent (default: any confident regression)")
+    pc.add_argument("--level", type=float, default=0.95,
+                    help="confidence level of the interval (default 0.95; a CI gate over many shapes "
+                         "or a noisy device may want 0.99)")
     pc.add_argument("--run-noise", dest="run_noise", type=float, default=1.5, metavar="PCT",
                     help="between-run noise (CV, percent) assumed for a side with a single run, and "
                          "the least assumed with several (default 1.5)")

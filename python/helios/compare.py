@@ -13,11 +13,16 @@ mean over its runs of the run's mean log round median. Its variance:
 * one run: RUN_NOISE^2 (the between-run variance cannot be seen from one run; it
   is assumed) + the within-run variance of the rounds / rounds; normal quantiles.
 
-The difference of the two levels gets a 95% interval (Welch-Satterthwaite
-degrees of freedom) and a two-sided p. MDE is the change this noise would
+The difference of the two levels gets a 95% interval (--level) and a two-sided
+p: Student t on the pooled run variance when both sides have several runs
+(A/A is the null hypothesis, so one variance; pooling keeps a side whose few
+runs happen to agree from looking certain), normal quantiles otherwise. MDE is the change this noise would
 detect with 80% power. Verdicts:
 
-* SLOWER / FASTER: the interval excludes 0 and |change| > NOISE (2%, the seeds' floor);
+* SLOWER / FASTER: the interval excludes 0 and |change| > NOISE (2%, the seeds' floor),
+  and, where both sides have enough runs for it to reach the level (4+ a side at
+  95%), a rank test on the run means agrees (distribution-free: a heavy-tailed
+  device such as a CPU driver cannot fake confidence with runs that happen to agree);
 * SAME: |change| <= NOISE, or the interval includes 0 and MDE <= MAX_MDE (5%);
 * INCONCLUSIVE: the interval includes 0 but MDE > MAX_MDE (too noisy to say SAME).
 
@@ -49,6 +54,7 @@ class CompareError(ValueError):
 @dataclass
 class SideNoise:
     level: float       # mean log time
+    run_means: list    # mean log round median of each run
     var: float         # variance of `level`
     df: float          # degrees of freedom of `var` (inf: assumed, not estimated)
     runs: int
@@ -106,34 +112,44 @@ def side_noise(runs: Sequence[Sequence[float]], medians_ms: Sequence[float], sam
         var = run_noise ** 2 + (sw2 / n_rounds if dof_w else 0.0)
         df = math.inf
         run_cv = float("nan")
-    return SideNoise(level=float(means.mean()), var=var, df=df, runs=r_count, rounds=n_rounds,
+    return SideNoise(level=float(means.mean()), run_means=[float(x) for x in means], var=var, df=df, runs=r_count, rounds=n_rounds,
                      run_cv=run_cv, round_cv=math.sqrt(sw2) if dof_w else float("nan"),
                      median_ms=float(np.median(medians_ms)), samples=samples)
 
 
-def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE,
-             max_mde: float = MAX_MDE) -> tuple[str, float, tuple[float, float], float, float]:
+def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: float = MAX_MDE,
+             level: float = LEVEL) -> tuple[str, float, tuple[float, float], float, float]:
     """(verdict, ratio, ratio CI, p, MDE) from the two sides' noise models."""
     from scipy import stats
     d = new.level - old.level
-    se = math.sqrt(old.var + new.var)
     if math.isinf(old.df) or math.isinf(new.df):
-        df = math.inf
-    else:   # Welch-Satterthwaite
-        df = (old.var + new.var) ** 2 / (old.var ** 2 / old.df + new.var ** 2 / new.df)
+        se, df = math.sqrt(old.var + new.var), math.inf
+    else:   # pooled: var * R is each side's run variance (floored)
+        ro, rn = old.df + 1, new.df + 1
+        pooled = (old.df * old.var * ro + new.df * new.var * rn) / (old.df + new.df)
+        se, df = math.sqrt(pooled * (1 / ro + 1 / rn)), old.df + new.df
     dist = stats.norm if math.isinf(df) else stats.t(df)
-    q = float(dist.ppf(0.5 + LEVEL / 2))
+    q = float(dist.ppf(0.5 + level / 2))
     lo, hi = d - q * se, d + q * se
     p = float(2 * dist.sf(abs(d) / se)) if se > 0 else (0.0 if d else 1.0)
     mde = math.exp((q + float(dist.ppf(POWER))) * se) - 1.0
     ratio = math.exp(d)
     change = ratio - 1.0
+    rank_ok = True
+    if old.runs >= 2 and new.runs >= 2 and 2.0 / math.comb(old.runs + new.runs, old.runs) < 1.0 - level:
+        # only where complete separation of the runs can reach the level (4+ runs a side at 95%)
+        p_rank = float(stats.mannwhitneyu(new.run_means, old.run_means, alternative="two-sided",
+                                          method="exact").pvalue)
+        rank_ok = p_rank < 1.0 - level
+        p = max(p, p_rank)
     if abs(change) <= noise:
         verdict = "SAME"
-    elif lo > 0:
+    elif lo > 0 and rank_ok:
         verdict = "SLOWER"
-    elif hi < 0:
+    elif hi < 0 and rank_ok:
         verdict = "FASTER"
+    elif lo > 0 or hi < 0:
+        verdict = "INCONCLUSIVE"   # the interval says so, the runs' ranks do not
     elif mde <= max_mde:
         verdict = "SAME"
     else:
@@ -215,7 +231,7 @@ def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], 
 
 
 def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
-            run_noise: float = RUN_NOISE) -> list[ShapeVerdict]:
+            run_noise: float = RUN_NOISE, level: float = LEVEL) -> list[ShapeVerdict]:
     if not old or not new:
         raise CompareError("need at least one result file on each side")
     keys = {_device_key(d) for d in old + new}
@@ -231,7 +247,7 @@ def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
         runs_n, meds_n, n_n = sn[shape]
         o = side_noise(runs_o, meds_o, n_o, run_noise)
         n = side_noise(runs_n, meds_n, n_n, run_noise)
-        verdict, ratio, ci, p, mde = classify(o, n)
+        verdict, ratio, ci, p, mde = classify(o, n, level=level)
         out.append(ShapeVerdict(shape, o.median_ms, n.median_ms, ratio, ci, p, mde, o, n, verdict))
     if not out:
         raise CompareError("the two sides share no shape with valid rows")

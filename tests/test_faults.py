@@ -1,0 +1,75 @@
+"""Fault injection (HELIOS_FAULT=KIND:N, test-only, csrc/core/fault.c): the Nth
+Vulkan call of each kind fails with a real VkResult. Walking N over every such
+call of a matmul, a time_matmul and a device open must give the documented
+exception naming the call and the VkResult, leak nothing, and leave a device
+that still computes the right answer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+from helios import _helios
+from conftest import small_ints
+
+KINDS = {"buffer": helios.DeviceMemoryError, "alloc": helios.DeviceMemoryError,
+         "map": helios.HeliosError, "pipeline": helios.DeviceMemoryError, "submit": helios.DeviceMemoryError}
+CALLS = {"buffer": "vkCreateBuffer", "alloc": "vkAllocateMemory", "map": "vkMapMemory",
+         "pipeline": "vkCreateComputePipelines", "submit": "vkQueueSubmit"}
+
+
+def _product(dev: helios.Device, timed: bool, variant) -> None:
+    a, b = small_ints((70, 50), 1), small_ints((50, 40), 2)
+    if timed:
+        t = dev.time_matmul(70, 40, 50, iters=2, warmup=1, inputs=(a, b), variant=variant, flush_bytes=4096)
+        c = t.output.astype(np.float32)
+    else:
+        c = dev.matmul(a, b, out_dtype="float32", variant=variant)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
+
+
+def _split_variant(dev: helios.Device):
+    d = dev.default_variant()
+    return d.replace(":splitk=1:", ":splitk=2:") if d.startswith("coop:") else None
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["matmul", "time_matmul"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_walk_every_call(device, monkeypatch, kind, timed):
+    failures = 0
+    for n in range(1, 40):
+        monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
+        with helios.Device() as dev:   # a fresh device: every buffer and pipeline is created again
+            variant = _split_variant(dev)   # split-K: the most buffers and pipelines per product
+            try:
+                _product(dev, timed, variant)
+            except KINDS[kind] as e:
+                failures += 1
+                assert CALLS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
+                _product(dev, timed, variant)   # the same device works afterwards
+                continue
+            finally:
+                seen = _helios._fault_count(kind)
+            assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
+            break   # N is past the last call of this kind: every call has been failed once
+    else:
+        pytest.fail(f"more than 39 {kind} calls in one product")
+    assert failures >= 1
+    print(f"{kind} {'time_matmul' if timed else 'matmul'}: {failures} injected failures, all recovered")
+
+
+def test_device_open_survives_faults_in_its_calls(monkeypatch):
+    """Opening a device creates no buffer or pipeline yet; a fault armed for them
+    fires at the first product, not at open."""
+    monkeypatch.setenv("HELIOS_FAULT", "buffer:1")
+    with helios.Device() as dev:
+        with pytest.raises(helios.DeviceMemoryError, match="vkCreateBuffer"):
+            dev.matmul(small_ints((8, 8), 1), small_ints((8, 8), 2))
+        np.testing.assert_array_equal(dev.matmul(small_ints((8, 8), 1), small_ints((8, 8), 2), out_dtype="float32"),
+                                      small_ints((8, 8), 1).astype(np.float32) @ small_ints((8, 8), 2).astype(np.float32))
+
+
+def test_malformed_fault_setting_is_ignored(device, monkeypatch):
+    monkeypatch.setenv("HELIOS_FAULT", "alloc:x")
+    with helios.Device() as dev:
+        _product(dev, False, None)
