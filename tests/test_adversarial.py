@@ -192,3 +192,13 @@ def test_threaded_stress_with_forced_variant(device, monkeypatch):
         d.close()
     assert not errors, errors[:5]
     assert done[0] == 8
+
+
+def test_low_level_run_never_truncates_counts(device):
+    a, b = small_ints((4, 4), 1), small_ints((4, 4), 2)
+    with pytest.raises(OverflowError):
+        device._run(a, b, "float32", None, 0, 2**64 + 3)
+    with pytest.raises(ValueError, match="0..100000"):
+        device._run(a, b, "float32", None, 0, 2**32 + 3)
+    with pytest.raises(ValueError, match="0..100000"):
+        device._run(a, b, "float32", None, -1, 2)

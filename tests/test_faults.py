@@ -58,6 +58,36 @@ def test_walk_every_call(device, monkeypatch, kind, timed):
     print(f"{kind} {'time_matmul' if timed else 'matmul'}: {failures} injected failures, all recovered")
 
 
+def test_walk_every_call_of_a_device_open(monkeypatch, report):
+    """Each Vulkan call of opening a device (logical device, command pool and
+    buffer, fence, descriptor layout/pool/set, pipeline layout) failed in turn:
+    a DeviceMemoryError naming the call, nothing resident left behind, and the
+    next open works."""
+    from test_leaks import rss
+    failures, before = 0, None
+    for n in range(1, 30):
+        monkeypatch.setenv("HELIOS_FAULT", f"open:{n}")
+        try:
+            dev = helios.Device()
+        except helios.DeviceMemoryError as e:
+            failures += 1
+            assert "VK_ERROR_OUT_OF_HOST_MEMORY" in str(e) and "vk" in str(e), str(e)
+            monkeypatch.delenv("HELIOS_FAULT")
+            with helios.Device() as ok:
+                _product(ok, False, None)
+            if n == 3:
+                before = rss()
+            continue
+        dev.close()
+        break
+    monkeypatch.delenv("HELIOS_FAULT", raising=False)
+    assert failures == n - 1 >= 5, (failures, n)
+    growth = rss() - before if before else 0
+    report(f"faults: {failures} calls of a device open failed in turn; RSS after the walk "
+           f"{growth:+d} bytes vs after the third")
+    assert growth < 4 * 1024 * 1024
+
+
 def test_device_open_survives_faults_in_its_calls(monkeypatch):
     """Opening a device creates no buffer or pipeline yet; a fault armed for them
     fires at the first product, not at open."""

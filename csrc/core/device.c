@@ -335,20 +335,20 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                               .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = n_ext,
                               .ppEnabledExtensionNames = exts};
-    HL_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                    .queueFamilyIndex = dev->queue_family};
-    HL_VK(vkCreateCommandPool(dev->device, &pci, NULL, &dev->cmd_pool));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateCommandPool(dev->device, &pci, NULL, &dev->cmd_pool));
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = dev->cmd_pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
-    HL_VK(vkAllocateCommandBuffers(dev->device, &cai, &dev->cmd));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkAllocateCommandBuffers(dev->device, &cai, &dev->cmd));
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    HL_VK(vkCreateFence(dev->device, &fci, NULL, &dev->fence));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateFence(dev->device, &fci, NULL, &dev->fence));
 
     /* One layout for every kernel: A, B, C and the split-K workspace as storage
      * buffers; M, N, K, flags, k_chunk, splits as push constants. */
@@ -361,23 +361,23 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkDescriptorSetLayoutCreateInfo dslci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS,
         .pBindings = binds};
-    HL_VK(vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = HL_PUSH_BYTES};
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                        .setLayoutCount = 1,
                                        .pSetLayouts = &dev->ds_layout,
                                        .pushConstantRangeCount = 1,
                                        .pPushConstantRanges = &pcr};
-    HL_VK(vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
-    HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
     VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                         .descriptorPool = dev->ds_pool,
                                         .descriptorSetCount = 1,
                                         .pSetLayouts = &dev->ds_layout};
-    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &dev->ds));
+    HL_VK_FAULT(HL_FAULT_OPEN, vkAllocateDescriptorSets(dev->device, &dsai, &dev->ds));
     return HL_OK;
 fail:
     return st;   /* partial objects are released by hl_device_destroy */

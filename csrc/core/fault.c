@@ -3,7 +3,9 @@
  * VkResult instead of running, so tests can walk every failure path of a
  * call and check the exception, the cleanup and the device afterwards.
  * KIND: buffer (vkCreateBuffer), alloc (vkAllocateMemory), map (vkMapMemory),
- * pipeline (vkCreateComputePipelines), submit (vkQueueSubmit). Unset: no cost
+ * pipeline (vkCreateComputePipelines), submit (vkQueueSubmit), open (the
+ * logical device and its command pool, buffer, fence and descriptor objects,
+ * vkCreateDevice .. vkAllocateDescriptorSets). Unset: no cost
  * beyond one getenv. Not for production use; counts are process-wide. */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,10 +13,11 @@
 
 #include "internal.h"
 
-static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit"};
+static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit",
+                                                        "open"};
 static const VkResult kind_results[HL_FAULT_KINDS] = {
     VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_MEMORY_MAP_FAILED,
-    VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY};
+    VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY};
 
 static atomic_flag guard = ATOMIC_FLAG_INIT;
 static char seen[64];

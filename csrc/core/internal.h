@@ -29,7 +29,8 @@
     } while (0)
 
 typedef enum hl_fault_kind {
-    HL_FAULT_BUFFER, HL_FAULT_ALLOC, HL_FAULT_MAP, HL_FAULT_PIPELINE, HL_FAULT_SUBMIT, HL_FAULT_KINDS
+    HL_FAULT_BUFFER, HL_FAULT_ALLOC, HL_FAULT_MAP, HL_FAULT_PIPELINE, HL_FAULT_SUBMIT, HL_FAULT_OPEN,
+    HL_FAULT_KINDS
 } hl_fault_kind;
 VkResult hl_fault(hl_fault_kind kind);
 

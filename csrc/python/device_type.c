@@ -356,11 +356,19 @@ static int operand(PyObject *obj, const char *name, PyArrayObject **out) {
 static PyObject *Device_run(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"a", "b", "out_dtype", "variant", "warmup", "iters", "flush_bytes", NULL};
     PyObject *ao, *bo, *dto, *vo = Py_None;
-    unsigned int warmup = 0, iters = 0;
-    unsigned long long flush = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OIIK:_run", kwlist, &ao, &bo, &dto, &vo, &warmup,
-                                     &iters, &flush))
+    Py_ssize_t warmup_n = 0, iters_n = 0;
+    long long flush_n = 0;
+    /* n and L raise OverflowError instead of truncating; ranges are checked below */
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OnnL:_run", kwlist, &ao, &bo, &dto, &vo, &warmup_n,
+                                     &iters_n, &flush_n))
         return NULL;
+    if (iters_n < 0 || iters_n > 100000 || warmup_n < 0 || warmup_n > 100000 || flush_n < 0) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..100000 and flush_bytes >= 0, got "
+                     "%zd, %zd, %lld", iters_n, warmup_n, flush_n);
+        return NULL;
+    }
+    unsigned int warmup = (unsigned int)warmup_n, iters = (unsigned int)iters_n;
+    unsigned long long flush = (unsigned long long)flush_n;
     PyArrayObject *a, *b;
     hl_dtype out_dtype;
     hl_variant v;
