@@ -34,6 +34,7 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     HL_VK_FAULT(HL_FAULT_BUFFER, vkCreateBuffer(dev->device, &bci, NULL, &out->buffer));
+    dev->tel.live_buffers++;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
     VkMemoryPropertyFlags want = host_visible ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
@@ -60,6 +61,7 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
         goto fail;
     }
     HL_VK(vr);
+    dev->tel.live_memory++;
     HL_VK(vkBindBufferMemory(dev->device, out->buffer, out->memory, 0));
     if (host_visible)
         HL_VK_FAULT(HL_FAULT_MAP, vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped));
@@ -73,8 +75,8 @@ fail:
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     if (!b) return;
     if (b->mapped) vkUnmapMemory(dev->device, b->memory);
-    if (b->buffer) vkDestroyBuffer(dev->device, b->buffer, NULL);
-    if (b->memory) vkFreeMemory(dev->device, b->memory, NULL);
+    if (b->buffer) { vkDestroyBuffer(dev->device, b->buffer, NULL); dev->tel.live_buffers--; }
+    if (b->memory) { vkFreeMemory(dev->device, b->memory, NULL); dev->tel.live_memory--; }
     memset(b, 0, sizeof *b);
 }
 

@@ -184,6 +184,9 @@ typedef struct hl_telemetry {
     double pipeline_compile_ms, record_ms, submit_wait_ms;
     double last_gpu_ms;          /* GPU time of the last dispatch (timestamps) */
     char last_variant[HL_VARIANT_STR_MAX];
+    /* Vulkan objects this device holds now (not reset): buffers, memory
+     * allocations, pipelines. A failed call must leave them balanced. */
+    uint64_t live_buffers, live_memory, live_pipelines;
 } hl_telemetry;
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);

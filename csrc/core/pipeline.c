@@ -89,6 +89,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     HL_VK_FAULT(HL_FAULT_PIPELINE,
                 vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
+    dev->tel.live_pipelines++;
     snprintf(p->shader, sizeof p->shader, "%s", shader);
     if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec);   /* spec may be NULL when empty */
     p->n_spec = n_spec;
@@ -111,6 +112,7 @@ void hl_pipelines_destroy(hl_device *dev) {
     while (p) {
         hl_pipeline *next = p->next;
         vkDestroyPipeline(dev->device, p->pipeline, NULL);
+        dev->tel.live_pipelines--;
         free(p);
         p = next;
     }

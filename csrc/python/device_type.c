@@ -427,7 +427,7 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     hl_telemetry_get(self->dev, &t);
     PyThread_release_lock(self->lock);
     double hit = t.matmuls ? (double)t.coop_matmuls / (double)t.matmuls : 0.0;
-    return Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}",
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}",
                          "matmuls", (unsigned long long)t.matmuls, "coop_matmuls",
                          (unsigned long long)t.coop_matmuls, "coop_hit_rate", hit, "dispatches",
                          (unsigned long long)t.dispatches, "barriers", (unsigned long long)t.barriers,
@@ -437,6 +437,13 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
                          "pipeline_compile_ms", t.pipeline_compile_ms, "record_ms", t.record_ms,
                          "submit_wait_ms", t.submit_wait_ms, "last_gpu_ms", t.last_gpu_ms,
                          "last_variant", t.last_variant);
+    if (!d) return NULL;
+    PyObject *live = Py_BuildValue("{s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
+                                   "live_memory", (unsigned long long)t.live_memory, "live_pipelines",
+                                   (unsigned long long)t.live_pipelines);
+    if (!live || PyDict_Update(d, live) < 0) { Py_XDECREF(live); Py_DECREF(d); return NULL; }
+    Py_DECREF(live);
+    return d;
 }
 
 static PyObject *Device_reset_telemetry(DeviceObject *self, PyObject *unused) {
