@@ -66,13 +66,13 @@ def test_huge_shape_fails_in_milliseconds(device):
     assert time.perf_counter() - t < 0.5
 
 
-def test_device_memory_limit_checked_before_inputs(device):
-    side = int((device.info["device_local_bytes"] / 2) ** 0.5) + 4096   # A and B alone overflow it
-    side = min(side, 65000)                                              # stays under 2^32 elements
-    if side * side * 4 < device.info["device_local_bytes"]:
-        pytest.skip("device memory larger than the 2^32-element limit can reach")
+def test_device_buffer_limit_checked_before_inputs(device):
+    """A square product whose A alone exceeds the device's per-buffer limit (while
+    every operand stays under 2^32 elements) is refused before inputs exist."""
+    side = int((device.info["max_storage_buffer_range"] / 2) ** 0.5) + 1024
+    assert side * side < 2**32 - 16
     t = time.perf_counter()
-    with pytest.raises(helios.DeviceMemoryError, match="bytes"):
+    with pytest.raises(helios.DeviceMemoryError, match="bytes per buffer"):
         device.time_matmul(side, side, side, iters=1, warmup=0)
     assert time.perf_counter() - t < 0.5
 
