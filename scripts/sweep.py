@@ -24,40 +24,11 @@ import numpy as np
 import helios
 from helios.device import random_inputs, warmup_launches
 from helios.shapes import parse_shapes, shape_str
+from helios.tune import check_candidate, read_variant_list
 
 # Odd shapes: tails in every dimension, K shorter than a slab, K split unevenly.
 ODD = [(1, 1, 1), (7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33),
        (257, 136, 1000)]
-
-
-def read_variants(spec: str | None, dev: helios.Device) -> list[str]:
-    if not spec:
-        return dev.variants()
-    if spec.startswith("@"):
-        with open(spec[1:]) as f:
-            lines = [ln.split("#")[0].strip() for ln in f]
-        return [ln for ln in lines if ln]
-    return [v.strip() for v in spec.split(",") if v.strip()]
-
-
-def check_variant(dev: helios.Device, v: str) -> int:
-    fails = 0
-    for (m, n, k) in ODD:
-        a, b = random_inputs(m, n, k, seed=m * 7 + n)
-        ref = helios.reference_matmul(a, b)
-        exact = "acc=f16" in v   # fp16 accumulation cannot meet the gate on long random sums
-        if exact:
-            rng = np.random.default_rng(m + n + k)
-            a = rng.integers(-1, 2, size=(m, k)).astype(np.float16)
-            b = rng.integers(-1, 2, size=(k, n)).astype(np.float16)
-            ref = helios.reference_matmul(a, b)
-        for od in ("float32", "float16"):
-            c = dev.matmul(a, b, out_dtype=od, variant=v)
-            atol = 0.05 if od == "float16" and not exact else 0.02
-            if exact and od == "float16":
-                atol = 0.5   # integers up to K round to fp16 spacing
-            fails += helios.check_close(c, ref, atol=atol).fails
-    return fails
 
 
 def main() -> int:
@@ -76,20 +47,23 @@ def main() -> int:
     rows = []
     t_start = time.time()
     with helios.Device() as dev:
-        variants = read_variants(args.variants, dev)
+        variants = read_variant_list(args.variants) if args.variants else dev.variants()
         inputs = {s: random_inputs(*s, seed=1) for s in shapes}
         print(f"{len(variants)} variants x {len(shapes)} shapes on {dev.info['name']}", flush=True)
         for v in variants:
             row: dict = {"variant": v}
             try:
                 row["variant"] = dev.check_variant(v)
-                row["check_fails"] = check_variant(dev, v)
+                why = check_candidate(dev, v, shapes=ODD)
+                row["check_fails"] = 0 if why is None else 1   # failing shapes checked: first one
+                if why:
+                    row["check_failure"] = why
                 row["kernel_stats"] = dev.kernel_stats(v)
             except helios.HeliosError as e:
                 row.update(check_fails=-1, error=f"{type(e).__name__}: {e}")
             rows.append(row)
             if row["check_fails"] != 0:
-                print(f"{v:<84} REJECTED {row.get('error', row['check_fails'])}", flush=True)
+                print(f"{v:<84} REJECTED {row.get('error') or row.get('check_failure')}", flush=True)
                 continue
             row["timings"] = {}
             for s in shapes:

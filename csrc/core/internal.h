@@ -118,7 +118,5 @@ hl_status hl_env_flag(const char *name, int *out, hl_error *err);
 hl_status hl_env_index(const char *name, int *out, hl_error *err);
 
 #define HL_MAX_SPLITK 16u
-/* Split count the default picks for this shape on this device (1: none). */
-uint32_t hl_splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k);
 
 #endif

@@ -330,7 +330,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
 /* Split-K for grids still too small to fill the device: the fewest splits
  * that give about one workgroup per SM, keeping >= 1024 of K per split. Needs
  * the SM count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
-uint32_t hl_splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k) {
+static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k) {
     if (v->path != HL_PATH_COOP || !c->sm_count) return 1;
     uint64_t tiles = (uint64_t)((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
     uint32_t s = 1;
@@ -359,7 +359,7 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
         hl_error scratch;
         if (hl_variant_check(dev, &small, &scratch) == HL_OK) *out = small;
     }
-    out->splitk = hl_splitk_for_shape(&dev->caps, out, m, n, k);
+    out->splitk = splitk_for_shape(&dev->caps, out, m, n, k);
     return HL_OK;
 }
 

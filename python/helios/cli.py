@@ -287,13 +287,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.shapes)
     with _open(args) as dev:
         if args.candidates:
-            spec = args.candidates
-            if spec.startswith("@"):
-                with open(spec[1:], encoding="utf-8") as f:
-                    cands = [ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()]
-            else:
-                cands = [v.strip() for v in spec.split(",") if v.strip()]
-            cands = [dev.check_variant(v) for v in cands]
+            cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
         else:
             cands = tuner.candidates(dev)
         print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",

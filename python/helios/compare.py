@@ -31,12 +31,13 @@ Exit status of the CLI: 0 no confident regression, 1 a confident regression
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from .jsonfile import read_object
 
 NOISE = 0.02       # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
@@ -160,15 +161,9 @@ def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: f
 def load(path: str) -> dict:
     """A helios-bench/1 result, validated far enough to compare (CompareError otherwise)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except UnicodeDecodeError as e:
-        raise CompareError(f"{path}: not UTF-8 text ({e.reason})") from None
-    except (OSError, ValueError) as e:
-        raise CompareError(f"{path}: cannot read a JSON result ({e})") from None
-    if not isinstance(data, dict):
-        raise CompareError(f"{path}: expected a JSON object (a helios-bench/1 result), "
-                           f"got {type(data).__name__}")
+        data = read_object(path, "a helios-bench/1 result")
+    except ValueError as e:
+        raise CompareError(str(e)) from None
     if data.get("schema") != SCHEMA:
         raise CompareError(f"{path}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
     if data.get("status") != "ok":

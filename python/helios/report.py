@@ -5,11 +5,12 @@ Reads helios-bench/1 (bench) and helios-sweep/1 (one shape) or helios-sweep/2
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Iterable, Optional
 
 import numpy as np
+
+from .jsonfile import read_object
 
 PARITY = 1.25   # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
@@ -18,15 +19,7 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
     """(bench results, sweeps); each dict gets a `_path`. Other schemas are an error."""
     benches, sweeps = [], []
     for p in paths:
-        try:
-            with open(p, encoding="utf-8") as f:
-                d = json.load(f)
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{p}: not UTF-8 text ({e.reason})") from None
-        except ValueError as e:
-            raise ValueError(f"{p}: not JSON ({e})") from None
-        if not isinstance(d, dict):
-            raise ValueError(f"{p}: expected a JSON object (a helios result), got {type(d).__name__}")
+        d = read_object(p)
         if not isinstance(d.get("rows", []), list) or not all(isinstance(r, dict) for r in d.get("rows", [])):
             raise ValueError(f"{p}: 'rows' must be a list of objects")
         d["_path"] = p
