@@ -1,5 +1,7 @@
-// matmul_common.glsl — bindings and push constants shared by every matmul kernel.
-// C = A * B, row-major: A is M x K, B is K x N, C is M x N. Inputs are fp16.
+// matmul_common.glsl — bindings, push constants and the epilogue shared by every
+// matmul kernel. C = act(alpha * op(A) * op(B) + beta * C + bias), per batch.
+// A is stored M x K (row pitch lda) or, transposed, K x M; B is K x N (pitch
+// ldb) or, transposed, N x K. C is packed M x N per batch. Inputs are fp16.
 // The same buffer is declared at one binding with several element types: 16-byte
 // vectors for aligned bulk loads, 16-bit scalars for tails.
 #extension GL_EXT_shader_16bit_storage : require
@@ -16,13 +18,27 @@ layout(push_constant) uniform Params {
     uint M, N, K;
     uint flags;     // FLAG_* below, computed on the host from the shapes
     uint k_chunk;   // split-K: K elements per split (a multiple of the tile's K); K without split
-    uint splits;    // split-K: number of partial products in the workspace (1: none)
+    uint splits;    // split-K: number of partial products per batch in the workspace (1: none)
+    uint lda, ldb;  // row pitch (elements) of A and B as stored
+    uint sa, sb;    // elements between batches of A and B (0: one operand broadcast to every batch)
+    uint batch;     // products in this dispatch (grid z = batch * splits)
+    float alpha, beta;
 } p;
 
-const uint FLAG_A_VEC = 1u;     // K % 8 == 0: A rows are 16-byte aligned
-const uint FLAG_B_VEC = 2u;     // N % 8 == 0: B rows are 16-byte aligned
+const uint FLAG_A_VEC = 1u;     // A's rows and batches are 16-byte aligned
+const uint FLAG_B_VEC = 2u;     // B's rows and batches are 16-byte aligned
 const uint FLAG_C_DIRECT = 4u;  // C rows aligned for cooperative stores
 const uint FLAG_SPLIT = 8u;     // write fp32 partial products to the workspace, not C
+
+// The epilogue, as specialization constants (ids shared by every kernel) so that
+// a plain product compiles to the same code as before it existed.
+layout(constant_id = 13) const uint EPI = 0;   // EPI_* bits
+layout(constant_id = 14) const uint ACT = 0;   // ACT_* below
+layout(constant_id = 15) const bool TRANS_A = false;
+layout(constant_id = 16) const bool TRANS_B = false;
+const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
+const uint ACT_NONE = 0u, ACT_RELU = 1u, ACT_GELU_TANH = 2u, ACT_SILU = 3u;
+const bool EPILOGUE = EPI != 0u || ACT != 0u;
 
 layout(binding = 0) readonly buffer A16 { uint16_t a16[]; };
 layout(binding = 0) readonly buffer A128 { uvec4 a128[]; };
@@ -31,6 +47,27 @@ layout(binding = 1) readonly buffer B16 { uint16_t b16[]; };
 layout(binding = 1) readonly buffer B128 { uvec4 b128[]; };
 layout(binding = 1) readonly buffer BH { float16_t bh[]; };
 layout(binding = 2) writeonly buffer C { OUT_T c[]; };
-// Split-K workspace: `splits` fp32 partial products of M x N, one after another.
+layout(binding = 2) readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
+// Split-K workspace: batch * splits fp32 partial products of M x N, one after another.
 layout(binding = 3) buffer W { float ws[]; };
 layout(binding = 3) buffer W4 { vec4 ws4[]; };
+layout(binding = 4) readonly buffer Bias { float bias[]; };   // N values, fp32
+
+// tanh through exp, exact at both infinities (no NaN for large |x|).
+float tanh_safe(float x) { return 1.0 - 2.0 / (exp(2.0 * x) + 1.0); }
+
+float activate(float x) {
+    if (ACT == ACT_RELU) return max(x, 0.0);
+    // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    if (ACT == ACT_GELU_TANH) return 0.5 * x * (1.0 + tanh_safe(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    if (ACT == ACT_SILU) return x / (1.0 + exp(-x));
+    return x;
+}
+
+// act(alpha * x + beta * C[ci] + bias[col]) in fp32; ci indexes C (batch included).
+float epilogue(float x, uint ci, uint col) {
+    if ((EPI & EPI_ALPHA) != 0u) x *= p.alpha;
+    if ((EPI & EPI_BETA) != 0u) x += p.beta * float(c_in[ci]);
+    if ((EPI & EPI_BIAS) != 0u) x += bias[col];
+    return activate(x);
+}

@@ -14,8 +14,11 @@
 // and zero fill. Both are the same code instantiated with a constant flag.
 // RASTER > 1 walks the grid in groups of RASTER block rows so that workgroups
 // resident together share A rows and B columns in L2.
-// Split-K: workgroup z multiplies K range [z*k_chunk, (z+1)*k_chunk) and writes
-// an fp32 partial product to the workspace; matmul_splitk_reduce.comp sums them.
+// Split-K: workgroup z = batch * splits + s multiplies K range [s*k_chunk,
+// (s+1)*k_chunk) and writes an fp32 partial product to the workspace;
+// matmul_splitk_reduce.comp sums them and applies the epilogue.
+// Layouts (TRANS_A/TRANS_B), batches (grid z, strides sa/sb, 0 = broadcast) and
+// the epilogue (EPI/ACT, matmul_common.glsl) change only the loads and the store.
 // Build-time defines: ACC_F16 (fp16 accumulators), OUT_F16 (fp16 output).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -45,36 +48,44 @@ layout(constant_id = 12) const uint RASTER = 8;
 const uint THREADS = WM * WN * SUBGROUP;
 const uint BM = WM * SG_M * TM;
 const uint BN = WN * SG_N * TN;
-// Shared tiles hold 16-byte vectors; rows are padded by one vector against bank conflicts.
-const uint A_VPR = BK / 8;              // 16-byte vectors per A row of the slab
-const uint B_VPR = BN / 8;
+// Shared slabs copy the operand as stored: A is BM x BK (or BK x BM when
+// transposed), B is BK x BN (or BN x BK); a transposed slab is read as a
+// column-major fragment. Slabs hold 16-byte vectors; rows are padded by one
+// vector against bank conflicts.
+const uint A_R = TRANS_A ? BK : BM;     // slab rows
+const uint A_C = TRANS_A ? BM : BK;     // slab columns (elements)
+const uint B_R = TRANS_B ? BN : BK;
+const uint B_C = TRANS_B ? BK : BN;
+const uint A_VPR = A_C / 8;             // 16-byte vectors per slab row
+const uint B_VPR = B_C / 8;
 const uint A_ROW = A_VPR + 1;           // padded row pitch in shared memory
 const uint B_ROW = B_VPR + 1;
-const uint A_VECS = BM * A_VPR;         // vectors per A slab
-const uint B_VECS = BK * B_VPR;
+const uint A_VECS = A_R * A_VPR;        // vectors per slab
+const uint B_VECS = B_R * B_VPR;
 const uint A_PER_T = (A_VECS + THREADS - 1) / THREADS;
 const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 
-shared uvec4 As[BM * A_ROW];
-shared uvec4 Bs[BK * B_ROW];
+shared uvec4 As[A_R * A_ROW];
+shared uvec4 Bs[B_R * B_ROW];
 shared float scratch[WM * WN * TM * TN];
 
-// 8 halfs at A(gr, gk..gk+7), zero past the edges (the checked path).
-uvec4 load_a_checked(uint gr, uint gk, uint kend) {
-    if (gr >= p.M || gk >= kend) return uvec4(0);
-    uint e = gr * p.K + gk;
-    if ((p.flags & FLAG_A_VEC) != 0u && gk + 8u <= kend) return a128[e / 8u];
+// 8 halfs at row gr, columns gc..gc+7 of the stored operand (row pitch lda/ldb,
+// batch base `base`), zero outside rows < rlim, columns < clim (the checked path).
+uvec4 load_a_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
+    if (gr >= rlim || gc >= clim) return uvec4(0);
+    uint e = base + gr * p.lda + gc;
+    if ((p.flags & FLAG_A_VEC) != 0u && gc + 8u <= clim) return a128[e / 8u];
     uint w[8];
-    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gk + i < kend ? uint(a16[e + i]) : 0u;
+    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gc + i < clim ? uint(a16[e + i]) : 0u;
     return uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
 }
 
-uvec4 load_b_checked(uint gk, uint gc, uint kend) {
-    if (gk >= kend || gc >= p.N) return uvec4(0);
-    uint e = gk * p.N + gc;
-    if ((p.flags & FLAG_B_VEC) != 0u && gc + 8u <= p.N) return b128[e / 8u];
+uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
+    if (gr >= rlim || gc >= clim) return uvec4(0);
+    uint e = base + gr * p.ldb + gc;
+    if ((p.flags & FLAG_B_VEC) != 0u && gc + 8u <= clim) return b128[e / 8u];
     uint w[8];
-    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gc + i < p.N ? uint(b16[e + i]) : 0u;
+    [[unroll]] for (uint i = 0; i < 8u; i++) w[i] = gc + i < clim ? uint(b16[e + i]) : 0u;
     return uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
 }
 
@@ -82,24 +93,28 @@ coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[SG_M * SG_
 uvec4 ra[A_PER_T];
 uvec4 rb[B_PER_T];
 
+uint abase, bbase;   // this workgroup's batch offsets into A and B
+
 // Global -> registers for the slab at k0. `checked` is a constant at every call
 // site, so each path compiles to its own straight-line code.
 void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
     [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
         uint i = tid + r * THREADS;
-        uint row = i / A_VPR, col = i % A_VPR;
+        uint gr = (TRANS_A ? k0 : m0) + i / A_VPR, gc = (TRANS_A ? m0 : k0) + (i % A_VPR) * 8u;
         if (checked)
-            ra[r] = i < A_VECS ? load_a_checked(m0 + row, k0 + col * 8u, kend) : uvec4(0);
+            ra[r] = i < A_VECS ? load_a_checked(abase, gr, gc, TRANS_A ? kend : p.M, TRANS_A ? p.M : kend)
+                               : uvec4(0);
         else if (A_VECS % THREADS == 0u || i < A_VECS)
-            ra[r] = a128[(m0 + row) * (p.K / 8u) + k0 / 8u + col];
+            ra[r] = a128[(abase + gr * p.lda + gc) / 8u];
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
-        uint row = i / B_VPR, col = i % B_VPR;
+        uint gr = (TRANS_B ? n0 : k0) + i / B_VPR, gc = (TRANS_B ? k0 : n0) + (i % B_VPR) * 8u;
         if (checked)
-            rb[r] = i < B_VECS ? load_b_checked(k0 + row, n0 + col * 8u, kend) : uvec4(0);
+            rb[r] = i < B_VECS ? load_b_checked(bbase, gr, gc, TRANS_B ? p.N : kend, TRANS_B ? kend : p.N)
+                               : uvec4(0);
         else if (B_VECS % THREADS == 0u || i < B_VECS)
-            rb[r] = b128[(k0 + row) * (p.N / 8u) + n0 / 8u + col];
+            rb[r] = b128[(bbase + gr * p.ldb + gc) / 8u];
     }
 }
 
@@ -119,12 +134,22 @@ void multiply_shared(uint wm, uint wn) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
         coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
         coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
-        [[unroll]] for (uint i = 0; i < SG_M; i++)
-            coopMatLoad(fa[i], As, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint j = 0; j < SG_N; j++)
-            coopMatLoad(fb[j], Bs, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,
-                        gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint i = 0; i < SG_M; i++) {
+            if (TRANS_A)
+                coopMatLoad(fa[i], As, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fa[i], As, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint j = 0; j < SG_N; j++) {
+            if (TRANS_B)
+                coopMatLoad(fb[j], Bs, ((wn * SG_N + j) * TN) * B_ROW + kk / 8, B_ROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fb[j], Bs, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
         [[unroll]] for (uint i = 0; i < SG_M; i++)
             [[unroll]] for (uint j = 0; j < SG_N; j++)
                 acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);
@@ -135,12 +160,22 @@ void multiply_direct(uint row0, uint col0, uint k0) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
         coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
         coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
-        [[unroll]] for (uint i = 0; i < SG_M; i++)
-            coopMatLoad(fa[i], a128, ((row0 + i * TM) * p.K + k0 + kk) / 8, p.K / 8,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint j = 0; j < SG_N; j++)
-            coopMatLoad(fb[j], b128, ((k0 + kk) * p.N + col0 + j * TN) / 8, p.N / 8,
-                        gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint i = 0; i < SG_M; i++) {
+            if (TRANS_A)
+                coopMatLoad(fa[i], a128, (abase + (k0 + kk) * p.lda + row0 + i * TM) / 8, p.lda / 8,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fa[i], a128, (abase + (row0 + i * TM) * p.lda + k0 + kk) / 8, p.lda / 8,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint j = 0; j < SG_N; j++) {
+            if (TRANS_B)
+                coopMatLoad(fb[j], b128, (bbase + (col0 + j * TN) * p.ldb + k0 + kk) / 8, p.ldb / 8,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fb[j], b128, (bbase + (k0 + kk) * p.ldb + col0 + j * TN) / 8, p.ldb / 8,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
         [[unroll]] for (uint i = 0; i < SG_M; i++)
             [[unroll]] for (uint j = 0; j < SG_N; j++)
                 acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);
@@ -189,7 +224,11 @@ void main() {
     }
     const uint m0 = by * BM, n0 = bx * BN;
     const uint row0 = m0 + wm * SG_M * TM, col0 = n0 + wn * SG_N * TN;
-    const uint kbeg = gl_WorkGroupID.z * p.k_chunk;
+    // Grid z enumerates batch x split.
+    const uint bidx = gl_WorkGroupID.z / p.splits, zsplit = gl_WorkGroupID.z % p.splits;
+    abase = bidx * p.sa;
+    bbase = bidx * p.sb;
+    const uint kbeg = zsplit * p.k_chunk;
     const uint kend = min(p.K, kbeg + p.k_chunk);
 
     [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++)
@@ -211,8 +250,12 @@ void main() {
     // Edge blocks stage each tile through shared memory and write it element by
     // element with bounds checks; the choice and the barriers are uniform.
     const bool split = (p.flags & FLAG_SPLIT) != 0u;
-    const uint wbase = gl_WorkGroupID.z * p.M * p.N;
-    const bool store_whole = block_in && (split ? p.N % 4u == 0u : (p.flags & FLAG_C_DIRECT) != 0u);
+    const uint wbase = gl_WorkGroupID.z * p.M * p.N;   // (batch, split) partial product
+    const uint cbase = bidx * p.M * p.N;
+    // With an epilogue, every tile goes through the staged per-element store (it
+    // needs each element's column and C value); split-K leaves it to the reduction.
+    const bool store_whole = block_in && (split ? p.N % 4u == 0u
+                                                : !EPILOGUE && (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;
     [[unroll]] for (uint i = 0; i < SG_M; i++) {
         [[unroll]] for (uint j = 0; j < SG_N; j++) {
@@ -224,7 +267,7 @@ void main() {
             } else if (store_whole) {
                 coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
                     coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-                coopMatStore(out_tile, c, gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
@@ -235,7 +278,8 @@ void main() {
                     uint r = gr + e / TN, q = gc + e % TN;
                     if (e < TM * TN && r < p.M && q < p.N) {
                         if (split) ws[wbase + r * p.N + q] = scratch[sbase + e];
-                        else c[r * p.N + q] = OUT_T(scratch[sbase + e]);
+                        else c[cbase + r * p.N + q] =
+                            OUT_T(epilogue(scratch[sbase + e], cbase + r * p.N + q, q));
                     }
                 }
                 barrier();

@@ -2,6 +2,7 @@
 // matmul_scalar.comp — fallback for devices without cooperative matrices (or
 // HELIOS_DISABLE_COOP=1): a 64x64 block per workgroup of 16x16 invocations,
 // each computing 4x4 outputs in fp32 from fp16 inputs staged in shared memory.
+// Layouts, batches (grid z) and the epilogue as in matmul_common.glsl.
 #include "matmul_common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -10,13 +11,24 @@ const uint BM = 64, BN = 64, BK = 16;
 shared float As[BK][BM + 1];
 shared float Bs[BK][BN + 1];
 
-float a_at(uint r, uint k) { return r < p.M && k < p.K ? float(ah[r * p.K + k]) : 0.0; }
-float b_at(uint k, uint q) { return k < p.K && q < p.N ? float(bh[k * p.N + q]) : 0.0; }
+uint abase, bbase;
+
+float a_at(uint r, uint k) {
+    if (r >= p.M || k >= p.K) return 0.0;
+    return float(ah[abase + (TRANS_A ? k * p.lda + r : r * p.lda + k)]);
+}
+float b_at(uint k, uint q) {
+    if (k >= p.K || q >= p.N) return 0.0;
+    return float(bh[bbase + (TRANS_B ? q * p.ldb + k : k * p.ldb + q)]);
+}
 
 void main() {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint tid = ty * 16u + tx;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    const uint bidx = gl_WorkGroupID.z;
+    abase = bidx * p.sa;
+    bbase = bidx * p.sb;
     float acc[4][4];
     [[unroll]] for (uint i = 0; i < 4u; i++) [[unroll]] for (uint j = 0; j < 4u; j++) acc[i][j] = 0.0;
 
@@ -37,11 +49,13 @@ void main() {
         }
         barrier();
     }
+    const uint cbase = bidx * p.M * p.N;
     [[unroll]] for (uint i = 0; i < 4u; i++) {
         uint r = m0 + ty + 16u * i;
         [[unroll]] for (uint j = 0; j < 4u; j++) {
             uint q = n0 + tx + 16u * j;
-            if (r < p.M && q < p.N) c[r * p.N + q] = OUT_T(acc[i][j]);
+            uint ci = cbase + r * p.N + q;
+            if (r < p.M && q < p.N) c[ci] = OUT_T(epilogue(acc[i][j], ci, q));
         }
     }
 }

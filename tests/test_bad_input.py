@@ -15,7 +15,7 @@ B = np.ones((3, 5), np.float16)
     (A, "not an array", TypeError, "must be an array"),
     (None, B, TypeError, "must be an array"),
     (np.ones(4, np.float16), B, ValueError, r"2-D.*\(4,\)"),
-    (np.ones((2, 2, 2), np.float16), B, ValueError, "2-D"),
+    (np.ones((2, 2, 2, 2), np.float16), B, ValueError, "2-D or 3-D"),
     (np.ones((4, 2), np.float16), B, ValueError, r"inner dimensions differ.*\(4, 2\).*\(3, 5\)"),
     (np.ones((4, 3), np.int32), B, TypeError, "int32"),
     (np.ones((4, 3), np.float64), B, TypeError, "float64"),

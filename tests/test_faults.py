@@ -69,6 +69,49 @@ def test_walk_every_call(device, monkeypatch, kind, timed):
     print(f"{kind} {'time_matmul' if timed else 'matmul'}: {failures} injected failures, all recovered")
 
 
+def _tensor_chain(dev: helios.Device) -> None:
+    """Upload two tensors, run a chain with a split-K product, read the result."""
+    a, b = small_ints((70, 50), 1), small_ints((50, 40), 2)
+    ta, tb = dev.upload(a), dev.upload(b)
+    with dev.chain() as ch:
+        c = ch.matmul(ta, tb, out_dtype="float32", variant=_split_variant(dev))
+        d = ch.matmul(ta, tb, out_dtype="float32")
+    np.testing.assert_array_equal(c.numpy(), a.astype(np.float32) @ b.astype(np.float32))
+    np.testing.assert_array_equal(d.numpy(), a.astype(np.float32) @ b.astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_walk_tensors_and_chains(device, monkeypatch, kind):
+    """The same walk over tensor uploads, a chain and a download: every failure is
+    the documented exception, nothing leaks, the device works afterwards."""
+    with helios.Device() as clean:
+        _tensor_chain(clean)
+        baseline = _live(clean)
+    failures = 0
+    for n in range(1, 40):
+        monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
+        with helios.Device() as dev:
+            try:
+                _tensor_chain(dev)
+            except KINDS[kind] as e:
+                failures += 1
+                assert CALLS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
+                del e
+                b, m, _ = _live(dev)
+                assert b == m, (kind, n, _live(dev))
+                _tensor_chain(dev)
+                assert _live(dev) == baseline, (kind, n, _live(dev), baseline)
+                assert dev.telemetry()["live_tensors"] == 0
+                continue
+            finally:
+                seen = _helios._fault_count(kind)
+            assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
+            break
+    else:
+        pytest.fail(f"more than 39 {kind} calls in one tensor chain")
+    assert failures >= 1
+
+
 def test_walk_every_call_of_a_device_open(monkeypatch, report):
     """Each Vulkan call of opening a device (logical device, command pool and
     buffer, fence, descriptor layout/pool/set, pipeline layout) failed in turn:

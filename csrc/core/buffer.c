@@ -62,6 +62,12 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
     }
     HL_VK(vr);
     dev->tel.live_memory++;
+    out->alloc_bytes = req.size;
+    out->host_visible = host_visible;
+    if (!host_visible) {
+        dev->tel.device_bytes += req.size;
+        if (dev->tel.device_bytes > dev->tel.peak_device_bytes) dev->tel.peak_device_bytes = dev->tel.device_bytes;
+    }
     HL_VK(vkBindBufferMemory(dev->device, out->buffer, out->memory, 0));
     if (host_visible)
         HL_VK_FAULT(HL_FAULT_MAP, vkMapMemory(dev->device, out->memory, 0, VK_WHOLE_SIZE, 0, &out->mapped));
@@ -76,7 +82,11 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     if (!b) return;
     if (b->mapped) vkUnmapMemory(dev->device, b->memory);
     if (b->buffer) { vkDestroyBuffer(dev->device, b->buffer, NULL); dev->tel.live_buffers--; }
-    if (b->memory) { vkFreeMemory(dev->device, b->memory, NULL); dev->tel.live_memory--; }
+    if (b->memory) {
+        vkFreeMemory(dev->device, b->memory, NULL);
+        dev->tel.live_memory--;
+        if (!b->host_visible) dev->tel.device_bytes -= b->alloc_bytes;
+    }
     memset(b, 0, sizeof *b);
 }
 

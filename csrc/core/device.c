@@ -350,8 +350,8 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateFence(dev->device, &fci, NULL, &dev->fence));
 
-    /* One layout for every kernel: A, B, C and the split-K workspace as storage
-     * buffers; M, N, K, flags, k_chunk, splits as push constants. */
+    /* One layout for every kernel: A, B, C, the split-K workspace and the bias as
+     * storage buffers; shapes, layouts and the epilogue's scalars as push constants. */
     VkDescriptorSetLayoutBinding binds[HL_BINDINGS];
     for (uint32_t i = 0; i < HL_BINDINGS; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
@@ -369,18 +369,41 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                        .pushConstantRangeCount = 1,
                                        .pPushConstantRanges = &pcr};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS};
-    VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                       .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
-    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
-    VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                        .descriptorPool = dev->ds_pool,
-                                        .descriptorSetCount = 1,
-                                        .pSetLayouts = &dev->ds_layout};
-    HL_VK_FAULT(HL_FAULT_OPEN, vkAllocateDescriptorSets(dev->device, &dsai, &dev->ds));
+    HL_TRY(hl_descriptor_sets(dev, 0, NULL, err));   /* the pool, for the first calls */
     return HL_OK;
 fail:
     return st;   /* partial objects are released by hl_device_destroy */
+}
+
+hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!dev->ds_pool || count > dev->ds_capacity) {
+        /* Grow in powers of two; nothing from the old pool is in use (every
+         * submission has completed when the next one is recorded). */
+        uint32_t cap = dev->ds_capacity ? dev->ds_capacity : 8;
+        while (cap < count) cap *= 2;
+        if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
+        dev->ds_pool = VK_NULL_HANDLE;
+        dev->ds_capacity = 0;
+        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   .descriptorCount = HL_BINDINGS * cap};
+        VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                           .maxSets = cap, .poolSizeCount = 1, .pPoolSizes = &ps};
+        HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
+        dev->ds_capacity = cap;
+    } else {
+        HL_VK(vkResetDescriptorPool(dev->device, dev->ds_pool, 0));
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                            .descriptorPool = dev->ds_pool,
+                                            .descriptorSetCount = 1,
+                                            .pSetLayouts = &dev->ds_layout};
+        HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &out[i]));
+    }
+    return HL_OK;
+fail:
+    return st;
 }
 
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {
@@ -436,6 +459,8 @@ void hl_device_destroy(hl_device *dev) {
     if (dev->device) {
         vkDeviceWaitIdle(dev->device);   /* best effort: nothing may be in flight */
         hl_pipelines_destroy(dev);
+        hl_tensors_release(dev);
+        hl_buffer_destroy(dev, &dev->buf_bias);
         hl_buffer_destroy(dev, &dev->buf_a);
         hl_buffer_destroy(dev, &dev->buf_b);
         hl_buffer_destroy(dev, &dev->buf_c);

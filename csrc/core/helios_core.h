@@ -146,11 +146,35 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 
+/* ---- device-resident tensors ------------------------------------------- */
+/* A device-local buffer owned by the caller. It stays valid until
+ * hl_tensor_destroy; closing its device releases the Vulkan memory early and
+ * leaves the handle dead (hl_tensor_alive = 0, every use fails cleanly). */
+typedef struct hl_tensor hl_tensor;
+hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err);
+void hl_tensor_destroy(hl_tensor *t);     /* NULL-safe; also after its device closed */
+int hl_tensor_alive(const hl_tensor *t);
+const hl_device *hl_tensor_device(const hl_tensor *t);
+uint64_t hl_tensor_bytes(const hl_tensor *t);
+hl_status hl_tensor_write(hl_tensor *t, uint64_t offset, const void *src, uint64_t bytes, hl_error *err);
+hl_status hl_tensor_read(hl_tensor *t, uint64_t offset, void *dst, uint64_t bytes, hl_error *err);
+
+typedef enum hl_activation {
+    HL_ACT_NONE = 0, HL_ACT_RELU = 1, HL_ACT_GELU_TANH = 2, HL_ACT_SILU = 3
+} hl_activation;
+
+/* One product, or `batch` of them:
+ *   C[b] = act(alpha * op(A[b]) op(B[b]) + beta * C[b] + bias)
+ * op(X) is X or, with trans_*, the transpose of the stored X. A is stored M x K
+ * (K x M transposed) with row pitch lda, B K x N (N x K) with pitch ldb; 0 =
+ * packed. stride_a/stride_b: elements between batches (0: the same operand for
+ * every batch). C is packed M x N per batch. Each operand is either host memory
+ * or a tensor (t_*: device-resident, no copy). */
 typedef struct hl_matmul_args {
     uint32_t m, n, k;
     hl_dtype in_dtype, out_dtype;
-    const void *a, *b;           /* row-major m*k and k*n, in_dtype */
-    void *c;                     /* row-major m*n, out_dtype; NULL: not read back */
+    const void *a, *b;           /* host operands in in_dtype (when t_a/t_b are NULL) */
+    void *c;                     /* host C in out_dtype; NULL: not read back */
     const hl_variant *variant;   /* NULL: the default */
     /* timing: iters > 0 records warmup+iters dispatches in one submission,
      * each bracketed by GPU timestamps; samples_ms gets `iters` values. */
@@ -159,9 +183,34 @@ typedef struct hl_matmul_args {
     double *batch_ms;            /* optional: (last end - first start)/iters, back to back */
     uint64_t flush_bytes;        /* > 0: overwrite this many bytes before each timed sample,
                                     outside its timestamps, to evict C/A/B from L2 (cold mode) */
+    /* layouts and batches */
+    uint32_t batch;              /* 0 or 1: one product */
+    int trans_a, trans_b;
+    uint32_t lda, ldb;
+    uint64_t stride_a, stride_b;
+    /* epilogue */
+    const float *bias;           /* host: n fp32 values (or t_bias) */
+    hl_activation act;
+    int scale;                   /* 1: alpha and beta below apply; 0: alpha 1, beta 0 */
+    float alpha, beta;
+    const void *c_in;            /* host C read when beta != 0 (out_dtype, packed); with
+                                    t_c the tensor's contents are read instead */
+    /* device-resident operands */
+    hl_tensor *t_a, *t_b, *t_c, *t_bias;
 } hl_matmul_args;
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);
+/* Bytes each operand spans for these arguments (pitches, batches, strides and
+ * output dtype applied), as hl_matmul reads and writes them. */
+void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_bytes, uint64_t *c_bytes);
+
+/* A chain: n_ops products on tensors only (every t_a, t_b, t_c set; host
+ * pointers and timing fields ignored), recorded into one command buffer with a
+ * barrier between dependent operations, submitted once. iters > 0 runs the whole
+ * chain warmup + iters times in that submission, each of the iters between two
+ * GPU timestamps (samples_ms, per chain). */
+hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup,
+                          uint32_t iters, double *samples_ms, hl_error *err);
 
 /* Driver statistics of the kernel a variant compiles to (registers, shared
  * memory, binary size, ... as VK_KHR_pipeline_executable_properties reports
@@ -187,6 +236,8 @@ typedef struct hl_telemetry {
     /* Vulkan objects this device holds now (not reset): buffers, memory
      * allocations, pipelines. A failed call must leave them balanced. */
     uint64_t live_buffers, live_memory, live_pipelines;
+    uint64_t device_bytes, peak_device_bytes;   /* device-local memory held now / at most */
+    uint64_t tensors, chains, chain_ops;
 } hl_telemetry;
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);

@@ -47,6 +47,8 @@ typedef struct hl_buffer {
     VkBuffer buffer;
     VkDeviceMemory memory;
     VkDeviceSize size;
+    VkDeviceSize alloc_bytes;     /* what the allocation took (device-local accounting) */
+    int host_visible;
     void *mapped;                 /* host-visible buffers only */
 } hl_buffer;
 
@@ -65,11 +67,12 @@ typedef struct hl_spirv {
 } hl_spirv;
 const hl_spirv *hl_spirv_find(const char *name);
 
-#define HL_BINDINGS 4        /* A, B, C, split-K workspace */
-#define HL_PUSH_BYTES 24     /* M, N, K, flags, k_chunk, splits */
+#define HL_BINDINGS 5        /* A, B, C, split-K workspace, bias */
+#define HL_PUSH_WORDS 13     /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
+#define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
-#define HL_MAX_SPEC 16
+#define HL_MAX_SPEC 20
 typedef struct hl_pipeline {
     char shader[48];
     uint32_t spec[HL_MAX_SPEC];
@@ -96,8 +99,8 @@ struct hl_device {
     VkFence fence;
     VkDescriptorSetLayout ds_layout;
     VkPipelineLayout pipe_layout;
-    VkDescriptorPool ds_pool;
-    VkDescriptorSet ds;
+    VkDescriptorPool ds_pool;     /* sets for one submission; reset before each */
+    uint32_t ds_capacity;
     VkQueryPool query_pool;
     uint32_t query_capacity;
     VkPhysicalDeviceMemoryProperties mem_props;
@@ -107,11 +110,23 @@ struct hl_device {
     int timestamps_ok;
     hl_pipeline *pipelines;
     /* workspace reused across calls, grown on demand */
-    hl_buffer buf_a, buf_b, buf_c, buf_w, staging, flush;   /* buf_w: split-K workspace */
+    hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush;   /* buf_w: split-K workspace */
+    struct hl_tensor *tensors;    /* live tensors, released when the device closes */
     hl_telemetry tel;
 };
 
 double hl_now_ms(void);
+
+struct hl_tensor {
+    hl_device *dev;               /* NULL once the device closed */
+    hl_buffer buf;
+    uint64_t bytes;
+    struct hl_tensor *prev, *next;
+};
+void hl_tensors_release(hl_device *dev);   /* device close: free every tensor's memory */
+
+/* Descriptor sets for `count` operations of one submission (pool reset first). */
+hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);
 
 /* Strict environment switches (env.c): unset or empty is off / -1. */
 hl_status hl_env_flag(const char *name, int *out, hl_error *err);

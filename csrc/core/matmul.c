@@ -1,6 +1,8 @@
 /* matmul.c — one matmul call: upload, poison C, dispatch (optionally many
- * times with GPU timestamps), download, all in one submission. */
+ * times with GPU timestamps), download, all in one submission; and chains of
+ * products on device-resident tensors, recorded into one submission. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -9,6 +11,9 @@
 #define FLAG_B_VEC 2u
 #define FLAG_C_DIRECT 4u
 #define FLAG_SPLIT 8u
+#define EPI_ALPHA 1u
+#define EPI_BETA 2u
+#define EPI_BIAS 4u
 #define REDUCE_THREADS 256u   /* matmul_splitk_reduce.comp: 4 elements per invocation */
 #define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
 
@@ -57,19 +62,33 @@ static const char *shader_for(const hl_variant *v, hl_dtype out) {
     return out == HL_F16 ? "matmul_coop_accf32_outf16" : "matmul_coop_accf32_outf32";
 }
 
-/* The main kernel's pipeline for a variant: its specialization constants. */
-static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
-                                  hl_pipeline **out, hl_error *err) {
+/* The main kernel's pipeline for a variant, layouts and epilogue: its
+ * specialization constants (ids 13-16 are the epilogue and layouts of
+ * matmul_common.glsl; shaders without some of the ids ignore them). */
+static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi,
+                                  uint32_t act, int trans_a, int trans_b, hl_pipeline **out,
+                                  hl_error *err) {
     if (v->path == HL_PATH_COOP2) {
         uint32_t spec2[5] = {v->bm, v->bn, v->bk, v->threads, v->raster};
         return hl_pipeline_get(dev, shader_for(v, out_dtype), spec2, 5, 0, out, err);
     }
-    if (v->path != HL_PATH_COOP) return hl_pipeline_get(dev, shader_for(v, out_dtype), NULL, 0, 0, out, err);
-    uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
-    uint32_t sgsz = dev->caps.subgroup_size;
-    uint32_t spec[13] = {v->tm, v->tn, v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages,
-                         (uint32_t)v->direct_load, wm * wn * sgsz, v->raster};
-    return hl_pipeline_get(dev, shader_for(v, out_dtype), spec, 13, sgsz, out, err);
+    uint32_t spec[17] = {0};
+    uint32_t sgsz = 0;
+    if (v->path == HL_PATH_COOP) {
+        uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
+        sgsz = dev->caps.subgroup_size;
+        uint32_t coop[13] = {v->tm, v->tn, v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages,
+                             (uint32_t)v->direct_load, wm * wn * sgsz, v->raster};
+        memcpy(spec, coop, sizeof coop);
+    }
+    spec[13] = epi;
+    spec[14] = act;
+    spec[15] = (uint32_t)!!trans_a;
+    spec[16] = (uint32_t)!!trans_b;
+    /* Plain products keep their old (shorter) constant list, so the pipelines
+     * the tuner and benchmarks built stay the same objects. */
+    uint32_t n = (epi || act || trans_a || trans_b) ? 17 : (v->path == HL_PATH_COOP ? 13 : 0);
+    return hl_pipeline_get(dev, shader_for(v, out_dtype), n ? spec : NULL, n, sgsz, out, err);
 }
 
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
@@ -79,70 +98,113 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_
     if (out_dtype != HL_F16 && out_dtype != HL_F32)
         return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: output must be f16 or f32");
     hl_pipeline *p;
-    st = variant_pipeline(dev, v, out_dtype, &p, err);
+    st = variant_pipeline(dev, v, out_dtype, 0, 0, 0, 0, &p, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
 }
 
-/* One product: the main dispatch, and for split-K the reduction behind a barrier. */
-static void record_product(hl_device *dev, VkPipeline main_pipe, VkPipeline reduce_pipe,
-                           const uint32_t grid[3], const uint32_t rgrid[2]) {
-    if (reduce_pipe) vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, main_pipe);
-    vkCmdDispatch(dev->cmd, grid[0], grid[1], grid[2]);
-    dev->tel.dispatches++;
-    if (!reduce_pipe) return;
-    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, reduce_pipe);
-    vkCmdDispatch(dev->cmd, rgrid[0], rgrid[1], 1);
-    dev->tel.dispatches++;
+
+/* ---- one operation: validated, its grid, constants and pipelines ---------- */
+typedef struct op_plan {
+    hl_variant v;
+    uint32_t grid[3], rgrid[2];
+    uint32_t pc[HL_PUSH_WORDS];
+    VkPipeline main_pipe, reduce_pipe;   /* reduce: split-K only */
+    uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
+    int read_c;                          /* beta != 0: C is an input */
+    uint32_t batch;
+} op_plan;
+
+static hl_status check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
+                              const char *name, hl_error *err) {
+    if (!t) return HL_OK;
+    if (!t->dev)
+        return hl_fail(err, HL_ERR_DEVICE_CLOSED, "%s: tensor %s belongs to a closed device", who, name);
+    if (t->dev != dev)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s belongs to another device", who, name);
+    if (t->bytes < need)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s holds %llu bytes; this operand "
+                       "needs %llu", who, name, (unsigned long long)t->bytes, (unsigned long long)need);
+    return HL_OK;
 }
 
-hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
+void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_bytes, uint64_t *c_bytes) {
+    const uint64_t m = args->m, n = args->n, k = args->k, batch = args->batch ? args->batch : 1;
+    const uint64_t a_rows = args->trans_a ? k : m, a_cols = args->trans_a ? m : k;
+    const uint64_t b_rows = args->trans_b ? n : k, b_cols = args->trans_b ? k : n;
+    const uint64_t lda = args->lda ? args->lda : a_cols, ldb = args->ldb ? args->ldb : b_cols;
+    const uint64_t sa = batch > 1 ? args->stride_a : 0, sb = batch > 1 ? args->stride_b : 0;
+    /* The last batch's last row ends each range. */
+    *a_bytes = (m && k) ? (sa * (batch - 1) + (a_rows - 1) * lda + a_cols) * 2 : 0;
+    *b_bytes = (n && k) ? (sb * (batch - 1) + (b_rows - 1) * ldb + b_cols) * 2 : 0;
+    *c_bytes = batch * m * n * hl_dtype_size(args->out_dtype);
+}
+
+static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char *who, op_plan *pl,
+                         hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
-    if (!args->m || !args->n || !args->k)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul %ux%ux%u: every dimension must be >= 1",
-                       args->m, args->n, args->k);
+    memset(pl, 0, sizeof *pl);
+    const uint64_t m = args->m, n = args->n, k = args->k;
+    if (!m || !n || !k)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s %llux%llux%llu: every dimension must be >= 1",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
     if (args->in_dtype != HL_F16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "matmul inputs must be f16, got %s",
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s inputs must be f16, got %s", who,
                        hl_dtype_name(args->in_dtype));
     if (args->out_dtype != HL_F16 && args->out_dtype != HL_F32)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "matmul output must be f16 or f32, got %s",
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s output must be f16 or f32, got %s", who,
                        hl_dtype_name(args->out_dtype));
-    if (args->iters && !args->samples_ms)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
-    if (args->iters && !dev->timestamps_ok)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
-                       "compute queue", caps->name);
-    if (args->iters > 100000 || args->warmup > 100000)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if ((unsigned)args->act > HL_ACT_SILU)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: unknown activation %d", who, (int)args->act);
+    const uint64_t batch = args->batch ? args->batch : 1;
+    const int ta = !!args->trans_a, tb = !!args->trans_b;
+    const uint64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
+    const uint64_t lda = args->lda ? args->lda : a_cols, ldb = args->ldb ? args->ldb : b_cols;
+    if (lda < a_cols || ldb < b_cols)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: row pitch lda=%llu / ldb=%llu is below the "
+                       "stored rows' %llu / %llu elements", who, (unsigned long long)lda,
+                       (unsigned long long)ldb, (unsigned long long)a_cols, (unsigned long long)b_cols);
+    const uint64_t sa = batch > 1 ? args->stride_a : 0, sb = batch > 1 ? args->stride_b : 0;
+    hl_matmul_sizes(args, &pl->a_bytes, &pl->b_bytes, &pl->c_bytes);
+    const uint64_t a_elems = pl->a_bytes / 2, b_elems = pl->b_bytes / 2, c_elems = batch * m * n;
+    const uint64_t lim = (1ull << 32) - 16;
+    if (a_elems >= lim || b_elems >= lim || c_elems >= lim || lda >= lim || ldb >= lim)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu (batch %llu): an operand spans 2^32 "
+                       "or more elements; kernels index with 32 bits", who, (unsigned long long)m,
+                       (unsigned long long)n, (unsigned long long)k, (unsigned long long)batch);
 
     hl_variant v;
     if (args->variant) v = *args->variant;
-    else HL_TRY(hl_variant_for_shape(dev, args->m, args->n, args->k, &v, err));
+    else {
+        HL_TRY(hl_variant_for_shape(dev, args->m, args->n, args->k, &v, err));
+        if (batch > 1) v.splitk = 1;   /* the batch fills the grid */
+    }
     HL_TRY(hl_variant_check(dev, &v, err));
+    const int scale = !!args->scale;
+    const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
+    const int has_bias = args->bias || args->t_bias;
+    uint32_t epi = (alpha != 1.0f ? EPI_ALPHA : 0) | (beta != 0.0f ? EPI_BETA : 0) | (has_bias ? EPI_BIAS : 0);
+    if (v.path == HL_PATH_COOP2 && (ta || tb || batch > 1 || epi || args->act || lda != a_cols ||
+                                    ldb != b_cols)) {
+        char vs[HL_VARIANT_STR_MAX];
+        hl_variant_format(&v, vs, sizeof vs);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "%s: variant %s runs plain packed row-major "
+                       "products only; transposes, batches, pitches, bias, activation and alpha/beta "
+                       "need a coop or scalar variant", who, vs);
+    }
+    pl->bias_bytes = has_bias ? n * 4 : 0;
+    pl->read_c = beta != 0.0f;
+    if (args->t_c && (args->t_c == args->t_a || args->t_c == args->t_b || args->t_c == args->t_bias))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: the output tensor is also an input; "
+                       "products do not run in place", who);
+    HL_TRY(check_tensor(dev, args->t_a, pl->a_bytes, who, "a", err));
+    HL_TRY(check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
+    HL_TRY(check_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
+    HL_TRY(check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
 
-    const uint64_t m = args->m, n = args->n, k = args->k;
-    const uint64_t out_size = hl_dtype_size(args->out_dtype);
-    if (m * k >= (1ull << 32) - 16 || k * n >= (1ull << 32) - 16 || m * n >= (1ull << 32) - 16)
-        return hl_fail(err, HL_ERR_TOO_LARGE,
-                       "matmul %llux%llux%llu: an operand has 2^32 or more elements; kernels index "
-                       "with 32 bits", (unsigned long long)m, (unsigned long long)n,
-                       (unsigned long long)k);
-    const VkDeviceSize a_bytes = m * k * 2, b_bytes = k * n * 2, c_bytes = m * n * out_size;
-    /* +16: the shaders read 16-byte vectors */
-    HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, align_up(a_bytes, 16), 0, err));
-    HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, align_up(b_bytes, 16), 0, err));
-    HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, align_up(c_bytes, 16), 0, err));
-    const VkDeviceSize off_b = align_up(a_bytes, 256), off_c = align_up(off_b + b_bytes, 256);
-    HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_c + c_bytes, 1, err));
-    if (args->iters && args->flush_bytes)
-        HL_TRY(hl_buffer_reserve(dev, &dev->flush, align_up(args->flush_bytes, 4), 0, err));
-
-    uint32_t bm = v.bm, bn = v.bn;
-    uint64_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
+    uint64_t gx = (n + v.bn - 1) / v.bn, gy = (m + v.bm - 1) / v.bm;
     /* Split-K: chunks of whole K slabs; the count actually used may be lower
      * than asked for when K is short. */
     uint64_t k_chunk = k, splits = 1;
@@ -151,94 +213,208 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         splits = (k + k_chunk - 1) / k_chunk;
     }
     if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] ||
-        splits > caps->max_group_count[2])
-        return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu needs a %llux%llux%llu grid; "
-                       "device allows %ux%ux%u", (unsigned long long)m, (unsigned long long)n,
-                       (unsigned long long)k, (unsigned long long)gx, (unsigned long long)gy,
-                       (unsigned long long)splits, caps->max_group_count[0],
-                       caps->max_group_count[1], caps->max_group_count[2]);
-    const uint64_t w_elems = splits > 1 ? splits * m * n : 4;
-    if (w_elems >= (1ull << 32) - 16 || w_elems * 4 > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE, "matmul %llux%llux%llu with splitk=%u needs a %llu-byte "
+        batch * splits > caps->max_group_count[2])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu (batch %llu) needs a %llux%llux%llu "
+                       "grid; device allows %ux%ux%u", who, (unsigned long long)m, (unsigned long long)n,
+                       (unsigned long long)k, (unsigned long long)batch, (unsigned long long)gx,
+                       (unsigned long long)gy, (unsigned long long)(batch * splits),
+                       caps->max_group_count[0], caps->max_group_count[1], caps->max_group_count[2]);
+    const uint64_t w_elems = splits > 1 ? batch * splits * m * n : 4;
+    if (w_elems >= lim || w_elems * 4 > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu with splitk=%u needs a %llu-byte "
                        "workspace; kernels index it with 32 bits and the device allows %llu bytes "
-                       "per buffer", (unsigned long long)m, (unsigned long long)n,
+                       "per buffer", who, (unsigned long long)m, (unsigned long long)n,
                        (unsigned long long)k, v.splitk, (unsigned long long)(w_elems * 4),
                        (unsigned long long)caps->max_storage_buffer_range);
-    HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_elems * 4, 0, err));
+    pl->w_bytes = w_elems * 4;
     /* The reduction: 4 elements per invocation, a 2-D grid for large products. */
-    uint64_t r_groups = (m * n + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
-    uint32_t rgrid[2] = {(uint32_t)(r_groups < caps->max_group_count[0] ? r_groups : caps->max_group_count[0]), 1};
-    rgrid[1] = (uint32_t)((r_groups + rgrid[0] - 1) / rgrid[0]);
+    uint64_t r_groups = (c_elems + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
+    pl->rgrid[0] = (uint32_t)(r_groups < caps->max_group_count[0] ? r_groups : caps->max_group_count[0]);
+    pl->rgrid[1] = (uint32_t)((r_groups + pl->rgrid[0] - 1) / pl->rgrid[0]);
 
     hl_pipeline *main_p, *reduce_p = NULL;
-    HL_TRY(variant_pipeline(dev, &v, args->out_dtype, &main_p, err));
+    /* Split-K: the main kernel writes plain partial products; the reduction
+     * applies the epilogue. */
     if (splits > 1)
+        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, 0, 0, ta, tb, &main_p, err));
+    else
+        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, &main_p, err));
+    if (splits > 1) {
+        uint32_t spec[17] = {0};
+        spec[13] = epi;
+        spec[14] = (uint32_t)args->act;
+        int plain = !epi && !args->act;
         HL_TRY(hl_pipeline_get(dev, args->out_dtype == HL_F16 ? "matmul_splitk_reduce_outf16"
                                                               : "matmul_splitk_reduce_outf32",
-                               NULL, 0, 0, &reduce_p, err));
-    const VkPipeline pipe = main_p->pipeline;
-    const VkPipeline reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
-    const uint32_t grid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)splits};
+                               plain ? NULL : spec, plain ? 0 : 17, 0, &reduce_p, err));
+    }
+    pl->main_pipe = main_p->pipeline;
+    pl->reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
+    pl->grid[0] = (uint32_t)gx;
+    pl->grid[1] = (uint32_t)gy;
+    pl->grid[2] = (uint32_t)(batch * splits);
+    pl->batch = (uint32_t)batch;
+
+    uint32_t *pc = pl->pc;
+    pc[0] = args->m; pc[1] = args->n; pc[2] = args->k;
+    pc[4] = (uint32_t)k_chunk; pc[5] = (uint32_t)splits;
+    pc[6] = (uint32_t)lda; pc[7] = (uint32_t)ldb; pc[8] = (uint32_t)sa; pc[9] = (uint32_t)sb;
+    pc[10] = (uint32_t)batch;
+    memcpy(&pc[11], &alpha, 4);
+    memcpy(&pc[12], &beta, 4);
+    if (splits > 1) pc[3] |= FLAG_SPLIT;
+    if (lda % 8 == 0 && sa % 8 == 0) pc[3] |= FLAG_A_VEC;
+    if (ldb % 8 == 0 && sb % 8 == 0) pc[3] |= FLAG_B_VEC;
+    if (n % (args->out_dtype == HL_F16 ? 8 : 4) == 0) pc[3] |= FLAG_C_DIRECT;
+    pl->v = v;
+    return HL_OK;
+fail:
+    return st;
+}
+
+static void write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]) {
+    VkDescriptorBufferInfo dbi[HL_BINDINGS];
+    VkWriteDescriptorSet w[HL_BINDINGS];
+    for (uint32_t i = 0; i < HL_BINDINGS; i++) {
+        dbi[i] = (VkDescriptorBufferInfo){bufs[i], 0, VK_WHOLE_SIZE};
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                      .dstSet = ds, .dstBinding = i, .descriptorCount = 1,
+                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                      .pBufferInfo = &dbi[i]};
+    }
+    vkUpdateDescriptorSets(dev->device, HL_BINDINGS, w, 0, NULL);
+}
+
+/* One operation: the main dispatch, and for split-K the reduction behind a barrier. */
+static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
+    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->main_pipe);
+    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
+    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], pl->grid[2]);
+    dev->tel.dispatches++;
+    if (!pl->reduce_pipe) return;
+    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->reduce_pipe);
+    vkCmdDispatch(dev->cmd, pl->rgrid[0], pl->rgrid[1], 1);
+    dev->tel.dispatches++;
+}
+
+static void compute_barrier(hl_device *dev) {
+    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+}
+
+static hl_status submit_wait(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    double t_sub = hl_now_ms();
+    HL_VK(vkResetFences(dev->device, 1, &dev->fence));
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+                       .pCommandBuffers = &dev->cmd};
+    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
+    dev->tel.submits++;
+    HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
+    dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
+    return HL_OK;
+fail:
+    return st;
+}
+
+static hl_status read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err) {
+    hl_status st = HL_OK;
+    uint64_t ts[2];
+    HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, first, 2, sizeof ts, ts, sizeof ts[0],
+                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    *ms = ticks_ms(dev, ts[0], ts[1]);
+    return HL_OK;
+fail:
+    return st;
+}
+
+static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
+
+hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *caps = &dev->caps;
+    if (args->iters && !args->samples_ms)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
+    if (args->iters && !dev->timestamps_ok)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
+                       "compute queue", caps->name);
+    if (args->iters > 100000 || args->warmup > 100000)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if ((!args->t_a && !args->a) || (!args->t_b && !args->b))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: operands a and b are required");
+    op_plan pl;
+    HL_TRY(plan_op(dev, args, "matmul", &pl, err));
+    if (pl.read_c && !args->t_c && !args->c_in)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: beta != 0 needs an input C");
+
+    /* Host operands go through the scratch buffers (+16: shaders read 16-byte vectors). */
+    if (!args->t_a) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, align_up(pl.a_bytes, 16), 0, err));
+    if (!args->t_b) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, align_up(pl.b_bytes, 16), 0, err));
+    if (!args->t_c) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, align_up(pl.c_bytes, 16), 0, err));
+    if (args->bias && !args->t_bias)
+        HL_TRY(hl_buffer_reserve(dev, &dev->buf_bias, align_up(pl.bias_bytes, 16), 0, err));
+    const uint64_t a_up = args->t_a ? 0 : pl.a_bytes, b_up = args->t_b ? 0 : pl.b_bytes;
+    const uint64_t bias_up = (args->bias && !args->t_bias) ? pl.bias_bytes : 0;
+    const uint64_t c_up = (pl.read_c && !args->t_c) ? pl.c_bytes : 0;
+    const VkDeviceSize off_b = align_up(a_up, 256), off_bias = align_up(off_b + b_up, 256),
+                       off_c = align_up(off_bias + bias_up, 256);
+    HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_c + pl.c_bytes + 16, 1, err));
+    if (args->iters && args->flush_bytes)
+        HL_TRY(hl_buffer_reserve(dev, &dev->flush, align_up(args->flush_bytes, 4), 0, err));
+    HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, pl.w_bytes, 0, err));
 
     const uint32_t n_disp = args->iters ? args->warmup + 2 * args->iters : 1;
     const uint32_t n_queries = args->iters ? 2 * args->iters + 2 : 2;
     if (dev->timestamps_ok) HL_TRY(ensure_queries(dev, n_queries, err));
+    VkDescriptorSet ds;
+    HL_TRY(hl_descriptor_sets(dev, 1, &ds, err));
 
     double t_rec = hl_now_ms();
     uint8_t *stage = dev->staging.mapped;
-    memcpy(stage, args->a, a_bytes);
-    memcpy(stage + off_b, args->b, b_bytes);
-
-    VkDescriptorBufferInfo dbi[HL_BINDINGS] = {{dev->buf_a.buffer, 0, VK_WHOLE_SIZE},
-                                               {dev->buf_b.buffer, 0, VK_WHOLE_SIZE},
-                                               {dev->buf_c.buffer, 0, VK_WHOLE_SIZE},
-                                               {dev->buf_w.buffer, 0, VK_WHOLE_SIZE}};
-    VkWriteDescriptorSet w[HL_BINDINGS];
-    for (uint32_t i = 0; i < HL_BINDINGS; i++)
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstSet = dev->ds, .dstBinding = i, .descriptorCount = 1,
-                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &dbi[i]};
-    vkUpdateDescriptorSets(dev->device, HL_BINDINGS, w, 0, NULL);
-
-    uint32_t pc[HL_PUSH_BYTES / 4] = {args->m, args->n, args->k, 0, (uint32_t)k_chunk, (uint32_t)splits};
-    if (splits > 1) pc[3] |= FLAG_SPLIT;
-    if (k % 8 == 0) pc[3] |= FLAG_A_VEC;
-    if (n % 8 == 0) pc[3] |= FLAG_B_VEC;
-    if (n % (args->out_dtype == HL_F16 ? 8 : 4) == 0) pc[3] |= FLAG_C_DIRECT;
+    if (a_up) memcpy(stage, args->a, a_up);
+    if (b_up) memcpy(stage + off_b, args->b, b_up);
+    if (bias_up) memcpy(stage + off_bias, args->bias, bias_up);
+    if (c_up) memcpy(stage + off_c, args->c_in, c_up);
+    hl_buffer *c_scratch = &dev->buf_c;
+    const VkBuffer c_buf = buffer_of(args->t_c, c_scratch);
+    const VkBuffer bufs[HL_BINDINGS] = {
+        buffer_of(args->t_a, &dev->buf_a), buffer_of(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
+        args->t_bias ? args->t_bias->buf.buffer : args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer};
+    write_set(dev, ds, bufs);
 
     HL_VK(vkResetCommandBuffer(dev->cmd, 0));
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
     if (dev->timestamps_ok) vkCmdResetQueryPool(dev->cmd, dev->query_pool, 0, n_queries);
-    VkBufferCopy up_a = {0, 0, a_bytes}, up_b = {off_b, 0, b_bytes};
-    vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_a);
-    vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_b.buffer, 1, &up_b);
-    /* Poison C: all-ones is NaN in f16 and f32, so an element the kernel
-     * fails to write cannot pass a check. */
-    vkCmdFillBuffer(dev->cmd, dev->buf_c.buffer, 0, align_up(c_bytes, 4), 0xffffffffu);
+    VkBufferCopy up_a = {0, 0, a_up}, up_b = {off_b, 0, b_up}, up_bias = {off_bias, 0, bias_up},
+                 up_c = {off_c, 0, c_up};
+    if (a_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_a);
+    if (b_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_b.buffer, 1, &up_b);
+    if (bias_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_bias.buffer, 1, &up_bias);
+    if (c_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, c_buf, 1, &up_c);
+    /* Poison C unless it is an input: all-ones is NaN in f16 and f32, so an
+     * element the kernel fails to write cannot pass a check. */
+    else if (!pl.read_c) vkCmdFillBuffer(dev->cmd, c_buf, 0, align_up(pl.c_bytes, 4), 0xffffffffu);
     barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &dev->ds,
-                            0, NULL);
-    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, pc);
 
     /* Dispatch order: warmup, then `iters` each between two timestamps (the
      * per-iteration samples), then `iters` back to back between two timestamps
      * (the batch figure). Single calls get one bracketed dispatch. A barrier
      * between dispatches orders them like a CUDA stream does. Timestamps are
-     * taken at BOTTOM_OF_PIPE: written once all earlier work has finished. */
+     * taken at BOTTOM_OF_PIPE: written once all earlier work has finished.
+     * (With beta != 0 a repeated product reads the C the previous one wrote:
+     * the timing is the same work, the output of one dispatch is what counts.) */
     for (uint32_t d = 0; d < n_disp; d++) {
         int timed_single = args->iters ? (d >= args->warmup && d < args->warmup + args->iters) : 1;
         uint32_t iter = args->iters ? d - args->warmup : 0;
         int batch_first = args->iters && d == args->warmup + args->iters;
         int batch_last = args->iters && d == n_disp - 1;
-        if (d)
-            barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                    VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        if (d) compute_barrier(dev);
         if (timed_single && args->iters && args->flush_bytes) {
             vkCmdFillBuffer(dev->cmd, dev->flush.buffer, 0, align_up(args->flush_bytes, 4), d);
             barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -249,7 +425,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         if (dev->timestamps_ok && batch_first)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
                                 2 * args->iters);
-        record_product(dev, pipe, reduce_pipe, grid, rgrid);
+        record_op(dev, &pl, ds);
         if (dev->timestamps_ok && timed_single)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
                                 2 * iter + 1);
@@ -259,52 +435,130 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     }
     barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
-    VkBufferCopy down = {0, off_c, c_bytes};
-    if (args->c) vkCmdCopyBuffer(dev->cmd, dev->buf_c.buffer, dev->staging.buffer, 1, &down);
+    VkBufferCopy down = {0, off_c, pl.c_bytes};
+    if (args->c) vkCmdCopyBuffer(dev->cmd, c_buf, dev->staging.buffer, 1, &down);
     barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
             VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
-
-    double t_sub = hl_now_ms();
-    HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &dev->cmd};
-    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
-    dev->tel.submits++;
-    HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
-    dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
-    dev->tel.bytes_up += a_bytes + b_bytes;
+    HL_TRY(submit_wait(dev, err));
+    dev->tel.bytes_up += a_up + b_up + bias_up + c_up;
 
     if (dev->timestamps_ok) {
-        uint64_t ts[2];
         if (args->iters) {
-            for (uint32_t i = 0; i < args->iters; i++) {
-                HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, 2 * i, 2, sizeof ts, ts,
-                                            sizeof ts[0], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-                args->samples_ms[i] = ticks_ms(dev, ts[0], ts[1]);
-            }
-            HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, 2 * args->iters, 2, sizeof ts, ts,
-                                        sizeof ts[0], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-            if (args->batch_ms) *args->batch_ms = ticks_ms(dev, ts[0], ts[1]) / args->iters;
+            for (uint32_t i = 0; i < args->iters; i++) HL_TRY(read_pair(dev, 2 * i, &args->samples_ms[i], err));
+            double total;
+            HL_TRY(read_pair(dev, 2 * args->iters, &total, err));
+            if (args->batch_ms) *args->batch_ms = total / args->iters;
             dev->tel.last_gpu_ms = args->samples_ms[args->iters - 1];
         } else {
-            HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, 0, 2, sizeof ts, ts, sizeof ts[0],
-                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-            dev->tel.last_gpu_ms = ticks_ms(dev, ts[0], ts[1]);
+            HL_TRY(read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
         }
     }
     if (args->c) {
-        memcpy(args->c, stage + off_c, c_bytes);
-        dev->tel.bytes_down += c_bytes;
+        memcpy(args->c, stage + off_c, pl.c_bytes);
+        dev->tel.bytes_down += pl.c_bytes;
     }
     dev->tel.matmuls++;
-    if (v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
-    hl_variant_format(&v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    if (pl.v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
+    hl_variant_format(&pl.v, dev->tel.last_variant, sizeof dev->tel.last_variant);
     return HL_OK;
 fail:
     /* A failed submit or wait leaves the command buffer possibly pending: wait
      * for the device so the next call can safely reset it. */
     if (dev->device) vkDeviceWaitIdle(dev->device);
+    return st;
+}
+
+hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup,
+                          uint32_t iters, double *samples_ms, hl_error *err) {
+    hl_status st = HL_OK;
+    op_plan *plans = NULL;
+    VkDescriptorSet *sets = NULL;
+    if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: no operations recorded");
+    if (n_ops > 4096) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: %u operations; at most 4096", n_ops);
+    if (iters > 100000 || warmup > 100000)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if (iters && !samples_ms) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
+    if (iters && !dev->timestamps_ok)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
+                       "compute queue", dev->caps.name);
+    plans = calloc(n_ops, sizeof *plans);
+    sets = calloc(n_ops, sizeof *sets);
+    if (!plans || !sets) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    uint64_t w_bytes = 16;
+    for (uint32_t i = 0; i < n_ops; i++) {
+        char who[48];
+        snprintf(who, sizeof who, "chain op %u", i);
+        if (!ops[i].t_a || !ops[i].t_b || !ops[i].t_c || ops[i].bias) {
+            st = hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: chains take tensors only (a, b, c and bias)",
+                         who);
+            goto fail;
+        }
+        HL_TRY(plan_op(dev, &ops[i], who, &plans[i], err));
+        if (plans[i].w_bytes > w_bytes) w_bytes = plans[i].w_bytes;
+    }
+    HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_bytes, 0, err));
+    const uint32_t n_queries = iters ? 2 * iters : 2;
+    if (dev->timestamps_ok) HL_TRY(ensure_queries(dev, n_queries, err));
+    HL_TRY(hl_descriptor_sets(dev, n_ops, sets, err));
+    double t_rec = hl_now_ms();
+    for (uint32_t i = 0; i < n_ops; i++) {
+        const hl_matmul_args *o = &ops[i];
+        const VkBuffer bufs[HL_BINDINGS] = {o->t_a->buf.buffer, o->t_b->buf.buffer, o->t_c->buf.buffer,
+                                            dev->buf_w.buffer,
+                                            o->t_bias ? o->t_bias->buf.buffer : dev->buf_w.buffer};
+        write_set(dev, sets[i], bufs);
+    }
+    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
+    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
+    if (dev->timestamps_ok) vkCmdResetQueryPool(dev->cmd, dev->query_pool, 0, n_queries);
+    /* Whatever wrote the tensors before (uploads) is complete: every earlier
+     * submission was waited for. Inside the chain, each operation waits for the
+     * previous one's writes (a full compute barrier: simple, and the products
+     * of a chain usually depend on each other anyway). */
+    const uint32_t reps = iters ? warmup + iters : 1;
+    for (uint32_t r = 0; r < reps; r++) {
+        int timed = iters ? r >= warmup : 1;
+        uint32_t q = iters ? 2 * (r - warmup) : 0;
+        if (r) compute_barrier(dev);
+        if (dev->timestamps_ok && timed)
+            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q);
+        for (uint32_t i = 0; i < n_ops; i++) {
+            if (i) compute_barrier(dev);
+            record_op(dev, &plans[i], sets[i]);
+        }
+        if (dev->timestamps_ok && timed)
+            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q + 1);
+    }
+    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+    HL_VK(vkEndCommandBuffer(dev->cmd));
+    dev->tel.record_ms += hl_now_ms() - t_rec;
+    HL_TRY(submit_wait(dev, err));
+    if (dev->timestamps_ok) {
+        if (iters) {
+            for (uint32_t i = 0; i < iters; i++) HL_TRY(read_pair(dev, 2 * i, &samples_ms[i], err));
+            dev->tel.last_gpu_ms = samples_ms[iters - 1];
+        } else {
+            HL_TRY(read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
+        }
+    }
+    dev->tel.chains++;
+    dev->tel.chain_ops += n_ops;
+    dev->tel.matmuls += n_ops;
+    for (uint32_t i = 0; i < n_ops; i++)
+        if (plans[i].v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
+    hl_variant_format(&plans[n_ops - 1].v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    free(plans);
+    free(sets);
+    return HL_OK;
+fail:
+    if (dev->device) vkDeviceWaitIdle(dev->device);
+    free(plans);
+    free(sets);
     return st;
 }

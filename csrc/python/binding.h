@@ -5,13 +5,37 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pythread.h>
+
 #include "../core/helios_core.h"
 
 typedef struct module_state {
     PyObject *HeliosError, *DeviceMemoryError, *UnsupportedError, *DeviceLostError,
         *NoDeviceError, *DeviceClosedError;
-    PyTypeObject *DeviceType;
+    PyTypeObject *DeviceType, *TensorType;
 } module_state;
+
+/* helios._helios.Device (device_type.c). Calls on one Device, and on its
+ * Tensors, are serialized by `lock`, taken without the GIL. */
+typedef struct {
+    PyObject_HEAD
+    hl_device *dev;
+    PyThread_type_lock lock;
+    PyObject *info;   /* cached capability dict */
+} DeviceObject;
+
+/* helios._helios.Tensor (tensor_type.c): a device-resident buffer and a strong
+ * reference to its Device. */
+typedef struct {
+    PyObject_HEAD
+    DeviceObject *device;
+    hl_tensor *t;
+} TensorObject;
+
+/* Takes the device lock with the GIL released; raises DeviceClosedError (and
+ * returns -1) if the device is closed. */
+int device_acquire(DeviceObject *self);
+void device_release(DeviceObject *self);
 
 module_state *state_from_module(PyObject *module);
 module_state *state_from_type(PyTypeObject *type);
@@ -21,5 +45,13 @@ PyObject *raise_status(module_state *st, const hl_error *err);
 int errors_init(PyObject *module, module_state *st);
 
 int device_type_init(PyObject *module, module_state *st);
+int tensor_type_init(PyObject *module, module_state *st);
+int is_tensor(module_state *st, PyObject *obj);
+
+/* gemm.c: Device._gemm and Device._chain. */
+PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
+int dtype_arg(PyObject *obj, hl_dtype *out);
+int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);
 
 #endif

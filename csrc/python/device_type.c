@@ -7,19 +7,15 @@
 #include "binding.h"
 
 #include <numpy/arrayobject.h>
-#include <pythread.h>
-
-typedef struct {
-    PyObject_HEAD
-    hl_device *dev;
-    PyThread_type_lock lock;
-    PyObject *info;   /* cached capability dict */
-} DeviceObject;
 
 static module_state *dev_state(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
 
+#define acquire device_acquire
+
+void device_release(DeviceObject *self) { PyThread_release_lock(self->lock); }
+
 /* Takes the device lock with the GIL released; fails if the device is closed. */
-static int acquire(DeviceObject *self) {
+int device_acquire(DeviceObject *self) {
     if (!self->lock || !self->dev) {
         PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
         return -1;
@@ -208,7 +204,7 @@ static PyObject *Device_info(DeviceObject *self, void *c) {
 }
 
 /* ---- variants ------------------------------------------------------------ */
-static int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
+int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
     *given = 0;
     if (obj == Py_None) return 0;
     if (!PyUnicode_Check(obj)) {
@@ -280,7 +276,6 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
 
 /* kernel_stats(variant=None, out_dtype="float16") -> {name: value}: the driver's
  * statistics of the variant's main kernel ({} where the driver offers none). */
-static int dtype_arg(PyObject *obj, hl_dtype *out);
 static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"variant", "out_dtype", NULL};
     PyObject *vo = Py_None, *dto = NULL;
@@ -312,7 +307,7 @@ static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObjec
 }
 
 /* ---- matmul -------------------------------------------------------------- */
-static int dtype_arg(PyObject *obj, hl_dtype *out) {
+int dtype_arg(PyObject *obj, hl_dtype *out) {
     const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
     if (s && (!strcmp(s, "float16") || !strcmp(s, "f16"))) { *out = HL_F16; return 0; }
     if (s && (!strcmp(s, "float32") || !strcmp(s, "f32"))) { *out = HL_F32; return 0; }
@@ -438,9 +433,13 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
                          "submit_wait_ms", t.submit_wait_ms, "last_gpu_ms", t.last_gpu_ms,
                          "last_variant", t.last_variant);
     if (!d) return NULL;
-    PyObject *live = Py_BuildValue("{s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
-                                   "live_memory", (unsigned long long)t.live_memory, "live_pipelines",
-                                   (unsigned long long)t.live_pipelines);
+    PyObject *live = Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
+        "live_memory", (unsigned long long)t.live_memory, "live_pipelines",
+        (unsigned long long)t.live_pipelines, "device_bytes", (unsigned long long)t.device_bytes,
+        "peak_device_bytes", (unsigned long long)t.peak_device_bytes, "live_tensors",
+        (unsigned long long)t.tensors, "chains", (unsigned long long)t.chains, "chain_ops",
+        (unsigned long long)t.chain_ops);
     if (!live || PyDict_Update(d, live) < 0) { Py_XDECREF(live); Py_DECREF(d); return NULL; }
     Py_DECREF(live);
     return d;
@@ -466,6 +465,10 @@ static PyMethodDef Device_methods[] = {
     {"_run", (PyCFunction)(void (*)(void))Device_run, METH_VARARGS | METH_KEYWORDS,
      "_run(a, b, out_dtype, variant=None, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, gpu_ms, variant).\n"
      "Low level: a, b C-contiguous float16 2-D arrays. Use helios.matmul / Device.matmul."},
+    {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
+     "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
+    {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
+     "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},
     {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,
      "kernel_stats(variant=None, out_dtype='float16') -> dict: the driver's statistics of the "
      "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},

@@ -57,6 +57,7 @@ static int module_exec(PyObject *module) {
     module_state *st = state_from_module(module);
     if (errors_init(module, st) < 0) return -1;
     if (device_type_init(module, st) < 0) return -1;
+    if (tensor_type_init(module, st) < 0) return -1;
     return 0;
 }
 
@@ -65,6 +66,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->HeliosError); Py_VISIT(st->DeviceMemoryError); Py_VISIT(st->UnsupportedError);
     Py_VISIT(st->DeviceLostError); Py_VISIT(st->NoDeviceError); Py_VISIT(st->DeviceClosedError);
     Py_VISIT(st->DeviceType);
+    Py_VISIT(st->TensorType);
     return 0;
 }
 
@@ -73,6 +75,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->HeliosError); Py_CLEAR(st->DeviceMemoryError); Py_CLEAR(st->UnsupportedError);
     Py_CLEAR(st->DeviceLostError); Py_CLEAR(st->NoDeviceError); Py_CLEAR(st->DeviceClosedError);
     Py_CLEAR(st->DeviceType);
+    Py_CLEAR(st->TensorType);
     return 0;
 }
 

@@ -21,10 +21,14 @@ from ._helios import (
 )
 from .check import CheckResult, check_close, reference_matmul
 from .device import Device, MatmulTiming, default_device, matmul, variants
+from .gemm import ACTIVATIONS, Chain, ChainTiming, Tensor
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACTIVATIONS",
+    "Chain",
+    "ChainTiming",
     "CheckResult",
     "Device",
     "DeviceClosedError",
@@ -33,6 +37,7 @@ __all__ = [
     "HeliosError",
     "MatmulTiming",
     "NoDeviceError",
+    "Tensor",
     "UnsupportedError",
     "canonical_variant",
     "check_close",

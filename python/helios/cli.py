@@ -225,6 +225,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        vals = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return vals
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from .suite import SuiteConfig, run_suite, suite_markdown
+    out = _out_paths(args.out, args.force)
+    adapters = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    cfg = SuiteConfig(tokens=args.tokens, d_model=args.d_model, hidden=args.hidden, iters=args.iters,
+                      warmup=args.warmup, adapters=adapters, seed=args.seed, atol=args.atol,
+                      rtol=args.rtol, device=args.device, tag=args.tag,
+                      command=["helios"] + list(sys.argv[1:]))
+    result = run_suite(cfg, log=print)
+    table = suite_markdown(result)
+    print(table, end="")
+    if out:
+        _write_atomic(out[0], json.dumps(result, indent=1))
+        _write_atomic(out[1], table)
+        print(f"wrote {out[0]} and {out[1]}")
+    if result["status"] != "ok":
+        print("helios: suite rejected: an adapter failed its correctness gate", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _compare_doc() -> str:
     from . import compare
     return compare.__doc__ or ""
@@ -463,6 +494,31 @@ def build_parser() -> argparse.ArgumentParser:
     pu.add_argument("--dry-run", action="store_true", help="time and print, but do not write the cache")
     pu.add_argument("--json", action="store_true", help="print the picks and every candidate's time as JSON")
     pu.set_defaults(func=cmd_tune)
+
+    ps = sub.add_parser("suite", help="seed 002's workload suite: a transformer MLP block "
+                        "(gelu(x@W1+b1)@W2+b2) through Helios (resident chain, and per call), torch eager "
+                        "and torch.compile; p50/p95 latency, tokens/s, peak memory; JSON + markdown",
+                        description=__import__("helios.suite", fromlist=["x"]).__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ps.add_argument("workload", choices=["mlp"], help="the workload (mlp)")
+    ps.add_argument("--tokens", type=_int_list, default=[512, 1024, 2048, 4096],
+                    help="token counts, comma-separated (default 512,1024,2048,4096)")
+    ps.add_argument("--d-model", dest="d_model", type=_positive_int, default=4096,
+                    help="model width d (default 4096)")
+    ps.add_argument("--hidden", type=_positive_int, default=14336, help="MLP hidden size (default 14336)")
+    ps.add_argument("--iters", type=_positive_int, default=50, help="timed forwards per adapter (default 50)")
+    ps.add_argument("--warmup", type=int, default=10, help="untimed forwards first (default 10)")
+    ps.add_argument("--adapters", default="helios,helios_per_call,torch_eager,torch_compile",
+                    help="comma-separated subset of helios, helios_per_call, torch_eager, torch_compile "
+                         "(default all; torch ones are recorded as skipped without CUDA)")
+    ps.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
+    ps.add_argument("--atol", type=float, default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
+    ps.add_argument("--rtol", type=float, default=RTOL, help=f"gate relative tolerance (default {RTOL})")
+    ps.add_argument("--tag", default="mlp", help="label stored in the result (seed 002's --tag)")
+    ps.add_argument("--out", default=None,
+                    help="write the JSON result here and the markdown table beside it (.md)")
+    ps.add_argument("--force", action="store_true", help="replace existing --out files")
+    ps.set_defaults(func=cmd_suite)
 
     pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
                         "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files")

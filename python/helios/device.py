@@ -8,7 +8,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _helios
+from . import _helios, gemm
+from .gemm import Chain, Tensor
 from .tune import TunedChoice
 
 _DTYPES = {"float16": np.float16, "float32": np.float32, "f16": np.float16, "f32": np.float32}
@@ -122,28 +123,109 @@ class Device(_helios.Device):
                               f"using the default", stacklevel=3)
         return None
 
-    def matmul(self, a: Any, b: Any, *, out_dtype: Any = None,
-               variant: Optional[str] = None) -> np.ndarray:
-        """C = A @ B on the GPU. Inputs are float16 (float32 is rounded to float16);
-        fp32 accumulation by default. out_dtype defaults to the inputs' dtype
-        (float16 in -> float16 out)."""
-        in_dtype = "float32" if getattr(a, "dtype", None) == np.float32 else "float16"
-        a16, b16 = _as_operand(a, "a"), _as_operand(b, "b")
-        out = _out_dtype_name(out_dtype, in_dtype)
-        if a16.shape[1] != b16.shape[0]:
-            raise ValueError(f"matmul: inner dimensions differ: a is {a16.shape}, b is {b16.shape}")
+    def matmul(self, a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False,
+               bias: Any = None, activation: Optional[str] = None, alpha: float = 1.0,
+               beta: Optional[float] = None, c: Any = None, out: Optional[Tensor] = None,
+               out_dtype: Any = None, variant: Optional[str] = None) -> Any:
+        """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the GPU, in fp32, rounded
+        once to the output dtype.
+
+        a, b: 2-D or 3-D (batched, broadcast like numpy.matmul) float16 arrays
+        (float32 is rounded to float16) or Tensors. op(x) is x, or x transposed
+        with trans_*; transposed and F-ordered views, row pitches and batch
+        strides are read in place, not copied. bias: length-N vector. activation:
+        {ACTIVATION_DOC}. c: an existing C (beta defaults to 1 when c is
+        given, else 0); with out= (a Tensor) the result stays on the device and
+        beta reads out's contents. out_dtype defaults to the inputs' dtype
+        (float16 in -> float16 out), or out's dtype."""
         if variant is not None and not isinstance(variant, str):
             raise TypeError(f"variant must be a str or None, not {type(variant).__name__}")
-        m, k = a16.shape
-        n = b16.shape[1]
-        if m == 0 or n == 0 or k == 0:   # as NumPy: empty, or zeros when K == 0
+        A = gemm.operand(a, "a", bool(trans_a))
+        B = gemm.operand(b, "b", bool(trans_b))
+        spec = gemm.product_spec(A, B, _ndim(a), _ndim(b))
+        act = gemm.activation_code(activation)
+        shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
+        if out is not None:
+            gemm.check_out(out, shape, out_dtype)
+            out_name = out.dtype.name
+        else:
+            in_dtype = "float32" if getattr(a, "dtype", None) == np.float32 else "float16"
+            out_name = _out_dtype_name(out_dtype, in_dtype)
+        beta_v = float(beta) if beta is not None else (1.0 if c is not None else 0.0)
+        if c is not None and out is not None:
+            raise ValueError("matmul: give c (a host C) or out (a Tensor, read when beta != 0), not both")
+        c_in = None
+        if c is not None and beta_v != 0.0:
+            c_arr = gemm.host_array(c, "c")
+            if c_arr.shape != shape:
+                raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
+            c_in = np.ascontiguousarray(c_arr, dtype=_DTYPES[out_name])
+        elif beta_v != 0.0 and out is None:
+            raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
+        bias_v = gemm.bias_array(bias, spec.n) if bias is not None else None
+        if spec.m == 0 or spec.n == 0 or spec.k == 0:   # as NumPy: empty, or the epilogue of zeros
             if self.closed:
                 raise _helios.DeviceClosedError("the Device is closed")
             if variant is not None and variant != "auto":
                 self.check_variant(variant)   # an invalid variant is an error whatever the shape
-            return np.zeros((m, n), dtype=_DTYPES[out])
-        c, _, _, _ = self._run(a16, b16, out, self._pick(variant, m, n, k))
-        return c
+            res = gemm.host_epilogue(np.zeros(shape), bias=bias_v, act=act, alpha=float(alpha),
+                                     beta=beta_v, c=c_in if out is None else out.numpy())
+            res = res.astype(_DTYPES[out_name])
+            if out is not None:
+                out._write(0, np.ascontiguousarray(res))
+                return out
+            return res
+        fields = spec.fields(A, B)
+        fields.update(out_dtype=out_name, variant=self._pick(variant, spec.m, spec.n, spec.k),
+                      act=act, alpha=float(alpha), beta=beta_v, bias=bias_v, c_in=c_in, out=out)
+        res, _, _, _ = self._gemm(**fields)
+        if out is not None:
+            return out
+        return res if spec.batched else res[0]
+
+    def upload(self, x: Any, *, dtype: Any = None) -> Tensor:
+        """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
+        object such as a torch CPU tensor, read without a host copy where its
+        layout allows). dtype: float16 (default) or float32."""
+        arr = gemm.host_array(x, "upload")
+        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float16)
+        if arr.ndim < 1 or arr.ndim > 3:
+            raise ValueError(f"upload: 1-D to 3-D arrays, got shape {arr.shape}")
+        arr = np.ascontiguousarray(arr, dtype=dt)
+        t = gemm.new_tensor(self, arr.shape, dt)
+        t._write(0, arr)
+        return t
+
+    def empty(self, shape: Sequence[int], dtype: Any = "float16") -> Tensor:
+        """An uninitialised Tensor (1-D to 3-D, float16 or float32)."""
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        return gemm.new_tensor(self, shape, dtype)
+
+    def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None) -> Tensor:
+        """Upload a weight once in the layout the product kernels load fastest: the
+        K x N operand B row-major (op(B) = weight, or weight.T with trans=True, as
+        torch.nn.Linear stores (out, in)), float16, rows padded to 16 bytes so that
+        every N takes the vector-load path. A coop2 variant reads packed rows only,
+        so it gets no padding. Use the Tensor as b= without trans_b."""
+        w = gemm.host_array(weight, "weight")
+        if w.ndim != 2:
+            raise ValueError(f"prepack: a 2-D weight, got shape {w.shape}")
+        w = w.T if trans else w
+        k, n = w.shape
+        name = self.check_variant(variant) if variant is not None and variant != "auto" else None
+        pitch = n if (name or "").startswith("coop2") else -(-n // 8) * 8
+        buf = np.zeros((k, pitch), dtype=np.float16)
+        buf[:, :n] = w
+        t = gemm.new_tensor(self, (k, n), np.float16, pitch, prepacked_for=name or "auto")
+        t._write(0, buf)
+        return t
+
+    def chain(self) -> Chain:
+        """A Chain recording products on Tensors for one submission (see helios.Chain)."""
+        if self.closed:
+            raise _helios.DeviceClosedError("the Device is closed")
+        return Chain(self)
 
     def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
                     variant: Optional[str] = None, dtype: str = "float16",
@@ -222,10 +304,15 @@ def default_device() -> Device:
         return _default
 
 
-def matmul(a: Any, b: Any, *, out_dtype: Any = None, variant: Optional[str] = None,
-           device: Optional[Device] = None) -> np.ndarray:
-    """C = A @ B on the default (or given) device. See Device.matmul."""
-    return (device or default_device()).matmul(a, b, out_dtype=out_dtype, variant=variant)
+def matmul(a: Any, b: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
+    """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the default (or given)
+    device. Keywords as Device.matmul: trans_a, trans_b, bias, activation, alpha,
+    beta, c, out, out_dtype, variant."""
+    return (device or default_device()).matmul(a, b, **kwargs)
+
+
+def _ndim(x: Any) -> int:
+    return x.ndim if hasattr(x, "ndim") else np.ndim(x)
 
 
 def variants(device: Optional[Device] = None) -> list[str]:

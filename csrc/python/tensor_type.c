@@ -1,0 +1,170 @@
+/* tensor_type.c — helios._helios.Tensor: a device-resident buffer. The Python
+ * subclass helios.Tensor keeps shape, dtype and row pitch; this type only owns
+ * the memory, its Device (a strong reference) and the raw transfers. */
+#include "binding.h"
+
+static module_state *tensor_state(TensorObject *self) { return state_from_type(Py_TYPE(self)); }
+
+int is_tensor(module_state *st, PyObject *obj) { return PyObject_TypeCheck(obj, st->TensorType); }
+
+/* Tensor(device, nbytes) */
+static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"device", "nbytes", NULL};
+    PyObject *devo;
+    long long nbytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL:Tensor", kwlist, &devo, &nbytes)) return NULL;
+    module_state *st = state_from_type(type);
+    if (!PyObject_TypeCheck(devo, st->DeviceType)) {
+        PyErr_Format(PyExc_TypeError, "Tensor: device must be a helios.Device, not %.80s",
+                     Py_TYPE(devo)->tp_name);
+        return NULL;
+    }
+    if (nbytes < 1) {
+        PyErr_Format(PyExc_ValueError, "Tensor: nbytes must be >= 1, got %lld", nbytes);
+        return NULL;
+    }
+    DeviceObject *dev = (DeviceObject *)devo;
+    TensorObject *self = (TensorObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    if (device_acquire(dev) < 0) { Py_DECREF(self); return NULL; }
+    hl_error err = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
+    Py_END_ALLOW_THREADS
+    device_release(dev);
+    if (s != HL_OK) { Py_DECREF(self); return raise_status(st, &err); }
+    self->device = (DeviceObject *)Py_NewRef(devo);
+    return (PyObject *)self;
+}
+
+static void Tensor_dealloc(TensorObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->t) {
+        /* The device lock orders this with calls in flight on other threads. */
+        DeviceObject *dev = self->device;
+        if (dev && dev->lock) {
+            Py_BEGIN_ALLOW_THREADS
+            PyThread_acquire_lock(dev->lock, WAIT_LOCK);
+            Py_END_ALLOW_THREADS
+            hl_tensor_destroy(self->t);
+            PyThread_release_lock(dev->lock);
+        } else {
+            hl_tensor_destroy(self->t);
+        }
+        self->t = NULL;
+    }
+    Py_CLEAR(self->device);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int Tensor_traverse(TensorObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->device);
+    return 0;
+}
+
+/* Locks the device and checks that the tensor's memory still exists. */
+static int tensor_acquire(TensorObject *self) {
+    if (!self->t || !self->device) {
+        PyErr_SetString(tensor_state(self)->DeviceClosedError, "the Tensor has no memory");
+        return -1;
+    }
+    if (device_acquire(self->device) < 0) return -1;
+    if (!hl_tensor_alive(self->t)) {
+        device_release(self->device);
+        PyErr_SetString(tensor_state(self)->DeviceClosedError, "the Tensor's Device is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* _write(offset, buffer): bytes of any contiguous buffer into the tensor. */
+static PyObject *Tensor_write(TensorObject *self, PyObject *args) {
+    long long offset;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "Ly*:_write", &offset, &view)) return NULL;
+    if (offset < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "_write: offset must be >= 0");
+        return NULL;
+    }
+    if (tensor_acquire(self) < 0) { PyBuffer_Release(&view); return NULL; }
+    hl_error err = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = hl_tensor_write(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
+    Py_END_ALLOW_THREADS
+    device_release(self->device);
+    PyBuffer_Release(&view);
+    if (s != HL_OK) return raise_status(tensor_state(self), &err);
+    Py_RETURN_NONE;
+}
+
+/* _read(offset, buffer): fills a writable contiguous buffer from the tensor. */
+static PyObject *Tensor_read(TensorObject *self, PyObject *args) {
+    long long offset;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "Lw*:_read", &offset, &view)) return NULL;
+    if (offset < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "_read: offset must be >= 0");
+        return NULL;
+    }
+    if (tensor_acquire(self) < 0) { PyBuffer_Release(&view); return NULL; }
+    hl_error err = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = hl_tensor_read(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
+    Py_END_ALLOW_THREADS
+    device_release(self->device);
+    PyBuffer_Release(&view);
+    if (s != HL_OK) return raise_status(tensor_state(self), &err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tensor_nbytes(TensorObject *self, void *c) {
+    return PyLong_FromUnsignedLongLong(hl_tensor_bytes(self->t));
+}
+static PyObject *Tensor_device(TensorObject *self, void *c) {
+    return Py_NewRef(self->device ? (PyObject *)self->device : Py_None);
+}
+static PyObject *Tensor_alive(TensorObject *self, void *c) { return PyBool_FromLong(hl_tensor_alive(self->t)); }
+
+static PyMethodDef Tensor_methods[] = {
+    {"_write", (PyCFunction)Tensor_write, METH_VARARGS, "Low-level: copy a buffer's bytes in at offset."},
+    {"_read", (PyCFunction)Tensor_read, METH_VARARGS, "Low-level: fill a writable buffer from offset."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Tensor_getset[] = {
+    {"nbytes", (getter)Tensor_nbytes, NULL, "Bytes of device memory the tensor holds.", NULL},
+    {"device", (getter)Tensor_device, NULL, "The Device the memory belongs to.", NULL},
+    {"alive", (getter)Tensor_alive, NULL, "False once the Device closed (the memory is gone).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Tensor_slots[] = {
+    {Py_tp_new, Tensor_new},
+    {Py_tp_dealloc, Tensor_dealloc},
+    {Py_tp_traverse, Tensor_traverse},
+    {Py_tp_methods, Tensor_methods},
+    {Py_tp_getset, Tensor_getset},
+    {Py_tp_doc, "Tensor(device, nbytes): device-local memory (use helios.Device.upload / empty)."},
+    {0, NULL},
+};
+
+static PyType_Spec Tensor_spec = {
+    .name = "helios._helios.Tensor",
+    .basicsize = sizeof(TensorObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = Tensor_slots,
+};
+
+int tensor_type_init(PyObject *module, module_state *st) {
+    st->TensorType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Tensor_spec, NULL);
+    if (!st->TensorType) return -1;
+    return PyModule_AddType(module, st->TensorType);
+}

@@ -1,0 +1,347 @@
+"""The GEMM library layer: operand layouts (transposes, pitches, batches) read
+from NumPy strides or Tensor metadata without copies, the epilogue's names,
+device-resident Tensors and Chains of products submitted as one command buffer.
+
+Device.matmul, Device.upload/empty/prepack and Device.chain are the entry points
+(helios/device.py); this module does the bookkeeping they share.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _helios
+
+ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
+ACTIVATION_DOC = ("None, 'relu', 'gelu' (the tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), "
+                  "as torch's approximate='tanh'; 'gelu_tanh' is the same) or 'silu' (x*sigmoid(x))")
+_ITEM = 2   # float16 operands
+
+
+def activation_code(activation: Optional[str]) -> int:
+    if activation is not None and not isinstance(activation, str):
+        raise TypeError(f"activation must be a str or None, not {type(activation).__name__}")
+    key = activation.lower() if isinstance(activation, str) else None
+    if key not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; expected {ACTIVATION_DOC}")
+    return ACTIVATIONS[key]
+
+
+class Tensor(_helios.Tensor):
+    """Device-resident memory holding a 1-D, 2-D or 3-D float16/float32 array.
+
+    Made by ``Device.upload``, ``Device.empty`` or ``Device.prepack``; rows are
+    ``pitch`` elements apart (``pitch == shape[-1]`` except for prepacked weights,
+    whose rows are padded to 16 bytes). ``numpy()`` downloads a packed copy.
+    Closing the Device frees the memory; using the Tensor afterwards raises
+    DeviceClosedError. ``__dlpack__`` exports that host copy (kDLCPU).
+    """
+
+    shape: tuple
+    dtype: np.dtype
+    pitch: int
+    prepacked_for: Optional[str]
+
+    def _set_meta(self, shape: Sequence[int], dtype: Any, pitch: int,
+                  prepacked_for: Optional[str] = None) -> "Tensor":
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.pitch = int(pitch)
+        self.prepacked_for = prepacked_for
+        return self
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def _rows(self) -> int:
+        return math.prod(self.shape[:-1]) if self.ndim > 1 else 1
+
+    def numpy(self) -> np.ndarray:
+        """A host copy (packed, C-contiguous)."""
+        cols = self.shape[-1]
+        raw = np.empty(self._rows() * self.pitch, dtype=self.dtype)
+        self._read(0, raw)
+        return np.ascontiguousarray(raw.reshape(self._rows(), self.pitch)[:, :cols]).reshape(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.numpy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple:
+        return (1, 0)   # kDLCPU: the export is a host copy
+
+    def __repr__(self) -> str:
+        state = "" if self.alive else ", closed"
+        extra = f", pitch={self.pitch}" if self.pitch != self.shape[-1] else ""
+        pp = f", prepacked_for={self.prepacked_for!r}" if self.prepacked_for else ""
+        return f"helios.Tensor(shape={self.shape}, dtype={self.dtype}{extra}{pp}{state})"
+
+
+def new_tensor(dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None,
+               prepacked_for: Optional[str] = None) -> Tensor:
+    shape = tuple(int(s) for s in shape)
+    if not 1 <= len(shape) <= 3 or any(s < 1 for s in shape):
+        raise ValueError(f"a Tensor has 1 to 3 dimensions, each >= 1; got shape {shape}")
+    dt = np.dtype(dtype)
+    if dt not in (np.float16, np.float32):
+        raise TypeError(f"Tensor dtype must be float16 or float32, got {dt}")
+    pitch = shape[-1] if pitch is None else int(pitch)
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    t = Tensor(dev, rows * pitch * dt.itemsize)
+    return t._set_meta(shape, dt, pitch, prepacked_for)
+
+
+def host_array(x: Any, name: str) -> np.ndarray:
+    """An ndarray view of x (NumPy, the array interface, or DLPack such as a torch
+    CPU tensor: no copy where the producer allows)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__"):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise TypeError(f"{name}: cannot read {type(x).__name__} through DLPack ({e}); "
+                            f"pass a host (CPU) array") from None
+    if hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
+        return np.asarray(x)
+    raise TypeError(f"{name} must be an array (numpy.ndarray, a DLPack or array-interface object) "
+                    f"or a helios.Tensor, not {type(x).__name__}")
+
+
+@dataclass
+class Operand:
+    """One side of a product as the kernel sees it."""
+    data: Any              # flat float16 ndarray view, or a Tensor
+    rows: int              # logical op(X) rows and columns
+    cols: int
+    batch: int             # 1 for 2-D
+    trans: bool            # stored transposed relative to op(X)
+    ld: int                # row pitch of the stored matrix (elements)
+    bstride: int           # elements between batches (0: broadcast)
+
+
+def _matrix_layout(x: np.ndarray) -> Optional[tuple[bool, int]]:
+    """(stored transposed?, pitch) of a 2-D float16 view with unit inner stride
+    on one axis, or None where it needs a copy."""
+    r, c = x.shape
+    sr, sc = x.strides
+    if (sc == _ITEM or c == 1) and sr % _ITEM == 0 and (sr // _ITEM >= c or r == 1) and sr >= 0:
+        return False, (sr // _ITEM if r > 1 else c)
+    if (sr == _ITEM or r == 1) and sc % _ITEM == 0 and (sc // _ITEM >= r or c == 1) and sc >= 0:
+        return True, (sc // _ITEM if c > 1 else r)
+    return None
+
+
+def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
+    """op(x) for a float16 (or float32, rounded) array of 2 or 3 dimensions:
+    C- or F-ordered, transposed views and row pitches pass without a copy."""
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name} must be 2-D or 3-D (batched), got shape {x.shape}")
+    if x.dtype not in (np.float16, np.float32):
+        raise TypeError(f"{name} has dtype {x.dtype}; helios.matmul takes float16 "
+                        f"(float32 is accepted and rounded to float16)")
+    if x.dtype != np.float16 or not x.flags.aligned:
+        x = x.astype(np.float16)
+    view = np.swapaxes(x, -1, -2) if trans else x
+    lay = _matrix_layout(view[0] if view.ndim == 3 else view) if view.size else None
+    bstride = 0
+    if view.ndim == 3 and lay is not None:
+        sb = view.strides[0]
+        if view.shape[0] > 1 and (sb < 0 or sb % _ITEM):
+            lay = None
+        bstride = sb // _ITEM if view.shape[0] > 1 else 0
+    if lay is None:   # general strides: one packed copy
+        view = np.ascontiguousarray(view)
+        lay = (False, view.shape[-1])
+        bstride = view.shape[-2] * view.shape[-1] if view.ndim == 3 else 0
+    stored_trans, ld = lay
+    rows, cols = view.shape[-2:]
+    batch = view.shape[0] if view.ndim == 3 else 1
+    s_rows, s_cols = (cols, rows) if stored_trans else (rows, cols)
+    span = bstride * (batch - 1) + (s_rows - 1) * ld + s_cols if view.size else 0
+    flat = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(_ITEM,)) if span else view
+    return Operand(flat, rows, cols, batch, stored_trans, ld, bstride)
+
+
+def tensor_operand(t: Tensor, name: str, trans: bool) -> Operand:
+    if t.dtype != np.float16:
+        raise TypeError(f"{name}: product operands are float16 Tensors, got {t.dtype}")
+    if t.ndim not in (2, 3):
+        raise ValueError(f"{name} must be a 2-D or 3-D Tensor, got shape {t.shape}")
+    r, c = t.shape[-2:]
+    batch = t.shape[0] if t.ndim == 3 else 1
+    rows, cols = (c, r) if trans else (r, c)
+    return Operand(t, rows, cols, batch, trans, t.pitch, r * t.pitch if batch > 1 else 0)
+
+
+def operand(x: Any, name: str, trans: bool) -> Operand:
+    if isinstance(x, Tensor):
+        return tensor_operand(x, name, trans)
+    return host_operand(host_array(x, name), name, trans)
+
+
+@dataclass
+class ProductSpec:
+    """A product's shape after broadcasting: C is (batch, m, n)."""
+    m: int
+    n: int
+    k: int
+    batch: int
+    batched: bool          # a 3-D result
+
+    def fields(self, a: Operand, b: Operand) -> dict:
+        return {"a": a.data, "b": b.data, "m": self.m, "n": self.n, "k": self.k, "batch": self.batch,
+                "trans_a": a.trans, "trans_b": b.trans, "lda": a.ld, "ldb": b.ld,
+                "stride_a": a.bstride if a.batch > 1 else 0,
+                "stride_b": b.bstride if b.batch > 1 else 0}
+
+
+def product_spec(a: Operand, b: Operand, a_nd: int, b_nd: int) -> ProductSpec:
+    if a.cols != b.rows:
+        raise ValueError(f"matmul: inner dimensions differ: op(a) is ({a.rows}, {a.cols}), "
+                         f"op(b) is ({b.rows}, {b.cols})")
+    if a.batch != b.batch and 1 not in (a.batch, b.batch):
+        raise ValueError(f"matmul: batch sizes differ: a has {a.batch}, b has {b.batch} "
+                         f"(equal, or one of them 1 or 2-D, as numpy.matmul broadcasts)")
+    return ProductSpec(a.rows, b.cols, a.cols, max(a.batch, b.batch), max(a_nd, b_nd) == 3)
+
+
+def bias_array(bias: Any, n: int) -> Any:
+    """A float32 length-n vector (host) or a float32 Tensor of n elements."""
+    if isinstance(bias, Tensor):
+        if bias.dtype != np.float32 or bias.shape != (n,):
+            raise ValueError(f"bias Tensor must be float32 of shape ({n},), got {bias.dtype} {bias.shape}")
+        return bias
+    arr = host_array(bias, "bias")
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"bias must be a vector of length N={n}, got shape {arr.shape}")
+    if arr.dtype.kind != "f":
+        raise TypeError(f"bias must be floating point, got {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def host_epilogue(acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: float,
+                  c: Optional[np.ndarray]) -> np.ndarray:
+    """The epilogue in float64 on the host: used where K == 0 (nothing to run)."""
+    x = alpha * acc.astype(np.float64)
+    if beta != 0.0 and c is not None:
+        x = x + beta * np.asarray(c, dtype=np.float64)
+    if bias is not None:
+        x = x + np.asarray(bias.numpy() if isinstance(bias, Tensor) else bias, dtype=np.float64)
+    if act == 1:
+        x = np.maximum(x, 0.0)
+    elif act == 2:
+        x = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    elif act == 3:
+        x = x / (1.0 + np.exp(-x))
+    return x
+
+
+@dataclass
+class ChainTiming:
+    """GPU time of whole chains: each sample is one run of every operation."""
+    ops: int
+    samples_ms: list[float]
+    warmup: int
+    variants: list[str] = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.samples_ms))
+
+
+class Chain:
+    """Products on Tensors recorded in order and submitted as one command buffer
+    (a barrier between consecutive operations), like a small CUDA graph::
+
+        with dev.chain() as ch:
+            h = ch.matmul(x, w1, bias=b1, activation="gelu")
+            y = ch.matmul(h, w2, bias=b2)
+        # ran once on exit; ch.time(iters=50) times the whole chain again
+
+    Operands must be Tensors (``Device.upload``); a host bias vector is uploaded
+    when recorded. Outputs are allocated when ``out`` is not given. The chain
+    holds references to every Tensor it uses.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self._dev = device
+        self._ops: list[dict] = []
+        self._variants: list[str] = []   # what each operation runs, for reports
+        self.ran = False
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def matmul(self, a: Tensor, b: Tensor, *, out: Optional[Tensor] = None, trans_a: bool = False,
+               trans_b: bool = False, bias: Any = None, activation: Optional[str] = None,
+               alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None,
+               variant: Optional[str] = None) -> Tensor:
+        """Record out = act(alpha*op(a)@op(b) + beta*out + bias); returns out."""
+        for x, nm in ((a, "a"), (b, "b")):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"chain operand {nm} must be a helios.Tensor, not {type(x).__name__} "
+                                f"(upload host arrays with Device.upload first)")
+        A, B = tensor_operand(a, "a", trans_a), tensor_operand(b, "b", trans_b)
+        spec = product_spec(A, B, a.ndim, b.ndim)
+        act = activation_code(activation)
+        shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
+        if out is None:
+            if float(beta) != 0.0:
+                raise ValueError("chain matmul: beta != 0 reads C from out=; give an out Tensor")
+            dt = np.dtype(out_dtype) if out_dtype is not None else np.dtype(np.float16)
+            out = self._dev.empty(shape, dt)
+        check_out(out, shape, out_dtype)
+        op = spec.fields(A, B)
+        op.update(out=out, out_dtype=out.dtype.name, act=act, alpha=float(alpha), beta=float(beta),
+                  variant=self._dev._pick(variant, spec.m, spec.n, spec.k))
+        if bias is not None:
+            bias = bias_array(bias, spec.n)
+            op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
+        self._ops.append(op)
+        self._variants.append(op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k))
+        return out
+
+    def run(self) -> float:
+        """Submit every operation once; returns the chain's GPU time in ms."""
+        _, ms = self._dev._chain(self._ops)
+        self.ran = True
+        return ms
+
+    def time(self, iters: int = 20, warmup: int = 5) -> ChainTiming:
+        """GPU-time the whole chain: `warmup` untimed runs, then `iters` runs each
+        between two timestamps, all in one submission."""
+        samples, _ = self._dev._chain(self._ops, warmup, iters)
+        self.ran = True
+        return ChainTiming(ops=len(self._ops), samples_ms=samples, warmup=warmup,
+                           variants=list(self._variants))
+
+    def __enter__(self) -> "Chain":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None and self._ops and not self.ran:
+            self.run()
+
+
+def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a helios.Tensor, not {type(out).__name__}")
+    if out.shape != shape or out.pitch != out.shape[-1]:
+        raise ValueError(f"out Tensor has shape {out.shape} (pitch {out.pitch}); this product writes "
+                         f"a packed {shape}")
+    if out.dtype not in (np.float16, np.float32):
+        raise TypeError(f"out Tensor dtype must be float16 or float32, got {out.dtype}")
+    if out_dtype is not None and np.dtype(out_dtype) != out.dtype:
+        raise ValueError(f"out_dtype {np.dtype(out_dtype)} differs from the out Tensor's {out.dtype}")

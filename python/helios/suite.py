@@ -1,0 +1,291 @@
+"""`helios suite mlp`: seed 002's workload suite on one transformer MLP block.
+
+    y = gelu(x @ W1 + b1) @ W2 + b2      x: (tokens, d), W1: (d, hidden), W2: (hidden, d)
+
+Adapters, on the same GPU and inputs:
+  helios           weights prepacked once on the device, both products (bias and
+                   GELU fused in the epilogue) recorded as one chain, GPU-timed
+                   per forward with Vulkan timestamps
+  helios_per_call  the same math through helios.matmul on host arrays: every
+                   forward uploads x and the weights and reads the result back
+                   (host wall clock per forward: the round trips the chain removes)
+  torch_eager      torch.addmm + gelu(approximate='tanh') + addmm, CUDA events
+  torch_compile    the same function through torch.compile, CUDA events
+Each adapter's output passes the gate (sampled rows vs a float64 reference and
+every element finite) before it is timed; a failing adapter gets no numbers.
+GELU is the tanh form everywhere; the hidden activation is stored as float16 by
+every adapter, so the reference rounds it to float16 too.
+Per adapter and token count: latency_ms (mean, p50, p95, min, max),
+throughput_tokens_per_sec (tokens / p50), peak_memory_bytes, TF/s.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from .bench import _git
+from .check import ATOL, RTOL, check_close
+from .device import Device
+from .gpustate import gpu_state, ramp_clocks
+
+SCHEMA = "helios-suite/1"
+ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
+CHECK_ROWS = 64
+
+
+@dataclass
+class SuiteConfig:
+    tokens: list[int]
+    d_model: int = 4096
+    hidden: int = 14336
+    iters: int = 50
+    warmup: int = 10
+    adapters: list[str] = field(default_factory=lambda: list(ADAPTERS))
+    seed: int = 0
+    atol: float = ATOL
+    rtol: float = RTOL
+    device: Optional[int] = None
+    tag: str = "mlp"
+    command: list[str] = field(default_factory=list)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+@dataclass
+class Workload:
+    x: np.ndarray
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+
+    @property
+    def tokens(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def flops(self) -> float:
+        d, h = self.w1.shape
+        return 4.0 * self.tokens * d * h
+
+    def reference_rows(self, rows: np.ndarray) -> np.ndarray:
+        x = self.x[rows].astype(np.float64)
+        h = gelu_tanh(x @ self.w1.astype(np.float64) + self.b1).astype(np.float16).astype(np.float64)
+        return h @ self.w2.astype(np.float64) + self.b2
+
+
+def make_workload(tokens: int, d: int, hidden: int, seed: int) -> Workload:
+    """Seeded normals; weights scaled by 1/sqrt(fan-in) as a trained layer's are,
+    so activations stay O(1) through both products."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((tokens, d), dtype=np.float32).astype(np.float16)
+    w1 = (rng.standard_normal((d, hidden), dtype=np.float32) / math.sqrt(d)).astype(np.float16)
+    w2 = (rng.standard_normal((hidden, d), dtype=np.float32) / math.sqrt(hidden)).astype(np.float16)
+    b1 = (0.1 * rng.standard_normal(hidden)).astype(np.float32)
+    b2 = (0.1 * rng.standard_normal(d)).astype(np.float32)
+    return Workload(x, w1, b1, w2, b2)
+
+
+def gate(y: np.ndarray, wl: Workload, cfg: SuiteConfig) -> dict:
+    rng = np.random.default_rng(cfg.seed + 1)
+    rows = np.sort(rng.choice(wl.tokens, size=min(CHECK_ROWS, wl.tokens), replace=False))
+    r = check_close(np.asarray(y)[rows], wl.reference_rows(rows), atol=cfg.atol, rtol=cfg.rtol)
+    d = r.as_dict()
+    nonfinite = int((~np.isfinite(np.asarray(y, dtype=np.float32))).sum())
+    d.update(kind="float64 rows + finite", rows_checked=int(rows.size), nonfinite_total=nonfinite,
+             passed=bool(r.passed and nonfinite == 0))
+    return d
+
+
+def latency(samples_ms: list[float]) -> dict:
+    x = np.asarray(samples_ms, dtype=np.float64)
+    return {"mean": float(x.mean()), "p50": float(np.median(x)), "p95": float(np.percentile(x, 95)),
+            "min": float(x.min()), "max": float(x.max()), "n": int(x.size)}
+
+
+def _finish(row: dict, wl: Workload, samples: list[float], peak: Optional[int]) -> dict:
+    lat = latency(samples)
+    row.update(status="ok", latency_ms=lat, throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
+               tflops=wl.flops / (lat["p50"] * 1e-3) / 1e12, peak_memory_bytes=peak)
+    return row
+
+
+def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
+    row: dict = {"adapter": "helios", "timer": "vulkan timestamps, one chain per sample"}
+    dev.reset_telemetry()
+    x, w1, w2 = dev.upload(wl.x), dev.prepack(wl.w1), dev.prepack(wl.w2)
+    b1, b2 = dev.upload(wl.b1, dtype=np.float32), dev.upload(wl.b2, dtype=np.float32)
+    ch = dev.chain()
+    h = ch.matmul(x, w1, bias=b1, activation="gelu")
+    y = ch.matmul(h, w2, bias=b2)
+    ch.run()
+    row["check"] = gate(y.numpy(), wl, cfg)
+    row["variants"] = list(ch._variants)
+    if not row["check"]["passed"]:
+        row["status"] = "check failed"
+        return row
+    ramp_clocks(lambda: ch.time(iters=3, warmup=0))
+    t = ch.time(iters=cfg.iters, warmup=cfg.warmup)
+    # Host wall clock of one submitted forward (record + submit + wait), for the
+    # comparison with helios_per_call.
+    wall = []
+    for _ in range(min(cfg.iters, 20)):
+        t0 = time.perf_counter()
+        ch.run()
+        wall.append((time.perf_counter() - t0) * 1e3)
+    row["wall_ms"] = latency(wall)
+    return _finish(row, wl, t.samples_ms, int(dev.telemetry()["peak_device_bytes"]))
+
+
+def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
+    row: dict = {"adapter": "helios_per_call",
+                 "timer": "host wall clock per forward (uploads, two submissions, downloads)"}
+    dev.reset_telemetry()
+
+    def forward() -> np.ndarray:
+        h = dev.matmul(wl.x, wl.w1, bias=wl.b1, activation="gelu")
+        return dev.matmul(h, wl.w2, bias=wl.b2)
+
+    row["check"] = gate(forward(), wl, cfg)
+    if not row["check"]["passed"]:
+        row["status"] = "check failed"
+        return row
+    for _ in range(min(cfg.warmup, 3)):
+        forward()
+    wall = []
+    for _ in range(min(cfg.iters, 20)):
+        t0 = time.perf_counter()
+        forward()
+        wall.append((time.perf_counter() - t0) * 1e3)
+    row["wall_ms"] = latency(wall)
+    return _finish(row, wl, wall, int(dev.telemetry()["peak_device_bytes"]))
+
+
+def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
+    name = "torch_compile" if compiled else "torch_eager"
+    row: dict = {"adapter": name, "timer": "cuda events per forward"}
+    try:
+        import torch
+    except ImportError:
+        row["status"] = "skipped: torch is not installed"
+        return row
+    if not torch.cuda.is_available():
+        row["status"] = "skipped: torch sees no CUDA device"
+        return row
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    x, w1, w2 = (torch.from_numpy(a).to(dev) for a in (wl.x, wl.w1, wl.w2))
+    b1 = torch.from_numpy(wl.b1).to(dev, torch.float16)
+    b2 = torch.from_numpy(wl.b2).to(dev, torch.float16)
+
+    def mlp(x, w1, b1, w2, b2):
+        h = torch.nn.functional.gelu(torch.addmm(b1, x, w1), approximate="tanh")
+        return torch.addmm(b2, h, w2)
+
+    fn = mlp
+    row["torch"] = torch.__version__
+    if compiled:
+        try:
+            fn = torch.compile(mlp)
+            t0 = time.perf_counter()
+            fn(x, w1, b1, w2, b2)
+            torch.cuda.synchronize()
+            row["compile_s"] = time.perf_counter() - t0
+        except Exception as e:   # a broken toolchain is a result, not a crash
+            row["status"] = f"skipped: torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
+            return row
+    y = fn(x, w1, b1, w2, b2)
+    torch.cuda.synchronize()
+    row["check"] = gate(y.float().cpu().numpy(), wl, cfg)
+    if not row["check"]["passed"]:
+        row["status"] = "check failed"
+        return row
+    ramp_clocks(lambda: [fn(x, w1, b1, w2, b2) for _ in range(3)] and torch.cuda.synchronize())
+    for _ in range(cfg.warmup):
+        fn(x, w1, b1, w2, b2)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(cfg.iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(cfg.iters)]
+    for i in range(cfg.iters):
+        starts[i].record()
+        fn(x, w1, b1, w2, b2)
+        ends[i].record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    row["gpu"] = torch.cuda.get_device_name()
+    return _finish(row, wl, samples, int(torch.cuda.max_memory_allocated()))
+
+
+def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+    bad = [a for a in cfg.adapters if a not in ADAPTERS]
+    if bad:
+        raise ValueError(f"unknown adapter(s) {bad}; expected some of {list(ADAPTERS)}")
+    if cfg.iters < 1 or cfg.warmup < 0 or not cfg.tokens or min(cfg.tokens) < 1 or cfg.d_model < 1 \
+            or cfg.hidden < 1:
+        raise ValueError("need iters >= 1, warmup >= 0, tokens >= 1, d_model >= 1, hidden >= 1")
+    result: dict = {
+        "schema": SCHEMA, "suite": "mlp", "tag": cfg.tag, "status": "ok",
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "workload": {"formula": "y = gelu_tanh(x @ W1 + b1) @ W2 + b2", "d_model": cfg.d_model,
+                     "hidden": cfg.hidden, "dtype": "float16", "accumulate": "float32",
+                     "hidden_activation_dtype": "float16"},
+        "iters": cfg.iters, "warmup": cfg.warmup, "seed": cfg.seed, "atol": cfg.atol, "rtol": cfg.rtol,
+        "command": cfg.command, "git": _git(),
+        "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version(),
+                 "numpy": np.__version__},
+        "rows": [],
+    }
+    with Device(cfg.device) as dev:
+        result["helios"] = {k: dev.info[k] for k in ("name", "driver_name", "driver_info", "driver_version")}
+        result["gpu_state_before"] = gpu_state()
+        for tokens in cfg.tokens:
+            wl = make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
+            for adapter in cfg.adapters:
+                log(f"suite mlp: tokens={tokens} {adapter} ...")
+                if adapter == "helios":
+                    row = run_helios(dev, wl, cfg)
+                elif adapter == "helios_per_call":
+                    row = run_helios_per_call(dev, wl, cfg)
+                else:
+                    row = run_torch(wl, cfg, adapter == "torch_compile")
+                row["tokens"] = tokens
+                if row.get("status") == "check failed":
+                    result["status"] = "failed"
+                log(f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
+                    + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else ""))
+                result["rows"].append(row)
+        result["gpu_state_after"] = gpu_state()
+    return result
+
+
+def suite_markdown(result: dict) -> str:
+    w = result["workload"]
+    lines = [f"# helios suite mlp ({result['tag']}): {w['formula']}, d={w['d_model']}, hidden={w['hidden']}",
+             "", f"device: {result.get('helios', {}).get('name')}; iters {result['iters']}, "
+             f"warmup {result['warmup']}; commit {result['git'].get('commit')}", "",
+             "| tokens | adapter | status | p50 ms | p95 ms | mean ms | tokens/s | TF/s | peak memory MiB | "
+             "host wall p50 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        lat = r.get("latency_ms")
+        if lat:
+            peak = r.get("peak_memory_bytes")
+            wall = r.get("wall_ms", {}).get("p50")
+            lines.append(f"| {r['tokens']} | {r['adapter']} | ok | {lat['p50']:.4f} | {lat['p95']:.4f} | "
+                         f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {r['tflops']:.1f} | "
+                         f"{peak / 2**20:.0f} | {'' if wall is None else f'{wall:.3f}'} |")
+        else:
+            lines.append(f"| {r['tokens']} | {r['adapter']} | {r.get('status')} | | | | | | | |")
+    lines += ["", "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
+              "wall clock (uploads + downloads included). Peak memory: Helios's device-local allocations "
+              "(weights, activations, workspace), torch.cuda.max_memory_allocated for torch."]
+    return "\n".join(lines) + "\n"
