@@ -105,7 +105,7 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
             ra[r] = i < A_VECS ? load_a_checked(abase, gr, gc, TRANS_A ? kend : p.M, TRANS_A ? p.M : kend)
                                : uvec4(0);
         else if (A_VECS % THREADS == 0u || i < A_VECS)
-            ra[r] = a128[(abase + gr * p.lda + gc) / 8u];
+            ra[r] = a128[abase / 8u + gr * (p.lda / 8u) + gc / 8u];   // all multiples of 8 here
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
@@ -114,7 +114,7 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
             rb[r] = i < B_VECS ? load_b_checked(bbase, gr, gc, TRANS_B ? p.N : kend, TRANS_B ? kend : p.N)
                                : uvec4(0);
         else if (B_VECS % THREADS == 0u || i < B_VECS)
-            rb[r] = b128[(bbase + gr * p.ldb + gc) / 8u];
+            rb[r] = b128[bbase / 8u + gr * (p.ldb / 8u) + gc / 8u];
     }
 }
 

@@ -31,12 +31,13 @@ import numpy as np
 
 from .bench import _git
 from .check import ATOL, RTOL, check_close
-from .device import Device
-from .gpustate import gpu_state, ramp_clocks
+from .device import Device, warmup_launches
+from .gpustate import gpu_state, low_clock, ramp_clocks
 
 SCHEMA = "helios-suite/1"
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
+WARMUP_MS = 200.0   # at least this much GPU work before timing, as helios bench (clocks ramp)
 
 
 @dataclass
@@ -113,6 +114,8 @@ def latency(samples_ms: list[float]) -> dict:
 
 def _finish(row: dict, wl: Workload, samples: list[float], peak: Optional[int]) -> dict:
     lat = latency(samples)
+    st = row.get("gpu_state") or {}
+    row["low_clock"] = bool(low_clock(st.get("before"), st.get("after")))
     row.update(status="ok", latency_ms=lat, throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
                tflops=wl.flops / (lat["p50"] * 1e-3) / 1e12, peak_memory_bytes=peak)
     return row
@@ -132,8 +135,12 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     if not row["check"]["passed"]:
         row["status"] = "check failed"
         return row
-    ramp_clocks(lambda: ch.time(iters=3, warmup=0))
-    t = ch.time(iters=cfg.iters, warmup=cfg.warmup)
+    row["clock_warmup"] = ramp_clocks(lambda: ch.time(iters=10, warmup=0))
+    est = ch.time(iters=3, warmup=1).median_ms
+    row["warmup_launches"] = warmup_launches(est, cfg.warmup, WARMUP_MS)
+    before = gpu_state()
+    t = ch.time(iters=cfg.iters, warmup=row["warmup_launches"])
+    row["gpu_state"] = {"before": before, "after": gpu_state()}
     # Host wall clock of one submitted forward (record + submit + wait), for the
     # comparison with helios_per_call.
     wall = []
@@ -208,10 +215,19 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
     if not row["check"]["passed"]:
         row["status"] = "check failed"
         return row
-    ramp_clocks(lambda: [fn(x, w1, b1, w2, b2) for _ in range(3)] and torch.cuda.synchronize())
-    for _ in range(cfg.warmup):
-        fn(x, w1, b1, w2, b2)
-    torch.cuda.synchronize()
+    def burst(n: int) -> float:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn(x, w1, b1, w2, b2)
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e) / n
+
+    row["clock_warmup"] = ramp_clocks(lambda: burst(10))
+    row["warmup_launches"] = warmup_launches(burst(3), cfg.warmup, WARMUP_MS)
+    burst(row["warmup_launches"])
+    before = gpu_state()
     torch.cuda.reset_peak_memory_stats()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(cfg.iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(cfg.iters)]
@@ -222,6 +238,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
     torch.cuda.synchronize()
     samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     row["gpu"] = torch.cuda.get_device_name()
+    row["gpu_state"] = {"before": before, "after": gpu_state()}
     return _finish(row, wl, samples, int(torch.cuda.max_memory_allocated()))
 
 
@@ -280,7 +297,8 @@ def suite_markdown(result: dict) -> str:
         if lat:
             peak = r.get("peak_memory_bytes")
             wall = r.get("wall_ms", {}).get("p50")
-            lines.append(f"| {r['tokens']} | {r['adapter']} | ok | {lat['p50']:.4f} | {lat['p95']:.4f} | "
+            status = "ok, low clock" if r.get("low_clock") else "ok"
+            lines.append(f"| {r['tokens']} | {r['adapter']} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
                          f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {r['tflops']:.1f} | "
                          f"{peak / 2**20:.0f} | {'' if wall is None else f'{wall:.3f}'} |")
         else:
