@@ -36,6 +36,7 @@ layout(constant_id = 13) const uint EPI = 0;   // EPI_* bits
 layout(constant_id = 14) const uint ACT = 0;   // ACT_* below
 layout(constant_id = 15) const bool TRANS_A = false;
 layout(constant_id = 16) const bool TRANS_B = false;
+layout(constant_id = 17) const bool BATCHED = false;   // batch > 1 (grid z = batch * splits)
 const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
 const uint ACT_NONE = 0u, ACT_RELU = 1u, ACT_GELU_TANH = 2u, ACT_SILU = 3u;
 const bool EPILOGUE = EPI != 0u || ACT != 0u;

@@ -93,28 +93,35 @@ coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[SG_M * SG_
 uvec4 ra[A_PER_T];
 uvec4 rb[B_PER_T];
 
-uint abase, bbase;   // this workgroup's batch offsets into A and B
+// This workgroup's batch offsets into A and B, in elements. Plain products
+// (BATCHED false) compile them to 0, so their loop is the one before batches.
+uint abase, bbase;
 
 // Global -> registers for the slab at k0. `checked` is a constant at every call
-// site, so each path compiles to its own straight-line code.
+// site, so each path compiles to its own straight-line code. The unchecked path
+// indexes in 16-byte vectors (every term a multiple of 8 elements there).
 void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
     [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
         uint i = tid + r * THREADS;
-        uint gr = (TRANS_A ? k0 : m0) + i / A_VPR, gc = (TRANS_A ? m0 : k0) + (i % A_VPR) * 8u;
+        uint row = i / A_VPR, col = i % A_VPR;
+        uint r0 = TRANS_A ? k0 : m0, c0 = TRANS_A ? m0 : k0;   // the slab's corner as stored
         if (checked)
-            ra[r] = i < A_VECS ? load_a_checked(abase, gr, gc, TRANS_A ? kend : p.M, TRANS_A ? p.M : kend)
+            ra[r] = i < A_VECS ? load_a_checked(abase, r0 + row, c0 + col * 8u, TRANS_A ? kend : p.M,
+                                                TRANS_A ? p.M : kend)
                                : uvec4(0);
         else if (A_VECS % THREADS == 0u || i < A_VECS)
-            ra[r] = a128[abase / 8u + gr * (p.lda / 8u) + gc / 8u];   // all multiples of 8 here
+            ra[r] = a128[abase / 8u + (r0 + row) * (p.lda / 8u) + c0 / 8u + col];
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
-        uint gr = (TRANS_B ? n0 : k0) + i / B_VPR, gc = (TRANS_B ? k0 : n0) + (i % B_VPR) * 8u;
+        uint row = i / B_VPR, col = i % B_VPR;
+        uint r0 = TRANS_B ? n0 : k0, c0 = TRANS_B ? k0 : n0;
         if (checked)
-            rb[r] = i < B_VECS ? load_b_checked(bbase, gr, gc, TRANS_B ? p.N : kend, TRANS_B ? kend : p.N)
+            rb[r] = i < B_VECS ? load_b_checked(bbase, r0 + row, c0 + col * 8u, TRANS_B ? p.N : kend,
+                                                TRANS_B ? kend : p.N)
                                : uvec4(0);
         else if (B_VECS % THREADS == 0u || i < B_VECS)
-            rb[r] = b128[bbase / 8u + gr * (p.ldb / 8u) + gc / 8u];
+            rb[r] = b128[bbase / 8u + (r0 + row) * (p.ldb / 8u) + c0 / 8u + col];
     }
 }
 
@@ -225,9 +232,10 @@ void main() {
     const uint m0 = by * BM, n0 = bx * BN;
     const uint row0 = m0 + wm * SG_M * TM, col0 = n0 + wn * SG_N * TN;
     // Grid z enumerates batch x split.
-    const uint bidx = gl_WorkGroupID.z / p.splits, zsplit = gl_WorkGroupID.z % p.splits;
-    abase = bidx * p.sa;
-    bbase = bidx * p.sb;
+    const uint bidx = BATCHED ? gl_WorkGroupID.z / p.splits : 0u;
+    const uint zsplit = BATCHED ? gl_WorkGroupID.z % p.splits : gl_WorkGroupID.z;
+    abase = BATCHED ? bidx * p.sa : 0u;
+    bbase = BATCHED ? bidx * p.sb : 0u;
     const uint kbeg = zsplit * p.k_chunk;
     const uint kend = min(p.K, kbeg + p.k_chunk);
 

@@ -63,16 +63,16 @@ static const char *shader_for(const hl_variant *v, hl_dtype out) {
 }
 
 /* The main kernel's pipeline for a variant, layouts and epilogue: its
- * specialization constants (ids 13-16 are the epilogue and layouts of
+ * specialization constants (ids 13-17 are the epilogue, layouts and batching of
  * matmul_common.glsl; shaders without some of the ids ignore them). */
 static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi,
-                                  uint32_t act, int trans_a, int trans_b, hl_pipeline **out,
+                                  uint32_t act, int trans_a, int trans_b, int batched, hl_pipeline **out,
                                   hl_error *err) {
     if (v->path == HL_PATH_COOP2) {
         uint32_t spec2[5] = {v->bm, v->bn, v->bk, v->threads, v->raster};
         return hl_pipeline_get(dev, shader_for(v, out_dtype), spec2, 5, 0, out, err);
     }
-    uint32_t spec[17] = {0};
+    uint32_t spec[18] = {0};
     uint32_t sgsz = 0;
     if (v->path == HL_PATH_COOP) {
         uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
@@ -85,9 +85,10 @@ static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype 
     spec[14] = act;
     spec[15] = (uint32_t)!!trans_a;
     spec[16] = (uint32_t)!!trans_b;
+    spec[17] = (uint32_t)!!batched;
     /* Plain products keep their old (shorter) constant list, so the pipelines
      * the tuner and benchmarks built stay the same objects. */
-    uint32_t n = (epi || act || trans_a || trans_b) ? 17 : (v->path == HL_PATH_COOP ? 13 : 0);
+    uint32_t n = (epi || act || trans_a || trans_b || batched) ? 18 : (v->path == HL_PATH_COOP ? 13 : 0);
     return hl_pipeline_get(dev, shader_for(v, out_dtype), n ? spec : NULL, n, sgsz, out, err);
 }
 
@@ -98,7 +99,7 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_
     if (out_dtype != HL_F16 && out_dtype != HL_F32)
         return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: output must be f16 or f32");
     hl_pipeline *p;
-    st = variant_pipeline(dev, v, out_dtype, 0, 0, 0, 0, &p, err);
+    st = variant_pipeline(dev, v, out_dtype, 0, 0, 0, 0, 0, &p, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -236,9 +237,10 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     /* Split-K: the main kernel writes plain partial products; the reduction
      * applies the epilogue. */
     if (splits > 1)
-        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, 0, 0, ta, tb, &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, 0, 0, ta, tb, batch > 1, &main_p, err));
     else
-        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1,
+                                &main_p, err));
     if (splits > 1) {
         uint32_t spec[17] = {0};
         spec[13] = epi;
