@@ -49,6 +49,8 @@ layout(binding = 1) readonly buffer B128 { uvec4 b128[]; };
 layout(binding = 1) readonly buffer BH { float16_t bh[]; };
 layout(binding = 2) writeonly buffer C { OUT_T c[]; };
 layout(binding = 2) readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
+layout(binding = 2) writeonly buffer C128 { uvec4 c128[]; };    // 8 halfs (or 4 floats) per store
+layout(binding = 2) writeonly buffer C4 { vec4 c4[]; };
 // Split-K workspace: batch * splits fp32 partial products of M x N, one after another.
 layout(binding = 3) buffer W { float ws[]; };
 layout(binding = 3) buffer W4 { vec4 ws4[]; };

@@ -68,6 +68,9 @@ const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 shared uvec4 As[A_R * A_ROW];
 shared uvec4 Bs[B_R * B_ROW];
 shared float scratch[WM * WN * TM * TN];
+// The vectorized epilogue store: every invocation of a subgroup owns 8 elements of a tile.
+// (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
+const uint VEC_EPILOGUE = (TM * TN == 8u * SUBGROUP ? 1u : 0u) * (TN % 8u == 0u ? 1u : 0u);
 
 // 8 halfs at row gr, columns gc..gc+7 of the stored operand (row pitch lda/ldb,
 // batch base `base`), zero outside rows < rlim, columns < clim (the checked path).
@@ -265,6 +268,8 @@ void main() {
     const bool store_whole = block_in && (split ? p.N % 4u == 0u
                                                 : !EPILOGUE && (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;
+    bool vec_epilogue = false;
+    if (EPILOGUE) vec_epilogue = VEC_EPILOGUE == 1u;
     [[unroll]] for (uint i = 0; i < SG_M; i++) {
         [[unroll]] for (uint j = 0; j < SG_N; j++) {
             const uint gr = row0 + i * TM, gc = col0 + j * TN;
@@ -276,6 +281,30 @@ void main() {
                 coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
                     coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
+            } else if (vec_epilogue && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
+                // Interior tiles with an epilogue: through this subgroup's own scratch
+                // tile, 8 consecutive elements per invocation, one 16-byte store each
+                // (two for f32); only the subgroup synchronizes.
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
+                const uint e0 = lane * 8u;
+                const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
+                float v[8];
+                [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = epilogue(scratch[sbase + e0 + u], ci + u, q + u);
+#ifdef OUT_F16
+                c128[ci / 8u] = uvec4(packFloat2x16(f16vec2(float16_t(v[0]), float16_t(v[1]))),
+                                      packFloat2x16(f16vec2(float16_t(v[2]), float16_t(v[3]))),
+                                      packFloat2x16(f16vec2(float16_t(v[4]), float16_t(v[5]))),
+                                      packFloat2x16(f16vec2(float16_t(v[6]), float16_t(v[7]))));
+#else
+                c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
+                c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
+#endif
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();   // the next tile reuses the scratch tile
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);

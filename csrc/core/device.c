@@ -479,6 +479,15 @@ void hl_device_destroy(hl_device *dev) {
     free(dev);
 }
 
+void hl_device_release_scratch(hl_device *dev) {
+    hl_buffer_destroy(dev, &dev->buf_a);
+    hl_buffer_destroy(dev, &dev->buf_b);
+    hl_buffer_destroy(dev, &dev->buf_c);
+    hl_buffer_destroy(dev, &dev->buf_w);
+    hl_buffer_destroy(dev, &dev->buf_bias);
+    hl_buffer_destroy(dev, &dev->flush);
+}
+
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
 int hl_device_coop2_enabled(const hl_device *dev) { return dev->coop2_enabled; }

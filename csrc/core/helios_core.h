@@ -133,6 +133,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
 void hl_device_destroy(hl_device *dev);   /* NULL-safe */
 const hl_caps *hl_device_caps(const hl_device *dev);
 int hl_device_coop_enabled(const hl_device *dev);
+/* Frees the device-local scratch buffers host-array products reuse (they are
+ * made again on demand); tensors and pipelines stay. */
+void hl_device_release_scratch(hl_device *dev);
 int hl_device_coop2_enabled(const hl_device *dev);
 
 /* Validates v for this device; the message says which limit or table row fails. */

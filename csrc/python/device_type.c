@@ -445,6 +445,13 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     return d;
 }
 
+static PyObject *Device_empty_cache(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    hl_device_release_scratch(self->dev);
+    PyThread_release_lock(self->lock);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Device_reset_telemetry(DeviceObject *self, PyObject *unused) {
     if (acquire(self) < 0) return NULL;
     hl_telemetry_reset(self->dev);
@@ -474,6 +481,9 @@ static PyMethodDef Device_methods[] = {
      "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},
     {"telemetry", (PyCFunction)Device_telemetry, METH_NOARGS, "Counters since creation or the last reset."},
     {"reset_telemetry", (PyCFunction)Device_reset_telemetry, METH_NOARGS, "Zero the counters."},
+    {"empty_cache", (PyCFunction)Device_empty_cache, METH_NOARGS,
+     "Free the device-local scratch buffers that products on host arrays reuse (made again on "
+     "demand); Tensors stay."},
     {NULL}};
 
 static PyGetSetDef Device_getset[] = {

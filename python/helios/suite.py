@@ -116,13 +116,14 @@ def _finish(row: dict, wl: Workload, samples: list[float], peak: Optional[int]) 
     lat = latency(samples)
     st = row.get("gpu_state") or {}
     row["low_clock"] = bool(low_clock(st.get("before"), st.get("after")))
-    row.update(status="ok", latency_ms=lat, throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
+    row.update(status="ok", latency_ms=lat, samples_ms=[float(x) for x in samples], throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
                tflops=wl.flops / (lat["p50"] * 1e-3) / 1e12, peak_memory_bytes=peak)
     return row
 
 
 def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     row: dict = {"adapter": "helios", "timer": "vulkan timestamps, one chain per sample"}
+    dev.empty_cache()      # peak memory: this adapter's allocations only
     dev.reset_telemetry()
     x, w1, w2 = dev.upload(wl.x), dev.prepack(wl.w1), dev.prepack(wl.w2)
     b1, b2 = dev.upload(wl.b1, dtype=np.float32), dev.upload(wl.b2, dtype=np.float32)
@@ -155,6 +156,7 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
 def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     row: dict = {"adapter": "helios_per_call",
                  "timer": "host wall clock per forward (uploads, two submissions, downloads)"}
+    dev.empty_cache()
     dev.reset_telemetry()
 
     def forward() -> np.ndarray:
