@@ -38,6 +38,7 @@ SCHEMA = "helios-suite/1"
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
 WARMUP_MS = 200.0   # at least this much GPU work before timing, as helios bench (clocks ramp)
+RAMP_MS = 50.0      # GPU work per clock-ramp burst
 
 
 @dataclass
@@ -136,8 +137,11 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     if not row["check"]["passed"]:
         row["status"] = "check failed"
         return row
-    row["clock_warmup"] = ramp_clocks(lambda: ch.time(iters=10, warmup=0))
     est = ch.time(iters=3, warmup=1).median_ms
+    # Ramp bursts of >= RAMP_MS of GPU work: short ones with host gaps between
+    # left an idle H100 at 600 MHz for 3 s (measured, 512 tokens).
+    burst = warmup_launches(est, 10, RAMP_MS)
+    row["clock_warmup"] = ramp_clocks(lambda: ch.time(iters=burst, warmup=0))
     row["warmup_launches"] = warmup_launches(est, cfg.warmup, WARMUP_MS)
     before = gpu_state()
     t = ch.time(iters=cfg.iters, warmup=row["warmup_launches"])
@@ -226,8 +230,10 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
         torch.cuda.synchronize()
         return s.elapsed_time(e) / n
 
-    row["clock_warmup"] = ramp_clocks(lambda: burst(10))
-    row["warmup_launches"] = warmup_launches(burst(3), cfg.warmup, WARMUP_MS)
+    est = burst(3)
+    n_ramp = warmup_launches(est, 10, RAMP_MS)
+    row["clock_warmup"] = ramp_clocks(lambda: burst(n_ramp))
+    row["warmup_launches"] = warmup_launches(est, cfg.warmup, WARMUP_MS)
     burst(row["warmup_launches"])
     before = gpu_state()
     torch.cuda.reset_peak_memory_stats()
