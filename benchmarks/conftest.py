@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import helios
-from helios.gpustate import gpu_state, ramp_clocks
+from helios.gpustate import gpu_state, ramp_clocks, select_gpu
 from helios.shapes import parse_shapes
 
 QUICK = "64x64x64,127x129x65"
@@ -51,9 +51,11 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="session")
 def dev():
     try:
-        return device()
+        d = device()
     except helios.NoDeviceError as e:
         pytest.skip(f"no Vulkan device: {e}")
+    select_gpu(d.info["uuid"])   # GPU state of the GPU Helios runs on
+    return d
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
     """The CUDA references through helios.reference: the very code helios bench uses."""
     from helios.reference import make_reference
     try:
-        ref = make_reference(ref_name)
+        ref = make_reference(ref_name, dev.info["uuid"])
     except RuntimeError as e:
         pytest.skip(str(e))
     a, b = inputs(shape)

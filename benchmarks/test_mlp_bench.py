@@ -28,7 +28,7 @@ def test_mlp(benchmark, dev, adapter):
     if adapter == "helios":
         row = suite.run_helios(dev, wl, cfg)
     else:
-        row = suite.run_torch(wl, cfg, adapter == "torch_compile")
+        row = suite.run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
         if row["status"].startswith("skipped"):
             pytest.skip(f"{adapter}: {row['status']}")
     assert row["status"] == "ok", row

@@ -125,6 +125,11 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->max_storage_buffer_range = p->limits.maxStorageBufferRange;
     c->max_allocation_bytes = m3.maxMemoryAllocationSize;
     c->timestamp_period_ns = p->limits.timestampPeriod;
+    /* Identity: what ties this Vulkan device to its CUDA and NVML twins. */
+    memcpy(c->uuid, p11.deviceUUID, sizeof c->uuid);
+    memcpy(c->driver_uuid, p11.driverUUID, sizeof c->driver_uuid);
+    memcpy(c->luid, p11.deviceLUID, sizeof c->luid);
+    c->luid_valid = p11.deviceLUIDValid == VK_TRUE;
 
     vkGetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem_props);
     for (uint32_t i = 0; i < dev->mem_props.memoryHeapCount; i++)
@@ -149,6 +154,16 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         c->sm_count = sm.shaderSMCount;
     }
 #endif
+    if (has_ext(exts, n_ext, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME)) {
+        VkPhysicalDevicePCIBusInfoPropertiesEXT pci = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+        ext_properties(dev->phys, &pci);
+        c->has_pci = 1;
+        c->pci_domain = pci.pciDomain;
+        c->pci_bus = pci.pciBus;
+        c->pci_device = pci.pciDevice;
+        c->pci_function = pci.pciFunction;
+    }
 
 #ifdef VK_NV_cooperative_matrix2
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {

@@ -81,6 +81,10 @@ typedef struct hl_caps {
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count;           /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
+    /* identity (VkPhysicalDeviceIDProperties; PCI from VK_EXT_pci_bus_info where offered) */
+    uint8_t uuid[16], driver_uuid[16], luid[8];
+    int luid_valid, has_pci;
+    uint32_t pci_domain, pci_bus, pci_device, pci_function;
     int has_pipeline_stats;      /* VK_KHR_pipeline_executable_properties */
     uint32_t n_coop2_flex;       /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;

@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 #define CU(call)                                                                          \
@@ -136,10 +137,12 @@ done:
     return rc;
 }
 
-int hc_info(char *name, size_t cap, int *runtime_version, int *driver_version, int *cublaslt_version) {
+int hc_info(char *name, size_t cap, unsigned char uuid[16], int *runtime_version, int *driver_version,
+            int *cublaslt_version) {
     struct cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return -1;
     snprintf(name, cap, "%s", p.name);
+    memcpy(uuid, p.uuid.bytes, 16);
     if (cudaRuntimeGetVersion(runtime_version) != cudaSuccess) return -1;
     if (cudaDriverGetVersion(driver_version) != cudaSuccess) return -1;
     *cublaslt_version = (int)cublasLtGetVersion();

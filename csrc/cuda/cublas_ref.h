@@ -17,6 +17,7 @@ typedef struct hc_args {
 
 /* 0 on success; otherwise msg names the failing call and its error string. */
 int hc_matmul(const hc_args *args, char *msg, size_t msg_cap);
-/* Name of device 0 and the runtime/driver versions, for metadata. */
-int hc_info(char *name, size_t cap, int *runtime_version, int *driver_version, int *cublaslt_version);
+/* Name and UUID of device 0 and the runtime/driver versions, for metadata. */
+int hc_info(char *name, size_t cap, unsigned char uuid[16], int *runtime_version, int *driver_version,
+            int *cublaslt_version);
 #endif

@@ -56,15 +56,22 @@ static PyObject *py_matmul(PyObject *self, PyObject *args, PyObject *kwds) {
 }
 
 static PyObject *py_info(PyObject *self, PyObject *unused) {
-    char name[256];
+    char name[256], uuid[40];
+    unsigned char u[16];
     int rt = 0, drv = 0, lt = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = hc_info(name, sizeof name, &rt, &drv, &lt);
+    rc = hc_info(name, sizeof name, u, &rt, &drv, &lt);
     Py_END_ALLOW_THREADS
     if (rc != 0) return PyErr_Format(PyExc_RuntimeError, "cuBLASLt reference: no usable CUDA device");
-    return Py_BuildValue("{s:s,s:i,s:i,s:i}", "gpu", name, "cuda_runtime", rt, "cuda_driver", drv,
-                         "cublaslt_version", lt);
+    int o = 0;   /* 8-4-4-4-12, as helios.Device.info["uuid"] */
+    for (int i = 0; i < 16; i++) {
+        o += snprintf(uuid + o, sizeof uuid - (size_t)o, "%02x", u[i]);
+        if (i == 3 || i == 5 || i == 7 || i == 9) uuid[o++] = '-';
+    }
+    uuid[o] = 0;
+    return Py_BuildValue("{s:s,s:s,s:i,s:i,s:i}", "gpu", name, "uuid", uuid, "cuda_runtime", rt,
+                         "cuda_driver", drv, "cublaslt_version", lt);
 }
 
 static PyMethodDef methods[] = {

@@ -136,6 +136,36 @@ static const char *scope_name(int raw) {
     }
 }
 
+/* 16 bytes as the canonical 8-4-4-4-12 lower-case form (CUDA's and NVML's
+ * UUIDs are the same bytes for NVIDIA devices; NVML prefixes "GPU-"). */
+static void uuid_str(const uint8_t *u, char *out) {
+    int o = 0;
+    for (int i = 0; i < 16; i++) {
+        o += sprintf(out + o, "%02x", u[i]);
+        if (i == 3 || i == 5 || i == 7 || i == 9) out[o++] = '-';
+    }
+    out[o] = 0;
+}
+
+/* uuid, driver_uuid, luid (None unless the driver marks it valid) and
+ * pci_bus_id (domain:bus:device.function as NVML prints it; None without
+ * VK_EXT_pci_bus_info). */
+static int identity(const hl_caps *c, PyObject *d) {
+    char uuid[40], duuid[40], luid[20], pci[32];
+    uuid_str(c->uuid, uuid);
+    uuid_str(c->driver_uuid, duuid);
+    for (int i = 0; i < 8; i++) sprintf(luid + 2 * i, "%02x", c->luid[i]);
+    snprintf(pci, sizeof pci, "%08x:%02x:%02x.%x", c->pci_domain, c->pci_bus, c->pci_device, c->pci_function);
+    PyObject *e = Py_BuildValue("{s:s,s:s,s:s,s:s}", "uuid", uuid, "driver_uuid", duuid, "luid", luid,
+                                "pci_bus_id", pci);
+    if (!e) return -1;
+    if (!c->luid_valid && PyDict_SetItemString(e, "luid", Py_None) < 0) { Py_DECREF(e); return -1; }
+    if (!c->has_pci && PyDict_SetItemString(e, "pci_bus_id", Py_None) < 0) { Py_DECREF(e); return -1; }
+    int r = PyDict_Update(d, e);
+    Py_DECREF(e);
+    return r;
+}
+
 static PyObject *build_info(DeviceObject *self) {
     const hl_caps *c = hl_device_caps(self->dev);
     PyObject *table = PyList_New(0);
@@ -190,6 +220,7 @@ static PyObject *build_info(DeviceObject *self) {
                                     hl_device_coop2_enabled(self->dev) ? Py_True : Py_False);
     if (!extra || PyDict_Update(d, extra) < 0) { Py_XDECREF(extra); Py_DECREF(d); return NULL; }
     Py_DECREF(extra);
+    if (identity(c, d) < 0) { Py_DECREF(d); return NULL; }
     return d;
 }
 

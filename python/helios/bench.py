@@ -20,7 +20,8 @@ import numpy as np
 
 from .check import ATOL, RTOL, CheckResult, check_close, reference_matmul
 from .device import Device, random_inputs, warmup_launches
-from .gpustate import gpu_state, low_clock, ramp_clocks, throttled
+from .launcher import launcher_info
+from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
 from .reference import Reference, make_reference
 from .shapes import shape_str
 from .stats import bootstrap_ratio_ci, summarize
@@ -107,7 +108,6 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
     if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1 or cfg.runs < 1:
         raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
                          f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})")
-    ref = make_reference(cfg.ref)
     flush = 0
     result: dict = {
         "schema": SCHEMA, "status": "ok",
@@ -118,9 +118,14 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         "command": cfg.command, "git": _git(),
         "host": {"hostname": platform.node(), "os": platform.platform(),
                  "python": platform.python_version(), "numpy": np.__version__},
+        "launcher": launcher_info(),   # rank, local rank, world size under Slurm / torchrun / mpirun
     }
     with Device(cfg.device) as dev:
         info = dict(dev.info)
+        # The reference and the GPU state follow the Vulkan device's UUID, never
+        # an index (CUDA's, NVML's and Vulkan's orders differ).
+        ref = make_reference(cfg.ref, info["uuid"])
+        select_gpu(info["uuid"])
         if cfg.flush_l2:   # capped where a device cannot hold that much in one buffer
             flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
         result["flush_bytes"] = flush
@@ -132,7 +137,8 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             "name", "device_type", "vendor_id", "device_id", "driver_name", "driver_info",
             "driver_version", "api_version", "subgroup_size", "shared_memory_bytes",
             "timestamp_period_ns", "timestamp_valid_bits", "cooperative_matrix",
-            "cooperative_matrix2", "bf16", "cooperative_matrix_properties")}
+            "cooperative_matrix2", "bf16", "cooperative_matrix_properties", "uuid", "luid",
+            "pci_bus_id")}
         result["helios"]["variant"] = variant   # the device default; rows[].variant is per shape
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()

@@ -192,12 +192,55 @@ def cmd_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_devices(args: argparse.Namespace) -> int:
+    """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
+    from .device import identities
+    from .fleet import device_indices, fleet_markdown, run_devices, strip_args, summarize
+    if not args.out:
+        raise UsageError("--devices needs --out FILE.json: the fleet summary; each device's result "
+                         "is written beside it as FILE-dev<i>.json")
+    out = _out_paths(args.out, args.force)
+    infos = identities()
+    indices = device_indices(args.devices, infos)
+    argv = list(sys.argv[1:] if args.argv is None else args.argv)
+    child = strip_args(argv[argv.index("bench") + 1:] if "bench" in argv else argv,
+                       ["--devices", "--devices-serial", "--out", "--force"])
+    entries = run_devices(child, indices, infos, out[0].with_suffix(""), args.devices_serial)
+    results, labels = [], []
+    for e in entries:
+        path = Path(e["file"])
+        if path.exists():
+            res = json.loads(path.read_text(encoding="utf-8"))
+            results.append(res)
+            labels.append(f"dev{e['index']} {res.get('helios', {}).get('pci_bus_id') or e['uuid'][:8]}")
+    summary = summarize(results, labels)
+    summary.update(devices=entries, serial=bool(args.devices_serial), command=["helios"] + argv,
+                   host=__import__("platform").node())
+    table = fleet_markdown(summary) if results else "no device produced a result\n"
+    print(table, end="")
+    _write_atomic(out[0], json.dumps(summary, indent=1))
+    _write_atomic(out[1], table)
+    print(f"wrote {out[0]} and {out[1]}")
+    rcs = [e["rc"] for e in entries]
+    for e in entries:
+        if e["rc"]:
+            print(f"helios: device {e['index']} exited {e['rc']} (log: {e['log']})", file=sys.stderr)
+    return 3 if 3 in rcs else 2 if 2 in rcs else 1 if any(rcs) else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import BenchConfig, markdown, run_bench
     if args.suite != "cuda":
         print(f"helios: error: unknown suite {args.suite!r} (only 'cuda')", file=sys.stderr)
         return 1
+    if args.devices:
+        return cmd_bench_devices(args)
     variant = None if args.variant in (None, "matmul", "default") else args.variant
+    if args.out and "{" in args.out:   # {host}, {uuid}, {rank}, {local_rank}
+        from .launcher import expand_out, launcher_info
+        with _open(args) as d:
+            uuid = d.info["uuid"]
+        args.out = expand_out(args.out, uuid, launcher_info())
     out = _out_paths(args.out, args.force)
     cfg = BenchConfig(shapes=parse_shapes(args.shapes), iters=args.iters, warmup=args.warmup,
                       dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
@@ -348,10 +391,31 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expand_dirs(paths: Sequence[str]) -> list[str]:
+    """Directories stand for the .json files in them (sorted)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted(str(q) for q in Path(p).glob("*.json"))
+            if not found:
+                raise UsageError(f"{p}: a directory with no .json result in it")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    from .fleet import fleet_from_files, fleet_markdown
     from .report import report
     try:
-        print(report(args.files, markdown=args.md, png_dir=args.png))
+        files = _expand_dirs(args.files)
+        files = [f for f in files if json.loads(Path(f).read_text(encoding="utf-8")).get("schema")
+                 != "helios-fleet/1"] if len(files) > 1 else files
+        print(report(files, markdown=args.md, png_dir=args.png))
+        fleet = fleet_from_files(files) if len(files) > 1 else None
+        if fleet and len(fleet["gpus"]) > 1:   # several GPUs, hosts or ranks: one fleet table
+            print("\nfleet (GPU = host/PCI address or UUID/rank):\n" + fleet_markdown(fleet), end="")
     except ImportError as e:
         print(f"helios: error: figures need matplotlib (pip install helios[notebook]): {e}", file=sys.stderr)
         return 1
@@ -441,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the helios-bench/1 JSON to this .json file, and the markdown table "
                          "beside it (.md); checked before anything is timed, written atomically")
     pb.add_argument("--force", action="store_true", help="replace existing --out files")
+    pb.add_argument("--devices", default=None, metavar="all|I,J,...",
+                    help="one independent bench per Vulkan GPU ('all': every hardware GPU), run "
+                         "concurrently, each pinned to its GPU (--device, and CUDA_VISIBLE_DEVICES by "
+                         "UUID on NVIDIA); --out names the fleet summary, per-device results beside it")
+    pb.add_argument("--devices-serial", dest="devices_serial", action="store_true",
+                    help="with --devices: one GPU after another instead of all at once")
     pb.set_defaults(func=cmd_bench, argv=None)
 
     pc = sub.add_parser("compare", help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
@@ -522,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
                         "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files")
-    pr.add_argument("files", nargs="+", help="result JSON files")
+    pr.add_argument("files", nargs="+", help="result JSON files, or directories of them (e.g. one "
+                    "result per rank from a Slurm job: merged into one fleet table)")
     pr.add_argument("--md", action="store_true", help="print markdown tables instead of plain text")
     pr.add_argument("--png", metavar="DIR", default=None,
                     help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "

@@ -1,6 +1,7 @@
 """Python face of the engine: Device, matmul, time_matmul, variants."""
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -87,6 +88,16 @@ class Device(_helios.Device):
     """
 
     _tuned: Optional[TunedChoice] = None
+
+    def __new__(cls, index: Optional[int] = None, *, disable_coop: bool = False,
+                disable_coop2: bool = False) -> "Device":
+        # Under a launcher (Slurm, torchrun, mpirun) and without HELIOS_DEVICE, the
+        # rank's GPU (helios/launcher.py); otherwise the C default.
+        if index is None and not os.environ.get("HELIOS_DEVICE", "").strip():
+            from .launcher import launcher_device, launcher_info
+            if launcher_info() is not None:
+                index = launcher_device(identities())
+        return super().__new__(cls, index, disable_coop=disable_coop, disable_coop2=disable_coop2)
 
     def _check_fits(self, m: int, n: int, k: int, out: str) -> None:
         """Refuse, in microseconds, a product the engine cannot index or the device
@@ -289,6 +300,27 @@ def random_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np
     a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
     b = rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)
     return a, b
+
+
+_identities: Optional[list[dict]] = None
+
+
+def identities() -> list[dict]:
+    """Per Vulkan device (in Vulkan's order): index, name, device_type, vendor_id,
+    uuid, pci_bus_id. Opened once per process."""
+    global _identities
+    if _identities is None:
+        out = []
+        for i in range(_helios.device_count()):
+            d = _helios.Device(i)
+            try:
+                info = d.info
+                out.append({"index": i, **{k: info[k] for k in ("name", "device_type", "vendor_id", "uuid",
+                                                                 "pci_bus_id")}})
+            finally:
+                d.close()
+        _identities = out
+    return _identities
 
 
 _default: Optional[Device] = None

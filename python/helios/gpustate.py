@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Optional
+from typing import Optional, Union
 
 # NVML throttle-reason bits that mean the clocks were held down by the board,
 # not by the GPU simply being idle or set by an application.
@@ -19,7 +19,38 @@ _THROTTLE_BITS = {
 }
 
 
-def _nvml(index: int) -> Optional[dict]:
+# The GPU whose state is read when no index is given: an NVML index, or a UUID
+# ("GPU-..." as NVML and nvidia-smi take it). helios bench and suite select the
+# GPU that Helios runs on, by its Vulkan device UUID (CUDA's order, NVML's and
+# Vulkan's differ, and CUDA_VISIBLE_DEVICES renumbers CUDA's).
+_TARGET: Union[int, str] = 0
+
+
+def nvml_uuid(uuid: str) -> str:
+    """The NVML/nvidia-smi spelling of a device UUID: GPU-8-4-4-4-12."""
+    u = uuid.strip().lower()
+    return "GPU-" + (u[4:] if u.startswith("gpu-") else u)
+
+
+def bare_uuid(uuid: str) -> str:
+    """32 lower-case hex digits, whatever the spelling (GPU- prefix, dashes)."""
+    u = uuid.strip().lower()
+    return (u[4:] if u.startswith("gpu-") else u).replace("-", "")
+
+
+def select_gpu(ident: Union[int, str, None]) -> Union[int, str]:
+    """Read the state of this GPU from now on (index or UUID); returns the previous one."""
+    global _TARGET
+    prev = _TARGET
+    _TARGET = 0 if ident is None else (nvml_uuid(ident) if isinstance(ident, str) else int(ident))
+    return prev
+
+
+def selected_gpu() -> Union[int, str]:
+    return _TARGET
+
+
+def _nvml(index: Union[int, str]) -> Optional[dict]:
     try:
         import pynvml
     except ImportError:
@@ -29,13 +60,19 @@ def _nvml(index: int) -> Optional[dict]:
     except Exception:
         return None
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        if isinstance(index, str):
+            try:
+                h = pynvml.nvmlDeviceGetHandleByUUID(index)
+            except pynvml.NVMLError:   # not an NVIDIA GPU NVML knows: nothing to read
+                return None
+        else:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
         util = pynvml.nvmlDeviceGetUtilizationRates(h)
         reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h)
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
         me = os.getpid()
         return {
-            "source": "nvml",
+            "source": "nvml", "gpu_uuid": pynvml.nvmlDeviceGetUUID(h),
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
             "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
@@ -56,7 +93,7 @@ def _nvml(index: int) -> Optional[dict]:
             pass
 
 
-def _smi(index: int) -> Optional[dict]:
+def _smi(index: Union[int, str]) -> Optional[dict]:
     if not shutil.which("nvidia-smi"):
         return None
     q = ("clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,utilization.gpu,"
@@ -94,9 +131,11 @@ def _smi(index: int) -> Optional[dict]:
         return None
 
 
-def gpu_state(index: int = 0) -> Optional[dict]:
-    """A snapshot of NVIDIA GPU `index`, or None when there is none to read."""
-    return _nvml(index) or _smi(index)
+def gpu_state(index: Union[int, str, None] = None) -> Optional[dict]:
+    """A snapshot of NVIDIA GPU `index` (an index or a UUID; default: the selected
+    GPU, see select_gpu), or None when there is none to read."""
+    ident = _TARGET if index is None else index
+    return _nvml(ident) or _smi(ident)
 
 
 def throttled(*states: Optional[dict]) -> bool:
@@ -123,7 +162,8 @@ def low_clock(*states: Optional[dict]) -> bool:
     return False
 
 
-def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0, index: int = 0) -> dict:
+def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0,
+                index: Union[int, str, None] = None) -> dict:
     """Run `work()` (a few tens of ms of GPU work) until the SM clock reaches
     `target` x its maximum or `timeout_s` passes. An H100 idle for seconds was
     seen to stay at 345 MHz through 200 ms of back-to-back work, so a warm-up

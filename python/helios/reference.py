@@ -18,6 +18,8 @@ from typing import Optional
 
 import numpy as np
 
+from .gpustate import bare_uuid
+
 
 @dataclass
 class RefTiming:
@@ -52,15 +54,48 @@ def torch_block(torch, launches: int) -> bool:
     return True
 
 
+class DeviceMismatch(RuntimeError):
+    """No CUDA device is the GPU Helios runs on: timing one would compare two GPUs."""
+
+
+def torch_index_for_uuid(torch, uuid: str) -> Optional[int]:
+    """The CUDA index (as this process numbers them) of the device with this UUID."""
+    want = bare_uuid(uuid)
+    for i in range(torch.cuda.device_count()):
+        got = getattr(torch.cuda.get_device_properties(i), "uuid", None)
+        if got is not None and bare_uuid(str(got)) == want:
+            return i
+    return None
+
+
+def _mismatch(ref: str, uuid: str, seen: list[str]) -> DeviceMismatch:
+    return DeviceMismatch(f"--ref={ref}: no CUDA device matches the Vulkan device (UUID {uuid}); CUDA "
+                          f"sees {', '.join(seen) or 'none'}. Timing another GPU would compare two "
+                          f"GPUs: select the GPU with HELIOS_DEVICE / CUDA_VISIBLE_DEVICES, or use "
+                          f"--ref=numpy")
+
+
 class TorchReference(Reference):
     name = "torch"
     is_cuda = True
 
-    def __init__(self) -> None:
+    def __init__(self, uuid: Optional[str] = None) -> None:
+        """uuid: the Vulkan device's; the CUDA device with the same UUID is used
+        (DeviceMismatch where there is none). None: CUDA's current device."""
         import torch
         if not torch.cuda.is_available():
             raise RuntimeError("torch.cuda is not available")
         self.torch = torch
+        self.index = torch.cuda.current_device()
+        if uuid is not None:
+            idx = torch_index_for_uuid(torch, uuid)
+            if idx is None:
+                seen = [str(getattr(torch.cuda.get_device_properties(i), "uuid", "?"))
+                        for i in range(torch.cuda.device_count())]
+                raise _mismatch("torch", uuid, seen)
+            self.index = idx
+            torch.cuda.set_device(idx)   # every .cuda() tensor, event and graph below goes there
+        self.uuid = str(getattr(torch.cuda.get_device_properties(self.index), "uuid", "")) or None
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
 
@@ -69,7 +104,8 @@ class TorchReference(Reference):
         return {"reference": "torch", "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 off; "
                 "timed launches enqueued behind a spin kernel (no host gaps)",
                 "torch_version": t.__version__, "cuda_runtime": t.version.cuda,
-                "gpu": t.cuda.get_device_name(0), "cublas_handle": "torch default"}
+                "gpu": t.cuda.get_device_name(self.index), "gpu_uuid": self.uuid, "cuda_index": self.index,
+                "cublas_handle": "torch default"}
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         t = self.torch
@@ -119,17 +155,23 @@ class CublasReference(Reference):
     name = "cublas"
     is_cuda = True
 
-    def __init__(self) -> None:
+    def __init__(self, uuid: Optional[str] = None) -> None:
+        """Runs on CUDA device 0 of this process; with uuid, refuses (DeviceMismatch)
+        unless that is the Vulkan device."""
         from . import _cublas   # ImportError where the CUDA toolkit was absent at build time
         self.mod = _cublas
         self.info = _cublas.info()
+        if uuid is not None and bare_uuid(self.info.get("uuid", "")) != bare_uuid(uuid):
+            raise _mismatch("cublas", uuid, [f"device 0 {self.info.get('uuid', '?')} (cuBLASLt runs on "
+                                             f"device 0; --ref=torch selects by UUID)"])
 
     def metadata(self) -> dict:
         rt = self.info["cuda_runtime"]
         return {"reference": "cublas", "label": "cuBLASLt fp16 GEMM (fp32 accumulate), CUDA events; "
                 "launched from a C loop (small host gaps, not removed)",
                 "torch_version": None, "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
-                "gpu": self.info["gpu"], "cublaslt_version": self.info["cublaslt_version"]}
+                "gpu": self.info["gpu"], "gpu_uuid": self.info.get("uuid"), "cuda_index": 0,
+                "cublaslt_version": self.info["cublaslt_version"]}
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         c, samples, batch = self.mod.matmul(a, b, warmup, iters, flush_bytes)
@@ -161,26 +203,33 @@ class NumpyReference(Reference):
         return RefTiming(samples, (time.perf_counter() - t0) * 1e3 / iters, out, "back_to_back")
 
 
-def make_reference(kind: str) -> Reference:
-    """kind: auto, torch, cublas or numpy. Raises RuntimeError saying why one is unavailable."""
+def make_reference(kind: str, uuid: Optional[str] = None) -> Reference:
+    """kind: auto, torch, cublas or numpy; uuid: the Vulkan device's, which a CUDA
+    reference must run on. Raises RuntimeError saying why one is unavailable, and
+    DeviceMismatch (also for auto) where CUDA is here but not on that GPU."""
     if kind == "torch":
         try:
-            return TorchReference()
+            return TorchReference(uuid)
         except ImportError as e:
             raise RuntimeError(f"--ref=torch: torch is not installed ({e})") from None
     if kind == "cublas":
         try:
-            return CublasReference()
+            return CublasReference(uuid)
         except ImportError:
             raise RuntimeError("--ref=cublas: helios._cublas was not built (no CUDA toolkit when "
                                "the package was built)") from None
     if kind == "numpy":
         return NumpyReference()
     if kind == "auto":
+        mismatch: Optional[DeviceMismatch] = None
         for cls in (TorchReference, CublasReference):
             try:
-                return cls()
+                return cls(uuid)
+            except DeviceMismatch as e:
+                mismatch = mismatch or e
             except (ImportError, RuntimeError):
                 continue
+        if mismatch is not None:   # CUDA is here, on other GPUs: never silently the CPU
+            raise mismatch
         return NumpyReference()
     raise ValueError(f"unknown reference {kind!r}: use auto, torch, cublas or numpy")

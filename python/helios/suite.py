@@ -32,7 +32,7 @@ import numpy as np
 from .bench import _git
 from .check import ATOL, RTOL, check_close
 from .device import Device, warmup_launches
-from .gpustate import gpu_state, low_clock, ramp_clocks
+from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 
 SCHEMA = "helios-suite/1"
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
@@ -182,7 +182,7 @@ def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     return _finish(row, wl, wall, int(dev.telemetry()["peak_device_bytes"]))
 
 
-def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
+def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str] = None) -> dict:
     name = "torch_compile" if compiled else "torch_eager"
     row: dict = {"adapter": name, "timer": "cuda events per forward"}
     try:
@@ -194,7 +194,16 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
         row["status"] = "skipped: torch sees no CUDA device"
         return row
     torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.device("cuda")
+    index = torch.cuda.current_device()
+    if uuid is not None:   # the GPU Helios runs on, never another one
+        from .reference import torch_index_for_uuid
+        found = torch_index_for_uuid(torch, uuid)
+        if found is None:
+            row["status"] = f"skipped: no CUDA device matches the Vulkan device (UUID {uuid})"
+            return row
+        index = found
+        torch.cuda.set_device(index)
+    dev = torch.device("cuda", index)
     x, w1, w2 = (torch.from_numpy(a).to(dev) for a in (wl.x, wl.w1, wl.w2))
     b1 = torch.from_numpy(wl.b1).to(dev, torch.float16)
     b2 = torch.from_numpy(wl.b2).to(dev, torch.float16)
@@ -245,7 +254,8 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool) -> dict:
         ends[i].record()
     torch.cuda.synchronize()
     samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    row["gpu"] = torch.cuda.get_device_name()
+    row["gpu"] = torch.cuda.get_device_name(index)
+    row["gpu_uuid"] = str(getattr(torch.cuda.get_device_properties(index), "uuid", "")) or None
     row["gpu_state"] = {"before": before, "after": gpu_state()}
     return _finish(row, wl, samples, int(torch.cuda.max_memory_allocated()))
 
@@ -270,7 +280,9 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
         "rows": [],
     }
     with Device(cfg.device) as dev:
-        result["helios"] = {k: dev.info[k] for k in ("name", "driver_name", "driver_info", "driver_version")}
+        result["helios"] = {k: dev.info[k] for k in ("name", "driver_name", "driver_info", "driver_version",
+                                                     "uuid", "pci_bus_id")}
+        select_gpu(dev.info["uuid"])
         result["gpu_state_before"] = gpu_state()
         for tokens in cfg.tokens:
             wl = make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
@@ -281,7 +293,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                 elif adapter == "helios_per_call":
                     row = run_helios_per_call(dev, wl, cfg)
                 else:
-                    row = run_torch(wl, cfg, adapter == "torch_compile")
+                    row = run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
                 row["tokens"] = tokens
                 if row.get("status") == "check failed":
                     result["status"] = "failed"

@@ -1,0 +1,118 @@
+"""Every GPU of a host and fleets (#13): --devices runs one pinned bench per
+device and summarizes them; ranks started by a launcher (as Slurm, torchrun or
+mpirun start them: here local processes with their environment) take their
+device from the launcher, name their results by host/UUID/rank, and
+`helios report DIR` merges them into one fleet table."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helios.cli import main
+from helios.fleet import device_indices, fleet_markdown, strip_args, summarize
+from helios.launcher import expand_out, launcher_device, launcher_info
+from test_compare import fake_result
+
+
+def test_device_indices():
+    infos = [{"device_type": "discrete_gpu"}, {"device_type": "cpu"}, {"device_type": "discrete_gpu"}]
+    assert device_indices("all", infos) == [0, 2]
+    assert device_indices("all", [{"device_type": "cpu"}]) == [0]
+    assert device_indices("2,0", infos) == [2, 0]
+    for bad in ("3", "0,0", "x", ""):
+        with pytest.raises(ValueError, match="--devices"):
+            device_indices(bad, infos)
+
+
+def test_strip_args():
+    argv = ["--shapes=8x8x8", "--out", "f.json", "--devices=all", "--devices-serial", "--force", "--iters=2"]
+    assert strip_args(argv, ["--devices", "--devices-serial", "--out", "--force"]) == ["--shapes=8x8x8", "--iters=2"]
+
+
+def test_summary_flags_the_slow_gpu():
+    rng = np.random.default_rng(0)
+
+    def gpu(level):
+        return fake_result({"4096x4096x4096": [rng.normal(level, 0.002, 30) for _ in range(6)]},
+                           runs=[0, 0, 1, 1, 2, 2])
+    results = [gpu(1.0), gpu(1.0), gpu(1.0), gpu(1.25)]
+    s = summarize(results, ["g0", "g1", "g2", "g3"])
+    shape = s["shapes"][0]
+    assert shape["outliers"] == ["g3"]
+    assert shape["spread_pct"] == pytest.approx(25, abs=2)
+    assert [g["verdict_vs_peers"] for g in shape["gpus"]][:3] != ["SLOWER"] * 3
+    assert "outliers: g3" in fleet_markdown(s)
+
+
+def test_launcher_env(monkeypatch):
+    for v in ("SLURM_LOCALID", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "RANK",
+              "OMPI_COMM_WORLD_RANK", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(v, raising=False)
+    assert launcher_info() is None
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "5")
+    info = launcher_info()
+    assert info["local_rank"] == 1 and info["rank"] == 5 and info["source"] == "LOCAL_RANK"
+    ids = [{"uuid": "a", "device_type": "discrete_gpu"}, {"uuid": "b", "device_type": "discrete_gpu"}]
+    assert launcher_device(ids) == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a")   # the GPU the launcher bound wins
+    assert launcher_device(ids) == 0
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    with pytest.raises(ValueError, match="LOCAL_RANK=2: this host has 2 Vulkan GPUs"):
+        launcher_device(ids)
+    assert launcher_device([{"uuid": "c", "device_type": "cpu"}]) == 0   # lavapipe: ranks share it
+    monkeypatch.setenv("LOCAL_RANK", "x")
+    with pytest.raises(ValueError, match="not an integer"):
+        launcher_info()
+    assert expand_out("r/{host}-{rank}.json", "u", {"rank": 3, "local_rank": 1}).endswith("-3.json")
+    with pytest.raises(ValueError, match="placeholder"):
+        expand_out("r/{gpu}.json", "u", None)
+
+
+def test_devices_all_writes_a_fleet(device, tmp_path, capsys):
+    out = tmp_path / "fleet.json"
+    rc = main(["bench", "--shapes=16x16x16", "--iters=3", "--warmup=0", "--check-shape=16x16x16",
+               "--ref=numpy", "--devices=all", f"--out={out}"])
+    assert rc == 0, capsys.readouterr()
+    fleet = json.loads(out.read_text())
+    assert fleet["schema"] == "helios-fleet/1" and fleet["devices"][0]["rc"] == 0
+    per = json.loads((tmp_path / "fleet-dev0.json").read_text())
+    assert per["helios"]["uuid"] == fleet["devices"][0]["uuid"]
+    assert out.with_suffix(".md").exists() and fleet["shapes"][0]["shape"] == "16x16x16"
+
+
+def test_devices_needs_out(device, capsys):
+    assert main(["bench", "--shapes=16x16x16", "--devices=all"]) == 2
+    assert "--devices needs --out" in capsys.readouterr().err
+
+
+def test_ranks_as_local_processes_merge_into_one_report(device, tmp_path):
+    """Three ranks launched as Slurm would (SLURM_LOCALID/SLURM_PROCID), each naming
+    its result by host and rank; `helios report DIR` merges them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HELIOS_DEVICE",)}
+    procs = []
+    for rank in range(3):
+        e = dict(env, SLURM_LOCALID=str(rank), SLURM_PROCID=str(rank), SLURM_NTASKS="3")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "helios", "bench", "--shapes=16x16x16", "--iters=3", "--warmup=0",
+             "--check-shape=16x16x16", "--ref=numpy", f"--out={tmp_path}/{{host}}-rank{{rank}}.json"],
+            env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-2000:]
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 3
+    for f in files:
+        res = json.loads(f.read_text())
+        assert res["launcher"]["source"] == "SLURM_LOCALID" and res["launcher"]["world_size"] == 3
+        assert f.name.endswith(f"-rank{res['launcher']['rank']}.json")
+    r = subprocess.run([sys.executable, "-m", "helios", "report", str(tmp_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "fleet" in r.stdout and r.stdout.count("rank") >= 3
