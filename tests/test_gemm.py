@@ -298,3 +298,14 @@ def test_tensors_release_memory(device):
     with helios.Device() as d2:
         keep = [d2.upload(np.ones(16)) for _ in range(3)]
     assert not any(t.alive for t in keep)
+
+
+def test_chain_reports_the_variant_it_ran(device):
+    """A chain's variants are what the engine ran, batched products included
+    (picked as for batch * M rows, without split-K)."""
+    ta, tw = device.upload(rand((4, 40, 32), 50)), device.upload(rand((32, 24), 51))
+    tb = device.upload(rand((64, 32), 52))
+    for a in (ta, tb):
+        with device.chain() as ch:
+            ch.matmul(a, tw)
+        assert device.telemetry()["last_variant"] == ch._variants[0]

@@ -72,8 +72,19 @@ def test_torch_reference_follows_the_uuid(monkeypatch, device):
     assert ref.metadata()["gpu_uuid"] == mine and ref.metadata()["cuda_index"] == 1
 
 
+def no_cublas(monkeypatch):
+    """Where the cuBLASLt module was built, it runs on the real GPU 0: take it away so
+    that the fake torch is the only CUDA here."""
+    import helios.reference as ref
+
+    def unavailable(uuid=None):
+        raise ImportError("taken away by the test")
+    monkeypatch.setattr(ref, "CublasReference", unavailable)
+
+
 @pytest.mark.parametrize("kind", ["torch", "auto"])
 def test_cuda_on_other_gpus_is_refused(monkeypatch, device, kind):
+    no_cublas(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch", fake_torch(["11111111-2222-3333-4444-555555555555"]))
     with pytest.raises(DeviceMismatch, match=r"no CUDA device matches the Vulkan device \(UUID " +
                        device.info["uuid"]):
@@ -82,6 +93,7 @@ def test_cuda_on_other_gpus_is_refused(monkeypatch, device, kind):
 
 
 def test_bench_exits_2_on_a_mismatch(monkeypatch, device, capsys):
+    no_cublas(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch", fake_torch(["11111111-2222-3333-4444-555555555555"]))
     assert main(["bench", "--shapes=16x16x16", "--iters=2", "--warmup=0", "--check-shape=16x16x16"]) == 2
     err = capsys.readouterr().err

@@ -187,7 +187,7 @@ class Device(_helios.Device):
                 return out
             return res
         fields = spec.fields(A, B)
-        fields.update(out_dtype=out_name, variant=self._pick(variant, spec.m, spec.n, spec.k),
+        fields.update(out_dtype=out_name, variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k),
                       act=act, alpha=float(alpha), beta=beta_v, bias=bias_v, c_in=c_in, out=out)
         res, _, _, _ = self._gemm(**fields)
         if out is not None:

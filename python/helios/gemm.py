@@ -8,6 +8,7 @@ Device.matmul, Device.upload/empty/prepack and Device.chain are the entry points
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -305,13 +306,18 @@ class Chain:
         check_out(out, shape, out_dtype)
         op = spec.fields(A, B)
         op.update(out=out, out_dtype=out.dtype.name, act=act, alpha=float(alpha), beta=float(beta),
-                  variant=self._dev._pick(variant, spec.m, spec.n, spec.k))
+                  variant=self._dev._pick(variant, spec.m * spec.batch, spec.n, spec.k))
         if bias is not None:
             bias = bias_array(bias, spec.n)
             op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
         self._ops.append(op)
-        self._variants.append(op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k))
+        self._variants.append(op["variant"] or self._batch_default(spec))
         return out
+
+    def _batch_default(self, spec: ProductSpec) -> str:
+        """What the engine picks with no variant: as for batch * M rows, no split-K."""
+        v = self._dev.default_variant(min(spec.m * spec.batch, 2**32 - 1), spec.n, spec.k)
+        return v if spec.batch == 1 else re.sub(r":splitk=\d+:", ":splitk=1:", v)
 
     def run(self) -> float:
         """Submit every operation once; returns the chain's GPU time in ms."""
