@@ -124,3 +124,10 @@ def test_ranks_as_local_processes_merge_into_one_report(device, tmp_path):
     assert len(uuids) == (n if gpus else 1)   # one GPU per rank, or all sharing the CPU device
     if n > 1:
         assert "fleet" in r.stdout and r.stdout.count("rank") >= n
+
+
+def test_check_fuzz_on_every_device(device, capsys):
+    rc = main(["check", "--fuzz", "3", "--max-dim", "40", "--seed", "4", "--devices=all"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "device 0" in out and device.info["uuid"] in out and "3 passed, 0 failed (fuzz seed 4)" in out

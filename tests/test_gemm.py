@@ -309,3 +309,10 @@ def test_chain_reports_the_variant_it_ran(device):
         with device.chain() as ch:
             ch.matmul(a, tw)
         assert device.telemetry()["last_variant"] == ch._variants[0]
+
+
+def test_from_dlpack(device):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = helios.from_dlpack(x, device=device)
+    assert t.dtype == np.float16 and t.shape == (3, 4)
+    np.testing.assert_array_equal(t.numpy(), x.astype(np.float16))

@@ -475,13 +475,8 @@ void hl_device_destroy(hl_device *dev) {
         vkDeviceWaitIdle(dev->device);   /* best effort: nothing may be in flight */
         hl_pipelines_destroy(dev);
         hl_tensors_release(dev);
-        hl_buffer_destroy(dev, &dev->buf_bias);
-        hl_buffer_destroy(dev, &dev->buf_a);
-        hl_buffer_destroy(dev, &dev->buf_b);
-        hl_buffer_destroy(dev, &dev->buf_c);
-        hl_buffer_destroy(dev, &dev->buf_w);
+        hl_device_release_scratch(dev);
         hl_buffer_destroy(dev, &dev->staging);
-        hl_buffer_destroy(dev, &dev->flush);
         if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);
         if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
         if (dev->pipe_layout) vkDestroyPipelineLayout(dev->device, dev->pipe_layout, NULL);

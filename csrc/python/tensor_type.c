@@ -81,21 +81,23 @@ static int tensor_acquire(TensorObject *self) {
     return 0;
 }
 
-/* _write(offset, buffer): bytes of any contiguous buffer into the tensor. */
-static PyObject *Tensor_write(TensorObject *self, PyObject *args) {
+/* The transfer behind _write(offset, buffer) (a contiguous buffer's bytes into the
+ * tensor) and _read(offset, buffer) (fills a writable contiguous buffer). */
+static PyObject *transfer(TensorObject *self, PyObject *args, int write) {
     long long offset;
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "Ly*:_write", &offset, &view)) return NULL;
+    if (!PyArg_ParseTuple(args, write ? "Ly*:_write" : "Lw*:_read", &offset, &view)) return NULL;
     if (offset < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "_write: offset must be >= 0");
+        PyErr_Format(PyExc_ValueError, "%s: offset must be >= 0", write ? "_write" : "_read");
         return NULL;
     }
     if (tensor_acquire(self) < 0) { PyBuffer_Release(&view); return NULL; }
     hl_error err = {0};
     hl_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = hl_tensor_write(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
+    s = write ? hl_tensor_write(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err)
+              : hl_tensor_read(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
     Py_END_ALLOW_THREADS
     device_release(self->device);
     PyBuffer_Release(&view);
@@ -103,27 +105,8 @@ static PyObject *Tensor_write(TensorObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* _read(offset, buffer): fills a writable contiguous buffer from the tensor. */
-static PyObject *Tensor_read(TensorObject *self, PyObject *args) {
-    long long offset;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "Lw*:_read", &offset, &view)) return NULL;
-    if (offset < 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "_read: offset must be >= 0");
-        return NULL;
-    }
-    if (tensor_acquire(self) < 0) { PyBuffer_Release(&view); return NULL; }
-    hl_error err = {0};
-    hl_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_tensor_read(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
-    Py_END_ALLOW_THREADS
-    device_release(self->device);
-    PyBuffer_Release(&view);
-    if (s != HL_OK) return raise_status(tensor_state(self), &err);
-    Py_RETURN_NONE;
-}
+static PyObject *Tensor_write(TensorObject *self, PyObject *args) { return transfer(self, args, 1); }
+static PyObject *Tensor_read(TensorObject *self, PyObject *args) { return transfer(self, args, 0); }
 
 static PyObject *Tensor_nbytes(TensorObject *self, void *c) {
     return PyLong_FromUnsignedLongLong(hl_tensor_bytes(self->t));

@@ -20,7 +20,7 @@ from ._helios import (
     device_count,
 )
 from .check import CheckResult, check_close, reference_matmul
-from .device import Device, MatmulTiming, default_device, matmul, variants
+from .device import Device, MatmulTiming, default_device, from_dlpack, matmul, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming, Tensor
 
 __version__ = "0.1.0"
@@ -42,6 +42,7 @@ __all__ = [
     "canonical_variant",
     "check_close",
     "default_device",
+    "from_dlpack",
     "device_count",
     "matmul",
     "reference_matmul",

@@ -256,14 +256,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise
         print(f"helios: error: {e}", file=sys.stderr)   # e.g. the reference asked for is not here
         return 2
-    table = markdown(result)
+    return _emit(result, markdown(result), out, f"run rejected: {result.get('failure')}")
+
+
+def _emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:
+    """Print the table, write JSON + markdown where --out says; exit 1 unless status is ok."""
     print(table, end="")
     if out:
         _write_atomic(out[0], json.dumps(result, indent=1))
         _write_atomic(out[1], table)
         print(f"wrote {out[0]} and {out[1]}")
     if result["status"] != "ok":
-        print(f"helios: run rejected: {result.get('failure')}", file=sys.stderr)
+        print(f"helios: {rejected}", file=sys.stderr)
         return 1
     return 0
 
@@ -287,16 +291,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
                       rtol=args.rtol, device=args.device, tag=args.tag,
                       command=["helios"] + list(sys.argv[1:]))
     result = run_suite(cfg, log=print)
-    table = suite_markdown(result)
-    print(table, end="")
-    if out:
-        _write_atomic(out[0], json.dumps(result, indent=1))
-        _write_atomic(out[1], table)
-        print(f"wrote {out[0]} and {out[1]}")
-    if result["status"] != "ok":
-        print("helios: suite rejected: an adapter failed its correctness gate", file=sys.stderr)
-        return 1
-    return 0
+    return _emit(result, suite_markdown(result), out, "suite rejected: an adapter failed its correctness gate")
 
 
 def _compare_doc() -> str:
@@ -332,8 +327,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return exit_status(verdicts, args.fail_on_regression)
 
 
+def cmd_check_devices(args: argparse.Namespace) -> int:
+    """--devices: the same fuzz (same seed, same shapes) on every GPU, concurrently."""
+    import tempfile
+    from .device import identities
+    from .fleet import device_indices, run_devices, strip_args
+    infos = identities()
+    indices = device_indices(args.devices, infos)
+    argv = list(sys.argv[1:] if args.argv is None else args.argv)
+    child = strip_args(argv[argv.index("check") + 1:] if "check" in argv else argv,
+                       ["--devices", "--devices-serial"])
+    with tempfile.TemporaryDirectory(prefix="helios-check-") as tmp:
+        entries = run_devices(child, indices, infos, Path(tmp) / "check", args.devices_serial, command="check")
+        for e in entries:
+            tail = Path(e["log"]).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            print(f"device {e['index']} ({e['name']}, {e['uuid']}): exit {e['rc']}: "
+                  f"{tail[-1] if tail else 'no output'}")
+            for line in tail[:-1]:
+                if line.startswith("FAIL"):
+                    print(f"  {line}")
+    rcs = [e["rc"] for e in entries]
+    # 1: any failure anywhere; 2 only when every device was skipped
+    return 1 if 1 in rcs else 2 if all(r == 2 for r in rcs) else max(rcs)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .fuzz import fuzz
+    if getattr(args, "devices", None):
+        return cmd_check_devices(args)
     try:
         dev = _open(args)
     except _helios.NoDeviceError as e:
@@ -544,6 +565,11 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
+    pk.add_argument("--devices", default=None, metavar="all|I,J,...",
+                    help="the same fuzz (same seed, same shapes) on every listed Vulkan GPU, each in its "
+                         "own process, concurrently; exit 1 if any device fails")
+    pk.add_argument("--devices-serial", dest="devices_serial", action="store_true",
+                    help="with --devices: one GPU after another")
     pk.set_defaults(func=cmd_check)
 
     pu = sub.add_parser("tune", help="time candidate variants per shape bucket and store the fastest "
@@ -605,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "func", None) is cmd_bench:
+    if getattr(args, "func", None) in (cmd_bench, cmd_check):
         args.argv = list(argv) if argv is not None else None
     try:
         return int(args.func(args))

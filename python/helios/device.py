@@ -347,6 +347,12 @@ def _ndim(x: Any) -> int:
     return x.ndim if hasattr(x, "ndim") else np.ndim(x)
 
 
+def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None) -> Tensor:
+    """A Tensor from any host DLPack producer (a torch CPU tensor, a NumPy array):
+    read in place through DLPack, one upload (Device.upload)."""
+    return (device or default_device()).upload(x, dtype=dtype)
+
+
 def variants(device: Optional[Device] = None) -> list[str]:
     """Canonical strings of every variant valid on the device."""
     return (device or default_device()).variants()

@@ -59,8 +59,9 @@ def strip_args(argv: Sequence[str], names: Sequence[str]) -> list[str]:
 
 
 def run_devices(bench_argv: Sequence[str], indices: Sequence[int], infos: Sequence[dict], stem: Path,
-                serial: bool, log=print) -> list[dict]:
-    """Runs the children; returns one entry per device: index, uuid, file, rc, log."""
+                serial: bool, log=print, command: str = "bench") -> list[dict]:
+    """Runs the children (`helios --device=i COMMAND ARGS`; bench also gets its
+    --out); returns one entry per device: index, uuid, file, rc, log."""
     entries = []
     procs = []
     for i in indices:
@@ -70,7 +71,9 @@ def run_devices(bench_argv: Sequence[str], indices: Sequence[int], infos: Sequen
         env.pop("HELIOS_DEVICE", None)
         if infos[i].get("vendor_id") == NVIDIA:
             env["CUDA_VISIBLE_DEVICES"] = "GPU-" + infos[i]["uuid"]
-        cmd = [sys.executable, "-m", "helios", f"--device={i}", "bench", *bench_argv, f"--out={path}", "--force"]
+        cmd = [sys.executable, "-m", "helios", f"--device={i}", command, *bench_argv]
+        if command == "bench":
+            cmd += [f"--out={path}", "--force"]
         entry = {"index": i, "uuid": infos[i]["uuid"], "name": infos[i]["name"], "file": str(path),
                  "log": str(logf), "command": cmd[2:]}
         log(f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']}) -> {path}")
