@@ -108,3 +108,23 @@ def test_bench_records_the_uuid(device, tmp_path):
     res = json.loads(out.read_text())
     assert res["helios"]["uuid"] == device.info["uuid"]
     assert "pci_bus_id" in res["helios"]
+
+
+def test_missing_vulkan_loader_names_the_package():
+    """The loader is opened at run time: without one, `import helios` works and
+    every way in raises NoDeviceError saying what to install (helios info: exit 2)."""
+    import os
+    import subprocess
+    env = dict(os.environ, HELIOS_VULKAN_LOADER="/nonexistent/libvulkan.so.1")
+    code = ("import helios\n"
+            "for f in (helios.Device, helios.device_count):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except helios.NoDeviceError as e:\n"
+            "        print('NoDeviceError', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("NoDeviceError") == 2 and "apt install libvulkan1" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "helios", "info"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "libvulkan1" in r.stderr

@@ -43,7 +43,10 @@ fail:
 hl_status hl_device_count(uint32_t *count, hl_error *err) {
     VkInstance inst = VK_NULL_HANDLE;
     VkPhysicalDevice *phys = NULL;
-    hl_status st = create_instance(&inst, err);
+    *count = 0;
+    hl_status st = hl_vk_load(err);   /* no loader: an error saying so, not "0 devices" */
+    if (st != HL_OK) return st;
+    st = create_instance(&inst, err);
     if (st == HL_OK) st = list_physical(inst, &phys, count, err);
     free(phys);
     if (inst) vkDestroyInstance(inst, NULL);
@@ -425,6 +428,8 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     hl_status st = HL_OK;
     VkPhysicalDevice *phys = NULL;
     *out = NULL;
+    hl_status lst = hl_vk_load(err);
+    if (lst != HL_OK) return lst;
     hl_device *dev = calloc(1, sizeof *dev);
     if (!dev) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     HL_TRY(create_instance(&dev->instance, err));

@@ -2,8 +2,13 @@
 #ifndef HELIOS_INTERNAL_H
 #define HELIOS_INTERNAL_H
 
+#define VK_NO_PROTOTYPES   /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
 #include "helios_core.h"
+#include "vkfuncs.h"
+
+/* Loads the Vulkan loader once; HL_ERR_NO_DEVICE naming the package if absent. */
+hl_status hl_vk_load(hl_error *err);
 
 /* Every Vulkan call goes through this: on failure the error names the call,
  * the file and line, and the VkResult. Jumps to the local `fail` label so the
