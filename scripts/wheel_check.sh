@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# On a leased GPU machine (device tool), before anything else touches it: build
+# a wheel with the kit's SDK kept out of / (glslc, headers and the loader only
+# under /opt/helios-kit), then install it in a bare environment (no SDK on
+# PATH, no headers, no loader in /) and record what it needs to run: first
+# nothing added, then the Vulkan loader alone, then libglvnd too.
+# Usage: bash scripts/wheel_check.sh   (carry .device-kit and .whl; writes $OUT)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+REPO=$(pwd); K=$REPO/.device-kit; SDK=/opt/helios-kit
+mkdir -p $SDK
+for f in "$K"/debs-opt/*.deb "$K"/debs-root/libvulkan1_*.deb; do dpkg -x "$f" $SDK; done
+cp -a $SDK/usr/lib/x86_64-linux-gnu/libshaderc.so.1* $SDK/usr/lib/x86_64-linux-gnu/libSPIRV-Tools*.so* /usr/local/lib/ 2>/dev/null
+ldconfig
+ln -sfn $SDK/usr/lib/x86_64-linux-gnu/libvulkan.so.1 $SDK/usr/lib/libvulkan.so
+echo "== the bare image"
+ldconfig -p | grep -E "libvulkan|libGLdispatch|libGLX\.so" || echo "no libvulkan, no libglvnd in the linker cache"
+ls /usr/local/nvidia/share/vulkan/icd.d/ /usr/share/vulkan/icd.d/ /etc/vulkan/icd.d/ 2>&1 | head
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+echo "== build the wheel (SDK under $SDK only)"
+( export VULKAN_SDK=$SDK/usr PATH=$SDK/usr/bin:$PATH CMAKE_PREFIX_PATH=$SDK/usr CPATH=$SDK/usr/include PYTHONPATH=/tmp/site
+  python3 -m pip wheel --no-build-isolation --no-deps . -w /tmp/dist > /tmp/wheel.log 2>&1 ) || { tail -30 /tmp/wheel.log; exit 1; }
+ls -la /tmp/dist
+W=$(ls /tmp/dist/helios-*.whl)
+mkdir -p /tmp/unz && (cd /tmp/unz && python3 -m zipfile -e "$W" .)
+SO=$(ls /tmp/unz/helios/_helios*.so)
+echo "== $SO needs"; objdump -p "$SO" | grep NEEDED
+echo "glibc symbol versions:"; objdump -T "$SO" | grep -o "GLIBC_[0-9.]*" | sort -uV | tr '\n' ' '; echo
+BARE="env -i HOME=/tmp PATH=/opt/torch/.venv/bin:/usr/bin:/bin XDG_RUNTIME_DIR=/tmp"
+$BARE bash -c "command -v glslc || echo 'no glslc on PATH'; ls /usr/include/vulkan 2>/dev/null | head -1 || true; [ -d /usr/include/vulkan ] || echo 'no Vulkan headers'"
+$BARE python3 -m venv --system-site-packages /tmp/bare
+$BARE /tmp/bare/bin/python -m pip install -q --no-deps --no-index "$W" && echo "installed $W"
+echo "== 1. nothing added"
+$BARE bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | tail -2; echo rc=\$?"
+echo "== 2. the Vulkan loader (libvulkan1) only"
+dpkg -x "$K"/debs-root/libvulkan1_*.deb /; ldconfig
+ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+$BARE bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+echo "== 3. + libglvnd (libGLdispatch for the NVIDIA ICD)"
+dpkg -x "$K"/debs-root/libglvnd0_*.deb /; ldconfig
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+echo "== bench and GPU tests from the wheel"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 /tmp/bare/bin/helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 200 /tmp/bare/bin/python -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py 2>&1 | tail -3"
+cp "$W" "$OUT/" 2>/dev/null || true
