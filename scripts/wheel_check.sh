@@ -28,19 +28,20 @@ echo "== $SO needs"; objdump -p "$SO" | grep NEEDED
 echo "glibc symbol versions:"; objdump -T "$SO" | grep -o "GLIBC_[0-9.]*" | sort -uV | tr '\n' ' '; echo
 BARE="env -i HOME=/tmp PATH=/opt/torch/.venv/bin:/usr/bin:/bin XDG_RUNTIME_DIR=/tmp"
 $BARE bash -c "command -v glslc || echo 'no glslc on PATH'; ls /usr/include/vulkan 2>/dev/null | head -1 || true; [ -d /usr/include/vulkan ] || echo 'no Vulkan headers'"
-$BARE python3 -m venv --system-site-packages /tmp/bare
-$BARE /tmp/bare/bin/python -m pip install -q --no-deps --no-index "$W" && echo "installed $W"
+# The image's Python environment (numpy, torch, pytest) plus the wheel, nothing else.
+$BARE python3 -m pip install -q --no-deps --no-index --target /tmp/wheelsite "$W" && echo "installed $W"
+BARE="$BARE PYTHONPATH=/tmp/wheelsite"
 echo "== 1. nothing added"
-$BARE bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | tail -2; echo rc=\$?"
+$BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | tail -2; echo rc=\$?"
 echo "== 2. the Vulkan loader (libvulkan1) only"
 dpkg -x "$K"/debs-root/libvulkan1_*.deb /; ldconfig
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-$BARE bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
-$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+$BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 echo "== 3. + libglvnd (libGLdispatch for the NVIDIA ICD)"
 dpkg -x "$K"/debs-root/libglvnd0_*.deb /; ldconfig
-$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && /tmp/bare/bin/helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 echo "== bench and GPU tests from the wheel"
-$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 /tmp/bare/bin/helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
-$BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 200 /tmp/bare/bin/python -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py 2>&1 | tail -3"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 python3 -m helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py 2>&1 | tail -3"
 cp "$W" "$OUT/" 2>/dev/null || true
