@@ -26,7 +26,10 @@ mkdir -p /tmp/unz && (cd /tmp/unz && python3 -m zipfile -e "$W" .)
 SO=$(ls /tmp/unz/helios/_helios*.so)
 echo "== $SO needs"; objdump -p "$SO" | grep NEEDED
 echo "glibc symbol versions:"; objdump -T "$SO" | grep -o "GLIBC_[0-9.]*" | sort -uV | tr '\n' ' '; echo
-BARE="env -i HOME=/tmp PATH=/opt/torch/.venv/bin:/usr/bin:/bin XDG_RUNTIME_DIR=/tmp"
+# The image's own environment stays (its LD_LIBRARY_PATH is where the NVIDIA
+# driver's libraries, the Vulkan ICD among them, live); the SDK's does not.
+echo "image LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+BARE="env -i HOME=/tmp PATH=/opt/torch/.venv/bin:/usr/bin:/bin XDG_RUNTIME_DIR=/tmp LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 $BARE bash -c "command -v glslc || echo 'no glslc on PATH'; ls /usr/include/vulkan 2>/dev/null | head -1 || true; [ -d /usr/include/vulkan ] || echo 'no Vulkan headers'"
 # The image's Python environment (numpy, torch, pytest) plus the wheel, nothing else.
 $BARE python3 -m pip install -q --no-deps --no-index --target /tmp/wheelsite "$W" && echo "installed $W"
@@ -40,6 +43,7 @@ $BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPE
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 echo "== 3. + libglvnd (libGLdispatch for the NVIDIA ICD)"
 dpkg -x "$K"/debs-root/libglvnd0_*.deb /; ldconfig
+$BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 echo "== bench and GPU tests from the wheel"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 python3 -m helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
