@@ -45,6 +45,17 @@ echo "== 3. + libglvnd (libGLdispatch for the NVIDIA ICD)"
 dpkg -x "$K"/debs-root/libglvnd0_*.deb /; ldconfig
 $BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && python3 -m helios info 2>&1 | head -3; echo rc=\${PIPESTATUS[0]}"
+echo "== what the ICD library still misses"
+ICDLIB=$(python3 -c "import json; print(json.load(open('$ICD'))['ICD']['library_path'])" 2>/dev/null)
+echo "ICD library: $ICDLIB"
+$BARE bash -c "ldd \$(for d in \${LD_LIBRARY_PATH//:/ }; do [ -e \$d/$ICDLIB ] && echo \$d/$ICDLIB && break; done) 2>&1 | grep 'not found' || echo 'nothing missing'"
+$BARE VK_LOADER_DEBUG=error,driver bash -c "cd /tmp && python3 -m helios info 2>&1 | grep -iE 'error|fail|nvidia' | head -5"
+echo "== 4. one more glvnd package at a time, until the device opens"
+for pkg in libglx0 libegl1 libgl1 libgles2 libopengl0; do
+  if $BARE bash -c "cd /tmp && python3 -m helios info > /dev/null 2>&1"; then break; fi
+  dpkg -x "$K"/debs-root/${pkg}_*.deb /; ldconfig
+  $BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | head -1; echo \"+ $pkg: rc=\${PIPESTATUS[0]}\""
+done
 echo "== bench and GPU tests from the wheel"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 python3 -m helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py 2>&1 | tail -3"
