@@ -1,5 +1,5 @@
 # Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
-.PHONY: test bench asan info
+.PHONY: test bench asan info wheel
 test:   ## the test suite on lavapipe (what CI runs)
 	scripts/dev python3 -m pytest -q -rs
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
@@ -8,3 +8,5 @@ asan:   ## the suite with the C core under AddressSanitizer and UBSan
 	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:
 	scripts/dev helios info
+wheel:  ## a wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
+	scripts/dev python3 -m pip wheel --no-build-isolation --no-deps . -w dist
