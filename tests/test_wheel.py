@@ -1,0 +1,36 @@
+"""The wheel (#13): built by pip from this tree, it carries the kernels (SPIR-V
+compiled in) and needs nothing at load time beyond libc with symbols up to
+glibc 2.34 (Ubuntu 22.04 has 2.35): the Vulkan loader is opened at run time."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed here")
+def test_wheel_needs_only_libc(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT,
+                        "-w", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    if r.returncode != 0 and "No module named pip" in r.stderr:
+        pytest.skip("pip is not installed for this Python")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wheel = next(tmp_path.glob("helios-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        so = next(n for n in names if re.match(r"helios/_helios\..*\.so$", n))
+        z.extract(so, tmp_path)
+    assert not [n for n in names if n.endswith(".spv")], "kernels must be compiled in, not shipped as files"
+    dyn = subprocess.run(["objdump", "-p", str(tmp_path / so)], capture_output=True, text=True).stdout
+    needed = re.findall(r"NEEDED\s+(\S+)", dyn)
+    assert needed == ["libc.so.6"], needed
+    syms = subprocess.run(["objdump", "-T", str(tmp_path / so)], capture_output=True, text=True).stdout
+    versions = {tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_([0-9.]+)", syms)}
+    assert max(versions) <= (2, 34), sorted(versions)
