@@ -76,7 +76,8 @@ def run_devices(bench_argv: Sequence[str], indices: Sequence[int], infos: Sequen
             cmd += [f"--out={path}", "--force"]
         entry = {"index": i, "uuid": infos[i]["uuid"], "name": infos[i]["name"], "file": str(path),
                  "log": str(logf), "command": cmd[2:]}
-        log(f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']}) -> {path}")
+        log(f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']})"
+            + (f" -> {path}" if command == "bench" else ""))
         fh = open(logf, "w", encoding="utf-8")
         p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         if serial:
