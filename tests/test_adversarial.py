@@ -196,9 +196,12 @@ def test_threaded_stress_with_forced_variant(device, monkeypatch):
 
 def test_low_level_run_never_truncates_counts(device):
     a, b = small_ints((4, 4), 1), small_ints((4, 4), 2)
+
+    def run(warmup, iters):
+        return device._gemm(a=a, b=b, m=4, n=4, k=4, out_dtype="float32", warmup=warmup, iters=iters)
     with pytest.raises(OverflowError):
-        device._run(a, b, "float32", None, 0, 2**64 + 3)
+        run(0, 2**64 + 3)
     with pytest.raises(ValueError, match="0..100000"):
-        device._run(a, b, "float32", None, 0, 2**32 + 3)
+        run(0, 2**32 + 3)
     with pytest.raises(ValueError, match="0..100000"):
-        device._run(a, b, "float32", None, -1, 2)
+        run(-1, 2)

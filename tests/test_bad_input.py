@@ -85,12 +85,14 @@ def test_time_matmul_bad_arguments(device):
 
 
 def test_low_level_run_validates(device):
+    def run(a, b, out):
+        return device._gemm(a=a, b=b, m=a.shape[0], n=b.shape[1], k=a.shape[1], out_dtype=out)
     with pytest.raises(TypeError, match="float16"):
-        device._run(np.ones((2, 2), np.float32), np.ones((2, 2), np.float16), "float32")
+        run(np.ones((2, 2), np.float32), np.ones((2, 2), np.float16), "float32")
     with pytest.raises(ValueError, match="C-contiguous"):
-        device._run(np.asfortranarray(np.ones((2, 3), np.float16)), np.ones((3, 2), np.float16), "float32")
+        run(np.asfortranarray(np.ones((2, 3), np.float16)), np.ones((3, 2), np.float16), "float32")
     with pytest.raises(ValueError, match="out_dtype"):
-        device._run(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), "float64")
+        run(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), "float64")
 
 
 def test_bad_device_index():

@@ -36,6 +36,8 @@ typedef struct {
  * returns -1) if the device is closed. */
 int device_acquire(DeviceObject *self);
 void device_release(DeviceObject *self);
+/* Takes the lock, waiting with the GIL released; no closed check (close, dealloc). */
+void device_lock_wait(DeviceObject *self);
 
 module_state *state_from_module(PyObject *module);
 module_state *state_from_type(PyTypeObject *type);

@@ -1,5 +1,5 @@
 /* device_type.c — helios._helios.Device: one Vulkan device, its capabilities,
- * matmul and GPU-timed matmul on NumPy arrays, variants and telemetry.
+ * variants, kernel statistics and telemetry (products and chains: gemm.c).
  * Calls on one Device are serialized by a lock taken without the GIL. */
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL helios_ARRAY_API
@@ -14,17 +14,21 @@ static module_state *dev_state(DeviceObject *self) { return state_from_type(Py_T
 
 void device_release(DeviceObject *self) { PyThread_release_lock(self->lock); }
 
+void device_lock_wait(DeviceObject *self) {
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+}
+
 /* Takes the device lock with the GIL released; fails if the device is closed. */
 int device_acquire(DeviceObject *self) {
     if (!self->lock || !self->dev) {
         PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
         return -1;
     }
-    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
-    }
+    device_lock_wait(self);
     if (!self->dev) {   /* closed while we waited */
         PyThread_release_lock(self->lock);
         PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
@@ -96,9 +100,7 @@ static int Device_traverse(DeviceObject *self, visitproc visit, void *arg) {
 
 static PyObject *Device_close(DeviceObject *self, PyObject *unused) {
     if (self->dev && self->lock) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
+        device_lock_wait(self);
         close_device(self);
         PyThread_release_lock(self->lock);
     }
@@ -349,103 +351,6 @@ int dtype_arg(PyObject *obj, hl_dtype *out) {
     return -1;
 }
 
-static int operand(PyObject *obj, const char *name, PyArrayObject **out) {
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray, not %.80s", name, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    PyArrayObject *a = (PyArrayObject *)obj;
-    if (PyArray_NDIM(a) != 2) {
-        PyErr_Format(PyExc_ValueError, "%s must be 2-D, got %d-D", name, PyArray_NDIM(a));
-        return -1;
-    }
-    if (PyArray_TYPE(a) != NPY_HALF) {
-        PyErr_Format(PyExc_TypeError, "%s must be float16 at this level (helios.matmul converts), got %s",
-                     name, PyArray_DESCR(a)->typeobj->tp_name);
-        return -1;
-    }
-    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
-        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous and aligned at this level", name);
-        return -1;
-    }
-    if (PyArray_DIM(a, 0) > UINT32_MAX || PyArray_DIM(a, 1) > UINT32_MAX || PyArray_DIM(a, 0) < 1 ||
-        PyArray_DIM(a, 1) < 1) {
-        PyErr_Format(PyExc_ValueError, "%s has shape (%zd, %zd); each dimension must be 1..2^32-1",
-                     name, (Py_ssize_t)PyArray_DIM(a, 0), (Py_ssize_t)PyArray_DIM(a, 1));
-        return -1;
-    }
-    *out = a;
-    return 0;
-}
-
-/* _run(a, b, out_dtype, variant, warmup, iters) -> (c, samples_ms, batch_ms, variant) */
-static PyObject *Device_run(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"a", "b", "out_dtype", "variant", "warmup", "iters", "flush_bytes", NULL};
-    PyObject *ao, *bo, *dto, *vo = Py_None;
-    Py_ssize_t warmup_n = 0, iters_n = 0;
-    long long flush_n = 0;
-    /* n and L raise OverflowError instead of truncating; ranges are checked below */
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|OnnL:_run", kwlist, &ao, &bo, &dto, &vo, &warmup_n,
-                                     &iters_n, &flush_n))
-        return NULL;
-    if (iters_n < 0 || iters_n > 100000 || warmup_n < 0 || warmup_n > 100000 || flush_n < 0) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..100000 and flush_bytes >= 0, got "
-                     "%zd, %zd, %lld", iters_n, warmup_n, flush_n);
-        return NULL;
-    }
-    unsigned int warmup = (unsigned int)warmup_n, iters = (unsigned int)iters_n;
-    unsigned long long flush = (unsigned long long)flush_n;
-    PyArrayObject *a, *b;
-    hl_dtype out_dtype;
-    hl_variant v;
-    int given;
-    if (operand(ao, "a", &a) < 0 || operand(bo, "b", &b) < 0 || dtype_arg(dto, &out_dtype) < 0 ||
-        variant_arg(self, vo, &v, &given) < 0)
-        return NULL;
-    npy_intp m = PyArray_DIM(a, 0), k = PyArray_DIM(a, 1), n = PyArray_DIM(b, 1);
-    if (PyArray_DIM(b, 0) != k) {
-        PyErr_Format(PyExc_ValueError, "matmul: inner dimensions differ: a is (%zd, %zd), b is (%zd, %zd)",
-                     (Py_ssize_t)m, (Py_ssize_t)k, (Py_ssize_t)PyArray_DIM(b, 0), (Py_ssize_t)n);
-        return NULL;
-    }
-    if (iters > 100000 || warmup > 100000) {
-        PyErr_SetString(PyExc_ValueError, "iters and warmup must be <= 100000");
-        return NULL;
-    }
-    npy_intp dims[2] = {m, n};
-    PyArrayObject *c = (PyArrayObject *)PyArray_SimpleNew(2, dims, out_dtype == HL_F16 ? NPY_HALF : NPY_FLOAT32);
-    if (!c) return NULL;
-    double *samples = NULL, batch = 0.0;
-    if (iters) {
-        samples = PyMem_Calloc(iters, sizeof *samples);
-        if (!samples) { Py_DECREF(c); return PyErr_NoMemory(); }
-    }
-    if (acquire(self) < 0) { Py_DECREF(c); PyMem_Free(samples); return NULL; }
-    hl_matmul_args ma = {.m = (uint32_t)m, .n = (uint32_t)n, .k = (uint32_t)k, .in_dtype = HL_F16,
-                         .out_dtype = out_dtype, .a = PyArray_DATA(a), .b = PyArray_DATA(b),
-                         .c = PyArray_DATA(c), .variant = given ? &v : NULL, .warmup = warmup,
-                         .iters = iters, .samples_ms = samples, .batch_ms = iters ? &batch : NULL,
-                         .flush_bytes = flush};
-    hl_error err = {0};
-    hl_status s;
-    hl_telemetry tel;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_matmul(self->dev, &ma, &err);
-    if (s == HL_OK) hl_telemetry_get(self->dev, &tel);
-    Py_END_ALLOW_THREADS
-    PyThread_release_lock(self->lock);
-    if (s != HL_OK) { Py_DECREF(c); PyMem_Free(samples); return raise_status(dev_state(self), &err); }
-    PyObject *list = PyList_New(iters);
-    if (!list) { Py_DECREF(c); PyMem_Free(samples); return NULL; }
-    for (unsigned int i = 0; i < iters; i++) {
-        PyObject *f = PyFloat_FromDouble(samples[i]);
-        if (!f) { Py_DECREF(list); Py_DECREF(c); PyMem_Free(samples); return NULL; }
-        PyList_SET_ITEM(list, i, f);
-    }
-    PyMem_Free(samples);
-    return Py_BuildValue("(NNds)", c, list, iters ? batch : tel.last_gpu_ms, tel.last_variant);
-}
-
 /* ---- telemetry ----------------------------------------------------------- */
 static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     if (acquire(self) < 0) return NULL;
@@ -500,9 +405,6 @@ static PyMethodDef Device_methods[] = {
      "applied); with a shape, the one a product of that shape runs (split-K chosen for its grid)."},
     {"check_variant", (PyCFunction)Device_check_variant, METH_O,
      "Validate a variant string for this device; returns its canonical form."},
-    {"_run", (PyCFunction)(void (*)(void))Device_run, METH_VARARGS | METH_KEYWORDS,
-     "_run(a, b, out_dtype, variant=None, warmup=0, iters=0, flush_bytes=0) -> (c, samples_ms, gpu_ms, variant).\n"
-     "Low level: a, b C-contiguous float16 2-D arrays. Use helios.matmul / Device.matmul."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,

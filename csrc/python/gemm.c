@@ -102,9 +102,14 @@ static int operand_arg(DeviceObject *self, PyObject *o, const char *name, int ty
         return -1;
     }
     PyArrayObject *a = (PyArrayObject *)o;
-    if (PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
-        PyErr_Format(PyExc_ValueError, "%s must be a C-contiguous, aligned %s array at this level", name,
-                     type == NPY_HALF ? "float16" : "float32");
+    const char *want = type == NPY_HALF ? "float16" : "float32";
+    if (PyArray_TYPE(a) != type) {
+        PyErr_Format(PyExc_TypeError, "%s must be %s at this level (helios.matmul converts), got %s", name,
+                     want, PyArray_DESCR(a)->typeobj->tp_name);
+        return -1;
+    }
+    if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
+        PyErr_Format(PyExc_ValueError, "%s must be C-contiguous and aligned at this level", name);
         return -1;
     }
     if ((uint64_t)PyArray_NBYTES(a) < need) {
@@ -227,9 +232,9 @@ static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64
             PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", keys[i], Py_TYPE(o)->tp_name);
             return -1;
         }
-        long long v = PyLong_AsLongLong(o);
-        if ((v == -1 && PyErr_Occurred()) || v < 0 || (i < 2 && v > 100000)) {
-            PyErr_Clear();
+        long long v = PyLong_AsLongLong(o);   /* OverflowError past 64 bits: never truncated */
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v < 0 || (i < 2 && v > 100000)) {
             PyErr_Format(PyExc_ValueError, "%s out of range: %S (iters, warmup: 0..100000; "
                          "flush_bytes >= 0)", keys[i], o);
             return -1;

@@ -45,9 +45,7 @@ static void Tensor_dealloc(TensorObject *self) {
         /* The device lock orders this with calls in flight on other threads. */
         DeviceObject *dev = self->device;
         if (dev && dev->lock) {
-            Py_BEGIN_ALLOW_THREADS
-            PyThread_acquire_lock(dev->lock, WAIT_LOCK);
-            Py_END_ALLOW_THREADS
+            device_lock_wait(dev);
             hl_tensor_destroy(self->t);
             PyThread_release_lock(dev->lock);
         } else {

@@ -192,19 +192,24 @@ def cmd_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def _child_argv(args: argparse.Namespace, command: str, drop: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(this command line, the subcommand's arguments without `drop`) for --devices children."""
+    from .fleet import strip_args
+    argv = list(sys.argv[1:] if args.argv is None else args.argv)
+    return argv, strip_args(argv[argv.index(command) + 1:] if command in argv else argv, drop)
+
+
 def cmd_bench_devices(args: argparse.Namespace) -> int:
     """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
     from .device import identities
-    from .fleet import device_indices, fleet_markdown, run_devices, strip_args, summarize
+    from .fleet import device_indices, fleet_markdown, run_devices, summarize
     if not args.out:
         raise UsageError("--devices needs --out FILE.json: the fleet summary; each device's result "
                          "is written beside it as FILE-dev<i>.json")
     out = _out_paths(args.out, args.force)
     infos = identities()
     indices = device_indices(args.devices, infos)
-    argv = list(sys.argv[1:] if args.argv is None else args.argv)
-    child = strip_args(argv[argv.index("bench") + 1:] if "bench" in argv else argv,
-                       ["--devices", "--devices-serial", "--out", "--force"])
+    argv, child = _child_argv(args, "bench", ["--devices", "--devices-serial", "--out", "--force"])
     entries = run_devices(child, indices, infos, out[0].with_suffix(""), args.devices_serial)
     results, labels = [], []
     for e in entries:
@@ -331,12 +336,10 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     """--devices: the same fuzz (same seed, same shapes) on every GPU, concurrently."""
     import tempfile
     from .device import identities
-    from .fleet import device_indices, run_devices, strip_args
+    from .fleet import device_indices, run_devices
     infos = identities()
     indices = device_indices(args.devices, infos)
-    argv = list(sys.argv[1:] if args.argv is None else args.argv)
-    child = strip_args(argv[argv.index("check") + 1:] if "check" in argv else argv,
-                       ["--devices", "--devices-serial"])
+    _, child = _child_argv(args, "check", ["--devices", "--devices-serial"])
     with tempfile.TemporaryDirectory(prefix="helios-check-") as tmp:
         entries = run_devices(child, indices, infos, Path(tmp) / "check", args.devices_serial, command="check")
         for e in entries:

@@ -263,8 +263,10 @@ class Device(_helios.Device):
             if a.shape != (m, k) or b.shape != (k, n):
                 raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match "
                                  f"m, n, k = {m}, {n}, {k}")
-        c, samples, batch, used = self._run(a, b, out, self._pick(variant, m, n, k), warmup, iters,
-                                            flush_bytes)
+        c, samples, batch, used = self._gemm(a=a, b=b, m=m, n=n, k=k, out_dtype=out,
+                                             variant=self._pick(variant, m, n, k), warmup=warmup,
+                                             iters=iters, flush_bytes=flush_bytes)
+        c = c[0]
         return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
                             batch_ms=batch, warmup=warmup, out_dtype=out, flush_bytes=flush_bytes,
                             telemetry=self.telemetry(), output=c)

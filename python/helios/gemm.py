@@ -232,6 +232,11 @@ def bias_array(bias: Any, n: int) -> Any:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, the tanh form the kernels compute: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
 def host_epilogue(acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: float,
                   c: Optional[np.ndarray]) -> np.ndarray:
     """The epilogue in float64 on the host: used where K == 0 (nothing to run)."""
@@ -243,7 +248,7 @@ def host_epilogue(acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: f
     if act == 1:
         x = np.maximum(x, 0.0)
     elif act == 2:
-        x = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        x = gelu_tanh(x)
     elif act == 3:
         x = x / (1.0 + np.exp(-x))
     return x

@@ -32,6 +32,7 @@ import numpy as np
 from .bench import _git
 from .check import ATOL, RTOL, check_close
 from .device import Device, warmup_launches
+from .gemm import gelu_tanh
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 
 SCHEMA = "helios-suite/1"
@@ -55,10 +56,6 @@ class SuiteConfig:
     device: Optional[int] = None
     tag: str = "mlp"
     command: list[str] = field(default_factory=list)
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 @dataclass
