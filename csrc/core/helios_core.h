@@ -219,6 +219,42 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
 hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup,
                           uint32_t iters, double *samples_ms, hl_error *err);
 
+/* ---- attention ----------------------------------------------------------- */
+/* A flash-attention forward variant: the coop path's cooperative-matrix shape,
+ * subgroups per workgroup, row tiles per subgroup and keys per tile; or the
+ * scalar fallback. Strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
+typedef struct hl_attn_variant {
+    hl_path path;                /* HL_PATH_COOP or HL_PATH_SCALAR */
+    uint32_t tm, tn, tk;
+    uint32_t bc, nsg, wq;
+} hl_attn_variant;
+void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap);
+hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err);
+/* Validates v for this device and head dimension d; the message names the limit. */
+hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_error *err);
+/* The default for head dimension d: the first coop candidate that fits, else the
+ * scalar path (HELIOS_DISABLE_COOP_ATTENTION=1 or no cooperative matrices). */
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_variant *out, hl_error *err);
+size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap);
+
+/* O = softmax(scale * Q K^T [+ causal mask]) V for batch_heads independent
+ * heads; Q and O packed (batch_heads, sq, d), K and V (batch_heads, skv, d),
+ * fp16. Causal: key j is seen by query i when j <= i (top-left, needs sq == skv).
+ * Operands are host memory or tensors; timing fields as hl_matmul_args. */
+typedef struct hl_attention_args {
+    uint32_t batch_heads, sq, skv, d;
+    int causal;
+    float scale;
+    const void *q, *k, *v;
+    void *o;                     /* NULL: not read back */
+    hl_tensor *t_q, *t_k, *t_v, *t_o;
+    const hl_attn_variant *variant;   /* NULL: the default */
+    uint32_t warmup, iters;
+    double *samples_ms, *batch_ms;
+    uint64_t flush_bytes;
+} hl_attention_args;
+hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err);
+
 /* Driver statistics of the kernel a variant compiles to (registers, shared
  * memory, binary size, ... as VK_KHR_pipeline_executable_properties reports
  * them); n = 0 where the driver offers none. Builds the pipeline if needed. */
@@ -245,6 +281,7 @@ typedef struct hl_telemetry {
     uint64_t live_buffers, live_memory, live_pipelines;
     uint64_t device_bytes, peak_device_bytes;   /* device-local memory held now / at most */
     uint64_t tensors, chains, chain_ops;
+    uint64_t attentions, coop_attentions;
 } hl_telemetry;
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);

@@ -139,4 +139,30 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err);
 
 #define HL_MAX_SPLITK 16u
 
+/* The subgroup-scope f16 x f16 -> acc row of the coop table for m x n x k, or NULL. */
+const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype acc);
+
+/* Submissions (submit.c): what every operation's command buffer shares. */
+VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a);
+void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access,
+                    VkPipelineStageFlags dst, VkAccessFlags dst_access);
+void hl_compute_barrier(hl_device *dev);   /* compute writes -> compute reads and writes */
+hl_status hl_ensure_queries(hl_device *dev, uint32_t count, hl_error *err);
+void hl_write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]);
+hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
+hl_status hl_submit_wait(hl_device *dev, hl_error *err);
+hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);
+/* A tensor operand: alive, on this device, at least `need` bytes (NULL passes). */
+hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
+                          const char *name, hl_error *err);
+/* The timed dispatch sequence: rec(dev, ctx) records one operation; iters = 0
+ * records it once between two timestamps. hl_timed_queries: the queries it uses. */
+typedef void (*hl_record_fn)(hl_device *dev, const void *ctx);
+uint32_t hl_timed_queries(uint32_t iters);
+void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes,
+                     hl_record_fn rec, const void *ctx);
+/* Reads what hl_record_timed wrote: iters samples and the batch figure, or
+ * (iters = 0) the single dispatch's time into telemetry. */
+hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, hl_error *err);
+
 #endif

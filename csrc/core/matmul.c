@@ -15,42 +15,6 @@
 #define EPI_BETA 2u
 #define EPI_BIAS 4u
 #define REDUCE_THREADS 256u   /* matmul_splitk_reduce.comp: 4 elements per invocation */
-#define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
-
-static VkDeviceSize align_up(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
-
-static void barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access,
-                    VkPipelineStageFlags dst, VkAccessFlags dst_access) {
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = src_access,
-                          .dstAccessMask = dst_access};
-    vkCmdPipelineBarrier(dev->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
-    dev->tel.barriers++;
-}
-
-static hl_status ensure_queries(hl_device *dev, uint32_t count, hl_error *err) {
-    hl_status st = HL_OK;
-    if (dev->query_pool && dev->query_capacity >= count) return HL_OK;
-    if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);
-    dev->query_pool = VK_NULL_HANDLE;
-    dev->query_capacity = 0;
-    uint32_t cap = count < 64 ? 64 : count;
-    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                 .queryCount = cap};
-    HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->query_pool));
-    dev->query_capacity = cap;
-    return HL_OK;
-fail:
-    return st;
-}
-
-static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
-    uint32_t bits = dev->caps.timestamp_valid_bits;
-    uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
-    uint64_t d = (t1 - t0) & mask;   /* modular: survives one wrap of the counter */
-    return (double)d * (double)dev->caps.timestamp_period_ns * 1e-6;
-}
 
 static const char *shader_for(const hl_variant *v, hl_dtype out) {
     if (v->path == HL_PATH_SCALAR) return out == HL_F16 ? "matmul_scalar_outf16" : "matmul_scalar_outf32";
@@ -116,19 +80,6 @@ typedef struct op_plan {
     int read_c;                          /* beta != 0: C is an input */
     uint32_t batch;
 } op_plan;
-
-static hl_status check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
-                              const char *name, hl_error *err) {
-    if (!t) return HL_OK;
-    if (!t->dev)
-        return hl_fail(err, HL_ERR_DEVICE_CLOSED, "%s: tensor %s belongs to a closed device", who, name);
-    if (t->dev != dev)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s belongs to another device", who, name);
-    if (t->bytes < need)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s holds %llu bytes; this operand "
-                       "needs %llu", who, name, (unsigned long long)t->bytes, (unsigned long long)need);
-    return HL_OK;
-}
 
 void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_bytes, uint64_t *c_bytes) {
     const uint64_t m = args->m, n = args->n, k = args->k, batch = args->batch ? args->batch : 1;
@@ -203,10 +154,10 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     if (args->t_c && (args->t_c == args->t_a || args->t_c == args->t_b || args->t_c == args->t_bias))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: the output tensor is also an input; "
                        "products do not run in place", who);
-    HL_TRY(check_tensor(dev, args->t_a, pl->a_bytes, who, "a", err));
-    HL_TRY(check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
-    HL_TRY(check_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
-    HL_TRY(check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
+    HL_TRY(hl_check_tensor(dev, args->t_a, pl->a_bytes, who, "a", err));
+    HL_TRY(hl_check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
+    HL_TRY(hl_check_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
+    HL_TRY(hl_check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
 
     uint64_t gx = (n + v.bn - 1) / v.bn, gy = (m + v.bm - 1) / v.bm;
     /* Split-K: chunks of whole K slabs; the count actually used may be lower
@@ -277,19 +228,6 @@ fail:
     return st;
 }
 
-static void write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]) {
-    VkDescriptorBufferInfo dbi[HL_BINDINGS];
-    VkWriteDescriptorSet w[HL_BINDINGS];
-    for (uint32_t i = 0; i < HL_BINDINGS; i++) {
-        dbi[i] = (VkDescriptorBufferInfo){bufs[i], 0, VK_WHOLE_SIZE};
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstSet = ds, .dstBinding = i, .descriptorCount = 1,
-                                      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                      .pBufferInfo = &dbi[i]};
-    }
-    vkUpdateDescriptorSets(dev->device, HL_BINDINGS, w, 0, NULL);
-}
-
 /* One operation: the main dispatch, and for split-K the reduction behind a barrier. */
 static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
     vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->main_pipe);
@@ -298,42 +236,17 @@ static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
     vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], pl->grid[2]);
     dev->tel.dispatches++;
     if (!pl->reduce_pipe) return;
-    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->reduce_pipe);
     vkCmdDispatch(dev->cmd, pl->rgrid[0], pl->rgrid[1], 1);
     dev->tel.dispatches++;
 }
 
-static void compute_barrier(hl_device *dev) {
-    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-}
-
-static hl_status submit_wait(hl_device *dev, hl_error *err) {
-    hl_status st = HL_OK;
-    double t_sub = hl_now_ms();
-    HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &dev->cmd};
-    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
-    dev->tel.submits++;
-    HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
-    dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
-    return HL_OK;
-fail:
-    return st;
-}
-
-static hl_status read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err) {
-    hl_status st = HL_OK;
-    uint64_t ts[2];
-    HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, first, 2, sizeof ts, ts, sizeof ts[0],
-                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-    *ms = ticks_ms(dev, ts[0], ts[1]);
-    return HL_OK;
-fail:
-    return st;
+typedef struct record_ctx { const op_plan *pl; VkDescriptorSet ds; } record_ctx;
+static void record_one(hl_device *dev, const void *ctx) {
+    const record_ctx *rc = ctx;
+    record_op(dev, rc->pl, rc->ds);
 }
 
 static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
@@ -356,24 +269,23 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: beta != 0 needs an input C");
 
     /* Host operands go through the scratch buffers (+16: shaders read 16-byte vectors). */
-    if (!args->t_a) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, align_up(pl.a_bytes, 16), 0, err));
-    if (!args->t_b) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, align_up(pl.b_bytes, 16), 0, err));
-    if (!args->t_c) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, align_up(pl.c_bytes, 16), 0, err));
+    if (!args->t_a) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, hl_align_up(pl.a_bytes, 16), 0, err));
+    if (!args->t_b) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, hl_align_up(pl.b_bytes, 16), 0, err));
+    if (!args->t_c) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, hl_align_up(pl.c_bytes, 16), 0, err));
     if (args->bias && !args->t_bias)
-        HL_TRY(hl_buffer_reserve(dev, &dev->buf_bias, align_up(pl.bias_bytes, 16), 0, err));
+        HL_TRY(hl_buffer_reserve(dev, &dev->buf_bias, hl_align_up(pl.bias_bytes, 16), 0, err));
     const uint64_t a_up = args->t_a ? 0 : pl.a_bytes, b_up = args->t_b ? 0 : pl.b_bytes;
     const uint64_t bias_up = (args->bias && !args->t_bias) ? pl.bias_bytes : 0;
     const uint64_t c_up = (pl.read_c && !args->t_c) ? pl.c_bytes : 0;
-    const VkDeviceSize off_b = align_up(a_up, 256), off_bias = align_up(off_b + b_up, 256),
-                       off_c = align_up(off_bias + bias_up, 256);
+    const VkDeviceSize off_b = hl_align_up(a_up, 256), off_bias = hl_align_up(off_b + b_up, 256),
+                       off_c = hl_align_up(off_bias + bias_up, 256);
     HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_c + pl.c_bytes + 16, 1, err));
     if (args->iters && args->flush_bytes)
-        HL_TRY(hl_buffer_reserve(dev, &dev->flush, align_up(args->flush_bytes, 4), 0, err));
+        HL_TRY(hl_buffer_reserve(dev, &dev->flush, hl_align_up(args->flush_bytes, 4), 0, err));
     HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, pl.w_bytes, 0, err));
 
-    const uint32_t n_disp = args->iters ? args->warmup + 2 * args->iters : 1;
-    const uint32_t n_queries = args->iters ? 2 * args->iters + 2 : 2;
-    if (dev->timestamps_ok) HL_TRY(ensure_queries(dev, n_queries, err));
+    const uint32_t n_queries = hl_timed_queries(args->iters);
+    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
     VkDescriptorSet ds;
     HL_TRY(hl_descriptor_sets(dev, 1, &ds, err));
 
@@ -388,13 +300,9 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     const VkBuffer bufs[HL_BINDINGS] = {
         buffer_of(args->t_a, &dev->buf_a), buffer_of(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
         args->t_bias ? args->t_bias->buf.buffer : args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer};
-    write_set(dev, ds, bufs);
+    hl_write_set(dev, ds, bufs);
 
-    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
-    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
-    if (dev->timestamps_ok) vkCmdResetQueryPool(dev->cmd, dev->query_pool, 0, n_queries);
+    HL_TRY(hl_begin_commands(dev, n_queries, err));
     VkBufferCopy up_a = {0, 0, a_up}, up_b = {off_b, 0, b_up}, up_bias = {off_bias, 0, bias_up},
                  up_c = {off_c, 0, c_up};
     if (a_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_a);
@@ -403,63 +311,26 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (c_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, c_buf, 1, &up_c);
     /* Poison C unless it is an input: all-ones is NaN in f16 and f32, so an
      * element the kernel fails to write cannot pass a check. */
-    else if (!pl.read_c) vkCmdFillBuffer(dev->cmd, c_buf, 0, align_up(pl.c_bytes, 4), 0xffffffffu);
-    barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+    else if (!pl.read_c) vkCmdFillBuffer(dev->cmd, c_buf, 0, hl_align_up(pl.c_bytes, 4), 0xffffffffu);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
 
-    /* Dispatch order: warmup, then `iters` each between two timestamps (the
-     * per-iteration samples), then `iters` back to back between two timestamps
-     * (the batch figure). Single calls get one bracketed dispatch. A barrier
-     * between dispatches orders them like a CUDA stream does. Timestamps are
-     * taken at BOTTOM_OF_PIPE: written once all earlier work has finished.
-     * (With beta != 0 a repeated product reads the C the previous one wrote:
+    /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
-    for (uint32_t d = 0; d < n_disp; d++) {
-        int timed_single = args->iters ? (d >= args->warmup && d < args->warmup + args->iters) : 1;
-        uint32_t iter = args->iters ? d - args->warmup : 0;
-        int batch_first = args->iters && d == args->warmup + args->iters;
-        int batch_last = args->iters && d == n_disp - 1;
-        if (d) compute_barrier(dev);
-        if (timed_single && args->iters && args->flush_bytes) {
-            vkCmdFillBuffer(dev->cmd, dev->flush.buffer, 0, align_up(args->flush_bytes, 4), d);
-            barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-        }
-        if (dev->timestamps_ok && timed_single)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iter);
-        if (dev->timestamps_ok && batch_first)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
-                                2 * args->iters);
-        record_op(dev, &pl, ds);
-        if (dev->timestamps_ok && timed_single)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
-                                2 * iter + 1);
-        if (dev->timestamps_ok && batch_last)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
-                                2 * args->iters + 1);
-    }
-    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+    const record_ctx rc = {&pl, ds};
+    hl_record_timed(dev, args->warmup, args->iters, args->flush_bytes, record_one, &rc);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     VkBufferCopy down = {0, off_c, pl.c_bytes};
     if (args->c) vkCmdCopyBuffer(dev->cmd, c_buf, dev->staging.buffer, 1, &down);
-    barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
             VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
-    HL_TRY(submit_wait(dev, err));
+    HL_TRY(hl_submit_wait(dev, err));
     dev->tel.bytes_up += a_up + b_up + bias_up + c_up;
 
-    if (dev->timestamps_ok) {
-        if (args->iters) {
-            for (uint32_t i = 0; i < args->iters; i++) HL_TRY(read_pair(dev, 2 * i, &args->samples_ms[i], err));
-            double total;
-            HL_TRY(read_pair(dev, 2 * args->iters, &total, err));
-            if (args->batch_ms) *args->batch_ms = total / args->iters;
-            dev->tel.last_gpu_ms = args->samples_ms[args->iters - 1];
-        } else {
-            HL_TRY(read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
-        }
-    }
+    HL_TRY(hl_read_timed(dev, args->iters, args->samples_ms, args->batch_ms, err));
     if (args->c) {
         memcpy(args->c, stage + off_c, pl.c_bytes);
         dev->tel.bytes_down += pl.c_bytes;
@@ -505,7 +376,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     }
     HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_bytes, 0, err));
     const uint32_t n_queries = iters ? 2 * iters : 2;
-    if (dev->timestamps_ok) HL_TRY(ensure_queries(dev, n_queries, err));
+    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
     HL_TRY(hl_descriptor_sets(dev, n_ops, sets, err));
     double t_rec = hl_now_ms();
     for (uint32_t i = 0; i < n_ops; i++) {
@@ -513,13 +384,9 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
         const VkBuffer bufs[HL_BINDINGS] = {o->t_a->buf.buffer, o->t_b->buf.buffer, o->t_c->buf.buffer,
                                             dev->buf_w.buffer,
                                             o->t_bias ? o->t_bias->buf.buffer : dev->buf_w.buffer};
-        write_set(dev, sets[i], bufs);
+        hl_write_set(dev, sets[i], bufs);
     }
-    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
-    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
-    if (dev->timestamps_ok) vkCmdResetQueryPool(dev->cmd, dev->query_pool, 0, n_queries);
+    HL_TRY(hl_begin_commands(dev, n_queries, err));
     /* Whatever wrote the tensors before (uploads) is complete: every earlier
      * submission was waited for. Inside the chain, each operation waits for the
      * previous one's writes (a full compute barrier: simple, and the products
@@ -528,28 +395,28 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     for (uint32_t r = 0; r < reps; r++) {
         int timed = iters ? r >= warmup : 1;
         uint32_t q = iters ? 2 * (r - warmup) : 0;
-        if (r) compute_barrier(dev);
+        if (r) hl_compute_barrier(dev);
         if (dev->timestamps_ok && timed)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q);
         for (uint32_t i = 0; i < n_ops; i++) {
-            if (i) compute_barrier(dev);
+            if (i) hl_compute_barrier(dev);
             record_op(dev, &plans[i], sets[i]);
         }
         if (dev->timestamps_ok && timed)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q + 1);
     }
-    barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
             VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
-    HL_TRY(submit_wait(dev, err));
+    HL_TRY(hl_submit_wait(dev, err));
     if (dev->timestamps_ok) {
         if (iters) {
-            for (uint32_t i = 0; i < iters; i++) HL_TRY(read_pair(dev, 2 * i, &samples_ms[i], err));
+            for (uint32_t i = 0; i < iters; i++) HL_TRY(hl_read_pair(dev, 2 * i, &samples_ms[i], err));
             dev->tel.last_gpu_ms = samples_ms[iters - 1];
         } else {
-            HL_TRY(read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
+            HL_TRY(hl_read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
         }
     }
     dev->tel.chains++;

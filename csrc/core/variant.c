@@ -126,8 +126,8 @@ bad:
                    "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'", s);
 }
 
-static const hl_coop_shape *find_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
-                                       hl_dtype acc) {
+const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
+                                        hl_dtype acc) {
     for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
         if (s->m == m && s->n == n && s->k == k && s->a == HL_F16 && s->b == HL_F16 &&
@@ -196,7 +196,7 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or "
                        "disable_coop=True)", name);
-    if (!find_shape(c, v->tm, v->tn, v->tk, v->acc))
+    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, v->acc))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': device '%s' has no subgroup cooperative matrix %ux%ux%u with "
                        "f16 inputs and %s accumulators (see helios info)",
@@ -299,7 +299,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         const hl_coop_shape *best = NULL;
         for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
             const hl_coop_shape *s = &c->coop_shapes[i];
-            if (find_shape(c, s->m, s->n, s->k, out->acc) != s) continue;
+            if (hl_find_coop_shape(c, s->m, s->n, s->k, out->acc) != s) continue;
             if (!best || shape_rank(s) > shape_rank(best)) best = s;
         }
         if (!best)
@@ -387,7 +387,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             const hl_coop_shape *s = &c->coop_shapes[i];
             for (int acc = HL_F16; acc <= HL_F32; acc++) {
                 /* first table row of each (shape, acc) only */
-                if (find_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
+                if (hl_find_coop_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
                 hl_variant base = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
                                    .acc = (hl_dtype)acc, .stages = 1, .splitk = 1, .raster = 8};
                 for (size_t t = 0; t < sizeof sgs / sizeof sgs[0] + N_WIDE; t++) {

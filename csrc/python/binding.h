@@ -55,5 +55,14 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
 int dtype_arg(PyObject *obj, hl_dtype *out);
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);
+/* A host array (C-contiguous, aligned, numpy `type`, >= need bytes) or a Tensor
+ * of this Device: sets *host or *t. */
+int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,
+                const void **host, hl_tensor **t);
+PyObject *samples_list(const double *samples, uint32_t n);
+
+/* attention.c: Device._attention and the attention variant methods. */
+PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds);
 
 #endif

@@ -370,12 +370,13 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
                          "last_variant", t.last_variant);
     if (!d) return NULL;
     PyObject *live = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
         "live_memory", (unsigned long long)t.live_memory, "live_pipelines",
         (unsigned long long)t.live_pipelines, "device_bytes", (unsigned long long)t.device_bytes,
         "peak_device_bytes", (unsigned long long)t.peak_device_bytes, "live_tensors",
         (unsigned long long)t.tensors, "chains", (unsigned long long)t.chains, "chain_ops",
-        (unsigned long long)t.chain_ops);
+        (unsigned long long)t.chain_ops, "attentions", (unsigned long long)t.attentions,
+        "coop_attentions", (unsigned long long)t.coop_attentions);
     if (!live || PyDict_Update(d, live) < 0) { Py_XDECREF(live); Py_DECREF(d); return NULL; }
     Py_DECREF(live);
     return d;
@@ -409,6 +410,11 @@ static PyMethodDef Device_methods[] = {
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
      "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},
+    {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
+     "Low-level flash-attention forward on (B*H, S, d) float16 arrays or Tensors "
+     "(helios.Device.attention converts)."},
+    {"_attention_variants", (PyCFunction)(void (*)(void))Device_attention_variants, METH_VARARGS | METH_KEYWORDS,
+     "_attention_variants(d, variant=None) -> (default or checked variant, [valid variants])."},
     {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,
      "kernel_stats(variant=None, out_dtype='float16') -> dict: the driver's statistics of the "
      "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},

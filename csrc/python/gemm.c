@@ -78,7 +78,7 @@ static int get_float(PyObject *d, const char *key, float *out, float dflt) {
 
 /* A host array (contiguous, aligned, of `type`, at least `need` bytes) or a
  * Tensor of this device. */
-static int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,
+int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,
                        const void **host, hl_tensor **t) {
     module_state *st = gstate(self);
     *host = NULL;
@@ -209,7 +209,7 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
     return 0;
 }
 
-static PyObject *samples_list(const double *samples, uint32_t n) {
+PyObject *samples_list(const double *samples, uint32_t n) {
     PyObject *list = PyList_New(n);
     if (!list) return NULL;
     for (uint32_t i = 0; i < n; i++) {

@@ -1,4 +1,4 @@
-"""Helios: Vulkan cooperative-matrix matmul, measured against CUDA.
+"""Helios: Vulkan cooperative-matrix matmul and attention, measured against CUDA.
 
 Quick use::
 
@@ -20,13 +20,15 @@ from ._helios import (
     device_count,
 )
 from .check import CheckResult, check_close, reference_matmul
-from .device import Device, MatmulTiming, default_device, from_dlpack, matmul, variants
+from .attention import AttentionTiming, reference_attention
+from .device import Device, MatmulTiming, attention, default_device, from_dlpack, matmul, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming, Tensor
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ACTIVATIONS",
+    "AttentionTiming",
     "Chain",
     "ChainTiming",
     "CheckResult",
@@ -39,12 +41,14 @@ __all__ = [
     "NoDeviceError",
     "Tensor",
     "UnsupportedError",
+    "attention",
     "canonical_variant",
     "check_close",
     "default_device",
     "from_dlpack",
     "device_count",
     "matmul",
+    "reference_attention",
     "reference_matmul",
     "variants",
 ]

@@ -200,15 +200,15 @@ class Device(_helios.Device):
         layout allows). dtype: float16 (default) or float32."""
         arr = gemm.host_array(x, "upload")
         dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float16)
-        if arr.ndim < 1 or arr.ndim > 3:
-            raise ValueError(f"upload: 1-D to 3-D arrays, got shape {arr.shape}")
+        if arr.ndim < 1 or arr.ndim > 4:
+            raise ValueError(f"upload: 1-D to 4-D arrays, got shape {arr.shape}")
         arr = np.ascontiguousarray(arr, dtype=dt)
         t = gemm.new_tensor(self, arr.shape, dt)
         t._write(0, arr)
         return t
 
     def empty(self, shape: Sequence[int], dtype: Any = "float16") -> Tensor:
-        """An uninitialised Tensor (1-D to 3-D, float16 or float32)."""
+        """An uninitialised Tensor (1-D to 4-D, float16 or float32)."""
         if isinstance(shape, (int, np.integer)):
             shape = (int(shape),)
         return gemm.new_tensor(self, shape, dtype)
@@ -237,6 +237,34 @@ class Device(_helios.Device):
         if self.closed:
             raise _helios.DeviceClosedError("the Device is closed")
         return Chain(self)
+
+    def attention(self, q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[float] = None,
+                  variant: Optional[str] = None, out: Optional[Tensor] = None) -> Any:
+        """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
+        float16 (float32 is rounded), host arrays or 4-D Tensors (then O is a Tensor,
+        or `out`). S_kv may differ from S_q unless causal; causal masks key j > query i
+        (torch's is_causal). scale: default 1/sqrt(d). variant: an attention variant
+        string ("fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar"), default the device's pick."""
+        from .attention import run_attention
+        if out is None and any(isinstance(x, Tensor) for x in (q, k, v)):
+            out = self.empty(tuple(getattr(q, "shape", ())), "float16")
+        return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
+
+    def attention_variants(self, head_dim: int) -> list[str]:
+        """Every attention variant valid here for this head dimension (default first
+        where it is a coop one)."""
+        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[1]
+
+    def default_attention_variant(self, head_dim: int) -> str:
+        """The attention variant used when none is given (HELIOS_DISABLE_COOP_ATTENTION applied)."""
+        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[0]
+
+    def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
+        """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,
+        causal, scale, iters (20), warmup (5), variant, seed, inputs=(q, k, v),
+        flush_bytes. Returns an AttentionTiming (median_ms, tflops, output, ...)."""
+        from .attention import time_attention
+        return time_attention(self, batch, heads, seq, head_dim, **kwargs)
 
     def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
                     variant: Optional[str] = None, dtype: str = "float16",
@@ -353,6 +381,12 @@ def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None) -
     """A Tensor from any host DLPack producer (a torch CPU tensor, a NumPy array):
     read in place through DLPack, one upload (Device.upload)."""
     return (device or default_device()).upload(x, dtype=dtype)
+
+
+def attention(q: Any, k: Any, v: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
+    """softmax(scale * q @ k^T) @ v on (B, H, S, d) arrays, on the default (or given)
+    device. Keywords as Device.attention: causal, scale, variant, out."""
+    return (device or default_device()).attention(q, k, v, **kwargs)
 
 
 def variants(device: Optional[Device] = None) -> list[str]:

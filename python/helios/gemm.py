@@ -32,7 +32,8 @@ def activation_code(activation: Optional[str]) -> int:
 
 
 class Tensor(_helios.Tensor):
-    """Device-resident memory holding a 1-D, 2-D or 3-D float16/float32 array.
+    """Device-resident memory holding a 1-D to 4-D float16/float32 array (products
+    take 2-D and 3-D Tensors, attention 4-D ones).
 
     Made by ``Device.upload``, ``Device.empty`` or ``Device.prepack``; rows are
     ``pitch`` elements apart (``pitch == shape[-1]`` except for prepacked weights,
@@ -92,8 +93,8 @@ class Tensor(_helios.Tensor):
 def new_tensor(dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None,
                prepacked_for: Optional[str] = None) -> Tensor:
     shape = tuple(int(s) for s in shape)
-    if not 1 <= len(shape) <= 3 or any(s < 1 for s in shape):
-        raise ValueError(f"a Tensor has 1 to 3 dimensions, each >= 1; got shape {shape}")
+    if not 1 <= len(shape) <= 4 or any(s < 1 for s in shape):
+        raise ValueError(f"a Tensor has 1 to 4 dimensions, each >= 1; got shape {shape}")
     dt = np.dtype(dtype)
     if dt not in (np.float16, np.float32):
         raise TypeError(f"Tensor dtype must be float16 or float32, got {dt}")

@@ -113,42 +113,60 @@ class TorchReference(Reference):
         tc = t.full((a.shape[0], b.shape[1]), float("nan"), dtype=t.float16, device="cuda")
         t.matmul(ta, tb, out=tc)
         out = tc.cpu().numpy()
-        for _ in range(warmup):
-            t.matmul(ta, tb, out=tc)
-        flush = t.empty(flush_bytes, dtype=t.uint8, device="cuda") if flush_bytes else None
-        ev = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        self.queued_ahead = torch_block(t, iters)
-        for i, (s, e) in enumerate(ev):
-            if flush is not None:
-                flush.fill_(i & 0xff)
-            s.record()
-            t.matmul(ta, tb, out=tc)
-            e.record()
-        t.cuda.synchronize()
-        samples = [s.elapsed_time(e) for s, e in ev]
-        batch, mode = None, "cuda_graph"
-        try:
-            g = t.cuda.CUDAGraph()
-            with t.cuda.graph(g):   # captures on its own side stream
-                for _ in range(iters):
-                    t.matmul(ta, tb, out=tc)
-            g.replay()   # untimed: uploads the graph
-            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-            s.record()
-            g.replay()
-            e.record()
-            t.cuda.synchronize()
-            batch = s.elapsed_time(e) / iters
-        except RuntimeError:   # capture refused: back-to-back launches, labelled so
-            mode = "back_to_back"
-            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-            s.record()
+        timing = time_torch_launches(t, lambda: t.matmul(ta, tb, out=tc), iters, warmup, flush_bytes)
+        self.queued_ahead = timing.queued_ahead
+        return RefTiming(timing.samples_ms, timing.batch_ms, out, timing.batch_mode)
+
+
+@dataclass
+class LaunchTiming:
+    samples_ms: list[float]
+    batch_ms: float
+    batch_mode: str              # "cuda_graph" or "back_to_back"
+    queued_ahead: bool
+
+
+def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0) -> LaunchTiming:
+    """The CUDA side's protocol for any torch launch: `warmup` launches, then
+    `iters` each between two CUDA events, enqueued behind a spin kernel (no host
+    gaps), with an optional L2 flush before each outside its events; then a batch
+    figure: `iters` launches in one CUDA graph (back to back where capture is refused)."""
+    for _ in range(warmup):
+        launch()
+    flush = t.empty(flush_bytes, dtype=t.uint8, device="cuda") if flush_bytes else None
+    ev = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    queued = torch_block(t, iters)
+    for i, (s, e) in enumerate(ev):
+        if flush is not None:
+            flush.fill_(i & 0xff)
+        s.record()
+        launch()
+        e.record()
+    t.cuda.synchronize()
+    samples = [s.elapsed_time(e) for s, e in ev]
+    mode = "cuda_graph"
+    try:
+        g = t.cuda.CUDAGraph()
+        with t.cuda.graph(g):   # captures on its own side stream
             for _ in range(iters):
-                t.matmul(ta, tb, out=tc)
-            e.record()
-            t.cuda.synchronize()
-            batch = s.elapsed_time(e) / iters
-        return RefTiming(samples, batch, out, mode)
+                launch()
+        g.replay()   # untimed: uploads the graph
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        t.cuda.synchronize()
+        batch = s.elapsed_time(e) / iters
+    except RuntimeError:   # capture refused: back-to-back launches, labelled so
+        mode = "back_to_back"
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(iters):
+            launch()
+        e.record()
+        t.cuda.synchronize()
+        batch = s.elapsed_time(e) / iters
+    return LaunchTiming(samples, batch, mode, queued)
 
 
 class CublasReference(Reference):

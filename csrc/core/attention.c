@@ -1,0 +1,272 @@
+/* attention.c — the flash-attention forward: its variants (string, parse,
+ * validation against the device, default, list) and one call (upload, poison
+ * O, dispatch with optional GPU timing, download) in one submission. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SCALAR_THREADS 64u   /* attention_scalar.comp: one query row per invocation */
+#define MAX_HEAD_DIM 256u
+
+void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap) {
+    if (v->path == HL_PATH_SCALAR) {
+        snprintf(out, cap, "fa-scalar");
+        return;
+    }
+    snprintf(out, cap, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u", v->tm, v->tn, v->tk, v->nsg, v->wq, v->bc);
+}
+
+hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err) {
+    memset(out, 0, sizeof *out);
+    if (s && strcmp(s, "fa-scalar") == 0) {
+        out->path = HL_PATH_SCALAR;
+        return HL_OK;
+    }
+    char tail;
+    if (s && sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u%c", &out->tm, &out->tn, &out->tk, &out->nsg,
+                    &out->wq, &out->bc, &tail) == 6 &&
+        strncmp(s, "fa-coop:", 8) == 0 && out->tm && out->tn && out->tk && out->nsg && out->wq && out->bc &&
+        out->tm <= 64 && out->tn <= 64 && out->tk <= 64 && out->nsg <= 32 && out->wq <= 8 && out->bc <= 256) {
+        out->path = HL_PATH_COOP;
+        return HL_OK;
+    }
+    return hl_fail(err, HL_ERR_INVALID_VARIANT, "malformed attention variant '%s'; expected e.g. "
+                   "'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'", s ? s : "(null)");
+}
+
+static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
+    const uint32_t rq = v->wq * v->tm;
+    const uint32_t s_vecs = rq * (v->bc / 4 + 1), pa_vecs = rq * (v->bc / 8 + 1) + rq * (v->tn / 4);
+    return 16u * (2u * v->bc * (d / 8 + 1) + v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs));
+}
+
+hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_error *err) {
+    char vs[HL_VARIANT_STR_MAX];
+    hl_attn_variant_format(v, vs, sizeof vs);
+    if (d == 0 || d > MAX_HEAD_DIM)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: head dimension %u is outside 1..%u", d, MAX_HEAD_DIM);
+    if (v->path == HL_PATH_SCALAR) return HL_OK;
+    if (v->path != HL_PATH_COOP)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: unknown path", vs);
+    const hl_caps *c = &dev->caps;
+    if (!dev->coop_enabled)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s needs cooperative matrices, "
+                       "which are %s on '%s'", vs, c->has_coop ? "disabled" : "absent", c->name);
+    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, HL_F32))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: '%s' offers no %ux%ux%u "
+                       "f16 x f16 -> f32 subgroup cooperative matrix", vs, c->name, v->tm, v->tn, v->tk);
+    const uint32_t sg = c->subgroup_size, rq = v->wq * v->tm;
+    const uint32_t lpr = sg >= rq ? sg / rq : 1;
+    if (d % v->tk || d % v->tn || d % 8)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: head dimension %u is not "
+                       "a multiple of %u, %u and 8", vs, d, v->tk, v->tn);
+    if (v->tk % 8 || v->tn % 8 || v->bc % v->tn || v->bc % v->tk || (2 * v->bc) % v->tm)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: the key tile must be a "
+                       "multiple of TN and TK (themselves multiples of 8), twice it a multiple of TM", vs);
+    if ((sg >= rq ? sg % rq : rq % sg) || (v->bc / lpr) % 8 || v->bc % lpr)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u rows per subgroup of "
+                       "%u invocations do not split the %u-key tile into 8-column parts", vs, rq, sg, v->bc);
+    if (v->nsg * sg > c->max_workgroup_invocations)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u invocations per "
+                       "workgroup; '%s' allows %u", vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
+    uint32_t smem = coop_shared_bytes(v, d);
+    if (smem > c->shared_memory_bytes)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s at head dimension %u needs "
+                       "%u bytes of shared memory; '%s' has %u", vs, d, smem, c->name, c->shared_memory_bytes);
+    return HL_OK;
+}
+
+/* Shapes in order of preference: 16x16x16 (fewest fragment loads per MMA),
+ * then any other f16 -> f32 subgroup shape the device offers. */
+static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap) {
+    static const uint32_t nsgs[] = {4, 8}, wqs[] = {1, 2}, bcs[] = {32, 64, 16};
+    const hl_caps *c = &dev->caps;
+    size_t n = 0;
+    hl_error err;
+    for (int pref = 1; pref >= 0; pref--)
+        for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+            const hl_coop_shape *s = &c->coop_shapes[i];
+            if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F32) != s) continue;
+            if ((s->m == 16 && s->n == 16 && s->k == 16) != pref) continue;
+            for (size_t a = 0; a < sizeof bcs / sizeof *bcs; a++)
+                for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
+                    for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
+                        hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
+                        if (hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
+                        if (n < cap) out[n] = v;
+                        n++;
+                    }
+        }
+    return n;
+}
+
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_variant *out, hl_error *err) {
+    int off = 0;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
+    if (st != HL_OK) return st;
+    memset(out, 0, sizeof *out);
+    out->path = HL_PATH_SCALAR;
+    if (!off && dev->coop_enabled) coop_candidates(dev, d, out, 1);   /* the first, when any fits */
+    return hl_attn_variant_check(dev, out, d, err);
+}
+
+size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap) {
+    size_t n = dev->coop_enabled ? coop_candidates(dev, d, out, cap) : 0;
+    if (d >= 1 && d <= MAX_HEAD_DIM) {
+        if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
+        n++;
+    }
+    return n < cap ? n : cap;
+}
+
+typedef struct attn_plan {
+    VkPipeline pipe;
+    uint32_t grid[2];
+    uint32_t pc[HL_PUSH_WORDS];
+    VkDescriptorSet ds;
+} attn_plan;
+
+static void record_attention(hl_device *dev, const void *ctx) {
+    const attn_plan *pl = ctx;
+    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
+    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &pl->ds, 0, NULL);
+    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], 1);
+    dev->tel.dispatches++;
+}
+
+static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
+
+hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *caps = &dev->caps;
+    const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
+    if (!bh || !sq || !skv || !d)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: batch*heads=%llu, S_q=%llu, S_kv=%llu, "
+                       "d=%llu; every dimension must be >= 1", (unsigned long long)bh, (unsigned long long)sq,
+                       (unsigned long long)skv, (unsigned long long)d);
+    if (args->iters && !args->samples_ms)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
+    if (args->iters && !dev->timestamps_ok)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
+                       caps->name);
+    if (args->iters > 100000 || args->warmup > 100000)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if ((!args->q && !args->t_q) || (!args->k && !args->t_k) || (!args->v && !args->t_v))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: q, k and v are required");
+    if (!isfinite(args->scale))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: scale must be finite");
+    hl_attn_variant v;
+    if (args->variant) v = *args->variant;
+    else HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, &v, err));
+    HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, err));
+    if (args->causal && sq != skv)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: causal masking needs S_q == S_kv (got %llu and "
+                       "%llu)", (unsigned long long)sq, (unsigned long long)skv);
+
+    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = (1ull << 32) - 16;
+    const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2;
+    if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
+        kv_bytes > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "attention %llux%llux%llu (S_kv %llu): an operand spans %llu "
+                       "bytes; kernels index with 32 bits and the device allows %llu bytes per buffer",
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d,
+                       (unsigned long long)skv, (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
+                       (unsigned long long)caps->max_storage_buffer_range);
+    const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
+    for (int i = 0; i < 3; i++)
+        if (args->t_o && ts[i] == args->t_o)
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: the output tensor is also an input; "
+                           "attention does not run in place");
+    HL_TRY(hl_check_tensor(dev, args->t_q, q_bytes, "attention", "q", err));
+    HL_TRY(hl_check_tensor(dev, args->t_k, kv_bytes, "attention", "k", err));
+    HL_TRY(hl_check_tensor(dev, args->t_v, kv_bytes, "attention", "v", err));
+    HL_TRY(hl_check_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
+
+    attn_plan pl = {0};
+    uint32_t spec[10] = {0};
+    uint32_t rows = SCALAR_THREADS, sgsz = 0;
+    spec[3] = (uint32_t)d;
+    spec[9] = args->causal ? 1u : 0u;
+    hl_pipeline *pipe;
+    if (v.path == HL_PATH_COOP) {
+        sgsz = caps->subgroup_size;
+        spec[0] = v.tm; spec[1] = v.tn; spec[2] = v.tk; spec[4] = v.bc; spec[5] = v.nsg; spec[6] = v.wq;
+        spec[7] = sgsz; spec[8] = v.nsg * sgsz;
+        rows = v.nsg * v.wq * v.tm;
+        HL_TRY(hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, &pipe, err));
+    } else {
+        HL_TRY(hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, &pipe, err));
+    }
+    const uint64_t gx = (sq + rows - 1) / rows;
+    if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "attention: %llu query blocks x %llu heads exceed the "
+                       "device's %ux%u workgroup grid", (unsigned long long)gx, (unsigned long long)bh,
+                       caps->max_group_count[0], caps->max_group_count[1]);
+    pl.pipe = pipe->pipeline;
+    pl.grid[0] = (uint32_t)gx;
+    pl.grid[1] = (uint32_t)bh;
+    const float scale_log2 = args->scale * 1.4426950408889634f;
+    pl.pc[0] = (uint32_t)bh; pl.pc[1] = (uint32_t)sq; pl.pc[2] = (uint32_t)skv;
+    memcpy(&pl.pc[3], &scale_log2, 4);
+
+    /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b, buf_c, buf_w. */
+    if (!args->t_q) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, hl_align_up(q_bytes, 16), 0, err));
+    if (!args->t_k) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, hl_align_up(kv_bytes, 16), 0, err));
+    if (!args->t_o) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, hl_align_up(q_bytes, 16), 0, err));
+    if (!args->t_v) HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, hl_align_up(kv_bytes, 16), 0, err));
+    const uint64_t q_up = args->t_q ? 0 : q_bytes, k_up = args->t_k ? 0 : kv_bytes, v_up = args->t_v ? 0 : kv_bytes;
+    const VkDeviceSize off_k = hl_align_up(q_up, 256), off_v = hl_align_up(off_k + k_up, 256),
+                       off_o = hl_align_up(off_v + v_up, 256);
+    HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_o + q_bytes + 16, 1, err));
+    if (args->iters && args->flush_bytes)
+        HL_TRY(hl_buffer_reserve(dev, &dev->flush, hl_align_up(args->flush_bytes, 4), 0, err));
+    const uint32_t n_queries = hl_timed_queries(args->iters);
+    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
+    HL_TRY(hl_descriptor_sets(dev, 1, &pl.ds, err));
+
+    double t_rec = hl_now_ms();
+    uint8_t *stage = dev->staging.mapped;
+    if (q_up) memcpy(stage, args->q, q_up);
+    if (k_up) memcpy(stage + off_k, args->k, k_up);
+    if (v_up) memcpy(stage + off_v, args->v, v_up);
+    const VkBuffer q_buf = buffer_of(args->t_q, &dev->buf_a), o_buf = buffer_of(args->t_o, &dev->buf_c);
+    const VkBuffer bufs[HL_BINDINGS] = {q_buf, buffer_of(args->t_k, &dev->buf_b), o_buf,
+                                        buffer_of(args->t_v, &dev->buf_w), q_buf};
+    hl_write_set(dev, pl.ds, bufs);
+    HL_TRY(hl_begin_commands(dev, n_queries, err));
+    VkBufferCopy up_q = {0, 0, q_up}, up_k = {off_k, 0, k_up}, up_v = {off_v, 0, v_up};
+    if (q_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_q);
+    if (k_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_b.buffer, 1, &up_k);
+    if (v_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_w.buffer, 1, &up_v);
+    /* Poison O: all-ones is NaN in f16, so a row the kernel fails to write cannot pass a check. */
+    vkCmdFillBuffer(dev->cmd, o_buf, 0, hl_align_up(q_bytes, 4), 0xffffffffu);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    hl_record_timed(dev, args->warmup, args->iters, args->flush_bytes, record_attention, &pl);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+    VkBufferCopy down = {0, off_o, q_bytes};
+    if (args->o) vkCmdCopyBuffer(dev->cmd, o_buf, dev->staging.buffer, 1, &down);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    HL_VK(vkEndCommandBuffer(dev->cmd));
+    dev->tel.record_ms += hl_now_ms() - t_rec;
+    HL_TRY(hl_submit_wait(dev, err));
+    dev->tel.bytes_up += q_up + k_up + v_up;
+    HL_TRY(hl_read_timed(dev, args->iters, args->samples_ms, args->batch_ms, err));
+    if (args->o) {
+        memcpy(args->o, stage + off_o, q_bytes);
+        dev->tel.bytes_down += q_bytes;
+    }
+    dev->tel.attentions++;
+    if (v.path == HL_PATH_COOP) dev->tel.coop_attentions++;
+    hl_attn_variant_format(&v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    return HL_OK;
+fail:
+    if (dev->device) vkDeviceWaitIdle(dev->device);
+    return st;
+}

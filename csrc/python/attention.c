@@ -1,0 +1,143 @@
+/* attention.c — Device._attention (one flash-attention forward on host arrays
+ * or Tensors, optionally GPU-timed) and Device._attention_variants.
+ * helios.Device.attention works out shapes and dtypes; this layer checks that
+ * every buffer is large enough for what the core will touch. */
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL helios_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include "binding.h"
+
+#include <math.h>
+#include <numpy/arrayobject.h>
+
+static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
+
+static int attn_variant_arg(DeviceObject *self, PyObject *o, hl_attn_variant *v, int *given) {
+    *given = 0;
+    if (!o || o == Py_None) return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "variant must be a str, not %.80s", Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    hl_error err = {0};
+    if (hl_attn_variant_parse(PyUnicode_AsUTF8(o), v, &err) != HL_OK) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        return -1;
+    }
+    *given = 1;
+    return 0;
+}
+
+/* _attention(q, k, v, bh, sq, skv, d, *, causal=False, scale, variant=None,
+ *            warmup=0, iters=0, flush_bytes=0, out=None)
+ *   -> (o (bh, sq, d) float16 or None, samples_ms, gpu_ms, variant) */
+PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"q", "k", "v", "bh", "sq", "skv", "d", "causal", "scale", "variant",
+                             "warmup", "iters", "flush_bytes", "out", NULL};
+    PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None;
+    unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
+    unsigned long long flush = 0;
+    int causal = 0;
+    double scale = NAN;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKO:_attention", kwlist, &qo, &ko, &vo, &bh,
+                                     &sq, &skv, &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out))
+        return NULL;
+    if (isnan(scale)) {
+        PyErr_SetString(PyExc_TypeError, "_attention: scale (a finite float) is required");
+        return NULL;
+    }
+    if (iters > 100000 || warmup > 100000) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..100000, got %u, %u", iters, warmup);
+        return NULL;
+    }
+    hl_attention_args aa = {0};
+    hl_attn_variant av;
+    int given;
+    if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
+    if (given) aa.variant = &av;
+    aa.batch_heads = bh; aa.sq = sq; aa.skv = skv; aa.d = d;
+    aa.causal = causal;
+    aa.scale = (float)scale;
+    const uint64_t q_bytes = (uint64_t)bh * sq * d * 2, kv_bytes = (uint64_t)bh * skv * d * 2;
+    if (operand_arg(self, qo, "q", NPY_HALF, q_bytes, &aa.q, &aa.t_q) < 0 ||
+        operand_arg(self, ko, "k", NPY_HALF, kv_bytes, &aa.k, &aa.t_k) < 0 ||
+        operand_arg(self, vo, "v", NPY_HALF, kv_bytes, &aa.v, &aa.t_v) < 0)
+        return NULL;
+    PyArrayObject *host_out = NULL;
+    if (out != Py_None) {
+        const void *unused;
+        if (!is_tensor(gstate(self), out)) {
+            PyErr_Format(PyExc_TypeError, "out must be a helios.Tensor, not %.80s", Py_TYPE(out)->tp_name);
+            return NULL;
+        }
+        if (operand_arg(self, out, "out", NPY_HALF, q_bytes, &unused, &aa.t_o) < 0) return NULL;
+    } else {
+        npy_intp dims[3] = {bh, sq, d};
+        host_out = (PyArrayObject *)PyArray_SimpleNew(3, dims, NPY_HALF);
+        if (!host_out) return NULL;
+        aa.o = PyArray_DATA(host_out);
+    }
+    double *samples = NULL, batch_ms = 0.0;
+    if (iters && !(samples = PyMem_Calloc(iters, sizeof *samples))) {
+        Py_XDECREF(host_out);
+        return PyErr_NoMemory();
+    }
+    aa.warmup = warmup;
+    aa.iters = iters;
+    aa.samples_ms = samples;
+    aa.batch_ms = iters ? &batch_ms : NULL;
+    aa.flush_bytes = flush;
+    PyObject *result = NULL;
+    if (device_acquire(self) == 0) {
+        hl_error err = {0};
+        hl_status s;
+        hl_telemetry tel;
+        Py_BEGIN_ALLOW_THREADS
+        s = hl_attention(self->dev, &aa, &err);
+        hl_telemetry_get(self->dev, &tel);
+        Py_END_ALLOW_THREADS
+        device_release(self);
+        if (s != HL_OK) {
+            raise_status(gstate(self), &err);
+        } else {
+            PyObject *list = samples_list(samples, iters);
+            if (list)
+                result = Py_BuildValue("(ONds)", host_out ? (PyObject *)host_out : Py_None, list,
+                                       iters ? batch_ms : tel.last_gpu_ms, tel.last_variant);
+        }
+    }
+    PyMem_Free(samples);
+    Py_XDECREF(host_out);
+    return result;
+}
+
+/* _attention_variants(d, variant=None) -> (default, [every valid variant]) for
+ * head dimension d; with variant, validates it and returns (canonical, []). */
+PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"d", "variant", NULL};
+    unsigned int d;
+    PyObject *variant = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|O:_attention_variants", kwlist, &d, &variant)) return NULL;
+    hl_attn_variant given_v, dflt, list[64];
+    int given;
+    if (attn_variant_arg(self, variant, &given_v, &given) < 0) return NULL;
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status s = given ? hl_attn_variant_check(self->dev, &given_v, d, &err)
+                        : hl_attn_variant_default(self->dev, d, &dflt, &err);
+    size_t n = (s == HL_OK && !given) ? hl_attn_variant_list(self->dev, d, list, 64) : 0;
+    device_release(self);
+    if (s != HL_OK) return raise_status(gstate(self), &err);
+    char buf[HL_VARIANT_STR_MAX];
+    hl_attn_variant_format(given ? &given_v : &dflt, buf, sizeof buf);
+    PyObject *names = PyList_New(0);
+    if (!names) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        char vs[HL_VARIANT_STR_MAX];
+        hl_attn_variant_format(&list[i], vs, sizeof vs);
+        PyObject *u = PyUnicode_FromString(vs);
+        if (!u || PyList_Append(names, u) < 0) { Py_XDECREF(u); Py_DECREF(names); return NULL; }
+        Py_DECREF(u);
+    }
+    return Py_BuildValue("(sN)", buf, names);
+}

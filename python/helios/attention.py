@@ -1,0 +1,175 @@
+"""Attention: ``helios.attention`` / ``Device.attention`` (a flash-attention
+forward on cooperative matrices), ``Device.time_attention`` (GPU-timed like
+time_matmul), and the float64 reference the checks use."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _helios
+from .gemm import Tensor, host_array
+
+
+@dataclass
+class AttentionTiming:
+    """GPU-timed attention: per-iteration device times after warm-up."""
+    batch: int
+    heads: int
+    seq_q: int
+    seq_kv: int
+    head_dim: int
+    causal: bool
+    variant: str
+    samples_ms: list[float]
+    batch_ms: float
+    warmup: int
+    flush_bytes: int = 0
+    telemetry: dict = field(default_factory=dict)
+    output: Optional[np.ndarray] = field(default=None, repr=False)
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.samples_ms))
+
+    @property
+    def flops(self) -> float:
+        return attention_flops(self.batch, self.heads, self.seq_q, self.seq_kv, self.head_dim, self.causal)
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.median_ms * 1e-3) / 1e12
+
+
+def attention_flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool = False) -> float:
+    """4*B*H*S_q*S_kv*d (the seeds' count: Q K^T and P V); causal counts the half
+    of the score matrix that is computed."""
+    f = 4.0 * b * h * sq * skv * d
+    return f / 2 if causal else f
+
+
+def attention_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
+    """Bytes a forward must move at least: Q, K, V read and O written, fp16."""
+    return 2 * b * h * d * (2 * sq + 2 * skv)
+
+
+def _operand(x: Any, name: str) -> Any:
+    """A 4-D float16 C-contiguous array (float32 is rounded), or a 4-D float16 Tensor."""
+    if isinstance(x, Tensor):
+        if x.ndim != 4 or x.dtype != np.float16:
+            raise ValueError(f"attention: {name} Tensor must be 4-D float16 (B, H, S, d), got "
+                             f"shape {x.shape} {x.dtype}")
+        return x
+    arr = host_array(x, f"attention: {name}")
+    if arr.ndim != 4:
+        raise ValueError(f"attention: {name} must be 4-D (B, H, S, d), got shape {arr.shape}")
+    if arr.dtype not in (np.float16, np.float32):
+        raise TypeError(f"attention: {name} has dtype {arr.dtype}; attention takes float16 "
+                        f"(float32 is accepted and rounded to float16)")
+    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
+
+
+def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> None:
+    """(B, H, S_q, d), (B, H, S_kv, d), (B, H, S_kv, d): a ValueError naming the shapes otherwise."""
+    if tuple(k_shape) != tuple(v_shape):
+        raise ValueError(f"attention: k {tuple(k_shape)} and v {tuple(v_shape)} must have the same shape")
+    if tuple(q_shape[:2]) != tuple(k_shape[:2]) or q_shape[3] != k_shape[3]:
+        raise ValueError(f"attention: q {tuple(q_shape)} and k/v {tuple(k_shape)} must agree on B, H "
+                         f"and d: (B, H, S_q, d) and (B, H, S_kv, d)")
+    if any(int(s) < 1 for s in (*q_shape, *k_shape)):
+        raise ValueError(f"attention: every dimension must be >= 1, got q {tuple(q_shape)}, k {tuple(k_shape)}")
+
+
+def resolve_scale(scale: Optional[float], d: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
+        raise TypeError(f"attention: scale must be a real number or None, not {type(scale).__name__}")
+    if not math.isfinite(float(scale)):
+        raise ValueError(f"attention: scale must be finite, got {scale}")
+    return float(scale)
+
+
+def run_attention(dev: Any, q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[float] = None,
+                  variant: Optional[str] = None, out: Optional[Tensor] = None) -> Any:
+    if dev.closed:
+        raise _helios.DeviceClosedError("the Device is closed")
+    q, k, v = _operand(q, "q"), _operand(k, "k"), _operand(v, "v")
+    check_shapes(q.shape, k.shape, v.shape)
+    b, h, sq, d = (int(s) for s in q.shape)
+    skv = int(k.shape[2])
+    if out is not None and (not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16):
+        raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
+    sc = resolve_scale(scale, d)
+    o, _, _, _ = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc,
+                                variant=variant, out=out)
+    if out is not None:
+        return out
+    return o.reshape(b, h, sq, d)
+
+
+def time_attention(dev: Any, batch: int, heads: int, seq: int, head_dim: int, *, seq_kv: Optional[int] = None,
+                   causal: bool = False, scale: Optional[float] = None, iters: int = 20, warmup: int = 5,
+                   variant: Optional[str] = None, seed: int = 0,
+                   inputs: Optional[Sequence[np.ndarray]] = None, flush_bytes: int = 0) -> AttentionTiming:
+    from .device import MAX_LAUNCHES, _count
+    b = _count("time_attention: batch", batch, 1, 2**31)
+    h = _count("time_attention: heads", heads, 1, 2**31)
+    sq = _count("time_attention: seq", seq, 1, 2**31)
+    skv = sq if seq_kv is None else _count("time_attention: seq_kv", seq_kv, 1, 2**31)
+    d = _count("time_attention: head_dim", head_dim, 1, 2**31)
+    iters = _count("time_attention: iters", iters, 1, MAX_LAUNCHES)
+    warmup = _count("time_attention: warmup", warmup, 0, MAX_LAUNCHES)
+    flush_bytes = _count("time_attention: flush_bytes", flush_bytes, 0, int(dev.info["max_storage_buffer_range"]))
+    need = attention_bytes(b, h, sq, skv, d)
+    if need > int(dev.info["device_local_bytes"]):
+        raise _helios.DeviceMemoryError(f"attention {b}x{h}x{sq}x{d} (S_kv {skv}): operands need {need} "
+                                        f"bytes; the device has {dev.info['device_local_bytes']}")
+    if inputs is None:
+        q, k, v = random_qkv(b, h, sq, skv, d, seed)
+    else:
+        q, k, v = (_operand(x, nm) for x, nm in zip(inputs, ("q", "k", "v")))
+        if q.shape != (b, h, sq, d) or k.shape != (b, h, skv, d) or v.shape != k.shape:
+            raise ValueError(f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
+                             f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}")
+    sc = resolve_scale(scale, d)
+    o, samples, batch_ms, used = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc,
+                                                variant=variant, warmup=warmup, iters=iters,
+                                                flush_bytes=flush_bytes)
+    return AttentionTiming(batch=b, heads=h, seq_q=sq, seq_kv=skv, head_dim=d, causal=bool(causal),
+                           variant=used, samples_ms=samples, batch_ms=batch_ms, warmup=warmup,
+                           flush_bytes=flush_bytes, telemetry=dev.telemetry(),
+                           output=o.reshape(b, h, sq, d))
+
+
+def random_qkv(b: int, h: int, sq: int, skv: int, d: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Seeded standard-normal float16 Q, K, V (B, H, S, d)."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, h, sq, d), dtype=np.float32).astype(np.float16)
+    k = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(np.float16)
+    v = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(np.float16)
+    return q, k, v
+
+
+def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,
+                        scale: Optional[float] = None, rows: Optional[np.ndarray] = None) -> np.ndarray:
+    """softmax(scale * Q K^T [masked]) V in float64, one head at a time. rows: only
+    these query rows (every head), to check large shapes by sampling; the result
+    then has shape (B, H, len(rows), d)."""
+    b, h, sq, d = q.shape
+    sc = resolve_scale(scale, d)
+    sel = np.arange(sq) if rows is None else np.asarray(rows)
+    out = np.empty((b, h, len(sel), d), dtype=np.float64)
+    for i in range(b):
+        for j in range(h):
+            qh = q[i, j, sel].astype(np.float64)
+            s = (qh @ k[i, j].astype(np.float64).T) * sc
+            if causal:
+                s = np.where(np.arange(k.shape[2])[None, :] > sel[:, None], -np.inf, s)
+            s -= s.max(axis=1, keepdims=True)
+            p = np.exp(s)
+            p /= p.sum(axis=1, keepdims=True)
+            out[i, j] = p @ v[i, j].astype(np.float64)
+    return out

@@ -1,0 +1,63 @@
+"""The CUDA side of the attention workload: torch's scaled_dot_product_attention,
+each backend (flash, cuDNN, memory-efficient, math) timed on its own with the
+protocol of every CUDA reference here (helios.reference.time_torch_launches),
+on the CUDA device with the Vulkan device's UUID. TF32 off; fp16 in and out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .reference import LaunchTiming, TorchReference, time_torch_launches
+
+BACKENDS = ("flash", "cudnn", "efficient", "math")
+
+
+@dataclass
+class SdpaRun:
+    backend: str
+    timing: Optional[LaunchTiming]
+    output: Optional[np.ndarray]
+    error: Optional[str] = None      # why the backend did not run this case
+
+
+class SdpaReference(TorchReference):
+    """torch SDPA on the CUDA twin of the Vulkan device (DeviceMismatch otherwise)."""
+    name = "sdpa"
+
+    def metadata(self) -> dict:
+        md = super().metadata()
+        t = self.torch
+        md.update({"reference": "sdpa", "label": "torch.nn.functional.scaled_dot_product_attention per "
+                   "backend, CUDA events, TF32 off; timed launches enqueued behind a spin kernel",
+                   "cudnn_version": t.backends.cudnn.version() if t.backends.cudnn.is_available() else None})
+        md.pop("cublas_handle", None)
+        return md
+
+    def _backend_enum(self, name: str):
+        from torch.nn.attention import SDPBackend
+        return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[name]
+
+    def run(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool, scale: float, backend: str,
+            iters: int, warmup: int, flush_bytes: int = 0) -> SdpaRun:
+        """One backend: its output on these inputs and its timing, or the reason it
+        refused (unsupported shape, missing kernel, out of memory)."""
+        t = self.torch
+        from torch.nn.attention import sdpa_kernel
+        import torch.nn.functional as F
+        tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
+
+        def launch():
+            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+
+        try:
+            with sdpa_kernel([self._backend_enum(backend)]):
+                out = launch().float().cpu().numpy().astype(np.float16)
+                timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
+        except (RuntimeError, ValueError) as e:   # "No available kernel", OOM: reported, not fatal
+            t.cuda.synchronize()
+            msg = str(e).strip().splitlines()
+            return SdpaRun(backend, None, None, msg[0][:300] if msg else type(e).__name__)
+        return SdpaRun(backend, timing, out)

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Sweep attention variants x shapes on one device and time torch SDPA's backends
+beside them (a kernel-design tool; `helios bench --workload=attention` is the
+harness). Every Helios number is gated by a sampled float64 check + all finite.
+
+  python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
+      [--variants all|default|V1,V2] [--iters 30] [--no-sdpa]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+import helios
+from helios.attention import attention_flops, random_qkv, reference_attention
+from helios.check import check_close
+
+ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=ISSUE_SHAPES, help="BxHxSxd list (default: the issue's table)")
+    ap.add_argument("--variants", default="all", help="all, default, or a comma list")
+    ap.add_argument("--causal", action="store_true", help="causal masking")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--no-sdpa", action="store_true", help="skip the torch SDPA backends")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    dev = helios.Device()
+    sdpa = None
+    if not a.no_sdpa:
+        from helios.sdpa import BACKENDS, SdpaReference
+        sdpa = SdpaReference(dev.info["uuid"])
+    rows = []
+    for spec in a.shapes.split(","):
+        b, h, s, d = (int(x) for x in spec.split("x"))
+        q, k, v = random_qkv(b, h, s, s, d, seed=1)
+        rng = np.random.default_rng(0)
+        sel = np.sort(rng.choice(s, size=min(16, s), replace=False))
+        ref = reference_attention(q, k, v, causal=a.causal, rows=sel)
+        flops = attention_flops(b, h, s, s, d, a.causal)
+        if a.variants == "all":
+            vs = dev.attention_variants(d)
+        else:
+            vs = [dev.default_attention_variant(d) if x == "default" else x for x in a.variants.split(",")]
+        for var in vs:
+            if var == "fa-scalar" and s * s * b * h * d > 2**33:
+                continue   # the fallback at long context: minutes, not a design point
+            t0 = time.time()
+            try:
+                tm = dev.time_attention(b, h, s, d, causal=a.causal, iters=a.iters, warmup=a.warmup,
+                                        variant=var, inputs=(q, k, v))
+            except helios.HeliosError as e:
+                rows.append({"shape": spec, "variant": var, "error": str(e)})
+                print(spec, var, "ERROR", e, flush=True)
+                continue
+            chk = check_close(tm.output[:, :, sel], ref)
+            fin = bool(np.isfinite(tm.output).all())
+            ok = chk.passed and fin
+            row = {"shape": spec, "side": "helios", "variant": tm.variant, "causal": a.causal,
+                   "check": {**chk.as_dict(), "all_finite": fin, "passed": ok},
+                   "median_ms": tm.median_ms if ok else None, "tflops": tm.tflops if ok else None,
+                   "batch_ms": tm.batch_ms if ok else None, "samples_ms": tm.samples_ms if ok else None,
+                   "wall_s": time.time() - t0}
+            rows.append(row)
+            print(f"{spec} {tm.variant:34s} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
+                  f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g})", flush=True)
+        if sdpa is not None:
+            for be in BACKENDS:
+                if be == "math" and s * s * b * h > 2**29:
+                    continue
+                r = sdpa.run(q, k, v, causal=a.causal, scale=1.0 / np.sqrt(d), backend=be,
+                             iters=a.iters, warmup=a.warmup)
+                if r.timing is None:
+                    rows.append({"shape": spec, "side": "sdpa", "backend": be, "error": r.error})
+                    print(spec, "sdpa", be, "unavailable:", r.error, flush=True)
+                    continue
+                chk = check_close(r.output[:, :, sel], ref)
+                med = float(np.median(r.timing.samples_ms))
+                rows.append({"shape": spec, "side": "sdpa", "backend": be, "causal": a.causal,
+                             "check": {**chk.as_dict(), "passed": chk.passed}, "median_ms": med,
+                             "tflops": flops / med / 1e9, "batch_ms": r.timing.batch_ms,
+                             "batch_mode": r.timing.batch_mode, "samples_ms": r.timing.samples_ms})
+                print(f"{spec} sdpa {be:10s} {med:.4f} ms {flops / med / 1e9:.1f} TF/s", flush=True)
+    with open(a.out, "w") as f:
+        json.dump({"device": dev.info["name"], "driver": dev.info.get("driver_info"),
+                   "commit": __import__("os").environ.get("HELIOS_COMMIT"), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

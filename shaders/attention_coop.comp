@@ -1,0 +1,277 @@
+#version 460
+// attention_coop.comp — flash-attention forward, O = softmax(scale * Q K^T) V,
+// on KHR cooperative matrices: fp16 in and out, fp32 scores, fp32 running
+// max/sum and an fp32 output accumulator.
+//
+// Q, K, V and O are packed (B*H, S, D) row-major. Workgroup (x, y) owns query
+// rows [x*BR, x*BR + BR) of head y; each of its NSG subgroups owns WQ tiles of
+// TM rows and keeps their Q fragments and O accumulators in registers for the
+// whole pass. Keys advance BC at a time: the workgroup stages the K and V tile
+// in shared memory (rows padded by one 16-byte vector against bank conflicts)
+// from registers loaded one tile ahead (the matmul kernel's register prefetch).
+// Per tile a subgroup computes its scores S = Q K^T on the tensor cores and
+// stores them to its own shared scratch; its invocations run the online
+// softmax over whole rows there (KHR leaves the accumulator's element layout
+// to the driver, so rows are only addressable through memory), write P in fp16
+// and each row's rescale factor as a TM x TN tile; then O = O * rescale + P V,
+// the rescale applied as a component-wise product of two accumulators. The
+// causal mask is top-left aligned (torch's is_causal): key tiles past the
+// workgroup's last row are never loaded, and a subgroup skips tiles past its
+// own rows. Key tails are zero-filled and masked; query tails are computed and
+// not stored.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 0) const uint TM = 16;
+layout(constant_id = 1) const uint TN = 16;
+layout(constant_id = 2) const uint TK = 16;
+layout(constant_id = 3) const uint D = 64;        // head dimension (multiple of TK, TN and 8)
+layout(constant_id = 4) const uint BC = 32;       // keys per tile
+layout(constant_id = 5) const uint NSG = 4;       // subgroups per workgroup
+layout(constant_id = 6) const uint WQ = 1;        // row tiles per subgroup
+layout(constant_id = 7) const uint SUBGROUP = 32;
+layout(local_size_x_id = 8) in;                   // = NSG * SUBGROUP
+layout(constant_id = 9) const uint CAUSAL = 0;
+
+layout(push_constant) uniform Push {
+    uint heads;        // B * H
+    uint sq, skv;      // query and key rows per head
+    float scale_log2;  // scale * log2(e): scores go through exp2
+} p;
+
+layout(set = 0, binding = 0) readonly buffer Q128 { uvec4 q128[]; };
+layout(set = 0, binding = 1) readonly buffer K128 { uvec4 k128[]; };
+layout(set = 0, binding = 2) writeonly buffer O128 { uvec4 o128[]; };
+layout(set = 0, binding = 3) readonly buffer V128 { uvec4 v128[]; };
+
+const uint THREADS = NSG * SUBGROUP;
+const uint RQ = WQ * TM;                       // query rows per subgroup
+const uint BR = NSG * RQ;                      // query rows per workgroup
+const uint DV = D / 8;                         // 16-byte vectors per row of Q/K/V/O
+const uint DROW = DV + 1;                      // padded pitch (vectors) in shared memory
+// One shared array, regions in 16-byte vectors: the K and V tiles (Q staging
+// uses them before the loop), then per subgroup a scratch that holds S
+// (fp32) and, once every row is read, P (fp16) and the rescale tile (fp32).
+const uint REGION0 = 2 * BC * DROW;
+const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
+const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
+const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
+const uint AROW = TN / 4;                      // rescale tile pitch
+const uint S_VECS = RQ * SROW;
+const uint PA_VECS = RQ * PROW + RQ * AROW;
+const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
+const uint K_OFF = 0, V_OFF = BC * DROW;
+shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+
+// The softmax's view of a subgroup's rows: LPR invocations share a row, each
+// with CPL consecutive columns; PASSES rounds cover RQ rows.
+const uint LPR = SUBGROUP >= RQ ? SUBGROUP / RQ : 1;
+const uint CPL = BC / LPR;
+const uint RPP = SUBGROUP / LPR;               // rows per pass
+const uint PASSES = RQ / RPP;
+
+// Prefetch registers: the next tile's K and V vectors.
+const uint TILE_VECS = BC * DV;
+const uint PER_T = (TILE_VECS + THREADS - 1) / THREADS;
+uvec4 kreg[PER_T], vreg[PER_T];
+
+void fetch(uint kvbase, uint j0) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        uint r = idx / DV, c = idx % DV;
+        bool ok = idx < TILE_VECS && j0 + r < p.skv;
+        uint e = kvbase + (j0 + r) * DV + c;
+        kreg[i] = ok ? k128[e] : uvec4(0);
+        vreg[i] = ok ? v128[e] : uvec4(0);
+    }
+}
+
+void put() {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        if (idx < TILE_VECS) {
+            uint r = idx / DV, c = idx % DV;
+            sm[K_OFF + r * DROW + c] = kreg[i];
+            sm[V_OFF + r * DROW + c] = vreg[i];
+        }
+    }
+}
+
+void sub_sync() {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+}
+
+float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y;
+    const uint q0 = gl_WorkGroupID.x * BR;
+    const uint r0 = q0 + sg * RQ;                  // this subgroup's first row
+    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    const uint SUB = REGION0 + sg * SUB_VECS;
+
+    // Q: staged through the K/V region QCH rows at a time (zero rows past the
+    // end), each subgroup taking its fragments from the round holding its rows.
+    coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
+    for (uint c0 = 0; c0 < BR; c0 += QCH) {
+        barrier();
+        for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
+            uint r = idx / DV, c = idx % DV, gr = q0 + c0 + r;
+            sm[r * DROW + c] = c0 + r < BR && gr < p.sq ? q128[qbase + gr * DV + c] : uvec4(0);
+        }
+        barrier();
+        [[unroll]] for (uint w = 0; w < WQ; w++) {
+            const uint row = sg * RQ + w * TM;
+            if (row >= c0 && row < c0 + QCH)
+                [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
+                    coopMatLoad(qf[w][kk], sm, (row - c0) * DROW + kk * (TK / 8), DROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> o[WQ][D / TN];
+    [[unroll]] for (uint w = 0; w < WQ; w++)
+        [[unroll]] for (uint j = 0; j < D / TN; j++)
+            o[w][j] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+    float m_run[PASSES], l_run[PASSES];
+    [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+        m_run[ps] = -1.0 / 0.0;
+        l_run[ps] = 0.0;
+    }
+
+    const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
+    const uint ntiles = (kv_end + BC - 1) / BC;
+    const uint part = lane % LPR;
+    fetch(kvbase, 0);
+    for (uint t = 0; t < ntiles; t++) {
+        const uint j0 = t * BC;
+        barrier();                                 // Q fragments / previous tile consumed
+        put();
+        barrier();
+        if (t + 1 < ntiles) fetch(kvbase, j0 + BC);
+        // Every key of the tile masked for this subgroup's rows: skip its work,
+        // not its barriers (lavapipe mis-runs subgroup barriers that only some
+        // subgroups of a workgroup reach).
+        const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
+
+        // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
+            }
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+        }
+        sub_sync();
+
+        // Online softmax over this tile's columns, row by row.
+        float pv[PASSES][CPL];
+        float alpha[PASSES];
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            const uint grow = r0 + r;
+            float mx = -1.0 / 0.0;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c, gcol = j0 + col;
+                float x = s_at(SUB, r, col) * p.scale_log2;
+                bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
+                x = masked ? -1.0 / 0.0 : x;
+                pv[ps][c] = x;
+                mx = max(mx, x);
+            }
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
+            const float m_new = max(m_run[ps], mx);
+            const float m_use = isinf(m_new) ? 0.0 : m_new;   // a row with no key yet
+            alpha[ps] = exp2(m_run[ps] - m_use);
+            float sum = 0.0;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                pv[ps][c] = exp2(pv[ps][c] - m_use);
+                sum += pv[ps][c];
+            }
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
+            l_run[ps] = l_run[ps] * alpha[ps] + sum;
+            m_run[ps] = m_new;
+        }
+        sub_sync();                                // every S read before P overwrites it
+        const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
+                uvec4 v;
+                [[unroll]] for (uint h = 0; h < 4; h++)
+                    v[h] = packHalf2x16(vec2(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]));
+                sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
+            }
+            for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
+        }
+        sub_sync();
+
+        if (!live) continue;
+        // O = O * rescale + P V
+        [[unroll]] for (uint w = 0; w < WQ; w++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
+            coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
+        }
+        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
+            }
+        }
+    }
+
+    // O / l, then fp16 out: straight to memory where the workgroup's rows all
+    // exist, through the scratch (rows past the end dropped) where they do not.
+    sub_sync();
+    const uint A_OFF = SUB + RQ * PROW;
+    [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+        const uint r = ps * RPP + lane / LPR;
+        float inv = l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;
+        for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(inv));
+    }
+    sub_sync();
+    [[unroll]] for (uint w = 0; w < WQ; w++) {
+        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
+        coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
+        const uint row0 = r0 + w * TM;
+        [[unroll]] for (uint j = 0; j < D / TN; j++) {
+            coopmat<float16_t, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
+                coopmat<float16_t, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(o[w][j] * am);
+            if (q0 + BR <= p.sq) {   // workgroup-uniform: lavapipe mis-runs subgroup barriers that
+                                     // only some subgroups of a workgroup reach
+                coopMatStore(oh, o128, qbase + row0 * DV + j * (TN / 8), DV, gl_CooperativeMatrixLayoutRowMajor);
+            } else {
+                coopMatStore(oh, sm, SUB, TN / 8, gl_CooperativeMatrixLayoutRowMajor);
+                sub_sync();
+                for (uint i = lane; i < TM * (TN / 8); i += SUBGROUP) {
+                    uint r = i / (TN / 8), c = i % (TN / 8);
+                    if (row0 + r < p.sq) o128[qbase + (row0 + r) * DV + j * (TN / 8) + c] = sm[SUB + i];
+                }
+                sub_sync();
+            }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+#version 460
+// attention_scalar.comp — the fallback attention forward for devices without
+// cooperative matrices (or HELIOS_DISABLE_COOP_ATTENTION=1) and head sizes the
+// coop kernel does not take: one invocation per query row, an online softmax
+// over every key in fp32, the output row held in registers (D <= 256).
+// Layout and masking as attention_coop.comp.
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+
+layout(local_size_x = 64) in;
+layout(constant_id = 3) const uint D = 64;
+layout(constant_id = 9) const uint CAUSAL = 0;
+
+layout(push_constant) uniform Push {
+    uint heads;
+    uint sq, skv;
+    float scale_log2;
+} p;
+
+layout(set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
+layout(set = 0, binding = 1) readonly buffer K { float16_t k[]; };
+layout(set = 0, binding = 2) writeonly buffer O { float16_t o[]; };
+layout(set = 0, binding = 3) readonly buffer V { float16_t v[]; };
+
+void main() {
+    const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
+    if (row >= p.sq) return;
+    const uint qb = (bh * p.sq + row) * D, kb = bh * p.skv * D;
+    float qr[D], acc[D];
+    for (uint d = 0; d < D; d++) {
+        qr[d] = float(q[qb + d]) * p.scale_log2;
+        acc[d] = 0.0;
+    }
+    float m = -1.0 / 0.0, l = 0.0;
+    const uint kv_end = CAUSAL != 0 ? min(p.skv, row + 1) : p.skv;
+    for (uint j = 0; j < kv_end; j++) {
+        float s = 0.0;
+        for (uint d = 0; d < D; d++) s += qr[d] * float(k[kb + j * D + d]);
+        const float m_new = max(m, s);
+        const float alpha = exp2(m - m_new), pj = exp2(s - m_new);
+        l = l * alpha + pj;
+        for (uint d = 0; d < D; d++) acc[d] = acc[d] * alpha + pj * float(v[kb + j * D + d]);
+        m = m_new;
+    }
+    const float inv = l > 0.0 ? 1.0 / l : 0.0;
+    for (uint d = 0; d < D; d++) o[qb + d] = float16_t(acc[d] * inv);
+}
