@@ -79,28 +79,46 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
     return HL_OK;
 }
 
-/* Shapes in order of preference: 16x16x16 (fewest fragment loads per MMA),
- * then any other f16 -> f32 subgroup shape the device offers. */
+/* Every coop variant valid here for head dimension d: per f16 -> f32 shape the
+ * device offers, key tiles x subgroups x row tiles per subgroup. */
 static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap) {
-    static const uint32_t nsgs[] = {4, 8}, wqs[] = {1, 2}, bcs[] = {32, 64, 16};
+    static const uint32_t nsgs[] = {4, 8}, wqs[] = {1, 2, 4}, bcs[] = {32, 16, 64};
     const hl_caps *c = &dev->caps;
     size_t n = 0;
     hl_error err;
-    for (int pref = 1; pref >= 0; pref--)
-        for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
-            const hl_coop_shape *s = &c->coop_shapes[i];
-            if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F32) != s) continue;
-            if ((s->m == 16 && s->n == 16 && s->k == 16) != pref) continue;
-            for (size_t a = 0; a < sizeof bcs / sizeof *bcs; a++)
-                for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
-                    for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
-                        hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
-                        if (hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
-                        if (n < cap) out[n] = v;
-                        n++;
-                    }
-        }
+    for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+        const hl_coop_shape *s = &c->coop_shapes[i];
+        if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F32) != s) continue;
+        for (size_t a = 0; a < sizeof bcs / sizeof *bcs; a++)
+            for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
+                for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
+                    hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
+                    if (hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
+                    if (n < cap) out[n] = v;
+                    n++;
+                }
+    }
     return n;
+}
+
+/* Measured on the H100 (benchmarks/results/h100-attn-a44b40b, the issue's
+ * shapes): 16x8x16 fragments with two row tiles per subgroup won every shape;
+ * 128 query rows per workgroup with 32-key tiles at d <= 64, 256 rows with
+ * 16-key tiles (what fits 48 KiB of shared memory) above. Where none of these
+ * fits, the first valid candidate. */
+static int preferred(const hl_device *dev, uint32_t d, hl_attn_variant *out) {
+    static const hl_attn_variant small_d[] = {{HL_PATH_COOP, 16, 8, 16, 32, 4, 2}},
+                                 large_d[] = {{HL_PATH_COOP, 16, 8, 16, 16, 8, 2},
+                                              {HL_PATH_COOP, 16, 8, 16, 16, 4, 2}};
+    const hl_attn_variant *list = d <= 64 ? small_d : large_d;
+    size_t n = d <= 64 ? sizeof small_d / sizeof *small_d : sizeof large_d / sizeof *large_d;
+    hl_error err;
+    for (size_t i = 0; i < n; i++)
+        if (hl_attn_variant_check(dev, &list[i], d, &err) == HL_OK) {
+            *out = list[i];
+            return 1;
+        }
+    return coop_candidates(dev, d, out, 1) > 0;
 }
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_variant *out, hl_error *err) {
@@ -109,7 +127,7 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_vari
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
-    if (!off && dev->coop_enabled) coop_candidates(dev, d, out, 1);   /* the first, when any fits */
+    if (!off && dev->coop_enabled) preferred(dev, d, out);
     return hl_attn_variant_check(dev, out, d, err);
 }
 

@@ -240,6 +240,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 1
     if args.devices:
         return cmd_bench_devices(args)
+    if args.workload == "attention":
+        return cmd_bench_attention(args)
+    if args.causal or args.sdpa_backends is not None:
+        raise UsageError("--causal and --sdpa-backends belong to --workload=attention")
+    if args.ref == "sdpa":
+        raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, "
+                         "cublas or numpy")
+    if args.shapes is None:
+        args.shapes = "canonical"
     variant = None if args.variant in (None, "matmul", "default") else args.variant
     if args.out and "{" in args.out:   # {host}, {uuid}, {rank}, {local_rank}
         from .launcher import expand_out, launcher_info
@@ -262,6 +271,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"helios: error: {e}", file=sys.stderr)   # e.g. the reference asked for is not here
         return 2
     return _emit(result, markdown(result), out, f"run rejected: {result.get('failure')}")
+
+
+def cmd_bench_attention(args: argparse.Namespace) -> int:
+    from .attn_bench import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
+    from .sdpa import BACKENDS
+    if args.ref in ("torch", "cublas"):
+        raise UsageError(f"--ref={args.ref} is a matmul reference; attention takes auto, sdpa or numpy")
+    backends = tuple(b.strip() for b in (args.sdpa_backends or ",".join(BACKENDS)).split(",") if b.strip())
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        raise UsageError(f"--sdpa-backends: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(BACKENDS)}")
+    variant = None if args.variant in (None, "matmul", "default", "auto") else args.variant
+    out = _out_paths(args.out, args.force)
+    cfg = AttnBenchConfig(shapes=parse_attention_shapes(args.shapes or "seed004,seed003,long"),
+                          causal=args.causal, iters=args.iters, warmup=args.warmup, warmup_ms=args.warmup_ms,
+                          variant=variant, check=args.check, atol=args.atol, rtol=args.rtol,
+                          repeats=args.repeats, flush_l2=args.flush_l2, ref=args.ref, backends=backends,
+                          seed=args.seed, device=args.device,
+                          command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    try:
+        result = run_attention_bench(cfg, log=print)
+    except RuntimeError as e:
+        if isinstance(e, _helios.HeliosError):
+            raise
+        print(f"helios: error: {e}", file=sys.stderr)
+        return 2
+    return _emit(result, attention_markdown(result), out, f"run rejected: {result.get('failure')}")
 
 
 def _emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:
@@ -354,10 +391,52 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     return 1 if 1 in rcs else 2 if all(r == 2 for r in rcs) else max(rcs)
 
 
+def cmd_check_attention(args: argparse.Namespace) -> int:
+    """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
+    oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
+    from .attn_fuzz import SdpaOracle, attention_fuzz
+    try:
+        dev = _open(args)
+    except _helios.NoDeviceError as e:
+        print(f"helios check --attention: skipped: no Vulkan device ({e})")
+        return 2
+    oracle, why = None, None
+    with dev:
+        if args.oracle == "sdpa":
+            try:
+                oracle = SdpaOracle(dev.info["uuid"])
+            except (ImportError, RuntimeError) as e:
+                why = str(e)
+        print(f"environment: {oracle.environment() if oracle else 'float64 reference only'}; "
+              f"Helios fp16 in/out on {dev.info['name']}; atol={args.atol} rtol={args.rtol}")
+        failures = n = 0
+        for case in attention_fuzz(dev, args.fuzz, args.seed, matrix=args.matrix == "seed003",
+                                   variant=args.variant,
+                                   oracle=oracle, max_seq=args.max_seq, atol=args.atol, rtol=args.rtol):
+            n += 1
+            if not case.passed:
+                failures += 1
+                print(f"FAIL #{case.index} {case.label()}: float64 {case.float64}"
+                      + (f"; sdpa {case.sdpa}" if case.sdpa else ""))
+            elif args.verbose:
+                print(f"ok   #{case.index} {case.label()}")
+    print(f"{n - failures} passed, {failures} failed (attention fuzz seed {args.seed}"
+          f"{', seed 003 matrix' if args.matrix == 'seed003' else ''})")
+    if failures:
+        return 1
+    if oracle is None and args.oracle == "sdpa":
+        print(f"helios check --attention: skipped: no CUDA oracle ({why}); float64 checks passed. "
+              f"--oracle=float64 accepts them alone.")
+        return 2
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .fuzz import fuzz
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
+    if args.attention:
+        return cmd_check_attention(args)
     try:
         dev = _open(args)
     except _helios.NoDeviceError as e:
@@ -490,9 +569,20 @@ def build_parser() -> argparse.ArgumentParser:
     pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
                         "and a reference, statistics, JSON (the seeds' `alpha bench --suite=cuda`)")
     pb.add_argument("--suite", default="cuda", help="benchmark suite; only 'cuda' (Helios vs a reference)")
-    pb.add_argument("--shapes", default="canonical",
-                    help="comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
-                         "large (4096/8192), llm (transformer projections), small; default canonical")
+    pb.add_argument("--workload", default="matmul", choices=["matmul", "attention"],
+                    help="matmul (default), or attention: seeds 003/004's suite, Helios's flash-attention "
+                         "forward vs every torch SDPA backend")
+    pb.add_argument("--shapes", default=None,
+                    help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
+                         "large (4096/8192), llm (transformer projections), small; default canonical. "
+                         "attention: BxHxSxd and/or sets seed004 (S=128..256), seed003 (32x8x512x64), "
+                         "anchor (the ggml anchor table), long (S=2048..8192, d=128), small; default "
+                         "seed004,seed003,long")
+    pb.add_argument("--causal", action="store_true",
+                    help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)")
+    pb.add_argument("--sdpa-backends", dest="sdpa_backends", default=None,
+                    help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
+                         "math (default all; one that refuses a shape is recorded as unavailable)")
     pb.add_argument("--iters", type=int, default=100, help="timed iterations per side, shape and round (default 100)")
     pb.add_argument("--warmup", type=int, default=10,
                     help="untimed warm-up launches before them, at least (default 10)")
@@ -517,9 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "goes first (default 1)")
     pb.add_argument("--flush-l2", "--flushL2", dest="flush_l2", action="store_true",
                     help="cold mode: overwrite 256 MiB before each sample, outside the timed region")
-    pb.add_argument("--ref", default="auto", choices=["auto", "torch", "cublas", "numpy"],
+    pb.add_argument("--ref", default="auto", choices=["auto", "torch", "cublas", "numpy", "sdpa"],
                     help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
-                         "(labelled NOT CUDA); auto = torch, else cublas, else numpy")
+                         "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
+                         "(torch SDPA) or numpy; auto = sdpa, else numpy")
     pb.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     pb.add_argument("--runs", type=_positive_int, default=1,
                     help="independent runs in one invocation (the seeds' '3 runs' protocol): each "
@@ -568,6 +659,16 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--atol", type=float, default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=float, default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
+    pk.add_argument("--attention", action="store_true",
+                    help="fuzz attention instead (seed 003): the 27-config matrix causal and not, then "
+                         "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle")
+    pk.add_argument("--matrix", default="seed003", choices=["seed003", "none"],
+                    help="attention: run seed 003's 27-config matrix first (default) or not")
+    pk.add_argument("--oracle", default="sdpa", choices=["sdpa", "float64"],
+                    help="attention: sdpa (default: torch SDPA and float64; skipped, exit 2, without "
+                         "CUDA) or float64 alone")
+    pk.add_argument("--max-seq", dest="max_seq", type=_positive_int, default=300,
+                    help="attention: longest random sequence drawn (default 300)")
     pk.add_argument("--devices", default=None, metavar="all|I,J,...",
                     help="the same fuzz (same seed, same shapes) on every listed Vulkan GPU, each in its "
                          "own process, concurrently; exit 1 if any device fails")

@@ -1,0 +1,368 @@
+"""`helios bench --workload=attention`: seeds 003/004's attention suite in the
+matmul bench's protocol. Per shape: a gate (every variant that will be timed,
+against float64, on a fixed small case) before anything is timed; then rounds
+that time Helios (GPU timestamps) and every torch SDPA backend (CUDA events),
+alternating which goes first; every timed output is checked (sampled rows vs
+float64, all finite); statistics per side; the GPU state around each round.
+Rows keep helios-bench/1's fields (shape, heliosMs, cudaMs, ...: `helios
+compare` reads them) with the seeds' metrics beside them. Without CUDA the
+reference is numpy on the CPU, labelled NOT CUDA."""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from .attention import attention_bytes, attention_flops, random_qkv, reference_attention
+from .bench import FLUSH_BYTES, SCHEMA, _git, _Progress
+from .check import ATOL, RTOL, check_close
+from .device import Device, warmup_launches
+from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
+from .launcher import launcher_info
+from .stats import bootstrap_ratio_ci, summarize
+
+WORKLOAD = "attention"
+ROW_CHECK_ROWS = 16          # query rows per head checked against float64 for timed shapes
+# B x H x S x d sets: seed 004's matrix, seed 003's baseline and fuzz sizes, the
+# issue's anchor table, and long context.
+NAMED_SETS: dict[str, list[tuple[int, int, int, int]]] = {
+    "seed004": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
+    "seed003": [(32, 8, 512, 64)],
+    "anchor": [(32, 8, 256, 64), (32, 8, 512, 64), (16, 16, 640, 64), (48, 4, 448, 64),
+               (1, 32, 2048, 128), (1, 32, 4096, 128), (4, 32, 4096, 128)],
+    "long": [(1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (4, 32, 4096, 128)],
+    "small": [(1, 2, 64, 64), (2, 1, 77, 32)],
+}
+GATE_SHAPE = (2, 2, 97, 64)   # odd S: tails on every side; small enough for the float64 reference
+
+
+def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
+    """'seed004,1x32x2048x128' -> B x H x S x d shapes in order, duplicates dropped."""
+    out: list[tuple[int, int, int, int]] = []
+    for item in (x.strip().lower() for x in spec.split(",")):
+        if not item:
+            continue
+        if item in NAMED_SETS:
+            shapes = NAMED_SETS[item]
+        else:
+            parts = item.split("x")
+            if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise ValueError(f"bad attention shape {item!r}: expected BxHxSxd with positive integers "
+                                 f"(e.g. 32x8x512x64) or a set: {', '.join(NAMED_SETS)}")
+            shapes = [tuple(int(p) for p in parts)]   # type: ignore[list-item]
+        out.extend(s for s in shapes if s not in out)
+    if not out:
+        raise ValueError(f"no shapes in {spec!r}")
+    return out
+
+
+def shape_label(shape: tuple[int, int, int, int], causal: bool) -> str:
+    return "x".join(str(x) for x in shape) + ("-causal" if causal else "")
+
+
+@dataclass
+class AttnBenchConfig:
+    shapes: list[tuple[int, int, int, int]]
+    causal: bool = False
+    iters: int = 100
+    warmup: int = 10
+    warmup_ms: float = 200.0
+    variant: Optional[str] = None
+    check: bool = True
+    atol: float = ATOL
+    rtol: float = RTOL
+    repeats: int = 1
+    flush_l2: bool = False
+    ref: str = "auto"                     # auto, sdpa or numpy
+    backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")
+    seed: int = 0
+    device: Optional[int] = None
+    command: list[str] = field(default_factory=list)
+
+
+class _NumpyAttention:
+    """NOT CUDA: float32 attention on the CPU, host clock (where no CUDA exists)."""
+    name = "numpy"
+    is_cuda = False
+
+    def metadata(self) -> dict:
+        return {"reference": "numpy", "label": "NOT CUDA: numpy float32 attention on the CPU, host clock",
+                "torch_version": None, "cuda_runtime": None, "gpu": None,
+                "cpu": platform.processor() or platform.machine(), "numpy_version": np.__version__}
+
+    def run(self, q, k, v, *, causal, scale, backend, iters, warmup, flush_bytes=0):
+        from .reference import LaunchTiming
+        from .sdpa import SdpaRun
+
+        def once() -> np.ndarray:
+            return reference_attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+                                       causal=causal, scale=scale).astype(np.float16)
+        out = once()
+        for _ in range(warmup):
+            once()
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            once()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return SdpaRun(backend, LaunchTiming(samples, float(np.mean(samples)), "back_to_back", False), out)
+
+
+def _make_ref(kind: str, uuid: str):
+    """sdpa on the CUDA twin of the Vulkan device; auto falls back to numpy only
+    where CUDA is absent (never when CUDA is here on other GPUs)."""
+    from .reference import DeviceMismatch
+    if kind not in ("auto", "sdpa", "numpy"):
+        raise ValueError(f"unknown attention reference {kind!r}: use auto, sdpa or numpy")
+    if kind == "numpy":
+        return _NumpyAttention()
+    try:
+        from .sdpa import SdpaReference
+        return SdpaReference(uuid)
+    except DeviceMismatch:
+        raise
+    except (ImportError, RuntimeError) as e:
+        if kind == "sdpa":
+            raise RuntimeError(f"--ref=sdpa: {e}") from None
+        return _NumpyAttention()
+
+
+def _sample_rows(s: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(s, size=min(ROW_CHECK_ROWS, s), replace=False))
+
+
+def _checked(out: np.ndarray, ref_rows: np.ndarray, rows: np.ndarray, atol: float, rtol: float) -> dict:
+    r = check_close(out[:, :, rows], ref_rows, atol=atol, rtol=rtol)
+    nonfinite = int((~np.isfinite(out)).sum())
+    d = r.as_dict()
+    d.update({"rows_checked_per_head": int(len(rows)), "all_finite": nonfinite == 0,
+              "nonfinite_total": nonfinite, "passed": r.passed and nonfinite == 0})
+    return d
+
+
+def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool) -> dict:
+    """The seeds' metrics from a side's statistics: latency figures, GFLOP/s
+    (4*B*H*S^2*d, halved when causal), GB/s (Q, K, V, O once) and queries/s."""
+    b, h, s, d = shape
+    med = stats["median"]
+    std = stats["cv"] * stats["mean"]
+    return {"mean_ms": stats["mean"], "median_ms": med, "std_ms": std, "min_ms": stats["min"],
+            "max_ms": stats["max"], "p95_ms": stats["p95"], "p99_ms": stats["p99"],
+            "gflops": attention_flops(b, h, s, s, d, causal) / (med * 1e-3) / 1e9,
+            "bandwidth_gbs": attention_bytes(b, h, s, s, d) / (med * 1e-3) / 1e9,
+            "queries_per_s": b * h * s / (med * 1e-3)}
+
+
+def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None,
+                        log: Callable[[str], None] = lambda s: None) -> dict:
+    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1:
+        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, {cfg.warmup}, "
+                         f"{cfg.repeats})")
+    result: dict = {
+        "schema": SCHEMA, "workload": WORKLOAD, "status": "ok",
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": "float16",
+        "causal": cfg.causal, "repeats": cfg.repeats, "runs": 1, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
+        "command": cfg.command, "git": _git(),
+        "environment": {"dtype": "float16", "tf32": False, "scale": "1/sqrt(d)",
+                        "layout": "(B, H, S, d) contiguous", "flops": "4*B*H*S^2*d (halved when causal)"},
+        "host": {"hostname": platform.node(), "os": platform.platform(),
+                 "python": platform.python_version(), "numpy": np.__version__},
+        "launcher": launcher_info(),
+    }
+    with Device(cfg.device) as dev:
+        info = dict(dev.info)
+        ref = _make_ref(cfg.ref, info["uuid"])
+        select_gpu(info["uuid"])
+        flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
+        result["flush_bytes"] = flush
+        chosen = {s: (dev._attention_variants(s[3], cfg.variant)[0] if cfg.variant
+                      else dev.default_attention_variant(s[3])) for s in cfg.shapes}
+        result["helios"] = {k: info[k] for k in ("name", "device_type", "vendor_id", "device_id", "driver_name",
+                                                 "driver_info", "driver_version", "api_version", "subgroup_size",
+                                                 "shared_memory_bytes", "timestamp_period_ns", "uuid",
+                                                 "pci_bus_id", "cooperative_matrix")}
+        result["helios"]["variants"] = sorted(set(chosen.values()))
+        result["cuda"] = ref.metadata()
+        result["reference"] = ref.name
+        if ref.is_cuda:
+            import torch
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        backends = list(cfg.backends) if ref.is_cuda else ["numpy"]
+        result["backends"] = backends
+
+        # 1. The gate: every variant that will be timed, on a case with tails, causal and not.
+        if cfg.check:
+            gate = {}
+            for d in sorted({s[3] for s in cfg.shapes}):
+                b, h, s, _ = GATE_SHAPE
+                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919)
+                for causal in (False, True):
+                    want = reference_attention(q, k, v, causal=causal)
+                    for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):
+                        o = dev.attention(q, k, v, causal=causal, variant=var)
+                        r = check_close(o, want, atol=cfg.atol, rtol=cfg.rtol)
+                        gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
+                        log(f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
+                            f"{'PASS' if r.passed else 'FAIL'}")
+            worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
+            result["check"] = {"shape": "x".join(map(str, GATE_SHAPE[:3])) + "xd", **worst.as_dict(),
+                               "line": worst.line(), "cases": {k: r.line() for k, r in gate.items()}}
+            if not all(r.passed for r in gate.values()):
+                result["status"] = "failed"
+                result["failure"] = "attention gate failed: " + ", ".join(k for k, r in gate.items() if not r.passed)
+                result["rows"] = []
+                return result
+        else:
+            result["check"] = None
+            result["untrusted"] = "run without --check: results are not correctness-gated"
+
+        # 2. Clocks up (NVIDIA; a no-op elsewhere), then rounds.
+        ramp_in: list = []
+
+        def clock_work() -> None:
+            if not ramp_in:
+                ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1))
+            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in))
+        result["clock_warmup"] = ramp_clocks(clock_work)
+        acc = {s: {"h": [], "hb": [], "hw": [], "hchk": [], "tel": None, "state": [],
+                   "r": {be: [] for be in backends}, "rb": {be: [] for be in backends},
+                   "rchk": {be: [] for be in backends}, "err": {}, "mode": {}} for s in cfg.shapes}
+        bar = _Progress(len(cfg.shapes) * cfg.repeats, sys.stderr.isatty() if progress is None else progress)
+        for rnd in range(cfg.repeats):
+            for si, shape in enumerate(cfg.shapes):
+                b, h, s, d = shape
+                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
+                rows = _sample_rows(s, cfg.seed + rnd)
+                want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
+                slot = acc[shape]
+                before = gpu_state()
+
+                def helios_side() -> None:
+                    est = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=2, warmup=1,
+                                             variant=chosen[shape], inputs=(q, k, v))
+                    w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+                    dev.reset_telemetry()
+                    t = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=cfg.iters, warmup=w,
+                                           variant=chosen[shape], inputs=(q, k, v), flush_bytes=flush)
+                    slot["hw"].append(w)
+                    slot["h"].append(t.samples_ms)
+                    slot["hb"].append(t.batch_ms)
+                    slot["tel"] = t.telemetry
+                    slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
+
+                def ref_side() -> None:
+                    for be in backends:
+                        if be in slot["err"]:
+                            continue
+                        est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
+                                      iters=2, warmup=1)
+                        if est.timing is None:
+                            slot["err"][be] = est.error
+                            log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
+                            continue
+                        w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                        r = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
+                                    iters=cfg.iters, warmup=w, flush_bytes=flush)
+                        if r.timing is None:
+                            slot["err"][be] = r.error
+                            continue
+                        slot["r"][be].append(r.timing.samples_ms)
+                        slot["rb"][be].append(r.timing.batch_ms)
+                        slot["mode"][be] = r.timing.batch_mode
+                        slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
+
+                for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                    side()
+                slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
+                bar.step(f"{shape_label(shape, cfg.causal)} round {rnd + 1}/{cfg.repeats}")
+        result["rows"] = [_row(s, acc[s], chosen[s], cfg.causal, ref) for s in cfg.shapes]
+        bad = [r["shape"] for r in result["rows"] if not r["valid"]]
+        if bad:
+            result["status"] = "failed"
+            result["failure"] = f"output check failed for {', '.join(bad)}"
+    return result
+
+
+def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, ref) -> dict:
+    b, h, sq, d = shape
+    flops = attention_flops(b, h, sq, sq, d, causal)
+    hs = summarize([x for r in s["h"] for x in r])
+    valid = all(c["passed"] for c in s["hchk"])
+    per_backend = {}
+    for be, runs in s["r"].items():
+        if be in s["err"] or not runs:
+            per_backend[be] = {"available": False, "error": s["err"].get(be, "not run")}
+            continue
+        st = summarize([x for r in runs for x in r])
+        ok = all(c["passed"] for c in s["rchk"][be])
+        per_backend[be] = {"available": True, "valid": ok, "stats": st, **_seed_metrics(st, shape, causal),
+                           "samples_ms": runs, "batch_ms": s["rb"][be], "batch_mode": s["mode"].get(be),
+                           "check": s["rchk"][be]}
+    usable = {be: x for be, x in per_backend.items() if x["available"] and x["valid"]}
+    best = min(usable, key=lambda be: usable[be]["stats"]["median"]) if usable else None
+    states = [st[w] for st in s["state"] for w in ("before", "after")]
+    cuda_ms = usable[best]["stats"]["median"] if best else None
+    hmed = hs["median"]
+    ci = bootstrap_ratio_ci([x for r in s["r"][best] for x in r], [x for r in s["h"] for x in r]) \
+        if best and valid else None
+    return {
+        "shape": shape_label(shape, causal), "batch": b, "heads": h, "seq": sq, "head_dim": d, "causal": causal,
+        "heliosMs": hmed if valid else None,
+        "heliosTflops": flops / (hmed * 1e-3) / 1e12 if valid else None,
+        "cudaMs": cuda_ms, "cudaTflops": flops / (cuda_ms * 1e-3) / 1e12 if cuda_ms else None,
+        "cudaBackend": best,
+        "speedup": cuda_ms / hmed if valid and cuda_ms else None,
+        "speedup_ci95": list(ci) if ci else None,
+        "valid": valid, "throttled": throttled(*states), "low_clock": low_clock(*states), "variant": variant,
+        "reference": ref.name,
+        "helios": {"stats": hs, **_seed_metrics(hs, shape, causal), "samples_ms": s["h"], "batch_ms": s["hb"],
+                   "warmup_launches": s["hw"], "round_runs": [0] * len(s["h"]), "check": s["hchk"],
+                   "telemetry": s["tel"]},
+        "cuda": {"backend": best, **({"stats": usable[best]["stats"], "samples_ms": usable[best]["samples_ms"],
+                                      "batch_ms": usable[best]["batch_ms"]} if best else {})},
+        "backends": per_backend,
+        "gpu_state": s["state"],
+    }
+
+
+def attention_markdown(result: dict) -> str:
+    ref = result.get("reference", "?")
+    lines = [f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} (float16, "
+             f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
+             f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
+             f"FLOPs {result['environment']['flops']})", ""]
+    if result.get("check"):
+        lines += [f"gate: {result['check']['line']}", ""]
+    if result["status"] != "ok":
+        lines += [f"**FAILED**: {result.get('failure')}", ""]
+    backends = result.get("backends", [])
+
+    def f(x, p=4):
+        return "-" if x is None else f"{x:.{p}f}"
+    lines.append("| B x H x S x d | helios ms | TFLOP/s | " + " | ".join(f"{b} ms" for b in backends)
+                 + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |")
+    lines.append("|---" * (9 + len(backends)) + "|")
+    for r in result.get("rows", []):
+        cells = []
+        for be in backends:
+            x = r["backends"].get(be, {})
+            cells.append(f(x["median_ms"]) if x.get("available") and x.get("valid") else "n/a")
+        ratio = r["heliosMs"] / r["cudaMs"] if r["heliosMs"] and r["cudaMs"] else None
+        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
+                                         ("low_clock", r.get("low_clock"))) if on)
+        hh = r["helios"]
+        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {f(r['heliosTflops'], 1)} | " + " | ".join(cells)
+                     + f" | {r['cudaBackend'] or '-'} | {f(ratio, 2)} | {f(hh['bandwidth_gbs'], 0)} | "
+                     f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |")
+    if result.get("rows"):
+        lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,287 @@
+"""Attention: the flash-attention forward against float64 over odd shapes, every
+variant the device offers, causal and not; the fallback and its kill switch; the
+API's bad-input battery; Tensors; timing; the bench workload and the fuzz CLI.
+On lavapipe the coop kernel runs 8x8x8 fragments; on a GPU its own shapes."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import helios
+from helios.attention import attention_flops, random_qkv, reference_attention
+from helios.check import check_close
+from helios.cli import main
+
+from conftest import _DEV, is_hardware
+
+# (B, H, S_q, S_kv, d, causal): tails on every side, S_kv != S_q, one row, one key.
+SHAPES = [
+    (1, 2, 37, 37, 64, False),
+    (2, 1, 50, 70, 32, False),
+    (1, 1, 33, 33, 64, True),
+    (1, 2, 100, 100, 32, True),
+    (1, 1, 1, 1, 64, False),
+    (2, 2, 9, 1, 32, False),
+    (1, 1, 130, 130, 16, True),
+]
+
+
+def _check(dev, b, h, s, skv, d, causal, variant=None, scale=None, seed=0):
+    q, k, v = random_qkv(b, h, s, skv, d, seed)
+    out = dev.attention(q, k, v, causal=causal, variant=variant, scale=scale)
+    assert out.shape == (b, h, s, d) and out.dtype == np.float16
+    assert np.isfinite(out).all(), "unwritten (poisoned) or non-finite output"
+    r = check_close(out, reference_attention(q, k, v, causal=causal, scale=scale))
+    assert r.passed, f"{b}x{h}x{s}x{d} S_kv={skv} causal={causal} {variant}: {r.line()}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:5])) + ("c" if s[5] else ""))
+def test_default_variant_matches_float64(device, shape):
+    _check(device, *shape)
+
+
+def _variants(d: int) -> list[str]:
+    return _DEV.attention_variants(d) if _DEV is not None else []
+
+
+@pytest.mark.parametrize("variant", _variants(16))
+def test_every_variant(device, variant):
+    """Every variant at d=16 (a short compile on lavapipe), with key and query tails
+    and several key tiles; causal on the same shape."""
+    _check(device, 1, 2, 45, 45, 16, False, variant=variant, seed=1)
+
+
+@pytest.mark.parametrize("variant", _variants(16)[::4] + ["fa-scalar"])
+def test_variants_causal(device, variant):
+    _check(device, 2, 1, 61, 61, 16, True, variant=variant, seed=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_every_variant_gpu_head_dims(device, d):
+    """On a GPU: every variant at the head dims the anchors use, causal and not."""
+    for var in device.attention_variants(d):
+        for causal in (False, True):
+            _check(device, 2, 3, 257, 257, d, causal, variant=var, seed=d)
+
+
+@pytest.mark.gpu
+def test_long_context_sampled(device):
+    b, h, s, d = 1, 4, 2048, 128
+    q, k, v = random_qkv(b, h, s, s, d, 5)
+    rows = np.arange(0, s, 97)
+    for causal in (False, True):
+        out = device.attention(q, k, v, causal=causal)
+        assert np.isfinite(out).all()
+        r = check_close(out[:, :, rows], reference_attention(q, k, v, causal=causal, rows=rows))
+        assert r.passed, r.line()
+
+
+def test_scale_and_fallback_head_dims(device):
+    _check(device, 1, 2, 21, 30, 64, False, scale=0.37)
+    for d in (1, 7, 40, 100):   # not all multiples of the coop shapes: the fallback where needed
+        _check(device, 1, 1, 19, 23, d, False)
+    assert device.default_attention_variant(7) == "fa-scalar"
+
+
+def test_kill_switch(device, monkeypatch):
+    monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION", "1")
+    assert device.default_attention_variant(64) == "fa-scalar"
+    q, k, v = random_qkv(1, 1, 20, 20, 64, 3)
+    device.reset_telemetry()
+    device.attention(q, k, v)
+    t = device.telemetry()
+    assert (t["attentions"], t["coop_attentions"], t["last_variant"]) == (1, 0, "fa-scalar")
+    monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION", "maybe")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_COOP_ATTENTION"):
+        device.default_attention_variant(64)
+
+
+def test_coop_is_the_default_where_offered(device):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("this device offers no cooperative matrices: the fallback is the default")
+    assert device.default_attention_variant(64).startswith("fa-coop:")
+    q, k, v = random_qkv(1, 1, 20, 20, 64, 3)
+    device.reset_telemetry()
+    device.attention(q, k, v)
+    assert device.telemetry()["coop_attentions"] == 1
+
+
+def test_float32_inputs_and_torch_cpu(device):
+    q, k, v = (x.astype(np.float32) for x in random_qkv(1, 2, 17, 17, 32, 4))
+    out = device.attention(q, k, v)
+    assert check_close(out, reference_attention(q.astype(np.float16), k.astype(np.float16),
+                                                v.astype(np.float16))).passed
+    torch = pytest.importorskip("torch")
+    tq, tk, tv = (torch.from_numpy(x.astype(np.float16)) for x in (q, k, v))
+    assert np.array_equal(device.attention(tq, tk, tv), out)
+
+
+def test_tensors_in_and_out(device):
+    q, k, v = random_qkv(2, 2, 40, 40, 32, 6)
+    want = device.attention(q, k, v, causal=True)
+    tq, tk, tv = (device.upload(x) for x in (q, k, v))
+    t = device.attention(tq, tk, tv, causal=True)
+    assert isinstance(t, helios.Tensor) and t.shape == q.shape
+    assert np.array_equal(t.numpy(), want)
+    out = device.empty(q.shape)
+    assert device.attention(tq, tk, tv, causal=True, out=out) is out
+    assert np.array_equal(out.numpy(), want)
+    with pytest.raises(ValueError, match="in place"):
+        device.attention(tq, tk, tv, out=tq)
+
+
+def test_module_function_and_time_attention(device):
+    q, k, v = random_qkv(1, 2, 24, 24, 32, 7)
+    assert np.array_equal(helios.attention(q, k, v, device=device), device.attention(q, k, v))
+    t = device.time_attention(1, 2, 24, 32, iters=3, warmup=1, inputs=(q, k, v))
+    assert len(t.samples_ms) == 3 and all(x > 0 for x in t.samples_ms) and t.batch_ms > 0
+    assert t.variant == device.default_attention_variant(32)
+    assert t.flops == attention_flops(1, 2, 24, 24, 32) == 4 * 2 * 24 * 24 * 32
+    assert check_close(t.output, reference_attention(q, k, v)).passed
+    tc = device.time_attention(1, 1, 16, 32, causal=True, iters=2, warmup=0)
+    assert tc.flops == attention_flops(1, 1, 16, 16, 32) / 2
+
+
+BAD = [
+    (lambda d, q, k, v: d.attention(q[0], k, v), ValueError, r"q must be 4-D \(B, H, S, d\), got shape \(2, 5, 16\)"),
+    (lambda d, q, k, v: d.attention(q, np.concatenate([k, k]), np.concatenate([v, v])), ValueError,
+     "must agree on B, H and d"),
+    (lambda d, q, k, v: d.attention(q, k[:, :1], v[:, :1]), ValueError, "must agree on B, H and d"),
+    (lambda d, q, k, v: d.attention(q, k[..., :8], v[..., :8]), ValueError, "must agree on B, H and d"),
+    (lambda d, q, k, v: d.attention(q, k, v[:, :, :3]), ValueError, "same shape"),
+    (lambda d, q, k, v: d.attention(q.astype(np.int32), k, v), TypeError, "dtype int32"),
+    (lambda d, q, k, v: d.attention(q, k[:, :, :4], v[:, :, :4], causal=True), helios.UnsupportedError,
+     "causal masking needs S_q == S_kv"),
+    (lambda d, q, k, v: d.attention(q, k, v, scale=float("nan")), ValueError, "scale must be finite"),
+    (lambda d, q, k, v: d.attention(q, k, v, scale="0.1"), TypeError, "scale must be a real number"),
+    (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:16x16"), ValueError, "malformed attention variant"),
+    (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:8x8x8:sg4:wq1:bc256"), helios.UnsupportedError,
+     "fa-coop:8x8x8:sg4:wq1:bc256"),
+    (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:48x48x48:sg4:wq1:bc48"), helios.UnsupportedError,
+     "48x48x48"),
+    (lambda d, q, k, v: d.attention(q[:, :, :0], k, v), ValueError, "every dimension must be >= 1"),
+    (lambda d, q, k, v: d.attention(np.ones((1, 1, 2, 300), np.float16), np.ones((1, 1, 2, 300), np.float16),
+                                    np.ones((1, 1, 2, 300), np.float16)), helios.UnsupportedError,
+     "head dimension 300"),
+    (lambda d, q, k, v: d.attention(q, k, v, out=np.empty_like(q)), ValueError, "out must be a float16 Tensor"),
+    (lambda d, q, k, v: d.attention("q", k, v), TypeError, "must be an array"),
+    (lambda d, q, k, v: d.time_attention(1, 1, 8, 16, iters=0), ValueError, "iters must be in 1"),
+    (lambda d, q, k, v: d.attention_variants(0), ValueError, "head_dim must be in 1"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD)))
+def test_bad_input(device, case):
+    fn, exc, match = BAD[case]
+    q, k, v = random_qkv(1, 2, 5, 6, 16, 0)
+    with pytest.raises(exc, match=match):
+        fn(device, q, k, v)
+
+
+def test_closed_and_other_device(device):
+    q, k, v = random_qkv(1, 1, 8, 8, 16, 0)
+    with helios.Device() as other:
+        tq = other.upload(q)
+        with pytest.raises(ValueError, match="another Device"):
+            device.attention(tq, device.upload(k), device.upload(v))
+    d2 = helios.Device()
+    d2.close()
+    with pytest.raises(helios.DeviceClosedError):
+        d2.attention(q, k, v)
+
+
+def test_no_leak_over_calls(device):
+    q, k, v = random_qkv(1, 2, 33, 33, 32, 8)
+    device.attention(q, k, v)
+    base = device.telemetry()
+    for _ in range(20):
+        device.attention(q, k, v, causal=True)
+    end = device.telemetry()
+    assert (end["live_buffers"], end["live_memory"], end["device_bytes"]) == \
+        (base["live_buffers"], base["live_memory"], base["device_bytes"])
+
+
+# ---- the CLI: bench workload and fuzz -------------------------------------------
+
+def test_bench_attention_json(device, tmp_path, capsys):
+    out = tmp_path / "attn.json"
+    rc = main(["bench", "--workload=attention", "--shapes", "1x2x40x32,2x1x33x16", "--iters", "3",
+               "--warmup", "1", "--warmup-ms", "0", "--repeats", "2", "--out", str(out)])
+    assert rc == 0, capsys.readouterr()
+    r = json.loads(out.read_text())
+    assert (r["schema"], r["workload"], r["status"]) == ("helios-bench/1", "attention", "ok")
+    assert r["check"]["fails"] == 0 and len(r["check"]["cases"]) >= 4   # both head dims, causal and not
+    assert [x["shape"] for x in r["rows"]] == ["1x2x40x32", "2x1x33x16"]
+    row = r["rows"][0]
+    assert row["valid"] and row["heliosMs"] > 0 and row["cudaMs"] > 0 and row["cudaBackend"]
+    for key in ("mean_ms", "median_ms", "std_ms", "min_ms", "max_ms", "p95_ms", "p99_ms", "gflops",
+                "bandwidth_gbs", "queries_per_s"):
+        assert row["helios"][key] > 0 or key == "std_ms", key
+    assert len(row["helios"]["samples_ms"]) == 2 and len(row["helios"]["samples_ms"][0]) == 3
+    assert row["helios"]["check"][0]["passed"] and row["helios"]["check"][0]["all_finite"]
+    if not r["cuda"].get("gpu"):
+        assert r["reference"] == "numpy" and "NOT CUDA" in r["cuda"]["label"]
+    md = out.with_suffix(".md").read_text()
+    assert "| 1x2x40x32 |" in md and "variants:" in md
+    # the bench's JSON compares like a matmul bench's
+    assert main(["compare", str(out), str(out)]) == 0
+
+
+def test_bench_attention_causal_label(device, tmp_path):
+    out = tmp_path / "c.json"
+    assert main(["bench", "--workload=attention", "--causal", "--shapes", "1x1x24x16", "--iters", "2",
+                 "--warmup", "0", "--warmup-ms", "0", "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["shape"] == "1x1x24x16-causal" and row["causal"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--workload=attention", "--shapes", "1x2x3"],
+    ["bench", "--workload=attention", "--ref", "torch"],
+    ["bench", "--workload=attention", "--sdpa-backends", "flash,turbo"],
+    ["bench", "--causal", "--shapes", "16x16x16"],
+    ["bench", "--ref", "sdpa", "--shapes", "16x16x16"],
+])
+def test_bench_attention_usage_errors(device, argv, capsys):
+    assert main(argv) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_check_attention_exit_codes(device, capsys):
+    argv = ["check", "--attention", "--matrix", "none", "--fuzz", "4", "--max-seq", "40", "--seed", "3"]
+    rc = main(argv + ["--oracle", "float64"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "4 passed, 0 failed" in out and "environment:" in out
+    rc = main(argv)
+    out = capsys.readouterr().out
+    try:
+        import torch
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        cuda = False
+    assert rc == (0 if cuda else 2), out
+    if not cuda:
+        assert "skipped: no CUDA oracle" in out
+    assert main(argv + ["--oracle", "float64", "--variant", "fa-scalar"]) == 0
+
+
+def test_check_attention_reports_failures(device, capsys, monkeypatch):
+    """A wrong kernel is caught: exit 1 and the failing case named."""
+    import helios.attn_fuzz as af
+    real = af.reference_attention
+    monkeypatch.setattr(af, "reference_attention", lambda *a, **kw: real(*a, **kw) + 0.5)
+    assert main(["check", "--attention", "--matrix", "none", "--fuzz", "2", "--max-seq", "20",
+                 "--oracle", "float64"]) == 1
+    assert "FAIL #0" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_check_attention_seed003_matrix_gpu(device, capsys):
+    assert main(["check", "--attention", "--fuzz", "20"]) == 0, capsys.readouterr().out
+
+
+def test_hardware_marker_consistent(device):
+    assert isinstance(is_hardware(device), bool)
