@@ -26,6 +26,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=ISSUE_SHAPES, help="BxHxSxd list (default: the issue's table)")
     ap.add_argument("--variants", default="all", help="all, default, or a comma list")
+    ap.add_argument("--match", default="", help="keep only variants containing this text (with --variants all)")
     ap.add_argument("--causal", action="store_true", help="causal masking")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
@@ -46,7 +47,7 @@ def main() -> int:
         ref = reference_attention(q, k, v, causal=a.causal, rows=sel)
         flops = attention_flops(b, h, s, s, d, a.causal)
         if a.variants == "all":
-            vs = dev.attention_variants(d)
+            vs = [x for x in dev.attention_variants(d) if a.match in x]
         else:
             vs = [dev.default_attention_variant(d) if x == "default" else x for x in a.variants.split(",")]
         for var in vs:
