@@ -36,7 +36,6 @@ layout(constant_id = 6) const uint WQ = 1;        // row tiles per subgroup
 layout(constant_id = 7) const uint SUBGROUP = 32;
 layout(local_size_x_id = 8) in;                   // = NSG * SUBGROUP
 layout(constant_id = 9) const uint CAUSAL = 0;
-layout(constant_id = 10) const uint SC = 32;      // keys per softmax chunk (divides BC)
 
 layout(push_constant) uniform Push {
     uint heads;        // B * H
@@ -59,8 +58,8 @@ const uint DROW = DV + 1;                      // padded pitch (vectors) in shar
 // (fp32) and, once every row is read, P (fp16) and the rescale tile (fp32).
 const uint REGION0 = 2 * BC * DROW;
 const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
-const uint SROW = SC / 4 + 1;                  // S pitch (vectors of 4 floats)
-const uint PROW = SC / 8 + 1;                  // P pitch (vectors of 8 halfs)
+const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
+const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
 const uint AROW = TN / 4;                      // rescale tile pitch
 const uint S_VECS = RQ * SROW;
 const uint PA_VECS = RQ * PROW + RQ * AROW;
@@ -69,9 +68,9 @@ const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
-// with CPL consecutive columns of an SC-key chunk; PASSES rounds cover RQ rows.
+// with CPL consecutive columns; PASSES rounds cover RQ rows.
 const uint LPR = SUBGROUP >= RQ ? SUBGROUP / RQ : 1;
-const uint CPL = SC / LPR;
+const uint CPL = BC / LPR;
 const uint RPP = SUBGROUP / LPR;               // rows per pass
 const uint PASSES = RQ / RPP;
 
@@ -159,93 +158,87 @@ void main() {
         put();
         barrier();
         if (t + 1 < ntiles) fetch(kvbase, j0 + BC);
-        // The tile in chunks of SC keys: scores, softmax, P V per chunk (the
-        // scratch holds one chunk's scores; the staging runs per tile).
-        [[unroll]] for (uint ch = 0; ch < BC / SC; ch++) {
-            const uint cj0 = j0 + ch * SC;
-            if (ch > 0) sub_sync();   // the previous chunk's P loads before this chunk's S stores
-            // Every key of the chunk masked for this subgroup's rows: skip its work,
-            // not its barriers (lavapipe mis-runs subgroup barriers that only some
-            // subgroups of a workgroup reach).
-            const bool live = CAUSAL == 0 || cj0 <= r0 + RQ - 1;
+        // Every key of the tile masked for this subgroup's rows: skip its work,
+        // not its barriers (lavapipe mis-runs subgroup barriers that only some
+        // subgroups of a workgroup reach).
+        const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
 
-            // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
-            if (live) [[unroll]] for (uint n = 0; n < SC / TN; n++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-                [[unroll]] for (uint w = 0; w < WQ; w++)
-                    s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-                [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
-                    coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                    coopMatLoad(kf, sm, K_OFF + (ch * SC + n * TN) * DROW + kk * (TK / 8), DROW,
-                                gl_CooperativeMatrixLayoutColumnMajor);
-                    [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
-                }
-                [[unroll]] for (uint w = 0; w < WQ; w++)
-                    coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
-                                 gl_CooperativeMatrixLayoutRowMajor);
+        // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
             }
-            sub_sync();
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+        }
+        sub_sync();
 
-            // Online softmax over this tile's columns, row by row.
-            float pv[PASSES][CPL];
-            float alpha[PASSES];
-            if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-                const uint r = ps * RPP + lane / LPR;
-                const uint grow = r0 + r;
-                float mx = -1.0 / 0.0;
-                [[unroll]] for (uint c = 0; c < CPL; c++) {
-                    const uint col = part * CPL + c, gcol = cj0 + col;
-                    float x = s_at(SUB, r, col) * p.scale_log2;
-                    bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
-                    x = masked ? -1.0 / 0.0 : x;
-                    pv[ps][c] = x;
-                    mx = max(mx, x);
-                }
-                [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
-                const float m_new = max(m_run[ps], mx);
-                const float m_use = isinf(m_new) ? 0.0 : m_new;   // a row with no key yet
-                alpha[ps] = exp2(m_run[ps] - m_use);
-                float sum = 0.0;
-                [[unroll]] for (uint c = 0; c < CPL; c++) {
-                    pv[ps][c] = exp2(pv[ps][c] - m_use);
-                    sum += pv[ps][c];
-                }
-                [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-                l_run[ps] = l_run[ps] * alpha[ps] + sum;
-                m_run[ps] = m_new;
+        // Online softmax over this tile's columns, row by row.
+        float pv[PASSES][CPL];
+        float alpha[PASSES];
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            const uint grow = r0 + r;
+            float mx = -1.0 / 0.0;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c, gcol = j0 + col;
+                float x = s_at(SUB, r, col) * p.scale_log2;
+                bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
+                x = masked ? -1.0 / 0.0 : x;
+                pv[ps][c] = x;
+                mx = max(mx, x);
             }
-            sub_sync();                                // every S read before P overwrites it
-            const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
-            if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-                const uint r = ps * RPP + lane / LPR;
-                [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
-                    uvec4 v;
-                    [[unroll]] for (uint h = 0; h < 4; h++)
-                        v[h] = packHalf2x16(vec2(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]));
-                    sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
-                }
-                for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
+            const float m_new = max(m_run[ps], mx);
+            const float m_use = isinf(m_new) ? 0.0 : m_new;   // a row with no key yet
+            alpha[ps] = exp2(m_run[ps] - m_use);
+            float sum = 0.0;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                pv[ps][c] = exp2(pv[ps][c] - m_use);
+                sum += pv[ps][c];
             }
-            sub_sync();
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
+            l_run[ps] = l_run[ps] * alpha[ps] + sum;
+            m_run[ps] = m_new;
+        }
+        sub_sync();                                // every S read before P overwrites it
+        const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
+                uvec4 v;
+                [[unroll]] for (uint h = 0; h < 4; h++)
+                    v[h] = packHalf2x16(vec2(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]));
+                sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
+            }
+            for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
+        }
+        sub_sync();
 
-            if (!live) continue;
-            // O = O * rescale + P V
-            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
-                coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
-                [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
-            }
-            [[unroll]] for (uint kk = 0; kk < SC / TK; kk++) {
-                coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
-                [[unroll]] for (uint w = 0; w < WQ; w++)
-                    coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
-                                gl_CooperativeMatrixLayoutRowMajor);
-                [[unroll]] for (uint j = 0; j < D / TN; j++) {
-                    coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
-                    coopMatLoad(vf, sm, V_OFF + (ch * SC + kk * TK) * DROW + j * (TN / 8), DROW,
-                                gl_CooperativeMatrixLayoutRowMajor);
-                    [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
-                }
+        if (!live) continue;
+        // O = O * rescale + P V
+        [[unroll]] for (uint w = 0; w < WQ; w++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
+            coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
+        }
+        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
             }
         }
     }

@@ -16,8 +16,7 @@ void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap) {
         snprintf(out, cap, "fa-scalar");
         return;
     }
-    int n = snprintf(out, cap, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u", v->tm, v->tn, v->tk, v->nsg, v->wq, v->bc);
-    if (v->sc && v->sc != v->bc && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, ":sc%u", v->sc);
+    snprintf(out, cap, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u", v->tm, v->tn, v->tk, v->nsg, v->wq, v->bc);
 }
 
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err) {
@@ -26,27 +25,21 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
         out->path = HL_PATH_SCALAR;
         return HL_OK;
     }
-    /* Fields by sscanf, then the canonical form must read back exactly (no junk,
-     * no zeros or signs); ":scN" equal to the key tile is accepted too. */
-    char canon[HL_VARIANT_STR_MAX], with_sc[HL_VARIANT_STR_MAX];
-    int n = s ? sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u:sc%u", &out->tm, &out->tn, &out->tk, &out->nsg,
-                       &out->wq, &out->bc, &out->sc) : 0;
-    if (n == 6) out->sc = out->bc;
-    if ((n == 6 || n == 7) && out->tm && out->tn && out->tk && out->nsg && out->wq && out->bc && out->sc &&
-        out->tm <= 64 && out->tn <= 64 && out->tk <= 64 && out->nsg <= 32 && out->wq <= 8 && out->bc <= 256 &&
-        out->sc <= out->bc) {
+    char tail;
+    if (s && sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u%c", &out->tm, &out->tn, &out->tk, &out->nsg,
+                    &out->wq, &out->bc, &tail) == 6 &&
+        strncmp(s, "fa-coop:", 8) == 0 && out->tm && out->tn && out->tk && out->nsg && out->wq && out->bc &&
+        out->tm <= 64 && out->tn <= 64 && out->tk <= 64 && out->nsg <= 32 && out->wq <= 8 && out->bc <= 256) {
         out->path = HL_PATH_COOP;
-        hl_attn_variant_format(out, canon, sizeof canon);
-        snprintf(with_sc, sizeof with_sc, "%s:sc%u", canon, out->sc);
-        if (strcmp(s, canon) == 0 || (out->sc == out->bc && strcmp(s, with_sc) == 0)) return HL_OK;
+        return HL_OK;
     }
     return hl_fail(err, HL_ERR_INVALID_VARIANT, "malformed attention variant '%s'; expected e.g. "
-                   "'fa-coop:16x8x16:sg8:wq2:bc32:sc16' (:scN optional) or 'fa-scalar'", s ? s : "(null)");
+                   "'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'", s ? s : "(null)");
 }
 
 static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
     const uint32_t rq = v->wq * v->tm;
-    const uint32_t s_vecs = rq * (v->sc / 4 + 1), pa_vecs = rq * (v->sc / 8 + 1) + rq * (v->tn / 4);
+    const uint32_t s_vecs = rq * (v->bc / 4 + 1), pa_vecs = rq * (v->bc / 8 + 1) + rq * (v->tn / 4);
     return 16u * (2u * v->bc * (d / 8 + 1) + v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs));
 }
 
@@ -73,12 +66,9 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
     if (v->tk % 8 || v->tn % 8 || v->bc % v->tn || v->bc % v->tk || (2 * v->bc) % v->tm)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: the key tile must be a "
                        "multiple of TN and TK (themselves multiples of 8), twice it a multiple of TM", vs);
-    if (v->bc % v->sc || v->sc % v->tn || v->sc % v->tk)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: the softmax chunk must divide "
-                       "the key tile and be a multiple of TN and TK", vs);
-    if ((sg >= rq ? sg % rq : rq % sg) || (v->sc / lpr) % 8 || v->sc % lpr)
+    if ((sg >= rq ? sg % rq : rq % sg) || (v->bc / lpr) % 8 || v->bc % lpr)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u rows per subgroup of "
-                       "%u invocations do not split the %u-key chunk into 8-column parts", vs, rq, sg, v->sc);
+                       "%u invocations do not split the %u-key tile into 8-column parts", vs, rq, sg, v->bc);
     if (v->nsg * sg > c->max_workgroup_invocations)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u invocations per "
                        "workgroup; '%s' allows %u", vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
@@ -102,13 +92,10 @@ static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant 
         for (size_t a = 0; a < sizeof bcs / sizeof *bcs; a++)
             for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
                 for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
-                    for (int chunk = 0; chunk < 2; chunk++) {   /* the whole tile, then 16-key chunks */
-                        hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w],
-                                             chunk ? 16 : bcs[a]};
-                        if ((chunk && bcs[a] <= 16) || hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
-                        if (n < cap) out[n] = v;
-                        n++;
-                    }
+                    hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
+                    if (hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
+                    if (n < cap) out[n] = v;
+                    n++;
                 }
     }
     return n;
@@ -120,9 +107,9 @@ static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant 
  * 16-key tiles (what fits 48 KiB of shared memory) above. Where none of these
  * fits, the first valid candidate. */
 static int preferred(const hl_device *dev, uint32_t d, hl_attn_variant *out) {
-    static const hl_attn_variant small_d[] = {{HL_PATH_COOP, 16, 8, 16, 32, 4, 2, 32}},
-                                 large_d[] = {{HL_PATH_COOP, 16, 8, 16, 16, 8, 2, 16},
-                                              {HL_PATH_COOP, 16, 8, 16, 16, 4, 2, 16}};
+    static const hl_attn_variant small_d[] = {{HL_PATH_COOP, 16, 8, 16, 32, 4, 2}},
+                                 large_d[] = {{HL_PATH_COOP, 16, 8, 16, 16, 8, 2},
+                                              {HL_PATH_COOP, 16, 8, 16, 16, 4, 2}};
     const hl_attn_variant *list = d <= 64 ? small_d : large_d;
     size_t n = d <= 64 ? sizeof small_d / sizeof *small_d : sizeof large_d / sizeof *large_d;
     hl_error err;
@@ -218,7 +205,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     HL_TRY(hl_check_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
 
     attn_plan pl = {0};
-    uint32_t spec[11] = {0};
+    uint32_t spec[10] = {0};
     uint32_t rows = SCALAR_THREADS, sgsz = 0;
     spec[3] = (uint32_t)d;
     spec[9] = args->causal ? 1u : 0u;
@@ -226,9 +213,9 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (v.path == HL_PATH_COOP) {
         sgsz = caps->subgroup_size;
         spec[0] = v.tm; spec[1] = v.tn; spec[2] = v.tk; spec[4] = v.bc; spec[5] = v.nsg; spec[6] = v.wq;
-        spec[7] = sgsz; spec[8] = v.nsg * sgsz; spec[10] = v.sc ? v.sc : v.bc;
+        spec[7] = sgsz; spec[8] = v.nsg * sgsz;
         rows = v.nsg * v.wq * v.tm;
-        HL_TRY(hl_pipeline_get(dev, "attention_coop", spec, 11, sgsz, &pipe, err));
+        HL_TRY(hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, &pipe, err));
     } else {
         HL_TRY(hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, &pipe, err));
     }

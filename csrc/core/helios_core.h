@@ -222,13 +222,11 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
 /* ---- attention ----------------------------------------------------------- */
 /* A flash-attention forward variant: the coop path's cooperative-matrix shape,
  * subgroups per workgroup, row tiles per subgroup and keys per tile; or the
- * scalar fallback. Strings: "fa-coop:16x8x16:sg4:wq2:bc32", "fa-coop:16x8x16:sg8:wq2:bc32:sc16"
- * (softmax chunk when it differs from the key tile), "fa-scalar". */
+ * scalar fallback. Strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
 typedef struct hl_attn_variant {
     hl_path path;                /* HL_PATH_COOP or HL_PATH_SCALAR */
     uint32_t tm, tn, tk;
     uint32_t bc, nsg, wq;
-    uint32_t sc;                 /* keys per softmax chunk (divides bc; 0 or bc: the whole tile) */
 } hl_attn_variant;
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap);
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err);
