@@ -14,7 +14,8 @@
 // softmax over whole rows there (KHR leaves the accumulator's element layout
 // to the driver, so rows are only addressable through memory), write P in fp16
 // and each row's rescale factor as a TM x TN tile; then O = O * rescale + P V,
-// the rescale applied as a component-wise product of two accumulators. The
+// the rescale applied as a component-wise product of two accumulators, and
+// skipped for a tile where no row's running max moved by more than 2^8. The
 // causal mask is top-left aligned (torch's is_causal): key tiles past the
 // workgroup's last row are never loaded, and a subgroup skips tiles past its
 // own rows. Key tails are zero-filled and masked; query tails are computed and
@@ -23,6 +24,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 
@@ -36,6 +38,7 @@ layout(constant_id = 6) const uint WQ = 1;        // row tiles per subgroup
 layout(constant_id = 7) const uint SUBGROUP = 32;
 layout(local_size_x_id = 8) in;                   // = NSG * SUBGROUP
 layout(constant_id = 9) const uint CAUSAL = 0;
+const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
 layout(push_constant) uniform Push {
     uint heads;        // B * H
@@ -183,6 +186,7 @@ void main() {
         // Online softmax over this tile's columns, row by row.
         float pv[PASSES][CPL];
         float alpha[PASSES];
+        bool rescale = false;
         if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
             const uint r = ps * RPP + lane / LPR;
             const uint grow = r0 + r;
@@ -196,9 +200,15 @@ void main() {
                 mx = max(mx, x);
             }
             [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
-            const float m_new = max(m_run[ps], mx);
+            // Lazy rescaling: the running max moves only when the tile's exceeds it
+            // by more than RESCALE_SLACK (log2 units); otherwise p stays below
+            // 2^RESCALE_SLACK (exact enough in fp16, P's relative precision is the
+            // same at any magnitude) and O needs no rescale for this row.
+            const bool bump = mx > m_run[ps] + RESCALE_SLACK;
+            const float m_new = bump ? mx : m_run[ps];
             const float m_use = isinf(m_new) ? 0.0 : m_new;   // a row with no key yet
-            alpha[ps] = exp2(m_run[ps] - m_use);
+            alpha[ps] = bump ? exp2(m_run[ps] - m_use) : 1.0;
+            rescale = rescale || bump;
             float sum = 0.0;
             [[unroll]] for (uint c = 0; c < CPL; c++) {
                 pv[ps][c] = exp2(pv[ps][c] - m_use);
@@ -208,6 +218,9 @@ void main() {
             l_run[ps] = l_run[ps] * alpha[ps] + sum;
             m_run[ps] = m_new;
         }
+        // Whether any row of the subgroup moved its max (uniform: the rescale below
+        // is a cooperative operation).
+        const bool any_rescale = subgroupAny(rescale);
         sub_sync();                                // every S read before P overwrites it
         const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
         if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
@@ -218,13 +231,14 @@ void main() {
                     v[h] = packHalf2x16(vec2(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]));
                 sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
             }
-            for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
+            if (any_rescale)
+                for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
         }
         sub_sync();
 
         if (!live) continue;
         // O = O * rescale + P V
-        [[unroll]] for (uint w = 0; w < WQ; w++) {
+        if (any_rescale) [[unroll]] for (uint w = 0; w < WQ; w++) {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;

@@ -86,6 +86,29 @@ def test_scale_and_fallback_head_dims(device):
     assert device.default_attention_variant(7) == "fa-scalar"
 
 
+@pytest.mark.parametrize("scale", [None, 1.0, 3.0])
+def test_running_max_keeps_moving(device, scale):
+    """Scores that grow along the keys move every row's running max tile after
+    tile (the lazy rescale's slow path), with large logits."""
+    q, k, v = random_qkv(1, 2, 90, 150, 32, 5)
+    ramp = (np.arange(150) / 150.0 * 6).astype(np.float32)[None, None, :, None]
+    k = (k.astype(np.float32) + ramp * q.astype(np.float32).mean(axis=2, keepdims=True)).astype(np.float16)
+    for var in (device.default_attention_variant(32), "fa-scalar"):
+        out = device.attention(q, k, v, scale=scale, variant=var)
+        assert check_close(out, reference_attention(q, k, v, scale=scale)).passed, var
+        outc = device.attention(q, k[:, :, :90], v[:, :, :90], causal=True, scale=scale, variant=var)
+        assert check_close(outc, reference_attention(q, k[:, :, :90], v[:, :, :90], causal=True,
+                                                     scale=scale)).passed, var
+
+
+def test_kernel_stats(device):
+    stats = device.attention_kernel_stats(64)
+    assert isinstance(stats, dict) and all(isinstance(v, float) for v in stats.values())
+    assert device.attention_kernel_stats(64, "fa-scalar", causal=True) is not None
+    with pytest.raises(helios.UnsupportedError):
+        device.attention_kernel_stats(64, "fa-coop:8x8x8:sg4:wq1:bc256")
+
+
 def test_kill_switch(device, monkeypatch):
     monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION", "1")
     assert device.default_attention_variant(64) == "fa-scalar"

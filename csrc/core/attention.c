@@ -156,6 +156,36 @@ static void record_attention(hl_device *dev, const void *ctx) {
     dev->tel.dispatches++;
 }
 
+/* The pipeline of a (checked) variant for head dimension d, and the query rows
+ * one workgroup covers. */
+static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
+    uint32_t spec[10] = {0};
+    spec[3] = d;
+    spec[9] = causal ? 1u : 0u;
+    if (v->path != HL_PATH_COOP) {
+        *rows = SCALAR_THREADS;
+        return hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, out, err);
+    }
+    const uint32_t sgsz = dev->caps.subgroup_size;
+    spec[0] = v->tm; spec[1] = v->tn; spec[2] = v->tk; spec[4] = v->bc; spec[5] = v->nsg; spec[6] = v->wq;
+    spec[7] = sgsz; spec[8] = v->nsg * sgsz;
+    *rows = v->nsg * v->wq * v->tm;
+    return hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, out, err);
+}
+
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                               hl_kernel_stats *out, hl_error *err) {
+    hl_status st = hl_attn_variant_check(dev, v, d, err);
+    if (st != HL_OK) return st;
+    hl_pipeline *p;
+    uint32_t rows;
+    st = attn_pipeline(dev, v, d, causal, &p, &rows, err);
+    if (st != HL_OK) return st;
+    *out = p->stats;
+    return HL_OK;
+}
+
 static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
 
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
@@ -205,20 +235,9 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     HL_TRY(hl_check_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
 
     attn_plan pl = {0};
-    uint32_t spec[10] = {0};
-    uint32_t rows = SCALAR_THREADS, sgsz = 0;
-    spec[3] = (uint32_t)d;
-    spec[9] = args->causal ? 1u : 0u;
+    uint32_t rows;
     hl_pipeline *pipe;
-    if (v.path == HL_PATH_COOP) {
-        sgsz = caps->subgroup_size;
-        spec[0] = v.tm; spec[1] = v.tn; spec[2] = v.tk; spec[4] = v.bc; spec[5] = v.nsg; spec[6] = v.wq;
-        spec[7] = sgsz; spec[8] = v.nsg * sgsz;
-        rows = v.nsg * v.wq * v.tm;
-        HL_TRY(hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, &pipe, err));
-    } else {
-        HL_TRY(hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, &pipe, err));
-    }
+    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, &pipe, &rows, err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE, "attention: %llu query blocks x %llu heads exceed the "

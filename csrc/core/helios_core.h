@@ -263,6 +263,9 @@ typedef struct hl_kernel_stat { char name[64]; double value; } hl_kernel_stat;
 typedef struct hl_kernel_stats { uint32_t n; hl_kernel_stat items[HL_MAX_STATS]; } hl_kernel_stats;
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
                               hl_kernel_stats *out, hl_error *err);
+/* The same for an attention variant at head dimension d (causal or not). */
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                               hl_kernel_stats *out, hl_error *err);
 
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */

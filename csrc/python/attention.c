@@ -141,3 +141,28 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
     }
     return Py_BuildValue("(sN)", buf, names);
 }
+
+/* _attention_kernel_stats(d, variant=None, causal=False) -> dict */
+PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"d", "variant", "causal", NULL};
+    unsigned int d;
+    int causal = 0;
+    PyObject *variant = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|Op:_attention_kernel_stats", kwlist, &d, &variant, &causal))
+        return NULL;
+    hl_attn_variant v;
+    int given;
+    if (attn_variant_arg(self, variant, &v, &given) < 0) return NULL;
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_kernel_stats ks;
+    hl_status s = given ? HL_OK : hl_attn_variant_default(self->dev, d, &v, &err);
+    if (s == HL_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        s = hl_attn_kernel_stats(self->dev, &v, d, causal, &ks, &err);
+        Py_END_ALLOW_THREADS
+    }
+    device_release(self);
+    if (s != HL_OK) return raise_status(gstate(self), &err);
+    return kernel_stats_dict(&ks);
+}

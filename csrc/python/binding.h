@@ -64,5 +64,8 @@ PyObject *samples_list(const double *samples, uint32_t n);
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds);
+/* {statistic name: value} of a pipeline's driver statistics. */
+PyObject *kernel_stats_dict(const hl_kernel_stats *ks);
 
 #endif

@@ -329,11 +329,15 @@ static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObjec
     }
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
+    return kernel_stats_dict(&ks);
+}
+
+PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
     PyObject *d = PyDict_New();
     if (!d) return NULL;
-    for (uint32_t i = 0; i < ks.n; i++) {
-        PyObject *f = PyFloat_FromDouble(ks.items[i].value);
-        if (!f || PyDict_SetItemString(d, ks.items[i].name, f) < 0) { Py_XDECREF(f); Py_DECREF(d); return NULL; }
+    for (uint32_t i = 0; i < ks->n; i++) {
+        PyObject *f = PyFloat_FromDouble(ks->items[i].value);
+        if (!f || PyDict_SetItemString(d, ks->items[i].name, f) < 0) { Py_XDECREF(f); Py_DECREF(d); return NULL; }
         Py_DECREF(f);
     }
     return d;
@@ -413,6 +417,9 @@ static PyMethodDef Device_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
      "Low-level flash-attention forward on (B*H, S, d) float16 arrays or Tensors "
      "(helios.Device.attention converts)."},
+    {"_attention_kernel_stats", (PyCFunction)(void (*)(void))Device_attention_kernel_stats,
+     METH_VARARGS | METH_KEYWORDS, "_attention_kernel_stats(d, variant=None, causal=False) -> dict: the "
+     "driver's statistics of that attention kernel; {} where the driver offers none."},
     {"_attention_variants", (PyCFunction)(void (*)(void))Device_attention_variants, METH_VARARGS | METH_KEYWORDS,
      "_attention_variants(d, variant=None) -> (default or checked variant, [valid variants])."},
     {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,

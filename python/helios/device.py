@@ -255,6 +255,11 @@ class Device(_helios.Device):
         where it is a coop one)."""
         return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[1]
 
+    def attention_kernel_stats(self, head_dim: int, variant: Optional[str] = None, causal: bool = False) -> dict:
+        """The driver's statistics (registers, shared memory, ...) of the attention
+        kernel a variant compiles to at this head dimension; {} where none are offered."""
+        return self._attention_kernel_stats(_count("head_dim", head_dim, 1, 2**31), variant, bool(causal))
+
     def default_attention_variant(self, head_dim: int) -> str:
         """The attention variant used when none is given (HELIOS_DISABLE_COOP_ATTENTION applied)."""
         return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[0]
