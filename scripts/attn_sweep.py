@@ -50,7 +50,8 @@ def main() -> int:
         if a.variants == "all":
             vs = [x for x in dev.attention_variants(d) if a.match in x]
         else:
-            vs = [dev.default_attention_variant(d) if x == "default" else x for x in a.variants.split(",")]
+            vs = [dev.default_attention_variant(d, s, a.causal) if x == "default" else x
+                  for x in a.variants.split(",")]
         for var in vs:
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
                 continue   # the fallback at long context: minutes, not a design point

@@ -161,7 +161,7 @@ def test_module_function_and_time_attention(device):
     assert np.array_equal(helios.attention(q, k, v, device=device), device.attention(q, k, v))
     t = device.time_attention(1, 2, 24, 32, iters=3, warmup=1, inputs=(q, k, v))
     assert len(t.samples_ms) == 3 and all(x > 0 for x in t.samples_ms) and t.batch_ms > 0
-    assert t.variant == device.default_attention_variant(32)
+    assert t.variant == device.default_attention_variant(32, 24)
     assert t.flops == attention_flops(1, 2, 24, 24, 32) == 4 * 2 * 24 * 24 * 32
     assert check_close(t.output, reference_attention(q, k, v)).passed
     tc = device.time_attention(1, 1, 16, 32, causal=True, iters=2, warmup=0)
@@ -308,3 +308,13 @@ def test_check_attention_seed003_matrix_gpu(device, capsys):
 
 def test_hardware_marker_consistent(device):
     assert isinstance(is_hardware(device), bool)
+
+
+@pytest.mark.gpu
+def test_default_follows_the_shape(device):
+    """On a GPU with 16x16x16 and 16x8x16 fragments: the measured preferences."""
+    if not device.attention_variants(64)[0].startswith("fa-coop:16"):
+        pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
+    assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"

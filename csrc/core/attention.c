@@ -101,19 +101,21 @@ static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant 
     return n;
 }
 
-/* Measured on the H100 (benchmarks/results/h100-attn-a44b40b, the issue's
- * shapes): 16x8x16 fragments with two row tiles per subgroup won every shape;
- * 128 query rows per workgroup with 32-key tiles at d <= 64, 256 rows with
- * 16-key tiles (what fits 48 KiB of shared memory) above. Where none of these
- * fits, the first valid candidate. */
-static int preferred(const hl_device *dev, uint32_t d, hl_attn_variant *out) {
-    static const hl_attn_variant small_d[] = {{HL_PATH_COOP, 16, 8, 16, 32, 4, 2}},
-                                 large_d[] = {{HL_PATH_COOP, 16, 8, 16, 16, 8, 2},
-                                              {HL_PATH_COOP, 16, 8, 16, 16, 4, 2}};
-    const hl_attn_variant *list = d <= 64 ? small_d : large_d;
-    size_t n = d <= 64 ? sizeof small_d / sizeof *small_d : sizeof large_d / sizeof *large_d;
+/* Measured on the H100 (benchmarks/results/h100-attn-c39e6dc, the issue's shapes
+ * and seed 004's): two row tiles per subgroup and four subgroups (128 query rows
+ * per workgroup) won every shape; 16x16x16 fragments without a mask, 16x8x16
+ * with the causal one; 16-key tiles, except 32 at d <= 64 and S_kv <= 256
+ * (short rows: fewer, larger tiles). Where none of these fits, the first valid
+ * candidate. */
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out) {
+    const uint32_t bc = d <= 64 && skv <= 256 ? 32 : 16;
+    const hl_attn_variant list[] = {
+        {HL_PATH_COOP, 16, causal ? 8 : 16, 16, bc, 4, 2},
+        {HL_PATH_COOP, 16, causal ? 16 : 8, 16, bc, 4, 2},
+        {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
+    };
     hl_error err;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < sizeof list / sizeof *list; i++)
         if (hl_attn_variant_check(dev, &list[i], d, &err) == HL_OK) {
             *out = list[i];
             return 1;
@@ -121,13 +123,14 @@ static int preferred(const hl_device *dev, uint32_t d, hl_attn_variant *out) {
     return coop_candidates(dev, d, out, 1) > 0;
 }
 
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_variant *out, hl_error *err) {
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
+                                  hl_attn_variant *out, hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
-    if (!off && dev->coop_enabled) preferred(dev, d, out);
+    if (!off && dev->coop_enabled) preferred(dev, d, skv, causal, out);
     return hl_attn_variant_check(dev, out, d, err);
 }
 
@@ -209,7 +212,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: scale must be finite");
     hl_attn_variant v;
     if (args->variant) v = *args->variant;
-    else HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, &v, err));
+    else HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, &v, err));
     HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, err));
     if (args->causal && sq != skv)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: causal masking needs S_q == S_kv (got %llu and "

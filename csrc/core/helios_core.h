@@ -232,9 +232,11 @@ void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap);
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err);
 /* Validates v for this device and head dimension d; the message names the limit. */
 hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_error *err);
-/* The default for head dimension d: the first coop candidate that fits, else the
+/* The default for head dimension d, S_kv keys (0: long) and the mask: the
+ * measured preference where it fits, else the first coop candidate, else the
  * scalar path (HELIOS_DISABLE_COOP_ATTENTION=1 or no cooperative matrices). */
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, hl_attn_variant *out, hl_error *err);
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
+                                  hl_attn_variant *out, hl_error *err);
 size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap);
 
 /* O = softmax(scale * Q K^T [+ causal mask]) V for batch_heads independent

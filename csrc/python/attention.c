@@ -111,20 +111,23 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
-/* _attention_variants(d, variant=None) -> (default, [every valid variant]) for
- * head dimension d; with variant, validates it and returns (canonical, []). */
+/* _attention_variants(d, variant=None, skv=0, causal=False) -> (default, [every
+ * valid variant]) for head dimension d (the default for S_kv keys and the mask;
+ * skv 0: long); with variant, validates it and returns (canonical, []). */
 PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"d", "variant", NULL};
-    unsigned int d;
+    static char *kwlist[] = {"d", "variant", "skv", "causal", NULL};
+    unsigned int d, skv = 0;
+    int causal = 0;
     PyObject *variant = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|O:_attention_variants", kwlist, &d, &variant)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OIp:_attention_variants", kwlist, &d, &variant, &skv, &causal))
+        return NULL;
     hl_attn_variant given_v, dflt, list[64];
     int given;
     if (attn_variant_arg(self, variant, &given_v, &given) < 0) return NULL;
     if (device_acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_status s = given ? hl_attn_variant_check(self->dev, &given_v, d, &err)
-                        : hl_attn_variant_default(self->dev, d, &dflt, &err);
+                        : hl_attn_variant_default(self->dev, d, skv, causal, &dflt, &err);
     size_t n = (s == HL_OK && !given) ? hl_attn_variant_list(self->dev, d, list, 64) : 0;
     device_release(self);
     if (s != HL_OK) return raise_status(gstate(self), &err);
@@ -156,7 +159,7 @@ PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyOb
     if (device_acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_kernel_stats ks;
-    hl_status s = given ? HL_OK : hl_attn_variant_default(self->dev, d, &v, &err);
+    hl_status s = given ? HL_OK : hl_attn_variant_default(self->dev, d, 0, causal, &v, &err);
     if (s == HL_OK) {
         Py_BEGIN_ALLOW_THREADS
         s = hl_attn_kernel_stats(self->dev, &v, d, causal, &ks, &err);

@@ -183,7 +183,7 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
         flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
         result["flush_bytes"] = flush
         chosen = {s: (dev._attention_variants(s[3], cfg.variant)[0] if cfg.variant
-                      else dev.default_attention_variant(s[3])) for s in cfg.shapes}
+                      else dev.default_attention_variant(s[3], s[2], cfg.causal)) for s in cfg.shapes}
         result["helios"] = {k: info[k] for k in ("name", "device_type", "vendor_id", "device_id", "driver_name",
                                                  "driver_info", "driver_version", "api_version", "subgroup_size",
                                                  "shared_memory_bytes", "timestamp_period_ns", "uuid",

@@ -260,9 +260,11 @@ class Device(_helios.Device):
         kernel a variant compiles to at this head dimension; {} where none are offered."""
         return self._attention_kernel_stats(_count("head_dim", head_dim, 1, 2**31), variant, bool(causal))
 
-    def default_attention_variant(self, head_dim: int) -> str:
-        """The attention variant used when none is given (HELIOS_DISABLE_COOP_ATTENTION applied)."""
-        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[0]
+    def default_attention_variant(self, head_dim: int, seq_kv: Optional[int] = None, causal: bool = False) -> str:
+        """The attention variant used when none is given for this head dimension, key
+        count (None: long) and mask (HELIOS_DISABLE_COOP_ATTENTION applied)."""
+        skv = 0 if seq_kv is None else min(_count("seq_kv", seq_kv, 1, 2**63), 2**32 - 1)
+        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal))[0]
 
     def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
         """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,
