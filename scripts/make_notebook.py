@@ -53,6 +53,29 @@ plt.show()"""),
     report.plot_sweep(s, ax)
     fig.tight_layout()
     plt.show()"""),
+    new_markdown_cell("## Attention\nThe flash-attention forward against every torch SDPA backend (`helios bench --workload=attention`): "
+                      "the gate, then GPU-timed medians per shape. Without CUDA the reference is numpy on the CPU, labelled so."),
+    new_code_cell("""from helios.attn_bench import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
+attn = run_attention_bench(AttnBenchConfig(shapes=parse_attention_shapes("small" if QUICK else "seed004,seed003,anchor"),
+                                           iters=3 if QUICK else 50, warmup=1 if QUICK else 10,
+                                           warmup_ms=0 if QUICK else 200), progress=False)
+print(attention_markdown(attn))
+fig, ax = plt.subplots(figsize=(12, 4))
+report.plot_attention(attn, ax)
+fig.tight_layout()
+plt.show()"""),
+    new_markdown_cell("Committed H100 attention results (Helios vs each SDPA backend, same protocol):"),
+    new_code_cell("""committed_attn = []
+for path in glob.glob(os.path.join(RESULTS, "h100-attn-*", "bench-attention*.json")):
+    with open(path) as f:
+        committed_attn.append((json.load(f), path))
+committed_attn.sort(key=lambda x: x[0]["timestamp"])   # the latest non-causal and causal runs
+for committed, path in committed_attn[-2:]:
+    fig, ax = plt.subplots(figsize=(12, 4))
+    report.plot_attention(committed, ax)
+    ax.set_title(f"{os.path.relpath(path, RESULTS)} ({(committed.get('git') or {}).get('commit')})")
+    fig.tight_layout()
+    plt.show()"""),
     new_markdown_cell("## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."),
     new_code_cell("""fig, ax = plt.subplots(figsize=(12, 4))
 report.plot_variance(benches, ax)

@@ -39,7 +39,14 @@ def _label(d: dict) -> str:
 
 
 def _flops(shape: str) -> float:
-    m, n, k = (int(x) for x in shape.split("x"))
+    """2*M*N*K for a product 'MxNxK'; 4*B*H*S^2*d for attention 'BxHxSxd' (halved
+    for '-causal')."""
+    base, _, mask = shape.partition("-")
+    dims = [int(x) for x in base.split("x")]
+    if len(dims) == 4:
+        b, h, sq, d = dims
+        return 4.0 * b * h * sq * sq * d / (2 if mask == "causal" else 1)
+    m, n, k = dims
     return 2.0 * m * n * k
 
 
@@ -123,6 +130,34 @@ def plot_tflops(benches: list[dict], ax=None):
         (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
         (lambda d: f"{d.get('reference')}: {_label(d)}", lambda r: r["cudaTflops"], "s--")],
         "TFLOP/s (median)", "Throughput by shape")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_attention(result: dict, ax=None):
+    """Attention bench (workload 'attention'): TFLOP/s per shape, Helios beside each
+    torch SDPA backend (a missing bar: the backend refused the shape)."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(10, 4))[1]
+    rows = result.get("rows", [])
+    sides = ["helios"] + list(result.get("backends", []))
+    x = np.arange(len(rows))
+    width = 0.8 / max(1, len(sides))
+    for i, side in enumerate(sides):
+        ys = []
+        for r in rows:
+            if side == "helios":
+                ys.append(r["heliosTflops"] or np.nan)
+            else:
+                b = r["backends"].get(side, {})
+                ys.append(_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
+                          if b.get("available") and b.get("valid") else np.nan)
+        ax.bar(x + (i - (len(sides) - 1) / 2) * width, ys, width,
+               label="Helios" if side == "helios" else f"SDPA {side}")
+    ax.set_xticks(x, [r["shape"] for r in rows], rotation=25, fontsize=8)
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.set_title(f"Attention on {result.get('helios', {}).get('name', '?')}")
+    ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     return ax
 
