@@ -8,5 +8,5 @@ asan:   ## the suite with the C core under AddressSanitizer and UBSan
 	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:
 	scripts/dev helios info
-wheel:  ## a wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
-	scripts/dev python3 -m pip wheel --no-build-isolation --no-deps . -w dist
+wheel:  ## a manylinux wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
+	scripts/dev scripts/build_wheel.sh dist

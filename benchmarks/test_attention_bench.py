@@ -14,7 +14,7 @@ from gpuclock import CLOCK, replay
 from helios.attention import attention_flops, random_qkv, reference_attention
 from helios.check import check_close
 from helios.device import warmup_launches
-from helios.gpustate import gpu_state, ramp_clocks
+from helios.gpustate import gpu_state, low_clock, ramp_clocks
 from helios.sdpa import BACKENDS
 
 CPU_SHAPES = [(1, 2, 64, 64)]
@@ -80,7 +80,10 @@ def test_attention(benchmark, dev, attn_shape, impl):
     assert chk["passed"], chk
     replay(benchmark, samples)
     med = float(np.median(samples))
+    after = gpu_state()
+    gflops = attention_flops(b, h, s, s, d) / (med * 1e-3) / 1e9
     benchmark.extra_info.update(
         impl=f"attention:{impl}", variant=variant, check=chk, shape="x".join(map(str, attn_shape)),
-        gflops=attention_flops(b, h, s, s, d) / (med * 1e-3) / 1e9, gpu_time_source=source,
-        gpu_state={"before": before, "after": gpu_state()}, clock_warmup=ramp)
+        device=dev.info["name"] if impl == "helios" else ref.metadata().get("gpu"),
+        gflops=gflops, tflops=gflops / 1e3, gpu_time_source=source, flush_bytes=0,
+        gpu_state={"before": before, "after": after}, low_clock=low_clock(before, after), clock_warmup=ramp)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# scripts/build_wheel.sh [OUTDIR]  — a manylinux wheel of this tree for the Python
+# that runs it (`make wheel` runs it in the dev root; on any machine with a
+# Vulkan SDK it makes one for that machine's Python).
+#
+# 1. pip wheel (kernels compiled in; the module needs only libc, the Vulkan
+#    loader is opened at run time);
+# 2. auditwheel show: the manylinux policy the module's ELF symbols allow (it
+#    fails the build if the module needs a library outside the policy);
+# 3. that platform tag on the file (`python3 -m wheel tags`; nothing to graft,
+#    so no `auditwheel repair` and no patchelf).
+# auditwheel comes from PyPI into build/wheel-tools (a venv), or from wheels in
+# $PIP_FIND_LINKS where there is no network (the GPU machines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-dist}
+TOOLS=${HELIOS_WHEEL_TOOLS:-build/wheel-tools}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+python3 -m pip wheel --no-build-isolation --no-deps . -w "$TMP" >"$TMP/build.log" 2>&1 ||
+  { tail -40 "$TMP/build.log" >&2; echo "build_wheel: pip wheel failed" >&2; exit 1; }
+RAW=$(ls "$TMP"/helios-*.whl)
+if ! "$TOOLS/bin/auditwheel" --version >/dev/null 2>&1; then
+  python3 -m venv --system-site-packages "$TOOLS"
+  "$TOOLS/bin/pip" install -q ${PIP_FIND_LINKS:+--no-index --find-links "$PIP_FIND_LINKS"} auditwheel
+fi
+SHOW=$("$TOOLS/bin/auditwheel" show "$RAW" 2>&1) || { echo "$SHOW" >&2; exit 1; }
+echo "$SHOW" | sed -n '/is consistent/,$p'
+TAG=$(echo "$SHOW" | tr '\n' ' ' | grep -o 'following platform tag: *"[^"]*"' | head -1 | cut -d'"' -f2)
+case "$TAG" in
+  manylinux_*) ;;
+  *) echo "build_wheel: auditwheel gave no manylinux tag for $(basename "$RAW")" >&2; exit 1 ;;
+esac
+python3 -m wheel tags --platform-tag "$TAG" --remove "$RAW" >/dev/null
+mkdir -p "$OUT"
+mv "$TMP"/helios-*.whl "$OUT"/
+ls "$OUT"/helios-*"$TAG"*.whl
