@@ -9,8 +9,8 @@
 #    fails the build if the module needs a library outside the policy);
 # 3. that platform tag on the file (`python3 -m wheel tags`; nothing to graft,
 #    so no `auditwheel repair` and no patchelf).
-# auditwheel comes from PyPI into build/wheel-tools (a venv), or from wheels in
-# $PIP_FIND_LINKS where there is no network (the GPU machines).
+# auditwheel comes from PyPI into build/wheel-tools (pip --target), or from wheels in
+# $HELIOS_WHEEL_LINKS (a folder) where there is no network (the GPU machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-dist}
@@ -20,11 +20,12 @@ trap 'rm -rf "$TMP"' EXIT
 python3 -m pip wheel --no-build-isolation --no-deps . -w "$TMP" >"$TMP/build.log" 2>&1 ||
   { tail -40 "$TMP/build.log" >&2; echo "build_wheel: pip wheel failed" >&2; exit 1; }
 RAW=$(ls "$TMP"/helios-*.whl)
-if ! "$TOOLS/bin/auditwheel" --version >/dev/null 2>&1; then
-  python3 -m venv --system-site-packages "$TOOLS"
-  "$TOOLS/bin/pip" install -q ${PIP_FIND_LINKS:+--no-index --find-links "$PIP_FIND_LINKS"} auditwheel
+auditwheel() { PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}" python3 -m auditwheel "$@"; }
+if ! auditwheel --version >/dev/null 2>&1; then   # a --target install: no venv module needed
+  python3 -m pip install -q --break-system-packages --target "$TOOLS" \
+    ${HELIOS_WHEEL_LINKS:+--no-index --find-links "$HELIOS_WHEEL_LINKS"} auditwheel
 fi
-SHOW=$("$TOOLS/bin/auditwheel" show "$RAW" 2>&1) || { echo "$SHOW" >&2; exit 1; }
+SHOW=$(auditwheel show "$RAW" 2>&1) || { echo "$SHOW" >&2; exit 1; }
 echo "$SHOW" | sed -n '/is consistent/,$p'
 TAG=$(echo "$SHOW" | tr '\n' ' ' | grep -o 'following platform tag: *"[^"]*"' | head -1 | cut -d'"' -f2)
 case "$TAG" in

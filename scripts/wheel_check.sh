@@ -17,9 +17,11 @@ echo "== the bare image"
 ldconfig -p | grep -E "libvulkan|libGLdispatch|libGLX\.so" || echo "no libvulkan, no libglvnd in the linker cache"
 ls /usr/local/nvidia/share/vulkan/icd.d/ /usr/share/vulkan/icd.d/ /etc/vulkan/icd.d/ 2>&1 | head
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-echo "== build the wheel (SDK under $SDK only)"
+echo "== build the wheel (SDK under $SDK only): scripts/build_wheel.sh, auditwheel from the carried .whl"
 ( export VULKAN_SDK=$SDK/usr PATH=$SDK/usr/bin:$PATH CMAKE_PREFIX_PATH=$SDK/usr CPATH=$SDK/usr/include PYTHONPATH=/tmp/site
-  python3 -m pip wheel --no-build-isolation --no-deps . -w /tmp/dist > /tmp/wheel.log 2>&1 ) || { tail -30 /tmp/wheel.log; exit 1; }
+  HELIOS_WHEEL_LINKS=$REPO/.whl HELIOS_WHEEL_TOOLS=/tmp/wheel-tools bash scripts/build_wheel.sh /tmp/dist ) \
+  > /tmp/wheel.log 2>&1 || { tail -30 /tmp/wheel.log; exit 1; }
+sed -n '/is consistent/,$p' /tmp/wheel.log
 ls -la /tmp/dist
 W=$(ls /tmp/dist/helios-*.whl)
 mkdir -p /tmp/unz && (cd /tmp/unz && python3 -m zipfile -e "$W" .)
@@ -31,9 +33,9 @@ echo "glibc symbol versions:"; objdump -T "$SO" | grep -o "GLIBC_[0-9.]*" | sort
 echo "image LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 BARE="env -i HOME=/tmp PATH=/opt/torch/.venv/bin:/usr/bin:/bin XDG_RUNTIME_DIR=/tmp LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 $BARE bash -c "command -v glslc || echo 'no glslc on PATH'; ls /usr/include/vulkan 2>/dev/null | head -1 || true; [ -d /usr/include/vulkan ] || echo 'no Vulkan headers'"
-# The image's Python environment (numpy, torch, pytest) plus the wheel, nothing else.
-$BARE python3 -m pip install -q --no-deps --no-index --target /tmp/wheelsite "$W" && echo "installed $W"
-BARE="$BARE PYTHONPATH=/tmp/wheelsite"
+# The image's Python environment (numpy, torch, pytest) plus the wheel, nothing else:
+# the README's one command.
+$BARE python3 -m pip install -q --no-deps "$W" && echo "pip install --no-deps $(basename "$W"): ok"
 echo "== 1. nothing added"
 $BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | tail -2; echo rc=\$?"
 echo "== 2. the Vulkan loader (libvulkan1) only"
@@ -58,5 +60,6 @@ for pkg in libglx0 libegl1 libgl1 libgles2 libopengl0; do
 done
 echo "== bench and GPU tests from the wheel"
 $BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 python3 -m helios bench --suite=cuda --shapes=4096x4096x4096 --iters=30 --repeats=1 2>&1 | tail -4"
-$BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py 2>&1 | tail -3"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd $REPO && timeout 330 python3 -m pytest -q -p no:cacheprovider tests/test_hardware.py tests/test_identity.py tests/test_gemm.py tests/test_correctness.py tests/test_attention.py -k \"not gpu_head_dims\" 2>&1 | tail -3"
+$BARE VK_DRIVER_FILES=$ICD bash -c "cd /tmp && timeout 120 python3 -m helios bench --workload=attention --shapes=32x8x512x64,1x32x4096x128 --iters=30 2>&1 | grep -E '^\\| [0-9]'"
 cp "$W" "$OUT/" 2>/dev/null || true
