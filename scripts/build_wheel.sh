@@ -4,7 +4,7 @@
 # Vulkan SDK it makes one for that machine's Python).
 #
 # 1. pip wheel (kernels compiled in; the module needs only libc, the Vulkan
-#    loader is opened at run time);
+#    loader is opened at run time; no cuBLASLt module, see below);
 # 2. auditwheel show: the manylinux policy the module's ELF symbols allow (it
 #    fails the build if the module needs a library outside the policy);
 # 3. that platform tag on the file (`python3 -m wheel tags`; nothing to graft,
@@ -17,7 +17,11 @@ OUT=${1:-dist}
 TOOLS=${HELIOS_WHEEL_TOOLS:-build/wheel-tools}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-python3 -m pip wheel --no-build-isolation --no-deps . -w "$TMP" >"$TMP/build.log" 2>&1 ||
+# Without the optional cuBLASLt module: it links the CUDA toolkit's libraries,
+# which no manylinux policy allows (the torch reference serves instead; a source
+# build where the toolkit is keeps it).
+python3 -m pip wheel --no-build-isolation --no-deps -C cmake.define.HELIOS_CUBLAS=OFF . -w "$TMP" \
+  >"$TMP/build.log" 2>&1 ||
   { tail -40 "$TMP/build.log" >&2; echo "build_wheel: pip wheel failed" >&2; exit 1; }
 RAW=$(ls "$TMP"/helios-*.whl)
 auditwheel() { PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}" python3 -m auditwheel "$@"; }
