@@ -37,7 +37,7 @@ $BARE bash -c "command -v glslc || echo 'no glslc on PATH'; ls /usr/include/vulk
 # the README's one command.
 $BARE python3 -m pip install -q --no-deps "$W" && echo "pip install --no-deps $(basename "$W"): ok"
 echo "== 1. nothing added"
-$BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | tail -2; echo rc=\$?"
+$BARE bash -c "cd /tmp && python3 -m helios info 2>&1 | tail -2; echo rc=\${PIPESTATUS[0]}"
 echo "== 2. the Vulkan loader (libvulkan1) only"
 dpkg -x "$K"/debs-root/libvulkan1_*.deb /; ldconfig
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
