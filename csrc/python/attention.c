@@ -28,6 +28,8 @@ static int attn_variant_arg(DeviceObject *self, PyObject *o, hl_attn_variant *v,
     return 0;
 }
 
+static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { return hl_attention(dev, args, err); }
+
 /* _attention(q, k, v, bh, sq, skv, d, *, causal=False, scale, variant=None,
  *            warmup=0, iters=0, flush_bytes=0, out=None)
  *   -> (o (bh, sq, d) float16 or None, samples_ms, gpu_ms, variant) */
@@ -77,36 +79,11 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
         if (!host_out) return NULL;
         aa.o = PyArray_DATA(host_out);
     }
-    double *samples = NULL, batch_ms = 0.0;
-    if (iters && !(samples = PyMem_Calloc(iters, sizeof *samples))) {
-        Py_XDECREF(host_out);
-        return PyErr_NoMemory();
-    }
     aa.warmup = warmup;
     aa.iters = iters;
-    aa.samples_ms = samples;
-    aa.batch_ms = iters ? &batch_ms : NULL;
     aa.flush_bytes = flush;
-    PyObject *result = NULL;
-    if (device_acquire(self) == 0) {
-        hl_error err = {0};
-        hl_status s;
-        hl_telemetry tel;
-        Py_BEGIN_ALLOW_THREADS
-        s = hl_attention(self->dev, &aa, &err);
-        hl_telemetry_get(self->dev, &tel);
-        Py_END_ALLOW_THREADS
-        device_release(self);
-        if (s != HL_OK) {
-            raise_status(gstate(self), &err);
-        } else {
-            PyObject *list = samples_list(samples, iters);
-            if (list)
-                result = Py_BuildValue("(ONds)", host_out ? (PyObject *)host_out : Py_None, list,
-                                       iters ? batch_ms : tel.last_gpu_ms, tel.last_variant);
-        }
-    }
-    PyMem_Free(samples);
+    PyObject *result = timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, iters,
+                                  (PyObject *)host_out);
     Py_XDECREF(host_out);
     return result;
 }

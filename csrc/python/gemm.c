@@ -248,6 +248,39 @@ static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64
     return 0;
 }
 
+static hl_status call_matmul(hl_device *dev, void *args, hl_error *err) { return hl_matmul(dev, args, err); }
+
+PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **samples_slot, double **batch_slot,
+                     uint32_t iters, PyObject *host_out) {
+    double *samples = NULL, batch_ms = 0.0;
+    if (iters && !(samples = PyMem_Calloc(iters, sizeof *samples))) return PyErr_NoMemory();
+    *samples_slot = samples;
+    *batch_slot = iters ? &batch_ms : NULL;
+    PyObject *result = NULL;
+    if (device_acquire(self) == 0) {
+        hl_error err = {0};
+        hl_status s;
+        hl_telemetry tel;
+        Py_BEGIN_ALLOW_THREADS
+        s = fn(self->dev, args, &err);
+        hl_telemetry_get(self->dev, &tel);
+        Py_END_ALLOW_THREADS
+        device_release(self);
+        if (s != HL_OK) {
+            raise_status(gstate(self), &err);
+        } else {
+            PyObject *list = samples_list(samples, iters);
+            if (list)
+                result = Py_BuildValue("(ONds)", host_out ? host_out : Py_None, list,
+                                       iters ? batch_ms : tel.last_gpu_ms, tel.last_variant);
+        }
+    }
+    PyMem_Free(samples);
+    *samples_slot = NULL;
+    *batch_slot = NULL;
+    return result;
+}
+
 /* _gemm(**op, warmup=0, iters=0, flush_bytes=0) -> (c or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
     if (args && PyTuple_GET_SIZE(args)) {
@@ -264,37 +297,11 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
         Py_DECREF(d);
         return NULL;
     }
-    double *samples = NULL, batch_ms = 0.0;
-    if (iters && !(samples = PyMem_Calloc(iters, sizeof *samples))) {
-        Py_DECREF(d);
-        Py_XDECREF(refs.host_out);
-        return PyErr_NoMemory();
-    }
     ma.warmup = warmup;
     ma.iters = iters;
-    ma.samples_ms = samples;
-    ma.batch_ms = iters ? &batch_ms : NULL;
     ma.flush_bytes = flush;
-    PyObject *result = NULL;
-    if (device_acquire(self) == 0) {
-        hl_error err = {0};
-        hl_status s;
-        hl_telemetry tel;
-        Py_BEGIN_ALLOW_THREADS
-        s = hl_matmul(self->dev, &ma, &err);
-        hl_telemetry_get(self->dev, &tel);
-        Py_END_ALLOW_THREADS
-        device_release(self);
-        if (s != HL_OK) {
-            raise_status(gstate(self), &err);
-        } else {
-            PyObject *list = samples_list(samples, iters);
-            if (list)
-                result = Py_BuildValue("(ONds)", refs.host_out ? (PyObject *)refs.host_out : Py_None, list,
-                                       iters ? batch_ms : tel.last_gpu_ms, tel.last_variant);
-        }
-    }
-    PyMem_Free(samples);
+    PyObject *result = timed_call(self, call_matmul, &ma, &ma.samples_ms, &ma.batch_ms, iters,
+                                  (PyObject *)refs.host_out);
     Py_XDECREF(refs.host_out);
     Py_DECREF(d);   /* the operands it held stayed alive through the call */
     return result;

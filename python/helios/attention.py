@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios
-from .gemm import Tensor, host_array
+from .gemm import Tensor, float16_array, host_array
 
 
 @dataclass
@@ -65,10 +65,7 @@ def _operand(x: Any, name: str) -> Any:
     arr = host_array(x, f"attention: {name}")
     if arr.ndim != 4:
         raise ValueError(f"attention: {name} must be 4-D (B, H, S, d), got shape {arr.shape}")
-    if arr.dtype not in (np.float16, np.float32):
-        raise TypeError(f"attention: {name} has dtype {arr.dtype}; attention takes float16 "
-                        f"(float32 is accepted and rounded to float16)")
-    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
+    return float16_array(arr, f"attention: {name}", "attention")
 
 
 def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> None:

@@ -263,14 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       warmup_ms=args.warmup_ms,
                       ref=args.ref, seed=args.seed, device=args.device,
                       command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
-    try:
-        result = run_bench(cfg, log=print)
-    except RuntimeError as e:
-        if isinstance(e, _helios.HeliosError):
-            raise
-        print(f"helios: error: {e}", file=sys.stderr)   # e.g. the reference asked for is not here
-        return 2
-    return _emit(result, markdown(result), out, f"run rejected: {result.get('failure')}")
+    return _run_and_emit(lambda: run_bench(cfg, log=print), markdown, out)
 
 
 def cmd_bench_attention(args: argparse.Namespace) -> int:
@@ -291,14 +284,20 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
                           repeats=args.repeats, flush_l2=args.flush_l2, ref=args.ref, backends=backends,
                           seed=args.seed, device=args.device,
                           command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    return _run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
+
+
+def _run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
+    """A bench run: exit 2 when a reference asked for is not here (a RuntimeError
+    that is not the engine's), else the table and files of _emit."""
     try:
-        result = run_attention_bench(cfg, log=print)
+        result = run()
     except RuntimeError as e:
         if isinstance(e, _helios.HeliosError):
             raise
         print(f"helios: error: {e}", file=sys.stderr)
         return 2
-    return _emit(result, attention_markdown(result), out, f"run rejected: {result.get('failure')}")
+    return _emit(result, table(result), out, f"run rejected: {result.get('failure')}")
 
 
 def _emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:

@@ -41,11 +41,7 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
                         f"interface), not {type(x).__name__}")
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
-    if arr.dtype not in (np.float16, np.float32):
-        raise TypeError(f"{name} has dtype {arr.dtype}; helios.matmul takes float16 "
-                        f"(float32 is accepted and rounded to float16)")
-    # A C-contiguous, aligned float16 copy where needed (an unaligned view is copied, as NumPy would).
-    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
+    return gemm.float16_array(arr, name, "helios.matmul")
 
 
 @dataclass

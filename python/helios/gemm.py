@@ -121,6 +121,16 @@ def host_array(x: Any, name: str) -> np.ndarray:
                     f"or a helios.Tensor, not {type(x).__name__}")
 
 
+def float16_array(arr: np.ndarray, name: str, op: str) -> np.ndarray:
+    """A C-contiguous, aligned float16 array of arr (float32 is rounded; a copy only
+    where needed, an unaligned view is copied as NumPy would); other dtypes are a
+    TypeError naming the operation."""
+    if arr.dtype not in (np.float16, np.float32):
+        raise TypeError(f"{name} has dtype {arr.dtype}; {op} takes float16 "
+                        f"(float32 is accepted and rounded to float16)")
+    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
+
+
 @dataclass
 class Operand:
     """One side of a product as the kernel sees it."""
