@@ -28,6 +28,8 @@ def test_info_json(device, capsys):
     assert info["name"] == device.info["name"] and info["variants"] == device.variants()
     # kernel statistics: a dict where the driver offers them, null where it does not
     assert (info["kernel_stats"] is None) == (not device.info["pipeline_statistics"])
+    assert info["attention_default_variants"]["64"] == device.default_attention_variant(64)
+    assert info["attention_variants"]["128"] == device.attention_variants(128)
 
 
 def test_info_text_runs_as_module(device):

@@ -99,6 +99,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         info["variants"] = dev.variants()
         # The driver's statistics of the default kernel (VK_KHR_pipeline_executable_properties).
         info["kernel_stats"] = dev.kernel_stats() if info["pipeline_statistics"] else None
+        # Attention at the head dims the anchors use (S_kv unknown: the long-context pick).
+        info["attention_default_variants"] = {str(d): dev.default_attention_variant(d) for d in (64, 128)}
+        info["attention_variants"] = {str(d): dev.attention_variants(d) for d in (64, 128)}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -126,6 +129,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         print("kernel stats  " + ", ".join(f"{k} {v:g}" for k, v in ks.items()))
     print(f"variants      {len(info['variants'])} (helios info --json lists them)")
+    print("attention     " + "; ".join(f"d={d}: {v} ({len(info['attention_variants'][d])} variants)"
+                                       for d, v in info["attention_default_variants"].items()))
     return 0
 
 
