@@ -253,12 +253,14 @@ def test_bench_attention_json(device, tmp_path, capsys):
     assert main(["compare", str(out), str(out)]) == 0
 
 
-def test_bench_attention_causal_label(device, tmp_path):
+def test_bench_attention_causal_and_cold(device, tmp_path):
     out = tmp_path / "c.json"
-    assert main(["bench", "--workload=attention", "--causal", "--shapes", "1x1x24x16", "--iters", "2",
-                 "--warmup", "0", "--warmup-ms", "0", "--out", str(out)]) == 0
-    row = json.loads(out.read_text())["rows"][0]
-    assert row["shape"] == "1x1x24x16-causal" and row["causal"]
+    assert main(["bench", "--workload=attention", "--causal", "--flush-l2", "--shapes", "1x1x24x16", "--iters",
+                 "2", "--warmup", "0", "--warmup-ms", "0", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    row = r["rows"][0]
+    assert row["shape"] == "1x1x24x16-causal" and row["causal"] and row["valid"]
+    assert r["flush_l2"] and r["flush_bytes"] > 0   # cold mode: both sides flush before each sample
 
 
 @pytest.mark.parametrize("argv", [
