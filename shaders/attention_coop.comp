@@ -187,28 +187,17 @@ void main() {
         float pv[PASSES][CPL];
         float alpha[PASSES];
         bool rescale = false;
-        // Only the last key tile (S_kv tail) and, causal, tiles reaching past this
-        // subgroup's first row need a mask (uniform in the subgroup).
-        const bool edge = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
         if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
             const uint r = ps * RPP + lane / LPR;
             const uint grow = r0 + r;
             float mx = -1.0 / 0.0;
-            if (edge) {
-                [[unroll]] for (uint c = 0; c < CPL; c++) {
-                    const uint col = part * CPL + c, gcol = j0 + col;
-                    float x = s_at(SUB, r, col) * p.scale_log2;
-                    bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
-                    x = masked ? -1.0 / 0.0 : x;
-                    pv[ps][c] = x;
-                    mx = max(mx, x);
-                }
-            } else {                                   // interior tile: no mask to apply
-                [[unroll]] for (uint c = 0; c < CPL; c++) {
-                    const float x = s_at(SUB, r, part * CPL + c) * p.scale_log2;
-                    pv[ps][c] = x;
-                    mx = max(mx, x);
-                }
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c, gcol = j0 + col;
+                float x = s_at(SUB, r, col) * p.scale_log2;
+                bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
+                x = masked ? -1.0 / 0.0 : x;
+                pv[ps][c] = x;
+                mx = max(mx, x);
             }
             [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
             // Lazy rescaling: the running max moves only when the tile's exceeds it
