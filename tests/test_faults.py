@@ -153,3 +153,45 @@ def test_malformed_fault_setting_is_ignored(device, monkeypatch):
     monkeypatch.setenv("HELIOS_FAULT", "alloc:x")
     with helios.Device() as dev:
         _product(dev, False, None)
+
+
+def _attention(dev: helios.Device, timed: bool) -> None:
+    from helios.attention import random_qkv, reference_attention
+    q, k, v = random_qkv(1, 2, 21, 21, 16, 3)
+    if timed:
+        out = dev.time_attention(1, 2, 21, 16, iters=2, warmup=1, inputs=(q, k, v), causal=True,
+                                 flush_bytes=4096).output
+    else:
+        out = dev.attention(q, k, v, causal=True)
+    assert helios.check_close(out, reference_attention(q, k, v, causal=True)).passed
+
+
+@pytest.mark.parametrize("timed", [False, True], ids=["attention", "time_attention"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_walk_attention(device, monkeypatch, kind, timed):
+    """The same walk over an attention call: the documented exception, nothing
+    leaks, the device computes the right answer afterwards."""
+    with helios.Device() as clean:
+        _attention(clean, timed)
+        baseline = _live(clean)
+    failures = 0
+    for n in range(1, 40):
+        monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
+        with helios.Device() as dev:
+            try:
+                _attention(dev, timed)
+            except KINDS[kind] as e:
+                failures += 1
+                assert CALLS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
+                b, m, _ = _live(dev)
+                assert b == m and b <= baseline[0], (kind, n, _live(dev))
+                _attention(dev, timed)
+                assert _live(dev) == baseline, (kind, n, _live(dev), baseline)
+                continue
+            finally:
+                seen = _helios._fault_count(kind)
+            assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
+            break
+    else:
+        pytest.fail(f"more than 39 {kind} calls in one attention")
+    assert failures >= 1
