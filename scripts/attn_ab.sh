@@ -6,7 +6,7 @@
 # Usage (inside a gpu_round.sh step): bash $REPO/scripts/attn_ab.sh "SHAPES" [--causal]
 set -uo pipefail
 SHAPES=$1; shift
-mkdir -p /tmp/old && tar -xf "$REPO/.ab/old.tar" -C /tmp/old
+mkdir -p /tmp/old && tar -xf "$REPO/.ab/${AB_TAR:-old.tar}" -C /tmp/old
 ( cd /tmp/old && python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/oldsite . ) \
   > /tmp/round/old-build.log 2>&1 || { tail -20 /tmp/round/old-build.log; exit 1; }
 for i in 1 2; do
