@@ -117,7 +117,10 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint bh = gl_WorkGroupID.y;
-    const uint q0 = gl_WorkGroupID.x * BR;
+    // Causal: the longest rows (most key tiles) first, so the short ones fill the
+    // last wave instead of the long ones running alone at the end.
+    const uint qblk = CAUSAL != 0 ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x;
+    const uint q0 = qblk * BR;
     const uint r0 = q0 + sg * RQ;                  // this subgroup's first row
     const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
     const uint SUB = REGION0 + sg * SUB_VECS;
