@@ -14,7 +14,7 @@ from helios.attention import attention_flops, random_qkv, reference_attention
 from helios.check import check_close
 from helios.cli import main
 
-from conftest import _DEV, is_hardware
+from conftest import _DEV
 
 # (B, H, S_q, S_kv, d, causal): tails on every side, S_kv != S_q, one row, one key.
 SHAPES = [
@@ -306,10 +306,6 @@ def test_check_attention_reports_failures(device, capsys, monkeypatch):
 @pytest.mark.gpu
 def test_check_attention_seed003_matrix_gpu(device, capsys):
     assert main(["check", "--attention", "--fuzz", "20"]) == 0, capsys.readouterr().out
-
-
-def test_hardware_marker_consistent(device):
-    assert isinstance(is_hardware(device), bool)
 
 
 @pytest.mark.gpu

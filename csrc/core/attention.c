@@ -189,7 +189,6 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     return HL_OK;
 }
 
-static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
 
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
     hl_status st = HL_OK;
@@ -273,9 +272,9 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (q_up) memcpy(stage, args->q, q_up);
     if (k_up) memcpy(stage + off_k, args->k, k_up);
     if (v_up) memcpy(stage + off_v, args->v, v_up);
-    const VkBuffer q_buf = buffer_of(args->t_q, &dev->buf_a), o_buf = buffer_of(args->t_o, &dev->buf_c);
-    const VkBuffer bufs[HL_BINDINGS] = {q_buf, buffer_of(args->t_k, &dev->buf_b), o_buf,
-                                        buffer_of(args->t_v, &dev->buf_w), q_buf};
+    const VkBuffer q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a), o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c);
+    const VkBuffer bufs[HL_BINDINGS] = {q_buf, hl_tensor_or_scratch(args->t_k, &dev->buf_b), o_buf,
+                                        hl_tensor_or_scratch(args->t_v, &dev->buf_w), q_buf};
     hl_write_set(dev, pl.ds, bufs);
     HL_TRY(hl_begin_commands(dev, n_queries, err));
     VkBufferCopy up_q = {0, 0, q_up}, up_k = {off_k, 0, k_up}, up_v = {off_v, 0, v_up};

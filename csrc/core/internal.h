@@ -155,6 +155,8 @@ hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err
 /* A tensor operand: alive, on this device, at least `need` bytes (NULL passes). */
 hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
                           const char *name, hl_error *err);
+/* An operand's buffer: the tensor's, else the scratch buffer host data goes through. */
+VkBuffer hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
 /* The timed dispatch sequence: rec(dev, ctx) records one operation; iters = 0
  * records it once between two timestamps. hl_timed_queries: the queries it uses. */
 typedef void (*hl_record_fn)(hl_device *dev, const void *ctx);

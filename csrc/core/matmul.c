@@ -249,7 +249,6 @@ static void record_one(hl_device *dev, const void *ctx) {
     record_op(dev, rc->pl, rc->ds);
 }
 
-static VkBuffer buffer_of(hl_tensor *t, hl_buffer *scratch) { return t ? t->buf.buffer : scratch->buffer; }
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     hl_status st = HL_OK;
@@ -296,9 +295,9 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (bias_up) memcpy(stage + off_bias, args->bias, bias_up);
     if (c_up) memcpy(stage + off_c, args->c_in, c_up);
     hl_buffer *c_scratch = &dev->buf_c;
-    const VkBuffer c_buf = buffer_of(args->t_c, c_scratch);
+    const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch);
     const VkBuffer bufs[HL_BINDINGS] = {
-        buffer_of(args->t_a, &dev->buf_a), buffer_of(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
+        hl_tensor_or_scratch(args->t_a, &dev->buf_a), hl_tensor_or_scratch(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
         args->t_bias ? args->t_bias->buf.buffer : args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer};
     hl_write_set(dev, ds, bufs);
 

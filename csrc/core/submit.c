@@ -111,6 +111,10 @@ hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, con
     return HL_OK;
 }
 
+VkBuffer hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch) {
+    return t ? t->buf.buffer : scratch->buffer;
+}
+
 uint32_t hl_timed_queries(uint32_t iters) { return iters ? 2 * iters + 2 : 2; }
 
 /* Dispatch order: warmup, then `iters` each between two timestamps (the

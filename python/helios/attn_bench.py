@@ -191,11 +191,6 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
         result["reference"] = ref.name
-        if ref.is_cuda:
-            import torch
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-            torch.use_deterministic_algorithms(True, warn_only=True)
         backends = list(cfg.backends) if ref.is_cuda else ["numpy"]
         result["backends"] = backends
 

@@ -49,11 +49,7 @@ class SdpaOracle:
 
     def __init__(self, uuid: str) -> None:
         from .sdpa import SdpaReference
-        self.ref = SdpaReference(uuid)   # RuntimeError / ImportError where there is no CUDA
-        t = self.ref.torch
-        t.backends.cuda.matmul.allow_tf32 = False
-        t.backends.cudnn.allow_tf32 = False
-        t.use_deterministic_algorithms(True, warn_only=True)
+        self.ref = SdpaReference(uuid)   # RuntimeError / ImportError where there is no CUDA; locks the environment
 
     def environment(self) -> str:
         t = self.ref.torch

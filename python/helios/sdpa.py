@@ -23,8 +23,14 @@ class SdpaRun:
 
 
 class SdpaReference(TorchReference):
-    """torch SDPA on the CUDA twin of the Vulkan device (DeviceMismatch otherwise)."""
+    """torch SDPA on the CUDA twin of the Vulkan device (DeviceMismatch otherwise),
+    with the seeds' environment locked: TF32 off (TorchReference) and
+    deterministic algorithms (warn-only, as the seed's fuzz does)."""
     name = "sdpa"
+
+    def __init__(self, uuid: Optional[str] = None) -> None:
+        super().__init__(uuid)
+        self.torch.use_deterministic_algorithms(True, warn_only=True)
 
     def metadata(self) -> dict:
         md = super().metadata()
