@@ -1,5 +1,6 @@
 # Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
-.PHONY: test bench asan info wheel
+.PHONY: test bench asan info wheel lint format
+C_SOURCES = $(shell find csrc -name '*.c' -o -name '*.h')
 test:   ## the test suite on lavapipe (what CI runs)
 	scripts/dev python3 -m pytest -q -rs
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
@@ -10,3 +11,7 @@ info:
 	scripts/dev helios info
 wheel:  ## a manylinux wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
 	scripts/dev scripts/build_wheel.sh dist
+lint:   ## ruff (lint + format check), clang-format check, mypy over the API layer (run by CI)
+	scripts/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy'
+format: ## rewrite Python and C in the project's format
+	scripts/dev sh -c 'ruff check --fix . && ruff format . && clang-format -i $(C_SOURCES)'

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import WARMUP_MS, rounds
 from gpuclock import CLOCK, replay
-from helios.attention import attention_flops, random_qkv, reference_attention
+
+from helios.attention import random_qkv, reference_attention
 from helios.check import check_close
 from helios.device import warmup_launches
-from helios.gpustate import gpu_state, low_clock, ramp_clocks
-from helios.sdpa import BACKENDS
+from helios.flops import attention_flops
+from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks
+from helios.harness.sdpa import BACKENDS
 
 CPU_SHAPES = [(1, 2, 64, 64)]
 GPU_SHAPES = [(32, 8, 512, 64), (1, 32, 4096, 128)]
@@ -61,7 +62,7 @@ def test_attention(benchmark, dev, attn_shape, impl):
                                inputs=(q, k, v))
         samples, out, variant, source = t.samples_ms, t.output, t.variant, "vulkan timestamps"
     else:
-        from helios.sdpa import SdpaReference
+        from helios.harness.sdpa import SdpaReference
         try:
             ref = SdpaReference(dev.info["uuid"])
         except (ImportError, RuntimeError) as e:

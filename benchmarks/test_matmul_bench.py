@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import WARMUP_MS, clocks_up, inputs, np_check, rounds, tflops
+from gpuclock import CLOCK, replay
 
 import helios
-from conftest import WARMUP_MS, clocks_up, inputs, np_check, rounds, tflops
 from helios.device import warmup_launches
-from gpuclock import CLOCK, replay
-from helios.gpustate import gpu_state, low_clock
+from helios.harness.gpustate import gpu_state, low_clock
 
 # The seeds' switches, each as an implementation of its own.
 SWITCHES = {
@@ -70,8 +70,8 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
 @pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
 @pytest.mark.parametrize("ref_name", ["torch", "cublas"])
 def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
-    """The CUDA references through helios.reference: the very code helios bench uses."""
-    from helios.reference import make_reference
+    """The CUDA references through helios.harness.references: the very code helios bench uses."""
+    from helios.harness.references import make_reference
     try:
         ref = make_reference(ref_name, dev.info["uuid"])
     except RuntimeError as e:

@@ -7,10 +7,10 @@ on a GPU."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import rounds
 from gpuclock import CLOCK, replay
-from helios import suite
+
+from helios.harness import suite
 
 
 def _config(dev) -> tuple[suite.SuiteConfig, int]:

@@ -16,9 +16,10 @@ import time
 import numpy as np
 
 import helios
-from helios.attention import attention_flops, random_qkv, reference_attention
+from helios.attention import random_qkv, reference_attention
 from helios.check import check_close
 from helios.device import warmup_launches
+from helios.flops import attention_flops
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
 
@@ -37,7 +38,7 @@ def main() -> int:
     dev = helios.Device()
     sdpa = None
     if not a.no_sdpa:
-        from helios.sdpa import BACKENDS, SdpaReference
+        from helios.harness.sdpa import BACKENDS, SdpaReference
         sdpa = SdpaReference(dev.info["uuid"])
     rows = []
     for spec in a.shapes.split(","):

@@ -13,12 +13,15 @@ lavapipe with small shapes (`HELIOS_NOTEBOOK_QUICK=1`), so it cannot rot."""),
     new_code_cell("""import glob, json, os
 import matplotlib.pyplot as plt
 import helios
-from helios import report
-from helios.bench import BenchConfig, markdown, run_bench
+from helios.harness import report
+from helios.harness import BenchConfig, bench_markdown, run_bench
 
 dev = helios.Device()
 QUICK = os.environ.get("HELIOS_NOTEBOOK_QUICK") == "1" or dev.info["device_type"] == "cpu"
-RESULTS = os.path.join("..", "benchmarks", "results")
+# Committed measurements live in a checkout's benchmarks/results/ (HELIOS_RESULTS elsewhere).
+RESULTS = os.environ.get("HELIOS_RESULTS") or os.path.join("..", "benchmarks", "results")
+print("committed results:", os.path.abspath(RESULTS) if os.path.isdir(RESULTS) else
+      f"{RESULTS} not found: set HELIOS_RESULTS to a checkout's benchmarks/results (those cells stay empty)")
 print("helios", helios.__version__, "| quick mode" if QUICK else "| full mode")"""),
     new_markdown_cell("## The device\nCapabilities as Vulkan reports them; kernels are chosen from the cooperative-matrix table, never from the name."),
     new_code_cell("""info = dev.info
@@ -36,7 +39,7 @@ dev.close()   # run_bench opens its own Device
 quick = run_bench(BenchConfig(shapes=shapes, iters=5 if QUICK else 50, warmup=2 if QUICK else 10,
                               repeats=2, ref="auto"), progress=False)
 quick["_path"] = "this run"
-print(markdown(quick))"""),
+print(bench_markdown(quick))"""),
     new_markdown_cell("## Committed results\nEvery file in `benchmarks/results/` was measured on a leased GPU, with the commit it measured."),
     new_code_cell("""benches, sweeps = report.load(sorted(glob.glob(os.path.join(RESULTS, "*-bench-*.json")) +
                                    glob.glob(os.path.join(RESULTS, "*-sweep-*.json"))))
@@ -55,7 +58,7 @@ plt.show()"""),
     plt.show()"""),
     new_markdown_cell("## Attention\nThe flash-attention forward against every torch SDPA backend (`helios bench --workload=attention`): "
                       "the gate, then GPU-timed medians per shape. Without CUDA the reference is numpy on the CPU, labelled so."),
-    new_code_cell("""from helios.attn_bench import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
+    new_code_cell("""from helios.harness import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
 attn = run_attention_bench(AttnBenchConfig(shapes=parse_attention_shapes("small" if QUICK else "seed004,seed003,anchor"),
                                            iters=3 if QUICK else 50, warmup=1 if QUICK else 10,
                                            warmup_ms=0 if QUICK else 200), progress=False)

@@ -23,7 +23,7 @@ import numpy as np
 
 import helios
 from helios.device import random_inputs, warmup_launches
-from helios.shapes import parse_shapes, shape_str
+from helios.harness.shapes import parse_shapes, shape_str
 from helios.tune import check_candidate, read_variant_list
 
 # Odd shapes: tails in every dimension, K shorter than a slab, K split unevenly.

@@ -35,6 +35,9 @@ void main() {
     for (uint j = 0; j < kv_end; j++) {
         float s = 0.0;
         for (uint d = 0; d < D; d++) s += qr[d] * float(k[kb + j * D + d]);
+        // A key scored -inf contributes nothing: a row whose every key is -inf
+        // outputs 0, as the coop kernel and torch's math backend do (not NaN).
+        if (s == -1.0 / 0.0) continue;
         const float m_new = max(m, s);
         const float alpha = exp2(m - m_new), pj = exp2(s - m_new);
         l = l * alpha + pj;

@@ -4,7 +4,6 @@ error; the C core's variant parsing under threads with HELIOS_VARIANT set."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -12,9 +11,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import small_ints
 
 import helios
-from conftest import small_ints
 from helios.cli import main
 
 

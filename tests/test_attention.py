@@ -8,13 +8,13 @@ import json
 
 import numpy as np
 import pytest
+from conftest import _DEV
 
 import helios
-from helios.attention import attention_flops, random_qkv, reference_attention
+from helios.attention import random_qkv, reference_attention
 from helios.check import check_close
 from helios.cli import main
-
-from conftest import _DEV
+from helios.flops import attention_flops
 
 # (B, H, S_q, S_kv, d, causal): tails on every side, S_kv != S_q, one row, one key.
 SHAPES = [
@@ -239,7 +239,7 @@ def test_bench_attention_json(device, tmp_path, capsys):
     assert r["check"]["fails"] == 0 and len(r["check"]["cases"]) >= 4   # both head dims, causal and not
     assert [x["shape"] for x in r["rows"]] == ["1x2x40x32", "2x1x33x16"]
     row = r["rows"][0]
-    assert row["valid"] and row["heliosMs"] > 0 and row["cudaMs"] > 0 and row["cudaBackend"]
+    assert row["valid"] and row["heliosMs"] > 0 and row["referenceMs"] > 0 and row["cudaBackend"]
     for key in ("mean_ms", "median_ms", "std_ms", "min_ms", "max_ms", "p95_ms", "p99_ms", "gflops",
                 "bandwidth_gbs", "queries_per_s"):
         assert row["helios"][key] > 0 or key == "std_ms", key
@@ -295,7 +295,7 @@ def test_check_attention_exit_codes(device, capsys):
 
 def test_check_attention_reports_failures(device, capsys, monkeypatch):
     """A wrong kernel is caught: exit 1 and the failing case named."""
-    import helios.attn_fuzz as af
+    import helios.harness.attention_fuzz as af
     real = af.reference_attention
     monkeypatch.setattr(af, "reference_attention", lambda *a, **kw: real(*a, **kw) + 0.5)
     assert main(["check", "--attention", "--matrix", "none", "--fuzz", "2", "--max-seq", "20",

@@ -18,7 +18,7 @@ B = np.ones((3, 5), np.float16)
     (np.ones((2, 2, 2, 2), np.float16), B, ValueError, "2-D or 3-D"),
     (np.ones((4, 2), np.float16), B, ValueError, r"inner dimensions differ.*\(4, 2\).*\(3, 5\)"),
     (np.ones((4, 3), np.int32), B, TypeError, "int32"),
-    (np.ones((4, 3), np.float64), B, TypeError, "float64"),
+    (np.ones((4, 3), object), B, TypeError, "object"),
     (np.ones((4, 3), np.complex64), B, TypeError, "complex64"),
     (np.ones((4, 3), bool), B, TypeError, "bool"),
 ])

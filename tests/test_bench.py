@@ -7,8 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import UNDER_ASAN
+
 from helios.cli import main
 
 SCHEMA = json.loads((pathlib.Path(__file__).parent.parent / "docs" / "helios-bench-1.schema.json").read_text())
@@ -47,7 +47,8 @@ def test_schema_and_seed_fields(bench_json):
     assert data["status"] == "ok" and data["check"]["passed"] and data["check"]["shape"] == "96x96x96"
     assert [r["shape"] for r in data["rows"]] == ["64x64x64", "33x17x129"]
     for r in data["rows"]:
-        assert r["valid"] and r["heliosMs"] > 0 and r["cudaMs"] > 0
+        assert r["valid"] and r["heliosMs"] > 0 and r["referenceMs"] > 0
+        assert r["cudaMs"] is None and r["cudaTflops"] is None   # a CPU reference never reads as CUDA
         assert len(r["helios"]["samples_ms"]) == 2 and all(len(x) == 5 for x in r["helios"]["samples_ms"])
         assert r["helios"]["stats"]["n"] == 10 and r["cuda"]["stats"]["n"] == 10
         assert r["helios"]["check"][0]["passed"] and r["helios"]["telemetry"]["matmuls"] == 1
@@ -60,9 +61,20 @@ def test_seed_jq_line(bench_json):
     if not shutil.which("jq"):
         pytest.skip("jq is not installed here (scripts/dev installs it)")
     q = '.rows[] | "\\(.shape),helios_ms=\\(.heliosMs),cuda_ms=\\(.cudaMs),ratio=\\(.cudaMs / .heliosMs)"'
-    out = subprocess.run(["jq", "-r", q, str(bench_json)], capture_output=True, text=True, check=True).stdout
+    # A CUDA reference's file (cudaMs set, as torch/cublas runs write it): the seeds' line works as is.
+    data = json.loads(bench_json.read_text())
+    for r in data["rows"]:
+        r["cudaMs"], r["cudaTflops"] = r["referenceMs"], r["referenceTflops"]
+    cuda_file = bench_json.with_name("as-cuda.json")
+    cuda_file.write_text(json.dumps(data))
+    out = subprocess.run(["jq", "-r", q, str(cuda_file)], capture_output=True, text=True, check=True).stdout
     lines = out.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("64x64x64,helios_ms=") and "ratio=" in lines[1]
+    # The numpy file has no CUDA time: the seeds' ratio refuses to compute; referenceMs serves any reference.
+    assert subprocess.run(["jq", "-r", q, str(bench_json)], capture_output=True, text=True).returncode != 0
+    q_any = '.rows[] | "\\(.shape),ratio=\\(.referenceMs / .heliosMs)"'
+    out = subprocess.run(["jq", "-r", q_any, str(bench_json)], capture_output=True, text=True, check=True).stdout
+    assert len(out.strip().splitlines()) == 2
 
 
 def test_impossible_check_rejects_the_run(device, tmp_path, capsys):
@@ -160,8 +172,8 @@ def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
     10 was seen in 2 of about 10 sessions' runs, so at most 1 of 10 may be
     SLOWER; two or more (a chance near 1% at the rate seen) fail, as would any
     systematic bias of the protocol."""
-    from helios.bench import BenchConfig, run_bench
-    from helios.compare import compare, exit_status
+    from helios.harness.compare import compare, exit_status
+    from helios.harness.matmul_bench import BenchConfig, run_bench
     cfg = BenchConfig(shapes=[(96, 96, 96)], iters=10, warmup=2, warmup_ms=5.0, repeats=2, runs=1,
                       ref="numpy", check_shape=(64, 64, 64))
     verdicts = []

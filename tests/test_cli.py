@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-import helios
 from helios.cli import main
-from helios.shapes import parse_shapes
+from helios.harness.shapes import parse_shapes
 
 
 def test_help_lists_every_flag(capsys):

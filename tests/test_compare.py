@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.compare import (CompareError, MAX_MDE, ShapeVerdict, SideNoise, classify, commit_line,
-                            compare, exit_status, side_noise)
+from helios.harness.compare import (
+    MAX_MDE,
+    CompareError,
+    ShapeVerdict,
+    SideNoise,
+    classify,
+    commit_line,
+    compare,
+    exit_status,
+    side_noise,
+)
 
 
 def fake_result(rounds_by_shape, name="NVIDIA H100 80GB HBM3", driver=1, runs=None):
@@ -163,7 +172,7 @@ def _bad_rows(samples):
     ("[]", "expected a JSON object"),
     ("42", "expected a JSON object"),
     ('"text"', "expected a JSON object"),
-    ("{broken", "cannot read a JSON result"),
+    ("{broken", "not valid JSON"),
     (b"\xff\xfe\x00garbage", "not UTF-8"),
     (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": 5}), "'rows' must be a list"),
     (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": [7]}), "not a result row"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import rand, small_ints
 
 import helios
-from conftest import rand, small_ints
 
 V = "coop2:tile128x128x32:wg256:acc=f32:raster=8"
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import device_variants, rand, small_ints
 
 import helios
-from conftest import device_variants, rand, small_ints
 
 ODD_SHAPES = [(1, 1, 1), (7, 7, 7), (17, 17, 17), (63, 63, 63), (65, 65, 65), (127, 127, 127),
               (129, 129, 129), (383, 384, 385), (385, 383, 384), (1, 300, 40), (300, 1, 40),

@@ -5,9 +5,9 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import small_ints
 
 import helios
-from conftest import small_ints
 
 INFO_KEYS = {"name", "vendor_id", "driver_version", "driver_name", "api_version", "subgroup_size",
              "shared_memory_bytes", "timestamp_period_ns", "timestamp_valid_bits",

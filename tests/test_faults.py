@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import small_ints
 
 import helios
 from helios import _helios
-from conftest import small_ints
 
 KINDS = {"buffer": helios.DeviceMemoryError, "alloc": helios.DeviceMemoryError,
          "map": helios.HeliosError, "pipeline": helios.DeviceMemoryError, "submit": helios.DeviceMemoryError}

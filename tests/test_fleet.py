@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
+from test_compare import fake_result
 
 from helios.cli import main
-from helios.fleet import device_indices, fleet_markdown, strip_args, summarize
+from helios.harness.fleet import device_indices, fleet_markdown, strip_args, summarize
 from helios.launcher import expand_out, launcher_device, launcher_info
-from test_compare import fake_result
 
 
 def test_device_indices():

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import rand, small_ints
 
 import helios
-from conftest import rand, small_ints
 
 
 def families(dev: helios.Device) -> dict[str, str]:
@@ -238,7 +238,7 @@ BAD = [
     (lambda d, a, b: d.matmul(a, b, bias=d.upload(np.ones(6))), ValueError, "bias Tensor must be float32"),
     (lambda d, a, b: d.chain().matmul(a, d.upload(b)), TypeError, "must be a helios.Tensor"),
     (lambda d, a, b: d.chain().matmul(d.upload(a), d.upload(b), beta=1.0), ValueError, "out="),
-    (lambda d, a, b: d.empty((0, 3)), ValueError, "each >= 1"),
+    (lambda d, a, b: d.empty((0, 3)), ValueError, r"shape\[0\] must be in 1\.\."),
     (lambda d, a, b: d.empty((2, 2, 2, 2, 2)), ValueError, "1 to 4 dimensions"),
     (lambda d, a, b: d.upload(np.ones((2, 2), np.int8), dtype="int8"), TypeError, "float16 or float32"),
     (lambda d, a, b: d.prepack(np.ones(4)), ValueError, "2-D weight"),

@@ -1,11 +1,10 @@
 """Tests that only mean something on a hardware GPU (marker `gpu`)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from conftest import rand
 
 import helios
-from conftest import rand
 
 pytestmark = pytest.mark.gpu
 

@@ -10,9 +10,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import UNDER_ASAN, small_ints
 
 import helios
-from conftest import UNDER_ASAN, small_ints
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

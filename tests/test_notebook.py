@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ASAN_DRAW_SKIP
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")

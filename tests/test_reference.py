@@ -1,12 +1,11 @@
 """The references: outputs pass the gate, timings are real samples."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import helios
 from helios.device import random_inputs
-from helios.reference import NumpyReference, make_reference
+from helios.harness.references import NumpyReference, make_reference
 
 
 def _cuda_ref(kind: str):

@@ -4,11 +4,10 @@ import json
 import os
 
 import pytest
-
 from conftest import ASAN_DRAW_SKIP
 
 from helios.cli import main
-from helios.report import load, summary_rows, sweep_matrix, table
+from helios.harness.report import load, summary_rows, sweep_matrix, table
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results")
 BENCH = sorted(glob.glob(os.path.join(RESULTS, "*-bench-*.json")))
@@ -53,4 +52,4 @@ def test_cli_report_rejects_other_files(tmp_path, capsys):
     p = tmp_path / "x.json"
     p.write_text(json.dumps({"schema": "other"}))
     assert main(["report", str(p)]) == 2
-    assert "neither helios-bench/1" in capsys.readouterr().err
+    assert "is none of helios-bench/1" in capsys.readouterr().err

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import rand, small_ints
 
 import helios
-from conftest import rand, small_ints
 
 
 def _coop_base(device) -> str:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helios.stats import bootstrap_median_ci, bootstrap_ratio_ci, mann_whitney_p, summarize
+from helios.harness.stats import bootstrap_median_ci, bootstrap_ratio_ci, mann_whitney_p, summarize
 
 
 def test_summarize_known_values():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.suite import SuiteConfig, latency, make_workload, run_suite, suite_markdown
+from helios.harness.suite import SuiteConfig, latency, make_workload, run_suite, suite_markdown
 
 
 def test_suite_small_mlp(device, tmp_path, capsys, report):
@@ -40,7 +40,7 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
 
 def test_suite_gate_rejects_a_wrong_result(device, monkeypatch):
     """A broken adapter output fails the gate, marks the run failed, gets no numbers."""
-    import helios.suite as suite
+    import helios.harness.suite as suite
     real = suite.gate
 
     def broken(y, wl, cfg):

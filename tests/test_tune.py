@@ -4,35 +4,34 @@ never chosen (on a synthetic device whose fastest variant is wrong)."""
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 import helios
-from helios import tune
+from helios import tune, tune_cache
 from helios.cli import main
 
 
 def test_bucket_rounds_up_to_blocks():
-    assert tune.bucket((1, 128, 129)) == "128x128x256"
-    assert tune.bucket((4096, 4096, 4096)) == "4096x4096x4096"
-    assert tune.bucket((3000, 3072, 3100)) == "3072x3072x3200"
+    assert tune_cache.bucket((1, 128, 129)) == "128x128x256"
+    assert tune_cache.bucket((4096, 4096, 4096)) == "4096x4096x4096"
+    assert tune_cache.bucket((3000, 3072, 3100)) == "3072x3072x3200"
 
 
 def test_missing_cache_is_empty(tmp_path):
-    assert tune.load(tmp_path / "none.json") == {"schema": tune.SCHEMA, "devices": {}}
+    assert tune_cache.load(tmp_path / "none.json") == {"schema": tune_cache.SCHEMA, "devices": {}}
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({"schema": "other/9", "devices": {}}),
-                                  json.dumps({"schema": tune.SCHEMA, "devices": []})])
+                                  json.dumps({"schema": tune_cache.SCHEMA, "devices": []})])
 def test_corrupt_or_foreign_cache_warns_and_is_ignored(tmp_path, text):
     p = tmp_path / "t.json"
     p.write_text(text)
-    with pytest.warns(UserWarning, match="ignoring it"):
-        doc = tune.load(p)
-    assert doc == {"schema": tune.SCHEMA, "devices": {}}
+    with pytest.warns(UserWarning, match="ignored"):
+        doc = tune_cache.load(p)
+    assert doc == {"schema": tune_cache.SCHEMA, "devices": {}}
 
 
 INFO = {"name": "Fake GPU", "vendor_id": 1, "device_id": 2, "driver_version": 3, "driver_name": "fake",
@@ -41,20 +40,20 @@ INFO = {"name": "Fake GPU", "vendor_id": 1, "device_id": 2, "driver_version": 3,
 
 def test_store_and_lookup_round_trip(tmp_path):
     p = tmp_path / "t.json"
-    r = tune.TuneResult(shape=(1000, 1000, 1000), bucket=tune.bucket((1000, 1000, 1000)), variant="V1",
+    r = tune.TuneResult(shape=(1000, 1000, 1000), bucket=tune_cache.bucket((1000, 1000, 1000)), variant="V1",
                         median_ms=0.5, candidates={"V1": 0.5, "V2": 0.7})
     tune.store([r], INFO, p)
-    doc = tune.load(p)
-    assert tune.lookup(doc, INFO, (1000, 1000, 1000)) == "V1"
-    assert tune.lookup(doc, INFO, (1024, 1020, 1001)) == "V1"      # same bucket
-    assert tune.lookup(doc, INFO, (2048, 1000, 1000)) is None
+    doc = tune_cache.load(p)
+    assert tune_cache.lookup(doc, INFO, (1000, 1000, 1000)) == "V1"
+    assert tune_cache.lookup(doc, INFO, (1024, 1020, 1001)) == "V1"      # same bucket
+    assert tune_cache.lookup(doc, INFO, (2048, 1000, 1000)) is None
     other = dict(INFO, driver_version=4)                            # a new driver: picks do not apply
-    assert tune.lookup(doc, other, (1000, 1000, 1000)) is None
+    assert tune_cache.lookup(doc, other, (1000, 1000, 1000)) is None
     # a second store merges, and a corrupt file is rewritten by it
     p.write_text("garbage")
     with pytest.warns(UserWarning):
         tune.store([r], INFO, p)
-    assert json.loads(p.read_text())["schema"] == tune.SCHEMA
+    assert json.loads(p.read_text())["schema"] == tune_cache.SCHEMA
 
 
 @dataclass
@@ -98,7 +97,7 @@ def test_device_uses_tuned_pick_and_switches_win(device, tmp_path, monkeypatch):
     monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
     default = device.default_variant(70, 60, 50)
     pick = next(v for v in device.variants() if v.startswith("coop:") and v != default and "acc=f32" in v)
-    tune.store([tune.TuneResult((70, 60, 50), tune.bucket((70, 60, 50)), pick, 1.0)], device.info, path)
+    tune.store([tune.TuneResult((70, 60, 50), tune_cache.bucket((70, 60, 50)), pick, 1.0)], device.info, path)
     with helios.Device() as d:
         assert d.resolve_variant(70, 60, 50) == pick
         assert d.resolve_variant(70, 60, 50, "auto") == pick
@@ -114,7 +113,7 @@ def test_device_uses_tuned_pick_and_switches_win(device, tmp_path, monkeypatch):
 def test_invalid_cached_pick_warns_and_falls_back(device, tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
-    tune.store([tune.TuneResult((8, 8, 8), tune.bucket((8, 8, 8)), "coop:7x7x7:tile7x7x7:sg1x1:acc=f32:"
+    tune.store([tune.TuneResult((8, 8, 8), tune_cache.bucket((8, 8, 8)), "coop:7x7x7:tile7x7x7:sg1x1:acc=f32:"
                                 "load=shared:stages=1", 1.0)], device.info, path)
     with helios.Device() as d:
         with pytest.warns(UserWarning, match="not valid here"):
@@ -131,8 +130,8 @@ def test_cli_tune_writes_cache(device, tmp_path, capsys):
                  "--warmup", "1", "--warmup-ms", "0", "--cache", str(cache), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["variant"] for r in out] == [v, v]
-    doc = tune.load(cache)
-    assert tune.lookup(doc, device.info, (64, 64, 64)) == v
+    doc = tune_cache.load(cache)
+    assert tune_cache.lookup(doc, device.info, (64, 64, 64)) == v
 
 
 def test_cli_tune_dry_run_and_bad_candidate(device, tmp_path, capsys):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import device_variants, small_ints
 
 import helios
-from conftest import device_variants, small_ints
 
 
 def test_list_is_canonical_and_checkable(device):

@@ -203,8 +203,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (args->iters && !dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
                        caps->name);
-    if (args->iters > 100000 || args->warmup > 100000)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if ((!args->q && !args->t_q) || (!args->k && !args->t_k) || (!args->v && !args->t_v))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: q, k and v are required");
     if (!isfinite(args->scale))
@@ -217,7 +217,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
         return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: causal masking needs S_q == S_kv (got %llu and "
                        "%llu)", (unsigned long long)sq, (unsigned long long)skv);
 
-    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = (1ull << 32) - 16;
+    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
     const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2;
     if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
         kv_bytes > caps->max_storage_buffer_range)

@@ -44,7 +44,10 @@ hl_status hl_device_count(uint32_t *count, hl_error *err) {
     VkInstance inst = VK_NULL_HANDLE;
     VkPhysicalDevice *phys = NULL;
     *count = 0;
-    hl_status st = hl_vk_load(err);   /* no loader: an error saying so, not "0 devices" */
+    /* No loader, no driver, no device: 0, as torch.cuda.device_count() says; opening a
+     * Device is what raises NoDeviceError naming the package to install. */
+    hl_status st = hl_vk_load(err);
+    if (st == HL_ERR_NO_DEVICE) return HL_OK;
     if (st != HL_OK) return st;
     st = create_instance(&inst, err);
     if (st == HL_OK) st = list_physical(inst, &phys, count, err);
@@ -461,6 +464,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
     HL_TRY(create_logical(dev, err));
+    HL_TRY(hl_pipeline_cache_open(dev, err));
     disable = disable || (opt && opt->disable_coop);
     disable2 = disable2 || (opt && opt->disable_coop2);
     dev->coop_enabled = dev->caps.has_coop && !disable;
@@ -479,6 +483,7 @@ void hl_device_destroy(hl_device *dev) {
     if (dev->device) {
         vkDeviceWaitIdle(dev->device);   /* best effort: nothing may be in flight */
         hl_pipelines_destroy(dev);
+        hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
         hl_device_release_scratch(dev);
         hl_buffer_destroy(dev, &dev->staging);

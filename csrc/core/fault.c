@@ -7,7 +7,9 @@
  * logical device and its command pool, buffer, fence and descriptor objects,
  * vkCreateDevice .. vkAllocateDescriptorSets). Unset: no cost
  * beyond one getenv. Not for production use; counts are process-wide. */
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,23 +22,45 @@ static const VkResult kind_results[HL_FAULT_KINDS] = {
     VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY};
 
 static atomic_flag guard = ATOMIC_FLAG_INIT;
-static char seen[64];
-static unsigned long counts[HL_FAULT_KINDS];
+static char seen[128];              /* the setting the counts belong to */
+static int seen_kind = -1;          /* its KIND, -1: malformed (every call runs) */
+static unsigned long seen_n, counts[HL_FAULT_KINDS];
+static int warned_long;
+
+/* KIND:N exactly (a KIND name, a colon, decimal N >= 1, nothing else), else -1. */
+static int parse_setting(const char *s, unsigned long *n) {
+    const char *colon = strchr(s, ':');
+    if (!colon || !colon[1]) return -1;
+    for (const char *p = colon + 1; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
+    errno = 0;
+    *n = strtoul(colon + 1, NULL, 10);
+    if (errno == ERANGE || *n == 0) return -1;
+    for (int k = 0; k < HL_FAULT_KINDS; k++)
+        if ((size_t)(colon - s) == strlen(kind_names[k]) && strncmp(s, kind_names[k], (size_t)(colon - s)) == 0)
+            return k;
+    return -1;
+}
 
 VkResult hl_fault(hl_fault_kind kind) {
     const char *s = getenv("HELIOS_FAULT");
     if (!s || !*s) return VK_SUCCESS;
     VkResult out = VK_SUCCESS;
     while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */ }
-    if (strncmp(s, seen, sizeof seen) != 0) {   /* a new setting: count from zero */
-        strncpy(seen, s, sizeof seen - 1);
-        memset(counts, 0, sizeof counts);
-    }
-    size_t len = strlen(kind_names[kind]);
-    if (strncmp(s, kind_names[kind], len) == 0 && s[len] == ':') {
-        char *end;
-        unsigned long n = strtoul(s + len + 1, &end, 10);
-        if (*end == '\0' && ++counts[kind] == n) out = kind_results[kind];
+    if (strlen(s) >= sizeof seen) {   /* longer than any valid setting: never a silent misfire */
+        if (!warned_long) fprintf(stderr, "helios: HELIOS_FAULT ignored: longer than %zu characters\n",
+                                  sizeof seen - 1);
+        warned_long = 1;
+    } else {
+        if (strcmp(s, seen) != 0) {   /* a new setting: parse it, count from zero */
+            snprintf(seen, sizeof seen, "%s", s);
+            memset(counts, 0, sizeof counts);
+            seen_kind = parse_setting(s, &seen_n);
+            if (seen_kind < 0)
+                fprintf(stderr, "helios: HELIOS_FAULT='%s' ignored: expected KIND:N, KIND one of buffer, "
+                        "alloc, map, pipeline, submit, open and N >= 1\n", s);
+        }
+        if (seen_kind == (int)kind && ++counts[kind] == seen_n) out = kind_results[kind];
     }
     atomic_flag_clear_explicit(&guard, memory_order_release);
     return out;

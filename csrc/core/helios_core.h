@@ -56,6 +56,14 @@ typedef enum hl_dtype { HL_F16 = 0, HL_F32 = 1, HL_BF16 = 2 } hl_dtype;
 const char *hl_dtype_name(hl_dtype t);
 size_t hl_dtype_size(hl_dtype t);
 
+/* ---- limits (the one definition; Python reads them as _helios.MAX_LAUNCHES /
+ * _helios.MAX_OPERAND_ELEMENTS) ------------------------------------------ */
+/* Warm-up and timed launches per call, each: bounds the timestamp pool and the
+ * samples buffer a caller allocates. */
+#define HL_MAX_LAUNCHES 100000u
+/* Elements per operand: kernels index with 32 bits; 16 spare for vector tails. */
+#define HL_MAX_OPERAND_ELEMENTS ((1ull << 32) - 16)
+
 /* ---- device capabilities ------------------------------------------------ */
 typedef struct hl_coop_shape {   /* one VkCooperativeMatrixPropertiesKHR row */
     uint32_t m, n, k;
@@ -146,8 +154,13 @@ int hl_device_coop2_enabled(const hl_device *dev);
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err);
 /* The variant used when none is asked for (environment switches applied). */
 hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err);
-/* The default for one product: hl_variant_default with split-K chosen for the
- * grid this shape makes (unless HELIOS_VARIANT forces a variant). */
+/* The environment switch that chooses the kernel (HELIOS_VARIANT, HELIOS_COOP_*),
+ * or "disable_coop" where coop was switched off on a device that has it; NULL
+ * when none is active. The one list of such switches: tuned picks and shape
+ * heuristics apply only when this is NULL. */
+const char *hl_variant_override(const hl_device *dev);
+/* The default for one product: hl_variant_default with split-K and block size
+ * chosen for the grid this shape makes (unless hl_variant_override is set). */
 hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
                                hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
@@ -272,6 +285,10 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */
 unsigned long hl_fault_count(const char *kind);
+
+/* The pipeline cache file (NULL: not persisted), the bytes loaded from it at
+ * open, and why a file was ignored (NULL: nothing to say). */
+const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes, const char **note);
 
 /* ---- telemetry ---------------------------------------------------------- */
 typedef struct hl_telemetry {

@@ -114,6 +114,11 @@ struct hl_device {
     int coop2_enabled;
     int timestamps_ok;
     hl_pipeline *pipelines;
+    VkPipelineCache pipeline_cache;   /* persisted per device and driver (pipeline_cache.c) */
+    char cache_path[1024];            /* its file; empty: not persisted */
+    char cache_note[1200];            /* why a file was ignored; empty: nothing to say */
+    uint64_t cache_loaded_bytes;
+    uint64_t compiles_total;          /* pipelines compiled since open (telemetry resets; this does not) */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush;   /* buf_w: split-K workspace */
     struct hl_tensor *tensors;    /* live tensors, released when the device closes */
@@ -121,6 +126,11 @@ struct hl_device {
 };
 
 double hl_now_ms(void);
+
+/* The persisted pipeline cache (pipeline_cache.c): opened with the device, its
+ * data written back when the device closes. */
+hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err);
+void hl_pipeline_cache_close(hl_device *dev);
 
 struct hl_tensor {
     hl_device *dev;               /* NULL once the device closed */

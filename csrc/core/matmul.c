@@ -121,7 +121,7 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     const uint64_t sa = batch > 1 ? args->stride_a : 0, sb = batch > 1 ? args->stride_b : 0;
     hl_matmul_sizes(args, &pl->a_bytes, &pl->b_bytes, &pl->c_bytes);
     const uint64_t a_elems = pl->a_bytes / 2, b_elems = pl->b_bytes / 2, c_elems = batch * m * n;
-    const uint64_t lim = (1ull << 32) - 16;
+    const uint64_t lim = HL_MAX_OPERAND_ELEMENTS;
     if (a_elems >= lim || b_elems >= lim || c_elems >= lim || lda >= lim || ldb >= lim)
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu (batch %llu): an operand spans 2^32 "
                        "or more elements; kernels index with 32 bits", who, (unsigned long long)m,
@@ -258,8 +258,8 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (args->iters && !dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
                        "compute queue", caps->name);
-    if (args->iters > 100000 || args->warmup > 100000)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if ((!args->t_a && !args->a) || (!args->t_b && !args->b))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: operands a and b are required");
     op_plan pl;
@@ -352,8 +352,8 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     VkDescriptorSet *sets = NULL;
     if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: no operations recorded");
     if (n_ops > 4096) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: %u operations; at most 4096", n_ops);
-    if (iters > 100000 || warmup > 100000)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= 100000");
+    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if (iters && !samples_ms) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
     if (iters && !dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "

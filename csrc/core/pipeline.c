@@ -87,7 +87,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     p = calloc(1, sizeof *p);
     if (!p) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
     HL_VK_FAULT(HL_FAULT_PIPELINE,
-                vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
+                vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
     dev->tel.live_pipelines++;
     snprintf(p->shader, sizeof p->shader, "%s", shader);
@@ -97,6 +97,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     p->next = dev->pipelines;
     dev->pipelines = p;
     dev->tel.pipeline_compiles++;
+    dev->compiles_total++;
     dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
     if (dev->caps.has_pipeline_stats) capture_stats(dev, p);
     *out = p;

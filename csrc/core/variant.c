@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -327,6 +328,25 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     return HL_OK;
 }
 
+/* The switches that choose the kernel. While one is set it decides for every
+ * shape: no tuned pick (Python asks this function) and no shape heuristic. */
+static const char *const override_switches[] = {
+    "HELIOS_VARIANT", "HELIOS_COOP_TILE", "HELIOS_COOP_F16IN_SUBGROUP_TILES",
+    "HELIOS_COOP_DIRECT_LOAD", "HELIOS_COOP_F16_ACCUM"};
+
+const char *hl_variant_override(const hl_device *dev) {
+    static const char *const off[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof override_switches / sizeof override_switches[0]; i++) {
+        const char *s = getenv(override_switches[i]);
+        if (!s || !*s) continue;
+        int is_off = 0;
+        for (size_t j = 0; j < 4; j++) is_off |= strcasecmp(s, off[j]) == 0;
+        if (!is_off) return override_switches[i];
+    }
+    if (dev->caps.has_coop && !dev->coop_enabled) return "disable_coop";
+    return NULL;
+}
+
 /* Split-K for grids still too small to fill the device: the fewest splits
  * that give about one workgroup per SM, keeping >= 1024 of K per split. Needs
  * the SM count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
@@ -348,9 +368,7 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
     hl_status st = hl_variant_default(dev, out, err);
     if (st != HL_OK) return st;
     if (out->path != HL_PATH_COOP || !dev->caps.sm_count) return HL_OK;
-    const char *forced = getenv("HELIOS_VARIANT");
-    const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
-    if ((forced && *forced) || (sgs && *sgs)) return HL_OK;
+    if (hl_variant_override(dev)) return HL_OK;   /* a switch chose the kernel: it runs as chosen */
     uint64_t tiles = (uint64_t)((m + out->bm - 1) / out->bm) * ((n + out->bn - 1) / out->bn);
     if (tiles * 4 < 3ull * dev->caps.sm_count && out->tm >= 16) {
         hl_variant small = *out;

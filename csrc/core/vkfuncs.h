@@ -25,7 +25,8 @@
     X(vkResetFences) X(vkWaitForFences) X(vkCreateQueryPool) X(vkDestroyQueryPool)        \
     X(vkGetQueryPoolResults) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp)                \
     X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) X(vkCmdBindPipeline)   \
-    X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)
+    X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)              \
+    X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData)
 
 #define HL_VK_DECLARE(name) extern PFN_##name name;
 HL_VK_FUNCS(HL_VK_DECLARE)

@@ -15,12 +15,10 @@ static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE
 static int attn_variant_arg(DeviceObject *self, PyObject *o, hl_attn_variant *v, int *given) {
     *given = 0;
     if (!o || o == Py_None) return 0;
-    if (!PyUnicode_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "variant must be a str, not %.80s", Py_TYPE(o)->tp_name);
-        return -1;
-    }
+    const char *s = text_arg(o, "variant");
+    if (!s) return -1;
     hl_error err = {0};
-    if (hl_attn_variant_parse(PyUnicode_AsUTF8(o), v, &err) != HL_OK) {
+    if (hl_attn_variant_parse(s, v, &err) != HL_OK) {
         PyErr_SetString(PyExc_ValueError, err.message);
         return -1;
     }
@@ -48,8 +46,9 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "_attention: scale (a finite float) is required");
         return NULL;
     }
-    if (iters > 100000 || warmup > 100000) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..100000, got %u, %u", iters, warmup);
+    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters,
+                     warmup);
         return NULL;
     }
     hl_attention_args aa = {0};

@@ -55,6 +55,9 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
 int dtype_arg(PyObject *obj, hl_dtype *out);
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);
+/* The UTF-8 text of a str argument, or NULL with TypeError (not a str) or
+ * ValueError (an embedded NUL: C would read only the prefix). */
+const char *text_arg(PyObject *obj, const char *what);
 /* A host array (C-contiguous, aligned, numpy `type`, >= need bytes) or a Tensor
  * of this Device: sets *host or *t. */
 int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,

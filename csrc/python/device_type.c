@@ -223,6 +223,12 @@ static PyObject *build_info(DeviceObject *self) {
     if (!extra || PyDict_Update(d, extra) < 0) { Py_XDECREF(extra); Py_DECREF(d); return NULL; }
     Py_DECREF(extra);
     if (identity(c, d) < 0) { Py_DECREF(d); return NULL; }
+    uint64_t loaded;
+    const char *note, *path = hl_pipeline_cache_info(self->dev, &loaded, &note);
+    PyObject *pc = Py_BuildValue("{s:z,s:K,s:z}", "path", path, "loaded_bytes", (unsigned long long)loaded,
+                                 "note", note);
+    if (!pc || PyDict_SetItemString(d, "pipeline_cache", pc) < 0) { Py_XDECREF(pc); Py_DECREF(d); return NULL; }
+    Py_DECREF(pc);
     return d;
 }
 
@@ -237,20 +243,25 @@ static PyObject *Device_info(DeviceObject *self, void *c) {
 }
 
 /* ---- variants ------------------------------------------------------------ */
-int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
-    *given = 0;
-    if (obj == Py_None) return 0;
+const char *text_arg(PyObject *obj, const char *what) {
     if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "variant must be a str or None, not %.80s", Py_TYPE(obj)->tp_name);
-        return -1;
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.80s", what, Py_TYPE(obj)->tp_name);
+        return NULL;
     }
     Py_ssize_t len;
     const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
-    if (!s) return -1;
-    if ((size_t)len != strlen(s)) {
-        PyErr_SetString(PyExc_ValueError, "variant string contains a NUL character");
-        return -1;
+    if (s && (size_t)len != strlen(s)) {
+        PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
+        return NULL;
     }
+    return s;
+}
+
+int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
+    *given = 0;
+    if (obj == Py_None) return 0;
+    const char *s = text_arg(obj, "variant");
+    if (!s) return -1;
     hl_error err = {0};
     if (hl_variant_parse(s, v, &err) != HL_OK) { raise_status(dev_state(self), &err); return -1; }
     *given = 1;
@@ -292,6 +303,14 @@ static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyOb
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
+}
+
+static PyObject *Device_active_override(DeviceObject *self, PyObject *unused) {
+    if (acquire(self) < 0) return NULL;
+    const char *name = hl_variant_override(self->dev);
+    PyThread_release_lock(self->lock);
+    if (!name) Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
 }
 
 static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
@@ -408,6 +427,9 @@ static PyMethodDef Device_methods[] = {
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
      "default_variant(m=0, n=0, k=0): the variant used when none is given (HELIOS_* switches "
      "applied); with a shape, the one a product of that shape runs (split-K chosen for its grid)."},
+    {"active_override", (PyCFunction)Device_active_override, METH_NOARGS,
+     "The environment switch choosing the kernel for every shape (HELIOS_VARIANT, HELIOS_COOP_*), "
+     "'disable_coop', or None: tuned picks and shape defaults apply only when None."},
     {"check_variant", (PyCFunction)Device_check_variant, METH_O,
      "Validate a variant string for this device; returns its canonical form."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,

@@ -234,9 +234,9 @@ static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64
         }
         long long v = PyLong_AsLongLong(o);   /* OverflowError past 64 bits: never truncated */
         if (v == -1 && PyErr_Occurred()) return -1;
-        if (v < 0 || (i < 2 && v > 100000)) {
-            PyErr_Format(PyExc_ValueError, "%s out of range: %S (iters, warmup: 0..100000; "
-                         "flush_bytes >= 0)", keys[i], o);
+        if (v < 0 || (i < 2 && v > (long long)HL_MAX_LAUNCHES)) {
+            PyErr_Format(PyExc_ValueError, "%s out of range: %S (iters, warmup: 0..%u; "
+                         "flush_bytes >= 0)", keys[i], o, HL_MAX_LAUNCHES);
             return -1;
         }
         vals[i] = (uint64_t)v;
@@ -315,8 +315,10 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
     Py_ssize_t warmup_n = 0, iters_n = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|nn:_chain", kwlist, &ops, &warmup_n, &iters_n))
         return NULL;
-    if (warmup_n < 0 || warmup_n > 100000 || iters_n < 0 || iters_n > 100000) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..100000, got %zd, %zd", iters_n, warmup_n);
+    if (warmup_n < 0 || warmup_n > (Py_ssize_t)HL_MAX_LAUNCHES || iters_n < 0 ||
+        iters_n > (Py_ssize_t)HL_MAX_LAUNCHES) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %zd, %zd", HL_MAX_LAUNCHES,
+                     iters_n, warmup_n);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(ops, "_chain: ops must be a list of operation dicts");

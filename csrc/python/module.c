@@ -26,9 +26,7 @@ static PyObject *device_count(PyObject *module, PyObject *unused) {
 }
 
 static PyObject *canonical_variant(PyObject *module, PyObject *arg) {
-    if (!PyUnicode_Check(arg))
-        return PyErr_Format(PyExc_TypeError, "variant must be a str, not %.80s", Py_TYPE(arg)->tp_name);
-    const char *s = PyUnicode_AsUTF8(arg);
+    const char *s = text_arg(arg, "variant");
     if (!s) return NULL;
     hl_variant v;
     hl_error err = {0};
@@ -47,7 +45,8 @@ static PyObject *fault_count(PyObject *module, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"_fault_count", fault_count, METH_O,
      "Test-only: calls of a fault-injection kind seen under the current HELIOS_FAULT setting."},
-    {"device_count", device_count, METH_NOARGS, "Number of Vulkan physical devices (0 without a driver)."},
+    {"device_count", device_count, METH_NOARGS, "Number of Vulkan physical devices: 0 without a Vulkan loader or driver (opening a Device then "
+     "raises NoDeviceError naming what to install)."},
     {"canonical_variant", canonical_variant, METH_O,
      "Parse a variant string and return its canonical form (ValueError if malformed)."},
     {NULL}};
@@ -58,6 +57,14 @@ static int module_exec(PyObject *module) {
     if (errors_init(module, st) < 0) return -1;
     if (device_type_init(module, st) < 0) return -1;
     if (tensor_type_init(module, st) < 0) return -1;
+    /* The core's limits, defined once in helios_core.h. */
+    if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
+    PyObject *lim = PyLong_FromUnsignedLongLong(HL_MAX_OPERAND_ELEMENTS);
+    if (!lim) return -1;
+    int rc = PyModule_AddObjectRef(module, "MAX_OPERAND_ELEMENTS", lim);
+    Py_DECREF(lim);
+    if (rc < 0) return -1;
+    if (PyModule_AddStringConstant(module, "BUILD_COMMIT", HELIOS_BUILD_COMMIT) < 0) return -1;
     return 0;
 }
 

@@ -9,6 +9,8 @@ Quick use::
         t = dev.time_matmul(1024, 1024, 1024, iters=20)
         print(t.median_ms, t.tflops, t.variant)
 """
+__version__ = "0.1.0"   # the one place: pyproject.toml reads it from here
+
 from ._helios import (
     DeviceClosedError,
     DeviceLostError,
@@ -19,12 +21,11 @@ from ._helios import (
     canonical_variant,
     device_count,
 )
-from .check import CheckResult, check_close, reference_matmul
 from .attention import AttentionTiming, reference_attention
+from .check import CheckResult, assert_close, check_close, reference_matmul
 from .device import Device, MatmulTiming, attention, default_device, from_dlpack, matmul, variants
-from .gemm import ACTIVATIONS, Chain, ChainTiming, Tensor
-
-__version__ = "0.1.0"
+from .gemm import ACTIVATIONS, Chain, ChainTiming
+from .tensor import Tensor
 
 __all__ = [
     "ACTIVATIONS",
@@ -42,6 +43,7 @@ __all__ = [
     "Tensor",
     "UnsupportedError",
     "attention",
+    "assert_close",
     "canonical_variant",
     "check_close",
     "default_device",

@@ -10,7 +10,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios
-from .gemm import Tensor, float16_array, host_array
+from .flops import attention_bytes, attention_flops, tflops
+from .tensor import Tensor, float16_array, host_array
+from .validate import count, flag
 
 
 @dataclass
@@ -40,19 +42,7 @@ class AttentionTiming:
 
     @property
     def tflops(self) -> float:
-        return self.flops / (self.median_ms * 1e-3) / 1e12
-
-
-def attention_flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool = False) -> float:
-    """4*B*H*S_q*S_kv*d (the seeds' count: Q K^T and P V); causal counts the half
-    of the score matrix that is computed."""
-    f = 4.0 * b * h * sq * skv * d
-    return f / 2 if causal else f
-
-
-def attention_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
-    """Bytes a forward must move at least: Q, K, V read and O written, fp16."""
-    return 2 * b * h * d * (2 * sq + 2 * skv)
+        return tflops(self.flops, self.median_ms)
 
 
 def _operand(x: Any, name: str) -> Any:
@@ -97,6 +87,7 @@ def run_attention(dev: Any, q: Any, k: Any, v: Any, *, causal: bool = False, sca
     check_shapes(q.shape, k.shape, v.shape)
     b, h, sq, d = (int(s) for s in q.shape)
     skv = int(k.shape[2])
+    causal = flag("causal", causal)
     if out is not None and (not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16):
         raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
     sc = resolve_scale(scale, d)
@@ -111,15 +102,14 @@ def time_attention(dev: Any, batch: int, heads: int, seq: int, head_dim: int, *,
                    causal: bool = False, scale: Optional[float] = None, iters: int = 20, warmup: int = 5,
                    variant: Optional[str] = None, seed: int = 0,
                    inputs: Optional[Sequence[np.ndarray]] = None, flush_bytes: int = 0) -> AttentionTiming:
-    from .device import MAX_LAUNCHES, _count
-    b = _count("time_attention: batch", batch, 1, 2**31)
-    h = _count("time_attention: heads", heads, 1, 2**31)
-    sq = _count("time_attention: seq", seq, 1, 2**31)
-    skv = sq if seq_kv is None else _count("time_attention: seq_kv", seq_kv, 1, 2**31)
-    d = _count("time_attention: head_dim", head_dim, 1, 2**31)
-    iters = _count("time_attention: iters", iters, 1, MAX_LAUNCHES)
-    warmup = _count("time_attention: warmup", warmup, 0, MAX_LAUNCHES)
-    flush_bytes = _count("time_attention: flush_bytes", flush_bytes, 0, int(dev.info["max_storage_buffer_range"]))
+    b = count("time_attention: batch", batch, 1, 2**31)
+    h = count("time_attention: heads", heads, 1, 2**31)
+    sq = count("time_attention: seq", seq, 1, 2**31)
+    skv = sq if seq_kv is None else count("time_attention: seq_kv", seq_kv, 1, 2**31)
+    d = count("time_attention: head_dim", head_dim, 1, 2**31)
+    iters = count("time_attention: iters", iters, 1, _helios.MAX_LAUNCHES)
+    warmup = count("time_attention: warmup", warmup, 0, _helios.MAX_LAUNCHES)
+    flush_bytes = count("time_attention: flush_bytes", flush_bytes, 0, int(dev.info["max_storage_buffer_range"]))
     need = attention_bytes(b, h, sq, skv, d)
     if need > int(dev.info["device_local_bytes"]):
         raise _helios.DeviceMemoryError(f"attention {b}x{h}x{sq}x{d} (S_kv {skv}): operands need {need} "
@@ -154,7 +144,7 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
                         scale: Optional[float] = None, rows: Optional[np.ndarray] = None) -> np.ndarray:
     """softmax(scale * Q K^T [masked]) V in float64, one head at a time. rows: only
     these query rows (every head), to check large shapes by sampling; the result
-    then has shape (B, H, len(rows), d)."""
+    then has shape (B, H, len(rows), d). A row whose every score is -inf gives 0."""
     b, h, sq, d = q.shape
     sc = resolve_scale(scale, d)
     sel = np.arange(sq) if rows is None else np.asarray(rows)
@@ -165,8 +155,11 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
             s = (qh @ k[i, j].astype(np.float64).T) * sc
             if causal:
                 s = np.where(np.arange(k.shape[2])[None, :] > sel[:, None], -np.inf, s)
-            s -= s.max(axis=1, keepdims=True)
-            p = np.exp(s)
-            p /= p.sum(axis=1, keepdims=True)
+            mx = s.max(axis=1, keepdims=True)
+            mx[~np.isfinite(mx)] = 0.0          # a row of -inf scores: every weight 0 below
+            p = np.exp(s - mx)
+            tot = p.sum(axis=1, keepdims=True)
+            # a row whose every key scores -inf outputs 0 (the kernels' and torch math's answer), not NaN
+            p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
             out[i, j] = p @ v[i, j].astype(np.float64)
     return out

@@ -26,6 +26,10 @@ class CheckResult:
     def passed(self) -> bool:
         return self.fails == 0
 
+    def __bool__(self) -> bool:
+        """The verdict: ``assert check_close(h, ref)`` fails when any element fails."""
+        return self.passed
+
     def line(self) -> str:
         """The seeds' canonical check line, e.g. ``fails=0/147456``."""
         return (f"fails={self.fails}/{self.total} max_abs_err={self.max_abs_err:.3g} "
@@ -44,10 +48,13 @@ def reference_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL,
                 rtol: float = RTOL) -> CheckResult:
+    """Elementwise |result - ref| <= atol + rtol * |ref|; NaN or Inf in result never
+    passes. The CheckResult's truth is its verdict. ValueError when the shapes differ."""
+    result, ref = np.asarray(result), np.asarray(ref)
     if result.shape != ref.shape:
         raise ValueError(f"check: result shape {result.shape} != reference shape {ref.shape}")
-    if atol < 0 or rtol < 0:
-        raise ValueError(f"check: atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    if not (atol >= 0 and rtol >= 0) or not np.isfinite(atol) or not np.isfinite(rtol):
+        raise ValueError(f"check: atol and rtol must be finite and >= 0, got atol={atol}, rtol={rtol}")
     h = np.asarray(result, dtype=np.float64)
     r = np.asarray(ref, dtype=np.float64)
     finite = np.isfinite(h)
@@ -64,3 +71,12 @@ def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL,
         atol=float(atol),
         rtol=float(rtol),
     )
+
+
+def assert_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL, rtol: float = RTOL) -> CheckResult:
+    """check_close that raises AssertionError (with the check line) on failure, like
+    numpy.testing.assert_allclose; returns the CheckResult when it passes."""
+    r = check_close(result, ref, atol=atol, rtol=rtol)
+    if not r.passed:
+        raise AssertionError(f"not close: {r.line()}" + (f", {r.nonfinite} non-finite" if r.nonfinite else ""))
+    return r

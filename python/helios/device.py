@@ -10,8 +10,13 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios, gemm
-from .gemm import Chain, Tensor
-from .tune import TunedChoice
+from .attention import run_attention, time_attention
+from .flops import matmul_flops, tflops
+from .gemm import Chain
+from .launcher import launcher_device, launcher_info
+from .tensor import TENSOR_DTYPES, Tensor, float16_array, float_array, host_array, new_tensor
+from .tune_cache import TunedChoice
+from .validate import count, flag, real
 
 _DTYPES = {"float16": np.float16, "float32": np.float32, "f16": np.float16, "f32": np.float32}
 
@@ -41,7 +46,7 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
                         f"interface), not {type(x).__name__}")
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
-    return gemm.float16_array(arr, name, "helios.matmul")
+    return float16_array(arr, name, "helios.matmul")
 
 
 @dataclass
@@ -65,11 +70,11 @@ class MatmulTiming:
 
     @property
     def flops(self) -> float:
-        return 2.0 * self.m * self.n * self.k
+        return matmul_flops(self.m, self.n, self.k)
 
     @property
     def tflops(self) -> float:
-        return self.flops / (self.median_ms * 1e-3) / 1e12
+        return tflops(self.flops, self.median_ms)
 
 
 class Device(_helios.Device):
@@ -90,16 +95,19 @@ class Device(_helios.Device):
         # Under a launcher (Slurm, torchrun, mpirun) and without HELIOS_DEVICE, the
         # rank's GPU (helios/launcher.py); otherwise the C default.
         if index is None and not os.environ.get("HELIOS_DEVICE", "").strip():
-            from .launcher import launcher_device, launcher_info
             if launcher_info() is not None:
                 index = launcher_device(identities())
-        return super().__new__(cls, index, disable_coop=disable_coop, disable_coop2=disable_coop2)
+        dev = super().__new__(cls, index, disable_coop=disable_coop, disable_coop2=disable_coop2)
+        note = dev.info["pipeline_cache"]["note"]
+        if note:   # a corrupt or foreign cache file: ignored, rewritten at close
+            warnings.warn(f"helios: pipeline cache {note}", stacklevel=2)
+        return dev
 
     def _check_fits(self, m: int, n: int, k: int, out: str) -> None:
         """Refuse, in microseconds, a product the engine cannot index or the device
         cannot hold, before inputs are generated or copied."""
         for name, elems in (("A", m * k), ("B", k * n), ("C", m * n)):
-            if elems >= 2**32 - 16:
+            if elems >= _helios.MAX_OPERAND_ELEMENTS:
                 raise _helios.DeviceMemoryError(
                     f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits "
                     f"(< 2^32)")
@@ -137,18 +145,27 @@ class Device(_helios.Device):
         """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the GPU, in fp32, rounded
         once to the output dtype.
 
-        a, b: 2-D or 3-D (batched, broadcast like numpy.matmul) float16 arrays
-        (float32 is rounded to float16) or Tensors. op(x) is x, or x transposed
-        with trans_*; transposed and F-ordered views, row pitches and batch
-        strides are read in place, not copied. bias: length-N vector. activation:
-        {ACTIVATION_DOC}. c: an existing C (beta defaults to 1 when c is
-        given, else 0); with out= (a Tensor) the result stays on the device and
-        beta reads out's contents. out_dtype defaults to the inputs' dtype
-        (float16 in -> float16 out), or out's dtype."""
+        a, b: 2-D or 3-D (batched, broadcast like numpy.matmul) floating-point
+        arrays (NumPy, torch CPU tensors, anything with the array interface or
+        DLPack) or Tensors. The tensor cores compute in float16 with float32
+        accumulation: float32/float64 inputs are rounded once to float16. op(x) is
+        x, or x transposed with trans_*; transposed and F-ordered views, row
+        pitches and batch strides are read in place, not copied. bias: length-N
+        vector. activation: {ACTIVATION_DOC}. c: an existing C (beta defaults to
+        1 when c is given, else 0); with out= (a Tensor) beta reads out's contents.
+
+        Result dtype (out_dtype=None): float16 when every input is float16, else
+        float32 (NumPy's result type, capped at float32). Result type: a Tensor
+        when any input is a Tensor (it stays on the device), a torch tensor when
+        an input is one, else a NumPy array (see docs/api-rules.md)."""
         if variant is not None and not isinstance(variant, str):
             raise TypeError(f"variant must be a str or None, not {type(variant).__name__}")
-        A = gemm.operand(a, "a", bool(trans_a))
-        B = gemm.operand(b, "b", bool(trans_b))
+        alpha = real("alpha", alpha)
+        beta = None if beta is None else real("beta", beta)
+        in_dtype = result_dtype(a, b)
+        device_resident = out is None and (isinstance(a, Tensor) or isinstance(b, Tensor))
+        A = gemm.operand(a, "a", flag("trans_a", trans_a))
+        B = gemm.operand(b, "b", flag("trans_b", trans_b))
         spec = gemm.product_spec(A, B, _ndim(a), _ndim(b))
         act = gemm.activation_code(activation)
         shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
@@ -156,21 +173,24 @@ class Device(_helios.Device):
             gemm.check_out(out, shape, out_dtype)
             out_name = out.dtype.name
         else:
-            in_dtype = "float32" if getattr(a, "dtype", None) == np.float32 else "float16"
             out_name = _out_dtype_name(out_dtype, in_dtype)
         beta_v = float(beta) if beta is not None else (1.0 if c is not None else 0.0)
         if c is not None and out is not None:
             raise ValueError("matmul: give c (a host C) or out (a Tensor, read when beta != 0), not both")
         c_in = None
         if c is not None and beta_v != 0.0:
-            c_arr = gemm.host_array(c, "c")
+            c_arr = float_array(c, "c", "matmul")
             if c_arr.shape != shape:
                 raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
             c_in = np.ascontiguousarray(c_arr, dtype=_DTYPES[out_name])
         elif beta_v != 0.0 and out is None:
             raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
         bias_v = gemm.bias_array(bias, spec.n) if bias is not None else None
-        if spec.m == 0 or spec.n == 0 or spec.k == 0:   # as NumPy: empty, or the epilogue of zeros
+        empty = 0 in (spec.m, spec.n, spec.k, spec.batch)
+        if device_resident and not empty:   # Tensor in, Tensor out (C uploaded into it)
+            out = self.upload(c_in, dtype=out_name) if c_in is not None else self.empty(shape, out_name)
+            c_in = None
+        if empty:   # as NumPy: an empty result, or (K == 0) the epilogue of zeros
             if self.closed:
                 raise _helios.DeviceClosedError("the Device is closed")
             if variant is not None and variant != "auto":
@@ -181,33 +201,35 @@ class Device(_helios.Device):
             if out is not None:
                 out._write(0, np.ascontiguousarray(res))
                 return out
-            return res
+            return like_inputs(res, a, b)
         fields = spec.fields(A, B)
         fields.update(out_dtype=out_name, variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k),
                       act=act, alpha=float(alpha), beta=beta_v, bias=bias_v, c_in=c_in, out=out)
         res, _, _, _ = self._gemm(**fields)
         if out is not None:
             return out
-        return res if spec.batched else res[0]
+        return like_inputs(res if spec.batched else res[0], a, b)
 
     def upload(self, x: Any, *, dtype: Any = None) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
         object such as a torch CPU tensor, read without a host copy where its
         layout allows). dtype: float16 (default) or float32."""
-        arr = gemm.host_array(x, "upload")
+        arr = float_array(x, "upload", "upload")
         dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float16)
+        if dt not in TENSOR_DTYPES:
+            raise TypeError(f"upload: dtype must be float16 or float32, got {dt}")
         if arr.ndim < 1 or arr.ndim > 4:
             raise ValueError(f"upload: 1-D to 4-D arrays, got shape {arr.shape}")
         arr = np.ascontiguousarray(arr, dtype=dt)
-        t = gemm.new_tensor(self, arr.shape, dt)
+        t = new_tensor(self, arr.shape, dt)
         t._write(0, arr)
         return t
 
-    def empty(self, shape: Sequence[int], dtype: Any = "float16") -> Tensor:
+    def empty(self, shape: Any, dtype: Any = "float16") -> Tensor:
         """An uninitialised Tensor (1-D to 4-D, float16 or float32)."""
-        if isinstance(shape, (int, np.integer)):
-            shape = (int(shape),)
-        return gemm.new_tensor(self, shape, dtype)
+        dims: Sequence[Any] = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) \
+            else shape
+        return new_tensor(self, dims, dtype)
 
     def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None) -> Tensor:
         """Upload a weight once in the layout the product kernels load fastest: the
@@ -215,7 +237,7 @@ class Device(_helios.Device):
         torch.nn.Linear stores (out, in)), float16, rows padded to 16 bytes so that
         every N takes the vector-load path. A coop2 variant reads packed rows only,
         so it gets no padding. Use the Tensor as b= without trans_b."""
-        w = gemm.host_array(weight, "weight")
+        w = host_array(weight, "weight")
         if w.ndim != 2:
             raise ValueError(f"prepack: a 2-D weight, got shape {w.shape}")
         w = w.T if trans else w
@@ -224,7 +246,7 @@ class Device(_helios.Device):
         pitch = n if (name or "").startswith("coop2") else -(-n // 8) * 8
         buf = np.zeros((k, pitch), dtype=np.float16)
         buf[:, :n] = w
-        t = gemm.new_tensor(self, (k, n), np.float16, pitch, prepacked_for=name or "auto")
+        t = new_tensor(self, (k, n), np.float16, pitch, prepacked_for=name or "auto")
         t._write(0, buf)
         return t
 
@@ -235,38 +257,51 @@ class Device(_helios.Device):
         return Chain(self)
 
     def attention(self, q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[float] = None,
-                  variant: Optional[str] = None, out: Optional[Tensor] = None) -> Any:
+                  variant: Optional[str] = None, out: Optional[Tensor] = None,
+                  is_causal: Optional[bool] = None) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
         float16 (float32 is rounded), host arrays or 4-D Tensors (then O is a Tensor,
         or `out`). S_kv may differ from S_q unless causal; causal masks key j > query i
         (torch's is_causal). scale: default 1/sqrt(d). variant: an attention variant
-        string ("fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar"), default the device's pick."""
-        from .attention import run_attention
+        string ("fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar"), default the device's pick.
+        Result: as matmul's (a Tensor for Tensor inputs, torch for torch, NumPy
+        otherwise; float16 when every input is, else float32, computed in float16).
+        is_causal: torch's name for causal (give one of the two). Not supported yet,
+        unlike torch's scaled_dot_product_attention: attn_mask, dropout_p and
+        grouped-query heads (k/v must have q's head count)."""
+        if is_causal is not None:
+            if causal is not False and bool(causal) != bool(is_causal):
+                raise ValueError("attention: causal and is_causal disagree; give one of them")
+            causal = flag("is_causal", is_causal)
         if out is None and any(isinstance(x, Tensor) for x in (q, k, v)):
             out = self.empty(tuple(getattr(q, "shape", ())), "float16")
-        return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
+            return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
+        res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
+        if out is not None:
+            return res
+        # computed in float16 (the kernels' dtype); returned in the inputs' result dtype
+        return like_inputs(res.astype(result_dtype(q, k, v), copy=False), q, k, v)
 
     def attention_variants(self, head_dim: int) -> list[str]:
         """Every attention variant valid here for this head dimension (default first
         where it is a coop one)."""
-        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31))[1]
+        return self._attention_variants(count("head_dim", head_dim, 1, 2**31))[1]
 
     def attention_kernel_stats(self, head_dim: int, variant: Optional[str] = None, causal: bool = False) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
         kernel a variant compiles to at this head dimension; {} where none are offered."""
-        return self._attention_kernel_stats(_count("head_dim", head_dim, 1, 2**31), variant, bool(causal))
+        return self._attention_kernel_stats(count("head_dim", head_dim, 1, 2**31), variant, bool(causal))
 
     def default_attention_variant(self, head_dim: int, seq_kv: Optional[int] = None, causal: bool = False) -> str:
         """The attention variant used when none is given for this head dimension, key
         count (None: long) and mask (HELIOS_DISABLE_COOP_ATTENTION applied)."""
-        skv = 0 if seq_kv is None else min(_count("seq_kv", seq_kv, 1, 2**63), 2**32 - 1)
-        return self._attention_variants(_count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal))[0]
+        skv = 0 if seq_kv is None else min(count("seq_kv", seq_kv, 1, 2**63), 2**32 - 1)
+        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal))[0]
 
     def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
         """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,
         causal, scale, iters (20), warmup (5), variant, seed, inputs=(q, k, v),
         flush_bytes. Returns an AttentionTiming (median_ms, tflops, output, ...)."""
-        from .attention import time_attention
         return time_attention(self, batch, heads, seq, head_dim, **kwargs)
 
     def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
@@ -281,10 +316,10 @@ class Device(_helios.Device):
         timestamps, so samples start with a cold L2. `output` holds C."""
         if dtype not in ("float16", "f16"):
             raise _helios.UnsupportedError(f"time_matmul dtype {dtype!r}: only float16 inputs")
-        m, n, k = (_count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
-        iters = _count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
-        warmup = _count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
-        flush_bytes = _count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
+        m, n, k = (count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
+        iters = count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
+        warmup = count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
+        flush_bytes = count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
         out = _out_dtype_name(out_dtype, "float16")
         self._check_fits(m, n, k, out)   # before any input is generated
         if inputs is None:
@@ -303,17 +338,10 @@ class Device(_helios.Device):
                             telemetry=self.telemetry(), output=c)
 
 
-MAX_LAUNCHES = 100_000   # per call, warm-up and timed each (the C core's limit too)
+# The docstring names the activations from the one table that defines them.
+Device.matmul.__doc__ = (Device.matmul.__doc__ or "").replace("{ACTIVATION_DOC}", gemm.ACTIVATION_DOC)
 
-
-def _count(name: str, v: Any, lo: int, hi: int) -> int:
-    """An integer argument in [lo, hi]: ints and NumPy integers, not bools or floats."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
-    v = int(v)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
-    return v
+MAX_LAUNCHES: int = _helios.MAX_LAUNCHES   # per call, warm-up and timed each (defined in the core)
 
 
 def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:
@@ -369,11 +397,47 @@ def default_device() -> Device:
         return _default
 
 
+def _on(device: Optional[Device], *args: Any) -> Device:
+    """The device a module-level op runs on: the given Device; else the one its
+    Tensors live on (Tensors on two devices are refused, naming both); else the
+    default device."""
+    if device is not None and not isinstance(device, _helios.Device):
+        raise TypeError(f"device must be a helios.Device or None, not {type(device).__name__}")
+    homes = {id(t.device): t.device for t in args if isinstance(t, Tensor)}
+    if len(homes) > 1:
+        names = " and ".join(f"{d.info['name']} ({d.info['uuid']})" if not d.closed else "a closed Device"
+                             for d in homes.values())
+        raise ValueError(f"these Tensors live on different Devices: {names}; copy one with upload(t.numpy())")
+    if device is None:
+        return next(iter(homes.values())) if homes else default_device()
+    return device
+
+
 def matmul(a: Any, b: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
     """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the default (or given)
     device. Keywords as Device.matmul: trans_a, trans_b, bias, activation, alpha,
     beta, c, out, out_dtype, variant."""
-    return (device or default_device()).matmul(a, b, **kwargs)
+    return _on(device, a, b, kwargs.get("out"), kwargs.get("bias")).matmul(a, b, **kwargs)
+
+
+def result_dtype(*inputs: Any) -> str:
+    """The default output dtype of an op: float16 when every input is float16
+    (Tensors are), else float32 (NumPy's result type capped at float32: the
+    kernels write float16 or float32)."""
+    for x in inputs:
+        dt = x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype
+        if np.dtype(dt) != np.float16:
+            return "float32"
+    return "float16"
+
+
+def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
+    """A host result in the array type of the inputs: a torch CPU tensor when an
+    input was a torch tensor, else the NumPy array."""
+    if any(type(x).__module__.split(".")[0] == "torch" for x in inputs):
+        import torch
+        return torch.from_numpy(np.ascontiguousarray(result))
+    return result
 
 
 def _ndim(x: Any) -> int:
@@ -383,15 +447,15 @@ def _ndim(x: Any) -> int:
 def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None) -> Tensor:
     """A Tensor from any host DLPack producer (a torch CPU tensor, a NumPy array):
     read in place through DLPack, one upload (Device.upload)."""
-    return (device or default_device()).upload(x, dtype=dtype)
+    return _on(device).upload(x, dtype=dtype)
 
 
 def attention(q: Any, k: Any, v: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
     """softmax(scale * q @ k^T) @ v on (B, H, S, d) arrays, on the default (or given)
     device. Keywords as Device.attention: causal, scale, variant, out."""
-    return (device or default_device()).attention(q, k, v, **kwargs)
+    return _on(device, q, k, v, kwargs.get("out")).attention(q, k, v, **kwargs)
 
 
 def variants(device: Optional[Device] = None) -> list[str]:
     """Canonical strings of every variant valid on the device."""
-    return (device or default_device()).variants()
+    return _on(device).variants()

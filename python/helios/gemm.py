@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
 from . import _helios
+from .tensor import HOST_FLOATS, Tensor, float_array, host_array
+from .validate import count
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
 ACTIVATION_DOC = ("None, 'relu', 'gelu' (the tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), "
@@ -29,106 +31,6 @@ def activation_code(activation: Optional[str]) -> int:
     if key not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; expected {ACTIVATION_DOC}")
     return ACTIVATIONS[key]
-
-
-class Tensor(_helios.Tensor):
-    """Device-resident memory holding a 1-D to 4-D float16/float32 array (products
-    take 2-D and 3-D Tensors, attention 4-D ones).
-
-    Made by ``Device.upload``, ``Device.empty`` or ``Device.prepack``; rows are
-    ``pitch`` elements apart (``pitch == shape[-1]`` except for prepacked weights,
-    whose rows are padded to 16 bytes). ``numpy()`` downloads a packed copy.
-    Closing the Device frees the memory; using the Tensor afterwards raises
-    DeviceClosedError. ``__dlpack__`` exports that host copy (kDLCPU).
-    """
-
-    shape: tuple
-    dtype: np.dtype
-    pitch: int
-    prepacked_for: Optional[str]
-
-    def _set_meta(self, shape: Sequence[int], dtype: Any, pitch: int,
-                  prepacked_for: Optional[str] = None) -> "Tensor":
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.pitch = int(pitch)
-        self.prepacked_for = prepacked_for
-        return self
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def _rows(self) -> int:
-        return math.prod(self.shape[:-1]) if self.ndim > 1 else 1
-
-    def numpy(self) -> np.ndarray:
-        """A host copy (packed, C-contiguous)."""
-        cols = self.shape[-1]
-        raw = np.empty(self._rows() * self.pitch, dtype=self.dtype)
-        self._read(0, raw)
-        return np.ascontiguousarray(raw.reshape(self._rows(), self.pitch)[:, :cols]).reshape(self.shape)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
-
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.numpy().__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self) -> tuple:
-        return (1, 0)   # kDLCPU: the export is a host copy
-
-    def __repr__(self) -> str:
-        state = "" if self.alive else ", closed"
-        extra = f", pitch={self.pitch}" if self.pitch != self.shape[-1] else ""
-        pp = f", prepacked_for={self.prepacked_for!r}" if self.prepacked_for else ""
-        return f"helios.Tensor(shape={self.shape}, dtype={self.dtype}{extra}{pp}{state})"
-
-
-def new_tensor(dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None,
-               prepacked_for: Optional[str] = None) -> Tensor:
-    shape = tuple(int(s) for s in shape)
-    if not 1 <= len(shape) <= 4 or any(s < 1 for s in shape):
-        raise ValueError(f"a Tensor has 1 to 4 dimensions, each >= 1; got shape {shape}")
-    dt = np.dtype(dtype)
-    if dt not in (np.float16, np.float32):
-        raise TypeError(f"Tensor dtype must be float16 or float32, got {dt}")
-    pitch = shape[-1] if pitch is None else int(pitch)
-    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
-    t = Tensor(dev, rows * pitch * dt.itemsize)
-    return t._set_meta(shape, dt, pitch, prepacked_for)
-
-
-def host_array(x: Any, name: str) -> np.ndarray:
-    """An ndarray view of x (NumPy, the array interface, or DLPack such as a torch
-    CPU tensor: no copy where the producer allows)."""
-    if isinstance(x, np.ndarray):
-        return x
-    if hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__"):
-        try:
-            return np.from_dlpack(x)
-        except (TypeError, RuntimeError, BufferError) as e:
-            raise TypeError(f"{name}: cannot read {type(x).__name__} through DLPack ({e}); "
-                            f"pass a host (CPU) array") from None
-    if hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
-        return np.asarray(x)
-    raise TypeError(f"{name} must be an array (numpy.ndarray, a DLPack or array-interface object) "
-                    f"or a helios.Tensor, not {type(x).__name__}")
-
-
-def float16_array(arr: np.ndarray, name: str, op: str) -> np.ndarray:
-    """A C-contiguous, aligned float16 array of arr (float32 is rounded; a copy only
-    where needed, an unaligned view is copied as NumPy would); other dtypes are a
-    TypeError naming the operation."""
-    if arr.dtype not in (np.float16, np.float32):
-        raise TypeError(f"{name} has dtype {arr.dtype}; {op} takes float16 "
-                        f"(float32 is accepted and rounded to float16)")
-    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
 
 
 @dataclass
@@ -156,13 +58,14 @@ def _matrix_layout(x: np.ndarray) -> Optional[tuple[bool, int]]:
 
 
 def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
-    """op(x) for a float16 (or float32, rounded) array of 2 or 3 dimensions:
-    C- or F-ordered, transposed views and row pitches pass without a copy."""
+    """op(x) for a floating-point array of 2 or 3 dimensions (float32 and float64
+    rounded to float16): C- or F-ordered, transposed views and row pitches pass
+    without a copy."""
     if x.ndim not in (2, 3):
         raise ValueError(f"{name} must be 2-D or 3-D (batched), got shape {x.shape}")
-    if x.dtype not in (np.float16, np.float32):
-        raise TypeError(f"{name} has dtype {x.dtype}; helios.matmul takes float16 "
-                        f"(float32 is accepted and rounded to float16)")
+    if x.dtype not in HOST_FLOATS:
+        raise TypeError(f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16 or "
+                        f"float32; float64 is rounded to float16)")
     if x.dtype != np.float16 or not x.flags.aligned:
         x = x.astype(np.float16)
     view = np.swapaxes(x, -1, -2) if trans else x
@@ -226,7 +129,8 @@ def product_spec(a: Operand, b: Operand, a_nd: int, b_nd: int) -> ProductSpec:
     if a.batch != b.batch and 1 not in (a.batch, b.batch):
         raise ValueError(f"matmul: batch sizes differ: a has {a.batch}, b has {b.batch} "
                          f"(equal, or one of them 1 or 2-D, as numpy.matmul broadcasts)")
-    return ProductSpec(a.rows, b.cols, a.cols, max(a.batch, b.batch), max(a_nd, b_nd) == 3)
+    batch = a.batch if b.batch == 1 else b.batch   # numpy.matmul broadcasting: a batch of 1 (or 2-D) repeats
+    return ProductSpec(a.rows, b.cols, a.cols, batch, max(a_nd, b_nd) == 3)
 
 
 def bias_array(bias: Any, n: int) -> Any:
@@ -235,11 +139,9 @@ def bias_array(bias: Any, n: int) -> Any:
         if bias.dtype != np.float32 or bias.shape != (n,):
             raise ValueError(f"bias Tensor must be float32 of shape ({n},), got {bias.dtype} {bias.shape}")
         return bias
-    arr = host_array(bias, "bias")
+    arr = float_array(bias, "bias", "matmul")
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"bias must be a vector of length N={n}, got shape {arr.shape}")
-    if arr.dtype.kind != "f":
-        raise TypeError(f"bias must be floating point, got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
@@ -296,10 +198,16 @@ class Chain:
         self._dev = device
         self._ops: list[dict] = []
         self._variants: list[str] = []   # what each operation runs, for reports
+        self._outputs: list[Tensor] = []  # Tensors this chain allocated: unreadable until it runs
         self.ran = False
 
     def __len__(self) -> int:
         return len(self._ops)
+
+    @property
+    def variants(self) -> list[str]:
+        """The variant each recorded operation runs, in order."""
+        return list(self._variants)
 
     def matmul(self, a: Tensor, b: Tensor, *, out: Optional[Tensor] = None, trans_a: bool = False,
                trans_b: bool = False, bias: Any = None, activation: Optional[str] = None,
@@ -319,6 +227,8 @@ class Chain:
                 raise ValueError("chain matmul: beta != 0 reads C from out=; give an out Tensor")
             dt = np.dtype(out_dtype) if out_dtype is not None else np.dtype(np.float16)
             out = self._dev.empty(shape, dt)
+            out.computed = False
+            self._outputs.append(out)
         check_out(out, shape, out_dtype)
         op = spec.fields(A, B)
         op.update(out=out, out_dtype=out.dtype.name, act=act, alpha=float(alpha), beta=float(beta),
@@ -338,14 +248,23 @@ class Chain:
     def run(self) -> float:
         """Submit every operation once; returns the chain's GPU time in ms."""
         _, ms = self._dev._chain(self._ops)
-        self.ran = True
+        self._mark_ran()
         return ms
+
+    def _mark_ran(self) -> None:
+        self.ran = True
+        for t in self._outputs:
+            t.computed = True
 
     def time(self, iters: int = 20, warmup: int = 5) -> ChainTiming:
         """GPU-time the whole chain: `warmup` untimed runs, then `iters` runs each
         between two timestamps, all in one submission."""
+        iters = count("Chain.time: iters", iters, 1, _helios.MAX_LAUNCHES)
+        warmup = count("Chain.time: warmup", warmup, 0, _helios.MAX_LAUNCHES)
+        if not self._ops:
+            raise ValueError("Chain.time: the chain has no operations")
         samples, _ = self._dev._chain(self._ops, warmup, iters)
-        self.ran = True
+        self._mark_ran()
         return ChainTiming(ops=len(self._ops), samples_ms=samples, warmup=warmup,
                            variants=list(self._variants))
 

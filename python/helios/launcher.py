@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from typing import Optional, Sequence
 
 LOCAL_RANK_VARS = ("SLURM_LOCALID", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
@@ -83,11 +84,20 @@ def launcher_device(identities: Sequence[dict]) -> Optional[int]:
 
 
 def expand_out(path: str, uuid: str, info: Optional[dict]) -> str:
-    """--out placeholders: {host}, {uuid}, {rank}, {local_rank} (rank 0 without a launcher)."""
+    """--out placeholders: {host}, {uuid}, {rank}, {local_rank} (rank 0 without a
+    launcher), substituted as text: any other brace is an error (no format-string
+    attribute or index access)."""
     fields = {"host": platform.node(), "uuid": uuid,
-              "rank": (info or {}).get("rank", 0), "local_rank": (info or {}).get("local_rank", 0)}
-    try:
-        return path.format(**fields)
-    except (KeyError, IndexError, ValueError) as e:
-        raise ValueError(f"--out {path!r}: unknown placeholder {e}; use {{host}}, {{uuid}}, {{rank}}, "
-                         f"{{local_rank}}") from None
+              "rank": str((info or {}).get("rank", 0)), "local_rank": str((info or {}).get("local_rank", 0))}
+
+    def sub(m: "re.Match[str]") -> str:
+        name = m.group(1)
+        if name not in fields:
+            raise ValueError(f"--out {path!r}: unknown placeholder {{{name}}}; use {{host}}, {{uuid}}, "
+                             f"{{rank}}, {{local_rank}}")
+        return fields[name].replace("/", "_")
+    out = re.sub(r"\{([^{}]*)\}", sub, path)
+    if "{" in out.replace(platform.node(), "") or "}" in out.replace(platform.node(), ""):
+        raise ValueError(f"--out {path!r}: unbalanced brace; placeholders are {{host}}, {{uuid}}, {{rank}}, "
+                         f"{{local_rank}}")
+    return out

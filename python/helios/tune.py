@@ -1,44 +1,18 @@
 """The tuner: time candidate variants per shape bucket, keep the fastest that
-passed its check, and remember it on disk.
-
-The cache is one JSON file (``HELIOS_TUNE_CACHE``, else
-``$XDG_CACHE_HOME/helios/tune.json``, else ``~/.cache/helios/tune.json``)::
-
-    {"schema": "helios-tune/1",
-     "devices": {DEVICE_KEY: {"device": {...}, "buckets": {"2048x2048x2048": {
-         "variant": ..., "median_ms": ..., "shape": ..., "candidates": {variant: ms | "REJECTED: ..."},
-         "timestamp": ...}}}}}
-
-DEVICE_KEY names the device, its driver version, a hash of its cooperative-
-matrix table and the kernel revision (KERNEL_REVISION below), so a new driver
-or new shaders never reuse old picks. A file that is not valid JSON, or not of
-this schema, is ignored with a warning and rewritten by the next ``tune``.
-
-Shape buckets: each dimension rounded up to a multiple of 128 (one block of
-the default tiling), so shapes that differ by less than a block share a pick.
-"""
+passed its check, and store it in the tuning cache (helios/tune_cache.py) that
+every op with variant=None/"auto" reads."""
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
-import os
-import tempfile
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
+import numpy as np
+
 from .check import check_close, reference_matmul
-
-SCHEMA = "helios-tune/1"
-# Bump when the shaders or the variant semantics change: cached picks then no longer apply.
-KERNEL_REVISION = 2
-BUCKET = 128
-
-# Switches that ask for a specific kernel: when any is set, the cache is not consulted.
-_OVERRIDES = ("HELIOS_VARIANT", "HELIOS_COOP_TILE", "HELIOS_COOP_F16IN_SUBGROUP_TILES",
-              "HELIOS_COOP_DIRECT_LOAD", "HELIOS_COOP_F16_ACCUM", "HELIOS_DISABLE_COOP")
+from .device import random_inputs, warmup_launches
+from .tune_cache import bucket, device_key, load, save
 
 # Candidate templates, in elements: block M, N, K; subgroup block M, N; stages; split-K.
 # From the H100 rounds (docs/perf-notes.md): 128x128x64 led from 2048^3 up, 96x128
@@ -54,76 +28,6 @@ TEMPLATES: list[tuple[int, int, int, int, int, int, int]] = [
     (64, 64, 32, 32, 32, 2, 2),
     (128, 128, 64, 64, 64, 2, 2),
 ]
-
-
-def cache_path() -> Path:
-    env = os.environ.get("HELIOS_TUNE_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "helios" / "tune.json"
-
-
-def bucket(shape: tuple[int, int, int]) -> str:
-    return "x".join(str(-(-d // BUCKET) * BUCKET) for d in shape)
-
-
-def device_key(info: Any) -> str:
-    table = json.dumps(list(info["cooperative_matrix_properties"]), sort_keys=True, default=str)
-    h = hashlib.sha256(table.encode()).hexdigest()[:12]
-    return (f"{info['name']}|{info['vendor_id']:#06x}:{info['device_id']:#06x}|"
-            f"driver {info['driver_version']}|coop {h}|kernels r{KERNEL_REVISION}")
-
-
-def overridden() -> Optional[str]:
-    """The environment switch that takes precedence over tuned picks, if any is set."""
-    for name in _OVERRIDES:
-        if os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off"):
-            return name
-    return None
-
-
-def load(path: Optional[Path] = None) -> dict:
-    """The cache, or an empty one (with a warning) when the file is unreadable or foreign."""
-    path = path or cache_path()
-    empty = {"schema": SCHEMA, "devices": {}}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return empty
-    except OSError as e:
-        warnings.warn(f"helios: tune cache {path} unreadable ({e}); ignoring it", stacklevel=2)
-        return empty
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        warnings.warn(f"helios: tune cache {path} is corrupt ({e}); ignoring it (the next "
-                      f"`helios tune` rewrites it)", stacklevel=2)
-        return empty
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("devices"), dict):
-        warnings.warn(f"helios: tune cache {path} is not a {SCHEMA} file; ignoring it (the next "
-                      f"`helios tune` rewrites it)", stacklevel=2)
-        return empty
-    return doc
-
-
-def save(doc: dict, path: Optional[Path] = None) -> Path:
-    """Write atomically (a temporary file renamed over the old one)."""
-    path = path or cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tune-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-    return path
-
-
-def lookup(doc: dict, info: Any, shape: tuple[int, int, int], key: Optional[str] = None) -> Optional[str]:
-    entry = doc.get("devices", {}).get(key or device_key(info), {})
-    pick = entry.get("buckets", {}).get(bucket(shape)) if isinstance(entry, dict) else None
-    if isinstance(pick, dict) and isinstance(pick.get("variant"), str):
-        return pick["variant"]
-    return None
 
 
 def candidates(dev: Any) -> list[str]:
@@ -161,13 +65,22 @@ CHECK_SHAPES = [(1, 1, 1), (65, 127, 129), (383, 384, 385), (257, 136, 1000)]
 
 
 def read_variant_list(spec: str) -> list[str]:
-    """Comma-separated variant strings, or @FILE with one per line ('#' comments)."""
+    """Comma-separated variant strings, or @FILE with one per line ('#' comments);
+    ValueError naming the file when it cannot be read."""
     if spec.startswith("@"):
-        with open(spec[1:], encoding="utf-8") as f:
-            items = [ln.split("#")[0].strip() for ln in f]
+        path = spec[1:]
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read(1 << 20)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"--candidates @{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+        items = [ln.split("#")[0].strip() for ln in text.splitlines()]
     else:
         items = [v.strip() for v in spec.split(",")]
-    return [v for v in items if v]
+    out = [v for v in items if v]
+    if not out:
+        raise ValueError(f"--candidates {spec!r}: no variant given")
+    return out
 
 
 def check_candidate(dev: Any, variant: str, seed: int = 0,
@@ -175,8 +88,6 @@ def check_candidate(dev: Any, variant: str, seed: int = 0,
     """None if the variant passes the seeds' gate on `shapes` (fp32 and fp16 output),
     else a reason. fp16 accumulators cannot meet the gate on long random sums:
     they get inputs in {-1, 0, 1} (partial sums exact in fp16), as in `helios check`."""
-    import numpy as np
-    from .device import random_inputs
     for (m, n, k) in shapes:
         if "acc=f16" in variant:
             rng = np.random.default_rng(seed + m + n + k)
@@ -206,7 +117,6 @@ def tune(dev: Any, shapes: Iterable[tuple[int, int, int]], *, variants: Optional
          log: Callable[[str], None] = lambda s: None) -> list[TuneResult]:
     """Check every candidate once, then time the passing ones on each shape with
     GPU timestamps (warm-up by count and time, median of `iters`)."""
-    from .device import random_inputs, warmup_launches
     cands = variants if variants is not None else candidates(dev)
     rejected: dict[str, str] = {}
     for v in cands:
@@ -227,7 +137,7 @@ def tune(dev: Any, shapes: Iterable[tuple[int, int, int]], *, variants: Optional
             t = dev.time_matmul(*shape, iters=iters, warmup=w, variant=v, inputs=(a, b))
             times[v] = t.median_ms
         best = min(passing, key=lambda v: times[v])
-        results.append(TuneResult(shape=tuple(shape), bucket=bucket(shape), variant=best,
+        results.append(TuneResult(shape=(shape[0], shape[1], shape[2]), bucket=bucket(shape), variant=best,
                                   median_ms=times[best], candidates=times))
         log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}")
     return results
@@ -245,23 +155,3 @@ def store(results: list[TuneResult], info: Any, path: Optional[Path] = None) -> 
                                       "shape": "x".join(map(str, r.shape)),
                                       "candidates": r.candidates, "timestamp": now}
     return save(doc, path)
-
-
-class TunedChoice:
-    """Per-device resolution of variant=None / "auto": the tuned pick for the shape's
-    bucket, else the built-in default for the shape. The cache is read once."""
-
-    def __init__(self) -> None:
-        self._doc: Optional[dict] = None
-        self._key: Optional[str] = None   # device_key hashes the coop table: once per device
-
-    def resolve(self, dev: Any, shape: tuple[int, int, int]) -> Optional[str]:
-        if overridden():
-            return None   # the C default applies the switches
-        if self._doc is None:
-            self._doc = load()
-            self._key = device_key(dev.info)
-        return lookup(self._doc, dev.info, shape, self._key)
-
-    def reload(self) -> None:
-        self._doc = self._key = None

@@ -8,27 +8,33 @@ rows carry no speed numbers.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import os
-import platform
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
-from .check import ATOL, RTOL, CheckResult, check_close, reference_matmul
-from .device import Device, random_inputs, warmup_launches
-from .launcher import launcher_info
+from ..check import ATOL, RTOL, check_close, reference_matmul
+from ..device import Device, random_inputs, warmup_launches
+from ..flops import matmul_flops, tflops
+from ..launcher import launcher_info
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
-from .reference import Reference, make_reference
+from .progress import Progress
+from .protocol import INTERRUPTED, keep_complete_rounds
+from .references import Reference, make_reference
+from .results import (
+    BENCH_SCHEMA,
+    FLUSH_BYTES,
+    fmt_ms,
+    fmt_ratio,
+    fmt_tflops,
+    provenance,
+    reference_fields,
+    reference_ms,
+    reference_tflops,
+)
 from .shapes import shape_str
 from .stats import bootstrap_ratio_ci, summarize
 
-SCHEMA = "helios-bench/1"
-FLUSH_BYTES = 256 << 20      # larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
-                             # (lavapipe's 128 MiB buffer limit caps it there)
 ROW_CHECK_ROWS = 64          # timed shapes: this many random rows vs float64, + all finite
 
 
@@ -53,22 +59,6 @@ class BenchConfig:
     command: list[str] = field(default_factory=list)
 
 
-def _git() -> dict:
-    """Commit of the working directory's checkout (HELIOS_COMMIT overrides, e.g.
-    on a machine that received the tree without .git)."""
-    env = os.environ.get("HELIOS_COMMIT")
-    if env:
-        return {"commit": env, "dirty": None, "source": "HELIOS_COMMIT"}
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
-        return {"commit": commit or None, "dirty": dirty if commit else None, "source": "git"}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None, "source": None}
-
-
 def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol: float,
                seed: int) -> dict:
     """Sampled check for timed shapes: ROW_CHECK_ROWS rows against float64 (every
@@ -83,41 +73,23 @@ def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol:
     return d
 
 
-class _Progress:
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.done, self.enabled = total, 0, enabled
-
-    def step(self, label: str) -> None:
-        self.done += 1
-        if self.enabled:
-            width = 30
-            filled = int(width * self.done / self.total)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {label:<40}")
-            sys.stderr.flush()
-            if self.done == self.total:
-                sys.stderr.write("\n")
-
-
 def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
               log: Callable[[str], None] = lambda s: None) -> dict:
     """Run the protocol; returns the helios-bench/1 dict (result["status"] is
     "ok" or "failed")."""
     if cfg.dtype != "float16":
-        from ._helios import UnsupportedError
+        from .._helios import UnsupportedError
         raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
     if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1 or cfg.runs < 1:
         raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
                          f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})")
     flush = 0
     result: dict = {
-        "schema": SCHEMA, "status": "ok",
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "schema": BENCH_SCHEMA, "status": "ok", **provenance(),
         "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": cfg.dtype,
         "out_dtype": "float16",
         "repeats": cfg.repeats, "runs": cfg.runs, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
-        "command": cfg.command, "git": _git(),
-        "host": {"hostname": platform.node(), "os": platform.platform(),
-                 "python": platform.python_version(), "numpy": np.__version__},
+        "command": cfg.command,
         "launcher": launcher_info(),   # rank, local rank, world size under Slurm / torchrun / mpirun
     }
     with Device(cfg.device) as dev:
@@ -183,57 +155,60 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         #    protocol (clock ramp included) and records which run each round is from.
         acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [], "hw": [], "rw": [],
                    "hchk": [], "rchk": [], "tel": None, "batch_mode": None, "run": []} for s in cfg.shapes}
-        bar = _Progress(len(cfg.shapes) * cfg.repeats * cfg.runs,
-                        sys.stderr.isatty() if progress is None else progress)
+        bar = Progress(len(cfg.shapes) * cfg.repeats * cfg.runs, progress)
         result["clock_warmups"] = []
-        for run, rnd in ((r, k) for r in range(cfg.runs) for k in range(cfg.repeats)):
-            if rnd == 0:
-                result["clock_warmups"].append(ramp_clocks(clock_work))
-                log(f"run {run + 1}/{cfg.runs} clock warm-up: {result['clock_warmups'][-1]}")
-            rnd = run * cfg.repeats + rnd   # the round's index over all runs
-            for si, shape in enumerate(cfg.shapes):
-                m, n, k = shape
-                shape_variant = chosen[shape]
-                a, b = random_inputs(m, n, k, seed=cfg.seed + si)
-                slot = acc[shape]
-                before = gpu_state()
+        try:
+            for run, rnd in ((r, k) for r in range(cfg.runs) for k in range(cfg.repeats)):
+                if rnd == 0:
+                    result["clock_warmups"].append(ramp_clocks(clock_work))
+                    log(f"run {run + 1}/{cfg.runs} clock warm-up: {result['clock_warmups'][-1]}")
+                rnd = run * cfg.repeats + rnd   # the round's index over all runs
+                for si, shape in enumerate(cfg.shapes):
+                    m, n, k = shape
+                    shape_variant = chosen[shape]
+                    a, b = random_inputs(m, n, k, seed=cfg.seed + si)
+                    slot = acc[shape]
+                    before = gpu_state()
 
-                def helios_side() -> None:
-                    est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
-                    w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                    dev.reset_telemetry()
-                    t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant,
-                                        inputs=(a, b), flush_bytes=flush)
-                    slot["hw"].append(w)
-                    slot["h"].append(t.samples_ms)
-                    slot["hb"].append(t.batch_ms)
-                    slot["hmed"].append(float(np.median(t.samples_ms)))
-                    slot["tel"] = t.telemetry
-                    slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+                    def helios_side() -> None:
+                        est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
+                        w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+                        dev.reset_telemetry()
+                        t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant,
+                                            inputs=(a, b), flush_bytes=flush)
+                        slot["hw"].append(w)
+                        slot["h"].append(t.samples_ms)
+                        slot["hb"].append(t.batch_ms)
+                        slot["hmed"].append(float(np.median(t.samples_ms)))
+                        slot["tel"] = t.telemetry
+                        slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
-                def ref_side() -> None:
-                    est = ref.time(a, b, 2, 1)
-                    w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                    t = ref.time(a, b, cfg.iters, w, flush)
-                    slot["rw"].append(w)
-                    slot["r"].append(list(t.samples_ms))
-                    slot["rb"].append(t.batch_ms)
-                    slot["rmed"].append(float(np.median(t.samples_ms)))
-                    slot["batch_mode"] = t.batch_mode
-                    slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+                    def ref_side() -> None:
+                        est = ref.time(a, b, 2, 1)
+                        w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                        t = ref.time(a, b, cfg.iters, w, flush)
+                        slot["rw"].append(w)
+                        slot["r"].append(list(t.samples_ms))
+                        slot["rb"].append(t.batch_ms)
+                        slot["rmed"].append(float(np.median(t.samples_ms)))
+                        slot["batch_mode"] = t.batch_mode
+                        slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
-                for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
-                    side()
-                slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
-                slot["run"].append(run)
-                bar.step(f"{shape_str(shape)} run {run + 1}/{cfg.runs} round {rnd % cfg.repeats + 1}/{cfg.repeats}")
+                    for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                        side()
+                    slot["run"].append(run)
+                    slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
+                    bar.step(f"{shape_str(shape)} run {run + 1}/{cfg.runs} round {rnd % cfg.repeats + 1}/{cfg.repeats}")
+        except KeyboardInterrupt:   # keep what was measured: whole rounds, marked interrupted
+            result["status"], result["failure"] = "interrupted", INTERRUPTED
+        finally:
+            bar.close()
+        done = [shape for shape in cfg.shapes if keep_complete_rounds(acc[shape])]
 
-        result["clock_warmup"] = result["clock_warmups"][0]
-        rows = []
-        for shape in cfg.shapes:
-            rows.append(_row(shape, acc[shape], chosen[shape], ref))
+        result["clock_warmup"] = result["clock_warmups"][0] if result["clock_warmups"] else None
+        rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
         result["rows"] = rows
-        if any(not r["valid"] for r in rows):
+        if result["status"] == "ok" and any(not r["valid"] for r in rows):
             result["status"] = "failed"
             bad = [r["shape"] for r in rows if not r["valid"]]
             result["failure"] = f"output check failed for {', '.join(bad)}"
@@ -241,8 +216,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
 
 
 def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> dict:
-    m, n, k = shape
-    flops = 2.0 * m * n * k
+    flops = matmul_flops(*shape)
     h = [x for r in s["h"] for x in r]
     c = [x for r in s["r"] for x in r]
     hs, cs = summarize(h), summarize(c)
@@ -253,9 +227,8 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
     row = {
         "shape": shape_str(shape),
         "heliosMs": hs["median"] if valid else None,
-        "heliosTflops": flops / (hs["median"] * 1e-3) / 1e12 if valid else None,
-        "cudaMs": cs["median"],
-        "cudaTflops": flops / (cs["median"] * 1e-3) / 1e12,
+        "heliosTflops": tflops(flops, hs["median"]) if valid else None,
+        **reference_fields(ref.is_cuda, cs["median"], flops),
         "speedup": cs["median"] / hs["median"] if valid else None,
         "speedup_ci95": [lo, hi] if valid else None,
         "valid": valid, "throttled": thr, "low_clock": low_clock(*states), "variant": variant,
@@ -283,22 +256,23 @@ def markdown(result: dict) -> str:
     if result["status"] != "ok":
         lines.append(f"**FAILED**: {result.get('failure')}")
         lines.append("")
-    lines.append(f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | speedup 95% CI "
-                 f"| helios batch ms | {ref} batch ms | CV h / c | flags |")
+    lines.append(f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | its 95% CI "
+                 f"| helios batch ms | {ref} batch ms | CV h / r | flags |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in result.get("rows", []):
-        def f(x, p=4):
-            return "-" if x is None else f"{x:.{p}f}"
+        side = r["cuda"]   # the reference side's raw block (named before other references existed)
         hb = np.median(r["helios"]["batch_ms"]) if r["helios"]["batch_ms"] else None
-        cb = [x for x in r["cuda"]["batch_ms"] if x is not None]
+        cb = [x for x in side["batch_ms"] if x is not None]
         flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
                                          ("low_clock", r.get("low_clock"))) if on)
-        ratio = r["heliosMs"] / r["cudaMs"] if r["heliosMs"] else None
-        ci = (f"{r['speedup_ci95'][0]:.3f}-{r['speedup_ci95'][1]:.3f}" if r["speedup_ci95"] else "-")
-        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {f(r['heliosTflops'], 1)} | {f(r['cudaMs'])} "
-                     f"| {f(r['cudaTflops'], 1)} | {f(ratio, 2)} | {ci} | {f(hb)} | "
-                     f"{f(float(np.median(cb)) if cb else None)} | "
-                     f"{r['helios']['stats']['cv']:.3f} / {r['cuda']['stats']['cv']:.3f} | {flags} |")
+        ref_ms = reference_ms(r)
+        ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
+        # speedup_ci95 is of reference/helios; the table shows helios/reference throughout
+        ci = (f"{1 / r['speedup_ci95'][1]:.3f}-{1 / r['speedup_ci95'][0]:.3f}" if r["speedup_ci95"] else "-")
+        lines.append(f"| {r['shape']} | {fmt_ms(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
+                     f"{fmt_ms(ref_ms)} | {fmt_tflops(reference_tflops(r))} | {fmt_ratio(ratio)} | {ci} | "
+                     f"{fmt_ms(hb)} | {fmt_ms(float(np.median(cb)) if cb else None)} | "
+                     f"{r['helios']['stats']['cv']:.3f} / {side['stats']['cv']:.3f} | {flags} |")
     if result.get("rows"):
         lines.append("")
         per_shape = {r["variant"] for r in result["rows"]}

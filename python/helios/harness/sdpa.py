@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from .reference import LaunchTiming, TorchReference, time_torch_launches
+from .references import LaunchTiming, TorchReference, time_torch_launches
 
 BACKENDS = ("flash", "cudnn", "efficient", "math")
 
@@ -51,8 +51,8 @@ class SdpaReference(TorchReference):
         """One backend: its output on these inputs and its timing, or the reason it
         refused (unsupported shape, missing kernel, out of memory)."""
         t = self.torch
-        from torch.nn.attention import sdpa_kernel
         import torch.nn.functional as F
+        from torch.nn.attention import sdpa_kernel
         tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
 
         def launch():

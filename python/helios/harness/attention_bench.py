@@ -9,21 +9,31 @@ compare` reads them) with the seeds' metrics beside them. Without CUDA the
 reference is numpy on the CPU, labelled NOT CUDA."""
 from __future__ import annotations
 
-import datetime as _dt
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
-from .attention import attention_bytes, attention_flops, random_qkv, reference_attention
-from .bench import FLUSH_BYTES, SCHEMA, _git, _Progress
-from .check import ATOL, RTOL, check_close
-from .device import Device, warmup_launches
+from ..attention import random_qkv, reference_attention
+from ..check import ATOL, RTOL, check_close
+from ..device import Device, warmup_launches
+from ..flops import attention_bytes, attention_flops, tflops
+from ..launcher import launcher_info
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
-from .launcher import launcher_info
+from .progress import Progress
+from .protocol import INTERRUPTED, keep_complete_rounds
+from .results import (
+    BENCH_SCHEMA,
+    FLUSH_BYTES,
+    fmt_ms,
+    fmt_ratio,
+    fmt_tflops,
+    provenance,
+    reference_fields,
+    reference_ms,
+)
 from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
@@ -96,7 +106,7 @@ class _NumpyAttention:
                 "cpu": platform.processor() or platform.machine(), "numpy_version": np.__version__}
 
     def run(self, q, k, v, *, causal, scale, backend, iters, warmup, flush_bytes=0):
-        from .reference import LaunchTiming
+        from .references import LaunchTiming
         from .sdpa import SdpaRun
 
         def once() -> np.ndarray:
@@ -116,7 +126,7 @@ class _NumpyAttention:
 def _make_ref(kind: str, uuid: str):
     """sdpa on the CUDA twin of the Vulkan device; auto falls back to numpy only
     where CUDA is absent (never when CUDA is here on other GPUs)."""
-    from .reference import DeviceMismatch
+    from .references import DeviceMismatch
     if kind not in ("auto", "sdpa", "numpy"):
         raise ValueError(f"unknown attention reference {kind!r}: use auto, sdpa or numpy")
     if kind == "numpy":
@@ -165,15 +175,12 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
         raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, {cfg.warmup}, "
                          f"{cfg.repeats})")
     result: dict = {
-        "schema": SCHEMA, "workload": WORKLOAD, "status": "ok",
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "schema": BENCH_SCHEMA, "workload": WORKLOAD, "status": "ok", **provenance(),
         "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": "float16",
         "causal": cfg.causal, "repeats": cfg.repeats, "runs": 1, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
-        "command": cfg.command, "git": _git(),
+        "command": cfg.command,
         "environment": {"dtype": "float16", "tf32": False, "scale": "1/sqrt(d)",
                         "layout": "(B, H, S, d) contiguous", "flops": "4*B*H*S^2*d (halved when causal)"},
-        "host": {"hostname": platform.node(), "os": platform.platform(),
-                 "python": platform.python_version(), "numpy": np.__version__},
         "launcher": launcher_info(),
     }
     with Device(cfg.device) as dev:
@@ -231,57 +238,63 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
         acc = {s: {"h": [], "hb": [], "hw": [], "hchk": [], "tel": None, "state": [],
                    "r": {be: [] for be in backends}, "rb": {be: [] for be in backends},
                    "rchk": {be: [] for be in backends}, "err": {}, "mode": {}} for s in cfg.shapes}
-        bar = _Progress(len(cfg.shapes) * cfg.repeats, sys.stderr.isatty() if progress is None else progress)
-        for rnd in range(cfg.repeats):
-            for si, shape in enumerate(cfg.shapes):
-                b, h, s, d = shape
-                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
-                rows = _sample_rows(s, cfg.seed + rnd)
-                want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
-                slot = acc[shape]
-                before = gpu_state()
+        bar = Progress(len(cfg.shapes) * cfg.repeats, progress)
+        try:
+            for rnd in range(cfg.repeats):
+                for si, shape in enumerate(cfg.shapes):
+                    b, h, s, d = shape
+                    q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
+                    rows = _sample_rows(s, cfg.seed + rnd)
+                    want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
+                    slot = acc[shape]
+                    before = gpu_state()
 
-                def helios_side() -> None:
-                    est = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=2, warmup=1,
-                                             variant=chosen[shape], inputs=(q, k, v))
-                    w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                    dev.reset_telemetry()
-                    t = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=cfg.iters, warmup=w,
-                                           variant=chosen[shape], inputs=(q, k, v), flush_bytes=flush)
-                    slot["hw"].append(w)
-                    slot["h"].append(t.samples_ms)
-                    slot["hb"].append(t.batch_ms)
-                    slot["tel"] = t.telemetry
-                    slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
+                    def helios_side() -> None:
+                        est = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=2, warmup=1,
+                                                 variant=chosen[shape], inputs=(q, k, v))
+                        w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+                        dev.reset_telemetry()
+                        t = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=cfg.iters, warmup=w,
+                                               variant=chosen[shape], inputs=(q, k, v), flush_bytes=flush)
+                        slot["hw"].append(w)
+                        slot["h"].append(t.samples_ms)
+                        slot["hb"].append(t.batch_ms)
+                        slot["tel"] = t.telemetry
+                        slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
 
-                def ref_side() -> None:
-                    for be in backends:
-                        if be in slot["err"]:
-                            continue
-                        est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
-                                      iters=2, warmup=1)
-                        if est.timing is None:
-                            slot["err"][be] = est.error
-                            log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
-                            continue
-                        w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                        r = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
-                                    iters=cfg.iters, warmup=w, flush_bytes=flush)
-                        if r.timing is None:
-                            slot["err"][be] = r.error
-                            continue
-                        slot["r"][be].append(r.timing.samples_ms)
-                        slot["rb"][be].append(r.timing.batch_ms)
-                        slot["mode"][be] = r.timing.batch_mode
-                        slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
+                    def ref_side() -> None:
+                        for be in backends:
+                            if be in slot["err"]:
+                                continue
+                            est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
+                                          iters=2, warmup=1)
+                            if est.timing is None:
+                                slot["err"][be] = est.error
+                                log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
+                                continue
+                            w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                            r = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
+                                        iters=cfg.iters, warmup=w, flush_bytes=flush)
+                            if r.timing is None:
+                                slot["err"][be] = r.error
+                                continue
+                            slot["r"][be].append(r.timing.samples_ms)
+                            slot["rb"][be].append(r.timing.batch_ms)
+                            slot["mode"][be] = r.timing.batch_mode
+                            slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
 
-                for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
-                    side()
-                slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
-                bar.step(f"{shape_label(shape, cfg.causal)} round {rnd + 1}/{cfg.repeats}")
-        result["rows"] = [_row(s, acc[s], chosen[s], cfg.causal, ref) for s in cfg.shapes]
+                    for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                        side()
+                    slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
+                    bar.step(f"{shape_label(shape, cfg.causal)} round {rnd + 1}/{cfg.repeats}")
+        except KeyboardInterrupt:   # keep what was measured: whole rounds, marked interrupted
+            result["status"], result["failure"] = "interrupted", INTERRUPTED
+        finally:
+            bar.close()
+        done = [shape for shape in cfg.shapes if keep_complete_rounds(acc[shape])]
+        result["rows"] = [_row(s, acc[s], chosen[s], cfg.causal, ref) for s in done]
         bad = [r["shape"] for r in result["rows"] if not r["valid"]]
-        if bad:
+        if bad and result["status"] == "ok":
             result["status"] = "failed"
             result["failure"] = f"output check failed for {', '.join(bad)}"
     return result
@@ -312,8 +325,8 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
     return {
         "shape": shape_label(shape, causal), "batch": b, "heads": h, "seq": sq, "head_dim": d, "causal": causal,
         "heliosMs": hmed if valid else None,
-        "heliosTflops": flops / (hmed * 1e-3) / 1e12 if valid else None,
-        "cudaMs": cuda_ms, "cudaTflops": flops / (cuda_ms * 1e-3) / 1e12 if cuda_ms else None,
+        "heliosTflops": tflops(flops, hmed) if valid else None,
+        **reference_fields(ref.is_cuda, cuda_ms, flops),
         "cudaBackend": best,
         "speedup": cuda_ms / hmed if valid and cuda_ms else None,
         "speedup_ci95": list(ci) if ci else None,
@@ -344,8 +357,7 @@ def attention_markdown(result: dict) -> str:
         lines += [f"**FAILED**: {result.get('failure')}", ""]
     backends = result.get("backends", [])
 
-    def f(x, p=4):
-        return "-" if x is None else f"{x:.{p}f}"
+    f = fmt_ms
     lines.append("| B x H x S x d | helios ms | TFLOP/s | " + " | ".join(f"{b} ms" for b in backends)
                  + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |")
     lines.append("|---" * (9 + len(backends)) + "|")
@@ -354,12 +366,13 @@ def attention_markdown(result: dict) -> str:
         for be in backends:
             x = r["backends"].get(be, {})
             cells.append(f(x["median_ms"]) if x.get("available") and x.get("valid") else "n/a")
-        ratio = r["heliosMs"] / r["cudaMs"] if r["heliosMs"] and r["cudaMs"] else None
+        ref_ms = reference_ms(r)
+        ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
         flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
                                          ("low_clock", r.get("low_clock"))) if on)
         hh = r["helios"]
-        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {f(r['heliosTflops'], 1)} | " + " | ".join(cells)
-                     + f" | {r['cudaBackend'] or '-'} | {f(ratio, 2)} | {f(hh['bandwidth_gbs'], 0)} | "
+        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | " + " | ".join(cells)
+                     + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {f(hh['bandwidth_gbs']).split('.')[0]} | "
                      f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |")
     if result.get("rows"):
         lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]

@@ -15,8 +15,8 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from .attention import random_qkv, reference_attention
-from .check import check_close
+from ..attention import random_qkv, reference_attention
+from ..check import check_close
 from .fuzz import random_dim
 
 SEED003_MATRIX = [(b, h, s, 64) for s in (448, 512, 640) for b in (16, 32, 48) for h in (4, 8, 16)]
@@ -78,7 +78,7 @@ def _random_case(rng: np.random.Generator, max_seq: int,
 def attention_fuzz(dev, n: int, seed: int, *, matrix: bool = True, variant: Optional[str] = None,
                    oracle: Optional[SdpaOracle] = None, max_seq: int = 300, atol: float = 0.02,
                    rtol: float = 0.01) -> Iterator[AttnCase]:
-    from . import _helios
+    from .. import _helios
     rng = np.random.default_rng(seed)
     dims = HEAD_DIMS
     if variant:   # one variant: the head dims it takes (UnsupportedError if none of the fuzz's)

@@ -20,22 +20,19 @@ throughput_tokens_per_sec (tokens / p50), peak_memory_bytes, TF/s.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import platform
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
-from .bench import _git
-from .check import ATOL, RTOL, check_close
-from .device import Device, warmup_launches
-from .gemm import gelu_tanh
+from ..check import ATOL, RTOL, check_close
+from ..device import Device, warmup_launches
+from ..gemm import gelu_tanh
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from .results import SUITE_SCHEMA, provenance
 
-SCHEMA = "helios-suite/1"
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
 WARMUP_MS = 200.0   # at least this much GPU work before timing, as helios bench (clocks ramp)
@@ -130,7 +127,7 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     y = ch.matmul(h, w2, bias=b2)
     ch.run()
     row["check"] = gate(y.numpy(), wl, cfg)
-    row["variants"] = list(ch._variants)
+    row["variants"] = ch.variants
     if not row["check"]["passed"]:
         row["status"] = "check failed"
         return row
@@ -193,7 +190,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
     torch.backends.cuda.matmul.allow_tf32 = False
     index = torch.cuda.current_device()
     if uuid is not None:   # the GPU Helios runs on, never another one
-        from .reference import torch_index_for_uuid
+        from .references import torch_index_for_uuid
         found = torch_index_for_uuid(torch, uuid)
         if found is None:
             row["status"] = f"skipped: no CUDA device matches the Vulkan device (UUID {uuid})"
@@ -265,15 +262,12 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
             or cfg.hidden < 1:
         raise ValueError("need iters >= 1, warmup >= 0, tokens >= 1, d_model >= 1, hidden >= 1")
     result: dict = {
-        "schema": SCHEMA, "suite": "mlp", "tag": cfg.tag, "status": "ok",
-        "timestamp": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "schema": SUITE_SCHEMA, "suite": "mlp", "tag": cfg.tag, "status": "ok", **provenance(),
         "workload": {"formula": "y = gelu_tanh(x @ W1 + b1) @ W2 + b2", "d_model": cfg.d_model,
                      "hidden": cfg.hidden, "dtype": "float16", "accumulate": "float32",
                      "hidden_activation_dtype": "float16"},
         "iters": cfg.iters, "warmup": cfg.warmup, "seed": cfg.seed, "atol": cfg.atol, "rtol": cfg.rtol,
-        "command": cfg.command, "git": _git(),
-        "host": {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version(),
-                 "numpy": np.__version__},
+        "command": cfg.command,
         "rows": [],
     }
     with Device(cfg.device) as dev:

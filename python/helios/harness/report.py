@@ -10,44 +10,71 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from .jsonfile import read_object
+from ..jsonio import read_object
+from ..optional import require
+from .results import (
+    BENCH_SCHEMA,
+    SUITE_SCHEMA,
+    SWEEP_SCHEMAS,
+    TIME_SCHEMA,
+    commit_label,
+    md_cell,
+    reference_ms,
+    reference_tflops,
+    shape_flops,
+)
 
 PARITY = 1.25   # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
 
-def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
-    """(bench results, sweeps); each dict gets a `_path`. Other schemas are an error."""
-    benches, sweeps = [], []
+def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(bench-like results, sweeps, suites); each dict gets a `_path`. Bench-like:
+    helios-bench/1 (matmul and attention) and helios-time/1 (its rows given the
+    bench rows' shape). Any other schema is a ValueError naming the file."""
+    benches, sweeps, suites = [], [], []
     for p in paths:
         d = read_object(p)
         if not isinstance(d.get("rows", []), list) or not all(isinstance(r, dict) for r in d.get("rows", [])):
             raise ValueError(f"{p}: 'rows' must be a list of objects")
         d["_path"] = p
-        if d.get("schema") == "helios-bench/1":
+        schema = d.get("schema")
+        if schema == BENCH_SCHEMA:
             benches.append(d)
-        elif d.get("schema") in ("helios-sweep/1", "helios-sweep/2"):
+        elif schema == TIME_SCHEMA:
+            benches.append(_time_as_bench(d))
+        elif schema in SWEEP_SCHEMAS:
             sweeps.append(d)
+        elif schema == SUITE_SCHEMA:
+            suites.append(d)
         else:
-            raise ValueError(f"{p}: schema {d.get('schema')!r} is neither helios-bench/1 nor "
-                             f"helios-sweep/1 or /2")
+            raise ValueError(f"{p}: schema {md_cell(schema)!r} is none of {BENCH_SCHEMA}, {TIME_SCHEMA}, "
+                             f"{SUITE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}")
+    return benches, sweeps, suites
+
+
+def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
+    """(bench-like results, sweeps) of load_all; suite files are refused here."""
+    benches, sweeps, suites = load_all(paths)
+    if suites:
+        raise ValueError(f"{suites[0]['_path']}: a {SUITE_SCHEMA} file; use load_all")
     return benches, sweeps
 
 
+def _time_as_bench(d: dict) -> dict:
+    """helios time's rows in the bench rows' shape (one round of samples a side)."""
+    rows = []
+    for r in d.get("rows", []):
+        rows.append({**r, "valid": r.get("heliosMs") is not None, "throttled": False,
+                     "helios": {"round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
+                                "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else []},
+                     "cuda": {"batch_ms": []}})
+    return dict(d, rows=rows, helios=d.get("device") or {})
+
+
 def _label(d: dict) -> str:
-    commit = (d.get("git") or {}).get("commit") or "?"
-    return f"{os.path.basename(d['_path'])} ({commit[:7]}, vs {d.get('reference')})"
+    return f"{md_cell(os.path.basename(d['_path']))} ({commit_label(d)}, vs {md_cell(d.get('reference'))})"
 
 
-def _flops(shape: str) -> float:
-    """2*M*N*K for a product 'MxNxK'; 4*B*H*S^2*d for attention 'BxHxSxd' (halved
-    for '-causal')."""
-    base, _, mask = shape.partition("-")
-    dims = [int(x) for x in base.split("x")]
-    if len(dims) == 4:
-        b, h, sq, d = dims
-        return 4.0 * b * h * sq * sq * d / (2 if mask == "causal" else 1)
-    m, n, k = dims
-    return 2.0 * m * n * k
 
 
 def summary_rows(benches: list[dict]) -> list[dict]:
@@ -57,9 +84,10 @@ def summary_rows(benches: list[dict]) -> list[dict]:
         for r in d.get("rows", []):
             hm = r["helios"]["round_medians_ms"]
             out.append({
-                "file": _label(d), "shape": r["shape"], "helios_ms": r["heliosMs"], "ref_ms": r["cudaMs"],
-                "ratio": (r["heliosMs"] / r["cudaMs"]) if r["heliosMs"] else None,
-                "helios_tflops": r["heliosTflops"], "ref_tflops": r["cudaTflops"],
+                "file": _label(d), "shape": md_cell(r["shape"]), "helios_ms": r["heliosMs"],
+                "ref_ms": reference_ms(r),
+                "ratio": (r["heliosMs"] / reference_ms(r)) if r["heliosMs"] and reference_ms(r) else None,
+                "helios_tflops": r["heliosTflops"], "ref_tflops": reference_tflops(r),
                 "helios_batch_ms": float(np.median(r["helios"]["batch_ms"])) if r["helios"]["batch_ms"] else None,
                 "ref_batch_ms": (float(np.median([x for x in r["cuda"]["batch_ms"] if x is not None]))
                                  if any(x is not None for x in r["cuda"]["batch_ms"]) else None),
@@ -93,7 +121,7 @@ def table(benches: list[dict], *, markdown: bool = True) -> str:
 
 # ---- figures -----------------------------------------------------------------
 def _plt():
-    import matplotlib
+    matplotlib = require("matplotlib", "figures (helios report --png, the notebook)")
     if not os.environ.get("MPLBACKEND"):
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
@@ -102,7 +130,7 @@ def _plt():
 
 def _shapes(benches: list[dict]) -> list[str]:
     shapes = {r["shape"] for d in benches for r in d.get("rows", [])}
-    return sorted(shapes, key=_flops)
+    return sorted(shapes, key=shape_flops)
 
 
 def _per_shape(benches: list[dict], ax, series, ylabel: str, title: str):
@@ -128,7 +156,7 @@ def plot_tflops(benches: list[dict], ax=None):
     """TFLOP/s vs shape for Helios and the reference of each file."""
     ax = _per_shape(benches, ax, [
         (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
-        (lambda d: f"{d.get('reference')}: {_label(d)}", lambda r: r["cudaTflops"], "s--")],
+        (lambda d: f"{d.get('reference')}: {_label(d)}", reference_tflops, "s--")],
         "TFLOP/s (median)", "Throughput by shape")
     ax.legend(fontsize=7)
     return ax
@@ -150,7 +178,7 @@ def plot_attention(result: dict, ax=None):
                 ys.append(r["heliosTflops"] or np.nan)
             else:
                 b = r["backends"].get(side, {})
-                ys.append(_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
+                ys.append(shape_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
                           if b.get("available") and b.get("valid") else np.nan)
         ax.bar(x + (i - (len(sides) - 1) / 2) * width, ys, width,
                label="Helios" if side == "helios" else f"SDPA {side}")
@@ -165,7 +193,7 @@ def plot_attention(result: dict, ax=None):
 def plot_ratio(benches: list[dict], ax=None):
     """Helios time / reference time per shape, against the 1.25x parity line."""
     ax = _per_shape(benches, ax, [
-        (_label, lambda r: r["heliosMs"] / r["cudaMs"] if r["heliosMs"] else None, "o-")],
+        (_label, lambda r: r["heliosMs"] / reference_ms(r) if r["heliosMs"] and reference_ms(r) else None, "o-")],
         "Helios time / reference time", "Distance to parity (lower is better)")
     ax.axhline(PARITY, color="red", ls="--", label=f"parity target ({PARITY}x)")
     ax.axhline(1.0, color="gray", ls=":")
@@ -278,10 +306,13 @@ def _sweep2_summary(s: dict) -> str:
 
 
 def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] = None) -> str:
-    benches, sweeps = load(paths)
+    benches, sweeps, suites = load_all(paths)
     parts = []
     if benches:
         parts.append(table(benches, markdown=markdown))
+    for s in suites:
+        from .suite import suite_markdown
+        parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + suite_markdown(s).rstrip())
     for s in sweeps:
         if s.get("schema") == "helios-sweep/2":
             parts.append(_sweep2_summary(s))

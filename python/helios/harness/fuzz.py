@@ -6,8 +6,8 @@ from typing import Optional
 
 import numpy as np
 
-from .check import check_close, reference_matmul
-from .device import Device
+from ..check import check_close, reference_matmul
+from ..device import Device
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
 # fp16 accumulators cannot meet the gate on random normals (docs/perf-notes.md). They

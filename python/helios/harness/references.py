@@ -176,7 +176,7 @@ class CublasReference(Reference):
     def __init__(self, uuid: Optional[str] = None) -> None:
         """Runs on CUDA device 0 of this process; with uuid, refuses (DeviceMismatch)
         unless that is the Vulkan device."""
-        from . import _cublas   # ImportError where the CUDA toolkit was absent at build time
+        from .. import _cublas  # ImportError where the CUDA toolkit was absent at build time
         self.mod = _cublas
         self.info = _cublas.info()
         if uuid is not None and bare_uuid(self.info.get("uuid", "")) != bare_uuid(uuid):

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .compare import CompareError, compare
+from .results import FLEET_SCHEMA, reference_ms
 
-SCHEMA = "helios-fleet/1"
+SCHEMA = FLEET_SCHEMA
 NVIDIA = 0x10DE
 
 
@@ -111,8 +112,8 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
                 continue
             s = shapes.setdefault(row["shape"], {"shape": row["shape"], "gpus": []})
             s["gpus"].append({"gpu": label, "uuid": res.get("helios", {}).get("uuid"),
-                              "helios_ms": row["heliosMs"], "cuda_ms": row.get("cudaMs"),
-                              "ratio": (row["heliosMs"] / row["cudaMs"]) if row.get("cudaMs") else None,
+                              "helios_ms": row["heliosMs"], "cuda_ms": reference_ms(row),
+                              "ratio": (row["heliosMs"] / reference_ms(row)) if reference_ms(row) else None,
                               "throttled": row.get("throttled"), "low_clock": row.get("low_clock"),
                               "state": _state(row)})
     for shape, s in shapes.items():
@@ -166,7 +167,7 @@ def gpu_label(res: dict, fallback: str) -> str:
 
 
 def load_results(paths: Sequence[str]) -> list[tuple[str, dict]]:
-    from .jsonfile import read_object
+    from ..jsonio import read_object
     return [(p, read_object(p, "a helios-bench result")) for p in paths]
 
 

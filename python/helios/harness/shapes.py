@@ -14,11 +14,16 @@ NAMED_SETS: dict[str, list[tuple[int, int, int]]] = {
 }
 
 
+MAX_DIM = 2**32 - 1   # kernels index rows and columns with 32 bits
+
+
 def parse_shape(s: str) -> tuple[int, int, int]:
     parts = s.strip().lower().split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise ValueError(f"bad shape {s!r}: expected MxNxK with positive integers, e.g. 2048x2048x2048")
     m, n, k = (int(p) for p in parts)
+    if max(m, n, k) > MAX_DIM:
+        raise ValueError(f"bad shape {s!r}: dimensions above {MAX_DIM} cannot be indexed by the kernels")
     return m, n, k
 
 

@@ -37,14 +37,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .jsonfile import read_object
+from ..jsonio import read_object
+from ..optional import require
+from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell
 
 NOISE = 0.02       # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
 MAX_MDE = 0.05     # SAME needs a test that could have seen a 5% change
 LEVEL = 0.95
 POWER = 0.80
-SCHEMA = "helios-bench/1"
+COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
 
 
 class CompareError(ValueError):
@@ -78,6 +80,7 @@ class ShapeVerdict:
     old: SideNoise
     new: SideNoise
     verdict: str
+    assumed_noise: bool = False  # a side had one run: its run-to-run noise was assumed, not measured
 
     @property
     def pct(self) -> float:
@@ -121,7 +124,7 @@ def side_noise(runs: Sequence[Sequence[float]], medians_ms: Sequence[float], sam
 def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: float = MAX_MDE,
              level: float = LEVEL) -> tuple[str, float, tuple[float, float], float, float]:
     """(verdict, ratio, ratio CI, p, MDE) from the two sides' noise models."""
-    from scipy import stats
+    stats = require("scipy.stats", "helios compare (Student t intervals)")
     d = new.level - old.level
     if math.isinf(old.df) or math.isinf(new.df):
         se, df = math.sqrt(old.var + new.var), math.inf
@@ -159,21 +162,52 @@ def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: f
 
 
 def load(path: str) -> dict:
-    """A helios-bench/1 result, validated far enough to compare (CompareError otherwise)."""
+    """A result file in the common comparable form (rows of ``shape``, ``valid``
+    and ``helios.samples_ms`` rounds; the device under ``helios``), validated far
+    enough to compare (CompareError otherwise). Reads every workload's results:
+    helios-bench/1 (matmul and attention), helios-time/1 and helios-suite/1 (one
+    row per adapter and token count, labelled ADAPTER@TOKENS)."""
     try:
-        data = read_object(path, "a helios-bench/1 result")
+        data = read_object(path, "a helios result")
     except ValueError as e:
         raise CompareError(str(e)) from None
-    if data.get("schema") != SCHEMA:
-        raise CompareError(f"{path}: schema is {data.get('schema')!r}, expected {SCHEMA!r}")
-    if data.get("status") != "ok":
+    schema = data.get("schema")
+    if schema not in COMPARABLE:
+        raise CompareError(f"{path}: schema is {schema!r}; helios compare reads {', '.join(COMPARABLE)}")
+    if data.get("status", "ok") not in ("ok", "interrupted"):
         raise CompareError(f"{path}: the run failed ({data.get('failure')}); it has no valid timings")
     rows = data.get("rows")
     if not isinstance(rows, list):
         raise CompareError(f"{path}: 'rows' must be a list")
-    for i, row in enumerate(rows):
+    if schema == TIME_SCHEMA:
+        data = dict(data, helios=data.get("device") if isinstance(data.get("device"), dict) else {},
+                    rows=[_time_row(r) for r in rows])
+    elif schema == SUITE_SCHEMA:
+        data = dict(data, rows=[_suite_row(r) for r in rows])
+    for i, row in enumerate(data["rows"]):
         _check_row(path, i, row)
+    dev = data.get("helios")
+    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
+        raise CompareError(f"{path}: names no device (no 'helios' block with a 'name'); cannot tell "
+                           f"whether it compares with the other side")
     return data
+
+
+def _time_row(row: Any) -> Any:
+    """helios time: one round of per-launch samples per shape."""
+    if not isinstance(row, dict):
+        return row
+    samples = row.get("heliosSamplesMs")
+    return {"shape": row.get("shape"), "valid": samples is not None, "helios": {"samples_ms": [samples]}}
+
+
+def _suite_row(row: Any) -> Any:
+    """helios suite: each adapter at each token count is one comparable line."""
+    if not isinstance(row, dict):
+        return row
+    label = f"{row.get('adapter')}@{row.get('tokens')}"
+    ok = row.get("status") == "ok" and row.get("samples_ms") is not None
+    return {"shape": label, "valid": ok, "helios": {"samples_ms": [row.get("samples_ms")]}}
 
 
 def _positive_finite(x: Any) -> bool:
@@ -232,7 +266,7 @@ def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
     keys = {_device_key(d) for d in old + new}
     if len(keys) > 1 and not ignore_device:
         raise CompareError("results come from different devices or drivers: "
-                           + "; ".join(f"{n} (driver {v})" for n, v in sorted(keys, key=str))
+                           + "; ".join(f"{md_cell(n)} (driver {md_cell(v)})" for n, v in sorted(keys, key=str))
                            + " (use --ignore-device to compare anyway)")
     so, sn = _side(old), _side(new)
     out = []
@@ -243,7 +277,12 @@ def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
         o = side_noise(runs_o, meds_o, n_o, run_noise)
         n = side_noise(runs_n, meds_n, n_n, run_noise)
         verdict, ratio, ci, p, mde = classify(o, n, level=level)
-        out.append(ShapeVerdict(shape, o.median_ms, n.median_ms, ratio, ci, p, mde, o, n, verdict))
+        assumed = math.isinf(o.df) or math.isinf(n.df)
+        if assumed and verdict in ("SLOWER", "FASTER"):
+            # With one run a side the between-run noise was assumed (--run-noise), not
+            # measured: a verdict that could fail CI needs it measured (--runs 3).
+            verdict = "INCONCLUSIVE"
+        out.append(ShapeVerdict(shape, o.median_ms, n.median_ms, ratio, ci, p, mde, o, n, verdict, assumed))
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
     return out
@@ -256,14 +295,15 @@ def exit_status(verdicts: list[ShapeVerdict], fail_on_regression: float | None =
     return 1 if any(v.verdict == "SLOWER" and v.pct > limit for v in verdicts) else 0
 
 
-def _gpu_label(d: dict) -> str:
+def device_label(d: dict) -> str:
     name = (d.get("helios", {}).get("name") or "GPU").replace("NVIDIA ", "")
     return name.split()[0]
 
 
 def _shape_label(shape: str) -> str:
-    m, n, k = shape.split("x")
-    return m if m == n == k else shape
+    """A cube's edge ('2048' for 2048x2048x2048), else the label as it is."""
+    dims = shape.split("x")
+    return dims[0] if len(dims) == 3 and len(set(dims)) == 1 else shape
 
 
 def commit_line(verdicts: list[ShapeVerdict], gpu: str, summary: str = "<change summary>") -> str:
@@ -284,10 +324,12 @@ def table(verdicts: list[ShapeVerdict]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in verdicts:
         why = ""
-        if v.verdict == "SAME":
+        if v.verdict == "INCONCLUSIVE" and v.assumed_noise and abs(v.pct) > NOISE * 100:
+            why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
+        elif v.verdict == "SAME":
             why = (f" (within the {NOISE:.0%} floor)" if abs(v.pct) <= NOISE * 100
                    else f" (< MDE {v.mde:.1%} at this noise)")
-        lines.append(f"| {v.shape} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
+        lines.append(f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
                      f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
                      f"{v.old.runs}x{v.old.rounds} / {v.new.runs}x{v.new.rounds} | "
                      f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "

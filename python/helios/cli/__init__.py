@@ -1,0 +1,83 @@
+"""The `helios` command line: one module per command (helios/cli/<command>.py),
+each registering its parser; this module holds the top parser, the device
+flags every command shares and the exit-status policy."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from .. import _helios
+from ..optional import MissingDependencyError
+from . import bench, check, compare, info, report, suite, timing, tune
+from .common import EXIT_CODES, UsageError, version_line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="helios", epilog=EXIT_CODES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Vulkan cooperative-matrix matmul, "
+                                "measured against CUDA.")
+    p.add_argument("--device", type=int, default=None,
+                   help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)")
+    p.add_argument("--disable-coop", action="store_true",
+                   help="use the scalar path only (like HELIOS_DISABLE_COOP=1)")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of an internal error (also HELIOS_DEBUG=1)")
+    p.add_argument("--version", action="version", version=version_line(),
+                   help="print Helios's version and the commit its engine was built from")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    for command in (info, timing, bench, compare, check, tune, suite, report):
+        command.register(sub)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run one command; returns the exit status (EXIT_CODES). Every failure is one
+    line on stderr naming the command; a traceback only with --debug or
+    HELIOS_DEBUG=1."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else None
+    where = f"helios {args.command}"
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted before any result was complete; nothing written", file=sys.stderr)
+        return 130
+    except BrokenPipeError:   # the reader went away (`helios info --json | head -1`): not an error of ours
+        _quiet_stdout()
+        return 141
+    except _helios.NoDeviceError as e:
+        print(f"{where}: no Vulkan device: {e}", file=sys.stderr)
+        return 2
+    except MissingDependencyError as e:
+        print(f"{where}: {e}", file=sys.stderr)
+        return 2
+    except UsageError as e:
+        print(f"{where}: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, _helios.UnsupportedError, _helios.DeviceMemoryError) as e:
+        print(f"{where}: error: {e}", file=sys.stderr)   # a request this input or device cannot serve
+        return 2
+    except _helios.HeliosError as e:
+        print(f"{where}: device failure: {e}", file=sys.stderr)
+        return 3
+    except Exception as e:   # a bug of ours: never exit 1, which means a failed gate or a regression
+        if args.debug or os.environ.get("HELIOS_DEBUG", "").strip() not in ("", "0"):
+            raise
+        print(f"{where}: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 2
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final
+    flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

@@ -1,0 +1,187 @@
+"""`helios bench`: the CUDA-parity protocol for the matmul and attention workloads, on one GPU or each of several."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..check import ATOL, RTOL
+from ..harness.shapes import parse_shapes
+from .common import (
+    UsageError,
+    child_argv,
+    finite_float,
+    flag_value,
+    launches,
+    nonneg_int,
+    open_device,
+    out_paths,
+    parse_bool,
+    positive_int,
+    run_and_emit,
+    shape_arg,
+    warmup_count,
+    write_atomic,
+)
+
+
+def cmd_bench_devices(args: argparse.Namespace) -> int:
+    """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
+    from ..device import identities
+    from ..harness.fleet import device_indices, fleet_markdown, run_devices, summarize
+    if not args.out:
+        raise UsageError("--devices needs --out FILE.json: the fleet summary; each device's result "
+                         "is written beside it as FILE-dev<i>.json")
+    out = out_paths(args.out, args.force)
+    infos = identities()
+    indices = device_indices(args.devices, infos)
+    argv, child = child_argv(args, "bench", ["--devices", "--devices-serial", "--out", "--force"])
+    entries = run_devices(child, indices, infos, out[0].with_suffix(""), args.devices_serial)
+    results, labels = [], []
+    for e in entries:
+        path = Path(e["file"])
+        if path.exists():
+            res = json.loads(path.read_text(encoding="utf-8"))
+            results.append(res)
+            labels.append(f"dev{e['index']} {res.get('helios', {}).get('pci_bus_id') or e['uuid'][:8]}")
+    summary = summarize(results, labels)
+    summary.update(devices=entries, serial=bool(args.devices_serial), command=["helios"] + argv,
+                   host=__import__("platform").node())
+    table = fleet_markdown(summary) if results else "no device produced a result\n"
+    print(table, end="")
+    write_atomic(out[0], json.dumps(summary, indent=1))
+    write_atomic(out[1], table)
+    print(f"wrote {out[0]} and {out[1]}")
+    rcs = [e["rc"] for e in entries]
+    for e in entries:
+        if e["rc"]:
+            print(f"helios: device {e['index']} exited {e['rc']} (log: {e['log']})", file=sys.stderr)
+    return 3 if 3 in rcs else 2 if 2 in rcs else 1 if any(rcs) else 0
+
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..harness.matmul_bench import BenchConfig, markdown, run_bench
+    if args.suite != "cuda":
+        print(f"helios: error: unknown suite {args.suite!r} (only 'cuda')", file=sys.stderr)
+        return 1
+    if args.devices:
+        return cmd_bench_devices(args)
+    if args.workload == "attention":
+        return cmd_bench_attention(args)
+    if args.causal or args.sdpa_backends is not None:
+        raise UsageError("--causal and --sdpa-backends belong to --workload=attention")
+    if args.ref == "sdpa":
+        raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, "
+                         "cublas or numpy")
+    if args.shapes is None:
+        args.shapes = "canonical"
+    variant = None if args.variant in (None, "matmul", "default") else args.variant
+    if args.out and "{" in args.out:   # {host}, {uuid}, {rank}, {local_rank}
+        from ..launcher import expand_out, launcher_info
+        with open_device(args) as d:
+            uuid = d.info["uuid"]
+        args.out = expand_out(args.out, uuid, launcher_info())
+    out = out_paths(args.out, args.force)
+    cfg = BenchConfig(shapes=flag_value("--shapes", parse_shapes, args.shapes), iters=args.iters, warmup=args.warmup,
+                      dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
+                      atol=args.atol, rtol=args.rtol, repeats=args.repeats, runs=args.runs,
+                      flush_l2=args.flush_l2,
+                      warmup_ms=args.warmup_ms,
+                      ref=args.ref, seed=args.seed, device=args.device,
+                      command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    return run_and_emit(lambda: run_bench(cfg, log=print), markdown, out)
+
+
+
+def cmd_bench_attention(args: argparse.Namespace) -> int:
+    from ..harness.attention_bench import (
+        AttnBenchConfig,
+        attention_markdown,
+        parse_attention_shapes,
+        run_attention_bench,
+    )
+    from ..harness.sdpa import BACKENDS
+    if args.ref in ("torch", "cublas"):
+        raise UsageError(f"--ref={args.ref} is a matmul reference; attention takes auto, sdpa or numpy")
+    backends = tuple(b.strip() for b in (args.sdpa_backends or ",".join(BACKENDS)).split(",") if b.strip())
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        raise UsageError(f"--sdpa-backends: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(BACKENDS)}")
+    variant = None if args.variant in (None, "matmul", "default", "auto") else args.variant
+    out = out_paths(args.out, args.force)
+    cfg = AttnBenchConfig(shapes=flag_value("--shapes", parse_attention_shapes, args.shapes or "seed004,seed003,long"),
+                          causal=args.causal, iters=args.iters, warmup=args.warmup, warmup_ms=args.warmup_ms,
+                          variant=variant, check=args.check, atol=args.atol, rtol=args.rtol,
+                          repeats=args.repeats, flush_l2=args.flush_l2, ref=args.ref, backends=backends,
+                          seed=args.seed, device=args.device,
+                          command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    return run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
+
+
+
+def register(sub: Any) -> None:
+    pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
+                        "and a reference, statistics, JSON (the seeds' `alpha bench --suite=cuda`)")
+    pb.add_argument("--suite", default="cuda", choices=["cuda"], help="benchmark suite; only 'cuda' (Helios vs a reference)")
+    pb.add_argument("--workload", default="matmul", choices=["matmul", "attention"],
+                    help="matmul (default), or attention: seeds 003/004's suite, Helios's flash-attention "
+                         "forward vs every torch SDPA backend")
+    pb.add_argument("--shapes", default=None,
+                    help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
+                         "large (4096/8192), llm (transformer projections), small; default canonical. "
+                         "attention: BxHxSxd and/or sets seed004 (S=128..256), seed003 (32x8x512x64), "
+                         "anchor (the ggml anchor table), long (S=2048..8192, d=128), small; default "
+                         "seed004,seed003,long")
+    pb.add_argument("--causal", action="store_true",
+                    help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)")
+    pb.add_argument("--sdpa-backends", dest="sdpa_backends", default=None,
+                    help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
+                         "math (default all; one that refuses a shape is recorded as unavailable)")
+    pb.add_argument("--iters", type=launches, default=100, help="timed iterations per side, shape and round (default 100)")
+    pb.add_argument("--warmup", type=warmup_count, default=10,
+                    help="untimed warm-up launches before them, at least (default 10)")
+    pb.add_argument("--warmup-ms", "--warmupMs", dest="warmup_ms", type=finite_float(), default=200.0,
+                    help="and at least this many ms of GPU work of warm-up, so an idle GPU's clocks "
+                         "ramp up first; the launches used are recorded per row (default 200)")
+    pb.add_argument("--dtype", default="float16", choices=["float16"],
+                    help="input dtype (float16; bf16 inputs are not implemented yet)")
+    pb.add_argument("--variant", "--heliosVariant", dest="variant", default="matmul",
+                    help="'matmul' or 'auto' (per shape: the `helios tune` pick for its bucket, else "
+                         "the built-in default for the shape) or one variant string from "
+                         "`helios info --json` for every shape")
+    pb.add_argument("--check", type=parse_bool, nargs="?", const=True, default=True,
+                    help="gate the run on the check shape and check every timed output "
+                         "(default true; --check=false gives results marked untrusted)")
+    pb.add_argument("--check-shape", "--checkShape", dest="check_shape", type=shape_arg,
+                    default=(384, 384, 384), help="shape of the gate (default 384x384x384)")
+    pb.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
+    pb.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"gate relative tolerance (default {RTOL})")
+    pb.add_argument("--repeats", type=positive_int, default=1,
+                    help="rounds; each round times every shape on both sides, alternating which "
+                         "goes first (default 1)")
+    pb.add_argument("--flush-l2", "--flushL2", dest="flush_l2", action="store_true",
+                    help="cold mode: overwrite 256 MiB before each sample, outside the timed region")
+    pb.add_argument("--ref", default="auto", choices=["auto", "torch", "cublas", "numpy", "sdpa"],
+                    help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
+                         "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
+                         "(torch SDPA) or numpy; auto = sdpa, else numpy")
+    pb.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
+    pb.add_argument("--runs", type=positive_int, default=1,
+                    help="independent runs in one invocation (the seeds' '3 runs' protocol): each "
+                         "with its own clock ramp and warm-up, recorded per round "
+                         "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)")
+    pb.add_argument("--out", default=None,
+                    help="write the helios-bench/1 JSON to this .json file, and the markdown table "
+                         "beside it (.md); checked before anything is timed, written atomically")
+    pb.add_argument("--force", action="store_true", help="replace existing --out files")
+    pb.add_argument("--devices", default=None, metavar="all|I,J,...",
+                    help="one independent bench per Vulkan GPU ('all': every hardware GPU), run "
+                         "concurrently, each pinned to its GPU (--device, and CUDA_VISIBLE_DEVICES by "
+                         "UUID on NVIDIA); --out names the fleet summary, per-device results beside it")
+    pb.add_argument("--devices-serial", dest="devices_serial", action="store_true",
+                    help="with --devices: one GPU after another instead of all at once")
+    pb.set_defaults(func=cmd_bench, argv=None)

@@ -1,0 +1,283 @@
+"""What every command shares: argument types, the exit-status policy, --out
+handling (checked before work, written atomically) and opening the device."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from .. import _helios
+from ..device import Device
+from ..harness.shapes import parse_shape
+
+
+def parse_bool(s: str) -> bool:
+    v = s.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
+
+
+
+def positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+
+def nonneg_int(s: str) -> int:
+    """An integer >= 0 (seeds, warm-up counts)."""
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
+def launches(s: str) -> int:
+    """A launch count: 1..MAX_LAUNCHES (the engine's limit per call)."""
+    v = positive_int(s)
+    if v > _helios.MAX_LAUNCHES:
+        raise argparse.ArgumentTypeError(f"at most {_helios.MAX_LAUNCHES}, got {v}")
+    return v
+
+
+def warmup_count(s: str) -> int:
+    """A warm-up count: 0..MAX_LAUNCHES."""
+    v = nonneg_int(s)
+    if v > _helios.MAX_LAUNCHES:
+        raise argparse.ArgumentTypeError(f"at most {_helios.MAX_LAUNCHES}, got {v}")
+    return v
+
+
+def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in [lo, hi] ([lo, hi) with hi_open);
+    NaN and infinities are refused (they would end up in the JSON)."""
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
+        if v < lo or v > hi or (hi_open and v >= hi):
+            top = "" if math.isinf(hi) else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
+            raise argparse.ArgumentTypeError(f"expected a number >= {lo:g}{top}, got {s!r}")
+        return v
+    parse.__name__ = "number"
+    return parse
+
+
+def flag_value(flag: str, parse: Callable[[str], Any], text: str) -> Any:
+    """parse(text), with a ValueError turned into a UsageError naming the flag."""
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
+
+
+def shape_arg(s: str) -> tuple[int, int, int]:
+    try:
+        return parse_shape(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+
+def version_line() -> str:
+    from .. import __version__
+    return f"helios {__version__} (engine built from {_helios.BUILD_COMMIT})"
+
+
+EXIT_CODES = """exit status (every command):
+  0  success (compare: no confident regression)
+  1  a failed correctness check or gate (time, bench, check, tune), or a
+     confident regression (compare; above --fail-on-regression when given)
+  2  bad input or usage: unknown flags, invalid values or ranges, unreadable or
+     malformed files, non-finite/negative/empty samples, --out problems, a
+     variant or size this device cannot serve, no Vulkan device
+  3  the device or driver failed at run time (the message names the Vulkan call)
+  130  interrupted (Ctrl-C); bench writes what it measured, marked "interrupted"
+  141  stdout closed by its reader (e.g. piped into head)
+  an internal error is a one-line message and 2 (--debug shows the traceback)"""
+
+
+
+class UsageError(ValueError):
+    """Bad input or usage: exit status 2 with a one-line message."""
+
+
+
+def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
+    """(json, md) for --out, validated before any measurement: a .json name, not a
+    directory, a parent that exists or can be made and is writable, and no existing
+    file unless --force. Results are never lost at the end of a long run."""
+    if not out:
+        return None
+    p = Path(out)
+    if p.suffix.lower() != ".json":
+        raise UsageError(f"--out {out!r}: give the JSON file's name (ending in .json); the "
+                         f"markdown table is written beside it as .md")
+    md = p.with_suffix(".md")
+    for q in (p, md):
+        try:
+            if q.is_dir():
+                raise UsageError(f"--out {out!r}: {q} is a directory")
+            if q.exists() and not force:
+                raise UsageError(f"--out {out!r}: {q} exists; pass --force to replace it")
+        except OSError as e:   # a name too long, a path through a file, ...
+            raise UsageError(f"--out {out!r}: {e.strerror or e}") from None
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out!r}: cannot create {parent}: {e.strerror or e}") from None
+    for q in (p, md):   # create what writing will create (a /proc path, a name too long: refused now)
+        probe_writable(q, "--out")
+    return p, md
+
+
+def probe_writable(path: Path, flag: str) -> None:
+    """UsageError unless `path` can be created or replaced: not a directory, a
+    parent that exists or can be made, and a file of that name can be created
+    beside it (a /proc path, a name too long or a read-only place fail here,
+    before any work)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        if path.is_dir():
+            raise UsageError(f"{flag} {str(path)!r} is a directory")
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = _tmp_name(path)
+        probe.open("x", encoding="utf-8").close()
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = _tmp_name(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_results(out: tuple[Path, Path], doc: dict, table: str) -> Optional[Path]:
+    """Write the JSON and the markdown beside it. Measured work is never lost: if
+    the target cannot be written after the run (it was checked before), the JSON
+    goes to a fallback file in the working directory or the temporary directory,
+    and its path is returned (None when the target was written)."""
+    text = json.dumps(doc, indent=1)
+    try:
+        write_atomic(out[0], text)
+        write_atomic(out[1], table)
+        return None
+    except OSError as e:
+        print(f"helios: cannot write {out[0]} ({e.strerror or e}); saving the results elsewhere",
+              file=sys.stderr)
+    import tempfile
+    for where in (Path.cwd(), Path(tempfile.gettempdir())):
+        try:
+            fd, name = tempfile.mkstemp(prefix="helios-results-", suffix=".json", dir=where)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            return Path(name)
+        except OSError:
+            continue
+    raise OSError(f"could not save the results anywhere (tried {out[0]}, the working directory and "
+                  f"{tempfile.gettempdir()})")
+
+
+
+def open_device(args: argparse.Namespace) -> Device:
+    return Device(args.device, disable_coop=args.disable_coop)
+
+
+
+def child_argv(args: argparse.Namespace, command: str, drop: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(this command line, the subcommand's arguments without `drop`) for --devices children."""
+    from ..harness.fleet import strip_args
+    argv = list(sys.argv[1:] if args.argv is None else args.argv)
+    return argv, strip_args(argv[argv.index(command) + 1:] if command in argv else argv, drop)
+
+
+
+def run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
+    """A bench run: exit 2 when a reference asked for is not here (a RuntimeError
+    that is not the engine's), else the table and files of _emit."""
+    try:
+        result = run()
+    except RuntimeError as e:
+        if isinstance(e, _helios.HeliosError):
+            raise
+        print(f"helios: error: {e}", file=sys.stderr)
+        return 2
+    return emit(result, table(result), out, f"run rejected: {result.get('failure')}")
+
+
+
+def emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:
+    """Print the table, write JSON + markdown where --out says. Exit 0 when the
+    status is ok, 130 for an interrupted run (its complete rounds are written),
+    2 when the results had to go to a fallback file, else 1 (a failed gate)."""
+    print(table, end="")
+    fallback = None
+    if out:
+        fallback = write_results(out, result, table)
+        print(f"wrote {fallback}" if fallback else f"wrote {out[0]} and {out[1]}")
+    if result["status"] == "interrupted":
+        print("helios: interrupted (Ctrl-C): the results hold the rounds completed before it",
+              file=sys.stderr)
+        return 130
+    if fallback:
+        return 2
+    if result["status"] != "ok":
+        print(f"helios: {rejected}", file=sys.stderr)
+        return 1
+    return 0
+
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        vals = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return vals
+
+
+
+def expand_dirs(paths: Sequence[str]) -> list[str]:
+    """Directories stand for the .json files in them (sorted)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted(str(q) for q in Path(p).glob("*.json"))
+            if not found:
+                raise UsageError(f"{p}: a directory with no .json result in it")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out

@@ -1,0 +1,57 @@
+"""`helios info`: the device, its driver, cooperative-matrix table and defaults."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .common import open_device
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    with open_device(args) as dev:
+        info = dict(dev.info)
+        info["default_variant"] = dev.default_variant()
+        info["variants"] = dev.variants()
+        # The driver's statistics of the default kernel (VK_KHR_pipeline_executable_properties).
+        info["kernel_stats"] = dev.kernel_stats() if info["pipeline_statistics"] else None
+        # Attention at the head dims the anchors use (S_kv unknown: the long-context pick).
+        info["attention_default_variants"] = {str(d): dev.default_attention_variant(d) for d in (64, 128)}
+        info["attention_variants"] = {str(d): dev.attention_variants(d) for d in (64, 128)}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"device        {info['name']} ({info['device_type']}, vendor 0x{info['vendor_id']:04x})")
+    print(f"driver        {info['driver_name']} {info['driver_info']} (raw {info['driver_version']})")
+    print(f"vulkan        {info['api_version']}")
+    print(f"subgroup      {info['subgroup_size']} (min {info['min_subgroup_size']}, max {info['max_subgroup_size']})")
+    print(f"shared memory {info['shared_memory_bytes']} bytes; max workgroup {info['max_workgroup_invocations']}")
+    print(f"timestamps    {info['timestamp_period_ns']} ns/tick, {info['timestamp_valid_bits']} valid bits")
+    print(f"coopmat KHR   {info['cooperative_matrix']} (enabled: {info['cooperative_matrix_enabled']}); "
+          f"NV coopmat2 {info['cooperative_matrix2']} "
+          f"({info['cooperative_matrix2_flexible_dimensions']} flexible-dimension rows); "
+          f"bf16 {info['bf16']}")
+    rows = info["cooperative_matrix_properties"]
+    if rows:
+        print("cooperative matrix properties (MxNxK  A B -> C result  scope):")
+        for r in rows:
+            print(f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
+                  f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}")
+    print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
+    print(f"default       {info['default_variant']}")
+    ks = info["kernel_stats"]
+    if ks is None:
+        print("kernel stats  not offered by this driver (VK_KHR_pipeline_executable_properties)")
+    else:
+        print("kernel stats  " + ", ".join(f"{k} {v:g}" for k, v in ks.items()))
+    print(f"variants      {len(info['variants'])} (helios info --json lists them)")
+    print("attention     " + "; ".join(f"d={d}: {v} ({len(info['attention_variants'][d])} variants)"
+                                       for d, v in info["attention_default_variants"].items()))
+    return 0
+
+
+
+def register(sub: Any) -> None:
+    pi = sub.add_parser("info", help="print the device's capabilities and cooperative-matrix table")
+    pi.add_argument("--json", action="store_true", help="print the full report as JSON, variants included")
+    pi.set_defaults(func=cmd_info)

@@ -1,0 +1,30 @@
+"""The work each op does, counted one way everywhere (timings, bench rows,
+reports, suites): floating-point operations and the least bytes moved."""
+from __future__ import annotations
+
+
+def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> float:
+    """2*M*N*K per product (a multiply and an add per term)."""
+    return 2.0 * batch * m * n * k
+
+
+def attention_flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool = False) -> float:
+    """4*B*H*S_q*S_kv*d (Q K^T and P V, a multiply and an add each); causal counts
+    the half of the score matrix that is computed."""
+    f = 4.0 * b * h * sq * skv * d
+    return f / 2 if causal else f
+
+
+def attention_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
+    """Bytes a forward must move at least: Q, K, V read and O written, fp16."""
+    return 2 * b * h * d * (2 * sq + 2 * skv)
+
+
+def mlp_flops(tokens: int, d_model: int, hidden: int) -> float:
+    """An MLP block x@W1 (d -> hidden) then @W2 (hidden -> d)."""
+    return matmul_flops(tokens, hidden, d_model) + matmul_flops(tokens, d_model, hidden)
+
+
+def tflops(flops: float, ms: float) -> float:
+    """TFLOP/s of `flops` done in `ms` milliseconds."""
+    return flops / (ms * 1e-3) / 1e12

@@ -1,0 +1,11 @@
+"""The measuring instrument: the benchmark protocol and its workloads, the
+references Helios is measured against, statistics, GPU state, result files
+(schema, provenance, comparison, reports, fleets). Imports the API layer
+(helios.*) and never the command line; loaded only when used."""
+
+from .attention_bench import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
+from .matmul_bench import BenchConfig, run_bench
+from .matmul_bench import markdown as bench_markdown
+
+__all__ = ["AttnBenchConfig", "BenchConfig", "attention_markdown", "bench_markdown", "parse_attention_shapes",
+           "run_attention_bench", "run_bench"]

@@ -1,0 +1,142 @@
+"""What a result file is: schema ids, provenance, and the row fields every
+workload shares.
+
+Naming rule for result fields: the fields the user's original protocol named
+keep their names verbatim (camelCase: ``shape``, ``heliosMs``,
+``heliosTflops``, ``cudaMs``, ``cudaTflops``; metadata ``timestamp``,
+``iters``, ``warmup``, ``dtype``), so the documented ``jq`` one-liners keep
+working; every field Helios added is snake_case.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import __version__, _helios
+from ..flops import tflops
+
+BENCH_SCHEMA = "helios-bench/1"    # helios bench (matmul and attention workloads)
+TIME_SCHEMA = "helios-time/1"      # helios time
+SUITE_SCHEMA = "helios-suite/1"    # helios suite
+FLEET_SCHEMA = "helios-fleet/1"    # helios bench --devices: the per-GPU summary
+SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")   # scripts/sweep.py
+
+FLUSH_BYTES = 256 << 20      # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def helios_build() -> dict:
+    """The Helios that measured: its version and the commit its engine was built
+    from (baked in at build time; "+dirty" when the tree had local changes)."""
+    return {"version": __version__, "build_commit": _helios.BUILD_COMMIT}
+
+
+def _cwd_git() -> Optional[dict]:
+    """The commit of the working directory's checkout, where there is one: the
+    user's project, not necessarily Helios. HELIOS_COMMIT overrides."""
+    env = os.environ.get("HELIOS_COMMIT")
+    if env:
+        return {"commit": env, "dirty": None, "source": "HELIOS_COMMIT"}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        if not commit:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        return {"commit": commit, "dirty": dirty, "source": "git", "cwd": os.getcwd()}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance() -> dict:
+    """Fields every result file starts with: when, which Helios (``helios_build``),
+    the working directory's checkout (``cwd_git``, labelled: it is the caller's
+    project), and the host. ``git`` keeps the old field for readers of older
+    files: the Helios build commit."""
+    build = helios_build()
+    commit = build["build_commit"]
+    known = commit != "unknown"
+    return {"timestamp": now(), "helios_build": build,
+            "git": {"commit": commit.removesuffix("+dirty") if known else None,
+                    "dirty": commit.endswith("+dirty") if known else None, "source": "helios build"},
+            "cwd_git": _cwd_git(),
+            "host": {"hostname": platform.node(), "os": platform.platform(),
+                     "python": platform.python_version(), "numpy": np.__version__}}
+
+
+def commit_label(result: dict) -> str:
+    """A short commit for tables: the Helios build commit (older files: git.commit)."""
+    c = (result.get("helios_build") or {}).get("build_commit") or (result.get("git") or {}).get("commit")
+    return str(c)[:7] if c else "?"
+
+
+def reference_fields(is_cuda: bool, ms: Optional[float], flops: float) -> dict[str, Any]:
+    """The reference side of a row: ``referenceMs``/``referenceTflops`` always;
+    the seeds' ``cudaMs``/``cudaTflops`` only when the reference ran on CUDA
+    (a CPU number can never read as a CUDA one: there they are null)."""
+    tf = tflops(flops, ms) if ms else None
+    return {"cudaMs": ms if is_cuda else None, "cudaTflops": tf if is_cuda else None,
+            "referenceMs": ms, "referenceTflops": tf}
+
+
+def reference_ms(row: dict) -> Optional[float]:
+    """A row's reference median: referenceMs, or cudaMs in files written before it existed."""
+    v = row.get("referenceMs", row.get("cudaMs"))
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def reference_tflops(row: dict) -> Optional[float]:
+    v = row.get("referenceTflops", row.get("cudaTflops"))
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def shape_flops(shape: str) -> float:
+    """FLOPs of a row's shape label: 'MxNxK' (a product) or 'BxHxSxd[-causal]'
+    (attention with S_q = S_kv); ValueError for anything else."""
+    from ..flops import attention_flops, matmul_flops
+    base, _, mask = str(shape).partition("-")
+    try:
+        dims = [int(x) for x in base.split("x")]
+    except ValueError:
+        raise ValueError(f"shape {shape!r}: expected MxNxK or BxHxSxd") from None
+    if len(dims) == 4:
+        b, h, s, d = dims
+        return attention_flops(b, h, s, s, d, mask == "causal")
+    if len(dims) == 3:
+        return matmul_flops(*dims)
+    raise ValueError(f"shape {shape!r}: expected MxNxK or BxHxSxd")
+
+
+def fmt_ms(x: Optional[float]) -> str:
+    """Milliseconds in tables: 4 decimals (what the seeds' tables show)."""
+    return "-" if x is None else f"{x:.4f}"
+
+
+def fmt_tflops(x: Optional[float]) -> str:
+    """TFLOP/s in tables: 3 significant digits, so small shapes on a CPU device read 0.0123, not 0.0."""
+    if x is None:
+        return "-"
+    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
+def fmt_ratio(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def md_cell(x: Any) -> str:
+    """Text from a result file made safe for one markdown table cell (and one
+    terminal line): pipes escaped, line breaks and control characters shown as
+    escapes, at most 200 characters."""
+    text = str(x)
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = text.replace("|", "\\|")
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,83 @@
+"""docs/api-rules.md as tests: the dtype, result-type and device rules, one
+table row each, for products and attention alike."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+
+F16, F32, F64 = np.float16, np.float32, np.float64
+
+
+@pytest.mark.parametrize("da,db,want", [
+    (F16, F16, F16), (F16, F32, F32), (F32, F16, F32), (F32, F32, F32), (F64, F16, F32), (F16, F64, F32),
+])
+def test_matmul_result_dtype(device, da, db, want):
+    a = np.ones((4, 3), da)
+    b = np.ones((3, 5), db)
+    assert device.matmul(a, b).dtype == want
+    assert device.matmul(b.T, a.T).dtype == want          # operand order does not matter
+    assert helios.matmul(a, b, device=device).dtype == want
+
+
+@pytest.mark.parametrize("dt,want", [(F16, F16), (F32, F32), (F64, F32)])
+def test_attention_result_dtype(device, dt, want):
+    q = np.random.default_rng(0).standard_normal((1, 1, 8, 16)).astype(dt)
+    assert device.attention(q, q, q).dtype == want
+
+
+@pytest.mark.parametrize("bad", [np.int32, np.int64, np.bool_, np.complex64, object])
+def test_non_float_inputs_are_refused_everywhere(device, bad):
+    x = np.ones((4, 4), bad)
+    ok = np.ones((4, 4), F16)
+    for call in (lambda: device.matmul(x, ok), lambda: device.matmul(ok, x),
+                 lambda: device.matmul(ok, ok, c=x, beta=1.0), lambda: device.matmul(ok, ok, bias=x[0]),
+                 lambda: device.upload(x), lambda: device.attention(x[None, None], ok[None, None], ok[None, None])):
+        with pytest.raises(TypeError):
+            call()
+
+
+def test_tensor_in_tensor_out(device):
+    a = device.upload(np.ones((4, 3), F16))
+    b = device.upload(np.ones((3, 5), F16))
+    r = device.matmul(a, b)
+    assert isinstance(r, helios.Tensor) and r.shape == (4, 5) and (r.numpy() == 3).all()
+    r2 = device.matmul(a, np.ones((3, 5), F16))             # one Tensor is enough
+    assert isinstance(r2, helios.Tensor)
+    r3 = device.matmul(a, b, c=np.ones((4, 5), F16))         # C goes to the device too
+    assert isinstance(r3, helios.Tensor) and (r3.numpy() == 4).all()
+    q = device.upload(np.ones((1, 1, 8, 16), F16))
+    assert isinstance(device.attention(q, q, q), helios.Tensor)
+
+
+def test_numpy_in_numpy_out(device):
+    assert isinstance(device.matmul(np.ones((2, 2), F16), np.ones((2, 2), F16)), np.ndarray)
+
+
+def test_torch_in_torch_out(device):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    a = torch.ones((4, 3), dtype=torch.float32)
+    r = device.matmul(a, torch.ones((3, 5), dtype=torch.float16))
+    assert isinstance(r, torch.Tensor) and r.dtype == torch.float32 and bool((r == 3).all())
+    q = torch.ones((1, 1, 8, 16), dtype=torch.float16)
+    o = device.attention(q, q, q)
+    assert isinstance(o, torch.Tensor) and o.dtype == torch.float16
+
+
+def test_bfloat16_torch_tensors_get_a_true_message(device):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    x = torch.ones((2, 2), dtype=torch.bfloat16)
+    with pytest.raises(TypeError) as e:
+        device.matmul(x, x)
+    assert "host (CPU) array" not in str(e.value) and "bfloat16" in str(e.value)
+
+
+def test_ops_run_where_their_tensors_live(device):
+    with helios.Device() as other:
+        x = other.upload(np.ones((4, 4), F16))
+        r = helios.matmul(x, x)                    # not the default device: the Tensors' own
+        assert isinstance(r, helios.Tensor) and r.device is other and (r.numpy() == 4).all()
+        y = device.upload(np.ones((4, 4), F16))
+        with pytest.raises(ValueError, match="different Devices"):
+            helios.matmul(x, y)
