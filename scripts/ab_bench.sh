@@ -5,7 +5,7 @@
 # `helios bench ARGS...` runs NEW, OLD, NEW, OLD, ... (AB_PAIRS pairs, default 2)
 # so drift hits both sides alike; then `helios compare` (NEW's) pools each
 # side's files. Writes $OUT/ab-$AB_TAG-{new,$AB_NAME}-{i}.json (AB_TAG names the
-# round, default "bench") and $OUT/ab-$AB_TAG-compare.txt.
+# round, default "bench") and $OUT/ab-$AB_TAG-compare.txt. AB_OLD_COMMIT labels OLD's files.
 # Usage (a gpu_round.sh step): bash $REPO/scripts/ab_bench.sh --shapes=canonical --runs 3
 set -uo pipefail
 NAME=${AB_NAME:-old}; TAG=${AB_TAG:-bench}; PAIRS=${AB_PAIRS:-2}
@@ -18,9 +18,10 @@ fi
 old_files=(); new_files=()
 for i in $(seq 1 "$PAIRS"); do
   for side in new "$NAME"; do
-    pp=${PYTHONPATH:-}; [ "$side" = "$NAME" ] && pp=$SITE${PYTHONPATH:+:$PYTHONPATH}
+    pp=${PYTHONPATH:-}; commit=${HELIOS_COMMIT:-unknown}
+    [ "$side" = "$NAME" ] && { pp=$SITE${PYTHONPATH:+:$PYTHONPATH}; commit=${AB_OLD_COMMIT:-$NAME}; }
     f="$OUT/ab-$TAG-$side-$i.json"
-    PYTHONPATH=$pp python3 -m helios bench "$@" --out="$f" --force > "/tmp/round/ab-$TAG-$side-$i.log" 2>&1
+    HELIOS_COMMIT=$commit PYTHONPATH=$pp python3 -m helios bench "$@" --out="$f" --force > "/tmp/round/ab-$TAG-$side-$i.log" 2>&1
     echo "$side $i: exit $? ($(grep -c '^|' "/tmp/round/ab-$TAG-$side-$i.log") table lines)"
     if [ "$side" = new ]; then new_files+=("$f"); else old_files+=("$f"); fi
     rm -f "${f%.json}.md"   # few files come back from \$OUT: the JSON holds the table's numbers
