@@ -1,5 +1,5 @@
 # Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
-.PHONY: test bench asan info wheel lint format
+.PHONY: test bench asan info wheel lint format docs
 C_SOURCES = $(shell find csrc -name '*.c' -o -name '*.h')
 test:   ## the test suite on lavapipe (what CI runs)
 	scripts/dev python3 -m pytest -q -rs
@@ -15,3 +15,5 @@ lint:   ## ruff (lint + format check), clang-format check, mypy over the API lay
 	scripts/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy'
 format: ## rewrite Python and C in the project's format
 	scripts/dev sh -c 'ruff check --fix . && ruff format . && clang-format -i $(C_SOURCES)'
+docs:   ## the API reference from the docstrings (build/docs/index.html); warnings are errors
+	scripts/dev sphinx-build -q -W --keep-going -b html docs/api build/docs

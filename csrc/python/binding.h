@@ -25,11 +25,13 @@ typedef struct {
 } DeviceObject;
 
 /* helios._helios.Tensor (tensor_type.c): a device-resident buffer and a strong
- * reference to its Device. */
+ * reference to its Device. A view (base != NULL) shares its base's buffer, holds
+ * a strong reference to the base, and never frees the memory itself. */
 typedef struct {
     PyObject_HEAD
     DeviceObject *device;
     hl_tensor *t;
+    PyObject *base;
 } TensorObject;
 
 /* Takes the device lock with the GIL released; raises DeviceClosedError (and

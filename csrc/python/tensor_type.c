@@ -38,9 +38,30 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     return (PyObject *)self;
 }
 
+/* _view(base): a Tensor of the same subclass sharing base's memory (the Python
+ * layer gives it its own shape, strides flags and dtype). */
+static PyObject *Tensor_view(TensorObject *self, PyObject *unused) {
+    if (!self->t) {
+        PyErr_SetString(tensor_state(self)->DeviceClosedError, "the Tensor has no memory");
+        return NULL;
+    }
+    PyTypeObject *type = Py_TYPE(self);
+    TensorObject *v = (TensorObject *)type->tp_alloc(type, 0);
+    if (!v) return NULL;
+    TensorObject *root = self->base ? (TensorObject *)self->base : self;   /* views of views share the root */
+    v->t = root->t;
+    v->base = Py_NewRef((PyObject *)root);
+    v->device = (DeviceObject *)Py_XNewRef((PyObject *)root->device);
+    return (PyObject *)v;
+}
+
 static void Tensor_dealloc(TensorObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    if (self->base) {   /* a view: the base owns the memory */
+        self->t = NULL;
+        Py_CLEAR(self->base);
+    }
     if (self->t) {
         /* The device lock orders this with calls in flight on other threads. */
         DeviceObject *dev = self->device;
@@ -61,6 +82,7 @@ static void Tensor_dealloc(TensorObject *self) {
 static int Tensor_traverse(TensorObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->device);
+    Py_VISIT(self->base);
     return 0;
 }
 
@@ -117,6 +139,7 @@ static PyObject *Tensor_alive(TensorObject *self, void *c) { return PyBool_FromL
 static PyMethodDef Tensor_methods[] = {
     {"_write", (PyCFunction)Tensor_write, METH_VARARGS, "Low-level: copy a buffer's bytes in at offset."},
     {"_read", (PyCFunction)Tensor_read, METH_VARARGS, "Low-level: fill a writable buffer from offset."},
+    {"_view", (PyCFunction)Tensor_view, METH_NOARGS, "Low-level: a Tensor sharing this one's memory."},
     {NULL, NULL, 0, NULL},
 };
 

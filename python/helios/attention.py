@@ -48,9 +48,9 @@ class AttentionTiming:
 def _operand(x: Any, name: str) -> Any:
     """A 4-D float16 C-contiguous array (float32 is rounded), or a 4-D float16 Tensor."""
     if isinstance(x, Tensor):
-        if x.ndim != 4 or x.dtype != np.float16:
-            raise ValueError(f"attention: {name} Tensor must be 4-D float16 (B, H, S, d), got "
-                             f"shape {x.shape} {x.dtype}")
+        if x.ndim != 4 or x.dtype != np.float16 or not x.packed:
+            raise ValueError(f"attention: {name} Tensor must be a packed 4-D float16 (B, H, S, d), got "
+                             f"shape {x.shape} {x.dtype}{'' if x.packed else ' (not packed)'}")
         return x
     arr = host_array(x, f"attention: {name}")
     if arr.ndim != 4:
@@ -88,7 +88,8 @@ def run_attention(dev: Any, q: Any, k: Any, v: Any, *, causal: bool = False, sca
     b, h, sq, d = (int(s) for s in q.shape)
     skv = int(k.shape[2])
     causal = flag("causal", causal)
-    if out is not None and (not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16):
+    if out is not None and (not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16
+                            or not out.packed):
         raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
     sc = resolve_scale(scale, d)
     o, _, _, _ = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc,

@@ -48,7 +48,7 @@ def reference_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL,
                 rtol: float = RTOL) -> CheckResult:
-    """Elementwise |result - ref| <= atol + rtol * |ref|; NaN or Inf in result never
+    """Elementwise ``|result - ref| <= atol + rtol * |ref|``; NaN or Inf in result never
     passes. The CheckResult's truth is its verdict. ValueError when the shapes differ."""
     result, ref = np.asarray(result), np.asarray(ref)
     if result.shape != ref.shape:

@@ -5,7 +5,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -210,10 +210,15 @@ class Device(_helios.Device):
             return out
         return like_inputs(res if spec.batched else res[0], a, b)
 
-    def upload(self, x: Any, *, dtype: Any = None) -> Tensor:
+    def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
         object such as a torch CPU tensor, read without a host copy where its
-        layout allows). dtype: float16 (default) or float32."""
+        layout allows). dtype: float16 (default) or float32. out: an existing
+        Tensor of this Device to write into (out.copy_(x)), e.g. a Chain's input."""
+        if out is not None:
+            if not isinstance(out, Tensor) or out.device is not self:
+                raise ValueError("upload: out must be a Tensor of this Device")
+            return out.copy_(x)
         arr = float_array(x, "upload", "upload")
         dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float16)
         if dt not in TENSOR_DTYPES:
@@ -409,7 +414,7 @@ def _on(device: Optional[Device], *args: Any) -> Device:
                              for d in homes.values())
         raise ValueError(f"these Tensors live on different Devices: {names}; copy one with upload(t.numpy())")
     if device is None:
-        return next(iter(homes.values())) if homes else default_device()
+        return cast(Device, next(iter(homes.values()))) if homes else default_device()
     return device
 
 

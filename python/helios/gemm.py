@@ -90,14 +90,17 @@ def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
 
 
 def tensor_operand(t: Tensor, name: str, trans: bool) -> Operand:
+    """op(t) for a float16 Tensor of 2 or 3 dimensions; a transposed view (t.T)
+    is read as the transposed layout of its memory, no copy."""
     if t.dtype != np.float16:
         raise TypeError(f"{name}: product operands are float16 Tensors, got {t.dtype}")
     if t.ndim not in (2, 3):
         raise ValueError(f"{name} must be a 2-D or 3-D Tensor, got shape {t.shape}")
-    r, c = t.shape[-2:]
+    sr, sc = t.stored_shape[-2:]             # as the memory holds it
+    stored_trans = bool(trans) != t.transposed
     batch = t.shape[0] if t.ndim == 3 else 1
-    rows, cols = (c, r) if trans else (r, c)
-    return Operand(t, rows, cols, batch, trans, t.pitch, r * t.pitch if batch > 1 else 0)
+    rows, cols = (sc, sr) if stored_trans else (sr, sc)
+    return Operand(t, rows, cols, batch, stored_trans, t.pitch, sr * t.pitch if batch > 1 else 0)
 
 
 def operand(x: Any, name: str, trans: bool) -> Operand:
@@ -136,7 +139,7 @@ def product_spec(a: Operand, b: Operand, a_nd: int, b_nd: int) -> ProductSpec:
 def bias_array(bias: Any, n: int) -> Any:
     """A float32 length-n vector (host) or a float32 Tensor of n elements."""
     if isinstance(bias, Tensor):
-        if bias.dtype != np.float32 or bias.shape != (n,):
+        if bias.dtype != np.float32 or bias.shape != (n,) or not bias.packed:
             raise ValueError(f"bias Tensor must be float32 of shape ({n},), got {bias.dtype} {bias.shape}")
         return bias
     arr = float_array(bias, "bias", "matmul")
@@ -279,9 +282,9 @@ class Chain:
 def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a helios.Tensor, not {type(out).__name__}")
-    if out.shape != shape or out.pitch != out.shape[-1]:
-        raise ValueError(f"out Tensor has shape {out.shape} (pitch {out.pitch}); this product writes "
-                         f"a packed {shape}")
+    if out.shape != shape or not out.packed:
+        raise ValueError(f"out Tensor has shape {out.shape} (pitch {out.pitch}"
+                         f"{', a transposed view' if out.transposed else ''}); this product writes a packed {shape}")
     if out.dtype not in (np.float16, np.float32):
         raise TypeError(f"out Tensor dtype must be float16 or float32, got {out.dtype}")
     if out_dtype is not None and np.dtype(out_dtype) != out.dtype:

@@ -18,7 +18,11 @@ class Tensor(_helios.Tensor):
 
     Made by ``Device.upload``, ``Device.empty`` or ``Device.prepack``; rows are
     ``pitch`` elements apart (``pitch == shape[-1]`` except for prepacked weights,
-    whose rows are padded to 16 bytes). ``numpy()`` downloads a packed copy.
+    whose rows are padded to 16 bytes). As an array: ``shape``, ``dtype``,
+    ``device``, ``len(t)``, ``t @ u`` (a product on the device: a Tensor),
+    ``t.T`` (a transposed view, read by the kernels as a layout, no copy),
+    ``t.reshape(...)`` (a view of a packed Tensor), ``t.copy_(x)`` (new contents
+    from a host array or another Tensor), ``numpy()`` (a host copy).
     Closing the Device frees the memory; using the Tensor afterwards raises
     DeviceClosedError. ``__dlpack__`` exports that host copy (kDLCPU).
     """
@@ -27,16 +31,23 @@ class Tensor(_helios.Tensor):
     dtype: np.dtype
     pitch: int
     prepacked_for: Optional[str]
+    # True for a transposed view: shape is the logical one, the memory holds its
+    # last two axes swapped (rows `pitch` elements apart, as the base stores them).
+    transposed: bool = False
+    # NumPy's binary operators defer to ours (host @ Tensor runs on the device);
+    # np.asarray(t) still copies through __array__.
+    __array_ufunc__ = None
     # False while this Tensor is the output of a Chain that has not run: reading it
     # then is an error, not zeros.
     computed: bool = True
 
     def _set_meta(self, shape: Sequence[int], dtype: Any, pitch: int,
-                  prepacked_for: Optional[str] = None) -> "Tensor":
+                  prepacked_for: Optional[str] = None, transposed: bool = False) -> "Tensor":
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.pitch = int(pitch)
         self.prepacked_for = prepacked_for
+        self.transposed = bool(transposed)
         return self
 
     @property
@@ -47,8 +58,19 @@ class Tensor(_helios.Tensor):
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def stored_shape(self) -> tuple:
+        """The shape as the memory holds it (the last two axes swapped for a transposed view)."""
+        return self.shape[:-2] + (self.shape[-1], self.shape[-2]) if self.transposed else self.shape
+
+    @property
+    def packed(self) -> bool:
+        """Rows are stored back to back and in the logical order (no pitch, not transposed)."""
+        return not self.transposed and self.pitch == self.shape[-1]
+
     def _rows(self) -> int:
-        return math.prod(self.shape[:-1]) if self.ndim > 1 else 1
+        st = self.stored_shape
+        return math.prod(st[:-1]) if len(st) > 1 else 1
 
     def numpy(self) -> np.ndarray:
         """A host copy (packed, C-contiguous). RuntimeError for the output of a
@@ -56,10 +78,72 @@ class Tensor(_helios.Tensor):
         if not self.computed:
             raise RuntimeError("this Tensor is the output of a Chain that has not run yet: call "
                                "chain.run() (or leave the chain's with-block) before reading it")
-        cols = self.shape[-1]
+        st = self.stored_shape
         raw = np.empty(self._rows() * self.pitch, dtype=self.dtype)
         self._read(0, raw)
-        return np.ascontiguousarray(raw.reshape(self._rows(), self.pitch)[:, :cols]).reshape(self.shape)
+        host = raw.reshape(self._rows(), self.pitch)[:, :st[-1]].reshape(st)
+        return np.ascontiguousarray(np.swapaxes(host, -1, -2) if self.transposed else host)
+
+    def _derived(self, shape: Sequence[int], pitch: int, transposed: bool) -> "Tensor":
+        v = self._view()
+        v._set_meta(shape, self.dtype, pitch, self.prepacked_for, transposed)
+        v.computed = self.computed
+        return v
+
+    @property
+    def T(self) -> "Tensor":
+        """A view with the last two axes swapped (2-D and 3-D): no copy; products
+        read it as a transposed layout."""
+        if self.ndim not in (2, 3):
+            raise ValueError(f"Tensor.T: 2-D or 3-D Tensors, this one has shape {self.shape}")
+        return self._derived(self.shape[:-2] + (self.shape[-1], self.shape[-2]), self.pitch, not self.transposed)
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        """A view with another shape of the same elements (1-D to 4-D; one -1 is
+        inferred). Only a packed Tensor reshapes without a copy; others raise
+        ValueError (reshape t.numpy() and upload it instead)."""
+        dims = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        dims = tuple(count(f"reshape: shape[{i}]", d, -1, 2**62) for i, d in enumerate(dims))
+        if dims.count(-1) > 1 or 0 in dims:
+            raise ValueError(f"reshape: dimensions >= 1 and at most one -1, got {dims}")
+        if -1 in dims:
+            known = math.prod(d for d in dims if d != -1)
+            dims = tuple(self.size // known if d == -1 else d for d in dims)
+        if math.prod(dims) != self.size or not 1 <= len(dims) <= 4:
+            raise ValueError(f"reshape: cannot view {self.shape} ({self.size} elements) as {dims}")
+        if not self.packed:
+            raise ValueError(f"reshape: this Tensor is not packed (pitch {self.pitch}, transposed "
+                             f"{self.transposed}): a view cannot reorder it")
+        return self._derived(dims, dims[-1], False)
+
+    def copy_(self, src: Any) -> "Tensor":
+        """Write new contents: a host array (floating point, rounded to this
+        Tensor's dtype) or another Tensor of the same shape. Returns self, so a
+        recorded Chain can run again on new inputs."""
+        data = src.numpy() if isinstance(src, Tensor) else float_array(src, "copy_", "Tensor.copy_")
+        if tuple(data.shape) != self.shape:
+            raise ValueError(f"copy_: source has shape {tuple(data.shape)}, this Tensor {self.shape}")
+        if self.transposed:
+            raise ValueError("copy_: write through the base Tensor, not a transposed view")
+        host = np.ascontiguousarray(data, dtype=self.dtype)
+        if self.pitch != self.shape[-1]:   # padded rows (prepacked): keep the padding
+            padded = np.zeros((self._rows(), self.pitch), dtype=self.dtype)
+            padded[:, :self.shape[-1]] = host.reshape(self._rows(), self.shape[-1])
+            host = padded
+        self._write(0, host)
+        self.computed = True
+        return self
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __matmul__(self, other: Any) -> Any:
+        dev: Any = self.device   # the helios.Device (a subclass) that made this Tensor
+        return dev.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        dev: Any = self.device
+        return dev.matmul(other, self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
@@ -73,9 +157,11 @@ class Tensor(_helios.Tensor):
 
     def __repr__(self) -> str:
         state = "" if self.alive else ", closed"
-        extra = f", pitch={self.pitch}" if self.pitch != self.shape[-1] else ""
+        extra = f", pitch={self.pitch}" if self.pitch != self.stored_shape[-1] else ""
+        extra += ", transposed view" if self.transposed else ""
         pp = f", prepacked_for={self.prepacked_for!r}" if self.prepacked_for else ""
-        return f"helios.Tensor(shape={self.shape}, dtype={self.dtype}{extra}{pp}{state})"
+        dev = self.device.info["name"] if self.alive and not self.device.closed else "closed"
+        return f"helios.Tensor(shape={self.shape}, dtype={self.dtype}, device={dev!r}{extra}{pp}{state})"
 
 
 def new_tensor(dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None,

@@ -62,11 +62,26 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
 
 
 
+def scale_defaults(args: argparse.Namespace, gpu_shapes: str = "canonical", cpu_shapes: str = "small") -> None:
+    """Defaults sized to the device: on a CPU Vulkan device (lavapipe) the
+    canonical cubes at 100 iterations take many minutes, so a bench given no
+    --shapes / --iters / --warmup there runs the small set briefly, and says so."""
+    given = {k for k in ("shapes", "iters", "warmup") if getattr(args, k) is not None}
+    with open_device(args) as d:
+        cpu = d.info["device_type"] == "cpu"
+        name = d.info["name"]
+    defaults = {"shapes": cpu_shapes, "iters": 10, "warmup": 3} if cpu else \
+        {"shapes": gpu_shapes, "iters": 100, "warmup": 10}
+    for k, v in defaults.items():
+        if k not in given:
+            setattr(args, k, v)
+    if cpu and len(given) < 3:
+        print(f"helios bench: {name} is a CPU device: defaults scaled to --shapes={args.shapes} "
+              f"--iters={args.iters} --warmup={args.warmup} (give them to override)", file=sys.stderr)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..harness.matmul_bench import BenchConfig, markdown, run_bench
-    if args.suite != "cuda":
-        print(f"helios: error: unknown suite {args.suite!r} (only 'cuda')", file=sys.stderr)
-        return 1
     if args.devices:
         return cmd_bench_devices(args)
     if args.workload == "attention":
@@ -76,8 +91,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.ref == "sdpa":
         raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, "
                          "cublas or numpy")
-    if args.shapes is None:
-        args.shapes = "canonical"
+    scale_defaults(args)
     variant = None if args.variant in (None, "matmul", "default") else args.variant
     if args.out and "{" in args.out:   # {host}, {uuid}, {rank}, {local_rank}
         from ..launcher import expand_out, launcher_info
@@ -113,7 +127,8 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
                          f"choose from {', '.join(BACKENDS)}")
     variant = None if args.variant in (None, "matmul", "default", "auto") else args.variant
     out = out_paths(args.out, args.force)
-    cfg = AttnBenchConfig(shapes=flag_value("--shapes", parse_attention_shapes, args.shapes or "seed004,seed003,long"),
+    scale_defaults(args, "seed004,seed003,long", "small")
+    cfg = AttnBenchConfig(shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
                           causal=args.causal, iters=args.iters, warmup=args.warmup, warmup_ms=args.warmup_ms,
                           variant=variant, check=args.check, atol=args.atol, rtol=args.rtol,
                           repeats=args.repeats, flush_l2=args.flush_l2, ref=args.ref, backends=backends,
@@ -125,25 +140,27 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
-                        "and a reference, statistics, JSON (the seeds' `alpha bench --suite=cuda`)")
+                        "and a reference, statistics, JSON (also accepts the original `alpha bench --suite=cuda` flags)")
     pb.add_argument("--suite", default="cuda", choices=["cuda"], help="benchmark suite; only 'cuda' (Helios vs a reference)")
     pb.add_argument("--workload", default="matmul", choices=["matmul", "attention"],
-                    help="matmul (default), or attention: seeds 003/004's suite, Helios's flash-attention "
+                    help="matmul (default), or attention: Helios's flash-attention "
                          "forward vs every torch SDPA backend")
     pb.add_argument("--shapes", default=None,
                     help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
-                         "large (4096/8192), llm (transformer projections), small; default canonical. "
-                         "attention: BxHxSxd and/or sets seed004 (S=128..256), seed003 (32x8x512x64), "
-                         "anchor (the ggml anchor table), long (S=2048..8192, d=128), small; default "
-                         "seed004,seed003,long")
+                         "large (4096/8192), llm (transformer projections), small; default canonical "
+                         "(small on a CPU device). attention: BxHxSxd and/or sets seed004 (short sequences, "
+                         "S=128..256, d=64), seed003 (32x8x512x64), anchor (the table ggml's Vulkan attention "
+                         "is measured on), long (S=2048..8192, d=128), small; default seed004,seed003,long "
+                         "(small on a CPU device)")
     pb.add_argument("--causal", action="store_true",
                     help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)")
     pb.add_argument("--sdpa-backends", dest="sdpa_backends", default=None,
                     help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
                          "math (default all; one that refuses a shape is recorded as unavailable)")
-    pb.add_argument("--iters", type=launches, default=100, help="timed iterations per side, shape and round (default 100)")
-    pb.add_argument("--warmup", type=warmup_count, default=10,
-                    help="untimed warm-up launches before them, at least (default 10)")
+    pb.add_argument("--iters", type=launches, default=None,
+                    help="timed iterations per side, shape and round (default 100; 10 on a CPU device)")
+    pb.add_argument("--warmup", type=warmup_count, default=None,
+                    help="untimed warm-up launches before them, at least (default 10; 3 on a CPU device)")
     pb.add_argument("--warmup-ms", "--warmupMs", dest="warmup_ms", type=finite_float(), default=200.0,
                     help="and at least this many ms of GPU work of warm-up, so an idle GPU's clocks "
                          "ramp up first; the launches used are recorded per row (default 200)")
@@ -171,7 +188,7 @@ def register(sub: Any) -> None:
                          "(torch SDPA) or numpy; auto = sdpa, else numpy")
     pb.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
     pb.add_argument("--runs", type=positive_int, default=1,
-                    help="independent runs in one invocation (the seeds' '3 runs' protocol): each "
+                    help="independent runs in one invocation (3 for a comparison that can gate CI): each "
                          "with its own clock ramp and warm-up, recorded per round "
                          "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)")
     pb.add_argument("--out", default=None,

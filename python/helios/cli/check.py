@@ -89,24 +89,33 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 2
     failures = 0
     with dev:
-        variants = [dev.check_variant(args.variant)] if args.variant else None
+        variants = [dev.check_variant(args.variant)] if args.variant else dev.variants()
         n = 0
+        seen_variants: set = set()
+        seen_forms: set = set()
         for case in fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim,
                          atol=args.atol, rtol=args.rtol):
             n += 1
+            seen_variants.add(case.variant)
+            seen_forms.add(case.form.split("(")[0])
+            label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"
             if not case.passed:
                 failures += 1
-                print(f"FAIL #{case.index} {shape_str(case.shape)} out={case.out_dtype} "
-                      f"{case.variant}: {case.line}")
+                print(f"FAIL {label}: {case.line}")
             elif args.verbose:
-                print(f"ok   #{case.index} {shape_str(case.shape)} out={case.out_dtype} {case.variant}")
+                print(f"ok   {label}")
+    print(f"covered {len(seen_variants)} of {len(variants)} variants"
+          + ("" if len(seen_variants) == len(variants) else f" (--fuzz {len(variants)} or more covers all)")
+          + f"; op forms: {', '.join(sorted(seen_forms))}")
     print(f"{n - failures} passed, {failures} failed (fuzz seed {args.seed})")
     return 1 if failures else 0
 
 
 
 def register(sub: Any) -> None:
-    pk = sub.add_parser("check", help="correctness fuzzing: random shapes x variants vs float64; "
+    pk = sub.add_parser("check", help="correctness fuzzing: case i runs variant i (cycling through every "
+                        "variant; --fuzz >= their count covers all) on a random odd shape and op form (plain, "
+                        "transposed operand, batched, fused epilogue) vs float64; "
                         "exit 0 pass, 1 fail, 2 skipped (no device)")
     pk.add_argument("--fuzz", type=positive_int, default=50, help="number of random cases (default 50)")
     pk.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0); a failure is reproducible from it")
@@ -116,10 +125,10 @@ def register(sub: Any) -> None:
     pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
     pk.add_argument("--attention", action="store_true",
-                    help="fuzz attention instead (seed 003): the 27-config matrix causal and not, then "
+                    help="fuzz attention instead: the 27-config matrix (S 448/512/640 x B 16/32/48 x H 4/8/16, d 64) causal and not, then "
                          "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle")
     pk.add_argument("--matrix", default="seed003", choices=["seed003", "none"],
-                    help="attention: run seed 003's 27-config matrix first (default) or not")
+                    help="attention: run the 27-config matrix first (default; its name, seed003, is the protocol it comes from) or not")
     pk.add_argument("--oracle", default="sdpa", choices=["sdpa", "float64"],
                     help="attention: sdpa (default: torch SDPA and float64; skipped, exit 2, without "
                          "CUDA) or float64 alone")

@@ -28,7 +28,7 @@ def suite_doc() -> str:
 
 
 def register(sub: Any) -> None:
-    ps = sub.add_parser("suite", help="seed 002's workload suite: a transformer MLP block "
+    ps = sub.add_parser("suite", help="workload suite, every stack on one table: a transformer MLP block "
                         "(gelu(x@W1+b1)@W2+b2) through Helios (resident chain, and per call), torch eager "
                         "and torch.compile; p50/p95 latency, tokens/s, peak memory; JSON + markdown",
                         description=suite_doc(),
@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
     ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")
     ps.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
     ps.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"gate relative tolerance (default {RTOL})")
-    ps.add_argument("--tag", default="mlp", help="label stored in the result (seed 002's --tag)")
+    ps.add_argument("--tag", default="mlp", help="label stored in the result, to tell runs of different ideas apart (default mlp)")
     ps.add_argument("--out", default=None,
                     help="write the JSON result here and the markdown table beside it (.md)")
     ps.add_argument("--force", action="store_true", help="replace existing --out files")

@@ -1,4 +1,9 @@
-"""`helios check --fuzz N`: random shapes x the device's variants vs float64."""
+"""`helios check --fuzz N`: random products vs float64. Case i runs variant
+i (cycling through every variant the device lists, then random ones), with a
+random odd shape, a random output dtype and a random op form: plain, either
+operand transposed (a transposed view, read as a layout), batched with
+broadcasting, or the fused epilogue (alpha, beta with C, bias, an activation).
+The opt-in coop2 family runs plain products only (it refuses the rest)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +13,7 @@ import numpy as np
 
 from ..check import check_close, reference_matmul
 from ..device import Device
+from ..gemm import ACTIVATIONS, activation_code, host_epilogue
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
 # fp16 accumulators cannot meet the gate on random normals (docs/perf-notes.md). They
@@ -20,6 +26,7 @@ class FuzzCase:
     index: int
     shape: tuple[int, int, int]
     variant: str
+    form: str
     out_dtype: str
     fails: int
     total: int
@@ -40,6 +47,9 @@ def random_dim(rng: np.random.Generator, hi: int) -> int:
     return int(np.clip(base * int(rng.integers(1, max(2, hi // base + 1))) + int(rng.integers(-1, 2)), 1, hi))
 
 
+FORMS = ("plain", "trans_a", "trans_b", "batched", "epilogue")
+
+
 def fuzz(dev: Device, n: int, seed: int, *, variants: Optional[list[str]] = None,
          max_dim: int = 700, atol: float = 0.02, rtol: float = 0.01):
     """Yields one FuzzCase per case; variants default to every one the device lists."""
@@ -49,12 +59,30 @@ def fuzz(dev: Device, n: int, seed: int, *, variants: Optional[list[str]] = None
         v = vs[i % len(vs)] if i < len(vs) else vs[int(rng.integers(0, len(vs)))]
         m, nn, k = (random_dim(rng, max_dim) for _ in range(3))
         od = "float32" if rng.integers(0, 2) else "float16"
-        if "acc=f16" in v:
-            a = rng.integers(-1, 2, size=(m, k)).astype(np.float16)
-            b = rng.integers(-1, 2, size=(k, nn)).astype(np.float16)
-        else:
-            a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
-            b = rng.standard_normal((k, nn), dtype=np.float32).astype(np.float16)
-        r = check_close(dev.matmul(a, b, out_dtype=od, variant=v), reference_matmul(a, b),
-                        atol=atol, rtol=rtol)
-        yield FuzzCase(i, (m, nn, k), v, od, r.fails, r.total, r.line())
+        form = "plain" if v.startswith("coop2") else FORMS[int(rng.integers(0, len(FORMS)))]
+        batch = int(rng.integers(2, 4)) if form == "batched" else 1
+        if form == "batched":   # keep the work of a case near a 2-D one
+            m = max(1, m // batch)
+
+        def operand(shape):
+            if "acc=f16" in v:   # exact in fp16 partial sums, so the gate still applies
+                return rng.integers(-1, 2, size=shape).astype(np.float16)
+            return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
+        a = operand((batch, m, k) if form == "batched" else (m, k))
+        b = operand((k, nn))   # broadcast across the batch
+        kw: dict = {}
+        ref = reference_matmul(a, b)
+        if form == "trans_a":
+            a = np.ascontiguousarray(a.T).T     # an F-ordered view: the kernel reads it transposed
+        elif form == "trans_b":
+            b = np.ascontiguousarray(b.T).T
+        elif form == "epilogue":
+            act = [x for x in ACTIVATIONS if x not in (None, "none", "gelu_tanh")][int(rng.integers(0, 3))]
+            c = rng.standard_normal((m, nn)).astype(np.float32 if od == "float32" else np.float16)
+            bias = rng.standard_normal(nn).astype(np.float32)
+            kw = dict(alpha=0.5, beta=-1.25, c=c, bias=bias, activation=act)
+            ref = host_epilogue(ref, bias=bias, act=activation_code(act), alpha=0.5, beta=-1.25, c=c)
+            form = f"epilogue({act})"
+        r = check_close(dev.matmul(a, b, out_dtype=od, variant=v, **kw), ref, atol=atol, rtol=rtol)
+        yield FuzzCase(i, (m, nn, k), v, form if form != "batched" else f"batched({batch})", od, r.fails,
+                       r.total, r.line())

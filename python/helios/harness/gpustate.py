@@ -183,3 +183,12 @@ def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0,
     return {"done": True, "reached": bool(reached), "sm_clock_mhz": state["sm_clock_mhz"],
             "max_sm_clock_mhz": state["max_sm_clock_mhz"], "work_calls": calls,
             "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def describe_ramp(r: dict) -> str:
+    """One line for a ramp_clocks result."""
+    if not r.get("done"):
+        return f"skipped ({r.get('reason')})"
+    how = "reached" if r.get("reached") else "did not reach"
+    return (f"{how} {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after {r['work_calls']} bursts "
+            f"({r['seconds']:.2f} s)")

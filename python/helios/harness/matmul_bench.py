@@ -17,7 +17,7 @@ from ..check import ATOL, RTOL, check_close, reference_matmul
 from ..device import Device, random_inputs, warmup_launches
 from ..flops import matmul_flops, tflops
 from ..launcher import launcher_info
-from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
+from .gpustate import describe_ramp, gpu_state, low_clock, ramp_clocks, select_gpu, throttled
 from .progress import Progress
 from .protocol import INTERRUPTED, keep_complete_rounds
 from .references import Reference, make_reference
@@ -161,7 +161,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             for run, rnd in ((r, k) for r in range(cfg.runs) for k in range(cfg.repeats)):
                 if rnd == 0:
                     result["clock_warmups"].append(ramp_clocks(clock_work))
-                    log(f"run {run + 1}/{cfg.runs} clock warm-up: {result['clock_warmups'][-1]}")
+                    log(f"run {run + 1}/{cfg.runs} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
                 rnd = run * cfg.repeats + rnd   # the round's index over all runs
                 for si, shape in enumerate(cfg.shapes):
                     m, n, k = shape
