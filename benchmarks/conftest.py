@@ -4,6 +4,7 @@
 
 quick (lavapipe-sized) is the default on a CPU Vulkan device, full (canonical +
 4096^3) on a hardware GPU. Compare runs with `pytest-benchmark compare`."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,10 +20,16 @@ FULL = "canonical,4096x4096x4096"
 
 def pytest_addoption(parser):
     g = parser.getgroup("helios")
-    g.addoption("--helios-sizes", default=None,
-                help=f"shape set: quick ({QUICK}), full ({FULL}) or MxNxK,...; default by device type")
-    g.addoption("--helios-flush-l2", action="store_true",
-                help="cold L2: overwrite 256 MiB before each round, outside the timed region")
+    g.addoption(
+        "--helios-sizes",
+        default=None,
+        help=f"shape set: quick ({QUICK}), full ({FULL}) or MxNxK,...; default by device type",
+    )
+    g.addoption(
+        "--helios-flush-l2",
+        action="store_true",
+        help="cold L2: overwrite 256 MiB before each round, outside the timed region",
+    )
 
 
 _DEV = None
@@ -54,7 +61,7 @@ def dev():
         d = device()
     except helios.NoDeviceError as e:
         pytest.skip(f"no Vulkan device: {e}")
-    select_gpu(d.info["uuid"])   # GPU state of the GPU Helios runs on
+    select_gpu(d.info["uuid"])  # GPU state of the GPU Helios runs on
     return d
 
 
@@ -69,16 +76,29 @@ def flush_bytes(request, dev):
 def pytest_benchmark_update_machine_info(config, machine_info):
     try:
         info = device().info
-        machine_info["helios_device"] = {k: info[k] for k in (
-            "name", "device_type", "driver_name", "driver_info", "driver_version", "api_version",
-            "subgroup_size")}
+        machine_info["helios_device"] = {
+            k: info[k]
+            for k in (
+                "name",
+                "device_type",
+                "driver_name",
+                "driver_info",
+                "driver_version",
+                "api_version",
+                "subgroup_size",
+            )
+        }
         machine_info["helios_default_variant"] = device().default_variant()
     except helios.NoDeviceError as e:
         machine_info["helios_device"] = f"none: {e}"
     try:
         import torch
-        machine_info["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
-                                 "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+        machine_info["torch"] = {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
     except ImportError:
         machine_info["torch"] = None
     machine_info["gpu_state"] = gpu_state()
@@ -94,7 +114,7 @@ def rounds(dev) -> tuple[int, int]:
     return (5, 2) if dev.info["device_type"] == "cpu" else (100, 20)
 
 
-WARMUP_MS = 200.0   # plus at least this much GPU work (helios.device.warmup_launches)
+WARMUP_MS = 200.0  # plus at least this much GPU work (helios.device.warmup_launches)
 
 _RAMP_INPUTS: list = []
 
@@ -102,10 +122,12 @@ _RAMP_INPUTS: list = []
 def clocks_up(dev) -> dict:
     """Bring NVIDIA clocks up before a measurement (see helios.harness.gpustate.ramp_clocks);
     one NVML read when they already are. A no-op without an NVIDIA GPU."""
+
     def work():
         if not _RAMP_INPUTS:
             _RAMP_INPUTS.extend(helios.device.random_inputs(2048, 2048, 2048, seed=5))
         dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, inputs=tuple(_RAMP_INPUTS))
+
     return ramp_clocks(work)
 
 
@@ -118,5 +140,10 @@ def np_check(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
     """Sampled float64 check (64 rows, every column) + every element finite."""
     rows = np.arange(0, a.shape[0], max(1, a.shape[0] // 64))[:64]
     r = helios.check_close(out[rows], helios.reference_matmul(a[rows], b))
-    return {"fails": r.fails, "checked": r.total, "max_abs_err": r.max_abs_err,
-            "nonfinite": int((~np.isfinite(out)).sum()), "passed": r.passed and bool(np.isfinite(out).all())}
+    return {
+        "fails": r.fails,
+        "checked": r.total,
+        "max_abs_err": r.max_abs_err,
+        "nonfinite": int((~np.isfinite(out)).sum()),
+        "passed": r.passed and bool(np.isfinite(out).all()),
+    }

@@ -10,6 +10,7 @@ dispatch back to back in one submission (one CUDA stream), each dispatch
 between its own timestamps; the rounds then replay those samples in order.
 One submission per round was measured on an H100 at 5x the real time at
 4096^3: the host work between rounds let the GPU drop its clocks."""
+
 from __future__ import annotations
 
 
@@ -25,15 +26,16 @@ class GpuClock:
             raise ValueError(f"GPU time must be positive, got {ms!r} ms")
         self._seconds += ms / 1e3
 
-    def __repr__(self) -> str:   # recorded in the JSON's options.timer
+    def __repr__(self) -> str:  # recorded in the JSON's options.timer
         return "helios.GpuClock (Vulkan timestamps / CUDA events)"
 
 
 def replay(benchmark, samples_ms, *, setup=None) -> None:
     """Feed GPU samples to pytest-benchmark, one per round (pedantic, no calibration)."""
     it = iter(list(samples_ms))
-    benchmark.pedantic(lambda: CLOCK.advance_ms(next(it)), setup=setup, rounds=len(samples_ms),
-                       iterations=1, warmup_rounds=0)
+    benchmark.pedantic(
+        lambda: CLOCK.advance_ms(next(it)), setup=setup, rounds=len(samples_ms), iterations=1, warmup_rounds=0
+    )
 
 
 CLOCK = GpuClock()

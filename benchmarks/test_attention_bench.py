@@ -4,6 +4,7 @@ each torch SDPA backend (CUDA events), each output checked against float64
 (sampled rows, all finite) before its samples are replayed as rounds.
 Sizes: 1x2x64x64 on a CPU Vulkan device; seed 003's 32x8x512x64 and
 1x32x4096x128 on a GPU."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,9 +26,10 @@ GPU_SHAPES = [(32, 8, 512, 64), (1, 32, 4096, 128)]
 def pytest_generate_tests(metafunc):
     if "attn_shape" in metafunc.fixturenames:
         from conftest import device
+
         try:
             gpu = device().info["device_type"] != "cpu"
-        except Exception:   # no device: the dev fixture skips, saying why
+        except Exception:  # no device: the dev fixture skips, saying why
             gpu = False
         shapes = GPU_SHAPES if gpu else CPU_SHAPES
         metafunc.parametrize("attn_shape", shapes, ids=["x".join(map(str, s)) for s in shapes])
@@ -58,24 +60,34 @@ def test_attention(benchmark, dev, attn_shape, impl):
     if impl == "helios":
         ramp = ramp_clocks(lambda: dev.time_attention(b, h, s, d, iters=20, warmup=0, inputs=(q, k, v)))
         est = dev.time_attention(b, h, s, d, iters=2, warmup=1, inputs=(q, k, v))
-        t = dev.time_attention(b, h, s, d, iters=r, warmup=warmup_launches(est.median_ms, w, WARMUP_MS),
-                               inputs=(q, k, v))
+        t = dev.time_attention(
+            b, h, s, d, iters=r, warmup=warmup_launches(est.median_ms, w, WARMUP_MS), inputs=(q, k, v)
+        )
         samples, out, variant, source = t.samples_ms, t.output, t.variant, "vulkan timestamps"
     else:
         from helios.harness.sdpa import SdpaReference
+
         try:
             ref = SdpaReference(dev.info["uuid"])
         except (ImportError, RuntimeError) as e:
             pytest.skip(f"{impl}: no CUDA reference here ({e})")
-        backend = impl[len("sdpa_"):]
+        backend = impl[len("sdpa_") :]
         if backend == "math" and s > 1024:
             pytest.skip("sdpa_math: the unfused reference at long context is not a timing of interest")
         ramp = {"done": False, "reason": "SDPA warms with its own launches"}
         est = ref.run(q, k, v, causal=False, scale=1.0 / np.sqrt(d), backend=backend, iters=2, warmup=1)
         if est.timing is None:
             pytest.skip(f"{impl}: the backend refused this shape ({est.error})")
-        run = ref.run(q, k, v, causal=False, scale=1.0 / np.sqrt(d), backend=backend, iters=r,
-                      warmup=warmup_launches(float(np.median(est.timing.samples_ms)), w, WARMUP_MS))
+        run = ref.run(
+            q,
+            k,
+            v,
+            causal=False,
+            scale=1.0 / np.sqrt(d),
+            backend=backend,
+            iters=r,
+            warmup=warmup_launches(float(np.median(est.timing.samples_ms)), w, WARMUP_MS),
+        )
         samples, out, variant, source = run.timing.samples_ms, run.output, backend, "cuda events"
     chk = _checked(out, rows, want)
     assert chk["passed"], chk
@@ -84,7 +96,16 @@ def test_attention(benchmark, dev, attn_shape, impl):
     after = gpu_state()
     gflops = attention_flops(b, h, s, s, d) / (med * 1e-3) / 1e9
     benchmark.extra_info.update(
-        impl=f"attention:{impl}", variant=variant, check=chk, shape="x".join(map(str, attn_shape)),
+        impl=f"attention:{impl}",
+        variant=variant,
+        check=chk,
+        shape="x".join(map(str, attn_shape)),
         device=dev.info["name"] if impl == "helios" else ref.metadata().get("gpu"),
-        gflops=gflops, tflops=gflops / 1e3, gpu_time_source=source, flush_bytes=0,
-        gpu_state={"before": before, "after": after}, low_clock=low_clock(before, after), clock_warmup=ramp)
+        gflops=gflops,
+        tflops=gflops / 1e3,
+        gpu_time_source=source,
+        flush_bytes=0,
+        gpu_state={"before": before, "after": after},
+        low_clock=low_clock(before, after),
+        clock_warmup=ramp,
+    )

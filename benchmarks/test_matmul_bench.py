@@ -1,5 +1,6 @@
 """Helios (default and each seed switch), torch.cuda and cuBLASLt over shapes.
 The benchmark statistics are GPU time (see gpuclock.py)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,8 +51,10 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
         ok = bool(np.array_equal(c, ai.astype(np.float32) @ bi.astype(np.float32)))
         check = {"kind": "exact small integers", "passed": ok}
     else:
-        check = {"kind": "float64 rows + finite",
-                 **np_check(dev.matmul(a, b, out_dtype="float16", variant=variant), a, b)}
+        check = {
+            "kind": "float64 rows + finite",
+            **np_check(dev.matmul(a, b, out_dtype="float16", variant=variant), a, b),
+        }
     assert check["passed"], f"{variant} failed its check on {shape}: {check}"
     ramp = clocks_up(dev)
     before = gpu_state()
@@ -60,10 +63,21 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
     w = warmup_launches(est.median_ms, w, WARMUP_MS)
     t = dev.time_matmul(m, n, k, iters=r, warmup=w, variant=variant, inputs=(a, b), flush_bytes=flush_bytes)
     replay(benchmark, t.samples_ms)
-    _finish(benchmark, shape, {"impl": f"helios:{impl}", "variant": variant, "check": check,
-                               "device": dev.info["name"], "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
-                               "flush_bytes": flush_bytes, "warmup_launches": w,
-                               "gpu_time_source": "vulkan timestamps"})
+    _finish(
+        benchmark,
+        shape,
+        {
+            "impl": f"helios:{impl}",
+            "variant": variant,
+            "check": check,
+            "device": dev.info["name"],
+            "gpu_state": {"before": before, "after": gpu_state()},
+            "clock_warmup": ramp,
+            "flush_bytes": flush_bytes,
+            "warmup_launches": w,
+            "gpu_time_source": "vulkan timestamps",
+        },
+    )
 
 
 @pytest.mark.cuda
@@ -72,6 +86,7 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
 def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
     """The CUDA references through helios.harness.references: the very code helios bench uses."""
     from helios.harness.references import make_reference
+
     try:
         ref = make_reference(ref_name, dev.info["uuid"])
     except RuntimeError as e:
@@ -86,7 +101,20 @@ def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
     assert check["passed"], check
     replay(benchmark, t.samples_ms)
     meta = ref.metadata()
-    _finish(benchmark, shape, {"impl": ref_name, "variant": None, "check": check, "device": meta["gpu"],
-                               "label": meta["label"], "batch_ms": t.batch_ms, "batch_mode": t.batch_mode,
-                               "gpu_state": {"before": before, "after": gpu_state()}, "clock_warmup": ramp,
-                               "flush_bytes": flush_bytes, "gpu_time_source": "cuda events"})
+    _finish(
+        benchmark,
+        shape,
+        {
+            "impl": ref_name,
+            "variant": None,
+            "check": check,
+            "device": meta["gpu"],
+            "label": meta["label"],
+            "batch_ms": t.batch_ms,
+            "batch_mode": t.batch_mode,
+            "gpu_state": {"before": before, "after": gpu_state()},
+            "clock_warmup": ramp,
+            "flush_bytes": flush_bytes,
+            "gpu_time_source": "cuda events",
+        },
+    )

@@ -4,6 +4,7 @@ eager and torch.compile on CUDA. Each adapter passes the suite's gate before its
 GPU samples (timestamps / CUDA events, one per forward) are replayed as rounds.
 Sizes: tokens=32, d=64, hidden=256 on a CPU Vulkan device; 2048 x 4096 x 14336
 on a GPU."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,11 +36,19 @@ def test_mlp(benchmark, dev, adapter):
     replay(benchmark, row["samples_ms"])
     st = row.get("gpu_state") or {}
     benchmark.extra_info.update(
-        impl=f"mlp:{adapter}", variant=row.get("variants"), check=row["check"],
+        impl=f"mlp:{adapter}",
+        variant=row.get("variants"),
+        check=row["check"],
         device=dev.info["name"] if adapter == "helios" else row.get("gpu"),
-        gpu_state=st, tflops=row["tflops"], low_clock=row["low_clock"], flush_bytes=0,
+        gpu_state=st,
+        tflops=row["tflops"],
+        low_clock=row["low_clock"],
+        flush_bytes=0,
         clock_warmup=row.get("clock_warmup"),
         gpu_time_source="vulkan timestamps" if adapter == "helios" else "cuda events",
-        tokens=tokens, d_model=cfg.d_model, hidden=cfg.hidden,
+        tokens=tokens,
+        d_model=cfg.d_model,
+        hidden=cfg.hidden,
         throughput_tokens_per_sec=row["throughput_tokens_per_sec"],
-        peak_memory_bytes=row["peak_memory_bytes"])
+        peak_memory_bytes=row["peak_memory_bytes"],
+    )

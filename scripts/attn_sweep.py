@@ -6,6 +6,7 @@ harness). Every Helios number is gated by a sampled float64 check + all finite.
   python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
       [--variants all|default|V1,V2] [--iters 30] [--no-sdpa]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def main() -> int:
     sdpa = None
     if not a.no_sdpa:
         from helios.harness.sdpa import BACKENDS, SdpaReference
+
         sdpa = SdpaReference(dev.info["uuid"])
     rows = []
     for spec in a.shapes.split(","):
@@ -51,19 +53,18 @@ def main() -> int:
         if a.variants == "all":
             vs = [x for x in dev.attention_variants(d) if a.match in x]
         else:
-            vs = [dev.default_attention_variant(d, s, a.causal) if x == "default" else x
-                  for x in a.variants.split(",")]
+            vs = [dev.default_attention_variant(d, s, a.causal) if x == "default" else x for x in a.variants.split(",")]
         for var in vs:
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
-                continue   # the fallback at long context: minutes, not a design point
+                continue  # the fallback at long context: minutes, not a design point
             t0 = time.time()
             try:
                 # warm-up of >= 150 ms of GPU work per variant: clocks drop while the host checks
-                est = dev.time_attention(b, h, s, d, causal=a.causal, iters=2, warmup=1, variant=var,
-                                         inputs=(q, k, v))
+                est = dev.time_attention(b, h, s, d, causal=a.causal, iters=2, warmup=1, variant=var, inputs=(q, k, v))
                 w = warmup_launches(est.median_ms, a.warmup, 150.0)
-                tm = dev.time_attention(b, h, s, d, causal=a.causal, iters=a.iters, warmup=w,
-                                        variant=var, inputs=(q, k, v))
+                tm = dev.time_attention(
+                    b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v)
+                )
                 regs = dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
             except helios.HeliosError as e:
                 rows.append({"shape": spec, "variant": var, "error": str(e)})
@@ -72,34 +73,64 @@ def main() -> int:
             chk = check_close(tm.output[:, :, sel], ref)
             fin = bool(np.isfinite(tm.output).all())
             ok = chk.passed and fin
-            row = {"shape": spec, "side": "helios", "variant": tm.variant, "causal": a.causal,
-                   "check": {**chk.as_dict(), "all_finite": fin, "passed": ok},
-                   "median_ms": tm.median_ms if ok else None, "tflops": tm.tflops if ok else None,
-                   "batch_ms": tm.batch_ms if ok else None, "samples_ms": tm.samples_ms if ok else None,
-                   "registers": regs, "wall_s": time.time() - t0}
+            row = {
+                "shape": spec,
+                "side": "helios",
+                "variant": tm.variant,
+                "causal": a.causal,
+                "check": {**chk.as_dict(), "all_finite": fin, "passed": ok},
+                "median_ms": tm.median_ms if ok else None,
+                "tflops": tm.tflops if ok else None,
+                "batch_ms": tm.batch_ms if ok else None,
+                "samples_ms": tm.samples_ms if ok else None,
+                "registers": regs,
+                "wall_s": time.time() - t0,
+            }
             rows.append(row)
-            print(f"{spec} {tm.variant:34s} regs {regs} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
-                  f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g})", flush=True)
+            print(
+                f"{spec} {tm.variant:34s} regs {regs} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
+                f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g})",
+                flush=True,
+            )
         if sdpa is not None:
             for be in BACKENDS:
                 if be == "math" and s * s * b * h > 2**29:
                     continue
-                r = sdpa.run(q, k, v, causal=a.causal, scale=1.0 / np.sqrt(d), backend=be,
-                             iters=a.iters, warmup=a.warmup)
+                r = sdpa.run(
+                    q, k, v, causal=a.causal, scale=1.0 / np.sqrt(d), backend=be, iters=a.iters, warmup=a.warmup
+                )
                 if r.timing is None:
                     rows.append({"shape": spec, "side": "sdpa", "backend": be, "error": r.error})
                     print(spec, "sdpa", be, "unavailable:", r.error, flush=True)
                     continue
                 chk = check_close(r.output[:, :, sel], ref)
                 med = float(np.median(r.timing.samples_ms))
-                rows.append({"shape": spec, "side": "sdpa", "backend": be, "causal": a.causal,
-                             "check": {**chk.as_dict(), "passed": chk.passed}, "median_ms": med,
-                             "tflops": flops / med / 1e9, "batch_ms": r.timing.batch_ms,
-                             "batch_mode": r.timing.batch_mode, "samples_ms": r.timing.samples_ms})
+                rows.append(
+                    {
+                        "shape": spec,
+                        "side": "sdpa",
+                        "backend": be,
+                        "causal": a.causal,
+                        "check": {**chk.as_dict(), "passed": chk.passed},
+                        "median_ms": med,
+                        "tflops": flops / med / 1e9,
+                        "batch_ms": r.timing.batch_ms,
+                        "batch_mode": r.timing.batch_mode,
+                        "samples_ms": r.timing.samples_ms,
+                    }
+                )
                 print(f"{spec} sdpa {be:10s} {med:.4f} ms {flops / med / 1e9:.1f} TF/s", flush=True)
     with open(a.out, "w") as f:
-        json.dump({"device": dev.info["name"], "driver": dev.info.get("driver_info"),
-                   "commit": __import__("os").environ.get("HELIOS_COMMIT"), "rows": rows}, f, indent=1)
+        json.dump(
+            {
+                "device": dev.info["name"],
+                "driver": dev.info.get("driver_info"),
+                "commit": __import__("os").environ.get("HELIOS_COMMIT"),
+                "rows": rows,
+            },
+            f,
+            indent=1,
+        )
     return 0
 
 

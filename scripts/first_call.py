@@ -4,6 +4,7 @@ products (and attention), timed on the host from before the Device opens to
 the results in hand, with the pipeline-cache directory given (HELIOS_PIPELINE_CACHE,
 or whatever this Helios does without one). Prints one JSON line. Run it twice
 with the same cache directory: cold (empty) and warm."""
+
 import json
 import sys
 import time
@@ -26,8 +27,18 @@ tel = dev.telemetry()
 pc = dict(dev.info.get("pipeline_cache") or {})
 dev.close()
 t_close = time.perf_counter()
-print(json.dumps({"label": sys.argv[1] if len(sys.argv) > 1 else "", "import_s": t_import - t0,
-                  "open_s": t_open - t_import, "first_matmul_s": t_mm - t_open,
-                  "first_attention_s": t_attn - t_mm, "close_s": t_close - t_attn,
-                  "pipeline_compiles": tel["pipeline_compiles"], "pipeline_compile_ms": tel["pipeline_compile_ms"],
-                  "pipeline_cache": pc}))
+print(
+    json.dumps(
+        {
+            "label": sys.argv[1] if len(sys.argv) > 1 else "",
+            "import_s": t_import - t0,
+            "open_s": t_open - t_import,
+            "first_matmul_s": t_mm - t_open,
+            "first_attention_s": t_attn - t_mm,
+            "close_s": t_close - t_attn,
+            "pipeline_compiles": tel["pipeline_compiles"],
+            "pipeline_compile_ms": tel["pipeline_compile_ms"],
+            "pipeline_cache": pc,
+        }
+    )
+)

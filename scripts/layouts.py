@@ -6,6 +6,7 @@ beside it where CUDA is here. Helios is timed as a one-operation chain
 
     python3 scripts/layouts.py --shape 4096x4096x4096 --batch 8x1024x1024x1024 --out layouts.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,15 +19,19 @@ import helios
 from helios.check import check_close
 from helios.gemm import gelu_tanh
 
-CASES = [   # name, trans_a, trans_b, bias, activation
-    ("NN", False, False, False, None), ("NT", False, True, False, None),
-    ("TN", True, False, False, None), ("TT", True, True, False, None),
-    ("NN+bias+gelu", False, False, True, "gelu"), ("NN+bias", False, False, True, None),
+CASES = [  # name, trans_a, trans_b, bias, activation
+    ("NN", False, False, False, None),
+    ("NT", False, True, False, None),
+    ("TN", True, False, False, None),
+    ("TT", True, True, False, None),
+    ("NN+bias+gelu", False, False, True, "gelu"),
+    ("NN+bias", False, False, True, None),
 ]
 
 
 def torch_time(fn, iters, warmup):
     import torch
+
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -52,6 +57,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     try:
         import torch
+
         cuda = torch.cuda.is_available()
     except ImportError:
         cuda = False
@@ -79,7 +85,7 @@ def main() -> int:
                 ta_ = torch.from_numpy(a).cuda()
                 tb_ = torch.from_numpy(b).cuda()
                 tbias = torch.from_numpy(bias).cuda().half()
-                A_ = ta_.t().contiguous().t() if ta else ta_   # the same stored layout
+                A_ = ta_.t().contiguous().t() if ta else ta_  # the same stored layout
                 B_ = tb_.t().contiguous().t() if tb else tb_
                 if use_bias and act:
                     fn = lambda: torch.nn.functional.gelu(torch.addmm(tbias, A_, B_), approximate="tanh")
@@ -119,8 +125,17 @@ def main() -> int:
     ok = all(r["check_passed"] for r in rows)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"schema": "helios-layouts/1", "device": info, "iters": args.iters, "rows": rows,
-                       "torch": __import__("torch").__version__ if cuda else None}, f, indent=1)
+            json.dump(
+                {
+                    "schema": "helios-layouts/1",
+                    "device": info,
+                    "iters": args.iters,
+                    "rows": rows,
+                    "torch": __import__("torch").__version__ if cuda else None,
+                },
+                f,
+                indent=1,
+            )
     return 0 if ok else 1
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes notebooks/explore.ipynb (without outputs) from the cells below.
 Outputs come from executing it: scripts/run_notebook.py."""
+
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -23,7 +24,9 @@ RESULTS = os.environ.get("HELIOS_RESULTS") or os.path.join("..", "benchmarks", "
 print("committed results:", os.path.abspath(RESULTS) if os.path.isdir(RESULTS) else
       f"{RESULTS} not found: set HELIOS_RESULTS to a checkout's benchmarks/results (those cells stay empty)")
 print("helios", helios.__version__, "| quick mode" if QUICK else "| full mode")"""),
-    new_markdown_cell("## The device\nCapabilities as Vulkan reports them; kernels are chosen from the cooperative-matrix table, never from the name."),
+    new_markdown_cell(
+        "## The device\nCapabilities as Vulkan reports them; kernels are chosen from the cooperative-matrix table, never from the name."
+    ),
     new_code_cell("""info = dev.info
 for key in ("name", "driver_name", "driver_info", "api_version", "subgroup_size", "shared_memory_bytes",
             "timestamp_period_ns", "cooperative_matrix", "cooperative_matrix2", "bf16"):
@@ -33,14 +36,18 @@ for r in info["cooperative_matrix_properties"]:
     if r["a"] == "f16":
         print(f"  {r['m']}x{r['n']}x{r['k']}  -> {r['c']}")
 print("\\ndefault variant:", dev.default_variant(), f"({len(dev.variants())} variants valid here)")"""),
-    new_markdown_cell("## A quick bench\nThe same protocol as `helios bench`: the 384^3 gate, then GPU-timed medians for both sides."),
+    new_markdown_cell(
+        "## A quick bench\nThe same protocol as `helios bench`: the 384^3 gate, then GPU-timed medians for both sides."
+    ),
     new_code_cell("""shapes = [(64, 64, 64), (127, 129, 65)] if QUICK else [(1024,) * 3, (2048,) * 3, (4096,) * 3]
 dev.close()   # run_bench opens its own Device
 quick = run_bench(BenchConfig(shapes=shapes, iters=5 if QUICK else 50, warmup=2 if QUICK else 10,
                               repeats=2, ref="auto"), progress=False)
 quick["_path"] = "this run"
 print(bench_markdown(quick))"""),
-    new_markdown_cell("## Committed results\nEvery file in `benchmarks/results/` was measured on a leased GPU, with the commit it measured."),
+    new_markdown_cell(
+        "## Committed results\nEvery file in `benchmarks/results/` was measured on a leased GPU, with the commit it measured."
+    ),
     new_code_cell("""benches, sweeps = report.load(sorted(glob.glob(os.path.join(RESULTS, "*-bench-*.json")) +
                                    glob.glob(os.path.join(RESULTS, "*-sweep-*.json"))))
 print(report.table(benches, markdown=False))"""),
@@ -50,14 +57,18 @@ report.plot_tflops(benches + [quick], axes[0])
 report.plot_ratio(benches + [quick], axes[1])
 fig.tight_layout()
 plt.show()"""),
-    new_markdown_cell("## Variant sweep\nTF/s per variant at one shape; blank cells were rejected by the correctness gate (fp16 accumulation) or do not exist."),
+    new_markdown_cell(
+        "## Variant sweep\nTF/s per variant at one shape; blank cells were rejected by the correctness gate (fp16 accumulation) or do not exist."
+    ),
     new_code_cell("""for s in sweeps:
     fig, ax = plt.subplots(figsize=(11, 4.5))
     report.plot_sweep(s, ax)
     fig.tight_layout()
     plt.show()"""),
-    new_markdown_cell("## Attention\nThe flash-attention forward against every torch SDPA backend (`helios bench --workload=attention`): "
-                      "the gate, then GPU-timed medians per shape. Without CUDA the reference is numpy on the CPU, labelled so."),
+    new_markdown_cell(
+        "## Attention\nThe flash-attention forward against every torch SDPA backend (`helios bench --workload=attention`): "
+        "the gate, then GPU-timed medians per shape. Without CUDA the reference is numpy on the CPU, labelled so."
+    ),
     new_code_cell("""from helios.harness import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
 attn = run_attention_bench(AttnBenchConfig(shapes=parse_attention_shapes("small" if QUICK else "seed004,seed003,anchor"),
                                            iters=3 if QUICK else 50, warmup=1 if QUICK else 10,
@@ -79,7 +90,9 @@ for committed, path in committed_attn[-2:]:
     ax.set_title(f"{os.path.relpath(path, RESULTS)} ({(committed.get('git') or {}).get('commit')})")
     fig.tight_layout()
     plt.show()"""),
-    new_markdown_cell("## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."),
+    new_markdown_cell(
+        "## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."
+    ),
     new_code_cell("""fig, ax = plt.subplots(figsize=(12, 4))
 report.plot_variance(benches, ax)
 fig.tight_layout()
@@ -87,10 +100,10 @@ plt.show()"""),
 ]
 
 
-
 def build():
-    return new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                "language": "python"}})
+    return new_notebook(
+        cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
 
 
 if __name__ == "__main__":

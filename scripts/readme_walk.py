@@ -3,6 +3,7 @@
 each in a fresh interpreter, and print what it printed; check that every
 `helios ...` command line in its shell blocks parses with today's CLI.
 Exit 0 when all ran, 1 otherwise. tests/test_readme.py runs the same blocks."""
+
 from __future__ import annotations
 
 import re
@@ -51,6 +52,7 @@ def run_block(code: str, cwd: str | None = None, timeout: int = 600) -> subproce
 
 def main() -> int:
     from helios.cli import build_parser
+
     bad = 0
     for line, code in blocks(("python",)):
         r = run_block(code)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Execute a notebook headless (nbclient) and write it with its outputs.
 
-  python3 scripts/run_notebook.py notebooks/explore.ipynb [--out OUT.ipynb] [--timeout 900]
+python3 scripts/run_notebook.py notebooks/explore.ipynb [--out OUT.ipynb] [--timeout 900]
 """
+
 import argparse
 import os
 import sys
@@ -19,8 +20,12 @@ def main() -> int:
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell (default 900)")
     args = p.parse_args()
     nb = nbformat.read(args.notebook, as_version=4)
-    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(args.notebook))}})
+    client = NotebookClient(
+        nb,
+        timeout=args.timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": os.path.dirname(os.path.abspath(args.notebook))}},
+    )
     try:
         client.execute()
     except CellExecutionError as e:

@@ -12,6 +12,7 @@ of at least --warmup launches and 200 ms of that variant's own work (an idle
 GPU drops its clocks), then --iters launches each between GPU timestamps;
 the median is reported with the batch figure beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,21 +28,29 @@ from helios.harness.shapes import parse_shapes, shape_str
 from helios.tune import check_candidate, read_variant_list
 
 # Odd shapes: tails in every dimension, K shorter than a slab, K split unevenly.
-ODD = [(1, 1, 1), (7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33),
-       (257, 136, 1000)]
+ODD = [(1, 1, 1), (7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33), (257, 136, 1000)]
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shapes", default="4096x4096x4096",
-                   help="shapes to time: MxNxK or named sets (canonical, large, llm, small), comma-separated")
-    p.add_argument("--variants", default=None,
-                   help="variants to sweep: comma-separated strings or @FILE (default: all the device lists)")
+    p.add_argument(
+        "--shapes",
+        default="4096x4096x4096",
+        help="shapes to time: MxNxK or named sets (canonical, large, llm, small), comma-separated",
+    )
+    p.add_argument(
+        "--variants",
+        default=None,
+        help="variants to sweep: comma-separated strings or @FILE (default: all the device lists)",
+    )
     p.add_argument("--iters", type=int, default=20, help="timed launches per variant and shape (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="minimum warm-up launches (default 5; also >= 200 ms)")
     p.add_argument("--out", default=None, help="JSON output file")
-    p.add_argument("--best", default=None,
-                   help="write the passing variant with the lowest summed time over the shapes to this file")
+    p.add_argument(
+        "--best",
+        default=None,
+        help="write the passing variant with the lowest summed time over the shapes to this file",
+    )
     args = p.parse_args()
     shapes = parse_shapes(args.shapes)
     rows = []
@@ -55,7 +64,7 @@ def main() -> int:
             try:
                 row["variant"] = dev.check_variant(v)
                 why = check_candidate(dev, v, shapes=ODD)
-                row["check_fails"] = 0 if why is None else 1   # failing shapes checked: first one
+                row["check_fails"] = 0 if why is None else 1  # failing shapes checked: first one
                 if why:
                     row["check_failure"] = why
                 row["kernel_stats"] = dev.kernel_stats(v)
@@ -72,14 +81,25 @@ def main() -> int:
                 warm = warmup_launches(est.median_ms, args.warmup, 200.0)
                 t = dev.time_matmul(*s, iters=args.iters, warmup=warm, variant=v, inputs=(a, b))
                 row["timings"][shape_str(s)] = {
-                    "median_ms": t.median_ms, "tflops": t.tflops, "batch_ms": t.batch_ms,
-                    "cv": float(np.std(t.samples_ms) / np.mean(t.samples_ms)), "samples_ms": t.samples_ms}
+                    "median_ms": t.median_ms,
+                    "tflops": t.tflops,
+                    "batch_ms": t.batch_ms,
+                    "cv": float(np.std(t.samples_ms) / np.mean(t.samples_ms)),
+                    "samples_ms": t.samples_ms,
+                }
             regs = row["kernel_stats"].get("Register Count", float("nan"))
             cells = " ".join(f"{row['timings'][shape_str(s)]['tflops']:6.1f}" for s in shapes)
             print(f"{v:<84} regs={regs:4.0f} TF/s {cells}", flush=True)
         info = dict(dev.info)
-    doc = {"schema": "helios-sweep/2", "shapes": [shape_str(s) for s in shapes], "iters": args.iters,
-           "warmup": args.warmup, "device": info, "seconds": time.time() - t_start, "rows": rows}
+    doc = {
+        "schema": "helios-sweep/2",
+        "shapes": [shape_str(s) for s in shapes],
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "device": info,
+        "seconds": time.time() - t_start,
+        "rows": rows,
+    }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
@@ -89,7 +109,9 @@ def main() -> int:
         for s in shapes:
             k = shape_str(s)
             r = min(timed, key=lambda r: r["timings"][k]["median_ms"])
-            print(f"  {k:<16} {r['timings'][k]['median_ms']:.4f} ms {r['timings'][k]['tflops']:6.1f} TF/s  {r['variant']}")
+            print(
+                f"  {k:<16} {r['timings'][k]['median_ms']:.4f} ms {r['timings'][k]['tflops']:6.1f} TF/s  {r['variant']}"
+            )
     if args.best and timed:
         with open(args.best, "w") as f:
             f.write(min(timed, key=lambda r: sum(t["median_ms"] for t in r["timings"].values()))["variant"])

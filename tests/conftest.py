@@ -1,4 +1,5 @@
 """Shared fixtures: one Device per session; variants the device lists."""
+
 from __future__ import annotations
 
 import os
@@ -18,14 +19,16 @@ import helios  # noqa: E402
 # tests that draw skip there, saying so; Helios's own C still runs sanitized.
 UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 ASAN_DRAW_SKIP = pytest.mark.skipif(
-    UNDER_ASAN, reason="under the ASan preload, matplotlib's ft2font aborts in ASan's __cxa_throw "
-                       "interceptor (not Helios code); drawing is tested in the normal run")
+    UNDER_ASAN,
+    reason="under the ASan preload, matplotlib's ft2font aborts in ASan's __cxa_throw "
+    "interceptor (not Helios code); drawing is tested in the normal run",
+)
 
 
 def _open_device():
     try:
         return helios.Device(), None
-    except helios.NoDeviceError as e:   # no Vulkan driver: say so, never pass silently
+    except helios.NoDeviceError as e:  # no Vulkan driver: say so, never pass silently
         return None, str(e)
 
 

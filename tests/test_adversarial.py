@@ -1,6 +1,7 @@
 """Adversarial inputs (issue 11): every case ends in the documented exception or
 exit status with a one-line message, fast, and never a traceback for a user
 error; the C core's variant parsing under threads with HELIOS_VARIANT set."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,20 @@ from helios.cli import main
 
 # ---- environment switches: strict values ------------------------------------------------
 @pytest.mark.parametrize("name", ["HELIOS_DISABLE_COOP", "HELIOS_DISABLE_COOP2"])
-@pytest.mark.parametrize("value,ok", [("1", True), ("true", True), ("YES", True), ("on", True), ("0", True),
-                                      ("off", True), ("False", True), ("maybe", False), ("2", False)])
+@pytest.mark.parametrize(
+    "value,ok",
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", True),
+        ("off", True),
+        ("False", True),
+        ("maybe", False),
+        ("2", False),
+    ],
+)
 def test_boolean_switches_are_strict(monkeypatch, name, value, ok):
     monkeypatch.setenv(name, value)
     if ok:
@@ -49,9 +62,16 @@ def test_coop_switches_are_strict(device, monkeypatch):
         device.default_variant()
 
 
-@pytest.mark.parametrize("index,exc,msg", [(2**63, ValueError, "0..1024"), (-1, ValueError, "0..1024"),
-                                           (True, TypeError, "bool"), ("0", TypeError, "str"),
-                                           (1.0, TypeError, "float")])
+@pytest.mark.parametrize(
+    "index,exc,msg",
+    [
+        (2**63, ValueError, "0..1024"),
+        (-1, ValueError, "0..1024"),
+        (True, TypeError, "bool"),
+        ("0", TypeError, "str"),
+        (1.0, TypeError, "float"),
+    ],
+)
 def test_device_index_argument(index, exc, msg):
     with pytest.raises(exc, match=msg):
         helios.Device(index)
@@ -76,15 +96,18 @@ def test_device_buffer_limit_checked_before_inputs(device):
     assert time.perf_counter() - t < 0.5
 
 
-@pytest.mark.parametrize("kw,exc,msg", [
-    ({"iters": 2**32 + 3}, ValueError, "iters must be in 1..100000"),
-    ({"iters": 0}, ValueError, "iters must be in"),
-    ({"warmup": 2**32}, ValueError, "warmup must be in 0..100000"),
-    ({"warmup": -1}, ValueError, "warmup must be in"),
-    ({"flush_bytes": 2**64 - 1}, ValueError, "flush_bytes must be in"),
-    ({"iters": 2.0}, TypeError, "iters must be an int"),
-    ({"iters": True}, TypeError, "iters must be an int"),
-])
+@pytest.mark.parametrize(
+    "kw,exc,msg",
+    [
+        ({"iters": 2**32 + 3}, ValueError, "iters must be in 1..100000"),
+        ({"iters": 0}, ValueError, "iters must be in"),
+        ({"warmup": 2**32}, ValueError, "warmup must be in 0..100000"),
+        ({"warmup": -1}, ValueError, "warmup must be in"),
+        ({"flush_bytes": 2**64 - 1}, ValueError, "flush_bytes must be in"),
+        ({"iters": 2.0}, TypeError, "iters must be an int"),
+        ({"iters": True}, TypeError, "iters must be an int"),
+    ],
+)
 def test_time_matmul_counts(device, kw, exc, msg):
     with pytest.raises(exc, match=msg):
         device.time_matmul(8, 8, 8, **kw)
@@ -102,12 +125,11 @@ def test_bool_is_not_a_dimension(device):
 
 def test_unaligned_contiguous_operand_is_copied(device):
     raw = np.zeros(2 * 9 * 9 + 1, dtype=np.uint8)
-    a = raw[1:].view(np.float16).reshape(9, 9)   # contiguous, one byte off alignment
+    a = raw[1:].view(np.float16).reshape(9, 9)  # contiguous, one byte off alignment
     a[...] = small_ints((9, 9), 1)
     assert not a.flags.aligned and a.flags.c_contiguous
     b = small_ints((9, 9), 2)
-    np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"),
-                                  a.astype(np.float32) @ b.astype(np.float32))
+    np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"), a.astype(np.float32) @ b.astype(np.float32))
 
 
 def test_invalid_variant_rejected_even_for_empty_operands(device):
@@ -120,16 +142,33 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "helios", *args], capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("args", [["check", "--fuzz=-5"], ["check", "--fuzz=0"], ["bench", "--runs=0"],
-                                  ["bench", "--repeats=x"], ["nosuchcommand"], ["bench", "--no-such-flag"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--fuzz=-5"],
+        ["check", "--fuzz=0"],
+        ["bench", "--runs=0"],
+        ["bench", "--repeats=x"],
+        ["nosuchcommand"],
+        ["bench", "--no-such-flag"],
+    ],
+)
 def test_usage_errors_exit_2_without_traceback(args):
     r = _run_cli(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("content", ["[]", "42", '"a string"', "{bad json",
-                                     json.dumps({"schema": "helios-bench/1", "rows": [{"shape": 5}]}),
-                                     json.dumps({"schema": "helios-bench/1", "rows": "x"})])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[]",
+        "42",
+        '"a string"',
+        "{bad json",
+        json.dumps({"schema": "helios-bench/1", "rows": [{"shape": 5}]}),
+        json.dumps({"schema": "helios-bench/1", "rows": "x"}),
+    ],
+)
 def test_report_on_malformed_files_exits_2_one_line(tmp_path, content):
     p = tmp_path / "r.json"
     p.write_text(content)
@@ -171,11 +210,11 @@ def test_threaded_stress_with_forced_variant(device, monkeypatch):
                 c = dev.matmul(a, b, out_dtype="float32", variant=v)
                 if not np.array_equal(c, a.astype(np.float32) @ b.astype(np.float32)):
                     raise AssertionError(f"wrong result {m}x{n}x{k} {v}")
-                if v is None and i % 4 == 0:   # the forced variant is what runs (its own report)
+                if v is None and i % 4 == 0:  # the forced variant is what runs (its own report)
                     used = dev.time_matmul(m, n, k, iters=1, warmup=0, inputs=(a, b)).variant
                     if used != forced:
                         raise AssertionError(f"HELIOS_VARIANT not used: {used}")
-            except Exception as e:   # collected, reported below with the thread and case
+            except Exception as e:  # collected, reported below with the thread and case
                 with lock:
                     errors.append(f"thread {tid}: {type(e).__name__}: {e}")
         with lock:
@@ -198,6 +237,7 @@ def test_low_level_run_never_truncates_counts(device):
 
     def run(warmup, iters):
         return device._gemm(a=a, b=b, m=4, n=4, k=4, out_dtype="float32", warmup=warmup, iters=iters)
+
     with pytest.raises(OverflowError):
         run(0, 2**64 + 3)
     with pytest.raises(ValueError, match="0..100000"):

@@ -1,5 +1,6 @@
 """docs/api-rules.md as tests: the dtype, result-type and device rules, one
 table row each, for products and attention alike."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,14 +11,22 @@ import helios
 F16, F32, F64 = np.float16, np.float32, np.float64
 
 
-@pytest.mark.parametrize("da,db,want", [
-    (F16, F16, F16), (F16, F32, F32), (F32, F16, F32), (F32, F32, F32), (F64, F16, F32), (F16, F64, F32),
-])
+@pytest.mark.parametrize(
+    "da,db,want",
+    [
+        (F16, F16, F16),
+        (F16, F32, F32),
+        (F32, F16, F32),
+        (F32, F32, F32),
+        (F64, F16, F32),
+        (F16, F64, F32),
+    ],
+)
 def test_matmul_result_dtype(device, da, db, want):
     a = np.ones((4, 3), da)
     b = np.ones((3, 5), db)
     assert device.matmul(a, b).dtype == want
-    assert device.matmul(b.T, a.T).dtype == want          # operand order does not matter
+    assert device.matmul(b.T, a.T).dtype == want  # operand order does not matter
     assert helios.matmul(a, b, device=device).dtype == want
 
 
@@ -31,9 +40,14 @@ def test_attention_result_dtype(device, dt, want):
 def test_non_float_inputs_are_refused_everywhere(device, bad):
     x = np.ones((4, 4), bad)
     ok = np.ones((4, 4), F16)
-    for call in (lambda: device.matmul(x, ok), lambda: device.matmul(ok, x),
-                 lambda: device.matmul(ok, ok, c=x, beta=1.0), lambda: device.matmul(ok, ok, bias=x[0]),
-                 lambda: device.upload(x), lambda: device.attention(x[None, None], ok[None, None], ok[None, None])):
+    for call in (
+        lambda: device.matmul(x, ok),
+        lambda: device.matmul(ok, x),
+        lambda: device.matmul(ok, ok, c=x, beta=1.0),
+        lambda: device.matmul(ok, ok, bias=x[0]),
+        lambda: device.upload(x),
+        lambda: device.attention(x[None, None], ok[None, None], ok[None, None]),
+    ):
         with pytest.raises(TypeError):
             call()
 
@@ -43,9 +57,9 @@ def test_tensor_in_tensor_out(device):
     b = device.upload(np.ones((3, 5), F16))
     r = device.matmul(a, b)
     assert isinstance(r, helios.Tensor) and r.shape == (4, 5) and (r.numpy() == 3).all()
-    r2 = device.matmul(a, np.ones((3, 5), F16))             # one Tensor is enough
+    r2 = device.matmul(a, np.ones((3, 5), F16))  # one Tensor is enough
     assert isinstance(r2, helios.Tensor)
-    r3 = device.matmul(a, b, c=np.ones((4, 5), F16))         # C goes to the device too
+    r3 = device.matmul(a, b, c=np.ones((4, 5), F16))  # C goes to the device too
     assert isinstance(r3, helios.Tensor) and (r3.numpy() == 4).all()
     q = device.upload(np.ones((1, 1, 8, 16), F16))
     assert isinstance(device.attention(q, q, q), helios.Tensor)
@@ -76,7 +90,7 @@ def test_bfloat16_torch_tensors_get_a_true_message(device):
 def test_ops_run_where_their_tensors_live(device):
     with helios.Device() as other:
         x = other.upload(np.ones((4, 4), F16))
-        r = helios.matmul(x, x)                    # not the default device: the Tensors' own
+        r = helios.matmul(x, x)  # not the default device: the Tensors' own
         assert isinstance(r, helios.Tensor) and r.device is other and (r.numpy() == 4).all()
         y = device.upload(np.ones((4, 4), F16))
         with pytest.raises(ValueError, match="different Devices"):

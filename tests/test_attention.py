@@ -2,6 +2,7 @@
 variant the device offers, causal and not; the fallback and its kill switch; the
 API's bad-input battery; Tensors; timing; the bench workload and the fuzz CLI.
 On lavapipe the coop kernel runs 8x8x8 fragments; on a GPU its own shapes."""
+
 from __future__ import annotations
 
 import json
@@ -81,7 +82,7 @@ def test_long_context_sampled(device):
 
 def test_scale_and_fallback_head_dims(device):
     _check(device, 1, 2, 21, 30, 64, False, scale=0.37)
-    for d in (1, 7, 40, 100):   # not all multiples of the coop shapes: the fallback where needed
+    for d in (1, 7, 40, 100):  # not all multiples of the coop shapes: the fallback where needed
         _check(device, 1, 1, 19, 23, d, False)
     assert device.default_attention_variant(7) == "fa-scalar"
 
@@ -97,8 +98,9 @@ def test_running_max_keeps_moving(device, scale):
         out = device.attention(q, k, v, scale=scale, variant=var)
         assert check_close(out, reference_attention(q, k, v, scale=scale)).passed, var
         outc = device.attention(q, k[:, :, :90], v[:, :, :90], causal=True, scale=scale, variant=var)
-        assert check_close(outc, reference_attention(q, k[:, :, :90], v[:, :, :90], causal=True,
-                                                     scale=scale)).passed, var
+        assert check_close(outc, reference_attention(q, k[:, :, :90], v[:, :, :90], causal=True, scale=scale)).passed, (
+            var
+        )
 
 
 def test_kernel_stats(device):
@@ -135,8 +137,9 @@ def test_coop_is_the_default_where_offered(device):
 def test_float32_inputs_and_torch_cpu(device):
     q, k, v = (x.astype(np.float32) for x in random_qkv(1, 2, 17, 17, 32, 4))
     out = device.attention(q, k, v)
-    assert check_close(out, reference_attention(q.astype(np.float16), k.astype(np.float16),
-                                                v.astype(np.float16))).passed
+    assert check_close(
+        out, reference_attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16))
+    ).passed
     torch = pytest.importorskip("torch")
     tq, tk, tv = (torch.from_numpy(x.astype(np.float16)) for x in (q, k, v))
     assert np.array_equal(device.attention(tq, tk, tv), out)
@@ -170,25 +173,43 @@ def test_module_function_and_time_attention(device):
 
 BAD = [
     (lambda d, q, k, v: d.attention(q[0], k, v), ValueError, r"q must be 4-D \(B, H, S, d\), got shape \(2, 5, 16\)"),
-    (lambda d, q, k, v: d.attention(q, np.concatenate([k, k]), np.concatenate([v, v])), ValueError,
-     "must agree on B, H and d"),
+    (
+        lambda d, q, k, v: d.attention(q, np.concatenate([k, k]), np.concatenate([v, v])),
+        ValueError,
+        "must agree on B, H and d",
+    ),
     (lambda d, q, k, v: d.attention(q, k[:, :1], v[:, :1]), ValueError, "must agree on B, H and d"),
     (lambda d, q, k, v: d.attention(q, k[..., :8], v[..., :8]), ValueError, "must agree on B, H and d"),
     (lambda d, q, k, v: d.attention(q, k, v[:, :, :3]), ValueError, "same shape"),
     (lambda d, q, k, v: d.attention(q.astype(np.int32), k, v), TypeError, "dtype int32"),
-    (lambda d, q, k, v: d.attention(q, k[:, :, :4], v[:, :, :4], causal=True), helios.UnsupportedError,
-     "causal masking needs S_q == S_kv"),
+    (
+        lambda d, q, k, v: d.attention(q, k[:, :, :4], v[:, :, :4], causal=True),
+        helios.UnsupportedError,
+        "causal masking needs S_q == S_kv",
+    ),
     (lambda d, q, k, v: d.attention(q, k, v, scale=float("nan")), ValueError, "scale must be finite"),
     (lambda d, q, k, v: d.attention(q, k, v, scale="0.1"), TypeError, "scale must be a real number"),
     (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:16x16"), ValueError, "malformed attention variant"),
-    (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:8x8x8:sg4:wq1:bc256"), helios.UnsupportedError,
-     "fa-coop:8x8x8:sg4:wq1:bc256"),
-    (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:48x48x48:sg4:wq1:bc48"), helios.UnsupportedError,
-     "48x48x48"),
+    (
+        lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:8x8x8:sg4:wq1:bc256"),
+        helios.UnsupportedError,
+        "fa-coop:8x8x8:sg4:wq1:bc256",
+    ),
+    (
+        lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:48x48x48:sg4:wq1:bc48"),
+        helios.UnsupportedError,
+        "48x48x48",
+    ),
     (lambda d, q, k, v: d.attention(q[:, :, :0], k, v), ValueError, "every dimension must be >= 1"),
-    (lambda d, q, k, v: d.attention(np.ones((1, 1, 2, 300), np.float16), np.ones((1, 1, 2, 300), np.float16),
-                                    np.ones((1, 1, 2, 300), np.float16)), helios.UnsupportedError,
-     "head dimension 300"),
+    (
+        lambda d, q, k, v: d.attention(
+            np.ones((1, 1, 2, 300), np.float16),
+            np.ones((1, 1, 2, 300), np.float16),
+            np.ones((1, 1, 2, 300), np.float16),
+        ),
+        helios.UnsupportedError,
+        "head dimension 300",
+    ),
     (lambda d, q, k, v: d.attention(q, k, v, out=np.empty_like(q)), ValueError, "out must be a float16 Tensor"),
     (lambda d, q, k, v: d.attention("q", k, v), TypeError, "must be an array"),
     (lambda d, q, k, v: d.time_attention(1, 1, 8, 16, iters=0), ValueError, "iters must be in 1"),
@@ -223,25 +244,55 @@ def test_no_leak_over_calls(device):
     for _ in range(20):
         device.attention(q, k, v, causal=True)
     end = device.telemetry()
-    assert (end["live_buffers"], end["live_memory"], end["device_bytes"]) == \
-        (base["live_buffers"], base["live_memory"], base["device_bytes"])
+    assert (end["live_buffers"], end["live_memory"], end["device_bytes"]) == (
+        base["live_buffers"],
+        base["live_memory"],
+        base["device_bytes"],
+    )
 
 
 # ---- the CLI: bench workload and fuzz -------------------------------------------
 
+
 def test_bench_attention_json(device, tmp_path, capsys):
     out = tmp_path / "attn.json"
-    rc = main(["bench", "--workload=attention", "--shapes", "1x2x40x32,2x1x33x16", "--iters", "3",
-               "--warmup", "1", "--warmup-ms", "0", "--repeats", "2", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--workload=attention",
+            "--shapes",
+            "1x2x40x32,2x1x33x16",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--warmup-ms",
+            "0",
+            "--repeats",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr()
     r = json.loads(out.read_text())
     assert (r["schema"], r["workload"], r["status"]) == ("helios-bench/1", "attention", "ok")
-    assert r["check"]["fails"] == 0 and len(r["check"]["cases"]) >= 4   # both head dims, causal and not
+    assert r["check"]["fails"] == 0 and len(r["check"]["cases"]) >= 4  # both head dims, causal and not
     assert [x["shape"] for x in r["rows"]] == ["1x2x40x32", "2x1x33x16"]
     row = r["rows"][0]
     assert row["valid"] and row["heliosMs"] > 0 and row["referenceMs"] > 0 and row["cudaBackend"]
-    for key in ("mean_ms", "median_ms", "std_ms", "min_ms", "max_ms", "p95_ms", "p99_ms", "gflops",
-                "bandwidth_gbs", "queries_per_s"):
+    for key in (
+        "mean_ms",
+        "median_ms",
+        "std_ms",
+        "min_ms",
+        "max_ms",
+        "p95_ms",
+        "p99_ms",
+        "gflops",
+        "bandwidth_gbs",
+        "queries_per_s",
+    ):
         assert row["helios"][key] > 0 or key == "std_ms", key
     assert len(row["helios"]["samples_ms"]) == 2 and len(row["helios"]["samples_ms"][0]) == 3
     assert row["helios"]["check"][0]["passed"] and row["helios"]["check"][0]["all_finite"]
@@ -255,21 +306,43 @@ def test_bench_attention_json(device, tmp_path, capsys):
 
 def test_bench_attention_causal_and_cold(device, tmp_path):
     out = tmp_path / "c.json"
-    assert main(["bench", "--workload=attention", "--causal", "--flush-l2", "--shapes", "1x1x24x16", "--iters",
-                 "2", "--warmup", "0", "--warmup-ms", "0", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--workload=attention",
+                "--causal",
+                "--flush-l2",
+                "--shapes",
+                "1x1x24x16",
+                "--iters",
+                "2",
+                "--warmup",
+                "0",
+                "--warmup-ms",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     r = json.loads(out.read_text())
     row = r["rows"][0]
     assert row["shape"] == "1x1x24x16-causal" and row["causal"] and row["valid"]
-    assert r["flush_l2"] and r["flush_bytes"] > 0   # cold mode: both sides flush before each sample
+    assert r["flush_l2"] and r["flush_bytes"] > 0  # cold mode: both sides flush before each sample
 
 
-@pytest.mark.parametrize("argv", [
-    ["bench", "--workload=attention", "--shapes", "1x2x3"],
-    ["bench", "--workload=attention", "--ref", "torch"],
-    ["bench", "--workload=attention", "--sdpa-backends", "flash,turbo"],
-    ["bench", "--causal", "--shapes", "16x16x16"],
-    ["bench", "--ref", "sdpa", "--shapes", "16x16x16"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "--workload=attention", "--shapes", "1x2x3"],
+        ["bench", "--workload=attention", "--ref", "torch"],
+        ["bench", "--workload=attention", "--sdpa-backends", "flash,turbo"],
+        ["bench", "--causal", "--shapes", "16x16x16"],
+        ["bench", "--ref", "sdpa", "--shapes", "16x16x16"],
+    ],
+)
 def test_bench_attention_usage_errors(device, argv, capsys):
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
@@ -284,6 +357,7 @@ def test_check_attention_exit_codes(device, capsys):
     out = capsys.readouterr().out
     try:
         import torch
+
         cuda = torch.cuda.is_available()
     except ImportError:
         cuda = False
@@ -296,10 +370,12 @@ def test_check_attention_exit_codes(device, capsys):
 def test_check_attention_reports_failures(device, capsys, monkeypatch):
     """A wrong kernel is caught: exit 1 and the failing case named."""
     import helios.harness.attention_fuzz as af
+
     real = af.reference_attention
     monkeypatch.setattr(af, "reference_attention", lambda *a, **kw: real(*a, **kw) + 0.5)
-    assert main(["check", "--attention", "--matrix", "none", "--fuzz", "2", "--max-seq", "20",
-                 "--oracle", "float64"]) == 1
+    assert (
+        main(["check", "--attention", "--matrix", "none", "--fuzz", "2", "--max-seq", "20", "--oracle", "float64"]) == 1
+    )
     assert "FAIL #0" in capsys.readouterr().out
 
 

@@ -1,4 +1,5 @@
 """helios bench end to end on the local device with the CPU reference."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,16 @@ from conftest import UNDER_ASAN
 from helios.cli import main
 
 SCHEMA = json.loads((pathlib.Path(__file__).parent.parent / "docs" / "helios-bench-1.schema.json").read_text())
-SEED_ARGS = ["bench", "--suite=cuda", "--iters=5", "--warmup=2", "--dtype=float16", "--heliosVariant=matmul",
-             "--check=true", "--checkShape=96x96x96"]
+SEED_ARGS = [
+    "bench",
+    "--suite=cuda",
+    "--iters=5",
+    "--warmup=2",
+    "--dtype=float16",
+    "--heliosVariant=matmul",
+    "--check=true",
+    "--checkShape=96x96x96",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +36,7 @@ def bench_json(tmp_path_factory, device):
 def validate(data: dict) -> None:
     try:
         import jsonschema
-    except ImportError:   # the GPU image lacks it; scripts/dev installs it, so CI validates
+    except ImportError:  # the GPU image lacks it; scripts/dev installs it, so CI validates
         return
     jsonschema.validate(data, SCHEMA)
 
@@ -36,7 +45,7 @@ def test_schema_validator_available_or_skip(bench_json):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed: schema not validated here")
     jsonschema.validate(json.loads(bench_json.read_text()), SCHEMA)
     bad = json.loads(bench_json.read_text())
-    bad["rows"][0]["shape"] = "64x64"   # the schema must be able to fail
+    bad["rows"][0]["shape"] = "64x64"  # the schema must be able to fail
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, SCHEMA)
 
@@ -48,7 +57,7 @@ def test_schema_and_seed_fields(bench_json):
     assert [r["shape"] for r in data["rows"]] == ["64x64x64", "33x17x129"]
     for r in data["rows"]:
         assert r["valid"] and r["heliosMs"] > 0 and r["referenceMs"] > 0
-        assert r["cudaMs"] is None and r["cudaTflops"] is None   # a CPU reference never reads as CUDA
+        assert r["cudaMs"] is None and r["cudaTflops"] is None  # a CPU reference never reads as CUDA
         assert len(r["helios"]["samples_ms"]) == 2 and all(len(x) == 5 for x in r["helios"]["samples_ms"])
         assert r["helios"]["stats"]["n"] == 10 and r["cuda"]["stats"]["n"] == 10
         assert r["helios"]["check"][0]["passed"] and r["helios"]["telemetry"]["matmuls"] == 1
@@ -90,6 +99,7 @@ def test_impossible_check_rejects_the_run(device, tmp_path, capsys):
 def test_unavailable_reference_is_an_error(device, capsys):
     pytest.importorskip("torch")
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("torch.cuda exists here: --ref=torch is available")
     assert main(["bench", "--shapes=16x16x16", "--iters=2", "--ref=torch"]) == 2
@@ -98,8 +108,21 @@ def test_unavailable_reference_is_an_error(device, capsys):
 
 def test_flush_l2_and_unchecked_runs(device, tmp_path):
     out = tmp_path / "cold.json"
-    assert main(["bench", "--shapes=48x48x48", "--iters=3", "--warmup=1", "--flush-l2", "--check=false",
-                 "--ref=numpy", f"--out={out}"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--shapes=48x48x48",
+                "--iters=3",
+                "--warmup=1",
+                "--flush-l2",
+                "--check=false",
+                "--ref=numpy",
+                f"--out={out}",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     validate(data)
     assert data["flush_l2"] and data["flush_bytes"] == min(256 << 20, device.info["max_storage_buffer_range"] // 4 * 4)
@@ -110,8 +133,23 @@ def test_bench_help_explains_flags(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     out = capsys.readouterr().out
-    for flag in ("--suite", "--iters", "--warmup", "--dtype", "--heliosVariant", "--shapes", "--check ",
-                 "--checkShape", "--atol", "--rtol", "--repeats", "--flush-l2", "--ref", "--out", "--seed"):
+    for flag in (
+        "--suite",
+        "--iters",
+        "--warmup",
+        "--dtype",
+        "--heliosVariant",
+        "--shapes",
+        "--check ",
+        "--checkShape",
+        "--atol",
+        "--rtol",
+        "--repeats",
+        "--flush-l2",
+        "--ref",
+        "--out",
+        "--seed",
+    ):
         assert flag in out, flag
 
 
@@ -130,7 +168,7 @@ def test_runs_are_recorded_per_round(device, tmp_path):
 def test_out_must_be_a_json_name(device, tmp_path, capsys, out, why):
     assert main(SEED_ARGS + ["--shapes=8x8x8", f"--out={tmp_path / out}"]) == 2
     assert why in capsys.readouterr().err
-    assert not list(tmp_path.iterdir())   # nothing was measured or written
+    assert not list(tmp_path.iterdir())  # nothing was measured or written
 
 
 def test_out_checked_before_the_run(device, tmp_path, capsys):
@@ -157,8 +195,11 @@ def test_time_out_checked_before_the_run(device, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(UNDER_ASAN, reason="under ASan every run is several times slower and its timing "
-                    "is the sanitizer's; the A/A rates are a property of the normal build")
+@pytest.mark.skipif(
+    UNDER_ASAN,
+    reason="under ASan every run is several times slower and its timing "
+    "is the sanitizer's; the A/A rates are a property of the normal build",
+)
 def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
     """10 real A/A pairs of short runs: each side 6 runs of 2 rounds, the two sides'
     runs interleaved in time (A B B A A B B A ..., several files per side pooled:
@@ -174,8 +215,17 @@ def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
     systematic bias of the protocol."""
     from helios.harness.compare import compare, exit_status
     from helios.harness.matmul_bench import BenchConfig, run_bench
-    cfg = BenchConfig(shapes=[(96, 96, 96)], iters=10, warmup=2, warmup_ms=5.0, repeats=2, runs=1,
-                      ref="numpy", check_shape=(64, 64, 64))
+
+    cfg = BenchConfig(
+        shapes=[(96, 96, 96)],
+        iters=10,
+        warmup=2,
+        warmup_ms=5.0,
+        repeats=2,
+        runs=1,
+        ref="numpy",
+        check_shape=(64, 64, 64),
+    )
     verdicts = []
     for _ in range(10):
         runs = [run_bench(cfg) for _ in range(12)]
@@ -183,7 +233,9 @@ def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
         side_b = [r for i, r in enumerate(runs) if i % 4 in (1, 2)]
         verdicts.append(compare(side_a, side_b, level=0.995)[0])
     counts = {v: sum(x.verdict == v for x in verdicts) for v in ("SAME", "INCONCLUSIVE", "FASTER", "SLOWER")}
-    report(f"A/A on {device.info['name']}, 10 interleaved pairs: {counts}; changes "
-          + ", ".join(f"{x.pct:+.1f}%" for x in verdicts))
+    report(
+        f"A/A on {device.info['name']}, 10 interleaved pairs: {counts}; changes "
+        + ", ".join(f"{x.pct:+.1f}%" for x in verdicts)
+    )
     assert counts["SLOWER"] <= 1, counts
     assert sum(exit_status([v]) != 0 for v in verdicts) == counts["SLOWER"]

@@ -1,5 +1,6 @@
 """The pytest-benchmark suite (benchmarks/): JSON with GPU-time statistics,
 extra_info per benchmark, machine info, and an in-run comparison gate."""
+
 from __future__ import annotations
 
 import json
@@ -11,14 +12,34 @@ import sys
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-EXTRA = {"impl", "variant", "check", "device", "gpu_state", "tflops", "gpu_time_source", "flush_bytes",
-         "clock_warmup", "low_clock"}
+EXTRA = {
+    "impl",
+    "variant",
+    "check",
+    "device",
+    "gpu_state",
+    "tflops",
+    "gpu_time_source",
+    "flush_bytes",
+    "clock_warmup",
+    "low_clock",
+}
 
 
 def _run(store, *extra):
     # pytest-benchmark 5.2 wants its storage under the working directory
-    cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
-           "--helios-sizes=quick", f"--benchmark-storage=file://{store}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "benchmarks",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--helios-sizes=quick",
+        f"--benchmark-storage=file://{store}",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 

@@ -1,4 +1,5 @@
 """The correctness gate itself: it must reject what it should."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """The helios command line."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,18 @@ def test_help_lists_every_flag(capsys):
         main(["time", "--help"])
     assert ei.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--shapes", "--iters", "--warmup", "--variant", "--check-shape", "--atol", "--rtol",
-                 "--seed", "--no-cuda", "--out"):
+    for flag in (
+        "--shapes",
+        "--iters",
+        "--warmup",
+        "--variant",
+        "--check-shape",
+        "--atol",
+        "--rtol",
+        "--seed",
+        "--no-cuda",
+        "--out",
+    ):
         assert flag in out
 
 
@@ -39,8 +50,25 @@ def test_info_text_runs_as_module(device):
 
 def test_time_writes_json(device, tmp_path, capsys):
     out = tmp_path / "t.json"
-    assert main(["time", "--shapes", "32x48x40,17x9x33", "--iters", "3", "--warmup", "1",
-                 "--check-shape", "64x64x64", "--no-cuda", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "time",
+                "--shapes",
+                "32x48x40,17x9x33",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--check-shape",
+                "64x64x64",
+                "--no-cuda",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert [r["shape"] for r in data["rows"]] == ["32x48x40", "17x9x33"]
     assert data["check"]["passed"] and all(r["heliosMs"] > 0 for r in data["rows"])
@@ -48,8 +76,25 @@ def test_time_writes_json(device, tmp_path, capsys):
 
 
 def test_time_rejects_failing_check(device, capsys):
-    assert main(["time", "--shapes", "16x16x16", "--iters", "2", "--check-shape", "64x64x64",
-                 "--atol", "0", "--rtol", "0", "--no-cuda"]) == 1
+    assert (
+        main(
+            [
+                "time",
+                "--shapes",
+                "16x16x16",
+                "--iters",
+                "2",
+                "--check-shape",
+                "64x64x64",
+                "--atol",
+                "0",
+                "--rtol",
+                "0",
+                "--no-cuda",
+            ]
+        )
+        == 1
+    )
     assert "no timings" in capsys.readouterr().err
 
 

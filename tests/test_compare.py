@@ -1,6 +1,7 @@
 """helios compare on synthetic results with known truth: the noise model (runs,
 rounds, launches), false-regression rate and power over simulated A/A and A/B
 pairs, the CI gate, and malformed inputs (exit 2, one line, no traceback)."""
+
 import json
 import math
 import re
@@ -30,10 +31,13 @@ def fake_result(rounds_by_shape, name="NVIDIA H100 80GB HBM3", driver=1, runs=No
         h = {"samples_ms": rounds}
         if runs is not None:
             h["round_runs"] = list(runs)
-        rows.append({"shape": shape, "valid": True, "heliosMs": float(np.median(np.concatenate(rounds))),
-                     "helios": h})
-    return {"schema": "helios-bench/1", "status": "ok", "helios": {"name": name, "driver_version": driver},
-            "rows": rows}
+        rows.append({"shape": shape, "valid": True, "heliosMs": float(np.median(np.concatenate(rounds))), "helios": h})
+    return {
+        "schema": "helios-bench/1",
+        "status": "ok",
+        "helios": {"name": name, "driver_version": driver},
+        "rows": rows,
+    }
 
 
 def simulate(rng, level, runs=3, rounds=3, n=30, run_cv=0.03, round_cv=0.005, launch_cv=0.01):
@@ -90,23 +94,34 @@ def test_launch_samples_are_not_the_unit():
 
 def test_side_noise_one_run_uses_the_assumed_floor():
     s = side_noise([[1.0, 1.0, 1.0]], [1.0, 1.0, 1.0], 30, run_noise=0.015)
-    assert math.isinf(s.df) and s.var == pytest.approx(0.015 ** 2) and math.isnan(s.run_cv)
+    assert math.isinf(s.df) and s.var == pytest.approx(0.015**2) and math.isnan(s.run_cv)
     s3 = side_noise([[1.0], [1.1], [0.9]], [1.0, 1.1, 0.9], 30)
     assert s3.df == 2 and s3.runs == 3 and s3.run_cv > 0.05
 
 
 def test_classify_bands():
     def side(level, var, df=math.inf):
-        return SideNoise(level=math.log(level), run_means=[math.log(level)], var=var, df=df, runs=1, rounds=3, run_cv=float("nan"),
-                         round_cv=0.01, median_ms=level, samples=100)
-    tiny = 0.001 ** 2
-    assert classify(side(1.0, tiny), side(1.015, tiny))[0] == "SAME"          # within the 2% floor
+        return SideNoise(
+            level=math.log(level),
+            run_means=[math.log(level)],
+            var=var,
+            df=df,
+            runs=1,
+            rounds=3,
+            run_cv=float("nan"),
+            round_cv=0.01,
+            median_ms=level,
+            samples=100,
+        )
+
+    tiny = 0.001**2
+    assert classify(side(1.0, tiny), side(1.015, tiny))[0] == "SAME"  # within the 2% floor
     assert classify(side(1.0, tiny), side(1.10, tiny))[0] == "SLOWER"
     assert classify(side(1.0, tiny), side(0.90, tiny))[0] == "FASTER"
-    verdict, _, (lo, hi), p, mde = classify(side(1.0, 0.05 ** 2), side(1.04, 0.05 ** 2))
-    assert verdict == "INCONCLUSIVE" and lo < 1 < hi and mde > MAX_MDE      # too noisy to say SAME
-    verdict, *_, mde = classify(side(1.0, 0.01 ** 2), side(1.025, 0.01 ** 2))
-    assert verdict == "SAME" and mde <= MAX_MDE                              # < MDE at this noise
+    verdict, _, (lo, hi), p, mde = classify(side(1.0, 0.05**2), side(1.04, 0.05**2))
+    assert verdict == "INCONCLUSIVE" and lo < 1 < hi and mde > MAX_MDE  # too noisy to say SAME
+    verdict, *_, mde = classify(side(1.0, 0.01**2), side(1.025, 0.01**2))
+    assert verdict == "SAME" and mde <= MAX_MDE  # < MDE at this noise
 
 
 def _write(tmp_path, name, data):
@@ -168,22 +183,25 @@ def _bad_rows(samples):
     return d
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("[]", "expected a JSON object"),
-    ("42", "expected a JSON object"),
-    ('"text"', "expected a JSON object"),
-    ("{broken", "not valid JSON"),
-    (b"\xff\xfe\x00garbage", "not UTF-8"),
-    (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": 5}), "'rows' must be a list"),
-    (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": [7]}), "not a result row"),
-    (json.dumps(_bad_rows([[1.0, float("nan")]])), "finite and > 0"),
-    (json.dumps(_bad_rows([[1.0, float("inf")]])), "finite and > 0"),
-    (json.dumps(_bad_rows([[-1.0, 2.0]])), "finite and > 0"),
-    (json.dumps(_bad_rows([[0.0, 1.0]])), "finite and > 0"),
-    (json.dumps(_bad_rows([])), "non-empty list"),
-    (json.dumps(_bad_rows([[]])), "non-empty list"),
-    (json.dumps(_bad_rows("x")), "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("[]", "expected a JSON object"),
+        ("42", "expected a JSON object"),
+        ('"text"', "expected a JSON object"),
+        ("{broken", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": 5}), "'rows' must be a list"),
+        (json.dumps({"schema": "helios-bench/1", "status": "ok", "rows": [7]}), "not a result row"),
+        (json.dumps(_bad_rows([[1.0, float("nan")]])), "finite and > 0"),
+        (json.dumps(_bad_rows([[1.0, float("inf")]])), "finite and > 0"),
+        (json.dumps(_bad_rows([[-1.0, 2.0]])), "finite and > 0"),
+        (json.dumps(_bad_rows([[0.0, 1.0]])), "finite and > 0"),
+        (json.dumps(_bad_rows([])), "non-empty list"),
+        (json.dumps(_bad_rows([[]])), "non-empty list"),
+        (json.dumps(_bad_rows("x")), "non-empty list"),
+    ],
+)
 def test_malformed_inputs_exit_2_with_one_line(tmp_path, capsys, content, needle):
     good = _write(tmp_path, "good.json", fake_result({"64x64x64": [[1.0, 1.0]]}))
     bad = _write(tmp_path, "bad.json", content)
@@ -202,6 +220,7 @@ def test_missing_sides_is_usage_error(capsys):
 def test_exit_status_rule():
     def v(verdict, pct):
         return ShapeVerdict("1x1x1", 1.0, 1 + pct / 100, 1 + pct / 100, (1, 1), 0.0, 0.01, None, None, verdict)
+
     assert exit_status([v("SLOWER", 3.0)]) == 1
     assert exit_status([v("SLOWER", 3.0)], 5.0) == 0
     assert exit_status([v("SAME", 30.0), v("FASTER", -9.0), v("INCONCLUSIVE", 8.0)]) == 0
@@ -210,6 +229,10 @@ def test_exit_status_rule():
 def test_commit_line_formats():
     def v(shape, old, new, verdict):
         return ShapeVerdict(shape, old, new, new / old, (0.9, 1.1), 0.5, 0.03, None, None, verdict)
-    assert commit_line([v("2048x2048x2048", 2.0, 1.8, "FASTER"), v("4096x1024x512", 1.0, 1.0, "SAME")],
-                       "L4", "tile change") == \
-        "perf: tile change (L4: 2048 2->1.8 -10.0%, 4096x1024x512 1->1 +0.0%)"
+
+    assert (
+        commit_line(
+            [v("2048x2048x2048", 2.0, 1.8, "FASTER"), v("4096x1024x512", 1.0, 1.0, "SAME")], "L4", "tile change"
+        )
+        == "perf: tile change (L4: 2048 2->1.8 -10.0%, 4096x1024x512 1->1 +0.0%)"
+    )

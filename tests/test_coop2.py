@@ -1,6 +1,7 @@
 """The opt-in NV cooperative matrix 2 family (workgroup-scope matrices, tensor-
 layout loads that clamp every tail): exact results where the device offers it,
 a clear UnsupportedError where it does not, and its kill switch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,12 @@ def _coop2_variants(device) -> list[str]:
 
 def test_string_round_trip():
     assert helios.canonical_variant(V) == V
-    for bad in ("coop2:tile128x128x32:acc=f32:raster=8", "coop2:tile128x128x32:wg256:acc=f32",
-                "coop2:tile128x128x32:wg256:acc=f64:raster=8", "coop2:tile128x128:wg256:acc=f32:raster=8"):
+    for bad in (
+        "coop2:tile128x128x32:acc=f32:raster=8",
+        "coop2:tile128x128x32:wg256:acc=f32",
+        "coop2:tile128x128x32:wg256:acc=f64:raster=8",
+        "coop2:tile128x128:wg256:acc=f32:raster=8",
+    ):
         with pytest.raises(ValueError, match="malformed"):
             helios.canonical_variant(bad)
 
@@ -54,13 +59,16 @@ def test_kill_switch(device, monkeypatch):
 def _needs_coop2(device):
     if not device.info["cooperative_matrix2_enabled"]:
         feats = device.info["cooperative_matrix2_features"]
-        pytest.skip(f"device {device.info['name']} offers no usable NV cooperative matrix 2 "
-                    f"(workgroup scope {feats['workgroup_scope']}, tensor addressing "
-                    f"{feats['tensor_addressing']})")
+        pytest.skip(
+            f"device {device.info['name']} offers no usable NV cooperative matrix 2 "
+            f"(workgroup scope {feats['workgroup_scope']}, tensor addressing "
+            f"{feats['tensor_addressing']})"
+        )
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 17, 63), (130, 70, 385), (128, 128, 64), (300, 257, 33),
-                                   (129, 255, 1000)])
+@pytest.mark.parametrize(
+    "m,n,k", [(1, 1, 1), (7, 17, 63), (130, 70, 385), (128, 128, 64), (300, 257, 33), (129, 255, 1000)]
+)
 def test_exact_with_tails(device, m, n, k):
     _needs_coop2(device)
     for v in _coop2_variants(device):

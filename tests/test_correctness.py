@@ -1,4 +1,5 @@
 """Helios vs a float64 reference of the same fp16 inputs, with the seeds' gate."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,9 +8,24 @@ from conftest import device_variants, rand, small_ints
 
 import helios
 
-ODD_SHAPES = [(1, 1, 1), (7, 7, 7), (17, 17, 17), (63, 63, 63), (65, 65, 65), (127, 127, 127),
-              (129, 129, 129), (383, 384, 385), (385, 383, 384), (1, 300, 40), (300, 1, 40),
-              (40, 70, 1), (5, 3, 200), (100, 37, 91), (8, 8, 8), (16, 16, 16)]
+ODD_SHAPES = [
+    (1, 1, 1),
+    (7, 7, 7),
+    (17, 17, 17),
+    (63, 63, 63),
+    (65, 65, 65),
+    (127, 127, 127),
+    (129, 129, 129),
+    (383, 384, 385),
+    (385, 383, 384),
+    (1, 300, 40),
+    (300, 1, 40),
+    (40, 70, 1),
+    (5, 3, 200),
+    (100, 37, 91),
+    (8, 8, 8),
+    (16, 16, 16),
+]
 
 
 @pytest.mark.parametrize("m,n,k", ODD_SHAPES)
@@ -26,7 +42,7 @@ def test_default_variant_odd_shapes(device, m, n, k, out_dtype):
 @pytest.mark.parametrize("variant", device_variants())
 def test_every_variant_exact_small_integers(device, variant):
     """Small-integer inputs make every variant's result exact (fp16 accumulators too)."""
-    for (m, n, k) in [(1, 1, 1), (33, 17, 65), (130, 70, 385), (64, 64, 64)]:
+    for m, n, k in [(1, 1, 1), (33, 17, 65), (130, 70, 385), (64, 64, 64)]:
         a, b = small_ints((m, k), m), small_ints((k, n), n + k)
         for out_dtype in ("float32", "float16"):
             c = device.matmul(a, b, out_dtype=out_dtype, variant=variant)
@@ -39,7 +55,7 @@ def test_every_variant_random_gate(device, variant):
     """The seeds' gate on random normals. fp16 accumulation cannot meet it at large K
     (that is the gate working), so acc=f16 variants are gated up to K=128."""
     kmax = 128 if "acc=f16" in variant else 1000
-    for (m, n, k) in [(7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33)]:
+    for m, n, k in [(7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33)]:
         if k > kmax:
             continue
         a, b = rand((m, k), 3 * m + n), rand((k, n), k)
@@ -56,19 +72,18 @@ def test_check_shape_384(device):
 
 def test_layouts_noncontiguous_and_fortran(device):
     base = rand((90, 140), 5)
-    a = base[::2, ::3]                       # non-contiguous view (45, 47)
+    a = base[::2, ::3]  # non-contiguous view (45, 47)
     b = np.asfortranarray(rand((47, 31), 6))
     ref = helios.reference_matmul(a, b)
     assert helios.check_close(device.matmul(a, b, out_dtype="float32"), ref).passed
-    bt = rand((31, 47), 7).T                 # transposed view
-    assert helios.check_close(device.matmul(a, bt, out_dtype="float32"),
-                              helios.reference_matmul(a, bt)).passed
+    bt = rand((31, 47), 7).T  # transposed view
+    assert helios.check_close(device.matmul(a, bt, out_dtype="float32"), helios.reference_matmul(a, bt)).passed
 
 
 def test_float32_inputs_are_rounded_to_float16(device):
     a32, b32 = rand((50, 60), 8, np.float32), rand((60, 70), 9, np.float32)
     c = device.matmul(a32, b32)
-    assert c.dtype == np.float32          # out follows the inputs' dtype
+    assert c.dtype == np.float32  # out follows the inputs' dtype
     ref = helios.reference_matmul(a32.astype(np.float16), b32.astype(np.float16))
     assert helios.check_close(c, ref).passed
 
@@ -97,6 +112,5 @@ def test_scalar_path_when_coop_disabled():
     with dev:
         assert dev.default_variant().startswith("scalar:")
         a, b = rand((70, 33), 1), rand((33, 45), 2)
-        assert helios.check_close(dev.matmul(a, b, out_dtype="float32"),
-                                  helios.reference_matmul(a, b)).passed
+        assert helios.check_close(dev.matmul(a, b, out_dtype="float32"), helios.reference_matmul(a, b)).passed
         assert dev.telemetry()["coop_matmuls"] == 0

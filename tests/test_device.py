@@ -1,4 +1,5 @@
 """Device lifetime, capability report, telemetry, GPU timing, threads."""
+
 from __future__ import annotations
 
 import threading
@@ -9,9 +10,21 @@ from conftest import small_ints
 
 import helios
 
-INFO_KEYS = {"name", "vendor_id", "driver_version", "driver_name", "api_version", "subgroup_size",
-             "shared_memory_bytes", "timestamp_period_ns", "timestamp_valid_bits",
-             "cooperative_matrix", "cooperative_matrix2", "bf16", "cooperative_matrix_properties"}
+INFO_KEYS = {
+    "name",
+    "vendor_id",
+    "driver_version",
+    "driver_name",
+    "api_version",
+    "subgroup_size",
+    "shared_memory_bytes",
+    "timestamp_period_ns",
+    "timestamp_valid_bits",
+    "cooperative_matrix",
+    "cooperative_matrix2",
+    "bf16",
+    "cooperative_matrix_properties",
+}
 
 
 def test_info(device):
@@ -19,7 +32,7 @@ def test_info(device):
     assert INFO_KEYS <= set(info)
     assert info["subgroup_size"] >= 1 and info["timestamp_period_ns"] > 0
     with pytest.raises(TypeError):
-        info["name"] = "x"   # read-only mapping
+        info["name"] = "x"  # read-only mapping
     for row in info["cooperative_matrix_properties"]:
         assert {"m", "n", "k", "a", "b", "c", "result", "scope"} <= set(row)
 
@@ -29,12 +42,17 @@ def test_close_is_idempotent_and_final():
         assert not d.closed
     assert d.closed
     d.close()
-    for call in (lambda: d.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16)),
-                 d.variants, d.telemetry, lambda: d.info, lambda: d.time_matmul(2, 2, 2)):
+    for call in (
+        lambda: d.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16)),
+        d.variants,
+        d.telemetry,
+        lambda: d.info,
+        lambda: d.time_matmul(2, 2, 2),
+    ):
         with pytest.raises(helios.DeviceClosedError):
             call()
     with pytest.raises(helios.DeviceClosedError):
-        d.matmul(np.ones((0, 2), np.float16), np.ones((2, 2), np.float16))   # even empty work
+        d.matmul(np.ones((0, 2), np.float16), np.ones((2, 2), np.float16))  # even empty work
 
 
 def test_telemetry_counts_and_resets(device):
@@ -56,7 +74,7 @@ def test_time_matmul_gpu_samples(device):
     t = device.time_matmul(64, 48, 80, iters=5, warmup=2)
     assert len(t.samples_ms) == 5 and all(s > 0 for s in t.samples_ms)
     assert t.batch_ms > 0 and t.median_ms > 0 and t.tflops > 0
-    assert t.variant == device.default_variant(64, 48, 80)   # the default for this shape
+    assert t.variant == device.default_variant(64, 48, 80)  # the default for this shape
     assert t.telemetry["dispatches"] >= 2 + 2 * 5
 
 
@@ -78,7 +96,7 @@ def test_threads_share_a_device(device):
         try:
             for _ in range(5):
                 np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"), ref)
-        except Exception as e:   # collected and re-raised in the main thread
+        except Exception as e:  # collected and re-raised in the main thread
             errors.append(e)
 
     threads = [threading.Thread(target=work) for _ in range(4)]

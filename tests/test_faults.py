@@ -3,6 +3,7 @@ Vulkan call of each kind fails with a real VkResult. Walking N over every such
 call of a matmul, a time_matmul and a device open must give the documented
 exception naming the call and the VkResult, leak nothing, and leave a device
 that still computes the right answer."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +13,20 @@ from conftest import small_ints
 import helios
 from helios import _helios
 
-KINDS = {"buffer": helios.DeviceMemoryError, "alloc": helios.DeviceMemoryError,
-         "map": helios.HeliosError, "pipeline": helios.DeviceMemoryError, "submit": helios.DeviceMemoryError}
-CALLS = {"buffer": "vkCreateBuffer", "alloc": "vkAllocateMemory", "map": "vkMapMemory",
-         "pipeline": "vkCreateComputePipelines", "submit": "vkQueueSubmit"}
+KINDS = {
+    "buffer": helios.DeviceMemoryError,
+    "alloc": helios.DeviceMemoryError,
+    "map": helios.HeliosError,
+    "pipeline": helios.DeviceMemoryError,
+    "submit": helios.DeviceMemoryError,
+}
+CALLS = {
+    "buffer": "vkCreateBuffer",
+    "alloc": "vkAllocateMemory",
+    "map": "vkMapMemory",
+    "pipeline": "vkCreateComputePipelines",
+    "submit": "vkQueueSubmit",
+}
 
 
 def _product(dev: helios.Device, timed: bool, variant) -> None:
@@ -41,28 +52,28 @@ def _live(dev: helios.Device) -> tuple[int, int, int]:
 @pytest.mark.parametrize("timed", [False, True], ids=["matmul", "time_matmul"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_walk_every_call(device, monkeypatch, kind, timed):
-    with helios.Device() as clean:   # what a device holds after one clean product
+    with helios.Device() as clean:  # what a device holds after one clean product
         _product(clean, timed, _split_variant(clean))
         baseline = _live(clean)
     failures = 0
     for n in range(1, 40):
         monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
-        with helios.Device() as dev:   # a fresh device: every buffer and pipeline is created again
-            variant = _split_variant(dev)   # split-K: the most buffers and pipelines per product
+        with helios.Device() as dev:  # a fresh device: every buffer and pipeline is created again
+            variant = _split_variant(dev)  # split-K: the most buffers and pipelines per product
             try:
                 _product(dev, timed, variant)
             except KINDS[kind] as e:
                 failures += 1
                 assert CALLS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
                 b, m, _ = _live(dev)
-                assert b == m and b <= baseline[0], (kind, n, _live(dev))   # no orphan buffer or memory
-                _product(dev, timed, variant)   # the same device works afterwards
-                assert _live(dev) == baseline, (kind, n, _live(dev), baseline)   # objects back to baseline
+                assert b == m and b <= baseline[0], (kind, n, _live(dev))  # no orphan buffer or memory
+                _product(dev, timed, variant)  # the same device works afterwards
+                assert _live(dev) == baseline, (kind, n, _live(dev), baseline)  # objects back to baseline
                 continue
             finally:
                 seen = _helios._fault_count(kind)
             assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
-            break   # N is past the last call of this kind: every call has been failed once
+            break  # N is past the last call of this kind: every call has been failed once
     else:
         pytest.fail(f"more than 39 {kind} calls in one product")
     assert failures >= 1
@@ -95,7 +106,7 @@ def test_walk_tensors_and_chains(device, monkeypatch, kind):
             try:
                 _tensor_chain(dev)
             except KINDS[kind] as e:
-                failed = str(e)   # checked below, once the traceback (and its tensors) is gone
+                failed = str(e)  # checked below, once the traceback (and its tensors) is gone
             finally:
                 seen = _helios._fault_count(kind)
             if failed is not None:
@@ -145,8 +156,10 @@ def test_device_open_survives_faults_in_its_calls(monkeypatch):
     with helios.Device() as dev:
         with pytest.raises(helios.DeviceMemoryError, match="vkCreateBuffer"):
             dev.matmul(small_ints((8, 8), 1), small_ints((8, 8), 2))
-        np.testing.assert_array_equal(dev.matmul(small_ints((8, 8), 1), small_ints((8, 8), 2), out_dtype="float32"),
-                                      small_ints((8, 8), 1).astype(np.float32) @ small_ints((8, 8), 2).astype(np.float32))
+        np.testing.assert_array_equal(
+            dev.matmul(small_ints((8, 8), 1), small_ints((8, 8), 2), out_dtype="float32"),
+            small_ints((8, 8), 1).astype(np.float32) @ small_ints((8, 8), 2).astype(np.float32),
+        )
 
 
 def test_malformed_fault_setting_is_ignored(device, monkeypatch):
@@ -157,10 +170,12 @@ def test_malformed_fault_setting_is_ignored(device, monkeypatch):
 
 def _attention(dev: helios.Device, timed: bool) -> None:
     from helios.attention import random_qkv, reference_attention
+
     q, k, v = random_qkv(1, 2, 21, 21, 16, 3)
     if timed:
-        out = dev.time_attention(1, 2, 21, 16, iters=2, warmup=1, inputs=(q, k, v), causal=True,
-                                 flush_bytes=4096).output
+        out = dev.time_attention(
+            1, 2, 21, 16, iters=2, warmup=1, inputs=(q, k, v), causal=True, flush_bytes=4096
+        ).output
     else:
         out = dev.attention(q, k, v, causal=True)
     assert helios.check_close(out, reference_attention(q, k, v, causal=True)).passed

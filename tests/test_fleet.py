@@ -3,6 +3,7 @@ device and summarizes them; ranks started by a launcher (as Slurm, torchrun or
 mpirun start them: here local processes with their environment) take their
 device from the launcher, name their results by host/UUID/rank, and
 `helios report DIR` merges them into one fleet table."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ def test_summary_flags_the_slow_gpu():
     rng = np.random.default_rng(0)
 
     def gpu(level):
-        return fake_result({"4096x4096x4096": [rng.normal(level, 0.002, 30) for _ in range(6)]},
-                           runs=[0, 0, 1, 1, 2, 2])
+        return fake_result(
+            {"4096x4096x4096": [rng.normal(level, 0.002, 30) for _ in range(6)]}, runs=[0, 0, 1, 1, 2, 2]
+        )
+
     results = [gpu(1.0), gpu(1.0), gpu(1.0), gpu(1.25)]
     s = summarize(results, ["g0", "g1", "g2", "g3"])
     shape = s["shapes"][0]
@@ -50,8 +53,15 @@ def test_summary_flags_the_slow_gpu():
 
 
 def test_launcher_env(monkeypatch):
-    for v in ("SLURM_LOCALID", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "RANK",
-              "OMPI_COMM_WORLD_RANK", "CUDA_VISIBLE_DEVICES"):
+    for v in (
+        "SLURM_LOCALID",
+        "LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_PROCID",
+        "RANK",
+        "OMPI_COMM_WORLD_RANK",
+        "CUDA_VISIBLE_DEVICES",
+    ):
         monkeypatch.delenv(v, raising=False)
     assert launcher_info() is None
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -60,13 +70,13 @@ def test_launcher_env(monkeypatch):
     assert info["local_rank"] == 1 and info["rank"] == 5 and info["source"] == "LOCAL_RANK"
     ids = [{"uuid": "a", "device_type": "discrete_gpu"}, {"uuid": "b", "device_type": "discrete_gpu"}]
     assert launcher_device(ids) == 1
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a")   # the GPU the launcher bound wins
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a")  # the GPU the launcher bound wins
     assert launcher_device(ids) == 0
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     monkeypatch.setenv("LOCAL_RANK", "2")
     with pytest.raises(ValueError, match="LOCAL_RANK=2: this host has 2 Vulkan GPUs"):
         launcher_device(ids)
-    assert launcher_device([{"uuid": "c", "device_type": "cpu"}]) == 0   # lavapipe: ranks share it
+    assert launcher_device([{"uuid": "c", "device_type": "cpu"}]) == 0  # lavapipe: ranks share it
     monkeypatch.setenv("LOCAL_RANK", "x")
     with pytest.raises(ValueError, match="not an integer"):
         launcher_info()
@@ -77,8 +87,18 @@ def test_launcher_env(monkeypatch):
 
 def test_devices_all_writes_a_fleet(device, tmp_path, capsys):
     out = tmp_path / "fleet.json"
-    rc = main(["bench", "--shapes=16x16x16", "--iters=3", "--warmup=0", "--check-shape=16x16x16",
-               "--ref=numpy", "--devices=all", f"--out={out}"])
+    rc = main(
+        [
+            "bench",
+            "--shapes=16x16x16",
+            "--iters=3",
+            "--warmup=0",
+            "--check-shape=16x16x16",
+            "--ref=numpy",
+            "--devices=all",
+            f"--out={out}",
+        ]
+    )
     assert rc == 0, capsys.readouterr()
     fleet = json.loads(out.read_text())
     assert fleet["schema"] == "helios-fleet/1" and fleet["devices"][0]["rc"] == 0
@@ -97,16 +117,33 @@ def test_ranks_as_local_processes_merge_into_one_report(device, tmp_path):
     sharing a CPU device), each naming its result by host and rank; `helios
     report DIR` merges them."""
     from helios.device import identities
+
     gpus = sum(d["device_type"] != "cpu" for d in identities())
     n = min(gpus, 3) if gpus else 3
     env = {k: v for k, v in os.environ.items() if k not in ("HELIOS_DEVICE", "CUDA_VISIBLE_DEVICES")}
     procs = []
     for rank in range(n):
         e = dict(env, SLURM_LOCALID=str(rank), SLURM_PROCID=str(rank), SLURM_NTASKS=str(n))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "helios", "bench", "--shapes=16x16x16", "--iters=3", "--warmup=0",
-             "--check-shape=16x16x16", "--ref=numpy", f"--out={tmp_path}/{{host}}-rank{{rank}}.json"],
-            env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "helios",
+                    "bench",
+                    "--shapes=16x16x16",
+                    "--iters=3",
+                    "--warmup=0",
+                    "--check-shape=16x16x16",
+                    "--ref=numpy",
+                    f"--out={tmp_path}/{{host}}-rank{{rank}}.json",
+                ],
+                env=e,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     for p in procs:
         out, _ = p.communicate(timeout=600)
         assert p.returncode == 0, out[-2000:]
@@ -118,10 +155,11 @@ def test_ranks_as_local_processes_merge_into_one_report(device, tmp_path):
         assert res["launcher"]["source"] == "SLURM_LOCALID" and res["launcher"]["world_size"] == n
         uuids.add(res["helios"]["uuid"])
         assert f.name.endswith(f"-rank{res['launcher']['rank']}.json")
-    r = subprocess.run([sys.executable, "-m", "helios", "report", str(tmp_path)], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "helios", "report", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
-    assert len(uuids) == (n if gpus else 1)   # one GPU per rank, or all sharing the CPU device
+    assert len(uuids) == (n if gpus else 1)  # one GPU per rank, or all sharing the CPU device
     if n > 1:
         assert "fleet" in r.stdout and r.stdout.count("rank") >= n
 

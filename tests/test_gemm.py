@@ -2,6 +2,7 @@
 epilogue (bias, relu/gelu/silu, alpha/beta), device-resident Tensors, prepacked
 weights and chains, on every variant family the device offers, against float64
 (exact small integers where fp16 accumulation is involved)."""
+
 from __future__ import annotations
 
 import itertools
@@ -37,7 +38,7 @@ def ref_act(x: np.ndarray, act) -> np.ndarray:
     if act == "relu":
         return np.maximum(x, 0)
     if act == "gelu":
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     if act == "silu":
         return x / (1 + np.exp(-x))
     return x
@@ -52,7 +53,7 @@ def close(got, ref, atol=0.02, rtol=0.01):
     assert not bad.any(), f"{bad.sum()} of {bad.size} off; max err {err.max():.3g}"
 
 
-SHAPES = [(37, 29, 41), (64, 48, 32), (19, 72, 100)]   # tails in every dimension, and aligned
+SHAPES = [(37, 29, 41), (64, 48, 32), (19, 72, 100)]  # tails in every dimension, and aligned
 
 
 @pytest.mark.parametrize("fam", ["scalar", "coop", "direct", "splitk", "acc_f16"])
@@ -78,7 +79,7 @@ def test_views_are_layouts_not_copies(device):
     wide = rand((60, 50), 3)
     close(device.matmul(wide[:45, :30], b), wide[:45, :30].astype(np.float64) @ b.astype(np.float64))
     close(device.matmul(a, wide[:30, 5:32]), a.astype(np.float64) @ wide[:30, 5:32].astype(np.float64))
-    strided = rand((90, 30), 4)[::2]   # every other row: a copy, still right
+    strided = rand((90, 30), 4)[::2]  # every other row: a copy, still right
     close(device.matmul(strided, b), strided.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -92,11 +93,12 @@ def test_batches(device, fam):
     f64 = lambda x: x.astype(np.float64)
     for x, y in ((A, B), (A, b2), (a2, B)):
         np.testing.assert_array_equal(device.matmul(x, y, out_dtype="float32", variant=v), f64(x) @ f64(y))
-    At = np.swapaxes(small_ints((3, 34, 21), 9), 1, 2)   # a batch of transposed views
+    At = np.swapaxes(small_ints((3, 34, 21), 9), 1, 2)  # a batch of transposed views
     np.testing.assert_array_equal(device.matmul(At, B, out_dtype="float32", variant=v), f64(At) @ f64(B))
     np.testing.assert_array_equal(
-        device.matmul(A, np.swapaxes(B, 1, 2), trans_b=True, out_dtype="float32", variant=v), f64(A) @ f64(B))
-    one = small_ints((1, 21, 34), 10)   # a batch of 1 broadcasts, as numpy.matmul
+        device.matmul(A, np.swapaxes(B, 1, 2), trans_b=True, out_dtype="float32", variant=v), f64(A) @ f64(B)
+    )
+    one = small_ints((1, 21, 34), 10)  # a batch of 1 broadcasts, as numpy.matmul
     np.testing.assert_array_equal(device.matmul(one, B, out_dtype="float32", variant=v), f64(one) @ f64(B))
 
 
@@ -112,12 +114,14 @@ def test_epilogue(device, fam, act, out_dtype):
     bias = np.random.default_rng(13).standard_normal(n)
     c = np.random.default_rng(14).standard_normal((m, n)).astype(out_dtype)
     prod = a.astype(np.float64) @ b.astype(np.float64)
-    close(device.matmul(a, b, bias=bias, activation=act, out_dtype=out_dtype, variant=v),
-          ref_act(prod + bias, act))
-    close(device.matmul(a, b, alpha=0.5, beta=-1.5, c=c, activation=act, out_dtype=out_dtype, variant=v),
-          ref_act(0.5 * prod - 1.5 * c.astype(np.float64), act))
-    close(device.matmul(a, b, c=c, bias=bias, out_dtype=out_dtype, variant=v),
-          prod + c.astype(np.float64) + bias)   # c given: beta defaults to 1
+    close(device.matmul(a, b, bias=bias, activation=act, out_dtype=out_dtype, variant=v), ref_act(prod + bias, act))
+    close(
+        device.matmul(a, b, alpha=0.5, beta=-1.5, c=c, activation=act, out_dtype=out_dtype, variant=v),
+        ref_act(0.5 * prod - 1.5 * c.astype(np.float64), act),
+    )
+    close(
+        device.matmul(a, b, c=c, bias=bias, out_dtype=out_dtype, variant=v), prod + c.astype(np.float64) + bias
+    )  # c given: beta defaults to 1
 
 
 def test_epilogue_batched_and_transposed(device):
@@ -142,7 +146,7 @@ def test_tensors_roundtrip_and_metadata(device):
         t = device.upload(x, dtype=dt)
         assert t.shape == shape and t.dtype == dt and t.alive and t.device is device
         np.testing.assert_array_equal(t.numpy(), x)
-        np.testing.assert_array_equal(np.from_dlpack(t), x)   # the host export
+        np.testing.assert_array_equal(np.from_dlpack(t), x)  # the host export
         assert "helios.Tensor" in repr(t)
     e = device.empty((4, 4), "float32")
     assert e.shape == (4, 4) and e.nbytes == 64
@@ -161,11 +165,11 @@ def test_tensor_products_and_out(device):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     ta, tb = device.upload(a), device.upload(b)
     close(device.matmul(ta, tb), ref)
-    close(device.matmul(ta, b), ref)   # mixed host and device operands
+    close(device.matmul(ta, b), ref)  # mixed host and device operands
     out = device.empty((33, 25), "float32")
     assert device.matmul(ta, tb, out=out) is out
     close(out.numpy(), ref)
-    device.matmul(ta, tb, out=out, beta=1.0)   # beta reads out: now 2 * ref
+    device.matmul(ta, tb, out=out, beta=1.0)  # beta reads out: now 2 * ref
     close(out.numpy(), 2 * ref)
     tbt = device.upload(np.ascontiguousarray(b.T))
     close(device.matmul(ta, tbt, trans_b=True), ref)
@@ -176,7 +180,7 @@ def test_prepack(device):
     to 16 bytes for any N; products equal the plain ones."""
     x = rand((31, 40), 22)
     for n in (25, 32):
-        w = rand((n, 40), 23 + n)   # (out, in)
+        w = rand((n, 40), 23 + n)  # (out, in)
         tw = device.prepack(w, trans=True)
         assert tw.shape == (40, n) and tw.pitch % 8 == 0 and tw.pitch >= n
         np.testing.assert_array_equal(tw.numpy(), w.T)
@@ -205,7 +209,7 @@ def test_chain_mlp_one_submission(device):
     t = ch.time(iters=3, warmup=1)
     assert t.ops == 2 and len(t.samples_ms) == 3 and all(s > 0 for s in t.samples_ms)
     assert len(t.variants) == 2 and all(v.startswith(("coop", "scalar")) for v in t.variants)
-    close(y.numpy(), mlp_ref(x, w1, b1, w2, b2))   # rerunning gives the same output
+    close(y.numpy(), mlp_ref(x, w1, b1, w2, b2))  # rerunning gives the same output
 
 
 def test_chain_dependent_and_split(device):
@@ -227,8 +231,11 @@ BAD = [
     (lambda d, a, b: d.matmul(a, b, bias=np.ones(7)), ValueError, "length N=6"),
     (lambda d, a, b: d.matmul(a, b, activation="tanh"), ValueError, "unknown activation 'tanh'"),
     (lambda d, a, b: d.matmul(a, b, activation=3), TypeError, "activation must be"),
-    (lambda d, a, b: d.matmul(np.ones((2, 4, 5), np.float16), np.ones((3, 5, 6), np.float16)),
-     ValueError, "batch sizes differ"),
+    (
+        lambda d, a, b: d.matmul(np.ones((2, 4, 5), np.float16), np.ones((3, 5, 6), np.float16)),
+        ValueError,
+        "batch sizes differ",
+    ),
     (lambda d, a, b: d.matmul(a, b, beta=1.0), ValueError, "needs c="),
     (lambda d, a, b: d.matmul(a, b, c=np.ones((3, 3))), ValueError, r"c has shape \(3, 3\)"),
     (lambda d, a, b: d.matmul(a, b, out=d.empty((4, 7))), ValueError, r"out Tensor has shape \(4, 7\)"),
@@ -263,7 +270,7 @@ def test_tensor_of_another_or_closed_device(device):
             ch = device.chain()
             ch.matmul(device.upload(np.ones((4, 5), np.float16)), t_other)
             ch.run()
-    assert not t_other.alive   # the device closed: its memory is gone
+    assert not t_other.alive  # the device closed: its memory is gone
     for fn in (t_other.numpy, lambda: device.matmul(np.ones((4, 5), np.float16), t_other)):
         with pytest.raises(helios.DeviceClosedError):
             fn()
@@ -293,8 +300,11 @@ def test_tensors_release_memory(device):
     assert mid["device_bytes"] >= base["device_bytes"] + 10 * 64 * 64 * 2
     del ts
     end = device.telemetry()
-    assert (end["live_tensors"], end["live_buffers"], end["device_bytes"]) == \
-        (base["live_tensors"], base["live_buffers"], base["device_bytes"])
+    assert (end["live_tensors"], end["live_buffers"], end["device_bytes"]) == (
+        base["live_tensors"],
+        base["live_buffers"],
+        base["device_bytes"],
+    )
     with helios.Device() as d2:
         keep = [d2.upload(np.ones(16)) for _ in range(3)]
     assert not any(t.alive for t in keep)

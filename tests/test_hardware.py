@@ -1,4 +1,5 @@
 """Tests that only mean something on a hardware GPU (marker `gpu`)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """Defects a new user or a hostile input found (issues 19 and 20): each test
 fails on the old behaviour. Generated inputs (hypothesis) cover the readers of
 files Helios did not write, the --out templates and the numeric flags."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 # ---- the assert helper ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("bad", [np.full(4, np.nan, np.float16), np.array([1, 1, np.inf, 1], np.float16),
-                                 np.array([1, 1, 1, 2], np.float16)])
+
+@pytest.mark.parametrize(
+    "bad", [np.full(4, np.nan, np.float16), np.array([1, 1, np.inf, 1], np.float16), np.array([1, 1, 1, 2], np.float16)]
+)
 def test_check_close_truth_is_its_verdict(bad):
     r = helios.check_close(bad, np.ones(4))
     assert not r and not r.passed
@@ -46,19 +49,27 @@ def test_check_close_refuses_a_shape_mismatch_and_bad_tolerances():
 
 # ---- files Helios reads --------------------------------------------------------------------------
 
+
 def _cache_with(tmp_path, content: bytes):
     p = tmp_path / "tune.json"
     p.write_bytes(content)
     return p
 
 
-@pytest.mark.parametrize("content", [
-    b"\xff\xfe", b"{", b"[]", b"null", b"[" * 100000 + b"]" * 100000,
-    json.dumps({"schema": tune_cache.SCHEMA, "devices": []}).encode(),
-    json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": []}}}).encode(),
-    json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": {"1x1x1": 5}}}}).encode(),
-    json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": 3}}).encode(),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe",
+        b"{",
+        b"[]",
+        b"null",
+        b"[" * 100000 + b"]" * 100000,
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": []}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": []}}}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": {"1x1x1": 5}}}}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": 3}}).encode(),
+    ],
+)
 def test_a_bad_tune_cache_never_breaks_an_op(device, tmp_path, monkeypatch, content):
     p = _cache_with(tmp_path, content)
     monkeypatch.setenv("HELIOS_TUNE_CACHE", str(p))
@@ -81,14 +92,15 @@ def test_tune_cache_reader_on_any_bytes(tmp_path_factory, data):
     assert doc["schema"] == tune_cache.SCHEMA and isinstance(doc["devices"], dict)
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=8)
-                           | st.integers(), lambda c: st.lists(c, max_size=4)
-                           | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=8) | st.integers(),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    max_leaves=20,
+)
 
 
 @FAST
-@given(st.dictionaries(st.sampled_from(["schema", "status", "rows", "helios", "device", "x"]), json_values,
-                       max_size=5))
+@given(st.dictionaries(st.sampled_from(["schema", "status", "rows", "helios", "device", "x"]), json_values, max_size=5))
 def test_compare_reader_on_generated_documents(tmp_path_factory, doc):
     """Any JSON object: a loaded comparable result or a CompareError, nothing else."""
     p = tmp_path_factory.mktemp("r") / "r.json"
@@ -120,11 +132,13 @@ def test_cli_readers_exit_2_without_traceback(tmp_path, capsys, cmd):
 
 def test_markdown_cells_are_escaped():
     from helios.harness.results import md_cell
+
     assert md_cell("a|b\nc") == "a\\|b\\nc"
     assert len(md_cell("x" * 1000)) == 200
 
 
 # ---- paths and names Helios writes ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("out", ["/proc/helios-r.json", "x" * 300 + ".json"])
 def test_out_targets_are_probed_before_any_work(out, capsys):
@@ -162,11 +176,20 @@ def test_missing_candidates_file_is_a_usage_error(capsys):
 # ---- flags ---------------------------------------------------------------------------------------
 
 BAD_FLAGS = [
-    ["bench", "--warmup-ms=nan"], ["bench", "--warmup-ms=-5"], ["bench", "--warmup-ms=inf"],
-    ["bench", "--atol=nan"], ["bench", "--suite=bogus"], ["bench", "--seed=-1"], ["bench", "--iters=0"],
-    ["bench", "--shapes=99999999999999999999x1x1"], ["tune", "--warmup-ms=nan"],
-    ["compare", "--fail-on-regression=-5", "a.json", "b.json"], ["compare", "--run-noise=nan", "a.json", "b.json"],
-    ["compare", "--level=1.5", "a.json", "b.json"], ["check", "--max-dim=0"], ["check", "--seed=-1"],
+    ["bench", "--warmup-ms=nan"],
+    ["bench", "--warmup-ms=-5"],
+    ["bench", "--warmup-ms=inf"],
+    ["bench", "--atol=nan"],
+    ["bench", "--suite=bogus"],
+    ["bench", "--seed=-1"],
+    ["bench", "--iters=0"],
+    ["bench", "--shapes=99999999999999999999x1x1"],
+    ["tune", "--warmup-ms=nan"],
+    ["compare", "--fail-on-regression=-5", "a.json", "b.json"],
+    ["compare", "--run-noise=nan", "a.json", "b.json"],
+    ["compare", "--level=1.5", "a.json", "b.json"],
+    ["check", "--max-dim=0"],
+    ["check", "--seed=-1"],
 ]
 
 
@@ -183,10 +206,13 @@ def test_bad_flags_exit_2_before_any_work(argv, capsys):
 
 
 @FAST
-@given(st.sampled_from(["--warmup-ms", "--atol", "--rtol"]),
-       st.one_of(st.floats(), st.text(alphabet="0123456789.e-+naif", max_size=6)))
+@given(
+    st.sampled_from(["--warmup-ms", "--atol", "--rtol"]),
+    st.one_of(st.floats(), st.text(alphabet="0123456789.e-+naif", max_size=6)),
+)
 def test_numeric_flags_are_finite_or_refused(flag, value):
     from helios.cli import build_parser
+
     parser = build_parser()
     try:
         args = parser.parse_args(["bench", f"{flag}={value}"])
@@ -197,12 +223,19 @@ def test_numeric_flags_are_finite_or_refused(flag, value):
     assert math.isfinite(v) and v >= 0
 
 
-@pytest.mark.parametrize("kwargs,err", [
-    ({"device": "x"}, TypeError), ({"alpha": "2"}, TypeError), ({"alpha": True}, TypeError),
-    ({"alpha": float("nan")}, ValueError), ({"alpha": 10 ** 400}, ValueError), ({"trans_a": "yes"}, TypeError),
-    ({"c": np.ones((4, 4), np.complex64), "beta": 1.0}, TypeError),
-    ({"c": np.ones((4, 4), np.int64), "beta": 1.0}, TypeError),
-])
+@pytest.mark.parametrize(
+    "kwargs,err",
+    [
+        ({"device": "x"}, TypeError),
+        ({"alpha": "2"}, TypeError),
+        ({"alpha": True}, TypeError),
+        ({"alpha": float("nan")}, ValueError),
+        ({"alpha": 10**400}, ValueError),
+        ({"trans_a": "yes"}, TypeError),
+        ({"c": np.ones((4, 4), np.complex64), "beta": 1.0}, TypeError),
+        ({"c": np.ones((4, 4), np.int64), "beta": 1.0}, TypeError),
+    ],
+)
 def test_api_arguments_are_checked(device, kwargs, err):
     a = np.ones((4, 4), np.float16)
     kw = dict(kwargs)
@@ -220,8 +253,7 @@ def test_empty_refuses_non_integer_dims(device, shape):
         device.empty(shape)
 
 
-@pytest.mark.parametrize("x", [np.ones(4, np.int32), np.ones(4, np.complex64), np.ones(4, object),
-                               np.ones(4, bool)])
+@pytest.mark.parametrize("x", [np.ones(4, np.int32), np.ones(4, np.complex64), np.ones(4, object), np.ones(4, bool)])
 def test_one_conversion_rule_for_uploads(device, x):
     with pytest.raises(TypeError, match="floating-point"):
         device.upload(x)
@@ -269,20 +301,29 @@ def test_chain_output_before_run_raises(device):
 
 @pytest.mark.parametrize("value", ["garbage", "buffer:-1", "BUFFER:1", "buffer:1 ", "buffer:" + "9" * 70])
 def test_malformed_fault_settings_are_reported_not_misfired(value):
-    code = ("import numpy as np, helios\n"
-            "with helios.Device() as d:\n"
-            "    print((d.matmul(np.ones((4,4),np.float16), np.ones((4,4),np.float16)) == 4).all())\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, HELIOS_FAULT=value),
-                       capture_output=True, text=True, timeout=120)
+    code = (
+        "import numpy as np, helios\n"
+        "with helios.Device() as d:\n"
+        "    print((d.matmul(np.ones((4,4),np.float16), np.ones((4,4),np.float16)) == 4).all())\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, HELIOS_FAULT=value),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "True" in r.stdout, r.stderr
     assert "HELIOS_FAULT" in r.stderr and "ignored" in r.stderr
 
 
 # ---- the CLI's exit codes -------------------------------------------------------------------------
 
+
 def test_broken_pipe_is_not_a_traceback():
-    r = subprocess.run(f"{sys.executable} -m helios info --json | head -1", shell=True, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        f"{sys.executable} -m helios info --json | head -1", shell=True, capture_output=True, text=True, timeout=120
+    )
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
 
 
@@ -291,8 +332,10 @@ def test_internal_error_is_one_line_and_exit_2(monkeypatch, capsys):
 
     def boom(args):
         raise KeyError("planted")
+
     monkeypatch.setattr(info_cmd, "cmd_info", boom)
     from helios.cli import build_parser
+
     args = build_parser().parse_args(["info"])
     args.func = boom
     monkeypatch.setattr("helios.cli.build_parser", lambda: type("P", (), {"parse_args": lambda s, a: args})())
@@ -311,8 +354,13 @@ def test_version_names_the_build(capsys):
 
 def test_device_count_without_a_loader_is_zero():
     env = dict(os.environ, HELIOS_VULKAN_LOADER="/nonexistent/libvulkan.so.1")
-    r = subprocess.run([sys.executable, "-c", "import helios; print(helios.device_count())"], env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", "import helios; print(helios.device_count())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.stdout.strip() == "0", r.stderr
 
 

@@ -2,6 +2,7 @@
 _helios, imports only downward, no import circles, no module reaching into
 another's private names, and `import helios` loading neither the harness nor
 torch. Pure source analysis: runs without a device."""
+
 from __future__ import annotations
 
 import ast
@@ -26,12 +27,12 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
-NATIVE = {"helios._helios", "helios._cublas"}   # extension modules: the bottom layer
+NATIVE = {"helios._helios", "helios._cublas"}  # extension modules: the bottom layer
 
 
 def layer(mod: str) -> str:
     parts = mod.split(".")
-    if mod == "helios.__main__":   # `python -m helios`: the command line's entry
+    if mod == "helios.__main__":  # `python -m helios`: the command line's entry
         return "cli"
     return parts[1] if len(parts) > 1 and parts[1] in ("harness", "cli") else "api"
 
@@ -82,8 +83,11 @@ def test_the_package_has_three_layers():
 
 @pytest.mark.parametrize("src", sorted(MODULES))
 def test_imports_go_downward_only(src):
-    bad = [f"line {ln}: {src} ({layer(src)}) imports {t} ({layer(t)})"
-           for t, _, ln in imports(src) if t not in NATIVE and RANK[layer(t)] > RANK[layer(src)]]
+    bad = [
+        f"line {ln}: {src} ({layer(src)}) imports {t} ({layer(t)})"
+        for t, _, ln in imports(src)
+        if t not in NATIVE and RANK[layer(t)] > RANK[layer(src)]
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -104,8 +108,13 @@ def test_no_private_names_across_modules(src):
                 if f"{target}.{a.name}" in MODULES:
                     aliases[a.asname or a.name] = f"{target}.{a.name}"
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in aliases and node.attr.startswith("_") and not node.attr.startswith("__")):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
             bad.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
     assert not bad, f"{src} uses private names of other modules:\n" + "\n".join(bad)
 
@@ -147,8 +156,13 @@ def test_no_import_circles():
 def test_the_checker_sees_a_planted_violation(tmp_path, monkeypatch):
     """The walk must be able to fail: an API module importing the harness, a
     private name and a circle are each reported."""
-    fake = {"helios": PKG / "__init__.py", "helios.a": tmp_path / "a.py", "helios.b": tmp_path / "b.py",
-            "helios.harness": PKG / "harness" / "__init__.py", "helios.harness.x": tmp_path / "x.py"}
+    fake = {
+        "helios": PKG / "__init__.py",
+        "helios.a": tmp_path / "a.py",
+        "helios.b": tmp_path / "b.py",
+        "helios.harness": PKG / "harness" / "__init__.py",
+        "helios.harness.x": tmp_path / "x.py",
+    }
     (tmp_path / "a.py").write_text("from .b import _secret\nfrom .harness import x\n")
     (tmp_path / "b.py").write_text("from . import a\n")
     (tmp_path / "x.py").write_text("")
@@ -164,7 +178,9 @@ def test_the_checker_sees_a_planted_violation(tmp_path, monkeypatch):
 
 def test_import_helios_stays_cheap():
     """`import helios` loads the API only: no harness, CLI, torch or SciPy."""
-    code = ("import sys, helios; print(','.join(sorted(m for m in sys.modules if m.startswith("
-            "('helios.harness', 'helios.cli', 'torch', 'scipy', 'matplotlib')))))")
+    code = (
+        "import sys, helios; print(','.join(sorted(m for m in sys.modules if m.startswith("
+        "('helios.harness', 'helios.cli', 'torch', 'scipy', 'matplotlib')))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"import helios also loaded: {out}"

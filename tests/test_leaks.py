@@ -3,6 +3,7 @@ last half of each loop (the figures print with -s and go in the closing note).
 Bounds: < 64 bytes per matmul or failing call; < 64 KiB per device open/close
 (a leaked device, pool or buffer costs far more; the driver's own allocations
 move RSS by tens of KiB either way from one open to the next)."""
+
 from __future__ import annotations
 
 import gc
@@ -18,8 +19,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 # ASan's quarantine keeps freed memory resident (it grows RSS by design), so RSS
 # measures nothing there; the normal run measures it.
-pytestmark = pytest.mark.skipif(UNDER_ASAN, reason="under ASan the allocator's quarantine keeps freed "
-                                "memory resident: RSS growth is measured in the normal run")
+pytestmark = pytest.mark.skipif(
+    UNDER_ASAN,
+    reason="under ASan the allocator's quarantine keeps freed "
+    "memory resident: RSS growth is measured in the normal run",
+)
 
 
 def rss() -> int:
@@ -36,7 +40,7 @@ def growth_per_call(fn, warmup: int, calls: int) -> tuple[float, list[int]]:
         fn()
     gc.collect()
     half = calls // 2
-    ys = np.zeros(calls - half)   # preallocated: the samples must not grow RSS themselves
+    ys = np.zeros(calls - half)  # preallocated: the samples must not grow RSS themselves
     for i in range(calls):
         fn()
         if i >= half:
@@ -53,8 +57,7 @@ def test_matmul_loop_does_not_leak(device, report):
 
 
 def test_time_matmul_loop_does_not_leak(device, report):
-    per, marks = growth_per_call(lambda: device.time_matmul(32, 32, 32, iters=2, warmup=0),
-                                 warmup=1000, calls=1000)
+    per, marks = growth_per_call(lambda: device.time_matmul(32, 32, 32, iters=2, warmup=0), warmup=1000, calls=1000)
     report(f"leak: time_matmul {per:.1f} bytes/call over 500 calls")
     assert per < 64
 
@@ -63,12 +66,16 @@ def test_failing_calls_do_not_leak(device, report):
     a, b = small_ints((4, 3), 1), small_ints((5, 2), 2)
 
     def bad() -> None:
-        for call in (lambda: device.matmul(a, b), lambda: device.check_variant("nonsense"),
-                     lambda: device.time_matmul(8, 8, 8, iters=0)):
+        for call in (
+            lambda: device.matmul(a, b),
+            lambda: device.check_variant("nonsense"),
+            lambda: device.time_matmul(8, 8, 8, iters=0),
+        ):
             try:
                 call()
             except (ValueError, TypeError, helios.HeliosError):
                 pass
+
     per, _ = growth_per_call(bad, warmup=300, calls=3000)
     report(f"leak: failing calls {per:.1f} bytes/round of 3 over 1500 rounds")
     assert per < 64
@@ -80,9 +87,11 @@ def test_device_open_close_cycles_do_not_leak(report):
     from one device to the next (measured: +1.9, +0.4, +0.4, +3.5 MiB after
     60-240 cycles, not growing), which would drown a leak of ours; products
     are covered on one device above."""
+
     def cycle() -> None:
         with helios.Device():
             pass
+
     per, _ = growth_per_call(cycle, warmup=30, calls=100)
     report(f"leak: open/close {per:.0f} bytes/cycle over 50 cycles")
     assert per < 64 * 1024
@@ -100,8 +109,11 @@ def test_injected_faults_do_not_leak(device, report, monkeypatch):
                 d.matmul(a, b)
         except helios.HeliosError:
             pass
+
     per, _ = growth_per_call(faulty, warmup=40, calls=112)
     monkeypatch.delenv("HELIOS_FAULT")
-    report(f"leak: open + injected fault (buffer, alloc, map, pipeline or open calls) + close "
-           f"{per:.0f} bytes/cycle over 56 cycles")
+    report(
+        f"leak: open + injected fault (buffer, alloc, map, pipeline or open calls) + close "
+        f"{per:.0f} bytes/cycle over 56 cycles"
+    )
     assert per < 64 * 1024

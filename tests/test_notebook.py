@@ -1,4 +1,5 @@
 """notebooks/explore.ipynb executes headless (small shapes) and matches its generator."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,9 @@ def test_committed_cells_match_the_generator():
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     committed = nbformat.read(NB, as_version=4)
-    assert [c.source for c in committed.cells] == [c.source for c in gen.build().cells], \
+    assert [c.source for c in committed.cells] == [c.source for c in gen.build().cells], (
         "notebooks/explore.ipynb differs from scripts/make_notebook.py: regenerate and re-run it"
+    )
 
 
 @ASAN_DRAW_SKIP
@@ -29,10 +31,15 @@ def test_notebook_executes_headless(device, tmp_path):
     pytest.importorskip("ipykernel", reason="ipykernel not installed (the notebook extra)")
     nbformat = pytest.importorskip("nbformat")
     out = tmp_path / "run.ipynb"
-    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}   # the kernel draws inline
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the kernel draws inline
     env["HELIOS_NOTEBOOK_QUICK"] = "1"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "run_notebook.py"), NB, "--out", str(out),
-                        "--timeout", "600"], capture_output=True, text=True, env=env, timeout=900)
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "run_notebook.py"), NB, "--out", str(out), "--timeout", "600"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     nb = nbformat.read(str(out), as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

@@ -1,12 +1,13 @@
 """The pytest plugin a user's suite gets with Helios installed: fixtures,
 markers that skip with their reason, and the assert helper that fails."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 from importlib import metadata
 
-USER_SUITE = '''
+USER_SUITE = """
 import numpy as np
 import pytest
 
@@ -27,7 +28,7 @@ def test_gpu_only():
 @pytest.mark.helios_cuda
 def test_cuda_only(helios_cuda_reference):
     assert helios_cuda_reference.is_cuda
-'''
+"""
 
 
 def test_the_entry_point_is_registered():
@@ -37,8 +38,13 @@ def test_the_entry_point_is_registered():
 
 def test_a_users_suite_gets_fixtures_markers_and_the_helper(tmp_path, device):
     (tmp_path / "test_user.py").write_text(USER_SUITE)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     out = r.stdout
     assert "test_close_fails" in out and "not close" in out, out[-3000:]
     if device.info["device_type"] == "cpu":

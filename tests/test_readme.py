@@ -2,6 +2,7 @@
 interpreter, on this machine's device), and every `helios ...` command line in
 its shell blocks parses with today's CLI (its flags and values exist). The
 block reader is scripts/readme_walk.py, which prints what each block printed."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,8 +12,9 @@ import pytest
 
 from helios.cli import build_parser
 
-_spec = importlib.util.spec_from_file_location("readme_walk", Path(__file__).resolve().parents[1] / "scripts" /
-                                               "readme_walk.py")
+_spec = importlib.util.spec_from_file_location(
+    "readme_walk", Path(__file__).resolve().parents[1] / "scripts" / "readme_walk.py"
+)
 walk = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(walk)
 
@@ -27,8 +29,8 @@ def test_the_readme_has_python_blocks_and_commands():
 def test_the_reader_sees_a_planted_block(tmp_path):
     p = tmp_path / "R.md"
     p.write_text("x\n```python\nprint(1)\n```\n  ```sh\n  helios bench --bogus \\\n    --x\n  ```\n")
-    assert walk.blocks(("python",), p) == [(2, "print(1)")]                # the fence line
-    assert walk.helios_commands(p) == [(5, ["bench", "--bogus", "--x"])]   # the fence line
+    assert walk.blocks(("python",), p) == [(2, "print(1)")]  # the fence line
+    assert walk.helios_commands(p) == [(5, ["bench", "--bogus", "--x"])]  # the fence line
 
 
 @pytest.mark.parametrize("line,code", PYTHON, ids=[f"line{n}" for n, _ in PYTHON])

@@ -1,4 +1,5 @@
 """The references: outputs pass the gate, timings are real samples."""
+
 from __future__ import annotations
 
 import pytest

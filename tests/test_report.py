@@ -1,4 +1,5 @@
 """helios report on the committed H100 results."""
+
 import glob
 import json
 import os
@@ -34,6 +35,7 @@ def test_sweep_matrix_marks_rejected_as_nan():
     assert "scalar" in rows and m.shape == (len(rows), len(cols))
     rejected = [r for r in sweeps[0]["rows"] if r["check_fails"]]
     import numpy as np
+
     assert np.isnan(m).sum() >= len(rejected)
 
 

@@ -1,6 +1,7 @@
 """What result files say and how Helios reads its own outputs back: provenance,
 reference naming, every workload comparable, an interrupted run kept, one run
 a side never a confident verdict, and the persisted pipeline cache."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,19 @@ from helios.harness.compare import compare, exit_status, load
 
 def _bench(tmp_path, name, *extra):
     out = tmp_path / name
-    rc = main(["bench", "--shapes=16x16x16,24x8x40", "--iters=3", "--warmup=0", "--warmup-ms=0",
-               "--check-shape=16x16x16", "--ref=numpy", f"--out={out}", *extra])
+    rc = main(
+        [
+            "bench",
+            "--shapes=16x16x16,24x8x40",
+            "--iters=3",
+            "--warmup=0",
+            "--warmup-ms=0",
+            "--check-shape=16x16x16",
+            "--ref=numpy",
+            f"--out={out}",
+            *extra,
+        ]
+    )
     return rc, out
 
 
@@ -26,8 +38,23 @@ def test_provenance_is_helios_own_build(tmp_path, monkeypatch):
     other = tmp_path / "elsewhere"
     other.mkdir()
     subprocess.run(["git", "init", "-q", str(other)], check=True)
-    subprocess.run(["git", "-C", str(other), "-c", "user.email=a@b", "-c", "user.name=n", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(other),
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=n",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
     monkeypatch.chdir(other)
     monkeypatch.delenv("HELIOS_COMMIT", raising=False)
     rc, out = _bench(tmp_path, "b.json")
@@ -35,8 +62,8 @@ def test_provenance_is_helios_own_build(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     theirs = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert res["helios_build"] == {"version": helios.__version__, "build_commit": helios._helios.BUILD_COMMIT}
-    assert res["git"]["commit"] == helios._helios.BUILD_COMMIT.removesuffix("+dirty")   # readers use it: Helios's
-    assert res["cwd_git"]["commit"] == theirs                      # the user's project: labelled as such
+    assert res["git"]["commit"] == helios._helios.BUILD_COMMIT.removesuffix("+dirty")  # readers use it: Helios's
+    assert res["cwd_git"]["commit"] == theirs  # the user's project: labelled as such
     assert theirs not in json.dumps(res["helios_build"])
 
 
@@ -60,9 +87,19 @@ def test_single_run_compare_is_never_a_confident_regression(tmp_path, capsys):
 
 def test_single_run_large_change_says_why():
     def fake(level):
-        return {"schema": "helios-bench/1", "status": "ok", "helios": {"name": "GPU", "driver_version": 1},
-                "rows": [{"shape": "64x64x64", "valid": True,
-                          "helios": {"samples_ms": [[level * (1 + 0.001 * i) for i in range(20)]] * 3}}]}
+        return {
+            "schema": "helios-bench/1",
+            "status": "ok",
+            "helios": {"name": "GPU", "driver_version": 1},
+            "rows": [
+                {
+                    "shape": "64x64x64",
+                    "valid": True,
+                    "helios": {"samples_ms": [[level * (1 + 0.001 * i) for i in range(20)]] * 3},
+                }
+            ],
+        }
+
     old, new = fake(1.0), fake(1.5)
     (v,) = compare([old], [new])
     assert v.verdict == "INCONCLUSIVE" and v.assumed_noise
@@ -72,24 +109,63 @@ def test_attention_time_and_suite_results_compare(tmp_path, capsys):
     att = []
     for name in ("a1.json", "a2.json"):
         out = tmp_path / name
-        assert main(["bench", "--workload=attention", "--shapes=1x2x33x16", "--iters=2", "--warmup=0",
-                     "--warmup-ms=0", "--ref=numpy", f"--out={out}"]) == 0
+        assert (
+            main(
+                [
+                    "bench",
+                    "--workload=attention",
+                    "--shapes=1x2x33x16",
+                    "--iters=2",
+                    "--warmup=0",
+                    "--warmup-ms=0",
+                    "--ref=numpy",
+                    f"--out={out}",
+                ]
+            )
+            == 0
+        )
         att.append(str(out))
     assert main(["compare", *att]) == 0
     assert "1x2x33x16" in capsys.readouterr().out
     times = []
     for name in ("t1.json", "t2.json"):
         out = tmp_path / name
-        assert main(["time", "--shapes=16x16x16", "--iters=3", "--warmup=0", "--check-shape=16x16x16",
-                     "--no-cuda", f"--out={out}"]) == 0
+        assert (
+            main(
+                [
+                    "time",
+                    "--shapes=16x16x16",
+                    "--iters=3",
+                    "--warmup=0",
+                    "--check-shape=16x16x16",
+                    "--no-cuda",
+                    f"--out={out}",
+                ]
+            )
+            == 0
+        )
         times.append(str(out))
     assert main(["compare", *times]) == 0
     assert "16x16x16" in capsys.readouterr().out
     suites = []
     for name in ("s1.json", "s2.json"):
         out = tmp_path / name
-        assert main(["suite", "mlp", "--tokens=8", "--d-model=16", "--hidden=32", "--iters=3", "--warmup=0",
-                     "--adapters=helios", f"--out={out}"]) == 0
+        assert (
+            main(
+                [
+                    "suite",
+                    "mlp",
+                    "--tokens=8",
+                    "--d-model=16",
+                    "--hidden=32",
+                    "--iters=3",
+                    "--warmup=0",
+                    "--adapters=helios",
+                    f"--out={out}",
+                ]
+            )
+            == 0
+        )
         suites.append(str(out))
     assert main(["compare", *suites]) == 0
     assert "helios@8" in capsys.readouterr().out
@@ -99,47 +175,52 @@ def test_attention_time_and_suite_results_compare(tmp_path, capsys):
 def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
     """Ctrl-C in the second round: the file holds round one, status interrupted, exit 130."""
     from helios.harness import matmul_bench
+
     calls = {"n": 0}
     real = matmul_bench.gpu_state
 
     def interrupting_state(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 5:   # round 2's first shape: before, after of round 1's two shapes came first
+        if calls["n"] == 5:  # round 2's first shape: before, after of round 1's two shapes came first
             raise KeyboardInterrupt
         return real(*a, **k)
+
     monkeypatch.setattr(matmul_bench, "gpu_state", interrupting_state)
     rc, out = _bench(tmp_path, "b.json", "--repeats=3")
     assert rc == 130
     res = json.loads(out.read_text())
     assert res["status"] == "interrupted"
-    assert res["rows"] and all(len(r["helios"]["samples_ms"]) == len(r["cuda"]["samples_ms"]) >= 1
-                               for r in res["rows"])
+    assert res["rows"] and all(len(r["helios"]["samples_ms"]) == len(r["cuda"]["samples_ms"]) >= 1 for r in res["rows"])
 
 
 def test_pipeline_cache_persists_and_ignores_corrupt_files(tmp_path):
-    code = ("import numpy as np, helios, json\n"
-            "with helios.Device() as d:\n"
-            "    d.matmul(np.ones((8,8),np.float16), np.ones((8,8),np.float16))\n"
-            "    print(json.dumps(dict(d.info['pipeline_cache'])))\n")
+    code = (
+        "import numpy as np, helios, json\n"
+        "with helios.Device() as d:\n"
+        "    d.matmul(np.ones((8,8),np.float16), np.ones((8,8),np.float16))\n"
+        "    print(json.dumps(dict(d.info['pipeline_cache'])))\n"
+    )
     env = dict(os.environ, HELIOS_PIPELINE_CACHE=str(tmp_path / "pc"))
 
     def run():
-        r = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr
+
     first, _ = run()
     assert first["loaded_bytes"] == 0 and first["path"].startswith(str(tmp_path / "pc"))
     assert os.path.getsize(first["path"]) > 0
     second, _ = run()
     assert second["loaded_bytes"] > 0 and second["note"] is None
-    with open(first["path"], "r+b") as f:   # a foreign header
+    with open(first["path"], "r+b") as f:  # a foreign header
         f.seek(8)
         f.write(b"\xde\xad\xbe\xef")
     third, err = run()
     assert third["loaded_bytes"] == 0 and "another device or driver" in third["note"]
     assert "pipeline cache" in err
-    fourth, _ = run()                       # rewritten at close: usable again
+    fourth, _ = run()  # rewritten at close: usable again
     assert fourth["loaded_bytes"] > 0
     off = dict(env, HELIOS_PIPELINE_CACHE="off")
     r = subprocess.run([sys.executable, "-c", code], env=off, capture_output=True, text=True, timeout=300)
@@ -167,7 +248,7 @@ def test_bench_tables_use_one_ratio_convention(tmp_path, capsys):
     rc, out = _bench(tmp_path, "b.json")
     md = out.with_suffix(".md").read_text()
     assert "helios/numpy time" in md and "speedup" not in md
-    assert "| 0.0 |" not in md     # small TF/s in significant digits
+    assert "| 0.0 |" not in md  # small TF/s in significant digits
 
 
 def test_np_operations_stay_exact(device):

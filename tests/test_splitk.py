@@ -1,6 +1,7 @@
 """Split-K, rasterized block order and the interior fast path: exact results on
 shapes that exercise each (uneven K chunks, fewer chunks than asked, edge blocks
 beside interior ones), fp16 and fp32 output, and the variant-string fields."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,7 +44,7 @@ def test_splitk_random_gate_and_dispatch_count(device):
     c = device.matmul(a, b, out_dtype="float32", variant=v)
     r = helios.check_close(c, helios.reference_matmul(a, b))
     assert r.passed, r.line()
-    assert device.telemetry()["dispatches"] == 2   # the product and the reduction
+    assert device.telemetry()["dispatches"] == 2  # the product and the reduction
 
 
 @pytest.mark.parametrize("raster", [1, 2, 3, 8])
@@ -74,16 +75,19 @@ def test_variant_fields_round_trip_and_legacy_form():
     assert helios.canonical_variant(legacy + ":splitk=2") == legacy + ":splitk=2:raster=1"
 
 
-@pytest.mark.parametrize("bad", [
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:raster=8:splitk=1",   # order
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=0:raster=8",
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=0",
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8:x=1",
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2::raster=8",
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8:",
-    ":coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2",
-    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:bogus=1",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:raster=8:splitk=1",  # order
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=0:raster=8",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=0",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8:x=1",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2::raster=8",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8:",
+        ":coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:bogus=1",
+    ],
+)
 def test_malformed_fields_rejected(bad):
     with pytest.raises(ValueError, match="malformed variant"):
         helios.canonical_variant(bad)
@@ -115,7 +119,7 @@ def test_kernel_stats(device):
     if device.info["pipeline_statistics"]:
         assert stats and all(isinstance(x, float) for x in stats.values())
     else:
-        assert stats == {}   # the driver offers none: said as an empty report
+        assert stats == {}  # the driver offers none: said as an empty report
     with pytest.raises(ValueError, match="malformed"):
         device.kernel_stats("nonsense")
     with pytest.raises(ValueError, match="out_dtype"):

@@ -1,4 +1,5 @@
 """Statistics against known values."""
+
 import numpy as np
 import pytest
 
@@ -49,8 +50,9 @@ def test_bad_samples(bad):
 
 def test_warmup_launches():
     from helios.device import warmup_launches
-    assert warmup_launches(0.034, 10, 200) == 5883          # 200 ms of 34 us launches
+
+    assert warmup_launches(0.034, 10, 200) == 5883  # 200 ms of 34 us launches
     assert warmup_launches(5.7, 10, 200) == 36
-    assert warmup_launches(100.0, 10, 200) == 10            # the count is a minimum
-    assert warmup_launches(1e-6, 10, 200) == 20000          # capped
+    assert warmup_launches(100.0, 10, 200) == 10  # the count is a minimum
+    assert warmup_launches(1e-6, 10, 200) == 20000  # capped
     assert warmup_launches(0.0, 7, 200) == 7

@@ -1,5 +1,6 @@
 """`helios suite mlp` (seed 002's suite) on small sizes: the schema, the gate,
 adapters skipped with their reason where there is no CUDA, and the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -13,34 +14,53 @@ from helios.harness.suite import SuiteConfig, latency, make_workload, run_suite,
 
 def test_suite_small_mlp(device, tmp_path, capsys, report):
     out = tmp_path / "mlp.json"
-    rc = main(["suite", "mlp", "--tokens", "16,33", "--d-model", "64", "--hidden", "96", "--iters", "3",
-               "--warmup", "1", "--adapters", "helios,helios_per_call,torch_eager,torch_compile",
-               "--tag", "ci", f"--out={out}"])
+    rc = main(
+        [
+            "suite",
+            "mlp",
+            "--tokens",
+            "16,33",
+            "--d-model",
+            "64",
+            "--hidden",
+            "96",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--adapters",
+            "helios,helios_per_call,torch_eager,torch_compile",
+            "--tag",
+            "ci",
+            f"--out={out}",
+        ]
+    )
     assert rc == 0, capsys.readouterr()
     res = json.loads(out.read_text())
     assert res["schema"] == "helios-suite/1" and res["tag"] == "ci" and res["status"] == "ok"
     assert out.with_suffix(".md").read_text().startswith("# helios suite mlp (ci)")
     assert [(r["tokens"], r["adapter"]) for r in res["rows"]] == [
-        (t, a) for t in (16, 33) for a in ("helios", "helios_per_call", "torch_eager", "torch_compile")]
+        (t, a) for t in (16, 33) for a in ("helios", "helios_per_call", "torch_eager", "torch_compile")
+    ]
     for r in res["rows"]:
         if r["adapter"].startswith("helios"):
             assert r["status"] == "ok" and r["check"]["passed"] and r["check"]["nonfinite_total"] == 0
             lat = r["latency_ms"]
             assert 0 < lat["min"] <= lat["p50"] <= lat["p95"] <= lat["max"]
             assert r["throughput_tokens_per_sec"] == pytest.approx(r["tokens"] / (lat["p50"] * 1e-3))
-            assert r["peak_memory_bytes"] >= 2 * 64 * 96 * 2   # both weights are resident
+            assert r["peak_memory_bytes"] >= 2 * 64 * 96 * 2  # both weights are resident
             assert r["wall_ms"]["p50"] > 0
-        else:   # no CUDA here, or CUDA: either numbers or a reason, never silence
+        else:  # no CUDA here, or CUDA: either numbers or a reason, never silence
             assert r["status"] == "ok" or r["status"].startswith("skipped: "), r["status"]
     h = [r for r in res["rows"] if r["adapter"] == "helios"]
     assert all(len(r["variants"]) == 2 for r in h)
-    report(f"suite mlp (lavapipe, d=64, hidden=96): helios chain p50 "
-           f"{h[0]['latency_ms']['p50']:.3f} ms at 16 tokens")
+    report(f"suite mlp (lavapipe, d=64, hidden=96): helios chain p50 {h[0]['latency_ms']['p50']:.3f} ms at 16 tokens")
 
 
 def test_suite_gate_rejects_a_wrong_result(device, monkeypatch):
     """A broken adapter output fails the gate, marks the run failed, gets no numbers."""
     import helios.harness.suite as suite
+
     real = suite.gate
 
     def broken(y, wl, cfg):
@@ -62,11 +82,14 @@ def test_workload_and_stats():
     assert lat["p50"] == 2.5 and lat["mean"] == 2.5 and lat["min"] == 1.0 and lat["max"] == 4.0
 
 
-@pytest.mark.parametrize("argv, msg", [
-    (["suite", "mlp", "--tokens", "0"], "integers >= 1"),
-    (["suite", "mlp", "--tokens", "x"], "comma-separated integers"),
-    (["suite", "attention"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["suite", "mlp", "--tokens", "0"], "integers >= 1"),
+        (["suite", "mlp", "--tokens", "x"], "comma-separated integers"),
+        (["suite", "attention"], "invalid choice"),
+    ],
+)
 def test_suite_cli_errors(argv, msg, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)

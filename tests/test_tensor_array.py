@@ -1,5 +1,6 @@
 """helios.Tensor as an array: shape, dtype, device, len, repr, @, .T views read
 as layouts, reshape views, copy_ / upload(out=) for new inputs to a chain."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ def test_matmul_operator_stays_on_the_device(device):
     C = A @ B
     assert isinstance(C, helios.Tensor) and C.shape == (6, 7)
     close(C.numpy(), a.astype(np.float64) @ b)
-    close((a @ B).numpy(), a.astype(np.float64) @ b)        # host @ Tensor: on the Tensor's device
+    close((a @ B).numpy(), a.astype(np.float64) @ b)  # host @ Tensor: on the Tensor's device
 
 
 def test_transposed_views_are_layouts_not_copies(device):
@@ -38,7 +39,7 @@ def test_transposed_views_are_layouts_not_copies(device):
     At = A.T
     assert At.shape == (5, 9) and At.transposed and np.array_equal(At.numpy(), a.T)
     assert At.T.shape == (9, 5) and not At.T.transposed
-    close(device.matmul(At, B).numpy(), a.T.astype(np.float64) @ b)        # (5, 9) @ (9, 6)
+    close(device.matmul(At, B).numpy(), a.T.astype(np.float64) @ b)  # (5, 9) @ (9, 6)
     close(device.matmul(B.T, A).numpy(), b.T.astype(np.float64) @ a)
     close(device.matmul(At, B.T.T).numpy(), a.T.astype(np.float64) @ b)
     close(device.matmul(A, B, trans_a=True).numpy(), a.T.astype(np.float64) @ b)
@@ -55,7 +56,7 @@ def test_reshape_views_share_memory(device):
     Y = X.reshape(2, 12)
     assert Y.shape == (2, 12) and np.array_equal(Y.numpy(), x.reshape(2, 12))
     assert X.reshape(-1).shape == (24,) and X.reshape((3, -1)).shape == (3, 8)
-    X.copy_(np.ones((4, 6)))                                  # a write through the base shows in the view
+    X.copy_(np.ones((4, 6)))  # a write through the base shows in the view
     assert (Y.numpy() == 1).all()
     for bad in ((5, 5), (-1, -1), (0, 24)):
         with pytest.raises(ValueError):
@@ -63,12 +64,13 @@ def test_reshape_views_share_memory(device):
     with pytest.raises(ValueError, match="not packed"):
         X.T.reshape(24)
     with pytest.raises(ValueError, match="not packed"):
-        device.prepack(rnd((4, 6), 7)).reshape(24)           # padded rows
+        device.prepack(rnd((4, 6), 7)).reshape(24)  # padded rows
 
 
 def test_view_outlives_its_name(device):
-    v = device.upload(np.full((3, 4), 2, np.float16)).T       # the base is referenced by the view only
+    v = device.upload(np.full((3, 4), 2, np.float16)).T  # the base is referenced by the view only
     import gc
+
     gc.collect()
     assert (v.numpy() == 2).all()
 
@@ -80,10 +82,10 @@ def test_copy_gives_a_chain_new_inputs(device):
     Y = ch.matmul(X, W)
     ch.run()
     close(Y.numpy(), x1.astype(np.float64) @ w)
-    device.upload(x2, out=X)                                  # same as X.copy_(x2)
+    device.upload(x2, out=X)  # same as X.copy_(x2)
     ch.run()
     close(Y.numpy(), x2.astype(np.float64) @ w)
-    W.copy_(np.zeros((16, 4)))                                # a prepacked (padded) weight too
+    W.copy_(np.zeros((16, 4)))  # a prepacked (padded) weight too
     ch.run()
     assert (Y.numpy() == 0).all()
     with pytest.raises(ValueError, match="shape"):

@@ -1,6 +1,7 @@
 """The tuner: cache file handling, lookups by bucket, precedence of the
 environment switches, and the rule that a variant that failed its check is
 never chosen (on a synthetic device whose fastest variant is wrong)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ def test_missing_cache_is_empty(tmp_path):
     assert tune_cache.load(tmp_path / "none.json") == {"schema": tune_cache.SCHEMA, "devices": {}}
 
 
-@pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({"schema": "other/9", "devices": {}}),
-                                  json.dumps({"schema": tune_cache.SCHEMA, "devices": []})])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[]",
+        json.dumps({"schema": "other/9", "devices": {}}),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": []}),
+    ],
+)
 def test_corrupt_or_foreign_cache_warns_and_is_ignored(tmp_path, text):
     p = tmp_path / "t.json"
     p.write_text(text)
@@ -34,20 +42,32 @@ def test_corrupt_or_foreign_cache_warns_and_is_ignored(tmp_path, text):
     assert doc == {"schema": tune_cache.SCHEMA, "devices": {}}
 
 
-INFO = {"name": "Fake GPU", "vendor_id": 1, "device_id": 2, "driver_version": 3, "driver_name": "fake",
-        "driver_info": "1.0", "cooperative_matrix_properties": [{"m": 16, "n": 16, "k": 16}]}
+INFO = {
+    "name": "Fake GPU",
+    "vendor_id": 1,
+    "device_id": 2,
+    "driver_version": 3,
+    "driver_name": "fake",
+    "driver_info": "1.0",
+    "cooperative_matrix_properties": [{"m": 16, "n": 16, "k": 16}],
+}
 
 
 def test_store_and_lookup_round_trip(tmp_path):
     p = tmp_path / "t.json"
-    r = tune.TuneResult(shape=(1000, 1000, 1000), bucket=tune_cache.bucket((1000, 1000, 1000)), variant="V1",
-                        median_ms=0.5, candidates={"V1": 0.5, "V2": 0.7})
+    r = tune.TuneResult(
+        shape=(1000, 1000, 1000),
+        bucket=tune_cache.bucket((1000, 1000, 1000)),
+        variant="V1",
+        median_ms=0.5,
+        candidates={"V1": 0.5, "V2": 0.7},
+    )
     tune.store([r], INFO, p)
     doc = tune_cache.load(p)
     assert tune_cache.lookup(doc, INFO, (1000, 1000, 1000)) == "V1"
-    assert tune_cache.lookup(doc, INFO, (1024, 1020, 1001)) == "V1"      # same bucket
+    assert tune_cache.lookup(doc, INFO, (1024, 1020, 1001)) == "V1"  # same bucket
     assert tune_cache.lookup(doc, INFO, (2048, 1000, 1000)) is None
-    other = dict(INFO, driver_version=4)                            # a new driver: picks do not apply
+    other = dict(INFO, driver_version=4)  # a new driver: picks do not apply
     assert tune_cache.lookup(doc, other, (1000, 1000, 1000)) is None
     # a second store merges, and a corrupt file is rewritten by it
     p.write_text("garbage")
@@ -63,6 +83,7 @@ class _Timing:
 
 class FakeDevice:
     """Variant 'fast-wrong' is fastest but computes garbage; 'slow-right' is correct."""
+
     info = INFO
 
     def matmul(self, a, b, out_dtype="float16", variant=None):
@@ -77,9 +98,15 @@ class FakeDevice:
 
 def test_failed_check_is_never_chosen():
     logs = []
-    res = tune.tune(FakeDevice(), [(64, 64, 64), (300, 200, 100)],
-                    variants=["fast-wrong", "slow-right", "mid-right"], iters=3, warmup=1, warmup_ms=0,
-                    log=logs.append)
+    res = tune.tune(
+        FakeDevice(),
+        [(64, 64, 64), (300, 200, 100)],
+        variants=["fast-wrong", "slow-right", "mid-right"],
+        iters=3,
+        warmup=1,
+        warmup_ms=0,
+        log=logs.append,
+    )
     assert [r.variant for r in res] == ["mid-right", "mid-right"]
     assert all(str(r.candidates["fast-wrong"]).startswith("REJECTED") for r in res)
     assert any("REJECTED fast-wrong" in line for line in logs)
@@ -105,16 +132,23 @@ def test_device_uses_tuned_pick_and_switches_win(device, tmp_path, monkeypatch):
         b = np.ones((50, 60), np.float16)
         assert (d.matmul(a, b, out_dtype="float32") == 50).all()
         assert d.telemetry()["last_variant"] == pick
-        assert d.resolve_variant(700, 600, 500) == d.default_variant(700, 600, 500)   # not tuned
-        monkeypatch.setenv("HELIOS_COOP_DIRECT_LOAD", "1")                           # a switch wins
+        assert d.resolve_variant(700, 600, 500) == d.default_variant(700, 600, 500)  # not tuned
+        monkeypatch.setenv("HELIOS_COOP_DIRECT_LOAD", "1")  # a switch wins
         assert d.resolve_variant(70, 60, 50) == d.default_variant(70, 60, 50)
 
 
 def test_invalid_cached_pick_warns_and_falls_back(device, tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
-    tune.store([tune.TuneResult((8, 8, 8), tune_cache.bucket((8, 8, 8)), "coop:7x7x7:tile7x7x7:sg1x1:acc=f32:"
-                                "load=shared:stages=1", 1.0)], device.info, path)
+    tune.store(
+        [
+            tune.TuneResult(
+                (8, 8, 8), tune_cache.bucket((8, 8, 8)), "coop:7x7x7:tile7x7x7:sg1x1:acc=f32:load=shared:stages=1", 1.0
+            )
+        ],
+        device.info,
+        path,
+    )
     with helios.Device() as d:
         with pytest.warns(UserWarning, match="not valid here"):
             v = d.resolve_variant(8, 8, 8)
@@ -126,8 +160,27 @@ def test_cli_tune_writes_cache(device, tmp_path, capsys):
         pytest.skip("device has no cooperative matrices")
     cache = tmp_path / "c.json"
     v = device.default_variant()
-    assert main(["tune", "--shapes", "64x64x64,40x30x20", "--candidates", v, "--iters", "2",
-                 "--warmup", "1", "--warmup-ms", "0", "--cache", str(cache), "--json"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--shapes",
+                "64x64x64,40x30x20",
+                "--candidates",
+                v,
+                "--iters",
+                "2",
+                "--warmup",
+                "1",
+                "--warmup-ms",
+                "0",
+                "--cache",
+                str(cache),
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert [r["variant"] for r in out] == [v, v]
     doc = tune_cache.load(cache)
@@ -137,8 +190,27 @@ def test_cli_tune_writes_cache(device, tmp_path, capsys):
 def test_cli_tune_dry_run_and_bad_candidate(device, tmp_path, capsys):
     cache = tmp_path / "c.json"
     v = device.default_variant()
-    assert main(["tune", "--shapes", "16x16x16", "--candidates", v, "--iters", "1", "--warmup", "0",
-                 "--warmup-ms", "0", "--cache", str(cache), "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "tune",
+                "--shapes",
+                "16x16x16",
+                "--candidates",
+                v,
+                "--iters",
+                "1",
+                "--warmup",
+                "0",
+                "--warmup-ms",
+                "0",
+                "--cache",
+                str(cache),
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     assert not cache.exists()
     assert main(["tune", "--shapes", "16x16x16", "--candidates", "nonsense", "--cache", str(cache)]) == 2
     assert "malformed variant" in capsys.readouterr().err

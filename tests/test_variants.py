@@ -1,4 +1,5 @@
 """Variant strings, the device's list, and the seeds' environment switches."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,7 @@ def test_list_is_canonical_and_checkable(device):
 def test_default_on_coop_device_is_coop_and_listed(device):
     d = device.default_variant()
     if device.info["cooperative_matrix"]:
-        assert d.startswith("coop:"), d   # lavapipe included: CI exercises the real coop path
+        assert d.startswith("coop:"), d  # lavapipe included: CI exercises the real coop path
     assert d in device.variants()
 
 
@@ -28,8 +29,11 @@ def test_default_coop_shape_comes_from_the_table(device):
     if not device.info["cooperative_matrix"]:
         pytest.skip("device has no cooperative matrices")
     shape = device.default_variant().split(":")[1]
-    table = {f"{r['m']}x{r['n']}x{r['k']}" for r in device.info["cooperative_matrix_properties"]
-             if r["a"] == "f16" and r["c"] == "f32"}
+    table = {
+        f"{r['m']}x{r['n']}x{r['k']}"
+        for r in device.info["cooperative_matrix_properties"]
+        if r["a"] == "f16" and r["c"] == "f32"
+    }
     assert shape in table
 
 
@@ -71,20 +75,22 @@ def test_env_force_variant(device, monkeypatch):
         device.matmul(small_ints((4, 4), 1), small_ints((4, 4), 2))
 
 
-@pytest.mark.parametrize("env,value,expect", [
-    ("HELIOS_COOP_F16IN_SUBGROUP_TILES", "1x2", ":sg1x2:"),
-    ("HELIOS_COOP_F16IN_SUBGROUP_TILES", "2x1", ":sg2x1:"),
-    ("HELIOS_COOP_DIRECT_LOAD", "1", ":load=direct:"),
-    ("HELIOS_COOP_F16_ACCUM", "1", ":acc=f16:"),
-])
+@pytest.mark.parametrize(
+    "env,value,expect",
+    [
+        ("HELIOS_COOP_F16IN_SUBGROUP_TILES", "1x2", ":sg1x2:"),
+        ("HELIOS_COOP_F16IN_SUBGROUP_TILES", "2x1", ":sg2x1:"),
+        ("HELIOS_COOP_DIRECT_LOAD", "1", ":load=direct:"),
+        ("HELIOS_COOP_F16_ACCUM", "1", ":acc=f16:"),
+    ],
+)
 def test_env_switches_shape_the_default(device, monkeypatch, env, value, expect):
     _coop(device)
     monkeypatch.setenv(env, value)
     v = device.default_variant()
     assert expect in v, v
     a, b = small_ints((40, 50), 3), small_ints((50, 30), 4)
-    np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"),
-                                  a.astype(np.float32) @ b.astype(np.float32))
+    np.testing.assert_array_equal(device.matmul(a, b, out_dtype="float32"), a.astype(np.float32) @ b.astype(np.float32))
     # the product runs the default for its shape (small grids: smaller blocks), switch applied
     used = device.telemetry()["last_variant"]
     assert used == device.default_variant(40, 30, 50) and expect in used
@@ -92,8 +98,13 @@ def test_env_switches_shape_the_default(device, monkeypatch, env, value, expect)
 
 def test_env_coop_tile(device, monkeypatch):
     _coop(device)
-    shapes = sorted({f"{r['m']}x{r['n']}x{r['k']}" for r in device.info["cooperative_matrix_properties"]
-                     if r["a"] == "f16" and r["c"] == "f32"})
+    shapes = sorted(
+        {
+            f"{r['m']}x{r['n']}x{r['k']}"
+            for r in device.info["cooperative_matrix_properties"]
+            if r["a"] == "f16" and r["c"] == "f32"
+        }
+    )
     for s in shapes:
         monkeypatch.setenv("HELIOS_COOP_TILE", s)
         assert device.default_variant().split(":")[1] == s

@@ -1,6 +1,7 @@
 """The wheel (#13): built by pip from this tree, it carries the kernels (SPIR-V
 compiled in) and needs nothing at load time beyond libc with symbols up to
 glibc 2.34 (Ubuntu 22.04 has 2.35): the Vulkan loader is opened at run time."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,12 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed here")
 def test_wheel_needs_only_libc(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT,
-                        "-w", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT, "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if r.returncode != 0 and "No module named pip" in r.stderr:
         pytest.skip("pip is not installed for this Python")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

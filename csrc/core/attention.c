@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-#define SCALAR_THREADS 64u   /* attention_scalar.comp: one query row per invocation */
+#define SCALAR_THREADS 64u /* attention_scalar.comp: one query row per invocation */
 #define MAX_HEAD_DIM 256u
 
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap) {
@@ -26,15 +26,18 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
         return HL_OK;
     }
     char tail;
-    if (s && sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u%c", &out->tm, &out->tn, &out->tk, &out->nsg,
-                    &out->wq, &out->bc, &tail) == 6 &&
+    if (s &&
+        sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u%c", &out->tm, &out->tn, &out->tk, &out->nsg, &out->wq, &out->bc,
+               &tail) == 6 &&
         strncmp(s, "fa-coop:", 8) == 0 && out->tm && out->tn && out->tk && out->nsg && out->wq && out->bc &&
         out->tm <= 64 && out->tn <= 64 && out->tk <= 64 && out->nsg <= 32 && out->wq <= 8 && out->bc <= 256) {
         out->path = HL_PATH_COOP;
         return HL_OK;
     }
-    return hl_fail(err, HL_ERR_INVALID_VARIANT, "malformed attention variant '%s'; expected e.g. "
-                   "'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'", s ? s : "(null)");
+    return hl_fail(err, HL_ERR_INVALID_VARIANT,
+                   "malformed attention variant '%s'; expected e.g. "
+                   "'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'",
+                   s ? s : "(null)");
 }
 
 static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
@@ -53,29 +56,43 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: unknown path", vs);
     const hl_caps *c = &dev->caps;
     if (!dev->coop_enabled)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s needs cooperative matrices, "
-                       "which are %s on '%s'", vs, c->has_coop ? "disabled" : "absent", c->name);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s needs cooperative matrices, "
+                       "which are %s on '%s'",
+                       vs, c->has_coop ? "disabled" : "absent", c->name);
     if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, HL_F32))
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: '%s' offers no %ux%ux%u "
-                       "f16 x f16 -> f32 subgroup cooperative matrix", vs, c->name, v->tm, v->tn, v->tk);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: '%s' offers no %ux%ux%u "
+                       "f16 x f16 -> f32 subgroup cooperative matrix",
+                       vs, c->name, v->tm, v->tn, v->tk);
     const uint32_t sg = c->subgroup_size, rq = v->wq * v->tm;
     const uint32_t lpr = sg >= rq ? sg / rq : 1;
     if (d % v->tk || d % v->tn || d % 8)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: head dimension %u is not "
-                       "a multiple of %u, %u and 8", vs, d, v->tk, v->tn);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: head dimension %u is not "
+                       "a multiple of %u, %u and 8",
+                       vs, d, v->tk, v->tn);
     if (v->tk % 8 || v->tn % 8 || v->bc % v->tn || v->bc % v->tk || (2 * v->bc) % v->tm)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: the key tile must be a "
-                       "multiple of TN and TK (themselves multiples of 8), twice it a multiple of TM", vs);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: the key tile must be a "
+                       "multiple of TN and TK (themselves multiples of 8), twice it a multiple of TM",
+                       vs);
     if ((sg >= rq ? sg % rq : rq % sg) || (v->bc / lpr) % 8 || v->bc % lpr)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u rows per subgroup of "
-                       "%u invocations do not split the %u-key tile into 8-column parts", vs, rq, sg, v->bc);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: %u rows per subgroup of "
+                       "%u invocations do not split the %u-key tile into 8-column parts",
+                       vs, rq, sg, v->bc);
     if (v->nsg * sg > c->max_workgroup_invocations)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: %u invocations per "
-                       "workgroup; '%s' allows %u", vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: %u invocations per "
+                       "workgroup; '%s' allows %u",
+                       vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
     uint32_t smem = coop_shared_bytes(v, d);
     if (smem > c->shared_memory_bytes)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s at head dimension %u needs "
-                       "%u bytes of shared memory; '%s' has %u", vs, d, smem, c->name, c->shared_memory_bytes);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s at head dimension %u needs "
+                       "%u bytes of shared memory; '%s' has %u",
+                       vs, d, smem, c->name, c->shared_memory_bytes);
     return HL_OK;
 }
 
@@ -123,8 +140,8 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
     return coop_candidates(dev, d, out, 1) > 0;
 }
 
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
-                                  hl_attn_variant *out, hl_error *err) {
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out,
+                                  hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     if (st != HL_OK) return st;
@@ -161,8 +178,8 @@ static void record_attention(hl_device *dev, const void *ctx) {
 
 /* The pipeline of a (checked) variant for head dimension d, and the query rows
  * one workgroup covers. */
-static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
-                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
+static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_pipeline **out,
+                               uint32_t *rows, hl_error *err) {
     uint32_t spec[10] = {0};
     spec[3] = d;
     spec[9] = causal ? 1u : 0u;
@@ -171,14 +188,20 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
         return hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, out, err);
     }
     const uint32_t sgsz = dev->caps.subgroup_size;
-    spec[0] = v->tm; spec[1] = v->tn; spec[2] = v->tk; spec[4] = v->bc; spec[5] = v->nsg; spec[6] = v->wq;
-    spec[7] = sgsz; spec[8] = v->nsg * sgsz;
+    spec[0] = v->tm;
+    spec[1] = v->tn;
+    spec[2] = v->tk;
+    spec[4] = v->bc;
+    spec[5] = v->nsg;
+    spec[6] = v->wq;
+    spec[7] = sgsz;
+    spec[8] = v->nsg * sgsz;
     *rows = v->nsg * v->wq * v->tm;
     return hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, out, err);
 }
 
-hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
-                               hl_kernel_stats *out, hl_error *err) {
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_kernel_stats *out,
+                               hl_error *err) {
     hl_status st = hl_attn_variant_check(dev, v, d, err);
     if (st != HL_OK) return st;
     hl_pipeline *p;
@@ -189,15 +212,15 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     return HL_OK;
 }
 
-
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
     const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
     if (!bh || !sq || !skv || !d)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: batch*heads=%llu, S_q=%llu, S_kv=%llu, "
-                       "d=%llu; every dimension must be >= 1", (unsigned long long)bh, (unsigned long long)sq,
-                       (unsigned long long)skv, (unsigned long long)d);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "attention: batch*heads=%llu, S_q=%llu, S_kv=%llu, "
+                       "d=%llu; every dimension must be >= 1",
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)skv, (unsigned long long)d);
     if (args->iters && !args->samples_ms)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
     if (args->iters && !dev->timestamps_ok)
@@ -207,29 +230,34 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if ((!args->q && !args->t_q) || (!args->k && !args->t_k) || (!args->v && !args->t_v))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: q, k and v are required");
-    if (!isfinite(args->scale))
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: scale must be finite");
+    if (!isfinite(args->scale)) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: scale must be finite");
     hl_attn_variant v;
-    if (args->variant) v = *args->variant;
-    else HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, &v, err));
+    if (args->variant)
+        v = *args->variant;
+    else
+        HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, &v, err));
     HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, err));
     if (args->causal && sq != skv)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: causal masking needs S_q == S_kv (got %llu and "
-                       "%llu)", (unsigned long long)sq, (unsigned long long)skv);
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "attention: causal masking needs S_q == S_kv (got %llu and "
+                       "%llu)",
+                       (unsigned long long)sq, (unsigned long long)skv);
 
     const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
     const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2;
     if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
         kv_bytes > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE, "attention %llux%llux%llu (S_kv %llu): an operand spans %llu "
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "attention %llux%llux%llu (S_kv %llu): an operand spans %llu "
                        "bytes; kernels index with 32 bits and the device allows %llu bytes per buffer",
-                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d,
-                       (unsigned long long)skv, (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d, (unsigned long long)skv,
+                       (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
                        (unsigned long long)caps->max_storage_buffer_range);
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
         if (args->t_o && ts[i] == args->t_o)
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: the output tensor is also an input; "
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                           "attention: the output tensor is also an input; "
                            "attention does not run in place");
     HL_TRY(hl_check_tensor(dev, args->t_q, q_bytes, "attention", "q", err));
     HL_TRY(hl_check_tensor(dev, args->t_k, kv_bytes, "attention", "k", err));
@@ -242,14 +270,18 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, &pipe, &rows, err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
-        return hl_fail(err, HL_ERR_TOO_LARGE, "attention: %llu query blocks x %llu heads exceed the "
-                       "device's %ux%u workgroup grid", (unsigned long long)gx, (unsigned long long)bh,
-                       caps->max_group_count[0], caps->max_group_count[1]);
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "attention: %llu query blocks x %llu heads exceed the "
+                       "device's %ux%u workgroup grid",
+                       (unsigned long long)gx, (unsigned long long)bh, caps->max_group_count[0],
+                       caps->max_group_count[1]);
     pl.pipe = pipe->pipeline;
     pl.grid[0] = (uint32_t)gx;
     pl.grid[1] = (uint32_t)bh;
     const float scale_log2 = args->scale * 1.4426950408889634f;
-    pl.pc[0] = (uint32_t)bh; pl.pc[1] = (uint32_t)sq; pl.pc[2] = (uint32_t)skv;
+    pl.pc[0] = (uint32_t)bh;
+    pl.pc[1] = (uint32_t)sq;
+    pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
 
     /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b, buf_c, buf_w. */
@@ -272,7 +304,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (q_up) memcpy(stage, args->q, q_up);
     if (k_up) memcpy(stage + off_k, args->k, k_up);
     if (v_up) memcpy(stage + off_v, args->v, v_up);
-    const VkBuffer q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a), o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c);
+    const VkBuffer q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a),
+                   o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c);
     const VkBuffer bufs[HL_BINDINGS] = {q_buf, hl_tensor_or_scratch(args->t_k, &dev->buf_b), o_buf,
                                         hl_tensor_or_scratch(args->t_v, &dev->buf_w), q_buf};
     hl_write_set(dev, pl.ds, bufs);
@@ -290,8 +323,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                    VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     VkBufferCopy down = {0, off_o, q_bytes};
     if (args->o) vkCmdCopyBuffer(dev->cmd, o_buf, dev->staging.buffer, 1, &down);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
     HL_TRY(hl_submit_wait(dev, err));

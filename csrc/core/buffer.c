@@ -3,8 +3,8 @@
 
 #include "internal.h"
 
-static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
-                            VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) {
+static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits, VkMemoryPropertyFlags want,
+                            VkMemoryPropertyFlags prefer) {
     int fallback = -1;
     for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
         if (!(bits & (1u << i))) continue;
@@ -16,8 +16,7 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
     return fallback;
 }
 
-hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out,
-                           hl_error *err) {
+hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err) {
     hl_status st = HL_OK;
     memset(out, 0, sizeof *out);
     const hl_caps *c = &dev->caps;
@@ -29,29 +28,27 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
                        (unsigned long long)c->max_allocation_bytes);
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                               .size = size,
-                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     HL_VK_FAULT(HL_FAULT_BUFFER, vkCreateBuffer(dev->device, &bci, NULL, &out->buffer));
     dev->tel.live_buffers++;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
-    VkMemoryPropertyFlags want = host_visible ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
-                                              : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    VkMemoryPropertyFlags want = host_visible
+                                     ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+                                     : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     VkMemoryPropertyFlags prefer = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : 0;
     int type = find_memory_type(&dev->mem_props, req.memoryTypeBits, want, prefer | want);
-    if (type < 0 && !host_visible)   /* e.g. a CPU device: any type will do */
+    if (type < 0 && !host_visible) /* e.g. a CPU device: any type will do */
         type = find_memory_type(&dev->mem_props, req.memoryTypeBits, 0, 0);
     if (type < 0) {
         st = hl_fail(err, HL_ERR_UNSUPPORTED, "no %s memory type for a storage buffer",
                      host_visible ? "host-visible coherent" : "device-local");
         goto fail;
     }
-    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                .allocationSize = req.size,
-                                .memoryTypeIndex = (uint32_t)type};
+    VkMemoryAllocateInfo mai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t)type};
     VkResult vr = hl_fault(HL_FAULT_ALLOC);
     if (vr == VK_SUCCESS) vr = vkAllocateMemory(dev->device, &mai, NULL, &out->memory);
     if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY) {
@@ -81,7 +78,10 @@ fail:
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     if (!b) return;
     if (b->mapped) vkUnmapMemory(dev->device, b->memory);
-    if (b->buffer) { vkDestroyBuffer(dev->device, b->buffer, NULL); dev->tel.live_buffers--; }
+    if (b->buffer) {
+        vkDestroyBuffer(dev->device, b->buffer, NULL);
+        dev->tel.live_buffers--;
+    }
     if (b->memory) {
         vkFreeMemory(dev->device, b->memory, NULL);
         dev->tel.live_memory--;
@@ -90,13 +90,11 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     memset(b, 0, sizeof *b);
 }
 
-hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible,
-                            hl_error *err) {
+hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
     if (b->buffer && b->size >= size) return HL_OK;
     hl_buffer_destroy(dev, b);
     /* Round up so that a sweep of growing shapes does not reallocate every call. */
     VkDeviceSize rounded = size < 4096 ? 4096 : size + size / 8;
-    if (rounded > dev->caps.max_storage_buffer_range && size <= dev->caps.max_storage_buffer_range)
-        rounded = size;
+    if (rounded > dev->caps.max_storage_buffer_range && size <= dev->caps.max_storage_buffer_range) rounded = size;
     return hl_buffer_create(dev, rounded, host_visible, b, err);
 }

@@ -7,11 +7,9 @@
 
 static hl_status create_instance(VkInstance *out, hl_error *err) {
     hl_status st = HL_OK;
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                             .pApplicationName = "helios",
-                             .apiVersion = VK_API_VERSION_1_3};
-    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                               .pApplicationInfo = &app};
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "helios", .apiVersion = VK_API_VERSION_1_3};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
     VkResult vr = vkCreateInstance(&ci, NULL, out);
     if (vr == VK_ERROR_INCOMPATIBLE_DRIVER || vr == VK_ERROR_INITIALIZATION_FAILED)
         return hl_fail(err, HL_ERR_NO_DEVICE,
@@ -24,8 +22,7 @@ fail:
     return st;
 }
 
-static hl_status list_physical(VkInstance inst, VkPhysicalDevice **out, uint32_t *n,
-                               hl_error *err) {
+static hl_status list_physical(VkInstance inst, VkPhysicalDevice **out, uint32_t *n, hl_error *err) {
     hl_status st = HL_OK;
     *out = NULL;
     HL_VK(vkEnumeratePhysicalDevices(inst, n, NULL));
@@ -53,17 +50,25 @@ hl_status hl_device_count(uint32_t *count, hl_error *err) {
     if (st == HL_OK) st = list_physical(inst, &phys, count, err);
     free(phys);
     if (inst) vkDestroyInstance(inst, NULL);
-    if (st == HL_ERR_NO_DEVICE) { *count = 0; return HL_OK; }
+    if (st == HL_ERR_NO_DEVICE) {
+        *count = 0;
+        return HL_OK;
+    }
     return st;
 }
 
 static int rank_type(VkPhysicalDeviceType t) {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
-    default: return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+            return 4;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+            return 3;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+            return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU:
+            return 1;
+        default:
+            return 0;
     }
 }
 
@@ -75,12 +80,19 @@ static int has_ext(const VkExtensionProperties *e, uint32_t n, const char *name)
 
 static int map_component(int raw, hl_dtype *out) {
     switch (raw) {
-    case VK_COMPONENT_TYPE_FLOAT16_KHR: *out = HL_F16; return 1;
-    case VK_COMPONENT_TYPE_FLOAT32_KHR: *out = HL_F32; return 1;
+        case VK_COMPONENT_TYPE_FLOAT16_KHR:
+            *out = HL_F16;
+            return 1;
+        case VK_COMPONENT_TYPE_FLOAT32_KHR:
+            *out = HL_F32;
+            return 1;
 #ifdef VK_KHR_shader_bfloat16
-    case VK_COMPONENT_TYPE_BFLOAT16_KHR: *out = HL_BF16; return 1;
+        case VK_COMPONENT_TYPE_BFLOAT16_KHR:
+            *out = HL_BF16;
+            return 1;
 #endif
-    default: return 0;
+        default:
+            return 0;
     }
 }
 
@@ -97,23 +109,19 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     VkExtensionProperties *exts = NULL;
     VkCooperativeMatrixPropertiesKHR *props = NULL;
 
-    VkPhysicalDeviceDriverProperties drv = {.sType =
-                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-    VkPhysicalDeviceVulkan13Properties p13 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES, .pNext = &drv};
-    VkPhysicalDeviceVulkan11Properties p11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, .pNext = &p13};
-    VkPhysicalDeviceMaintenance3Properties m3 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &p11};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &m3};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceVulkan13Properties p13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES,
+                                              .pNext = &drv};
+    VkPhysicalDeviceVulkan11Properties p11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
+                                              .pNext = &p13};
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+                                                 .pNext = &p11};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
     vkGetPhysicalDeviceProperties2(dev->phys, &p2);
     const VkPhysicalDeviceProperties *p = &p2.properties;
     if (VK_API_VERSION_MINOR(p->apiVersion) < 3 && VK_API_VERSION_MAJOR(p->apiVersion) == 1)
-        return hl_fail(err, HL_ERR_UNSUPPORTED,
-                       "device '%s' offers Vulkan %u.%u; Helios needs 1.3 or newer",
-                       p->deviceName, VK_API_VERSION_MAJOR(p->apiVersion),
-                       VK_API_VERSION_MINOR(p->apiVersion));
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' offers Vulkan %u.%u; Helios needs 1.3 or newer",
+                       p->deviceName, VK_API_VERSION_MAJOR(p->apiVersion), VK_API_VERSION_MINOR(p->apiVersion));
     snprintf(c->name, sizeof c->name, "%s", p->deviceName);
     snprintf(c->driver_name, sizeof c->driver_name, "%s", drv.driverName);
     snprintf(c->driver_info, sizeof c->driver_info, "%s", drv.driverInfo);
@@ -146,7 +154,10 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     uint32_t n_ext = 0;
     HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, NULL));
     exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
-    if (!exts) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    if (!exts) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, exts));
     int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
@@ -179,25 +190,27 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     void *coop2_chain = NULL;
 #endif
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fstats = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-        .pNext = coop2_chain};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, .pNext = coop2_chain};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR fcoop = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
         .pNext = ext_stats ? (void *)&fstats : coop2_chain};
     /* Chain only the structures of extensions the device offers. */
     void *ext_chain = ext_coop ? (void *)&fcoop : ext_stats ? (void *)&fstats : coop2_chain;
-    VkPhysicalDeviceVulkan13Features f13 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, .pNext = ext_chain};
-    VkPhysicalDeviceVulkan12Features f12 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f13};
-    VkPhysicalDeviceVulkan11Features f11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                    .pNext = &f11};
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+                                            .pNext = ext_chain};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = &f13};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
     vkGetPhysicalDeviceFeatures2(dev->phys, &f2);
-    if (!f11.storageBuffer16BitAccess)
-        { st = hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' lacks storageBuffer16BitAccess, "
-                       "needed for fp16 buffers", c->name); goto fail; }
+    if (!f11.storageBuffer16BitAccess) {
+        st = hl_fail(err, HL_ERR_UNSUPPORTED,
+                     "device '%s' lacks storageBuffer16BitAccess, "
+                     "needed for fp16 buffers",
+                     c->name);
+        goto fail;
+    }
     c->has_fp16 = f12.shaderFloat16;
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
@@ -209,8 +222,8 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     }
     c->coop2_usable = c->coop2_workgroup_scope && c->coop2_flexible_dimensions && c->coop2_tensor_addressing;
 #endif
-    c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 &&
-                  f12.vulkanMemoryModel && c->has_subgroup_size_control;
+    c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
+                  c->has_subgroup_size_control;
 
     if (ext_coop) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get_props =
@@ -220,17 +233,23 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         if (get_props) {
             HL_VK(get_props(dev->phys, &n, NULL));
             props = calloc(n ? n : 1, sizeof *props);
-            if (!props) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
-            for (uint32_t i = 0; i < n; i++)
-                props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+            if (!props) {
+                st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+                goto fail;
+            }
+            for (uint32_t i = 0; i < n; i++) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
             HL_VK(get_props(dev->phys, &n, props));
         }
         for (uint32_t i = 0; i < n && c->n_coop_shapes < HL_MAX_COOP_SHAPES; i++) {
             hl_coop_shape *s = &c->coop_shapes[c->n_coop_shapes];
             memset(s, 0, sizeof *s);
-            s->m = props[i].MSize; s->n = props[i].NSize; s->k = props[i].KSize;
-            s->a_raw = props[i].AType; s->b_raw = props[i].BType;
-            s->c_raw = props[i].CType; s->result_raw = props[i].ResultType;
+            s->m = props[i].MSize;
+            s->n = props[i].NSize;
+            s->k = props[i].KSize;
+            s->a_raw = props[i].AType;
+            s->b_raw = props[i].BType;
+            s->c_raw = props[i].CType;
+            s->result_raw = props[i].ResultType;
             s->saturating = props[i].saturatingAccumulation;
             s->scope = props[i].scope;
             /* Rows with types we do not use (int8, fp8...) are still reported. */
@@ -244,27 +263,33 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
 #ifdef VK_NV_cooperative_matrix2
     if (c->has_coop2) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get_flex =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)
-                vkGetInstanceProcAddr(dev->instance,
-                    "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+            (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+                dev->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
         uint32_t n = 0;
         if (get_flex && get_flex(dev->phys, &n, NULL) == VK_SUCCESS) c->n_coop2_flex = n;
         if (get_flex && n) {
             VkCooperativeMatrixFlexibleDimensionsPropertiesNV *rows = calloc(n, sizeof *rows);
-            if (!rows) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+            if (!rows) {
+                st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+                goto fail;
+            }
             for (uint32_t i = 0; i < n; i++)
                 rows[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
             if (get_flex(dev->phys, &n, rows) == VK_SUCCESS) {
                 for (uint32_t i = 0; i < n && c->n_coop2_flex_f16 < HL_MAX_COOP_SHAPES; i++) {
                     hl_dtype a, b, cc, r;
                     if (!map_component(rows[i].AType, &a) || !map_component(rows[i].BType, &b) ||
-                        !map_component(rows[i].CType, &cc) || !map_component(rows[i].ResultType, &r) ||
-                        a != HL_F16 || b != HL_F16)
+                        !map_component(rows[i].CType, &cc) || !map_component(rows[i].ResultType, &r) || a != HL_F16 ||
+                        b != HL_F16)
                         continue;
                     struct hl_coop2_flex *f = &c->coop2_flex[c->n_coop2_flex_f16++];
-                    f->m_gran = rows[i].MGranularity; f->n_gran = rows[i].NGranularity;
-                    f->k_gran = rows[i].KGranularity; f->invocations = rows[i].workgroupInvocations;
-                    f->c = cc; f->result = r; f->scope = rows[i].scope;
+                    f->m_gran = rows[i].MGranularity;
+                    f->n_gran = rows[i].NGranularity;
+                    f->k_gran = rows[i].KGranularity;
+                    f->invocations = rows[i].workgroupInvocations;
+                    f->c = cc;
+                    f->result = r;
+                    f->scope = rows[i].scope;
                 }
             }
             free(rows);
@@ -295,12 +320,10 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
         if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
         /* Prefer a family with timestamps; among those, a compute-only one. */
         int score = (q[i].timestampValidBits ? 2 : 0) + !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT);
-        if (best < 0 || score > ((q[best].timestampValidBits ? 2 : 0) +
-                                 !(q[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+        if (best < 0 || score > ((q[best].timestampValidBits ? 2 : 0) + !(q[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
             best = (int)i;
     }
-    if (best < 0) return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no compute queue",
-                                 dev->caps.name);
+    if (best < 0) return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no compute queue", dev->caps.name);
     dev->queue_family = (uint32_t)best;
     dev->caps.timestamp_valid_bits = q[best].timestampValidBits;
     dev->timestamps_ok = q[best].timestampValidBits > 0 && dev->caps.timestamp_period_ns > 0;
@@ -318,7 +341,8 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
 #ifdef VK_NV_cooperative_matrix2
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
-        .cooperativeMatrixWorkgroupScope = VK_TRUE, .cooperativeMatrixFlexibleDimensions = VK_TRUE,
+        .cooperativeMatrixWorkgroupScope = VK_TRUE,
+        .cooperativeMatrixFlexibleDimensions = VK_TRUE,
         .cooperativeMatrixTensorAddressing = VK_TRUE};
     void *coop2_chain = c->has_coop && c->coop2_usable ? (void *)&fcoop2 : NULL;
 #else
@@ -332,19 +356,20 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
         .pNext = c->has_pipeline_stats ? (void *)&fstats : coop2_chain,
         .cooperativeMatrix = VK_TRUE};
-    VkPhysicalDeviceVulkan13Features f13 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-        .pNext = c->has_coop ? (void *)&fcoop : c->has_pipeline_stats ? (void *)&fstats : NULL,
-        .subgroupSizeControl = (VkBool32)c->has_subgroup_size_control,
-        .computeFullSubgroups = (VkBool32)c->has_subgroup_size_control};
-    VkPhysicalDeviceVulkan12Features f12 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f13,
-        .shaderFloat16 = (VkBool32)c->has_fp16,
-        .vulkanMemoryModel = (VkBool32)c->has_coop,
-        .vulkanMemoryModelDeviceScope = VK_FALSE};
-    VkPhysicalDeviceVulkan11Features f11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
-        .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+                                            .pNext = c->has_coop             ? (void *)&fcoop
+                                                     : c->has_pipeline_stats ? (void *)&fstats
+                                                                             : NULL,
+                                            .subgroupSizeControl = (VkBool32)c->has_subgroup_size_control,
+                                            .computeFullSubgroups = (VkBool32)c->has_subgroup_size_control};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = &f13,
+                                            .shaderFloat16 = (VkBool32)c->has_fp16,
+                                            .vulkanMemoryModel = (VkBool32)c->has_coop,
+                                            .vulkanMemoryModelDeviceScope = VK_FALSE};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .pNext = &f12,
+                                            .storageBuffer16BitAccess = VK_TRUE};
     const char *exts[3];
     uint32_t n_ext = 0;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
@@ -380,8 +405,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                                   .descriptorCount = 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dslci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS,
-        .pBindings = binds};
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS, .pBindings = binds};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = HL_PUSH_BYTES};
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
@@ -390,10 +414,10 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                        .pushConstantRangeCount = 1,
                                        .pPushConstantRanges = &pcr};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
-    HL_TRY(hl_descriptor_sets(dev, 0, NULL, err));   /* the pool, for the first calls */
+    HL_TRY(hl_descriptor_sets(dev, 0, NULL, err)); /* the pool, for the first calls */
     return HL_OK;
 fail:
-    return st;   /* partial objects are released by hl_device_destroy */
+    return st; /* partial objects are released by hl_device_destroy */
 }
 
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err) {
@@ -406,10 +430,11 @@ hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *ou
         if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
         dev->ds_pool = VK_NULL_HANDLE;
         dev->ds_capacity = 0;
-        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                   .descriptorCount = HL_BINDINGS * cap};
+        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * cap};
         VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                           .maxSets = cap, .poolSizeCount = 1, .pPoolSizes = &ps};
+                                           .maxSets = cap,
+                                           .poolSizeCount = 1,
+                                           .pPoolSizes = &ps};
         HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
         dev->ds_capacity = cap;
     } else {
@@ -440,16 +465,18 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(list_physical(dev->instance, &phys, &n, err));
 
     int index = -1, disable = 0, disable2 = 0;
-    if (opt && opt->index >= 0) index = opt->index;
-    else HL_TRY(hl_env_index("HELIOS_DEVICE", &index, err));
+    if (opt && opt->index >= 0)
+        index = opt->index;
+    else
+        HL_TRY(hl_env_index("HELIOS_DEVICE", &index, err));
     HL_TRY(hl_env_flag("HELIOS_DISABLE_COOP", &disable, err));
     HL_TRY(hl_env_flag("HELIOS_DISABLE_COOP2", &disable2, err));
     if (index >= (int)n || index < -1) {
-        st = hl_fail(err, HL_ERR_DEVICE_INDEX, "device index %d out of range: %u Vulkan device%s",
-                     index, n, n == 1 ? "" : "s");
+        st = hl_fail(err, HL_ERR_DEVICE_INDEX, "device index %d out of range: %u Vulkan device%s", index, n,
+                     n == 1 ? "" : "s");
         goto fail;
     }
-    if (index < 0) {   /* best type wins; first listed breaks ties */
+    if (index < 0) { /* best type wins; first listed breaks ties */
         int best_rank = -1;
         for (uint32_t i = 0; i < n; i++) {
             VkPhysicalDeviceProperties p;
@@ -481,7 +508,7 @@ fail:
 void hl_device_destroy(hl_device *dev) {
     if (!dev) return;
     if (dev->device) {
-        vkDeviceWaitIdle(dev->device);   /* best effort: nothing may be in flight */
+        vkDeviceWaitIdle(dev->device); /* best effort: nothing may be in flight */
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);

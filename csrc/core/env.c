@@ -14,11 +14,13 @@ hl_status hl_env_flag(const char *name, int *out, hl_error *err) {
     if (!s || !*s) return HL_OK;
     static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) { *out = 1; return HL_OK; }
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return HL_OK;
+        }
         if (strcasecmp(s, no[i]) == 0) return HL_OK;
     }
-    return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected 1/true/yes/on or 0/false/no/off",
-                   name, s);
+    return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected 1/true/yes/on or 0/false/no/off", name, s);
 }
 
 hl_status hl_env_index(const char *name, int *out, hl_error *err) {
@@ -29,8 +31,7 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (!isdigit((unsigned char)s[0]) || *end || errno == ERANGE || v > 1024)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected a device index 0..1024",
-                       name, s);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected a device index 0..1024", name, s);
     *out = (int)v;
     return HL_OK;
 }

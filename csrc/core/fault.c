@@ -15,15 +15,14 @@
 
 #include "internal.h"
 
-static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit",
-                                                        "open"};
-static const VkResult kind_results[HL_FAULT_KINDS] = {
-    VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_MEMORY_MAP_FAILED,
-    VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY};
+static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit", "open"};
+static const VkResult kind_results[HL_FAULT_KINDS] = {VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY,
+                                                      VK_ERROR_MEMORY_MAP_FAILED,    VK_ERROR_OUT_OF_HOST_MEMORY,
+                                                      VK_ERROR_OUT_OF_HOST_MEMORY,   VK_ERROR_OUT_OF_HOST_MEMORY};
 
 static atomic_flag guard = ATOMIC_FLAG_INIT;
-static char seen[128];              /* the setting the counts belong to */
-static int seen_kind = -1;          /* its KIND, -1: malformed (every call runs) */
+static char seen[128];     /* the setting the counts belong to */
+static int seen_kind = -1; /* its KIND, -1: malformed (every call runs) */
 static unsigned long seen_n, counts[HL_FAULT_KINDS];
 static int warned_long;
 
@@ -46,19 +45,22 @@ VkResult hl_fault(hl_fault_kind kind) {
     const char *s = getenv("HELIOS_FAULT");
     if (!s || !*s) return VK_SUCCESS;
     VkResult out = VK_SUCCESS;
-    while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */ }
-    if (strlen(s) >= sizeof seen) {   /* longer than any valid setting: never a silent misfire */
-        if (!warned_long) fprintf(stderr, "helios: HELIOS_FAULT ignored: longer than %zu characters\n",
-                                  sizeof seen - 1);
+    while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */
+    }
+    if (strlen(s) >= sizeof seen) { /* longer than any valid setting: never a silent misfire */
+        if (!warned_long)
+            fprintf(stderr, "helios: HELIOS_FAULT ignored: longer than %zu characters\n", sizeof seen - 1);
         warned_long = 1;
     } else {
-        if (strcmp(s, seen) != 0) {   /* a new setting: parse it, count from zero */
+        if (strcmp(s, seen) != 0) { /* a new setting: parse it, count from zero */
             snprintf(seen, sizeof seen, "%s", s);
             memset(counts, 0, sizeof counts);
             seen_kind = parse_setting(s, &seen_n);
             if (seen_kind < 0)
-                fprintf(stderr, "helios: HELIOS_FAULT='%s' ignored: expected KIND:N, KIND one of buffer, "
-                        "alloc, map, pipeline, submit, open and N >= 1\n", s);
+                fprintf(stderr,
+                        "helios: HELIOS_FAULT='%s' ignored: expected KIND:N, KIND one of buffer, "
+                        "alloc, map, pipeline, submit, open and N >= 1\n",
+                        s);
         }
         if (seen_kind == (int)kind && ++counts[kind] == seen_n) out = kind_results[kind];
     }

@@ -19,14 +19,14 @@ typedef enum hl_status {
     HL_OK = 0,
     /* 100-199: the caller's arguments or configuration */
     HL_ERR_INVALID_ARGUMENT = 100,
-    HL_ERR_INVALID_VARIANT = 101,   /* malformed variant string */
+    HL_ERR_INVALID_VARIANT = 101, /* malformed variant string */
     /* 200-299: the device and its memory */
     HL_ERR_NO_DEVICE = 200,
     HL_ERR_DEVICE_INDEX = 201,
     HL_ERR_DEVICE_CLOSED = 202,
     HL_ERR_DEVICE_LOST = 203,
-    HL_ERR_OUT_OF_MEMORY = 210,     /* an allocation failed */
-    HL_ERR_TOO_LARGE = 211,         /* beyond a device limit, not attempted */
+    HL_ERR_OUT_OF_MEMORY = 210, /* an allocation failed */
+    HL_ERR_TOO_LARGE = 211,     /* beyond a device limit, not attempted */
     /* 300-399: valid requests this device or build cannot serve */
     HL_ERR_UNSUPPORTED = 300,
     HL_ERR_UNSUPPORTED_VARIANT = 301,
@@ -38,7 +38,7 @@ typedef enum hl_status {
 
 typedef struct hl_error {
     hl_status code;
-    int32_t vk_result;      /* raw VkResult, 0 when not a Vulkan failure */
+    int32_t vk_result; /* raw VkResult, 0 when not a Vulkan failure */
     char message[640];
 } hl_error;
 
@@ -65,12 +65,12 @@ size_t hl_dtype_size(hl_dtype t);
 #define HL_MAX_OPERAND_ELEMENTS ((1ull << 32) - 16)
 
 /* ---- device capabilities ------------------------------------------------ */
-typedef struct hl_coop_shape {   /* one VkCooperativeMatrixPropertiesKHR row */
+typedef struct hl_coop_shape { /* one VkCooperativeMatrixPropertiesKHR row */
     uint32_t m, n, k;
-    hl_dtype a, b, c, result;    /* component types we understand; others skipped */
-    int a_raw, b_raw, c_raw, result_raw;  /* raw VkComponentTypeKHR values */
+    hl_dtype a, b, c, result;            /* component types we understand; others skipped */
+    int a_raw, b_raw, c_raw, result_raw; /* raw VkComponentTypeKHR values */
     int saturating;
-    int scope;                   /* raw VkScopeKHR */
+    int scope; /* raw VkScopeKHR */
 } hl_coop_shape;
 
 #define HL_MAX_COOP_SHAPES 64
@@ -78,7 +78,7 @@ typedef struct hl_caps {
     char name[256];
     uint32_t vendor_id, device_id, driver_version, api_version;
     char driver_name[256], driver_info[256];
-    int device_type;             /* raw VkPhysicalDeviceType */
+    int device_type; /* raw VkPhysicalDeviceType */
     uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;
     uint32_t shared_memory_bytes, max_workgroup_invocations;
     uint32_t max_group_count[3];
@@ -88,21 +88,21 @@ typedef struct hl_caps {
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
-    uint32_t sm_count;           /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
+    uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
     /* identity (VkPhysicalDeviceIDProperties; PCI from VK_EXT_pci_bus_info where offered) */
     uint8_t uuid[16], driver_uuid[16], luid[8];
     int luid_valid, has_pci;
     uint32_t pci_domain, pci_bus, pci_device, pci_function;
-    int has_pipeline_stats;      /* VK_KHR_pipeline_executable_properties */
-    uint32_t n_coop2_flex;       /* VK_NV_cooperative_matrix2 flexible-dimension rows */
+    int has_pipeline_stats; /* VK_KHR_pipeline_executable_properties */
+    uint32_t n_coop2_flex;  /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
     /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */
     int coop2_usable;
     int coop2_workgroup_scope, coop2_flexible_dimensions, coop2_tensor_addressing;
-    struct hl_coop2_flex {       /* the rows with f16 A/B (others are skipped) */
+    struct hl_coop2_flex { /* the rows with f16 A/B (others are skipped) */
         uint32_t m_gran, n_gran, k_gran, invocations;
         hl_dtype c, result;
-        int scope;               /* raw VkScopeKHR */
+        int scope; /* raw VkScopeKHR */
     } coop2_flex[HL_MAX_COOP_SHAPES];
     uint32_t n_coop2_flex_f16;
 } hl_caps;
@@ -112,15 +112,15 @@ typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2 }
 
 typedef struct hl_variant {
     hl_path path;
-    uint32_t tm, tn, tk;         /* coop shape (0 for scalar) */
-    uint32_t bm, bn, bk;         /* workgroup tile */
-    uint32_t sg_m, sg_n;         /* coop tiles owned by each subgroup */
-    hl_dtype acc;                /* accumulator type */
-    int direct_load;             /* 1: coop loads straight from global memory */
-    uint32_t stages;             /* 1: load-then-compute; 2: register-prefetch pipeline */
-    uint32_t splitk;             /* K split into this many fp32 partial products (1: none) */
-    uint32_t raster;             /* block rows per rasterization group (1: plain row order) */
-    uint32_t threads;            /* coop2: invocations per workgroup (workgroup-scope matrices) */
+    uint32_t tm, tn, tk; /* coop shape (0 for scalar) */
+    uint32_t bm, bn, bk; /* workgroup tile */
+    uint32_t sg_m, sg_n; /* coop tiles owned by each subgroup */
+    hl_dtype acc;        /* accumulator type */
+    int direct_load;     /* 1: coop loads straight from global memory */
+    uint32_t stages;     /* 1: load-then-compute; 2: register-prefetch pipeline */
+    uint32_t splitk;     /* K split into this many fp32 partial products (1: none) */
+    uint32_t raster;     /* block rows per rasterization group (1: plain row order) */
+    uint32_t threads;    /* coop2: invocations per workgroup (workgroup-scope matrices) */
 } hl_variant;
 
 #define HL_VARIANT_STR_MAX 128
@@ -135,14 +135,14 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err);
 typedef struct hl_device hl_device;
 
 typedef struct hl_device_options {
-    int index;                   /* -1: HELIOS_DEVICE or the first suitable device */
-    int disable_coop;            /* also HELIOS_DISABLE_COOP=1 */
-    int disable_coop2;           /* also HELIOS_DISABLE_COOP2=1 */
+    int index;         /* -1: HELIOS_DEVICE or the first suitable device */
+    int disable_coop;  /* also HELIOS_DISABLE_COOP=1 */
+    int disable_coop2; /* also HELIOS_DISABLE_COOP2=1 */
 } hl_device_options;
 
 hl_status hl_device_count(uint32_t *count, hl_error *err);
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err);
-void hl_device_destroy(hl_device *dev);   /* NULL-safe */
+void hl_device_destroy(hl_device *dev); /* NULL-safe */
 const hl_caps *hl_device_caps(const hl_device *dev);
 int hl_device_coop_enabled(const hl_device *dev);
 /* Frees the device-local scratch buffers host-array products reuse (they are
@@ -161,8 +161,8 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
 const char *hl_variant_override(const hl_device *dev);
 /* The default for one product: hl_variant_default with split-K and block size
  * chosen for the grid this shape makes (unless hl_variant_override is set). */
-hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
-                               hl_variant *out, hl_error *err);
+hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, hl_variant *out,
+                               hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 
@@ -172,16 +172,14 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
  * leaves the handle dead (hl_tensor_alive = 0, every use fails cleanly). */
 typedef struct hl_tensor hl_tensor;
 hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err);
-void hl_tensor_destroy(hl_tensor *t);     /* NULL-safe; also after its device closed */
+void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);
 uint64_t hl_tensor_bytes(const hl_tensor *t);
 hl_status hl_tensor_write(hl_tensor *t, uint64_t offset, const void *src, uint64_t bytes, hl_error *err);
 hl_status hl_tensor_read(hl_tensor *t, uint64_t offset, void *dst, uint64_t bytes, hl_error *err);
 
-typedef enum hl_activation {
-    HL_ACT_NONE = 0, HL_ACT_RELU = 1, HL_ACT_GELU_TANH = 2, HL_ACT_SILU = 3
-} hl_activation;
+typedef enum hl_activation { HL_ACT_NONE = 0, HL_ACT_RELU = 1, HL_ACT_GELU_TANH = 2, HL_ACT_SILU = 3 } hl_activation;
 
 /* One product, or `batch` of them:
  *   C[b] = act(alpha * op(A[b]) op(B[b]) + beta * C[b] + bias)
@@ -193,28 +191,28 @@ typedef enum hl_activation {
 typedef struct hl_matmul_args {
     uint32_t m, n, k;
     hl_dtype in_dtype, out_dtype;
-    const void *a, *b;           /* host operands in in_dtype (when t_a/t_b are NULL) */
-    void *c;                     /* host C in out_dtype; NULL: not read back */
-    const hl_variant *variant;   /* NULL: the default */
+    const void *a, *b;         /* host operands in in_dtype (when t_a/t_b are NULL) */
+    void *c;                   /* host C in out_dtype; NULL: not read back */
+    const hl_variant *variant; /* NULL: the default */
     /* timing: iters > 0 records warmup+iters dispatches in one submission,
      * each bracketed by GPU timestamps; samples_ms gets `iters` values. */
     uint32_t warmup, iters;
     double *samples_ms;
-    double *batch_ms;            /* optional: (last end - first start)/iters, back to back */
-    uint64_t flush_bytes;        /* > 0: overwrite this many bytes before each timed sample,
-                                    outside its timestamps, to evict C/A/B from L2 (cold mode) */
+    double *batch_ms;     /* optional: (last end - first start)/iters, back to back */
+    uint64_t flush_bytes; /* > 0: overwrite this many bytes before each timed sample,
+                             outside its timestamps, to evict C/A/B from L2 (cold mode) */
     /* layouts and batches */
-    uint32_t batch;              /* 0 or 1: one product */
+    uint32_t batch; /* 0 or 1: one product */
     int trans_a, trans_b;
     uint32_t lda, ldb;
     uint64_t stride_a, stride_b;
     /* epilogue */
-    const float *bias;           /* host: n fp32 values (or t_bias) */
+    const float *bias; /* host: n fp32 values (or t_bias) */
     hl_activation act;
-    int scale;                   /* 1: alpha and beta below apply; 0: alpha 1, beta 0 */
+    int scale; /* 1: alpha and beta below apply; 0: alpha 1, beta 0 */
     float alpha, beta;
-    const void *c_in;            /* host C read when beta != 0 (out_dtype, packed); with
-                                    t_c the tensor's contents are read instead */
+    const void *c_in; /* host C read when beta != 0 (out_dtype, packed); with
+                         t_c the tensor's contents are read instead */
     /* device-resident operands */
     hl_tensor *t_a, *t_b, *t_c, *t_bias;
 } hl_matmul_args;
@@ -229,15 +227,15 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
  * barrier between dependent operations, submitted once. iters > 0 runs the whole
  * chain warmup + iters times in that submission, each of the iters between two
  * GPU timestamps (samples_ms, per chain). */
-hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup,
-                          uint32_t iters, double *samples_ms, hl_error *err);
+hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup, uint32_t iters,
+                          double *samples_ms, hl_error *err);
 
 /* ---- attention ----------------------------------------------------------- */
 /* A flash-attention forward variant: the coop path's cooperative-matrix shape,
  * subgroups per workgroup, row tiles per subgroup and keys per tile; or the
  * scalar fallback. Strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
 typedef struct hl_attn_variant {
-    hl_path path;                /* HL_PATH_COOP or HL_PATH_SCALAR */
+    hl_path path; /* HL_PATH_COOP or HL_PATH_SCALAR */
     uint32_t tm, tn, tk;
     uint32_t bc, nsg, wq;
 } hl_attn_variant;
@@ -248,8 +246,8 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
 /* The default for head dimension d, S_kv keys (0: long) and the mask: the
  * measured preference where it fits, else the first coop candidate, else the
  * scalar path (HELIOS_DISABLE_COOP_ATTENTION=1 or no cooperative matrices). */
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
-                                  hl_attn_variant *out, hl_error *err);
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out,
+                                  hl_error *err);
 size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap);
 
 /* O = softmax(scale * Q K^T [+ causal mask]) V for batch_heads independent
@@ -261,9 +259,9 @@ typedef struct hl_attention_args {
     int causal;
     float scale;
     const void *q, *k, *v;
-    void *o;                     /* NULL: not read back */
+    void *o; /* NULL: not read back */
     hl_tensor *t_q, *t_k, *t_v, *t_o;
-    const hl_attn_variant *variant;   /* NULL: the default */
+    const hl_attn_variant *variant; /* NULL: the default */
     uint32_t warmup, iters;
     double *samples_ms, *batch_ms;
     uint64_t flush_bytes;
@@ -274,13 +272,19 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
  * memory, binary size, ... as VK_KHR_pipeline_executable_properties reports
  * them); n = 0 where the driver offers none. Builds the pipeline if needed. */
 #define HL_MAX_STATS 24
-typedef struct hl_kernel_stat { char name[64]; double value; } hl_kernel_stat;
-typedef struct hl_kernel_stats { uint32_t n; hl_kernel_stat items[HL_MAX_STATS]; } hl_kernel_stats;
-hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
-                              hl_kernel_stats *out, hl_error *err);
+typedef struct hl_kernel_stat {
+    char name[64];
+    double value;
+} hl_kernel_stat;
+typedef struct hl_kernel_stats {
+    uint32_t n;
+    hl_kernel_stat items[HL_MAX_STATS];
+} hl_kernel_stats;
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, hl_kernel_stats *out,
+                              hl_error *err);
 /* The same for an attention variant at head dimension d (causal or not). */
-hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
-                               hl_kernel_stats *out, hl_error *err);
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_kernel_stats *out,
+                               hl_error *err);
 
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */
@@ -296,12 +300,12 @@ typedef struct hl_telemetry {
     uint64_t bytes_up, bytes_down;
     uint64_t pipeline_compiles;
     double pipeline_compile_ms, record_ms, submit_wait_ms;
-    double last_gpu_ms;          /* GPU time of the last dispatch (timestamps) */
+    double last_gpu_ms; /* GPU time of the last dispatch (timestamps) */
     char last_variant[HL_VARIANT_STR_MAX];
     /* Vulkan objects this device holds now (not reset): buffers, memory
      * allocations, pipelines. A failed call must leave them balanced. */
     uint64_t live_buffers, live_memory, live_pipelines;
-    uint64_t device_bytes, peak_device_bytes;   /* device-local memory held now / at most */
+    uint64_t device_bytes, peak_device_bytes; /* device-local memory held now / at most */
     uint64_t tensors, chains, chain_ops;
     uint64_t attentions, coop_attentions;
 } hl_telemetry;

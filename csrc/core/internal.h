@@ -2,7 +2,7 @@
 #ifndef HELIOS_INTERNAL_H
 #define HELIOS_INTERNAL_H
 
-#define VK_NO_PROTOTYPES   /* entry points come from the loader at run time (vkload.c) */
+#define VK_NO_PROTOTYPES /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
 #include "helios_core.h"
 #include "vkfuncs.h"
@@ -13,36 +13,41 @@ hl_status hl_vk_load(hl_error *err);
 /* Every Vulkan call goes through this: on failure the error names the call,
  * the file and line, and the VkResult. Jumps to the local `fail` label so the
  * function's cleanup runs on every path. */
-#define HL_VK(call)                                                               \
-    do {                                                                          \
-        VkResult hl_vr_ = (call);                                                 \
-        if (hl_vr_ != VK_SUCCESS) {                                               \
-            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);              \
-            goto fail;                                                            \
-        }                                                                         \
+#define HL_VK(call)                                                                                                    \
+    do {                                                                                                               \
+        VkResult hl_vr_ = (call);                                                                                      \
+        if (hl_vr_ != VK_SUCCESS) {                                                                                    \
+            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);                                                   \
+            goto fail;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 /* The same, for calls that fault injection (fault.c) may replace by an error. */
-#define HL_VK_FAULT(kind, call)                                                   \
-    do {                                                                          \
-        VkResult hl_vr_ = hl_fault(kind);                                         \
-        if (hl_vr_ == VK_SUCCESS) hl_vr_ = (call);                                \
-        if (hl_vr_ != VK_SUCCESS) {                                               \
-            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);              \
-            goto fail;                                                            \
-        }                                                                         \
+#define HL_VK_FAULT(kind, call)                                                                                        \
+    do {                                                                                                               \
+        VkResult hl_vr_ = hl_fault(kind);                                                                              \
+        if (hl_vr_ == VK_SUCCESS) hl_vr_ = (call);                                                                     \
+        if (hl_vr_ != VK_SUCCESS) {                                                                                    \
+            st = hl_vk_fail(err, hl_vr_, #call, __FILE__, __LINE__);                                                   \
+            goto fail;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 typedef enum hl_fault_kind {
-    HL_FAULT_BUFFER, HL_FAULT_ALLOC, HL_FAULT_MAP, HL_FAULT_PIPELINE, HL_FAULT_SUBMIT, HL_FAULT_OPEN,
+    HL_FAULT_BUFFER,
+    HL_FAULT_ALLOC,
+    HL_FAULT_MAP,
+    HL_FAULT_PIPELINE,
+    HL_FAULT_SUBMIT,
+    HL_FAULT_OPEN,
     HL_FAULT_KINDS
 } hl_fault_kind;
 VkResult hl_fault(hl_fault_kind kind);
 
-#define HL_TRY(expr)                                                              \
-    do {                                                                          \
-        st = (expr);                                                              \
-        if (st != HL_OK) goto fail;                                               \
+#define HL_TRY(expr)                                                                                                   \
+    do {                                                                                                               \
+        st = (expr);                                                                                                   \
+        if (st != HL_OK) goto fail;                                                                                    \
     } while (0)
 
 hl_status hl_vk_fail(hl_error *err, VkResult vr, const char *call, const char *file, int line);
@@ -52,17 +57,15 @@ typedef struct hl_buffer {
     VkBuffer buffer;
     VkDeviceMemory memory;
     VkDeviceSize size;
-    VkDeviceSize alloc_bytes;     /* what the allocation took (device-local accounting) */
+    VkDeviceSize alloc_bytes; /* what the allocation took (device-local accounting) */
     int host_visible;
-    void *mapped;                 /* host-visible buffers only */
+    void *mapped; /* host-visible buffers only */
 } hl_buffer;
 
-hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible,
-                           hl_buffer *out, hl_error *err);
+hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
 /* Grows `b` to at least `size` (contents not kept). */
-hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible,
-                            hl_error *err);
+hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
 
 /* Shader permutations compiled at build time (shaders.c, generated). */
 typedef struct hl_spirv {
@@ -72,8 +75,8 @@ typedef struct hl_spirv {
 } hl_spirv;
 const hl_spirv *hl_spirv_find(const char *name);
 
-#define HL_BINDINGS 5        /* A, B, C, split-K workspace, bias */
-#define HL_PUSH_WORDS 13     /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
+#define HL_BINDINGS 5    /* A, B, C, split-K workspace, bias */
+#define HL_PUSH_WORDS 13 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
@@ -82,15 +85,14 @@ typedef struct hl_pipeline {
     char shader[48];
     uint32_t spec[HL_MAX_SPEC];
     uint32_t n_spec;
-    uint32_t required_subgroup;   /* 0: none requested */
+    uint32_t required_subgroup; /* 0: none requested */
     VkPipeline pipeline;
-    hl_kernel_stats stats;        /* empty where the driver offers none */
+    hl_kernel_stats stats; /* empty where the driver offers none */
     struct hl_pipeline *next;
 } hl_pipeline;
 
-hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
-                          uint32_t n_spec, uint32_t required_subgroup, hl_pipeline **out,
-                          hl_error *err);
+hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec, uint32_t n_spec,
+                          uint32_t required_subgroup, hl_pipeline **out, hl_error *err);
 void hl_pipelines_destroy(hl_device *dev);
 
 struct hl_device {
@@ -104,7 +106,7 @@ struct hl_device {
     VkFence fence;
     VkDescriptorSetLayout ds_layout;
     VkPipelineLayout pipe_layout;
-    VkDescriptorPool ds_pool;     /* sets for one submission; reset before each */
+    VkDescriptorPool ds_pool; /* sets for one submission; reset before each */
     uint32_t ds_capacity;
     VkQueryPool query_pool;
     uint32_t query_capacity;
@@ -114,14 +116,14 @@ struct hl_device {
     int coop2_enabled;
     int timestamps_ok;
     hl_pipeline *pipelines;
-    VkPipelineCache pipeline_cache;   /* persisted per device and driver (pipeline_cache.c) */
-    char cache_path[1024];            /* its file; empty: not persisted */
-    char cache_note[1200];            /* why a file was ignored; empty: nothing to say */
+    VkPipelineCache pipeline_cache; /* persisted per device and driver (pipeline_cache.c) */
+    char cache_path[1024];          /* its file; empty: not persisted */
+    char cache_note[1200];          /* why a file was ignored; empty: nothing to say */
     uint64_t cache_loaded_bytes;
-    uint64_t compiles_total;          /* pipelines compiled since open (telemetry resets; this does not) */
+    uint64_t compiles_total; /* pipelines compiled since open (telemetry resets; this does not) */
     /* workspace reused across calls, grown on demand */
-    hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush;   /* buf_w: split-K workspace */
-    struct hl_tensor *tensors;    /* live tensors, released when the device closes */
+    hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
+    struct hl_tensor *tensors;                                      /* live tensors, released when the device closes */
     hl_telemetry tel;
 };
 
@@ -133,12 +135,12 @@ hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err);
 void hl_pipeline_cache_close(hl_device *dev);
 
 struct hl_tensor {
-    hl_device *dev;               /* NULL once the device closed */
+    hl_device *dev; /* NULL once the device closed */
     hl_buffer buf;
     uint64_t bytes;
     struct hl_tensor *prev, *next;
 };
-void hl_tensors_release(hl_device *dev);   /* device close: free every tensor's memory */
+void hl_tensors_release(hl_device *dev); /* device close: free every tensor's memory */
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);
@@ -154,25 +156,25 @@ const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n
 
 /* Submissions (submit.c): what every operation's command buffer shares. */
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a);
-void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access,
-                    VkPipelineStageFlags dst, VkAccessFlags dst_access);
-void hl_compute_barrier(hl_device *dev);   /* compute writes -> compute reads and writes */
+void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                    VkAccessFlags dst_access);
+void hl_compute_barrier(hl_device *dev); /* compute writes -> compute reads and writes */
 hl_status hl_ensure_queries(hl_device *dev, uint32_t count, hl_error *err);
 void hl_write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
 hl_status hl_submit_wait(hl_device *dev, hl_error *err);
 hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);
 /* A tensor operand: alive, on this device, at least `need` bytes (NULL passes). */
-hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
-                          const char *name, hl_error *err);
+hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
+                          hl_error *err);
 /* An operand's buffer: the tensor's, else the scratch buffer host data goes through. */
 VkBuffer hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
 /* The timed dispatch sequence: rec(dev, ctx) records one operation; iters = 0
  * records it once between two timestamps. hl_timed_queries: the queries it uses. */
 typedef void (*hl_record_fn)(hl_device *dev, const void *ctx);
 uint32_t hl_timed_queries(uint32_t iters);
-void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes,
-                     hl_record_fn rec, const void *ctx);
+void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, hl_record_fn rec,
+                     const void *ctx);
 /* Reads what hl_record_timed wrote: iters samples and the batch figure, or
  * (iters = 0) the single dispatch's time into telemetry. */
 hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, hl_error *err);

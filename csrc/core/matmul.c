@@ -14,7 +14,7 @@
 #define EPI_ALPHA 1u
 #define EPI_BETA 2u
 #define EPI_BIAS 4u
-#define REDUCE_THREADS 256u   /* matmul_splitk_reduce.comp: 4 elements per invocation */
+#define REDUCE_THREADS 256u /* matmul_splitk_reduce.comp: 4 elements per invocation */
 
 static const char *shader_for(const hl_variant *v, hl_dtype out) {
     if (v->path == HL_PATH_SCALAR) return out == HL_F16 ? "matmul_scalar_outf16" : "matmul_scalar_outf32";
@@ -29,9 +29,8 @@ static const char *shader_for(const hl_variant *v, hl_dtype out) {
 /* The main kernel's pipeline for a variant, layouts and epilogue: its
  * specialization constants (ids 13-17 are the epilogue, layouts and batching of
  * matmul_common.glsl; shaders without some of the ids ignore them). */
-static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi,
-                                  uint32_t act, int trans_a, int trans_b, int batched, hl_pipeline **out,
-                                  hl_error *err) {
+static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi, uint32_t act,
+                                  int trans_a, int trans_b, int batched, hl_pipeline **out, hl_error *err) {
     if (v->path == HL_PATH_COOP2) {
         uint32_t spec2[5] = {v->bm, v->bn, v->bk, v->threads, v->raster};
         return hl_pipeline_get(dev, shader_for(v, out_dtype), spec2, 5, 0, out, err);
@@ -41,8 +40,9 @@ static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype 
     if (v->path == HL_PATH_COOP) {
         uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
         sgsz = dev->caps.subgroup_size;
-        uint32_t coop[13] = {v->tm, v->tn, v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages,
-                             (uint32_t)v->direct_load, wm * wn * sgsz, v->raster};
+        uint32_t coop[13] = {
+            v->tm,          v->tn,    v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages, (uint32_t)v->direct_load,
+            wm * wn * sgsz, v->raster};
         memcpy(spec, coop, sizeof coop);
     }
     spec[13] = epi;
@@ -56,8 +56,8 @@ static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype 
     return hl_pipeline_get(dev, shader_for(v, out_dtype), n ? spec : NULL, n, sgsz, out, err);
 }
 
-hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype,
-                              hl_kernel_stats *out, hl_error *err) {
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, hl_kernel_stats *out,
+                              hl_error *err) {
     hl_status st = hl_variant_check(dev, v, err);
     if (st != HL_OK) return st;
     if (out_dtype != HL_F16 && out_dtype != HL_F32)
@@ -69,15 +69,14 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_
     return HL_OK;
 }
 
-
 /* ---- one operation: validated, its grid, constants and pipelines ---------- */
 typedef struct op_plan {
     hl_variant v;
     uint32_t grid[3], rgrid[2];
     uint32_t pc[HL_PUSH_WORDS];
-    VkPipeline main_pipe, reduce_pipe;   /* reduce: split-K only */
+    VkPipeline main_pipe, reduce_pipe; /* reduce: split-K only */
     uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
-    int read_c;                          /* beta != 0: C is an input */
+    int read_c; /* beta != 0: C is an input */
     uint32_t batch;
 } op_plan;
 
@@ -93,15 +92,14 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
     *c_bytes = batch * m * n * hl_dtype_size(args->out_dtype);
 }
 
-static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char *who, op_plan *pl,
-                         hl_error *err) {
+static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char *who, op_plan *pl, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
     memset(pl, 0, sizeof *pl);
     const uint64_t m = args->m, n = args->n, k = args->k;
     if (!m || !n || !k)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s %llux%llux%llu: every dimension must be >= 1",
-                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s %llux%llux%llu: every dimension must be >= 1", who,
+                       (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
     if (args->in_dtype != HL_F16)
         return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s inputs must be f16, got %s", who,
                        hl_dtype_name(args->in_dtype));
@@ -115,20 +113,25 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     const uint64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
     const uint64_t lda = args->lda ? args->lda : a_cols, ldb = args->ldb ? args->ldb : b_cols;
     if (lda < a_cols || ldb < b_cols)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: row pitch lda=%llu / ldb=%llu is below the "
-                       "stored rows' %llu / %llu elements", who, (unsigned long long)lda,
-                       (unsigned long long)ldb, (unsigned long long)a_cols, (unsigned long long)b_cols);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: row pitch lda=%llu / ldb=%llu is below the "
+                       "stored rows' %llu / %llu elements",
+                       who, (unsigned long long)lda, (unsigned long long)ldb, (unsigned long long)a_cols,
+                       (unsigned long long)b_cols);
     const uint64_t sa = batch > 1 ? args->stride_a : 0, sb = batch > 1 ? args->stride_b : 0;
     hl_matmul_sizes(args, &pl->a_bytes, &pl->b_bytes, &pl->c_bytes);
     const uint64_t a_elems = pl->a_bytes / 2, b_elems = pl->b_bytes / 2, c_elems = batch * m * n;
     const uint64_t lim = HL_MAX_OPERAND_ELEMENTS;
     if (a_elems >= lim || b_elems >= lim || c_elems >= lim || lda >= lim || ldb >= lim)
-        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu (batch %llu): an operand spans 2^32 "
-                       "or more elements; kernels index with 32 bits", who, (unsigned long long)m,
-                       (unsigned long long)n, (unsigned long long)k, (unsigned long long)batch);
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu (batch %llu): an operand spans 2^32 "
+                       "or more elements; kernels index with 32 bits",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                       (unsigned long long)batch);
 
     hl_variant v;
-    if (args->variant) v = *args->variant;
+    if (args->variant)
+        v = *args->variant;
     else {
         /* A batch stacks its products' blocks: pick as for one product of
          * batch * M rows (the same block count), without split-K. */
@@ -141,19 +144,22 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
     const int has_bias = args->bias || args->t_bias;
     uint32_t epi = (alpha != 1.0f ? EPI_ALPHA : 0) | (beta != 0.0f ? EPI_BETA : 0) | (has_bias ? EPI_BIAS : 0);
-    if (v.path == HL_PATH_COOP2 && (ta || tb || batch > 1 || epi || args->act || lda != a_cols ||
-                                    ldb != b_cols)) {
+    if (v.path == HL_PATH_COOP2 && (ta || tb || batch > 1 || epi || args->act || lda != a_cols || ldb != b_cols)) {
         char vs[HL_VARIANT_STR_MAX];
         hl_variant_format(&v, vs, sizeof vs);
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "%s: variant %s runs plain packed row-major "
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "%s: variant %s runs plain packed row-major "
                        "products only; transposes, batches, pitches, bias, activation and alpha/beta "
-                       "need a coop or scalar variant", who, vs);
+                       "need a coop or scalar variant",
+                       who, vs);
     }
     pl->bias_bytes = has_bias ? n * 4 : 0;
     pl->read_c = beta != 0.0f;
     if (args->t_c && (args->t_c == args->t_a || args->t_c == args->t_b || args->t_c == args->t_bias))
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: the output tensor is also an input; "
-                       "products do not run in place", who);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: the output tensor is also an input; "
+                       "products do not run in place",
+                       who);
     HL_TRY(hl_check_tensor(dev, args->t_a, pl->a_bytes, who, "a", err));
     HL_TRY(hl_check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
     HL_TRY(hl_check_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
@@ -167,20 +173,22 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
         k_chunk = ((k + v.splitk - 1) / v.splitk + v.bk - 1) / v.bk * v.bk;
         splits = (k + k_chunk - 1) / k_chunk;
     }
-    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] ||
-        batch * splits > caps->max_group_count[2])
-        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu (batch %llu) needs a %llux%llux%llu "
-                       "grid; device allows %ux%ux%u", who, (unsigned long long)m, (unsigned long long)n,
-                       (unsigned long long)k, (unsigned long long)batch, (unsigned long long)gx,
-                       (unsigned long long)gy, (unsigned long long)(batch * splits),
-                       caps->max_group_count[0], caps->max_group_count[1], caps->max_group_count[2]);
+    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] || batch * splits > caps->max_group_count[2])
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu (batch %llu) needs a %llux%llux%llu "
+                       "grid; device allows %ux%ux%u",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                       (unsigned long long)batch, (unsigned long long)gx, (unsigned long long)gy,
+                       (unsigned long long)(batch * splits), caps->max_group_count[0], caps->max_group_count[1],
+                       caps->max_group_count[2]);
     const uint64_t w_elems = splits > 1 ? batch * splits * m * n : 4;
     if (w_elems >= lim || w_elems * 4 > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE, "%s %llux%llux%llu with splitk=%u needs a %llu-byte "
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu with splitk=%u needs a %llu-byte "
                        "workspace; kernels index it with 32 bits and the device allows %llu bytes "
-                       "per buffer", who, (unsigned long long)m, (unsigned long long)n,
-                       (unsigned long long)k, v.splitk, (unsigned long long)(w_elems * 4),
-                       (unsigned long long)caps->max_storage_buffer_range);
+                       "per buffer",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k, v.splitk,
+                       (unsigned long long)(w_elems * 4), (unsigned long long)caps->max_storage_buffer_range);
     pl->w_bytes = w_elems * 4;
     /* The reduction: 4 elements per invocation, a 2-D grid for large products. */
     uint64_t r_groups = (c_elems + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
@@ -193,16 +201,15 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     if (splits > 1)
         HL_TRY(variant_pipeline(dev, &v, args->out_dtype, 0, 0, ta, tb, batch > 1, &main_p, err));
     else
-        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1,
-                                &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1, &main_p, err));
     if (splits > 1) {
         uint32_t spec[17] = {0};
         spec[13] = epi;
         spec[14] = (uint32_t)args->act;
         int plain = !epi && !args->act;
-        HL_TRY(hl_pipeline_get(dev, args->out_dtype == HL_F16 ? "matmul_splitk_reduce_outf16"
-                                                              : "matmul_splitk_reduce_outf32",
-                               plain ? NULL : spec, plain ? 0 : 17, 0, &reduce_p, err));
+        HL_TRY(hl_pipeline_get(
+            dev, args->out_dtype == HL_F16 ? "matmul_splitk_reduce_outf16" : "matmul_splitk_reduce_outf32",
+            plain ? NULL : spec, plain ? 0 : 17, 0, &reduce_p, err));
     }
     pl->main_pipe = main_p->pipeline;
     pl->reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
@@ -212,9 +219,15 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     pl->batch = (uint32_t)batch;
 
     uint32_t *pc = pl->pc;
-    pc[0] = args->m; pc[1] = args->n; pc[2] = args->k;
-    pc[4] = (uint32_t)k_chunk; pc[5] = (uint32_t)splits;
-    pc[6] = (uint32_t)lda; pc[7] = (uint32_t)ldb; pc[8] = (uint32_t)sa; pc[9] = (uint32_t)sb;
+    pc[0] = args->m;
+    pc[1] = args->n;
+    pc[2] = args->k;
+    pc[4] = (uint32_t)k_chunk;
+    pc[5] = (uint32_t)splits;
+    pc[6] = (uint32_t)lda;
+    pc[7] = (uint32_t)ldb;
+    pc[8] = (uint32_t)sa;
+    pc[9] = (uint32_t)sb;
     pc[10] = (uint32_t)batch;
     memcpy(&pc[11], &alpha, 4);
     memcpy(&pc[12], &beta, 4);
@@ -237,18 +250,20 @@ static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
     dev->tel.dispatches++;
     if (!pl->reduce_pipe) return;
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->reduce_pipe);
     vkCmdDispatch(dev->cmd, pl->rgrid[0], pl->rgrid[1], 1);
     dev->tel.dispatches++;
 }
 
-typedef struct record_ctx { const op_plan *pl; VkDescriptorSet ds; } record_ctx;
+typedef struct record_ctx {
+    const op_plan *pl;
+    VkDescriptorSet ds;
+} record_ctx;
 static void record_one(hl_device *dev, const void *ctx) {
     const record_ctx *rc = ctx;
     record_op(dev, rc->pl, rc->ds);
 }
-
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     hl_status st = HL_OK;
@@ -256,8 +271,10 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (args->iters && !args->samples_ms)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
     if (args->iters && !dev->timestamps_ok)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
-                       "compute queue", caps->name);
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "device '%s' has no usable timestamps on its "
+                       "compute queue",
+                       caps->name);
     if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if ((!args->t_a && !args->a) || (!args->t_b && !args->b))
@@ -296,9 +313,11 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (c_up) memcpy(stage + off_c, args->c_in, c_up);
     hl_buffer *c_scratch = &dev->buf_c;
     const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch);
-    const VkBuffer bufs[HL_BINDINGS] = {
-        hl_tensor_or_scratch(args->t_a, &dev->buf_a), hl_tensor_or_scratch(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
-        args->t_bias ? args->t_bias->buf.buffer : args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer};
+    const VkBuffer bufs[HL_BINDINGS] = {hl_tensor_or_scratch(args->t_a, &dev->buf_a),
+                                        hl_tensor_or_scratch(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
+                                        args->t_bias ? args->t_bias->buf.buffer
+                                        : args->bias ? dev->buf_bias.buffer
+                                                     : dev->buf_w.buffer};
     hl_write_set(dev, ds, bufs);
 
     HL_TRY(hl_begin_commands(dev, n_queries, err));
@@ -310,20 +329,21 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (c_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, c_buf, 1, &up_c);
     /* Poison C unless it is an input: all-ones is NaN in f16 and f32, so an
      * element the kernel fails to write cannot pass a check. */
-    else if (!pl.read_c) vkCmdFillBuffer(dev->cmd, c_buf, 0, hl_align_up(pl.c_bytes, 4), 0xffffffffu);
+    else if (!pl.read_c)
+        vkCmdFillBuffer(dev->cmd, c_buf, 0, hl_align_up(pl.c_bytes, 4), 0xffffffffu);
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
 
     /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
     const record_ctx rc = {&pl, ds};
     hl_record_timed(dev, args->warmup, args->iters, args->flush_bytes, record_one, &rc);
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     VkBufferCopy down = {0, off_c, pl.c_bytes};
     if (args->c) vkCmdCopyBuffer(dev->cmd, c_buf, dev->staging.buffer, 1, &down);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-            VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
     HL_TRY(hl_submit_wait(dev, err));
@@ -345,8 +365,8 @@ fail:
     return st;
 }
 
-hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup,
-                          uint32_t iters, double *samples_ms, hl_error *err) {
+hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup, uint32_t iters,
+                          double *samples_ms, hl_error *err) {
     hl_status st = HL_OK;
     op_plan *plans = NULL;
     VkDescriptorSet *sets = NULL;
@@ -356,18 +376,22 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
     if (iters && !samples_ms) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
     if (iters && !dev->timestamps_ok)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its "
-                       "compute queue", dev->caps.name);
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "device '%s' has no usable timestamps on its "
+                       "compute queue",
+                       dev->caps.name);
     plans = calloc(n_ops, sizeof *plans);
     sets = calloc(n_ops, sizeof *sets);
-    if (!plans || !sets) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    if (!plans || !sets) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     uint64_t w_bytes = 16;
     for (uint32_t i = 0; i < n_ops; i++) {
         char who[48];
         snprintf(who, sizeof who, "chain op %u", i);
         if (!ops[i].t_a || !ops[i].t_b || !ops[i].t_c || ops[i].bias) {
-            st = hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: chains take tensors only (a, b, c and bias)",
-                         who);
+            st = hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: chains take tensors only (a, b, c and bias)", who);
             goto fail;
         }
         HL_TRY(plan_op(dev, &ops[i], who, &plans[i], err));
@@ -381,8 +405,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     for (uint32_t i = 0; i < n_ops; i++) {
         const hl_matmul_args *o = &ops[i];
         const VkBuffer bufs[HL_BINDINGS] = {o->t_a->buf.buffer, o->t_b->buf.buffer, o->t_c->buf.buffer,
-                                            dev->buf_w.buffer,
-                                            o->t_bias ? o->t_bias->buf.buffer : dev->buf_w.buffer};
+                                            dev->buf_w.buffer, o->t_bias ? o->t_bias->buf.buffer : dev->buf_w.buffer};
         hl_write_set(dev, sets[i], bufs);
     }
     HL_TRY(hl_begin_commands(dev, n_queries, err));
@@ -405,8 +428,8 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q + 1);
     }
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+                   VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->tel.record_ms += hl_now_ms() - t_rec;
     HL_TRY(hl_submit_wait(dev, err));

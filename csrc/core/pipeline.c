@@ -9,42 +9,45 @@
 /* The driver's statistics for the pipeline's first executable (registers,
  * shared memory, binary size... whatever it reports), where it offers them. */
 static void capture_stats(hl_device *dev, hl_pipeline *p) {
-    PFN_vkGetPipelineExecutableStatisticsKHR get_stats =
-        (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
-            dev->device, "vkGetPipelineExecutableStatisticsKHR");
+    PFN_vkGetPipelineExecutableStatisticsKHR get_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+        dev->device, "vkGetPipelineExecutableStatisticsKHR");
     if (!get_stats) return;
-    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
-                                      .pipeline = p->pipeline, .executableIndex = 0};
+    VkPipelineExecutableInfoKHR ei = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p->pipeline, .executableIndex = 0};
     VkPipelineExecutableStatisticKHR st[HL_MAX_STATS];
     uint32_t n = HL_MAX_STATS;
     for (uint32_t i = 0; i < n; i++)
-        st[i] = (VkPipelineExecutableStatisticKHR){
-            .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+        st[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
     VkResult vr = get_stats(dev->device, &ei, &n, st);
-    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE) return;   /* statistics are a report, not a need */
+    if (vr != VK_SUCCESS && vr != VK_INCOMPLETE) return; /* statistics are a report, not a need */
     for (uint32_t i = 0; i < n && i < HL_MAX_STATS; i++) {
         hl_kernel_stat *o = &p->stats.items[p->stats.n++];
         snprintf(o->name, sizeof o->name, "%s", st[i].name);
         switch (st[i].format) {
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: o->value = st[i].value.b32; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: o->value = (double)st[i].value.i64; break;
-        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: o->value = (double)st[i].value.u64; break;
-        default: o->value = st[i].value.f64; break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                o->value = st[i].value.b32;
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                o->value = (double)st[i].value.i64;
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                o->value = (double)st[i].value.u64;
+                break;
+            default:
+                o->value = st[i].value.f64;
+                break;
         }
     }
 }
 
-hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec,
-                          uint32_t n_spec, uint32_t required_subgroup, hl_pipeline **out,
-                          hl_error *err) {
+hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec, uint32_t n_spec,
+                          uint32_t required_subgroup, hl_pipeline **out, hl_error *err) {
     hl_status st = HL_OK;
     VkShaderModule module = VK_NULL_HANDLE;
     hl_pipeline *p = NULL;
-    if (n_spec > HL_MAX_SPEC)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
+    if (n_spec > HL_MAX_SPEC) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
     for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
-        if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec &&
-            it->required_subgroup == required_subgroup &&
+        if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec && it->required_subgroup == required_subgroup &&
             (n_spec == 0 || memcmp(it->spec, spec, n_spec * sizeof *spec) == 0)) {
             *out = it;
             return HL_OK;
@@ -54,19 +57,15 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
     if (!code) return hl_fail(err, HL_ERR_UNSUPPORTED, "shader '%s' is not in this build", shader);
 
     double t0 = hl_now_ms();
-    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                     .codeSize = code->size_bytes,
-                                     .pCode = code->code};
+    VkShaderModuleCreateInfo smci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = code->size_bytes, .pCode = code->code};
     HL_VK(vkCreateShaderModule(dev->device, &smci, NULL, &module));
     VkSpecializationMapEntry entries[HL_MAX_SPEC];
     for (uint32_t i = 0; i < n_spec; i++)
-        entries[i] = (VkSpecializationMapEntry){.constantID = i,
-                                                .offset = i * (uint32_t)sizeof(uint32_t),
-                                                .size = sizeof(uint32_t)};
-    VkSpecializationInfo si = {.mapEntryCount = n_spec,
-                               .pMapEntries = entries,
-                               .dataSize = n_spec * sizeof(uint32_t),
-                               .pData = spec};
+        entries[i] = (VkSpecializationMapEntry){
+            .constantID = i, .offset = i * (uint32_t)sizeof(uint32_t), .size = sizeof(uint32_t)};
+    VkSpecializationInfo si = {
+        .mapEntryCount = n_spec, .pMapEntries = entries, .dataSize = n_spec * sizeof(uint32_t), .pData = spec};
     /* Cooperative matrices need full subgroups of a known size. */
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
@@ -76,22 +75,23 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
         .flags = dev->caps.has_pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = required_subgroup ? &rss : NULL,
-                  .flags = required_subgroup
-                               ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT
-                               : 0,
+                  .flags = required_subgroup ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = module,
                   .pName = "main",
                   .pSpecializationInfo = &si},
         .layout = dev->pipe_layout};
     p = calloc(1, sizeof *p);
-    if (!p) { st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory"); goto fail; }
+    if (!p) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     HL_VK_FAULT(HL_FAULT_PIPELINE,
                 vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
     dev->tel.live_pipelines++;
     snprintf(p->shader, sizeof p->shader, "%s", shader);
-    if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec);   /* spec may be NULL when empty */
+    if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec); /* spec may be NULL when empty */
     p->n_spec = n_spec;
     p->required_subgroup = required_subgroup;
     p->next = dev->pipelines;

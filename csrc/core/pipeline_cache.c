@@ -33,8 +33,8 @@ static int cache_dir(char *out, size_t cap) {
     return 0;
 }
 
-static void mkdirs(const char *path) {   /* mkdir -p; failures show when the file is written */
-    char buf[sizeof ((hl_device *)0)->cache_path];
+static void mkdirs(const char *path) { /* mkdir -p; failures show when the file is written */
+    char buf[sizeof((hl_device *)0)->cache_path];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -60,8 +60,10 @@ static void *read_cache(const char *path, const VkPhysicalDeviceProperties *p, s
     if (!data) return NULL;
     const char *bad = NULL;
     uint32_t hdr[4];
-    if (n > MAX_CACHE_BYTES) bad = "larger than 256 MiB";
-    else if (n < 16 + VK_UUID_SIZE) bad = "shorter than a pipeline cache header";
+    if (n > MAX_CACHE_BYTES)
+        bad = "larger than 256 MiB";
+    else if (n < 16 + VK_UUID_SIZE)
+        bad = "shorter than a pipeline cache header";
     if (!bad) {
         memcpy(hdr, data, sizeof hdr);
         if (hdr[0] < 16 + VK_UUID_SIZE || hdr[0] > n || hdr[1] != VK_PIPELINE_CACHE_HEADER_VERSION_ONE)
@@ -89,16 +91,15 @@ hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err) {
     if (cache_dir(dir, sizeof dir)) {
         char uuid[2 * VK_UUID_SIZE + 1];
         for (int i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
-        snprintf(dev->cache_path, sizeof dev->cache_path, "%s/%04x-%04x-%08x-%s.bin", dir, p.vendorID,
-                 p.deviceID, p.driverVersion, uuid);
+        snprintf(dev->cache_path, sizeof dev->cache_path, "%s/%04x-%04x-%08x-%s.bin", dir, p.vendorID, p.deviceID,
+                 p.driverVersion, uuid);
         data = read_cache(dev->cache_path, &p, &size, dev->cache_note, sizeof dev->cache_note);
     }
-    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                    .initialDataSize = size, .pInitialData = data};
+    VkPipelineCacheCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = size, .pInitialData = data};
     VkResult r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache);
-    if (r != VK_SUCCESS && data) {   /* the driver refused the data after all: start empty */
-        snprintf(dev->cache_note, sizeof dev->cache_note, "%s: refused by the driver; ignored",
-                 dev->cache_path);
+    if (r != VK_SUCCESS && data) { /* the driver refused the data after all: start empty */
+        snprintf(dev->cache_note, sizeof dev->cache_note, "%s: refused by the driver; ignored", dev->cache_path);
         ci.initialDataSize = 0;
         ci.pInitialData = NULL;
         r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache);
@@ -125,7 +126,10 @@ void hl_pipeline_cache_close(hl_device *dev) {
         char dir[sizeof dev->cache_path], tmp[sizeof dev->cache_path + 32];
         snprintf(dir, sizeof dir, "%s", dev->cache_path);
         char *slash = strrchr(dir, '/');
-        if (slash) { *slash = '\0'; mkdirs(dir); }
+        if (slash) {
+            *slash = '\0';
+            mkdirs(dir);
+        }
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dev->cache_path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
         if (f) {

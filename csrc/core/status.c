@@ -8,24 +8,39 @@
 
 const char *hl_status_name(hl_status code) {
     switch (code) {
-    case HL_OK: return "HL_OK";
-    case HL_ERR_INVALID_ARGUMENT: return "HL_ERR_INVALID_ARGUMENT";
-    case HL_ERR_INVALID_VARIANT: return "HL_ERR_INVALID_VARIANT";
-    case HL_ERR_NO_DEVICE: return "HL_ERR_NO_DEVICE";
-    case HL_ERR_DEVICE_INDEX: return "HL_ERR_DEVICE_INDEX";
-    case HL_ERR_DEVICE_CLOSED: return "HL_ERR_DEVICE_CLOSED";
-    case HL_ERR_DEVICE_LOST: return "HL_ERR_DEVICE_LOST";
-    case HL_ERR_OUT_OF_MEMORY: return "HL_ERR_OUT_OF_MEMORY";
-    case HL_ERR_TOO_LARGE: return "HL_ERR_TOO_LARGE";
-    case HL_ERR_UNSUPPORTED: return "HL_ERR_UNSUPPORTED";
-    case HL_ERR_UNSUPPORTED_VARIANT: return "HL_ERR_UNSUPPORTED_VARIANT";
-    case HL_ERR_UNSUPPORTED_DTYPE: return "HL_ERR_UNSUPPORTED_DTYPE";
-    case HL_ERR_VULKAN: return "HL_ERR_VULKAN";
-    case HL_ERR_TIMEOUT: return "HL_ERR_TIMEOUT";
+        case HL_OK:
+            return "HL_OK";
+        case HL_ERR_INVALID_ARGUMENT:
+            return "HL_ERR_INVALID_ARGUMENT";
+        case HL_ERR_INVALID_VARIANT:
+            return "HL_ERR_INVALID_VARIANT";
+        case HL_ERR_NO_DEVICE:
+            return "HL_ERR_NO_DEVICE";
+        case HL_ERR_DEVICE_INDEX:
+            return "HL_ERR_DEVICE_INDEX";
+        case HL_ERR_DEVICE_CLOSED:
+            return "HL_ERR_DEVICE_CLOSED";
+        case HL_ERR_DEVICE_LOST:
+            return "HL_ERR_DEVICE_LOST";
+        case HL_ERR_OUT_OF_MEMORY:
+            return "HL_ERR_OUT_OF_MEMORY";
+        case HL_ERR_TOO_LARGE:
+            return "HL_ERR_TOO_LARGE";
+        case HL_ERR_UNSUPPORTED:
+            return "HL_ERR_UNSUPPORTED";
+        case HL_ERR_UNSUPPORTED_VARIANT:
+            return "HL_ERR_UNSUPPORTED_VARIANT";
+        case HL_ERR_UNSUPPORTED_DTYPE:
+            return "HL_ERR_UNSUPPORTED_DTYPE";
+        case HL_ERR_VULKAN:
+            return "HL_ERR_VULKAN";
+        case HL_ERR_TIMEOUT:
+            return "HL_ERR_TIMEOUT";
     }
     return "HL_ERR_UNKNOWN";
 }
 
+// clang-format off: an X-macro table reads best as a table
 const char *hl_vk_result_name(int32_t r) {
     switch ((VkResult)r) {
 #define N(x) case x: return #x;
@@ -42,6 +57,7 @@ const char *hl_vk_result_name(int32_t r) {
     default: return "VK_RESULT_UNKNOWN";
     }
 }
+// clang-format on
 
 hl_status hl_fail(hl_error *err, hl_status code, const char *fmt, ...) {
     if (err) {
@@ -68,17 +84,20 @@ hl_status hl_vk_fail(hl_error *err, VkResult vr, const char *call, const char *f
     else if (vr == VK_TIMEOUT)
         code = HL_ERR_TIMEOUT;
     const char *base = strrchr(file, '/');
-    hl_fail(err, code, "%s failed: %s (%d) at %s:%d", call, hl_vk_result_name(vr), (int)vr,
-            base ? base + 1 : file, line);
+    hl_fail(err, code, "%s failed: %s (%d) at %s:%d", call, hl_vk_result_name(vr), (int)vr, base ? base + 1 : file,
+            line);
     if (err) err->vk_result = (int32_t)vr;
     return code;
 }
 
 const char *hl_dtype_name(hl_dtype t) {
     switch (t) {
-    case HL_F16: return "f16";
-    case HL_F32: return "f32";
-    case HL_BF16: return "bf16";
+        case HL_F16:
+            return "f16";
+        case HL_F32:
+            return "f32";
+        case HL_BF16:
+            return "bf16";
     }
     return "?";
 }

@@ -9,11 +9,10 @@
 
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
 
-void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access,
-                    VkPipelineStageFlags dst, VkAccessFlags dst_access) {
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = src_access,
-                          .dstAccessMask = dst_access};
+void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                    VkAccessFlags dst_access) {
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = src_access, .dstAccessMask = dst_access};
     vkCmdPipelineBarrier(dev->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
     dev->tel.barriers++;
 }
@@ -30,9 +29,8 @@ hl_status hl_ensure_queries(hl_device *dev, uint32_t count, hl_error *err) {
     dev->query_pool = VK_NULL_HANDLE;
     dev->query_capacity = 0;
     uint32_t cap = count < 64 ? 64 : count;
-    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                 .queryCount = cap};
+    VkQueryPoolCreateInfo qci = {
+        .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = cap};
     HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->query_pool));
     dev->query_capacity = cap;
     return HL_OK;
@@ -43,7 +41,7 @@ fail:
 static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
     uint32_t bits = dev->caps.timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
-    uint64_t d = (t1 - t0) & mask;   /* modular: survives one wrap of the counter */
+    uint64_t d = (t1 - t0) & mask; /* modular: survives one wrap of the counter */
     return (double)d * (double)dev->caps.timestamp_period_ns * 1e-6;
 }
 
@@ -53,7 +51,9 @@ void hl_write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BIN
     for (uint32_t i = 0; i < HL_BINDINGS; i++) {
         dbi[i] = (VkDescriptorBufferInfo){bufs[i], 0, VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                      .dstSet = ds, .dstBinding = i, .descriptorCount = 1,
+                                      .dstSet = ds,
+                                      .dstBinding = i,
+                                      .descriptorCount = 1,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &dbi[i]};
     }
@@ -76,8 +76,7 @@ hl_status hl_submit_wait(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     double t_sub = hl_now_ms();
     HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &dev->cmd};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &dev->cmd};
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
     HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
@@ -98,16 +97,17 @@ fail:
     return st;
 }
 
-hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who,
-                          const char *name, hl_error *err) {
+hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
+                          hl_error *err) {
     if (!t) return HL_OK;
-    if (!t->dev)
-        return hl_fail(err, HL_ERR_DEVICE_CLOSED, "%s: tensor %s belongs to a closed device", who, name);
+    if (!t->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "%s: tensor %s belongs to a closed device", who, name);
     if (t->dev != dev)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s belongs to another device", who, name);
     if (t->bytes < need)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tensor %s holds %llu bytes; this operand "
-                       "needs %llu", who, name, (unsigned long long)t->bytes, (unsigned long long)need);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: tensor %s holds %llu bytes; this operand "
+                       "needs %llu",
+                       who, name, (unsigned long long)t->bytes, (unsigned long long)need);
     return HL_OK;
 }
 
@@ -124,8 +124,8 @@ uint32_t hl_timed_queries(uint32_t iters) { return iters ? 2 * iters + 2 : 2; }
  * at BOTTOM_OF_PIPE: written once all earlier work has finished. flush_bytes:
  * a fill of dev->flush (reserved by the caller) before each timed sample,
  * outside its timestamps, evicts the operands from L2. */
-void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes,
-                     hl_record_fn rec, const void *ctx) {
+void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, hl_record_fn rec,
+                     const void *ctx) {
     const uint32_t n_disp = iters ? warmup + 2 * iters : 1;
     const int ts = dev->timestamps_ok;
     for (uint32_t d = 0; d < n_disp; d++) {
@@ -147,8 +147,7 @@ void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t f
         if (ts && timed_single)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iter + 1);
         if (ts && batch_last)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool,
-                                2 * iters + 1);
+            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iters + 1);
     }
 }
 

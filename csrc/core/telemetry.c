@@ -12,7 +12,7 @@ void hl_telemetry_reset(hl_device *dev) {
     uint64_t bytes = dev->tel.device_bytes, tensors = dev->tel.tensors;
     memset(&dev->tel, 0, sizeof dev->tel);
     dev->tel.device_bytes = bytes;
-    dev->tel.peak_device_bytes = bytes;   /* the peak restarts from what is held now */
+    dev->tel.peak_device_bytes = bytes; /* the peak restarts from what is held now */
     dev->tel.tensors = tensors;
     dev->tel.live_buffers = b;
     dev->tel.live_memory = m;

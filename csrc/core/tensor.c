@@ -14,7 +14,10 @@ hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_e
     if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     /* Rounded to 16 bytes: the kernels read 16-byte vectors. */
     hl_status st = hl_buffer_create(dev, (bytes + 15) / 16 * 16, 0, &t->buf, err);
-    if (st != HL_OK) { free(t); return st; }
+    if (st != HL_OK) {
+        free(t);
+        return st;
+    }
     t->dev = dev;
     t->bytes = bytes;
     t->next = dev->tensors;
@@ -28,8 +31,10 @@ hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_e
 static void unlink_release(hl_tensor *t) {
     hl_device *dev = t->dev;
     if (!dev) return;
-    if (t->prev) t->prev->next = t->next;
-    else dev->tensors = t->next;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        dev->tensors = t->next;
     if (t->next) t->next->prev = t->prev;
     hl_buffer_destroy(dev, &t->buf);
     dev->tel.tensors--;
@@ -60,8 +65,10 @@ static hl_status transfer(hl_tensor *t, uint64_t offset, uint64_t bytes, int upl
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
     VkBufferCopy region = upload ? (VkBufferCopy){0, offset, bytes} : (VkBufferCopy){offset, 0, bytes};
-    if (upload) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, t->buf.buffer, 1, &region);
-    else vkCmdCopyBuffer(dev->cmd, t->buf.buffer, dev->staging.buffer, 1, &region);
+    if (upload)
+        vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, t->buf.buffer, 1, &region);
+    else
+        vkCmdCopyBuffer(dev->cmd, t->buf.buffer, dev->staging.buffer, 1, &region);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = upload ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT
@@ -72,29 +79,29 @@ static hl_status transfer(hl_tensor *t, uint64_t offset, uint64_t bytes, int upl
                          0, 1, &mb, 0, NULL, 0, NULL);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &dev->cmd};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &dev->cmd};
     double t0 = hl_now_ms();
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
     HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
     dev->tel.submit_wait_ms += hl_now_ms() - t0;
-    if (upload) dev->tel.bytes_up += bytes;
-    else dev->tel.bytes_down += bytes;
+    if (upload)
+        dev->tel.bytes_up += bytes;
+    else
+        dev->tel.bytes_down += bytes;
     return HL_OK;
 fail:
     vkDeviceWaitIdle(dev->device);
     return st;
 }
 
-static hl_status check_range(const hl_tensor *t, uint64_t offset, uint64_t bytes, const char *what,
-                             hl_error *err) {
-    if (!t || !t->dev)
-        return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor %s: its device is closed", what);
+static hl_status check_range(const hl_tensor *t, uint64_t offset, uint64_t bytes, const char *what, hl_error *err) {
+    if (!t || !t->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor %s: its device is closed", what);
     if (offset > t->bytes || bytes > t->bytes - offset)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "tensor %s of %llu bytes at offset %llu: the "
-                       "tensor holds %llu bytes", what, (unsigned long long)bytes,
-                       (unsigned long long)offset, (unsigned long long)t->bytes);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "tensor %s of %llu bytes at offset %llu: the "
+                       "tensor holds %llu bytes",
+                       what, (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)t->bytes);
     return HL_OK;
 }
 

@@ -22,9 +22,9 @@ void hl_variant_format(const hl_variant *v, char *out, size_t cap) {
                  hl_dtype_name(v->acc), v->raster);
         return;
     }
-    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u:splitk=%u:raster=%u",
-             v->tm, v->tn, v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc),
-             v->direct_load ? "direct" : "shared", v->stages, v->splitk, v->raster);
+    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u:splitk=%u:raster=%u", v->tm, v->tn,
+             v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc), v->direct_load ? "direct" : "shared",
+             v->stages, v->splitk, v->raster);
 }
 
 /* "AxB" or "AxBxC" with positive integers and nothing after. */
@@ -45,8 +45,14 @@ static int parse_dims(const char *s, uint32_t *d, int n) {
 }
 
 static int parse_acc(const char *s, hl_dtype *out) {
-    if (strcmp(s, "f32") == 0) { *out = HL_F32; return 1; }
-    if (strcmp(s, "f16") == 0) { *out = HL_F16; return 1; }
+    if (strcmp(s, "f32") == 0) {
+        *out = HL_F32;
+        return 1;
+    }
+    if (strcmp(s, "f16") == 0) {
+        *out = HL_F16;
+        return 1;
+    }
     return 0;
 }
 
@@ -82,7 +88,9 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     if (n == 3 && strcmp(parts[0], "scalar") == 0) {
         out->path = HL_PATH_SCALAR;
         if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
-        out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+        out->bm = d[0];
+        out->bn = d[1];
+        out->bk = d[2];
         if (strncmp(parts[2], "acc=", 4) || !parse_acc(parts[2] + 4, &out->acc)) goto bad;
         out->stages = 1;
         out->splitk = 1;
@@ -92,7 +100,9 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     if (n == 5 && strcmp(parts[0], "coop2") == 0) {
         out->path = HL_PATH_COOP2;
         if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
-        out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+        out->bm = d[0];
+        out->bn = d[1];
+        out->bk = d[2];
         if (strncmp(parts[2], "wg", 2) || !parse_dims(parts[2] + 2, &out->threads, 1)) goto bad;
         if (strncmp(parts[3], "acc=", 4) || !parse_acc(parts[3] + 4, &out->acc)) goto bad;
         if (!parse_field(parts[4], "raster", &out->raster)) goto bad;
@@ -103,18 +113,26 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     if (n < 7 || n > 9 || strcmp(parts[0], "coop") != 0) goto bad;
     out->path = HL_PATH_COOP;
     if (!parse_dims(parts[1], d, 3)) goto bad;
-    out->tm = d[0]; out->tn = d[1]; out->tk = d[2];
+    out->tm = d[0];
+    out->tn = d[1];
+    out->tk = d[2];
     if (strncmp(parts[2], "tile", 4) || !parse_dims(parts[2] + 4, d, 3)) goto bad;
-    out->bm = d[0]; out->bn = d[1]; out->bk = d[2];
+    out->bm = d[0];
+    out->bn = d[1];
+    out->bk = d[2];
     if (strncmp(parts[3], "sg", 2) || !parse_dims(parts[3] + 2, d, 2)) goto bad;
-    out->sg_m = d[0]; out->sg_n = d[1];
+    out->sg_m = d[0];
+    out->sg_n = d[1];
     if (strncmp(parts[4], "acc=", 4) || !parse_acc(parts[4] + 4, &out->acc)) goto bad;
-    if (strcmp(parts[5], "load=shared") == 0) out->direct_load = 0;
-    else if (strcmp(parts[5], "load=direct") == 0) out->direct_load = 1;
-    else goto bad;
+    if (strcmp(parts[5], "load=shared") == 0)
+        out->direct_load = 0;
+    else if (strcmp(parts[5], "load=direct") == 0)
+        out->direct_load = 1;
+    else
+        goto bad;
     if (!parse_field(parts[6], "stages", &out->stages)) goto bad;
     out->splitk = 1;
-    out->raster = 1;   /* the 7-field strings predate rasterization */
+    out->raster = 1; /* the 7-field strings predate rasterization */
     int f = 7;
     if (f < n && parse_field(parts[f], "splitk", &out->splitk)) f++;
     if (f < n && parse_field(parts[f], "raster", &out->raster)) f++;
@@ -124,15 +142,15 @@ bad:
     return hl_fail(err, HL_ERR_INVALID_VARIANT,
                    "malformed variant '%s'; expected e.g. "
                    "'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8', "
-                   "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'", s);
+                   "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'",
+                   s);
 }
 
-const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k,
-                                        hl_dtype acc) {
+const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype acc) {
     for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
-        if (s->m == m && s->n == n && s->k == k && s->a == HL_F16 && s->b == HL_F16 &&
-            s->c == acc && s->result == acc && s->scope == VK_SCOPE_SUBGROUP_KHR)
+        if (s->m == m && s->n == n && s->k == k && s->a == HL_F16 && s->b == HL_F16 && s->c == acc &&
+            s->result == acc && s->scope == VK_SCOPE_SUBGROUP_KHR)
             return s;
     }
     return NULL;
@@ -151,18 +169,22 @@ static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const ch
     if (!dev->coop2_enabled)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs VK_NV_cooperative_matrix2 with workgroup scope, flexible "
-                       "dimensions and tensor addressing; %s", name,
-                       !c->coop2_usable ? "this device does not offer them"
+                       "dimensions and tensor addressing; %s",
+                       name,
+                       !c->coop2_usable     ? "this device does not offer them"
                        : !dev->coop_enabled ? "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1)"
                                             : "it is disabled (HELIOS_DISABLE_COOP2=1 or disable_coop2=True)");
     if (v->raster < 1 || v->raster > 64 || v->splitk != 1)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': raster must be 1..64 (no split-K "
-                       "on the coop2 path)", name);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': raster must be 1..64 (no split-K "
+                       "on the coop2 path)",
+                       name);
     if (!v->threads || v->threads % c->subgroup_size || v->threads > c->max_workgroup_invocations ||
         (c->coop2_workgroup_scope_max_invocations && v->threads > c->coop2_workgroup_scope_max_invocations))
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': wg must be a multiple of the "
-                       "subgroup size %u and at most %u", name, c->subgroup_size,
-                       c->coop2_workgroup_scope_max_invocations);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': wg must be a multiple of the "
+                       "subgroup size %u and at most %u",
+                       name, c->subgroup_size, c->coop2_workgroup_scope_max_invocations);
     for (uint32_t i = 0; i < c->n_coop2_flex_f16; i++) {
         const struct hl_coop2_flex *f = &c->coop2_flex[i];
         if (f->scope == VK_SCOPE_WORKGROUP_KHR && f->invocations == v->threads && f->c == v->acc &&
@@ -170,10 +192,11 @@ static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const ch
             v->bn % f->n_gran == 0 && v->bk % f->k_gran == 0)
             return HL_OK;
     }
-    return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': no workgroup-scope flexible-dimension "
+    return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                   "variant '%s': no workgroup-scope flexible-dimension "
                    "row for %u invocations, f16 inputs and %s accumulators whose granularity divides "
-                   "%ux%ux%u (see helios info --json)", name, v->threads, hl_dtype_name(v->acc), v->bm,
-                   v->bn, v->bk);
+                   "%ux%ux%u (see helios info --json)",
+                   name, v->threads, hl_dtype_name(v->acc), v->bm, v->bn, v->bk);
 }
 
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err) {
@@ -181,22 +204,23 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
     char name[HL_VARIANT_STR_MAX];
     hl_variant_format(v, name, sizeof name);
     if (v->path == HL_PATH_SCALAR) {
-        if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32 ||
-            v->splitk != 1 || v->raster != 1)
+        if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32 || v->splitk != 1 ||
+            v->raster != 1)
             return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                           "variant '%s': the scalar path exists only as scalar:tile64x64x16:acc=f32",
-                           name);
+                           "variant '%s': the scalar path exists only as scalar:tile64x64x16:acc=f32", name);
         return HL_OK;
     }
     if (v->path == HL_PATH_COOP2) return coop2_check(dev, v, name, err);
     if (!c->has_coop)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs VK_KHR_cooperative_matrix with fp16, the Vulkan memory "
-                       "model and subgroup size control; device '%s' lacks them", name, c->name);
+                       "model and subgroup size control; device '%s' lacks them",
+                       name, c->name);
     if (!dev->coop_enabled)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or "
-                       "disable_coop=True)", name);
+                       "disable_coop=True)",
+                       name);
     if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, v->acc))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': device '%s' has no subgroup cooperative matrix %ux%ux%u with "
@@ -205,29 +229,29 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
     if (v->bm % (v->sg_m * v->tm) || v->bn % (v->sg_n * v->tn))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': tile %ux%u is not a multiple of the subgroup tile %ux%u "
-                       "(sg x coop shape)", name, v->bm, v->bn, v->sg_m * v->tm, v->sg_n * v->tn);
+                       "(sg x coop shape)",
+                       name, v->bm, v->bn, v->sg_m * v->tm, v->sg_n * v->tn);
     if (v->bk % v->tk || v->bk % 8 || v->bn % 8 || v->tn % 8 || v->tk % 8)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': tile K and N and the coop N and K must be multiples of 8 "
-                       "(and tile K of coop K)", name);
+                       "(and tile K of coop K)",
+                       name);
     if (v->stages < 1 || v->stages > 2)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': stages must be 1 or 2", name);
     if (v->splitk < 1 || v->splitk > HL_MAX_SPLITK)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': splitk must be 1..%u", name,
-                       HL_MAX_SPLITK);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': splitk must be 1..%u", name, HL_MAX_SPLITK);
     if (v->raster < 1 || v->raster > 64)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': raster must be 1..64", name);
     uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
     uint32_t threads = subgroups * c->subgroup_size;
     if (threads > c->max_workgroup_invocations)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                       "variant '%s' needs %u invocations per workgroup; device allows %u", name,
-                       threads, c->max_workgroup_invocations);
+                       "variant '%s' needs %u invocations per workgroup; device allows %u", name, threads,
+                       c->max_workgroup_invocations);
     uint32_t shared = coop_shared_bytes(v, subgroups);
     if (shared > c->shared_memory_bytes)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                       "variant '%s' needs %u bytes of shared memory; device has %u", name, shared,
-                       c->shared_memory_bytes);
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s' needs %u bytes of shared memory; device has %u",
+                       name, shared, c->shared_memory_bytes);
     return HL_OK;
 }
 
@@ -279,8 +303,14 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     }
     memset(out, 0, sizeof *out);
     if (!dev->coop_enabled) {
-        *out = (hl_variant){.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN,
-                            .bk = SCALAR_BK, .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
+        *out = (hl_variant){.path = HL_PATH_SCALAR,
+                            .bm = SCALAR_BM,
+                            .bn = SCALAR_BN,
+                            .bk = SCALAR_BK,
+                            .acc = HL_F32,
+                            .stages = 1,
+                            .splitk = 1,
+                            .raster = 1};
         return HL_OK;
     }
     out->path = HL_PATH_COOP;
@@ -293,9 +323,13 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     if (tile && *tile) {
         uint32_t d[3];
         if (!parse_dims(tile, d, 3))
-            return hl_fail(err, HL_ERR_INVALID_VARIANT, "HELIOS_COOP_TILE='%s': expected MxNxK, "
-                           "e.g. 16x8x16", tile);
-        out->tm = d[0]; out->tn = d[1]; out->tk = d[2];
+            return hl_fail(err, HL_ERR_INVALID_VARIANT,
+                           "HELIOS_COOP_TILE='%s': expected MxNxK, "
+                           "e.g. 16x8x16",
+                           tile);
+        out->tm = d[0];
+        out->tn = d[1];
+        out->tk = d[2];
     } else {
         const hl_coop_shape *best = NULL;
         for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
@@ -306,8 +340,11 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         if (!best)
             return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                            "device '%s' has no subgroup cooperative matrix with f16 inputs and %s "
-                           "accumulators", c->name, hl_dtype_name(out->acc));
-        out->tm = best->m; out->tn = best->n; out->tk = best->k;
+                           "accumulators",
+                           c->name, hl_dtype_name(out->acc));
+        out->tm = best->m;
+        out->tn = best->n;
+        out->tk = best->k;
     }
     /* 2x2 subgroups, each a 64x64 block, register prefetch, raster groups of 8
      * block rows: the loop that measured fastest on the H100 (docs/perf-notes.md). */
@@ -316,8 +353,8 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
     if (sgs && *sgs) {
         if (!parse_dims(sgs, sg, 2))
-            return hl_fail(err, HL_ERR_INVALID_VARIANT,
-                           "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2", sgs);
+            return hl_fail(err, HL_ERR_INVALID_VARIANT, "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2",
+                           sgs);
         fill_tiling(out, 2, 2, sg[0], sg[1]);
     }
     out->direct_load = direct;
@@ -330,9 +367,9 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
 
 /* The switches that choose the kernel. While one is set it decides for every
  * shape: no tuned pick (Python asks this function) and no shape heuristic. */
-static const char *const override_switches[] = {
-    "HELIOS_VARIANT", "HELIOS_COOP_TILE", "HELIOS_COOP_F16IN_SUBGROUP_TILES",
-    "HELIOS_COOP_DIRECT_LOAD", "HELIOS_COOP_F16_ACCUM"};
+static const char *const override_switches[] = {"HELIOS_VARIANT", "HELIOS_COOP_TILE",
+                                                "HELIOS_COOP_F16IN_SUBGROUP_TILES", "HELIOS_COOP_DIRECT_LOAD",
+                                                "HELIOS_COOP_F16_ACCUM"};
 
 const char *hl_variant_override(const hl_device *dev) {
     static const char *const off[] = {"0", "false", "no", "off"};
@@ -363,12 +400,12 @@ static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t
  * with 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128
  * blocks of 128x128 on 132 SMs) kept 128x128x64 (239 vs 160). So: small blocks
  * below 3/4 of a block per SM, then split-K if even those are too few. */
-hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k,
-                               hl_variant *out, hl_error *err) {
+hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, hl_variant *out,
+                               hl_error *err) {
     hl_status st = hl_variant_default(dev, out, err);
     if (st != HL_OK) return st;
     if (out->path != HL_PATH_COOP || !dev->caps.sm_count) return HL_OK;
-    if (hl_variant_override(dev)) return HL_OK;   /* a switch chose the kernel: it runs as chosen */
+    if (hl_variant_override(dev)) return HL_OK; /* a switch chose the kernel: it runs as chosen */
     uint64_t tiles = (uint64_t)((m + out->bm - 1) / out->bm) * ((n + out->bn - 1) / out->bn);
     if (tiles * 4 < 3ull * dev->caps.sm_count && out->tm >= 16) {
         hl_variant small = *out;
@@ -395,8 +432,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
      * alternatives (stages, load path, split-K, raster, BK, 8 subgroups). */
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
-    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK32,
-           WIDE_2X4, WIDE_4X2, N_WIDE };
+    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK32, WIDE_2X4, WIDE_4X2, N_WIDE };
     const hl_caps *c = &dev->caps;
     size_t n = 0;
     hl_error scratch;
@@ -406,8 +442,14 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             for (int acc = HL_F16; acc <= HL_F32; acc++) {
                 /* first table row of each (shape, acc) only */
                 if (hl_find_coop_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
-                hl_variant base = {.path = HL_PATH_COOP, .tm = s->m, .tn = s->n, .tk = s->k,
-                                   .acc = (hl_dtype)acc, .stages = 1, .splitk = 1, .raster = 8};
+                hl_variant base = {.path = HL_PATH_COOP,
+                                   .tm = s->m,
+                                   .tn = s->n,
+                                   .tk = s->k,
+                                   .acc = (hl_dtype)acc,
+                                   .stages = 1,
+                                   .splitk = 1,
+                                   .raster = 8};
                 for (size_t t = 0; t < sizeof sgs / sizeof sgs[0] + N_WIDE; t++) {
                     hl_variant v = base;
                     if (t < sizeof sgs / sizeof sgs[0]) {
@@ -425,8 +467,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                             v.bk = 32;
                         }
                     }
-                    if (hl_variant_check(dev, &v, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
-                        continue;
+                    if (hl_variant_check(dev, &v, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v)) continue;
                     if (n < cap) out[n] = v;
                     n++;
                 }
@@ -437,15 +478,28 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     static const uint32_t c2[][4] = {{128, 128, 32, 256}, {128, 128, 64, 256}, {64, 64, 32, 128}};
     for (int acc = HL_F16; dev->coop2_enabled && acc <= HL_F32; acc++) {
         for (size_t t = 0; t < sizeof c2 / sizeof c2[0]; t++) {
-            hl_variant v = {.path = HL_PATH_COOP2, .bm = c2[t][0], .bn = c2[t][1], .bk = c2[t][2],
-                            .threads = c2[t][3], .acc = (hl_dtype)acc, .stages = 1, .splitk = 1, .raster = 8};
+            hl_variant v = {.path = HL_PATH_COOP2,
+                            .bm = c2[t][0],
+                            .bn = c2[t][1],
+                            .bk = c2[t][2],
+                            .threads = c2[t][3],
+                            .acc = (hl_dtype)acc,
+                            .stages = 1,
+                            .splitk = 1,
+                            .raster = 8};
             if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
             if (n < cap) out[n] = v;
             n++;
         }
     }
-    hl_variant sc = {.path = HL_PATH_SCALAR, .bm = SCALAR_BM, .bn = SCALAR_BN, .bk = SCALAR_BK,
-                     .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
+    hl_variant sc = {.path = HL_PATH_SCALAR,
+                     .bm = SCALAR_BM,
+                     .bn = SCALAR_BN,
+                     .bk = SCALAR_BK,
+                     .acc = HL_F32,
+                     .stages = 1,
+                     .splitk = 1,
+                     .raster = 1};
     if (n < cap) out[n] = sc;
     n++;
     return n < cap ? n : cap;

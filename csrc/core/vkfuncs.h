@@ -6,27 +6,71 @@
 #ifndef HELIOS_VKFUNCS_H
 #define HELIOS_VKFUNCS_H
 
-#define HL_VK_FUNCS(X)                                                                    \
-    X(vkGetInstanceProcAddr) X(vkGetDeviceProcAddr) X(vkCreateInstance)                   \
-    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)   \
-    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2)                     \
-    X(vkGetPhysicalDeviceMemoryProperties) X(vkGetPhysicalDeviceQueueFamilyProperties)    \
-    X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkDestroyDevice)          \
-    X(vkDeviceWaitIdle) X(vkGetDeviceQueue) X(vkQueueSubmit) X(vkCreateBuffer)            \
-    X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) X(vkAllocateMemory)               \
-    X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory)                 \
-    X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateComputePipelines)          \
-    X(vkDestroyPipeline) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout)             \
-    X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                        \
-    X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)         \
-    X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateCommandPool)          \
-    X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkResetCommandBuffer)           \
-    X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCreateFence) X(vkDestroyFence)      \
-    X(vkResetFences) X(vkWaitForFences) X(vkCreateQueryPool) X(vkDestroyQueryPool)        \
-    X(vkGetQueryPoolResults) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp)                \
-    X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) X(vkCmdBindPipeline)   \
-    X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) X(vkCmdDispatch)              \
-    X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData)
+// clang-format off: one entry point a line
+#define HL_VK_FUNCS(X) \
+    X(vkGetInstanceProcAddr) \
+    X(vkGetDeviceProcAddr) \
+    X(vkCreateInstance) \
+    X(vkDestroyInstance) \
+    X(vkEnumeratePhysicalDevices) \
+    X(vkGetPhysicalDeviceProperties) \
+    X(vkGetPhysicalDeviceProperties2) \
+    X(vkGetPhysicalDeviceFeatures2) \
+    X(vkGetPhysicalDeviceMemoryProperties) \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) \
+    X(vkEnumerateDeviceExtensionProperties) \
+    X(vkCreateDevice) \
+    X(vkDestroyDevice) \
+    X(vkDeviceWaitIdle) \
+    X(vkGetDeviceQueue) \
+    X(vkQueueSubmit) \
+    X(vkCreateBuffer) \
+    X(vkDestroyBuffer) \
+    X(vkGetBufferMemoryRequirements) \
+    X(vkAllocateMemory) \
+    X(vkFreeMemory) \
+    X(vkBindBufferMemory) \
+    X(vkMapMemory) \
+    X(vkUnmapMemory) \
+    X(vkCreateShaderModule) \
+    X(vkDestroyShaderModule) \
+    X(vkCreateComputePipelines) \
+    X(vkDestroyPipeline) \
+    X(vkCreatePipelineLayout) \
+    X(vkDestroyPipelineLayout) \
+    X(vkCreateDescriptorSetLayout) \
+    X(vkDestroyDescriptorSetLayout) \
+    X(vkCreateDescriptorPool) \
+    X(vkDestroyDescriptorPool) \
+    X(vkResetDescriptorPool) \
+    X(vkAllocateDescriptorSets) \
+    X(vkUpdateDescriptorSets) \
+    X(vkCreateCommandPool) \
+    X(vkDestroyCommandPool) \
+    X(vkAllocateCommandBuffers) \
+    X(vkResetCommandBuffer) \
+    X(vkBeginCommandBuffer) \
+    X(vkEndCommandBuffer) \
+    X(vkCreateFence) \
+    X(vkDestroyFence) \
+    X(vkResetFences) \
+    X(vkWaitForFences) \
+    X(vkCreateQueryPool) \
+    X(vkDestroyQueryPool) \
+    X(vkGetQueryPoolResults) \
+    X(vkCmdResetQueryPool) \
+    X(vkCmdWriteTimestamp) \
+    X(vkCmdCopyBuffer) \
+    X(vkCmdFillBuffer) \
+    X(vkCmdPipelineBarrier) \
+    X(vkCmdBindPipeline) \
+    X(vkCmdBindDescriptorSets) \
+    X(vkCmdPushConstants) \
+    X(vkCmdDispatch) \
+    X(vkCreatePipelineCache) \
+    X(vkDestroyPipelineCache) \
+    X(vkGetPipelineCacheData)
+// clang-format on
 
 #define HL_VK_DECLARE(name) extern PFN_##name name;
 HL_VK_FUNCS(HL_VK_DECLARE)

@@ -23,15 +23,18 @@ static void load(void) {
         snprintf(load_error, sizeof load_error,
                  "the Vulkan loader could not be loaded (%s): install it (Debian/Ubuntu: apt install "
                  "libvulkan1; Fedora/RHEL: dnf install vulkan-loader) and a Vulkan driver for the GPU "
-                 "(NVIDIA: the driver's Vulkan ICD; CPU: mesa-vulkan-drivers)", why ? why : path);
+                 "(NVIDIA: the driver's Vulkan ICD; CPU: mesa-vulkan-drivers)",
+                 why ? why : path);
         return;
     }
     /* The handle stays open for the life of the process: the pointers live in it. */
-#define HL_VK_RESOLVE(name)                                                                \
-    if (!(name = (PFN_##name)dlsym(lib, #name))) {                                         \
-        snprintf(load_error, sizeof load_error, "the Vulkan loader %s has no %s: it is too " \
-                 "old for Vulkan 1.3 (install a newer libvulkan1)", path, #name);          \
-        return;                                                                            \
+#define HL_VK_RESOLVE(name)                                                                                            \
+    if (!(name = (PFN_##name)dlsym(lib, #name))) {                                                                     \
+        snprintf(load_error, sizeof load_error,                                                                        \
+                 "the Vulkan loader %s has no %s: it is too "                                                          \
+                 "old for Vulkan 1.3 (install a newer libvulkan1)",                                                    \
+                 path, #name);                                                                                         \
+        return;                                                                                                        \
     }
     HL_VK_FUNCS(HL_VK_RESOLVE)
 #undef HL_VK_RESOLVE

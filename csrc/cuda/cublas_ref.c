@@ -8,22 +8,21 @@
 #include <string.h>
 #include <stdlib.h>
 
-#define CU(call)                                                                          \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess) {                                                          \
-            snprintf(msg, cap, "%s failed: %s (%s)", #call, cudaGetErrorName(e_),         \
-                     cudaGetErrorString(e_));                                             \
-            goto done;                                                                    \
-        }                                                                                 \
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            snprintf(msg, cap, "%s failed: %s (%s)", #call, cudaGetErrorName(e_), cudaGetErrorString(e_));             \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
-#define LT(call)                                                                          \
-    do {                                                                                  \
-        cublasStatus_t s_ = (call);                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                \
-            snprintf(msg, cap, "%s failed: %s", #call, cublasLtGetStatusName(s_));        \
-            goto done;                                                                    \
-        }                                                                                 \
+#define LT(call)                                                                                                       \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            snprintf(msg, cap, "%s failed: %s", #call, cublasLtGetStatusName(s_));                                     \
+            goto done;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 int hc_matmul(const hc_args *x, char *msg, size_t cap) {
@@ -49,7 +48,7 @@ int hc_matmul(const hc_args *x, char *msg, size_t cap) {
     if (x->flush_bytes) CU(cudaMalloc(&flush, x->flush_bytes));
     CU(cudaMemcpyAsync(da, x->a, a_bytes, cudaMemcpyHostToDevice, stream));
     CU(cudaMemcpyAsync(db, x->b, b_bytes, cudaMemcpyHostToDevice, stream));
-    CU(cudaMemsetAsync(dc, 0xff, c_bytes, stream));   /* poison: NaN in fp16 */
+    CU(cudaMemsetAsync(dc, 0xff, c_bytes, stream)); /* poison: NaN in fp16 */
 
     /* Row-major C = A B is column-major C^T = B^T A^T: pass B first, no transposes. */
     LT(cublasLtCreate(&lt));
@@ -59,23 +58,28 @@ int hc_matmul(const hc_args *x, char *msg, size_t cap) {
     LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, x->n, x->m, x->n));
     LT(cublasLtMatmulPreferenceCreate(&pref));
     size_t wsz = ws_bytes;
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz,
-                                            sizeof wsz));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
-    if (!found) { snprintf(msg, cap, "cuBLASLt found no algorithm for %ux%ux%u fp16", x->m, x->n, x->k); goto done; }
+    if (!found) {
+        snprintf(msg, cap, "cuBLASLt found no algorithm for %ux%ux%u fp16", x->m, x->n, x->k);
+        goto done;
+    }
     const float alpha = 1.0f, beta = 0.0f;
-#define GEMM() LT(cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &heur.algo, ws, \
-                                 ws_bytes, stream))
-    GEMM();   /* the output read back is this first launch's: checked as Helios's is */
+#define GEMM()                                                                                                         \
+    LT(cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &heur.algo, ws, ws_bytes, stream))
+    GEMM(); /* the output read back is this first launch's: checked as Helios's is */
     if (x->c) {
         CU(cudaMemcpyAsync(x->c, dc, c_bytes, cudaMemcpyDeviceToHost, stream));
         CU(cudaStreamSynchronize(stream));
     }
     if (x->iters) {
         ev = calloc(n_ev, sizeof *ev);
-        if (!ev) { snprintf(msg, cap, "out of host memory"); goto done; }
+        if (!ev) {
+            snprintf(msg, cap, "out of host memory");
+            goto done;
+        }
         for (uint32_t i = 0; i < n_ev; i++) CU(cudaEventCreate(&ev[i]));
         for (uint32_t i = 0; i < x->warmup; i++) GEMM();
         for (uint32_t i = 0; i < x->iters; i++) {
@@ -86,8 +90,8 @@ int hc_matmul(const hc_args *x, char *msg, size_t cap) {
         }
         CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
         for (uint32_t i = 0; i < x->iters; i++) {
-            cublasStatus_t s = cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc,
-                                              &heur.algo, ws, ws_bytes, stream);
+            cublasStatus_t s =
+                cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &heur.algo, ws, ws_bytes, stream);
             if (s != CUBLAS_STATUS_SUCCESS) {
                 cudaStreamEndCapture(stream, &graph);
                 snprintf(msg, cap, "cublasLtMatmul in graph capture failed: %s", cublasLtGetStatusName(s));
@@ -96,7 +100,7 @@ int hc_matmul(const hc_args *x, char *msg, size_t cap) {
         }
         CU(cudaStreamEndCapture(stream, &graph));
         CU(cudaGraphInstantiate(&exec, graph, 0));
-        CU(cudaGraphLaunch(exec, stream));   /* untimed: first replay uploads the graph */
+        CU(cudaGraphLaunch(exec, stream)); /* untimed: first replay uploads the graph */
         CU(cudaEventRecord(ev[2 * x->iters], stream));
         CU(cudaGraphLaunch(exec, stream));
         CU(cudaEventRecord(ev[2 * x->iters + 1], stream));

@@ -7,12 +7,12 @@
 
 typedef struct hc_args {
     uint32_t m, n, k;
-    const uint16_t *a, *b;   /* row-major fp16 */
-    uint16_t *c;             /* row-major fp16 out (fp32 accumulate) */
+    const uint16_t *a, *b; /* row-major fp16 */
+    uint16_t *c;           /* row-major fp16 out (fp32 accumulate) */
     uint32_t warmup, iters;
-    double *samples_ms;      /* iters values: one event pair per launch */
-    double *batch_ms;        /* iters launches captured in one CUDA graph, / iters */
-    uint64_t flush_bytes;    /* > 0: memset this many bytes before each sample (cold L2) */
+    double *samples_ms;   /* iters values: one event pair per launch */
+    double *batch_ms;     /* iters launches captured in one CUDA graph, / iters */
+    uint64_t flush_bytes; /* > 0: memset this many bytes before each sample (cold L2) */
 } hc_args;
 
 /* 0 on success; otherwise msg names the failing call and its error string. */

@@ -32,23 +32,22 @@ static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { ret
  *            warmup=0, iters=0, flush_bytes=0, out=None)
  *   -> (o (bh, sq, d) float16 or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"q", "k", "v", "bh", "sq", "skv", "d", "causal", "scale", "variant",
-                             "warmup", "iters", "flush_bytes", "out", NULL};
+    static char *kwlist[] = {"q",     "k",       "v",      "bh",    "sq",          "skv", "d", "causal",
+                             "scale", "variant", "warmup", "iters", "flush_bytes", "out", NULL};
     PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
     unsigned long long flush = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKO:_attention", kwlist, &qo, &ko, &vo, &bh,
-                                     &sq, &skv, &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq, &skv,
+                                     &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out))
         return NULL;
     if (isnan(scale)) {
         PyErr_SetString(PyExc_TypeError, "_attention: scale (a finite float) is required");
         return NULL;
     }
     if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters,
-                     warmup);
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters, warmup);
         return NULL;
     }
     hl_attention_args aa = {0};
@@ -56,7 +55,10 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     int given;
     if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
     if (given) aa.variant = &av;
-    aa.batch_heads = bh; aa.sq = sq; aa.skv = skv; aa.d = d;
+    aa.batch_heads = bh;
+    aa.sq = sq;
+    aa.skv = skv;
+    aa.d = d;
     aa.causal = causal;
     aa.scale = (float)scale;
     const uint64_t q_bytes = (uint64_t)bh * sq * d * 2, kv_bytes = (uint64_t)bh * skv * d * 2;
@@ -81,8 +83,7 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     aa.warmup = warmup;
     aa.iters = iters;
     aa.flush_bytes = flush;
-    PyObject *result = timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, iters,
-                                  (PyObject *)host_out);
+    PyObject *result = timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, iters, (PyObject *)host_out);
     Py_XDECREF(host_out);
     return result;
 }
@@ -115,7 +116,11 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
         char vs[HL_VARIANT_STR_MAX];
         hl_attn_variant_format(&list[i], vs, sizeof vs);
         PyObject *u = PyUnicode_FromString(vs);
-        if (!u || PyList_Append(names, u) < 0) { Py_XDECREF(u); Py_DECREF(names); return NULL; }
+        if (!u || PyList_Append(names, u) < 0) {
+            Py_XDECREF(u);
+            Py_DECREF(names);
+            return NULL;
+        }
         Py_DECREF(u);
     }
     return Py_BuildValue("(sN)", buf, names);
@@ -137,8 +142,7 @@ PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyOb
     hl_kernel_stats ks;
     hl_status s = given ? HL_OK : hl_attn_variant_default(self->dev, d, 0, causal, &v, &err);
     if (s == HL_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        s = hl_attn_kernel_stats(self->dev, &v, d, causal, &ks, &err);
+        Py_BEGIN_ALLOW_THREADS s = hl_attn_kernel_stats(self->dev, &v, d, causal, &ks, &err);
         Py_END_ALLOW_THREADS
     }
     device_release(self);

@@ -10,26 +10,23 @@
 #include "../core/helios_core.h"
 
 typedef struct module_state {
-    PyObject *HeliosError, *DeviceMemoryError, *UnsupportedError, *DeviceLostError,
-        *NoDeviceError, *DeviceClosedError;
+    PyObject *HeliosError, *DeviceMemoryError, *UnsupportedError, *DeviceLostError, *NoDeviceError, *DeviceClosedError;
     PyTypeObject *DeviceType, *TensorType;
 } module_state;
 
 /* helios._helios.Device (device_type.c). Calls on one Device, and on its
  * Tensors, are serialized by `lock`, taken without the GIL. */
 typedef struct {
-    PyObject_HEAD
-    hl_device *dev;
+    PyObject_HEAD hl_device *dev;
     PyThread_type_lock lock;
-    PyObject *info;   /* cached capability dict */
+    PyObject *info; /* cached capability dict */
 } DeviceObject;
 
 /* helios._helios.Tensor (tensor_type.c): a device-resident buffer and a strong
  * reference to its Device. A view (base != NULL) shares its base's buffer, holds
  * a strong reference to the base, and never frees the memory itself. */
 typedef struct {
-    PyObject_HEAD
-    DeviceObject *device;
+    PyObject_HEAD DeviceObject *device;
     hl_tensor *t;
     PyObject *base;
 } TensorObject;
@@ -62,8 +59,8 @@ int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);
 const char *text_arg(PyObject *obj, const char *what);
 /* A host array (C-contiguous, aligned, numpy `type`, >= need bytes) or a Tensor
  * of this Device: sets *host or *t. */
-int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,
-                const void **host, hl_tensor **t);
+int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need, const void **host,
+                hl_tensor **t);
 PyObject *samples_list(const double *samples, uint32_t n);
 /* One core call with the GIL released and the device lock held: allocates the
  * `iters` samples it points *samples_slot / *batch_slot at (cleared again after),

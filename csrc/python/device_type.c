@@ -16,8 +16,7 @@ void device_release(DeviceObject *self) { PyThread_release_lock(self->lock); }
 
 void device_lock_wait(DeviceObject *self) {
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
         Py_END_ALLOW_THREADS
     }
 }
@@ -29,7 +28,7 @@ int device_acquire(DeviceObject *self) {
         return -1;
     }
     device_lock_wait(self);
-    if (!self->dev) {   /* closed while we waited */
+    if (!self->dev) { /* closed while we waited */
         PyThread_release_lock(self->lock);
         PyErr_SetString(dev_state(self)->DeviceClosedError, "the Device is closed");
         return -1;
@@ -41,8 +40,7 @@ static PyObject *Device_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     static char *kwlist[] = {"index", "disable_coop", "disable_coop2", NULL};
     PyObject *index_obj = Py_None;
     int disable = 0, disable2 = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$pp:Device", kwlist, &index_obj, &disable, &disable2))
-        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$pp:Device", kwlist, &index_obj, &disable, &disable2)) return NULL;
     hl_device_options opt = {.index = -1, .disable_coop = disable, .disable_coop2 = disable2};
     if (index_obj != Py_None) {
         if (!PyLong_Check(index_obj) || PyBool_Check(index_obj)) {
@@ -64,13 +62,17 @@ static PyObject *Device_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     DeviceObject *self = (DeviceObject *)type->tp_alloc(type, 0);
     if (!self) return NULL;
     self->lock = PyThread_allocate_lock();
-    if (!self->lock) { Py_DECREF(self); return PyErr_NoMemory(); }
+    if (!self->lock) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_device_create(&opt, &self->dev, &err);
-    Py_END_ALLOW_THREADS
-    if (s != HL_OK) { Py_DECREF(self); return raise_status(st, &err); }
+    Py_BEGIN_ALLOW_THREADS s = hl_device_create(&opt, &self->dev, &err);
+    Py_END_ALLOW_THREADS if (s != HL_OK) {
+        Py_DECREF(self);
+        return raise_status(st, &err);
+    }
     return (PyObject *)self;
 }
 
@@ -86,7 +88,10 @@ static void Device_dealloc(DeviceObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     close_device(self);
-    if (self->lock) { PyThread_free_lock(self->lock); self->lock = NULL; }
+    if (self->lock) {
+        PyThread_free_lock(self->lock);
+        self->lock = NULL;
+    }
     Py_CLEAR(self->info);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -122,19 +127,51 @@ static PyObject *Device_closed(DeviceObject *self, void *c) { return PyBool_From
 /* ---- capability report ---------------------------------------------------- */
 static const char *component_name(int raw) {
     switch (raw) {
-    case 0: return "f16"; case 1: return "f32"; case 2: return "f64";
-    case 3: return "s8"; case 4: return "s16"; case 5: return "s32"; case 6: return "s64";
-    case 7: return "u8"; case 8: return "u16"; case 9: return "u32"; case 10: return "u64";
-    case 1000141000: return "bf16";
-    case 1000491000: return "e4m3"; case 1000491001: return "e5m2";
-    default: return "other";
+        case 0:
+            return "f16";
+        case 1:
+            return "f32";
+        case 2:
+            return "f64";
+        case 3:
+            return "s8";
+        case 4:
+            return "s16";
+        case 5:
+            return "s32";
+        case 6:
+            return "s64";
+        case 7:
+            return "u8";
+        case 8:
+            return "u16";
+        case 9:
+            return "u32";
+        case 10:
+            return "u64";
+        case 1000141000:
+            return "bf16";
+        case 1000491000:
+            return "e4m3";
+        case 1000491001:
+            return "e5m2";
+        default:
+            return "other";
     }
 }
 
 static const char *scope_name(int raw) {
     switch (raw) {
-    case 1: return "device"; case 2: return "workgroup"; case 3: return "subgroup";
-    case 5: return "queue_family"; default: return "other";
+        case 1:
+            return "device";
+        case 2:
+            return "workgroup";
+        case 3:
+            return "subgroup";
+        case 5:
+            return "queue_family";
+        default:
+            return "other";
     }
 }
 
@@ -158,11 +195,17 @@ static int identity(const hl_caps *c, PyObject *d) {
     uuid_str(c->driver_uuid, duuid);
     for (int i = 0; i < 8; i++) sprintf(luid + 2 * i, "%02x", c->luid[i]);
     snprintf(pci, sizeof pci, "%08x:%02x:%02x.%x", c->pci_domain, c->pci_bus, c->pci_device, c->pci_function);
-    PyObject *e = Py_BuildValue("{s:s,s:s,s:s,s:s}", "uuid", uuid, "driver_uuid", duuid, "luid", luid,
-                                "pci_bus_id", pci);
+    PyObject *e =
+        Py_BuildValue("{s:s,s:s,s:s,s:s}", "uuid", uuid, "driver_uuid", duuid, "luid", luid, "pci_bus_id", pci);
     if (!e) return -1;
-    if (!c->luid_valid && PyDict_SetItemString(e, "luid", Py_None) < 0) { Py_DECREF(e); return -1; }
-    if (!c->has_pci && PyDict_SetItemString(e, "pci_bus_id", Py_None) < 0) { Py_DECREF(e); return -1; }
+    if (!c->luid_valid && PyDict_SetItemString(e, "luid", Py_None) < 0) {
+        Py_DECREF(e);
+        return -1;
+    }
+    if (!c->has_pci && PyDict_SetItemString(e, "pci_bus_id", Py_None) < 0) {
+        Py_DECREF(e);
+        return -1;
+    }
     int r = PyDict_Update(d, e);
     Py_DECREF(e);
     return r;
@@ -174,60 +217,65 @@ static PyObject *build_info(DeviceObject *self) {
     if (!table) return NULL;
     for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
-        PyObject *row = Py_BuildValue("{s:I,s:I,s:I,s:s,s:s,s:s,s:s,s:O,s:s}", "m", s->m, "n", s->n,
-                                      "k", s->k, "a", component_name(s->a_raw), "b",
-                                      component_name(s->b_raw), "c", component_name(s->c_raw),
-                                      "result", component_name(s->result_raw), "saturating",
+        PyObject *row = Py_BuildValue("{s:I,s:I,s:I,s:s,s:s,s:s,s:s,s:O,s:s}", "m", s->m, "n", s->n, "k", s->k, "a",
+                                      component_name(s->a_raw), "b", component_name(s->b_raw), "c",
+                                      component_name(s->c_raw), "result", component_name(s->result_raw), "saturating",
                                       s->saturating ? Py_True : Py_False, "scope", scope_name(s->scope));
-        if (!row || PyList_Append(table, row) < 0) { Py_XDECREF(row); Py_DECREF(table); return NULL; }
+        if (!row || PyList_Append(table, row) < 0) {
+            Py_XDECREF(row);
+            Py_DECREF(table);
+            return NULL;
+        }
         Py_DECREF(row);
     }
     static const char *types[] = {"other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu"};
     char api[32];
-    snprintf(api, sizeof api, "%u.%u.%u", c->api_version >> 22, (c->api_version >> 12) & 0x3ff,
-             c->api_version & 0xfff);
+    snprintf(api, sizeof api, "%u.%u.%u", c->api_version >> 22, (c->api_version >> 12) & 0x3ff, c->api_version & 0xfff);
     PyObject *d = Py_BuildValue(
         "{s:s,s:s,s:I,s:I,s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:K,s:K,s:K,s:d,s:I,"
         "s:O,s:O,s:O,s:O,s:O,s:I,s:N}",
         "name", c->name, "device_type", types[c->device_type >= 0 && c->device_type <= 4 ? c->device_type : 0],
-        "vendor_id", c->vendor_id, "device_id", c->device_id, "driver_name", c->driver_name,
-        "driver_info", c->driver_info, "driver_version", c->driver_version, "api_version", api,
-        "subgroup_size", c->subgroup_size, "min_subgroup_size", c->min_subgroup_size,
-        "max_subgroup_size", c->max_subgroup_size, "shared_memory_bytes", c->shared_memory_bytes,
-        "max_workgroup_invocations", c->max_workgroup_invocations,
-        "max_storage_buffer_range", (unsigned long long)c->max_storage_buffer_range,
-        "max_allocation_bytes", (unsigned long long)c->max_allocation_bytes,
-        "device_local_bytes", (unsigned long long)c->device_local_heap_bytes,
-        "timestamp_period_ns", (double)c->timestamp_period_ns,
-        "timestamp_valid_bits", c->timestamp_valid_bits,
-        "cooperative_matrix", c->has_coop ? Py_True : Py_False,
-        "cooperative_matrix_enabled", hl_device_coop_enabled(self->dev) ? Py_True : Py_False,
-        "cooperative_matrix2", c->has_coop2 ? Py_True : Py_False,
-        "bf16", c->has_bf16 ? Py_True : Py_False,
-        "fp16", c->has_fp16 ? Py_True : Py_False,
-        "cooperative_matrix2_flexible_dimensions", c->n_coop2_flex,
+        "vendor_id", c->vendor_id, "device_id", c->device_id, "driver_name", c->driver_name, "driver_info",
+        c->driver_info, "driver_version", c->driver_version, "api_version", api, "subgroup_size", c->subgroup_size,
+        "min_subgroup_size", c->min_subgroup_size, "max_subgroup_size", c->max_subgroup_size, "shared_memory_bytes",
+        c->shared_memory_bytes, "max_workgroup_invocations", c->max_workgroup_invocations, "max_storage_buffer_range",
+        (unsigned long long)c->max_storage_buffer_range, "max_allocation_bytes",
+        (unsigned long long)c->max_allocation_bytes, "device_local_bytes",
+        (unsigned long long)c->device_local_heap_bytes, "timestamp_period_ns", (double)c->timestamp_period_ns,
+        "timestamp_valid_bits", c->timestamp_valid_bits, "cooperative_matrix", c->has_coop ? Py_True : Py_False,
+        "cooperative_matrix_enabled", hl_device_coop_enabled(self->dev) ? Py_True : Py_False, "cooperative_matrix2",
+        c->has_coop2 ? Py_True : Py_False, "bf16", c->has_bf16 ? Py_True : Py_False, "fp16",
+        c->has_fp16 ? Py_True : Py_False, "cooperative_matrix2_flexible_dimensions", c->n_coop2_flex,
         "cooperative_matrix_properties", table);
     if (!d) return NULL;
     /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
-    PyObject *extra = Py_BuildValue("{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O}",
-                                    "cooperative_matrix2_features",
-                                    "workgroup_scope", c->coop2_workgroup_scope ? Py_True : Py_False,
-                                    "flexible_dimensions", c->coop2_flexible_dimensions ? Py_True : Py_False,
-                                    "tensor_addressing", c->coop2_tensor_addressing ? Py_True : Py_False,
-                                    "workgroup_scope_max_invocations", c->coop2_workgroup_scope_max_invocations,
-                                    "sm_count", c->sm_count, "pipeline_statistics",
-                                    c->has_pipeline_stats ? Py_True : Py_False,
-                                    "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
-                                    "cooperative_matrix2_enabled",
-                                    hl_device_coop2_enabled(self->dev) ? Py_True : Py_False);
-    if (!extra || PyDict_Update(d, extra) < 0) { Py_XDECREF(extra); Py_DECREF(d); return NULL; }
+    PyObject *extra = Py_BuildValue(
+        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
+        c->coop2_workgroup_scope ? Py_True : Py_False, "flexible_dimensions",
+        c->coop2_flexible_dimensions ? Py_True : Py_False, "tensor_addressing",
+        c->coop2_tensor_addressing ? Py_True : Py_False, "workgroup_scope_max_invocations",
+        c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count, "pipeline_statistics",
+        c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
+        "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False);
+    if (!extra || PyDict_Update(d, extra) < 0) {
+        Py_XDECREF(extra);
+        Py_DECREF(d);
+        return NULL;
+    }
     Py_DECREF(extra);
-    if (identity(c, d) < 0) { Py_DECREF(d); return NULL; }
+    if (identity(c, d) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
     uint64_t loaded;
     const char *note, *path = hl_pipeline_cache_info(self->dev, &loaded, &note);
-    PyObject *pc = Py_BuildValue("{s:z,s:K,s:z}", "path", path, "loaded_bytes", (unsigned long long)loaded,
-                                 "note", note);
-    if (!pc || PyDict_SetItemString(d, "pipeline_cache", pc) < 0) { Py_XDECREF(pc); Py_DECREF(d); return NULL; }
+    PyObject *pc =
+        Py_BuildValue("{s:z,s:K,s:z}", "path", path, "loaded_bytes", (unsigned long long)loaded, "note", note);
+    if (!pc || PyDict_SetItemString(d, "pipeline_cache", pc) < 0) {
+        Py_XDECREF(pc);
+        Py_DECREF(d);
+        return NULL;
+    }
     Py_DECREF(pc);
     return d;
 }
@@ -263,7 +311,10 @@ int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
     const char *s = text_arg(obj, "variant");
     if (!s) return -1;
     hl_error err = {0};
-    if (hl_variant_parse(s, v, &err) != HL_OK) { raise_status(dev_state(self), &err); return -1; }
+    if (hl_variant_parse(s, v, &err) != HL_OK) {
+        raise_status(dev_state(self), &err);
+        return -1;
+    }
     *given = 1;
     return 0;
 }
@@ -283,7 +334,10 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
     if (!list) return NULL;
     for (size_t i = 0; i < n; i++) {
         PyObject *s = variant_str(&vs[i]);
-        if (!s) { Py_DECREF(list); return NULL; }
+        if (!s) {
+            Py_DECREF(list);
+            return NULL;
+        }
         PyList_SET_ITEM(list, (Py_ssize_t)i, s);
     }
     return list;
@@ -298,8 +352,8 @@ static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyOb
     if (acquire(self) < 0) return NULL;
     hl_variant v;
     hl_error err = {0};
-    hl_status s = m && n && k ? hl_variant_for_shape(self->dev, m, n, k, &v, &err)
-                              : hl_variant_default(self->dev, &v, &err);
+    hl_status s =
+        m && n && k ? hl_variant_for_shape(self->dev, m, n, k, &v, &err) : hl_variant_default(self->dev, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -317,7 +371,10 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
     hl_variant v;
     int given;
     if (variant_arg(self, arg, &v, &given) < 0) return NULL;
-    if (!given) { PyErr_SetString(PyExc_TypeError, "check_variant needs a variant string"); return NULL; }
+    if (!given) {
+        PyErr_SetString(PyExc_TypeError, "check_variant needs a variant string");
+        return NULL;
+    }
     if (acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_status s = hl_variant_check(self->dev, &v, &err);
@@ -342,8 +399,7 @@ static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObjec
     hl_status s = HL_OK;
     if (!given) s = hl_variant_default(self->dev, &v, &err);
     if (s == HL_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        s = hl_kernel_stats_get(self->dev, &v, out_dtype, &ks, &err);
+        Py_BEGIN_ALLOW_THREADS s = hl_kernel_stats_get(self->dev, &v, out_dtype, &ks, &err);
         Py_END_ALLOW_THREADS
     }
     PyThread_release_lock(self->lock);
@@ -356,7 +412,11 @@ PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
     if (!d) return NULL;
     for (uint32_t i = 0; i < ks->n; i++) {
         PyObject *f = PyFloat_FromDouble(ks->items[i].value);
-        if (!f || PyDict_SetItemString(d, ks->items[i].name, f) < 0) { Py_XDECREF(f); Py_DECREF(d); return NULL; }
+        if (!f || PyDict_SetItemString(d, ks->items[i].name, f) < 0) {
+            Py_XDECREF(f);
+            Py_DECREF(d);
+            return NULL;
+        }
         Py_DECREF(f);
     }
     return d;
@@ -365,8 +425,14 @@ PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
 /* ---- matmul -------------------------------------------------------------- */
 int dtype_arg(PyObject *obj, hl_dtype *out) {
     const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
-    if (s && (!strcmp(s, "float16") || !strcmp(s, "f16"))) { *out = HL_F16; return 0; }
-    if (s && (!strcmp(s, "float32") || !strcmp(s, "f32"))) { *out = HL_F32; return 0; }
+    if (s && (!strcmp(s, "float16") || !strcmp(s, "f16"))) {
+        *out = HL_F16;
+        return 0;
+    }
+    if (s && (!strcmp(s, "float32") || !strcmp(s, "f32"))) {
+        *out = HL_F32;
+        return 0;
+    }
     PyErr_Clear();
     PyObject *r = PyObject_Repr(obj);
     PyErr_Format(PyExc_ValueError, "out_dtype must be 'float16' or 'float32', got %U", r ? r : Py_None);
@@ -381,26 +447,27 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     hl_telemetry_get(self->dev, &t);
     PyThread_release_lock(self->lock);
     double hit = t.matmuls ? (double)t.coop_matmuls / (double)t.matmuls : 0.0;
-    PyObject *d = Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}",
-                         "matmuls", (unsigned long long)t.matmuls, "coop_matmuls",
-                         (unsigned long long)t.coop_matmuls, "coop_hit_rate", hit, "dispatches",
-                         (unsigned long long)t.dispatches, "barriers", (unsigned long long)t.barriers,
-                         "submits", (unsigned long long)t.submits, "bytes_up",
-                         (unsigned long long)t.bytes_up, "bytes_down", (unsigned long long)t.bytes_down,
-                         "pipeline_compiles", (unsigned long long)t.pipeline_compiles,
-                         "pipeline_compile_ms", t.pipeline_compile_ms, "record_ms", t.record_ms,
-                         "submit_wait_ms", t.submit_wait_ms, "last_gpu_ms", t.last_gpu_ms,
-                         "last_variant", t.last_variant);
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}", "matmuls",
+                                (unsigned long long)t.matmuls, "coop_matmuls", (unsigned long long)t.coop_matmuls,
+                                "coop_hit_rate", hit, "dispatches", (unsigned long long)t.dispatches, "barriers",
+                                (unsigned long long)t.barriers, "submits", (unsigned long long)t.submits, "bytes_up",
+                                (unsigned long long)t.bytes_up, "bytes_down", (unsigned long long)t.bytes_down,
+                                "pipeline_compiles", (unsigned long long)t.pipeline_compiles, "pipeline_compile_ms",
+                                t.pipeline_compile_ms, "record_ms", t.record_ms, "submit_wait_ms", t.submit_wait_ms,
+                                "last_gpu_ms", t.last_gpu_ms, "last_variant", t.last_variant);
     if (!d) return NULL;
     PyObject *live = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
-        "live_memory", (unsigned long long)t.live_memory, "live_pipelines",
-        (unsigned long long)t.live_pipelines, "device_bytes", (unsigned long long)t.device_bytes,
-        "peak_device_bytes", (unsigned long long)t.peak_device_bytes, "live_tensors",
-        (unsigned long long)t.tensors, "chains", (unsigned long long)t.chains, "chain_ops",
-        (unsigned long long)t.chain_ops, "attentions", (unsigned long long)t.attentions,
-        "coop_attentions", (unsigned long long)t.coop_attentions);
-    if (!live || PyDict_Update(d, live) < 0) { Py_XDECREF(live); Py_DECREF(d); return NULL; }
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers, "live_memory",
+        (unsigned long long)t.live_memory, "live_pipelines", (unsigned long long)t.live_pipelines, "device_bytes",
+        (unsigned long long)t.device_bytes, "peak_device_bytes", (unsigned long long)t.peak_device_bytes,
+        "live_tensors", (unsigned long long)t.tensors, "chains", (unsigned long long)t.chains, "chain_ops",
+        (unsigned long long)t.chain_ops, "attentions", (unsigned long long)t.attentions, "coop_attentions",
+        (unsigned long long)t.coop_attentions);
+    if (!live || PyDict_Update(d, live) < 0) {
+        Py_XDECREF(live);
+        Py_DECREF(d);
+        return NULL;
+    }
     Py_DECREF(live);
     return d;
 }
@@ -440,7 +507,8 @@ static PyMethodDef Device_methods[] = {
      "Low-level flash-attention forward on (B*H, S, d) float16 arrays or Tensors "
      "(helios.Device.attention converts)."},
     {"_attention_kernel_stats", (PyCFunction)(void (*)(void))Device_attention_kernel_stats,
-     METH_VARARGS | METH_KEYWORDS, "_attention_kernel_stats(d, variant=None, causal=False) -> dict: the "
+     METH_VARARGS | METH_KEYWORDS,
+     "_attention_kernel_stats(d, variant=None, causal=False) -> dict: the "
      "driver's statistics of that attention kernel; {} where the driver offers none."},
     {"_attention_variants", (PyCFunction)(void (*)(void))Device_attention_variants, METH_VARARGS | METH_KEYWORDS,
      "_attention_variants(d, variant=None) -> (default or checked variant, [valid variants])."},
@@ -469,11 +537,10 @@ static PyType_Slot Device_slots[] = {
                 "(default: HELIOS_DEVICE, else the best GPU). disable_coop: like HELIOS_DISABLE_COOP=1."},
     {0, NULL}};
 
-static PyType_Spec Device_spec = {
-    .name = "helios._helios.Device",
-    .basicsize = sizeof(DeviceObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .slots = Device_slots};
+static PyType_Spec Device_spec = {.name = "helios._helios.Device",
+                                  .basicsize = sizeof(DeviceObject),
+                                  .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+                                  .slots = Device_slots};
 
 int device_type_init(PyObject *module, module_state *st) {
     st->DeviceType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Device_spec, NULL);

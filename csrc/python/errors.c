@@ -5,33 +5,34 @@ static PyObject *new_exc(PyObject *module, const char *name, const char *doc, Py
     PyObject *exc = PyErr_NewExceptionWithDoc(name, doc, bases, NULL);
     if (!exc) return NULL;
     const char *dot = strrchr(name, '.');
-    if (PyModule_AddObjectRef(module, dot + 1, exc) < 0) { Py_DECREF(exc); return NULL; }
+    if (PyModule_AddObjectRef(module, dot + 1, exc) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
     return exc;
 }
 
 int errors_init(PyObject *module, module_state *st) {
     PyObject *b;
-    st->HeliosError = new_exc(module, "helios.HeliosError",
-                              "Base of Helios's errors; Vulkan failures name the call and VkResult.",
-                              PyExc_RuntimeError);
+    st->HeliosError =
+        new_exc(module, "helios.HeliosError", "Base of Helios's errors; Vulkan failures name the call and VkResult.",
+                PyExc_RuntimeError);
     if (!st->HeliosError) return -1;
-#define SUB(field, name, doc, other)                                                \
-    b = (other) ? PyTuple_Pack(2, st->HeliosError, (other)) : PyTuple_Pack(1, st->HeliosError); \
-    if (!b) return -1;                                                              \
-    st->field = new_exc(module, name, doc, b);                                      \
-    Py_DECREF(b);                                                                   \
+#define SUB(field, name, doc, other)                                                                                   \
+    b = (other) ? PyTuple_Pack(2, st->HeliosError, (other)) : PyTuple_Pack(1, st->HeliosError);                        \
+    if (!b) return -1;                                                                                                 \
+    st->field = new_exc(module, name, doc, b);                                                                         \
+    Py_DECREF(b);                                                                                                      \
     if (!st->field) return -1;
-    SUB(DeviceMemoryError, "helios.DeviceMemoryError",
-        "The problem does not fit the device's memory or buffer limits.", PyExc_MemoryError)
+    SUB(DeviceMemoryError, "helios.DeviceMemoryError", "The problem does not fit the device's memory or buffer limits.",
+        PyExc_MemoryError)
     SUB(UnsupportedError, "helios.UnsupportedError",
-        "A valid request this device or build cannot serve (variant, dtype, feature).",
-        PyExc_NotImplementedError)
+        "A valid request this device or build cannot serve (variant, dtype, feature).", PyExc_NotImplementedError)
     SUB(DeviceLostError, "helios.DeviceLostError",
         "The Vulkan device was lost (VK_ERROR_DEVICE_LOST); open a new Device.", NULL)
-    SUB(NoDeviceError, "helios.NoDeviceError",
-        "No usable Vulkan device (no driver, or the index is out of range).", NULL)
-    SUB(DeviceClosedError, "helios.DeviceClosedError",
-        "The Device was closed; open a new one.", PyExc_ValueError)
+    SUB(NoDeviceError, "helios.NoDeviceError", "No usable Vulkan device (no driver, or the index is out of range).",
+        NULL)
+    SUB(DeviceClosedError, "helios.DeviceClosedError", "The Device was closed; open a new one.", PyExc_ValueError)
 #undef SUB
     return 0;
 }
@@ -39,26 +40,39 @@ int errors_init(PyObject *module, module_state *st) {
 PyObject *raise_status(module_state *st, const hl_error *err) {
     PyObject *type;
     switch (err->code) {
-    case HL_ERR_INVALID_ARGUMENT:
-    case HL_ERR_INVALID_VARIANT: type = PyExc_ValueError; break;
-    case HL_ERR_NO_DEVICE:
-    case HL_ERR_DEVICE_INDEX: type = st->NoDeviceError; break;
-    case HL_ERR_DEVICE_CLOSED: type = st->DeviceClosedError; break;
-    case HL_ERR_DEVICE_LOST: type = st->DeviceLostError; break;
-    case HL_ERR_OUT_OF_MEMORY:
-    case HL_ERR_TOO_LARGE: type = st->DeviceMemoryError; break;
-    case HL_ERR_UNSUPPORTED:
-    case HL_ERR_UNSUPPORTED_VARIANT:
-    case HL_ERR_UNSUPPORTED_DTYPE: type = st->UnsupportedError; break;
-    default: type = st->HeliosError; break;
+        case HL_ERR_INVALID_ARGUMENT:
+        case HL_ERR_INVALID_VARIANT:
+            type = PyExc_ValueError;
+            break;
+        case HL_ERR_NO_DEVICE:
+        case HL_ERR_DEVICE_INDEX:
+            type = st->NoDeviceError;
+            break;
+        case HL_ERR_DEVICE_CLOSED:
+            type = st->DeviceClosedError;
+            break;
+        case HL_ERR_DEVICE_LOST:
+            type = st->DeviceLostError;
+            break;
+        case HL_ERR_OUT_OF_MEMORY:
+        case HL_ERR_TOO_LARGE:
+            type = st->DeviceMemoryError;
+            break;
+        case HL_ERR_UNSUPPORTED:
+        case HL_ERR_UNSUPPORTED_VARIANT:
+        case HL_ERR_UNSUPPORTED_DTYPE:
+            type = st->UnsupportedError;
+            break;
+        default:
+            type = st->HeliosError;
+            break;
     }
     PyObject *exc = PyObject_CallFunction(type, "s", err->message);
     if (!exc) return NULL;
     /* Machine-readable detail for the Helios exceptions. */
     if (PyObject_IsSubclass(type, st->HeliosError) == 1) {
         PyObject *name = PyUnicode_FromString(hl_status_name(err->code));
-        PyObject *vk = err->vk_result ? PyUnicode_FromString(hl_vk_result_name(err->vk_result))
-                                      : Py_NewRef(Py_None);
+        PyObject *vk = err->vk_result ? PyUnicode_FromString(hl_vk_result_name(err->vk_result)) : Py_NewRef(Py_None);
         if (name) PyObject_SetAttrString(exc, "status", name);
         if (vk) PyObject_SetAttrString(exc, "vk_result", vk);
         Py_XDECREF(name);

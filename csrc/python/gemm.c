@@ -13,19 +13,22 @@
 static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
 
 /* The keys an operation may carry; anything else is a TypeError. */
-static const char *const OP_KEYS[] = {
-    "a", "b", "m", "n", "k", "out_dtype", "variant", "batch", "trans_a", "trans_b", "lda", "ldb",
-    "stride_a", "stride_b", "bias", "act", "alpha", "beta", "c_in", "out", NULL};
+static const char *const OP_KEYS[] = {"a",     "b",       "m",       "n",    "k",    "out_dtype", "variant",
+                                      "batch", "trans_a", "trans_b", "lda",  "ldb",  "stride_a",  "stride_b",
+                                      "bias",  "act",     "alpha",   "beta", "c_in", "out",       NULL};
 
-typedef struct op_refs {   /* what parse_op borrowed, for the caller to keep alive */
+typedef struct op_refs { /* what parse_op borrowed, for the caller to keep alive */
     hl_variant variant;
     int has_variant;
-    PyArrayObject *host_out;   /* a new array for C when no `out` tensor */
+    PyArrayObject *host_out; /* a new array for C when no `out` tensor */
 } op_refs;
 
 static int get_u32(PyObject *d, const char *key, uint32_t lo, uint32_t *out, uint32_t dflt) {
     PyObject *o = PyDict_GetItemString(d, key);
-    if (!o || o == Py_None) { *out = dflt; return 0; }
+    if (!o || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
     if (PyBool_Check(o) || !PyLong_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", key, Py_TYPE(o)->tp_name);
         return -1;
@@ -42,7 +45,10 @@ static int get_u32(PyObject *d, const char *key, uint32_t lo, uint32_t *out, uin
 
 static int get_u64(PyObject *d, const char *key, uint64_t *out) {
     PyObject *o = PyDict_GetItemString(d, key);
-    if (!o || o == Py_None) { *out = 0; return 0; }
+    if (!o || o == Py_None) {
+        *out = 0;
+        return 0;
+    }
     if (PyBool_Check(o) || !PyLong_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", key, Py_TYPE(o)->tp_name);
         return -1;
@@ -69,7 +75,10 @@ static int get_bool(PyObject *d, const char *key, int *out) {
 
 static int get_float(PyObject *d, const char *key, float *out, float dflt) {
     PyObject *o = PyDict_GetItemString(d, key);
-    if (!o || o == Py_None) { *out = dflt; return 0; }
+    if (!o || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
     double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) return -1;
     *out = (float)v;
@@ -78,8 +87,8 @@ static int get_float(PyObject *d, const char *key, float *out, float dflt) {
 
 /* A host array (contiguous, aligned, of `type`, at least `need` bytes) or a
  * Tensor of this device. */
-int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need,
-                       const void **host, hl_tensor **t) {
+int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uint64_t need, const void **host,
+                hl_tensor **t) {
     module_state *st = gstate(self);
     *host = NULL;
     *t = NULL;
@@ -93,7 +102,7 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
             PyErr_Format(PyExc_ValueError, "%s: the Tensor belongs to another Device", name);
             return -1;
         }
-        *t = to->t;   /* sizes: the core checks them against the tensor */
+        *t = to->t; /* sizes: the core checks them against the tensor */
         return 0;
     }
     if (!PyArray_Check(o)) {
@@ -104,8 +113,8 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
     PyArrayObject *a = (PyArrayObject *)o;
     const char *want = type == NPY_HALF ? "float16" : "float32";
     if (PyArray_TYPE(a) != type) {
-        PyErr_Format(PyExc_TypeError, "%s must be %s at this level (helios.matmul converts), got %s", name,
-                     want, PyArray_DESCR(a)->typeobj->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s must be %s at this level (helios.matmul converts), got %s", name, want,
+                     PyArray_DESCR(a)->typeobj->tp_name);
         return -1;
     }
     if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a)) {
@@ -143,13 +152,12 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
         }
     }
     uint32_t act = 0;
-    if (get_u32(d, "m", 1, &ma->m, 0) < 0 || get_u32(d, "n", 1, &ma->n, 0) < 0 ||
-        get_u32(d, "k", 1, &ma->k, 0) < 0 || get_u32(d, "batch", 1, &ma->batch, 1) < 0 ||
-        get_u32(d, "lda", 0, &ma->lda, 0) < 0 || get_u32(d, "ldb", 0, &ma->ldb, 0) < 0 ||
-        get_u64(d, "stride_a", &ma->stride_a) < 0 || get_u64(d, "stride_b", &ma->stride_b) < 0 ||
-        get_bool(d, "trans_a", &ma->trans_a) < 0 || get_bool(d, "trans_b", &ma->trans_b) < 0 ||
-        get_u32(d, "act", 0, &act, 0) < 0 || get_float(d, "alpha", &ma->alpha, 1.0f) < 0 ||
-        get_float(d, "beta", &ma->beta, 0.0f) < 0)
+    if (get_u32(d, "m", 1, &ma->m, 0) < 0 || get_u32(d, "n", 1, &ma->n, 0) < 0 || get_u32(d, "k", 1, &ma->k, 0) < 0 ||
+        get_u32(d, "batch", 1, &ma->batch, 1) < 0 || get_u32(d, "lda", 0, &ma->lda, 0) < 0 ||
+        get_u32(d, "ldb", 0, &ma->ldb, 0) < 0 || get_u64(d, "stride_a", &ma->stride_a) < 0 ||
+        get_u64(d, "stride_b", &ma->stride_b) < 0 || get_bool(d, "trans_a", &ma->trans_a) < 0 ||
+        get_bool(d, "trans_b", &ma->trans_b) < 0 || get_u32(d, "act", 0, &act, 0) < 0 ||
+        get_float(d, "alpha", &ma->alpha, 1.0f) < 0 || get_float(d, "beta", &ma->beta, 0.0f) < 0)
         return -1;
     if (!ma->m || !ma->n || !ma->k) {
         PyErr_SetString(PyExc_TypeError, "an operation needs m, n and k");
@@ -160,8 +168,10 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
     ma->in_dtype = HL_F16;
     PyObject *dto = PyDict_GetItemString(d, "out_dtype");
     if (!dto) dto = Py_None;
-    if (dto == Py_None) ma->out_dtype = HL_F16;
-    else if (dtype_arg(dto, &ma->out_dtype) < 0) return -1;
+    if (dto == Py_None)
+        ma->out_dtype = HL_F16;
+    else if (dtype_arg(dto, &ma->out_dtype) < 0)
+        return -1;
     PyObject *vo = PyDict_GetItemString(d, "variant");
     if (variant_arg(self, vo ? vo : Py_None, &refs->variant, &refs->has_variant) < 0) return -1;
     if (refs->has_variant) ma->variant = &refs->variant;
@@ -214,7 +224,10 @@ PyObject *samples_list(const double *samples, uint32_t n) {
     if (!list) return NULL;
     for (uint32_t i = 0; i < n; i++) {
         PyObject *f = PyFloat_FromDouble(samples[i]);
-        if (!f) { Py_DECREF(list); return NULL; }
+        if (!f) {
+            Py_DECREF(list);
+            return NULL;
+        }
         PyList_SET_ITEM(list, i, f);
     }
     return list;
@@ -232,11 +245,13 @@ static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64
             PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", keys[i], Py_TYPE(o)->tp_name);
             return -1;
         }
-        long long v = PyLong_AsLongLong(o);   /* OverflowError past 64 bits: never truncated */
+        long long v = PyLong_AsLongLong(o); /* OverflowError past 64 bits: never truncated */
         if (v == -1 && PyErr_Occurred()) return -1;
         if (v < 0 || (i < 2 && v > (long long)HL_MAX_LAUNCHES)) {
-            PyErr_Format(PyExc_ValueError, "%s out of range: %S (iters, warmup: 0..%u; "
-                         "flush_bytes >= 0)", keys[i], o, HL_MAX_LAUNCHES);
+            PyErr_Format(PyExc_ValueError,
+                         "%s out of range: %S (iters, warmup: 0..%u; "
+                         "flush_bytes >= 0)",
+                         keys[i], o, HL_MAX_LAUNCHES);
             return -1;
         }
         vals[i] = (uint64_t)v;
@@ -261,11 +276,9 @@ PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **sampl
         hl_error err = {0};
         hl_status s;
         hl_telemetry tel;
-        Py_BEGIN_ALLOW_THREADS
-        s = fn(self->dev, args, &err);
+        Py_BEGIN_ALLOW_THREADS s = fn(self->dev, args, &err);
         hl_telemetry_get(self->dev, &tel);
-        Py_END_ALLOW_THREADS
-        device_release(self);
+        Py_END_ALLOW_THREADS device_release(self);
         if (s != HL_OK) {
             raise_status(gstate(self), &err);
         } else {
@@ -300,10 +313,10 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
     ma.warmup = warmup;
     ma.iters = iters;
     ma.flush_bytes = flush;
-    PyObject *result = timed_call(self, call_matmul, &ma, &ma.samples_ms, &ma.batch_ms, iters,
-                                  (PyObject *)refs.host_out);
+    PyObject *result =
+        timed_call(self, call_matmul, &ma, &ma.samples_ms, &ma.batch_ms, iters, (PyObject *)refs.host_out);
     Py_XDECREF(refs.host_out);
-    Py_DECREF(d);   /* the operands it held stayed alive through the call */
+    Py_DECREF(d); /* the operands it held stayed alive through the call */
     return result;
 }
 
@@ -313,12 +326,11 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"ops", "warmup", "iters", NULL};
     PyObject *ops;
     Py_ssize_t warmup_n = 0, iters_n = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|nn:_chain", kwlist, &ops, &warmup_n, &iters_n))
-        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|nn:_chain", kwlist, &ops, &warmup_n, &iters_n)) return NULL;
     if (warmup_n < 0 || warmup_n > (Py_ssize_t)HL_MAX_LAUNCHES || iters_n < 0 ||
         iters_n > (Py_ssize_t)HL_MAX_LAUNCHES) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %zd, %zd", HL_MAX_LAUNCHES,
-                     iters_n, warmup_n);
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %zd, %zd", HL_MAX_LAUNCHES, iters_n,
+                     warmup_n);
         return NULL;
     }
     PyObject *seq = PySequence_Fast(ops, "_chain: ops must be a list of operation dicts");
@@ -333,26 +345,33 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
     op_refs *refs = PyMem_Calloc((size_t)n, sizeof *refs);
     double *samples = PyMem_Calloc(iters_n ? (size_t)iters_n : 1, sizeof *samples);
     PyObject *result = NULL;
-    if (!ma || !refs || !samples) { PyErr_NoMemory(); goto done; }
+    if (!ma || !refs || !samples) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         if (parse_op(self, PySequence_Fast_GET_ITEM(seq, i), &ma[i], &refs[i], 0) < 0) goto done;
         if (!ma[i].t_a || !ma[i].t_b || !ma[i].t_c || ma[i].bias) {
-            PyErr_Format(PyExc_TypeError, "chain operation %zd: a, b, out and bias must be helios.Tensor "
-                         "objects (upload host arrays first)", i);
+            PyErr_Format(PyExc_TypeError,
+                         "chain operation %zd: a, b, out and bias must be helios.Tensor "
+                         "objects (upload host arrays first)",
+                         i);
             goto done;
         }
-        if (refs[i].has_variant) ma[i].variant = &refs[i].variant;   /* refs moved: re-point */
+        if (refs[i].has_variant) ma[i].variant = &refs[i].variant; /* refs moved: re-point */
     }
     if (device_acquire(self) < 0) goto done;
     hl_error err = {0};
     hl_status s;
     hl_telemetry tel;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_matmul_chain(self->dev, ma, (uint32_t)n, (uint32_t)warmup_n, (uint32_t)iters_n, samples, &err);
+    Py_BEGIN_ALLOW_THREADS s =
+        hl_matmul_chain(self->dev, ma, (uint32_t)n, (uint32_t)warmup_n, (uint32_t)iters_n, samples, &err);
     hl_telemetry_get(self->dev, &tel);
-    Py_END_ALLOW_THREADS
-    device_release(self);
-    if (s != HL_OK) { raise_status(gstate(self), &err); goto done; }
+    Py_END_ALLOW_THREADS device_release(self);
+    if (s != HL_OK) {
+        raise_status(gstate(self), &err);
+        goto done;
+    }
     PyObject *list = samples_list(samples, (uint32_t)iters_n);
     if (list) result = Py_BuildValue("(Nd)", list, iters_n ? samples[iters_n - 1] : tel.last_gpu_ms);
 done:

@@ -18,10 +18,8 @@ static PyObject *device_count(PyObject *module, PyObject *unused) {
     uint32_t n = 0;
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_device_count(&n, &err);
-    Py_END_ALLOW_THREADS
-    if (s != HL_OK) return raise_status(state_from_module(module), &err);
+    Py_BEGIN_ALLOW_THREADS s = hl_device_count(&n, &err);
+    Py_END_ALLOW_THREADS if (s != HL_OK) return raise_status(state_from_module(module), &err);
     return PyLong_FromUnsignedLong(n);
 }
 
@@ -45,7 +43,8 @@ static PyObject *fault_count(PyObject *module, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"_fault_count", fault_count, METH_O,
      "Test-only: calls of a fault-injection kind seen under the current HELIOS_FAULT setting."},
-    {"device_count", device_count, METH_NOARGS, "Number of Vulkan physical devices: 0 without a Vulkan loader or driver (opening a Device then "
+    {"device_count", device_count, METH_NOARGS,
+     "Number of Vulkan physical devices: 0 without a Vulkan loader or driver (opening a Device then "
      "raises NoDeviceError naming what to install)."},
     {"canonical_variant", canonical_variant, METH_O,
      "Parse a variant string and return its canonical form (ValueError if malformed)."},
@@ -70,8 +69,12 @@ static int module_exec(PyObject *module) {
 
 static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     module_state *st = state_from_module(module);
-    Py_VISIT(st->HeliosError); Py_VISIT(st->DeviceMemoryError); Py_VISIT(st->UnsupportedError);
-    Py_VISIT(st->DeviceLostError); Py_VISIT(st->NoDeviceError); Py_VISIT(st->DeviceClosedError);
+    Py_VISIT(st->HeliosError);
+    Py_VISIT(st->DeviceMemoryError);
+    Py_VISIT(st->UnsupportedError);
+    Py_VISIT(st->DeviceLostError);
+    Py_VISIT(st->NoDeviceError);
+    Py_VISIT(st->DeviceClosedError);
     Py_VISIT(st->DeviceType);
     Py_VISIT(st->TensorType);
     return 0;
@@ -79,8 +82,12 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
 
 static int module_clear(PyObject *module) {
     module_state *st = state_from_module(module);
-    Py_CLEAR(st->HeliosError); Py_CLEAR(st->DeviceMemoryError); Py_CLEAR(st->UnsupportedError);
-    Py_CLEAR(st->DeviceLostError); Py_CLEAR(st->NoDeviceError); Py_CLEAR(st->DeviceClosedError);
+    Py_CLEAR(st->HeliosError);
+    Py_CLEAR(st->DeviceMemoryError);
+    Py_CLEAR(st->UnsupportedError);
+    Py_CLEAR(st->DeviceLostError);
+    Py_CLEAR(st->NoDeviceError);
+    Py_CLEAR(st->DeviceClosedError);
     Py_CLEAR(st->DeviceType);
     Py_CLEAR(st->TensorType);
     return 0;
@@ -90,15 +97,14 @@ static void module_free(void *module) { module_clear((PyObject *)module); }
 
 static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
 
-static struct PyModuleDef helios_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "helios._helios",
-    .m_doc = "Helios's C engine: Vulkan cooperative-matrix matmul.",
-    .m_size = sizeof(module_state),
-    .m_methods = module_methods,
-    .m_slots = module_slots,
-    .m_traverse = module_traverse,
-    .m_clear = module_clear,
-    .m_free = module_free};
+static struct PyModuleDef helios_module = {PyModuleDef_HEAD_INIT,
+                                           .m_name = "helios._helios",
+                                           .m_doc = "Helios's C engine: Vulkan cooperative-matrix matmul.",
+                                           .m_size = sizeof(module_state),
+                                           .m_methods = module_methods,
+                                           .m_slots = module_slots,
+                                           .m_traverse = module_traverse,
+                                           .m_clear = module_clear,
+                                           .m_free = module_free};
 
 PyMODINIT_FUNC PyInit__helios(void) { return PyModuleDef_Init(&helios_module); }

@@ -15,8 +15,7 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL:Tensor", kwlist, &devo, &nbytes)) return NULL;
     module_state *st = state_from_type(type);
     if (!PyObject_TypeCheck(devo, st->DeviceType)) {
-        PyErr_Format(PyExc_TypeError, "Tensor: device must be a helios.Device, not %.80s",
-                     Py_TYPE(devo)->tp_name);
+        PyErr_Format(PyExc_TypeError, "Tensor: device must be a helios.Device, not %.80s", Py_TYPE(devo)->tp_name);
         return NULL;
     }
     if (nbytes < 1) {
@@ -26,14 +25,18 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     DeviceObject *dev = (DeviceObject *)devo;
     TensorObject *self = (TensorObject *)type->tp_alloc(type, 0);
     if (!self) return NULL;
-    if (device_acquire(dev) < 0) { Py_DECREF(self); return NULL; }
+    if (device_acquire(dev) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
-    Py_END_ALLOW_THREADS
-    device_release(dev);
-    if (s != HL_OK) { Py_DECREF(self); return raise_status(st, &err); }
+    Py_BEGIN_ALLOW_THREADS s = hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
+    Py_END_ALLOW_THREADS device_release(dev);
+    if (s != HL_OK) {
+        Py_DECREF(self);
+        return raise_status(st, &err);
+    }
     self->device = (DeviceObject *)Py_NewRef(devo);
     return (PyObject *)self;
 }
@@ -48,7 +51,7 @@ static PyObject *Tensor_view(TensorObject *self, PyObject *unused) {
     PyTypeObject *type = Py_TYPE(self);
     TensorObject *v = (TensorObject *)type->tp_alloc(type, 0);
     if (!v) return NULL;
-    TensorObject *root = self->base ? (TensorObject *)self->base : self;   /* views of views share the root */
+    TensorObject *root = self->base ? (TensorObject *)self->base : self; /* views of views share the root */
     v->t = root->t;
     v->base = Py_NewRef((PyObject *)root);
     v->device = (DeviceObject *)Py_XNewRef((PyObject *)root->device);
@@ -58,7 +61,7 @@ static PyObject *Tensor_view(TensorObject *self, PyObject *unused) {
 static void Tensor_dealloc(TensorObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (self->base) {   /* a view: the base owns the memory */
+    if (self->base) { /* a view: the base owns the memory */
         self->t = NULL;
         Py_CLEAR(self->base);
     }
@@ -112,14 +115,15 @@ static PyObject *transfer(TensorObject *self, PyObject *args, int write) {
         PyErr_Format(PyExc_ValueError, "%s: offset must be >= 0", write ? "_write" : "_read");
         return NULL;
     }
-    if (tensor_acquire(self) < 0) { PyBuffer_Release(&view); return NULL; }
+    if (tensor_acquire(self) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS
-    s = write ? hl_tensor_write(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err)
-              : hl_tensor_read(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
-    Py_END_ALLOW_THREADS
-    device_release(self->device);
+    Py_BEGIN_ALLOW_THREADS s = write ? hl_tensor_write(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err)
+                                     : hl_tensor_read(self->t, (uint64_t)offset, view.buf, (uint64_t)view.len, &err);
+    Py_END_ALLOW_THREADS device_release(self->device);
     PyBuffer_Release(&view);
     if (s != HL_OK) return raise_status(tensor_state(self), &err);
     Py_RETURN_NONE;

@@ -9,7 +9,8 @@ Quick use::
         t = dev.time_matmul(1024, 1024, 1024, iters=20)
         print(t.median_ms, t.tflops, t.variant)
 """
-__version__ = "0.1.0"   # the one place: pyproject.toml reads it from here
+
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it from here
 
 from ._helios import (
     DeviceClosedError,

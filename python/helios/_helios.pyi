@@ -1,4 +1,5 @@
 """Type stub of the C extension (csrc/python): the engine's Python face."""
+
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -19,8 +20,9 @@ def canonical_variant(variant: str) -> str: ...
 def _fault_count(kind: str) -> int: ...
 
 class Device:
-    def __new__(cls, index: Optional[int] = None, *, disable_coop: bool = False,
-                disable_coop2: bool = False) -> Any: ...
+    def __new__(
+        cls, index: Optional[int] = None, *, disable_coop: bool = False, disable_coop2: bool = False
+    ) -> Any: ...
     @property
     def info(self) -> Mapping[str, Any]: ...
     @property
@@ -38,13 +40,30 @@ class Device:
     def empty_cache(self) -> None: ...
     def _gemm(self, **fields: Any) -> tuple[np.ndarray, list[float], float, str]: ...
     def _chain(self, ops: Sequence[dict[str, Any]], warmup: int = 0, iters: int = 0) -> tuple[list[float], float]: ...
-    def _attention(self, q: Any, k: Any, v: Any, bh: int, sq: int, skv: int, d: int, *, causal: bool = False,
-                   scale: float = ..., variant: Optional[str] = None, warmup: int = 0, iters: int = 0,
-                   flush_bytes: int = 0, out: Any = None) -> tuple[np.ndarray, list[float], float, str]: ...
-    def _attention_kernel_stats(self, head_dim: int, variant: Optional[str] = None,
-                                causal: bool = False) -> dict[str, float]: ...
-    def _attention_variants(self, head_dim: int, variant: Optional[str] = None, seq_kv: int = 0,
-                            causal: bool = False) -> tuple[str, list[str]]: ...
+    def _attention(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        bh: int,
+        sq: int,
+        skv: int,
+        d: int,
+        *,
+        causal: bool = False,
+        scale: float = ...,
+        variant: Optional[str] = None,
+        warmup: int = 0,
+        iters: int = 0,
+        flush_bytes: int = 0,
+        out: Any = None,
+    ) -> tuple[np.ndarray, list[float], float, str]: ...
+    def _attention_kernel_stats(
+        self, head_dim: int, variant: Optional[str] = None, causal: bool = False
+    ) -> dict[str, float]: ...
+    def _attention_variants(
+        self, head_dim: int, variant: Optional[str] = None, seq_kv: int = 0, causal: bool = False
+    ) -> tuple[str, list[str]]: ...
 
 class Tensor:
     def __init__(self, device: Device, nbytes: int) -> None: ...

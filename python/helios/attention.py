@@ -1,6 +1,7 @@
 """Attention: ``helios.attention`` / ``Device.attention`` (a flash-attention
 forward on cooperative matrices), ``Device.time_attention`` (GPU-timed like
 time_matmul), and the float64 reference the checks use."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ from .validate import count, flag
 @dataclass
 class AttentionTiming:
     """GPU-timed attention: per-iteration device times after warm-up."""
+
     batch: int
     heads: int
     seq_q: int
@@ -49,8 +51,10 @@ def _operand(x: Any, name: str) -> Any:
     """A 4-D float16 C-contiguous array (float32 is rounded), or a 4-D float16 Tensor."""
     if isinstance(x, Tensor):
         if x.ndim != 4 or x.dtype != np.float16 or not x.packed:
-            raise ValueError(f"attention: {name} Tensor must be a packed 4-D float16 (B, H, S, d), got "
-                             f"shape {x.shape} {x.dtype}{'' if x.packed else ' (not packed)'}")
+            raise ValueError(
+                f"attention: {name} Tensor must be a packed 4-D float16 (B, H, S, d), got "
+                f"shape {x.shape} {x.dtype}{'' if x.packed else ' (not packed)'}"
+            )
         return x
     arr = host_array(x, f"attention: {name}")
     if arr.ndim != 4:
@@ -63,8 +67,10 @@ def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequen
     if tuple(k_shape) != tuple(v_shape):
         raise ValueError(f"attention: k {tuple(k_shape)} and v {tuple(v_shape)} must have the same shape")
     if tuple(q_shape[:2]) != tuple(k_shape[:2]) or q_shape[3] != k_shape[3]:
-        raise ValueError(f"attention: q {tuple(q_shape)} and k/v {tuple(k_shape)} must agree on B, H "
-                         f"and d: (B, H, S_q, d) and (B, H, S_kv, d)")
+        raise ValueError(
+            f"attention: q {tuple(q_shape)} and k/v {tuple(k_shape)} must agree on B, H "
+            f"and d: (B, H, S_q, d) and (B, H, S_kv, d)"
+        )
     if any(int(s) < 1 for s in (*q_shape, *k_shape)):
         raise ValueError(f"attention: every dimension must be >= 1, got q {tuple(q_shape)}, k {tuple(k_shape)}")
 
@@ -79,8 +85,17 @@ def resolve_scale(scale: Optional[float], d: int) -> float:
     return float(scale)
 
 
-def run_attention(dev: Any, q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[float] = None,
-                  variant: Optional[str] = None, out: Optional[Tensor] = None) -> Any:
+def run_attention(
+    dev: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    variant: Optional[str] = None,
+    out: Optional[Tensor] = None,
+) -> Any:
     if dev.closed:
         raise _helios.DeviceClosedError("the Device is closed")
     q, k, v = _operand(q, "q"), _operand(k, "k"), _operand(v, "v")
@@ -88,21 +103,34 @@ def run_attention(dev: Any, q: Any, k: Any, v: Any, *, causal: bool = False, sca
     b, h, sq, d = (int(s) for s in q.shape)
     skv = int(k.shape[2])
     causal = flag("causal", causal)
-    if out is not None and (not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16
-                            or not out.packed):
+    if out is not None and (
+        not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16 or not out.packed
+    ):
         raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
     sc = resolve_scale(scale, d)
-    o, _, _, _ = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc,
-                                variant=variant, out=out)
+    o, _, _, _ = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc, variant=variant, out=out)
     if out is not None:
         return out
     return o.reshape(b, h, sq, d)
 
 
-def time_attention(dev: Any, batch: int, heads: int, seq: int, head_dim: int, *, seq_kv: Optional[int] = None,
-                   causal: bool = False, scale: Optional[float] = None, iters: int = 20, warmup: int = 5,
-                   variant: Optional[str] = None, seed: int = 0,
-                   inputs: Optional[Sequence[np.ndarray]] = None, flush_bytes: int = 0) -> AttentionTiming:
+def time_attention(
+    dev: Any,
+    batch: int,
+    heads: int,
+    seq: int,
+    head_dim: int,
+    *,
+    seq_kv: Optional[int] = None,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    iters: int = 20,
+    warmup: int = 5,
+    variant: Optional[str] = None,
+    seed: int = 0,
+    inputs: Optional[Sequence[np.ndarray]] = None,
+    flush_bytes: int = 0,
+) -> AttentionTiming:
     b = count("time_attention: batch", batch, 1, 2**31)
     h = count("time_attention: heads", heads, 1, 2**31)
     sq = count("time_attention: seq", seq, 1, 2**31)
@@ -113,23 +141,50 @@ def time_attention(dev: Any, batch: int, heads: int, seq: int, head_dim: int, *,
     flush_bytes = count("time_attention: flush_bytes", flush_bytes, 0, int(dev.info["max_storage_buffer_range"]))
     need = attention_bytes(b, h, sq, skv, d)
     if need > int(dev.info["device_local_bytes"]):
-        raise _helios.DeviceMemoryError(f"attention {b}x{h}x{sq}x{d} (S_kv {skv}): operands need {need} "
-                                        f"bytes; the device has {dev.info['device_local_bytes']}")
+        raise _helios.DeviceMemoryError(
+            f"attention {b}x{h}x{sq}x{d} (S_kv {skv}): operands need {need} "
+            f"bytes; the device has {dev.info['device_local_bytes']}"
+        )
     if inputs is None:
         q, k, v = random_qkv(b, h, sq, skv, d, seed)
     else:
         q, k, v = (_operand(x, nm) for x, nm in zip(inputs, ("q", "k", "v")))
         if q.shape != (b, h, sq, d) or k.shape != (b, h, skv, d) or v.shape != k.shape:
-            raise ValueError(f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
-                             f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}")
+            raise ValueError(
+                f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
+                f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}"
+            )
     sc = resolve_scale(scale, d)
-    o, samples, batch_ms, used = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc,
-                                                variant=variant, warmup=warmup, iters=iters,
-                                                flush_bytes=flush_bytes)
-    return AttentionTiming(batch=b, heads=h, seq_q=sq, seq_kv=skv, head_dim=d, causal=bool(causal),
-                           variant=used, samples_ms=samples, batch_ms=batch_ms, warmup=warmup,
-                           flush_bytes=flush_bytes, telemetry=dev.telemetry(),
-                           output=o.reshape(b, h, sq, d))
+    o, samples, batch_ms, used = dev._attention(
+        q,
+        k,
+        v,
+        b * h,
+        sq,
+        skv,
+        d,
+        causal=bool(causal),
+        scale=sc,
+        variant=variant,
+        warmup=warmup,
+        iters=iters,
+        flush_bytes=flush_bytes,
+    )
+    return AttentionTiming(
+        batch=b,
+        heads=h,
+        seq_q=sq,
+        seq_kv=skv,
+        head_dim=d,
+        causal=bool(causal),
+        variant=used,
+        samples_ms=samples,
+        batch_ms=batch_ms,
+        warmup=warmup,
+        flush_bytes=flush_bytes,
+        telemetry=dev.telemetry(),
+        output=o.reshape(b, h, sq, d),
+    )
 
 
 def random_qkv(b: int, h: int, sq: int, skv: int, d: int, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -141,8 +196,15 @@ def random_qkv(b: int, h: int, sq: int, skv: int, d: int, seed: int = 0) -> tupl
     return q, k, v
 
 
-def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = False,
-                        scale: Optional[float] = None, rows: Optional[np.ndarray] = None) -> np.ndarray:
+def reference_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    rows: Optional[np.ndarray] = None,
+) -> np.ndarray:
     """softmax(scale * Q K^T [masked]) V in float64, one head at a time. rows: only
     these query rows (every head), to check large shapes by sampling; the result
     then has shape (B, H, len(rows), d). A row whose every score is -inf gives 0."""
@@ -157,7 +219,7 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: 
             if causal:
                 s = np.where(np.arange(k.shape[2])[None, :] > sel[:, None], -np.inf, s)
             mx = s.max(axis=1, keepdims=True)
-            mx[~np.isfinite(mx)] = 0.0          # a row of -inf scores: every weight 0 below
+            mx[~np.isfinite(mx)] = 0.0  # a row of -inf scores: every weight 0 below
             p = np.exp(s - mx)
             tot = p.sum(axis=1, keepdims=True)
             # a row whose every key scores -inf outputs 0 (the kernels' and torch math's answer), not NaN

@@ -2,6 +2,7 @@
 
 NaN or Inf in the result never passes (a poisoned, unwritten element is NaN).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -32,8 +33,10 @@ class CheckResult:
 
     def line(self) -> str:
         """The seeds' canonical check line, e.g. ``fails=0/147456``."""
-        return (f"fails={self.fails}/{self.total} max_abs_err={self.max_abs_err:.3g} "
-                f"max_rel_err={self.max_rel_err:.3g} (atol={self.atol}, rtol={self.rtol})")
+        return (
+            f"fails={self.fails}/{self.total} max_abs_err={self.max_abs_err:.3g} "
+            f"max_rel_err={self.max_rel_err:.3g} (atol={self.atol}, rtol={self.rtol})"
+        )
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -46,8 +49,7 @@ def reference_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
 
 
-def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL,
-                rtol: float = RTOL) -> CheckResult:
+def check_close(result: np.ndarray, ref: np.ndarray, *, atol: float = ATOL, rtol: float = RTOL) -> CheckResult:
     """Elementwise ``|result - ref| <= atol + rtol * |ref|``; NaN or Inf in result never
     passes. The CheckResult's truth is its verdict. ValueError when the shapes differ."""
     result, ref = np.asarray(result), np.asarray(ref)

@@ -1,4 +1,5 @@
 """Python face of the engine: Device, matmul, time_matmul, variants."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,9 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
     elif hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
         arr = np.asarray(x)
     else:
-        raise TypeError(f"{name} must be an array (numpy.ndarray or an object exposing the array "
-                        f"interface), not {type(x).__name__}")
+        raise TypeError(
+            f"{name} must be an array (numpy.ndarray or an object exposing the array interface), not {type(x).__name__}"
+        )
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
     return float16_array(arr, name, "helios.matmul")
@@ -52,6 +54,7 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
 @dataclass
 class MatmulTiming:
     """GPU-timed matmul: per-iteration device times after warm-up."""
+
     m: int
     n: int
     k: int
@@ -62,7 +65,7 @@ class MatmulTiming:
     out_dtype: str
     flush_bytes: int = 0
     telemetry: dict = field(default_factory=dict)
-    output: Optional[np.ndarray] = field(default=None, repr=False)   # C of the last dispatch
+    output: Optional[np.ndarray] = field(default=None, repr=False)  # C of the last dispatch
 
     @property
     def median_ms(self) -> float:
@@ -90,8 +93,9 @@ class Device(_helios.Device):
 
     _tuned: Optional[TunedChoice] = None
 
-    def __new__(cls, index: Optional[int] = None, *, disable_coop: bool = False,
-                disable_coop2: bool = False) -> "Device":
+    def __new__(
+        cls, index: Optional[int] = None, *, disable_coop: bool = False, disable_coop2: bool = False
+    ) -> "Device":
         # Under a launcher (Slurm, torchrun, mpirun) and without HELIOS_DEVICE, the
         # rank's GPU (helios/launcher.py); otherwise the C default.
         if index is None and not os.environ.get("HELIOS_DEVICE", "").strip():
@@ -99,7 +103,7 @@ class Device(_helios.Device):
                 index = launcher_device(identities())
         dev = super().__new__(cls, index, disable_coop=disable_coop, disable_coop2=disable_coop2)
         note = dev.info["pipeline_cache"]["note"]
-        if note:   # a corrupt or foreign cache file: ignored, rewritten at close
+        if note:  # a corrupt or foreign cache file: ignored, rewritten at close
             warnings.warn(f"helios: pipeline cache {note}", stacklevel=2)
         return dev
 
@@ -109,15 +113,16 @@ class Device(_helios.Device):
         for name, elems in (("A", m * k), ("B", k * n), ("C", m * n)):
             if elems >= _helios.MAX_OPERAND_ELEMENTS:
                 raise _helios.DeviceMemoryError(
-                    f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits "
-                    f"(< 2^32)")
+                    f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits (< 2^32)"
+                )
         size = (m * k + k * n) * 2 + m * n * (2 if out == "float16" else 4)
         limit = int(self.info["device_local_bytes"])
         per_buffer = int(self.info["max_storage_buffer_range"])
         if size > limit or max(m * k * 2, k * n * 2) > per_buffer:
             raise _helios.DeviceMemoryError(
                 f"matmul {m}x{n}x{k}: operands need {size} bytes; the device has {limit} bytes of "
-                f"local memory and {per_buffer} bytes per buffer")
+                f"local memory and {per_buffer} bytes per buffer"
+            )
 
     def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None) -> str:
         """The canonical variant a product of this shape runs with `variant`."""
@@ -134,14 +139,27 @@ class Device(_helios.Device):
             try:
                 return self.check_variant(tuned)
             except (_helios.HeliosError, ValueError) as e:
-                warnings.warn(f"helios: tuned variant {tuned!r} is not valid here ({e}); "
-                              f"using the default", stacklevel=3)
+                warnings.warn(
+                    f"helios: tuned variant {tuned!r} is not valid here ({e}); using the default", stacklevel=3
+                )
         return None
 
-    def matmul(self, a: Any, b: Any, *, trans_a: bool = False, trans_b: bool = False,
-               bias: Any = None, activation: Optional[str] = None, alpha: float = 1.0,
-               beta: Optional[float] = None, c: Any = None, out: Optional[Tensor] = None,
-               out_dtype: Any = None, variant: Optional[str] = None) -> Any:
+    def matmul(
+        self,
+        a: Any,
+        b: Any,
+        *,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        bias: Any = None,
+        activation: Optional[str] = None,
+        alpha: float = 1.0,
+        beta: Optional[float] = None,
+        c: Any = None,
+        out: Optional[Tensor] = None,
+        out_dtype: Any = None,
+        variant: Optional[str] = None,
+    ) -> Any:
         """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the GPU, in fp32, rounded
         once to the output dtype.
 
@@ -187,24 +205,38 @@ class Device(_helios.Device):
             raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
         bias_v = gemm.bias_array(bias, spec.n) if bias is not None else None
         empty = 0 in (spec.m, spec.n, spec.k, spec.batch)
-        if device_resident and not empty:   # Tensor in, Tensor out (C uploaded into it)
+        if device_resident and not empty:  # Tensor in, Tensor out (C uploaded into it)
             out = self.upload(c_in, dtype=out_name) if c_in is not None else self.empty(shape, out_name)
             c_in = None
-        if empty:   # as NumPy: an empty result, or (K == 0) the epilogue of zeros
+        if empty:  # as NumPy: an empty result, or (K == 0) the epilogue of zeros
             if self.closed:
                 raise _helios.DeviceClosedError("the Device is closed")
             if variant is not None and variant != "auto":
-                self.check_variant(variant)   # an invalid variant is an error whatever the shape
-            res = gemm.host_epilogue(np.zeros(shape), bias=bias_v, act=act, alpha=float(alpha),
-                                     beta=beta_v, c=c_in if out is None else out.numpy())
+                self.check_variant(variant)  # an invalid variant is an error whatever the shape
+            res = gemm.host_epilogue(
+                np.zeros(shape),
+                bias=bias_v,
+                act=act,
+                alpha=float(alpha),
+                beta=beta_v,
+                c=c_in if out is None else out.numpy(),
+            )
             res = res.astype(_DTYPES[out_name])
             if out is not None:
                 out._write(0, np.ascontiguousarray(res))
                 return out
             return like_inputs(res, a, b)
         fields = spec.fields(A, B)
-        fields.update(out_dtype=out_name, variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k),
-                      act=act, alpha=float(alpha), beta=beta_v, bias=bias_v, c_in=c_in, out=out)
+        fields.update(
+            out_dtype=out_name,
+            variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k),
+            act=act,
+            alpha=float(alpha),
+            beta=beta_v,
+            bias=bias_v,
+            c_in=c_in,
+            out=out,
+        )
         res, _, _, _ = self._gemm(**fields)
         if out is not None:
             return out
@@ -232,8 +264,9 @@ class Device(_helios.Device):
 
     def empty(self, shape: Any, dtype: Any = "float16") -> Tensor:
         """An uninitialised Tensor (1-D to 4-D, float16 or float32)."""
-        dims: Sequence[Any] = (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) \
-            else shape
+        dims: Sequence[Any] = (
+            (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
+        )
         return new_tensor(self, dims, dtype)
 
     def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None) -> Tensor:
@@ -261,9 +294,18 @@ class Device(_helios.Device):
             raise _helios.DeviceClosedError("the Device is closed")
         return Chain(self)
 
-    def attention(self, q: Any, k: Any, v: Any, *, causal: bool = False, scale: Optional[float] = None,
-                  variant: Optional[str] = None, out: Optional[Tensor] = None,
-                  is_causal: Optional[bool] = None) -> Any:
+    def attention(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        *,
+        causal: bool = False,
+        scale: Optional[float] = None,
+        variant: Optional[str] = None,
+        out: Optional[Tensor] = None,
+        is_causal: Optional[bool] = None,
+    ) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
         float16 (float32 is rounded), host arrays or 4-D Tensors (then O is a Tensor,
         or `out`). S_kv may differ from S_q unless causal; causal masks key j > query i
@@ -309,11 +351,21 @@ class Device(_helios.Device):
         flush_bytes. Returns an AttentionTiming (median_ms, tflops, output, ...)."""
         return time_attention(self, batch, heads, seq, head_dim, **kwargs)
 
-    def time_matmul(self, m: int, n: int, k: int, *, iters: int = 20, warmup: int = 5,
-                    variant: Optional[str] = None, dtype: str = "float16",
-                    out_dtype: str = "float16", seed: int = 0,
-                    inputs: Optional[Sequence[np.ndarray]] = None,
-                    flush_bytes: int = 0) -> MatmulTiming:
+    def time_matmul(
+        self,
+        m: int,
+        n: int,
+        k: int,
+        *,
+        iters: int = 20,
+        warmup: int = 5,
+        variant: Optional[str] = None,
+        dtype: str = "float16",
+        out_dtype: str = "float16",
+        seed: int = 0,
+        inputs: Optional[Sequence[np.ndarray]] = None,
+        flush_bytes: int = 0,
+    ) -> MatmulTiming:
         """Time C = A @ B with GPU timestamps: `warmup` untimed dispatches, then `iters`
         dispatches each between two timestamps (samples_ms), then `iters` back to
         back (batch_ms, the mean). Inputs are seeded random normals unless given.
@@ -326,27 +378,45 @@ class Device(_helios.Device):
         warmup = count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
         flush_bytes = count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
         out = _out_dtype_name(out_dtype, "float16")
-        self._check_fits(m, n, k, out)   # before any input is generated
+        self._check_fits(m, n, k, out)  # before any input is generated
         if inputs is None:
             a, b = random_inputs(m, n, k, seed)
         else:
             a, b = (_as_operand(x, nm) for x, nm in zip(inputs, ("a", "b")))
             if a.shape != (m, k) or b.shape != (k, n):
-                raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match "
-                                 f"m, n, k = {m}, {n}, {k}")
-        c, samples, batch, used = self._gemm(a=a, b=b, m=m, n=n, k=k, out_dtype=out,
-                                             variant=self._pick(variant, m, n, k), warmup=warmup,
-                                             iters=iters, flush_bytes=flush_bytes)
+                raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match m, n, k = {m}, {n}, {k}")
+        c, samples, batch, used = self._gemm(
+            a=a,
+            b=b,
+            m=m,
+            n=n,
+            k=k,
+            out_dtype=out,
+            variant=self._pick(variant, m, n, k),
+            warmup=warmup,
+            iters=iters,
+            flush_bytes=flush_bytes,
+        )
         c = c[0]
-        return MatmulTiming(m=int(m), n=int(n), k=int(k), variant=used, samples_ms=samples,
-                            batch_ms=batch, warmup=warmup, out_dtype=out, flush_bytes=flush_bytes,
-                            telemetry=self.telemetry(), output=c)
+        return MatmulTiming(
+            m=int(m),
+            n=int(n),
+            k=int(k),
+            variant=used,
+            samples_ms=samples,
+            batch_ms=batch,
+            warmup=warmup,
+            out_dtype=out,
+            flush_bytes=flush_bytes,
+            telemetry=self.telemetry(),
+            output=c,
+        )
 
 
 # The docstring names the activations from the one table that defines them.
 Device.matmul.__doc__ = (Device.matmul.__doc__ or "").replace("{ACTIVATION_DOC}", gemm.ACTIVATION_DOC)
 
-MAX_LAUNCHES: int = _helios.MAX_LAUNCHES   # per call, warm-up and timed each (defined in the core)
+MAX_LAUNCHES: int = _helios.MAX_LAUNCHES  # per call, warm-up and timed each (defined in the core)
 
 
 def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:
@@ -381,8 +451,9 @@ def identities() -> list[dict]:
             d = _helios.Device(i)
             try:
                 info = d.info
-                out.append({"index": i, **{k: info[k] for k in ("name", "device_type", "vendor_id", "uuid",
-                                                                 "pci_bus_id")}})
+                out.append(
+                    {"index": i, **{k: info[k] for k in ("name", "device_type", "vendor_id", "uuid", "pci_bus_id")}}
+                )
             finally:
                 d.close()
         _identities = out
@@ -410,8 +481,9 @@ def _on(device: Optional[Device], *args: Any) -> Device:
         raise TypeError(f"device must be a helios.Device or None, not {type(device).__name__}")
     homes = {id(t.device): t.device for t in args if isinstance(t, Tensor)}
     if len(homes) > 1:
-        names = " and ".join(f"{d.info['name']} ({d.info['uuid']})" if not d.closed else "a closed Device"
-                             for d in homes.values())
+        names = " and ".join(
+            f"{d.info['name']} ({d.info['uuid']})" if not d.closed else "a closed Device" for d in homes.values()
+        )
         raise ValueError(f"these Tensors live on different Devices: {names}; copy one with upload(t.numpy())")
     if device is None:
         return cast(Device, next(iter(homes.values()))) if homes else default_device()
@@ -441,6 +513,7 @@ def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
     input was a torch tensor, else the NumPy array."""
     if any(type(x).__module__.split(".")[0] == "torch" for x in inputs):
         import torch
+
         return torch.from_numpy(np.ascontiguousarray(result))
     return result
 

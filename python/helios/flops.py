@@ -1,5 +1,6 @@
 """The work each op does, counted one way everywhere (timings, bench rows,
 reports, suites): floating-point operations and the least bytes moved."""
+
 from __future__ import annotations
 
 

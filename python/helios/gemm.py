@@ -5,6 +5,7 @@ device-resident Tensors and Chains of products submitted as one command buffer.
 Device.matmul, Device.upload/empty/prepack and Device.chain are the entry points
 (helios/device.py); this module does the bookkeeping they share.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,11 @@ from .tensor import HOST_FLOATS, Tensor, float_array, host_array
 from .validate import count
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
-ACTIVATION_DOC = ("None, 'relu', 'gelu' (the tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), "
-                  "as torch's approximate='tanh'; 'gelu_tanh' is the same) or 'silu' (x*sigmoid(x))")
-_ITEM = 2   # float16 operands
+ACTIVATION_DOC = (
+    "None, 'relu', 'gelu' (the tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), "
+    "as torch's approximate='tanh'; 'gelu_tanh' is the same) or 'silu' (x*sigmoid(x))"
+)
+_ITEM = 2  # float16 operands
 
 
 def activation_code(activation: Optional[str]) -> int:
@@ -36,13 +39,14 @@ def activation_code(activation: Optional[str]) -> int:
 @dataclass
 class Operand:
     """One side of a product as the kernel sees it."""
-    data: Any              # flat float16 ndarray view, or a Tensor
-    rows: int              # logical op(X) rows and columns
+
+    data: Any  # flat float16 ndarray view, or a Tensor
+    rows: int  # logical op(X) rows and columns
     cols: int
-    batch: int             # 1 for 2-D
-    trans: bool            # stored transposed relative to op(X)
-    ld: int                # row pitch of the stored matrix (elements)
-    bstride: int           # elements between batches (0: broadcast)
+    batch: int  # 1 for 2-D
+    trans: bool  # stored transposed relative to op(X)
+    ld: int  # row pitch of the stored matrix (elements)
+    bstride: int  # elements between batches (0: broadcast)
 
 
 def _matrix_layout(x: np.ndarray) -> Optional[tuple[bool, int]]:
@@ -64,8 +68,10 @@ def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
     if x.ndim not in (2, 3):
         raise ValueError(f"{name} must be 2-D or 3-D (batched), got shape {x.shape}")
     if x.dtype not in HOST_FLOATS:
-        raise TypeError(f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16 or "
-                        f"float32; float64 is rounded to float16)")
+        raise TypeError(
+            f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16 or "
+            f"float32; float64 is rounded to float16)"
+        )
     if x.dtype != np.float16 or not x.flags.aligned:
         x = x.astype(np.float16)
     view = np.swapaxes(x, -1, -2) if trans else x
@@ -76,7 +82,7 @@ def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
         if view.shape[0] > 1 and (sb < 0 or sb % _ITEM):
             lay = None
         bstride = sb // _ITEM if view.shape[0] > 1 else 0
-    if lay is None:   # general strides: one packed copy
+    if lay is None:  # general strides: one packed copy
         view = np.ascontiguousarray(view)
         lay = (False, view.shape[-1])
         bstride = view.shape[-2] * view.shape[-1] if view.ndim == 3 else 0
@@ -96,7 +102,7 @@ def tensor_operand(t: Tensor, name: str, trans: bool) -> Operand:
         raise TypeError(f"{name}: product operands are float16 Tensors, got {t.dtype}")
     if t.ndim not in (2, 3):
         raise ValueError(f"{name} must be a 2-D or 3-D Tensor, got shape {t.shape}")
-    sr, sc = t.stored_shape[-2:]             # as the memory holds it
+    sr, sc = t.stored_shape[-2:]  # as the memory holds it
     stored_trans = bool(trans) != t.transposed
     batch = t.shape[0] if t.ndim == 3 else 1
     rows, cols = (sc, sr) if stored_trans else (sr, sc)
@@ -112,27 +118,41 @@ def operand(x: Any, name: str, trans: bool) -> Operand:
 @dataclass
 class ProductSpec:
     """A product's shape after broadcasting: C is (batch, m, n)."""
+
     m: int
     n: int
     k: int
     batch: int
-    batched: bool          # a 3-D result
+    batched: bool  # a 3-D result
 
     def fields(self, a: Operand, b: Operand) -> dict:
-        return {"a": a.data, "b": b.data, "m": self.m, "n": self.n, "k": self.k, "batch": self.batch,
-                "trans_a": a.trans, "trans_b": b.trans, "lda": a.ld, "ldb": b.ld,
-                "stride_a": a.bstride if a.batch > 1 else 0,
-                "stride_b": b.bstride if b.batch > 1 else 0}
+        return {
+            "a": a.data,
+            "b": b.data,
+            "m": self.m,
+            "n": self.n,
+            "k": self.k,
+            "batch": self.batch,
+            "trans_a": a.trans,
+            "trans_b": b.trans,
+            "lda": a.ld,
+            "ldb": b.ld,
+            "stride_a": a.bstride if a.batch > 1 else 0,
+            "stride_b": b.bstride if b.batch > 1 else 0,
+        }
 
 
 def product_spec(a: Operand, b: Operand, a_nd: int, b_nd: int) -> ProductSpec:
     if a.cols != b.rows:
-        raise ValueError(f"matmul: inner dimensions differ: op(a) is ({a.rows}, {a.cols}), "
-                         f"op(b) is ({b.rows}, {b.cols})")
+        raise ValueError(
+            f"matmul: inner dimensions differ: op(a) is ({a.rows}, {a.cols}), op(b) is ({b.rows}, {b.cols})"
+        )
     if a.batch != b.batch and 1 not in (a.batch, b.batch):
-        raise ValueError(f"matmul: batch sizes differ: a has {a.batch}, b has {b.batch} "
-                         f"(equal, or one of them 1 or 2-D, as numpy.matmul broadcasts)")
-    batch = a.batch if b.batch == 1 else b.batch   # numpy.matmul broadcasting: a batch of 1 (or 2-D) repeats
+        raise ValueError(
+            f"matmul: batch sizes differ: a has {a.batch}, b has {b.batch} "
+            f"(equal, or one of them 1 or 2-D, as numpy.matmul broadcasts)"
+        )
+    batch = a.batch if b.batch == 1 else b.batch  # numpy.matmul broadcasting: a batch of 1 (or 2-D) repeats
     return ProductSpec(a.rows, b.cols, a.cols, batch, max(a_nd, b_nd) == 3)
 
 
@@ -150,11 +170,12 @@ def bias_array(bias: Any, n: int) -> Any:
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU, the tanh form the kernels compute: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))."""
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def host_epilogue(acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: float,
-                  c: Optional[np.ndarray]) -> np.ndarray:
+def host_epilogue(
+    acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: float, c: Optional[np.ndarray]
+) -> np.ndarray:
     """The epilogue in float64 on the host: used where K == 0 (nothing to run)."""
     x = alpha * acc.astype(np.float64)
     if beta != 0.0 and c is not None:
@@ -173,6 +194,7 @@ def host_epilogue(acc: np.ndarray, *, bias: Any, act: int, alpha: float, beta: f
 @dataclass
 class ChainTiming:
     """GPU time of whole chains: each sample is one run of every operation."""
+
     ops: int
     samples_ms: list[float]
     warmup: int
@@ -200,7 +222,7 @@ class Chain:
     def __init__(self, device: Any) -> None:
         self._dev = device
         self._ops: list[dict] = []
-        self._variants: list[str] = []   # what each operation runs, for reports
+        self._variants: list[str] = []  # what each operation runs, for reports
         self._outputs: list[Tensor] = []  # Tensors this chain allocated: unreadable until it runs
         self.ran = False
 
@@ -212,15 +234,28 @@ class Chain:
         """The variant each recorded operation runs, in order."""
         return list(self._variants)
 
-    def matmul(self, a: Tensor, b: Tensor, *, out: Optional[Tensor] = None, trans_a: bool = False,
-               trans_b: bool = False, bias: Any = None, activation: Optional[str] = None,
-               alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None,
-               variant: Optional[str] = None) -> Tensor:
+    def matmul(
+        self,
+        a: Tensor,
+        b: Tensor,
+        *,
+        out: Optional[Tensor] = None,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        bias: Any = None,
+        activation: Optional[str] = None,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        out_dtype: Any = None,
+        variant: Optional[str] = None,
+    ) -> Tensor:
         """Record out = act(alpha*op(a)@op(b) + beta*out + bias); returns out."""
         for x, nm in ((a, "a"), (b, "b")):
             if not isinstance(x, Tensor):
-                raise TypeError(f"chain operand {nm} must be a helios.Tensor, not {type(x).__name__} "
-                                f"(upload host arrays with Device.upload first)")
+                raise TypeError(
+                    f"chain operand {nm} must be a helios.Tensor, not {type(x).__name__} "
+                    f"(upload host arrays with Device.upload first)"
+                )
         A, B = tensor_operand(a, "a", trans_a), tensor_operand(b, "b", trans_b)
         spec = product_spec(A, B, a.ndim, b.ndim)
         act = activation_code(activation)
@@ -234,8 +269,14 @@ class Chain:
             self._outputs.append(out)
         check_out(out, shape, out_dtype)
         op = spec.fields(A, B)
-        op.update(out=out, out_dtype=out.dtype.name, act=act, alpha=float(alpha), beta=float(beta),
-                  variant=self._dev._pick(variant, spec.m * spec.batch, spec.n, spec.k))
+        op.update(
+            out=out,
+            out_dtype=out.dtype.name,
+            act=act,
+            alpha=float(alpha),
+            beta=float(beta),
+            variant=self._dev._pick(variant, spec.m * spec.batch, spec.n, spec.k),
+        )
         if bias is not None:
             bias = bias_array(bias, spec.n)
             op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
@@ -268,8 +309,7 @@ class Chain:
             raise ValueError("Chain.time: the chain has no operations")
         samples, _ = self._dev._chain(self._ops, warmup, iters)
         self._mark_ran()
-        return ChainTiming(ops=len(self._ops), samples_ms=samples, warmup=warmup,
-                           variants=list(self._variants))
+        return ChainTiming(ops=len(self._ops), samples_ms=samples, warmup=warmup, variants=list(self._variants))
 
     def __enter__(self) -> "Chain":
         return self
@@ -283,8 +323,10 @@ def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a helios.Tensor, not {type(out).__name__}")
     if out.shape != shape or not out.packed:
-        raise ValueError(f"out Tensor has shape {out.shape} (pitch {out.pitch}"
-                         f"{', a transposed view' if out.transposed else ''}); this product writes a packed {shape}")
+        raise ValueError(
+            f"out Tensor has shape {out.shape} (pitch {out.pitch}"
+            f"{', a transposed view' if out.transposed else ''}); this product writes a packed {shape}"
+        )
     if out.dtype not in (np.float16, np.float32):
         raise TypeError(f"out Tensor dtype must be float16 or float32, got {out.dtype}")
     if out_dtype is not None and np.dtype(out_dtype) != out.dtype:

@@ -1,6 +1,7 @@
 """Reading JSON that Helios did not write itself (result files named on a
 command line, the tuning cache): bounded in size and nesting, decoded as UTF-8,
 and every failure one ValueError that names the file and the reason."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,7 @@ def read_json(path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES) -> 
         raise ValueError(f"{os.fspath(path)}: not valid JSON ({e})") from None
 
 
-def read_object(path: str | os.PathLike[str], what: str = "a helios result",
-                max_bytes: int = MAX_JSON_BYTES) -> dict:
+def read_object(path: str | os.PathLike[str], what: str = "a helios result", max_bytes: int = MAX_JSON_BYTES) -> dict:
     """read_json for a file that must hold one JSON object."""
     data = read_json(path, max_bytes)
     if not isinstance(data, dict):

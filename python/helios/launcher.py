@@ -7,6 +7,7 @@ GPU that CUDA_VISIBLE_DEVICES leaves it (matched by UUID: Vulkan ignores that
 variable and orders GPUs its own way), else the local rank's hardware GPU. On a
 CPU-only Vulkan device (lavapipe) every rank shares that device.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,13 @@ def launcher_info() -> Optional[dict]:
         return None
     rank, _ = _first_int(RANK_VARS)
     world, _ = _first_int(WORLD_VARS)
-    return {"source": src, "local_rank": local, "rank": rank if rank is not None else local,
-            "world_size": world, "host": platform.node()}
+    return {
+        "source": src,
+        "local_rank": local,
+        "rank": rank if rank is not None else local,
+        "world_size": world,
+        "host": platform.node(),
+    }
 
 
 def _visible_cuda_uuid() -> Optional[str]:
@@ -50,8 +56,9 @@ def _visible_cuda_uuid() -> Optional[str]:
         return cvd[0][4:].lower()
     try:
         import pynvml
+
         pynvml.nvmlInit()
-        try:   # a numeric entry is an NVML (PCI-order) index in the default CUDA order
+        try:  # a numeric entry is an NVML (PCI-order) index in the default CUDA order
             u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(int(cvd[0])))
         finally:
             pynvml.nvmlShutdown()
@@ -73,13 +80,15 @@ def launcher_device(identities: Sequence[dict]) -> Optional[int]:
             if d["uuid"] == want:
                 return i
     gpus = [i for i, d in enumerate(identities) if d["device_type"] != "cpu"]
-    if not gpus:   # CPU Vulkan devices only: ranks share the first
+    if not gpus:  # CPU Vulkan devices only: ranks share the first
         return 0 if identities else None
     lr = info["local_rank"]
     if not 0 <= lr < len(gpus):
-        raise ValueError(f"{info['source']}={lr}: this host has {len(gpus)} Vulkan GPU"
-                         f"{'s' if len(gpus) != 1 else ''}; set HELIOS_DEVICE or launch at most "
-                         f"{len(gpus)} task{'s' if len(gpus) != 1 else ''} per node")
+        raise ValueError(
+            f"{info['source']}={lr}: this host has {len(gpus)} Vulkan GPU"
+            f"{'s' if len(gpus) != 1 else ''}; set HELIOS_DEVICE or launch at most "
+            f"{len(gpus)} task{'s' if len(gpus) != 1 else ''} per node"
+        )
     return gpus[lr]
 
 
@@ -87,17 +96,24 @@ def expand_out(path: str, uuid: str, info: Optional[dict]) -> str:
     """--out placeholders: {host}, {uuid}, {rank}, {local_rank} (rank 0 without a
     launcher), substituted as text: any other brace is an error (no format-string
     attribute or index access)."""
-    fields = {"host": platform.node(), "uuid": uuid,
-              "rank": str((info or {}).get("rank", 0)), "local_rank": str((info or {}).get("local_rank", 0))}
+    fields = {
+        "host": platform.node(),
+        "uuid": uuid,
+        "rank": str((info or {}).get("rank", 0)),
+        "local_rank": str((info or {}).get("local_rank", 0)),
+    }
 
     def sub(m: "re.Match[str]") -> str:
         name = m.group(1)
         if name not in fields:
-            raise ValueError(f"--out {path!r}: unknown placeholder {{{name}}}; use {{host}}, {{uuid}}, "
-                             f"{{rank}}, {{local_rank}}")
+            raise ValueError(
+                f"--out {path!r}: unknown placeholder {{{name}}}; use {{host}}, {{uuid}}, {{rank}}, {{local_rank}}"
+            )
         return fields[name].replace("/", "_")
+
     out = re.sub(r"\{([^{}]*)\}", sub, path)
     if "{" in out.replace(platform.node(), "") or "}" in out.replace(platform.node(), ""):
-        raise ValueError(f"--out {path!r}: unbalanced brace; placeholders are {{host}}, {{uuid}}, {{rank}}, "
-                         f"{{local_rank}}")
+        raise ValueError(
+            f"--out {path!r}: unbalanced brace; placeholders are {{host}}, {{uuid}}, {{rank}}, {{local_rank}}"
+        )
     return out

@@ -1,5 +1,6 @@
 """Optional dependencies: imported where a feature needs them, and when one is
 missing, one ImportError that names the feature and the extra to install."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,6 +1,7 @@
 """Device-resident tensors (``helios.Tensor``) and the conversion of host arrays
 (NumPy, the array interface, DLPack producers such as torch CPU tensors) that
 every op shares."""
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,14 @@ class Tensor(_helios.Tensor):
     # then is an error, not zeros.
     computed: bool = True
 
-    def _set_meta(self, shape: Sequence[int], dtype: Any, pitch: int,
-                  prepacked_for: Optional[str] = None, transposed: bool = False) -> "Tensor":
+    def _set_meta(
+        self,
+        shape: Sequence[int],
+        dtype: Any,
+        pitch: int,
+        prepacked_for: Optional[str] = None,
+        transposed: bool = False,
+    ) -> "Tensor":
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.pitch = int(pitch)
@@ -76,12 +83,14 @@ class Tensor(_helios.Tensor):
         """A host copy (packed, C-contiguous). RuntimeError for the output of a
         Chain that has not run yet (its contents are undefined)."""
         if not self.computed:
-            raise RuntimeError("this Tensor is the output of a Chain that has not run yet: call "
-                               "chain.run() (or leave the chain's with-block) before reading it")
+            raise RuntimeError(
+                "this Tensor is the output of a Chain that has not run yet: call "
+                "chain.run() (or leave the chain's with-block) before reading it"
+            )
         st = self.stored_shape
         raw = np.empty(self._rows() * self.pitch, dtype=self.dtype)
         self._read(0, raw)
-        host = raw.reshape(self._rows(), self.pitch)[:, :st[-1]].reshape(st)
+        host = raw.reshape(self._rows(), self.pitch)[:, : st[-1]].reshape(st)
         return np.ascontiguousarray(np.swapaxes(host, -1, -2) if self.transposed else host)
 
     def _derived(self, shape: Sequence[int], pitch: int, transposed: bool) -> "Tensor":
@@ -112,8 +121,10 @@ class Tensor(_helios.Tensor):
         if math.prod(dims) != self.size or not 1 <= len(dims) <= 4:
             raise ValueError(f"reshape: cannot view {self.shape} ({self.size} elements) as {dims}")
         if not self.packed:
-            raise ValueError(f"reshape: this Tensor is not packed (pitch {self.pitch}, transposed "
-                             f"{self.transposed}): a view cannot reorder it")
+            raise ValueError(
+                f"reshape: this Tensor is not packed (pitch {self.pitch}, transposed "
+                f"{self.transposed}): a view cannot reorder it"
+            )
         return self._derived(dims, dims[-1], False)
 
     def copy_(self, src: Any) -> "Tensor":
@@ -126,9 +137,9 @@ class Tensor(_helios.Tensor):
         if self.transposed:
             raise ValueError("copy_: write through the base Tensor, not a transposed view")
         host = np.ascontiguousarray(data, dtype=self.dtype)
-        if self.pitch != self.shape[-1]:   # padded rows (prepacked): keep the padding
+        if self.pitch != self.shape[-1]:  # padded rows (prepacked): keep the padding
             padded = np.zeros((self._rows(), self.pitch), dtype=self.dtype)
-            padded[:, :self.shape[-1]] = host.reshape(self._rows(), self.shape[-1])
+            padded[:, : self.shape[-1]] = host.reshape(self._rows(), self.shape[-1])
             host = padded
         self._write(0, host)
         self.computed = True
@@ -138,7 +149,7 @@ class Tensor(_helios.Tensor):
         return self.shape[0]
 
     def __matmul__(self, other: Any) -> Any:
-        dev: Any = self.device   # the helios.Device (a subclass) that made this Tensor
+        dev: Any = self.device  # the helios.Device (a subclass) that made this Tensor
         return dev.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
@@ -153,7 +164,7 @@ class Tensor(_helios.Tensor):
         return self.numpy().__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self) -> tuple:
-        return (1, 0)   # kDLCPU: the export is a host copy
+        return (1, 0)  # kDLCPU: the export is a host copy
 
     def __repr__(self) -> str:
         state = "" if self.alive else ", closed"
@@ -164,8 +175,9 @@ class Tensor(_helios.Tensor):
         return f"helios.Tensor(shape={self.shape}, dtype={self.dtype}, device={dev!r}{extra}{pp}{state})"
 
 
-def new_tensor(dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None,
-               prepacked_for: Optional[str] = None) -> Tensor:
+def new_tensor(
+    dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None, prepacked_for: Optional[str] = None
+) -> Tensor:
     if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__"):
         raise TypeError(f"shape must be a sequence of ints, not {type(shape).__name__}")
     shape = tuple(count(f"shape[{i}]", s, 1, 2**62) for i, s in enumerate(shape))
@@ -190,19 +202,24 @@ def host_array(x: Any, name: str) -> np.ndarray:
             return np.from_dlpack(x)
         except (TypeError, RuntimeError, BufferError) as e:
             try:
-                on_host = tuple(x.__dlpack_device__())[0] in (1, 3)   # kDLCPU, kDLCUDAHost
+                on_host = tuple(x.__dlpack_device__())[0] in (1, 3)  # kDLCPU, kDLCUDAHost
             except Exception:
                 on_host = False
-            if on_host:   # a host array NumPy cannot represent (bfloat16, ...)
-                raise TypeError(f"{name}: {type(x).__name__} of dtype {getattr(x, 'dtype', '?')} cannot be "
-                                f"read as a NumPy array ({e}); Helios takes float16, float32 or float64 host "
-                                f"data (bfloat16 is not supported yet): convert it, e.g. x.float()") from None
-            raise TypeError(f"{name}: cannot read {type(x).__name__} through DLPack ({e}); "
-                            f"pass a host (CPU) array") from None
+            if on_host:  # a host array NumPy cannot represent (bfloat16, ...)
+                raise TypeError(
+                    f"{name}: {type(x).__name__} of dtype {getattr(x, 'dtype', '?')} cannot be "
+                    f"read as a NumPy array ({e}); Helios takes float16, float32 or float64 host "
+                    f"data (bfloat16 is not supported yet): convert it, e.g. x.float()"
+                ) from None
+            raise TypeError(
+                f"{name}: cannot read {type(x).__name__} through DLPack ({e}); pass a host (CPU) array"
+            ) from None
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
         return np.asarray(x)
-    raise TypeError(f"{name} must be an array (numpy.ndarray, a DLPack or array-interface object) "
-                    f"or a helios.Tensor, not {type(x).__name__}")
+    raise TypeError(
+        f"{name} must be an array (numpy.ndarray, a DLPack or array-interface object) "
+        f"or a helios.Tensor, not {type(x).__name__}"
+    )
 
 
 # The one conversion rule of every entry point (operands, uploads, C, bias):
@@ -218,9 +235,11 @@ def float_array(x: Any, name: str, op: str) -> np.ndarray:
     """host_array(x) checked against the conversion rule."""
     arr = host_array(x, name)
     if arr.dtype not in HOST_FLOATS:
-        raise TypeError(f"{name} has dtype {arr.dtype}; {op} takes floating-point host data (float16 or "
-                        f"float32; float64 is rounded), never integers, bools, complex or objects: convert "
-                        f"it explicitly")
+        raise TypeError(
+            f"{name} has dtype {arr.dtype}; {op} takes floating-point host data (float16 or "
+            f"float32; float64 is rounded), never integers, bools, complex or objects: convert "
+            f"it explicitly"
+        )
     return arr
 
 
@@ -229,6 +248,8 @@ def float16_array(arr: np.ndarray, name: str, op: str) -> np.ndarray:
     a copy only where needed, an unaligned view is copied as NumPy would); other
     dtypes are a TypeError naming the operation (the conversion rule above)."""
     if arr.dtype not in HOST_FLOATS:
-        raise TypeError(f"{name} has dtype {arr.dtype}; {op} takes floating-point data (float16 or "
-                        f"float32; float64 is rounded to float16)")
+        raise TypeError(
+            f"{name} has dtype {arr.dtype}; {op} takes floating-point data (float16 or "
+            f"float32; float64 is rounded to float16)"
+        )
     return np.require(arr, dtype=np.float16, requirements=["C", "A"])

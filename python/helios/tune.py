@@ -1,6 +1,7 @@
 """The tuner: time candidate variants per shape bucket, keep the fastest that
 passed its check, and store it in the tuning cache (helios/tune_cache.py) that
 every op with variant=None/"auto" reads."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -33,10 +34,15 @@ TEMPLATES: list[tuple[int, int, int, int, int, int, int]] = [
 def candidates(dev: Any) -> list[str]:
     """Variant strings from TEMPLATES for the device's f16 -> f32 subgroup coop
     shapes (16x16x16 and 16x8x16 first), those the device accepts, plus the default."""
-    table = [r for r in dev.info["cooperative_matrix_properties"]
-             if r["a"] == "f16" and r["b"] == "f16" and r["c"] == "f32" and r["scope"] == "subgroup"]
-    shapes = sorted({(r["m"], r["n"], r["k"]) for r in table},
-                    key=lambda s: (s != (16, 16, 16), s != (16, 8, 16), -s[0] * s[1] * s[2]))[:2]
+    table = [
+        r
+        for r in dev.info["cooperative_matrix_properties"]
+        if r["a"] == "f16" and r["b"] == "f16" and r["c"] == "f32" and r["scope"] == "subgroup"
+    ]
+    shapes = sorted(
+        {(r["m"], r["n"], r["k"]) for r in table},
+        key=lambda s: (s != (16, 16, 16), s != (16, 8, 16), -s[0] * s[1] * s[2]),
+    )[:2]
     default = dev.default_variant()
     out = [default]
     if not shapes or shapes[0][0] < 16:
@@ -45,15 +51,17 @@ def candidates(dev: Any) -> list[str]:
         if default.startswith("coop:"):
             out += [default.replace(":splitk=1:", ":splitk=2:"), default.replace(":raster=8", ":raster=1")]
         return [v for i, v in enumerate(out) if v not in out[:i]]
-    for (tm, tn, tk) in shapes:
-        for (bm, bn, bk, sm, sn, stages, splitk) in TEMPLATES:
+    for tm, tn, tk in shapes:
+        for bm, bn, bk, sm, sn, stages, splitk in TEMPLATES:
             if sm % tm or sn % tn or bm % sm or bn % sn or bk % tk:
                 continue
-            v = (f"coop:{tm}x{tn}x{tk}:tile{bm}x{bn}x{bk}:sg{sm // tm}x{sn // tn}:acc=f32:"
-                 f"load=shared:stages={stages}:splitk={splitk}:raster=8")
+            v = (
+                f"coop:{tm}x{tn}x{tk}:tile{bm}x{bn}x{bk}:sg{sm // tm}x{sn // tn}:acc=f32:"
+                f"load=shared:stages={stages}:splitk={splitk}:raster=8"
+            )
             try:
                 v = dev.check_variant(v)
-            except Exception:   # not valid on this device (limits, table): not a candidate
+            except Exception:  # not valid on this device (limits, table): not a candidate
                 continue
             if v not in out:
                 out.append(v)
@@ -83,12 +91,13 @@ def read_variant_list(spec: str) -> list[str]:
     return out
 
 
-def check_candidate(dev: Any, variant: str, seed: int = 0,
-                    shapes: Iterable[tuple[int, int, int]] = CHECK_SHAPES) -> Optional[str]:
+def check_candidate(
+    dev: Any, variant: str, seed: int = 0, shapes: Iterable[tuple[int, int, int]] = CHECK_SHAPES
+) -> Optional[str]:
     """None if the variant passes the seeds' gate on `shapes` (fp32 and fp16 output),
     else a reason. fp16 accumulators cannot meet the gate on long random sums:
     they get inputs in {-1, 0, 1} (partial sums exact in fp16), as in `helios check`."""
-    for (m, n, k) in shapes:
+    for m, n, k in shapes:
         if "acc=f16" in variant:
             rng = np.random.default_rng(seed + m + n + k)
             a = rng.integers(-1, 2, size=(m, k)).astype(np.float16)
@@ -109,12 +118,20 @@ class TuneResult:
     bucket: str
     variant: str
     median_ms: float
-    candidates: dict = field(default_factory=dict)   # variant -> median ms, or "REJECTED: why"
+    candidates: dict = field(default_factory=dict)  # variant -> median ms, or "REJECTED: why"
 
 
-def tune(dev: Any, shapes: Iterable[tuple[int, int, int]], *, variants: Optional[list[str]] = None,
-         iters: int = 20, warmup: int = 5, warmup_ms: float = 200.0, seed: int = 0,
-         log: Callable[[str], None] = lambda s: None) -> list[TuneResult]:
+def tune(
+    dev: Any,
+    shapes: Iterable[tuple[int, int, int]],
+    *,
+    variants: Optional[list[str]] = None,
+    iters: int = 20,
+    warmup: int = 5,
+    warmup_ms: float = 200.0,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda s: None,
+) -> list[TuneResult]:
     """Check every candidate once, then time the passing ones on each shape with
     GPU timestamps (warm-up by count and time, median of `iters`)."""
     cands = variants if variants is not None else candidates(dev)
@@ -137,8 +154,15 @@ def tune(dev: Any, shapes: Iterable[tuple[int, int, int]], *, variants: Optional
             t = dev.time_matmul(*shape, iters=iters, warmup=w, variant=v, inputs=(a, b))
             times[v] = t.median_ms
         best = min(passing, key=lambda v: times[v])
-        results.append(TuneResult(shape=(shape[0], shape[1], shape[2]), bucket=bucket(shape), variant=best,
-                                  median_ms=times[best], candidates=times))
+        results.append(
+            TuneResult(
+                shape=(shape[0], shape[1], shape[2]),
+                bucket=bucket(shape),
+                variant=best,
+                median_ms=times[best],
+                candidates=times,
+            )
+        )
         log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}")
     return results
 
@@ -151,7 +175,11 @@ def store(results: list[TuneResult], info: Any, path: Optional[Path] = None) -> 
     entry["device"] = {k: info[k] for k in ("name", "driver_name", "driver_info", "driver_version")}
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for r in results:
-        entry["buckets"][r.bucket] = {"variant": r.variant, "median_ms": r.median_ms,
-                                      "shape": "x".join(map(str, r.shape)),
-                                      "candidates": r.candidates, "timestamp": now}
+        entry["buckets"][r.bucket] = {
+            "variant": r.variant,
+            "median_ms": r.median_ms,
+            "shape": "x".join(map(str, r.shape)),
+            "candidates": r.candidates,
+            "timestamp": now,
+        }
     return save(doc, path)

@@ -19,6 +19,7 @@ an op never fails because of the cache.
 Shape buckets: each dimension rounded up to a multiple of 128 (one block of
 the default tiling), so shapes that differ by less than a block share a pick.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,10 @@ def bucket(shape: tuple[int, int, int]) -> str:
 def device_key(info: Any) -> str:
     table = json.dumps(list(info["cooperative_matrix_properties"]), sort_keys=True, default=str)
     h = hashlib.sha256(table.encode()).hexdigest()[:12]
-    return (f"{info['name']}|{info['vendor_id']:#06x}:{info['device_id']:#06x}|"
-            f"driver {info['driver_version']}|coop {h}|kernels r{KERNEL_REVISION}")
+    return (
+        f"{info['name']}|{info['vendor_id']:#06x}:{info['device_id']:#06x}|"
+        f"driver {info['driver_version']}|coop {h}|kernels r{KERNEL_REVISION}"
+    )
 
 
 def empty() -> dict:
@@ -89,8 +92,7 @@ def load(path: Optional[Path] = None) -> dict:
     except ValueError as e:
         doc, why = None, str(e).removeprefix(f"{path}: ")
     if why is not None or not isinstance(doc, dict):
-        warnings.warn(f"helios: tune cache {path} ignored: {why} (the next `helios tune` rewrites it)",
-                      stacklevel=2)
+        warnings.warn(f"helios: tune cache {path} ignored: {why} (the next `helios tune` rewrites it)", stacklevel=2)
         return empty()
     return doc
 
@@ -126,11 +128,11 @@ class TunedChoice:
 
     def __init__(self) -> None:
         self._doc: Optional[dict] = None
-        self._key: Optional[str] = None   # device_key hashes the coop table: once per device
+        self._key: Optional[str] = None  # device_key hashes the coop table: once per device
 
     def resolve(self, dev: Any, shape: tuple[int, int, int]) -> Optional[str]:
         if dev.active_override() is not None:
-            return None   # the engine applies the switch
+            return None  # the engine applies the switch
         if self._doc is None:
             self._doc = load()
             self._key = device_key(dev.info)

@@ -1,5 +1,6 @@
 """Argument checks shared by every entry point: one rule per kind of argument,
 each error naming the argument and what it got."""
+
 from __future__ import annotations
 
 import math

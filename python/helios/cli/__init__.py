@@ -1,6 +1,7 @@
 """The `helios` command line: one module per command (helios/cli/<command>.py),
 each registering its parser; this module holds the top parser, the device
 flags every command shares and the exit-status policy."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,18 +16,25 @@ from .common import EXIT_CODES, UsageError, version_line
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="helios", epilog=EXIT_CODES,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Vulkan cooperative-matrix matmul, "
-                                "measured against CUDA.")
-    p.add_argument("--device", type=int, default=None,
-                   help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)")
-    p.add_argument("--disable-coop", action="store_true",
-                   help="use the scalar path only (like HELIOS_DISABLE_COOP=1)")
-    p.add_argument("--debug", action="store_true",
-                   help="print the traceback of an internal error (also HELIOS_DEBUG=1)")
-    p.add_argument("--version", action="version", version=version_line(),
-                   help="print Helios's version and the commit its engine was built from")
+    p = argparse.ArgumentParser(
+        prog="helios",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Vulkan cooperative-matrix matmul, measured against CUDA.",
+    )
+    p.add_argument(
+        "--device", type=int, default=None, help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)"
+    )
+    p.add_argument("--disable-coop", action="store_true", help="use the scalar path only (like HELIOS_DISABLE_COOP=1)")
+    p.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error (also HELIOS_DEBUG=1)"
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=version_line(),
+        help="print Helios's version and the commit its engine was built from",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     for command in (info, timing, bench, compare, check, tune, suite, report):
@@ -47,7 +55,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{where}: interrupted before any result was complete; nothing written", file=sys.stderr)
         return 130
-    except BrokenPipeError:   # the reader went away (`helios info --json | head -1`): not an error of ours
+    except BrokenPipeError:  # the reader went away (`helios info --json | head -1`): not an error of ours
         _quiet_stdout()
         return 141
     except _helios.NoDeviceError as e:
@@ -60,16 +68,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{where}: error: {e}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, _helios.UnsupportedError, _helios.DeviceMemoryError) as e:
-        print(f"{where}: error: {e}", file=sys.stderr)   # a request this input or device cannot serve
+        print(f"{where}: error: {e}", file=sys.stderr)  # a request this input or device cannot serve
         return 2
     except _helios.HeliosError as e:
         print(f"{where}: device failure: {e}", file=sys.stderr)
         return 3
-    except Exception as e:   # a bug of ours: never exit 1, which means a failed gate or a regression
+    except Exception as e:  # a bug of ours: never exit 1, which means a failed gate or a regression
         if args.debug or os.environ.get("HELIOS_DEBUG", "").strip() not in ("", "0"):
             raise
-        print(f"{where}: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"{where}: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr
+        )
         return 2
 
 

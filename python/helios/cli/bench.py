@@ -1,4 +1,5 @@
 """`helios bench`: the CUDA-parity protocol for the matmul and attention workloads, on one GPU or each of several."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,12 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
     from ..device import identities
     from ..harness.fleet import device_indices, fleet_markdown, run_devices, summarize
+
     if not args.out:
-        raise UsageError("--devices needs --out FILE.json: the fleet summary; each device's result "
-                         "is written beside it as FILE-dev<i>.json")
+        raise UsageError(
+            "--devices needs --out FILE.json: the fleet summary; each device's result "
+            "is written beside it as FILE-dev<i>.json"
+        )
     out = out_paths(args.out, args.force)
     infos = identities()
     indices = device_indices(args.devices, infos)
@@ -47,8 +51,9 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
             results.append(res)
             labels.append(f"dev{e['index']} {res.get('helios', {}).get('pci_bus_id') or e['uuid'][:8]}")
     summary = summarize(results, labels)
-    summary.update(devices=entries, serial=bool(args.devices_serial), command=["helios"] + argv,
-                   host=__import__("platform").node())
+    summary.update(
+        devices=entries, serial=bool(args.devices_serial), command=["helios"] + argv, host=__import__("platform").node()
+    )
     table = fleet_markdown(summary) if results else "no device produced a result\n"
     print(table, end="")
     write_atomic(out[0], json.dumps(summary, indent=1))
@@ -61,7 +66,6 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     return 3 if 3 in rcs else 2 if 2 in rcs else 1 if any(rcs) else 0
 
 
-
 def scale_defaults(args: argparse.Namespace, gpu_shapes: str = "canonical", cpu_shapes: str = "small") -> None:
     """Defaults sized to the device: on a CPU Vulkan device (lavapipe) the
     canonical cubes at 100 iterations take many minutes, so a bench given no
@@ -70,18 +74,23 @@ def scale_defaults(args: argparse.Namespace, gpu_shapes: str = "canonical", cpu_
     with open_device(args) as d:
         cpu = d.info["device_type"] == "cpu"
         name = d.info["name"]
-    defaults = {"shapes": cpu_shapes, "iters": 10, "warmup": 3} if cpu else \
-        {"shapes": gpu_shapes, "iters": 100, "warmup": 10}
+    defaults = (
+        {"shapes": cpu_shapes, "iters": 10, "warmup": 3} if cpu else {"shapes": gpu_shapes, "iters": 100, "warmup": 10}
+    )
     for k, v in defaults.items():
         if k not in given:
             setattr(args, k, v)
     if cpu and len(given) < 3:
-        print(f"helios bench: {name} is a CPU device: defaults scaled to --shapes={args.shapes} "
-              f"--iters={args.iters} --warmup={args.warmup} (give them to override)", file=sys.stderr)
+        print(
+            f"helios bench: {name} is a CPU device: defaults scaled to --shapes={args.shapes} "
+            f"--iters={args.iters} --warmup={args.warmup} (give them to override)",
+            file=sys.stderr,
+        )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..harness.matmul_bench import BenchConfig, markdown, run_bench
+
     if args.devices:
         return cmd_bench_devices(args)
     if args.workload == "attention":
@@ -89,25 +98,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.causal or args.sdpa_backends is not None:
         raise UsageError("--causal and --sdpa-backends belong to --workload=attention")
     if args.ref == "sdpa":
-        raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, "
-                         "cublas or numpy")
+        raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, cublas or numpy")
     scale_defaults(args)
     variant = None if args.variant in (None, "matmul", "default") else args.variant
-    if args.out and "{" in args.out:   # {host}, {uuid}, {rank}, {local_rank}
+    if args.out and "{" in args.out:  # {host}, {uuid}, {rank}, {local_rank}
         from ..launcher import expand_out, launcher_info
+
         with open_device(args) as d:
             uuid = d.info["uuid"]
         args.out = expand_out(args.out, uuid, launcher_info())
     out = out_paths(args.out, args.force)
-    cfg = BenchConfig(shapes=flag_value("--shapes", parse_shapes, args.shapes), iters=args.iters, warmup=args.warmup,
-                      dtype=args.dtype, variant=variant, check=args.check, check_shape=args.check_shape,
-                      atol=args.atol, rtol=args.rtol, repeats=args.repeats, runs=args.runs,
-                      flush_l2=args.flush_l2,
-                      warmup_ms=args.warmup_ms,
-                      ref=args.ref, seed=args.seed, device=args.device,
-                      command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    cfg = BenchConfig(
+        shapes=flag_value("--shapes", parse_shapes, args.shapes),
+        iters=args.iters,
+        warmup=args.warmup,
+        dtype=args.dtype,
+        variant=variant,
+        check=args.check,
+        check_shape=args.check_shape,
+        atol=args.atol,
+        rtol=args.rtol,
+        repeats=args.repeats,
+        runs=args.runs,
+        flush_l2=args.flush_l2,
+        warmup_ms=args.warmup_ms,
+        ref=args.ref,
+        seed=args.seed,
+        device=args.device,
+        command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv),
+    )
     return run_and_emit(lambda: run_bench(cfg, log=print), markdown, out)
-
 
 
 def cmd_bench_attention(args: argparse.Namespace) -> int:
@@ -118,87 +138,180 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         run_attention_bench,
     )
     from ..harness.sdpa import BACKENDS
+
     if args.ref in ("torch", "cublas"):
         raise UsageError(f"--ref={args.ref} is a matmul reference; attention takes auto, sdpa or numpy")
     backends = tuple(b.strip() for b in (args.sdpa_backends or ",".join(BACKENDS)).split(",") if b.strip())
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown or not backends:
-        raise UsageError(f"--sdpa-backends: unknown {', '.join(unknown) or '(none given)'}; "
-                         f"choose from {', '.join(BACKENDS)}")
+        raise UsageError(
+            f"--sdpa-backends: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)}"
+        )
     variant = None if args.variant in (None, "matmul", "default", "auto") else args.variant
     out = out_paths(args.out, args.force)
     scale_defaults(args, "seed004,seed003,long", "small")
-    cfg = AttnBenchConfig(shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
-                          causal=args.causal, iters=args.iters, warmup=args.warmup, warmup_ms=args.warmup_ms,
-                          variant=variant, check=args.check, atol=args.atol, rtol=args.rtol,
-                          repeats=args.repeats, flush_l2=args.flush_l2, ref=args.ref, backends=backends,
-                          seed=args.seed, device=args.device,
-                          command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv))
+    cfg = AttnBenchConfig(
+        shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
+        causal=args.causal,
+        iters=args.iters,
+        warmup=args.warmup,
+        warmup_ms=args.warmup_ms,
+        variant=variant,
+        check=args.check,
+        atol=args.atol,
+        rtol=args.rtol,
+        repeats=args.repeats,
+        flush_l2=args.flush_l2,
+        ref=args.ref,
+        backends=backends,
+        seed=args.seed,
+        device=args.device,
+        command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv),
+    )
     return run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
 
 
-
 def register(sub: Any) -> None:
-    pb = sub.add_parser("bench", help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
-                        "and a reference, statistics, JSON (also accepts the original `alpha bench --suite=cuda` flags)")
-    pb.add_argument("--suite", default="cuda", choices=["cuda"], help="benchmark suite; only 'cuda' (Helios vs a reference)")
-    pb.add_argument("--workload", default="matmul", choices=["matmul", "attention"],
-                    help="matmul (default), or attention: Helios's flash-attention "
-                         "forward vs every torch SDPA backend")
-    pb.add_argument("--shapes", default=None,
-                    help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
-                         "large (4096/8192), llm (transformer projections), small; default canonical "
-                         "(small on a CPU device). attention: BxHxSxd and/or sets seed004 (short sequences, "
-                         "S=128..256, d=64), seed003 (32x8x512x64), anchor (the table ggml's Vulkan attention "
-                         "is measured on), long (S=2048..8192, d=128), small; default seed004,seed003,long "
-                         "(small on a CPU device)")
-    pb.add_argument("--causal", action="store_true",
-                    help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)")
-    pb.add_argument("--sdpa-backends", dest="sdpa_backends", default=None,
-                    help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
-                         "math (default all; one that refuses a shape is recorded as unavailable)")
-    pb.add_argument("--iters", type=launches, default=None,
-                    help="timed iterations per side, shape and round (default 100; 10 on a CPU device)")
-    pb.add_argument("--warmup", type=warmup_count, default=None,
-                    help="untimed warm-up launches before them, at least (default 10; 3 on a CPU device)")
-    pb.add_argument("--warmup-ms", "--warmupMs", dest="warmup_ms", type=finite_float(), default=200.0,
-                    help="and at least this many ms of GPU work of warm-up, so an idle GPU's clocks "
-                         "ramp up first; the launches used are recorded per row (default 200)")
-    pb.add_argument("--dtype", default="float16", choices=["float16"],
-                    help="input dtype (float16; bf16 inputs are not implemented yet)")
-    pb.add_argument("--variant", "--heliosVariant", dest="variant", default="matmul",
-                    help="'matmul' or 'auto' (per shape: the `helios tune` pick for its bucket, else "
-                         "the built-in default for the shape) or one variant string from "
-                         "`helios info --json` for every shape")
-    pb.add_argument("--check", type=parse_bool, nargs="?", const=True, default=True,
-                    help="gate the run on the check shape and check every timed output "
-                         "(default true; --check=false gives results marked untrusted)")
-    pb.add_argument("--check-shape", "--checkShape", dest="check_shape", type=shape_arg,
-                    default=(384, 384, 384), help="shape of the gate (default 384x384x384)")
+    pb = sub.add_parser(
+        "bench",
+        help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
+        "and a reference, statistics, JSON (also accepts the original `alpha bench --suite=cuda` flags)",
+    )
+    pb.add_argument(
+        "--suite", default="cuda", choices=["cuda"], help="benchmark suite; only 'cuda' (Helios vs a reference)"
+    )
+    pb.add_argument(
+        "--workload",
+        default="matmul",
+        choices=["matmul", "attention"],
+        help="matmul (default), or attention: Helios's flash-attention forward vs every torch SDPA backend",
+    )
+    pb.add_argument(
+        "--shapes",
+        default=None,
+        help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
+        "large (4096/8192), llm (transformer projections), small; default canonical "
+        "(small on a CPU device). attention: BxHxSxd and/or sets seed004 (short sequences, "
+        "S=128..256, d=64), seed003 (32x8x512x64), anchor (the table ggml's Vulkan attention "
+        "is measured on), long (S=2048..8192, d=128), small; default seed004,seed003,long "
+        "(small on a CPU device)",
+    )
+    pb.add_argument(
+        "--causal",
+        action="store_true",
+        help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)",
+    )
+    pb.add_argument(
+        "--sdpa-backends",
+        dest="sdpa_backends",
+        default=None,
+        help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
+        "math (default all; one that refuses a shape is recorded as unavailable)",
+    )
+    pb.add_argument(
+        "--iters",
+        type=launches,
+        default=None,
+        help="timed iterations per side, shape and round (default 100; 10 on a CPU device)",
+    )
+    pb.add_argument(
+        "--warmup",
+        type=warmup_count,
+        default=None,
+        help="untimed warm-up launches before them, at least (default 10; 3 on a CPU device)",
+    )
+    pb.add_argument(
+        "--warmup-ms",
+        "--warmupMs",
+        dest="warmup_ms",
+        type=finite_float(),
+        default=200.0,
+        help="and at least this many ms of GPU work of warm-up, so an idle GPU's clocks "
+        "ramp up first; the launches used are recorded per row (default 200)",
+    )
+    pb.add_argument(
+        "--dtype",
+        default="float16",
+        choices=["float16"],
+        help="input dtype (float16; bf16 inputs are not implemented yet)",
+    )
+    pb.add_argument(
+        "--variant",
+        "--heliosVariant",
+        dest="variant",
+        default="matmul",
+        help="'matmul' or 'auto' (per shape: the `helios tune` pick for its bucket, else "
+        "the built-in default for the shape) or one variant string from "
+        "`helios info --json` for every shape",
+    )
+    pb.add_argument(
+        "--check",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="gate the run on the check shape and check every timed output "
+        "(default true; --check=false gives results marked untrusted)",
+    )
+    pb.add_argument(
+        "--check-shape",
+        "--checkShape",
+        dest="check_shape",
+        type=shape_arg,
+        default=(384, 384, 384),
+        help="shape of the gate (default 384x384x384)",
+    )
     pb.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
     pb.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"gate relative tolerance (default {RTOL})")
-    pb.add_argument("--repeats", type=positive_int, default=1,
-                    help="rounds; each round times every shape on both sides, alternating which "
-                         "goes first (default 1)")
-    pb.add_argument("--flush-l2", "--flushL2", dest="flush_l2", action="store_true",
-                    help="cold mode: overwrite 256 MiB before each sample, outside the timed region")
-    pb.add_argument("--ref", default="auto", choices=["auto", "torch", "cublas", "numpy", "sdpa"],
-                    help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
-                         "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
-                         "(torch SDPA) or numpy; auto = sdpa, else numpy")
+    pb.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=1,
+        help="rounds; each round times every shape on both sides, alternating which goes first (default 1)",
+    )
+    pb.add_argument(
+        "--flush-l2",
+        "--flushL2",
+        dest="flush_l2",
+        action="store_true",
+        help="cold mode: overwrite 256 MiB before each sample, outside the timed region",
+    )
+    pb.add_argument(
+        "--ref",
+        default="auto",
+        choices=["auto", "torch", "cublas", "numpy", "sdpa"],
+        help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
+        "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
+        "(torch SDPA) or numpy; auto = sdpa, else numpy",
+    )
     pb.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
-    pb.add_argument("--runs", type=positive_int, default=1,
-                    help="independent runs in one invocation (3 for a comparison that can gate CI): each "
-                         "with its own clock ramp and warm-up, recorded per round "
-                         "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)")
-    pb.add_argument("--out", default=None,
-                    help="write the helios-bench/1 JSON to this .json file, and the markdown table "
-                         "beside it (.md); checked before anything is timed, written atomically")
+    pb.add_argument(
+        "--runs",
+        type=positive_int,
+        default=1,
+        help="independent runs in one invocation (3 for a comparison that can gate CI): each "
+        "with its own clock ramp and warm-up, recorded per round "
+        "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)",
+    )
+    pb.add_argument(
+        "--out",
+        default=None,
+        help="write the helios-bench/1 JSON to this .json file, and the markdown table "
+        "beside it (.md); checked before anything is timed, written atomically",
+    )
     pb.add_argument("--force", action="store_true", help="replace existing --out files")
-    pb.add_argument("--devices", default=None, metavar="all|I,J,...",
-                    help="one independent bench per Vulkan GPU ('all': every hardware GPU), run "
-                         "concurrently, each pinned to its GPU (--device, and CUDA_VISIBLE_DEVICES by "
-                         "UUID on NVIDIA); --out names the fleet summary, per-device results beside it")
-    pb.add_argument("--devices-serial", dest="devices_serial", action="store_true",
-                    help="with --devices: one GPU after another instead of all at once")
+    pb.add_argument(
+        "--devices",
+        default=None,
+        metavar="all|I,J,...",
+        help="one independent bench per Vulkan GPU ('all': every hardware GPU), run "
+        "concurrently, each pinned to its GPU (--device, and CUDA_VISIBLE_DEVICES by "
+        "UUID on NVIDIA); --out names the fleet summary, per-device results beside it",
+    )
+    pb.add_argument(
+        "--devices-serial",
+        dest="devices_serial",
+        action="store_true",
+        help="with --devices: one GPU after another instead of all at once",
+    )
     pb.set_defaults(func=cmd_bench, argv=None)

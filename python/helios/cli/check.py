@@ -1,4 +1,5 @@
 """`helios check`: correctness fuzzing of products and attention."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,7 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
 
     from ..device import identities
     from ..harness.fleet import device_indices, run_devices
+
     infos = identities()
     indices = device_indices(args.devices, infos)
     _, child = child_argv(args, "check", ["--devices", "--devices-serial"])
@@ -24,8 +26,9 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
         entries = run_devices(child, indices, infos, Path(tmp) / "check", args.devices_serial, command="check")
         for e in entries:
             tail = Path(e["log"]).read_text(encoding="utf-8", errors="replace").strip().splitlines()
-            print(f"device {e['index']} ({e['name']}, {e['uuid']}): exit {e['rc']}: "
-                  f"{tail[-1] if tail else 'no output'}")
+            print(
+                f"device {e['index']} ({e['name']}, {e['uuid']}): exit {e['rc']}: {tail[-1] if tail else 'no output'}"
+            )
             for line in tail[:-1]:
                 if line.startswith("FAIL"):
                     print(f"  {line}")
@@ -34,11 +37,11 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     return 1 if 1 in rcs else 2 if all(r == 2 for r in rcs) else max(rcs)
 
 
-
 def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
     from ..harness.attention_fuzz import SdpaOracle, attention_fuzz
+
     try:
         dev = open_device(args)
     except _helios.NoDeviceError as e:
@@ -51,33 +54,49 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
                 oracle = SdpaOracle(dev.info["uuid"])
             except (ImportError, RuntimeError) as e:
                 why = str(e)
-        print(f"environment: {oracle.environment() if oracle else 'float64 reference only'}; "
-              f"Helios fp16 in/out on {dev.info['name']}; atol={args.atol} rtol={args.rtol}")
+        print(
+            f"environment: {oracle.environment() if oracle else 'float64 reference only'}; "
+            f"Helios fp16 in/out on {dev.info['name']}; atol={args.atol} rtol={args.rtol}"
+        )
         failures = n = 0
-        for case in attention_fuzz(dev, args.fuzz, args.seed, matrix=args.matrix == "seed003",
-                                   variant=args.variant,
-                                   oracle=oracle, max_seq=args.max_seq, atol=args.atol, rtol=args.rtol):
+        for case in attention_fuzz(
+            dev,
+            args.fuzz,
+            args.seed,
+            matrix=args.matrix == "seed003",
+            variant=args.variant,
+            oracle=oracle,
+            max_seq=args.max_seq,
+            atol=args.atol,
+            rtol=args.rtol,
+        ):
             n += 1
             if not case.passed:
                 failures += 1
-                print(f"FAIL #{case.index} {case.label()}: float64 {case.float64}"
-                      + (f"; sdpa {case.sdpa}" if case.sdpa else ""))
+                print(
+                    f"FAIL #{case.index} {case.label()}: float64 {case.float64}"
+                    + (f"; sdpa {case.sdpa}" if case.sdpa else "")
+                )
             elif args.verbose:
                 print(f"ok   #{case.index} {case.label()}")
-    print(f"{n - failures} passed, {failures} failed (attention fuzz seed {args.seed}"
-          f"{', seed 003 matrix' if args.matrix == 'seed003' else ''})")
+    print(
+        f"{n - failures} passed, {failures} failed (attention fuzz seed {args.seed}"
+        f"{', seed 003 matrix' if args.matrix == 'seed003' else ''})"
+    )
     if failures:
         return 1
     if oracle is None and args.oracle == "sdpa":
-        print(f"helios check --attention: skipped: no CUDA oracle ({why}); float64 checks passed. "
-              f"--oracle=float64 accepts them alone.")
+        print(
+            f"helios check --attention: skipped: no CUDA oracle ({why}); float64 checks passed. "
+            f"--oracle=float64 accepts them alone."
+        )
         return 2
     return 0
 
 
-
 def cmd_check(args: argparse.Namespace) -> int:
     from ..harness.fuzz import fuzz
+
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
     if args.attention:
@@ -93,8 +112,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         n = 0
         seen_variants: set = set()
         seen_forms: set = set()
-        for case in fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim,
-                         atol=args.atol, rtol=args.rtol):
+        for case in fuzz(
+            dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim, atol=args.atol, rtol=args.rtol
+        ):
             n += 1
             seen_variants.add(case.variant)
             seen_forms.add(case.form.split("(")[0])
@@ -104,19 +124,23 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"FAIL {label}: {case.line}")
             elif args.verbose:
                 print(f"ok   {label}")
-    print(f"covered {len(seen_variants)} of {len(variants)} variants"
-          + ("" if len(seen_variants) == len(variants) else f" (--fuzz {len(variants)} or more covers all)")
-          + f"; op forms: {', '.join(sorted(seen_forms))}")
+    print(
+        f"covered {len(seen_variants)} of {len(variants)} variants"
+        + ("" if len(seen_variants) == len(variants) else f" (--fuzz {len(variants)} or more covers all)")
+        + f"; op forms: {', '.join(sorted(seen_forms))}"
+    )
     print(f"{n - failures} passed, {failures} failed (fuzz seed {args.seed})")
     return 1 if failures else 0
 
 
-
 def register(sub: Any) -> None:
-    pk = sub.add_parser("check", help="correctness fuzzing: case i runs variant i (cycling through every "
-                        "variant; --fuzz >= their count covers all) on a random odd shape and op form (plain, "
-                        "transposed operand, batched, fused epilogue) vs float64; "
-                        "exit 0 pass, 1 fail, 2 skipped (no device)")
+    pk = sub.add_parser(
+        "check",
+        help="correctness fuzzing: case i runs variant i (cycling through every "
+        "variant; --fuzz >= their count covers all) on a random odd shape and op form (plain, "
+        "transposed operand, batched, fused epilogue) vs float64; "
+        "exit 0 pass, 1 fail, 2 skipped (no device)",
+    )
     pk.add_argument("--fuzz", type=positive_int, default=50, help="number of random cases (default 50)")
     pk.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0); a failure is reproducible from it")
     pk.add_argument("--variant", default=None, help="fuzz one variant only (default: all the device lists)")
@@ -124,19 +148,39 @@ def register(sub: Any) -> None:
     pk.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
-    pk.add_argument("--attention", action="store_true",
-                    help="fuzz attention instead: the 27-config matrix (S 448/512/640 x B 16/32/48 x H 4/8/16, d 64) causal and not, then "
-                         "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle")
-    pk.add_argument("--matrix", default="seed003", choices=["seed003", "none"],
-                    help="attention: run the 27-config matrix first (default; its name, seed003, is the protocol it comes from) or not")
-    pk.add_argument("--oracle", default="sdpa", choices=["sdpa", "float64"],
-                    help="attention: sdpa (default: torch SDPA and float64; skipped, exit 2, without "
-                         "CUDA) or float64 alone")
-    pk.add_argument("--max-seq", dest="max_seq", type=positive_int, default=300,
-                    help="attention: longest random sequence drawn (default 300)")
-    pk.add_argument("--devices", default=None, metavar="all|I,J,...",
-                    help="the same fuzz (same seed, same shapes) on every listed Vulkan GPU, each in its "
-                         "own process, concurrently; exit 1 if any device fails")
-    pk.add_argument("--devices-serial", dest="devices_serial", action="store_true",
-                    help="with --devices: one GPU after another")
+    pk.add_argument(
+        "--attention",
+        action="store_true",
+        help="fuzz attention instead: the 27-config matrix (S 448/512/640 x B 16/32/48 x H 4/8/16, d 64) causal and not, then "
+        "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle",
+    )
+    pk.add_argument(
+        "--matrix",
+        default="seed003",
+        choices=["seed003", "none"],
+        help="attention: run the 27-config matrix first (default; its name, seed003, is the protocol it comes from) or not",
+    )
+    pk.add_argument(
+        "--oracle",
+        default="sdpa",
+        choices=["sdpa", "float64"],
+        help="attention: sdpa (default: torch SDPA and float64; skipped, exit 2, without CUDA) or float64 alone",
+    )
+    pk.add_argument(
+        "--max-seq",
+        dest="max_seq",
+        type=positive_int,
+        default=300,
+        help="attention: longest random sequence drawn (default 300)",
+    )
+    pk.add_argument(
+        "--devices",
+        default=None,
+        metavar="all|I,J,...",
+        help="the same fuzz (same seed, same shapes) on every listed Vulkan GPU, each in its "
+        "own process, concurrently; exit 1 if any device fails",
+    )
+    pk.add_argument(
+        "--devices-serial", dest="devices_serial", action="store_true", help="with --devices: one GPU after another"
+    )
     pk.set_defaults(func=cmd_check)

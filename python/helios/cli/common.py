@@ -1,5 +1,6 @@
 """What every command shares: argument types, the exit-status policy, --out
 handling (checked before work, written atomically) and opening the device."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,6 @@ def parse_bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
-
 def positive_int(s: str) -> int:
     try:
         v = int(s)
@@ -33,7 +33,6 @@ def positive_int(s: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
     return v
-
 
 
 def nonneg_int(s: str) -> int:
@@ -66,6 +65,7 @@ def warmup_count(s: str) -> int:
 def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = False) -> Callable[[str], float]:
     """An argparse type: a finite number in [lo, hi] ([lo, hi) with hi_open);
     NaN and infinities are refused (they would end up in the JSON)."""
+
     def parse(s: str) -> float:
         try:
             v = float(s)
@@ -77,6 +77,7 @@ def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = F
             top = "" if math.isinf(hi) else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
             raise argparse.ArgumentTypeError(f"expected a number >= {lo:g}{top}, got {s!r}")
         return v
+
     parse.__name__ = "number"
     return parse
 
@@ -96,9 +97,9 @@ def shape_arg(s: str) -> tuple[int, int, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-
 def version_line() -> str:
     from .. import __version__
+
     return f"helios {__version__} (engine built from {_helios.BUILD_COMMIT})"
 
 
@@ -115,10 +116,8 @@ EXIT_CODES = """exit status (every command):
   an internal error is a one-line message and 2 (--debug shows the traceback)"""
 
 
-
 class UsageError(ValueError):
     """Bad input or usage: exit status 2 with a one-line message."""
-
 
 
 def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
@@ -129,8 +128,10 @@ def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
         return None
     p = Path(out)
     if p.suffix.lower() != ".json":
-        raise UsageError(f"--out {out!r}: give the JSON file's name (ending in .json); the "
-                         f"markdown table is written beside it as .md")
+        raise UsageError(
+            f"--out {out!r}: give the JSON file's name (ending in .json); the "
+            f"markdown table is written beside it as .md"
+        )
     md = p.with_suffix(".md")
     for q in (p, md):
         try:
@@ -138,14 +139,14 @@ def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
                 raise UsageError(f"--out {out!r}: {q} is a directory")
             if q.exists() and not force:
                 raise UsageError(f"--out {out!r}: {q} exists; pass --force to replace it")
-        except OSError as e:   # a name too long, a path through a file, ...
+        except OSError as e:  # a name too long, a path through a file, ...
             raise UsageError(f"--out {out!r}: {e.strerror or e}") from None
     parent = p.parent if str(p.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--out {out!r}: cannot create {parent}: {e.strerror or e}") from None
-    for q in (p, md):   # create what writing will create (a /proc path, a name too long: refused now)
+    for q in (p, md):  # create what writing will create (a /proc path, a name too long: refused now)
         probe_writable(q, "--out")
     return p, md
 
@@ -171,7 +172,6 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-
 def write_atomic(path: Path, text: str) -> None:
     tmp = _tmp_name(path)
     try:
@@ -193,9 +193,9 @@ def write_results(out: tuple[Path, Path], doc: dict, table: str) -> Optional[Pat
         write_atomic(out[1], table)
         return None
     except OSError as e:
-        print(f"helios: cannot write {out[0]} ({e.strerror or e}); saving the results elsewhere",
-              file=sys.stderr)
+        print(f"helios: cannot write {out[0]} ({e.strerror or e}); saving the results elsewhere", file=sys.stderr)
     import tempfile
+
     for where in (Path.cwd(), Path(tempfile.gettempdir())):
         try:
             fd, name = tempfile.mkstemp(prefix="helios-results-", suffix=".json", dir=where)
@@ -204,22 +204,21 @@ def write_results(out: tuple[Path, Path], doc: dict, table: str) -> Optional[Pat
             return Path(name)
         except OSError:
             continue
-    raise OSError(f"could not save the results anywhere (tried {out[0]}, the working directory and "
-                  f"{tempfile.gettempdir()})")
-
+    raise OSError(
+        f"could not save the results anywhere (tried {out[0]}, the working directory and {tempfile.gettempdir()})"
+    )
 
 
 def open_device(args: argparse.Namespace) -> Device:
     return Device(args.device, disable_coop=args.disable_coop)
 
 
-
 def child_argv(args: argparse.Namespace, command: str, drop: Sequence[str]) -> tuple[list[str], list[str]]:
     """(this command line, the subcommand's arguments without `drop`) for --devices children."""
     from ..harness.fleet import strip_args
-    argv = list(sys.argv[1:] if args.argv is None else args.argv)
-    return argv, strip_args(argv[argv.index(command) + 1:] if command in argv else argv, drop)
 
+    argv = list(sys.argv[1:] if args.argv is None else args.argv)
+    return argv, strip_args(argv[argv.index(command) + 1 :] if command in argv else argv, drop)
 
 
 def run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
@@ -235,7 +234,6 @@ def run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
     return emit(result, table(result), out, f"run rejected: {result.get('failure')}")
 
 
-
 def emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:
     """Print the table, write JSON + markdown where --out says. Exit 0 when the
     status is ok, 130 for an interrupted run (its complete rounds are written),
@@ -246,8 +244,7 @@ def emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: s
         fallback = write_results(out, result, table)
         print(f"wrote {fallback}" if fallback else f"wrote {out[0]} and {out[1]}")
     if result["status"] == "interrupted":
-        print("helios: interrupted (Ctrl-C): the results hold the rounds completed before it",
-              file=sys.stderr)
+        print("helios: interrupted (Ctrl-C): the results hold the rounds completed before it", file=sys.stderr)
         return 130
     if fallback:
         return 2
@@ -255,7 +252,6 @@ def emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: s
         print(f"helios: {rejected}", file=sys.stderr)
         return 1
     return 0
-
 
 
 def int_list(text: str) -> list[int]:
@@ -266,7 +262,6 @@ def int_list(text: str) -> list[int]:
     if not vals or min(vals) < 1:
         raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
     return vals
-
 
 
 def expand_dirs(paths: Sequence[str]) -> list[str]:

@@ -1,4 +1,5 @@
 """`helios compare`: per-shape verdicts between result files."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,12 +11,13 @@ from .common import finite_float
 
 def _compare_doc() -> str:
     from ..harness import compare
-    return compare.__doc__ or ""
 
+    return compare.__doc__ or ""
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..harness.compare import CompareError, commit_line, compare, device_label, exit_status, load, table
+
     old_files = args.old or []
     new_files = args.new or []
     if args.files:
@@ -31,8 +33,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         new = [load(p) for p in new_files]
         if not 0.5 <= args.level < 1.0:
             raise CompareError(f"--level must be in [0.5, 1), got {args.level}")
-        verdicts = compare(old, new, ignore_device=args.ignore_device, run_noise=args.run_noise / 100.0,
-                           level=args.level)
+        verdicts = compare(
+            old, new, ignore_device=args.ignore_device, run_noise=args.run_noise / 100.0, level=args.level
+        )
     except CompareError as e:
         print(f"helios: cannot compare: {e}", file=sys.stderr)
         return 2
@@ -42,26 +45,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return exit_status(verdicts, args.fail_on_regression)
 
 
-
 def register(sub: Any) -> None:
-    pc = sub.add_parser("compare", help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
-                        "bench results, beyond run-to-run noise; exit 0 no confident regression, "
-                        "1 a confident regression (above --fail-on-regression), 2 bad input",
-                        description=_compare_doc(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    pc = sub.add_parser(
+        "compare",
+        help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
+        "bench results, beyond run-to-run noise; exit 0 no confident regression, "
+        "1 a confident regression (above --fail-on-regression), 2 bad input",
+        description=_compare_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     pc.add_argument("files", nargs="*", help="OLD.json NEW.json")
     pc.add_argument("--old", nargs="+", help="several OLD results, pooled")
     pc.add_argument("--new", nargs="+", help="several NEW results, pooled")
-    pc.add_argument("--ignore-device", action="store_true",
-                    help="compare results from different devices or drivers anyway")
-    pc.add_argument("--summary", default="<change summary>",
-                    help="change summary for the printed commit-message line")
-    pc.add_argument("--fail-on-regression", dest="fail_on_regression", type=finite_float(), default=None,
-                    metavar="PCT", help="CI gate: exit 1 only for a confident regression larger than "
-                    "PCT percent (default: any confident regression)")
-    pc.add_argument("--level", type=finite_float(0.5, 1.0, hi_open=True), default=0.95,
-                    help="confidence level of the interval (default 0.95; a CI gate over many shapes "
-                         "or a noisy device may want 0.99)")
-    pc.add_argument("--run-noise", dest="run_noise", type=finite_float(0.0, 100.0), default=1.5, metavar="PCT",
-                    help="between-run noise (CV, percent) assumed for a side with a single run, and "
-                         "the least assumed with several (default 1.5)")
+    pc.add_argument(
+        "--ignore-device", action="store_true", help="compare results from different devices or drivers anyway"
+    )
+    pc.add_argument("--summary", default="<change summary>", help="change summary for the printed commit-message line")
+    pc.add_argument(
+        "--fail-on-regression",
+        dest="fail_on_regression",
+        type=finite_float(),
+        default=None,
+        metavar="PCT",
+        help="CI gate: exit 1 only for a confident regression larger than "
+        "PCT percent (default: any confident regression)",
+    )
+    pc.add_argument(
+        "--level",
+        type=finite_float(0.5, 1.0, hi_open=True),
+        default=0.95,
+        help="confidence level of the interval (default 0.95; a CI gate over many shapes "
+        "or a noisy device may want 0.99)",
+    )
+    pc.add_argument(
+        "--run-noise",
+        dest="run_noise",
+        type=finite_float(0.0, 100.0),
+        default=1.5,
+        metavar="PCT",
+        help="between-run noise (CV, percent) assumed for a side with a single run, and "
+        "the least assumed with several (default 1.5)",
+    )
     pc.set_defaults(func=cmd_compare)

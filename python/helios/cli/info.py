@@ -1,4 +1,5 @@
 """`helios info`: the device, its driver, cooperative-matrix table and defaults."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,16 +28,20 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"subgroup      {info['subgroup_size']} (min {info['min_subgroup_size']}, max {info['max_subgroup_size']})")
     print(f"shared memory {info['shared_memory_bytes']} bytes; max workgroup {info['max_workgroup_invocations']}")
     print(f"timestamps    {info['timestamp_period_ns']} ns/tick, {info['timestamp_valid_bits']} valid bits")
-    print(f"coopmat KHR   {info['cooperative_matrix']} (enabled: {info['cooperative_matrix_enabled']}); "
-          f"NV coopmat2 {info['cooperative_matrix2']} "
-          f"({info['cooperative_matrix2_flexible_dimensions']} flexible-dimension rows); "
-          f"bf16 {info['bf16']}")
+    print(
+        f"coopmat KHR   {info['cooperative_matrix']} (enabled: {info['cooperative_matrix_enabled']}); "
+        f"NV coopmat2 {info['cooperative_matrix2']} "
+        f"({info['cooperative_matrix2_flexible_dimensions']} flexible-dimension rows); "
+        f"bf16 {info['bf16']}"
+    )
     rows = info["cooperative_matrix_properties"]
     if rows:
         print("cooperative matrix properties (MxNxK  A B -> C result  scope):")
         for r in rows:
-            print(f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
-                  f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}")
+            print(
+                f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
+                f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}"
+            )
     print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
     print(f"default       {info['default_variant']}")
     ks = info["kernel_stats"]
@@ -45,10 +50,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         print("kernel stats  " + ", ".join(f"{k} {v:g}" for k, v in ks.items()))
     print(f"variants      {len(info['variants'])} (helios info --json lists them)")
-    print("attention     " + "; ".join(f"d={d}: {v} ({len(info['attention_variants'][d])} variants)"
-                                       for d, v in info["attention_default_variants"].items()))
+    print(
+        "attention     "
+        + "; ".join(
+            f"d={d}: {v} ({len(info['attention_variants'][d])} variants)"
+            for d, v in info["attention_default_variants"].items()
+        )
+    )
     return 0
-
 
 
 def register(sub: Any) -> None:

@@ -1,4 +1,5 @@
 """`helios report`: tables and figures from result files."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,12 +15,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..harness.fleet import fleet_from_files, fleet_markdown
     from ..harness.report import report
     from ..harness.results import FLEET_SCHEMA
+
     try:
         files = expand_dirs(args.files)
         files = [f for f in files if read_object(f).get("schema") != FLEET_SCHEMA] if len(files) > 1 else files
         print(report(files, markdown=args.md, png_dir=args.png))
         fleet = fleet_from_files(files) if len(files) > 1 else None
-        if fleet and len(fleet["gpus"]) > 1:   # several GPUs, hosts or ranks: one fleet table
+        if fleet and len(fleet["gpus"]) > 1:  # several GPUs, hosts or ranks: one fleet table
             print("\nfleet (GPU = host/PCI address or UUID/rank):\n" + fleet_markdown(fleet), end="")
     except MissingDependencyError as e:
         print(f"helios report: error: {e}", file=sys.stderr)
@@ -28,21 +30,33 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"helios: error: {e}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, IndexError, AttributeError) as e:
-        print(f"helios: error: a result file is malformed ({type(e).__name__}: {e}); "
-              f"expected helios-bench/1 or helios-sweep/1-2 files as written by helios", file=sys.stderr)
+        print(
+            f"helios: error: a result file is malformed ({type(e).__name__}: {e}); "
+            f"expected helios-bench/1 or helios-sweep/1-2 files as written by helios",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
 
-
 def register(sub: Any) -> None:
-    pr = sub.add_parser("report", help="tables and figures from bench (helios-bench/1) and sweep "
-                        "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files")
-    pr.add_argument("files", nargs="+", help="result JSON files, or directories of them (e.g. one "
-                    "result per rank from a Slurm job: merged into one fleet table)")
+    pr = sub.add_parser(
+        "report",
+        help="tables and figures from bench (helios-bench/1) and sweep "
+        "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files",
+    )
+    pr.add_argument(
+        "files",
+        nargs="+",
+        help="result JSON files, or directories of them (e.g. one "
+        "result per rank from a Slurm job: merged into one fleet table)",
+    )
     pr.add_argument("--md", action="store_true", help="print markdown tables instead of plain text")
-    pr.add_argument("--png", metavar="DIR", default=None,
-                    help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "
-                         "run-to-run variance, and a heatmap per sweep file")
+    pr.add_argument(
+        "--png",
+        metavar="DIR",
+        default=None,
+        help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "
+        "run-to-run variance, and a heatmap per sweep file",
+    )
     pr.set_defaults(func=cmd_report)
-

@@ -1,4 +1,5 @@
 """`helios time`: GPU-timed products per shape after one correctness check."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ def _torch_reference(uuid: str) -> Optional[Any]:
     protocol (CUDA events per launch, queued behind a spin kernel); None where
     torch or CUDA is absent, or CUDA is on other GPUs only."""
     from ..harness.references import TorchReference
+
     try:
         return TorchReference(uuid)
     except (ImportError, RuntimeError):
@@ -41,51 +43,81 @@ def cmd_time(args: argparse.Namespace) -> int:
             print("correctness check failed: no timings are reported", file=sys.stderr)
             return 1
         torch_ref = None if args.no_cuda else _torch_reference(dev.info["uuid"])
-        print(f"{'shape':>16} {'helios ms':>10} {'TFLOP/s':>8} {'cuda ms':>9} {'TFLOP/s':>8} "
-              f"{'h/cuda':>6}  variant")
+        print(f"{'shape':>16} {'helios ms':>10} {'TFLOP/s':>8} {'cuda ms':>9} {'TFLOP/s':>8} {'h/cuda':>6}  variant")
         for shape in shapes:
             m, n, k = shape
             a, b = random_inputs(m, n, k, seed=args.seed)
-            t = dev.time_matmul(m, n, k, iters=args.iters, warmup=args.warmup,
-                                variant=args.variant, inputs=(a, b))
+            t = dev.time_matmul(m, n, k, iters=args.iters, warmup=args.warmup, variant=args.variant, inputs=(a, b))
             ref = list(torch_ref.time(a, b, args.iters, args.warmup).samples_ms) if torch_ref else None
             cuda_ms = float(np.median(ref)) if ref else None
-            row = {"shape": shape_str(shape), "heliosMs": t.median_ms, "heliosTflops": t.tflops,
-                   "heliosBatchMs": t.batch_ms, "heliosSamplesMs": t.samples_ms,
-                   **reference_fields(True, cuda_ms, matmul_flops(m, n, k)),
-                   "cudaSamplesMs": ref, "variant": t.variant}
+            row = {
+                "shape": shape_str(shape),
+                "heliosMs": t.median_ms,
+                "heliosTflops": t.tflops,
+                "heliosBatchMs": t.batch_ms,
+                "heliosSamplesMs": t.samples_ms,
+                **reference_fields(True, cuda_ms, matmul_flops(m, n, k)),
+                "cudaSamplesMs": ref,
+                "variant": t.variant,
+            }
             results.append(row)
-            cuda_txt = (f"{cuda_ms:9.4f} {fmt_tflops(row['cudaTflops']):>8} {t.median_ms / cuda_ms:6.2f}"
-                        if cuda_ms else f"{'-':>9} {'-':>8} {'-':>6}")
-            print(f"{shape_str(shape):>16} {t.median_ms:10.4f} {fmt_tflops(t.tflops):>8} {cuda_txt}  "
-                  f"{t.variant}", flush=True)
+            cuda_txt = (
+                f"{cuda_ms:9.4f} {fmt_tflops(row['cudaTflops']):>8} {t.median_ms / cuda_ms:6.2f}"
+                if cuda_ms
+                else f"{'-':>9} {'-':>8} {'-':>6}"
+            )
+            print(
+                f"{shape_str(shape):>16} {t.median_ms:10.4f} {fmt_tflops(t.tflops):>8} {cuda_txt}  {t.variant}",
+                flush=True,
+            )
         info = dict(dev.info)
     if out:
-        write_atomic(out[0], json.dumps({"schema": TIME_SCHEMA, **provenance(), "device": info,
-                                         "reference": "torch" if torch_ref else None, "iters": args.iters,
-                                          "warmup": args.warmup, "check": chk.as_dict(), "rows": results},
-                                         indent=2))
+        write_atomic(
+            out[0],
+            json.dumps(
+                {
+                    "schema": TIME_SCHEMA,
+                    **provenance(),
+                    "device": info,
+                    "reference": "torch" if torch_ref else None,
+                    "iters": args.iters,
+                    "warmup": args.warmup,
+                    "check": chk.as_dict(),
+                    "rows": results,
+                },
+                indent=2,
+            ),
+        )
         print(f"wrote {out[0]}")
     return 0
 
 
-
 def register(sub: Any) -> None:
-    pt = sub.add_parser("time", help="GPU-timed matmul per shape, gated by a correctness check; "
-                        "torch.cuda timed the same way when available")
-    pt.add_argument("--shapes", default="small",
-                    help="comma list of MxNxK and/or named sets (small, canonical, large, llm); "
-                         "default: small")
+    pt = sub.add_parser(
+        "time",
+        help="GPU-timed matmul per shape, gated by a correctness check; torch.cuda timed the same way when available",
+    )
+    pt.add_argument(
+        "--shapes",
+        default="small",
+        help="comma list of MxNxK and/or named sets (small, canonical, large, llm); default: small",
+    )
     pt.add_argument("--iters", type=launches, default=20, help="timed iterations per shape (default 20)")
     pt.add_argument("--warmup", type=warmup_count, default=5, help="untimed warm-up iterations (default 5)")
     pt.add_argument("--variant", default=None, help="kernel variant string (default: the device's default)")
-    pt.add_argument("--check-shape", "--checkShape", dest="check_shape", default="384x384x384",
-                    help="shape of the correctness check run first (default 384x384x384)")
+    pt.add_argument(
+        "--check-shape",
+        "--checkShape",
+        dest="check_shape",
+        default="384x384x384",
+        help="shape of the correctness check run first (default 384x384x384)",
+    )
     pt.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pt.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
     pt.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
     pt.add_argument("--no-cuda", action="store_true", help="do not time torch.cuda even if present")
-    pt.add_argument("--out", default=None,
-                    help="write the results as JSON to this .json file (checked before timing starts)")
+    pt.add_argument(
+        "--out", default=None, help="write the results as JSON to this .json file (checked before timing starts)"
+    )
     pt.add_argument("--force", action="store_true", help="replace an existing --out file")
     pt.set_defaults(func=cmd_time)

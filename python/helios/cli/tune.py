@@ -1,4 +1,5 @@
 """`helios tune`: time candidate variants and store the picks."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,7 @@ from .common import finite_float, flag_value, launches, nonneg_int, open_device,
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .. import tune as tuner
+
     shapes = flag_value("--shapes", parse_shapes, args.shapes)
     path = Path(args.cache) if args.cache else None
     if not args.dry_run:
@@ -24,12 +26,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
             cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
         else:
             cands = tuner.candidates(dev)
-        print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
-              file=sys.stderr)
+        print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
         try:
-            results = tuner.tune(dev, shapes, variants=cands, iters=args.iters, warmup=args.warmup,
-                                 warmup_ms=args.warmup_ms, seed=args.seed,
-                                 log=lambda s: print(s, file=sys.stderr, flush=True))
+            results = tuner.tune(
+                dev,
+                shapes,
+                variants=cands,
+                iters=args.iters,
+                warmup=args.warmup,
+                warmup_ms=args.warmup_ms,
+                seed=args.seed,
+                log=lambda s: print(s, file=sys.stderr, flush=True),
+            )
         except RuntimeError as e:
             if isinstance(e, _helios.HeliosError):
                 raise
@@ -42,37 +50,65 @@ def cmd_tune(args: argparse.Namespace) -> int:
             try:
                 path = tuner.store(results, dev.info, path)
                 print(f"helios tune: wrote {len(results)} picks to {path}", file=sys.stderr)
-            except OSError as e:   # checked before timing; the picks are printed below either way
-                print(f"helios tune: could not write the cache {path} ({e.strerror or e}); the picks "
-                      f"follow", file=sys.stderr)
+            except OSError as e:  # checked before timing; the picks are printed below either way
+                print(
+                    f"helios tune: could not write the cache {path} ({e.strerror or e}); the picks follow",
+                    file=sys.stderr,
+                )
                 status = 2
         if args.json:
-            print(json.dumps([{"shape": shape_str(r.shape), "bucket": r.bucket, "variant": r.variant,
-                               "median_ms": r.median_ms, "candidates": r.candidates} for r in results],
-                             indent=1))
+            print(
+                json.dumps(
+                    [
+                        {
+                            "shape": shape_str(r.shape),
+                            "bucket": r.bucket,
+                            "variant": r.variant,
+                            "median_ms": r.median_ms,
+                            "candidates": r.candidates,
+                        }
+                        for r in results
+                    ],
+                    indent=1,
+                )
+            )
         else:
             for r in results:
                 print(f"{shape_str(r.shape):>16} {r.median_ms:9.4f} ms  {r.variant}")
     return status
 
 
-
 def register(sub: Any) -> None:
-    pu = sub.add_parser("tune", help="time candidate variants per shape bucket and store the fastest "
-                        "that passed its check in the on-disk cache that variant=None/'auto' uses")
-    pu.add_argument("--shapes", default="canonical,large,llm",
-                    help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm); each "
-                         "pick serves its bucket (every dimension rounded up to a multiple of 128)")
-    pu.add_argument("--candidates", default=None,
-                    help="comma-separated variant strings or @FILE (default: the built-in templates "
-                         "for this device's coop shapes, plus the default)")
+    pu = sub.add_parser(
+        "tune",
+        help="time candidate variants per shape bucket and store the fastest "
+        "that passed its check in the on-disk cache that variant=None/'auto' uses",
+    )
+    pu.add_argument(
+        "--shapes",
+        default="canonical,large,llm",
+        help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm); each "
+        "pick serves its bucket (every dimension rounded up to a multiple of 128)",
+    )
+    pu.add_argument(
+        "--candidates",
+        default=None,
+        help="comma-separated variant strings or @FILE (default: the built-in templates "
+        "for this device's coop shapes, plus the default)",
+    )
     pu.add_argument("--iters", type=launches, default=20, help="timed launches per candidate and shape (default 20)")
     pu.add_argument("--warmup", type=warmup_count, default=5, help="minimum warm-up launches (default 5)")
-    pu.add_argument("--warmup-ms", dest="warmup_ms", type=finite_float(), default=200.0,
-                    help="and at least this many ms of warm-up work per candidate (default 200)")
+    pu.add_argument(
+        "--warmup-ms",
+        dest="warmup_ms",
+        type=finite_float(),
+        default=200.0,
+        help="and at least this many ms of warm-up work per candidate (default 200)",
+    )
     pu.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs and checks (default 0)")
-    pu.add_argument("--cache", default=None,
-                    help="cache file (default: HELIOS_TUNE_CACHE, else ~/.cache/helios/tune.json)")
+    pu.add_argument(
+        "--cache", default=None, help="cache file (default: HELIOS_TUNE_CACHE, else ~/.cache/helios/tune.json)"
+    )
     pu.add_argument("--dry-run", action="store_true", help="time and print, but do not write the cache")
     pu.add_argument("--json", action="store_true", help="print the picks and every candidate's time as JSON")
     pu.set_defaults(func=cmd_tune)

@@ -7,5 +7,12 @@ from .attention_bench import AttnBenchConfig, attention_markdown, parse_attentio
 from .matmul_bench import BenchConfig, run_bench
 from .matmul_bench import markdown as bench_markdown
 
-__all__ = ["AttnBenchConfig", "BenchConfig", "attention_markdown", "bench_markdown", "parse_attention_shapes",
-           "run_attention_bench", "run_bench"]
+__all__ = [
+    "AttnBenchConfig",
+    "BenchConfig",
+    "attention_markdown",
+    "bench_markdown",
+    "parse_attention_shapes",
+    "run_attention_bench",
+    "run_bench",
+]

@@ -7,6 +7,7 @@ float64, all finite); statistics per side; the GPU state around each round.
 Rows keep helios-bench/1's fields (shape, heliosMs, cudaMs, ...: `helios
 compare` reads them) with the seeds' metrics beside them. Without CUDA the
 reference is numpy on the CPU, labelled NOT CUDA."""
+
 from __future__ import annotations
 
 import platform
@@ -37,18 +38,25 @@ from .results import (
 from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
-ROW_CHECK_ROWS = 16          # query rows per head checked against float64 for timed shapes
+ROW_CHECK_ROWS = 16  # query rows per head checked against float64 for timed shapes
 # B x H x S x d sets: seed 004's matrix, seed 003's baseline and fuzz sizes, the
 # issue's anchor table, and long context.
 NAMED_SETS: dict[str, list[tuple[int, int, int, int]]] = {
     "seed004": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
     "seed003": [(32, 8, 512, 64)],
-    "anchor": [(32, 8, 256, 64), (32, 8, 512, 64), (16, 16, 640, 64), (48, 4, 448, 64),
-               (1, 32, 2048, 128), (1, 32, 4096, 128), (4, 32, 4096, 128)],
+    "anchor": [
+        (32, 8, 256, 64),
+        (32, 8, 512, 64),
+        (16, 16, 640, 64),
+        (48, 4, 448, 64),
+        (1, 32, 2048, 128),
+        (1, 32, 4096, 128),
+        (4, 32, 4096, 128),
+    ],
     "long": [(1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (4, 32, 4096, 128)],
     "small": [(1, 2, 64, 64), (2, 1, 77, 32)],
 }
-GATE_SHAPE = (2, 2, 97, 64)   # odd S: tails on every side; small enough for the float64 reference
+GATE_SHAPE = (2, 2, 97, 64)  # odd S: tails on every side; small enough for the float64 reference
 
 
 def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
@@ -62,9 +70,11 @@ def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
         else:
             parts = item.split("x")
             if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
-                raise ValueError(f"bad attention shape {item!r}: expected BxHxSxd with positive integers "
-                                 f"(e.g. 32x8x512x64) or a set: {', '.join(NAMED_SETS)}")
-            shapes = [tuple(int(p) for p in parts)]   # type: ignore[list-item]
+                raise ValueError(
+                    f"bad attention shape {item!r}: expected BxHxSxd with positive integers "
+                    f"(e.g. 32x8x512x64) or a set: {', '.join(NAMED_SETS)}"
+                )
+            shapes = [tuple(int(p) for p in parts)]  # type: ignore[list-item]
         out.extend(s for s in shapes if s not in out)
     if not out:
         raise ValueError(f"no shapes in {spec!r}")
@@ -88,7 +98,7 @@ class AttnBenchConfig:
     rtol: float = RTOL
     repeats: int = 1
     flush_l2: bool = False
-    ref: str = "auto"                     # auto, sdpa or numpy
+    ref: str = "auto"  # auto, sdpa or numpy
     backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")
     seed: int = 0
     device: Optional[int] = None
@@ -97,21 +107,30 @@ class AttnBenchConfig:
 
 class _NumpyAttention:
     """NOT CUDA: float32 attention on the CPU, host clock (where no CUDA exists)."""
+
     name = "numpy"
     is_cuda = False
 
     def metadata(self) -> dict:
-        return {"reference": "numpy", "label": "NOT CUDA: numpy float32 attention on the CPU, host clock",
-                "torch_version": None, "cuda_runtime": None, "gpu": None,
-                "cpu": platform.processor() or platform.machine(), "numpy_version": np.__version__}
+        return {
+            "reference": "numpy",
+            "label": "NOT CUDA: numpy float32 attention on the CPU, host clock",
+            "torch_version": None,
+            "cuda_runtime": None,
+            "gpu": None,
+            "cpu": platform.processor() or platform.machine(),
+            "numpy_version": np.__version__,
+        }
 
     def run(self, q, k, v, *, causal, scale, backend, iters, warmup, flush_bytes=0):
         from .references import LaunchTiming
         from .sdpa import SdpaRun
 
         def once() -> np.ndarray:
-            return reference_attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
-                                       causal=causal, scale=scale).astype(np.float16)
+            return reference_attention(
+                q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=causal, scale=scale
+            ).astype(np.float16)
+
         out = once()
         for _ in range(warmup):
             once()
@@ -127,12 +146,14 @@ def _make_ref(kind: str, uuid: str):
     """sdpa on the CUDA twin of the Vulkan device; auto falls back to numpy only
     where CUDA is absent (never when CUDA is here on other GPUs)."""
     from .references import DeviceMismatch
+
     if kind not in ("auto", "sdpa", "numpy"):
         raise ValueError(f"unknown attention reference {kind!r}: use auto, sdpa or numpy")
     if kind == "numpy":
         return _NumpyAttention()
     try:
         from .sdpa import SdpaReference
+
         return SdpaReference(uuid)
     except DeviceMismatch:
         raise
@@ -151,8 +172,14 @@ def _checked(out: np.ndarray, ref_rows: np.ndarray, rows: np.ndarray, atol: floa
     r = check_close(out[:, :, rows], ref_rows, atol=atol, rtol=rtol)
     nonfinite = int((~np.isfinite(out)).sum())
     d = r.as_dict()
-    d.update({"rows_checked_per_head": int(len(rows)), "all_finite": nonfinite == 0,
-              "nonfinite_total": nonfinite, "passed": r.passed and nonfinite == 0})
+    d.update(
+        {
+            "rows_checked_per_head": int(len(rows)),
+            "all_finite": nonfinite == 0,
+            "nonfinite_total": nonfinite,
+            "passed": r.passed and nonfinite == 0,
+        }
+    )
     return d
 
 
@@ -162,25 +189,47 @@ def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool) -
     b, h, s, d = shape
     med = stats["median"]
     std = stats["cv"] * stats["mean"]
-    return {"mean_ms": stats["mean"], "median_ms": med, "std_ms": std, "min_ms": stats["min"],
-            "max_ms": stats["max"], "p95_ms": stats["p95"], "p99_ms": stats["p99"],
-            "gflops": attention_flops(b, h, s, s, d, causal) / (med * 1e-3) / 1e9,
-            "bandwidth_gbs": attention_bytes(b, h, s, s, d) / (med * 1e-3) / 1e9,
-            "queries_per_s": b * h * s / (med * 1e-3)}
+    return {
+        "mean_ms": stats["mean"],
+        "median_ms": med,
+        "std_ms": std,
+        "min_ms": stats["min"],
+        "max_ms": stats["max"],
+        "p95_ms": stats["p95"],
+        "p99_ms": stats["p99"],
+        "gflops": attention_flops(b, h, s, s, d, causal) / (med * 1e-3) / 1e9,
+        "bandwidth_gbs": attention_bytes(b, h, s, s, d) / (med * 1e-3) / 1e9,
+        "queries_per_s": b * h * s / (med * 1e-3),
+    }
 
 
-def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None,
-                        log: Callable[[str], None] = lambda s: None) -> dict:
+def run_attention_bench(
+    cfg: AttnBenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
+) -> dict:
     if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1:
-        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, {cfg.warmup}, "
-                         f"{cfg.repeats})")
+        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, {cfg.warmup}, {cfg.repeats})")
     result: dict = {
-        "schema": BENCH_SCHEMA, "workload": WORKLOAD, "status": "ok", **provenance(),
-        "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": "float16",
-        "causal": cfg.causal, "repeats": cfg.repeats, "runs": 1, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
+        "schema": BENCH_SCHEMA,
+        "workload": WORKLOAD,
+        "status": "ok",
+        **provenance(),
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "warmup_ms": cfg.warmup_ms,
+        "dtype": "float16",
+        "causal": cfg.causal,
+        "repeats": cfg.repeats,
+        "runs": 1,
+        "flush_l2": cfg.flush_l2,
+        "seed": cfg.seed,
         "command": cfg.command,
-        "environment": {"dtype": "float16", "tf32": False, "scale": "1/sqrt(d)",
-                        "layout": "(B, H, S, d) contiguous", "flops": "4*B*H*S^2*d (halved when causal)"},
+        "environment": {
+            "dtype": "float16",
+            "tf32": False,
+            "scale": "1/sqrt(d)",
+            "layout": "(B, H, S, d) contiguous",
+            "flops": "4*B*H*S^2*d (halved when causal)",
+        },
         "launcher": launcher_info(),
     }
     with Device(cfg.device) as dev:
@@ -189,12 +238,33 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
         select_gpu(info["uuid"])
         flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
         result["flush_bytes"] = flush
-        chosen = {s: (dev._attention_variants(s[3], cfg.variant)[0] if cfg.variant
-                      else dev.default_attention_variant(s[3], s[2], cfg.causal)) for s in cfg.shapes}
-        result["helios"] = {k: info[k] for k in ("name", "device_type", "vendor_id", "device_id", "driver_name",
-                                                 "driver_info", "driver_version", "api_version", "subgroup_size",
-                                                 "shared_memory_bytes", "timestamp_period_ns", "uuid",
-                                                 "pci_bus_id", "cooperative_matrix")}
+        chosen = {
+            s: (
+                dev._attention_variants(s[3], cfg.variant)[0]
+                if cfg.variant
+                else dev.default_attention_variant(s[3], s[2], cfg.causal)
+            )
+            for s in cfg.shapes
+        }
+        result["helios"] = {
+            k: info[k]
+            for k in (
+                "name",
+                "device_type",
+                "vendor_id",
+                "device_id",
+                "driver_name",
+                "driver_info",
+                "driver_version",
+                "api_version",
+                "subgroup_size",
+                "shared_memory_bytes",
+                "timestamp_period_ns",
+                "uuid",
+                "pci_bus_id",
+                "cooperative_matrix",
+            )
+        }
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
         result["reference"] = ref.name
@@ -213,11 +283,17 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
                         o = dev.attention(q, k, v, causal=causal, variant=var)
                         r = check_close(o, want, atol=cfg.atol, rtol=cfg.rtol)
                         gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
-                        log(f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
-                            f"{'PASS' if r.passed else 'FAIL'}")
+                        log(
+                            f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
+                            f"{'PASS' if r.passed else 'FAIL'}"
+                        )
             worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
-            result["check"] = {"shape": "x".join(map(str, GATE_SHAPE[:3])) + "xd", **worst.as_dict(),
-                               "line": worst.line(), "cases": {k: r.line() for k, r in gate.items()}}
+            result["check"] = {
+                "shape": "x".join(map(str, GATE_SHAPE[:3])) + "xd",
+                **worst.as_dict(),
+                "line": worst.line(),
+                "cases": {k: r.line() for k, r in gate.items()},
+            }
             if not all(r.passed for r in gate.values()):
                 result["status"] = "failed"
                 result["failure"] = "attention gate failed: " + ", ".join(k for k, r in gate.items() if not r.passed)
@@ -234,10 +310,24 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
             if not ramp_in:
                 ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1))
             dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in))
+
         result["clock_warmup"] = ramp_clocks(clock_work)
-        acc = {s: {"h": [], "hb": [], "hw": [], "hchk": [], "tel": None, "state": [],
-                   "r": {be: [] for be in backends}, "rb": {be: [] for be in backends},
-                   "rchk": {be: [] for be in backends}, "err": {}, "mode": {}} for s in cfg.shapes}
+        acc = {
+            s: {
+                "h": [],
+                "hb": [],
+                "hw": [],
+                "hchk": [],
+                "tel": None,
+                "state": [],
+                "r": {be: [] for be in backends},
+                "rb": {be: [] for be in backends},
+                "rchk": {be: [] for be in backends},
+                "err": {},
+                "mode": {},
+            }
+            for s in cfg.shapes
+        }
         bar = Progress(len(cfg.shapes) * cfg.repeats, progress)
         try:
             for rnd in range(cfg.repeats):
@@ -250,12 +340,23 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
                     before = gpu_state()
 
                     def helios_side() -> None:
-                        est = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=2, warmup=1,
-                                                 variant=chosen[shape], inputs=(q, k, v))
+                        est = dev.time_attention(
+                            b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v)
+                        )
                         w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                         dev.reset_telemetry()
-                        t = dev.time_attention(b, h, s, d, causal=cfg.causal, iters=cfg.iters, warmup=w,
-                                               variant=chosen[shape], inputs=(q, k, v), flush_bytes=flush)
+                        t = dev.time_attention(
+                            b,
+                            h,
+                            s,
+                            d,
+                            causal=cfg.causal,
+                            iters=cfg.iters,
+                            warmup=w,
+                            variant=chosen[shape],
+                            inputs=(q, k, v),
+                            flush_bytes=flush,
+                        )
                         slot["hw"].append(w)
                         slot["h"].append(t.samples_ms)
                         slot["hb"].append(t.batch_ms)
@@ -266,15 +367,25 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
                         for be in backends:
                             if be in slot["err"]:
                                 continue
-                            est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
-                                          iters=2, warmup=1)
+                            est = ref.run(
+                                q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1
+                            )
                             if est.timing is None:
                                 slot["err"][be] = est.error
                                 log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
                                 continue
                             w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                            r = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be,
-                                        iters=cfg.iters, warmup=w, flush_bytes=flush)
+                            r = ref.run(
+                                q,
+                                k,
+                                v,
+                                causal=cfg.causal,
+                                scale=1.0 / np.sqrt(d),
+                                backend=be,
+                                iters=cfg.iters,
+                                warmup=w,
+                                flush_bytes=flush,
+                            )
                             if r.timing is None:
                                 slot["err"][be] = r.error
                                 continue
@@ -283,11 +394,11 @@ def run_attention_bench(cfg: AttnBenchConfig, *, progress: Optional[bool] = None
                             slot["mode"][be] = r.timing.batch_mode
                             slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
 
-                    for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                    for side in (helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side):
                         side()
                     slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
                     bar.step(f"{shape_label(shape, cfg.causal)} round {rnd + 1}/{cfg.repeats}")
-        except KeyboardInterrupt:   # keep what was measured: whole rounds, marked interrupted
+        except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
             result["status"], result["failure"] = "interrupted", INTERRUPTED
         finally:
             bar.close()
@@ -312,34 +423,62 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
             continue
         st = summarize([x for r in runs for x in r])
         ok = all(c["passed"] for c in s["rchk"][be])
-        per_backend[be] = {"available": True, "valid": ok, "stats": st, **_seed_metrics(st, shape, causal),
-                           "samples_ms": runs, "batch_ms": s["rb"][be], "batch_mode": s["mode"].get(be),
-                           "check": s["rchk"][be]}
+        per_backend[be] = {
+            "available": True,
+            "valid": ok,
+            "stats": st,
+            **_seed_metrics(st, shape, causal),
+            "samples_ms": runs,
+            "batch_ms": s["rb"][be],
+            "batch_mode": s["mode"].get(be),
+            "check": s["rchk"][be],
+        }
     usable = {be: x for be, x in per_backend.items() if x["available"] and x["valid"]}
     best = min(usable, key=lambda be: usable[be]["stats"]["median"]) if usable else None
     states = [st[w] for st in s["state"] for w in ("before", "after")]
     cuda_ms = usable[best]["stats"]["median"] if best else None
     hmed = hs["median"]
-    ci = bootstrap_ratio_ci([x for r in s["r"][best] for x in r], [x for r in s["h"] for x in r]) \
-        if best and valid else None
+    ci = (
+        bootstrap_ratio_ci([x for r in s["r"][best] for x in r], [x for r in s["h"] for x in r])
+        if best and valid
+        else None
+    )
     return {
-        "shape": shape_label(shape, causal), "batch": b, "heads": h, "seq": sq, "head_dim": d, "causal": causal,
+        "shape": shape_label(shape, causal),
+        "batch": b,
+        "heads": h,
+        "seq": sq,
+        "head_dim": d,
+        "causal": causal,
         "heliosMs": hmed if valid else None,
         "heliosTflops": tflops(flops, hmed) if valid else None,
         **reference_fields(ref.is_cuda, cuda_ms, flops),
         "cudaBackend": best,
         "speedup": cuda_ms / hmed if valid and cuda_ms else None,
         "speedup_ci95": list(ci) if ci else None,
-        "valid": valid, "throttled": throttled(*states), "low_clock": low_clock(*states), "variant": variant,
+        "valid": valid,
+        "throttled": throttled(*states),
+        "low_clock": low_clock(*states),
+        "variant": variant,
         "reference": ref.name,
-        "helios": {"stats": hs, **_seed_metrics(hs, shape, causal), "samples_ms": s["h"], "batch_ms": s["hb"],
-                   "warmup_launches": s["hw"], "round_runs": [0] * len(s["h"]),
-                   "round_medians_ms": [float(np.median(r)) for r in s["h"]], "check": s["hchk"],
-                   "telemetry": s["tel"]},
-        "cuda": {"backend": best, "samples_ms": usable[best]["samples_ms"] if best else [],
-                 "batch_ms": usable[best]["batch_ms"] if best else [],
-                 "round_medians_ms": [float(np.median(r)) for r in usable[best]["samples_ms"]] if best else [],
-                 **({"stats": usable[best]["stats"]} if best else {})},
+        "helios": {
+            "stats": hs,
+            **_seed_metrics(hs, shape, causal),
+            "samples_ms": s["h"],
+            "batch_ms": s["hb"],
+            "warmup_launches": s["hw"],
+            "round_runs": [0] * len(s["h"]),
+            "round_medians_ms": [float(np.median(r)) for r in s["h"]],
+            "check": s["hchk"],
+            "telemetry": s["tel"],
+        },
+        "cuda": {
+            "backend": best,
+            "samples_ms": usable[best]["samples_ms"] if best else [],
+            "batch_ms": usable[best]["batch_ms"] if best else [],
+            "round_medians_ms": [float(np.median(r)) for r in usable[best]["samples_ms"]] if best else [],
+            **({"stats": usable[best]["stats"]} if best else {}),
+        },
         "backends": per_backend,
         "gpu_state": s["state"],
     }
@@ -347,10 +486,13 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
 
 def attention_markdown(result: dict) -> str:
     ref = result.get("reference", "?")
-    lines = [f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} (float16, "
-             f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
-             f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
-             f"FLOPs {result['environment']['flops']})", ""]
+    lines = [
+        f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} (float16, "
+        f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
+        f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
+        f"FLOPs {result['environment']['flops']})",
+        "",
+    ]
     if result.get("check"):
         lines += [f"gate: {result['check']['line']}", ""]
     if result["status"] != "ok":
@@ -358,8 +500,11 @@ def attention_markdown(result: dict) -> str:
     backends = result.get("backends", [])
 
     f = fmt_ms
-    lines.append("| B x H x S x d | helios ms | TFLOP/s | " + " | ".join(f"{b} ms" for b in backends)
-                 + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |")
+    lines.append(
+        "| B x H x S x d | helios ms | TFLOP/s | "
+        + " | ".join(f"{b} ms" for b in backends)
+        + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |"
+    )
     lines.append("|---" * (9 + len(backends)) + "|")
     for r in result.get("rows", []):
         cells = []
@@ -368,12 +513,18 @@ def attention_markdown(result: dict) -> str:
             cells.append(f(x["median_ms"]) if x.get("available") and x.get("valid") else "n/a")
         ref_ms = reference_ms(r)
         ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
-        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
-                                         ("low_clock", r.get("low_clock"))) if on)
+        flags = ",".join(
+            x
+            for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]), ("low_clock", r.get("low_clock")))
+            if on
+        )
         hh = r["helios"]
-        lines.append(f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | " + " | ".join(cells)
-                     + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {f(hh['bandwidth_gbs']).split('.')[0]} | "
-                     f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |")
+        lines.append(
+            f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
+            + " | ".join(cells)
+            + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {f(hh['bandwidth_gbs']).split('.')[0]} | "
+            f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |"
+        )
     if result.get("rows"):
         lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ for the head dimension. Each output is checked against float64 (sampled query
 rows of every head, the seeds' atol/rtol) and, where CUDA is here, against torch
 SDPA on the full output; all elements must be finite. The environment is locked
 (fp16, TF32 off, deterministic algorithms) and reported."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,13 +28,13 @@ CHECK_ROWS = 24
 @dataclass
 class AttnCase:
     index: int
-    shape: tuple[int, int, int, int]      # B, H, S_q, d
+    shape: tuple[int, int, int, int]  # B, H, S_q, d
     seq_kv: int
     causal: bool
     scale: Optional[float]
     variant: str
     float64: str
-    sdpa: Optional[str]                   # None: no CUDA oracle
+    sdpa: Optional[str]  # None: no CUDA oracle
     passed: bool
 
     def label(self) -> str:
@@ -49,23 +50,28 @@ class SdpaOracle:
 
     def __init__(self, uuid: str) -> None:
         from .sdpa import SdpaReference
-        self.ref = SdpaReference(uuid)   # RuntimeError / ImportError where there is no CUDA; locks the environment
+
+        self.ref = SdpaReference(uuid)  # RuntimeError / ImportError where there is no CUDA; locks the environment
 
     def environment(self) -> str:
         t = self.ref.torch
-        return (f"torch {t.__version__} SDPA on {t.cuda.get_device_name(self.ref.index)}: fp16, TF32 off, "
-                f"deterministic algorithms on")
+        return (
+            f"torch {t.__version__} SDPA on {t.cuda.get_device_name(self.ref.index)}: fp16, TF32 off, "
+            f"deterministic algorithms on"
+        )
 
     def __call__(self, q, k, v, causal: bool, scale: float) -> np.ndarray:
         t = self.ref.torch
         import torch.nn.functional as F
+
         tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
         return out.cpu().numpy()
 
 
-def _random_case(rng: np.random.Generator, max_seq: int,
-                 dims: tuple[int, ...]) -> tuple[tuple[int, int, int, int], int, bool, Optional[float]]:
+def _random_case(
+    rng: np.random.Generator, max_seq: int, dims: tuple[int, ...]
+) -> tuple[tuple[int, int, int, int], int, bool, Optional[float]]:
     b, h = int(rng.integers(1, 4)), int(rng.integers(1, 5))
     s = random_dim(rng, max_seq)
     d = int(rng.choice(dims))
@@ -75,25 +81,40 @@ def _random_case(rng: np.random.Generator, max_seq: int,
     return (b, h, s, d), skv, causal, scale
 
 
-def attention_fuzz(dev, n: int, seed: int, *, matrix: bool = True, variant: Optional[str] = None,
-                   oracle: Optional[SdpaOracle] = None, max_seq: int = 300, atol: float = 0.02,
-                   rtol: float = 0.01) -> Iterator[AttnCase]:
+def attention_fuzz(
+    dev,
+    n: int,
+    seed: int,
+    *,
+    matrix: bool = True,
+    variant: Optional[str] = None,
+    oracle: Optional[SdpaOracle] = None,
+    max_seq: int = 300,
+    atol: float = 0.02,
+    rtol: float = 0.01,
+) -> Iterator[AttnCase]:
     from .. import _helios
+
     rng = np.random.default_rng(seed)
     dims = HEAD_DIMS
-    if variant:   # one variant: the head dims it takes (UnsupportedError if none of the fuzz's)
+    if variant:  # one variant: the head dims it takes (UnsupportedError if none of the fuzz's)
+
         def takes(d: int) -> bool:
             try:
                 dev._attention_variants(d, variant)
                 return True
             except _helios.UnsupportedError:
                 return False
+
         dims = tuple(d for d in HEAD_DIMS if takes(d))
         if not dims or (matrix and 64 not in dims):
-            raise _helios.UnsupportedError(f"attention variant {variant} takes none of the fuzz's head "
-                                           f"dimensions {HEAD_DIMS} (the seed 003 matrix needs d=64)")
-    cases = [(shape, shape[2], causal, None) for shape in (SEED003_MATRIX if matrix else [])
-             for causal in (False, True)]
+            raise _helios.UnsupportedError(
+                f"attention variant {variant} takes none of the fuzz's head "
+                f"dimensions {HEAD_DIMS} (the seed 003 matrix needs d=64)"
+            )
+    cases = [
+        (shape, shape[2], causal, None) for shape in (SEED003_MATRIX if matrix else []) for causal in (False, True)
+    ]
     cases += [_random_case(rng, max_seq, dims) for _ in range(n)]
     per_d: dict[int, list[str]] = {}
     for i, (shape, skv, causal, scale) in enumerate(cases):
@@ -106,8 +127,9 @@ def attention_fuzz(dev, n: int, seed: int, *, matrix: bool = True, variant: Opti
         q, k, v = random_qkv(b, h, s, skv, d, seed=seed * 1000 + i)
         out = dev.attention(q, k, v, causal=causal, scale=scale, variant=var)
         rows = np.sort(rng.choice(s, size=min(CHECK_ROWS, s), replace=False))
-        r64 = check_close(out[:, :, rows], reference_attention(q, k, v, causal=causal, scale=scale, rows=rows),
-                          atol=atol, rtol=rtol)
+        r64 = check_close(
+            out[:, :, rows], reference_attention(q, k, v, causal=causal, scale=scale, rows=rows), atol=atol, rtol=rtol
+        )
         finite = bool(np.isfinite(out).all())
         ok = r64.passed and finite
         sdpa_line = None
@@ -116,5 +138,6 @@ def attention_fuzz(dev, n: int, seed: int, *, matrix: bool = True, variant: Opti
             rs = check_close(out, oracle(q, k, v, causal, sc), atol=atol, rtol=rtol)
             sdpa_line = rs.line()
             ok = ok and rs.passed
-        yield AttnCase(i, shape, skv, causal, scale, var,
-                       r64.line() + ("" if finite else " NON-FINITE OUTPUT"), sdpa_line, ok)
+        yield AttnCase(
+            i, shape, skv, causal, scale, var, r64.line() + ("" if finite else " NON-FINITE OUTPUT"), sdpa_line, ok
+        )

@@ -29,6 +29,7 @@ detect with 80% power. Verdicts:
 Exit status of the CLI: 0 no confident regression, 1 a confident regression
 (larger than --fail-on-regression PCT when given), 2 bad input.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,9 +42,9 @@ from ..jsonio import read_object
 from ..optional import require
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell
 
-NOISE = 0.02       # the seeds' noise floor: changes within 2% are SAME
+NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
-MAX_MDE = 0.05     # SAME needs a test that could have seen a 5% change
+MAX_MDE = 0.05  # SAME needs a test that could have seen a 5% change
 LEVEL = 0.95
 POWER = 0.80
 COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
@@ -56,14 +57,14 @@ class CompareError(ValueError):
 
 @dataclass
 class SideNoise:
-    level: float       # mean log time
-    run_means: list    # mean log round median of each run
-    var: float         # variance of `level`
-    df: float          # degrees of freedom of `var` (inf: assumed, not estimated)
+    level: float  # mean log time
+    run_means: list  # mean log round median of each run
+    var: float  # variance of `level`
+    df: float  # degrees of freedom of `var` (inf: assumed, not estimated)
     runs: int
     rounds: int
-    run_cv: float      # estimated between-run sd of log time (nan with one run)
-    round_cv: float    # within-run sd of log round medians (nan with one round per run)
+    run_cv: float  # estimated between-run sd of log time (nan with one run)
+    round_cv: float  # within-run sd of log round medians (nan with one round per run)
     median_ms: float
     samples: int
 
@@ -73,10 +74,10 @@ class ShapeVerdict:
     shape: str
     old_ms: float
     new_ms: float
-    ratio: float                 # new / old time: < 1 is faster
-    ci95: tuple[float, float]    # of the ratio
+    ratio: float  # new / old time: < 1 is faster
+    ci95: tuple[float, float]  # of the ratio
     p_value: float
-    mde: float                   # minimum detectable change (fraction) at this noise
+    mde: float  # minimum detectable change (fraction) at this noise
     old: SideNoise
     new: SideNoise
     verdict: str
@@ -95,8 +96,9 @@ class ShapeVerdict:
         return self.new.samples
 
 
-def side_noise(runs: Sequence[Sequence[float]], medians_ms: Sequence[float], samples: int,
-               run_noise: float = RUN_NOISE) -> SideNoise:
+def side_noise(
+    runs: Sequence[Sequence[float]], medians_ms: Sequence[float], samples: int, run_noise: float = RUN_NOISE
+) -> SideNoise:
     """Level and variance from round medians grouped by run (all > 0, finite)."""
     logs = [np.log(np.asarray(r, dtype=np.float64)) for r in runs if len(r)]
     if not logs:
@@ -109,26 +111,36 @@ def side_noise(runs: Sequence[Sequence[float]], medians_ms: Sequence[float], sam
     r_count = len(logs)
     if r_count >= 2:
         sb2 = float(means.var(ddof=1))
-        var = max(sb2, run_noise ** 2) / r_count
+        var = max(sb2, run_noise**2) / r_count
         df = float(r_count - 1)
         run_cv = math.sqrt(sb2)
     else:
-        var = run_noise ** 2 + (sw2 / n_rounds if dof_w else 0.0)
+        var = run_noise**2 + (sw2 / n_rounds if dof_w else 0.0)
         df = math.inf
         run_cv = float("nan")
-    return SideNoise(level=float(means.mean()), run_means=[float(x) for x in means], var=var, df=df, runs=r_count, rounds=n_rounds,
-                     run_cv=run_cv, round_cv=math.sqrt(sw2) if dof_w else float("nan"),
-                     median_ms=float(np.median(medians_ms)), samples=samples)
+    return SideNoise(
+        level=float(means.mean()),
+        run_means=[float(x) for x in means],
+        var=var,
+        df=df,
+        runs=r_count,
+        rounds=n_rounds,
+        run_cv=run_cv,
+        round_cv=math.sqrt(sw2) if dof_w else float("nan"),
+        median_ms=float(np.median(medians_ms)),
+        samples=samples,
+    )
 
 
-def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: float = MAX_MDE,
-             level: float = LEVEL) -> tuple[str, float, tuple[float, float], float, float]:
+def classify(
+    old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: float = MAX_MDE, level: float = LEVEL
+) -> tuple[str, float, tuple[float, float], float, float]:
     """(verdict, ratio, ratio CI, p, MDE) from the two sides' noise models."""
     stats = require("scipy.stats", "helios compare (Student t intervals)")
     d = new.level - old.level
     if math.isinf(old.df) or math.isinf(new.df):
         se, df = math.sqrt(old.var + new.var), math.inf
-    else:   # pooled: var * R is each side's run variance (floored)
+    else:  # pooled: var * R is each side's run variance (floored)
         ro, rn = old.df + 1, new.df + 1
         pooled = (old.df * old.var * ro + new.df * new.var * rn) / (old.df + new.df)
         se, df = math.sqrt(pooled * (1 / ro + 1 / rn)), old.df + new.df
@@ -142,8 +154,7 @@ def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: f
     rank_ok = True
     if old.runs >= 2 and new.runs >= 2 and 2.0 / math.comb(old.runs + new.runs, old.runs) < 1.0 - level:
         # only where complete separation of the runs can reach the level (4+ runs a side at 95%)
-        p_rank = float(stats.mannwhitneyu(new.run_means, old.run_means, alternative="two-sided",
-                                          method="exact").pvalue)
+        p_rank = float(stats.mannwhitneyu(new.run_means, old.run_means, alternative="two-sided", method="exact").pvalue)
         rank_ok = p_rank < 1.0 - level
         p = max(p, p_rank)
     if abs(change) <= noise:
@@ -153,7 +164,7 @@ def classify(old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: f
     elif hi < 0 and rank_ok:
         verdict = "FASTER"
     elif lo > 0 or hi < 0:
-        verdict = "INCONCLUSIVE"   # the interval says so, the runs' ranks do not
+        verdict = "INCONCLUSIVE"  # the interval says so, the runs' ranks do not
     elif mde <= max_mde:
         verdict = "SAME"
     else:
@@ -180,16 +191,21 @@ def load(path: str) -> dict:
     if not isinstance(rows, list):
         raise CompareError(f"{path}: 'rows' must be a list")
     if schema == TIME_SCHEMA:
-        data = dict(data, helios=data.get("device") if isinstance(data.get("device"), dict) else {},
-                    rows=[_time_row(r) for r in rows])
+        data = dict(
+            data,
+            helios=data.get("device") if isinstance(data.get("device"), dict) else {},
+            rows=[_time_row(r) for r in rows],
+        )
     elif schema == SUITE_SCHEMA:
         data = dict(data, rows=[_suite_row(r) for r in rows])
     for i, row in enumerate(data["rows"]):
         _check_row(path, i, row)
     dev = data.get("helios")
     if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
-        raise CompareError(f"{path}: names no device (no 'helios' block with a 'name'); cannot tell "
-                           f"whether it compares with the other side")
+        raise CompareError(
+            f"{path}: names no device (no 'helios' block with a 'name'); cannot tell "
+            f"whether it compares with the other side"
+        )
     return data
 
 
@@ -223,14 +239,14 @@ def _check_row(path: str, i: int, row: Any) -> None:
     h = row.get("helios")
     samples = h.get("samples_ms") if isinstance(h, dict) else None
     if not isinstance(samples, list) or not samples or not all(isinstance(r, list) and r for r in samples):
-        raise CompareError(f"{where} ({row['shape']}): helios.samples_ms must be a non-empty list of "
-                           f"non-empty rounds")
+        raise CompareError(f"{where} ({row['shape']}): helios.samples_ms must be a non-empty list of non-empty rounds")
     bad = [x for r in samples for x in r if not _positive_finite(x)]
     if bad:
         raise CompareError(f"{where} ({row['shape']}): samples must be finite and > 0; got {bad[0]!r}")
     runs = h.get("round_runs")
-    if runs is not None and (not isinstance(runs, list) or len(runs) != len(samples)
-                             or not all(isinstance(x, int) and x >= 0 for x in runs)):
+    if runs is not None and (
+        not isinstance(runs, list) or len(runs) != len(samples) or not all(isinstance(x, int) and x >= 0 for x in runs)
+    ):
         raise CompareError(f"{where} ({row['shape']}): helios.round_runs must give a run index per round")
 
 
@@ -259,15 +275,18 @@ def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], 
     return {s: (list(g.values()), meds[s], counts[s]) for s, g in grouped.items()}
 
 
-def compare(old: list[dict], new: list[dict], *, ignore_device: bool = False,
-            run_noise: float = RUN_NOISE, level: float = LEVEL) -> list[ShapeVerdict]:
+def compare(
+    old: list[dict], new: list[dict], *, ignore_device: bool = False, run_noise: float = RUN_NOISE, level: float = LEVEL
+) -> list[ShapeVerdict]:
     if not old or not new:
         raise CompareError("need at least one result file on each side")
     keys = {_device_key(d) for d in old + new}
     if len(keys) > 1 and not ignore_device:
-        raise CompareError("results come from different devices or drivers: "
-                           + "; ".join(f"{md_cell(n)} (driver {md_cell(v)})" for n, v in sorted(keys, key=str))
-                           + " (use --ignore-device to compare anyway)")
+        raise CompareError(
+            "results come from different devices or drivers: "
+            + "; ".join(f"{md_cell(n)} (driver {md_cell(v)})" for n, v in sorted(keys, key=str))
+            + " (use --ignore-device to compare anyway)"
+        )
     so, sn = _side(old), _side(new)
     out = []
     for shape, (runs_o, meds_o, n_o) in so.items():
@@ -319,19 +338,26 @@ def _cv(x: float) -> str:
 
 
 def table(verdicts: list[ShapeVerdict]) -> str:
-    lines = ["| shape | old ms | new ms | change | ratio 95% CI | p | runs x rounds old / new "
-             "| run CV old / new | round CV old / new | MDE | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| shape | old ms | new ms | change | ratio 95% CI | p | runs x rounds old / new "
+        "| run CV old / new | round CV old / new | MDE | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for v in verdicts:
         why = ""
         if v.verdict == "INCONCLUSIVE" and v.assumed_noise and abs(v.pct) > NOISE * 100:
             why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
         elif v.verdict == "SAME":
-            why = (f" (within the {NOISE:.0%} floor)" if abs(v.pct) <= NOISE * 100
-                   else f" (< MDE {v.mde:.1%} at this noise)")
-        lines.append(f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
-                     f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
-                     f"{v.old.runs}x{v.old.rounds} / {v.new.runs}x{v.new.rounds} | "
-                     f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
-                     f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |")
+            why = (
+                f" (within the {NOISE:.0%} floor)"
+                if abs(v.pct) <= NOISE * 100
+                else f" (< MDE {v.mde:.1%} at this noise)"
+            )
+        lines.append(
+            f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
+            f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
+            f"{v.old.runs}x{v.old.rounds} / {v.new.runs}x{v.new.rounds} | "
+            f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
+            f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
+        )
     return "\n".join(lines)

@@ -11,6 +11,7 @@ an outlier verdict: a GPU whose runs are SLOWER than its peers' pooled runs by
 the compare noise model (`helios compare`), with its clocks, power and
 throttle reasons. `helios report` merges such results (several hosts too).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ def device_indices(spec: str, infos: Sequence[dict]) -> list[int]:
     except ValueError:
         raise ValueError(f"--devices {spec!r}: 'all' or comma-separated device indices") from None
     if not idx or len(set(idx)) != len(idx) or any(not 0 <= i < n for i in idx):
-        raise ValueError(f"--devices {spec!r}: distinct indices in 0..{n - 1} ({n} Vulkan device"
-                         f"{'s' if n != 1 else ''})")
+        raise ValueError(
+            f"--devices {spec!r}: distinct indices in 0..{n - 1} ({n} Vulkan device{'s' if n != 1 else ''})"
+        )
     return idx
 
 
@@ -59,8 +61,15 @@ def strip_args(argv: Sequence[str], names: Sequence[str]) -> list[str]:
     return out
 
 
-def run_devices(bench_argv: Sequence[str], indices: Sequence[int], infos: Sequence[dict], stem: Path,
-                serial: bool, log=print, command: str = "bench") -> list[dict]:
+def run_devices(
+    bench_argv: Sequence[str],
+    indices: Sequence[int],
+    infos: Sequence[dict],
+    stem: Path,
+    serial: bool,
+    log=print,
+    command: str = "bench",
+) -> list[dict]:
     """Runs the children (`helios --device=i COMMAND ARGS`; bench also gets its
     --out); returns one entry per device: index, uuid, file, rc, log."""
     entries = []
@@ -75,10 +84,18 @@ def run_devices(bench_argv: Sequence[str], indices: Sequence[int], infos: Sequen
         cmd = [sys.executable, "-m", "helios", f"--device={i}", command, *bench_argv]
         if command == "bench":
             cmd += [f"--out={path}", "--force"]
-        entry = {"index": i, "uuid": infos[i]["uuid"], "name": infos[i]["name"], "file": str(path),
-                 "log": str(logf), "command": cmd[2:]}
-        log(f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']})"
-            + (f" -> {path}" if command == "bench" else ""))
+        entry = {
+            "index": i,
+            "uuid": infos[i]["uuid"],
+            "name": infos[i]["name"],
+            "file": str(path),
+            "log": str(logf),
+            "command": cmd[2:],
+        }
+        log(
+            f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']})"
+            + (f" -> {path}" if command == "bench" else "")
+        )
         fh = open(logf, "w", encoding="utf-8")
         p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         if serial:
@@ -98,8 +115,10 @@ def _state(row: dict) -> dict:
     states = row.get("gpu_state") or []
     last = states[-1] if isinstance(states, list) and states else {}
     after = (last or {}).get("after") or {}
-    return {k: after.get(k) for k in ("sm_clock_mhz", "max_sm_clock_mhz", "power_w", "temperature_c",
-                                      "throttle_reasons", "gpu_uuid")}
+    return {
+        k: after.get(k)
+        for k in ("sm_clock_mhz", "max_sm_clock_mhz", "power_w", "temperature_c", "throttle_reasons", "gpu_uuid")
+    }
 
 
 def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
@@ -111,11 +130,18 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
             if not row.get("valid"):
                 continue
             s = shapes.setdefault(row["shape"], {"shape": row["shape"], "gpus": []})
-            s["gpus"].append({"gpu": label, "uuid": res.get("helios", {}).get("uuid"),
-                              "helios_ms": row["heliosMs"], "cuda_ms": reference_ms(row),
-                              "ratio": (row["heliosMs"] / reference_ms(row)) if reference_ms(row) else None,
-                              "throttled": row.get("throttled"), "low_clock": row.get("low_clock"),
-                              "state": _state(row)})
+            s["gpus"].append(
+                {
+                    "gpu": label,
+                    "uuid": res.get("helios", {}).get("uuid"),
+                    "helios_ms": row["heliosMs"],
+                    "cuda_ms": reference_ms(row),
+                    "ratio": (row["heliosMs"] / reference_ms(row)) if reference_ms(row) else None,
+                    "throttled": row.get("throttled"),
+                    "low_clock": row.get("low_clock"),
+                    "state": _state(row),
+                }
+            )
     for shape, s in shapes.items():
         ms = [g["helios_ms"] for g in s["gpus"]]
         s["spread_pct"] = (max(ms) / min(ms) - 1.0) * 100.0 if ms else None
@@ -139,8 +165,10 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
 
 
 def fleet_markdown(summary: dict) -> str:
-    lines = ["| shape | GPU | helios ms | cuda ms | ratio | vs peers | SM MHz | power W | throttle |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| shape | GPU | helios ms | cuda ms | ratio | vs peers | SM MHz | power W | throttle |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for s in summary["shapes"]:
         for g in s["gpus"]:
             st = g["state"]
@@ -149,9 +177,11 @@ def fleet_markdown(summary: dict) -> str:
                 vs = f"{vs} ({g['change_vs_peers_pct']:+.1f}%)"
             ratio = f"{g['ratio']:.2f}" if g["ratio"] else "-"
             cuda = f"{g['cuda_ms']:.4f}" if g["cuda_ms"] else "-"
-            lines.append(f"| {s['shape']} | {g['gpu']} | {g['helios_ms']:.4f} | {cuda} | {ratio} | {vs} | "
-                         f"{st.get('sm_clock_mhz') or '-'} | {st.get('power_w') or '-'} | "
-                         f"{','.join(st.get('throttle_reasons') or []) or '-'} |")
+            lines.append(
+                f"| {s['shape']} | {g['gpu']} | {g['helios_ms']:.4f} | {cuda} | {ratio} | {vs} | "
+                f"{st.get('sm_clock_mhz') or '-'} | {st.get('power_w') or '-'} | "
+                f"{','.join(st.get('throttle_reasons') or []) or '-'} |"
+            )
         out = ", ".join(s["outliers"]) or "none"
         lines.append(f"| {s['shape']} | spread {s['spread_pct']:.1f}% | | | | outliers: {out} | | | |")
     return "\n".join(lines) + "\n"
@@ -161,13 +191,17 @@ def gpu_label(res: dict, fallback: str) -> str:
     h = res.get("helios", {})
     host = res.get("host", {}).get("hostname")
     rank = res.get("launcher", {}).get("rank") if isinstance(res.get("launcher"), dict) else None
-    parts = [p for p in (host, h.get("pci_bus_id") or (h.get("uuid") or "")[:8],
-                         None if rank is None else f"rank{rank}") if p]
+    parts = [
+        p
+        for p in (host, h.get("pci_bus_id") or (h.get("uuid") or "")[:8], None if rank is None else f"rank{rank}")
+        if p
+    ]
     return "/".join(parts) or fallback
 
 
 def load_results(paths: Sequence[str]) -> list[tuple[str, dict]]:
     from ..jsonio import read_object
+
     return [(p, read_object(p, "a helios-bench result")) for p in paths]
 
 

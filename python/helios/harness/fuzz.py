@@ -4,6 +4,7 @@ random odd shape, a random output dtype and a random op form: plain, either
 operand transposed (a transposed view, read as a layout), batched with
 broadcasting, or the fused epilogue (alpha, beta with C, bias, an activation).
 The opt-in coop2 family runs plain products only (it refuses the rest)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,15 +44,23 @@ def random_dim(rng: np.random.Generator, hi: int) -> int:
         return int(rng.integers(1, hi + 1))
     if kind == 1:
         return int(rng.choice([p for p in PRIMES if p <= hi]))
-    base = int(rng.choice([8, 16, 32, 64, 128]))   # tile multiples and their tails
+    base = int(rng.choice([8, 16, 32, 64, 128]))  # tile multiples and their tails
     return int(np.clip(base * int(rng.integers(1, max(2, hi // base + 1))) + int(rng.integers(-1, 2)), 1, hi))
 
 
 FORMS = ("plain", "trans_a", "trans_b", "batched", "epilogue")
 
 
-def fuzz(dev: Device, n: int, seed: int, *, variants: Optional[list[str]] = None,
-         max_dim: int = 700, atol: float = 0.02, rtol: float = 0.01):
+def fuzz(
+    dev: Device,
+    n: int,
+    seed: int,
+    *,
+    variants: Optional[list[str]] = None,
+    max_dim: int = 700,
+    atol: float = 0.02,
+    rtol: float = 0.01,
+):
     """Yields one FuzzCase per case; variants default to every one the device lists."""
     rng = np.random.default_rng(seed)
     vs = variants or dev.variants()
@@ -61,19 +70,20 @@ def fuzz(dev: Device, n: int, seed: int, *, variants: Optional[list[str]] = None
         od = "float32" if rng.integers(0, 2) else "float16"
         form = "plain" if v.startswith("coop2") else FORMS[int(rng.integers(0, len(FORMS)))]
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
-        if form == "batched":   # keep the work of a case near a 2-D one
+        if form == "batched":  # keep the work of a case near a 2-D one
             m = max(1, m // batch)
 
         def operand(shape):
-            if "acc=f16" in v:   # exact in fp16 partial sums, so the gate still applies
+            if "acc=f16" in v:  # exact in fp16 partial sums, so the gate still applies
                 return rng.integers(-1, 2, size=shape).astype(np.float16)
             return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
+
         a = operand((batch, m, k) if form == "batched" else (m, k))
-        b = operand((k, nn))   # broadcast across the batch
+        b = operand((k, nn))  # broadcast across the batch
         kw: dict = {}
         ref = reference_matmul(a, b)
         if form == "trans_a":
-            a = np.ascontiguousarray(a.T).T     # an F-ordered view: the kernel reads it transposed
+            a = np.ascontiguousarray(a.T).T  # an F-ordered view: the kernel reads it transposed
         elif form == "trans_b":
             b = np.ascontiguousarray(b.T).T
         elif form == "epilogue":
@@ -84,5 +94,6 @@ def fuzz(dev: Device, n: int, seed: int, *, variants: Optional[list[str]] = None
             ref = host_epilogue(ref, bias=bias, act=activation_code(act), alpha=0.5, beta=-1.25, c=c)
             form = f"epilogue({act})"
         r = check_close(dev.matmul(a, b, out_dtype=od, variant=v, **kw), ref, atol=atol, rtol=rtol)
-        yield FuzzCase(i, (m, nn, k), v, form if form != "batched" else f"batched({batch})", od, r.fails,
-                       r.total, r.line())
+        yield FuzzCase(
+            i, (m, nn, k), v, form if form != "batched" else f"batched({batch})", od, r.fails, r.total, r.line()
+        )

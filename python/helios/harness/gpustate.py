@@ -1,6 +1,7 @@
 """NVIDIA GPU state around a measurement: clocks, temperature, power, utilisation,
 throttle reasons and other compute processes. From NVML (nvidia-ml-py) where it
 is installed, else `nvidia-smi`; None where neither answers (no NVIDIA GPU)."""
+
 from __future__ import annotations
 
 import os
@@ -63,7 +64,7 @@ def _nvml(index: Union[int, str]) -> Optional[dict]:
         if isinstance(index, str):
             try:
                 h = pynvml.nvmlDeviceGetHandleByUUID(index)
-            except pynvml.NVMLError:   # not an NVIDIA GPU NVML knows: nothing to read
+            except pynvml.NVMLError:  # not an NVIDIA GPU NVML knows: nothing to read
                 return None
         else:
             h = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -72,7 +73,8 @@ def _nvml(index: Union[int, str]) -> Optional[dict]:
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
         me = os.getpid()
         return {
-            "source": "nvml", "gpu_uuid": pynvml.nvmlDeviceGetUUID(h),
+            "source": "nvml",
+            "gpu_uuid": pynvml.nvmlDeviceGetUUID(h),
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
             "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
@@ -82,9 +84,10 @@ def _nvml(index: Union[int, str]) -> Optional[dict]:
             "utilization_mem_pct": util.memory,
             "throttle_reasons": [name for bit, name in _THROTTLE_BITS.items() if reasons & bit],
             "other_compute_processes": [
-                {"pid": p.pid, "used_memory_bytes": p.usedGpuMemory} for p in procs if p.pid != me],
+                {"pid": p.pid, "used_memory_bytes": p.usedGpuMemory} for p in procs if p.pid != me
+            ],
         }
-    except Exception as e:   # a field this driver lacks: report what failed, not a guess
+    except Exception as e:  # a field this driver lacks: report what failed, not a guess
         return {"source": "nvml", "error": f"{type(e).__name__}: {e}"}
     finally:
         try:
@@ -96,12 +99,18 @@ def _nvml(index: Union[int, str]) -> Optional[dict]:
 def _smi(index: Union[int, str]) -> Optional[dict]:
     if not shutil.which("nvidia-smi"):
         return None
-    q = ("clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,utilization.gpu,"
-         "utilization.memory,clocks_throttle_reasons.sw_power_cap,clocks_throttle_reasons.hw_slowdown,"
-         "clocks_throttle_reasons.sw_thermal_slowdown,clocks_throttle_reasons.hw_thermal_slowdown")
+    q = (
+        "clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,utilization.gpu,"
+        "utilization.memory,clocks_throttle_reasons.sw_power_cap,clocks_throttle_reasons.hw_slowdown,"
+        "clocks_throttle_reasons.sw_thermal_slowdown,clocks_throttle_reasons.hw_thermal_slowdown"
+    )
     try:
-        r = subprocess.run(["nvidia-smi", "-i", str(index), f"--query-gpu={q}",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(
+            ["nvidia-smi", "-i", str(index), f"--query-gpu={q}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if r.returncode != 0:
             return None
         v = [x.strip() for x in r.stdout.strip().split(",")]
@@ -112,8 +121,13 @@ def _smi(index: Union[int, str]) -> Optional[dict]:
                 return float(s)
             except ValueError:
                 return None
-        apps = subprocess.run(["nvidia-smi", "-i", str(index), "--query-compute-apps=pid,used_memory",
-                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+
+        apps = subprocess.run(
+            ["nvidia-smi", "-i", str(index), "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         me = os.getpid()
         procs = []
         for line in apps.stdout.strip().splitlines():
@@ -121,9 +135,14 @@ def _smi(index: Union[int, str]) -> Optional[dict]:
             if len(parts) == 2 and parts[0].isdigit() and int(parts[0]) != me:
                 procs.append({"pid": int(parts[0]), "used_memory_bytes": (num(parts[1]) or 0) * 2**20})
         return {
-            "source": "nvidia-smi", "sm_clock_mhz": num(v[0]), "mem_clock_mhz": num(v[1]),
-            "max_sm_clock_mhz": num(v[2]), "temperature_c": num(v[3]), "power_w": num(v[4]),
-            "utilization_gpu_pct": num(v[5]), "utilization_mem_pct": num(v[6]),
+            "source": "nvidia-smi",
+            "sm_clock_mhz": num(v[0]),
+            "mem_clock_mhz": num(v[1]),
+            "max_sm_clock_mhz": num(v[2]),
+            "temperature_c": num(v[3]),
+            "power_w": num(v[4]),
+            "utilization_gpu_pct": num(v[5]),
+            "utilization_mem_pct": num(v[6]),
             "throttle_reasons": [n for n, s in zip(names, v[7:11]) if s.lower() == "active"],
             "other_compute_processes": procs,
         }
@@ -150,7 +169,7 @@ def throttled(*states: Optional[dict]) -> bool:
     return False
 
 
-LOW_CLOCK = 0.8   # a row measured below 80% of the maximum SM clock is flagged
+LOW_CLOCK = 0.8  # a row measured below 80% of the maximum SM clock is flagged
 
 
 def low_clock(*states: Optional[dict]) -> bool:
@@ -162,14 +181,14 @@ def low_clock(*states: Optional[dict]) -> bool:
     return False
 
 
-def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0,
-                index: Union[int, str, None] = None) -> dict:
+def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0, index: Union[int, str, None] = None) -> dict:
     """Run `work()` (a few tens of ms of GPU work) until the SM clock reaches
     `target` x its maximum or `timeout_s` passes. An H100 idle for seconds was
     seen to stay at 345 MHz through 200 ms of back-to-back work, so a warm-up
     count alone does not guarantee clocks. Returns what happened; without NVML
     or nvidia-smi (no NVIDIA GPU) it does nothing and says so."""
     import time
+
     state = gpu_state(index)
     if not state or not state.get("max_sm_clock_mhz"):
         return {"done": False, "reason": "no NVIDIA GPU state to read"}
@@ -180,9 +199,14 @@ def ramp_clocks(work, *, target: float = 0.9, timeout_s: float = 3.0,
         calls += 1
         state = gpu_state(index) or state
     reached = state["sm_clock_mhz"] >= target * state["max_sm_clock_mhz"]
-    return {"done": True, "reached": bool(reached), "sm_clock_mhz": state["sm_clock_mhz"],
-            "max_sm_clock_mhz": state["max_sm_clock_mhz"], "work_calls": calls,
-            "seconds": round(time.perf_counter() - t0, 3)}
+    return {
+        "done": True,
+        "reached": bool(reached),
+        "sm_clock_mhz": state["sm_clock_mhz"],
+        "max_sm_clock_mhz": state["max_sm_clock_mhz"],
+        "work_calls": calls,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def describe_ramp(r: dict) -> str:
@@ -190,5 +214,7 @@ def describe_ramp(r: dict) -> str:
     if not r.get("done"):
         return f"skipped ({r.get('reason')})"
     how = "reached" if r.get("reached") else "did not reach"
-    return (f"{how} {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after {r['work_calls']} bursts "
-            f"({r['seconds']:.2f} s)")
+    return (
+        f"{how} {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after {r['work_calls']} bursts "
+        f"({r['seconds']:.2f} s)"
+    )

@@ -6,6 +6,7 @@ round, Helios and the reference are timed the same way on the same inputs,
 alternating which goes first. A failing check marks the run failed and its
 rows carry no speed numbers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from .results import (
 from .shapes import shape_str
 from .stats import bootstrap_ratio_ci, summarize
 
-ROW_CHECK_ROWS = 64          # timed shapes: this many random rows vs float64, + all finite
+ROW_CHECK_ROWS = 64  # timed shapes: this many random rows vs float64, + all finite
 
 
 @dataclass
@@ -44,14 +45,14 @@ class BenchConfig:
     iters: int = 100
     warmup: int = 10
     dtype: str = "float16"
-    variant: Optional[str] = None          # None: the device default ("matmul" in the seeds)
+    variant: Optional[str] = None  # None: the device default ("matmul" in the seeds)
     check: bool = True
     check_shape: tuple[int, int, int] = (384, 384, 384)
     atol: float = ATOL
     rtol: float = RTOL
     repeats: int = 1
-    runs: int = 1                          # independent runs (own clock ramp), rounds grouped by run
-    warmup_ms: float = 200.0               # and at least this much GPU work of warm-up
+    runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
+    warmup_ms: float = 200.0  # and at least this much GPU work of warm-up
     flush_l2: bool = False
     ref: str = "auto"
     seed: int = 0
@@ -59,8 +60,7 @@ class BenchConfig:
     command: list[str] = field(default_factory=list)
 
 
-def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol: float,
-               seed: int) -> dict:
+def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol: float, seed: int) -> dict:
     """Sampled check for timed shapes: ROW_CHECK_ROWS rows against float64 (every
     column), plus every element finite (an unwritten, poisoned element is NaN)."""
     rng = np.random.default_rng(seed)
@@ -68,29 +68,40 @@ def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol:
     r = check_close(out[rows], reference_matmul(a[rows], b), atol=atol, rtol=rtol)
     nonfinite = int((~np.isfinite(out)).sum())
     d = r.as_dict()
-    d.update(rows_checked=int(rows.size), nonfinite_total=nonfinite,
-             passed=bool(r.passed and nonfinite == 0))
+    d.update(rows_checked=int(rows.size), nonfinite_total=nonfinite, passed=bool(r.passed and nonfinite == 0))
     return d
 
 
-def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
-              log: Callable[[str], None] = lambda s: None) -> dict:
+def run_bench(
+    cfg: BenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
+) -> dict:
     """Run the protocol; returns the helios-bench/1 dict (result["status"] is
     "ok" or "failed")."""
     if cfg.dtype != "float16":
         from .._helios import UnsupportedError
+
         raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
     if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1 or cfg.runs < 1:
-        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
-                         f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})")
+        raise ValueError(
+            f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
+            f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})"
+        )
     flush = 0
     result: dict = {
-        "schema": BENCH_SCHEMA, "status": "ok", **provenance(),
-        "iters": cfg.iters, "warmup": cfg.warmup, "warmup_ms": cfg.warmup_ms, "dtype": cfg.dtype,
+        "schema": BENCH_SCHEMA,
+        "status": "ok",
+        **provenance(),
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "warmup_ms": cfg.warmup_ms,
+        "dtype": cfg.dtype,
         "out_dtype": "float16",
-        "repeats": cfg.repeats, "runs": cfg.runs, "flush_l2": cfg.flush_l2, "seed": cfg.seed,
+        "repeats": cfg.repeats,
+        "runs": cfg.runs,
+        "flush_l2": cfg.flush_l2,
+        "seed": cfg.seed,
         "command": cfg.command,
-        "launcher": launcher_info(),   # rank, local rank, world size under Slurm / torchrun / mpirun
+        "launcher": launcher_info(),  # rank, local rank, world size under Slurm / torchrun / mpirun
     }
     with Device(cfg.device) as dev:
         info = dict(dev.info)
@@ -98,20 +109,41 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         # an index (CUDA's, NVML's and Vulkan's orders differ).
         ref = make_reference(cfg.ref, info["uuid"])
         select_gpu(info["uuid"])
-        if cfg.flush_l2:   # capped where a device cannot hold that much in one buffer
+        if cfg.flush_l2:  # capped where a device cannot hold that much in one buffer
             flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
         result["flush_bytes"] = flush
         # Per shape: the given variant, else the tuned pick or the default for the shape.
         chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant) for shape in cfg.shapes}
-        variant = dev.resolve_variant(*cfg.check_shape, variant=cfg.variant) if cfg.variant not in (None, "auto") \
+        variant = (
+            dev.resolve_variant(*cfg.check_shape, variant=cfg.variant)
+            if cfg.variant not in (None, "auto")
             else dev.default_variant()
-        result["helios"] = {k: info[k] for k in (
-            "name", "device_type", "vendor_id", "device_id", "driver_name", "driver_info",
-            "driver_version", "api_version", "subgroup_size", "shared_memory_bytes",
-            "timestamp_period_ns", "timestamp_valid_bits", "cooperative_matrix",
-            "cooperative_matrix2", "bf16", "cooperative_matrix_properties", "uuid", "luid",
-            "pci_bus_id")}
-        result["helios"]["variant"] = variant   # the device default; rows[].variant is per shape
+        )
+        result["helios"] = {
+            k: info[k]
+            for k in (
+                "name",
+                "device_type",
+                "vendor_id",
+                "device_id",
+                "driver_name",
+                "driver_info",
+                "driver_version",
+                "api_version",
+                "subgroup_size",
+                "shared_memory_bytes",
+                "timestamp_period_ns",
+                "timestamp_valid_bits",
+                "cooperative_matrix",
+                "cooperative_matrix2",
+                "bf16",
+                "cooperative_matrix_properties",
+                "uuid",
+                "luid",
+                "pci_bus_id",
+            )
+        }
+        result["helios"]["variant"] = variant  # the device default; rows[].variant is per shape
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
         result["reference"] = ref.name
@@ -126,16 +158,23 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
             for v in [variant] + [x for x in result["helios"]["variants"] if x != variant]:
                 c = dev.matmul(a, b, out_dtype="float16", variant=v)
                 gate[v] = check_close(c, ref_c, atol=cfg.atol, rtol=cfg.rtol)
-                log(f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
-                    f"{'PASS' if gate[v].passed else 'FAIL'}")
+                log(
+                    f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
+                    f"{'PASS' if gate[v].passed else 'FAIL'}"
+                )
             worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
-            result["check"] = {"shape": shape_str(cfg.check_shape), **worst.as_dict(), "line": worst.line(),
-                               "variants": {v: r.line() for v, r in gate.items()}}
+            result["check"] = {
+                "shape": shape_str(cfg.check_shape),
+                **worst.as_dict(),
+                "line": worst.line(),
+                "variants": {v: r.line() for v, r in gate.items()},
+            }
             if not all(r.passed for r in gate.values()):
                 bad = [v for v, r in gate.items() if not r.passed]
                 result["status"] = "failed"
-                result["failure"] = (f"correctness check {shape_str(cfg.check_shape)} failed for "
-                                     f"{', '.join(bad)}: {worst.line()}")
+                result["failure"] = (
+                    f"correctness check {shape_str(cfg.check_shape)} failed for {', '.join(bad)}: {worst.line()}"
+                )
                 result["rows"] = []
                 return result
         else:
@@ -148,13 +187,37 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
         def clock_work() -> None:
             if not warm_inputs:
                 warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1))
-            dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, variant=chosen.get((2048, 2048, 2048), variant),
-                            inputs=tuple(warm_inputs))
+            dev.time_matmul(
+                2048,
+                2048,
+                2048,
+                iters=100,
+                warmup=0,
+                variant=chosen.get((2048, 2048, 2048), variant),
+                inputs=tuple(warm_inputs),
+            )
 
         # 3. Timing, interleaved per shape over rounds; --runs repeats the whole
         #    protocol (clock ramp included) and records which run each round is from.
-        acc = {s: {"h": [], "r": [], "hb": [], "rb": [], "hmed": [], "rmed": [], "state": [], "hw": [], "rw": [],
-                   "hchk": [], "rchk": [], "tel": None, "batch_mode": None, "run": []} for s in cfg.shapes}
+        acc = {
+            s: {
+                "h": [],
+                "r": [],
+                "hb": [],
+                "rb": [],
+                "hmed": [],
+                "rmed": [],
+                "state": [],
+                "hw": [],
+                "rw": [],
+                "hchk": [],
+                "rchk": [],
+                "tel": None,
+                "batch_mode": None,
+                "run": [],
+            }
+            for s in cfg.shapes
+        }
         bar = Progress(len(cfg.shapes) * cfg.repeats * cfg.runs, progress)
         result["clock_warmups"] = []
         try:
@@ -162,7 +225,7 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
                 if rnd == 0:
                     result["clock_warmups"].append(ramp_clocks(clock_work))
                     log(f"run {run + 1}/{cfg.runs} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
-                rnd = run * cfg.repeats + rnd   # the round's index over all runs
+                rnd = run * cfg.repeats + rnd  # the round's index over all runs
                 for si, shape in enumerate(cfg.shapes):
                     m, n, k = shape
                     shape_variant = chosen[shape]
@@ -174,8 +237,9 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
                         est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
                         w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                         dev.reset_telemetry()
-                        t = dev.time_matmul(m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant,
-                                            inputs=(a, b), flush_bytes=flush)
+                        t = dev.time_matmul(
+                            m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant, inputs=(a, b), flush_bytes=flush
+                        )
                         slot["hw"].append(w)
                         slot["h"].append(t.samples_ms)
                         slot["hb"].append(t.batch_ms)
@@ -194,12 +258,12 @@ def run_bench(cfg: BenchConfig, *, progress: Optional[bool] = None,
                         slot["batch_mode"] = t.batch_mode
                         slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
-                    for side in ((helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side)):
+                    for side in (helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side):
                         side()
                     slot["run"].append(run)
                     slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
                     bar.step(f"{shape_str(shape)} run {run + 1}/{cfg.runs} round {rnd % cfg.repeats + 1}/{cfg.repeats}")
-        except KeyboardInterrupt:   # keep what was measured: whole rounds, marked interrupted
+        except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
             result["status"], result["failure"] = "interrupted", INTERRUPTED
         finally:
             bar.close()
@@ -223,7 +287,7 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
     valid = all(x["passed"] for x in s["hchk"])
     states = [st[w] for st in s["state"] for w in ("before", "after")]
     thr = throttled(*states)
-    lo, hi = bootstrap_ratio_ci(c, h)   # speedup = cuda time / helios time
+    lo, hi = bootstrap_ratio_ci(c, h)  # speedup = cuda time / helios time
     row = {
         "shape": shape_str(shape),
         "heliosMs": hs["median"] if valid else None,
@@ -231,14 +295,31 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
         **reference_fields(ref.is_cuda, cs["median"], flops),
         "speedup": cs["median"] / hs["median"] if valid else None,
         "speedup_ci95": [lo, hi] if valid else None,
-        "valid": valid, "throttled": thr, "low_clock": low_clock(*states), "variant": variant,
+        "valid": valid,
+        "throttled": thr,
+        "low_clock": low_clock(*states),
+        "variant": variant,
         "reference": ref.name,
-        "helios": {"stats": hs, "samples_ms": s["h"], "batch_ms": s["hb"], "warmup_launches": s["hw"],
-                   "round_medians_ms": s["hmed"], "round_runs": s["run"], "check": s["hchk"],
-                   "telemetry": s["tel"]},
-        "cuda": {"stats": cs, "samples_ms": s["r"], "batch_ms": s["rb"], "batch_mode": s["batch_mode"],
-                 "warmup_launches": s["rw"],
-                 "round_medians_ms": s["rmed"], "round_runs": s["run"], "check": s["rchk"]},
+        "helios": {
+            "stats": hs,
+            "samples_ms": s["h"],
+            "batch_ms": s["hb"],
+            "warmup_launches": s["hw"],
+            "round_medians_ms": s["hmed"],
+            "round_runs": s["run"],
+            "check": s["hchk"],
+            "telemetry": s["tel"],
+        },
+        "cuda": {
+            "stats": cs,
+            "samples_ms": s["r"],
+            "batch_ms": s["rb"],
+            "batch_mode": s["batch_mode"],
+            "warmup_launches": s["rw"],
+            "round_medians_ms": s["rmed"],
+            "round_runs": s["run"],
+            "check": s["rchk"],
+        },
         "gpu_state": s["state"],
     }
     return row
@@ -247,32 +328,42 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
 def markdown(result: dict) -> str:
     """The results table, as printed and written beside the JSON."""
     ref = result.get("reference", "?")
-    lines = [f"Helios vs {ref} on {result.get('helios', {}).get('name', '?')} "
-             f"({result['dtype']}, iters={result['iters']}, warmup={result['warmup']}, "
-             f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''})", ""]
+    lines = [
+        f"Helios vs {ref} on {result.get('helios', {}).get('name', '?')} "
+        f"({result['dtype']}, iters={result['iters']}, warmup={result['warmup']}, "
+        f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''})",
+        "",
+    ]
     if result.get("check"):
         lines.append(f"check {result['check']['shape']}: {result['check']['line']}")
         lines.append("")
     if result["status"] != "ok":
         lines.append(f"**FAILED**: {result.get('failure')}")
         lines.append("")
-    lines.append(f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | its 95% CI "
-                 f"| helios batch ms | {ref} batch ms | CV h / r | flags |")
+    lines.append(
+        f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | its 95% CI "
+        f"| helios batch ms | {ref} batch ms | CV h / r | flags |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in result.get("rows", []):
-        side = r["cuda"]   # the reference side's raw block (named before other references existed)
+        side = r["cuda"]  # the reference side's raw block (named before other references existed)
         hb = np.median(r["helios"]["batch_ms"]) if r["helios"]["batch_ms"] else None
         cb = [x for x in side["batch_ms"] if x is not None]
-        flags = ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]),
-                                         ("low_clock", r.get("low_clock"))) if on)
+        flags = ",".join(
+            x
+            for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]), ("low_clock", r.get("low_clock")))
+            if on
+        )
         ref_ms = reference_ms(r)
         ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
         # speedup_ci95 is of reference/helios; the table shows helios/reference throughout
-        ci = (f"{1 / r['speedup_ci95'][1]:.3f}-{1 / r['speedup_ci95'][0]:.3f}" if r["speedup_ci95"] else "-")
-        lines.append(f"| {r['shape']} | {fmt_ms(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
-                     f"{fmt_ms(ref_ms)} | {fmt_tflops(reference_tflops(r))} | {fmt_ratio(ratio)} | {ci} | "
-                     f"{fmt_ms(hb)} | {fmt_ms(float(np.median(cb)) if cb else None)} | "
-                     f"{r['helios']['stats']['cv']:.3f} / {side['stats']['cv']:.3f} | {flags} |")
+        ci = f"{1 / r['speedup_ci95'][1]:.3f}-{1 / r['speedup_ci95'][0]:.3f}" if r["speedup_ci95"] else "-"
+        lines.append(
+            f"| {r['shape']} | {fmt_ms(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
+            f"{fmt_ms(ref_ms)} | {fmt_tflops(reference_tflops(r))} | {fmt_ratio(ratio)} | {ci} | "
+            f"{fmt_ms(hb)} | {fmt_ms(float(np.median(cb)) if cb else None)} | "
+            f"{r['helios']['stats']['cv']:.3f} / {side['stats']['cv']:.3f} | {flags} |"
+        )
     if result.get("rows"):
         lines.append("")
         per_shape = {r["variant"] for r in result["rows"]}

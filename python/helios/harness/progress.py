@@ -1,5 +1,6 @@
 """Progress of long runs: a tqdm bar with an ETA on a terminal, nothing
 otherwise (a log or a pipe gets the per-step lines the commands print)."""
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,7 @@ class Progress:
         if enabled:
             try:
                 from tqdm import tqdm
-            except ImportError:   # optional (helios[progress]): without it, the per-step log lines only
+            except ImportError:  # optional (helios[progress]): without it, the per-step log lines only
                 return
             self._bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, leave=True)
 

@@ -1,5 +1,6 @@
 """Pieces of the benchmark protocol every workload shares: how an interrupted
 run keeps what it measured, and the status a result ends with."""
+
 from __future__ import annotations
 
 INTERRUPTED = "interrupted (Ctrl-C): the rows hold the rounds completed before it"

@@ -10,6 +10,7 @@ code that runs on Helios. Fixtures and markers::
   helios_gpu   the test needs a hardware GPU (skipped on a CPU Vulkan device such as lavapipe)
   helios_cuda  the test needs a CUDA reference on Helios's GPU
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterator, Optional
@@ -43,6 +44,7 @@ def _cuda_reason(info: Optional[dict], why: str) -> str:
     if info is None:
         return why
     from .references import make_reference
+
     try:
         ref = make_reference("auto", info["uuid"])
     except RuntimeError as e:
@@ -79,6 +81,7 @@ def helios_device() -> Iterator[helios.Device]:
 @pytest.fixture(scope="session")
 def helios_cuda_reference(helios_device: helios.Device) -> Any:
     from .references import make_reference
+
     try:
         ref = make_reference("auto", helios_device.info["uuid"])
     except RuntimeError as e:

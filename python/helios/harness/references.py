@@ -8,6 +8,7 @@
           every row it produces says so.
 `auto` picks torch.cuda, else cublas, else numpy.
 """
+
 from __future__ import annotations
 
 import abc
@@ -25,8 +26,8 @@ from .gpustate import bare_uuid
 class RefTiming:
     samples_ms: list[float]
     batch_ms: Optional[float]
-    output: np.ndarray           # C from a launch on the same inputs (for the check)
-    batch_mode: str              # "cuda_graph", "back_to_back" or "none"
+    output: np.ndarray  # C from a launch on the same inputs (for the check)
+    batch_mode: str  # "cuda_graph", "back_to_back" or "none"
 
 
 class Reference(abc.ABC):
@@ -38,8 +39,7 @@ class Reference(abc.ABC):
         """torch_version, cuda_runtime, gpu (None where not CUDA) and a label."""
 
     @abc.abstractmethod
-    def time(self, a: np.ndarray, b: np.ndarray, iters: int, warmup: int,
-             flush_bytes: int = 0) -> RefTiming:
+    def time(self, a: np.ndarray, b: np.ndarray, iters: int, warmup: int, flush_bytes: int = 0) -> RefTiming:
         """Samples after warm-up, a batch figure and one launch's output."""
 
 
@@ -50,7 +50,7 @@ def torch_block(torch, launches: int) -> bool:
     recorded into one command buffer: no host gaps). False if unavailable."""
     if not hasattr(torch.cuda, "_sleep"):
         return False
-    torch.cuda._sleep(int(2e9 * (launches * 60e-6 + 2e-3)))   # ~2 GHz cycles
+    torch.cuda._sleep(int(2e9 * (launches * 60e-6 + 2e-3)))  # ~2 GHz cycles
     return True
 
 
@@ -69,10 +69,12 @@ def torch_index_for_uuid(torch, uuid: str) -> Optional[int]:
 
 
 def _mismatch(ref: str, uuid: str, seen: list[str]) -> DeviceMismatch:
-    return DeviceMismatch(f"--ref={ref}: no CUDA device matches the Vulkan device (UUID {uuid}); CUDA "
-                          f"sees {', '.join(seen) or 'none'}. Timing another GPU would compare two "
-                          f"GPUs: select the GPU with HELIOS_DEVICE / CUDA_VISIBLE_DEVICES, or use "
-                          f"--ref=numpy")
+    return DeviceMismatch(
+        f"--ref={ref}: no CUDA device matches the Vulkan device (UUID {uuid}); CUDA "
+        f"sees {', '.join(seen) or 'none'}. Timing another GPU would compare two "
+        f"GPUs: select the GPU with HELIOS_DEVICE / CUDA_VISIBLE_DEVICES, or use "
+        f"--ref=numpy"
+    )
 
 
 class TorchReference(Reference):
@@ -83,6 +85,7 @@ class TorchReference(Reference):
         """uuid: the Vulkan device's; the CUDA device with the same UUID is used
         (DeviceMismatch where there is none). None: CUDA's current device."""
         import torch
+
         if not torch.cuda.is_available():
             raise RuntimeError("torch.cuda is not available")
         self.torch = torch
@@ -90,22 +93,30 @@ class TorchReference(Reference):
         if uuid is not None:
             idx = torch_index_for_uuid(torch, uuid)
             if idx is None:
-                seen = [str(getattr(torch.cuda.get_device_properties(i), "uuid", "?"))
-                        for i in range(torch.cuda.device_count())]
+                seen = [
+                    str(getattr(torch.cuda.get_device_properties(i), "uuid", "?"))
+                    for i in range(torch.cuda.device_count())
+                ]
                 raise _mismatch("torch", uuid, seen)
             self.index = idx
-            torch.cuda.set_device(idx)   # every .cuda() tensor, event and graph below goes there
+            torch.cuda.set_device(idx)  # every .cuda() tensor, event and graph below goes there
         self.uuid = str(getattr(torch.cuda.get_device_properties(self.index), "uuid", "")) or None
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
 
     def metadata(self) -> dict:
         t = self.torch
-        return {"reference": "torch", "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 off; "
-                "timed launches enqueued behind a spin kernel (no host gaps)",
-                "torch_version": t.__version__, "cuda_runtime": t.version.cuda,
-                "gpu": t.cuda.get_device_name(self.index), "gpu_uuid": self.uuid, "cuda_index": self.index,
-                "cublas_handle": "torch default"}
+        return {
+            "reference": "torch",
+            "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 off; "
+            "timed launches enqueued behind a spin kernel (no host gaps)",
+            "torch_version": t.__version__,
+            "cuda_runtime": t.version.cuda,
+            "gpu": t.cuda.get_device_name(self.index),
+            "gpu_uuid": self.uuid,
+            "cuda_index": self.index,
+            "cublas_handle": "torch default",
+        }
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         t = self.torch
@@ -122,7 +133,7 @@ class TorchReference(Reference):
 class LaunchTiming:
     samples_ms: list[float]
     batch_ms: float
-    batch_mode: str              # "cuda_graph" or "back_to_back"
+    batch_mode: str  # "cuda_graph" or "back_to_back"
     queued_ahead: bool
 
 
@@ -138,7 +149,7 @@ def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0
     queued = torch_block(t, iters)
     for i, (s, e) in enumerate(ev):
         if flush is not None:
-            flush.fill_(i & 0xff)
+            flush.fill_(i & 0xFF)
         s.record()
         launch()
         e.record()
@@ -147,17 +158,17 @@ def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0
     mode = "cuda_graph"
     try:
         g = t.cuda.CUDAGraph()
-        with t.cuda.graph(g):   # captures on its own side stream
+        with t.cuda.graph(g):  # captures on its own side stream
             for _ in range(iters):
                 launch()
-        g.replay()   # untimed: uploads the graph
+        g.replay()  # untimed: uploads the graph
         s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         s.record()
         g.replay()
         e.record()
         t.cuda.synchronize()
         batch = s.elapsed_time(e) / iters
-    except RuntimeError:   # capture refused: back-to-back launches, labelled so
+    except RuntimeError:  # capture refused: back-to-back launches, labelled so
         mode = "back_to_back"
         s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         s.record()
@@ -177,19 +188,29 @@ class CublasReference(Reference):
         """Runs on CUDA device 0 of this process; with uuid, refuses (DeviceMismatch)
         unless that is the Vulkan device."""
         from .. import _cublas  # ImportError where the CUDA toolkit was absent at build time
+
         self.mod = _cublas
         self.info = _cublas.info()
         if uuid is not None and bare_uuid(self.info.get("uuid", "")) != bare_uuid(uuid):
-            raise _mismatch("cublas", uuid, [f"device 0 {self.info.get('uuid', '?')} (cuBLASLt runs on "
-                                             f"device 0; --ref=torch selects by UUID)"])
+            raise _mismatch(
+                "cublas",
+                uuid,
+                [f"device 0 {self.info.get('uuid', '?')} (cuBLASLt runs on device 0; --ref=torch selects by UUID)"],
+            )
 
     def metadata(self) -> dict:
         rt = self.info["cuda_runtime"]
-        return {"reference": "cublas", "label": "cuBLASLt fp16 GEMM (fp32 accumulate), CUDA events; "
-                "launched from a C loop (small host gaps, not removed)",
-                "torch_version": None, "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
-                "gpu": self.info["gpu"], "gpu_uuid": self.info.get("uuid"), "cuda_index": 0,
-                "cublaslt_version": self.info["cublaslt_version"]}
+        return {
+            "reference": "cublas",
+            "label": "cuBLASLt fp16 GEMM (fp32 accumulate), CUDA events; "
+            "launched from a C loop (small host gaps, not removed)",
+            "torch_version": None,
+            "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
+            "gpu": self.info["gpu"],
+            "gpu_uuid": self.info.get("uuid"),
+            "cuda_index": 0,
+            "cublaslt_version": self.info["cublaslt_version"],
+        }
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         c, samples, batch = self.mod.matmul(a, b, warmup, iters, flush_bytes)
@@ -201,9 +222,15 @@ class NumpyReference(Reference):
     is_cuda = False
 
     def metadata(self) -> dict:
-        return {"reference": "numpy", "label": "NOT CUDA: numpy float32 matmul on the CPU, host clock",
-                "torch_version": None, "cuda_runtime": None, "gpu": None,
-                "cpu": platform.processor() or platform.machine(), "numpy_version": np.__version__}
+        return {
+            "reference": "numpy",
+            "label": "NOT CUDA: numpy float32 matmul on the CPU, host clock",
+            "torch_version": None,
+            "cuda_runtime": None,
+            "gpu": None,
+            "cpu": platform.processor() or platform.machine(),
+            "numpy_version": np.__version__,
+        }
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         a32, b32 = a.astype(np.float32), b.astype(np.float32)
@@ -234,8 +261,9 @@ def make_reference(kind: str, uuid: Optional[str] = None) -> Reference:
         try:
             return CublasReference(uuid)
         except ImportError:
-            raise RuntimeError("--ref=cublas: helios._cublas was not built (no CUDA toolkit when "
-                               "the package was built)") from None
+            raise RuntimeError(
+                "--ref=cublas: helios._cublas was not built (no CUDA toolkit when the package was built)"
+            ) from None
     if kind == "numpy":
         return NumpyReference()
     if kind == "auto":
@@ -247,7 +275,7 @@ def make_reference(kind: str, uuid: Optional[str] = None) -> Reference:
                 mismatch = mismatch or e
             except (ImportError, RuntimeError):
                 continue
-        if mismatch is not None:   # CUDA is here, on other GPUs: never silently the CPU
+        if mismatch is not None:  # CUDA is here, on other GPUs: never silently the CPU
             raise mismatch
         return NumpyReference()
     raise ValueError(f"unknown reference {kind!r}: use auto, torch, cublas or numpy")

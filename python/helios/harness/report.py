@@ -3,6 +3,7 @@
 Reads helios-bench/1 (bench) and helios-sweep/1 (one shape) or helios-sweep/2
 (variants x shapes, scripts/sweep.py) files. Figures
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ from .results import (
     shape_flops,
 )
 
-PARITY = 1.25   # the seeds' target: helios_ms <= 1.25 * cuda_ms
+PARITY = 1.25  # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
 
 def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
@@ -47,8 +48,10 @@ def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
         elif schema == SUITE_SCHEMA:
             suites.append(d)
         else:
-            raise ValueError(f"{p}: schema {md_cell(schema)!r} is none of {BENCH_SCHEMA}, {TIME_SCHEMA}, "
-                             f"{SUITE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}")
+            raise ValueError(
+                f"{p}: schema {md_cell(schema)!r} is none of {BENCH_SCHEMA}, {TIME_SCHEMA}, "
+                f"{SUITE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}"
+            )
     return benches, sweeps, suites
 
 
@@ -64,17 +67,23 @@ def _time_as_bench(d: dict) -> dict:
     """helios time's rows in the bench rows' shape (one round of samples a side)."""
     rows = []
     for r in d.get("rows", []):
-        rows.append({**r, "valid": r.get("heliosMs") is not None, "throttled": False,
-                     "helios": {"round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
-                                "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else []},
-                     "cuda": {"batch_ms": []}})
+        rows.append(
+            {
+                **r,
+                "valid": r.get("heliosMs") is not None,
+                "throttled": False,
+                "helios": {
+                    "round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
+                    "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else [],
+                },
+                "cuda": {"batch_ms": []},
+            }
+        )
     return dict(d, rows=rows, helios=d.get("device") or {})
 
 
 def _label(d: dict) -> str:
     return f"{md_cell(os.path.basename(d['_path']))} ({commit_label(d)}, vs {md_cell(d.get('reference'))})"
-
-
 
 
 def summary_rows(benches: list[dict]) -> list[dict]:
@@ -83,32 +92,65 @@ def summary_rows(benches: list[dict]) -> list[dict]:
     for d in benches:
         for r in d.get("rows", []):
             hm = r["helios"]["round_medians_ms"]
-            out.append({
-                "file": _label(d), "shape": md_cell(r["shape"]), "helios_ms": r["heliosMs"],
-                "ref_ms": reference_ms(r),
-                "ratio": (r["heliosMs"] / reference_ms(r)) if r["heliosMs"] and reference_ms(r) else None,
-                "helios_tflops": r["heliosTflops"], "ref_tflops": reference_tflops(r),
-                "helios_batch_ms": float(np.median(r["helios"]["batch_ms"])) if r["helios"]["batch_ms"] else None,
-                "ref_batch_ms": (float(np.median([x for x in r["cuda"]["batch_ms"] if x is not None]))
-                                 if any(x is not None for x in r["cuda"]["batch_ms"]) else None),
-                "round_cv": float(np.std(hm, ddof=1) / np.mean(hm)) if len(hm) > 1 else None,
-                "valid": r["valid"], "throttled": r["throttled"], "reference": d.get("reference"),
-            })
+            out.append(
+                {
+                    "file": _label(d),
+                    "shape": md_cell(r["shape"]),
+                    "helios_ms": r["heliosMs"],
+                    "ref_ms": reference_ms(r),
+                    "ratio": (r["heliosMs"] / reference_ms(r)) if r["heliosMs"] and reference_ms(r) else None,
+                    "helios_tflops": r["heliosTflops"],
+                    "ref_tflops": reference_tflops(r),
+                    "helios_batch_ms": float(np.median(r["helios"]["batch_ms"])) if r["helios"]["batch_ms"] else None,
+                    "ref_batch_ms": (
+                        float(np.median([x for x in r["cuda"]["batch_ms"] if x is not None]))
+                        if any(x is not None for x in r["cuda"]["batch_ms"])
+                        else None
+                    ),
+                    "round_cv": float(np.std(hm, ddof=1) / np.mean(hm)) if len(hm) > 1 else None,
+                    "valid": r["valid"],
+                    "throttled": r["throttled"],
+                    "reference": d.get("reference"),
+                }
+            )
     return out
 
 
 def table(benches: list[dict], *, markdown: bool = True) -> str:
     rows = summary_rows(benches)
-    head = ["file", "shape", "helios ms", "ref ms", "helios/ref", "helios TF/s", "ref TF/s",
-            "helios batch ms", "ref batch ms", "round CV", "flags"]
+    head = [
+        "file",
+        "shape",
+        "helios ms",
+        "ref ms",
+        "helios/ref",
+        "helios TF/s",
+        "ref TF/s",
+        "helios batch ms",
+        "ref batch ms",
+        "round CV",
+        "flags",
+    ]
 
     def f(x, p=4):
         return "-" if x is None else f"{x:.{p}f}"
-    body = [[r["file"], r["shape"], f(r["helios_ms"]), f(r["ref_ms"]), f(r["ratio"], 2),
-             f(r["helios_tflops"], 1), f(r["ref_tflops"], 1), f(r["helios_batch_ms"]), f(r["ref_batch_ms"]),
-             f(r["round_cv"], 4),
-             ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"])) if on)]
-            for r in rows]
+
+    body = [
+        [
+            r["file"],
+            r["shape"],
+            f(r["helios_ms"]),
+            f(r["ref_ms"]),
+            f(r["ratio"], 2),
+            f(r["helios_tflops"], 1),
+            f(r["ref_tflops"], 1),
+            f(r["helios_batch_ms"]),
+            f(r["ref_batch_ms"]),
+            f(r["round_cv"], 4),
+            ",".join(x for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"])) if on),
+        ]
+        for r in rows
+    ]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
@@ -125,6 +167,7 @@ def _plt():
     if not os.environ.get("MPLBACKEND"):
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -154,10 +197,16 @@ def _per_shape(benches: list[dict], ax, series, ylabel: str, title: str):
 
 def plot_tflops(benches: list[dict], ax=None):
     """TFLOP/s vs shape for Helios and the reference of each file."""
-    ax = _per_shape(benches, ax, [
-        (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
-        (lambda d: f"{d.get('reference')}: {_label(d)}", reference_tflops, "s--")],
-        "TFLOP/s (median)", "Throughput by shape")
+    ax = _per_shape(
+        benches,
+        ax,
+        [
+            (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
+            (lambda d: f"{d.get('reference')}: {_label(d)}", reference_tflops, "s--"),
+        ],
+        "TFLOP/s (median)",
+        "Throughput by shape",
+    )
     ax.legend(fontsize=7)
     return ax
 
@@ -178,10 +227,14 @@ def plot_attention(result: dict, ax=None):
                 ys.append(r["heliosTflops"] or np.nan)
             else:
                 b = r["backends"].get(side, {})
-                ys.append(shape_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
-                          if b.get("available") and b.get("valid") else np.nan)
-        ax.bar(x + (i - (len(sides) - 1) / 2) * width, ys, width,
-               label="Helios" if side == "helios" else f"SDPA {side}")
+                ys.append(
+                    shape_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
+                    if b.get("available") and b.get("valid")
+                    else np.nan
+                )
+        ax.bar(
+            x + (i - (len(sides) - 1) / 2) * width, ys, width, label="Helios" if side == "helios" else f"SDPA {side}"
+        )
     ax.set_xticks(x, [r["shape"] for r in rows], rotation=25, fontsize=8)
     ax.set_ylabel("TFLOP/s (median)")
     ax.set_title(f"Attention on {result.get('helios', {}).get('name', '?')}")
@@ -192,9 +245,13 @@ def plot_attention(result: dict, ax=None):
 
 def plot_ratio(benches: list[dict], ax=None):
     """Helios time / reference time per shape, against the 1.25x parity line."""
-    ax = _per_shape(benches, ax, [
-        (_label, lambda r: r["heliosMs"] / reference_ms(r) if r["heliosMs"] and reference_ms(r) else None, "o-")],
-        "Helios time / reference time", "Distance to parity (lower is better)")
+    ax = _per_shape(
+        benches,
+        ax,
+        [(_label, lambda r: r["heliosMs"] / reference_ms(r) if r["heliosMs"] and reference_ms(r) else None, "o-")],
+        "Helios time / reference time",
+        "Distance to parity (lower is better)",
+    )
     ax.axhline(PARITY, color="red", ls="--", label=f"parity target ({PARITY}x)")
     ax.axhline(1.0, color="gray", ls=":")
     ax.legend(fontsize=7)
@@ -207,8 +264,9 @@ def sweep_matrix(sweep: dict) -> tuple[list[str], list[str], np.ndarray]:
     rejected or absent)."""
     if sweep.get("schema") == "helios-sweep/2":
         shapes = list(sweep["shapes"])
-        rows = [r["variant"].replace("coop:", "").replace(":acc=f32", "").replace(":load=shared", "")
-                for r in sweep["rows"]]
+        rows = [
+            r["variant"].replace("coop:", "").replace(":acc=f32", "").replace(":load=shared", "") for r in sweep["rows"]
+        ]
         m = np.full((len(rows), len(shapes)), np.nan)
         for i, r in enumerate(sweep["rows"]):
             for j, s in enumerate(shapes):
@@ -257,8 +315,9 @@ def plot_variance(benches: list[dict], ax=None):
     data, labels = [], []
     for s in _shapes(benches):
         for side, key in (("helios", "helios"), ("ref", "cuda")):
-            meds = [m for d in benches for r in d.get("rows", []) if r["shape"] == s
-                    for m in r[key]["round_medians_ms"]]
+            meds = [
+                m for d in benches for r in d.get("rows", []) if r["shape"] == s for m in r[key]["round_medians_ms"]
+            ]
             if len(meds) > 1:
                 data.append(np.asarray(meds) / np.mean(meds))
                 labels.append(f"{s}\n{side}")
@@ -277,9 +336,11 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str
     paths = []
     jobs: list[tuple[str, object]] = []
     if benches:
-        jobs += [("tflops.png", lambda ax: plot_tflops(benches, ax)),
-                 ("ratio.png", lambda ax: plot_ratio(benches, ax)),
-                 ("variance.png", lambda ax: plot_variance(benches, ax))]
+        jobs += [
+            ("tflops.png", lambda ax: plot_tflops(benches, ax)),
+            ("ratio.png", lambda ax: plot_ratio(benches, ax)),
+            ("variance.png", lambda ax: plot_variance(benches, ax)),
+        ]
     for i, s in enumerate(sweeps):
         jobs.append((f"sweep{i}.png", lambda ax, s=s: plot_sweep(s, ax)))
     for name, draw in jobs:
@@ -295,8 +356,10 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str
 
 def _sweep2_summary(s: dict) -> str:
     timed = [r for r in s["rows"] if r.get("check_fails") == 0 and r.get("timings")]
-    lines = [f"sweep {os.path.basename(s['_path'])}: {len(s['rows'])} variants x {len(s['shapes'])} shapes, "
-             f"{len(s['rows']) - len(timed)} rejected"]
+    lines = [
+        f"sweep {os.path.basename(s['_path'])}: {len(s['rows'])} variants x {len(s['shapes'])} shapes, "
+        f"{len(s['rows']) - len(timed)} rejected"
+    ]
     for shape in s["shapes"]:
         have = [r for r in timed if shape in r["timings"]]
         if have:
@@ -312,6 +375,7 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
         parts.append(table(benches, markdown=markdown))
     for s in suites:
         from .suite import suite_markdown
+
         parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + suite_markdown(s).rstrip())
     for s in sweeps:
         if s.get("schema") == "helios-sweep/2":
@@ -319,9 +383,11 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
             continue
         passed = [r for r in s["rows"] if r.get("check_fails") == 0 and "tflops" in r]
         best = max(passed, key=lambda r: r["tflops"]) if passed else None
-        parts.append(f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "
-                     f"{len(s['rows']) - len(passed)} rejected"
-                     + (f"; best {best['variant']} {best['tflops']:.1f} TF/s" if best else ""))
+        parts.append(
+            f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "
+            f"{len(s['rows']) - len(passed)} rejected"
+            + (f"; best {best['variant']} {best['tflops']:.1f} TF/s" if best else "")
+        )
     if png_dir:
         parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir)))
     return "\n\n".join(parts)

@@ -7,6 +7,7 @@ keep their names verbatim (camelCase: ``shape``, ``heliosMs``,
 ``iters``, ``warmup``, ``dtype``), so the documented ``jq`` one-liners keep
 working; every field Helios added is snake_case.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -20,13 +21,13 @@ import numpy as np
 from .. import __version__, _helios
 from ..flops import tflops
 
-BENCH_SCHEMA = "helios-bench/1"    # helios bench (matmul and attention workloads)
-TIME_SCHEMA = "helios-time/1"      # helios time
-SUITE_SCHEMA = "helios-suite/1"    # helios suite
-FLEET_SCHEMA = "helios-fleet/1"    # helios bench --devices: the per-GPU summary
-SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")   # scripts/sweep.py
+BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
+TIME_SCHEMA = "helios-time/1"  # helios time
+SUITE_SCHEMA = "helios-suite/1"  # helios suite
+FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
+SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # scripts/sweep.py
 
-FLUSH_BYTES = 256 << 20      # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
+FLUSH_BYTES = 256 << 20  # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
 
 
 def now() -> str:
@@ -46,12 +47,15 @@ def _cwd_git() -> Optional[dict]:
     if env:
         return {"commit": env, "dirty": None, "source": "HELIOS_COMMIT"}
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=5).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
         if not commit:
             return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip() != ""
+        dirty = (
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+            != ""
+        )
         return {"commit": commit, "dirty": dirty, "source": "git", "cwd": os.getcwd()}
     except (OSError, subprocess.SubprocessError):
         return None
@@ -65,12 +69,22 @@ def provenance() -> dict:
     build = helios_build()
     commit = build["build_commit"]
     known = commit != "unknown"
-    return {"timestamp": now(), "helios_build": build,
-            "git": {"commit": commit.removesuffix("+dirty") if known else None,
-                    "dirty": commit.endswith("+dirty") if known else None, "source": "helios build"},
-            "cwd_git": _cwd_git(),
-            "host": {"hostname": platform.node(), "os": platform.platform(),
-                     "python": platform.python_version(), "numpy": np.__version__}}
+    return {
+        "timestamp": now(),
+        "helios_build": build,
+        "git": {
+            "commit": commit.removesuffix("+dirty") if known else None,
+            "dirty": commit.endswith("+dirty") if known else None,
+            "source": "helios build",
+        },
+        "cwd_git": _cwd_git(),
+        "host": {
+            "hostname": platform.node(),
+            "os": platform.platform(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+    }
 
 
 def commit_label(result: dict) -> str:
@@ -84,8 +98,12 @@ def reference_fields(is_cuda: bool, ms: Optional[float], flops: float) -> dict[s
     the seeds' ``cudaMs``/``cudaTflops`` only when the reference ran on CUDA
     (a CPU number can never read as a CUDA one: there they are null)."""
     tf = tflops(flops, ms) if ms else None
-    return {"cudaMs": ms if is_cuda else None, "cudaTflops": tf if is_cuda else None,
-            "referenceMs": ms, "referenceTflops": tf}
+    return {
+        "cudaMs": ms if is_cuda else None,
+        "cudaTflops": tf if is_cuda else None,
+        "referenceMs": ms,
+        "referenceTflops": tf,
+    }
 
 
 def reference_ms(row: dict) -> Optional[float]:
@@ -103,6 +121,7 @@ def shape_flops(shape: str) -> float:
     """FLOPs of a row's shape label: 'MxNxK' (a product) or 'BxHxSxd[-causal]'
     (attention with S_q = S_kv); ValueError for anything else."""
     from ..flops import attention_flops, matmul_flops
+
     base, _, mask = str(shape).partition("-")
     try:
         dims = [int(x) for x in base.split("x")]

@@ -2,6 +2,7 @@
 each backend (flash, cuDNN, memory-efficient, math) timed on its own with the
 protocol of every CUDA reference here (helios.reference.time_torch_launches),
 on the CUDA device with the Vulkan device's UUID. TF32 off; fp16 in and out."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,13 +20,14 @@ class SdpaRun:
     backend: str
     timing: Optional[LaunchTiming]
     output: Optional[np.ndarray]
-    error: Optional[str] = None      # why the backend did not run this case
+    error: Optional[str] = None  # why the backend did not run this case
 
 
 class SdpaReference(TorchReference):
     """torch SDPA on the CUDA twin of the Vulkan device (DeviceMismatch otherwise),
     with the seeds' environment locked: TF32 off (TorchReference) and
     deterministic algorithms (warn-only, as the seed's fuzz does)."""
+
     name = "sdpa"
 
     def __init__(self, uuid: Optional[str] = None) -> None:
@@ -35,24 +37,46 @@ class SdpaReference(TorchReference):
     def metadata(self) -> dict:
         md = super().metadata()
         t = self.torch
-        md.update({"reference": "sdpa", "label": "torch.nn.functional.scaled_dot_product_attention per "
-                   "backend, CUDA events, TF32 off; timed launches enqueued behind a spin kernel",
-                   "cudnn_version": t.backends.cudnn.version() if t.backends.cudnn.is_available() else None})
+        md.update(
+            {
+                "reference": "sdpa",
+                "label": "torch.nn.functional.scaled_dot_product_attention per "
+                "backend, CUDA events, TF32 off; timed launches enqueued behind a spin kernel",
+                "cudnn_version": t.backends.cudnn.version() if t.backends.cudnn.is_available() else None,
+            }
+        )
         md.pop("cublas_handle", None)
         return md
 
     def _backend_enum(self, name: str):
         from torch.nn.attention import SDPBackend
-        return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[name]
 
-    def run(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool, scale: float, backend: str,
-            iters: int, warmup: int, flush_bytes: int = 0) -> SdpaRun:
+        return {
+            "flash": SDPBackend.FLASH_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "math": SDPBackend.MATH,
+        }[name]
+
+    def run(
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        *,
+        causal: bool,
+        scale: float,
+        backend: str,
+        iters: int,
+        warmup: int,
+        flush_bytes: int = 0,
+    ) -> SdpaRun:
         """One backend: its output on these inputs and its timing, or the reason it
         refused (unsupported shape, missing kernel, out of memory)."""
         t = self.torch
         import torch.nn.functional as F
         from torch.nn.attention import sdpa_kernel
+
         tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
 
         def launch():
@@ -62,7 +86,7 @@ class SdpaReference(TorchReference):
             with sdpa_kernel([self._backend_enum(backend)]):
                 out = launch().float().cpu().numpy().astype(np.float16)
                 timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
-        except (RuntimeError, ValueError) as e:   # "No available kernel", OOM: reported, not fatal
+        except (RuntimeError, ValueError) as e:  # "No available kernel", OOM: reported, not fatal
             t.cuda.synchronize()
             msg = str(e).strip().splitlines()
             return SdpaRun(backend, None, None, msg[0][:300] if msg else type(e).__name__)

@@ -1,4 +1,5 @@
 """Shape strings: '2048x2048x2048' (M x N x K), lists, and named sets."""
+
 from __future__ import annotations
 
 NAMED_SETS: dict[str, list[tuple[int, int, int]]] = {
@@ -7,14 +8,21 @@ NAMED_SETS: dict[str, list[tuple[int, int, int]]] = {
     # Transformer projections (tokens x out x in): Llama-2-7B / -13B style QKV and MLP
     # up/down at 4096 and 2048 tokens, and Llama-3-8B's at 512 tokens (small grids:
     # 512x4096x14336 is the MLP down projection ggml's anchor times).
-    "llm": [(4096, 4096, 4096), (4096, 11008, 4096), (4096, 4096, 11008),
-            (2048, 5120, 5120), (2048, 13824, 5120), (512, 4096, 4096),
-            (512, 14336, 4096), (512, 4096, 14336)],
+    "llm": [
+        (4096, 4096, 4096),
+        (4096, 11008, 4096),
+        (4096, 4096, 11008),
+        (2048, 5120, 5120),
+        (2048, 13824, 5120),
+        (512, 4096, 4096),
+        (512, 14336, 4096),
+        (512, 4096, 14336),
+    ],
     "small": [(64, 64, 64), (127, 129, 65), (256, 256, 256)],
 }
 
 
-MAX_DIM = 2**32 - 1   # kernels index rows and columns with 32 bits
+MAX_DIM = 2**32 - 1  # kernels index rows and columns with 32 bits
 
 
 def parse_shape(s: str) -> tuple[int, int, int]:

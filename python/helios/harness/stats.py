@@ -1,4 +1,5 @@
 """Sample statistics for timings: summaries, seeded bootstrap CIs, a rank test."""
+
 from __future__ import annotations
 
 import math
@@ -19,9 +20,9 @@ def _arr(samples: Sequence[float]) -> np.ndarray:
     return x
 
 
-def bootstrap_median_ci(samples: Sequence[float], *, level: float = 0.95,
-                        resamples: int = BOOTSTRAP_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_median_ci(
+    samples: Sequence[float], *, level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
     """Percentile bootstrap CI of the median (seeded: the same samples give the same CI)."""
     x = _arr(samples)
     rng = np.random.default_rng(seed)
@@ -30,9 +31,14 @@ def bootstrap_median_ci(samples: Sequence[float], *, level: float = 0.95,
     return float(lo), float(hi)
 
 
-def bootstrap_ratio_ci(num: Sequence[float], den: Sequence[float], *, level: float = 0.95,
-                       resamples: int = BOOTSTRAP_RESAMPLES,
-                       seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_ratio_ci(
+    num: Sequence[float],
+    den: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
     """CI of median(num) / median(den), resampling each side independently."""
     a, b = _arr(num), _arr(den)
     rng = np.random.default_rng(seed)
@@ -49,10 +55,15 @@ def summarize(samples: Sequence[float]) -> dict:
     mean = float(x.mean())
     lo, hi = bootstrap_median_ci(x)
     return {
-        "median": float(np.median(x)), "mean": mean, "min": float(x.min()), "max": float(x.max()),
-        "p95": float(np.percentile(x, 95)), "p99": float(np.percentile(x, 99)),
+        "median": float(np.median(x)),
+        "mean": mean,
+        "min": float(x.min()),
+        "max": float(x.max()),
+        "p95": float(np.percentile(x, 95)),
+        "p99": float(np.percentile(x, 99)),
         "cv": float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0,
-        "n": int(x.size), "median_ci95": [lo, hi],
+        "n": int(x.size),
+        "median_ci95": [lo, hi],
     }
 
 
@@ -72,9 +83,9 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
         j = i
         while j + 1 < sorted_v.size and sorted_v[j + 1] == sorted_v[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
         t = j - i + 1
-        tie_term += t ** 3 - t
+        tie_term += t**3 - t
         i = j + 1
     u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
     mu = n1 * n2 / 2.0
@@ -82,5 +93,5 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
     if var <= 0:
         return 1.0
-    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)   # continuity correction
+    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)  # continuity correction
     return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0))))

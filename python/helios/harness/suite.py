@@ -18,6 +18,7 @@ every adapter, so the reference rounds it to float16 too.
 Per adapter and token count: latency_ms (mean, p50, p95, min, max),
 throughput_tokens_per_sec (tokens / p50), peak_memory_bytes, TF/s.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,8 @@ from .results import SUITE_SCHEMA, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
-WARMUP_MS = 200.0   # at least this much GPU work before timing, as helios bench (clocks ramp)
-RAMP_MS = 50.0      # GPU work per clock-ramp burst
+WARMUP_MS = 200.0  # at least this much GPU work before timing, as helios bench (clocks ramp)
+RAMP_MS = 50.0  # GPU work per clock-ramp burst
 
 
 @dataclass
@@ -96,29 +97,45 @@ def gate(y: np.ndarray, wl: Workload, cfg: SuiteConfig) -> dict:
     r = check_close(np.asarray(y)[rows], wl.reference_rows(rows), atol=cfg.atol, rtol=cfg.rtol)
     d = r.as_dict()
     nonfinite = int((~np.isfinite(np.asarray(y, dtype=np.float32))).sum())
-    d.update(kind="float64 rows + finite", rows_checked=int(rows.size), nonfinite_total=nonfinite,
-             passed=bool(r.passed and nonfinite == 0))
+    d.update(
+        kind="float64 rows + finite",
+        rows_checked=int(rows.size),
+        nonfinite_total=nonfinite,
+        passed=bool(r.passed and nonfinite == 0),
+    )
     return d
 
 
 def latency(samples_ms: list[float]) -> dict:
     x = np.asarray(samples_ms, dtype=np.float64)
-    return {"mean": float(x.mean()), "p50": float(np.median(x)), "p95": float(np.percentile(x, 95)),
-            "min": float(x.min()), "max": float(x.max()), "n": int(x.size)}
+    return {
+        "mean": float(x.mean()),
+        "p50": float(np.median(x)),
+        "p95": float(np.percentile(x, 95)),
+        "min": float(x.min()),
+        "max": float(x.max()),
+        "n": int(x.size),
+    }
 
 
 def _finish(row: dict, wl: Workload, samples: list[float], peak: Optional[int]) -> dict:
     lat = latency(samples)
     st = row.get("gpu_state") or {}
     row["low_clock"] = bool(low_clock(st.get("before"), st.get("after")))
-    row.update(status="ok", latency_ms=lat, samples_ms=[float(x) for x in samples], throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
-               tflops=wl.flops / (lat["p50"] * 1e-3) / 1e12, peak_memory_bytes=peak)
+    row.update(
+        status="ok",
+        latency_ms=lat,
+        samples_ms=[float(x) for x in samples],
+        throughput_tokens_per_sec=wl.tokens / (lat["p50"] * 1e-3),
+        tflops=wl.flops / (lat["p50"] * 1e-3) / 1e12,
+        peak_memory_bytes=peak,
+    )
     return row
 
 
 def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     row: dict = {"adapter": "helios", "timer": "vulkan timestamps, one chain per sample"}
-    dev.empty_cache()      # peak memory: this adapter's allocations only
+    dev.empty_cache()  # peak memory: this adapter's allocations only
     dev.reset_telemetry()
     x, w1, w2 = dev.upload(wl.x), dev.prepack(wl.w1), dev.prepack(wl.w2)
     b1, b2 = dev.upload(wl.b1, dtype=np.float32), dev.upload(wl.b2, dtype=np.float32)
@@ -152,8 +169,10 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
 
 
 def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
-    row: dict = {"adapter": "helios_per_call",
-                 "timer": "host wall clock per forward (uploads, two submissions, downloads)"}
+    row: dict = {
+        "adapter": "helios_per_call",
+        "timer": "host wall clock per forward (uploads, two submissions, downloads)",
+    }
     dev.empty_cache()
     dev.reset_telemetry()
 
@@ -189,8 +208,9 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
         return row
     torch.backends.cuda.matmul.allow_tf32 = False
     index = torch.cuda.current_device()
-    if uuid is not None:   # the GPU Helios runs on, never another one
+    if uuid is not None:  # the GPU Helios runs on, never another one
         from .references import torch_index_for_uuid
+
         found = torch_index_for_uuid(torch, uuid)
         if found is None:
             row["status"] = f"skipped: no CUDA device matches the Vulkan device (UUID {uuid})"
@@ -215,7 +235,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
             fn(x, w1, b1, w2, b2)
             torch.cuda.synchronize()
             row["compile_s"] = time.perf_counter() - t0
-        except Exception as e:   # a broken toolchain is a result, not a crash
+        except Exception as e:  # a broken toolchain is a result, not a crash
             row["status"] = f"skipped: torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
             return row
     y = fn(x, w1, b1, w2, b2)
@@ -224,6 +244,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
     if not row["check"]["passed"]:
         row["status"] = "check failed"
         return row
+
     def burst(n: int) -> float:
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -258,21 +279,34 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
     bad = [a for a in cfg.adapters if a not in ADAPTERS]
     if bad:
         raise ValueError(f"unknown adapter(s) {bad}; expected some of {list(ADAPTERS)}")
-    if cfg.iters < 1 or cfg.warmup < 0 or not cfg.tokens or min(cfg.tokens) < 1 or cfg.d_model < 1 \
-            or cfg.hidden < 1:
+    if cfg.iters < 1 or cfg.warmup < 0 or not cfg.tokens or min(cfg.tokens) < 1 or cfg.d_model < 1 or cfg.hidden < 1:
         raise ValueError("need iters >= 1, warmup >= 0, tokens >= 1, d_model >= 1, hidden >= 1")
     result: dict = {
-        "schema": SUITE_SCHEMA, "suite": "mlp", "tag": cfg.tag, "status": "ok", **provenance(),
-        "workload": {"formula": "y = gelu_tanh(x @ W1 + b1) @ W2 + b2", "d_model": cfg.d_model,
-                     "hidden": cfg.hidden, "dtype": "float16", "accumulate": "float32",
-                     "hidden_activation_dtype": "float16"},
-        "iters": cfg.iters, "warmup": cfg.warmup, "seed": cfg.seed, "atol": cfg.atol, "rtol": cfg.rtol,
+        "schema": SUITE_SCHEMA,
+        "suite": "mlp",
+        "tag": cfg.tag,
+        "status": "ok",
+        **provenance(),
+        "workload": {
+            "formula": "y = gelu_tanh(x @ W1 + b1) @ W2 + b2",
+            "d_model": cfg.d_model,
+            "hidden": cfg.hidden,
+            "dtype": "float16",
+            "accumulate": "float32",
+            "hidden_activation_dtype": "float16",
+        },
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "seed": cfg.seed,
+        "atol": cfg.atol,
+        "rtol": cfg.rtol,
         "command": cfg.command,
         "rows": [],
     }
     with Device(cfg.device) as dev:
-        result["helios"] = {k: dev.info[k] for k in ("name", "driver_name", "driver_info", "driver_version",
-                                                     "uuid", "pci_bus_id")}
+        result["helios"] = {
+            k: dev.info[k] for k in ("name", "driver_name", "driver_info", "driver_version", "uuid", "pci_bus_id")
+        }
         select_gpu(dev.info["uuid"])
         result["gpu_state_before"] = gpu_state()
         for tokens in cfg.tokens:
@@ -288,8 +322,10 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                 row["tokens"] = tokens
                 if row.get("status") == "check failed":
                     result["status"] = "failed"
-                log(f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
-                    + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else ""))
+                log(
+                    f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
+                    + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else "")
+                )
                 result["rows"].append(row)
         result["gpu_state_after"] = gpu_state()
     return result
@@ -297,24 +333,33 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
 
 def suite_markdown(result: dict) -> str:
     w = result["workload"]
-    lines = [f"# helios suite mlp ({result['tag']}): {w['formula']}, d={w['d_model']}, hidden={w['hidden']}",
-             "", f"device: {result.get('helios', {}).get('name')}; iters {result['iters']}, "
-             f"warmup {result['warmup']}; commit {result['git'].get('commit')}", "",
-             "| tokens | adapter | status | p50 ms | p95 ms | mean ms | tokens/s | TF/s | peak memory MiB | "
-             "host wall p50 ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# helios suite mlp ({result['tag']}): {w['formula']}, d={w['d_model']}, hidden={w['hidden']}",
+        "",
+        f"device: {result.get('helios', {}).get('name')}; iters {result['iters']}, "
+        f"warmup {result['warmup']}; commit {result['git'].get('commit')}",
+        "",
+        "| tokens | adapter | status | p50 ms | p95 ms | mean ms | tokens/s | TF/s | peak memory MiB | "
+        "host wall p50 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         lat = r.get("latency_ms")
         if lat:
             peak = r.get("peak_memory_bytes")
             wall = r.get("wall_ms", {}).get("p50")
             status = "ok, low clock" if r.get("low_clock") else "ok"
-            lines.append(f"| {r['tokens']} | {r['adapter']} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
-                         f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {r['tflops']:.1f} | "
-                         f"{peak / 2**20:.0f} | {'' if wall is None else f'{wall:.3f}'} |")
+            lines.append(
+                f"| {r['tokens']} | {r['adapter']} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
+                f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {r['tflops']:.1f} | "
+                f"{peak / 2**20:.0f} | {'' if wall is None else f'{wall:.3f}'} |"
+            )
         else:
             lines.append(f"| {r['tokens']} | {r['adapter']} | {r.get('status')} | | | | | | | |")
-    lines += ["", "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
-              "wall clock (uploads + downloads included). Peak memory: Helios's device-local allocations "
-              "(weights, activations, workspace), torch.cuda.max_memory_allocated for torch."]
+    lines += [
+        "",
+        "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
+        "wall clock (uploads + downloads included). Peak memory: Helios's device-local allocations "
+        "(weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
+    ]
     return "\n".join(lines) + "\n"
