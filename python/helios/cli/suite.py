@@ -7,14 +7,32 @@ import sys
 from typing import Any
 
 from ..check import ATOL, RTOL
-from .common import emit, finite_float, int_list, nonneg_int, out_paths, positive_int, warmup_count
+from .common import (
+    UsageError,
+    emit,
+    finite_float,
+    flag_value,
+    int_list,
+    nonneg_int,
+    out_paths,
+    positive_int,
+    warmup_count,
+)
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    from ..harness.suite import SuiteConfig, run_suite, suite_markdown
+    from ..harness.external import external_adapters
+    from ..harness.suite import ADAPTERS, SuiteConfig, run_suite, suite_markdown
 
+    if args.suite_device is not None:  # the original suite's --device: "cuda" (the GPU) or an index
+        if args.suite_device.strip().lower() != "cuda":
+            args.device = flag_value("--device", int, args.suite_device)
     out = out_paths(args.out, args.force)
     adapters = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    try:
+        external = external_adapters(args.adapter_cmd, ADAPTERS)
+    except ValueError as e:  # the message names --adapter-cmd and the spec
+        raise UsageError(str(e)) from None
     cfg = SuiteConfig(
         tokens=args.tokens,
         d_model=args.d_model,
@@ -28,6 +46,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
         device=args.device,
         tag=args.tag,
         command=["helios"] + list(sys.argv[1:]),
+        external=external,
+        adapter_timeout_s=args.adapter_timeout,
     )
     result = run_suite(cfg, log=print)
     return emit(result, suite_markdown(result), out, "suite rejected: an adapter failed its correctness gate")
@@ -51,9 +71,35 @@ def register(sub: Any) -> None:
     ps.add_argument("workload", choices=["mlp"], help="the workload (mlp)")
     ps.add_argument(
         "--tokens",
+        "--batch",
         type=int_list,
         default=[512, 1024, 2048, 4096],
-        help="token counts, comma-separated (default 512,1024,2048,4096)",
+        help="token counts, comma-separated (default 512,1024,2048,4096); --batch is the same",
+    )
+    ps.add_argument(
+        "--device",
+        dest="suite_device",
+        default=None,
+        help="'cuda' (the GPU under test: what the original suite's --device cuda meant) or a Vulkan "
+        "device index (the same as `helios --device N suite`)",
+    )
+    ps.add_argument(
+        "--adapter-cmd",
+        dest="adapter_cmd",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="an external stack on the same table (repeatable): COMMAND gets the workload as arguments "
+        "and as JSON on stdin and prints the JSON contract (README, 'External adapters'); "
+        "TVM_BENCH_CMD, XLA_BENCH_CMD, TENSORRT_BENCH_CMD, PYC_GPU_BENCH_CMD and GLOW_BENCH_CMD add "
+        "tvm, xla, tensorrt, pyc and glow the same way",
+    )
+    ps.add_argument(
+        "--adapter-timeout",
+        dest="adapter_timeout",
+        type=finite_float(1.0),
+        default=600.0,
+        help="seconds an external command may run per token count before its row says 'timeout' (default 600)",
     )
     ps.add_argument("--d-model", dest="d_model", type=positive_int, default=4096, help="model width d (default 4096)")
     ps.add_argument("--hidden", type=positive_int, default=14336, help="MLP hidden size (default 14336)")

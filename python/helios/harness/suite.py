@@ -1,4 +1,5 @@
-"""`helios suite mlp`: seed 002's workload suite on one transformer MLP block.
+"""`helios suite mlp`: one standardized workload, every stack on the same table:
+a transformer MLP block.
 
     y = gelu(x @ W1 + b1) @ W2 + b2      x: (tokens, d), W1: (d, hidden), W2: (hidden, d)
 
@@ -11,6 +12,9 @@ Adapters, on the same GPU and inputs:
                    (host wall clock per forward: the round trips the chain removes)
   torch_eager      torch.addmm + gelu(approximate='tanh') + addmm, CUDA events
   torch_compile    the same function through torch.compile, CUDA events
+  any other        an external command (TVM_BENCH_CMD, ..., --adapter-cmd NAME=COMMAND):
+                   its reported timings, gated when it saves its output
+                   (helios/harness/external.py has the contract)
 Each adapter's output passes the gate (sampled rows vs a float64 reference and
 every element finite) before it is timed; a failing adapter gets no numbers.
 GELU is the tanh form everywhere; the hidden activation is stored as float16 by
@@ -31,8 +35,9 @@ import numpy as np
 from ..check import ATOL, RTOL, check_close
 from ..device import Device, warmup_launches
 from ..gemm import gelu_tanh
+from .external import run_external
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
-from .results import SUITE_SCHEMA, provenance
+from .results import SUITE_SCHEMA, fmt_tflops, md_cell, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
@@ -54,6 +59,8 @@ class SuiteConfig:
     device: Optional[int] = None
     tag: str = "mlp"
     command: list[str] = field(default_factory=list)
+    external: dict[str, str] = field(default_factory=dict)  # adapter name -> command (harness/external.py)
+    adapter_timeout_s: float = 600.0
 
 
 @dataclass
@@ -276,7 +283,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
 
 
 def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> dict:
-    bad = [a for a in cfg.adapters if a not in ADAPTERS]
+    bad = [a for a in cfg.adapters if a not in ADAPTERS and a not in cfg.external]
     if bad:
         raise ValueError(f"unknown adapter(s) {bad}; expected some of {list(ADAPTERS)}")
     if cfg.iters < 1 or cfg.warmup < 0 or not cfg.tokens or min(cfg.tokens) < 1 or cfg.d_model < 1 or cfg.hidden < 1:
@@ -301,6 +308,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
         "atol": cfg.atol,
         "rtol": cfg.rtol,
         "command": cfg.command,
+        "external_adapters": dict(cfg.external),
         "rows": [],
     }
     with Device(cfg.device) as dev:
@@ -311,9 +319,13 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
         result["gpu_state_before"] = gpu_state()
         for tokens in cfg.tokens:
             wl = make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
-            for adapter in cfg.adapters:
+            for adapter in list(cfg.adapters) + [a for a in cfg.external if a not in cfg.adapters]:
                 log(f"suite mlp: tokens={tokens} {adapter} ...")
-                if adapter == "helios":
+                if adapter in cfg.external:
+                    row = run_external(
+                        adapter, cfg.external[adapter], wl, cfg, dev.info["uuid"], gate, cfg.adapter_timeout_s
+                    )
+                elif adapter == "helios":
                     row = run_helios(dev, wl, cfg)
                 elif adapter == "helios_per_call":
                     row = run_helios_per_call(dev, wl, cfg)
@@ -349,17 +361,23 @@ def suite_markdown(result: dict) -> str:
             peak = r.get("peak_memory_bytes")
             wall = r.get("wall_ms", {}).get("p50")
             status = "ok, low clock" if r.get("low_clock") else "ok"
+            if r.get("untrusted"):
+                status += ", not gated"
             lines.append(
-                f"| {r['tokens']} | {r['adapter']} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
-                f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {r['tflops']:.1f} | "
-                f"{peak / 2**20:.0f} | {'' if wall is None else f'{wall:.3f}'} |"
+                f"| {r['tokens']} | {md_cell(r['adapter'])} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
+                f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {fmt_tflops(r['tflops'])} | "
+                f"{'-' if peak is None else f'{peak / 2**20:.0f}'} | {'' if wall is None else f'{wall:.3f}'} |"
             )
         else:
-            lines.append(f"| {r['tokens']} | {r['adapter']} | {r.get('status')} | | | | | | | |")
+            lines.append(f"| {r['tokens']} | {md_cell(r['adapter'])} | {md_cell(r.get('status'))} | | | | | | | |")
     lines += [
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
         "wall clock (uploads + downloads included). Peak memory: Helios's device-local allocations "
         "(weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
     ]
+    ext = result.get("external_adapters") or {}
+    if ext:
+        lines += ["", "External adapters (their own timers, as each reports; 'not gated': it saved no output):"]
+        lines += [f"- {md_cell(n)}: `{md_cell(c)}`" for n, c in ext.items()]
     return "\n".join(lines) + "\n"
