@@ -95,3 +95,21 @@ def test_ops_run_where_their_tensors_live(device):
         y = device.upload(np.ones((4, 4), F16))
         with pytest.raises(ValueError, match="different Devices"):
             helios.matmul(x, y)
+
+
+def test_out_takes_host_arrays_like_numpy(device):
+    a, b = np.ones((4, 3), F16), np.ones((3, 5), F16)
+    out = np.zeros((4, 5), F32)
+    r = device.matmul(a, b, out=out)
+    assert r is out and (out == 3).all()
+    out[...] = 1
+    device.matmul(a, b, out=out, beta=2.0)  # beta reads out, as with a Tensor out=
+    assert (out == 5).all()
+    with pytest.raises(ValueError, match="shape"):
+        device.matmul(a, b, out=np.zeros((5, 4), F32))
+    with pytest.raises(TypeError, match="out"):
+        device.matmul(a, b, out=np.zeros((4, 5), np.int32))
+    ro = np.zeros((4, 5), F16)
+    ro.flags.writeable = False
+    with pytest.raises(TypeError, match="read-only"):
+        device.matmul(a, b, out=ro)

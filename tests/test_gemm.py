@@ -239,7 +239,7 @@ BAD = [
     (lambda d, a, b: d.matmul(a, b, beta=1.0), ValueError, "needs c="),
     (lambda d, a, b: d.matmul(a, b, c=np.ones((3, 3))), ValueError, r"c has shape \(3, 3\)"),
     (lambda d, a, b: d.matmul(a, b, out=d.empty((4, 7))), ValueError, r"out Tensor has shape \(4, 7\)"),
-    (lambda d, a, b: d.matmul(a, b, out=np.ones((4, 6), np.float16)), TypeError, "out must be a helios.Tensor"),
+    (lambda d, a, b: d.matmul(a, b, out=[[0.0] * 6] * 4), TypeError, "out must be a helios.Tensor or a NumPy array"),
     (lambda d, a, b: d.matmul(a, b, out=d.empty((4, 6)), out_dtype="float32"), ValueError, "differs"),
     (lambda d, a, b: d.matmul(d.upload(a, dtype="float32"), b), TypeError, "float16 Tensors"),
     (lambda d, a, b: d.matmul(a, b, bias=d.upload(np.ones(6))), ValueError, "bias Tensor must be float32"),

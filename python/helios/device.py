@@ -170,7 +170,9 @@ class Device(_helios.Device):
         x, or x transposed with trans_*; transposed and F-ordered views, row
         pitches and batch strides are read in place, not copied. bias: length-N
         vector. activation: {ACTIVATION_DOC}. c: an existing C (beta defaults to
-        1 when c is given, else 0); with out= (a Tensor) beta reads out's contents.
+        1 when c is given, else 0); out: a Tensor (the result stays on the device)
+        or, as NumPy's out=, a float16/float32 host array written in place; with
+        out= and no c, beta reads out's contents.
 
         Result dtype (out_dtype=None): float16 when every input is float16, else
         float32 (NumPy's result type, capped at float32). Result type: a Tensor
@@ -180,6 +182,35 @@ class Device(_helios.Device):
             raise TypeError(f"variant must be a str or None, not {type(variant).__name__}")
         alpha = real("alpha", alpha)
         beta = None if beta is None else real("beta", beta)
+        if isinstance(out, np.ndarray):  # NumPy's out=: the result is written into it and returned
+            host_out = out
+            if not host_out.flags.writeable or host_out.dtype not in (np.float16, np.float32):
+                raise TypeError(
+                    f"out: a writeable float16 or float32 array, got {host_out.dtype}"
+                    f"{'' if host_out.flags.writeable else ' (read-only)'}"
+                )
+            if out_dtype is not None and np.dtype(out_dtype) != host_out.dtype:
+                raise ValueError(f"out_dtype {np.dtype(out_dtype)} differs from out's {host_out.dtype}")
+            if c is None and beta is not None and float(beta) != 0.0:
+                c = host_out.copy()  # as with a Tensor out=, beta reads out's contents
+            res = self.matmul(
+                a,
+                b,
+                trans_a=trans_a,
+                trans_b=trans_b,
+                bias=bias,
+                activation=activation,
+                alpha=alpha,
+                beta=beta,
+                c=c,
+                out_dtype=host_out.dtype,
+                variant=variant,
+            )
+            res = res.numpy() if isinstance(res, Tensor) else np.asarray(res)
+            if res.shape != host_out.shape:
+                raise ValueError(f"out has shape {host_out.shape}; the product is {res.shape}")
+            host_out[...] = res
+            return host_out
         in_dtype = result_dtype(a, b)
         device_resident = out is None and (isinstance(a, Tensor) or isinstance(b, Tensor))
         A = gemm.operand(a, "a", flag("trans_a", trans_a))

@@ -321,7 +321,7 @@ class Chain:
 
 def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
     if not isinstance(out, Tensor):
-        raise TypeError(f"out must be a helios.Tensor, not {type(out).__name__}")
+        raise TypeError(f"out must be a helios.Tensor or a NumPy array, not {type(out).__name__}")
     if out.shape != shape or not out.packed:
         raise ValueError(
             f"out Tensor has shape {out.shape} (pitch {out.pitch}"
