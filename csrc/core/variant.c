@@ -291,6 +291,16 @@ static void fill_wide(hl_variant *v, uint32_t wm, uint32_t wn) {
     v->stages = 2;
 }
 
+/* The fallback for devices without cooperative matrices (and the kill switch). */
+static const hl_variant scalar_variant = {.path = HL_PATH_SCALAR,
+                                          .bm = SCALAR_BM,
+                                          .bn = SCALAR_BN,
+                                          .bk = SCALAR_BK,
+                                          .acc = HL_F32,
+                                          .stages = 1,
+                                          .splitk = 1,
+                                          .raster = 1};
+
 hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err) {
     const hl_caps *c = &dev->caps;
     const char *forced = getenv("HELIOS_VARIANT");
@@ -303,14 +313,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     }
     memset(out, 0, sizeof *out);
     if (!dev->coop_enabled) {
-        *out = (hl_variant){.path = HL_PATH_SCALAR,
-                            .bm = SCALAR_BM,
-                            .bn = SCALAR_BN,
-                            .bk = SCALAR_BK,
-                            .acc = HL_F32,
-                            .stages = 1,
-                            .splitk = 1,
-                            .raster = 1};
+        *out = scalar_variant;
         return HL_OK;
     }
     out->path = HL_PATH_COOP;
@@ -492,15 +495,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             n++;
         }
     }
-    hl_variant sc = {.path = HL_PATH_SCALAR,
-                     .bm = SCALAR_BM,
-                     .bn = SCALAR_BN,
-                     .bk = SCALAR_BK,
-                     .acc = HL_F32,
-                     .stages = 1,
-                     .splitk = 1,
-                     .raster = 1};
-    if (n < cap) out[n] = sc;
+    if (n < cap) out[n] = scalar_variant;
     n++;
     return n < cap ? n : cap;
 }

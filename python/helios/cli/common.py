@@ -25,41 +25,34 @@ def parse_bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
-def positive_int(s: str) -> int:
+def _int_in(s: str, lo: int, hi: Optional[int], what: str) -> int:
+    """An integer in [lo, hi] (hi None: no upper bound), else an argparse error saying `what`."""
     try:
         v = int(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}") from None
+    if v < lo or (hi is not None and v > hi):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
     return v
+
+
+def positive_int(s: str) -> int:
+    return _int_in(s, 1, None, "a positive integer")
 
 
 def nonneg_int(s: str) -> int:
     """An integer >= 0 (seeds, warm-up counts)."""
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
+    return _int_in(s, 0, None, "an integer >= 0")
 
 
 def launches(s: str) -> int:
     """A launch count: 1..MAX_LAUNCHES (the engine's limit per call)."""
-    v = positive_int(s)
-    if v > _helios.MAX_LAUNCHES:
-        raise argparse.ArgumentTypeError(f"at most {_helios.MAX_LAUNCHES}, got {v}")
-    return v
+    return _int_in(s, 1, _helios.MAX_LAUNCHES, f"an integer in 1..{_helios.MAX_LAUNCHES}")
 
 
 def warmup_count(s: str) -> int:
     """A warm-up count: 0..MAX_LAUNCHES."""
-    v = nonneg_int(s)
-    if v > _helios.MAX_LAUNCHES:
-        raise argparse.ArgumentTypeError(f"at most {_helios.MAX_LAUNCHES}, got {v}")
-    return v
+    return _int_in(s, 0, _helios.MAX_LAUNCHES, f"an integer in 0..{_helios.MAX_LAUNCHES}")
 
 
 def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = False) -> Callable[[str], float]:
