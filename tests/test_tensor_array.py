@@ -92,3 +92,50 @@ def test_copy_gives_a_chain_new_inputs(device):
         X.copy_(np.ones((3, 3)))
     with pytest.raises(TypeError, match="floating-point"):
         X.copy_(np.ones((8, 16), np.int64))
+
+
+def test_slices_are_views_the_kernels_read(device):
+    x3 = rnd((4, 8, 16), 11)  # each batch item is 256 bytes: aligned
+    w = rnd((16, 8), 12)
+    X3, W = device.upload(x3), device.upload(w)
+    s = X3[2]
+    assert s.shape == (8, 16) and s.is_slice and np.array_equal(s.numpy(), x3[2])
+    close(device.matmul(s, W).numpy(), x3[2].astype(np.float64) @ w)
+    close((X3[1:3] @ W).numpy(), np.matmul(x3[1:3].astype(np.float64), w))
+    assert np.array_equal(X3[-1].numpy(), x3[-1]) and np.array_equal(X3[1:3][1].numpy(), x3[2])
+    rows = device.upload(rnd((32, 16), 13))  # a 2-D slice of whole rows (32 bytes each)
+    close(device.matmul(rows[8:24], W).numpy(), rows.numpy()[8:24].astype(np.float64) @ w)
+    close(device.matmul(rows[8:24].T, rows[8:24]).numpy(), rows.numpy()[8:24].T.astype(np.float64) @ rows.numpy()[8:24])
+    q = device.upload(rnd((3, 2, 8, 16), 14))  # attention on a slice of the batch
+    close(
+        device.attention(q[1:2], q[1:2], q[1:2]).numpy(),
+        helios.reference_attention(q.numpy()[1:2], q.numpy()[1:2], q.numpy()[1:2]),
+    )
+
+
+def test_slices_that_cannot_be_views_say_why(device):
+    X = device.upload(rnd((5, 3), 15))  # rows of 6 bytes: row 1 starts unaligned
+    with pytest.raises(ValueError, match="alignment"):
+        X[1]
+    with pytest.raises(ValueError, match="step"):
+        X[::2]
+    with pytest.raises(TypeError, match="int or a slice"):
+        X[0, 1]
+    with pytest.raises(IndexError):
+        X[5]
+    with pytest.raises(ValueError, match="nothing"):
+        X[3:3]
+    Y = device.upload(rnd((4, 8, 16), 16))
+    with pytest.raises(ValueError, match="slice"):
+        device.matmul(Y[0], Y[1].T, out=Y[2])  # never an output
+    with pytest.raises(ValueError, match="slice"):
+        Y[0].copy_(np.zeros((8, 16)))
+    assert device.info["storage_offset_alignment"] >= 1
+
+
+def test_slice_keeps_its_owner_alive(device):
+    import gc
+
+    s = device.upload(np.full((4, 8, 8), 3, np.float16))[1]  # the base has no other name
+    gc.collect()
+    assert (s.numpy() == 3).all() and (s.T.numpy() == 3).all()

@@ -255,14 +255,14 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                        (unsigned long long)caps->max_storage_buffer_range);
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
-        if (args->t_o && ts[i] == args->t_o)
+        if (hl_tensors_share(args->t_o, ts[i]))
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "attention: the output tensor is also an input; "
                            "attention does not run in place");
     HL_TRY(hl_check_tensor(dev, args->t_q, q_bytes, "attention", "q", err));
     HL_TRY(hl_check_tensor(dev, args->t_k, kv_bytes, "attention", "k", err));
     HL_TRY(hl_check_tensor(dev, args->t_v, kv_bytes, "attention", "v", err));
-    HL_TRY(hl_check_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
+    HL_TRY(hl_check_output_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
 
     attn_plan pl = {0};
     uint32_t rows;
@@ -304,10 +304,13 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (q_up) memcpy(stage, args->q, q_up);
     if (k_up) memcpy(stage + off_k, args->k, k_up);
     if (v_up) memcpy(stage + off_v, args->v, v_up);
-    const VkBuffer q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a),
-                   o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c);
-    const VkBuffer bufs[HL_BINDINGS] = {q_buf, hl_tensor_or_scratch(args->t_k, &dev->buf_b), o_buf,
-                                        hl_tensor_or_scratch(args->t_v, &dev->buf_w), q_buf};
+    const hl_binding q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a);
+    const VkBuffer o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c).buffer; /* never a view: offset 0 */
+    const hl_binding bufs[HL_BINDINGS] = {q_buf,
+                                          hl_tensor_or_scratch(args->t_k, &dev->buf_b),
+                                          {o_buf, 0},
+                                          hl_tensor_or_scratch(args->t_v, &dev->buf_w),
+                                          q_buf};
     hl_write_set(dev, pl.ds, bufs);
     HL_TRY(hl_begin_commands(dev, n_queries, err));
     VkBufferCopy up_q = {0, 0, q_up}, up_k = {off_k, 0, k_up}, up_v = {off_v, 0, v_up};

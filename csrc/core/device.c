@@ -137,6 +137,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; i++) c->max_group_count[i] = p->limits.maxComputeWorkGroupCount[i];
     c->max_storage_buffer_range = p->limits.maxStorageBufferRange;
+    c->storage_offset_alignment = p->limits.minStorageBufferOffsetAlignment;
     c->max_allocation_bytes = m3.maxMemoryAllocationSize;
     c->timestamp_period_ns = p->limits.timestampPeriod;
     /* Identity: what ties this Vulkan device to its CUDA and NVML twins. */

@@ -83,6 +83,7 @@ typedef struct hl_caps {
     uint32_t shared_memory_bytes, max_workgroup_invocations;
     uint32_t max_group_count[3];
     uint64_t max_storage_buffer_range, max_allocation_bytes, device_local_heap_bytes;
+    uint64_t storage_offset_alignment; /* minStorageBufferOffsetAlignment: where a tensor view may start */
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
@@ -176,6 +177,12 @@ void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);
 uint64_t hl_tensor_bytes(const hl_tensor *t);
+/* A view of `bytes` bytes of base's memory from `offset` (a slice: no copy). The
+ * offset must be a multiple of the device's storage-buffer offset alignment
+ * (caps.storage_offset_alignment) and the range inside base. A view can be an
+ * operand, never an output; its owner must outlive it (hl_tensor_destroy the
+ * view first); closing the device leaves both dead. */
+hl_status hl_tensor_view(hl_tensor *base, uint64_t offset, uint64_t bytes, hl_tensor **out, hl_error *err);
 hl_status hl_tensor_write(hl_tensor *t, uint64_t offset, const void *src, uint64_t bytes, hl_error *err);
 hl_status hl_tensor_read(hl_tensor *t, uint64_t offset, void *dst, uint64_t bytes, hl_error *err);
 

@@ -136,11 +136,16 @@ void hl_pipeline_cache_close(hl_device *dev);
 
 struct hl_tensor {
     hl_device *dev; /* NULL once the device closed */
-    hl_buffer buf;
+    hl_buffer buf;  /* a view's is its owner's (never freed through the view) */
     uint64_t bytes;
+    uint64_t offset; /* bytes into buf where this tensor starts (views; 0 otherwise) */
+    int is_view;     /* a slice of another tensor's memory (hl_tensor_view) */
     struct hl_tensor *prev, *next;
 };
 void hl_tensors_release(hl_device *dev); /* device close: free every tensor's memory */
+/* Whether two tensors (either may be NULL) use the same memory: the same tensor,
+ * or views of one buffer. */
+int hl_tensors_share(const hl_tensor *a, const hl_tensor *b);
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);
@@ -160,15 +165,24 @@ void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_
                     VkAccessFlags dst_access);
 void hl_compute_barrier(hl_device *dev); /* compute writes -> compute reads and writes */
 hl_status hl_ensure_queries(hl_device *dev, uint32_t count, hl_error *err);
-void hl_write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]);
+/* One binding of an operation: a buffer and where in it the operand starts. */
+typedef struct hl_binding {
+    VkBuffer buffer;
+    VkDeviceSize offset;
+} hl_binding;
+void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding bufs[HL_BINDINGS]);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
 hl_status hl_submit_wait(hl_device *dev, hl_error *err);
 hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);
 /* A tensor operand: alive, on this device, at least `need` bytes (NULL passes). */
 hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
                           hl_error *err);
-/* An operand's buffer: the tensor's, else the scratch buffer host data goes through. */
-VkBuffer hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
+/* An operand's binding: the tensor's (at its offset), else the scratch buffer host data goes through. */
+hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
+/* An output tensor: as hl_check_tensor, and not a slice view (outputs are poisoned,
+ * written and read back as whole buffers). */
+hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
+                                 hl_error *err);
 /* The timed dispatch sequence: rec(dev, ctx) records one operation; iters = 0
  * records it once between two timestamps. hl_timed_queries: the queries it uses. */
 typedef void (*hl_record_fn)(hl_device *dev, const void *ctx);

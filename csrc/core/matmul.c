@@ -155,14 +155,15 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     }
     pl->bias_bytes = has_bias ? n * 4 : 0;
     pl->read_c = beta != 0.0f;
-    if (args->t_c && (args->t_c == args->t_a || args->t_c == args->t_b || args->t_c == args->t_bias))
+    if (hl_tensors_share(args->t_c, args->t_a) || hl_tensors_share(args->t_c, args->t_b) ||
+        hl_tensors_share(args->t_c, args->t_bias))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: the output tensor is also an input; "
                        "products do not run in place",
                        who);
     HL_TRY(hl_check_tensor(dev, args->t_a, pl->a_bytes, who, "a", err));
     HL_TRY(hl_check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
-    HL_TRY(hl_check_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
+    HL_TRY(hl_check_output_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
     HL_TRY(hl_check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
 
     uint64_t gx = (n + v.bn - 1) / v.bn, gy = (m + v.bm - 1) / v.bm;
@@ -312,12 +313,14 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (bias_up) memcpy(stage + off_bias, args->bias, bias_up);
     if (c_up) memcpy(stage + off_c, args->c_in, c_up);
     hl_buffer *c_scratch = &dev->buf_c;
-    const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch);
-    const VkBuffer bufs[HL_BINDINGS] = {hl_tensor_or_scratch(args->t_a, &dev->buf_a),
-                                        hl_tensor_or_scratch(args->t_b, &dev->buf_b), c_buf, dev->buf_w.buffer,
-                                        args->t_bias ? args->t_bias->buf.buffer
-                                        : args->bias ? dev->buf_bias.buffer
-                                                     : dev->buf_w.buffer};
+    const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch).buffer; /* never a view: offset 0 */
+    const hl_binding bufs[HL_BINDINGS] = {hl_tensor_or_scratch(args->t_a, &dev->buf_a),
+                                          hl_tensor_or_scratch(args->t_b, &dev->buf_b),
+                                          {c_buf, 0},
+                                          {dev->buf_w.buffer, 0},
+                                          args->t_bias
+                                              ? hl_tensor_or_scratch(args->t_bias, NULL)
+                                              : (hl_binding){args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer, 0}};
     hl_write_set(dev, ds, bufs);
 
     HL_TRY(hl_begin_commands(dev, n_queries, err));
@@ -404,8 +407,12 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     double t_rec = hl_now_ms();
     for (uint32_t i = 0; i < n_ops; i++) {
         const hl_matmul_args *o = &ops[i];
-        const VkBuffer bufs[HL_BINDINGS] = {o->t_a->buf.buffer, o->t_b->buf.buffer, o->t_c->buf.buffer,
-                                            dev->buf_w.buffer, o->t_bias ? o->t_bias->buf.buffer : dev->buf_w.buffer};
+        const hl_binding bufs[HL_BINDINGS] = {hl_tensor_or_scratch(o->t_a, NULL),
+                                              hl_tensor_or_scratch(o->t_b, NULL),
+                                              hl_tensor_or_scratch(o->t_c, NULL),
+                                              {dev->buf_w.buffer, 0},
+                                              o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL)
+                                                        : (hl_binding){dev->buf_w.buffer, 0}};
         hl_write_set(dev, sets[i], bufs);
     }
     HL_TRY(hl_begin_commands(dev, n_queries, err));

@@ -45,11 +45,11 @@ static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
     return (double)d * (double)dev->caps.timestamp_period_ns * 1e-6;
 }
 
-void hl_write_set(hl_device *dev, VkDescriptorSet ds, const VkBuffer bufs[HL_BINDINGS]) {
+void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding bufs[HL_BINDINGS]) {
     VkDescriptorBufferInfo dbi[HL_BINDINGS];
     VkWriteDescriptorSet w[HL_BINDINGS];
     for (uint32_t i = 0; i < HL_BINDINGS; i++) {
-        dbi[i] = (VkDescriptorBufferInfo){bufs[i], 0, VK_WHOLE_SIZE};
+        dbi[i] = (VkDescriptorBufferInfo){bufs[i].buffer, bufs[i].offset, VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = ds,
                                       .dstBinding = i,
@@ -111,8 +111,18 @@ hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, con
     return HL_OK;
 }
 
-VkBuffer hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch) {
-    return t ? t->buf.buffer : scratch->buffer;
+hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch) {
+    return t ? (hl_binding){t->buf.buffer, t->offset} : (hl_binding){scratch->buffer, 0};
+}
+
+hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
+                                 hl_error *err) {
+    if (t && t->is_view)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: the output tensor %s is a slice view; write into a "
+                       "whole tensor",
+                       who, name);
+    return hl_check_tensor(dev, t, need, who, name, err);
 }
 
 uint32_t hl_timed_queries(uint32_t iters) { return iters ? 2 * iters + 2 : 2; }

@@ -7,6 +7,12 @@
 
 #define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
 
+static void list_add(hl_device *dev, hl_tensor *t) {
+    t->next = dev->tensors;
+    if (dev->tensors) dev->tensors->prev = t;
+    dev->tensors = t;
+}
+
 hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
     *out = NULL;
     if (!bytes) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a tensor needs at least 1 byte");
@@ -20,12 +26,39 @@ hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_e
     }
     t->dev = dev;
     t->bytes = bytes;
-    t->next = dev->tensors;
-    if (dev->tensors) dev->tensors->prev = t;
-    dev->tensors = t;
+    list_add(dev, t);
     dev->tel.tensors++;
     *out = t;
     return HL_OK;
+}
+
+hl_status hl_tensor_view(hl_tensor *base, uint64_t offset, uint64_t bytes, hl_tensor **out, hl_error *err) {
+    *out = NULL;
+    if (!base || !base->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor view: the tensor's device is closed");
+    const uint64_t align = base->dev->caps.storage_offset_alignment ? base->dev->caps.storage_offset_alignment : 1;
+    if (!bytes || offset > base->bytes || bytes > base->bytes - offset)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "tensor view: bytes %llu..%llu are outside the tensor's %llu",
+                       (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                       (unsigned long long)base->bytes);
+    if ((base->offset + offset) % align)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "tensor view: offset %llu is not a multiple of the device's "
+                       "storage-buffer offset alignment (%llu bytes): the kernels cannot read it in place",
+                       (unsigned long long)(base->offset + offset), (unsigned long long)align);
+    hl_tensor *t = calloc(1, sizeof *t);
+    if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    t->dev = base->dev;
+    t->buf = base->buf;
+    t->offset = base->offset + offset;
+    t->bytes = bytes;
+    t->is_view = 1;
+    list_add(base->dev, t);
+    *out = t;
+    return HL_OK;
+}
+
+int hl_tensors_share(const hl_tensor *a, const hl_tensor *b) {
+    return a && b && (a == b || a->buf.buffer == b->buf.buffer);
 }
 
 static void unlink_release(hl_tensor *t) {
@@ -36,8 +69,10 @@ static void unlink_release(hl_tensor *t) {
     else
         dev->tensors = t->next;
     if (t->next) t->next->prev = t->prev;
-    hl_buffer_destroy(dev, &t->buf);
-    dev->tel.tensors--;
+    if (!t->is_view) { /* a view's memory is its owner's */
+        hl_buffer_destroy(dev, &t->buf);
+        dev->tel.tensors--;
+    }
     t->dev = NULL;
     t->prev = t->next = NULL;
 }
@@ -64,6 +99,7 @@ static hl_status transfer(hl_tensor *t, uint64_t offset, uint64_t bytes, int upl
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
+    offset += t->offset; /* a view starts inside its owner's buffer */
     VkBufferCopy region = upload ? (VkBufferCopy){0, offset, bytes} : (VkBufferCopy){offset, 0, bytes};
     if (upload)
         vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, t->buf.buffer, 1, &region);

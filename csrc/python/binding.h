@@ -29,6 +29,7 @@ typedef struct {
     PyObject_HEAD DeviceObject *device;
     hl_tensor *t;
     PyObject *base;
+    int owns_view; /* t is a core view made for this object (_slice): destroyed with it */
 } TensorObject;
 
 /* Takes the device lock with the GIL released; raises DeviceClosedError (and

@@ -269,6 +269,13 @@ static PyObject *build_info(DeviceObject *self) {
     }
     uint64_t loaded;
     const char *note, *path = hl_pipeline_cache_info(self->dev, &loaded, &note);
+    PyObject *align = PyLong_FromUnsignedLongLong(c->storage_offset_alignment);
+    if (!align || PyDict_SetItemString(d, "storage_offset_alignment", align) < 0) {
+        Py_XDECREF(align);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(align);
     PyObject *pc =
         Py_BuildValue("{s:z,s:K,s:z}", "path", path, "loaded_bytes", (unsigned long long)loaded, "note", note);
     if (!pc || PyDict_SetItemString(d, "pipeline_cache", pc) < 0) {

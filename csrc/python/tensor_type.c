@@ -51,19 +51,17 @@ static PyObject *Tensor_view(TensorObject *self, PyObject *unused) {
     PyTypeObject *type = Py_TYPE(self);
     TensorObject *v = (TensorObject *)type->tp_alloc(type, 0);
     if (!v) return NULL;
-    TensorObject *root = self->base ? (TensorObject *)self->base : self; /* views of views share the root */
-    v->t = root->t;
-    v->base = Py_NewRef((PyObject *)root);
-    v->device = (DeviceObject *)Py_XNewRef((PyObject *)root->device);
+    v->t = self->t;                        /* the same memory (and offset, for a slice) */
+    v->base = Py_NewRef((PyObject *)self); /* which keeps whatever owns it alive */
+    v->device = (DeviceObject *)Py_XNewRef((PyObject *)self->device);
     return (PyObject *)v;
 }
 
 static void Tensor_dealloc(TensorObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
-    if (self->base) { /* a view: the base owns the memory */
+    if (self->base && !self->owns_view) { /* a shared view: the base owns the memory */
         self->t = NULL;
-        Py_CLEAR(self->base);
     }
     if (self->t) {
         /* The device lock orders this with calls in flight on other threads. */
@@ -77,6 +75,7 @@ static void Tensor_dealloc(TensorObject *self) {
         }
         self->t = NULL;
     }
+    Py_CLEAR(self->base); /* after the view is destroyed: its owner outlives it */
     Py_CLEAR(self->device);
     tp->tp_free(self);
     Py_DECREF(tp);
@@ -102,6 +101,31 @@ static int tensor_acquire(TensorObject *self) {
         return -1;
     }
     return 0;
+}
+
+/* _slice(offset, nbytes): a Tensor of the same subclass over bytes [offset,
+ * offset + nbytes) of this one's memory (a core view: operands only). */
+static PyObject *Tensor_slice(TensorObject *self, PyObject *args) {
+    long long offset, nbytes;
+    if (!PyArg_ParseTuple(args, "LL:_slice", &offset, &nbytes)) return NULL;
+    if (offset < 0 || nbytes < 1) return PyErr_Format(PyExc_ValueError, "_slice: offset >= 0 and nbytes >= 1");
+    if (tensor_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_tensor *view = NULL;
+    hl_status s = hl_tensor_view(self->t, (uint64_t)offset, (uint64_t)nbytes, &view, &err);
+    device_release(self->device);
+    if (s != HL_OK) return raise_status(tensor_state(self), &err);
+    PyTypeObject *type = Py_TYPE(self);
+    TensorObject *v = (TensorObject *)type->tp_alloc(type, 0);
+    if (!v) {
+        hl_tensor_destroy(view);
+        return NULL;
+    }
+    v->t = view;
+    v->owns_view = 1;
+    v->base = Py_NewRef((PyObject *)self);
+    v->device = (DeviceObject *)Py_XNewRef((PyObject *)self->device);
+    return (PyObject *)v;
 }
 
 /* The transfer behind _write(offset, buffer) (a contiguous buffer's bytes into the
@@ -144,6 +168,8 @@ static PyMethodDef Tensor_methods[] = {
     {"_write", (PyCFunction)Tensor_write, METH_VARARGS, "Low-level: copy a buffer's bytes in at offset."},
     {"_read", (PyCFunction)Tensor_read, METH_VARARGS, "Low-level: fill a writable buffer from offset."},
     {"_view", (PyCFunction)Tensor_view, METH_NOARGS, "Low-level: a Tensor sharing this one's memory."},
+    {"_slice", (PyCFunction)Tensor_slice, METH_VARARGS,
+     "Low-level: a Tensor over nbytes of this one's memory from offset (an operand, never an output)."},
     {NULL, NULL, 0, NULL},
 };
 

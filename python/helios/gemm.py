@@ -322,6 +322,8 @@ class Chain:
 def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a helios.Tensor or a NumPy array, not {type(out).__name__}")
+    if out.is_slice:
+        raise ValueError("out is a slice of another Tensor; products write whole Tensors")
     if out.shape != shape or not out.packed:
         raise ValueError(
             f"out Tensor has shape {out.shape} (pitch {out.pitch}"

@@ -22,7 +22,8 @@ class Tensor(_helios.Tensor):
     whose rows are padded to 16 bytes). As an array: ``shape``, ``dtype``,
     ``device``, ``len(t)``, ``t @ u`` (a product on the device: a Tensor),
     ``t.T`` (a transposed view, read by the kernels as a layout, no copy),
-    ``t.reshape(...)`` (a view of a packed Tensor), ``t.copy_(x)`` (new contents
+    ``t.reshape(...)`` (a view of a packed Tensor), ``t[i]`` / ``t[a:b]`` (views
+    of the leading axis: operands, never outputs), ``t.copy_(x)`` (new contents
     from a host array or another Tensor), ``numpy()`` (a host copy).
     Closing the Device frees the memory; using the Tensor afterwards raises
     DeviceClosedError. ``__dlpack__`` exports that host copy (kDLCPU).
@@ -35,6 +36,8 @@ class Tensor(_helios.Tensor):
     # True for a transposed view: shape is the logical one, the memory holds its
     # last two axes swapped (rows `pitch` elements apart, as the base stores them).
     transposed: bool = False
+    # Set on slices (t[i], t[a:b]): part of another Tensor's memory.
+    base_offset_view: bool = False
     # NumPy's binary operators defer to ours (host @ Tensor runs on the device);
     # np.asarray(t) still copies through __array__.
     __array_ufunc__ = None
@@ -71,6 +74,11 @@ class Tensor(_helios.Tensor):
         return self.shape[:-2] + (self.shape[-1], self.shape[-2]) if self.transposed else self.shape
 
     @property
+    def is_slice(self) -> bool:
+        """A view of part of another Tensor's memory (t[i], t[a:b]): an operand, never an output."""
+        return self.base_offset_view
+
+    @property
     def packed(self) -> bool:
         """Rows are stored back to back and in the logical order (no pitch, not transposed)."""
         return not self.transposed and self.pitch == self.shape[-1]
@@ -97,6 +105,7 @@ class Tensor(_helios.Tensor):
         v = self._view()
         v._set_meta(shape, self.dtype, pitch, self.prepacked_for, transposed)
         v.computed = self.computed
+        v.base_offset_view = self.base_offset_view
         return v
 
     @property
@@ -127,6 +136,55 @@ class Tensor(_helios.Tensor):
             )
         return self._derived(dims, dims[-1], False)
 
+    def __getitem__(self, key: Any) -> "Tensor":
+        """Basic slicing of the leading axis, as a view (no copy): ``t[i]`` drops
+        the axis, ``t[a:b]`` keeps it (step 1). A slice is an operand of products
+        and attention, never an output. Its first byte must sit where the device
+        lets a buffer binding start (``device.info["storage_offset_alignment"]``,
+        16 bytes on NVIDIA and lavapipe); other slices raise ValueError saying so
+        (take ``t.numpy()[key]`` and upload it)."""
+        if self.transposed:
+            raise ValueError("Tensor slicing: slice the base Tensor, not a transposed view")
+        n = self.shape[0]
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            i = int(key) + (n if key < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"index {key} is out of range for a leading axis of {n}")
+            start, stop, shape = i, i + 1, self.shape[1:]
+        elif isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step != 1:
+                raise ValueError(f"Tensor slicing: step {step}: only contiguous slices are views")
+            stop = max(stop, start)
+            shape = (stop - start,) + self.shape[1:]
+        else:
+            raise TypeError(
+                f"Tensor indices: an int or a slice of the leading axis, not {type(key).__name__} "
+                f"(use t.numpy()[...] for anything else)"
+            )
+        if not shape or 0 in shape:
+            raise ValueError(
+                f"Tensor slicing: {key!r} of shape {self.shape} selects {'a scalar' if not shape else 'nothing'}"
+            )
+        per = (math.prod(self.stored_shape[1:-1]) if self.ndim > 1 else 1) * (self.pitch if self.ndim > 1 else 1)
+        item = self.dtype.itemsize
+        if self.ndim == 1:
+            offset, nbytes = start * item, (stop - start) * item
+        else:
+            offset, nbytes = start * per * item, (stop - start) * per * item
+        try:
+            view = self._slice(offset, nbytes)
+        except _helios.UnsupportedError as e:
+            raise ValueError(f"Tensor slicing: {key!r} starts {offset} bytes in; {e}") from None
+        view._set_meta(
+            shape, self.dtype, self.pitch if len(shape) > 1 or self.ndim > 1 else shape[-1], self.prepacked_for
+        )
+        if len(shape) == 1 and self.ndim > 1:  # one row of a matrix: its own elements only
+            view.pitch = shape[0]
+        view.computed = self.computed
+        view.base_offset_view = True
+        return view
+
     def copy_(self, src: Any) -> "Tensor":
         """Write new contents: a host array (floating point, rounded to this
         Tensor's dtype) or another Tensor of the same shape. Returns self, so a
@@ -136,6 +194,8 @@ class Tensor(_helios.Tensor):
             raise ValueError(f"copy_: source has shape {tuple(data.shape)}, this Tensor {self.shape}")
         if self.transposed:
             raise ValueError("copy_: write through the base Tensor, not a transposed view")
+        if self.is_slice:
+            raise ValueError("copy_: write through the base Tensor, not a slice of it")
         host = np.ascontiguousarray(data, dtype=self.dtype)
         if self.pitch != self.shape[-1]:  # padded rows (prepacked): keep the padding
             padded = np.zeros((self._rows(), self.pitch), dtype=self.dtype)
