@@ -114,3 +114,20 @@ def test_env_coop_tile(device, monkeypatch):
     monkeypatch.setenv("HELIOS_COOP_TILE", "big")
     with pytest.raises(ValueError, match="HELIOS_COOP_TILE"):
         device.default_variant()
+
+
+def test_variant_fields_are_the_parsed_variant(device):
+    for v in device.variants():
+        f = helios.variant_fields(v)
+        assert f["path"] in ("scalar", "coop", "coop2") and v.startswith(f["path"] + ":")
+        assert f"acc={f['acc']}" in v and f["bm"] > 0 and f["splitk"] >= 1
+    with pytest.raises(ValueError):
+        helios.variant_fields("coop:bogus")
+
+
+def test_the_batch_rule_lives_in_the_engine(device):
+    """A batch runs as batch * M rows without split-K: Chain reports what the engine picks."""
+    one = device.default_variant(64, 4096, 8192)
+    batched = device.default_variant(64, 4096, 8192, batch=4)
+    assert helios.variant_fields(batched)["splitk"] == 1
+    assert helios.variant_fields(one)["path"] == helios.variant_fields(batched)["path"]

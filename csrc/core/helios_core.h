@@ -164,6 +164,10 @@ const char *hl_variant_override(const hl_device *dev);
  * chosen for the grid this shape makes (unless hl_variant_override is set). */
 hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, hl_variant *out,
                                hl_error *err);
+/* The default for a batch of `batch` products of m x n x k: the one place the
+ * batch rule lives (as for batch * m rows, no split-K). */
+hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch,
+                                 hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 

@@ -133,11 +133,7 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     if (args->variant)
         v = *args->variant;
     else {
-        /* A batch stacks its products' blocks: pick as for one product of
-         * batch * M rows (the same block count), without split-K. */
-        uint64_t rows = batch * m < UINT32_MAX ? batch * m : UINT32_MAX;
-        HL_TRY(hl_variant_for_shape(dev, (uint32_t)rows, args->n, args->k, &v, err));
-        if (batch > 1) v.splitk = 1;
+        HL_TRY(hl_variant_for_product(dev, (uint32_t)m, args->n, args->k, batch, &v, err));
     }
     HL_TRY(hl_variant_check(dev, &v, err));
     const int scale = !!args->scale;

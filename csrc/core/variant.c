@@ -499,3 +499,13 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     n++;
     return n < cap ? n : cap;
 }
+
+hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch,
+                                 hl_variant *out, hl_error *err) {
+    /* A batch stacks its products' blocks: pick as for one product of batch * M
+     * rows (the same block count), without split-K (its reduction is per product). */
+    const uint64_t rows = batch > 1 ? (batch * m < UINT32_MAX ? batch * m : UINT32_MAX) : m;
+    hl_status st = hl_variant_for_shape(dev, (uint32_t)rows, n, k, out, err);
+    if (st == HL_OK && batch > 1) out->splitk = 1;
+    return st;
+}

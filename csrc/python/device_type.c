@@ -353,14 +353,15 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
 /* default_variant(m=0, n=0, k=0): with a shape, the variant a product of that
  * shape runs when none is given (split-K chosen for its grid). */
 static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"m", "n", "k", NULL};
+    static char *kwlist[] = {"m", "n", "k", "batch", NULL};
     unsigned int m = 0, n = 0, k = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|III:default_variant", kwlist, &m, &n, &k)) return NULL;
+    unsigned long long batch = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIK:default_variant", kwlist, &m, &n, &k, &batch)) return NULL;
     if (acquire(self) < 0) return NULL;
     hl_variant v;
     hl_error err = {0};
-    hl_status s =
-        m && n && k ? hl_variant_for_shape(self->dev, m, n, k, &v, &err) : hl_variant_default(self->dev, &v, &err);
+    hl_status s = m && n && k ? hl_variant_for_product(self->dev, m, n, k, batch, &v, &err)
+                              : hl_variant_default(self->dev, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -499,8 +500,8 @@ static PyMethodDef Device_methods[] = {
     {"__exit__", (PyCFunction)Device_exit, METH_VARARGS, NULL},
     {"variants", (PyCFunction)Device_variants, METH_NOARGS, "Canonical strings of every variant valid here."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
-     "default_variant(m=0, n=0, k=0): the variant used when none is given (HELIOS_* switches "
-     "applied); with a shape, the one a product of that shape runs (split-K chosen for its grid)."},
+     "default_variant(m=0, n=0, k=0, batch=1): the variant used when none is given (HELIOS_* switches "
+     "applied); with a shape, the one a product (or a batch of them) of that shape runs."},
     {"active_override", (PyCFunction)Device_active_override, METH_NOARGS,
      "The environment switch choosing the kernel for every shape (HELIOS_VARIANT, HELIOS_COOP_*), "
      "'disable_coop', or None: tuned picks and shape defaults apply only when None."},

@@ -34,6 +34,21 @@ static PyObject *canonical_variant(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(buf);
 }
 
+/* variant_fields(s): the parsed variant as a dict, so Python reads fields, never
+ * the string's grammar. */
+static PyObject *variant_fields(PyObject *module, PyObject *arg) {
+    const char *s = text_arg(arg, "variant");
+    if (!s) return NULL;
+    hl_variant v;
+    hl_error err = {0};
+    if (hl_variant_parse(s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
+    static const char *const paths[] = {"scalar", "coop", "coop2"};
+    return Py_BuildValue("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s,s:I,s:I,s:I,s:I}", "path", paths[v.path], "tm",
+                         v.tm, "tn", v.tn, "tk", v.tk, "bm", v.bm, "bn", v.bn, "bk", v.bk, "sg_m", v.sg_m, "sg_n",
+                         v.sg_n, "acc", hl_dtype_name(v.acc), "load", v.direct_load ? "direct" : "shared", "stages",
+                         v.stages, "splitk", v.splitk, "raster", v.raster, "threads", v.threads);
+}
+
 static PyObject *fault_count(PyObject *module, PyObject *arg) {
     const char *kind = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
     if (!kind) return PyErr_Format(PyExc_TypeError, "kind must be a str");
@@ -46,6 +61,9 @@ static PyMethodDef module_methods[] = {
     {"device_count", device_count, METH_NOARGS,
      "Number of Vulkan physical devices: 0 without a Vulkan loader or driver (opening a Device then "
      "raises NoDeviceError naming what to install)."},
+    {"variant_fields", variant_fields, METH_O,
+     "The fields of a variant string as a dict (path, tm, tn, tk, bm, bn, bk, sg_m, sg_n, acc, load, stages, "
+     "splitk, raster, threads); ValueError if malformed."},
     {"canonical_variant", canonical_variant, METH_O,
      "Parse a variant string and return its canonical form (ValueError if malformed)."},
     {NULL}};

@@ -21,6 +21,7 @@ from ._helios import (
     UnsupportedError,
     canonical_variant,
     device_count,
+    variant_fields,
 )
 from .attention import AttentionTiming, reference_attention
 from .check import CheckResult, assert_close, check_close, reference_matmul
@@ -53,5 +54,6 @@ __all__ = [
     "matmul",
     "reference_attention",
     "reference_matmul",
+    "variant_fields",
     "variants",
 ]

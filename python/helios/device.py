@@ -312,7 +312,7 @@ class Device(_helios.Device):
         w = w.T if trans else w
         k, n = w.shape
         name = self.check_variant(variant) if variant is not None and variant != "auto" else None
-        pitch = n if (name or "").startswith("coop2") else -(-n // 8) * 8
+        pitch = n if name and _helios.variant_fields(name)["path"] == "coop2" else -(-n // 8) * 8
         buf = np.zeros((k, pitch), dtype=np.float16)
         buf[:, :n] = w
         t = new_tensor(self, (k, n), np.float16, pitch, prepacked_for=name or "auto")

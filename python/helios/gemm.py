@@ -9,7 +9,6 @@ Device.matmul, Device.upload/empty/prepack and Device.chain are the entry points
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -281,13 +280,8 @@ class Chain:
             bias = bias_array(bias, spec.n)
             op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
         self._ops.append(op)
-        self._variants.append(op["variant"] or self._batch_default(spec))
+        self._variants.append(op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k, batch=spec.batch))
         return out
-
-    def _batch_default(self, spec: ProductSpec) -> str:
-        """What the engine picks with no variant: as for batch * M rows, no split-K."""
-        v = self._dev.default_variant(min(spec.m * spec.batch, 2**32 - 1), spec.n, spec.k)
-        return v if spec.batch == 1 else re.sub(r":splitk=\d+:", ":splitk=1:", v)
 
     def run(self) -> float:
         """Submit every operation once; returns the chain's GPU time in ms."""

@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._helios import variant_fields
 from ..check import check_close, reference_matmul
 from ..device import Device
 from ..gemm import ACTIVATIONS, activation_code, host_epilogue
@@ -68,13 +69,14 @@ def fuzz(
         v = vs[i % len(vs)] if i < len(vs) else vs[int(rng.integers(0, len(vs)))]
         m, nn, k = (random_dim(rng, max_dim) for _ in range(3))
         od = "float32" if rng.integers(0, 2) else "float16"
-        form = "plain" if v.startswith("coop2") else FORMS[int(rng.integers(0, len(FORMS)))]
+        fields = variant_fields(v)
+        form = "plain" if fields["path"] == "coop2" else FORMS[int(rng.integers(0, len(FORMS)))]
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
         if form == "batched":  # keep the work of a case near a 2-D one
             m = max(1, m // batch)
 
         def operand(shape):
-            if "acc=f16" in v:  # exact in fp16 partial sums, so the gate still applies
+            if fields["acc"] == "f16":  # exact in fp16 partial sums, so the gate still applies
                 return rng.integers(-1, 2, size=shape).astype(np.float16)
             return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
 
