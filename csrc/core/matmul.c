@@ -132,9 +132,7 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     hl_variant v;
     if (args->variant)
         v = *args->variant;
-    else {
-        HL_TRY(hl_variant_for_product(dev, (uint32_t)m, args->n, args->k, batch, &v, err));
-    }
+    else { HL_TRY(hl_variant_for_product(dev, (uint32_t)m, args->n, args->k, batch, &v, err)); }
     HL_TRY(hl_variant_check(dev, &v, err));
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
