@@ -349,7 +349,20 @@ def test_bench_attention_usage_errors(device, argv, capsys):
 
 
 def test_check_attention_exit_codes(device, capsys):
-    argv = ["check", "--attention", "--matrix", "none", "--fuzz", "4", "--max-seq", "40", "--seed", "3"]
+    argv = [
+        "check",
+        "--attention",
+        "--matrix",
+        "none",
+        "--fuzz",
+        "4",
+        "--max-seq",
+        "40",
+        "--seed",
+        "3",
+        "--head-dims",
+        "16,32",
+    ]  # each head dim is a JIT compile on a CPU driver
     rc = main(argv + ["--oracle", "float64"])
     out = capsys.readouterr().out
     assert rc == 0 and "4 passed, 0 failed" in out and "environment:" in out
@@ -374,7 +387,23 @@ def test_check_attention_reports_failures(device, capsys, monkeypatch):
     real = af.reference_attention
     monkeypatch.setattr(af, "reference_attention", lambda *a, **kw: real(*a, **kw) + 0.5)
     assert (
-        main(["check", "--attention", "--matrix", "none", "--fuzz", "2", "--max-seq", "20", "--oracle", "float64"]) == 1
+        main(
+            [
+                "check",
+                "--attention",
+                "--matrix",
+                "none",
+                "--fuzz",
+                "2",
+                "--max-seq",
+                "20",
+                "--oracle",
+                "float64",
+                "--head-dims",
+                "16",
+            ]
+        )
+        == 1
     )
     assert "FAIL #0" in capsys.readouterr().out
 

@@ -7,10 +7,34 @@ from helios.cli import main
 
 
 def test_fuzz_passes_on_every_variant(device, capsys):
-    # acc=f16 variants are fuzzed with exact small-integer inputs (see helios/fuzz.py)
+    # acc=f16 variants are fuzzed with exact small-integer inputs (see helios/harness/fuzz.py).
+    # Plain products here (each variant's kernel is compiled once for the suite);
+    # the other op forms are fuzzed below on one variant: on a CPU driver every form
+    # of every variant is its own JIT compile (minutes on a cold cache).
     n = len(device.variants()) + 5
-    assert main(["check", "--fuzz", str(n), "--seed", "1", "--max-dim", "150"]) == 0
-    assert f"{n} passed, 0 failed" in capsys.readouterr().out
+    assert main(["check", "--fuzz", str(n), "--seed", "1", "--max-dim", "150", "--forms", "plain"]) == 0
+    out = capsys.readouterr().out
+    assert f"{n} passed, 0 failed" in out and f"covered {n - 5} of {n - 5} variants" in out
+
+
+def test_fuzz_op_forms(device, capsys):
+    v = device.default_variant()
+    argv = [
+        "check",
+        "--fuzz",
+        "12",
+        "--seed",
+        "4",
+        "--max-dim",
+        "120",
+        "--variant",
+        v,
+        "--forms",
+        "trans_a,trans_b,batched,epilogue",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "12 passed, 0 failed" in out and "op forms: batched, epilogue, trans_a, trans_b" in out
 
 
 def test_fuzz_reports_failures_with_shape_and_variant(device, capsys):

@@ -8,8 +8,9 @@ from typing import Any
 
 from .. import _helios
 from ..check import ATOL, RTOL
+from ..harness.fuzz import FORMS
 from ..harness.shapes import shape_str
-from .common import child_argv, finite_float, nonneg_int, open_device, positive_int
+from .common import child_argv, finite_float, int_list, nonneg_int, open_device, positive_int
 
 
 def cmd_check_devices(args: argparse.Namespace) -> int:
@@ -69,6 +70,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             max_seq=args.max_seq,
             atol=args.atol,
             rtol=args.rtol,
+            head_dims=args.head_dims,
         ):
             n += 1
             if not case.passed:
@@ -113,7 +115,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         seen_variants: set = set()
         seen_forms: set = set()
         for case in fuzz(
-            dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim, atol=args.atol, rtol=args.rtol
+            dev,
+            args.fuzz,
+            args.seed,
+            variants=variants,
+            max_dim=args.max_dim,
+            atol=args.atol,
+            rtol=args.rtol,
+            forms=args.forms,
         ):
             n += 1
             seen_variants.add(case.variant)
@@ -131,6 +140,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     print(f"{n - failures} passed, {failures} failed (fuzz seed {args.seed})")
     return 1 if failures else 0
+
+
+def head_dims_arg(text: str) -> tuple[int, ...]:
+    return tuple(int_list(text))
+
+
+def forms_arg(text: str) -> tuple[str, ...]:
+    forms = tuple(f.strip() for f in text.split(",") if f.strip())
+    bad = [f for f in forms if f not in FORMS]
+    if bad or not forms:
+        raise argparse.ArgumentTypeError(
+            f"unknown form(s) {', '.join(bad) or '(none)'}; choose from {', '.join(FORMS)}"
+        )
+    return forms
 
 
 def register(sub: Any) -> None:
@@ -172,6 +195,21 @@ def register(sub: Any) -> None:
         type=positive_int,
         default=300,
         help="attention: longest random sequence drawn (default 300)",
+    )
+    pk.add_argument(
+        "--head-dims",
+        dest="head_dims",
+        type=head_dims_arg,
+        default=None,
+        help="attention: head dimensions the random cases draw from, comma-separated "
+        "(default 16,32,40,64,80,96,128); each is its own kernel compile",
+    )
+    pk.add_argument(
+        "--forms",
+        type=forms_arg,
+        default=FORMS,
+        help="matmul: op forms the cases draw from, comma-separated among plain, trans_a, trans_b, batched, "
+        "epilogue (default all)",
     )
     pk.add_argument(
         "--devices",

@@ -92,11 +92,12 @@ def attention_fuzz(
     max_seq: int = 300,
     atol: float = 0.02,
     rtol: float = 0.01,
+    head_dims: Optional[tuple[int, ...]] = None,
 ) -> Iterator[AttnCase]:
     from .. import _helios
 
     rng = np.random.default_rng(seed)
-    dims = HEAD_DIMS
+    dims = tuple(head_dims) if head_dims else HEAD_DIMS
     if variant:  # one variant: the head dims it takes (UnsupportedError if none of the fuzz's)
 
         def takes(d: int) -> bool:
@@ -106,7 +107,7 @@ def attention_fuzz(
             except _helios.UnsupportedError:
                 return False
 
-        dims = tuple(d for d in HEAD_DIMS if takes(d))
+        dims = tuple(d for d in dims if takes(d))
         if not dims or (matrix and 64 not in dims):
             raise _helios.UnsupportedError(
                 f"attention variant {variant} takes none of the fuzz's head "
