@@ -36,8 +36,9 @@ class Tensor(_helios.Tensor):
     # True for a transposed view: shape is the logical one, the memory holds its
     # last two axes swapped (rows `pitch` elements apart, as the base stores them).
     transposed: bool = False
-    # Set on slices (t[i], t[a:b]): part of another Tensor's memory.
-    base_offset_view: bool = False
+    # True for a slice (t[i], t[a:b]): a view of part of another Tensor's memory,
+    # an operand, never an output.
+    is_slice: bool = False
     # NumPy's binary operators defer to ours (host @ Tensor runs on the device);
     # np.asarray(t) still copies through __array__.
     __array_ufunc__ = None
@@ -74,11 +75,6 @@ class Tensor(_helios.Tensor):
         return self.shape[:-2] + (self.shape[-1], self.shape[-2]) if self.transposed else self.shape
 
     @property
-    def is_slice(self) -> bool:
-        """A view of part of another Tensor's memory (t[i], t[a:b]): an operand, never an output."""
-        return self.base_offset_view
-
-    @property
     def packed(self) -> bool:
         """Rows are stored back to back and in the logical order (no pitch, not transposed)."""
         return not self.transposed and self.pitch == self.shape[-1]
@@ -105,7 +101,7 @@ class Tensor(_helios.Tensor):
         v = self._view()
         v._set_meta(shape, self.dtype, pitch, self.prepacked_for, transposed)
         v.computed = self.computed
-        v.base_offset_view = self.base_offset_view
+        v.is_slice = self.is_slice
         return v
 
     @property
@@ -182,7 +178,7 @@ class Tensor(_helios.Tensor):
         if len(shape) == 1 and self.ndim > 1:  # one row of a matrix: its own elements only
             view.pitch = shape[0]
         view.computed = self.computed
-        view.base_offset_view = True
+        view.is_slice = True
         return view
 
     def copy_(self, src: Any) -> "Tensor":

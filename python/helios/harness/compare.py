@@ -40,7 +40,7 @@ import numpy as np
 
 from ..jsonio import read_object
 from ..optional import require
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell
+from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, time_as_bench
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
@@ -191,11 +191,7 @@ def load(path: str) -> dict:
     if not isinstance(rows, list):
         raise CompareError(f"{path}: 'rows' must be a list")
     if schema == TIME_SCHEMA:
-        data = dict(
-            data,
-            helios=data.get("device") if isinstance(data.get("device"), dict) else {},
-            rows=[_time_row(r) for r in rows],
-        )
+        data = time_as_bench(data)
     elif schema == SUITE_SCHEMA:
         data = dict(data, rows=[_suite_row(r) for r in rows])
     for i, row in enumerate(data["rows"]):
@@ -207,14 +203,6 @@ def load(path: str) -> dict:
             f"whether it compares with the other side"
         )
     return data
-
-
-def _time_row(row: Any) -> Any:
-    """helios time: one round of per-launch samples per shape."""
-    if not isinstance(row, dict):
-        return row
-    samples = row.get("heliosSamplesMs")
-    return {"shape": row.get("shape"), "valid": samples is not None, "helios": {"samples_ms": [samples]}}
 
 
 def _suite_row(row: Any) -> Any:

@@ -23,6 +23,7 @@ from .results import (
     reference_ms,
     reference_tflops,
     shape_flops,
+    time_as_bench,
 )
 
 PARITY = 1.25  # the seeds' target: helios_ms <= 1.25 * cuda_ms
@@ -42,7 +43,7 @@ def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
         if schema == BENCH_SCHEMA:
             benches.append(d)
         elif schema == TIME_SCHEMA:
-            benches.append(_time_as_bench(d))
+            benches.append(time_as_bench(d))
         elif schema in SWEEP_SCHEMAS:
             sweeps.append(d)
         elif schema == SUITE_SCHEMA:
@@ -61,25 +62,6 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
     if suites:
         raise ValueError(f"{suites[0]['_path']}: a {SUITE_SCHEMA} file; use load_all")
     return benches, sweeps
-
-
-def _time_as_bench(d: dict) -> dict:
-    """helios time's rows in the bench rows' shape (one round of samples a side)."""
-    rows = []
-    for r in d.get("rows", []):
-        rows.append(
-            {
-                **r,
-                "valid": r.get("heliosMs") is not None,
-                "throttled": False,
-                "helios": {
-                    "round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
-                    "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else [],
-                },
-                "cuda": {"batch_ms": []},
-            }
-        )
-    return dict(d, rows=rows, helios=d.get("device") or {})
 
 
 def _label(d: dict) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import __version__, _helios
-from ..flops import tflops
+from ..flops import attention_flops, matmul_flops, tflops
 
 BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
@@ -120,8 +120,6 @@ def reference_tflops(row: dict) -> Optional[float]:
 def shape_flops(shape: str) -> float:
     """FLOPs of a row's shape label: 'MxNxK' (a product) or 'BxHxSxd[-causal]'
     (attention with S_q = S_kv); ValueError for anything else."""
-    from ..flops import attention_flops, matmul_flops
-
     base, _, mask = str(shape).partition("-")
     try:
         dims = [int(x) for x in base.split("x")]
@@ -159,3 +157,30 @@ def md_cell(x: Any) -> str:
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     text = text.replace("|", "\\|")
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def time_as_bench(doc: dict) -> dict:
+    """A helios-time/1 result in the bench rows' shape, for the readers of both
+    (compare, report): one round of per-launch samples per shape, the device
+    block under ``helios``."""
+    rows = []
+    for r in doc.get("rows", []):
+        if not isinstance(r, dict):
+            rows.append(r)  # the reader reports it as malformed
+            continue
+        samples = r.get("heliosSamplesMs")
+        rows.append(
+            {
+                **r,
+                "valid": samples is not None,
+                "throttled": False,
+                "helios": {
+                    "samples_ms": [samples],
+                    "round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
+                    "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else [],
+                },
+                "cuda": {"batch_ms": []},
+            }
+        )
+    device = doc.get("device")
+    return dict(doc, rows=rows, helios=device if isinstance(device, dict) else {})
