@@ -28,16 +28,10 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 
-layout(constant_id = 0) const uint TM = 16;
-layout(constant_id = 1) const uint TN = 16;
-layout(constant_id = 2) const uint TK = 16;
-layout(constant_id = 3) const uint D = 64;        // head dimension (multiple of TK, TN and 8)
-layout(constant_id = 4) const uint BC = 32;       // keys per tile
-layout(constant_id = 5) const uint NSG = 4;       // subgroups per workgroup
-layout(constant_id = 6) const uint WQ = 1;        // row tiles per subgroup
-layout(constant_id = 7) const uint SUBGROUP = 32;
-layout(local_size_x_id = 8) in;                   // = NSG * SUBGROUP
-layout(constant_id = 9) const uint CAUSAL = 0;
+// TM, TN, TK (coop shape), D (head dimension: a multiple of TK, TN and 8), BC (keys
+// per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
+// CAUSAL and the workgroup size (NSG * SUBGROUP): shaders/families.py.
+#include "spec_attention_coop.glsl"
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
 layout(push_constant) uniform Push {
@@ -46,10 +40,10 @@ layout(push_constant) uniform Push {
     float scale_log2;  // scale * log2(e): scores go through exp2
 } p;
 
-layout(set = 0, binding = 0) readonly buffer Q128 { uvec4 q128[]; };
-layout(set = 0, binding = 1) readonly buffer K128 { uvec4 k128[]; };
-layout(set = 0, binding = 2) writeonly buffer O128 { uvec4 o128[]; };
-layout(set = 0, binding = 3) readonly buffer V128 { uvec4 v128[]; };
+layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
+layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
+layout(set = 0, binding = BINDING_O) writeonly buffer O128 { uvec4 o128[]; };
+layout(set = 0, binding = BINDING_V) readonly buffer V128 { uvec4 v128[]; };
 
 const uint THREADS = NSG * SUBGROUP;
 const uint RQ = WQ * TM;                       // query rows per subgroup

@@ -7,8 +7,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 
 layout(local_size_x = 64) in;
-layout(constant_id = 3) const uint D = 64;
-layout(constant_id = 9) const uint CAUSAL = 0;
+#include "spec_attention_scalar.glsl"   // D, CAUSAL (shaders/families.py)
 
 layout(push_constant) uniform Push {
     uint heads;
@@ -16,10 +15,10 @@ layout(push_constant) uniform Push {
     float scale_log2;
 } p;
 
-layout(set = 0, binding = 0) readonly buffer Q { float16_t q[]; };
-layout(set = 0, binding = 1) readonly buffer K { float16_t k[]; };
-layout(set = 0, binding = 2) writeonly buffer O { float16_t o[]; };
-layout(set = 0, binding = 3) readonly buffer V { float16_t v[]; };
+layout(set = 0, binding = BINDING_Q) readonly buffer Q { float16_t q[]; };
+layout(set = 0, binding = BINDING_K) readonly buffer K { float16_t k[]; };
+layout(set = 0, binding = BINDING_O) writeonly buffer O { float16_t o[]; };
+layout(set = 0, binding = BINDING_V) readonly buffer V { float16_t v[]; };
 
 void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;

@@ -30,31 +30,28 @@ const uint FLAG_B_VEC = 2u;     // B's rows and batches are 16-byte aligned
 const uint FLAG_C_DIRECT = 4u;  // C rows aligned for cooperative stores
 const uint FLAG_SPLIT = 8u;     // write fp32 partial products to the workspace, not C
 
-// The epilogue, as specialization constants (ids shared by every kernel) so that
-// a plain product compiles to the same code as before it existed.
-layout(constant_id = 13) const uint EPI = 0;   // EPI_* bits
-layout(constant_id = 14) const uint ACT = 0;   // ACT_* below
-layout(constant_id = 15) const bool TRANS_A = false;
-layout(constant_id = 16) const bool TRANS_B = false;
-layout(constant_id = 17) const bool BATCHED = false;   // batch > 1 (grid z = batch * splits)
+// The epilogue and layouts are specialization constants (EPI, ACT, TRANS_A, TRANS_B,
+// BATCHED), declared with every family's constants in the generated
+// spec_<family>.glsl that each shader includes before this file, so that a plain
+// product compiles to the same code as before they existed.
 const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
 const uint ACT_NONE = 0u, ACT_RELU = 1u, ACT_GELU_TANH = 2u, ACT_SILU = 3u;
 const bool EPILOGUE = EPI != 0u || ACT != 0u;
 
-layout(binding = 0) readonly buffer A16 { uint16_t a16[]; };
-layout(binding = 0) readonly buffer A128 { uvec4 a128[]; };
-layout(binding = 0) readonly buffer AH { float16_t ah[]; };
-layout(binding = 1) readonly buffer B16 { uint16_t b16[]; };
-layout(binding = 1) readonly buffer B128 { uvec4 b128[]; };
-layout(binding = 1) readonly buffer BH { float16_t bh[]; };
-layout(binding = 2) writeonly buffer C { OUT_T c[]; };
-layout(binding = 2) readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
-layout(binding = 2) writeonly buffer C128 { uvec4 c128[]; };    // 8 halfs (or 4 floats) per store
-layout(binding = 2) writeonly buffer C4 { vec4 c4[]; };
+layout(binding = BINDING_A) readonly buffer A16 { uint16_t a16[]; };
+layout(binding = BINDING_A) readonly buffer A128 { uvec4 a128[]; };
+layout(binding = BINDING_A) readonly buffer AH { float16_t ah[]; };
+layout(binding = BINDING_B) readonly buffer B16 { uint16_t b16[]; };
+layout(binding = BINDING_B) readonly buffer B128 { uvec4 b128[]; };
+layout(binding = BINDING_B) readonly buffer BH { float16_t bh[]; };
+layout(binding = BINDING_C) writeonly buffer C { OUT_T c[]; };
+layout(binding = BINDING_C) readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
+layout(binding = BINDING_C) writeonly buffer C128 { uvec4 c128[]; };    // 8 halfs (or 4 floats) per store
+layout(binding = BINDING_C) writeonly buffer C4 { vec4 c4[]; };
 // Split-K workspace: batch * splits fp32 partial products of M x N, one after another.
-layout(binding = 3) buffer W { float ws[]; };
-layout(binding = 3) buffer W4 { vec4 ws4[]; };
-layout(binding = 4) readonly buffer Bias { float bias[]; };   // N values, fp32
+layout(binding = BINDING_WORKSPACE) buffer W { float ws[]; };
+layout(binding = BINDING_WORKSPACE) buffer W4 { vec4 ws4[]; };
+layout(binding = BINDING_BIAS) readonly buffer Bias { float bias[]; };   // N values, fp32
 
 // tanh through exp, exact at both infinities (no NaN for large |x|).
 float tanh_safe(float x) { return 1.0 - 2.0 / (exp(2.0 * x) + 1.0); }

@@ -23,6 +23,9 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
+// TM, TN, TK (coop shape), WM, WN (subgroups), SG_M, SG_N (tiles per subgroup), BK,
+// SUBGROUP, STAGES, DIRECT, RASTER and the workgroup size: shaders/families.py.
+#include "spec_matmul_coop.glsl"
 #include "matmul_common.glsl"
 
 #ifdef ACC_F16
@@ -31,19 +34,6 @@
 #define ACC_T float
 #endif
 
-layout(constant_id = 0) const uint TM = 16;
-layout(constant_id = 1) const uint TN = 16;
-layout(constant_id = 2) const uint TK = 16;
-layout(constant_id = 3) const uint WM = 2;
-layout(constant_id = 4) const uint WN = 2;
-layout(constant_id = 5) const uint SG_M = 2;
-layout(constant_id = 6) const uint SG_N = 2;
-layout(constant_id = 7) const uint BK = 32;
-layout(constant_id = 8) const uint SUBGROUP = 32;
-layout(constant_id = 9) const uint STAGES = 2;
-layout(constant_id = 10) const bool DIRECT = false;
-layout(local_size_x_id = 11) in;   // = WM * WN * SUBGROUP
-layout(constant_id = 12) const uint RASTER = 8;
 
 const uint THREADS = WM * WN * SUBGROUP;
 const uint BM = WM * SG_M * TM;

@@ -11,6 +11,8 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_KHR_memory_scope_semantics : require
+// BM, BN, BK, RASTER and the workgroup size: shaders/families.py.
+#include "spec_matmul_coop2.glsl"
 #include "matmul_common.glsl"
 
 #ifdef ACC_F16
@@ -19,11 +21,6 @@
 #define ACC_T float
 #endif
 
-layout(constant_id = 0) const uint BM = 128;
-layout(constant_id = 1) const uint BN = 128;
-layout(constant_id = 2) const uint BK = 32;
-layout(local_size_x_id = 3) in;
-layout(constant_id = 4) const uint RASTER = 8;
 
 const int CLAMP = gl_CooperativeMatrixClampModeConstantNV;
 

@@ -3,6 +3,7 @@
 // HELIOS_DISABLE_COOP=1): a 64x64 block per workgroup of 16x16 invocations,
 // each computing 4x4 outputs in fp32 from fp16 inputs staged in shared memory.
 // Layouts, batches (grid z) and the epilogue as in matmul_common.glsl.
+#include "spec_matmul_scalar.glsl"
 #include "matmul_common.glsl"
 
 layout(local_size_x = 16, local_size_y = 16) in;

@@ -4,6 +4,7 @@
 // invocation sums four consecutive elements of one batch's C over the splits
 // (vec4 loads when M*N is a multiple of 4) in fp32, applies the epilogue and
 // rounds once to the output type.
+#include "spec_matmul_splitk_reduce.glsl"
 #include "matmul_common.glsl"
 
 layout(local_size_x = 256) in;

@@ -214,3 +214,13 @@ def test_cli_tune_dry_run_and_bad_candidate(device, tmp_path, capsys):
     assert not cache.exists()
     assert main(["tune", "--shapes", "16x16x16", "--candidates", "nonsense", "--cache", str(cache)]) == 2
     assert "malformed variant" in capsys.readouterr().err
+
+
+def test_candidates_are_built_from_the_variant_table(device):
+    from helios.tune import candidates
+
+    got = candidates(device)
+    assert got[0] == device.default_variant()
+    assert len(set(got)) == len(got)
+    for v in got:
+        assert device.check_variant(v) == v

@@ -12,32 +12,11 @@
 #define MAX_HEAD_DIM 256u
 
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap) {
-    if (v->path == HL_PATH_SCALAR) {
-        snprintf(out, cap, "fa-scalar");
-        return;
-    }
-    snprintf(out, cap, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u", v->tm, v->tn, v->tk, v->nsg, v->wq, v->bc);
+    hl_schema_format(&hl_attn_variant_schema, v, out, cap);
 }
 
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err) {
-    memset(out, 0, sizeof *out);
-    if (s && strcmp(s, "fa-scalar") == 0) {
-        out->path = HL_PATH_SCALAR;
-        return HL_OK;
-    }
-    char tail;
-    if (s &&
-        sscanf(s, "fa-coop:%ux%ux%u:sg%u:wq%u:bc%u%c", &out->tm, &out->tn, &out->tk, &out->nsg, &out->wq, &out->bc,
-               &tail) == 6 &&
-        strncmp(s, "fa-coop:", 8) == 0 && out->tm && out->tn && out->tk && out->nsg && out->wq && out->bc &&
-        out->tm <= 64 && out->tn <= 64 && out->tk <= 64 && out->nsg <= 32 && out->wq <= 8 && out->bc <= 256) {
-        out->path = HL_PATH_COOP;
-        return HL_OK;
-    }
-    return hl_fail(err, HL_ERR_INVALID_VARIANT,
-                   "malformed attention variant '%s'; expected e.g. "
-                   "'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'",
-                   s ? s : "(null)");
+    return hl_schema_parse(&hl_attn_variant_schema, s, out, err);
 }
 
 static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
@@ -180,24 +159,16 @@ static void record_attention(hl_device *dev, const void *ctx) {
  * one workgroup covers. */
 static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_pipeline **out,
                                uint32_t *rows, hl_error *err) {
-    uint32_t spec[10] = {0};
-    spec[3] = d;
-    spec[9] = causal ? 1u : 0u;
+    const hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u};
+    uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
-        return hl_pipeline_get(dev, "attention_scalar", spec, 10, 0, out, err);
+        hl_spec_attention_scalar(spec, v, &e);
+        return hl_pipeline_get(dev, hl_shader_attention_scalar(), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
-    const uint32_t sgsz = dev->caps.subgroup_size;
-    spec[0] = v->tm;
-    spec[1] = v->tn;
-    spec[2] = v->tk;
-    spec[4] = v->bc;
-    spec[5] = v->nsg;
-    spec[6] = v->wq;
-    spec[7] = sgsz;
-    spec[8] = v->nsg * sgsz;
     *rows = v->nsg * v->wq * v->tm;
-    return hl_pipeline_get(dev, "attention_coop", spec, 10, sgsz, out, err);
+    hl_spec_attention_coop(spec, v, &e);
+    return hl_pipeline_get(dev, hl_shader_attention_coop(), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
 }
 
 hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_kernel_stats *out,
@@ -304,14 +275,13 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (q_up) memcpy(stage, args->q, q_up);
     if (k_up) memcpy(stage + off_k, args->k, k_up);
     if (v_up) memcpy(stage + off_v, args->v, v_up);
-    const hl_binding q_buf = hl_tensor_or_scratch(args->t_q, &dev->buf_a);
     const VkBuffer o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c).buffer; /* never a view: offset 0 */
-    const hl_binding bufs[HL_BINDINGS] = {q_buf,
-                                          hl_tensor_or_scratch(args->t_k, &dev->buf_b),
-                                          {o_buf, 0},
-                                          hl_tensor_or_scratch(args->t_v, &dev->buf_w),
-                                          q_buf};
-    hl_write_set(dev, pl.ds, bufs);
+    hl_binding bufs[HL_BIND_ATTENTION_COUNT];
+    bufs[HL_BIND_ATTENTION_Q] = hl_tensor_or_scratch(args->t_q, &dev->buf_a);
+    bufs[HL_BIND_ATTENTION_K] = hl_tensor_or_scratch(args->t_k, &dev->buf_b);
+    bufs[HL_BIND_ATTENTION_O] = (hl_binding){o_buf, 0};
+    bufs[HL_BIND_ATTENTION_V] = hl_tensor_or_scratch(args->t_v, &dev->buf_w);
+    hl_write_set(dev, pl.ds, bufs, HL_BIND_ATTENTION_COUNT);
     HL_TRY(hl_begin_commands(dev, n_queries, err));
     VkBufferCopy up_q = {0, 0, q_up}, up_k = {off_k, 0, k_up}, up_v = {off_v, 0, v_up};
     if (q_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_q);

@@ -109,20 +109,9 @@ typedef struct hl_caps {
 } hl_caps;
 
 /* ---- variants ----------------------------------------------------------- */
-typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2 } hl_path;
-
-typedef struct hl_variant {
-    hl_path path;
-    uint32_t tm, tn, tk; /* coop shape (0 for scalar) */
-    uint32_t bm, bn, bk; /* workgroup tile */
-    uint32_t sg_m, sg_n; /* coop tiles owned by each subgroup */
-    hl_dtype acc;        /* accumulator type */
-    int direct_load;     /* 1: coop loads straight from global memory */
-    uint32_t stages;     /* 1: load-then-compute; 2: register-prefetch pipeline */
-    uint32_t splitk;     /* K split into this many fp32 partial products (1: none) */
-    uint32_t raster;     /* block rows per rasterization group (1: plain row order) */
-    uint32_t threads;    /* coop2: invocations per workgroup (workgroup-scope matrices) */
-} hl_variant;
+/* hl_path, the variant structs (hl_variant, hl_attn_variant), the shader enum
+ * and each kernel family's constants are generated from shaders/families.py. */
+#include "hl_kernels.h"
 
 #define HL_VARIANT_STR_MAX 128
 /* Canonical string, e.g.
@@ -242,14 +231,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
                           double *samples_ms, hl_error *err);
 
 /* ---- attention ----------------------------------------------------------- */
-/* A flash-attention forward variant: the coop path's cooperative-matrix shape,
- * subgroups per workgroup, row tiles per subgroup and keys per tile; or the
- * scalar fallback. Strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
-typedef struct hl_attn_variant {
-    hl_path path; /* HL_PATH_COOP or HL_PATH_SCALAR */
-    uint32_t tm, tn, tk;
-    uint32_t bc, nsg, wq;
-} hl_attn_variant;
+/* Attention variant strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap);
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err);
 /* Validates v for this device and head dimension d; the message names the limit. */

@@ -4,6 +4,7 @@
 
 #define VK_NO_PROTOTYPES /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
+#include "grammar.h"
 #include "helios_core.h"
 #include "vkfuncs.h"
 
@@ -67,22 +68,22 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
 /* Grows `b` to at least `size` (contents not kept). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
 
-/* Shader permutations compiled at build time (shaders.c, generated). */
+/* Shader permutations compiled at build time, in hl_shader order (kernels.c,
+ * generated from shaders/families.py). */
 typedef struct hl_spirv {
     const char *name;
     const uint32_t *code;
     size_t size_bytes;
 } hl_spirv;
-const hl_spirv *hl_spirv_find(const char *name);
+extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 
-#define HL_BINDINGS 5    /* A, B, C, split-K workspace, bias */
 #define HL_PUSH_WORDS 13 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
 typedef struct hl_pipeline {
-    char shader[48];
+    hl_shader shader;
     uint32_t spec[HL_MAX_SPEC];
     uint32_t n_spec;
     uint32_t required_subgroup; /* 0: none requested */
@@ -91,7 +92,7 @@ typedef struct hl_pipeline {
     struct hl_pipeline *next;
 } hl_pipeline;
 
-hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec, uint32_t n_spec,
+hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
                           uint32_t required_subgroup, hl_pipeline **out, hl_error *err);
 void hl_pipelines_destroy(hl_device *dev);
 
@@ -170,7 +171,9 @@ typedef struct hl_binding {
     VkBuffer buffer;
     VkDeviceSize offset;
 } hl_binding;
-void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding bufs[HL_BINDINGS]);
+/* Writes slots 0..n-1 of a set (a kind's HL_BIND_*_COUNT); slots a kind does not
+ * have stay unwritten (its shaders do not declare them). */
+void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, uint32_t n);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
 hl_status hl_submit_wait(hl_device *dev, hl_error *err);
 hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);

@@ -16,44 +16,29 @@
 #define EPI_BIAS 4u
 #define REDUCE_THREADS 256u /* matmul_splitk_reduce.comp: 4 elements per invocation */
 
-static const char *shader_for(const hl_variant *v, hl_dtype out) {
-    if (v->path == HL_PATH_SCALAR) return out == HL_F16 ? "matmul_scalar_outf16" : "matmul_scalar_outf32";
-    if (v->path == HL_PATH_COOP2) {
-        if (v->acc == HL_F16) return out == HL_F16 ? "matmul_coop2_accf16_outf16" : "matmul_coop2_accf16_outf32";
-        return out == HL_F16 ? "matmul_coop2_accf32_outf16" : "matmul_coop2_accf32_outf32";
-    }
-    if (v->acc == HL_F16) return out == HL_F16 ? "matmul_coop_accf16_outf16" : "matmul_coop_accf16_outf32";
-    return out == HL_F16 ? "matmul_coop_accf32_outf16" : "matmul_coop_accf32_outf32";
-}
-
-/* The main kernel's pipeline for a variant, layouts and epilogue: its
- * specialization constants (ids 13-17 are the epilogue, layouts and batching of
- * matmul_common.glsl; shaders without some of the ids ignore them). */
+/* The main kernel's pipeline for a variant, layouts and epilogue: its family's
+ * shader permutation and specialization constants (shaders/families.py). */
 static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi, uint32_t act,
                                   int trans_a, int trans_b, int batched, hl_pipeline **out, hl_error *err) {
+    const hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
+                           .epi = epi,
+                           .act = act,
+                           .trans_a = (uint32_t)!!trans_a,
+                           .trans_b = (uint32_t)!!trans_b,
+                           .batched = (uint32_t)!!batched};
+    uint32_t spec[HL_MAX_SPEC];
     if (v->path == HL_PATH_COOP2) {
-        uint32_t spec2[5] = {v->bm, v->bn, v->bk, v->threads, v->raster};
-        return hl_pipeline_get(dev, shader_for(v, out_dtype), spec2, 5, 0, out, err);
+        hl_spec_matmul_coop2(spec, v, &e);
+        return hl_pipeline_get(dev, hl_shader_matmul_coop2(v->acc, out_dtype), spec, HL_SPEC_MATMUL_COOP2_COUNT, 0, out,
+                               err);
     }
-    uint32_t spec[18] = {0};
-    uint32_t sgsz = 0;
     if (v->path == HL_PATH_COOP) {
-        uint32_t wm = v->bm / (v->sg_m * v->tm), wn = v->bn / (v->sg_n * v->tn);
-        sgsz = dev->caps.subgroup_size;
-        uint32_t coop[13] = {
-            v->tm,          v->tn,    v->tk, wm, wn, v->sg_m, v->sg_n, v->bk, sgsz, v->stages, (uint32_t)v->direct_load,
-            wm * wn * sgsz, v->raster};
-        memcpy(spec, coop, sizeof coop);
+        hl_spec_matmul_coop(spec, v, &e);
+        return hl_pipeline_get(dev, hl_shader_matmul_coop(v->acc, out_dtype), spec, HL_SPEC_MATMUL_COOP_COUNT,
+                               e.subgroup, out, err);
     }
-    spec[13] = epi;
-    spec[14] = act;
-    spec[15] = (uint32_t)!!trans_a;
-    spec[16] = (uint32_t)!!trans_b;
-    spec[17] = (uint32_t)!!batched;
-    /* Plain products keep their old (shorter) constant list, so the pipelines
-     * the tuner and benchmarks built stay the same objects. */
-    uint32_t n = (epi || act || trans_a || trans_b || batched) ? 18 : (v->path == HL_PATH_COOP ? 13 : 0);
-    return hl_pipeline_get(dev, shader_for(v, out_dtype), n ? spec : NULL, n, sgsz, out, err);
+    hl_spec_matmul_scalar(spec, v, &e);
+    return hl_pipeline_get(dev, hl_shader_matmul_scalar(out_dtype), spec, HL_SPEC_MATMUL_SCALAR_COUNT, 0, out, err);
 }
 
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, hl_kernel_stats *out,
@@ -198,13 +183,11 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     else
         HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1, &main_p, err));
     if (splits > 1) {
-        uint32_t spec[17] = {0};
-        spec[13] = epi;
-        spec[14] = (uint32_t)args->act;
-        int plain = !epi && !args->act;
-        HL_TRY(hl_pipeline_get(
-            dev, args->out_dtype == HL_F16 ? "matmul_splitk_reduce_outf16" : "matmul_splitk_reduce_outf32",
-            plain ? NULL : spec, plain ? 0 : 17, 0, &reduce_p, err));
+        const hl_spec_env e = {.epi = epi, .act = (uint32_t)args->act};
+        uint32_t spec[HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT];
+        hl_spec_matmul_splitk_reduce(spec, &e);
+        HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_splitk_reduce(args->out_dtype), spec,
+                               HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT, 0, &reduce_p, err));
     }
     pl->main_pipe = main_p->pipeline;
     pl->reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
@@ -308,14 +291,15 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (c_up) memcpy(stage + off_c, args->c_in, c_up);
     hl_buffer *c_scratch = &dev->buf_c;
     const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch).buffer; /* never a view: offset 0 */
-    const hl_binding bufs[HL_BINDINGS] = {hl_tensor_or_scratch(args->t_a, &dev->buf_a),
-                                          hl_tensor_or_scratch(args->t_b, &dev->buf_b),
-                                          {c_buf, 0},
-                                          {dev->buf_w.buffer, 0},
-                                          args->t_bias
-                                              ? hl_tensor_or_scratch(args->t_bias, NULL)
-                                              : (hl_binding){args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer, 0}};
-    hl_write_set(dev, ds, bufs);
+    /* Without a bias its slot holds the workspace: the shader declares it, never reads it. */
+    hl_binding bufs[HL_BIND_MATMUL_COUNT];
+    bufs[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(args->t_a, &dev->buf_a);
+    bufs[HL_BIND_MATMUL_B] = hl_tensor_or_scratch(args->t_b, &dev->buf_b);
+    bufs[HL_BIND_MATMUL_C] = (hl_binding){c_buf, 0};
+    bufs[HL_BIND_MATMUL_WORKSPACE] = (hl_binding){dev->buf_w.buffer, 0};
+    bufs[HL_BIND_MATMUL_BIAS] = args->t_bias ? hl_tensor_or_scratch(args->t_bias, NULL)
+                                             : (hl_binding){args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer, 0};
+    hl_write_set(dev, ds, bufs, HL_BIND_MATMUL_COUNT);
 
     HL_TRY(hl_begin_commands(dev, n_queries, err));
     VkBufferCopy up_a = {0, 0, a_up}, up_b = {off_b, 0, b_up}, up_bias = {off_bias, 0, bias_up},
@@ -401,13 +385,14 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     double t_rec = hl_now_ms();
     for (uint32_t i = 0; i < n_ops; i++) {
         const hl_matmul_args *o = &ops[i];
-        const hl_binding bufs[HL_BINDINGS] = {hl_tensor_or_scratch(o->t_a, NULL),
-                                              hl_tensor_or_scratch(o->t_b, NULL),
-                                              hl_tensor_or_scratch(o->t_c, NULL),
-                                              {dev->buf_w.buffer, 0},
-                                              o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL)
-                                                        : (hl_binding){dev->buf_w.buffer, 0}};
-        hl_write_set(dev, sets[i], bufs);
+        hl_binding bufs[HL_BIND_MATMUL_COUNT];
+        bufs[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(o->t_a, NULL);
+        bufs[HL_BIND_MATMUL_B] = hl_tensor_or_scratch(o->t_b, NULL);
+        bufs[HL_BIND_MATMUL_C] = hl_tensor_or_scratch(o->t_c, NULL);
+        bufs[HL_BIND_MATMUL_WORKSPACE] = (hl_binding){dev->buf_w.buffer, 0};
+        bufs[HL_BIND_MATMUL_BIAS] =
+            o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL) : (hl_binding){dev->buf_w.buffer, 0};
+        hl_write_set(dev, sets[i], bufs, HL_BIND_MATMUL_COUNT);
     }
     HL_TRY(hl_begin_commands(dev, n_queries, err));
     /* Whatever wrote the tensors before (uploads) is complete: every earlier

@@ -40,21 +40,22 @@ static void capture_stats(hl_device *dev, hl_pipeline *p) {
     }
 }
 
-hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *spec, uint32_t n_spec,
+hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
                           uint32_t required_subgroup, hl_pipeline **out, hl_error *err) {
     hl_status st = HL_OK;
     VkShaderModule module = VK_NULL_HANDLE;
     hl_pipeline *p = NULL;
     if (n_spec > HL_MAX_SPEC) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
+    if ((unsigned)shader >= HL_SHADER_COUNT)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "no shader permutation for these types in this build");
     for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
-        if (strcmp(it->shader, shader) == 0 && it->n_spec == n_spec && it->required_subgroup == required_subgroup &&
+        if (it->shader == shader && it->n_spec == n_spec && it->required_subgroup == required_subgroup &&
             (n_spec == 0 || memcmp(it->spec, spec, n_spec * sizeof *spec) == 0)) {
             *out = it;
             return HL_OK;
         }
     }
-    const hl_spirv *code = hl_spirv_find(shader);
-    if (!code) return hl_fail(err, HL_ERR_UNSUPPORTED, "shader '%s' is not in this build", shader);
+    const hl_spirv *code = &hl_spirv_table[shader];
 
     double t0 = hl_now_ms();
     VkShaderModuleCreateInfo smci = {
@@ -90,7 +91,7 @@ hl_status hl_pipeline_get(hl_device *dev, const char *shader, const uint32_t *sp
                 vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &cpci, NULL, &p->pipeline));
     vkDestroyShaderModule(dev->device, module, NULL);
     dev->tel.live_pipelines++;
-    snprintf(p->shader, sizeof p->shader, "%s", shader);
+    p->shader = shader;
     if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec); /* spec may be NULL when empty */
     p->n_spec = n_spec;
     p->required_subgroup = required_subgroup;

@@ -45,10 +45,10 @@ static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
     return (double)d * (double)dev->caps.timestamp_period_ns * 1e-6;
 }
 
-void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding bufs[HL_BINDINGS]) {
+void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, uint32_t n) {
     VkDescriptorBufferInfo dbi[HL_BINDINGS];
     VkWriteDescriptorSet w[HL_BINDINGS];
-    for (uint32_t i = 0; i < HL_BINDINGS; i++) {
+    for (uint32_t i = 0; i < n && i < HL_BINDINGS; i++) {
         dbi[i] = (VkDescriptorBufferInfo){bufs[i].buffer, bufs[i].offset, VK_WHOLE_SIZE};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                       .dstSet = ds,
@@ -57,7 +57,7 @@ void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding bufs[HL_B
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &dbi[i]};
     }
-    vkUpdateDescriptorSets(dev->device, HL_BINDINGS, w, 0, NULL);
+    vkUpdateDescriptorSets(dev->device, n < HL_BINDINGS ? n : HL_BINDINGS, w, 0, NULL);
 }
 
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err) {

@@ -13,137 +13,11 @@
 #define SCALAR_BK 16u
 
 void hl_variant_format(const hl_variant *v, char *out, size_t cap) {
-    if (v->path == HL_PATH_SCALAR) {
-        snprintf(out, cap, "scalar:tile%ux%ux%u:acc=%s", v->bm, v->bn, v->bk, hl_dtype_name(v->acc));
-        return;
-    }
-    if (v->path == HL_PATH_COOP2) {
-        snprintf(out, cap, "coop2:tile%ux%ux%u:wg%u:acc=%s:raster=%u", v->bm, v->bn, v->bk, v->threads,
-                 hl_dtype_name(v->acc), v->raster);
-        return;
-    }
-    snprintf(out, cap, "coop:%ux%ux%u:tile%ux%ux%u:sg%ux%u:acc=%s:load=%s:stages=%u:splitk=%u:raster=%u", v->tm, v->tn,
-             v->tk, v->bm, v->bn, v->bk, v->sg_m, v->sg_n, hl_dtype_name(v->acc), v->direct_load ? "direct" : "shared",
-             v->stages, v->splitk, v->raster);
+    hl_schema_format(&hl_variant_schema, v, out, cap);
 }
 
-/* "AxB" or "AxBxC" with positive integers and nothing after. */
-static int parse_dims(const char *s, uint32_t *d, int n) {
-    for (int i = 0; i < n; i++) {
-        char *end;
-        if (*s < '0' || *s > '9') return 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (v == 0 || v > 4096) return 0;
-        d[i] = (uint32_t)v;
-        s = end;
-        if (i < n - 1) {
-            if (*s != 'x') return 0;
-            s++;
-        }
-    }
-    return *s == '\0';
-}
-
-static int parse_acc(const char *s, hl_dtype *out) {
-    if (strcmp(s, "f32") == 0) {
-        *out = HL_F32;
-        return 1;
-    }
-    if (strcmp(s, "f16") == 0) {
-        *out = HL_F16;
-        return 1;
-    }
-    return 0;
-}
-
-/* "name=N" with N a positive integer. */
-static int parse_field(const char *s, const char *name, uint32_t *out) {
-    size_t n = strlen(name);
-    return strncmp(s, name, n) == 0 && s[n] == '=' && parse_dims(s + n + 1, out, 1);
-}
-
-#define MAX_FIELDS 10
-
-/* Thread-safe (no strtok: the binding calls this with the GIL released). An
- * empty field, or more fields than a variant has, makes the string malformed. */
 hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
-    char buf[HL_VARIANT_STR_MAX];
-    char *parts[MAX_FIELDS];
-    int n = 0;
-    if (!s || !*s || strlen(s) >= sizeof buf)
-        return hl_fail(err, HL_ERR_INVALID_VARIANT, "variant string is empty or too long");
-    memcpy(buf, s, strlen(s) + 1);
-    for (char *f = buf;;) {
-        if (n == MAX_FIELDS) goto bad;
-        parts[n++] = f;
-        char *colon = strchr(f, ':');
-        if (!colon) break;
-        *colon = '\0';
-        f = colon + 1;
-    }
-    for (int i = 0; i < n; i++)
-        if (!*parts[i]) goto bad;
-    memset(out, 0, sizeof *out);
-    uint32_t d[3];
-    if (n == 3 && strcmp(parts[0], "scalar") == 0) {
-        out->path = HL_PATH_SCALAR;
-        if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
-        out->bm = d[0];
-        out->bn = d[1];
-        out->bk = d[2];
-        if (strncmp(parts[2], "acc=", 4) || !parse_acc(parts[2] + 4, &out->acc)) goto bad;
-        out->stages = 1;
-        out->splitk = 1;
-        out->raster = 1;
-        return HL_OK;
-    }
-    if (n == 5 && strcmp(parts[0], "coop2") == 0) {
-        out->path = HL_PATH_COOP2;
-        if (strncmp(parts[1], "tile", 4) || !parse_dims(parts[1] + 4, d, 3)) goto bad;
-        out->bm = d[0];
-        out->bn = d[1];
-        out->bk = d[2];
-        if (strncmp(parts[2], "wg", 2) || !parse_dims(parts[2] + 2, &out->threads, 1)) goto bad;
-        if (strncmp(parts[3], "acc=", 4) || !parse_acc(parts[3] + 4, &out->acc)) goto bad;
-        if (!parse_field(parts[4], "raster", &out->raster)) goto bad;
-        out->stages = 1;
-        out->splitk = 1;
-        return HL_OK;
-    }
-    if (n < 7 || n > 9 || strcmp(parts[0], "coop") != 0) goto bad;
-    out->path = HL_PATH_COOP;
-    if (!parse_dims(parts[1], d, 3)) goto bad;
-    out->tm = d[0];
-    out->tn = d[1];
-    out->tk = d[2];
-    if (strncmp(parts[2], "tile", 4) || !parse_dims(parts[2] + 4, d, 3)) goto bad;
-    out->bm = d[0];
-    out->bn = d[1];
-    out->bk = d[2];
-    if (strncmp(parts[3], "sg", 2) || !parse_dims(parts[3] + 2, d, 2)) goto bad;
-    out->sg_m = d[0];
-    out->sg_n = d[1];
-    if (strncmp(parts[4], "acc=", 4) || !parse_acc(parts[4] + 4, &out->acc)) goto bad;
-    if (strcmp(parts[5], "load=shared") == 0)
-        out->direct_load = 0;
-    else if (strcmp(parts[5], "load=direct") == 0)
-        out->direct_load = 1;
-    else
-        goto bad;
-    if (!parse_field(parts[6], "stages", &out->stages)) goto bad;
-    out->splitk = 1;
-    out->raster = 1; /* the 7-field strings predate rasterization */
-    int f = 7;
-    if (f < n && parse_field(parts[f], "splitk", &out->splitk)) f++;
-    if (f < n && parse_field(parts[f], "raster", &out->raster)) f++;
-    if (f != n) goto bad;
-    return HL_OK;
-bad:
-    return hl_fail(err, HL_ERR_INVALID_VARIANT,
-                   "malformed variant '%s'; expected e.g. "
-                   "'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8', "
-                   "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'",
-                   s);
+    return hl_schema_parse(&hl_variant_schema, s, out, err);
 }
 
 const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype acc) {
@@ -174,11 +48,8 @@ static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const ch
                        !c->coop2_usable     ? "this device does not offer them"
                        : !dev->coop_enabled ? "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1)"
                                             : "it is disabled (HELIOS_DISABLE_COOP2=1 or disable_coop2=True)");
-    if (v->raster < 1 || v->raster > 64 || v->splitk != 1)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                       "variant '%s': raster must be 1..64 (no split-K "
-                       "on the coop2 path)",
-                       name);
+    const hl_status ranges = hl_schema_check_ranges(&hl_variant_schema, v, name, err);
+    if (ranges != HL_OK) return ranges;
     if (!v->threads || v->threads % c->subgroup_size || v->threads > c->max_workgroup_invocations ||
         (c->coop2_workgroup_scope_max_invocations && v->threads > c->coop2_workgroup_scope_max_invocations))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
@@ -236,12 +107,8 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
                        "variant '%s': tile K and N and the coop N and K must be multiples of 8 "
                        "(and tile K of coop K)",
                        name);
-    if (v->stages < 1 || v->stages > 2)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': stages must be 1 or 2", name);
-    if (v->splitk < 1 || v->splitk > HL_MAX_SPLITK)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': splitk must be 1..%u", name, HL_MAX_SPLITK);
-    if (v->raster < 1 || v->raster > 64)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': raster must be 1..64", name);
+    const hl_status ranges = hl_schema_check_ranges(&hl_variant_schema, v, name, err);
+    if (ranges != HL_OK) return ranges;
     uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
     uint32_t threads = subgroups * c->subgroup_size;
     if (threads > c->max_workgroup_invocations)
@@ -325,7 +192,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     const char *tile = getenv("HELIOS_COOP_TILE");
     if (tile && *tile) {
         uint32_t d[3];
-        if (!parse_dims(tile, d, 3))
+        if (!hl_parse_uints(tile, d, 3, 4096))
             return hl_fail(err, HL_ERR_INVALID_VARIANT,
                            "HELIOS_COOP_TILE='%s': expected MxNxK, "
                            "e.g. 16x8x16",
@@ -355,7 +222,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     uint32_t sg[2];
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
     if (sgs && *sgs) {
-        if (!parse_dims(sgs, sg, 2))
+        if (!hl_parse_uints(sgs, sg, 2, 4096))
             return hl_fail(err, HL_ERR_INVALID_VARIANT, "HELIOS_COOP_F16IN_SUBGROUP_TILES='%s': expected AxB, e.g. 2x2",
                            sgs);
         fill_tiling(out, 2, 2, sg[0], sg[1]);

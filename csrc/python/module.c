@@ -34,6 +34,31 @@ static PyObject *canonical_variant(PyObject *module, PyObject *arg) {
     return PyUnicode_FromString(buf);
 }
 
+/* The fields of a parsed variant (any schema) as a dict: integers, and choice
+ * fields (acc, load) by name; the path by its form's tag. */
+static PyObject *fields_dict(const hl_schema *schema, const void *v) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    const hl_grammar *g = hl_schema_grammar(schema, v);
+    for (size_t i = 0; i < schema->n_fields; i++) {
+        const hl_field *f = &schema->fields[i];
+        PyObject *val;
+        if (f->store == HL_STORE_PATH) {
+            val = PyUnicode_FromString(g ? g->tag : "?");
+        } else {
+            const char *name = f->store == HL_STORE_U32 ? NULL : hl_schema_choice_name(schema, v, (uint32_t)i);
+            val = name ? PyUnicode_FromString(name) : PyLong_FromUnsignedLong(hl_field_get(f, v));
+        }
+        if (!val || PyDict_SetItemString(d, f->name, val) < 0) {
+            Py_XDECREF(val);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(val);
+    }
+    return d;
+}
+
 /* variant_fields(s): the parsed variant as a dict, so Python reads fields, never
  * the string's grammar. */
 static PyObject *variant_fields(PyObject *module, PyObject *arg) {
@@ -42,11 +67,58 @@ static PyObject *variant_fields(PyObject *module, PyObject *arg) {
     hl_variant v;
     hl_error err = {0};
     if (hl_variant_parse(s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
-    static const char *const paths[] = {"scalar", "coop", "coop2"};
-    return Py_BuildValue("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s,s:I,s:I,s:I,s:I}", "path", paths[v.path], "tm",
-                         v.tm, "tn", v.tn, "tk", v.tk, "bm", v.bm, "bn", v.bn, "bk", v.bk, "sg_m", v.sg_m, "sg_n",
-                         v.sg_n, "acc", hl_dtype_name(v.acc), "load", v.direct_load ? "direct" : "shared", "stages",
-                         v.stages, "splitk", v.splitk, "raster", v.raster, "threads", v.threads);
+    return fields_dict(&hl_variant_schema, &v);
+}
+
+/* format_variant(fields): the canonical string of a matmul variant built from a
+ * dict (path plus fields; fields left out take the form's defaults). */
+static PyObject *format_variant(PyObject *module, PyObject *arg) {
+    if (!PyDict_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "fields must be a dict, not %.80s", Py_TYPE(arg)->tp_name);
+    PyObject *path = PyDict_GetItemString(arg, "path"); /* borrowed */
+    if (!path || !PyUnicode_Check(path))
+        return PyErr_Format(PyExc_ValueError, "fields need a str 'path' (e.g. 'coop')");
+    enum { MAX_KEYS = 32 };
+    const char *keys[MAX_KEYS], *vals[MAX_KEYS];
+    PyObject *texts[MAX_KEYS]; /* str() of each value, alive until the core has read them */
+    size_t n = 0;
+    PyObject *k, *val, *result = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(arg, &pos, &k, &val)) {
+        if (!PyUnicode_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "field names must be str");
+            goto done;
+        }
+        if (PyUnicode_CompareWithASCIIString(k, "path") == 0) continue;
+        if (n == MAX_KEYS) {
+            PyErr_SetString(PyExc_ValueError, "too many fields");
+            goto done;
+        }
+        if (PyBool_Check(val) || !(PyLong_Check(val) || PyUnicode_Check(val))) {
+            PyErr_Format(PyExc_TypeError, "field %S must be an int or a str, not %.80s", k, Py_TYPE(val)->tp_name);
+            goto done;
+        }
+        texts[n] = PyObject_Str(val);
+        if (!texts[n]) goto done;
+        keys[n] = PyUnicode_AsUTF8(k);
+        vals[n] = PyUnicode_AsUTF8(texts[n]);
+        n++;
+        if (!keys[n - 1] || !vals[n - 1]) goto done;
+    }
+    const char *tag = PyUnicode_AsUTF8(path);
+    if (!tag) goto done;
+    hl_variant v;
+    hl_error err = {0};
+    if (hl_schema_build(&hl_variant_schema, tag, keys, vals, n, &v, &err) != HL_OK) {
+        raise_status(state_from_module(module), &err);
+        goto done;
+    }
+    char buf[HL_VARIANT_STR_MAX];
+    hl_variant_format(&v, buf, sizeof buf);
+    result = PyUnicode_FromString(buf);
+done:
+    for (size_t i = 0; i < n; i++) Py_DECREF(texts[i]);
+    return result;
 }
 
 static PyObject *fault_count(PyObject *module, PyObject *arg) {
@@ -64,6 +136,10 @@ static PyMethodDef module_methods[] = {
     {"variant_fields", variant_fields, METH_O,
      "The fields of a variant string as a dict (path, tm, tn, tk, bm, bn, bk, sg_m, sg_n, acc, load, stages, "
      "splitk, raster, threads); ValueError if malformed."},
+    {"format_variant", format_variant, METH_O,
+     "The canonical matmul variant string from a dict: 'path' (coop, coop2, scalar) and the fields of "
+     "variant_fields(); fields left out take the form's defaults. ValueError naming an unknown or missing "
+     "field."},
     {"canonical_variant", canonical_variant, METH_O,
      "Parse a variant string and return its canonical form (ValueError if malformed)."},
     {NULL}};
@@ -82,6 +158,8 @@ static int module_exec(PyObject *module) {
     Py_DECREF(lim);
     if (rc < 0) return -1;
     if (PyModule_AddStringConstant(module, "BUILD_COMMIT", HELIOS_BUILD_COMMIT) < 0) return -1;
+    /* Digest of the kernel sources and shaders/families.py: the tuning cache's key. */
+    if (PyModule_AddStringConstant(module, "KERNELS_DIGEST", HL_KERNELS_DIGEST) < 0) return -1;
     return 0;
 }
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from ._helios import variant_fields
+from ._helios import format_variant, variant_fields
 from .check import check_close, reference_matmul
 from .device import random_inputs, warmup_launches
 from .tune_cache import bucket, device_key, load, save
@@ -49,16 +49,18 @@ def candidates(dev: Any) -> list[str]:
     if not shapes or shapes[0][0] < 16:
         # Small coop shapes (a CPU driver's 8x8x8): its JIT takes tens of seconds per
         # large unrolled tile, so only the default and its split-K / raster neighbours.
-        if default.startswith("coop:"):
-            out += [default.replace(":splitk=1:", ":splitk=2:"), default.replace(":raster=8", ":raster=1")]
+        fields = variant_fields(default)
+        if fields["path"] == "coop":
+            out += [format_variant({**fields, "splitk": 2}), format_variant({**fields, "raster": 1})]
         return [v for i, v in enumerate(out) if v not in out[:i]]
     for tm, tn, tk in shapes:
         for bm, bn, bk, sm, sn, stages, splitk in TEMPLATES:
             if sm % tm or sn % tn or bm % sm or bn % sn or bk % tk:
                 continue
-            v = (
-                f"coop:{tm}x{tn}x{tk}:tile{bm}x{bn}x{bk}:sg{sm // tm}x{sn // tn}:acc=f32:"
-                f"load=shared:stages={stages}:splitk={splitk}:raster=8"
+            # Fields left out (acc, load, raster, ...) take the variant table's defaults.
+            v = format_variant(
+                dict(path="coop", tm=tm, tn=tn, tk=tk, bm=bm, bn=bn, bk=bk, sg_m=sm // tm, sg_n=sn // tn, stages=stages)
+                | {"splitk": splitk}
             )
             try:
                 v = dev.check_variant(v)

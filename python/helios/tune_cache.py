@@ -10,8 +10,9 @@ The cache is one JSON file (``HELIOS_TUNE_CACHE``, else
          "timestamp": ...}}}}}
 
 DEVICE_KEY names the device, its driver version, a hash of its cooperative-
-matrix table and the kernel revision (KERNEL_REVISION below), so a new driver
-or new shaders never reuse old picks. A file that cannot serve (unreadable, too
+matrix table and the digest of the kernel sources (``_helios.KERNELS_DIGEST``,
+computed at build time from shaders/), so a new driver or changed shaders never
+reuse old picks. A file that cannot serve (unreadable, too
 large, not UTF-8, not JSON, not this schema, or with entries of the wrong type)
 is ignored with one warning naming it, and the next ``helios tune`` rewrites it;
 an op never fails because of the cache.
@@ -30,11 +31,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional
 
+from ._helios import KERNELS_DIGEST
 from .jsonio import read_object
 
 SCHEMA = "helios-tune/1"
-# Bump when the shaders or the variant semantics change: cached picks then no longer apply.
-KERNEL_REVISION = 2
 BUCKET = 128
 MAX_CACHE_BYTES = 16 << 20
 
@@ -56,7 +56,7 @@ def device_key(info: Any) -> str:
     h = hashlib.sha256(table.encode()).hexdigest()[:12]
     return (
         f"{info['name']}|{info['vendor_id']:#06x}:{info['device_id']:#06x}|"
-        f"driver {info['driver_version']}|coop {h}|kernels r{KERNEL_REVISION}"
+        f"driver {info['driver_version']}|coop {h}|kernels {KERNELS_DIGEST}"
     )
 
 

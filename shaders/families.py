@@ -1,0 +1,320 @@
+"""The kernel families, each declared once.
+
+`cmake/gen_kernels.py` reads this table at configure time and generates:
+
+- the shader permutation rows CMake compiles with glslc (`kernels.cmake`),
+- the embedded SPIR-V table and the variant grammars (`kernels.c`),
+- `hl_kernels.h` for C: the shader enum, one lookup function per family (a
+  permutation missing from the table does not compile), the specialization
+  constant ids, the binding slots, a filler for each family's constant array,
+  the variant structs and the digest of every kernel source,
+- `spec_<family>.glsl` for each shader: its `constant_id` declarations and
+  binding slots, so GLSL and C name the same ids from one place.
+
+A new knob of an existing family is a variant field and a constant here, and its
+use in the shader. A new family is one `Family` here, its shader and the C code
+that records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+# ---- variant grammars -------------------------------------------------------
+# A variant string is `tag:item:item...`; each item is a prefix and a value.
+
+
+@dataclass(frozen=True)
+class Dims:
+    """`prefix` then N positive integers joined by 'x' (e.g. tile128x128x64)."""
+
+    prefix: str
+    fields: tuple[str, ...]
+    parse_max: int = 4096
+
+
+@dataclass(frozen=True)
+class Num:
+    """`prefix` then one positive integer; `lo..hi` is checked against the device
+    rules (UnsupportedError), `absent` is its value when an older string leaves a
+    trailing item out, `default` when a builder (`_helios.format_variant`) does."""
+
+    prefix: str
+    field: str
+    lo: int = 1
+    hi: int = 4096
+    default: Optional[int] = None
+    absent: Optional[int] = None
+    parse_max: int = 4096
+
+
+@dataclass(frozen=True)
+class Choice:
+    """`prefix` then one of `names`; the field stores the matching C value."""
+
+    prefix: str
+    field: str
+    names: tuple[str, ...]
+    c_values: tuple[str, ...]
+    default: Optional[str] = None
+
+
+Item = Union[Dims, Num, Choice]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    tag: str  # the string's first item; also the `path` name Python sees
+    path: str  # the C hl_path value
+    items: tuple[Item, ...] = ()
+    fixed: tuple[tuple[str, int], ...] = ()  # fields this path does not carry: their value
+
+
+@dataclass(frozen=True)
+class VariantStruct:
+    """A C variant struct (generated into hl_kernels.h) and its string grammars."""
+
+    c_name: str
+    doc: str
+    # (C name, C type: uint32_t | hl_dtype | int | hl_path, comment[, the key Python's dicts use])
+    fields: tuple[tuple[str, ...], ...]
+    grammars: tuple[Grammar, ...]
+    example: str  # quoted in the malformed-string message
+
+
+# ---- kernel families ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One specialization constant: GLSL name and type, its default in the shader,
+    and the C expression that gives its value (`v` is the variant, `e` the
+    hl_spec_env of the call). `local_size=True`: the workgroup size (local_size_x_id)."""
+
+    name: str
+    glsl_type: str
+    default: str
+    value: str
+    local_size: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    source: str
+    variant: Optional[str]  # the C struct its constants read, or None
+    spec: tuple[Spec, ...]
+    bindings: str  # a key of BINDINGS
+    axes: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()  # (param, C type, ((C value, defines), ...))
+    full_subgroups: bool = False  # cooperative matrices: required subgroup size, full subgroups
+    doc: str = field(default="")
+
+
+# Storage-buffer slots per kernel kind (one descriptor set).
+BINDINGS = {
+    "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
+    "attention": ("Q", "K", "O", "V"),
+}
+
+MATMUL_VARIANT = VariantStruct(
+    c_name="hl_variant",
+    doc="A matmul kernel variant: path, cooperative-matrix shape, tiles and loop knobs.",
+    fields=(
+        ("path", "hl_path", ""),
+        ("tm", "uint32_t", "coop shape (0 for scalar and coop2)"),
+        ("tn", "uint32_t", ""),
+        ("tk", "uint32_t", ""),
+        ("bm", "uint32_t", "workgroup tile"),
+        ("bn", "uint32_t", ""),
+        ("bk", "uint32_t", ""),
+        ("sg_m", "uint32_t", "coop tiles owned by each subgroup"),
+        ("sg_n", "uint32_t", ""),
+        ("acc", "hl_dtype", "accumulator type"),
+        ("direct_load", "int", "1: coop loads straight from global memory", "load"),
+        ("stages", "uint32_t", "1: load-then-compute; 2: register-prefetch pipeline"),
+        ("splitk", "uint32_t", "K split into this many fp32 partial products (1: none)"),
+        ("raster", "uint32_t", "block rows per rasterization group (1: plain row order)"),
+        ("threads", "uint32_t", "coop2: invocations per workgroup (workgroup-scope matrices)"),
+    ),
+    grammars=(
+        Grammar(
+            "scalar",
+            "HL_PATH_SCALAR",
+            (
+                Dims("tile", ("bm", "bn", "bk")),
+                # f16 parses, so that the device check can say the scalar path has f32 only.
+                Choice("acc=", "acc", ("f32", "f16"), ("HL_F32", "HL_F16"), "f32"),
+            ),
+            fixed=(("stages", 1), ("splitk", 1), ("raster", 1)),
+        ),
+        Grammar(
+            "coop2",
+            "HL_PATH_COOP2",
+            (
+                Dims("tile", ("bm", "bn", "bk")),
+                Num("wg", "threads"),
+                Choice("acc=", "acc", ("f32", "f16"), ("HL_F32", "HL_F16"), "f32"),
+                Num("raster=", "raster", 1, 64, default=8),
+            ),
+            fixed=(("stages", 1), ("splitk", 1)),
+        ),
+        Grammar(
+            "coop",
+            "HL_PATH_COOP",
+            (
+                Dims("", ("tm", "tn", "tk")),
+                Dims("tile", ("bm", "bn", "bk")),
+                Dims("sg", ("sg_m", "sg_n")),
+                Choice("acc=", "acc", ("f32", "f16"), ("HL_F32", "HL_F16"), "f32"),
+                Choice("load=", "direct_load", ("shared", "direct"), ("0", "1"), "shared"),
+                Num("stages=", "stages", 1, 2, default=2),
+                # The 7-item strings predate split-K and rasterization.
+                Num("splitk=", "splitk", 1, 16, default=1, absent=1),
+                Num("raster=", "raster", 1, 64, default=8, absent=1),
+            ),
+        ),
+    ),
+    example="'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8', "
+    "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'",
+)
+
+ATTENTION_VARIANT = VariantStruct(
+    c_name="hl_attn_variant",
+    doc="A flash-attention forward variant: the coop path's cooperative-matrix shape, "
+    "keys per tile, subgroups per workgroup and row tiles per subgroup; or the scalar fallback.",
+    fields=(
+        ("path", "hl_path", "HL_PATH_COOP or HL_PATH_SCALAR"),
+        ("tm", "uint32_t", ""),
+        ("tn", "uint32_t", ""),
+        ("tk", "uint32_t", ""),
+        ("bc", "uint32_t", "keys per tile"),
+        ("nsg", "uint32_t", "subgroups per workgroup"),
+        ("wq", "uint32_t", "row tiles per subgroup"),
+    ),
+    grammars=(
+        Grammar("fa-scalar", "HL_PATH_SCALAR"),
+        Grammar(
+            "fa-coop",
+            "HL_PATH_COOP",
+            (
+                Dims("", ("tm", "tn", "tk"), parse_max=64),
+                Num("sg", "nsg", parse_max=32),
+                Num("wq", "wq", parse_max=8),
+                Num("bc", "bc", parse_max=256),
+            ),
+        ),
+    ),
+    example="'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'",
+)
+
+VARIANTS = (MATMUL_VARIANT, ATTENTION_VARIANT)
+
+# The epilogue and layout constants every matmul family declares (matmul_common.glsl
+# reads them); the split-K kernel applies the epilogue, the main kernel then runs plain.
+MATMUL_EPILOGUE = (
+    Spec("EPI", "uint", "0", "e->epi"),  # EPI_* bits
+    Spec("ACT", "uint", "0", "e->act"),  # ACT_*
+    Spec("TRANS_A", "bool", "false", "e->trans_a"),
+    Spec("TRANS_B", "bool", "false", "e->trans_b"),
+    Spec("BATCHED", "bool", "false", "e->batched"),  # batch > 1 (grid z = batch * splits)
+)
+
+OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16")))
+ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
+
+FAMILIES = (
+    Family(
+        "matmul_coop",
+        "matmul_coop.comp",
+        "hl_variant",
+        (
+            Spec("TM", "uint", "16", "v->tm"),
+            Spec("TN", "uint", "16", "v->tn"),
+            Spec("TK", "uint", "16", "v->tk"),
+            Spec("WM", "uint", "2", "v->bm / (v->sg_m * v->tm)"),  # subgroups along M
+            Spec("WN", "uint", "2", "v->bn / (v->sg_n * v->tn)"),
+            Spec("SG_M", "uint", "2", "v->sg_m"),
+            Spec("SG_N", "uint", "2", "v->sg_n"),
+            Spec("BK", "uint", "32", "v->bk"),
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("STAGES", "uint", "2", "v->stages"),
+            Spec("DIRECT", "bool", "false", "(uint32_t)v->direct_load"),
+            Spec(
+                "THREADS_X",
+                "uint",
+                "128",
+                "v->bm / (v->sg_m * v->tm) * (v->bn / (v->sg_n * v->tn)) * e->subgroup",
+                local_size=True,
+            ),
+            Spec("RASTER", "uint", "8", "v->raster"),
+        )
+        + MATMUL_EPILOGUE,
+        "matmul",
+        axes=(ACC_AXIS, OUT_AXIS),
+        full_subgroups=True,
+        doc="KHR cooperative matrices, subgroup scope",
+    ),
+    Family(
+        "matmul_coop2",
+        "matmul_coop2.comp",
+        "hl_variant",
+        (
+            Spec("BM", "uint", "128", "v->bm"),
+            Spec("BN", "uint", "128", "v->bn"),
+            Spec("BK", "uint", "32", "v->bk"),
+            Spec("THREADS_X", "uint", "256", "v->threads", local_size=True),
+            Spec("RASTER", "uint", "8", "v->raster"),
+        )
+        + MATMUL_EPILOGUE,
+        "matmul",
+        axes=(ACC_AXIS, OUT_AXIS),
+        doc="NV cooperative matrix 2, workgroup scope (opt-in)",
+    ),
+    Family(
+        "matmul_scalar",
+        "matmul_scalar.comp",
+        "hl_variant",
+        MATMUL_EPILOGUE,
+        "matmul",
+        axes=(OUT_AXIS,),
+        doc="no cooperative matrices: the fallback",
+    ),
+    Family(
+        "matmul_splitk_reduce",
+        "matmul_splitk_reduce.comp",
+        None,
+        MATMUL_EPILOGUE,
+        "matmul",
+        axes=(OUT_AXIS,),
+        doc="sums split-K partial products and applies the epilogue",
+    ),
+    Family(
+        "attention_coop",
+        "attention_coop.comp",
+        "hl_attn_variant",
+        (
+            Spec("TM", "uint", "16", "v->tm"),
+            Spec("TN", "uint", "16", "v->tn"),
+            Spec("TK", "uint", "16", "v->tk"),
+            Spec("D", "uint", "64", "e->d"),  # head dimension (multiple of TK, TN and 8)
+            Spec("BC", "uint", "32", "v->bc"),  # keys per tile
+            Spec("NSG", "uint", "4", "v->nsg"),  # subgroups per workgroup
+            Spec("WQ", "uint", "1", "v->wq"),  # row tiles per subgroup
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
+            Spec("CAUSAL", "uint", "0", "e->causal"),
+        ),
+        "attention",
+        full_subgroups=True,
+        doc="flash-attention forward on KHR cooperative matrices",
+    ),
+    Family(
+        "attention_scalar",
+        "attention_scalar.comp",
+        "hl_attn_variant",
+        (Spec("D", "uint", "64", "e->d"), Spec("CAUSAL", "uint", "0", "e->causal")),
+        "attention",
+        doc="flash-attention forward without cooperative matrices",
+    ),
+)

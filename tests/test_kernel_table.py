@@ -1,0 +1,203 @@
+"""The kernel families are declared once (shaders/families.py) and generated into
+CMake rows, C and GLSL (cmake/gen_kernels.py): these tests hold the generator to
+its promises and the variant grammar to the strings it always accepted."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import helios
+from helios import _helios
+
+ROOT = Path(__file__).resolve().parent.parent
+GEN = ROOT / "cmake" / "gen_kernels.py"
+
+
+def generate(shader_dir: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(GEN), str(shader_dir), str(out)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gen")
+    r = generate(ROOT / "shaders", out)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(generated):
+    rows = re.findall(r'"([a-z0-9_]+)\|([a-z0-9_.]+)\|([^"]*)"', (generated / "kernels.cmake").read_text())
+    header = (generated / "hl_kernels.h").read_text()
+    source = (generated / "kernels.c").read_text()
+    enum = re.findall(r"^\s+HL_SHADER_([A-Z0-9_]+),$", header, re.M)
+    assert [name.upper() for name, _, _ in rows] == enum
+    for name, src, _defines in rows:
+        assert (ROOT / "shaders" / src).exists()
+        assert f'#include "{name}.inc"' in source
+    # the permutation names CMake compiles are the ones the old hand-written table had
+    names = {name for name, _, _ in rows}
+    assert {
+        "matmul_coop_accf16_outf16",
+        "matmul_coop2_accf32_outf32",
+        "matmul_scalar_outf16",
+        "matmul_splitk_reduce_outf32",
+        "attention_coop",
+        "attention_scalar",
+    } <= names
+    assert ("matmul_coop_accf16_outf32", "matmul_coop.comp", "-DACC_F16") in rows
+
+
+def test_glsl_and_c_take_constant_ids_from_one_place(generated):
+    header = (generated / "hl_kernels.h").read_text()
+    for glsl in generated.glob("spec_*.glsl"):
+        family = glsl.stem.removeprefix("spec_").upper()
+        text = glsl.read_text()
+        for cid, name in re.findall(r"constant_id = (\d+)\) const \w+ (\w+)", text):
+            assert f"#define HL_SPEC_{family}_{name} {cid}\n" in header, (glsl.name, name)
+    # no shader declares a constant id or a binding number by hand any more
+    for src in (ROOT / "shaders").glob("*.comp"):
+        text = src.read_text()
+        assert not re.search(r"constant_id\s*=\s*\d", text), src.name
+        assert not re.search(r"local_size_x_id\s*=\s*\d", text), src.name
+        assert not re.search(r"binding\s*=\s*\d", text), src.name
+
+
+def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
+    d = tmp_path / "shaders"
+    d.mkdir()
+    for p in (ROOT / "shaders").iterdir():
+        (d / p.name).write_bytes(p.read_bytes())
+    table = d / "families.py"
+    text = table.read_text()
+    assert old in text
+    table.write_text(text.replace(old, new, 1))
+    return d
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ('Num("stages=", "stages"', 'Num("stages=", "stagez"', "unknown field 'stagez'"),
+        ('"attention",\n        full_subgroups=True', '"attn",\n        full_subgroups=True', "unknown binding set"),
+        ('Spec("TN", "uint", "16", "v->tn"),', 'Spec("TM", "uint", "16", "v->tn"),', "names a constant twice"),
+    ],
+)
+def test_a_table_mistake_fails_the_build_with_a_reason(tmp_path, old, new, message):
+    r = generate(_broken_table(tmp_path, old, new), tmp_path / "out")
+    assert r.returncode != 0
+    assert message in (r.stderr + r.stdout)
+
+
+def test_the_digest_follows_the_kernel_sources(tmp_path):
+    a = tmp_path / "a"
+    assert generate(ROOT / "shaders", a).returncode == 0
+    changed = _broken_table(tmp_path, "A new knob", "A new knob!")
+    b = tmp_path / "b"
+    assert generate(changed, b).returncode == 0
+    digest = re.compile(r'HL_KERNELS_DIGEST "([0-9a-f]+)"')
+    da = digest.search((a / "hl_kernels.h").read_text()).group(1)
+    db = digest.search((b / "hl_kernels.h").read_text()).group(1)
+    assert da != db
+    assert _helios.KERNELS_DIGEST == da  # this build was made from these sources
+
+
+# ---- the grammar: the strings the hand-written parser took, read the same way ----
+
+CANONICAL = [
+    "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8",
+    "coop:16x16x16:tile128x128x64:sg4x4:acc=f16:load=direct:stages=1:splitk=4:raster=1",
+    "coop2:tile128x128x32:wg256:acc=f32:raster=8",
+    "scalar:tile64x64x16:acc=f32",
+]
+
+
+@pytest.mark.parametrize("s", CANONICAL)
+def test_canonical_strings_round_trip(s):
+    assert _helios.canonical_variant(s) == s
+    assert _helios.format_variant(_helios.variant_fields(s)) == s
+
+
+def test_older_strings_take_the_absent_values():
+    old = "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2"
+    assert _helios.canonical_variant(old) == old + ":splitk=1:raster=1"
+    assert _helios.canonical_variant(old + ":raster=8") == old + ":splitk=1:raster=8"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared",  # stages missing
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:raster=8:splitk=1",  # order
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=fast:stages=2",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8:x=1",
+        "coop::tile128x128x32",
+        "coop2:tile128x128x32:wg256:acc=f32",
+        "scalar:tile64x64:acc=f32",
+        "coop:0x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2",
+        "coop:16x8x16:tile128x128x32:sg4x8:acc=bf8:load=shared:stages=2",
+        "nope",
+        "",
+    ],
+)
+def test_malformed_strings_say_what_is_expected(bad):
+    with pytest.raises(ValueError, match="expected e.g."):
+        _helios.canonical_variant(bad)
+
+
+def test_attention_variants_round_trip(device):
+    listed = device.attention_variants(64)
+    assert "fa-scalar" in listed
+    # the engine reads back what it formatted (one coop variant: each compiles a pipeline)
+    for s in {listed[0], "fa-scalar"}:
+        assert isinstance(device.attention_kernel_stats(64, s), dict)
+
+
+@pytest.mark.parametrize("s", ["fa-coop:128x16x16:sg4:wq1:bc32", "fa-coop:16x16x16:sg4:wq9:bc32", "fa-coop:16x16"])
+def test_attention_strings_past_the_parse_limits_are_malformed(device, s):
+    import numpy as np
+
+    q = np.zeros((1, 1, 16, 64), np.float16)
+    with pytest.raises(ValueError, match="malformed attention variant"):
+        helios.attention(q, q, q, variant=s, device=device)
+
+
+def test_format_variant_fills_defaults_and_names_bad_fields():
+    v = _helios.format_variant(dict(path="coop", tm=16, tn=16, tk=16, bm=128, bn=128, bk=64, sg_m=4, sg_n=4))
+    assert v == "coop:16x16x16:tile128x128x64:sg4x4:acc=f32:load=shared:stages=2:splitk=1:raster=8"
+    with pytest.raises(ValueError, match="needs field 'tm'"):
+        _helios.format_variant({"path": "coop"})
+    with pytest.raises(ValueError, match="threads=256 is not part of a 'coop' variant"):
+        _helios.format_variant(_helios.variant_fields(v) | {"threads": 256})
+    with pytest.raises(ValueError, match="load='fast'"):
+        _helios.format_variant(_helios.variant_fields(v) | {"load": "fast"})
+    with pytest.raises(ValueError, match="unknown variant field 'tiles'"):
+        _helios.format_variant(_helios.variant_fields(v) | {"tiles": 2})
+    with pytest.raises(ValueError, match="path 'coop3'"):
+        _helios.format_variant({"path": "coop3"})
+    with pytest.raises(TypeError, match="int or a str"):
+        _helios.format_variant(_helios.variant_fields(v) | {"stages": 2.0})
+    with pytest.raises(TypeError, match="dict"):
+        _helios.format_variant("coop")
+
+
+def test_fields_a_path_fixes_are_reported():
+    f = _helios.variant_fields("coop2:tile128x128x32:wg256:acc=f32:raster=8")
+    assert (f["stages"], f["splitk"], f["threads"]) == (1, 1, 256)
+    assert _helios.variant_fields("scalar:tile64x64x16:acc=f32")["raster"] == 1
+
+
+def test_range_rules_come_from_the_table(device):
+    default = _helios.variant_fields(device.default_variant())
+    if default["path"] != "coop":
+        pytest.skip(
+            f"the range rules are checked after the coop path's device rules; this device runs {default['path']}"
+        )
+    with pytest.raises(helios.UnsupportedError, match="stages must be 1..2"):
+        device.check_variant(_helios.format_variant(default | {"stages": 3}))
+    with pytest.raises(helios.UnsupportedError, match="splitk must be 1..16"):
+        device.check_variant(_helios.format_variant(default | {"splitk": 17}))
