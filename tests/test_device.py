@@ -109,3 +109,25 @@ def test_threads_share_a_device(device):
 
 def test_device_count():
     assert helios.device_count() >= 0
+
+
+def test_tensor_transfers_run_through_the_one_submission_path(device):
+    """Uploads and reads are operations like any other: one submission, one
+    barrier each, counted in the telemetry (they once had their own submit)."""
+    x = np.arange(48, dtype=np.float16).reshape(6, 8)
+    device.reset_telemetry()
+    t = device.upload(x)
+    up = device.telemetry()
+    assert (up["submits"], up["barriers"], up["bytes_up"], up["dispatches"]) == (1, 1, x.nbytes, 0)
+    np.testing.assert_array_equal(t.numpy(), x)
+    down = device.telemetry()
+    assert (down["submits"], down["barriers"], down["bytes_down"]) == (2, 2, x.nbytes)
+    assert np.array_equal(t[2:4].numpy(), x[2:4])  # a view reads from its offset
+
+
+def test_a_timed_call_reports_its_variant_and_times(device):
+    """The variant and GPU times come back in the call's own result."""
+    a, b = small_ints((40, 24), 1), small_ints((24, 16), 2)
+    res = device.time_matmul(40, 16, 24, iters=3, warmup=1, inputs=(a, b))
+    assert res.variant == device.resolve_variant(40, 16, 24)
+    assert len(res.samples_ms) == 3 and res.batch_ms > 0

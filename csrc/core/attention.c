@@ -143,13 +143,12 @@ typedef struct attn_plan {
     VkPipeline pipe;
     uint32_t grid[2];
     uint32_t pc[HL_PUSH_WORDS];
-    VkDescriptorSet ds;
 } attn_plan;
 
-static void record_attention(hl_device *dev, const void *ctx) {
+static void record_attention(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
     const attn_plan *pl = ctx;
     vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
-    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &pl->ds, 0, NULL);
+    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
     vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
     vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], 1);
     dev->tel.dispatches++;
@@ -255,63 +254,50 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
 
-    /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b, buf_c, buf_w. */
-    if (!args->t_q) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, hl_align_up(q_bytes, 16), 0, err));
-    if (!args->t_k) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, hl_align_up(kv_bytes, 16), 0, err));
-    if (!args->t_o) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, hl_align_up(q_bytes, 16), 0, err));
-    if (!args->t_v) HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, hl_align_up(kv_bytes, 16), 0, err));
-    const uint64_t q_up = args->t_q ? 0 : q_bytes, k_up = args->t_k ? 0 : kv_bytes, v_up = args->t_v ? 0 : kv_bytes;
-    const VkDeviceSize off_k = hl_align_up(q_up, 256), off_v = hl_align_up(off_k + k_up, 256),
-                       off_o = hl_align_up(off_v + v_up, 256);
-    HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_o + q_bytes + 16, 1, err));
-    if (args->iters && args->flush_bytes)
-        HL_TRY(hl_buffer_reserve(dev, &dev->flush, hl_align_up(args->flush_bytes, 4), 0, err));
-    const uint32_t n_queries = hl_timed_queries(args->iters);
-    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
-    HL_TRY(hl_descriptor_sets(dev, 1, &pl.ds, err));
-
-    double t_rec = hl_now_ms();
-    uint8_t *stage = dev->staging.mapped;
-    if (q_up) memcpy(stage, args->q, q_up);
-    if (k_up) memcpy(stage + off_k, args->k, k_up);
-    if (v_up) memcpy(stage + off_v, args->v, v_up);
-    const VkBuffer o_buf = hl_tensor_or_scratch(args->t_o, &dev->buf_c).buffer; /* never a view: offset 0 */
-    hl_binding bufs[HL_BIND_ATTENTION_COUNT];
-    bufs[HL_BIND_ATTENTION_Q] = hl_tensor_or_scratch(args->t_q, &dev->buf_a);
-    bufs[HL_BIND_ATTENTION_K] = hl_tensor_or_scratch(args->t_k, &dev->buf_b);
-    bufs[HL_BIND_ATTENTION_O] = (hl_binding){o_buf, 0};
-    bufs[HL_BIND_ATTENTION_V] = hl_tensor_or_scratch(args->t_v, &dev->buf_w);
-    hl_write_set(dev, pl.ds, bufs, HL_BIND_ATTENTION_COUNT);
-    HL_TRY(hl_begin_commands(dev, n_queries, err));
-    VkBufferCopy up_q = {0, 0, q_up}, up_k = {off_k, 0, k_up}, up_v = {off_v, 0, v_up};
-    if (q_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_q);
-    if (k_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_b.buffer, 1, &up_k);
-    if (v_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_w.buffer, 1, &up_v);
-    /* Poison O: all-ones is NaN in f16, so a row the kernel fails to write cannot pass a check. */
-    vkCmdFillBuffer(dev->cmd, o_buf, 0, hl_align_up(q_bytes, 4), 0xffffffffu);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    hl_record_timed(dev, args->warmup, args->iters, args->flush_bytes, record_attention, &pl);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
-    VkBufferCopy down = {0, off_o, q_bytes};
-    if (args->o) vkCmdCopyBuffer(dev->cmd, o_buf, dev->staging.buffer, 1, &down);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                   VK_ACCESS_HOST_READ_BIT);
-    HL_VK(vkEndCommandBuffer(dev->cmd));
-    dev->tel.record_ms += hl_now_ms() - t_rec;
-    HL_TRY(hl_submit_wait(dev, err));
-    dev->tel.bytes_up += q_up + k_up + v_up;
-    HL_TRY(hl_read_timed(dev, args->iters, args->samples_ms, args->batch_ms, err));
-    if (args->o) {
-        memcpy(args->o, stage + off_o, q_bytes);
-        dev->tel.bytes_down += q_bytes;
-    }
+    /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b,
+     * buf_c, buf_w. O is poisoned; an O tensor is never a view (offset 0). */
+    hl_operand ops[HL_BIND_ATTENTION_COUNT] = {
+        [HL_BIND_ATTENTION_Q] = {.tensor = args->t_q,
+                                 .scratch = &dev->buf_a,
+                                 .upload = args->t_q ? NULL : args->q,
+                                 .bytes = q_bytes,
+                                 .slot = HL_BIND_ATTENTION_Q},
+        [HL_BIND_ATTENTION_K] = {.tensor = args->t_k,
+                                 .scratch = &dev->buf_b,
+                                 .upload = args->t_k ? NULL : args->k,
+                                 .bytes = kv_bytes,
+                                 .slot = HL_BIND_ATTENTION_K},
+        [HL_BIND_ATTENTION_O] = {.tensor = args->t_o,
+                                 .scratch = &dev->buf_c,
+                                 .download = args->o,
+                                 .bytes = q_bytes,
+                                 .poison = 1,
+                                 .slot = HL_BIND_ATTENTION_O},
+        [HL_BIND_ATTENTION_V] = {.tensor = args->t_v,
+                                 .scratch = &dev->buf_w,
+                                 .upload = args->t_v ? NULL : args->v,
+                                 .bytes = kv_bytes,
+                                 .slot = HL_BIND_ATTENTION_V},
+    };
+    hl_exec x = {.operands = ops,
+                 .n_operands = HL_BIND_ATTENTION_COUNT,
+                 .n_slots = HL_BIND_ATTENTION_COUNT,
+                 .record = record_attention,
+                 .ctx = &pl,
+                 .warmup = args->warmup,
+                 .iters = args->iters,
+                 .flush_bytes = args->flush_bytes,
+                 .samples_ms = args->samples_ms,
+                 .batch_ms = args->batch_ms};
+    HL_TRY(hl_exec_run(dev, &x, err));
     dev->tel.attentions++;
     if (v.path == HL_PATH_COOP) dev->tel.coop_attentions++;
     hl_attn_variant_format(&v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    if (args->info) {
+        args->info->gpu_ms = x.gpu_ms;
+        hl_attn_variant_format(&v, args->info->variant, sizeof args->info->variant);
+    }
     return HL_OK;
 fail:
-    if (dev->device) vkDeviceWaitIdle(dev->device);
     return st;
 }

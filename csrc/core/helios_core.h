@@ -188,6 +188,13 @@ typedef enum hl_activation { HL_ACT_NONE = 0, HL_ACT_RELU = 1, HL_ACT_GELU_TANH 
  * packed. stride_a/stride_b: elements between batches (0: the same operand for
  * every batch). C is packed M x N per batch. Each operand is either host memory
  * or a tensor (t_*: device-resident, no copy). */
+/* What a call reports back: the variant that ran and the GPU time of its single
+ * dispatch (iters = 0) or of its last timed sample (0 without timestamps). */
+typedef struct hl_run_info {
+    double gpu_ms;
+    char variant[HL_VARIANT_STR_MAX];
+} hl_run_info;
+
 typedef struct hl_matmul_args {
     uint32_t m, n, k;
     hl_dtype in_dtype, out_dtype;
@@ -215,6 +222,7 @@ typedef struct hl_matmul_args {
                          t_c the tensor's contents are read instead */
     /* device-resident operands */
     hl_tensor *t_a, *t_b, *t_c, *t_bias;
+    hl_run_info *info; /* optional out */
 } hl_matmul_args;
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);
@@ -228,7 +236,7 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
  * chain warmup + iters times in that submission, each of the iters between two
  * GPU timestamps (samples_ms, per chain). */
 hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup, uint32_t iters,
-                          double *samples_ms, hl_error *err);
+                          double *samples_ms, hl_run_info *info, hl_error *err);
 
 /* ---- attention ----------------------------------------------------------- */
 /* Attention variant strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
@@ -258,6 +266,7 @@ typedef struct hl_attention_args {
     uint32_t warmup, iters;
     double *samples_ms, *batch_ms;
     uint64_t flush_bytes;
+    hl_run_info *info; /* optional out */
 } hl_attention_args;
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err);
 

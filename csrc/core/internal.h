@@ -186,14 +186,47 @@ hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
  * written and read back as whole buffers). */
 hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
                                  hl_error *err);
-/* The timed dispatch sequence: rec(dev, ctx) records one operation; iters = 0
- * records it once between two timestamps. hl_timed_queries: the queries it uses. */
-typedef void (*hl_record_fn)(hl_device *dev, const void *ctx);
+/* The timed dispatch sequence: rec(dev, ctx, ds) records one operation (ds: the
+ * set hl_exec_run wrote, or VK_NULL_HANDLE); iters = 0 records it once between
+ * two timestamps. with_batch: after the samples, `iters` more back to back
+ * between two timestamps (the batch figure). hl_timed_queries: the queries it uses. */
+typedef void (*hl_record_fn)(hl_device *dev, const void *ctx, VkDescriptorSet ds);
 uint32_t hl_timed_queries(uint32_t iters);
-void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, hl_record_fn rec,
-                     const void *ctx);
-/* Reads what hl_record_timed wrote: iters samples and the batch figure, or
- * (iters = 0) the single dispatch's time into telemetry. */
-hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, hl_error *err);
+void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, int with_batch,
+                     hl_record_fn rec, const void *ctx, VkDescriptorSet ds);
+/* Reads what hl_record_timed wrote: iters samples, the batch figure (when
+ * batch_ms is given: it must have been recorded), and *gpu_ms: the single
+ * dispatch's time (iters = 0) or the last sample. */
+hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, double *gpu_ms,
+                        hl_error *err);
+
+/* ---- one operation's submission (exec.c) ---------------------------------- */
+/* An operand: a tensor (bound and copied in place) or, for host data, a scratch
+ * buffer; what moves through the host; whether it is poisoned first. */
+typedef struct hl_operand {
+    hl_tensor *tensor;  /* bound at its offset (+ at) */
+    hl_buffer *scratch; /* without a tensor: the device buffer host data goes through */
+    const void *upload; /* host bytes copied in before the operation, or NULL */
+    void *download;     /* host memory the operand is read back into after it, or NULL */
+    uint64_t bytes;     /* its size: uploads and downloads move all of it */
+    uint64_t at;        /* bytes into the tensor (a transfer of part of one) */
+    int poison;         /* not uploaded: filled with all-ones (NaN) first */
+    int slot;           /* binding slot of the kind's layout, or -1 */
+} hl_operand;
+
+#define HL_EXEC_MAX_OPERANDS 8
+typedef struct hl_exec {
+    hl_operand *operands;
+    uint32_t n_operands;
+    uint32_t n_slots;    /* the kind's binding count (HL_BIND_*_COUNT); 0: no descriptor set */
+    hl_record_fn record; /* NULL: a transfer */
+    const void *ctx;
+    uint32_t warmup, iters;
+    uint64_t flush_bytes;
+    int no_batch; /* no back-to-back batch after the samples (chains) */
+    double *samples_ms, *batch_ms;
+    double gpu_ms; /* out: the single dispatch's GPU time, or the last sample's */
+} hl_exec;
+hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err);
 
 #endif

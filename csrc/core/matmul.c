@@ -234,14 +234,7 @@ static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
     dev->tel.dispatches++;
 }
 
-typedef struct record_ctx {
-    const op_plan *pl;
-    VkDescriptorSet ds;
-} record_ctx;
-static void record_one(hl_device *dev, const void *ctx) {
-    const record_ctx *rc = ctx;
-    record_op(dev, rc->pl, rc->ds);
-}
+static void record_one(hl_device *dev, const void *ctx, VkDescriptorSet ds) { record_op(dev, ctx, ds); }
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     hl_status st = HL_OK;
@@ -262,92 +255,76 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if (pl.read_c && !args->t_c && !args->c_in)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: beta != 0 needs an input C");
 
-    /* Host operands go through the scratch buffers (+16: shaders read 16-byte vectors). */
-    if (!args->t_a) HL_TRY(hl_buffer_reserve(dev, &dev->buf_a, hl_align_up(pl.a_bytes, 16), 0, err));
-    if (!args->t_b) HL_TRY(hl_buffer_reserve(dev, &dev->buf_b, hl_align_up(pl.b_bytes, 16), 0, err));
-    if (!args->t_c) HL_TRY(hl_buffer_reserve(dev, &dev->buf_c, hl_align_up(pl.c_bytes, 16), 0, err));
-    if (args->bias && !args->t_bias)
-        HL_TRY(hl_buffer_reserve(dev, &dev->buf_bias, hl_align_up(pl.bias_bytes, 16), 0, err));
-    const uint64_t a_up = args->t_a ? 0 : pl.a_bytes, b_up = args->t_b ? 0 : pl.b_bytes;
-    const uint64_t bias_up = (args->bias && !args->t_bias) ? pl.bias_bytes : 0;
-    const uint64_t c_up = (pl.read_c && !args->t_c) ? pl.c_bytes : 0;
-    const VkDeviceSize off_b = hl_align_up(a_up, 256), off_bias = hl_align_up(off_b + b_up, 256),
-                       off_c = hl_align_up(off_bias + bias_up, 256);
-    HL_TRY(hl_buffer_reserve(dev, &dev->staging, off_c + pl.c_bytes + 16, 1, err));
-    if (args->iters && args->flush_bytes)
-        HL_TRY(hl_buffer_reserve(dev, &dev->flush, hl_align_up(args->flush_bytes, 4), 0, err));
-    HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, pl.w_bytes, 0, err));
-
-    const uint32_t n_queries = hl_timed_queries(args->iters);
-    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
-    VkDescriptorSet ds;
-    HL_TRY(hl_descriptor_sets(dev, 1, &ds, err));
-
-    double t_rec = hl_now_ms();
-    uint8_t *stage = dev->staging.mapped;
-    if (a_up) memcpy(stage, args->a, a_up);
-    if (b_up) memcpy(stage + off_b, args->b, b_up);
-    if (bias_up) memcpy(stage + off_bias, args->bias, bias_up);
-    if (c_up) memcpy(stage + off_c, args->c_in, c_up);
-    hl_buffer *c_scratch = &dev->buf_c;
-    const VkBuffer c_buf = hl_tensor_or_scratch(args->t_c, c_scratch).buffer; /* never a view: offset 0 */
-    /* Without a bias its slot holds the workspace: the shader declares it, never reads it. */
-    hl_binding bufs[HL_BIND_MATMUL_COUNT];
-    bufs[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(args->t_a, &dev->buf_a);
-    bufs[HL_BIND_MATMUL_B] = hl_tensor_or_scratch(args->t_b, &dev->buf_b);
-    bufs[HL_BIND_MATMUL_C] = (hl_binding){c_buf, 0};
-    bufs[HL_BIND_MATMUL_WORKSPACE] = (hl_binding){dev->buf_w.buffer, 0};
-    bufs[HL_BIND_MATMUL_BIAS] = args->t_bias ? hl_tensor_or_scratch(args->t_bias, NULL)
-                                             : (hl_binding){args->bias ? dev->buf_bias.buffer : dev->buf_w.buffer, 0};
-    hl_write_set(dev, ds, bufs, HL_BIND_MATMUL_COUNT);
-
-    HL_TRY(hl_begin_commands(dev, n_queries, err));
-    VkBufferCopy up_a = {0, 0, a_up}, up_b = {off_b, 0, b_up}, up_bias = {off_bias, 0, bias_up},
-                 up_c = {off_c, 0, c_up};
-    if (a_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_a.buffer, 1, &up_a);
-    if (b_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_b.buffer, 1, &up_b);
-    if (bias_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, dev->buf_bias.buffer, 1, &up_bias);
-    if (c_up) vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, c_buf, 1, &up_c);
-    /* Poison C unless it is an input: all-ones is NaN in f16 and f32, so an
-     * element the kernel fails to write cannot pass a check. */
-    else if (!pl.read_c)
-        vkCmdFillBuffer(dev->cmd, c_buf, 0, hl_align_up(pl.c_bytes, 4), 0xffffffffu);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-
+    /* Host operands go through the scratch buffers. Without a bias its slot holds
+     * the workspace: the shader declares it, never reads it. C is poisoned unless
+     * it is an input; a C tensor is never a view (offset 0). */
+    const int bias_host = args->bias && !args->t_bias;
+    hl_operand ops[HL_BIND_MATMUL_COUNT] = {
+        [HL_BIND_MATMUL_A] = {.tensor = args->t_a,
+                              .scratch = &dev->buf_a,
+                              .upload = args->t_a ? NULL : args->a,
+                              .bytes = pl.a_bytes,
+                              .slot = HL_BIND_MATMUL_A},
+        [HL_BIND_MATMUL_B] = {.tensor = args->t_b,
+                              .scratch = &dev->buf_b,
+                              .upload = args->t_b ? NULL : args->b,
+                              .bytes = pl.b_bytes,
+                              .slot = HL_BIND_MATMUL_B},
+        [HL_BIND_MATMUL_C] = {.tensor = args->t_c,
+                              .scratch = &dev->buf_c,
+                              .upload = (pl.read_c && !args->t_c) ? args->c_in : NULL,
+                              .download = args->c,
+                              .bytes = pl.c_bytes,
+                              .poison = !pl.read_c,
+                              .slot = HL_BIND_MATMUL_C},
+        [HL_BIND_MATMUL_WORKSPACE] = {.scratch = &dev->buf_w, .bytes = pl.w_bytes, .slot = HL_BIND_MATMUL_WORKSPACE},
+        [HL_BIND_MATMUL_BIAS] = {.tensor = args->t_bias,
+                                 .scratch = bias_host ? &dev->buf_bias : &dev->buf_w,
+                                 .upload = bias_host ? args->bias : NULL,
+                                 .bytes = bias_host ? pl.bias_bytes : 16,
+                                 .slot = HL_BIND_MATMUL_BIAS},
+    };
     /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
-    const record_ctx rc = {&pl, ds};
-    hl_record_timed(dev, args->warmup, args->iters, args->flush_bytes, record_one, &rc);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
-    VkBufferCopy down = {0, off_c, pl.c_bytes};
-    if (args->c) vkCmdCopyBuffer(dev->cmd, c_buf, dev->staging.buffer, 1, &down);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                   VK_ACCESS_HOST_READ_BIT);
-    HL_VK(vkEndCommandBuffer(dev->cmd));
-    dev->tel.record_ms += hl_now_ms() - t_rec;
-    HL_TRY(hl_submit_wait(dev, err));
-    dev->tel.bytes_up += a_up + b_up + bias_up + c_up;
-
-    HL_TRY(hl_read_timed(dev, args->iters, args->samples_ms, args->batch_ms, err));
-    if (args->c) {
-        memcpy(args->c, stage + off_c, pl.c_bytes);
-        dev->tel.bytes_down += pl.c_bytes;
-    }
+    hl_exec x = {.operands = ops,
+                 .n_operands = HL_BIND_MATMUL_COUNT,
+                 .n_slots = HL_BIND_MATMUL_COUNT,
+                 .record = record_one,
+                 .ctx = &pl,
+                 .warmup = args->warmup,
+                 .iters = args->iters,
+                 .flush_bytes = args->flush_bytes,
+                 .samples_ms = args->samples_ms,
+                 .batch_ms = args->batch_ms};
+    HL_TRY(hl_exec_run(dev, &x, err));
     dev->tel.matmuls++;
     if (pl.v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
     hl_variant_format(&pl.v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    if (args->info) {
+        args->info->gpu_ms = x.gpu_ms;
+        hl_variant_format(&pl.v, args->info->variant, sizeof args->info->variant);
+    }
     return HL_OK;
 fail:
-    /* A failed submit or wait leaves the command buffer possibly pending: wait
-     * for the device so the next call can safely reset it. */
-    if (dev->device) vkDeviceWaitIdle(dev->device);
     return st;
 }
 
+typedef struct chain_ctx {
+    const op_plan *plans;
+    const VkDescriptorSet *sets;
+    uint32_t n;
+} chain_ctx;
+
+static void record_chain(hl_device *dev, const void *ctx, VkDescriptorSet unused) {
+    const chain_ctx *c = ctx;
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (i) hl_compute_barrier(dev);
+        record_op(dev, &c->plans[i], c->sets[i]);
+    }
+}
+
 hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup, uint32_t iters,
-                          double *samples_ms, hl_error *err) {
+                          double *samples_ms, hl_run_info *info, hl_error *err) {
     hl_status st = HL_OK;
     op_plan *plans = NULL;
     VkDescriptorSet *sets = NULL;
@@ -379,10 +356,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
         if (plans[i].w_bytes > w_bytes) w_bytes = plans[i].w_bytes;
     }
     HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_bytes, 0, err));
-    const uint32_t n_queries = iters ? 2 * iters : 2;
-    if (dev->timestamps_ok) HL_TRY(hl_ensure_queries(dev, n_queries, err));
     HL_TRY(hl_descriptor_sets(dev, n_ops, sets, err));
-    double t_rec = hl_now_ms();
     for (uint32_t i = 0; i < n_ops; i++) {
         const hl_matmul_args *o = &ops[i];
         hl_binding bufs[HL_BIND_MATMUL_COUNT];
@@ -394,45 +368,24 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
             o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL) : (hl_binding){dev->buf_w.buffer, 0};
         hl_write_set(dev, sets[i], bufs, HL_BIND_MATMUL_COUNT);
     }
-    HL_TRY(hl_begin_commands(dev, n_queries, err));
     /* Whatever wrote the tensors before (uploads) is complete: every earlier
      * submission was waited for. Inside the chain, each operation waits for the
      * previous one's writes (a full compute barrier: simple, and the products
-     * of a chain usually depend on each other anyway). */
-    const uint32_t reps = iters ? warmup + iters : 1;
-    for (uint32_t r = 0; r < reps; r++) {
-        int timed = iters ? r >= warmup : 1;
-        uint32_t q = iters ? 2 * (r - warmup) : 0;
-        if (r) hl_compute_barrier(dev);
-        if (dev->timestamps_ok && timed)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q);
-        for (uint32_t i = 0; i < n_ops; i++) {
-            if (i) hl_compute_barrier(dev);
-            record_op(dev, &plans[i], sets[i]);
-        }
-        if (dev->timestamps_ok && timed)
-            vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, q + 1);
-    }
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                   VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
-    HL_VK(vkEndCommandBuffer(dev->cmd));
-    dev->tel.record_ms += hl_now_ms() - t_rec;
-    HL_TRY(hl_submit_wait(dev, err));
-    if (dev->timestamps_ok) {
-        if (iters) {
-            for (uint32_t i = 0; i < iters; i++) HL_TRY(hl_read_pair(dev, 2 * i, &samples_ms[i], err));
-            dev->tel.last_gpu_ms = samples_ms[iters - 1];
-        } else {
-            HL_TRY(hl_read_pair(dev, 0, &dev->tel.last_gpu_ms, err));
-        }
-    }
+     * of a chain usually depend on each other anyway). One sample is the whole chain. */
+    const chain_ctx cc = {plans, sets, n_ops};
+    hl_exec x = {
+        .record = record_chain, .ctx = &cc, .warmup = warmup, .iters = iters, .no_batch = 1, .samples_ms = samples_ms};
+    HL_TRY(hl_exec_run(dev, &x, err));
     dev->tel.chains++;
     dev->tel.chain_ops += n_ops;
     dev->tel.matmuls += n_ops;
     for (uint32_t i = 0; i < n_ops; i++)
         if (plans[i].v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
     hl_variant_format(&plans[n_ops - 1].v, dev->tel.last_variant, sizeof dev->tel.last_variant);
+    if (info) {
+        info->gpu_ms = x.gpu_ms;
+        hl_variant_format(&plans[n_ops - 1].v, info->variant, sizeof info->variant);
+    }
     free(plans);
     free(sets);
     return HL_OK;

@@ -90,7 +90,7 @@ hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err) {
     size_t size = 0;
     if (cache_dir(dir, sizeof dir)) {
         char uuid[2 * VK_UUID_SIZE + 1];
-        for (int i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
+        for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
         snprintf(dev->cache_path, sizeof dev->cache_path, "%s/%04x-%04x-%08x-%s.bin", dir, p.vendorID, p.deviceID,
                  p.driverVersion, uuid);
         data = read_cache(dev->cache_path, &p, &size, dev->cache_note, sizeof dev->cache_note);

@@ -134,15 +134,15 @@ uint32_t hl_timed_queries(uint32_t iters) { return iters ? 2 * iters + 2 : 2; }
  * at BOTTOM_OF_PIPE: written once all earlier work has finished. flush_bytes:
  * a fill of dev->flush (reserved by the caller) before each timed sample,
  * outside its timestamps, evicts the operands from L2. */
-void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, hl_record_fn rec,
-                     const void *ctx) {
-    const uint32_t n_disp = iters ? warmup + 2 * iters : 1;
+void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, int with_batch,
+                     hl_record_fn rec, const void *ctx, VkDescriptorSet ds) {
+    const uint32_t n_disp = iters ? warmup + (with_batch ? 2 : 1) * iters : 1;
     const int ts = dev->timestamps_ok;
     for (uint32_t d = 0; d < n_disp; d++) {
         int timed_single = iters ? (d >= warmup && d < warmup + iters) : 1;
         uint32_t iter = iters ? d - warmup : 0;
-        int batch_first = iters && d == warmup + iters;
-        int batch_last = iters && d == n_disp - 1;
+        int batch_first = with_batch && iters && d == warmup + iters;
+        int batch_last = with_batch && iters && d == n_disp - 1;
         if (d) hl_compute_barrier(dev);
         if (timed_single && iters && flush_bytes) {
             vkCmdFillBuffer(dev->cmd, dev->flush.buffer, 0, hl_align_up(flush_bytes, 4), d);
@@ -153,7 +153,7 @@ void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t f
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iter);
         if (ts && batch_first)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iters);
-        rec(dev, ctx);
+        rec(dev, ctx, ds);
         if (ts && timed_single)
             vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->query_pool, 2 * iter + 1);
         if (ts && batch_last)
@@ -161,15 +161,18 @@ void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t f
     }
 }
 
-hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, hl_error *err) {
+hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, double *batch_ms, double *gpu_ms,
+                        hl_error *err) {
     hl_status st = HL_OK;
     if (!dev->timestamps_ok) return HL_OK;
-    if (!iters) return hl_read_pair(dev, 0, &dev->tel.last_gpu_ms, err);
+    if (!iters) return hl_read_pair(dev, 0, gpu_ms, err);
     for (uint32_t i = 0; i < iters; i++) HL_TRY(hl_read_pair(dev, 2 * i, &samples_ms[i], err));
-    double total;
-    HL_TRY(hl_read_pair(dev, 2 * iters, &total, err));
-    if (batch_ms) *batch_ms = total / iters;
-    dev->tel.last_gpu_ms = samples_ms[iters - 1];
+    if (batch_ms) {
+        double total;
+        HL_TRY(hl_read_pair(dev, 2 * iters, &total, err));
+        *batch_ms = total / iters;
+    }
+    *gpu_ms = samples_ms[iters - 1];
     return HL_OK;
 fail:
     return st;

@@ -1,11 +1,9 @@
 /* tensor.c — device-resident buffers the caller owns (helios.Tensor), and their
- * transfers through the device's staging buffer (one submission each). */
+ * transfers through the device's staging buffer (one hl_exec_run each). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-#define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
 
 static void list_add(hl_device *dev, hl_tensor *t) {
     t->next = dev->tensors;
@@ -91,46 +89,6 @@ int hl_tensor_alive(const hl_tensor *t) { return t && t->dev; }
 const hl_device *hl_tensor_device(const hl_tensor *t) { return t ? t->dev : NULL; }
 uint64_t hl_tensor_bytes(const hl_tensor *t) { return t ? t->bytes : 0; }
 
-/* One copy between the tensor and the staging buffer, submitted and waited for. */
-static hl_status transfer(hl_tensor *t, uint64_t offset, uint64_t bytes, int upload, hl_error *err) {
-    hl_status st = HL_OK;
-    hl_device *dev = t->dev;
-    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
-    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
-    offset += t->offset; /* a view starts inside its owner's buffer */
-    VkBufferCopy region = upload ? (VkBufferCopy){0, offset, bytes} : (VkBufferCopy){offset, 0, bytes};
-    if (upload)
-        vkCmdCopyBuffer(dev->cmd, dev->staging.buffer, t->buf.buffer, 1, &region);
-    else
-        vkCmdCopyBuffer(dev->cmd, t->buf.buffer, dev->staging.buffer, 1, &region);
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = upload ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT
-                                                  : VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(dev->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         upload ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT
-                                : VK_PIPELINE_STAGE_HOST_BIT,
-                         0, 1, &mb, 0, NULL, 0, NULL);
-    HL_VK(vkEndCommandBuffer(dev->cmd));
-    HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &dev->cmd};
-    double t0 = hl_now_ms();
-    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
-    dev->tel.submits++;
-    HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
-    dev->tel.submit_wait_ms += hl_now_ms() - t0;
-    if (upload)
-        dev->tel.bytes_up += bytes;
-    else
-        dev->tel.bytes_down += bytes;
-    return HL_OK;
-fail:
-    vkDeviceWaitIdle(dev->device);
-    return st;
-}
-
 static hl_status check_range(const hl_tensor *t, uint64_t offset, uint64_t bytes, const char *what, hl_error *err) {
     if (!t || !t->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor %s: its device is closed", what);
     if (offset > t->bytes || bytes > t->bytes - offset)
@@ -144,19 +102,15 @@ static hl_status check_range(const hl_tensor *t, uint64_t offset, uint64_t bytes
 hl_status hl_tensor_write(hl_tensor *t, uint64_t offset, const void *src, uint64_t bytes, hl_error *err) {
     hl_status st = check_range(t, offset, bytes, "write", err);
     if (st != HL_OK || !bytes) return st;
-    st = hl_buffer_reserve(t->dev, &t->dev->staging, bytes, 1, err);
-    if (st != HL_OK) return st;
-    memcpy(t->dev->staging.mapped, src, bytes);
-    return transfer(t, offset, bytes, 1, err);
+    hl_operand o = {.tensor = t, .upload = src, .bytes = bytes, .at = offset, .slot = -1};
+    hl_exec x = {.operands = &o, .n_operands = 1};
+    return hl_exec_run(t->dev, &x, err);
 }
 
 hl_status hl_tensor_read(hl_tensor *t, uint64_t offset, void *dst, uint64_t bytes, hl_error *err) {
     hl_status st = check_range(t, offset, bytes, "read", err);
     if (st != HL_OK || !bytes) return st;
-    st = hl_buffer_reserve(t->dev, &t->dev->staging, bytes, 1, err);
-    if (st != HL_OK) return st;
-    st = transfer(t, offset, bytes, 0, err);
-    if (st != HL_OK) return st;
-    memcpy(dst, t->dev->staging.mapped, bytes);
-    return HL_OK;
+    hl_operand o = {.tensor = t, .download = dst, .bytes = bytes, .at = offset, .slot = -1};
+    hl_exec x = {.operands = &o, .n_operands = 1};
+    return hl_exec_run(t->dev, &x, err);
 }

@@ -83,7 +83,8 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     aa.warmup = warmup;
     aa.iters = iters;
     aa.flush_bytes = flush;
-    PyObject *result = timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, iters, (PyObject *)host_out);
+    PyObject *result =
+        timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, &aa.info, iters, (PyObject *)host_out);
     Py_XDECREF(host_out);
     return result;
 }

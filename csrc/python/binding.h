@@ -65,12 +65,13 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
                 hl_tensor **t);
 PyObject *samples_list(const double *samples, uint32_t n);
 /* One core call with the GIL released and the device lock held: allocates the
- * `iters` samples it points *samples_slot / *batch_slot at (cleared again after),
+ * `iters` samples it points *samples_slot / *batch_slot at, and *info_slot at the
+ * call's hl_run_info (all cleared again after),
  * and returns (host_out or None, samples_ms, gpu_ms, variant) or NULL with the
  * exception set. */
 typedef hl_status (*timed_fn)(hl_device *dev, void *args, hl_error *err);
 PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **samples_slot, double **batch_slot,
-                     uint32_t iters, PyObject *host_out);
+                     hl_run_info **info_slot, uint32_t iters, PyObject *host_out);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -266,31 +266,32 @@ static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64
 static hl_status call_matmul(hl_device *dev, void *args, hl_error *err) { return hl_matmul(dev, args, err); }
 
 PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **samples_slot, double **batch_slot,
-                     uint32_t iters, PyObject *host_out) {
+                     hl_run_info **info_slot, uint32_t iters, PyObject *host_out) {
     double *samples = NULL, batch_ms = 0.0;
+    hl_run_info info = {0};
     if (iters && !(samples = PyMem_Calloc(iters, sizeof *samples))) return PyErr_NoMemory();
     *samples_slot = samples;
     *batch_slot = iters ? &batch_ms : NULL;
+    *info_slot = &info;
     PyObject *result = NULL;
     if (device_acquire(self) == 0) {
         hl_error err = {0};
         hl_status s;
-        hl_telemetry tel;
         Py_BEGIN_ALLOW_THREADS s = fn(self->dev, args, &err);
-        hl_telemetry_get(self->dev, &tel);
         Py_END_ALLOW_THREADS device_release(self);
         if (s != HL_OK) {
             raise_status(gstate(self), &err);
         } else {
             PyObject *list = samples_list(samples, iters);
             if (list)
-                result = Py_BuildValue("(ONds)", host_out ? host_out : Py_None, list,
-                                       iters ? batch_ms : tel.last_gpu_ms, tel.last_variant);
+                result = Py_BuildValue("(ONds)", host_out ? host_out : Py_None, list, iters ? batch_ms : info.gpu_ms,
+                                       info.variant);
         }
     }
     PyMem_Free(samples);
     *samples_slot = NULL;
     *batch_slot = NULL;
+    *info_slot = NULL;
     return result;
 }
 
@@ -314,7 +315,7 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
     ma.iters = iters;
     ma.flush_bytes = flush;
     PyObject *result =
-        timed_call(self, call_matmul, &ma, &ma.samples_ms, &ma.batch_ms, iters, (PyObject *)refs.host_out);
+        timed_call(self, call_matmul, &ma, &ma.samples_ms, &ma.batch_ms, &ma.info, iters, (PyObject *)refs.host_out);
     Py_XDECREF(refs.host_out);
     Py_DECREF(d); /* the operands it held stayed alive through the call */
     return result;
@@ -363,17 +364,16 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
     if (device_acquire(self) < 0) goto done;
     hl_error err = {0};
     hl_status s;
-    hl_telemetry tel;
+    hl_run_info info = {0};
     Py_BEGIN_ALLOW_THREADS s =
-        hl_matmul_chain(self->dev, ma, (uint32_t)n, (uint32_t)warmup_n, (uint32_t)iters_n, samples, &err);
-    hl_telemetry_get(self->dev, &tel);
+        hl_matmul_chain(self->dev, ma, (uint32_t)n, (uint32_t)warmup_n, (uint32_t)iters_n, samples, &info, &err);
     Py_END_ALLOW_THREADS device_release(self);
     if (s != HL_OK) {
         raise_status(gstate(self), &err);
         goto done;
     }
     PyObject *list = samples_list(samples, (uint32_t)iters_n);
-    if (list) result = Py_BuildValue("(Nd)", list, iters_n ? samples[iters_n - 1] : tel.last_gpu_ms);
+    if (list) result = Py_BuildValue("(Nd)", list, info.gpu_ms);
 done:
     PyMem_Free(ma);
     PyMem_Free(refs);
