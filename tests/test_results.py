@@ -174,10 +174,10 @@ def test_attention_time_and_suite_results_compare(tmp_path, capsys):
 
 def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
     """Ctrl-C in the second round: the file holds round one, status interrupted, exit 130."""
-    from helios.harness import matmul_bench
+    from helios.harness import protocol
 
     calls = {"n": 0}
-    real = matmul_bench.gpu_state
+    real = protocol.gpu_state
 
     def interrupting_state(*a, **k):
         calls["n"] += 1
@@ -185,12 +185,32 @@ def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(matmul_bench, "gpu_state", interrupting_state)
+    monkeypatch.setattr(protocol, "gpu_state", interrupting_state)
     rc, out = _bench(tmp_path, "b.json", "--repeats=3")
     assert rc == 130
     res = json.loads(out.read_text())
     assert res["status"] == "interrupted"
     assert res["rows"] and all(len(r["helios"]["samples_ms"]) == len(r["cuda"]["samples_ms"]) >= 1 for r in res["rows"])
+
+
+def test_interrupted_suite_keeps_the_adapters_measured(tmp_path, monkeypatch):
+    """Ctrl-C during the second token count: the file holds the first, exit 130."""
+    from helios.cli import main
+    from helios.harness import suite
+
+    real = suite.run_helios
+
+    def interrupting(dev, wl, cfg):
+        if wl.tokens > 8:
+            raise KeyboardInterrupt
+        return real(dev, wl, cfg)
+
+    monkeypatch.setattr(suite, "run_helios", interrupting)
+    out = tmp_path / "s.json"
+    args = ["suite", "mlp", "--tokens=8,16", "--d-model=32", "--hidden=32", "--iters=3", "--warmup=0"]
+    assert main([*args, "--adapters=helios", f"--out={out}"]) == 130
+    res = json.loads(out.read_text())
+    assert res["status"] == "interrupted" and [r["tokens"] for r in res["rows"]] == [8]
 
 
 def test_pipeline_cache_persists_and_ignores_corrupt_files(tmp_path):

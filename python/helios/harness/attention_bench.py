@@ -22,9 +22,8 @@ from ..check import ATOL, RTOL, check_close
 from ..device import Device, warmup_launches
 from ..flops import attention_bytes, attention_flops, tflops
 from ..launcher import launcher_info
-from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu, throttled
-from .progress import Progress
-from .protocol import INTERRUPTED, keep_complete_rounds
+from .gpustate import low_clock, select_gpu, throttled
+from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
 from .results import (
     BENCH_SCHEMA,
     FLUSH_BYTES,
@@ -206,8 +205,7 @@ def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool) -
 def run_attention_bench(
     cfg: AttnBenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
 ) -> dict:
-    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1:
-        raise ValueError(f"need iters >= 1, warmup >= 0, repeats >= 1 (got {cfg.iters}, {cfg.warmup}, {cfg.repeats})")
+    check_counts(cfg.iters, cfg.warmup, cfg.repeats)
     result: dict = {
         "schema": BENCH_SCHEMA,
         "workload": WORKLOAD,
@@ -246,25 +244,7 @@ def run_attention_bench(
             )
             for s in cfg.shapes
         }
-        result["helios"] = {
-            k: info[k]
-            for k in (
-                "name",
-                "device_type",
-                "vendor_id",
-                "device_id",
-                "driver_name",
-                "driver_info",
-                "driver_version",
-                "api_version",
-                "subgroup_size",
-                "shared_memory_bytes",
-                "timestamp_period_ns",
-                "uuid",
-                "pci_bus_id",
-                "cooperative_matrix",
-            )
-        }
+        result["helios"] = device_fields(info)
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
         result["reference"] = ref.name
@@ -287,21 +267,11 @@ def run_attention_bench(
                             f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
                             f"{'PASS' if r.passed else 'FAIL'}"
                         )
-            worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
-            result["check"] = {
-                "shape": "x".join(map(str, GATE_SHAPE[:3])) + "xd",
-                **worst.as_dict(),
-                "line": worst.line(),
-                "cases": {k: r.line() for k, r in gate.items()},
-            }
-            if not all(r.passed for r in gate.values()):
-                result["status"] = "failed"
-                result["failure"] = "attention gate failed: " + ", ".join(k for k, r in gate.items() if not r.passed)
-                result["rows"] = []
+            gate_shape = "x".join(map(str, GATE_SHAPE[:3])) + "xd"
+            if not record_gate(result, gate, gate_shape, "cases", "attention gate failed: {cases}"):
                 return result
         else:
-            result["check"] = None
-            result["untrusted"] = "run without --check: results are not correctness-gated"
+            mark_ungated(result)
 
         # 2. Clocks up (NVIDIA; a no-op elsewhere), then rounds.
         ramp_in: list = []
@@ -311,104 +281,84 @@ def run_attention_bench(
                 ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1))
             dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in))
 
-        result["clock_warmup"] = ramp_clocks(clock_work)
-        acc = {
-            s: {
+        def new_slot(shape: tuple[int, int, int, int]) -> dict:
+            return {
                 "h": [],
                 "hb": [],
                 "hw": [],
                 "hchk": [],
                 "tel": None,
-                "state": [],
                 "r": {be: [] for be in backends},
                 "rb": {be: [] for be in backends},
                 "rchk": {be: [] for be in backends},
                 "err": {},
                 "mode": {},
             }
-            for s in cfg.shapes
-        }
-        bar = Progress(len(cfg.shapes) * cfg.repeats, progress)
-        try:
-            for rnd in range(cfg.repeats):
-                for si, shape in enumerate(cfg.shapes):
-                    b, h, s, d = shape
-                    q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
-                    rows = _sample_rows(s, cfg.seed + rnd)
-                    want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
-                    slot = acc[shape]
-                    before = gpu_state()
 
-                    def helios_side() -> None:
-                        est = dev.time_attention(
-                            b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v)
-                        )
-                        w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                        dev.reset_telemetry()
-                        t = dev.time_attention(
-                            b,
-                            h,
-                            s,
-                            d,
-                            causal=cfg.causal,
-                            iters=cfg.iters,
-                            warmup=w,
-                            variant=chosen[shape],
-                            inputs=(q, k, v),
-                            flush_bytes=flush,
-                        )
-                        slot["hw"].append(w)
-                        slot["h"].append(t.samples_ms)
-                        slot["hb"].append(t.batch_ms)
-                        slot["tel"] = t.telemetry
-                        slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
+        def sides(shape: tuple[int, int, int, int], si: int, rnd: int, slot: dict) -> tuple:
+            b, h, s, d = shape
+            q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
+            rows = _sample_rows(s, cfg.seed + rnd)
+            want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
 
-                    def ref_side() -> None:
-                        for be in backends:
-                            if be in slot["err"]:
-                                continue
-                            est = ref.run(
-                                q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1
-                            )
-                            if est.timing is None:
-                                slot["err"][be] = est.error
-                                log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
-                                continue
-                            w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                            r = ref.run(
-                                q,
-                                k,
-                                v,
-                                causal=cfg.causal,
-                                scale=1.0 / np.sqrt(d),
-                                backend=be,
-                                iters=cfg.iters,
-                                warmup=w,
-                                flush_bytes=flush,
-                            )
-                            if r.timing is None:
-                                slot["err"][be] = r.error
-                                continue
-                            slot["r"][be].append(r.timing.samples_ms)
-                            slot["rb"][be].append(r.timing.batch_ms)
-                            slot["mode"][be] = r.timing.batch_mode
-                            slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
+            def helios_side() -> None:
+                est = dev.time_attention(
+                    b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v)
+                )
+                w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+                dev.reset_telemetry()
+                t = dev.time_attention(
+                    b,
+                    h,
+                    s,
+                    d,
+                    causal=cfg.causal,
+                    iters=cfg.iters,
+                    warmup=w,
+                    variant=chosen[shape],
+                    inputs=(q, k, v),
+                    flush_bytes=flush,
+                )
+                slot["hw"].append(w)
+                slot["h"].append(t.samples_ms)
+                slot["hb"].append(t.batch_ms)
+                slot["tel"] = t.telemetry
+                slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
 
-                    for side in (helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side):
-                        side()
-                    slot["state"].append({"round": rnd, "before": before, "after": gpu_state()})
-                    bar.step(f"{shape_label(shape, cfg.causal)} round {rnd + 1}/{cfg.repeats}")
-        except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
-            result["status"], result["failure"] = "interrupted", INTERRUPTED
-        finally:
-            bar.close()
-        done = [shape for shape in cfg.shapes if keep_complete_rounds(acc[shape])]
-        result["rows"] = [_row(s, acc[s], chosen[s], cfg.causal, ref) for s in done]
-        bad = [r["shape"] for r in result["rows"] if not r["valid"]]
-        if bad and result["status"] == "ok":
-            result["status"] = "failed"
-            result["failure"] = f"output check failed for {', '.join(bad)}"
-    return result
+            def ref_side() -> None:
+                for be in backends:
+                    if be in slot["err"]:
+                        continue
+                    est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1)
+                    if est.timing is None:
+                        slot["err"][be] = est.error
+                        log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
+                        continue
+                    w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                    r = ref.run(
+                        q,
+                        k,
+                        v,
+                        causal=cfg.causal,
+                        scale=1.0 / np.sqrt(d),
+                        backend=be,
+                        iters=cfg.iters,
+                        warmup=w,
+                        flush_bytes=flush,
+                    )
+                    if r.timing is None:
+                        slot["err"][be] = r.error
+                        continue
+                    slot["r"][be].append(r.timing.samples_ms)
+                    slot["rb"][be].append(r.timing.batch_ms)
+                    slot["mode"][be] = r.timing.batch_mode
+                    slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
+
+            return helios_side, ref_side
+
+        workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal), clock_work)
+        acc, done = run_rounds(result, workload, repeats=cfg.repeats, progress=progress, log=log)
+        return finish(result, [_row(x, acc[x], chosen[x], cfg.causal, ref) for x in done])
 
 
 def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, ref) -> dict:

@@ -18,9 +18,8 @@ from ..check import ATOL, RTOL, check_close, reference_matmul
 from ..device import Device, random_inputs, warmup_launches
 from ..flops import matmul_flops, tflops
 from ..launcher import launcher_info
-from .gpustate import describe_ramp, gpu_state, low_clock, ramp_clocks, select_gpu, throttled
-from .progress import Progress
-from .protocol import INTERRUPTED, keep_complete_rounds
+from .gpustate import low_clock, select_gpu, throttled
+from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
 from .references import Reference, make_reference
 from .results import (
     BENCH_SCHEMA,
@@ -81,11 +80,7 @@ def run_bench(
         from .._helios import UnsupportedError
 
         raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
-    if cfg.iters < 1 or cfg.warmup < 0 or cfg.repeats < 1 or cfg.runs < 1:
-        raise ValueError(
-            f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {cfg.iters}, "
-            f"{cfg.warmup}, {cfg.repeats}, {cfg.runs})"
-        )
+    check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
     flush = 0
     result: dict = {
         "schema": BENCH_SCHEMA,
@@ -119,30 +114,7 @@ def run_bench(
             if cfg.variant not in (None, "auto")
             else dev.default_variant()
         )
-        result["helios"] = {
-            k: info[k]
-            for k in (
-                "name",
-                "device_type",
-                "vendor_id",
-                "device_id",
-                "driver_name",
-                "driver_info",
-                "driver_version",
-                "api_version",
-                "subgroup_size",
-                "shared_memory_bytes",
-                "timestamp_period_ns",
-                "timestamp_valid_bits",
-                "cooperative_matrix",
-                "cooperative_matrix2",
-                "bf16",
-                "cooperative_matrix_properties",
-                "uuid",
-                "luid",
-                "pci_bus_id",
-            )
-        }
+        result["helios"] = device_fields(info)
         result["helios"]["variant"] = variant  # the device default; rows[].variant is per shape
         result["helios"]["variants"] = sorted(set(chosen.values()))
         result["cuda"] = ref.metadata()
@@ -162,24 +134,11 @@ def run_bench(
                     f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
                     f"{'PASS' if gate[v].passed else 'FAIL'}"
                 )
-            worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
-            result["check"] = {
-                "shape": shape_str(cfg.check_shape),
-                **worst.as_dict(),
-                "line": worst.line(),
-                "variants": {v: r.line() for v, r in gate.items()},
-            }
-            if not all(r.passed for r in gate.values()):
-                bad = [v for v, r in gate.items() if not r.passed]
-                result["status"] = "failed"
-                result["failure"] = (
-                    f"correctness check {shape_str(cfg.check_shape)} failed for {', '.join(bad)}: {worst.line()}"
-                )
-                result["rows"] = []
+            failure = f"correctness check {shape_str(cfg.check_shape)} failed for {{cases}}: {{worst}}"
+            if not record_gate(result, gate, shape_str(cfg.check_shape), "variants", failure):
                 return result
         else:
-            result["check"] = None
-            result["untrusted"] = "run without --check: results are not correctness-gated"
+            mark_ungated(result)
 
         # 2. Clocks up before anything is timed (NVIDIA GPUs; a no-op elsewhere).
         warm_inputs: list = []
@@ -199,84 +158,45 @@ def run_bench(
 
         # 3. Timing, interleaved per shape over rounds; --runs repeats the whole
         #    protocol (clock ramp included) and records which run each round is from.
-        acc = {
-            s: {
-                "h": [],
-                "r": [],
-                "hb": [],
-                "rb": [],
-                "hmed": [],
-                "rmed": [],
-                "state": [],
-                "hw": [],
-                "rw": [],
-                "hchk": [],
-                "rchk": [],
-                "tel": None,
-                "batch_mode": None,
-                "run": [],
-            }
-            for s in cfg.shapes
-        }
-        bar = Progress(len(cfg.shapes) * cfg.repeats * cfg.runs, progress)
-        result["clock_warmups"] = []
-        try:
-            for run, rnd in ((r, k) for r in range(cfg.runs) for k in range(cfg.repeats)):
-                if rnd == 0:
-                    result["clock_warmups"].append(ramp_clocks(clock_work))
-                    log(f"run {run + 1}/{cfg.runs} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
-                rnd = run * cfg.repeats + rnd  # the round's index over all runs
-                for si, shape in enumerate(cfg.shapes):
-                    m, n, k = shape
-                    shape_variant = chosen[shape]
-                    a, b = random_inputs(m, n, k, seed=cfg.seed + si)
-                    slot = acc[shape]
-                    before = gpu_state()
+        def new_slot(shape: tuple[int, int, int]) -> dict:
+            keys = ("h", "r", "hb", "rb", "hmed", "rmed", "hw", "rw", "hchk", "rchk")
+            return {**{key: [] for key in keys}, "tel": None, "batch_mode": None}
 
-                    def helios_side() -> None:
-                        est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
-                        w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                        dev.reset_telemetry()
-                        t = dev.time_matmul(
-                            m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant, inputs=(a, b), flush_bytes=flush
-                        )
-                        slot["hw"].append(w)
-                        slot["h"].append(t.samples_ms)
-                        slot["hb"].append(t.batch_ms)
-                        slot["hmed"].append(float(np.median(t.samples_ms)))
-                        slot["tel"] = t.telemetry
-                        slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+        def sides(shape: tuple[int, int, int], si: int, rnd: int, slot: dict) -> tuple:
+            m, n, k = shape
+            shape_variant = chosen[shape]
+            a, b = random_inputs(m, n, k, seed=cfg.seed + si)
 
-                    def ref_side() -> None:
-                        est = ref.time(a, b, 2, 1)
-                        w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                        t = ref.time(a, b, cfg.iters, w, flush)
-                        slot["rw"].append(w)
-                        slot["r"].append(list(t.samples_ms))
-                        slot["rb"].append(t.batch_ms)
-                        slot["rmed"].append(float(np.median(t.samples_ms)))
-                        slot["batch_mode"] = t.batch_mode
-                        slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+            def helios_side() -> None:
+                est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
+                w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+                dev.reset_telemetry()
+                t = dev.time_matmul(
+                    m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant, inputs=(a, b), flush_bytes=flush
+                )
+                slot["hw"].append(w)
+                slot["h"].append(t.samples_ms)
+                slot["hb"].append(t.batch_ms)
+                slot["hmed"].append(float(np.median(t.samples_ms)))
+                slot["tel"] = t.telemetry
+                slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
-                    for side in (helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side):
-                        side()
-                    slot["run"].append(run)
-                    slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
-                    bar.step(f"{shape_str(shape)} run {run + 1}/{cfg.runs} round {rnd % cfg.repeats + 1}/{cfg.repeats}")
-        except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
-            result["status"], result["failure"] = "interrupted", INTERRUPTED
-        finally:
-            bar.close()
-        done = [shape for shape in cfg.shapes if keep_complete_rounds(acc[shape])]
+            def ref_side() -> None:
+                est = ref.time(a, b, 2, 1)
+                w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
+                t = ref.time(a, b, cfg.iters, w, flush)
+                slot["rw"].append(w)
+                slot["r"].append(list(t.samples_ms))
+                slot["rb"].append(t.batch_ms)
+                slot["rmed"].append(float(np.median(t.samples_ms)))
+                slot["batch_mode"] = t.batch_mode
+                slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
 
-        result["clock_warmup"] = result["clock_warmups"][0] if result["clock_warmups"] else None
-        rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
-        result["rows"] = rows
-        if result["status"] == "ok" and any(not r["valid"] for r in rows):
-            result["status"] = "failed"
-            bad = [r["shape"] for r in rows if not r["valid"]]
-            result["failure"] = f"output check failed for {', '.join(bad)}"
-    return result
+            return helios_side, ref_side
+
+        workload = Workload(cfg.shapes, new_slot, sides, shape_str, clock_work)
+        acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
+        return finish(result, [_row(shape, acc[shape], chosen[shape], ref) for shape in done])
 
 
 def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> dict:

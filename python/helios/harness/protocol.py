@@ -1,9 +1,61 @@
-"""Pieces of the benchmark protocol every workload shares: how an interrupted
-run keeps what it measured, and the status a result ends with."""
+"""The benchmark protocol every workload shares.
+
+A workload (matmul, attention, ...) supplies its shapes, the per-shape result
+slot, the two sides of one round (Helios and the reference, each a closure that
+times and checks one shape) and the clock-ramp work; this module runs the
+rounds the one way every result file documents:
+
+1. the correctness gate (``record_gate``): nothing is timed unless it passed;
+2. per run, the clocks ramped first (``ramp_clocks``), then ``repeats`` rounds;
+   in each round every shape runs both sides, alternating which goes first, with
+   the GPU state recorded around them;
+3. Ctrl-C keeps the complete rounds and marks the result interrupted;
+4. the status: failed when any timed output failed its check (``finish``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Optional, Sequence
+
+from .gpustate import describe_ramp, gpu_state, ramp_clocks
+from .progress import Progress
+
 INTERRUPTED = "interrupted (Ctrl-C): the rows hold the rounds completed before it"
+
+# The Vulkan device's fields every result file records under "helios".
+DEVICE_FIELDS = (
+    "name",
+    "device_type",
+    "vendor_id",
+    "device_id",
+    "driver_name",
+    "driver_info",
+    "driver_version",
+    "api_version",
+    "subgroup_size",
+    "shared_memory_bytes",
+    "timestamp_period_ns",
+    "timestamp_valid_bits",
+    "cooperative_matrix",
+    "cooperative_matrix2",
+    "bf16",
+    "cooperative_matrix_properties",
+    "uuid",
+    "luid",
+    "pci_bus_id",
+)
+
+
+def device_fields(info: dict) -> dict:
+    return {k: info[k] for k in DEVICE_FIELDS if k in info}
+
+
+def check_counts(iters: int, warmup: int, repeats: int, runs: int = 1) -> None:
+    if iters < 1 or warmup < 0 or repeats < 1 or runs < 1:
+        raise ValueError(
+            f"need iters >= 1, warmup >= 0, repeats >= 1, runs >= 1 (got {iters}, {warmup}, {repeats}, {runs})"
+        )
 
 
 def keep_complete_rounds(slot: dict) -> int:
@@ -21,3 +73,95 @@ def keep_complete_rounds(slot: dict) -> int:
             if isinstance(lst, list):
                 del lst[n:]
     return n
+
+
+def record_gate(result: dict, gate: dict, shape: str, cases_key: str, failure: str) -> bool:
+    """Store the gate's worst case under result["check"] (every case's line under
+    `cases_key`); on a failure mark the result failed (`failure` names what, the
+    failing cases are appended) with no rows. Returns whether it passed."""
+    worst = max(gate.values(), key=lambda r: (not r.passed, r.fails, r.max_abs_err))
+    result["check"] = {
+        "shape": shape,
+        **worst.as_dict(),
+        "line": worst.line(),
+        cases_key: {k: r.line() for k, r in gate.items()},
+    }
+    if all(r.passed for r in gate.values()):
+        return True
+    bad = [k for k, r in gate.items() if not r.passed]
+    result["status"] = "failed"
+    result["failure"] = failure.format(cases=", ".join(bad), worst=worst.line())
+    result["rows"] = []
+    return False
+
+
+def mark_ungated(result: dict) -> None:
+    result["check"] = None
+    result["untrusted"] = "run without --check: results are not correctness-gated"
+
+
+Side = Callable[[], None]
+
+
+@dataclass
+class Workload:
+    """What the rounds need from a workload. `sides(shape, index, round, slot)`
+    returns the Helios and reference closures of one round (they append to the
+    slot); `new_slot(shape)` the slot's empty lists; `label(shape)` its name in
+    progress lines; `clock_work` one burst of GPU work for the clock ramp."""
+
+    shapes: Sequence[Hashable]
+    new_slot: Callable[[Any], dict]
+    sides: Callable[[Any, int, int, dict], tuple[Side, Side]]
+    label: Callable[[Any], str]
+    clock_work: Callable[[], None]
+
+
+def run_rounds(
+    result: dict,
+    w: Workload,
+    *,
+    repeats: int,
+    runs: int = 1,
+    progress: Optional[bool] = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> tuple[dict, list]:
+    """Run the timed rounds; returns (slot per shape, the shapes with complete
+    rounds). Records result["clock_warmups"] (one ramp per run) and
+    result["clock_warmup"] (the first), and on Ctrl-C the interrupted status."""
+    acc = {s: {**w.new_slot(s), "state": [], "run": []} for s in w.shapes}
+    bar = Progress(len(w.shapes) * repeats * runs, progress)
+    result["clock_warmups"] = []
+    try:
+        for run in range(runs):
+            for k in range(repeats):
+                if k == 0:
+                    result["clock_warmups"].append(ramp_clocks(w.clock_work))
+                    log(f"run {run + 1}/{runs} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
+                rnd = run * repeats + k  # the round's index over all runs
+                for si, shape in enumerate(w.shapes):
+                    slot = acc[shape]
+                    before = gpu_state()
+                    helios_side, ref_side = w.sides(shape, si, rnd, slot)
+                    for side in (helios_side, ref_side) if rnd % 2 == 0 else (ref_side, helios_side):
+                        side()
+                    slot["run"].append(run)
+                    slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
+                    where = f"run {run + 1}/{runs} " if runs > 1 else ""
+                    bar.step(f"{w.label(shape)} {where}round {k + 1}/{repeats}")
+    except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
+        result["status"], result["failure"] = "interrupted", INTERRUPTED
+    finally:
+        bar.close()
+    result["clock_warmup"] = result["clock_warmups"][0] if result["clock_warmups"] else None
+    return acc, [s for s in w.shapes if keep_complete_rounds(acc[s])]
+
+
+def finish(result: dict, rows: list) -> dict:
+    """Store the rows; a run whose timed outputs failed their check is failed."""
+    result["rows"] = rows
+    bad = [r["shape"] for r in rows if not r["valid"]]
+    if bad and result["status"] == "ok":
+        result["status"] = "failed"
+        result["failure"] = f"output check failed for {', '.join(bad)}"
+    return result

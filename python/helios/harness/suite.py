@@ -37,6 +37,7 @@ from ..device import Device, warmup_launches
 from ..gemm import gelu_tanh
 from .external import run_external
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from .protocol import INTERRUPTED
 from .results import SUITE_SCHEMA, fmt_tflops, md_cell, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
@@ -317,28 +318,31 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
         }
         select_gpu(dev.info["uuid"])
         result["gpu_state_before"] = gpu_state()
-        for tokens in cfg.tokens:
-            wl = make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
-            for adapter in list(cfg.adapters) + [a for a in cfg.external if a not in cfg.adapters]:
-                log(f"suite mlp: tokens={tokens} {adapter} ...")
-                if adapter in cfg.external:
-                    row = run_external(
-                        adapter, cfg.external[adapter], wl, cfg, dev.info["uuid"], gate, cfg.adapter_timeout_s
+        try:
+            for tokens in cfg.tokens:
+                wl = make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
+                for adapter in list(cfg.adapters) + [a for a in cfg.external if a not in cfg.adapters]:
+                    log(f"suite mlp: tokens={tokens} {adapter} ...")
+                    if adapter in cfg.external:
+                        row = run_external(
+                            adapter, cfg.external[adapter], wl, cfg, dev.info["uuid"], gate, cfg.adapter_timeout_s
+                        )
+                    elif adapter == "helios":
+                        row = run_helios(dev, wl, cfg)
+                    elif adapter == "helios_per_call":
+                        row = run_helios_per_call(dev, wl, cfg)
+                    else:
+                        row = run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
+                    row["tokens"] = tokens
+                    if row.get("status") == "check failed":
+                        result["status"] = "failed"
+                    log(
+                        f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
+                        + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else "")
                     )
-                elif adapter == "helios":
-                    row = run_helios(dev, wl, cfg)
-                elif adapter == "helios_per_call":
-                    row = run_helios_per_call(dev, wl, cfg)
-                else:
-                    row = run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
-                row["tokens"] = tokens
-                if row.get("status") == "check failed":
-                    result["status"] = "failed"
-                log(
-                    f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
-                    + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else "")
-                )
-                result["rows"].append(row)
+                    result["rows"].append(row)
+        except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
+            result["status"], result["failure"] = "interrupted", INTERRUPTED
         result["gpu_state_after"] = gpu_state()
     return result
 
