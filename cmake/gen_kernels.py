@@ -186,10 +186,15 @@ def gen_source(t: Any) -> str:
                     )
                 elif hasattr(it, "names"):
                     dflt = it.names.index(it.default) if it.default is not None else -1
+                    implicit = (
+                        f".has_absent = 1, .absent = {it.c_values[it.names.index(it.implicit)]}, .omit_absent = 1, "
+                        if it.implicit is not None
+                        else ""
+                    )
                     out.append(
                         f"    {{.prefix = {c_str(it.prefix)}, .kind = HL_ITEM_CHOICE, .n = {len(it.names)}, "
                         f".field = {{{fidx[it.field]}}}, .names = {{{', '.join(map(c_str, it.names))}}}, "
-                        f".values = {{{', '.join(it.c_values)}}}, .default_index = {dflt}}},\n"
+                        f".values = {{{', '.join(it.c_values)}}}, {implicit}.default_index = {dflt}}},\n"
                     )
                 else:
                     out.append(

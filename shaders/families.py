@@ -51,13 +51,17 @@ class Num:
 
 @dataclass(frozen=True)
 class Choice:
-    """`prefix` then one of `names`; the field stores the matching C value."""
+    """`prefix` then one of `names`; the field stores the matching C value.
+    `implicit`: the value a string that leaves this (trailing) item out means, and
+    the canonical string leaves it out when the field has it, so a knob added
+    later keeps every older variant string valid and unchanged."""
 
     prefix: str
     field: str
     names: tuple[str, ...]
     c_values: tuple[str, ...]
     default: Optional[str] = None
+    implicit: Optional[str] = None
 
 
 Item = Union[Dims, Num, Choice]
@@ -136,6 +140,7 @@ MATMUL_VARIANT = VariantStruct(
         ("splitk", "uint32_t", "K split into this many fp32 partial products (1: none)"),
         ("raster", "uint32_t", "block rows per rasterization group (1: plain row order)"),
         ("threads", "uint32_t", "coop2: invocations per workgroup (workgroup-scope matrices)"),
+        ("direct_store", "int", "coop: 1 stores interior tiles with coopMatStore, 0 stages them", "store"),
     ),
     grammars=(
         Grammar(
@@ -172,6 +177,10 @@ MATMUL_VARIANT = VariantStruct(
                 # The 7-item strings predate split-K and rasterization.
                 Num("splitk=", "splitk", 1, 16, default=1, absent=1),
                 Num("raster=", "raster", 1, 64, default=8, absent=1),
+                # How interior tiles of plain products reach C: staged through shared
+                # memory as 16-byte stores (measured faster on the H100 at 4096^3), or
+                # coopMatStore straight to C. Left out of strings when staged.
+                Choice("store=", "direct_store", ("staged", "direct"), ("0", "1"), "staged", implicit="staged"),
             ),
         ),
     ),
@@ -248,6 +257,7 @@ FAMILIES = (
                 local_size=True,
             ),
             Spec("RASTER", "uint", "8", "v->raster"),
+            Spec("DIRECT_STORE", "uint", "0", "(uint32_t)v->direct_store"),
         )
         + MATMUL_EPILOGUE,
         "matmul",

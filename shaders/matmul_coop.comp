@@ -257,8 +257,10 @@ void main() {
     // needs each element's column and C value); split-K leaves it to the reduction.
     // Measured on the H100 (4096^3, fp16 out, 220e39f): the staged 16-byte store
     // below beat coopMatStore straight to C, so every interior tile takes it
-    // where the tile shape allows, epilogue or not.
-    const bool vec_store = VEC_EPILOGUE == 1u;
+    // where the tile shape allows, epilogue or not; DIRECT_STORE (the variant's
+    // store=direct) sends plain products' interior tiles to coopMatStore instead.
+    // (uints, not bools: spirv-opt mis-folds && of specialization-constant bools)
+    const bool vec_store = VEC_EPILOGUE * max(EPILOGUE ? 1u : 0u, 1u - DIRECT_STORE) == 1u;
     const bool store_whole = block_in && (split ? p.N % 4u == 0u
                                                 : !EPILOGUE && !vec_store && (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;

@@ -113,6 +113,7 @@ CANONICAL = [
     "coop:16x16x16:tile128x128x64:sg4x4:acc=f16:load=direct:stages=1:splitk=4:raster=1",
     "coop2:tile128x128x32:wg256:acc=f32:raster=8",
     "scalar:tile64x64x16:acc=f32",
+    "coop:16x16x16:tile128x128x64:sg4x4:acc=f32:load=shared:stages=2:splitk=1:raster=8:store=direct",
 ]
 
 
@@ -120,6 +121,38 @@ CANONICAL = [
 def test_canonical_strings_round_trip(s):
     assert _helios.canonical_variant(s) == s
     assert _helios.format_variant(_helios.variant_fields(s)) == s
+
+
+def test_the_store_knob_is_left_out_of_strings_while_staged():
+    v = "coop:16x16x16:tile128x128x64:sg4x4:acc=f32:load=shared:stages=2:splitk=1:raster=8"
+    assert _helios.variant_fields(v)["store"] == "staged"
+    assert _helios.canonical_variant(v + ":store=staged") == v
+    assert _helios.format_variant(_helios.variant_fields(v) | {"store": "direct"}) == v + ":store=direct"
+    with pytest.raises(ValueError, match="expected e.g."):
+        _helios.canonical_variant(v + ":store=fast")
+
+
+def test_direct_store_products_are_correct(device):
+    """store=direct (coopMatStore of interior tiles) against float64: plain products
+    take it; epilogue, batched and split-K products keep their own paths."""
+    import numpy as np
+
+    from helios.check import check_close
+
+    listed = [v for v in device.variants() if _helios.variant_fields(v)["store"] == "direct"]
+    if not listed:
+        pytest.skip("no coop variant on this device (store= is a coop knob)")
+    v = listed[0]
+    rng = np.random.default_rng(5)
+    for m, n, k in [(64, 64, 64), (130, 72, 48), (256, 128, 96)]:
+        a = rng.standard_normal((m, k)).astype(np.float16)
+        b = rng.standard_normal((k, n)).astype(np.float16)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        for out in ("float32", "float16"):
+            assert check_close(device.matmul(a, b, variant=v, out_dtype=out), want).passed
+        bias = rng.standard_normal(n).astype(np.float32)
+        got = device.matmul(a, b, variant=v, out_dtype="float32", bias=bias, activation="relu")
+        assert check_close(got, np.maximum(want + bias, 0)).passed
 
 
 def test_older_strings_take_the_absent_values():

@@ -279,24 +279,12 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                                  .bytes = kv_bytes,
                                  .slot = HL_BIND_ATTENTION_V},
     };
-    hl_exec x = {.operands = ops,
-                 .n_operands = HL_BIND_ATTENTION_COUNT,
-                 .n_slots = HL_BIND_ATTENTION_COUNT,
-                 .record = record_attention,
-                 .ctx = &pl,
-                 .warmup = args->warmup,
-                 .iters = args->iters,
-                 .flush_bytes = args->flush_bytes,
-                 .samples_ms = args->samples_ms,
-                 .batch_ms = args->batch_ms};
-    HL_TRY(hl_exec_run(dev, &x, err));
+    const hl_exec_timing timing = {args->warmup, args->iters, args->flush_bytes, args->samples_ms, args->batch_ms};
+    char vs[HL_VARIANT_STR_MAX];
+    hl_attn_variant_format(&v, vs, sizeof vs);
+    HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_ATTENTION_COUNT, record_attention, &pl, &timing, vs, args->info, err));
     dev->tel.attentions++;
     if (v.path == HL_PATH_COOP) dev->tel.coop_attentions++;
-    hl_attn_variant_format(&v, dev->tel.last_variant, sizeof dev->tel.last_variant);
-    if (args->info) {
-        args->info->gpu_ms = x.gpu_ms;
-        hl_attn_variant_format(&v, args->info->variant, sizeof args->info->variant);
-    }
     return HL_OK;
 fail:
     return st;

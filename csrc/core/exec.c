@@ -3,6 +3,7 @@
  * poisoned, the operation recorded (timed or once), results read back, all in
  * one submission and one wait. Matmul, attention, chains and tensor transfers
  * all go through hl_exec_run; each passes its operands and a record function. */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -102,4 +103,26 @@ fail:
      * for the device so the next call can safely reset it. */
     if (dev->device) vkDeviceWaitIdle(dev->device);
     return st;
+}
+
+hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
+                         const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err) {
+    hl_exec x = {.operands = ops,
+                 .n_operands = n,
+                 .n_slots = n,
+                 .record = record,
+                 .ctx = ctx,
+                 .warmup = timing->warmup,
+                 .iters = timing->iters,
+                 .flush_bytes = timing->flush_bytes,
+                 .samples_ms = timing->samples_ms,
+                 .batch_ms = timing->batch_ms};
+    hl_status st = hl_exec_run(dev, &x, err);
+    if (st != HL_OK) return st;
+    snprintf(dev->tel.last_variant, sizeof dev->tel.last_variant, "%s", variant);
+    if (info) {
+        info->gpu_ms = x.gpu_ms;
+        snprintf(info->variant, sizeof info->variant, "%s", variant);
+    }
+    return HL_OK;
 }

@@ -141,6 +141,7 @@ void hl_schema_format(const hl_schema *s, const void *v, char *out, size_t cap) 
     size_t len = (size_t)snprintf(out, cap, "%s", g->tag);
     for (size_t i = 0; i < g->n_items && len < cap; i++) {
         const hl_grammar_item *it = &g->items[i];
+        if (it->omit_absent && hl_field_get(&s->fields[it->field[0]], v) == it->absent) continue;
         len += (size_t)snprintf(out + len, cap - len, ":%s", it->prefix);
         if (len >= cap) break;
         if (it->kind == HL_ITEM_CHOICE) {

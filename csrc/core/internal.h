@@ -228,5 +228,14 @@ typedef struct hl_exec {
     double gpu_ms; /* out: the single dispatch's GPU time, or the last sample's */
 } hl_exec;
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err);
+/* One kernel operation: operand i bound at slot i (n = the kind's binding count),
+ * timed as asked; records `variant` as what ran (telemetry and *info, with the GPU time). */
+typedef struct hl_exec_timing {
+    uint32_t warmup, iters;
+    uint64_t flush_bytes;
+    double *samples_ms, *batch_ms;
+} hl_exec_timing;
+hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
+                         const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err);
 
 #endif

@@ -286,24 +286,12 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     };
     /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
-    hl_exec x = {.operands = ops,
-                 .n_operands = HL_BIND_MATMUL_COUNT,
-                 .n_slots = HL_BIND_MATMUL_COUNT,
-                 .record = record_one,
-                 .ctx = &pl,
-                 .warmup = args->warmup,
-                 .iters = args->iters,
-                 .flush_bytes = args->flush_bytes,
-                 .samples_ms = args->samples_ms,
-                 .batch_ms = args->batch_ms};
-    HL_TRY(hl_exec_run(dev, &x, err));
+    const hl_exec_timing timing = {args->warmup, args->iters, args->flush_bytes, args->samples_ms, args->batch_ms};
+    char vs[HL_VARIANT_STR_MAX];
+    hl_variant_format(&pl.v, vs, sizeof vs);
+    HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_MATMUL_COUNT, record_one, &pl, &timing, vs, args->info, err));
     dev->tel.matmuls++;
     if (pl.v.path != HL_PATH_SCALAR) dev->tel.coop_matmuls++;
-    hl_variant_format(&pl.v, dev->tel.last_variant, sizeof dev->tel.last_variant);
-    if (args->info) {
-        args->info->gpu_ms = x.gpu_ms;
-        hl_variant_format(&pl.v, args->info->variant, sizeof args->info->variant);
-    }
     return HL_OK;
 fail:
     return st;

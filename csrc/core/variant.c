@@ -300,9 +300,20 @@ static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
 
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
-     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups). */
+     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path). */
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
-    enum { WIDE_DEFAULT, WIDE_STAGES1, WIDE_DIRECT, WIDE_SPLIT2, WIDE_NORASTER, WIDE_BK32, WIDE_2X4, WIDE_4X2, N_WIDE };
+    enum {
+        WIDE_DEFAULT,
+        WIDE_STAGES1,
+        WIDE_DIRECT,
+        WIDE_SPLIT2,
+        WIDE_NORASTER,
+        WIDE_BK32,
+        WIDE_2X4,
+        WIDE_4X2,
+        WIDE_DIRECT_STORE,
+        N_WIDE
+    };
     const hl_caps *c = &dev->caps;
     size_t n = 0;
     hl_error scratch;
@@ -332,6 +343,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                         v.direct_load = w == WIDE_DIRECT;
                         v.splitk = w == WIDE_SPLIT2 ? 2 : 1;
                         v.raster = w == WIDE_NORASTER ? 1 : 8;
+                        v.direct_store = w == WIDE_DIRECT_STORE;
                         if (w == WIDE_BK32) {
                             if (v.bk == 32) continue;
                             v.bk = 32;
