@@ -16,7 +16,8 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
     return fallback;
 }
 
-hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err) {
+static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int exportable, hl_buffer *out,
+                        hl_error *err) {
     hl_status st = HL_OK;
     memset(out, 0, sizeof *out);
     const hl_caps *c = &dev->caps;
@@ -26,7 +27,10 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
                        "%llu, maxMemoryAllocationSize %llu bytes)",
                        (unsigned long long)size, (unsigned long long)c->max_storage_buffer_range,
                        (unsigned long long)c->max_allocation_bytes);
+    VkExternalMemoryBufferCreateInfo ebci = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                             .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .pNext = exportable ? &ebci : NULL,
                               .size = size,
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -47,8 +51,16 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
                      host_visible ? "host-visible coherent" : "device-local");
         goto fail;
     }
-    VkMemoryAllocateInfo mai = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t)type};
+    /* Exportable memory: a dedicated allocation (what CUDA's import expects). */
+    VkMemoryDedicatedAllocateInfo dedicated = {.sType = VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO,
+                                               .buffer = out->buffer};
+    VkExportMemoryAllocateInfo export_info = {.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+                                              .pNext = &dedicated,
+                                              .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                .pNext = exportable ? &export_info : NULL,
+                                .allocationSize = req.size,
+                                .memoryTypeIndex = (uint32_t)type};
     VkResult vr = hl_fault(HL_FAULT_ALLOC);
     if (vr == VK_SUCCESS) vr = vkAllocateMemory(dev->device, &mai, NULL, &out->memory);
     if (vr == VK_ERROR_OUT_OF_DEVICE_MEMORY || vr == VK_ERROR_OUT_OF_HOST_MEMORY) {
@@ -61,6 +73,7 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
     dev->tel.live_memory++;
     out->alloc_bytes = req.size;
     out->host_visible = host_visible;
+    out->exportable = exportable;
     if (!host_visible) {
         dev->tel.device_bytes += req.size;
         if (dev->tel.device_bytes > dev->tel.peak_device_bytes) dev->tel.peak_device_bytes = dev->tel.device_bytes;
@@ -73,6 +86,18 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
 fail:
     hl_buffer_destroy(dev, out);
     return st;
+}
+
+hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err) {
+    return create(dev, size, host_visible, 0, out, err);
+}
+
+hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err) {
+    if (!dev->caps.external_memory_fd)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "exportable tensors need VK_KHR_external_memory_fd, which device '%s' does not offer",
+                       dev->caps.name);
+    return create(dev, size, 0, 1, out, err);
 }
 
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {

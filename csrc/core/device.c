@@ -163,6 +163,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
     c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
+    c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
     int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 #ifdef VK_NV_shader_sm_builtins
     if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
@@ -371,8 +372,9 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = VK_TRUE};
-    const char *exts[3];
+    const char *exts[4];
     uint32_t n_ext = 0;
+    if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
@@ -384,6 +386,10 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                               .ppEnabledExtensionNames = exts};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
+    if (c->external_memory_fd) {
+        dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetMemoryFdKHR");
+        if (!dev->get_memory_fd) dev->caps.external_memory_fd = 0;
+    }
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -513,6 +519,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
+        hl_cuda_detach(dev);
         hl_device_release_scratch(dev);
         hl_buffer_destroy(dev, &dev->staging);
         if (dev->query_pool) vkDestroyQueryPool(dev->device, dev->query_pool, NULL);

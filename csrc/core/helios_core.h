@@ -87,6 +87,7 @@ typedef struct hl_caps {
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
+    int external_memory_fd; /* VK_KHR_external_memory_fd: tensors CUDA can import */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
@@ -166,6 +167,17 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
  * leaves the handle dead (hl_tensor_alive = 0, every use fails cleanly). */
 typedef struct hl_tensor hl_tensor;
 hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err);
+/* The same in memory CUDA can import (a dedicated allocation exported as an opaque fd). */
+hl_status hl_tensor_create_exportable(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err);
+int hl_tensor_exportable(const hl_tensor *t);
+/* CUDA interop (the NVIDIA driver's libcuda, opened at run time): an exportable
+ * tensor's CUDA pointer, mapped on first use and kept until the tensor is freed,
+ * and the CUDA ordinal of its device (matched by UUID). Each call counts one live
+ * export until hl_tensor_export_done; HL_ERR_UNSUPPORTED naming what is missing. */
+hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_error *err);
+void hl_tensor_export_done(hl_tensor *t);
+uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */
+hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);
@@ -310,6 +322,7 @@ typedef struct hl_telemetry {
     uint64_t device_bytes, peak_device_bytes; /* device-local memory held now / at most */
     uint64_t tensors, chains, chain_ops;
     uint64_t attentions, coop_attentions;
+    uint64_t cuda_imports; /* tensors mapped into CUDA now (not reset) */
 } hl_telemetry;
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);

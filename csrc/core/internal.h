@@ -60,10 +60,15 @@ typedef struct hl_buffer {
     VkDeviceSize size;
     VkDeviceSize alloc_bytes; /* what the allocation took (device-local accounting) */
     int host_visible;
-    void *mapped; /* host-visible buffers only */
+    void *mapped;   /* host-visible buffers only */
+    int exportable; /* a dedicated allocation CUDA can import (opaque fd) */
+    void *cuda_ext; /* its CUDA import (CUexternalMemory) and mapped pointer, once imported */
+    uint64_t cuda_ptr;
 } hl_buffer;
 
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
+/* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
+hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
 /* Grows `b` to at least `size` (contents not kept). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
@@ -125,6 +130,10 @@ struct hl_device {
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
     struct hl_tensor *tensors;                                      /* live tensors, released when the device closes */
+    PFN_vkGetMemoryFdKHR get_memory_fd;                             /* VK_KHR_external_memory_fd, where enabled */
+    void *cuda_ctx; /* CUDA interop (cuda.c): the primary context, once attached */
+    int cuda_device, cuda_ordinal;
+    uint64_t live_exports; /* DLPack exports a consumer still holds (close waits for none) */
     hl_telemetry tel;
 };
 
@@ -147,6 +156,12 @@ void hl_tensors_release(hl_device *dev); /* device close: free every tensor's me
 /* Whether two tensors (either may be NULL) use the same memory: the same tensor,
  * or views of one buffer. */
 int hl_tensors_share(const hl_tensor *a, const hl_tensor *b);
+
+/* CUDA interop (cuda.c): the driver opened at run time. */
+hl_status hl_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
+hl_status hl_cuda_import(hl_device *dev, hl_buffer *b, uint64_t bytes, hl_error *err);
+void hl_cuda_release(hl_device *dev, hl_buffer *b); /* before the buffer is destroyed */
+void hl_cuda_detach(hl_device *dev);                /* device close, after every release */
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);

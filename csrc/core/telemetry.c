@@ -9,7 +9,7 @@ void hl_telemetry_reset(hl_device *dev) {
     /* Pipelines already compiled stay compiled; their count restarts at 0. The
      * live-object counts describe what exists, so they survive a reset. */
     uint64_t b = dev->tel.live_buffers, m = dev->tel.live_memory, p = dev->tel.live_pipelines;
-    uint64_t bytes = dev->tel.device_bytes, tensors = dev->tel.tensors;
+    uint64_t bytes = dev->tel.device_bytes, tensors = dev->tel.tensors, imports = dev->tel.cuda_imports;
     memset(&dev->tel, 0, sizeof dev->tel);
     dev->tel.device_bytes = bytes;
     dev->tel.peak_device_bytes = bytes; /* the peak restarts from what is held now */
@@ -17,4 +17,5 @@ void hl_telemetry_reset(hl_device *dev) {
     dev->tel.live_buffers = b;
     dev->tel.live_memory = m;
     dev->tel.live_pipelines = p;
+    dev->tel.cuda_imports = imports;
 }

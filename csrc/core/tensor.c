@@ -11,13 +11,15 @@ static void list_add(hl_device *dev, hl_tensor *t) {
     dev->tensors = t;
 }
 
-hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
+static hl_status create(hl_device *dev, uint64_t bytes, int exportable, hl_tensor **out, hl_error *err) {
     *out = NULL;
     if (!bytes) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a tensor needs at least 1 byte");
     hl_tensor *t = calloc(1, sizeof *t);
     if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     /* Rounded to 16 bytes: the kernels read 16-byte vectors. */
-    hl_status st = hl_buffer_create(dev, (bytes + 15) / 16 * 16, 0, &t->buf, err);
+    const uint64_t size = (bytes + 15) / 16 * 16;
+    hl_status st = exportable ? hl_buffer_create_exportable(dev, size, &t->buf, err)
+                              : hl_buffer_create(dev, size, 0, &t->buf, err);
     if (st != HL_OK) {
         free(t);
         return st;
@@ -28,6 +30,44 @@ hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_e
     dev->tel.tensors++;
     *out = t;
     return HL_OK;
+}
+
+hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
+    return create(dev, bytes, 0, out, err);
+}
+
+hl_status hl_tensor_create_exportable(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
+    return create(dev, bytes, 1, out, err);
+}
+
+int hl_tensor_exportable(const hl_tensor *t) { return t && t->dev && !t->is_view && t->buf.exportable; }
+
+hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_error *err) {
+    if (!t || !t->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor export: its device is closed");
+    if (t->is_view)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "tensor export: a slice view shares its owner's memory; export the whole tensor and slice "
+                       "it on the other side");
+    if (!t->buf.exportable)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "tensor export: the tensor was not allocated exportable (Device.empty(..., "
+                       "exportable=True) or Device.upload(..., exportable=True))");
+    hl_status st = hl_cuda_import(t->dev, &t->buf, t->bytes, err);
+    if (st != HL_OK) return st;
+    *ptr = t->buf.cuda_ptr;
+    *ordinal = t->dev->cuda_ordinal;
+    t->dev->live_exports++;
+    return HL_OK;
+}
+
+void hl_tensor_export_done(hl_tensor *t) {
+    if (t && t->dev && t->dev->live_exports) t->dev->live_exports--;
+}
+
+uint64_t hl_device_live_exports(const hl_device *dev) { return dev ? dev->live_exports : 0; }
+
+hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err) {
+    return hl_cuda_ordinal(dev, ordinal, err);
 }
 
 hl_status hl_tensor_view(hl_tensor *base, uint64_t offset, uint64_t bytes, hl_tensor **out, hl_error *err) {
@@ -68,6 +108,7 @@ static void unlink_release(hl_tensor *t) {
         dev->tensors = t->next;
     if (t->next) t->next->prev = t->prev;
     if (!t->is_view) { /* a view's memory is its owner's */
+        hl_cuda_release(dev, &t->buf);
         hl_buffer_destroy(dev, &t->buf);
         dev->tel.tensors--;
     }

@@ -73,6 +73,10 @@ typedef hl_status (*timed_fn)(hl_device *dev, void *args, hl_error *err);
 PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **samples_slot, double **batch_slot,
                      hl_run_info **info_slot, uint32_t iters, PyObject *host_out);
 
+/* dlpack.c: Tensor._dlpack and Tensor._cuda_device (CUDA interop). */
+PyObject *Tensor_dlpack(TensorObject *self, PyObject *args);
+PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused);
+
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -104,6 +104,14 @@ static int Device_traverse(DeviceObject *self, visitproc visit, void *arg) {
 }
 
 static PyObject *Device_close(DeviceObject *self, PyObject *unused) {
+    if (self->dev && hl_device_live_exports(self->dev)) {
+        /* CUDA consumers still map tensors of this device: freeing them now would
+         * leave those consumers reading freed memory. */
+        return PyErr_Format(PyExc_BufferError,
+                            "the Device has %llu tensor export(s) to CUDA still held by a consumer (a torch tensor "
+                            "from torch.from_dlpack, ...): free those first, then close",
+                            (unsigned long long)hl_device_live_exports(self->dev));
+    }
     if (self->dev && self->lock) {
         device_lock_wait(self);
         close_device(self);
@@ -250,13 +258,14 @@ static PyObject *build_info(DeviceObject *self) {
     if (!d) return NULL;
     /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
     PyObject *extra = Py_BuildValue(
-        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
+        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
         c->coop2_workgroup_scope ? Py_True : Py_False, "flexible_dimensions",
         c->coop2_flexible_dimensions ? Py_True : Py_False, "tensor_addressing",
         c->coop2_tensor_addressing ? Py_True : Py_False, "workgroup_scope_max_invocations",
         c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count, "pipeline_statistics",
         c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
-        "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False);
+        "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
+        c->external_memory_fd ? Py_True : Py_False);
     if (!extra || PyDict_Update(d, extra) < 0) {
         Py_XDECREF(extra);
         Py_DECREF(d);
@@ -465,12 +474,13 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
                                 "last_gpu_ms", t.last_gpu_ms, "last_variant", t.last_variant);
     if (!d) return NULL;
     PyObject *live = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers, "live_memory",
-        (unsigned long long)t.live_memory, "live_pipelines", (unsigned long long)t.live_pipelines, "device_bytes",
-        (unsigned long long)t.device_bytes, "peak_device_bytes", (unsigned long long)t.peak_device_bytes,
-        "live_tensors", (unsigned long long)t.tensors, "chains", (unsigned long long)t.chains, "chain_ops",
-        (unsigned long long)t.chain_ops, "attentions", (unsigned long long)t.attentions, "coop_attentions",
-        (unsigned long long)t.coop_attentions);
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
+        "live_memory", (unsigned long long)t.live_memory, "live_pipelines", (unsigned long long)t.live_pipelines,
+        "device_bytes", (unsigned long long)t.device_bytes, "peak_device_bytes",
+        (unsigned long long)t.peak_device_bytes, "live_tensors", (unsigned long long)t.tensors, "chains",
+        (unsigned long long)t.chains, "chain_ops", (unsigned long long)t.chain_ops, "attentions",
+        (unsigned long long)t.attentions, "coop_attentions", (unsigned long long)t.coop_attentions, "cuda_imports",
+        (unsigned long long)t.cuda_imports, "live_exports", (unsigned long long)hl_device_live_exports(self->dev));
     if (!live || PyDict_Update(d, live) < 0) {
         Py_XDECREF(live);
         Py_DECREF(d);

@@ -7,12 +7,13 @@ static module_state *tensor_state(TensorObject *self) { return state_from_type(P
 
 int is_tensor(module_state *st, PyObject *obj) { return PyObject_TypeCheck(obj, st->TensorType); }
 
-/* Tensor(device, nbytes) */
+/* Tensor(device, nbytes, exportable=False) */
 static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"device", "nbytes", NULL};
+    static char *kwlist[] = {"device", "nbytes", "exportable", NULL};
     PyObject *devo;
     long long nbytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL:Tensor", kwlist, &devo, &nbytes)) return NULL;
+    int exportable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL|p:Tensor", kwlist, &devo, &nbytes, &exportable)) return NULL;
     module_state *st = state_from_type(type);
     if (!PyObject_TypeCheck(devo, st->DeviceType)) {
         PyErr_Format(PyExc_TypeError, "Tensor: device must be a helios.Device, not %.80s", Py_TYPE(devo)->tp_name);
@@ -31,7 +32,8 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     }
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS s = hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
+    Py_BEGIN_ALLOW_THREADS s = exportable ? hl_tensor_create_exportable(dev->dev, (uint64_t)nbytes, &self->t, &err)
+                                          : hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
     Py_END_ALLOW_THREADS device_release(dev);
     if (s != HL_OK) {
         Py_DECREF(self);
@@ -163,6 +165,9 @@ static PyObject *Tensor_device(TensorObject *self, void *c) {
     return Py_NewRef(self->device ? (PyObject *)self->device : Py_None);
 }
 static PyObject *Tensor_alive(TensorObject *self, void *c) { return PyBool_FromLong(hl_tensor_alive(self->t)); }
+static PyObject *Tensor_exportable(TensorObject *self, void *c) {
+    return PyBool_FromLong(hl_tensor_exportable(self->t));
+}
 
 static PyMethodDef Tensor_methods[] = {
     {"_write", (PyCFunction)Tensor_write, METH_VARARGS, "Low-level: copy a buffer's bytes in at offset."},
@@ -170,6 +175,10 @@ static PyMethodDef Tensor_methods[] = {
     {"_view", (PyCFunction)Tensor_view, METH_NOARGS, "Low-level: a Tensor sharing this one's memory."},
     {"_slice", (PyCFunction)Tensor_slice, METH_VARARGS,
      "Low-level: a Tensor over nbytes of this one's memory from offset (an operand, never an output)."},
+    {"_dlpack", (PyCFunction)Tensor_dlpack, METH_VARARGS,
+     "Low-level: a DLPack capsule over the tensor's CUDA mapping (shape, dtype code, bits)."},
+    {"_cuda_device", (PyCFunction)Tensor_cuda_device, METH_NOARGS,
+     "Low-level: the CUDA ordinal of the tensor's device; BufferError without CUDA interop."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -177,6 +186,7 @@ static PyGetSetDef Tensor_getset[] = {
     {"nbytes", (getter)Tensor_nbytes, NULL, "Bytes of device memory the tensor holds.", NULL},
     {"device", (getter)Tensor_device, NULL, "The Device the memory belongs to.", NULL},
     {"alive", (getter)Tensor_alive, NULL, "False once the Device closed (the memory is gone).", NULL},
+    {"exportable", (getter)Tensor_exportable, NULL, "True when CUDA can map the memory (DLPack export).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

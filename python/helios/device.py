@@ -273,11 +273,12 @@ class Device(_helios.Device):
             return out
         return like_inputs(res if spec.batched else res[0], a, b)
 
-    def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None) -> Tensor:
+    def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None, exportable: bool = False) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
         object such as a torch CPU tensor, read without a host copy where its
         layout allows). dtype: float16 (default) or float32. out: an existing
-        Tensor of this Device to write into (out.copy_(x)), e.g. a Chain's input."""
+        Tensor of this Device to write into (out.copy_(x)), e.g. a Chain's input.
+        exportable: allocate memory CUDA can map (``torch.from_dlpack(t)`` shares it)."""
         if out is not None:
             if not isinstance(out, Tensor) or out.device is not self:
                 raise ValueError("upload: out must be a Tensor of this Device")
@@ -289,16 +290,19 @@ class Device(_helios.Device):
         if arr.ndim < 1 or arr.ndim > 4:
             raise ValueError(f"upload: 1-D to 4-D arrays, got shape {arr.shape}")
         arr = np.ascontiguousarray(arr, dtype=dt)
-        t = new_tensor(self, arr.shape, dt)
+        t = new_tensor(self, arr.shape, dt, exportable=flag("exportable", exportable))
         t._write(0, arr)
         return t
 
-    def empty(self, shape: Any, dtype: Any = "float16") -> Tensor:
-        """An uninitialised Tensor (1-D to 4-D, float16 or float32)."""
+    def empty(self, shape: Any, dtype: Any = "float16", *, exportable: bool = False) -> Tensor:
+        """An uninitialised Tensor (1-D to 4-D, float16 or float32). exportable:
+        memory CUDA can map, so that ``torch.from_dlpack(t)`` shares it with no copy
+        (needs VK_KHR_external_memory_fd and, when exported, the NVIDIA driver's
+        libcuda; UnsupportedError naming what is missing)."""
         dims: Sequence[Any] = (
             (shape,) if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool) else shape
         )
-        return new_tensor(self, dims, dtype)
+        return new_tensor(self, dims, dtype, exportable=flag("exportable", exportable))
 
     def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None) -> Tensor:
         """Upload a weight once in the layout the product kernels load fastest: the

@@ -26,7 +26,10 @@ class Tensor(_helios.Tensor):
     of the leading axis: operands, never outputs), ``t.copy_(x)`` (new contents
     from a host array or another Tensor), ``numpy()`` (a host copy).
     Closing the Device frees the memory; using the Tensor afterwards raises
-    DeviceClosedError. ``__dlpack__`` exports that host copy (kDLCPU).
+    DeviceClosedError. ``__dlpack__`` exports a host copy (kDLCPU), except for
+    a Tensor made with ``exportable=True``: that one is handed to CUDA consumers
+    (``torch.from_dlpack(t)``, CuPy, JAX) with no copy (kDLCUDA, the CUDA device
+    with the same UUID), both sides then share the memory (see :meth:`__dlpack__`).
     """
 
     shape: tuple
@@ -216,10 +219,33 @@ class Tensor(_helios.Tensor):
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.numpy().__dlpack__(*args, **kwargs)
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Optional[bool] = None
+    ) -> Any:
+        """DLPack export. A Tensor made with ``exportable=True`` is exported with no
+        copy as CUDA memory (the NVIDIA driver's libcuda maps the Vulkan memory; a
+        BufferError says what is missing where it cannot), and the export keeps the
+        Tensor alive until the consumer frees its tensor (the Device refuses to close
+        before). Ordering: every Helios operation returns after the GPU finished it,
+        so the consumer may read at once, whatever `stream` it passes; work the
+        consumer queues on the memory (a torch write) must finish before Helios
+        reads it: synchronize that stream first. Other Tensors export a host copy."""
+        if not self.exportable:
+            kwargs = {} if stream is None else {"stream": stream}
+            return self.numpy().__dlpack__(**kwargs)
+        if copy:
+            raise BufferError("an exportable Tensor is exported without a copy (copy=True is not offered)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"dl_device={tuple(dl_device)}: the Tensor is on {self.__dlpack_device__()}")
+        if not self.packed or self.is_slice:
+            raise BufferError("only a whole, packed Tensor is exported (not a slice, transposed or pitched view)")
+        if not self.computed:
+            raise BufferError("the Tensor is the output of a Chain that has not run")
+        return self._dlpack(self.shape, 2, self.dtype.itemsize * 8)  # kDLFloat
 
     def __dlpack_device__(self) -> tuple:
+        if self.exportable:
+            return (2, self._cuda_device())  # kDLCUDA, the ordinal with this device's UUID
         return (1, 0)  # kDLCPU: the export is a host copy
 
     def __repr__(self) -> str:
@@ -232,7 +258,12 @@ class Tensor(_helios.Tensor):
 
 
 def new_tensor(
-    dev: Any, shape: Sequence[int], dtype: Any, pitch: Optional[int] = None, prepacked_for: Optional[str] = None
+    dev: Any,
+    shape: Sequence[int],
+    dtype: Any,
+    pitch: Optional[int] = None,
+    prepacked_for: Optional[str] = None,
+    exportable: bool = False,
 ) -> Tensor:
     if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__"):
         raise TypeError(f"shape must be a sequence of ints, not {type(shape).__name__}")
@@ -244,7 +275,7 @@ def new_tensor(
         raise TypeError(f"Tensor dtype must be float16 or float32, got {dt}")
     pitch = shape[-1] if pitch is None else int(pitch)
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
-    t = Tensor(dev, rows * pitch * dt.itemsize)
+    t = Tensor(dev, rows * pitch * dt.itemsize, exportable=exportable)
     return t._set_meta(shape, dt, pitch, prepacked_for)
 
 

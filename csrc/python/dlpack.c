@@ -1,0 +1,137 @@
+/* dlpack.c — Tensor._dlpack: an exportable Tensor handed to CUDA consumers
+ * (torch.from_dlpack, CuPy, JAX) as a DLPack capsule over its CUDA mapping,
+ * with no copy. The capsule's manager holds a strong reference to the Tensor,
+ * so the memory lives until the consumer frees its tensor; the Device refuses
+ * to close while any export is outstanding. */
+#include "binding.h"
+
+/* DLPack's ABI (dlpack.h, the unversioned DLManagedTensor every consumer takes). */
+typedef struct {
+    int32_t device_type;
+    int32_t device_id;
+} DLDevice;
+typedef struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+} DLDataType;
+typedef struct {
+    void *data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape;
+    int64_t *strides;
+    uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+#define DL_CUDA 2
+#define DL_MAX_DIMS 32
+
+typedef struct {
+    DLManagedTensor managed;
+    TensorObject *tensor; /* a strong reference */
+    int64_t shape[DL_MAX_DIMS];
+} export_ctx;
+
+/* Called by the consumer when it frees its tensor, from any thread. */
+static void managed_deleter(DLManagedTensor *m) {
+    export_ctx *ctx = (export_ctx *)m->manager_ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    hl_tensor_export_done(ctx->tensor->t);
+    Py_DECREF((PyObject *)ctx->tensor);
+    PyMem_RawFree(ctx);
+    PyGILState_Release(g);
+}
+
+/* A capsule no consumer took ("dltensor" not renamed "used_dltensor"). */
+static void capsule_destructor(PyObject *cap) {
+    if (!PyCapsule_IsValid(cap, "dltensor")) return;
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+}
+
+/* _dlpack(shape, code, bits): the capsule over this tensor's CUDA mapping, packed
+ * C-order with that shape and element type (DLPack's dtype code and bits). */
+PyObject *Tensor_dlpack(TensorObject *self, PyObject *args) {
+    PyObject *shape;
+    int code, bits;
+    if (!PyArg_ParseTuple(args, "O!ii:_dlpack", &PyTuple_Type, &shape, &code, &bits)) return NULL;
+    const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (nd > DL_MAX_DIMS || bits <= 0 || bits % 8 || code < 0 || code > 255)
+        return PyErr_Format(PyExc_ValueError, "_dlpack: %zd dimensions, dtype code %d, %d bits", nd, code, bits);
+    module_state *st = state_from_type(Py_TYPE(self));
+    export_ctx *ctx = PyMem_RawCalloc(1, sizeof *ctx);
+    if (!ctx) return PyErr_NoMemory();
+    uint64_t elems = 1;
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (d < 0) {
+            PyMem_RawFree(ctx);
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "_dlpack: negative dimension");
+        }
+        ctx->shape[i] = d;
+        elems *= (uint64_t)d;
+    }
+    if (!self->t || !self->device) {
+        PyMem_RawFree(ctx);
+        PyErr_SetString(st->DeviceClosedError, "the Tensor has no memory");
+        return NULL;
+    }
+    if (elems * (uint64_t)(bits / 8) > hl_tensor_bytes(self->t)) {
+        PyMem_RawFree(ctx);
+        return PyErr_Format(PyExc_ValueError, "_dlpack: the shape needs more bytes than the tensor's %llu",
+                            (unsigned long long)hl_tensor_bytes(self->t));
+    }
+    if (device_acquire(self->device) < 0) {
+        PyMem_RawFree(ctx);
+        return NULL;
+    }
+    hl_error err = {0};
+    uint64_t ptr = 0;
+    int ordinal = -1;
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS s = hl_tensor_cuda_export(self->t, &ptr, &ordinal, &err);
+    Py_END_ALLOW_THREADS device_release(self->device);
+    if (s != HL_OK) {
+        PyMem_RawFree(ctx);
+        /* Not exportable here: DLPack's consumers expect BufferError. */
+        if (s == HL_ERR_UNSUPPORTED) return PyErr_Format(PyExc_BufferError, "%s", err.message);
+        return raise_status(st, &err);
+    }
+    ctx->tensor = (TensorObject *)Py_NewRef((PyObject *)self);
+    DLTensor *t = &ctx->managed.dl_tensor;
+    t->data = (void *)(uintptr_t)ptr;
+    t->device = (DLDevice){DL_CUDA, ordinal};
+    t->ndim = (int32_t)nd;
+    t->dtype = (DLDataType){(uint8_t)code, (uint8_t)bits, 1};
+    t->shape = ctx->shape;
+    t->strides = NULL; /* C-contiguous */
+    t->byte_offset = 0;
+    ctx->managed.manager_ctx = ctx;
+    ctx->managed.deleter = managed_deleter;
+    PyObject *cap = PyCapsule_New(&ctx->managed, "dltensor", capsule_destructor);
+    if (!cap) managed_deleter(&ctx->managed);
+    return cap;
+}
+
+/* _cuda_device(): the CUDA ordinal of the tensor's device (by UUID); BufferError
+ * where CUDA interop is not possible. */
+PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused) {
+    if (!self->t || !self->device || !self->device->dev) {
+        PyErr_SetString(state_from_type(Py_TYPE(self))->DeviceClosedError, "the Tensor has no memory");
+        return NULL;
+    }
+    if (device_acquire(self->device) < 0) return NULL;
+    hl_error err = {0};
+    int ordinal = -1;
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS s = hl_device_cuda_ordinal(self->device->dev, &ordinal, &err);
+    Py_END_ALLOW_THREADS device_release(self->device);
+    if (s != HL_OK) return PyErr_Format(PyExc_BufferError, "%s", err.message);
+    return PyLong_FromLong(ordinal);
+}
