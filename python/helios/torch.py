@@ -1,0 +1,222 @@
+"""``helios.torch``: Helios's products and attention on torch CUDA tensors,
+inside ``torch.autograd``.
+
+``matmul(a, b)``, ``linear(x, weight, bias=None, activation=None)`` and
+``attention(q, k, v, causal=False, scale=None)`` take float16 CUDA tensors on
+the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
+return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
+products (the transposed layouts); attention backward recomputes through torch's
+``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
+
+How data moves in this version: each input is copied device to device, on
+torch's current stream, into an exportable Helios tensor kept per shape; the
+stream is synchronized (one host wait per call); Helios runs the op into a fresh
+exportable tensor that torch receives with no copy (DLPack). There is never a
+host round trip. Stream ordering through a shared semaphore (no host wait) and
+bfloat16 are still to come: bfloat16 inputs raise TypeError.
+
+``torch.compile``: these functions are excluded from tracing
+(``torch.compiler.disable``): a compiled model runs them eagerly between its
+compiled graphs.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import _helios
+from .device import Device
+
+_lock = threading.Lock()  # one op at a time: the staging tensors are shared
+_devices: dict[int, Device] = {}  # CUDA ordinal -> the Helios Device with its UUID
+_staging: dict[tuple, tuple] = {}  # (ordinal, slot, shape, dtype) -> (Helios tensor, torch view)
+
+_ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
+    None: lambda z: z,
+    "relu": F.relu,
+    "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def _device_for(t: torch.Tensor) -> Device:
+    ordinal = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    dev = _devices.get(ordinal)
+    if dev is None or dev.closed:
+        want = str(torch.cuda.get_device_properties(ordinal).uuid).replace("-", "")
+        for i in range(_helios.device_count()):
+            cand = Device(i)
+            if str(cand.info["uuid"]).replace("-", "") == want:
+                dev = cand
+                break
+            cand.close()
+        else:
+            raise _helios.UnsupportedError(
+                f"helios.torch: no Vulkan device has the UUID of CUDA device {ordinal} ({want})"
+            )
+        _devices[ordinal] = dev
+    return dev
+
+
+def _check(name: str, t: Any, ndim: Optional[tuple] = None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
+    if not t.is_cuda:
+        raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
+    if t.dtype != torch.float16:
+        raise TypeError(
+            f"helios.torch: {name} is {t.dtype}; this version takes float16 (bfloat16 is not supported yet)"
+        )
+    if ndim is not None and t.dim() not in ndim:
+        raise ValueError(f"helios.torch: {name} must have {' or '.join(map(str, ndim))} dimensions, got {t.dim()}")
+
+
+def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: str = "float16") -> Any:
+    """A Helios tensor holding t's values: t copied device to device on torch's
+    current stream into this slot's exportable tensor (made once per shape)."""
+    key = (ordinal, slot, tuple(t.shape), dtype)
+    entry = _staging.get(key)
+    if entry is None:
+        h = dev.empty(tuple(t.shape), dtype, exportable=True)
+        entry = (h, torch.from_dlpack(h))
+        _staging[key] = entry
+    entry[1].copy_(t)
+    return entry[0]
+
+
+def _to_torch(h: Any) -> torch.Tensor:
+    return torch.from_dlpack(h)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b: bool = False, **epi: Any):
+    """op(a) @ op(b) (+ bias, activation) for 2-D float16 CUDA tensors, as a torch tensor."""
+    with _lock:
+        dev = _device_for(a)
+        ordinal = a.device.index if a.device.index is not None else torch.cuda.current_device()
+        ha = _stage(dev, ordinal, "a", a.contiguous())
+        hb = _stage(dev, ordinal, "b", b.contiguous())
+        if epi.get("bias") is not None:
+            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous(), "float32")
+        torch.cuda.current_stream(a.device).synchronize()  # the copies are done before Helios reads
+        m = a.shape[1] if trans_a else a.shape[0]
+        n = b.shape[0] if trans_b else b.shape[1]
+        out = dev.empty((m, n), "float16", exportable=True)  # torch receives it with no copy
+        dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, **{k: v for k, v in epi.items() if v is not None})
+        return _to_torch(out)
+
+
+class _Matmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        return _product(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        a, b = ctx.saved_tensors
+        g = grads[0].contiguous()
+        ga = _product(g, b, trans_b=True) if ctx.needs_input_grad[0] else None  # g @ b^T
+        gb = _product(a, g, trans_a=True) if ctx.needs_input_grad[1] else None  # a^T @ g
+        return ga, gb
+
+
+class _Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], act: Optional[str]):
+        ctx.save_for_backward(x, w, bias)
+        ctx.act = act
+        return _product(x, w, trans_b=True, bias=bias, activation=act)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        x, w, bias = ctx.saved_tensors
+        g = grads[0].contiguous()
+        if ctx.act is not None:
+            # the activation's derivative at the pre-activation, recomputed (Helios, no activation)
+            z = _product(x, w, trans_b=True, bias=bias).float().requires_grad_(True)
+            with torch.enable_grad():
+                y = _ACTIVATIONS[ctx.act](z)
+            (gz,) = torch.autograd.grad(y, z, g.float())
+            g = gz.to(torch.float16).contiguous()
+        gx = _product(g, w) if ctx.needs_input_grad[0] else None  # g @ w
+        gw = _product(g, x, trans_a=True) if ctx.needs_input_grad[1] else None  # g^T @ x
+        gb = g.float().sum(0).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
+        return gx, gw, gb, None
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]):
+        ctx.save_for_backward(q, k, v)
+        ctx.causal, ctx.scale = causal, scale
+        with _lock:
+            dev = _device_for(q)
+            ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
+            hq = _stage(dev, ordinal, "q", q.contiguous())
+            hk = _stage(dev, ordinal, "k", k.contiguous())
+            hv = _stage(dev, ordinal, "v", v.contiguous())
+            torch.cuda.current_stream(q.device).synchronize()
+            out = dev.empty(tuple(q.shape), "float16", exportable=True)
+            dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out)
+            return _to_torch(out)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        # Recomputed through torch's SDPA: Helios has no attention backward kernel yet.
+        q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
+        with torch.enable_grad():
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal, scale=ctx.scale)
+        gq, gk, gv = torch.autograd.grad(o, (q, k, v), grads[0])
+        return gq, gk, gv, None, None
+
+
+@torch.compiler.disable
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for 2-D float16 CUDA tensors (fp32 accumulation, rounded once to
+    float16), differentiable: both gradients are Helios products."""
+    _check("a", a, (2,))
+    _check("b", b, (2,))
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"helios.torch.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not chain")
+    return _Matmul.apply(a, b)
+
+
+@torch.compiler.disable
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, activation: Optional[str] = None
+) -> torch.Tensor:
+    """activation(x @ weight.T + bias) as torch.nn.functional.linear (weight is
+    out_features x in_features; x is (..., in_features)), with the bias and the
+    activation fused into the product's epilogue. activation: None, "relu",
+    "gelu_tanh" or "silu". Differentiable: x and weight gradients are Helios
+    products, the activation's derivative is taken at the recomputed pre-activation."""
+    _check("x", x)
+    _check("weight", weight, (2,))
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"helios.torch.linear: activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.shape != (weight.shape[0],) or not bias.is_cuda:
+            raise ValueError(f"helios.torch.linear: bias must be a CUDA tensor of shape ({weight.shape[0]},)")
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"helios.torch.linear: x's last dimension {x.shape[-1]} is not weight's in_features {weight.shape[1]}"
+        )
+    lead = x.shape[:-1]
+    y = _Linear.apply(x.reshape(-1, x.shape[-1]), weight, bias, activation)
+    return y.reshape(*lead, weight.shape[0])
+
+
+@torch.compiler.disable
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: Optional[float] = None
+) -> torch.Tensor:
+    """softmax(scale * q k^T [+ causal mask]) v for (B, H, S, d) float16 CUDA
+    tensors, as torch's scaled_dot_product_attention (is_causal=causal). Backward
+    recomputes through torch's SDPA (Helios has no attention backward kernel yet)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check(name, t, (4,))
+    return _Attention.apply(q, k, v, bool(causal), scale)

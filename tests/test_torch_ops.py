@@ -1,0 +1,106 @@
+"""helios.torch: Helios ops on torch CUDA tensors, forward against float64 and
+gradients against torch's own autograd. Without CUDA (CI on lavapipe) only the
+refusals run: every other test says why it is skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+ht = pytest.importorskip("helios.torch", reason="helios.torch needs torch")
+
+
+def test_refusals_name_what_is_wrong():
+    cpu = torch.ones(4, 4, dtype=torch.float16)
+    with pytest.raises(TypeError, match="must be a CUDA tensor, got one on cpu"):
+        ht.matmul(cpu, cpu)
+    with pytest.raises(TypeError, match="must be a torch.Tensor, not list"):
+        ht.linear([1.0], cpu)
+    with pytest.raises(TypeError, match="must be a CUDA tensor"):
+        ht.attention(cpu[None, None], cpu[None, None], cpu[None, None])
+
+
+@pytest.fixture()
+def cuda(device):
+    if not torch.cuda.is_available():
+        pytest.skip("torch.cuda is not available here (no CUDA driver or GPU)")
+    if not device.info.get("external_memory_fd"):
+        pytest.skip("the Vulkan device offers no exportable memory (VK_KHR_external_memory_fd)")
+    return torch.device("cuda")
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, rel: float) -> None:
+    """max |got - want| within rel of max |want| (fp16 outputs, fp32 accumulation)."""
+    err = (got.double() - want.double()).abs().max().item()
+    scale = want.double().abs().max().item() or 1.0
+    assert err <= rel * scale, f"max error {err:.3g} vs scale {scale:.3g}"
+
+
+def test_dtype_and_shape_refusals_on_cuda(cuda):
+    a = torch.ones(8, 8, device=cuda, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16 is not supported yet"):
+        ht.matmul(a, a)
+    h = torch.ones(8, 4, device=cuda, dtype=torch.float16)
+    with pytest.raises(ValueError, match="do not chain"):
+        ht.matmul(h, h)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        ht.linear(h, h, activation="tanh")
+
+
+def test_matmul_forward_and_gradients(cuda):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(96, 72, device=cuda, generator=g).half().requires_grad_(True)
+    b = torch.randn(72, 40, device=cuda, generator=g).half().requires_grad_(True)
+    y = ht.matmul(a, b)
+    assert y.is_cuda and y.dtype == torch.float16 and y.shape == (96, 40)
+    _close(y, a.double() @ b.double(), 2e-3)
+    go = torch.randn(96, 40, device=cuda, generator=g).half()
+    y.backward(go)
+    _close(a.grad, go.double() @ b.double().T, 2e-3)
+    _close(b.grad, a.double().T @ go.double(), 2e-3)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu_tanh", "silu"])
+def test_linear_forward_and_gradients(cuda, activation):
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(3, 50, 64, device=cuda, generator=g).half().requires_grad_(True)
+    w = (torch.randn(80, 64, device=cuda, generator=g) / 8).half().requires_grad_(True)
+    bias = torch.randn(80, device=cuda, generator=g).half().requires_grad_(True)
+    act = {None: lambda z: z, "relu": torch.relu, "silu": torch.nn.functional.silu}.get(
+        activation, lambda z: torch.nn.functional.gelu(z, approximate="tanh")
+    )
+    y = ht.linear(x, w, bias, activation=activation)
+    assert y.shape == (3, 50, 80)
+    xr, wr, br = (t.detach().double().requires_grad_(True) for t in (x, w, bias))
+    want = act(torch.nn.functional.linear(xr, wr, br))
+    _close(y, want, 5e-3)
+    go = torch.randn(3, 50, 80, device=cuda, generator=g).half()
+    y.backward(go)
+    want.backward(go.double())
+    _close(x.grad, xr.grad, 1e-2)
+    _close(w.grad, wr.grad, 1e-2)
+    _close(bias.grad, br.grad, 1e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_forward_and_gradients(cuda, causal):
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(2, 4, 130, 64, device=cuda, generator=g).half().requires_grad_(True) for _ in range(3))
+    o = ht.attention(q, k, v, causal=causal)
+    qr, kr, vr = (t.detach().double().requires_grad_(True) for t in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+    _close(o, want, 5e-3)
+    go = torch.randn_like(o)
+    o.backward(go)
+    want.backward(go.double())
+    for got, ref in ((q.grad, qr.grad), (k.grad, kr.grad), (v.grad, vr.grad)):
+        _close(got, ref, 2e-2)
+
+
+def test_outputs_are_torch_memory_helios_wrote(cuda):
+    """The result is handed over with no copy: its memory is a Helios export."""
+    a = torch.ones(64, 64, device=cuda, dtype=torch.float16)
+    y = ht.matmul(a, a)
+    assert torch.all(y == 64)
+    dev = ht._device_for(a)
+    assert dev.telemetry()["live_exports"] >= 1
