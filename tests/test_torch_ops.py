@@ -104,3 +104,16 @@ def test_outputs_are_torch_memory_helios_wrote(cuda):
     assert torch.all(y == 64)
     dev = ht._device_for(a)
     assert dev.telemetry()["live_exports"] >= 1
+
+
+def test_results_are_pooled_once_torch_frees_them(cuda):
+    """A result torch has freed is written again by a later op of its shape; one
+    torch still holds never is."""
+    a = torch.ones(32, 32, device=cuda, dtype=torch.float16)
+    first = ht.matmul(a, a)
+    ptr = first.data_ptr()
+    second = ht.matmul(a, 2 * a)
+    assert second.data_ptr() != ptr and torch.all(first == 32) and torch.all(second == 64)
+    del first
+    third = ht.matmul(a, 3 * a)
+    assert third.data_ptr() == ptr and torch.all(third == 96) and torch.all(second == 64)

@@ -176,6 +176,7 @@ int hl_tensor_exportable(const hl_tensor *t);
  * export until hl_tensor_export_done; HL_ERR_UNSUPPORTED naming what is missing. */
 hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_error *err);
 void hl_tensor_export_done(hl_tensor *t);
+uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */
 hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */

@@ -148,8 +148,9 @@ struct hl_tensor {
     hl_device *dev; /* NULL once the device closed */
     hl_buffer buf;  /* a view's is its owner's (never freed through the view) */
     uint64_t bytes;
-    uint64_t offset; /* bytes into buf where this tensor starts (views; 0 otherwise) */
-    int is_view;     /* a slice of another tensor's memory (hl_tensor_view) */
+    uint64_t offset;  /* bytes into buf where this tensor starts (views; 0 otherwise) */
+    int is_view;      /* a slice of another tensor's memory (hl_tensor_view) */
+    uint64_t exports; /* DLPack exports of it a consumer still holds */
     struct hl_tensor *prev, *next;
 };
 void hl_tensors_release(hl_device *dev); /* device close: free every tensor's memory */

@@ -57,12 +57,17 @@ hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_er
     *ptr = t->buf.cuda_ptr;
     *ordinal = t->dev->cuda_ordinal;
     t->dev->live_exports++;
+    t->exports++;
     return HL_OK;
 }
 
 void hl_tensor_export_done(hl_tensor *t) {
-    if (t && t->dev && t->dev->live_exports) t->dev->live_exports--;
+    if (!t) return;
+    if (t->exports) t->exports--;
+    if (t->dev && t->dev->live_exports) t->dev->live_exports--;
 }
+
+uint64_t hl_tensor_exports(const hl_tensor *t) { return t ? t->exports : 0; }
 
 uint64_t hl_device_live_exports(const hl_device *dev) { return dev ? dev->live_exports : 0; }
 

@@ -165,6 +165,9 @@ static PyObject *Tensor_device(TensorObject *self, void *c) {
     return Py_NewRef(self->device ? (PyObject *)self->device : Py_None);
 }
 static PyObject *Tensor_alive(TensorObject *self, void *c) { return PyBool_FromLong(hl_tensor_alive(self->t)); }
+static PyObject *Tensor_exports(TensorObject *self, void *c) {
+    return PyLong_FromUnsignedLongLong(hl_tensor_exports(self->t));
+}
 static PyObject *Tensor_exportable(TensorObject *self, void *c) {
     return PyBool_FromLong(hl_tensor_exportable(self->t));
 }
@@ -187,6 +190,7 @@ static PyGetSetDef Tensor_getset[] = {
     {"device", (getter)Tensor_device, NULL, "The Device the memory belongs to.", NULL},
     {"alive", (getter)Tensor_alive, NULL, "False once the Device closed (the memory is gone).", NULL},
     {"exportable", (getter)Tensor_exportable, NULL, "True when CUDA can map the memory (DLPack export).", NULL},
+    {"exports", (getter)Tensor_exports, NULL, "DLPack exports of this memory a consumer still holds.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -9,10 +9,11 @@ products (the transposed layouts); attention backward recomputes through torch's
 ``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
 
 How data moves in this version: each input is copied device to device, on
-torch's current stream, into an exportable Helios tensor kept per shape; the
-stream is synchronized (one host wait per call); Helios runs the op into a fresh
-exportable tensor that torch receives with no copy (DLPack). There is never a
-host round trip. Stream ordering through a shared semaphore (no host wait) and
+torch's current stream, into an exportable Helios tensor kept per shape (weights
+too, every call: a tensor modified through ``.data`` keeps its version counter,
+so a cached copy could go stale); the stream is synchronized (one host wait per call); Helios runs the op
+into an exportable tensor that torch receives with no copy (DLPack), taken from
+a pool of results torch has freed. There is never a host round trip. Stream ordering through a shared semaphore (no host wait) and
 bfloat16 are still to come: bfloat16 inputs raise TypeError.
 
 ``torch.compile``: these functions are excluded from tracing
@@ -34,6 +35,8 @@ from .device import Device
 _lock = threading.Lock()  # one op at a time: the staging tensors are shared
 _devices: dict[int, Device] = {}  # CUDA ordinal -> the Helios Device with its UUID
 _staging: dict[tuple, tuple] = {}  # (ordinal, slot, shape, dtype) -> (Helios tensor, torch view)
+_results: dict[tuple, list] = {}  # (ordinal, shape, dtype) -> Helios tensors handed out before
+MAX_POOLED = 8  # results kept per shape
 
 _ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda z: z,
@@ -88,6 +91,21 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: str = "
     return entry[0]
 
 
+def _result(dev: Device, ordinal: int, shape: tuple) -> Any:
+    """An exportable float16 Helios tensor for an op's result: one torch has
+    released (no export held) from the pool, else a new one. Reuse is safe: before
+    Helios writes it, torch's current stream is synchronized, so whatever torch
+    still queued on the old result has run."""
+    pool = _results.setdefault((ordinal, shape), [])
+    for h in pool:
+        if h.exports == 0:
+            return h
+    h = dev.empty(shape, "float16", exportable=True)
+    if len(pool) < MAX_POOLED:
+        pool.append(h)
+    return h
+
+
 def _to_torch(h: Any) -> torch.Tensor:
     return torch.from_dlpack(h)
 
@@ -104,7 +122,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b
         torch.cuda.current_stream(a.device).synchronize()  # the copies are done before Helios reads
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
-        out = dev.empty((m, n), "float16", exportable=True)  # torch receives it with no copy
+        out = _result(dev, ordinal, (m, n))  # torch receives it with no copy
         dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, **{k: v for k, v in epi.items() if v is not None})
         return _to_torch(out)
 
@@ -160,7 +178,7 @@ class _Attention(torch.autograd.Function):
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
             torch.cuda.current_stream(q.device).synchronize()
-            out = dev.empty(tuple(q.shape), "float16", exportable=True)
+            out = _result(dev, ordinal, tuple(q.shape))
             dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out)
             return _to_torch(out)
 
