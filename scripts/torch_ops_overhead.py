@@ -65,7 +65,7 @@ def main() -> int:
         x = torch.randn(tokens, args.d, device=dev).half()
         for _ in range(5):  # warm: pipelines, staging tensors, clocks
             ht.linear(x, w1, b1, activation="gelu_tanh")
-        hdev = ht._device_for(x)
+        hdev = ht.device_for(x)
         kernel = hdev.time_matmul(tokens, args.hidden, args.d, iters=args.reps, warmup=5)
         helios_wall = wall(lambda: ht.linear(x, w1, b1, activation="gelu_tanh"), args.reps)
         torch_ev = events(lambda: F.gelu(F.linear(x, w1, b1), approximate="tanh"), args.reps)

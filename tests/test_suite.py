@@ -29,7 +29,7 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
             "--warmup",
             "1",
             "--adapters",
-            "helios,helios_per_call,torch_eager,torch_compile",
+            "helios,helios_per_call,helios_torch,torch_eager,torch_compile",
             "--tag",
             "ci",
             f"--out={out}",
@@ -40,10 +40,10 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
     assert res["schema"] == "helios-suite/1" and res["tag"] == "ci" and res["status"] == "ok"
     assert out.with_suffix(".md").read_text().startswith("# helios suite mlp (ci)")
     assert [(r["tokens"], r["adapter"]) for r in res["rows"]] == [
-        (t, a) for t in (16, 33) for a in ("helios", "helios_per_call", "torch_eager", "torch_compile")
+        (t, a) for t in (16, 33) for a in ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
     ]
     for r in res["rows"]:
-        if r["adapter"].startswith("helios"):
+        if r["adapter"] in ("helios", "helios_per_call"):
             assert r["status"] == "ok" and r["check"]["passed"] and r["check"]["nonfinite_total"] == 0
             lat = r["latency_ms"]
             assert 0 < lat["min"] <= lat["p50"] <= lat["p95"] <= lat["max"]

@@ -102,7 +102,7 @@ def test_outputs_are_torch_memory_helios_wrote(cuda):
     a = torch.ones(64, 64, device=cuda, dtype=torch.float16)
     y = ht.matmul(a, a)
     assert torch.all(y == 64)
-    dev = ht._device_for(a)
+    dev = ht.device_for(a)
     assert dev.telemetry()["live_exports"] >= 1
 
 

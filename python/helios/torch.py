@@ -46,7 +46,9 @@ _ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _device_for(t: torch.Tensor) -> Device:
+def device_for(t: torch.Tensor) -> Device:
+    """The Helios Device that runs this CUDA tensor's ops: the Vulkan device with
+    the UUID of the tensor's CUDA device (opened once, kept for the process)."""
     ordinal = t.device.index if t.device.index is not None else torch.cuda.current_device()
     dev = _devices.get(ordinal)
     if dev is None or dev.closed:
@@ -113,7 +115,7 @@ def _to_torch(h: Any) -> torch.Tensor:
 def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b: bool = False, **epi: Any):
     """op(a) @ op(b) (+ bias, activation) for 2-D float16 CUDA tensors, as a torch tensor."""
     with _lock:
-        dev = _device_for(a)
+        dev = device_for(a)
         ordinal = a.device.index if a.device.index is not None else torch.cuda.current_device()
         ha = _stage(dev, ordinal, "a", a.contiguous())
         hb = _stage(dev, ordinal, "b", b.contiguous())
@@ -172,7 +174,7 @@ class _Attention(torch.autograd.Function):
         ctx.save_for_backward(q, k, v)
         ctx.causal, ctx.scale = causal, scale
         with _lock:
-            dev = _device_for(q)
+            dev = device_for(q)
             ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
             hq = _stage(dev, ordinal, "q", q.contiguous())
             hk = _stage(dev, ordinal, "k", k.contiguous())

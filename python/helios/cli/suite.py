@@ -107,8 +107,8 @@ def register(sub: Any) -> None:
     ps.add_argument("--warmup", type=warmup_count, default=10, help="untimed forwards first (default 10)")
     ps.add_argument(
         "--adapters",
-        default="helios,helios_per_call,torch_eager,torch_compile",
-        help="comma-separated subset of helios, helios_per_call, torch_eager, torch_compile "
+        default="helios,helios_per_call,helios_torch,torch_eager,torch_compile",
+        help="comma-separated subset of helios, helios_per_call, helios_torch, torch_eager, torch_compile "
         "(default all; torch ones are recorded as skipped without CUDA)",
     )
     ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")

@@ -10,6 +10,10 @@ Adapters, on the same GPU and inputs:
   helios_per_call  the same math through helios.matmul on host arrays: every
                    forward uploads x and the weights and reads the result back
                    (host wall clock per forward: the round trips the chain removes)
+  helios_torch     the block as a torch program would call Helios: helios.torch.linear
+                   (bias and GELU fused) on torch CUDA tensors; host wall clock per
+                   forward (device-to-device staging on torch's stream, one host
+                   wait per product, results handed to torch with no copy)
   torch_eager      torch.addmm + gelu(approximate='tanh') + addmm, CUDA events
   torch_compile    the same function through torch.compile, CUDA events
   any other        an external command (TVM_BENCH_CMD, ..., --adapter-cmd NAME=COMMAND):
@@ -40,7 +44,7 @@ from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from .protocol import INTERRUPTED
 from .results import SUITE_SCHEMA, fmt_tflops, md_cell, provenance
 
-ADAPTERS = ("helios", "helios_per_call", "torch_eager", "torch_compile")
+ADAPTERS = ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
 WARMUP_MS = 200.0  # at least this much GPU work before timing, as helios bench (clocks ramp)
 RAMP_MS = 50.0  # GPU work per clock-ramp burst
@@ -203,18 +207,16 @@ def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     return _finish(row, wl, wall, int(dev.telemetry()["peak_device_bytes"]))
 
 
-def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str] = None) -> dict:
-    name = "torch_compile" if compiled else "torch_eager"
-    row: dict = {"adapter": name, "timer": "cuda events per forward"}
+def _torch_cuda(row: dict, uuid: Optional[str]) -> Optional[tuple]:
+    """(torch, the CUDA device Helios's Vulkan device is), or None with row["status"] saying why."""
     try:
         import torch
     except ImportError:
         row["status"] = "skipped: torch is not installed"
-        return row
+        return None
     if not torch.cuda.is_available():
         row["status"] = "skipped: torch sees no CUDA device"
-        return row
-    torch.backends.cuda.matmul.allow_tf32 = False
+        return None
     index = torch.cuda.current_device()
     if uuid is not None:  # the GPU Helios runs on, never another one
         from .references import torch_index_for_uuid
@@ -222,10 +224,63 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
         found = torch_index_for_uuid(torch, uuid)
         if found is None:
             row["status"] = f"skipped: no CUDA device matches the Vulkan device (UUID {uuid})"
-            return row
+            return None
         index = found
         torch.cuda.set_device(index)
-    dev = torch.device("cuda", index)
+    return torch, torch.device("cuda", index)
+
+
+def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None) -> dict:
+    row: dict = {
+        "adapter": "helios_torch",
+        "timer": "host wall clock per forward (helios.torch.linear on torch CUDA tensors)",
+    }
+    found = _torch_cuda(row, uuid)
+    if found is None:
+        return row
+    torch, dev = found
+    from .. import torch as ht  # helios.torch (needs torch: imported only here)
+
+    x = torch.from_numpy(wl.x).to(dev)
+    w1t, w2t = (torch.from_numpy(np.ascontiguousarray(w.T)).to(dev) for w in (wl.w1, wl.w2))  # (out, in)
+    b1, b2 = (torch.from_numpy(b).to(dev, torch.float16) for b in (wl.b1, wl.b2))
+
+    def forward():
+        return ht.linear(ht.linear(x, w1t, b1, activation="gelu_tanh"), w2t, b2)
+
+    try:
+        y = forward()
+    except Exception as e:  # no CUDA interop here (driver, exportable memory): a result, not a crash
+        row["status"] = f"skipped: helios.torch unavailable: {type(e).__name__}: {str(e)[:200]}"
+        return row
+    row["check"] = gate(y.float().cpu().numpy(), wl, cfg)
+    if not row["check"]["passed"]:
+        row["status"] = "check failed"
+        return row
+    for _ in range(max(cfg.warmup, 3)):
+        forward()
+    before = gpu_state()
+    wall = []
+    for _ in range(cfg.iters):
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        forward()
+        torch.cuda.synchronize(dev)
+        wall.append((time.perf_counter() - t0) * 1e3)
+    row["gpu_state"] = {"before": before, "after": gpu_state()}
+    hdev = ht.device_for(x)
+    return _finish(row, wl, wall, int(hdev.telemetry()["peak_device_bytes"]))
+
+
+def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str] = None) -> dict:
+    name = "torch_compile" if compiled else "torch_eager"
+    row: dict = {"adapter": name, "timer": "cuda events per forward"}
+    found = _torch_cuda(row, uuid)
+    if found is None:
+        return row
+    torch, dev = found
+    index = dev.index
+    torch.backends.cuda.matmul.allow_tf32 = False
     x, w1, w2 = (torch.from_numpy(a).to(dev) for a in (wl.x, wl.w1, wl.w2))
     b1 = torch.from_numpy(wl.b1).to(dev, torch.float16)
     b2 = torch.from_numpy(wl.b2).to(dev, torch.float16)
@@ -331,6 +386,8 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                         row = run_helios(dev, wl, cfg)
                     elif adapter == "helios_per_call":
                         row = run_helios_per_call(dev, wl, cfg)
+                    elif adapter == "helios_torch":
+                        row = run_helios_torch(wl, cfg, dev.info["uuid"])
                     else:
                         row = run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
                     row["tokens"] = tokens
