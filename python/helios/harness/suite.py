@@ -434,8 +434,9 @@ def suite_markdown(result: dict) -> str:
     lines += [
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
-        "wall clock (uploads + downloads included). Peak memory: Helios's device-local allocations "
-        "(weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
+        "wall clock (uploads + downloads included); helios_torch: host wall clock (device-to-device "
+        "staging and one host wait per product included). Peak memory: Helios's device-local "
+        "allocations (weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
     ]
     ext = result.get("external_adapters") or {}
     if ext:
