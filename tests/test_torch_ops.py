@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+import helios
+
 torch = pytest.importorskip("torch", reason="torch is not installed")
 ht = pytest.importorskip("helios.torch", reason="helios.torch needs torch")
 
@@ -117,3 +119,45 @@ def test_results_are_pooled_once_torch_frees_them(cuda):
     del first
     third = ht.matmul(a, 3 * a)
     assert third.data_ptr() == ptr and torch.all(third == 96) and torch.all(second == 64)
+
+
+def _semaphore_or_skip(t):
+    how = ht.ordering(t)
+    if how != "semaphore":
+        pytest.skip(f"ops are ordered by a host wait here ({how})")
+
+
+def test_no_host_wait_and_the_stream_still_sees_helios_results(cuda):
+    """A long Helios product, then torch reads its result at once: the stream waits
+    for Helios through the shared semaphore (the output is poisoned to NaN first,
+    so a read that overtook Helios would not match)."""
+    a = torch.full((8192, 8192), 0.5, device=cuda, dtype=torch.float16)
+    _semaphore_or_skip(a)
+    for _ in range(3):
+        y = ht.matmul(a, a)
+        total = y.float().sum()  # queued on the stream right behind the product
+        assert total.item() == pytest.approx(8192 * 8192 * 2048.0)
+
+
+def test_helios_sees_what_torch_queued_before(cuda):
+    """torch writes the input on its stream and calls Helios at once: Helios starts
+    only after the stream got there."""
+    a = torch.empty((4096, 4096), device=cuda, dtype=torch.float16)
+    _semaphore_or_skip(a)
+    for k in range(1, 4):
+        a.fill_(float(k))  # queued, not finished, when the op is called
+        y = ht.matmul(a, torch.ones((4096, 64), device=cuda, dtype=torch.float16))
+        assert torch.all(y == 4096.0 * k).item()
+
+
+def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch):
+    """With the stream's wait removed, an immediate read sees the poisoned output:
+    the test above would fail, so it tests the wait."""
+    a = torch.full((8192, 8192), 0.5, device=cuda, dtype=torch.float16)
+    _semaphore_or_skip(a)
+    monkeypatch.setattr(helios.Device, "_cuda_wait", lambda self, stream, value: None)
+    y = ht.matmul(a, a)
+    early = y.float().sum().item()
+    torch.cuda.synchronize()
+    ht.device_for(a).telemetry()  # the device is still usable
+    assert early != pytest.approx(8192 * 8192 * 2048.0)

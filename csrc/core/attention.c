@@ -279,7 +279,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                                  .bytes = kv_bytes,
                                  .slot = HL_BIND_ATTENTION_V},
     };
-    const hl_exec_timing timing = {args->warmup, args->iters, args->flush_bytes, args->samples_ms, args->batch_ms};
+    const hl_exec_timing timing = {args->warmup,   args->iters,      args->flush_bytes, args->samples_ms,
+                                   args->batch_ms, args->wait_value, args->signal_value};
     char vs[HL_VARIANT_STR_MAX];
     hl_attn_variant_format(&v, vs, sizeof vs);
     HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_ATTENTION_COUNT, record_attention, &pl, &timing, vs, args->info, err));

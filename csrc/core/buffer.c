@@ -117,6 +117,7 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
 
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
     if (b->buffer && b->size >= size) return HL_OK;
+    if (b->buffer) hl_async_quiesce(dev); /* an async submission may still use it */
     hl_buffer_destroy(dev, b);
     /* Round up so that a sweep of growing shapes does not reallocate every call. */
     VkDeviceSize rounded = size < 4096 ? 4096 : size + size / 8;

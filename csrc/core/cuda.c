@@ -48,6 +48,59 @@ typedef struct {
     unsigned int reserved[16];
 } CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
 
+/* Timeline semaphores shared with Vulkan (cuda.h's layouts). */
+typedef struct CUextSemaphore_st *CUexternalSemaphore;
+typedef struct CUstream_st *CUstream;
+#define CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD 9
+typedef struct {
+    int type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciSyncObj;
+    } handle;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC;
+typedef struct {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+        } keyedMutex;
+        unsigned int reserved[12];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS;
+typedef struct {
+    struct {
+        struct {
+            unsigned long long value;
+        } fence;
+        union {
+            void *fence;
+            unsigned long long reserved;
+        } nvSciSync;
+        struct {
+            unsigned long long key;
+            unsigned int timeoutMs;
+        } keyedMutex;
+        unsigned int reserved[10];
+    } params;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS;
+
 // clang-format off: one entry point a line (symbol, parameters); each returns a CUresult
 #define HL_CU_FUNCS(X) \
     X(cuInit, (unsigned)) \
@@ -62,7 +115,11 @@ typedef struct {
     X(cuImportExternalMemory, (CUexternalMemory *, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *)) \
     X(cuExternalMemoryGetMappedBuffer, (unsigned long long *, CUexternalMemory, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *)) \
     X(cuDestroyExternalMemory, (CUexternalMemory)) \
-    X(cuMemFree_v2, (unsigned long long))
+    X(cuMemFree_v2, (unsigned long long)) \
+    X(cuImportExternalSemaphore, (CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *)) \
+    X(cuSignalExternalSemaphoresAsync, (const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *, unsigned, CUstream)) \
+    X(cuWaitExternalSemaphoresAsync, (const CUexternalSemaphore *, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *, unsigned, CUstream)) \
+    X(cuDestroyExternalSemaphore, (CUexternalSemaphore))
 // clang-format on
 
 #define HL_CU_DEFINE(name, params)                                                                                     \
@@ -215,4 +272,61 @@ void hl_cuda_detach(hl_device *dev) {
     if (!dev->cuda_ctx) return;
     p_cuDevicePrimaryCtxRelease_v2(dev->cuda_device);
     dev->cuda_ctx = NULL;
+}
+
+hl_status hl_cuda_import_semaphore(hl_device *dev, int fd, hl_error *err) {
+    hl_status st = HL_OK;
+    int pushed = 0;
+    HL_TRY(cuda_attach(dev, err));
+    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
+    pushed = 1;
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC hd = {.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD,
+                                              .handle.fd = fd};
+    CUexternalSemaphore sem = NULL;
+    HL_CU(cuImportExternalSemaphore(&sem, &hd)); /* owns fd from here */
+    fd = -1;
+    dev->cuda_sem = sem;
+fail:
+    if (pushed) {
+        CUcontext popped;
+        p_cuCtxPopCurrent_v2(&popped);
+    }
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+/* Stream work on the shared semaphore, in the device's primary context. */
+static hl_status stream_op(hl_device *dev, uint64_t stream, uint64_t value, int signal, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!dev->cuda_sem) return hl_fail(err, HL_ERR_UNSUPPORTED, "CUDA interop: no semaphore shared with CUDA yet");
+    CUexternalSemaphore sem = (CUexternalSemaphore)dev->cuda_sem;
+    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
+    CUresult r;
+    if (signal) {
+        CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS sp = {.params.fence.value = value};
+        r = p_cuSignalExternalSemaphoresAsync(&sem, &sp, 1, (CUstream)(uintptr_t)stream);
+    } else {
+        CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS wp = {.params.fence.value = value};
+        r = p_cuWaitExternalSemaphoresAsync(&sem, &wp, 1, (CUstream)(uintptr_t)stream);
+    }
+    CUcontext popped;
+    p_cuCtxPopCurrent_v2(&popped);
+    if (r != 0) return cu_fail(err, r, signal ? "cuSignalExternalSemaphoresAsync" : "cuWaitExternalSemaphoresAsync");
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_cuda_stream_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err) {
+    return stream_op(dev, stream, value, 1, err);
+}
+
+hl_status hl_cuda_stream_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err) {
+    return stream_op(dev, stream, value, 0, err);
+}
+
+void hl_cuda_release_semaphore(hl_device *dev) {
+    if (!dev->cuda_sem) return;
+    p_cuDestroyExternalSemaphore((CUexternalSemaphore)dev->cuda_sem);
+    dev->cuda_sem = NULL;
 }

@@ -164,6 +164,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
     c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
     c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+    int ext_sem_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
     int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 #ifdef VK_NV_shader_sm_builtins
     if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
@@ -214,6 +215,18 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         goto fail;
     }
     c->has_fp16 = f12.shaderFloat16;
+    /* Ordering with CUDA without host waits: a timeline semaphore both can signal and wait on. */
+    c->external_semaphore_fd = c->external_memory_fd && ext_sem_fd && f12.timelineSemaphore;
+    if (c->external_semaphore_fd) { /* and a timeline semaphore it can export as an opaque fd */
+        VkSemaphoreTypeCreateInfo tl = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+        VkPhysicalDeviceExternalSemaphoreInfo si = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_SEMAPHORE_INFO,
+                                                    .pNext = &tl,
+                                                    .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+        VkExternalSemaphoreProperties sp = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_SEMAPHORE_PROPERTIES};
+        vkGetPhysicalDeviceExternalSemaphoreProperties(dev->phys, &si, &sp);
+        c->external_semaphore_fd = (sp.externalSemaphoreFeatures & VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT) != 0;
+    }
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
 #ifdef VK_NV_cooperative_matrix2
@@ -368,13 +381,15 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                             .pNext = &f13,
                                             .shaderFloat16 = (VkBool32)c->has_fp16,
                                             .vulkanMemoryModel = (VkBool32)c->has_coop,
-                                            .vulkanMemoryModelDeviceScope = VK_FALSE};
+                                            .vulkanMemoryModelDeviceScope = VK_FALSE,
+                                            .timelineSemaphore = (VkBool32)c->external_semaphore_fd};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = VK_TRUE};
-    const char *exts[4];
+    const char *exts[5];
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
+    if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
@@ -389,6 +404,11 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     if (c->external_memory_fd) {
         dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetMemoryFdKHR");
         if (!dev->get_memory_fd) dev->caps.external_memory_fd = 0;
+    }
+    if (c->external_semaphore_fd) {
+        dev->get_semaphore_fd = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetSemaphoreFdKHR");
+        dev->wait_semaphores = (PFN_vkWaitSemaphores)vkGetDeviceProcAddr(dev->device, "vkWaitSemaphores");
+        if (!dev->get_semaphore_fd || !dev->wait_semaphores) dev->caps.external_semaphore_fd = 0;
     }
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -519,6 +539,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
+        hl_async_close(dev);
         hl_cuda_detach(dev);
         hl_device_release_scratch(dev);
         hl_buffer_destroy(dev, &dev->staging);
@@ -535,6 +556,7 @@ void hl_device_destroy(hl_device *dev) {
 }
 
 void hl_device_release_scratch(hl_device *dev) {
+    hl_async_quiesce(dev);
     hl_buffer_destroy(dev, &dev->buf_a);
     hl_buffer_destroy(dev, &dev->buf_b);
     hl_buffer_destroy(dev, &dev->buf_c);

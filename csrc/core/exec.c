@@ -13,8 +13,90 @@ static hl_binding binding_of(const hl_operand *o) {
                      : (hl_binding){o->scratch ? o->scratch->buffer : VK_NULL_HANDLE, 0};
 }
 
+/* An async operation: tensors only, recorded once into a ring slot's command
+ * buffer, submitted to wait for wait_value and signal signal_value, not waited for. */
+static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
+    struct hl_ring_slot *slot;
+    VkCommandBuffer sync_cmd = VK_NULL_HANDLE; /* the helpers record into dev->cmd: swapped for the slot's */
+    for (uint32_t i = 0; i < x->n_operands; i++)
+        if (!x->operands[i].tensor && (x->operands[i].upload || x->operands[i].download))
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                           "an operation ordered with CUDA takes tensors only (no host operands)");
+    if (x->iters || !x->record)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "an operation ordered with CUDA is not timed");
+    if (!dev->timeline || x->signal_value <= x->wait_value || x->signal_value <= dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
+                       (unsigned long long)x->wait_value, (unsigned long long)x->signal_value);
+    for (uint32_t i = 0; i < x->n_operands; i++)
+        if (!x->operands[i].tensor && x->operands[i].scratch)
+            HL_TRY(hl_buffer_reserve(dev, x->operands[i].scratch, hl_align_up(x->operands[i].bytes, 16), 0, err));
+    HL_TRY(hl_async_slot(dev, &slot, err));
+    VkDescriptorSet ds = VK_NULL_HANDLE;
+    if (x->n_slots) {
+        hl_binding bufs[HL_BINDINGS] = {{0}};
+        VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                           .descriptorPool = slot->pool,
+                                           .descriptorSetCount = 1,
+                                           .pSetLayouts = &dev->ds_layout};
+        HL_VK(vkAllocateDescriptorSets(dev->device, &dai, &ds));
+        for (uint32_t i = 0; i < x->n_operands; i++)
+            if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
+                bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
+        hl_write_set(dev, ds, bufs, x->n_slots);
+    }
+    const double t_rec = hl_now_ms();
+    sync_cmd = dev->cmd;
+    dev->cmd = slot->cmd;
+    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
+    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
+    for (uint32_t i = 0; i < x->n_operands; i++) {
+        const hl_operand *o = &x->operands[i];
+        if (!o->poison) continue;
+        const hl_binding b = binding_of(o);
+        vkCmdFillBuffer(dev->cmd, b.buffer, b.offset, hl_align_up(o->bytes, 4), 0xffffffffu);
+    }
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    x->record(dev, x->ctx, ds);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    HL_VK(vkEndCommandBuffer(dev->cmd));
+    dev->cmd = sync_cmd;
+    sync_cmd = VK_NULL_HANDLE;
+    dev->tel.record_ms += hl_now_ms() - t_rec;
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = 1,
+                                        .pWaitSemaphoreValues = &x->wait_value,
+                                        .signalSemaphoreValueCount = 1,
+                                        .pSignalSemaphoreValues = &x->signal_value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = &ti,
+                       .waitSemaphoreCount = 1,
+                       .pWaitSemaphores = &dev->timeline,
+                       .pWaitDstStageMask = &stage,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &slot->cmd,
+                       .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = &dev->timeline};
+    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
+    dev->tel.submits++;
+    slot->done = x->signal_value;
+    dev->sem_pending = x->signal_value;
+    x->gpu_ms = 0.0;
+    return HL_OK;
+fail:
+    if (sync_cmd) dev->cmd = sync_cmd;
+    return st;
+}
+
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
+    if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
     VkDeviceSize stage_bytes = 0;
     uint64_t up = 0, down = 0;
@@ -107,7 +189,9 @@ fail:
 
 hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
                          const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err) {
-    hl_exec x = {.operands = ops,
+    hl_exec x = {.wait_value = timing->wait_value,
+                 .signal_value = timing->signal_value,
+                 .operands = ops,
                  .n_operands = n,
                  .n_slots = n,
                  .record = record,

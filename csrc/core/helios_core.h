@@ -87,7 +87,8 @@ typedef struct hl_caps {
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
-    int external_memory_fd; /* VK_KHR_external_memory_fd: tensors CUDA can import */
+    int external_memory_fd;    /* VK_KHR_external_memory_fd: tensors CUDA can import */
+    int external_semaphore_fd; /* + VK_KHR_external_semaphore_fd and timeline semaphores: ordering with CUDA */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
@@ -178,6 +179,14 @@ hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_er
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */
+/* Ordering with CUDA without host waits (async.c): a pair of values of the timeline
+ * semaphore the device shares with CUDA. CUDA stream work signals `wait` once the
+ * inputs are ready (hl_device_cuda_signal), the operation (args' wait_value and
+ * signal_value) waits for it and signals `signal`, and the stream waits for `signal`
+ * (hl_device_cuda_wait) before reading the output. One stream at a time. */
+hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err);
+hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
+hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
@@ -236,6 +245,8 @@ typedef struct hl_matmul_args {
     /* device-resident operands */
     hl_tensor *t_a, *t_b, *t_c, *t_bias;
     hl_run_info *info; /* optional out */
+    /* signal_value > 0: ordered with CUDA (hl_async_values), not waited for; tensors only */
+    uint64_t wait_value, signal_value;
 } hl_matmul_args;
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err);
@@ -279,7 +290,8 @@ typedef struct hl_attention_args {
     uint32_t warmup, iters;
     double *samples_ms, *batch_ms;
     uint64_t flush_bytes;
-    hl_run_info *info; /* optional out */
+    hl_run_info *info;                 /* optional out */
+    uint64_t wait_value, signal_value; /* as hl_matmul_args */
 } hl_attention_args;
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err);
 

@@ -85,6 +85,8 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 #define HL_PUSH_WORDS 13 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
+#define HL_RING_SLOTS 16 /* async submissions in flight at most (the oldest is waited for) */
+
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
 typedef struct hl_pipeline {
@@ -131,6 +133,20 @@ struct hl_device {
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
     struct hl_tensor *tensors;                                      /* live tensors, released when the device closes */
     PFN_vkGetMemoryFdKHR get_memory_fd;                             /* VK_KHR_external_memory_fd, where enabled */
+    PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
+    PFN_vkWaitSemaphores wait_semaphores;
+    /* Submissions that do not wait (async.c): ordered with CUDA through one timeline
+     * semaphore shared with it; each takes a slot of a ring of command buffers. */
+    VkSemaphore timeline;
+    void *cuda_sem;       /* its CUDA import (CUexternalSemaphore) */
+    uint64_t sem_next;    /* the next value to hand out */
+    uint64_t sem_pending; /* the last value an async submission signals: sync work waits for it */
+    struct hl_ring_slot {
+        VkCommandBuffer cmd;
+        VkDescriptorPool pool;
+        uint64_t done; /* the value its last submission signals */
+    } ring[HL_RING_SLOTS];
+    uint32_t ring_next;
     void *cuda_ctx; /* CUDA interop (cuda.c): the primary context, once attached */
     int cuda_device, cuda_ordinal;
     uint64_t live_exports; /* DLPack exports a consumer still holds (close waits for none) */
@@ -163,6 +179,18 @@ hl_status hl_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
 hl_status hl_cuda_import(hl_device *dev, hl_buffer *b, uint64_t bytes, hl_error *err);
 void hl_cuda_release(hl_device *dev, hl_buffer *b); /* before the buffer is destroyed */
 void hl_cuda_detach(hl_device *dev);                /* device close, after every release */
+/* The timeline semaphore imported into CUDA, and CUDA stream work on it. */
+hl_status hl_cuda_import_semaphore(hl_device *dev, int fd, hl_error *err);
+hl_status hl_cuda_stream_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
+hl_status hl_cuda_stream_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
+void hl_cuda_release_semaphore(hl_device *dev);
+/* async.c */
+hl_status hl_async_open(hl_device *dev, hl_error *err);
+void hl_async_close(hl_device *dev);
+hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err);
+/* Host wait until every async submission finished: before memory they may use is
+ * freed or replaced (a no-op when none is pending). */
+void hl_async_quiesce(hl_device *dev);
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);
@@ -239,7 +267,9 @@ typedef struct hl_exec {
     const void *ctx;
     uint32_t warmup, iters;
     uint64_t flush_bytes;
-    int no_batch; /* no back-to-back batch after the samples (chains) */
+    int no_batch;          /* no back-to-back batch after the samples (chains) */
+    uint64_t wait_value;   /* async (signal_value > 0): start when the timeline reaches wait_value, */
+    uint64_t signal_value; /* signal this when done, return without waiting (tensors only, untimed) */
     double *samples_ms, *batch_ms;
     double gpu_ms; /* out: the single dispatch's GPU time, or the last sample's */
 } hl_exec;
@@ -250,6 +280,7 @@ typedef struct hl_exec_timing {
     uint32_t warmup, iters;
     uint64_t flush_bytes;
     double *samples_ms, *batch_ms;
+    uint64_t wait_value, signal_value; /* async when signal_value > 0 (see hl_exec) */
 } hl_exec_timing;
 hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
                          const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err);

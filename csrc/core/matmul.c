@@ -286,7 +286,8 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     };
     /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
-    const hl_exec_timing timing = {args->warmup, args->iters, args->flush_bytes, args->samples_ms, args->batch_ms};
+    const hl_exec_timing timing = {args->warmup,   args->iters,      args->flush_bytes, args->samples_ms,
+                                   args->batch_ms, args->wait_value, args->signal_value};
     char vs[HL_VARIANT_STR_MAX];
     hl_variant_format(&pl.v, vs, sizeof vs);
     HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_MATMUL_COUNT, record_one, &pl, &timing, vs, args->info, err));

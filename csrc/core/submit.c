@@ -76,7 +76,20 @@ hl_status hl_submit_wait(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     double t_sub = hl_now_ms();
     HL_VK(vkResetFences(dev->device, 1, &dev->fence));
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &dev->cmd};
+    /* After async submissions (async.c), start once the last of them is done: a
+     * queue runs submissions in order only where something orders them. */
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = 1,
+                                        .pWaitSemaphoreValues = &dev->sem_pending};
+    const int after_async = dev->timeline && dev->sem_pending;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = after_async ? &ti : NULL,
+                       .waitSemaphoreCount = after_async ? 1u : 0u,
+                       .pWaitSemaphores = &dev->timeline,
+                       .pWaitDstStageMask = &stage,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &dev->cmd};
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
     HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));

@@ -113,6 +113,7 @@ static void unlink_release(hl_tensor *t) {
         dev->tensors = t->next;
     if (t->next) t->next->prev = t->prev;
     if (!t->is_view) { /* a view's memory is its owner's */
+        hl_async_quiesce(dev);
         hl_cuda_release(dev, &t->buf);
         hl_buffer_destroy(dev, &t->buf);
         dev->tel.tensors--;

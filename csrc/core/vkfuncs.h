@@ -18,6 +18,7 @@
     X(vkGetPhysicalDeviceFeatures2) \
     X(vkGetPhysicalDeviceMemoryProperties) \
     X(vkGetPhysicalDeviceQueueFamilyProperties) \
+    X(vkGetPhysicalDeviceExternalSemaphoreProperties) \
     X(vkEnumerateDeviceExtensionProperties) \
     X(vkCreateDevice) \
     X(vkDestroyDevice) \
@@ -52,6 +53,9 @@
     X(vkBeginCommandBuffer) \
     X(vkEndCommandBuffer) \
     X(vkCreateFence) \
+    X(vkCreateSemaphore) \
+    X(vkDestroySemaphore) \
+    X(vkFreeCommandBuffers) \
     X(vkDestroyFence) \
     X(vkResetFences) \
     X(vkWaitForFences) \

@@ -32,15 +32,17 @@ static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { ret
  *            warmup=0, iters=0, flush_bytes=0, out=None)
  *   -> (o (bh, sq, d) float16 or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"q",     "k",       "v",      "bh",    "sq",          "skv", "d", "causal",
-                             "scale", "variant", "warmup", "iters", "flush_bytes", "out", NULL};
+    static char *kwlist[] = {"q",           "k",      "v",          "bh",           "sq",     "skv",
+                             "d",           "causal", "scale",      "variant",      "warmup", "iters",
+                             "flush_bytes", "out",    "wait_value", "signal_value", NULL};
     PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
-    unsigned long long flush = 0;
+    unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq, &skv,
-                                     &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKOKK:_attention", kwlist, &qo, &ko, &vo, &bh, &sq, &skv,
+                                     &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out, &wait_value,
+                                     &signal_value))
         return NULL;
     if (isnan(scale)) {
         PyErr_SetString(PyExc_TypeError, "_attention: scale (a finite float) is required");
@@ -83,6 +85,8 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     aa.warmup = warmup;
     aa.iters = iters;
     aa.flush_bytes = flush;
+    aa.wait_value = wait_value;
+    aa.signal_value = signal_value;
     PyObject *result =
         timed_call(self, call_attention, &aa, &aa.samples_ms, &aa.batch_ms, &aa.info, iters, (PyObject *)host_out);
     Py_XDECREF(host_out);

@@ -76,6 +76,9 @@ PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **sampl
 /* dlpack.c: Tensor._dlpack and Tensor._cuda_device (CUDA interop). */
 PyObject *Tensor_dlpack(TensorObject *self, PyObject *args);
 PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused);
+PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
+PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);
+PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

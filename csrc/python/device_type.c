@@ -258,14 +258,15 @@ static PyObject *build_info(DeviceObject *self) {
     if (!d) return NULL;
     /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
     PyObject *extra = Py_BuildValue(
-        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
+        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
         c->coop2_workgroup_scope ? Py_True : Py_False, "flexible_dimensions",
         c->coop2_flexible_dimensions ? Py_True : Py_False, "tensor_addressing",
         c->coop2_tensor_addressing ? Py_True : Py_False, "workgroup_scope_max_invocations",
         c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count, "pipeline_statistics",
         c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
         "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
-        c->external_memory_fd ? Py_True : Py_False);
+        c->external_memory_fd ? Py_True : Py_False, "external_semaphore_fd",
+        c->external_semaphore_fd ? Py_True : Py_False);
     if (!extra || PyDict_Update(d, extra) < 0) {
         Py_XDECREF(extra);
         Py_DECREF(d);
@@ -509,6 +510,12 @@ static PyMethodDef Device_methods[] = {
     {"__enter__", (PyCFunction)Device_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Device_exit, METH_VARARGS, NULL},
     {"variants", (PyCFunction)Device_variants, METH_NOARGS, "Canonical strings of every variant valid here."},
+    {"_async_values", (PyCFunction)Device_async_values, METH_NOARGS,
+     "Low-level: (wait, signal) values of the timeline semaphore shared with CUDA (BufferError without it)."},
+    {"_cuda_signal", (PyCFunction)Device_cuda_signal, METH_VARARGS,
+     "Low-level: _cuda_signal(stream, value): the CUDA stream signals the shared semaphore."},
+    {"_cuda_wait", (PyCFunction)Device_cuda_wait, METH_VARARGS,
+     "Low-level: _cuda_wait(stream, value): the CUDA stream waits for the shared semaphore."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
      "default_variant(m=0, n=0, k=0, batch=1): the variant used when none is given (HELIOS_* switches "
      "applied); with a shape, the one a product (or a batch of them) of that shape runs."},

@@ -135,3 +135,37 @@ PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused) {
     if (s != HL_OK) return PyErr_Format(PyExc_BufferError, "%s", err.message);
     return PyLong_FromLong(ordinal);
 }
+
+/* ---- ordering with CUDA streams (async.c): Device._async_values(),
+ * Device._cuda_signal(stream, value), Device._cuda_wait(stream, value) ---------- */
+static PyObject *interop_error(DeviceObject *self, hl_status s, hl_error *err) {
+    if (s == HL_ERR_UNSUPPORTED) return PyErr_Format(PyExc_BufferError, "%s", err->message);
+    return raise_status(state_from_type(Py_TYPE(self)), err);
+}
+
+PyObject *Device_async_values(DeviceObject *self, PyObject *unused) {
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    uint64_t w = 0, s = 0;
+    hl_status st;
+    Py_BEGIN_ALLOW_THREADS st = hl_async_values(self->dev, &w, &s, &err);
+    Py_END_ALLOW_THREADS device_release(self);
+    if (st != HL_OK) return interop_error(self, st, &err);
+    return Py_BuildValue("(KK)", (unsigned long long)w, (unsigned long long)s);
+}
+
+static PyObject *stream_call(DeviceObject *self, PyObject *args, int signal) {
+    unsigned long long stream, value;
+    if (!PyArg_ParseTuple(args, signal ? "KK:_cuda_signal" : "KK:_cuda_wait", &stream, &value)) return NULL;
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status st;
+    Py_BEGIN_ALLOW_THREADS st = signal ? hl_device_cuda_signal(self->dev, stream, value, &err)
+                                       : hl_device_cuda_wait(self->dev, stream, value, &err);
+    Py_END_ALLOW_THREADS device_release(self);
+    if (st != HL_OK) return interop_error(self, st, &err);
+    Py_RETURN_NONE;
+}
+
+PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args) { return stream_call(self, args, 1); }
+PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args) { return stream_call(self, args, 0); }

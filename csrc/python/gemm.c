@@ -233,6 +233,22 @@ PyObject *samples_list(const double *samples, uint32_t n) {
     return list;
 }
 
+/* wait_value / signal_value (ordering with CUDA, async.c): popped from kwds when given. */
+static int async_args(PyObject *kwds, uint64_t *wait, uint64_t *signal) {
+    static const char *const keys[2] = {"wait_value", "signal_value"};
+    uint64_t *outs[2] = {wait, signal};
+    *wait = *signal = 0;
+    for (int i = 0; i < 2; i++) {
+        PyObject *o = PyDict_GetItemString(kwds, keys[i]); /* borrowed */
+        if (!o) continue;
+        unsigned long long v = PyLong_AsUnsignedLongLong(o);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        *outs[i] = v;
+        if (PyDict_DelItemString(kwds, keys[i]) < 0) return -1;
+    }
+    return 0;
+}
+
 static int timing_args(PyObject *kwds, uint32_t *warmup, uint32_t *iters, uint64_t *flush) {
     /* removed from kwds so parse_op sees the operation only */
     static const char *const keys[] = {"warmup", "iters", "flush_bytes"};
@@ -307,10 +323,14 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
     uint64_t flush;
     hl_matmul_args ma;
     op_refs refs;
-    if (timing_args(d, &warmup, &iters, &flush) < 0 || parse_op(self, d, &ma, &refs, 1) < 0) {
+    uint64_t wait_value, signal_value;
+    if (timing_args(d, &warmup, &iters, &flush) < 0 || async_args(d, &wait_value, &signal_value) < 0 ||
+        parse_op(self, d, &ma, &refs, 1) < 0) {
         Py_DECREF(d);
         return NULL;
     }
+    ma.wait_value = wait_value;
+    ma.signal_value = signal_value;
     ma.warmup = warmup;
     ma.iters = iters;
     ma.flush_bytes = flush;

@@ -95,6 +95,7 @@ def run_attention(
     scale: Optional[float] = None,
     variant: Optional[str] = None,
     out: Optional[Tensor] = None,
+    order: Optional[tuple[int, int]] = None,
 ) -> Any:
     if dev.closed:
         raise _helios.DeviceClosedError("the Device is closed")
@@ -108,7 +109,10 @@ def run_attention(
     ):
         raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
     sc = resolve_scale(scale, d)
-    o, _, _, _ = dev._attention(q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc, variant=variant, out=out)
+    ordered = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
+    o, _, _, _ = dev._attention(
+        q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc, variant=variant, out=out, **ordered
+    )
     if out is not None:
         return out
     return o.reshape(b, h, sq, d)

@@ -159,6 +159,7 @@ class Device(_helios.Device):
         out: Optional[Tensor] = None,
         out_dtype: Any = None,
         variant: Optional[str] = None,
+        order: Optional[tuple[int, int]] = None,
     ) -> Any:
         """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the GPU, in fp32, rounded
         once to the output dtype.
@@ -177,7 +178,12 @@ class Device(_helios.Device):
         Result dtype (out_dtype=None): float16 when every input is float16, else
         float32 (NumPy's result type, capped at float32). Result type: a Tensor
         when any input is a Tensor (it stays on the device), a torch tensor when
-        an input is one, else a NumPy array (see docs/api-rules.md)."""
+        an input is one, else a NumPy array (see docs/api-rules.md).
+
+        order: (wait, signal) values from the protocol that orders Helios with a
+        CUDA stream without host waits (helios.torch uses it): the product, on
+        Tensors with out=, starts once the shared semaphore reaches `wait`,
+        signals `signal` when done, and the call returns without waiting."""
         if variant is not None and not isinstance(variant, str):
             raise TypeError(f"variant must be a str or None, not {type(variant).__name__}")
         alpha = real("alpha", alpha)
@@ -268,6 +274,8 @@ class Device(_helios.Device):
             c_in=c_in,
             out=out,
         )
+        if order is not None:
+            fields.update(wait_value=int(order[0]), signal_value=int(order[1]))
         res, _, _, _ = self._gemm(**fields)
         if out is not None:
             return out
@@ -340,6 +348,7 @@ class Device(_helios.Device):
         variant: Optional[str] = None,
         out: Optional[Tensor] = None,
         is_causal: Optional[bool] = None,
+        order: Optional[tuple[int, int]] = None,
     ) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
         float16 (float32 is rounded), host arrays or 4-D Tensors (then O is a Tensor,
@@ -350,15 +359,16 @@ class Device(_helios.Device):
         otherwise; float16 when every input is, else float32, computed in float16).
         is_causal: torch's name for causal (give one of the two). Not supported yet,
         unlike torch's scaled_dot_product_attention: attn_mask, dropout_p and
-        grouped-query heads (k/v must have q's head count)."""
+        grouped-query heads (k/v must have q's head count). order: as matmul's (Tensors
+        and out= only)."""
         if is_causal is not None:
             if causal is not False and bool(causal) != bool(is_causal):
                 raise ValueError("attention: causal and is_causal disagree; give one of them")
             causal = flag("is_causal", is_causal)
         if out is None and any(isinstance(x, Tensor) for x in (q, k, v)):
             out = self.empty(tuple(getattr(q, "shape", ())), "float16")
-            return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
-        res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out)
+            return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
+        res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
         if out is not None:
             return res
         # computed in float16 (the kernels' dtype); returned in the inputs' result dtype

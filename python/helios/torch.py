@@ -8,12 +8,17 @@ return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
 products (the transposed layouts); attention backward recomputes through torch's
 ``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
 
-How data moves in this version: each input is copied device to device, on
-torch's current stream, into an exportable Helios tensor kept per shape (weights
-too, every call: a tensor modified through ``.data`` keeps its version counter,
-so a cached copy could go stale); the stream is synchronized (one host wait per call); Helios runs the op
-into an exportable tensor that torch receives with no copy (DLPack), taken from
-a pool of results torch has freed. There is never a host round trip. Stream ordering through a shared semaphore (no host wait) and
+How data moves: each input is copied device to device, on torch's current
+stream, into an exportable Helios tensor kept per shape (weights too, every
+call: a tensor modified through ``.data`` keeps its version counter, so a cached
+copy could go stale); Helios runs the op into an exportable tensor that torch
+receives with no copy (DLPack), taken from a pool of results torch has freed.
+There is never a host round trip. Ordering: where the device shares a timeline
+semaphore with CUDA (``VK_KHR_external_semaphore_fd``), torch's stream signals it
+after the copies, Helios's submission waits for that and signals when done, and
+the stream waits for Helios before anything reads the result: the call returns
+without any host wait. Elsewhere the stream is synchronized before Helios runs
+(one host wait per op). ``ordering()`` says which applies. Stream ordering through a shared semaphore (no host wait) and
 bfloat16 are still to come: bfloat16 inputs raise TypeError.
 
 ``torch.compile``: these functions are excluded from tracing
@@ -36,6 +41,7 @@ _lock = threading.Lock()  # one op at a time: the staging tensors are shared
 _devices: dict[int, Device] = {}  # CUDA ordinal -> the Helios Device with its UUID
 _staging: dict[tuple, tuple] = {}  # (ordinal, slot, shape, dtype) -> (Helios tensor, torch view)
 _results: dict[tuple, list] = {}  # (ordinal, shape, dtype) -> Helios tensors handed out before
+_host_sync: dict[int, str] = {}  # CUDA ordinal -> why ops on it synchronize the host (no shared semaphore)
 MAX_POOLED = 8  # results kept per shape
 
 _ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -67,6 +73,40 @@ def device_for(t: torch.Tensor) -> Device:
     return dev
 
 
+def ordering(t: torch.Tensor) -> str:
+    """How ops on this tensor's GPU are ordered with torch: "semaphore" (no host
+    wait) or "host sync: <why>"."""
+    ordinal = t.device.index if t.device.index is not None else torch.cuda.current_device()
+    dev = device_for(t)
+    if ordinal not in _host_sync:
+        try:
+            w, s = dev._async_values()
+            # an unused pair: the stream signals it and waits for it, keeping the values in order
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+            dev._cuda_signal(stream, w)
+            dev._cuda_signal(stream, s)
+        except BufferError as e:
+            _host_sync[ordinal] = str(e)
+        else:
+            _host_sync[ordinal] = ""
+    why = _host_sync[ordinal]
+    return "semaphore" if not why else f"host sync: {why}"
+
+
+def _run_ordered(dev: Device, t: torch.Tensor, op: Callable[[Optional[tuple]], Any]) -> None:
+    """Run op(order) after the work queued on torch's current stream, and make that
+    stream wait for it: through the shared semaphore, else a host wait before."""
+    stream = torch.cuda.current_stream(t.device)
+    if ordering(t) == "semaphore":
+        w, s = dev._async_values()
+        dev._cuda_signal(stream.cuda_stream, w)  # the inputs are staged once the stream gets here
+        op((w, s))
+        dev._cuda_wait(stream.cuda_stream, s)  # nothing on the stream reads the result before Helios is done
+    else:
+        stream.synchronize()  # the copies are done before Helios reads
+        op(None)
+
+
 def _check(name: str, t: Any, ndim: Optional[tuple] = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
@@ -95,9 +135,9 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: str = "
 
 def _result(dev: Device, ordinal: int, shape: tuple) -> Any:
     """An exportable float16 Helios tensor for an op's result: one torch has
-    released (no export held) from the pool, else a new one. Reuse is safe: before
-    Helios writes it, torch's current stream is synchronized, so whatever torch
-    still queued on the old result has run."""
+    released (no export held) from the pool, else a new one. Reuse is safe: Helios
+    writes it only after everything queued before on torch's stream (and so any
+    reader of the old result, and the Helios op that wrote it) has run."""
     pool = _results.setdefault((ordinal, shape), [])
     for h in pool:
         if h.exports == 0:
@@ -121,11 +161,13 @@ def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b
         hb = _stage(dev, ordinal, "b", b.contiguous())
         if epi.get("bias") is not None:
             epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous(), "float32")
-        torch.cuda.current_stream(a.device).synchronize()  # the copies are done before Helios reads
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
         out = _result(dev, ordinal, (m, n))  # torch receives it with no copy
-        dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, **{k: v for k, v in epi.items() if v is not None})
+        kw = {k: v for k, v in epi.items() if v is not None}
+        _run_ordered(
+            dev, a, lambda order: dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, order=order, **kw)
+        )
         return _to_torch(out)
 
 
@@ -179,9 +221,10 @@ class _Attention(torch.autograd.Function):
             hq = _stage(dev, ordinal, "q", q.contiguous())
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
-            torch.cuda.current_stream(q.device).synchronize()
             out = _result(dev, ordinal, tuple(q.shape))
-            dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out)
+            _run_ordered(
+                dev, q, lambda order: dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out, order=order)
+            )
             return _to_torch(out)
 
     @staticmethod

@@ -1,0 +1,127 @@
+/* async.c — operations that return without waiting for the GPU, ordered with
+ * CUDA streams through one timeline semaphore the device shares with CUDA
+ * (exported as an opaque fd, imported by the CUDA driver).
+ *
+ * The protocol, per operation on torch tensors: hl_async_values hands out a
+ * pair (w, s = w + 1); torch's stream signals w once the inputs are written;
+ * the operation's submission waits for w and signals s; torch's stream waits
+ * for s before anything reads the output. Values only grow, so one CUDA stream
+ * at a time drives them. Each submission takes a slot of a ring of command
+ * buffers (and descriptor pools); a slot is reused once the value its last
+ * submission signals is reached. Synchronous work on the device (uploads,
+ * reads, timed calls) first waits for the last value an async submission
+ * signals, so it never overtakes one on the queue. */
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
+
+hl_status hl_async_open(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    int fd = -1;
+    if (dev->timeline) return HL_OK;
+    if (!dev->caps.external_semaphore_fd)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "ordering with CUDA needs VK_KHR_external_semaphore_fd and timeline semaphores, which "
+                       "device '%s' does not offer",
+                       dev->caps.name);
+    VkExportSemaphoreCreateInfo export_info = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+                                               .handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkSemaphoreTypeCreateInfo type_info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                           .pNext = &export_info,
+                                           .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+                                           .initialValue = 0};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type_info};
+    HL_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline));
+    VkSemaphoreGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                  .semaphore = dev->timeline,
+                                  .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    HL_VK(dev->get_semaphore_fd(dev->device, &gi, &fd));
+    st = hl_cuda_import_semaphore(dev, fd, err); /* takes the fd, also on failure */
+    fd = -1;
+    if (st != HL_OK) goto fail;
+    VkCommandBuffer cmds[HL_RING_SLOTS];
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = dev->cmd_pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = HL_RING_SLOTS};
+    HL_VK(vkAllocateCommandBuffers(dev->device, &cai, cmds));
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS};
+    VkDescriptorPoolCreateInfo dpci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
+    for (uint32_t i = 0; i < HL_RING_SLOTS; i++) {
+        dev->ring[i].cmd = cmds[i];
+        HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ring[i].pool));
+    }
+    dev->sem_next = 1;
+    return HL_OK;
+fail:
+    hl_async_close(dev);
+    return st;
+}
+
+void hl_async_close(hl_device *dev) {
+    if (dev->timeline && dev->sem_pending) {
+        /* best effort: work waiting for a CUDA signal that never comes is abandoned */
+        VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .semaphoreCount = 1,
+                                  .pSemaphores = &dev->timeline,
+                                  .pValues = &dev->sem_pending};
+        dev->wait_semaphores(dev->device, &wi, 5ull * 1000 * 1000 * 1000);
+    }
+    for (uint32_t i = 0; i < HL_RING_SLOTS; i++) {
+        if (dev->ring[i].pool) vkDestroyDescriptorPool(dev->device, dev->ring[i].pool, NULL);
+        if (dev->ring[i].cmd) vkFreeCommandBuffers(dev->device, dev->cmd_pool, 1, &dev->ring[i].cmd);
+        memset(&dev->ring[i], 0, sizeof dev->ring[i]);
+    }
+    hl_cuda_release_semaphore(dev);
+    if (dev->timeline) vkDestroySemaphore(dev->device, dev->timeline, NULL);
+    dev->timeline = VK_NULL_HANDLE;
+    dev->sem_next = dev->sem_pending = 0;
+}
+
+hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err) {
+    hl_status st = hl_async_open(dev, err);
+    if (st != HL_OK) return st;
+    *wait = dev->sem_next;
+    *signal = dev->sem_next + 1;
+    dev->sem_next += 2;
+    return HL_OK;
+}
+
+hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err) {
+    return hl_cuda_stream_signal(dev, stream, value, err);
+}
+
+hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err) {
+    return hl_cuda_stream_wait(dev, stream, value, err);
+}
+
+/* The next ring slot, its previous submission finished (normally long since). */
+hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err) {
+    hl_status st = HL_OK;
+    struct hl_ring_slot *slot = &dev->ring[dev->ring_next++ % HL_RING_SLOTS];
+    if (slot->done) {
+        VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                  .semaphoreCount = 1,
+                                  .pSemaphores = &dev->timeline,
+                                  .pValues = &slot->done};
+        HL_VK(dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS));
+    }
+    HL_VK(vkResetDescriptorPool(dev->device, slot->pool, 0));
+    *out = slot;
+    return HL_OK;
+fail:
+    return st;
+}
+
+void hl_async_quiesce(hl_device *dev) {
+    if (!dev->timeline || !dev->sem_pending) return;
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &dev->timeline,
+                              .pValues = &dev->sem_pending};
+    dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS);
+}
