@@ -119,6 +119,7 @@ class Family:
 BINDINGS = {
     "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
     "attention": ("Q", "K", "O", "V"),
+    "roof": ("OUT",),
 }
 
 MATMUL_VARIANT = VariantStruct(
@@ -318,6 +319,23 @@ FAMILIES = (
         "attention",
         full_subgroups=True,
         doc="flash-attention forward on KHR cooperative matrices",
+    ),
+    Family(
+        "mma_roof",
+        "mma_roof.comp",
+        "hl_variant",
+        (
+            Spec("TM", "uint", "16", "v->tm"),
+            Spec("TN", "uint", "16", "v->tn"),
+            Spec("TK", "uint", "16", "v->tk"),
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "128", "4 * e->subgroup", local_size=True),  # 4 subgroups
+            Spec("ITERS", "uint", "1024", "e->iters"),
+        ),
+        "roof",
+        axes=(ACC_AXIS,),
+        full_subgroups=True,
+        doc="the cooperative-matrix MMA roof: register-resident fragments, no memory traffic",
     ),
     Family(
         "attention_scalar",

@@ -295,6 +295,18 @@ typedef struct hl_attention_args {
 } hl_attention_args;
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err);
 
+/* The cooperative-matrix MMA roof (roof.c): `reps` timed dispatches of `groups`
+ * workgroups, each of 4 subgroups running `iters` x 4 independent MMAs of
+ * tm x tn x tk on register-resident fragments (f16 inputs, acc accumulators);
+ * *flops is the work of one dispatch. */
+typedef struct hl_roof_args {
+    uint32_t tm, tn, tk;
+    hl_dtype acc;
+    uint32_t iters, groups, warmup, reps;
+    double *samples_ms; /* reps values */
+} hl_roof_args;
+hl_status hl_mma_roof(hl_device *dev, const hl_roof_args *args, double *flops, hl_error *err);
+
 /* Driver statistics of the kernel a variant compiles to (registers, shared
  * memory, binary size, ... as VK_KHR_pipeline_executable_properties reports
  * them); n = 0 where the driver offers none. Builds the pipeline if needed. */

@@ -77,6 +77,8 @@ PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **sampl
 PyObject *Tensor_dlpack(TensorObject *self, PyObject *args);
 PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused);
 PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
+/* roof.c */
+PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
 

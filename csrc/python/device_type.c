@@ -510,6 +510,8 @@ static PyMethodDef Device_methods[] = {
     {"__enter__", (PyCFunction)Device_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Device_exit, METH_VARARGS, NULL},
     {"variants", (PyCFunction)Device_variants, METH_NOARGS, "Canonical strings of every variant valid here."},
+    {"_mma_roof", (PyCFunction)Device_mma_roof, METH_VARARGS,
+     "Low-level: _mma_roof(tm, tn, tk, acc, iters, groups, warmup, reps) -> (samples_ms, flops per dispatch)."},
     {"_async_values", (PyCFunction)Device_async_values, METH_NOARGS,
      "Low-level: (wait, signal) values of the timeline semaphore shared with CUDA (BufferError without it)."},
     {"_cuda_signal", (PyCFunction)Device_cuda_signal, METH_VARARGS,
