@@ -46,3 +46,33 @@ def test_roof_cli_json(device, capsys):
     assert main(["roof", "--iters", "32", "--reps", "2", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["schema"] == "helios-roof/1" and res["rows"] and res["helios_build"]["build_commit"]
+
+
+def test_bench_rows_report_their_fraction_of_the_cached_roof(device, tmp_path, monkeypatch):
+    """Without a cached roof roofFraction is null; after `helios roof` it is the row's
+    TF/s over the roof of its variant's fragment shape."""
+    _coop(device)
+    from helios import _helios
+    from helios.roof import roof_tflops
+
+    monkeypatch.setenv("HELIOS_ROOF_CACHE", str(tmp_path / "roof.json"))
+    bench = ["bench", "--shapes=96x80x64", "--iters=3", "--warmup=1", "--ref=numpy", "--force"]
+    assert main([*bench, f"--out={tmp_path / 'a.json'}"]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["rows"][0]["roofFraction"] is None
+    assert main(["roof", "--iters", "32", "--reps", "2"]) == 0
+    assert main([*bench, f"--out={tmp_path / 'b.json'}"]) == 0
+    row = json.loads((tmp_path / "b.json").read_text())["rows"][0]
+    f = _helios.variant_fields(row["variant"])
+    roof = roof_tflops(device.info, f"{f['tm']}x{f['tn']}x{f['tk']}", f["acc"])
+    assert roof and row["roofFraction"] == pytest.approx(row["heliosTflops"] / roof)
+    assert "of the MMA roof" in (tmp_path / "b.md").read_text()
+
+
+def test_a_corrupt_roof_cache_is_ignored_with_a_warning(device, tmp_path, monkeypatch):
+    from helios.roof import roof_tflops
+
+    bad = tmp_path / "roof.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv("HELIOS_ROOF_CACHE", str(bad))
+    with pytest.warns(UserWarning, match="roof cache .* ignored"):
+        assert roof_tflops(device.info, "8x8x8", "f32") is None

@@ -70,6 +70,16 @@ static PyObject *variant_fields(PyObject *module, PyObject *arg) {
     return fields_dict(&hl_variant_schema, &v);
 }
 
+/* attention_variant_fields(s): an attention variant's fields as a dict. */
+static PyObject *attention_variant_fields(PyObject *module, PyObject *arg) {
+    const char *s = text_arg(arg, "variant");
+    if (!s) return NULL;
+    hl_attn_variant v;
+    hl_error err = {0};
+    if (hl_attn_variant_parse(s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
+    return fields_dict(&hl_attn_variant_schema, &v);
+}
+
 /* format_variant(fields): the canonical string of a matmul variant built from a
  * dict (path plus fields; fields left out take the form's defaults). */
 static PyObject *format_variant(PyObject *module, PyObject *arg) {
@@ -136,6 +146,9 @@ static PyMethodDef module_methods[] = {
     {"variant_fields", variant_fields, METH_O,
      "The fields of a variant string as a dict (path, tm, tn, tk, bm, bn, bk, sg_m, sg_n, acc, load, stages, "
      "splitk, raster, threads); ValueError if malformed."},
+    {"attention_variant_fields", attention_variant_fields, METH_O,
+     "The fields of an attention variant string as a dict (path, tm, tn, tk, bc, nsg, wq); ValueError if "
+     "malformed."},
     {"format_variant", format_variant, METH_O,
      "The canonical matmul variant string from a dict: 'path' (coop, coop2, scalar) and the fields of "
      "variant_fields(); fields left out take the form's defaults. ValueError naming an unknown or missing "

@@ -5,11 +5,19 @@ the device at hand, so any GPU's numbers can be read as a fraction of it."""
 
 from __future__ import annotations
 
+import os
+import warnings
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from . import _helios
+from .jsonio import read_object
+from .tune_cache import cache_path as tune_cache_path
+from .tune_cache import device_key
+
+CACHE_SCHEMA = "helios-roof-cache/1"
 
 
 def mma_roof(
@@ -56,3 +64,74 @@ def mma_roof(
     if not rows:
         raise _helios.UnsupportedError(f"{info['name']} lists no f16 subgroup cooperative-matrix shape to measure")
     return rows
+
+
+# ---- the cache: rows per device and driver (tune_cache.device_key), written by
+# `helios roof`, read by every bench row's roofFraction ----------------------------
+
+
+def cache_path() -> Path:
+    """HELIOS_ROOF_CACHE, else roof.json beside the tuning cache."""
+    env = os.environ.get("HELIOS_ROOF_CACHE")
+    return Path(env) if env else tune_cache_path().with_name("roof.json")
+
+
+def _load(path: Path) -> dict:
+    if not path.exists():
+        return {"schema": CACHE_SCHEMA, "devices": {}}
+    try:
+        doc = read_object(path, "a roof cache", 1 << 20)
+        if doc.get("schema") != CACHE_SCHEMA or not isinstance(doc.get("devices"), dict):
+            raise ValueError(f"not a {CACHE_SCHEMA} file")
+        return doc
+    except ValueError as e:
+        warnings.warn(f"helios: roof cache {path} ignored: {e} (the next `helios roof` rewrites it)", stacklevel=3)
+        return {"schema": CACHE_SCHEMA, "devices": {}}
+
+
+def save_rows(info: Any, rows: list[dict], path: Optional[Path] = None) -> Path:
+    """Store this device's roof rows (replacing earlier ones), atomically."""
+    from .tune_cache import save
+
+    path = path or cache_path()
+    doc = _load(path)
+    doc["devices"][device_key(info)] = {
+        "device": info["name"],
+        "rows": [{k: r[k] for k in ("shape", "acc", "tflops", "tflops_max")} for r in rows],
+    }
+    return save(doc, path)
+
+
+def cached_rows(info: Any, path: Optional[Path] = None) -> Optional[list]:
+    """This device and driver's rows from the roof cache, or None."""
+    entry = _load(path or cache_path())["devices"].get(device_key(info))
+    rows = (entry or {}).get("rows")
+    return rows if isinstance(rows, list) else None
+
+
+def roof_tflops(info: Any, shape: str, acc: str, path: Optional[Path] = None) -> Optional[float]:
+    """The cached roof (median TF/s) of this fragment shape and accumulator on this
+    device and driver, or None where `helios roof` has not measured it."""
+    for r in cached_rows(info, path) or []:
+        if r.get("shape") == shape and r.get("acc") == acc and isinstance(r.get("tflops"), (int, float)):
+            return float(r["tflops"])
+    return None
+
+
+def roof_fraction(
+    info: Any, variant: str, tflops: Optional[float], shape_fields: Optional[dict] = None
+) -> Optional[float]:
+    """A row's TF/s over the roof of the fragment shape its variant runs (None where
+    either is unknown: no cached roof, or a variant without cooperative matrices)."""
+    if tflops is None:
+        return None
+    f = shape_fields
+    if f is None:
+        try:
+            f = _helios.variant_fields(variant)
+        except ValueError:
+            return None
+    if not f.get("tm"):
+        return None
+    roof = roof_tflops(info, f"{f['tm']}x{f['tn']}x{f['tk']}", f.get("acc", "f32"))
+    return tflops / roof if roof else None

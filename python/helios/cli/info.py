@@ -19,6 +19,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         # Attention at the head dims the anchors use (S_kv unknown: the long-context pick).
         info["attention_default_variants"] = {str(d): dev.default_attention_variant(d) for d in (64, 128)}
         info["attention_variants"] = {str(d): dev.attention_variants(d) for d in (64, 128)}
+        # The MMA roof `helios roof` measured and cached for this device and driver (None: not yet).
+        from ..roof import cached_rows
+
+        info["mma_roof"] = cached_rows(info)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

@@ -12,11 +12,13 @@ from .common import open_device, positive_int
 
 def cmd_roof(args: argparse.Namespace) -> int:
     from ..harness.results import provenance
-    from ..roof import mma_roof
+    from ..roof import mma_roof, save_rows
 
     with open_device(args) as dev:
         rows = mma_roof(dev, iters=args.iters, reps=args.reps)
         result = {"schema": "helios-roof/1", **provenance(), "device": dev.info["name"], "rows": rows}
+        if not args.no_save:  # bench rows read it for their roofFraction
+            result["cache"] = str(save_rows(dev.info, rows))
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -24,6 +26,8 @@ def cmd_roof(args: argparse.Namespace) -> int:
     print(f"{'shape':>10} {'acc':>4} {'TF/s median':>12} {'TF/s best':>10}")
     for r in rows:
         print(f"{r['shape']:>10} {r['acc']:>4} {r['tflops']:12.1f} {r['tflops_max']:10.1f}")
+    if "cache" in result:
+        print(f"stored in {result['cache']} (helios bench rows report their fraction of it)")
     return 0
 
 
@@ -36,4 +40,10 @@ def register(sub: Any) -> None:
     pr.add_argument("--iters", type=positive_int, default=4096, help="MMAs per chain per subgroup (default 4096)")
     pr.add_argument("--reps", type=positive_int, default=10, help="timed dispatches per row (default 10)")
     pr.add_argument("--json", action="store_true", help="print the result as JSON")
+    pr.add_argument(
+        "--no-save",
+        action="store_true",
+        help="do not store the rows in the roof cache (HELIOS_ROOF_CACHE, else roof.json beside the tuning "
+        "cache), which helios bench reads for each row's roofFraction",
+    )
     pr.set_defaults(func=cmd_roof)

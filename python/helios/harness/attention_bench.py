@@ -17,11 +17,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .._helios import attention_variant_fields
 from ..attention import random_qkv, reference_attention
 from ..check import ATOL, RTOL, check_close
 from ..device import Device, warmup_launches
 from ..flops import attention_bytes, attention_flops, tflops
 from ..launcher import launcher_info
+from ..roof import roof_fraction
 from .gpustate import low_clock, select_gpu, throttled
 from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
 from .results import (
@@ -358,7 +360,17 @@ def run_attention_bench(
 
         workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal), clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, progress=progress, log=log)
-        return finish(result, [_row(x, acc[x], chosen[x], cfg.causal, ref) for x in done])
+        rows = [_row(x, acc[x], chosen[x], cfg.causal, ref) for x in done]
+        for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments
+            r["roofFraction"] = _roof_fraction(info, r)
+        return finish(result, rows)
+
+
+def _roof_fraction(info: dict, row: dict) -> Optional[float]:
+    f = attention_variant_fields(row["variant"])
+    if f["path"] != "fa-coop":
+        return None
+    return roof_fraction(info, row["variant"], row.get("heliosTflops"), {**f, "acc": "f32"})
 
 
 def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, ref) -> dict:

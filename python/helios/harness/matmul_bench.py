@@ -18,6 +18,7 @@ from ..check import ATOL, RTOL, check_close, reference_matmul
 from ..device import Device, random_inputs, warmup_launches
 from ..flops import matmul_flops, tflops
 from ..launcher import launcher_info
+from ..roof import roof_fraction
 from .gpustate import low_clock, select_gpu, throttled
 from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
 from .references import Reference, make_reference
@@ -196,7 +197,10 @@ def run_bench(
 
         workload = Workload(cfg.shapes, new_slot, sides, shape_str, clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
-        return finish(result, [_row(shape, acc[shape], chosen[shape], ref) for shape in done])
+        rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
+        for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
+            r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"])
+        return finish(result, rows)
 
 
 def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> dict:
@@ -286,6 +290,9 @@ def markdown(result: dict) -> str:
         )
     if result.get("rows"):
         lines.append("")
+        fractions = [f"{r['shape']} {100 * r['roofFraction']:.0f}%" for r in result["rows"] if r.get("roofFraction")]
+        if fractions:
+            lines.append("of the MMA roof (helios roof): " + ", ".join(fractions))
         per_shape = {r["variant"] for r in result["rows"]}
         if len(per_shape) == 1:
             lines.append(f"variant: {result['rows'][0]['variant']}")
