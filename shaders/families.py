@@ -230,6 +230,14 @@ MATMUL_EPILOGUE = (
     Spec("BATCHED", "bool", "false", "e->batched"),  # batch > 1 (grid z = batch * splits)
 )
 
+# The cooperative-matrix fragment shape, ids 0-2 of every family that multiplies
+# fragments of a variant's coop shape.
+COOP_FRAGMENT = (
+    Spec("TM", "uint", "16", "v->tm"),
+    Spec("TN", "uint", "16", "v->tn"),
+    Spec("TK", "uint", "16", "v->tk"),
+)
+
 OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16")))
 ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
 
@@ -238,10 +246,8 @@ FAMILIES = (
         "matmul_coop",
         "matmul_coop.comp",
         "hl_variant",
-        (
-            Spec("TM", "uint", "16", "v->tm"),
-            Spec("TN", "uint", "16", "v->tn"),
-            Spec("TK", "uint", "16", "v->tk"),
+        COOP_FRAGMENT
+        + (
             Spec("WM", "uint", "2", "v->bm / (v->sg_m * v->tm)"),  # subgroups along M
             Spec("WN", "uint", "2", "v->bn / (v->sg_n * v->tn)"),
             Spec("SG_M", "uint", "2", "v->sg_m"),
@@ -304,10 +310,8 @@ FAMILIES = (
         "attention_coop",
         "attention_coop.comp",
         "hl_attn_variant",
-        (
-            Spec("TM", "uint", "16", "v->tm"),
-            Spec("TN", "uint", "16", "v->tn"),
-            Spec("TK", "uint", "16", "v->tk"),
+        COOP_FRAGMENT
+        + (
             Spec("D", "uint", "64", "e->d"),  # head dimension (multiple of TK, TN and 8)
             Spec("BC", "uint", "32", "v->bc"),  # keys per tile
             Spec("NSG", "uint", "4", "v->nsg"),  # subgroups per workgroup
@@ -324,10 +328,8 @@ FAMILIES = (
         "mma_roof",
         "mma_roof.comp",
         "hl_variant",
-        (
-            Spec("TM", "uint", "16", "v->tm"),
-            Spec("TN", "uint", "16", "v->tn"),
-            Spec("TK", "uint", "16", "v->tk"),
+        COOP_FRAGMENT
+        + (
             Spec("SUBGROUP", "uint", "32", "e->subgroup"),
             Spec("THREADS_X", "uint", "128", "4 * e->subgroup", local_size=True),  # 4 subgroups
             Spec("ITERS", "uint", "1024", "e->iters"),
