@@ -234,3 +234,11 @@ def test_range_rules_come_from_the_table(device):
         device.check_variant(_helios.format_variant(default | {"stages": 3}))
     with pytest.raises(helios.UnsupportedError, match="splitk must be 1..16"):
         device.check_variant(_helios.format_variant(default | {"splitk": 17}))
+
+
+def test_attention_variant_fields_are_the_parsed_variant():
+    f = _helios.attention_variant_fields("fa-coop:16x8x16:sg4:wq2:bc32")
+    assert f == {"path": "fa-coop", "tm": 16, "tn": 8, "tk": 16, "bc": 32, "nsg": 4, "wq": 2}
+    assert _helios.attention_variant_fields("fa-scalar")["path"] == "fa-scalar"
+    with pytest.raises(ValueError, match="malformed attention variant"):
+        _helios.attention_variant_fields("coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2")

@@ -59,25 +59,27 @@ static PyObject *fields_dict(const hl_schema *schema, const void *v) {
     return d;
 }
 
-/* variant_fields(s): the parsed variant as a dict, so Python reads fields, never
- * the string's grammar. */
-static PyObject *variant_fields(PyObject *module, PyObject *arg) {
+/* A variant string of either kind parsed (hl_schema_parse) into its dict. */
+static PyObject *parsed_fields(PyObject *module, PyObject *arg, const hl_schema *schema) {
     const char *s = text_arg(arg, "variant");
     if (!s) return NULL;
-    hl_variant v;
+    union {
+        hl_variant matmul;
+        hl_attn_variant attention;
+    } v;
     hl_error err = {0};
-    if (hl_variant_parse(s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
-    return fields_dict(&hl_variant_schema, &v);
+    if (hl_schema_parse(schema, s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
+    return fields_dict(schema, &v);
 }
 
-/* attention_variant_fields(s): an attention variant's fields as a dict. */
+/* variant_fields(s): the parsed variant as a dict, so Python reads fields, never
+ * the string's grammar; attention_variant_fields(s) the same for attention. */
+static PyObject *variant_fields(PyObject *module, PyObject *arg) {
+    return parsed_fields(module, arg, &hl_variant_schema);
+}
+
 static PyObject *attention_variant_fields(PyObject *module, PyObject *arg) {
-    const char *s = text_arg(arg, "variant");
-    if (!s) return NULL;
-    hl_attn_variant v;
-    hl_error err = {0};
-    if (hl_attn_variant_parse(s, &v, &err) != HL_OK) return raise_status(state_from_module(module), &err);
-    return fields_dict(&hl_attn_variant_schema, &v);
+    return parsed_fields(module, arg, &hl_attn_variant_schema);
 }
 
 /* format_variant(fields): the canonical string of a matmul variant built from a
