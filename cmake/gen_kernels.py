@@ -1,14 +1,19 @@
 """Generate the build's kernel tables from shaders/families.py (see its docstring).
 
-Usage: gen_kernels.py SHADER_DIR OUT_DIR. Files are rewritten only when their text
-changes, so a reconfigure with an unchanged table rebuilds nothing.
+Usage: gen_kernels.py SHADER_DIR OUT_DIR [GLSLC]. With GLSLC, each compiler feature
+of the table (COMPILER_FEATURES) is probed by compiling its probe shader; the
+permutations that need a feature the compiler lacks are left out of the build.
+Files are rewritten only when their text changes, so a reconfigure with an
+unchanged table rebuilds nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +29,47 @@ def load_table(shader_dir: Path) -> Any:
     return mod
 
 
-def permutations(fam: Any) -> list[tuple[str, list[str], str]]:
-    """(shader name, axis C values, glslc defines) for every combination of the axes."""
-    rows: list[tuple[str, list[str], str]] = [(fam.name, [], "")]
+def permutations(fam: Any) -> list[tuple[str, list[str], str, str]]:
+    """(shader name, axis C values, glslc defines, needed compiler feature or "") for
+    every combination of the axes that the family does not skip."""
+    rows: list[tuple[str, list[str], str, str]] = [(fam.name, [], "", "")]
     for param, _ctype, values in fam.axes:
         rows = [
-            (f"{name}_{param}{c_value.lower().removeprefix('hl_')}", cvals + [c_value], f"{defs} {flags}".strip())
-            for name, cvals, defs in rows
-            for c_value, flags in values
+            (
+                f"{name}_{param}{value[0].lower().removeprefix('hl_')}",
+                cvals + [value[0]],
+                f"{defs} {value[1]}".strip(),
+                needs or (value[2] if len(value) > 2 else ""),
+            )
+            for name, cvals, defs, needs in rows
+            for value in values
         ]
-    return rows
+    params = [a[0] for a in fam.axes]
+
+    def skipped(cvals: list[str]) -> bool:
+        got = dict(zip(params, cvals))
+        return any(all(got.get(k) == v for k, v in entry) for entry in fam.skip)
+
+    return [r for r in rows if not skipped(r[1])]
+
+
+def probe_features(t: Any, glslc: str) -> dict[str, bool]:
+    """Which compiler features the build's glslc has (every one when no glslc is named)."""
+    have = {}
+    for feature, source in t.COMPILER_FEATURES.items():
+        if not glslc:
+            have[feature] = True
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / "probe.comp"
+            src.write_text(source)
+            r = subprocess.run(
+                [glslc, "--target-env=vulkan1.3", "-o", str(Path(d) / "probe.spv"), str(src)],
+                capture_output=True,
+                text=True,
+            )
+            have[feature] = r.returncode == 0
+    return have
 
 
 def check(t: Any) -> None:
@@ -60,6 +96,15 @@ def check(t: Any) -> None:
             raise SystemExit(f"families.py: family {fam.name!r} uses unknown binding set {fam.bindings!r}")
         if len({s.name for s in fam.spec}) != len(fam.spec):
             raise SystemExit(f"families.py: family {fam.name!r} names a constant twice")
+        params = {a[0]: {v[0] for v in a[2]} for a in fam.axes}
+        for entry in fam.skip:
+            for k, v in entry:
+                if k not in params or v not in params[k]:
+                    raise SystemExit(f"families.py: family {fam.name!r} skips unknown axis value {k}={v}")
+        for a in fam.axes:
+            for v in a[2]:
+                if len(v) > 2 and v[2] not in t.COMPILER_FEATURES:
+                    raise SystemExit(f"families.py: family {fam.name!r} needs unknown compiler feature {v[2]!r}")
         if sum(s.local_size for s in fam.spec) > 1:
             raise SystemExit(f"families.py: family {fam.name!r} has two workgroup-size constants")
 
@@ -77,13 +122,17 @@ def c_ident(s: str) -> str:
     return s.upper().replace("-", "_")
 
 
-def gen_header(t: Any, kernels_digest: str) -> str:
+def gen_header(t: Any, kernels_digest: str, have: dict[str, bool]) -> str:
     out = [HEADER, "#ifndef HL_KERNELS_H\n#define HL_KERNELS_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n"]
-    out.append(f'#define HL_KERNELS_DIGEST "{kernels_digest}"\n\n')
+    out.append(f'#define HL_KERNELS_DIGEST "{kernels_digest}"\n')
+    out.append("/* Compiler features the build's glslc had (permutations needing a missing one are absent). */\n")
+    for feature, ok in have.items():
+        out.append(f"#define HL_BUILT_{c_ident(feature)} {int(ok)}\n")
+    out.append("\n")
     # Shader permutations.
     out.append("typedef enum hl_shader {\n")
     for fam in t.FAMILIES:
-        for name, _, _ in permutations(fam):
+        for name, *_ in permutations(fam):
             out.append(f"    HL_SHADER_{c_ident(name)},\n")
     out.append("    HL_SHADER_COUNT /* also: no permutation for these arguments */\n} hl_shader;\n\n")
     # Binding slots.
@@ -126,7 +175,7 @@ def gen_header(t: Any, kernels_digest: str) -> str:
         if not fam.axes:
             out.append(f"    return HL_SHADER_{c_ident(perms[0][0])};\n}}\n\n")
             continue
-        for name, cvals, _ in perms:
+        for name, cvals, *_ in perms:
             cond = " && ".join(f"{param} == {cv}" for (param, _, _), cv in zip(fam.axes, cvals))
             out.append(f"    if ({cond}) return HL_SHADER_{c_ident(name)};\n")
         out.append("    return HL_SHADER_COUNT;\n}\n\n")
@@ -150,15 +199,20 @@ def c_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def gen_source(t: Any) -> str:
+def gen_source(t: Any, have: dict[str, bool]) -> str:
     out = [HEADER, '#include <stddef.h>\n#include <stdint.h>\n\n#include "internal.h"\n\n']
-    # Embedded SPIR-V, in hl_shader order.
-    names = [name for fam in t.FAMILIES for name, _, _ in permutations(fam)]
-    for n in names:
-        out.append(f'static const uint32_t spv_{n}[] =\n#include "{n}.inc"\n;\n')
+    # Embedded SPIR-V, in hl_shader order; a permutation whose compiler feature is
+    # missing has no code and names the feature.
+    rows = [(name, needs) for fam in t.FAMILIES for name, _, _, needs in permutations(fam)]
+    for n, needs in rows:
+        if not needs or have[needs]:
+            out.append(f'static const uint32_t spv_{n}[] =\n#include "{n}.inc"\n;\n')
     out.append("const hl_spirv hl_spirv_table[HL_SHADER_COUNT] = {\n")
-    for n in names:
-        out.append(f'    {{"{n}", spv_{n}, sizeof spv_{n}}},\n')
+    for n, needs in rows:
+        if not needs or have[needs]:
+            out.append(f'    {{"{n}", spv_{n}, sizeof spv_{n}, NULL}},\n')
+        else:
+            out.append(f'    {{"{n}", NULL, 0, {c_str(needs)}}},\n')
     out.append("};\n\n")
     # Variant schemas.
     for v in t.VARIANTS:
@@ -223,13 +277,16 @@ def gen_source(t: Any) -> str:
     return "".join(out)
 
 
-def gen_cmake(t: Any) -> str:
+def gen_cmake(t: Any, have: dict[str, bool]) -> str:
     rows = []
     for fam in t.FAMILIES:
-        for name, _, defs in permutations(fam):
-            rows.append(f'  "{name}|{fam.source}|{defs}"')
-    return "# Generated by cmake/gen_kernels.py from shaders/families.py. Do not edit.\nset(HELIOS_SHADERS\n" + (
-        "\n".join(rows) + "\n)\n"
+        for name, _, defs, needs in permutations(fam):
+            if not needs or have[needs]:
+                rows.append(f'  "{name}|{fam.source}|{defs}"')
+    missing = [f for f, ok in have.items() if not ok]
+    return (
+        "# Generated by cmake/gen_kernels.py from shaders/families.py. Do not edit.\n"
+        f'set(HELIOS_GLSLC_MISSING "{";".join(missing)}")\nset(HELIOS_SHADERS\n' + "\n".join(rows) + "\n)\n"
     )
 
 
@@ -240,12 +297,14 @@ def write(path: Path, text: str) -> None:
 
 def main() -> int:
     shader_dir, out_dir = Path(sys.argv[1]), Path(sys.argv[2])
+    glslc = sys.argv[3] if len(sys.argv) > 3 else ""
     out_dir.mkdir(parents=True, exist_ok=True)
     t = load_table(shader_dir)
     check(t)
-    write(out_dir / "hl_kernels.h", gen_header(t, digest(shader_dir)))
-    write(out_dir / "kernels.c", gen_source(t))
-    write(out_dir / "kernels.cmake", gen_cmake(t))
+    have = probe_features(t, glslc)
+    write(out_dir / "hl_kernels.h", gen_header(t, digest(shader_dir), have))
+    write(out_dir / "kernels.c", gen_source(t, have))
+    write(out_dir / "kernels.cmake", gen_cmake(t, have))
     for fam in t.FAMILIES:
         write(out_dir / f"spec_{fam.name}.glsl", gen_glsl(t, fam))
     return 0

@@ -1,6 +1,6 @@
 #version 460
 // attention_coop.comp — flash-attention forward, O = softmax(scale * Q K^T) V,
-// on KHR cooperative matrices: fp16 in and out, fp32 scores, fp32 running
+// on KHR cooperative matrices: fp16 (or bfloat16) in and out, fp32 scores, fp32 running
 // max/sum and an fp32 output accumulator.
 //
 // Q, K, V and O are packed (B*H, S, D) row-major. Workgroup (x, y) owns query
@@ -12,7 +12,7 @@
 // Per tile a subgroup computes its scores S = Q K^T on the tensor cores and
 // stores them to its own shared scratch; its invocations run the online
 // softmax over whole rows there (KHR leaves the accumulator's element layout
-// to the driver, so rows are only addressable through memory), write P in fp16
+// to the driver, so rows are only addressable through memory), write P in fp16 (bf16)
 // and each row's rescale factor as a TM x TN tile; then O = O * rescale + P V,
 // the rescale applied as a component-wise product of two accumulators, and
 // skipped for a tile where no row's running max moved by more than 2^8. The
@@ -27,6 +27,15 @@
 #extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
+// IN_BF16: Q, K, V, P and O in bfloat16 (bf16 x bf16 -> fp32 fragments); the
+// scores, softmax and the O accumulator stay fp32.
+#ifdef IN_BF16
+#extension GL_EXT_bfloat16 : require
+#define IN_T bfloat16_t
+#else
+#define IN_T float16_t
+#endif
+#include "bf16.glsl"
 
 // TM, TN, TK (coop shape), D (head dimension: a multiple of TK, TN and 8), BC (keys
 // per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
@@ -105,6 +114,15 @@ void sub_sync() {
     subgroupBarrier();
 }
 
+// Two probabilities packed as P's element type (round to nearest even).
+uint pack_p(float a, float b) {
+#ifdef IN_BF16
+    return f32_to_bf16(a) | (f32_to_bf16(b) << 16);
+#else
+    return packHalf2x16(vec2(a, b));
+#endif
+}
+
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
 void main() {
@@ -121,7 +139,7 @@ void main() {
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
-    coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
+    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -169,7 +187,7 @@ void main() {
             [[unroll]] for (uint w = 0; w < WQ; w++)
                 s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
             [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
-                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
                 coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
                             gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
@@ -225,7 +243,7 @@ void main() {
             [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
                 uvec4 v;
                 [[unroll]] for (uint h = 0; h < 4; h++)
-                    v[h] = packHalf2x16(vec2(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]));
+                    v[h] = pack_p(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]);
                 sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
             }
             if (any_rescale)
@@ -241,12 +259,12 @@ void main() {
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
         }
         [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
-            coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
             [[unroll]] for (uint w = 0; w < WQ; w++)
                 coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                             gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) {
-                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
                 coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
                             gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
@@ -254,7 +272,7 @@ void main() {
         }
     }
 
-    // O / l, then fp16 out: straight to memory where the workgroup's rows all
+    // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     sub_sync();
     const uint A_OFF = SUB + RQ * PROW;
@@ -269,8 +287,8 @@ void main() {
         coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
         const uint row0 = r0 + w * TM;
         [[unroll]] for (uint j = 0; j < D / TN; j++) {
-            coopmat<float16_t, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
-                coopmat<float16_t, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(o[w][j] * am);
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(o[w][j] * am);
             if (q0 + BR <= p.sq) {   // workgroup-uniform: lavapipe mis-runs subgroup barriers that
                                      // only some subgroups of a workgroup reach
                 coopMatStore(oh, o128, qbase + row0 * DV + j * (TN / 8), DV, gl_CooperativeMatrixLayoutRowMajor);

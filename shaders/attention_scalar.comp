@@ -3,8 +3,10 @@
 // cooperative matrices (or HELIOS_DISABLE_COOP_ATTENTION=1) and head sizes the
 // coop kernel does not take: one invocation per query row, an online softmax
 // over every key in fp32, the output row held in registers (D <= 256).
-// Layout and masking as attention_coop.comp.
+// Layout and masking as attention_coop.comp. IN_BF16: Q, K, V and O are
+// bfloat16, read as 16-bit words and widened (fp32 arithmetic either way).
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
 
 layout(local_size_x = 64) in;
 #include "spec_attention_scalar.glsl"   // D, CAUSAL (shaders/families.py)
@@ -15,10 +17,20 @@ layout(push_constant) uniform Push {
     float scale_log2;
 } p;
 
-layout(set = 0, binding = BINDING_Q) readonly buffer Q { float16_t q[]; };
-layout(set = 0, binding = BINDING_K) readonly buffer K { float16_t k[]; };
-layout(set = 0, binding = BINDING_O) writeonly buffer O { float16_t o[]; };
-layout(set = 0, binding = BINDING_V) readonly buffer V { float16_t v[]; };
+#include "bf16.glsl"
+#ifdef IN_BF16
+#define ELEM_T uint16_t
+float widen(uint16_t x) { return bf16_to_f32(uint(x)); }
+uint16_t narrow(float x) { return uint16_t(f32_to_bf16(x)); }
+#else
+#define ELEM_T float16_t
+float widen(float16_t x) { return float(x); }
+float16_t narrow(float x) { return float16_t(x); }
+#endif
+layout(set = 0, binding = BINDING_Q) readonly buffer Q { ELEM_T q[]; };
+layout(set = 0, binding = BINDING_K) readonly buffer K { ELEM_T k[]; };
+layout(set = 0, binding = BINDING_O) writeonly buffer O { ELEM_T o[]; };
+layout(set = 0, binding = BINDING_V) readonly buffer V { ELEM_T v[]; };
 
 void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
@@ -26,14 +38,14 @@ void main() {
     const uint qb = (bh * p.sq + row) * D, kb = bh * p.skv * D;
     float qr[D], acc[D];
     for (uint d = 0; d < D; d++) {
-        qr[d] = float(q[qb + d]) * p.scale_log2;
+        qr[d] = widen(q[qb + d]) * p.scale_log2;
         acc[d] = 0.0;
     }
     float m = -1.0 / 0.0, l = 0.0;
     const uint kv_end = CAUSAL != 0 ? min(p.skv, row + 1) : p.skv;
     for (uint j = 0; j < kv_end; j++) {
         float s = 0.0;
-        for (uint d = 0; d < D; d++) s += qr[d] * float(k[kb + j * D + d]);
+        for (uint d = 0; d < D; d++) s += qr[d] * widen(k[kb + j * D + d]);
         // A key scored -inf contributes nothing: a row whose every key is -inf
         // outputs 0, as the coop kernel and torch's math backend do (not NaN).
         // Selects, not a branch: a branch here cost 2.2x at d=64 on the H100.
@@ -41,9 +53,9 @@ void main() {
         const bool none = m_new == -1.0 / 0.0;
         const float alpha = none ? 1.0 : exp2(m - m_new), pj = none ? 0.0 : exp2(s - m_new);
         l = l * alpha + pj;
-        for (uint d = 0; d < D; d++) acc[d] = acc[d] * alpha + pj * float(v[kb + j * D + d]);
+        for (uint d = 0; d < D; d++) acc[d] = acc[d] * alpha + pj * widen(v[kb + j * D + d]);
         m = m_new;
     }
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
-    for (uint d = 0; d < D; d++) o[qb + d] = float16_t(acc[d] * inv);
+    for (uint d = 0; d < D; d++) o[qb + d] = narrow(acc[d] * inv);
 }

@@ -110,9 +110,27 @@ class Family:
     variant: Optional[str]  # the C struct its constants read, or None
     spec: tuple[Spec, ...]
     bindings: str  # a key of BINDINGS
-    axes: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = ()  # (param, C type, ((C value, defines), ...))
+    # Build-time permutations: (param, C type, ((C value, defines[, needs]), ...)). `needs`
+    # names a compiler feature (COMPILER_FEATURES) the permutation's source requires;
+    # where the build's glslc lacks it the permutation is left out (no SPIR-V, and the
+    # pipeline lookup says which feature the build lacked).
+    axes: tuple[tuple[str, str, tuple[tuple[str, ...], ...]], ...] = ()
+    # Combinations of axis values never built: each entry is ((param, C value), ...),
+    # a permutation matching every pair of one entry is skipped.
+    skip: tuple[tuple[tuple[str, str], ...], ...] = ()
     full_subgroups: bool = False  # cooperative matrices: required subgroup size, full subgroups
     doc: str = field(default="")
+
+
+# Compiler features a permutation may need, each with the GLSL CMake compiles to
+# probe for it (a glslc that rejects the probe builds none of those permutations).
+COMPILER_FEATURES = {
+    "GL_EXT_bfloat16": "#version 460\n#extension GL_EXT_bfloat16 : require\n"
+    "#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+    "layout(local_size_x = 32) in;\n"
+    "void main() { coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a = "
+    "coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(bfloat16_t(1.0)); }\n",
+}
 
 
 # Storage-buffer slots per kernel kind (one descriptor set).
@@ -238,8 +256,16 @@ COOP_FRAGMENT = (
     Spec("TK", "uint", "16", "v->tk"),
 )
 
-OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16")))
+OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16"), ("HL_BF16", "-DOUT_BF16")))
 ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
+# Input element type. bfloat16 on cooperative matrices needs GL_EXT_bfloat16;
+# the scalar kernels read bfloat16 as 16-bit words and compute in fp32 (any glslc).
+IN_AXIS_COOP = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16", "GL_EXT_bfloat16")))
+IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
+# Products keep the input's 16-bit type or widen to f32: no f16 in -> bf16 out, no
+# bf16 in -> f16 out, and no bf16 accumulator (devices offer bf16 x bf16 -> f32).
+MIXED_16 = ((("in", "HL_F16"), ("out", "HL_BF16")), (("in", "HL_BF16"), ("out", "HL_F16")))
+NO_BF16_ACC16 = ((("in", "HL_BF16"), ("acc", "HL_F16")),)
 
 FAMILIES = (
     Family(
@@ -268,7 +294,8 @@ FAMILIES = (
         )
         + MATMUL_EPILOGUE,
         "matmul",
-        axes=(ACC_AXIS, OUT_AXIS),
+        axes=(ACC_AXIS, OUT_AXIS, IN_AXIS_COOP),
+        skip=MIXED_16 + NO_BF16_ACC16,
         full_subgroups=True,
         doc="KHR cooperative matrices, subgroup scope",
     ),
@@ -285,8 +312,8 @@ FAMILIES = (
         )
         + MATMUL_EPILOGUE,
         "matmul",
-        axes=(ACC_AXIS, OUT_AXIS),
-        doc="NV cooperative matrix 2, workgroup scope (opt-in)",
+        axes=(ACC_AXIS, ("out", "hl_dtype", OUT_AXIS[2][:2])),
+        doc="NV cooperative matrix 2, workgroup scope (opt-in; f16 inputs)",
     ),
     Family(
         "matmul_scalar",
@@ -294,8 +321,9 @@ FAMILIES = (
         "hl_variant",
         MATMUL_EPILOGUE,
         "matmul",
-        axes=(OUT_AXIS,),
-        doc="no cooperative matrices: the fallback",
+        axes=(OUT_AXIS, IN_AXIS_SCALAR),
+        skip=MIXED_16,
+        doc="no cooperative matrices: the fallback (fp32 arithmetic)",
     ),
     Family(
         "matmul_splitk_reduce",
@@ -321,8 +349,9 @@ FAMILIES = (
             Spec("CAUSAL", "uint", "0", "e->causal"),
         ),
         "attention",
+        axes=(IN_AXIS_COOP,),
         full_subgroups=True,
-        doc="flash-attention forward on KHR cooperative matrices",
+        doc="flash-attention forward on KHR cooperative matrices (Q, K, V, O in the input type)",
     ),
     Family(
         "mma_roof",
@@ -345,6 +374,7 @@ FAMILIES = (
         "hl_attn_variant",
         (Spec("D", "uint", "64", "e->d"), Spec("CAUSAL", "uint", "0", "e->causal")),
         "attention",
-        doc="flash-attention forward without cooperative matrices",
+        axes=(IN_AXIS_SCALAR,),
+        doc="flash-attention forward without cooperative matrices (fp32 arithmetic)",
     ),
 )

@@ -1,15 +1,19 @@
 // matmul_common.glsl — bindings, push constants and the epilogue shared by every
 // matmul kernel. C = act(alpha * op(A) * op(B) + beta * C + bias), per batch.
 // A is stored M x K (row pitch lda) or, transposed, K x M; B is K x N (pitch
-// ldb) or, transposed, N x K. C is packed M x N per batch. Inputs are fp16.
+// ldb) or, transposed, N x K. C is packed M x N per batch. Inputs are fp16 or,
+// with IN_BF16, bfloat16; C is fp32, fp16 (OUT_F16) or bfloat16 (OUT_BF16).
 // The same buffer is declared at one binding with several element types: 16-byte
 // vectors for aligned bulk loads, 16-bit scalars for tails.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : enable
+#include "bf16.glsl"
 
 #ifdef OUT_F16
 #define OUT_T float16_t
+#elif defined(OUT_BF16)
+#define OUT_T uint16_t   // bfloat16 bits: written and read through store_c / load_c
 #else
 #define OUT_T float
 #endif
@@ -64,10 +68,54 @@ float activate(float x) {
     return x;
 }
 
+// One element of C, in and out, as fp32.
+float load_c(uint i) {
+#ifdef OUT_BF16
+    return bf16_to_f32(uint(c_in[i]));
+#else
+    return float(c_in[i]);
+#endif
+}
+void store_c(uint i, float v) {
+#ifdef OUT_BF16
+    c[i] = uint16_t(f32_to_bf16(v));
+#else
+    c[i] = OUT_T(v);
+#endif
+}
+// Eight consecutive 16-bit outputs packed for one 16-byte store.
+uvec4 pack8_out(float v[8]) {
+#ifdef OUT_BF16
+    return uvec4(f32_to_bf16(v[0]) | (f32_to_bf16(v[1]) << 16), f32_to_bf16(v[2]) | (f32_to_bf16(v[3]) << 16),
+                 f32_to_bf16(v[4]) | (f32_to_bf16(v[5]) << 16), f32_to_bf16(v[6]) | (f32_to_bf16(v[7]) << 16));
+#else
+    return uvec4(packFloat2x16(f16vec2(float16_t(v[0]), float16_t(v[1]))),
+                 packFloat2x16(f16vec2(float16_t(v[2]), float16_t(v[3]))),
+                 packFloat2x16(f16vec2(float16_t(v[4]), float16_t(v[5]))),
+                 packFloat2x16(f16vec2(float16_t(v[6]), float16_t(v[7]))));
+#endif
+}
+
+// One input element as fp32 (the scalar kernels).
+float in_a(uint i) {
+#ifdef IN_BF16
+    return bf16_to_f32(uint(a16[i]));
+#else
+    return float(ah[i]);
+#endif
+}
+float in_b(uint i) {
+#ifdef IN_BF16
+    return bf16_to_f32(uint(b16[i]));
+#else
+    return float(bh[i]);
+#endif
+}
+
 // act(alpha * x + beta * C[ci] + bias[col]) in fp32; ci indexes C (batch included).
 float epilogue(float x, uint ci, uint col) {
     if ((EPI & EPI_ALPHA) != 0u) x *= p.alpha;
-    if ((EPI & EPI_BETA) != 0u) x += p.beta * float(c_in[ci]);
+    if ((EPI & EPI_BETA) != 0u) x += p.beta * load_c(ci);
     if ((EPI & EPI_BIAS) != 0u) x += bias[col];
     return activate(x);
 }

@@ -19,10 +19,19 @@
 // matmul_splitk_reduce.comp sums them and applies the epilogue.
 // Layouts (TRANS_A/TRANS_B), batches (grid z, strides sa/sb, 0 = broadcast) and
 // the epilogue (EPI/ACT, matmul_common.glsl) change only the loads and the store.
-// Build-time defines: ACC_F16 (fp16 accumulators), OUT_F16 (fp16 output).
+// Build-time defines: ACC_F16 (fp16 accumulators), OUT_F16 (fp16 output), IN_BF16
+// (bfloat16 inputs: bf16 x bf16 -> fp32 fragments) with OUT_BF16 (bfloat16 output).
+// The slabs hold 16-byte vectors whatever the element type, so only the fragment
+// types and the output conversion differ between fp16 and bfloat16.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
+#ifdef IN_BF16
+#extension GL_EXT_bfloat16 : require
+#define IN_T bfloat16_t
+#else
+#define IN_T float16_t
+#endif
 // TM, TN, TK (coop shape), WM, WN (subgroups), SG_M, SG_N (tiles per subgroup), BK,
 // SUBGROUP, STAGES, DIRECT, RASTER and the workgroup size: shaders/families.py.
 #include "spec_matmul_coop.glsl"
@@ -32,6 +41,13 @@
 #define ACC_T float16_t
 #else
 #define ACC_T float
+#endif
+// The fragment type of C for the whole-tile store (bfloat16 fragments store into
+// the 16-bit words OUT_T declares for C).
+#ifdef OUT_BF16
+#define COOP_OUT_T bfloat16_t
+#else
+#define COOP_OUT_T OUT_T
 #endif
 
 
@@ -132,8 +148,8 @@ void commit(uint tid) {
 
 void multiply_shared(uint wm, uint wn) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
-        coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
-        coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
+        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
         [[unroll]] for (uint i = 0; i < SG_M; i++) {
             if (TRANS_A)
                 coopMatLoad(fa[i], As, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,
@@ -158,8 +174,8 @@ void multiply_shared(uint wm, uint wn) {
 
 void multiply_direct(uint row0, uint col0, uint k0) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
-        coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
-        coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
+        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
         [[unroll]] for (uint i = 0; i < SG_M; i++) {
             if (TRANS_A)
                 coopMatLoad(fa[i], a128, (abase + (k0 + kk) * p.lda + row0 + i * TM) / 8, p.lda / 8,
@@ -272,8 +288,8 @@ void main() {
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(part, ws, wbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (store_whole) {
-                coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
-                    coopmat<OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
+                    coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (vec_store && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
                 // Interior tiles: through this subgroup's own scratch
@@ -288,11 +304,8 @@ void main() {
                 const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
                 float v[8];
                 [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = epilogue(scratch[sbase + e0 + u], ci + u, q + u);
-#ifdef OUT_F16
-                c128[ci / 8u] = uvec4(packFloat2x16(f16vec2(float16_t(v[0]), float16_t(v[1]))),
-                                      packFloat2x16(f16vec2(float16_t(v[2]), float16_t(v[3]))),
-                                      packFloat2x16(f16vec2(float16_t(v[4]), float16_t(v[5]))),
-                                      packFloat2x16(f16vec2(float16_t(v[6]), float16_t(v[7]))));
+#if defined(OUT_F16) || defined(OUT_BF16)
+                c128[ci / 8u] = pack8_out(v);
 #else
                 c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
                 c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
@@ -309,8 +322,7 @@ void main() {
                     uint r = gr + e / TN, q = gc + e % TN;
                     if (e < TM * TN && r < p.M && q < p.N) {
                         if (split) ws[wbase + r * p.N + q] = scratch[sbase + e];
-                        else c[cbase + r * p.N + q] =
-                            OUT_T(epilogue(scratch[sbase + e], cbase + r * p.N + q, q));
+                        else store_c(cbase + r * p.N + q, epilogue(scratch[sbase + e], cbase + r * p.N + q, q));
                     }
                 }
                 barrier();

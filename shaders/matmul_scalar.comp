@@ -1,7 +1,8 @@
 #version 460
 // matmul_scalar.comp — fallback for devices without cooperative matrices (or
 // HELIOS_DISABLE_COOP=1): a 64x64 block per workgroup of 16x16 invocations,
-// each computing 4x4 outputs in fp32 from fp16 inputs staged in shared memory.
+// each computing 4x4 outputs in fp32 from fp16 or bfloat16 (IN_BF16) inputs
+// widened to fp32 and staged in shared memory.
 // Layouts, batches (grid z) and the epilogue as in matmul_common.glsl.
 #include "spec_matmul_scalar.glsl"
 #include "matmul_common.glsl"
@@ -16,11 +17,11 @@ uint abase, bbase;
 
 float a_at(uint r, uint k) {
     if (r >= p.M || k >= p.K) return 0.0;
-    return float(ah[abase + (TRANS_A ? k * p.lda + r : r * p.lda + k)]);
+    return in_a(abase + (TRANS_A ? k * p.lda + r : r * p.lda + k));
 }
 float b_at(uint k, uint q) {
     if (k >= p.K || q >= p.N) return 0.0;
-    return float(bh[bbase + (TRANS_B ? q * p.ldb + k : k * p.ldb + q)]);
+    return in_b(bbase + (TRANS_B ? q * p.ldb + k : k * p.ldb + q));
 }
 
 void main() {
@@ -56,7 +57,7 @@ void main() {
         [[unroll]] for (uint j = 0; j < 4u; j++) {
             uint q = n0 + tx + 16u * j;
             uint ci = cbase + r * p.N + q;
-            if (r < p.M && q < p.N) c[ci] = OUT_T(epilogue(acc[i][j], ci, q));
+            if (r < p.M && q < p.N) store_c(ci, epilogue(acc[i][j], ci, q));
         }
     }
 }

@@ -19,13 +19,13 @@ void main() {
         const uint w0 = (b * p.splits * mn + off) / 4u;
         vec4 s = ws4[w0];
         for (uint z = 1; z < p.splits; z++) s += ws4[w0 + z * (mn / 4u)];
-        [[unroll]] for (uint i = 0; i < 4u; i++) c[e0 + i] = OUT_T(epilogue(s[i], e0 + i, (off + i) % p.N));
+        [[unroll]] for (uint i = 0; i < 4u; i++) store_c(e0 + i, epilogue(s[i], e0 + i, (off + i) % p.N));
     } else {
         for (uint e = e0; e < min(e0 + 4u, p.batch * mn); e++) {
             const uint b = e / mn, off = e % mn;
             float s = ws[b * p.splits * mn + off];
             for (uint z = 1; z < p.splits; z++) s += ws[(b * p.splits + z) * mn + off];
-            c[e] = OUT_T(epilogue(s, e, off % p.N));
+            store_c(e, epilogue(s, e, off % p.N));
         }
     }
 }

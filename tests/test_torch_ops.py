@@ -38,10 +38,17 @@ def _close(got: torch.Tensor, want: torch.Tensor, rel: float) -> None:
     assert err <= rel * scale, f"max error {err:.3g} vs scale {scale:.3g}"
 
 
+# float16, and bfloat16 (fewer significant bits: looser bounds, 8 vs 11 bits)
+DTYPES = [(torch.float16, 1.0), (torch.bfloat16, 8.0)]
+
+
 def test_dtype_and_shape_refusals_on_cuda(cuda):
-    a = torch.ones(8, 8, device=cuda, dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="bfloat16 is not supported yet"):
-        ht.matmul(a, a)
+    f32 = torch.ones(8, 8, device=cuda, dtype=torch.float32)
+    with pytest.raises(TypeError, match="takes float16 or bfloat16"):
+        ht.matmul(f32, f32)
+    mixed = torch.ones(8, 8, device=cuda, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="share one dtype"):
+        ht.matmul(mixed, mixed.half())
     h = torch.ones(8, 4, device=cuda, dtype=torch.float16)
     with pytest.raises(ValueError, match="do not chain"):
         ht.matmul(h, h)
@@ -49,25 +56,28 @@ def test_dtype_and_shape_refusals_on_cuda(cuda):
         ht.linear(h, h, activation="tanh")
 
 
-def test_matmul_forward_and_gradients(cuda):
+@pytest.mark.parametrize("dtype,loose", DTYPES)
+def test_matmul_forward_and_gradients(cuda, dtype, loose):
     g = torch.Generator(device="cuda").manual_seed(1)
-    a = torch.randn(96, 72, device=cuda, generator=g).half().requires_grad_(True)
-    b = torch.randn(72, 40, device=cuda, generator=g).half().requires_grad_(True)
+    a = torch.randn(96, 72, device=cuda, generator=g).to(dtype).requires_grad_(True)
+    b = torch.randn(72, 40, device=cuda, generator=g).to(dtype).requires_grad_(True)
     y = ht.matmul(a, b)
-    assert y.is_cuda and y.dtype == torch.float16 and y.shape == (96, 40)
-    _close(y, a.double() @ b.double(), 2e-3)
-    go = torch.randn(96, 40, device=cuda, generator=g).half()
+    assert y.is_cuda and y.dtype == dtype and y.shape == (96, 40)
+    _close(y, a.double() @ b.double(), 2e-3 * loose)
+    go = torch.randn(96, 40, device=cuda, generator=g).to(dtype)
     y.backward(go)
-    _close(a.grad, go.double() @ b.double().T, 2e-3)
-    _close(b.grad, a.double().T @ go.double(), 2e-3)
+    assert a.grad.dtype == dtype and b.grad.dtype == dtype
+    _close(a.grad, go.double() @ b.double().T, 2e-3 * loose)
+    _close(b.grad, a.double().T @ go.double(), 2e-3 * loose)
 
 
+@pytest.mark.parametrize("dtype,loose", DTYPES)
 @pytest.mark.parametrize("activation", [None, "relu", "gelu_tanh", "silu"])
-def test_linear_forward_and_gradients(cuda, activation):
+def test_linear_forward_and_gradients(cuda, activation, dtype, loose):
     g = torch.Generator(device="cuda").manual_seed(2)
-    x = torch.randn(3, 50, 64, device=cuda, generator=g).half().requires_grad_(True)
-    w = (torch.randn(80, 64, device=cuda, generator=g) / 8).half().requires_grad_(True)
-    bias = torch.randn(80, device=cuda, generator=g).half().requires_grad_(True)
+    x = torch.randn(3, 50, 64, device=cuda, generator=g).to(dtype).requires_grad_(True)
+    w = (torch.randn(80, 64, device=cuda, generator=g) / 8).to(dtype).requires_grad_(True)
+    bias = torch.randn(80, device=cuda, generator=g).to(dtype).requires_grad_(True)
     act = {None: lambda z: z, "relu": torch.relu, "silu": torch.nn.functional.silu}.get(
         activation, lambda z: torch.nn.functional.gelu(z, approximate="tanh")
     )
@@ -75,28 +85,31 @@ def test_linear_forward_and_gradients(cuda, activation):
     assert y.shape == (3, 50, 80)
     xr, wr, br = (t.detach().double().requires_grad_(True) for t in (x, w, bias))
     want = act(torch.nn.functional.linear(xr, wr, br))
-    _close(y, want, 5e-3)
-    go = torch.randn(3, 50, 80, device=cuda, generator=g).half()
+    assert y.dtype == dtype
+    _close(y, want, 5e-3 * loose)
+    go = torch.randn(3, 50, 80, device=cuda, generator=g).to(dtype)
     y.backward(go)
     want.backward(go.double())
-    _close(x.grad, xr.grad, 1e-2)
-    _close(w.grad, wr.grad, 1e-2)
-    _close(bias.grad, br.grad, 1e-2)
+    _close(x.grad, xr.grad, 1e-2 * loose)
+    _close(w.grad, wr.grad, 1e-2 * loose)
+    _close(bias.grad, br.grad, 1e-2 * loose)
 
 
+@pytest.mark.parametrize("dtype,loose", DTYPES)
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_forward_and_gradients(cuda, causal):
+def test_attention_forward_and_gradients(cuda, causal, dtype, loose):
     g = torch.Generator(device="cuda").manual_seed(3)
-    q, k, v = (torch.randn(2, 4, 130, 64, device=cuda, generator=g).half().requires_grad_(True) for _ in range(3))
+    q, k, v = (torch.randn(2, 4, 130, 64, device=cuda, generator=g).to(dtype).requires_grad_(True) for _ in range(3))
     o = ht.attention(q, k, v, causal=causal)
+    assert o.dtype == dtype
     qr, kr, vr = (t.detach().double().requires_grad_(True) for t in (q, k, v))
     want = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
-    _close(o, want, 5e-3)
+    _close(o, want, 5e-3 * loose)
     go = torch.randn_like(o)
     o.backward(go)
     want.backward(go.double())
     for got, ref in ((q.grad, qr.grad), (k.grad, kr.grad), (v.grad, vr.grad)):
-        _close(got, ref, 2e-2)
+        _close(got, ref, 2e-2 * loose)
 
 
 def test_outputs_are_torch_memory_helios_wrote(cuda):

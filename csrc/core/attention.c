@@ -25,12 +25,24 @@ static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
     return 16u * (2u * v->bc * (d / 8 + 1) + v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs));
 }
 
-hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_error *err) {
+hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
+                                hl_error *err) {
     char vs[HL_VARIANT_STR_MAX];
     hl_attn_variant_format(v, vs, sizeof vs);
     if (d == 0 || d > MAX_HEAD_DIM)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: head dimension %u is outside 1..%u", d, MAX_HEAD_DIM);
+    if (in != HL_F16 && in != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "attention: Q, K and V must be f16 or bf16, got %s",
+                       hl_dtype_name(in));
+    if (in == HL_BF16 && !dev->caps.has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE,
+                       "bfloat16 attention needs shaderInt16 (16-bit stores); device '%s' lacks it", dev->caps.name);
     if (v->path == HL_PATH_SCALAR) return HL_OK;
+    if (in == HL_BF16 && v->path == HL_PATH_COOP && hl_bf16_coop_unavailable(dev))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention variant %s: no bfloat16 cooperative-matrix kernels on '%s': %s (fa-scalar runs "
+                       "bfloat16 there)",
+                       vs, dev->caps.name, hl_bf16_coop_unavailable(dev));
     if (v->path != HL_PATH_COOP)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "attention variant %s: unknown path", vs);
     const hl_caps *c = &dev->caps;
@@ -39,11 +51,11 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
                        "attention variant %s needs cooperative matrices, "
                        "which are %s on '%s'",
                        vs, c->has_coop ? "disabled" : "absent", c->name);
-    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, HL_F32))
+    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, in, HL_F32))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention variant %s: '%s' offers no %ux%ux%u "
-                       "f16 x f16 -> f32 subgroup cooperative matrix",
-                       vs, c->name, v->tm, v->tn, v->tk);
+                       "%s x %s -> f32 subgroup cooperative matrix",
+                       vs, c->name, v->tm, v->tn, v->tk, hl_dtype_name(in), hl_dtype_name(in));
     const uint32_t sg = c->subgroup_size, rq = v->wq * v->tm;
     const uint32_t lpr = sg >= rq ? sg / rq : 1;
     if (d % v->tk || d % v->tn || d % 8)
@@ -77,19 +89,19 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
 
 /* Every coop variant valid here for head dimension d: per f16 -> f32 shape the
  * device offers, key tiles x subgroups x row tiles per subgroup. */
-static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap) {
+static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
     static const uint32_t nsgs[] = {4, 8}, wqs[] = {1, 2, 4}, bcs[] = {32, 16, 64};
     const hl_caps *c = &dev->caps;
     size_t n = 0;
     hl_error err;
     for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
-        if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F32) != s) continue;
+        if (hl_find_coop_shape(c, s->m, s->n, s->k, in, HL_F32) != s) continue;
         for (size_t a = 0; a < sizeof bcs / sizeof *bcs; a++)
             for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
                 for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
                     hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
-                    if (hl_attn_variant_check(dev, &v, d, &err) != HL_OK) continue;
+                    if (hl_attn_variant_check(dev, &v, d, in, &err) != HL_OK) continue;
                     if (n < cap) out[n] = v;
                     n++;
                 }
@@ -103,7 +115,7 @@ static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_attn_variant 
  * with the causal one; 16-key tiles, except 32 at d <= 64 and S_kv <= 256
  * (short rows: fewer, larger tiles). Where none of these fits, the first valid
  * candidate. */
-static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out) {
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in, hl_attn_variant *out) {
     const uint32_t bc = d <= 64 && skv <= 256 ? 32 : 16;
     const hl_attn_variant list[] = {
         {HL_PATH_COOP, 16, causal ? 8 : 16, 16, bc, 4, 2},
@@ -112,26 +124,28 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
     };
     hl_error err;
     for (size_t i = 0; i < sizeof list / sizeof *list; i++)
-        if (hl_attn_variant_check(dev, &list[i], d, &err) == HL_OK) {
+        if (hl_attn_variant_check(dev, &list[i], d, in, &err) == HL_OK) {
             *out = list[i];
             return 1;
         }
-    return coop_candidates(dev, d, out, 1) > 0;
+    return coop_candidates(dev, d, in, out, 1) > 0;
 }
 
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out,
-                                  hl_error *err) {
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
+                                  hl_attn_variant *out, hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
-    if (!off && dev->coop_enabled) preferred(dev, d, skv, causal, out);
-    return hl_attn_variant_check(dev, out, d, err);
+    /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
+    if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
+        preferred(dev, d, skv, causal, in, out);
+    return hl_attn_variant_check(dev, out, d, in, err);
 }
 
-size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap) {
-    size_t n = dev->coop_enabled ? coop_candidates(dev, d, out, cap) : 0;
+size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
+    size_t n = dev->coop_enabled ? coop_candidates(dev, d, in, out, cap) : 0;
     if (d >= 1 && d <= MAX_HEAD_DIM) {
         if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
         n++;
@@ -156,27 +170,27 @@ static void record_attention(hl_device *dev, const void *ctx, VkDescriptorSet ds
 
 /* The pipeline of a (checked) variant for head dimension d, and the query rows
  * one workgroup covers. */
-static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_pipeline **out,
-                               uint32_t *rows, hl_error *err) {
+static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
     const hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u};
     uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
         hl_spec_attention_scalar(spec, v, &e);
-        return hl_pipeline_get(dev, hl_shader_attention_scalar(), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
+        return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
-    return hl_pipeline_get(dev, hl_shader_attention_coop(), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
+    return hl_pipeline_get(dev, hl_shader_attention_coop(in), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
 }
 
-hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_kernel_stats *out,
-                               hl_error *err) {
-    hl_status st = hl_attn_variant_check(dev, v, d, err);
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                               hl_kernel_stats *out, hl_error *err) {
+    hl_status st = hl_attn_variant_check(dev, v, d, in, err);
     if (st != HL_OK) return st;
     hl_pipeline *p;
     uint32_t rows;
-    st = attn_pipeline(dev, v, d, causal, &p, &rows, err);
+    st = attn_pipeline(dev, v, d, causal, in, &p, &rows, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -205,8 +219,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     if (args->variant)
         v = *args->variant;
     else
-        HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, &v, err));
-    HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, err));
+        HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
+    HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, args->dtype, err));
     if (args->causal && sq != skv)
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "attention: causal masking needs S_q == S_kv (got %llu and "
@@ -237,7 +251,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     attn_plan pl = {0};
     uint32_t rows;
     hl_pipeline *pipe;
-    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, &pipe, &rows, err));
+    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, args->dtype, &pipe, &rows, err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,

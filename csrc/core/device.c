@@ -5,6 +5,24 @@
 
 #include "internal.h"
 
+/* VK_KHR_shader_bfloat16 (Vulkan headers from 1.4.311 on): declared here for older
+ * headers, with the values the specification assigns. */
+#ifdef VK_KHR_shader_bfloat16
+#define HL_COMPONENT_BFLOAT16 VK_COMPONENT_TYPE_BFLOAT16_KHR
+#define HL_STYPE_BF16_FEATURES VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR
+typedef VkPhysicalDeviceShaderBfloat16FeaturesKHR hl_bf16_features;
+#else
+#define HL_COMPONENT_BFLOAT16 1000141000
+#define HL_STYPE_BF16_FEATURES ((VkStructureType)1000141000)
+typedef struct hl_bf16_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type;
+    VkBool32 shaderBFloat16DotProduct;
+    VkBool32 shaderBFloat16CooperativeMatrix;
+} hl_bf16_features;
+#endif
+
 static hl_status create_instance(VkInstance *out, hl_error *err) {
     hl_status st = HL_OK;
     VkApplicationInfo app = {
@@ -86,11 +104,9 @@ static int map_component(int raw, hl_dtype *out) {
         case VK_COMPONENT_TYPE_FLOAT32_KHR:
             *out = HL_F32;
             return 1;
-#ifdef VK_KHR_shader_bfloat16
-        case VK_COMPONENT_TYPE_BFLOAT16_KHR:
+        case HL_COMPONENT_BFLOAT16:
             *out = HL_BF16;
             return 1;
-#endif
         default:
             return 0;
     }
@@ -199,6 +215,8 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         .pNext = ext_stats ? (void *)&fstats : coop2_chain};
     /* Chain only the structures of extensions the device offers. */
     void *ext_chain = ext_coop ? (void *)&fcoop : ext_stats ? (void *)&fstats : coop2_chain;
+    hl_bf16_features fbf16 = {.sType = HL_STYPE_BF16_FEATURES, .pNext = ext_chain};
+    if (c->has_bf16) ext_chain = &fbf16;
     VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
                                             .pNext = ext_chain};
     VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
@@ -215,6 +233,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         goto fail;
     }
     c->has_fp16 = f12.shaderFloat16;
+    c->has_int16 = f2.features.shaderInt16 == VK_TRUE;
     /* Ordering with CUDA without host waits: a timeline semaphore both can signal and wait on. */
     c->external_semaphore_fd = c->external_memory_fd && ext_sem_fd && f12.timelineSemaphore;
     if (c->external_semaphore_fd) { /* and a timeline semaphore it can export as an opaque fd */
@@ -239,6 +258,9 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
 #endif
     c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
                   c->has_subgroup_size_control;
+    /* (and a bf16 row in the table: checked once it is read, below) */
+    c->bf16_coop =
+        c->has_coop && c->has_bf16 && c->has_int16 && fbf16.shaderBFloat16Type && fbf16.shaderBFloat16CooperativeMatrix;
 
     if (ext_coop) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get_props =
@@ -275,6 +297,11 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
             c->n_coop_shapes++;
         }
     }
+    int bf16_row = 0;
+    for (uint32_t i = 0; i < c->n_coop_shapes; i++)
+        bf16_row |= c->coop_shapes[i].a == HL_BF16 && c->coop_shapes[i].b == HL_BF16 && c->coop_shapes[i].c == HL_F32 &&
+                    c->coop_shapes[i].scope == VK_SCOPE_SUBGROUP_KHR;
+    c->bf16_coop = c->bf16_coop && bf16_row;
 #ifdef VK_NV_cooperative_matrix2
     if (c->has_coop2) {
         PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get_flex =
@@ -386,15 +413,23 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = VK_TRUE};
-    const char *exts[5];
+    hl_bf16_features fbf16 = {.sType = HL_STYPE_BF16_FEATURES,
+                              .pNext = &f11,
+                              .shaderBFloat16Type = VK_TRUE,
+                              .shaderBFloat16CooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11};
+    f2.features.shaderInt16 = (VkBool32)c->has_int16;
+    const char *exts[6];
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    if (c->bf16_coop) exts[n_ext++] = "VK_KHR_shader_bfloat16";
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                              .pNext = &f11,
+                              .pNext = &f2,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = n_ext,
@@ -523,6 +558,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     disable2 = disable2 || (opt && opt->disable_coop2);
     dev->coop_enabled = dev->caps.has_coop && !disable;
     dev->coop2_enabled = dev->coop_enabled && dev->caps.coop2_usable && !disable2;
+    int disable_bf16 = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_BF16_COOP", &disable_bf16, err));
+    dev->bf16_coop_enabled = dev->coop_enabled && dev->caps.bf16_coop && HL_BUILT_GL_EXT_BFLOAT16 && !disable_bf16;
     free(phys);
     *out = dev;
     return HL_OK;
@@ -567,4 +605,16 @@ void hl_device_release_scratch(hl_device *dev) {
 
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
+
+const char *hl_bf16_coop_unavailable(const hl_device *dev) {
+    const hl_caps *c = &dev->caps;
+    if (dev->bf16_coop_enabled) return NULL;
+    if (!c->has_coop) return "the device has no usable cooperative matrices";
+    if (!dev->coop_enabled) return "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or disable_coop=True)";
+    if (!c->has_bf16) return "the device does not offer VK_KHR_shader_bfloat16";
+    if (!c->bf16_coop)
+        return "the device offers no bf16 x bf16 -> f32 subgroup cooperative matrix (or lacks shaderInt16)";
+    if (!HL_BUILT_GL_EXT_BFLOAT16) return "this build's glslc lacked GL_EXT_bfloat16 (rebuild with a newer glslc)";
+    return "they are disabled (HELIOS_DISABLE_BF16_COOP=1)";
+}
 int hl_device_coop2_enabled(const hl_device *dev) { return dev->coop2_enabled; }

@@ -87,6 +87,10 @@ typedef struct hl_caps {
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
+    int has_int16; /* shaderInt16: the kernels that store bfloat16 one element at a time */
+    /* VK_KHR_shader_bfloat16 with shaderBFloat16Type and shaderBFloat16CooperativeMatrix
+     * (the table then has bf16 rows): the bfloat16 cooperative-matrix kernels can run */
+    int bf16_coop;
     int external_memory_fd;    /* VK_KHR_external_memory_fd: tensors CUDA can import */
     int external_semaphore_fd; /* + VK_KHR_external_semaphore_fd and timeline semaphores: ordering with CUDA */
     uint32_t n_coop_shapes;
@@ -142,8 +146,12 @@ int hl_device_coop_enabled(const hl_device *dev);
 void hl_device_release_scratch(hl_device *dev);
 int hl_device_coop2_enabled(const hl_device *dev);
 
-/* Validates v for this device; the message says which limit or table row fails. */
-hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err);
+/* Validates v for this device and input type (HL_F16 or HL_BF16); the message says
+ * which limit or table row fails. */
+hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype in, hl_error *err);
+/* How this device runs bfloat16: NULL when its cooperative-matrix kernels can run,
+ * else the reason they cannot (bfloat16 then takes the scalar fp32 path). */
+const char *hl_bf16_coop_unavailable(const hl_device *dev);
 /* The variant used when none is asked for (environment switches applied). */
 hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *err);
 /* The environment switch that chooses the kernel (HELIOS_VARIANT, HELIOS_COOP_*),
@@ -159,6 +167,11 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
  * batch rule lives (as for batch * m rows, no split-K). */
 hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch,
                                  hl_variant *out, hl_error *err);
+/* The default for inputs of type `in`: hl_variant_for_product for HL_F16; for HL_BF16
+ * the same tiles on a bf16 x bf16 -> f32 coop shape, or the scalar path where the
+ * device has no bfloat16 cooperative matrices (never fp16: its range is smaller). */
+hl_status hl_variant_for_input(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch, hl_dtype in,
+                               hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 
@@ -266,21 +279,23 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
 /* Attention variant strings: "fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar". */
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap);
 hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *err);
-/* Validates v for this device and head dimension d; the message names the limit. */
-hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_error *err);
+/* Validates v for this device, head dimension d and element type (HL_F16 or
+ * HL_BF16); the message names the limit. */
+hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, hl_error *err);
 /* The default for head dimension d, S_kv keys (0: long) and the mask: the
  * measured preference where it fits, else the first coop candidate, else the
  * scalar path (HELIOS_DISABLE_COOP_ATTENTION=1 or no cooperative matrices). */
-hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_attn_variant *out,
-                                  hl_error *err);
-size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_attn_variant *out, size_t cap);
+hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
+                                  hl_attn_variant *out, hl_error *err);
+size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap);
 
 /* O = softmax(scale * Q K^T [+ causal mask]) V for batch_heads independent
  * heads; Q and O packed (batch_heads, sq, d), K and V (batch_heads, skv, d),
- * fp16. Causal: key j is seen by query i when j <= i (top-left, needs sq == skv).
+ * all of `dtype` (HL_F16, or HL_BF16). Causal: key j is seen by query i when j <= i (top-left, needs sq == skv).
  * Operands are host memory or tensors; timing fields as hl_matmul_args. */
 typedef struct hl_attention_args {
     uint32_t batch_heads, sq, skv, d;
+    hl_dtype dtype; /* HL_F16 (0, the default) or HL_BF16 */
     int causal;
     float scale;
     const void *q, *k, *v;
@@ -319,11 +334,11 @@ typedef struct hl_kernel_stats {
     uint32_t n;
     hl_kernel_stat items[HL_MAX_STATS];
 } hl_kernel_stats;
-hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, hl_kernel_stats *out,
-                              hl_error *err);
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
+                              hl_kernel_stats *out, hl_error *err);
 /* The same for an attention variant at head dimension d (causal or not). */
-hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_kernel_stats *out,
-                               hl_error *err);
+hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                               hl_kernel_stats *out, hl_error *err);
 
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */

@@ -79,6 +79,7 @@ typedef struct hl_spirv {
     const char *name;
     const uint32_t *code;
     size_t size_bytes;
+    const char *missing; /* no code: the compiler feature the build's glslc lacked */
 } hl_spirv;
 extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 
@@ -121,6 +122,7 @@ struct hl_device {
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
     int coop_enabled;
+    int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
     int coop2_enabled;
     int timestamps_ok;
     hl_pipeline *pipelines;
@@ -202,7 +204,9 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err);
 #define HL_MAX_SPLITK 16u
 
 /* The subgroup-scope f16 x f16 -> acc row of the coop table for m x n x k, or NULL. */
-const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype acc);
+/* The table row m x n x k with `in` x `in` -> acc at subgroup scope, or NULL. */
+const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype in,
+                                        hl_dtype acc);
 
 /* Submissions (submit.c): what every operation's command buffer shares. */
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a);

@@ -18,8 +18,9 @@
 
 /* The main kernel's pipeline for a variant, layouts and epilogue: its family's
  * shader permutation and specialization constants (shaders/families.py). */
-static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, uint32_t epi, uint32_t act,
-                                  int trans_a, int trans_b, int batched, hl_pipeline **out, hl_error *err) {
+static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
+                                  uint32_t epi, uint32_t act, int trans_a, int trans_b, int batched, hl_pipeline **out,
+                                  hl_error *err) {
     const hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
                            .epi = epi,
                            .act = act,
@@ -34,21 +35,26 @@ static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype 
     }
     if (v->path == HL_PATH_COOP) {
         hl_spec_matmul_coop(spec, v, &e);
-        return hl_pipeline_get(dev, hl_shader_matmul_coop(v->acc, out_dtype), spec, HL_SPEC_MATMUL_COOP_COUNT,
+        return hl_pipeline_get(dev, hl_shader_matmul_coop(v->acc, out_dtype, in_dtype), spec, HL_SPEC_MATMUL_COOP_COUNT,
                                e.subgroup, out, err);
     }
     hl_spec_matmul_scalar(spec, v, &e);
-    return hl_pipeline_get(dev, hl_shader_matmul_scalar(out_dtype), spec, HL_SPEC_MATMUL_SCALAR_COUNT, 0, out, err);
+    return hl_pipeline_get(dev, hl_shader_matmul_scalar(out_dtype, in_dtype), spec, HL_SPEC_MATMUL_SCALAR_COUNT, 0, out,
+                           err);
 }
 
-hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype out_dtype, hl_kernel_stats *out,
-                              hl_error *err) {
-    hl_status st = hl_variant_check(dev, v, err);
+/* Products keep their 16-bit input type or widen to f32 (the permutations built). */
+static int output_ok(hl_dtype in, hl_dtype out) { return out == HL_F32 || out == in; }
+
+hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
+                              hl_kernel_stats *out, hl_error *err) {
+    hl_status st = hl_variant_check(dev, v, in_dtype, err);
     if (st != HL_OK) return st;
-    if (out_dtype != HL_F16 && out_dtype != HL_F32)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: output must be f16 or f32");
+    if (!output_ok(in_dtype, out_dtype))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: %s inputs give %s or f32 outputs, not %s",
+                       hl_dtype_name(in_dtype), hl_dtype_name(in_dtype), hl_dtype_name(out_dtype));
     hl_pipeline *p;
-    st = variant_pipeline(dev, v, out_dtype, 0, 0, 0, 0, 0, &p, err);
+    st = variant_pipeline(dev, v, in_dtype, out_dtype, 0, 0, 0, 0, 0, &p, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -85,12 +91,12 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     if (!m || !n || !k)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s %llux%llux%llu: every dimension must be >= 1", who,
                        (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
-    if (args->in_dtype != HL_F16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s inputs must be f16, got %s", who,
+    if (args->in_dtype != HL_F16 && args->in_dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s inputs must be f16 or bf16, got %s", who,
                        hl_dtype_name(args->in_dtype));
-    if (args->out_dtype != HL_F16 && args->out_dtype != HL_F32)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s output must be f16 or f32, got %s", who,
-                       hl_dtype_name(args->out_dtype));
+    if (!output_ok(args->in_dtype, args->out_dtype))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: %s inputs give a %s or f32 output, not %s", who,
+                       hl_dtype_name(args->in_dtype), hl_dtype_name(args->in_dtype), hl_dtype_name(args->out_dtype));
     if ((unsigned)args->act > HL_ACT_SILU)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: unknown activation %d", who, (int)args->act);
     const uint64_t batch = args->batch ? args->batch : 1;
@@ -117,8 +123,8 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     hl_variant v;
     if (args->variant)
         v = *args->variant;
-    else { HL_TRY(hl_variant_for_product(dev, (uint32_t)m, args->n, args->k, batch, &v, err)); }
-    HL_TRY(hl_variant_check(dev, &v, err));
+    else { HL_TRY(hl_variant_for_input(dev, (uint32_t)m, args->n, args->k, batch, args->in_dtype, &v, err)); }
+    HL_TRY(hl_variant_check(dev, &v, args->in_dtype, err));
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
     const int has_bias = args->bias || args->t_bias;
@@ -179,9 +185,10 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     /* Split-K: the main kernel writes plain partial products; the reduction
      * applies the epilogue. */
     if (splits > 1)
-        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, 0, 0, ta, tb, batch > 1, &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, 0, 0, ta, tb, batch > 1, &main_p, err));
     else
-        HL_TRY(variant_pipeline(dev, &v, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1, &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1,
+                                &main_p, err));
     if (splits > 1) {
         const hl_spec_env e = {.epi = epi, .act = (uint32_t)args->act};
         uint32_t spec[HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT];
@@ -212,7 +219,7 @@ static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char 
     if (splits > 1) pc[3] |= FLAG_SPLIT;
     if (lda % 8 == 0 && sa % 8 == 0) pc[3] |= FLAG_A_VEC;
     if (ldb % 8 == 0 && sb % 8 == 0) pc[3] |= FLAG_B_VEC;
-    if (n % (args->out_dtype == HL_F16 ? 8 : 4) == 0) pc[3] |= FLAG_C_DIRECT;
+    if (n % (args->out_dtype == HL_F32 ? 4 : 8) == 0) pc[3] |= FLAG_C_DIRECT;
     pl->v = v;
     return HL_OK;
 fail:

@@ -56,6 +56,11 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
         }
     }
     const hl_spirv *code = &hl_spirv_table[shader];
+    if (!code->size_bytes)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "kernel %s is not in this build: the glslc it was built with lacks %s "
+                       "(rebuild with a newer glslc, e.g. shaderc 2026.4)",
+                       code->name, code->missing);
 
     double t0 = hl_now_ms();
     VkShaderModuleCreateInfo smci = {

@@ -27,7 +27,7 @@ hl_status hl_mma_roof(hl_device *dev, const hl_roof_args *a, double *flops, hl_e
                        c->has_coop ? "disabled" : "absent", c->name);
     if (!dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue", c->name);
-    if (!hl_find_coop_shape(c, a->tm, a->tn, a->tk, a->acc))
+    if (!hl_find_coop_shape(c, a->tm, a->tn, a->tk, HL_F16, a->acc))
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "'%s' has no subgroup cooperative matrix %ux%ux%u with f16 inputs and %s accumulators", c->name,
                        a->tm, a->tn, a->tk, hl_dtype_name(a->acc));

@@ -20,11 +20,12 @@ hl_status hl_variant_parse(const char *s, hl_variant *out, hl_error *err) {
     return hl_schema_parse(&hl_variant_schema, s, out, err);
 }
 
-const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype acc) {
+const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype in,
+                                        hl_dtype acc) {
     for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
-        if (s->m == m && s->n == n && s->k == k && s->a == HL_F16 && s->b == HL_F16 && s->c == acc &&
-            s->result == acc && s->scope == VK_SCOPE_SUBGROUP_KHR)
+        if (s->m == m && s->n == n && s->k == k && s->a == in && s->b == in && s->c == acc && s->result == acc &&
+            s->scope == VK_SCOPE_SUBGROUP_KHR)
             return s;
     }
     return NULL;
@@ -70,10 +71,25 @@ static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const ch
                    name, v->threads, hl_dtype_name(v->acc), v->bm, v->bn, v->bk);
 }
 
-hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *err) {
+hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype in, hl_error *err) {
     const hl_caps *c = &dev->caps;
     char name[HL_VARIANT_STR_MAX];
     hl_variant_format(v, name, sizeof name);
+    if (in != HL_F16 && in != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "variant '%s': inputs must be f16 or bf16, got %s", name,
+                       hl_dtype_name(in));
+    if (in == HL_BF16 && !c->has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE,
+                       "bfloat16 products need shaderInt16 (16-bit stores); device '%s' lacks it", c->name);
+    if (in == HL_BF16 && v->path == HL_PATH_COOP2)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': the coop2 family takes f16 inputs; bfloat16 runs on coop or scalar variants",
+                       name);
+    if (in == HL_BF16 && v->path == HL_PATH_COOP && hl_bf16_coop_unavailable(dev))
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': no bfloat16 cooperative-matrix kernels on '%s': %s (bfloat16 runs on the "
+                       "scalar fp32 path there)",
+                       name, c->name, hl_bf16_coop_unavailable(dev));
     if (v->path == HL_PATH_SCALAR) {
         if (v->bm != SCALAR_BM || v->bn != SCALAR_BN || v->bk != SCALAR_BK || v->acc != HL_F32 || v->splitk != 1 ||
             v->raster != 1)
@@ -92,11 +108,11 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_error *
                        "variant '%s': cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or "
                        "disable_coop=True)",
                        name);
-    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, v->acc))
+    if (!hl_find_coop_shape(c, v->tm, v->tn, v->tk, in, v->acc))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': device '%s' has no subgroup cooperative matrix %ux%ux%u with "
-                       "f16 inputs and %s accumulators (see helios info)",
-                       name, c->name, v->tm, v->tn, v->tk, hl_dtype_name(v->acc));
+                       "%s inputs and %s accumulators (see helios info)",
+                       name, c->name, v->tm, v->tn, v->tk, hl_dtype_name(in), hl_dtype_name(v->acc));
     if (v->bm % (v->sg_m * v->tm) || v->bn % (v->sg_n * v->tn))
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s': tile %ux%u is not a multiple of the subgroup tile %ux%u "
@@ -174,7 +190,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     if (forced && *forced) {
         hl_status st = hl_variant_parse(forced, out, err);
         if (st != HL_OK) return hl_fail(err, st, "HELIOS_VARIANT: %s", err->message);
-        st = hl_variant_check(dev, out, err);
+        st = hl_variant_check(dev, out, HL_F16, err);
         if (st != HL_OK) return hl_fail(err, st, "HELIOS_VARIANT: %s", err->message);
         return HL_OK;
     }
@@ -204,7 +220,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         const hl_coop_shape *best = NULL;
         for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
             const hl_coop_shape *s = &c->coop_shapes[i];
-            if (hl_find_coop_shape(c, s->m, s->n, s->k, out->acc) != s) continue;
+            if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F16, out->acc) != s) continue;
             if (!best || shape_rank(s) > shape_rank(best)) best = s;
         }
         if (!best)
@@ -230,7 +246,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
     out->direct_load = direct;
     out->splitk = 1;
     out->raster = 8;
-    st = hl_variant_check(dev, out, err);
+    st = hl_variant_check(dev, out, HL_F16, err);
     if (st != HL_OK) return hl_fail(err, st, "default variant from HELIOS_COOP_* switches: %s", err->message);
     return HL_OK;
 }
@@ -282,7 +298,7 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
         fill_tiling(&small, 2, 2, 32 / small.tm ? 32 / small.tm : 1, 32 / small.tn ? 32 / small.tn : 1);
         small.stages = 2;
         hl_error scratch;
-        if (hl_variant_check(dev, &small, &scratch) == HL_OK) *out = small;
+        if (hl_variant_check(dev, &small, HL_F16, &scratch) == HL_OK) *out = small;
     }
     out->splitk = splitk_for_shape(&dev->caps, out, m, n, k);
     return HL_OK;
@@ -322,7 +338,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             const hl_coop_shape *s = &c->coop_shapes[i];
             for (int acc = HL_F16; acc <= HL_F32; acc++) {
                 /* first table row of each (shape, acc) only */
-                if (hl_find_coop_shape(c, s->m, s->n, s->k, (hl_dtype)acc) != s) continue;
+                if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F16, (hl_dtype)acc) != s) continue;
                 hl_variant base = {.path = HL_PATH_COOP,
                                    .tm = s->m,
                                    .tn = s->n,
@@ -349,7 +365,8 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                             v.bk = 32;
                         }
                     }
-                    if (hl_variant_check(dev, &v, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v)) continue;
+                    if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
+                        continue;
                     if (n < cap) out[n] = v;
                     n++;
                 }
@@ -369,7 +386,7 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                             .stages = 1,
                             .splitk = 1,
                             .raster = 8};
-            if (hl_variant_check(dev, &v, &scratch) != HL_OK) continue;
+            if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK) continue;
             if (n < cap) out[n] = v;
             n++;
         }
@@ -387,4 +404,48 @@ hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, u
     hl_status st = hl_variant_for_shape(dev, (uint32_t)rows, n, k, out, err);
     if (st == HL_OK && batch > 1) out->splitk = 1;
     return st;
+}
+
+/* bfloat16: the fp16 choice for the shape moved onto a bf16 x bf16 -> f32 shape
+ * with the same subgroup blocks (the H100 offers bf16 at 16x16x16 only, the shape
+ * the fp16 defaults prefer). A switch that forces a variant (HELIOS_VARIANT...) is
+ * kept as forced, so an fp16-only pick fails with its reason rather than changing. */
+hl_status hl_variant_for_input(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch, hl_dtype in,
+                               hl_variant *out, hl_error *err) {
+    hl_status st = hl_variant_for_product(dev, m, n, k, batch, out, err);
+    if (st != HL_OK || in == HL_F16) return st;
+    if (hl_variant_override(dev) && strcmp(hl_variant_override(dev), "disable_coop") != 0)
+        return hl_variant_check(dev, out, in, err);
+    if (out->path != HL_PATH_SCALAR && hl_bf16_coop_unavailable(dev)) {
+        *out = scalar_variant;
+        return hl_variant_check(dev, out, in, err);
+    }
+    if (out->path == HL_PATH_COOP) {
+        const hl_caps *c = &dev->caps;
+        hl_variant v = *out;
+        v.acc = HL_F32;
+        if (!hl_find_coop_shape(c, v.tm, v.tn, v.tk, in, HL_F32)) {
+            const hl_coop_shape *best = NULL;
+            for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
+                const hl_coop_shape *s = &c->coop_shapes[i];
+                if (hl_find_coop_shape(c, s->m, s->n, s->k, in, HL_F32) != s) continue;
+                if (!best || shape_rank(s) > shape_rank(best)) best = s;
+            }
+            if (!best) return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "no bf16 cooperative matrix shape");
+            const uint32_t blk_m = v.sg_m * v.tm, blk_n = v.sg_n * v.tn;
+            v.tm = best->m;
+            v.tn = best->n;
+            v.tk = best->k;
+            v.sg_m = blk_m / v.tm ? blk_m / v.tm : 1;
+            v.sg_n = blk_n / v.tn ? blk_n / v.tn : 1;
+            if (v.bk % v.tk) v.bk = v.tk > v.bk ? v.tk : v.bk / v.tk * v.tk;
+        }
+        hl_error scratch;
+        if (hl_variant_check(dev, &v, in, &scratch) == HL_OK) {
+            *out = v;
+            return HL_OK;
+        }
+        *out = scalar_variant; /* no bf16 tiling fits: the correct slow path, named in the variant */
+    }
+    return hl_variant_check(dev, out, in, err);
 }

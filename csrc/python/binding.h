@@ -54,7 +54,8 @@ int is_tensor(module_state *st, PyObject *obj);
 /* gemm.c: Device._gemm and Device._chain. */
 PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
-int dtype_arg(PyObject *obj, hl_dtype *out);
+int dtype_arg(PyObject *obj, const char *name, hl_dtype *out);
+int npy_type_of(hl_dtype t); /* a host buffer's NumPy type at this level (bfloat16: uint16 bits) */
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);
 /* The UTF-8 text of a str argument, or NULL with TypeError (not a str) or
  * ValueError (an embedded NUL: C would read only the prefix). */

@@ -267,6 +267,17 @@ static PyObject *build_info(DeviceObject *self) {
         "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
         c->external_memory_fd ? Py_True : Py_False, "external_semaphore_fd",
         c->external_semaphore_fd ? Py_True : Py_False);
+    /* bfloat16: where its cooperative kernels run, and why not where they do not. */
+    const char *bf16_why = hl_bf16_coop_unavailable(self->dev);
+    if (extra && (PyDict_SetItemString(extra, "bf16_cooperative_matrix", c->bf16_coop ? Py_True : Py_False) < 0 ||
+                  PyDict_SetItemString(extra, "bf16_coop_enabled", bf16_why ? Py_False : Py_True) < 0)) {
+        Py_CLEAR(extra);
+    }
+    if (extra) {
+        PyObject *why = bf16_why ? PyUnicode_FromString(bf16_why) : Py_NewRef(Py_None);
+        if (!why || PyDict_SetItemString(extra, "bf16_coop_unavailable", why) < 0) Py_CLEAR(extra);
+        Py_XDECREF(why);
+    }
     if (!extra || PyDict_Update(d, extra) < 0) {
         Py_XDECREF(extra);
         Py_DECREF(d);
@@ -363,15 +374,20 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
 /* default_variant(m=0, n=0, k=0): with a shape, the variant a product of that
  * shape runs when none is given (split-K chosen for its grid). */
 static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"m", "n", "k", "batch", NULL};
+    static char *kwlist[] = {"m", "n", "k", "batch", "dtype", NULL};
     unsigned int m = 0, n = 0, k = 0;
     unsigned long long batch = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIK:default_variant", kwlist, &m, &n, &k, &batch)) return NULL;
+    PyObject *dto = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIKO:default_variant", kwlist, &m, &n, &k, &batch, &dto))
+        return NULL;
+    hl_dtype in = HL_F16;
+    if (dto && dto != Py_None && dtype_arg(dto, "dtype", &in) < 0) return NULL;
     if (acquire(self) < 0) return NULL;
     hl_variant v;
     hl_error err = {0};
-    hl_status s = m && n && k ? hl_variant_for_product(self->dev, m, n, k, batch, &v, &err)
-                              : hl_variant_default(self->dev, &v, &err);
+    hl_status s = m && n && k    ? hl_variant_for_input(self->dev, m, n, k, batch, in, &v, &err)
+                  : in == HL_F16 ? hl_variant_default(self->dev, &v, &err)
+                                 : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -385,17 +401,22 @@ static PyObject *Device_active_override(DeviceObject *self, PyObject *unused) {
     return PyUnicode_FromString(name);
 }
 
-static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
+static PyObject *Device_check_variant(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"variant", "dtype", NULL};
+    PyObject *arg, *dto = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:check_variant", kwlist, &arg, &dto)) return NULL;
     hl_variant v;
     int given;
-    if (variant_arg(self, arg, &v, &given) < 0) return NULL;
+    hl_dtype in = HL_F16;
+    if (variant_arg(self, arg, &v, &given) < 0 || (dto && dto != Py_None && dtype_arg(dto, "dtype", &in) < 0))
+        return NULL;
     if (!given) {
         PyErr_SetString(PyExc_TypeError, "check_variant needs a variant string");
         return NULL;
     }
     if (acquire(self) < 0) return NULL;
     hl_error err = {0};
-    hl_status s = hl_variant_check(self->dev, &v, &err);
+    hl_status s = hl_variant_check(self->dev, &v, in, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -404,20 +425,25 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *arg) {
 /* kernel_stats(variant=None, out_dtype="float16") -> {name: value}: the driver's
  * statistics of the variant's main kernel ({} where the driver offers none). */
 static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"variant", "out_dtype", NULL};
-    PyObject *vo = Py_None, *dto = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OO:kernel_stats", kwlist, &vo, &dto)) return NULL;
+    static char *kwlist[] = {"variant", "out_dtype", "in_dtype", NULL};
+    PyObject *vo = Py_None, *dto = NULL, *ido = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOO:kernel_stats", kwlist, &vo, &dto, &ido)) return NULL;
     hl_variant v;
     int given;
-    hl_dtype out_dtype = HL_F16;
-    if (variant_arg(self, vo, &v, &given) < 0 || (dto && dtype_arg(dto, &out_dtype) < 0)) return NULL;
+    hl_dtype out_dtype = HL_F16, in_dtype = HL_F16;
+    if (variant_arg(self, vo, &v, &given) < 0 || (ido && ido != Py_None && dtype_arg(ido, "in_dtype", &in_dtype) < 0))
+        return NULL;
+    out_dtype = in_dtype;
+    if (dto && dto != Py_None && dtype_arg(dto, "out_dtype", &out_dtype) < 0) return NULL;
     if (acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_kernel_stats ks;
     hl_status s = HL_OK;
-    if (!given) s = hl_variant_default(self->dev, &v, &err);
+    if (!given)
+        s = in_dtype == HL_F16 ? hl_variant_default(self->dev, &v, &err)
+                               : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in_dtype, &v, &err);
     if (s == HL_OK) {
-        Py_BEGIN_ALLOW_THREADS s = hl_kernel_stats_get(self->dev, &v, out_dtype, &ks, &err);
+        Py_BEGIN_ALLOW_THREADS s = hl_kernel_stats_get(self->dev, &v, in_dtype, out_dtype, &ks, &err);
         Py_END_ALLOW_THREADS
     }
     PyThread_release_lock(self->lock);
@@ -441,10 +467,14 @@ PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
 }
 
 /* ---- matmul -------------------------------------------------------------- */
-int dtype_arg(PyObject *obj, hl_dtype *out) {
+int dtype_arg(PyObject *obj, const char *name, hl_dtype *out) {
     const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
     if (s && (!strcmp(s, "float16") || !strcmp(s, "f16"))) {
         *out = HL_F16;
+        return 0;
+    }
+    if (s && (!strcmp(s, "bfloat16") || !strcmp(s, "bf16"))) {
+        *out = HL_BF16;
         return 0;
     }
     if (s && (!strcmp(s, "float32") || !strcmp(s, "f32"))) {
@@ -453,7 +483,7 @@ int dtype_arg(PyObject *obj, hl_dtype *out) {
     }
     PyErr_Clear();
     PyObject *r = PyObject_Repr(obj);
-    PyErr_Format(PyExc_ValueError, "out_dtype must be 'float16' or 'float32', got %U", r ? r : Py_None);
+    PyErr_Format(PyExc_ValueError, "%s must be 'float16', 'bfloat16' or 'float32', got %U", name, r ? r : Py_None);
     Py_XDECREF(r);
     return -1;
 }
@@ -519,28 +549,31 @@ static PyMethodDef Device_methods[] = {
     {"_cuda_wait", (PyCFunction)Device_cuda_wait, METH_VARARGS,
      "Low-level: _cuda_wait(stream, value): the CUDA stream waits for the shared semaphore."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
-     "default_variant(m=0, n=0, k=0, batch=1): the variant used when none is given (HELIOS_* switches "
-     "applied); with a shape, the one a product (or a batch of them) of that shape runs."},
+     "default_variant(m=0, n=0, k=0, batch=1, dtype='float16'): the variant used when none is given "
+     "(HELIOS_* switches applied); with a shape, the one a product (or a batch of them) of that shape "
+     "runs; dtype='bfloat16': the one bfloat16 inputs run."},
     {"active_override", (PyCFunction)Device_active_override, METH_NOARGS,
      "The environment switch choosing the kernel for every shape (HELIOS_VARIANT, HELIOS_COOP_*), "
      "'disable_coop', or None: tuned picks and shape defaults apply only when None."},
-    {"check_variant", (PyCFunction)Device_check_variant, METH_O,
-     "Validate a variant string for this device; returns its canonical form."},
+    {"check_variant", (PyCFunction)(void (*)(void))Device_check_variant, METH_VARARGS | METH_KEYWORDS,
+     "check_variant(variant, dtype='float16'): validate a variant string for this device and input "
+     "dtype; returns its canonical form."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
      "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
-     "Low-level flash-attention forward on (B*H, S, d) float16 arrays or Tensors "
+     "Low-level flash-attention forward on (B*H, S, d) float16 or bfloat16 arrays or Tensors "
      "(helios.Device.attention converts)."},
     {"_attention_kernel_stats", (PyCFunction)(void (*)(void))Device_attention_kernel_stats,
      METH_VARARGS | METH_KEYWORDS,
-     "_attention_kernel_stats(d, variant=None, causal=False) -> dict: the "
+     "_attention_kernel_stats(d, variant=None, causal=False, dtype='float16') -> dict: the "
      "driver's statistics of that attention kernel; {} where the driver offers none."},
     {"_attention_variants", (PyCFunction)(void (*)(void))Device_attention_variants, METH_VARARGS | METH_KEYWORDS,
-     "_attention_variants(d, variant=None) -> (default or checked variant, [valid variants])."},
+     "_attention_variants(d, variant=None, skv=0, causal=False, dtype='float16') -> (default or "
+     "checked variant, [valid variants])."},
     {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,
-     "kernel_stats(variant=None, out_dtype='float16') -> dict: the driver's statistics of the "
+     "kernel_stats(variant=None, out_dtype=in_dtype, in_dtype='float16') -> dict: the driver's statistics of the "
      "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},
     {"telemetry", (PyCFunction)Device_telemetry, METH_NOARGS, "Counters since creation or the last reset."},
     {"reset_telemetry", (PyCFunction)Device_reset_telemetry, METH_NOARGS, "Zero the counters."},

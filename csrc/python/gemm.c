@@ -13,9 +13,13 @@
 static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
 
 /* The keys an operation may carry; anything else is a TypeError. */
-static const char *const OP_KEYS[] = {"a",     "b",       "m",       "n",    "k",    "out_dtype", "variant",
-                                      "batch", "trans_a", "trans_b", "lda",  "ldb",  "stride_a",  "stride_b",
-                                      "bias",  "act",     "alpha",   "beta", "c_in", "out",       NULL};
+static const char *const OP_KEYS[] = {"a",       "b",       "m",    "n",   "k",        "out_dtype", "variant", "batch",
+                                      "trans_a", "trans_b", "lda",  "ldb", "stride_a", "stride_b",  "bias",    "act",
+                                      "alpha",   "beta",    "c_in", "out", "in_dtype", NULL};
+
+/* The NumPy type a host buffer of dtype t has at this level: bfloat16 travels as
+ * its 16-bit patterns (uint16; helios.matmul converts and views). */
+int npy_type_of(hl_dtype t) { return t == HL_F32 ? NPY_FLOAT32 : t == HL_BF16 ? NPY_UINT16 : NPY_HALF; }
 
 typedef struct op_refs { /* what parse_op borrowed, for the caller to keep alive */
     hl_variant variant;
@@ -111,7 +115,7 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
         return -1;
     }
     PyArrayObject *a = (PyArrayObject *)o;
-    const char *want = type == NPY_HALF ? "float16" : "float32";
+    const char *want = type == NPY_HALF ? "float16" : type == NPY_UINT16 ? "uint16 (bfloat16 bits)" : "float32";
     if (PyArray_TYPE(a) != type) {
         PyErr_Format(PyExc_TypeError, "%s must be %s at this level (helios.matmul converts), got %s", name, want,
                      PyArray_DESCR(a)->typeobj->tp_name);
@@ -166,11 +170,13 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
     ma->act = (hl_activation)act;
     ma->scale = 1;
     ma->in_dtype = HL_F16;
+    PyObject *ido = PyDict_GetItemString(d, "in_dtype");
+    if (ido && ido != Py_None && dtype_arg(ido, "in_dtype", &ma->in_dtype) < 0) return -1;
     PyObject *dto = PyDict_GetItemString(d, "out_dtype");
     if (!dto) dto = Py_None;
     if (dto == Py_None)
-        ma->out_dtype = HL_F16;
-    else if (dtype_arg(dto, &ma->out_dtype) < 0)
+        ma->out_dtype = ma->in_dtype;
+    else if (dtype_arg(dto, "out_dtype", &ma->out_dtype) < 0)
         return -1;
     PyObject *vo = PyDict_GetItemString(d, "variant");
     if (variant_arg(self, vo ? vo : Py_None, &refs->variant, &refs->has_variant) < 0) return -1;
@@ -183,8 +189,8 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
         PyErr_SetString(PyExc_TypeError, "an operation needs a and b");
         return -1;
     }
-    if (operand_arg(self, ao, "a", NPY_HALF, a_bytes, &ma->a, &ma->t_a) < 0 ||
-        operand_arg(self, bo, "b", NPY_HALF, b_bytes, &ma->b, &ma->t_b) < 0)
+    if (operand_arg(self, ao, "a", npy_type_of(ma->in_dtype), a_bytes, &ma->a, &ma->t_a) < 0 ||
+        operand_arg(self, bo, "b", npy_type_of(ma->in_dtype), b_bytes, &ma->b, &ma->t_b) < 0)
         return -1;
     PyObject *bias = PyDict_GetItemString(d, "bias");
     if (bias && bias != Py_None) {
@@ -192,7 +198,7 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
         if (operand_arg(self, bias, "bias", NPY_FLOAT32, (uint64_t)ma->n * 4, &hb, &ma->t_bias) < 0) return -1;
         ma->bias = hb;
     }
-    const int out_type = ma->out_dtype == HL_F16 ? NPY_HALF : NPY_FLOAT32;
+    const int out_type = npy_type_of(ma->out_dtype);
     PyObject *cin = PyDict_GetItemString(d, "c_in");
     if (cin && cin != Py_None) {
         hl_tensor *unused;

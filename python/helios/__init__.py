@@ -26,6 +26,7 @@ from ._helios import (
 from .attention import AttentionTiming, reference_attention
 from .check import CheckResult, assert_close, check_close, reference_matmul
 from .device import Device, MatmulTiming, attention, default_device, from_dlpack, matmul, variants
+from .dtypes import bfloat16, float16, float32
 from .gemm import ACTIVATIONS, Chain, ChainTiming
 from .tensor import Tensor
 
@@ -46,11 +47,14 @@ __all__ = [
     "UnsupportedError",
     "attention",
     "assert_close",
+    "bfloat16",
     "canonical_variant",
     "check_close",
     "default_device",
     "from_dlpack",
     "device_count",
+    "float16",
+    "float32",
     "matmul",
     "reference_attention",
     "reference_matmul",

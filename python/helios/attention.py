@@ -11,8 +11,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios
+from .dtypes import INPUT_DTYPES, as_dtype, compute_dtype, float16, unwire, wire
 from .flops import attention_bytes, attention_flops, tflops
-from .tensor import Tensor, float16_array, host_array
+from .tensor import Tensor, host_array, input_array
 from .validate import count, flag
 
 
@@ -33,6 +34,7 @@ class AttentionTiming:
     flush_bytes: int = 0
     telemetry: dict = field(default_factory=dict)
     output: Optional[np.ndarray] = field(default=None, repr=False)
+    dtype: str = "float16"
 
     @property
     def median_ms(self) -> float:
@@ -47,19 +49,24 @@ class AttentionTiming:
         return tflops(self.flops, self.median_ms)
 
 
-def _operand(x: Any, name: str) -> Any:
-    """A 4-D float16 C-contiguous array (float32 is rounded), or a 4-D float16 Tensor."""
+def _operand(x: Any, name: str, dt: Any = float16) -> Any:
+    """A 4-D C-contiguous array of the op's 16-bit type dt (wider types are rounded),
+    or a packed 4-D Tensor of dt."""
     if isinstance(x, Tensor):
-        if x.ndim != 4 or x.dtype != np.float16 or not x.packed:
+        if x.ndim != 4 or x.dtype != dt or not x.packed:
             raise ValueError(
-                f"attention: {name} Tensor must be a packed 4-D float16 (B, H, S, d), got "
+                f"attention: {name} Tensor must be a packed 4-D {np.dtype(dt).name} (B, H, S, d), got "
                 f"shape {x.shape} {x.dtype}{'' if x.packed else ' (not packed)'}"
             )
         return x
     arr = host_array(x, f"attention: {name}")
     if arr.ndim != 4:
         raise ValueError(f"attention: {name} must be 4-D (B, H, S, d), got shape {arr.shape}")
-    return float16_array(arr, f"attention: {name}", "attention")
+    return input_array(arr, f"attention: {name}", "attention", dt)
+
+
+def _dtype_of(x: Any, name: str) -> np.dtype:
+    return x.dtype if isinstance(x, Tensor) else host_array(x, f"attention: {name}").dtype
 
 
 def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> None:
@@ -99,23 +106,34 @@ def run_attention(
 ) -> Any:
     if dev.closed:
         raise _helios.DeviceClosedError("the Device is closed")
-    q, k, v = _operand(q, "q"), _operand(k, "k"), _operand(v, "v")
+    dt = compute_dtype(_dtype_of(q, "q"), _dtype_of(k, "k"), _dtype_of(v, "v"))
+    q, k, v = _operand(q, "q", dt), _operand(k, "k", dt), _operand(v, "v", dt)
     check_shapes(q.shape, k.shape, v.shape)
     b, h, sq, d = (int(s) for s in q.shape)
     skv = int(k.shape[2])
     causal = flag("causal", causal)
     if out is not None and (
-        not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != np.float16 or not out.packed
+        not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != dt or not out.packed
     ):
-        raise ValueError(f"attention: out must be a float16 Tensor of shape {(b, h, sq, d)}")
+        raise ValueError(f"attention: out must be a {dt.name} Tensor of shape {(b, h, sq, d)}")
     sc = resolve_scale(scale, d)
     ordered = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
     o, _, _, _ = dev._attention(
-        q, k, v, b * h, sq, skv, d, causal=bool(causal), scale=sc, variant=variant, out=out, **ordered
+        *(x if isinstance(x, Tensor) else wire(x) for x in (q, k, v)),
+        b * h,
+        sq,
+        skv,
+        d,
+        causal=bool(causal),
+        scale=sc,
+        variant=variant,
+        out=out,
+        dtype=dt.name,
+        **ordered,
     )
     if out is not None:
         return out
-    return o.reshape(b, h, sq, d)
+    return unwire(o, dt).reshape(b, h, sq, d)
 
 
 def time_attention(
@@ -134,6 +152,7 @@ def time_attention(
     seed: int = 0,
     inputs: Optional[Sequence[np.ndarray]] = None,
     flush_bytes: int = 0,
+    dtype: Any = "float16",
 ) -> AttentionTiming:
     b = count("time_attention: batch", batch, 1, 2**31)
     h = count("time_attention: heads", heads, 1, 2**31)
@@ -149,10 +168,11 @@ def time_attention(
             f"attention {b}x{h}x{sq}x{d} (S_kv {skv}): operands need {need} "
             f"bytes; the device has {dev.info['device_local_bytes']}"
         )
+    dt = as_dtype(dtype, "time_attention: dtype", INPUT_DTYPES)
     if inputs is None:
-        q, k, v = random_qkv(b, h, sq, skv, d, seed)
+        q, k, v = random_qkv(b, h, sq, skv, d, seed, dt)
     else:
-        q, k, v = (_operand(x, nm) for x, nm in zip(inputs, ("q", "k", "v")))
+        q, k, v = (_operand(x, nm, dt) for x, nm in zip(inputs, ("q", "k", "v")))
         if q.shape != (b, h, sq, d) or k.shape != (b, h, skv, d) or v.shape != k.shape:
             raise ValueError(
                 f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
@@ -160,9 +180,7 @@ def time_attention(
             )
     sc = resolve_scale(scale, d)
     o, samples, batch_ms, used = dev._attention(
-        q,
-        k,
-        v,
+        *(x if isinstance(x, Tensor) else wire(x) for x in (q, k, v)),
         b * h,
         sq,
         skv,
@@ -173,6 +191,7 @@ def time_attention(
         warmup=warmup,
         iters=iters,
         flush_bytes=flush_bytes,
+        dtype=dt.name,
     )
     return AttentionTiming(
         batch=b,
@@ -187,16 +206,19 @@ def time_attention(
         warmup=warmup,
         flush_bytes=flush_bytes,
         telemetry=dev.telemetry(),
-        output=o.reshape(b, h, sq, d),
+        output=unwire(o, dt).reshape(b, h, sq, d),
+        dtype=dt.name,
     )
 
 
-def random_qkv(b: int, h: int, sq: int, skv: int, d: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Seeded standard-normal float16 Q, K, V (B, H, S, d)."""
+def random_qkv(
+    b: int, h: int, sq: int, skv: int, d: int, seed: int = 0, dtype: Any = float16
+) -> tuple[np.ndarray, ...]:
+    """Seeded standard-normal Q, K, V (B, H, S, d) of dtype (float16 or bfloat16)."""
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal((b, h, sq, d), dtype=np.float32).astype(np.float16)
-    k = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(np.float16)
-    v = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(np.float16)
+    q = rng.standard_normal((b, h, sq, d), dtype=np.float32).astype(dtype)
+    k = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(dtype)
+    v = rng.standard_normal((b, h, skv, d), dtype=np.float32).astype(dtype)
     return q, k, v
 
 

@@ -11,6 +11,18 @@ import numpy as np
 
 ATOL = 0.02
 RTOL = 0.01
+# The gate per input/output type (|h - ref| <= atol + rtol |ref| against float64 of
+# the rounded inputs): float16 as the seeds state; bfloat16 keeps 8 significant
+# bits, so its rtol is two bfloat16 ulps at 1.0 (2 * 2^-7) instead of 0.01.
+TOLERANCES = {"float16": (ATOL, RTOL), "bfloat16": (0.02, 0.016)}
+
+
+def tolerances(dtype: str, atol: float = ATOL, rtol: float = RTOL) -> tuple[float, float]:
+    """The gate for dtype: the given atol/rtol for float16 (the seeds' defaults unless
+    a flag changed them), at least bfloat16's for bfloat16."""
+    if dtype == "bfloat16":
+        return max(atol, TOLERANCES["bfloat16"][0]), max(rtol, TOLERANCES["bfloat16"][1])
+    return atol, rtol
 
 
 @dataclass(frozen=True)

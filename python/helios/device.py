@@ -12,32 +12,29 @@ import numpy as np
 
 from . import _helios, gemm
 from .attention import run_attention, time_attention
+from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
 from .flops import matmul_flops, tflops
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
-from .tensor import TENSOR_DTYPES, Tensor, float16_array, float_array, host_array, new_tensor
+from .tensor import Tensor, float_array, host_array, input_array, new_tensor
 from .tune_cache import TunedChoice
 from .validate import count, flag, real
 
-_DTYPES = {"float16": np.float16, "float32": np.float32, "f16": np.float16, "f32": np.float32}
 
-
-def _out_dtype_name(out_dtype: Any, default: str) -> str:
+def _out_dtype_name(out_dtype: Any, default: str, compute: Any = float16) -> str:
+    """The output dtype's name: the op's 16-bit compute type or float32 (default when None)."""
     if out_dtype is None:
         return default
+    allowed = (np.dtype(compute), np.dtype(np.float32))
     try:
-        dt = np.dtype(out_dtype)
-    except TypeError:
-        raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype!r}") from None
-    if dt == np.float16:
-        return "float16"
-    if dt == np.float32:
-        return "float32"
-    raise ValueError(f"out_dtype must be float16 or float32, got {dt}")
+        dt = as_dtype(out_dtype, "out_dtype", allowed)
+    except TypeError as e:
+        raise ValueError(f"{e} (for {allowed[0].name} inputs)") from None
+    return dt.name
 
 
-def _as_operand(x: Any, name: str) -> np.ndarray:
-    """A C-contiguous float16 2-D array, or a TypeError/ValueError that says why not."""
+def _as_operand(x: Any, name: str, dt: Any = float16) -> np.ndarray:
+    """A C-contiguous 2-D array of dt, or a TypeError/ValueError that says why not."""
     if isinstance(x, np.ndarray):
         arr = x
     elif hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
@@ -48,7 +45,7 @@ def _as_operand(x: Any, name: str) -> np.ndarray:
         )
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
-    return float16_array(arr, name, "helios.matmul")
+    return input_array(arr, name, "helios.matmul", dt)
 
 
 @dataclass
@@ -115,7 +112,7 @@ class Device(_helios.Device):
                 raise _helios.DeviceMemoryError(
                     f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits (< 2^32)"
                 )
-        size = (m * k + k * n) * 2 + m * n * (2 if out == "float16" else 4)
+        size = (m * k + k * n) * 2 + m * n * (4 if out == "float32" else 2)
         limit = int(self.info["device_local_bytes"])
         per_buffer = int(self.info["max_storage_buffer_range"])
         if size > limit or max(m * k * 2, k * n * 2) > per_buffer:
@@ -124,14 +121,17 @@ class Device(_helios.Device):
                 f"local memory and {per_buffer} bytes per buffer"
             )
 
-    def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None) -> str:
-        """The canonical variant a product of this shape runs with `variant`."""
-        v = self._pick(variant, m, n, k)
-        return self.check_variant(v) if v is not None else self.default_variant(m, n, k)
+    def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None, dtype: Any = "float16") -> str:
+        """The canonical variant a product of this shape and input dtype runs with `variant`."""
+        dt = as_dtype(dtype, "dtype", (float16, bfloat16))
+        v = self._pick(variant, m, n, k, dt)
+        return self.check_variant(v, dt.name) if v is not None else self.default_variant(m, n, k, dtype=dt.name)
 
-    def _pick(self, variant: Optional[str], m: int, n: int, k: int) -> Optional[str]:
+    def _pick(self, variant: Optional[str], m: int, n: int, k: int, dt: Any = float16) -> Optional[str]:
         if variant is not None and variant != "auto":
             return variant
+        if np.dtype(dt) != float16:  # tuned picks are float16 measurements; bfloat16 takes the C default
+            return None
         if self._tuned is None:
             self._tuned = TunedChoice()
         tuned = self._tuned.resolve(self, (int(m), int(n), int(k)))
@@ -166,8 +166,10 @@ class Device(_helios.Device):
 
         a, b: 2-D or 3-D (batched, broadcast like numpy.matmul) floating-point
         arrays (NumPy, torch CPU tensors, anything with the array interface or
-        DLPack) or Tensors. The tensor cores compute in float16 with float32
-        accumulation: float32/float64 inputs are rounded once to float16. op(x) is
+        DLPack) or Tensors. The tensor cores compute in float16, or bfloat16
+        when an input is bfloat16 (``helios.bfloat16``, torch.bfloat16), with float32
+        accumulation: float32/float64 inputs are rounded once to that type (float16
+        and bfloat16 inputs together are a TypeError). op(x) is
         x, or x transposed with trans_*; transposed and F-ordered views, row
         pitches and batch strides are read in place, not copied. bias: length-N
         vector. activation: {ACTIVATION_DOC}. c: an existing C (beta defaults to
@@ -175,7 +177,7 @@ class Device(_helios.Device):
         or, as NumPy's out=, a float16/float32 host array written in place; with
         out= and no c, beta reads out's contents.
 
-        Result dtype (out_dtype=None): float16 when every input is float16, else
+        Result dtype (out_dtype=None): float16 (bfloat16) when every input is, else
         float32 (NumPy's result type, capped at float32). Result type: a Tensor
         when any input is a Tensor (it stays on the device), a torch tensor when
         an input is one, else a NumPy array (see docs/api-rules.md).
@@ -190,13 +192,13 @@ class Device(_helios.Device):
         beta = None if beta is None else real("beta", beta)
         if isinstance(out, np.ndarray):  # NumPy's out=: the result is written into it and returned
             host_out = out
-            if not host_out.flags.writeable or host_out.dtype not in (np.float16, np.float32):
+            if not host_out.flags.writeable or host_out.dtype not in TENSOR_DTYPES:
                 raise TypeError(
-                    f"out: a writeable float16 or float32 array, got {host_out.dtype}"
+                    f"out: a writeable float16, bfloat16 or float32 array, got {host_out.dtype}"
                     f"{'' if host_out.flags.writeable else ' (read-only)'}"
                 )
-            if out_dtype is not None and np.dtype(out_dtype) != host_out.dtype:
-                raise ValueError(f"out_dtype {np.dtype(out_dtype)} differs from out's {host_out.dtype}")
+            if out_dtype is not None and as_dtype(out_dtype, "out_dtype") != host_out.dtype:
+                raise ValueError(f"out_dtype {out_dtype} differs from out's {host_out.dtype}")
             if c is None and beta is not None and float(beta) != 0.0:
                 c = host_out.copy()  # as with a Tensor out=, beta reads out's contents
             res = self.matmul(
@@ -217,18 +219,20 @@ class Device(_helios.Device):
                 raise ValueError(f"out has shape {host_out.shape}; the product is {res.shape}")
             host_out[...] = res
             return host_out
-        in_dtype = result_dtype(a, b)
+        dts = (gemm.input_dtype(a, "a"), gemm.input_dtype(b, "b"))
+        cdt = compute_dtype(*dts)
+        in_dtype = result_name(cdt, *dts)
         device_resident = out is None and (isinstance(a, Tensor) or isinstance(b, Tensor))
-        A = gemm.operand(a, "a", flag("trans_a", trans_a))
-        B = gemm.operand(b, "b", flag("trans_b", trans_b))
+        A = gemm.operand(a, "a", flag("trans_a", trans_a), cdt)
+        B = gemm.operand(b, "b", flag("trans_b", trans_b), cdt)
         spec = gemm.product_spec(A, B, _ndim(a), _ndim(b))
         act = gemm.activation_code(activation)
         shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
         if out is not None:
-            gemm.check_out(out, shape, out_dtype)
+            gemm.check_out(out, shape, out_dtype, cdt)
             out_name = out.dtype.name
         else:
-            out_name = _out_dtype_name(out_dtype, in_dtype)
+            out_name = _out_dtype_name(out_dtype, in_dtype, cdt)
         beta_v = float(beta) if beta is not None else (1.0 if c is not None else 0.0)
         if c is not None and out is not None:
             raise ValueError("matmul: give c (a host C) or out (a Tensor, read when beta != 0), not both")
@@ -237,7 +241,7 @@ class Device(_helios.Device):
             c_arr = float_array(c, "c", "matmul")
             if c_arr.shape != shape:
                 raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
-            c_in = np.ascontiguousarray(c_arr, dtype=_DTYPES[out_name])
+            c_in = np.ascontiguousarray(c_arr, dtype=as_dtype(out_name))
         elif beta_v != 0.0 and out is None:
             raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
         bias_v = gemm.bias_array(bias, spec.n) if bias is not None else None
@@ -258,20 +262,21 @@ class Device(_helios.Device):
                 beta=beta_v,
                 c=c_in if out is None else out.numpy(),
             )
-            res = res.astype(_DTYPES[out_name])
+            res = res.astype(as_dtype(out_name))
             if out is not None:
-                out._write(0, np.ascontiguousarray(res))
+                out._write(0, wire(np.ascontiguousarray(res)))
                 return out
             return like_inputs(res, a, b)
         fields = spec.fields(A, B)
         fields.update(
+            in_dtype=cdt.name,
             out_dtype=out_name,
-            variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k),
+            variant=self._pick(variant, spec.m * spec.batch, spec.n, spec.k, cdt),
             act=act,
             alpha=float(alpha),
             beta=beta_v,
             bias=bias_v,
-            c_in=c_in,
+            c_in=None if c_in is None else wire(c_in),
             out=out,
         )
         if order is not None:
@@ -279,12 +284,14 @@ class Device(_helios.Device):
         res, _, _, _ = self._gemm(**fields)
         if out is not None:
             return out
+        res = unwire(res, out_name)
         return like_inputs(res if spec.batched else res[0], a, b)
 
     def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None, exportable: bool = False) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
         object such as a torch CPU tensor, read without a host copy where its
-        layout allows). dtype: float16 (default) or float32. out: an existing
+        layout allows). dtype: float16 (default; a bfloat16 array stays bfloat16),
+        bfloat16 or float32 (names, NumPy or torch dtypes). out: an existing
         Tensor of this Device to write into (out.copy_(x)), e.g. a Chain's input.
         exportable: allocate memory CUDA can map (``torch.from_dlpack(t)`` shares it)."""
         if out is not None:
@@ -292,18 +299,19 @@ class Device(_helios.Device):
                 raise ValueError("upload: out must be a Tensor of this Device")
             return out.copy_(x)
         arr = float_array(x, "upload", "upload")
-        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float16)
-        if dt not in TENSOR_DTYPES:
-            raise TypeError(f"upload: dtype must be float16 or float32, got {dt}")
+        if dtype is not None:
+            dt = as_dtype(dtype, "upload: dtype")
+        else:
+            dt = bfloat16 if arr.dtype == bfloat16 else float16
         if arr.ndim < 1 or arr.ndim > 4:
             raise ValueError(f"upload: 1-D to 4-D arrays, got shape {arr.shape}")
         arr = np.ascontiguousarray(arr, dtype=dt)
         t = new_tensor(self, arr.shape, dt, exportable=flag("exportable", exportable))
-        t._write(0, arr)
+        t._write(0, wire(arr))
         return t
 
     def empty(self, shape: Any, dtype: Any = "float16", *, exportable: bool = False) -> Tensor:
-        """An uninitialised Tensor (1-D to 4-D, float16 or float32). exportable:
+        """An uninitialised Tensor (1-D to 4-D, float16, bfloat16 or float32). exportable:
         memory CUDA can map, so that ``torch.from_dlpack(t)`` shares it with no copy
         (needs VK_KHR_external_memory_fd and, when exported, the NVIDIA driver's
         libcuda; UnsupportedError naming what is missing)."""
@@ -312,23 +320,29 @@ class Device(_helios.Device):
         )
         return new_tensor(self, dims, dtype, exportable=flag("exportable", exportable))
 
-    def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None) -> Tensor:
+    def prepack(self, weight: Any, *, trans: bool = False, variant: Optional[str] = None, dtype: Any = None) -> Tensor:
         """Upload a weight once in the layout the product kernels load fastest: the
         K x N operand B row-major (op(B) = weight, or weight.T with trans=True, as
-        torch.nn.Linear stores (out, in)), float16, rows padded to 16 bytes so that
-        every N takes the vector-load path. A coop2 variant reads packed rows only,
-        so it gets no padding. Use the Tensor as b= without trans_b."""
+        torch.nn.Linear stores (out, in)), rows padded to 16 bytes so that every N
+        takes the vector-load path. dtype: float16 (default) or bfloat16 (the
+        default for a bfloat16 weight). A coop2 variant reads packed rows only, so
+        it gets no padding. Use the Tensor as b= without trans_b."""
         w = host_array(weight, "weight")
         if w.ndim != 2:
             raise ValueError(f"prepack: a 2-D weight, got shape {w.shape}")
+        dt = (
+            as_dtype(dtype, "prepack: dtype", (float16, bfloat16))
+            if dtype is not None
+            else (bfloat16 if w.dtype == bfloat16 else float16)
+        )
         w = w.T if trans else w
         k, n = w.shape
-        name = self.check_variant(variant) if variant is not None and variant != "auto" else None
+        name = self.check_variant(variant, dt.name) if variant is not None and variant != "auto" else None
         pitch = n if name and _helios.variant_fields(name)["path"] == "coop2" else -(-n // 8) * 8
-        buf = np.zeros((k, pitch), dtype=np.float16)
+        buf = np.zeros((k, pitch), dtype=dt)
         buf[:, :n] = w
-        t = new_tensor(self, (k, n), np.float16, pitch, prepacked_for=name or "auto")
-        t._write(0, buf)
+        t = new_tensor(self, (k, n), dt, pitch, prepacked_for=name or "auto")
+        t._write(0, wire(buf))
         return t
 
     def chain(self) -> Chain:
@@ -351,12 +365,14 @@ class Device(_helios.Device):
         order: Optional[tuple[int, int]] = None,
     ) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
-        float16 (float32 is rounded), host arrays or 4-D Tensors (then O is a Tensor,
+        float16 or bfloat16 (float32 is rounded to float16, or to bfloat16 when an input
+        is bfloat16), host arrays or 4-D Tensors (then O is a Tensor,
         or `out`). S_kv may differ from S_q unless causal; causal masks key j > query i
         (torch's is_causal). scale: default 1/sqrt(d). variant: an attention variant
         string ("fa-coop:16x16x16:sg4:wq1:bc32", "fa-scalar"), default the device's pick.
         Result: as matmul's (a Tensor for Tensor inputs, torch for torch, NumPy
-        otherwise; float16 when every input is, else float32, computed in float16).
+        otherwise; float16 (bfloat16) when every input is, else float32, computed in the
+        16-bit type).
         is_causal: torch's name for causal (give one of the two). Not supported yet,
         unlike torch's scaled_dot_product_attention: attn_mask, dropout_p and
         grouped-query heads (k/v must have q's head count). order: as matmul's (Tensors
@@ -365,30 +381,39 @@ class Device(_helios.Device):
             if causal is not False and bool(causal) != bool(is_causal):
                 raise ValueError("attention: causal and is_causal disagree; give one of them")
             causal = flag("is_causal", is_causal)
+        dts = [gemm.input_dtype(x, nm) for x, nm in ((q, "q"), (k, "k"), (v, "v"))]
+        cdt = compute_dtype(*dts)
         if out is None and any(isinstance(x, Tensor) for x in (q, k, v)):
-            out = self.empty(tuple(getattr(q, "shape", ())), "float16")
+            out = self.empty(tuple(getattr(q, "shape", ())), cdt)
             return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
         res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
         if out is not None:
             return res
-        # computed in float16 (the kernels' dtype); returned in the inputs' result dtype
-        return like_inputs(res.astype(result_dtype(q, k, v), copy=False), q, k, v)
+        # computed in the 16-bit type (the kernels'); returned in the inputs' result dtype
+        return like_inputs(res.astype(as_dtype(result_name(cdt, *dts)), copy=False), q, k, v)
 
-    def attention_variants(self, head_dim: int) -> list[str]:
-        """Every attention variant valid here for this head dimension (default first
-        where it is a coop one)."""
-        return self._attention_variants(count("head_dim", head_dim, 1, 2**31))[1]
+    def attention_variants(self, head_dim: int, dtype: Any = "float16") -> list[str]:
+        """Every attention variant valid here for this head dimension and dtype
+        (float16 or bfloat16; default first where it is a coop one)."""
+        dt = as_dtype(dtype, "dtype", (float16, bfloat16))
+        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), dtype=dt.name)[1]
 
-    def attention_kernel_stats(self, head_dim: int, variant: Optional[str] = None, causal: bool = False) -> dict:
+    def attention_kernel_stats(
+        self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: Any = "float16"
+    ) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
         kernel a variant compiles to at this head dimension; {} where none are offered."""
-        return self._attention_kernel_stats(count("head_dim", head_dim, 1, 2**31), variant, bool(causal))
+        dt = as_dtype(dtype, "dtype", (float16, bfloat16))
+        return self._attention_kernel_stats(count("head_dim", head_dim, 1, 2**31), variant, bool(causal), dt.name)
 
-    def default_attention_variant(self, head_dim: int, seq_kv: Optional[int] = None, causal: bool = False) -> str:
+    def default_attention_variant(
+        self, head_dim: int, seq_kv: Optional[int] = None, causal: bool = False, dtype: Any = "float16"
+    ) -> str:
         """The attention variant used when none is given for this head dimension, key
-        count (None: long) and mask (HELIOS_DISABLE_COOP_ATTENTION applied)."""
+        count (None: long), mask and dtype (HELIOS_DISABLE_COOP_ATTENTION applied)."""
         skv = 0 if seq_kv is None else min(count("seq_kv", seq_kv, 1, 2**63), 2**32 - 1)
-        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal))[0]
+        dt = as_dtype(dtype, "dtype", (float16, bfloat16))
+        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal), dt.name)[0]
 
     def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
         """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,
@@ -406,7 +431,7 @@ class Device(_helios.Device):
         warmup: int = 5,
         variant: Optional[str] = None,
         dtype: str = "float16",
-        out_dtype: str = "float16",
+        out_dtype: Optional[str] = None,
         seed: int = 0,
         inputs: Optional[Sequence[np.ndarray]] = None,
         flush_bytes: int = 0,
@@ -415,34 +440,35 @@ class Device(_helios.Device):
         dispatches each between two timestamps (samples_ms), then `iters` back to
         back (batch_ms, the mean). Inputs are seeded random normals unless given.
         flush_bytes > 0 overwrites that many bytes before each sample, outside the
-        timestamps, so samples start with a cold L2. `output` holds C."""
-        if dtype not in ("float16", "f16"):
-            raise _helios.UnsupportedError(f"time_matmul dtype {dtype!r}: only float16 inputs")
+        timestamps, so samples start with a cold L2. `output` holds C. dtype: the
+        inputs' type, float16 or bfloat16; out_dtype: that type (default) or float32."""
+        dt = as_dtype(dtype, "time_matmul: dtype", (float16, bfloat16))
         m, n, k = (count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
         iters = count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
         warmup = count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
         flush_bytes = count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
-        out = _out_dtype_name(out_dtype, "float16")
+        out = _out_dtype_name(out_dtype, dt.name, dt)
         self._check_fits(m, n, k, out)  # before any input is generated
         if inputs is None:
-            a, b = random_inputs(m, n, k, seed)
+            a, b = random_inputs(m, n, k, seed, dt)
         else:
-            a, b = (_as_operand(x, nm) for x, nm in zip(inputs, ("a", "b")))
+            a, b = (_as_operand(x, nm, dt) for x, nm in zip(inputs, ("a", "b")))
             if a.shape != (m, k) or b.shape != (k, n):
                 raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match m, n, k = {m}, {n}, {k}")
         c, samples, batch, used = self._gemm(
-            a=a,
-            b=b,
+            a=wire(a),
+            b=wire(b),
             m=m,
             n=n,
             k=k,
+            in_dtype=dt.name,
             out_dtype=out,
-            variant=self._pick(variant, m, n, k),
+            variant=self._pick(variant, m, n, k, dt),
             warmup=warmup,
             iters=iters,
             flush_bytes=flush_bytes,
         )
-        c = c[0]
+        c = unwire(c[0], out)
         return MatmulTiming(
             m=int(m),
             n=int(n),
@@ -475,11 +501,12 @@ def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int 
     return int(min(cap, max(min_count, -(-min_ms // estimate_ms))))
 
 
-def random_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded standard-normal float16 operands (never zeros: they hide bugs and time faster)."""
+def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded standard-normal operands of dtype (float16 or bfloat16; never zeros:
+    they hide bugs and time faster). The same seed gives the same normals in both."""
     rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k), dtype=np.float32).astype(np.float16)
-    b = rng.standard_normal((k, n), dtype=np.float32).astype(np.float16)
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(dtype)
     return a, b
 
 
@@ -543,14 +570,11 @@ def matmul(a: Any, b: Any, *, device: Optional[Device] = None, **kwargs: Any) ->
 
 
 def result_dtype(*inputs: Any) -> str:
-    """The default output dtype of an op: float16 when every input is float16
-    (Tensors are), else float32 (NumPy's result type capped at float32: the
-    kernels write float16 or float32)."""
-    for x in inputs:
-        dt = x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype
-        if np.dtype(dt) != np.float16:
-            return "float32"
-    return "float16"
+    """The default output dtype of an op: its 16-bit compute type (float16, or
+    bfloat16 when an input is) when every input has it, else float32 (NumPy's
+    result type capped at float32: the kernels write 16-bit types or float32)."""
+    dts = [x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype for x in inputs]
+    return result_name(compute_dtype(*dts), *dts)
 
 
 def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
@@ -559,7 +583,10 @@ def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
     if any(type(x).__module__.split(".")[0] == "torch" for x in inputs):
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(result))
+        result = np.ascontiguousarray(result)
+        if result.dtype == bfloat16:  # torch.from_numpy knows no ml_dtypes bfloat16: the same bits
+            return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(result)
     return result
 
 

@@ -15,7 +15,8 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _helios
-from .tensor import HOST_FLOATS, Tensor, float_array, host_array
+from .dtypes import HOST_FLOATS, INPUT_DTYPES, as_dtype, float16, wire
+from .tensor import Tensor, float_array, host_array
 from .validate import count
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
@@ -23,7 +24,7 @@ ACTIVATION_DOC = (
     "None, 'relu', 'gelu' (the tanh approximation: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), "
     "as torch's approximate='tanh'; 'gelu_tanh' is the same) or 'silu' (x*sigmoid(x))"
 )
-_ITEM = 2  # float16 operands
+_ITEM = 2  # 16-bit operands (float16 or bfloat16)
 
 
 def activation_code(activation: Optional[str]) -> int:
@@ -39,7 +40,7 @@ def activation_code(activation: Optional[str]) -> int:
 class Operand:
     """One side of a product as the kernel sees it."""
 
-    data: Any  # flat float16 ndarray view, or a Tensor
+    data: Any  # flat ndarray view (bfloat16 as uint16 bits), or a Tensor
     rows: int  # logical op(X) rows and columns
     cols: int
     batch: int  # 1 for 2-D
@@ -60,19 +61,19 @@ def _matrix_layout(x: np.ndarray) -> Optional[tuple[bool, int]]:
     return None
 
 
-def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
-    """op(x) for a floating-point array of 2 or 3 dimensions (float32 and float64
-    rounded to float16): C- or F-ordered, transposed views and row pitches pass
-    without a copy."""
+def host_operand(x: np.ndarray, name: str, trans: bool, dt: Any = float16) -> Operand:
+    """op(x) for a floating-point array of 2 or 3 dimensions in the product's 16-bit
+    type dt (float16 or bfloat16; other types rounded once to it): C- or F-ordered,
+    transposed views and row pitches pass without a copy."""
     if x.ndim not in (2, 3):
         raise ValueError(f"{name} must be 2-D or 3-D (batched), got shape {x.shape}")
     if x.dtype not in HOST_FLOATS:
         raise TypeError(
-            f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16 or "
-            f"float32; float64 is rounded to float16)"
+            f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16, bfloat16 "
+            f"or float32; float64 is rounded to {np.dtype(dt).name})"
         )
-    if x.dtype != np.float16 or not x.flags.aligned:
-        x = x.astype(np.float16)
+    if x.dtype != dt or not x.flags.aligned:
+        x = x.astype(dt)
     view = np.swapaxes(x, -1, -2) if trans else x
     lay = _matrix_layout(view[0] if view.ndim == 3 else view) if view.size else None
     bstride = 0
@@ -90,15 +91,20 @@ def host_operand(x: np.ndarray, name: str, trans: bool) -> Operand:
     batch = view.shape[0] if view.ndim == 3 else 1
     s_rows, s_cols = (cols, rows) if stored_trans else (rows, cols)
     span = bstride * (batch - 1) + (s_rows - 1) * ld + s_cols if view.size else 0
-    flat = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(_ITEM,)) if span else view
+    flat = np.lib.stride_tricks.as_strided(wire(view), shape=(span,), strides=(_ITEM,)) if span else wire(view)
     return Operand(flat, rows, cols, batch, stored_trans, ld, bstride)
 
 
-def tensor_operand(t: Tensor, name: str, trans: bool) -> Operand:
-    """op(t) for a float16 Tensor of 2 or 3 dimensions; a transposed view (t.T)
-    is read as the transposed layout of its memory, no copy."""
-    if t.dtype != np.float16:
-        raise TypeError(f"{name}: product operands are float16 Tensors, got {t.dtype}")
+def tensor_operand(t: Tensor, name: str, trans: bool, dt: Any = None) -> Operand:
+    """op(t) for a float16 or bfloat16 Tensor of 2 or 3 dimensions (of the product's
+    type dt when given); a transposed view (t.T) is read as the transposed layout
+    of its memory, no copy."""
+    if t.dtype not in INPUT_DTYPES or (dt is not None and t.dtype != dt):
+        want = np.dtype(dt).name if dt is not None else "float16 or bfloat16"
+        raise TypeError(
+            f"{name}: product operands are {want} Tensors, got {t.dtype} (the other operand "
+            f"decides when it is bfloat16; a Tensor is never converted in place)"
+        )
     if t.ndim not in (2, 3):
         raise ValueError(f"{name} must be a 2-D or 3-D Tensor, got shape {t.shape}")
     sr, sc = t.stored_shape[-2:]  # as the memory holds it
@@ -108,10 +114,15 @@ def tensor_operand(t: Tensor, name: str, trans: bool) -> Operand:
     return Operand(t, rows, cols, batch, stored_trans, t.pitch, sr * t.pitch if batch > 1 else 0)
 
 
-def operand(x: Any, name: str, trans: bool) -> Operand:
+def operand(x: Any, name: str, trans: bool, dt: Any = float16) -> Operand:
     if isinstance(x, Tensor):
-        return tensor_operand(x, name, trans)
-    return host_operand(host_array(x, name), name, trans)
+        return tensor_operand(x, name, trans, dt)
+    return host_operand(host_array(x, name), name, trans, dt)
+
+
+def input_dtype(x: Any, name: str) -> np.dtype:
+    """The dtype of an operand (a Tensor's, or a host array's as read)."""
+    return x.dtype if isinstance(x, Tensor) else host_array(x, name).dtype
 
 
 @dataclass
@@ -255,32 +266,38 @@ class Chain:
                     f"chain operand {nm} must be a helios.Tensor, not {type(x).__name__} "
                     f"(upload host arrays with Device.upload first)"
                 )
-        A, B = tensor_operand(a, "a", trans_a), tensor_operand(b, "b", trans_b)
+        from .dtypes import compute_dtype
+
+        cdt = compute_dtype(a.dtype, b.dtype)
+        A, B = tensor_operand(a, "a", trans_a, cdt), tensor_operand(b, "b", trans_b, cdt)
         spec = product_spec(A, B, a.ndim, b.ndim)
         act = activation_code(activation)
         shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
         if out is None:
             if float(beta) != 0.0:
                 raise ValueError("chain matmul: beta != 0 reads C from out=; give an out Tensor")
-            dt = np.dtype(out_dtype) if out_dtype is not None else np.dtype(np.float16)
+            dt = as_dtype(out_dtype, "out_dtype") if out_dtype is not None else cdt
             out = self._dev.empty(shape, dt)
             out.computed = False
             self._outputs.append(out)
-        check_out(out, shape, out_dtype)
+        check_out(out, shape, out_dtype, cdt)
         op = spec.fields(A, B)
         op.update(
             out=out,
+            in_dtype=cdt.name,
             out_dtype=out.dtype.name,
             act=act,
             alpha=float(alpha),
             beta=float(beta),
-            variant=self._dev._pick(variant, spec.m * spec.batch, spec.n, spec.k),
+            variant=self._dev._pick(variant, spec.m * spec.batch, spec.n, spec.k, cdt),
         )
         if bias is not None:
             bias = bias_array(bias, spec.n)
             op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
         self._ops.append(op)
-        self._variants.append(op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k, batch=spec.batch))
+        self._variants.append(
+            op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k, batch=spec.batch, dtype=cdt.name)
+        )
         return out
 
     def run(self) -> float:
@@ -313,7 +330,7 @@ class Chain:
             self.run()
 
 
-def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
+def check_out(out: Any, shape: tuple, out_dtype: Any, compute: Any = float16) -> None:
     if not isinstance(out, Tensor):
         raise TypeError(f"out must be a helios.Tensor or a NumPy array, not {type(out).__name__}")
     if out.is_slice:
@@ -323,7 +340,10 @@ def check_out(out: Any, shape: tuple, out_dtype: Any) -> None:
             f"out Tensor has shape {out.shape} (pitch {out.pitch}"
             f"{', a transposed view' if out.transposed else ''}); this product writes a packed {shape}"
         )
-    if out.dtype not in (np.float16, np.float32):
-        raise TypeError(f"out Tensor dtype must be float16 or float32, got {out.dtype}")
-    if out_dtype is not None and np.dtype(out_dtype) != out.dtype:
-        raise ValueError(f"out_dtype {np.dtype(out_dtype)} differs from the out Tensor's {out.dtype}")
+    allowed = (np.dtype(compute), np.dtype(np.float32))
+    if out.dtype not in allowed:
+        raise TypeError(
+            f"out Tensor dtype must be {allowed[0].name} or float32 for {allowed[0].name} inputs, got {out.dtype}"
+        )
+    if out_dtype is not None and as_dtype(out_dtype, "out_dtype") != out.dtype:
+        raise ValueError(f"out_dtype {out_dtype} differs from the out Tensor's {out.dtype}")

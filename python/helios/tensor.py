@@ -10,12 +10,14 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios
+from .dtypes import HOST_FLOATS, TENSOR_DTYPES, as_dtype, bfloat16, wire
 from .validate import count
 
 
 class Tensor(_helios.Tensor):
-    """Device-resident memory holding a 1-D to 4-D float16/float32 array (products
-    take 2-D and 3-D Tensors, attention 4-D ones).
+    """Device-resident memory holding a 1-D to 4-D float16, bfloat16
+    (``helios.bfloat16``) or float32 array (products take 2-D and 3-D Tensors,
+    attention 4-D ones).
 
     Made by ``Device.upload``, ``Device.empty`` or ``Device.prepack``; rows are
     ``pitch`` elements apart (``pitch == shape[-1]`` except for prepacked weights,
@@ -96,7 +98,7 @@ class Tensor(_helios.Tensor):
             )
         st = self.stored_shape
         raw = np.empty(self._rows() * self.pitch, dtype=self.dtype)
-        self._read(0, raw)
+        self._read(0, wire(raw))
         host = raw.reshape(self._rows(), self.pitch)[:, : st[-1]].reshape(st)
         return np.ascontiguousarray(np.swapaxes(host, -1, -2) if self.transposed else host)
 
@@ -200,7 +202,7 @@ class Tensor(_helios.Tensor):
             padded = np.zeros((self._rows(), self.pitch), dtype=self.dtype)
             padded[:, : self.shape[-1]] = host.reshape(self._rows(), self.shape[-1])
             host = padded
-        self._write(0, host)
+        self._write(0, wire(host))
         self.computed = True
         return self
 
@@ -231,6 +233,11 @@ class Tensor(_helios.Tensor):
         consumer queues on the memory (a torch write) must finish before Helios
         reads it: synchronize that stream first. Other Tensors export a host copy."""
         if not self.exportable:
+            if self.dtype == bfloat16:  # NumPy exports no bfloat16 (DLPack's kDLBfloat)
+                raise BufferError(
+                    "a bfloat16 Tensor is exported through DLPack only when exportable=True (CUDA, no copy); "
+                    "read it with t.numpy() (an ml_dtypes bfloat16 array)"
+                )
             kwargs = {} if stream is None else {"stream": stream}
             return self.numpy().__dlpack__(**kwargs)
         if copy:
@@ -241,7 +248,8 @@ class Tensor(_helios.Tensor):
             raise BufferError("only a whole, packed Tensor is exported (not a slice, transposed or pitched view)")
         if not self.computed:
             raise BufferError("the Tensor is the output of a Chain that has not run")
-        return self._dlpack(self.shape, 2, self.dtype.itemsize * 8)  # kDLFloat
+        code = 4 if self.dtype == bfloat16 else 2  # kDLBfloat, kDLFloat
+        return self._dlpack(self.shape, code, self.dtype.itemsize * 8)
 
     def __dlpack_device__(self) -> tuple:
         if self.exportable:
@@ -270,9 +278,7 @@ def new_tensor(
     shape = tuple(count(f"shape[{i}]", s, 1, 2**62) for i, s in enumerate(shape))
     if not 1 <= len(shape) <= 4:
         raise ValueError(f"a Tensor has 1 to 4 dimensions, got shape {shape}")
-    dt = np.dtype(dtype)
-    if dt not in (np.float16, np.float32):
-        raise TypeError(f"Tensor dtype must be float16 or float32, got {dt}")
+    dt = as_dtype(dtype, "Tensor dtype")
     pitch = shape[-1] if pitch is None else int(pitch)
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
     t = Tensor(dev, rows * pitch * dt.itemsize, exportable=exportable)
@@ -292,11 +298,13 @@ def host_array(x: Any, name: str) -> np.ndarray:
                 on_host = tuple(x.__dlpack_device__())[0] in (1, 3)  # kDLCPU, kDLCUDAHost
             except Exception:
                 on_host = False
-            if on_host:  # a host array NumPy cannot represent (bfloat16, ...)
+            if on_host and str(getattr(x, "dtype", "")) == "torch.bfloat16":  # NumPy has no bfloat16
+                return x.view(_torch_int16()).numpy().view(bfloat16)  # the same bits, no copy
+            if on_host:  # a host array NumPy cannot represent
                 raise TypeError(
                     f"{name}: {type(x).__name__} of dtype {getattr(x, 'dtype', '?')} cannot be "
-                    f"read as a NumPy array ({e}); Helios takes float16, float32 or float64 host "
-                    f"data (bfloat16 is not supported yet): convert it, e.g. x.float()"
+                    f"read as a NumPy array ({e}); Helios takes float16, bfloat16, float32 or float64 "
+                    f"host data: convert it, e.g. x.float()"
                 ) from None
             raise TypeError(
                 f"{name}: cannot read {type(x).__name__} through DLPack ({e}); pass a host (CPU) array"
@@ -309,13 +317,19 @@ def host_array(x: Any, name: str) -> np.ndarray:
     )
 
 
+def _torch_int16() -> Any:
+    import torch
+
+    return torch.int16
+
+
 # The one conversion rule of every entry point (operands, uploads, C, bias):
-# host data must be real floating point (float16, float32 or float64), rounded
-# once to what the kernel reads (float16 operands, float32 bias, the output
-# dtype for C). Integer, bool, complex and object dtypes are a TypeError, never
-# a silent conversion (a complex array would lose its imaginary part).
-HOST_FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-TENSOR_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+# host data must be real floating point (float16, bfloat16, float32 or float64),
+# rounded once to what the kernel reads (the op's 16-bit type for operands,
+# float32 bias, the output dtype for C). Integer, bool, complex and object dtypes
+# are a TypeError, never a silent conversion (a complex array would lose its
+# imaginary part). The dtypes themselves are declared in helios/dtypes.py.
+__all__ = ["HOST_FLOATS", "TENSOR_DTYPES", "Tensor", "float_array", "host_array", "new_tensor", "input_array"]
 
 
 def float_array(x: Any, name: str, op: str) -> np.ndarray:
@@ -330,13 +344,14 @@ def float_array(x: Any, name: str, op: str) -> np.ndarray:
     return arr
 
 
-def float16_array(arr: np.ndarray, name: str, op: str) -> np.ndarray:
-    """A C-contiguous, aligned float16 array of arr (float32 and float64 are rounded;
-    a copy only where needed, an unaligned view is copied as NumPy would); other
-    dtypes are a TypeError naming the operation (the conversion rule above)."""
+def input_array(arr: np.ndarray, name: str, op: str, dt: Any) -> np.ndarray:
+    """A C-contiguous, aligned array of arr in the op's 16-bit type dt (float16 or
+    bfloat16; wider types are rounded once, a copy only where needed, an unaligned
+    view is copied as NumPy would); other dtypes are a TypeError naming the
+    operation (the conversion rule above)."""
     if arr.dtype not in HOST_FLOATS:
         raise TypeError(
-            f"{name} has dtype {arr.dtype}; {op} takes floating-point data (float16 or "
-            f"float32; float64 is rounded to float16)"
+            f"{name} has dtype {arr.dtype}; {op} takes floating-point data (float16, bfloat16 or "
+            f"float32; float64 is rounded to {np.dtype(dt).name})"
         )
-    return np.require(arr, dtype=np.float16, requirements=["C", "A"])
+    return np.require(arr, dtype=dt, requirements=["C", "A"])

@@ -2,8 +2,8 @@
 inside ``torch.autograd``.
 
 ``matmul(a, b)``, ``linear(x, weight, bias=None, activation=None)`` and
-``attention(q, k, v, causal=False, scale=None)`` take float16 CUDA tensors on
-the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
+``attention(q, k, v, causal=False, scale=None)`` take float16 or bfloat16 CUDA
+tensors (all inputs of one op the same type) on the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
 return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
 products (the transposed layouts); attention backward recomputes through torch's
 ``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
@@ -18,8 +18,11 @@ semaphore with CUDA (``VK_KHR_external_semaphore_fd``), torch's stream signals i
 after the copies, Helios's submission waits for that and signals when done, and
 the stream waits for Helios before anything reads the result: the call returns
 without any host wait. Elsewhere the stream is synchronized before Helios runs
-(one host wait per op). ``ordering()`` says which applies. Stream ordering through a shared semaphore (no host wait) and
-bfloat16 are still to come: bfloat16 inputs raise TypeError.
+(one host wait per op). ``ordering()`` says which applies.
+
+bfloat16 runs on Helios's bf16 cooperative-matrix kernels where the device has
+them (``Device.info["bf16_coop_enabled"]``), else on its scalar fp32 kernels:
+always bfloat16 in and out with fp32 accumulation, never through float16.
 
 ``torch.compile``: these functions are excluded from tracing
 (``torch.compiler.disable``): a compiled model runs them eagerly between its
@@ -107,22 +110,32 @@ def _run_ordered(dev: Device, t: torch.Tensor, op: Callable[[Optional[tuple]], A
         op(None)
 
 
+_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def _same_dtype(op: str, *named: tuple) -> None:
+    """One 16-bit type per op: Helios does not mix float16 and bfloat16."""
+    kinds = {t.dtype for _, t in named}
+    if len(kinds) > 1:
+        desc = ", ".join(f"{n} {t.dtype}" for n, t in named)
+        raise TypeError(f"helios.torch.{op}: inputs must share one dtype (float16 or bfloat16), got {desc}")
+
+
 def _check(name: str, t: Any, ndim: Optional[tuple] = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
     if not t.is_cuda:
         raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
-    if t.dtype != torch.float16:
-        raise TypeError(
-            f"helios.torch: {name} is {t.dtype}; this version takes float16 (bfloat16 is not supported yet)"
-        )
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"helios.torch: {name} is {t.dtype}; Helios takes float16 or bfloat16 CUDA tensors")
     if ndim is not None and t.dim() not in ndim:
         raise ValueError(f"helios.torch: {name} must have {' or '.join(map(str, ndim))} dimensions, got {t.dim()}")
 
 
-def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: str = "float16") -> Any:
+def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor) -> Any:
     """A Helios tensor holding t's values: t copied device to device on torch's
-    current stream into this slot's exportable tensor (made once per shape)."""
+    current stream into this slot's exportable tensor (made once per shape and dtype)."""
+    dtype = _DTYPES.get(t.dtype, "float32")
     key = (ordinal, slot, tuple(t.shape), dtype)
     entry = _staging.get(key)
     if entry is None:
@@ -133,16 +146,16 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: str = "
     return entry[0]
 
 
-def _result(dev: Device, ordinal: int, shape: tuple) -> Any:
-    """An exportable float16 Helios tensor for an op's result: one torch has
+def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
+    """An exportable Helios tensor (float16 or bfloat16) for an op's result: one torch has
     released (no export held) from the pool, else a new one. Reuse is safe: Helios
     writes it only after everything queued before on torch's stream (and so any
     reader of the old result, and the Helios op that wrote it) has run."""
-    pool = _results.setdefault((ordinal, shape), [])
+    pool = _results.setdefault((ordinal, shape, _DTYPES[dtype]), [])
     for h in pool:
         if h.exports == 0:
             return h
-    h = dev.empty(shape, "float16", exportable=True)
+    h = dev.empty(shape, _DTYPES[dtype], exportable=True)
     if len(pool) < MAX_POOLED:
         pool.append(h)
     return h
@@ -153,17 +166,17 @@ def _to_torch(h: Any) -> torch.Tensor:
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b: bool = False, **epi: Any):
-    """op(a) @ op(b) (+ bias, activation) for 2-D float16 CUDA tensors, as a torch tensor."""
+    """op(a) @ op(b) (+ bias, activation) for 2-D float16 or bfloat16 CUDA tensors, as a torch tensor."""
     with _lock:
         dev = device_for(a)
         ordinal = a.device.index if a.device.index is not None else torch.cuda.current_device()
         ha = _stage(dev, ordinal, "a", a.contiguous())
         hb = _stage(dev, ordinal, "b", b.contiguous())
         if epi.get("bias") is not None:
-            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous(), "float32")
+            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous())
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
-        out = _result(dev, ordinal, (m, n))  # torch receives it with no copy
+        out = _result(dev, ordinal, (m, n), a.dtype)  # torch receives it with no copy
         kw = {k: v for k, v in epi.items() if v is not None}
         _run_ordered(
             dev, a, lambda order: dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, order=order, **kw)
@@ -203,7 +216,7 @@ class _Linear(torch.autograd.Function):
             with torch.enable_grad():
                 y = _ACTIVATIONS[ctx.act](z)
             (gz,) = torch.autograd.grad(y, z, g.float())
-            g = gz.to(torch.float16).contiguous()
+            g = gz.to(x.dtype).contiguous()
         gx = _product(g, w) if ctx.needs_input_grad[0] else None  # g @ w
         gw = _product(g, x, trans_a=True) if ctx.needs_input_grad[1] else None  # g^T @ x
         gb = g.float().sum(0).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
@@ -221,7 +234,7 @@ class _Attention(torch.autograd.Function):
             hq = _stage(dev, ordinal, "q", q.contiguous())
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
-            out = _result(dev, ordinal, tuple(q.shape))
+            out = _result(dev, ordinal, tuple(q.shape), q.dtype)
             _run_ordered(
                 dev, q, lambda order: dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out, order=order)
             )
@@ -239,10 +252,11 @@ class _Attention(torch.autograd.Function):
 
 @torch.compiler.disable
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b for 2-D float16 CUDA tensors (fp32 accumulation, rounded once to
-    float16), differentiable: both gradients are Helios products."""
+    """a @ b for 2-D float16 or bfloat16 CUDA tensors (fp32 accumulation, rounded
+    once to the inputs' type), differentiable: both gradients are Helios products."""
     _check("a", a, (2,))
     _check("b", b, (2,))
+    _same_dtype("matmul", ("a", a), ("b", b))
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"helios.torch.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not chain")
     return _Matmul.apply(a, b)
@@ -259,6 +273,7 @@ def linear(
     products, the activation's derivative is taken at the recomputed pre-activation."""
     _check("x", x)
     _check("weight", weight, (2,))
+    _same_dtype("linear", ("x", x), ("weight", weight))
     if activation not in _ACTIVATIONS:
         raise ValueError(f"helios.torch.linear: activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
     if bias is not None:
@@ -277,9 +292,10 @@ def linear(
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: Optional[float] = None
 ) -> torch.Tensor:
-    """softmax(scale * q k^T [+ causal mask]) v for (B, H, S, d) float16 CUDA
-    tensors, as torch's scaled_dot_product_attention (is_causal=causal). Backward
+    """softmax(scale * q k^T [+ causal mask]) v for (B, H, S, d) float16 or bfloat16
+    CUDA tensors, as torch's scaled_dot_product_attention (is_causal=causal). Backward
     recomputes through torch's SDPA (Helios has no attention backward kernel yet)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check(name, t, (4,))
+    _same_dtype("attention", ("q", q), ("k", k), ("v", v))
     return _Attention.apply(q, k, v, bool(causal), scale)

@@ -166,6 +166,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         backends=backends,
         seed=args.seed,
         device=args.device,
+        dtype=args.dtype,
         command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv),
     )
     return run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
@@ -232,8 +233,11 @@ def register(sub: Any) -> None:
     pb.add_argument(
         "--dtype",
         default="float16",
-        choices=["float16"],
-        help="input dtype (float16; bf16 inputs are not implemented yet)",
+        choices=["float16", "bfloat16"],
+        help="input and output dtype: float16 (default) or bfloat16 (bf16 cooperative matrices where the "
+        "device has them, else the scalar fp32 kernels; the row's variant says which). bfloat16's gate: "
+        "rtol at least 0.016 (two bf16 ulps); the torch reference runs bf16 with reduced-precision "
+        "reductions off",
     )
     pb.add_argument(
         "--variant",

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._helios import attention_variant_fields
 from ..attention import random_qkv, reference_attention
-from ..check import ATOL, RTOL, check_close
+from ..check import ATOL, RTOL, check_close, tolerances
 from ..device import Device, warmup_launches
 from ..flops import attention_bytes, attention_flops, tflops
 from ..launcher import launcher_info
@@ -103,6 +103,7 @@ class AttnBenchConfig:
     backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")
     seed: int = 0
     device: Optional[int] = None
+    dtype: str = "float16"  # or bfloat16: Q, K, V and O
     command: list[str] = field(default_factory=list)
 
 
@@ -130,7 +131,7 @@ class _NumpyAttention:
         def once() -> np.ndarray:
             return reference_attention(
                 q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=causal, scale=scale
-            ).astype(np.float16)
+            ).astype(q.dtype)
 
         out = once()
         for _ in range(warmup):
@@ -208,6 +209,10 @@ def run_attention_bench(
     cfg: AttnBenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
 ) -> dict:
     check_counts(cfg.iters, cfg.warmup, cfg.repeats)
+    dt = cfg.dtype
+    if dt not in ("float16", "bfloat16"):
+        raise ValueError(f"attention bench dtype {dt!r}: float16 or bfloat16")
+    atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
     result: dict = {
         "schema": BENCH_SCHEMA,
         "workload": WORKLOAD,
@@ -216,7 +221,9 @@ def run_attention_bench(
         "iters": cfg.iters,
         "warmup": cfg.warmup,
         "warmup_ms": cfg.warmup_ms,
-        "dtype": "float16",
+        "dtype": dt,
+        "atol": atol,
+        "rtol": rtol,
         "causal": cfg.causal,
         "repeats": cfg.repeats,
         "runs": 1,
@@ -224,7 +231,7 @@ def run_attention_bench(
         "seed": cfg.seed,
         "command": cfg.command,
         "environment": {
-            "dtype": "float16",
+            "dtype": dt,
             "tf32": False,
             "scale": "1/sqrt(d)",
             "layout": "(B, H, S, d) contiguous",
@@ -240,9 +247,9 @@ def run_attention_bench(
         result["flush_bytes"] = flush
         chosen = {
             s: (
-                dev._attention_variants(s[3], cfg.variant)[0]
+                dev._attention_variants(s[3], cfg.variant, dtype=dt)[0]
                 if cfg.variant
-                else dev.default_attention_variant(s[3], s[2], cfg.causal)
+                else dev.default_attention_variant(s[3], s[2], cfg.causal, dtype=dt)
             )
             for s in cfg.shapes
         }
@@ -258,12 +265,12 @@ def run_attention_bench(
             gate = {}
             for d in sorted({s[3] for s in cfg.shapes}):
                 b, h, s, _ = GATE_SHAPE
-                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919)
+                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919, dtype=dt)
                 for causal in (False, True):
                     want = reference_attention(q, k, v, causal=causal)
                     for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):
                         o = dev.attention(q, k, v, causal=causal, variant=var)
-                        r = check_close(o, want, atol=cfg.atol, rtol=cfg.rtol)
+                        r = check_close(o, want, atol=atol, rtol=rtol)
                         gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
                         log(
                             f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
@@ -280,8 +287,8 @@ def run_attention_bench(
 
         def clock_work() -> None:
             if not ramp_in:
-                ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1))
-            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in))
+                ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1, dtype=dt))
+            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in), dtype=dt)
 
         def new_slot(shape: tuple[int, int, int, int]) -> dict:
             return {
@@ -299,13 +306,13 @@ def run_attention_bench(
 
         def sides(shape: tuple[int, int, int, int], si: int, rnd: int, slot: dict) -> tuple:
             b, h, s, d = shape
-            q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si)
+            q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si, dtype=dt)
             rows = _sample_rows(s, cfg.seed + rnd)
             want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
 
             def helios_side() -> None:
                 est = dev.time_attention(
-                    b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v)
+                    b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v), dtype=dt
                 )
                 w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                 dev.reset_telemetry()
@@ -320,12 +327,13 @@ def run_attention_bench(
                     variant=chosen[shape],
                     inputs=(q, k, v),
                     flush_bytes=flush,
+                    dtype=dt,
                 )
                 slot["hw"].append(w)
                 slot["h"].append(t.samples_ms)
                 slot["hb"].append(t.batch_ms)
                 slot["tel"] = t.telemetry
-                slot["hchk"].append(_checked(t.output, want, rows, cfg.atol, cfg.rtol))
+                slot["hchk"].append(_checked(t.output, want, rows, atol, rtol))
 
             def ref_side() -> None:
                 for be in backends:
@@ -354,15 +362,15 @@ def run_attention_bench(
                     slot["r"][be].append(r.timing.samples_ms)
                     slot["rb"][be].append(r.timing.batch_ms)
                     slot["mode"][be] = r.timing.batch_mode
-                    slot["rchk"][be].append(_checked(r.output, want, rows, cfg.atol, cfg.rtol))
+                    slot["rchk"][be].append(_checked(r.output, want, rows, atol, rtol))
 
             return helios_side, ref_side
 
         workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal), clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, progress=progress, log=log)
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref) for x in done]
-        for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments
-            r["roofFraction"] = _roof_fraction(info, r)
+        for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
+            r["roofFraction"] = _roof_fraction(info, r) if dt == "float16" else None
         return finish(result, rows)
 
 
@@ -449,7 +457,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
 def attention_markdown(result: dict) -> str:
     ref = result.get("reference", "?")
     lines = [
-        f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} (float16, "
+        f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} ({result.get('dtype', 'float16')}, "
         f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
         f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
         f"FLOPs {result['environment']['flops']})",

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..check import ATOL, RTOL, check_close, reference_matmul
+from ..check import ATOL, RTOL, check_close, reference_matmul, tolerances
 from ..device import Device, random_inputs, warmup_launches
 from ..flops import matmul_flops, tflops
 from ..launcher import launcher_info
@@ -77,11 +77,13 @@ def run_bench(
 ) -> dict:
     """Run the protocol; returns the helios-bench/1 dict (result["status"] is
     "ok" or "failed")."""
-    if cfg.dtype != "float16":
+    if cfg.dtype not in ("float16", "bfloat16"):
         from .._helios import UnsupportedError
 
-        raise UnsupportedError(f"dtype {cfg.dtype!r}: this build benchmarks float16 inputs only")
+        raise UnsupportedError(f"dtype {cfg.dtype!r}: helios bench times float16 or bfloat16 inputs")
     check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
+    dt = cfg.dtype
+    atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
     flush = 0
     result: dict = {
         "schema": BENCH_SCHEMA,
@@ -91,7 +93,9 @@ def run_bench(
         "warmup": cfg.warmup,
         "warmup_ms": cfg.warmup_ms,
         "dtype": cfg.dtype,
-        "out_dtype": "float16",
+        "out_dtype": cfg.dtype,
+        "atol": atol,
+        "rtol": rtol,
         "repeats": cfg.repeats,
         "runs": cfg.runs,
         "flush_l2": cfg.flush_l2,
@@ -109,11 +113,11 @@ def run_bench(
             flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
         result["flush_bytes"] = flush
         # Per shape: the given variant, else the tuned pick or the default for the shape.
-        chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant) for shape in cfg.shapes}
+        chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant, dtype=dt) for shape in cfg.shapes}
         variant = (
-            dev.resolve_variant(*cfg.check_shape, variant=cfg.variant)
+            dev.resolve_variant(*cfg.check_shape, variant=cfg.variant, dtype=dt)
             if cfg.variant not in (None, "auto")
-            else dev.default_variant()
+            else dev.default_variant(*cfg.check_shape, dtype=dt)
         )
         result["helios"] = device_fields(info)
         result["helios"]["variant"] = variant  # the device default; rows[].variant is per shape
@@ -125,12 +129,12 @@ def run_bench(
         #    variant that will be timed.
         if cfg.check:
             m, n, k = cfg.check_shape
-            a, b = random_inputs(m, n, k, seed=cfg.seed + 7919)
+            a, b = random_inputs(m, n, k, seed=cfg.seed + 7919, dtype=dt)
             ref_c = reference_matmul(a, b)
             gate = {}
             for v in [variant] + [x for x in result["helios"]["variants"] if x != variant]:
-                c = dev.matmul(a, b, out_dtype="float16", variant=v)
-                gate[v] = check_close(c, ref_c, atol=cfg.atol, rtol=cfg.rtol)
+                c = dev.matmul(a, b, out_dtype=dt, variant=v)
+                gate[v] = check_close(c, ref_c, atol=atol, rtol=rtol)
                 log(
                     f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
                     f"{'PASS' if gate[v].passed else 'FAIL'}"
@@ -146,7 +150,7 @@ def run_bench(
 
         def clock_work() -> None:
             if not warm_inputs:
-                warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1))
+                warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1, dtype=dt))
             dev.time_matmul(
                 2048,
                 2048,
@@ -155,6 +159,7 @@ def run_bench(
                 warmup=0,
                 variant=chosen.get((2048, 2048, 2048), variant),
                 inputs=tuple(warm_inputs),
+                dtype=dt,
             )
 
         # 3. Timing, interleaved per shape over rounds; --runs repeats the whole
@@ -166,21 +171,29 @@ def run_bench(
         def sides(shape: tuple[int, int, int], si: int, rnd: int, slot: dict) -> tuple:
             m, n, k = shape
             shape_variant = chosen[shape]
-            a, b = random_inputs(m, n, k, seed=cfg.seed + si)
+            a, b = random_inputs(m, n, k, seed=cfg.seed + si, dtype=dt)
 
             def helios_side() -> None:
-                est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b))
+                est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b), dtype=dt)
                 w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                 dev.reset_telemetry()
                 t = dev.time_matmul(
-                    m, n, k, iters=cfg.iters, warmup=w, variant=shape_variant, inputs=(a, b), flush_bytes=flush
+                    m,
+                    n,
+                    k,
+                    iters=cfg.iters,
+                    warmup=w,
+                    variant=shape_variant,
+                    inputs=(a, b),
+                    flush_bytes=flush,
+                    dtype=dt,
                 )
                 slot["hw"].append(w)
                 slot["h"].append(t.samples_ms)
                 slot["hb"].append(t.batch_ms)
                 slot["hmed"].append(float(np.median(t.samples_ms)))
                 slot["tel"] = t.telemetry
-                slot["hchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+                slot["hchk"].append(_row_check(t.output, a, b, atol, rtol, cfg.seed + rnd))
 
             def ref_side() -> None:
                 est = ref.time(a, b, 2, 1)
@@ -191,7 +204,7 @@ def run_bench(
                 slot["rb"].append(t.batch_ms)
                 slot["rmed"].append(float(np.median(t.samples_ms)))
                 slot["batch_mode"] = t.batch_mode
-                slot["rchk"].append(_row_check(t.output, a, b, cfg.atol, cfg.rtol, cfg.seed + rnd))
+                slot["rchk"].append(_row_check(t.output, a, b, atol, rtol, cfg.seed + rnd))
 
             return helios_side, ref_side
 
@@ -199,7 +212,8 @@ def run_bench(
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
         rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
         for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
-            r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"])
+            # (the roof is measured on float16 fragments: bfloat16 rows get none)
+            r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
         return finish(result, rows)
 
 

@@ -1,10 +1,11 @@
 """CUDA references timed like Helios, and an honest CPU fallback.
 
 - torch:  torch.cuda matmul, CUDA events around each launch after warm-up, batch
-          = N launches captured in one CUDA graph; TF32 off.
+          = N launches captured in one CUDA graph; TF32 and reduced-precision
+          (fp16/bf16) reductions off; float16 or bfloat16 as the inputs are.
 - cublas: helios._cublas (cuBLASLt directly, built where the CUDA toolkit was);
           the same protocol without needing torch.
-- numpy:  CPU float32 matmul of the fp16-rounded inputs, host clock. Not CUDA:
+- numpy:  CPU float32 matmul of the 16-bit inputs, host clock. Not CUDA:
           every row it produces says so.
 `auto` picks torch.cuda, else cublas, else numpy.
 """
@@ -15,10 +16,11 @@ import abc
 import platform
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
+from ..dtypes import bfloat16
 from .gpustate import bare_uuid
 
 
@@ -77,6 +79,21 @@ def _mismatch(ref: str, uuid: str, seen: list[str]) -> DeviceMismatch:
     )
 
 
+def to_torch(torch: Any, x: np.ndarray) -> Any:
+    """A CPU torch tensor sharing x's memory (bfloat16 through its 16-bit patterns:
+    torch.from_numpy knows no ml_dtypes bfloat16)."""
+    if x.dtype == bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(x)
+
+
+def from_torch(torch: Any, t: Any) -> np.ndarray:
+    """A host NumPy copy of a torch tensor (bfloat16 as helios.bfloat16)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).cpu().numpy().view(bfloat16)
+    return t.cpu().numpy()
+
+
 class TorchReference(Reference):
     name = "torch"
     is_cuda = True
@@ -103,12 +120,16 @@ class TorchReference(Reference):
         self.uuid = str(getattr(torch.cuda.get_device_properties(self.index), "uuid", "")) or None
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        # bfloat16 products accumulate in fp32 throughout, as Helios's do (cuBLAS may
+        # otherwise reduce split-K partials in bf16).
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
 
     def metadata(self) -> dict:
         t = self.torch
         return {
             "reference": "torch",
-            "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 off; "
+            "label": "torch.matmul on CUDA (cuBLAS), CUDA events, TF32 and reduced-precision reductions off; "
             "timed launches enqueued behind a spin kernel (no host gaps)",
             "torch_version": t.__version__,
             "cuda_runtime": t.version.cuda,
@@ -120,10 +141,10 @@ class TorchReference(Reference):
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         t = self.torch
-        ta, tb = t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
-        tc = t.full((a.shape[0], b.shape[1]), float("nan"), dtype=t.float16, device="cuda")
+        ta, tb = to_torch(t, a).cuda(), to_torch(t, b).cuda()
+        tc = t.full((a.shape[0], b.shape[1]), float("nan"), dtype=ta.dtype, device="cuda")
         t.matmul(ta, tb, out=tc)
-        out = tc.cpu().numpy()
+        out = from_torch(t, tc)
         timing = time_torch_launches(t, lambda: t.matmul(ta, tb, out=tc), iters, warmup, flush_bytes)
         self.queued_ahead = timing.queued_ahead
         return RefTiming(timing.samples_ms, timing.batch_ms, out, timing.batch_mode)
@@ -213,6 +234,8 @@ class CublasReference(Reference):
         }
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
+        if a.dtype != np.float16:
+            raise RuntimeError(f"--ref=cublas times float16 GEMMs only (got {a.dtype}); use --ref=torch")
         c, samples, batch = self.mod.matmul(a, b, warmup, iters, flush_bytes)
         return RefTiming(samples, batch, c, "cuda_graph")
 
@@ -234,7 +257,7 @@ class NumpyReference(Reference):
 
     def time(self, a, b, iters, warmup, flush_bytes=0):
         a32, b32 = a.astype(np.float32), b.astype(np.float32)
-        out = (a32 @ b32).astype(np.float16)
+        out = (a32 @ b32).astype(a.dtype)
         for _ in range(warmup):
             a32 @ b32
         samples = []

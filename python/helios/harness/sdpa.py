@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from .references import LaunchTiming, TorchReference, time_torch_launches
+from .references import LaunchTiming, TorchReference, time_torch_launches, to_torch
 
 BACKENDS = ("flash", "cudnn", "efficient", "math")
 
@@ -77,14 +77,14 @@ class SdpaReference(TorchReference):
         import torch.nn.functional as F
         from torch.nn.attention import sdpa_kernel
 
-        tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
+        tq, tk, tv = (to_torch(t, x).cuda() for x in (q, k, v))
 
         def launch():
             return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
 
         try:
             with sdpa_kernel([self._backend_enum(backend)]):
-                out = launch().float().cpu().numpy().astype(np.float16)
+                out = launch().float().cpu().numpy().astype(q.dtype)
                 timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
         except (RuntimeError, ValueError) as e:  # "No available kernel", OOM: reported, not fatal
             t.cuda.synchronize()
