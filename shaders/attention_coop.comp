@@ -31,6 +31,7 @@
 // scores, softmax and the O accumulator stay fp32.
 #ifdef IN_BF16
 #extension GL_EXT_bfloat16 : require
+#define HELIOS_BF16_NATIVE
 #define IN_T bfloat16_t
 #else
 #define IN_T float16_t
@@ -117,7 +118,7 @@ void sub_sync() {
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {
 #ifdef IN_BF16
-    return f32_to_bf16(a) | (f32_to_bf16(b) << 16);
+    return pack_bf16x2(a, b);
 #else
     return packHalf2x16(vec2(a, b));
 #endif

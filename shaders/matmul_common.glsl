@@ -86,8 +86,7 @@ void store_c(uint i, float v) {
 // Eight consecutive 16-bit outputs packed for one 16-byte store.
 uvec4 pack8_out(float v[8]) {
 #ifdef OUT_BF16
-    return uvec4(f32_to_bf16(v[0]) | (f32_to_bf16(v[1]) << 16), f32_to_bf16(v[2]) | (f32_to_bf16(v[3]) << 16),
-                 f32_to_bf16(v[4]) | (f32_to_bf16(v[5]) << 16), f32_to_bf16(v[6]) | (f32_to_bf16(v[7]) << 16));
+    return uvec4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7]));
 #else
     return uvec4(packFloat2x16(f16vec2(float16_t(v[0]), float16_t(v[1]))),
                  packFloat2x16(f16vec2(float16_t(v[2]), float16_t(v[3]))),

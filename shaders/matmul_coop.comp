@@ -28,6 +28,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #ifdef IN_BF16
 #extension GL_EXT_bfloat16 : require
+#define HELIOS_BF16_NATIVE
 #define IN_T bfloat16_t
 #else
 #define IN_T float16_t

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GEN = ROOT / "cmake" / "gen_kernels.py"
 
 
-def generate(shader_dir: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(GEN), str(shader_dir), str(out)], capture_output=True, text=True)
+def generate(shader_dir: Path, out: Path, glslc: str = "") -> subprocess.CompletedProcess:
+    args = [sys.executable, str(GEN), str(shader_dir), str(out)] + ([glslc] if glslc else [])
+    return subprocess.run(args, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -39,17 +40,42 @@ def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(g
     for name, src, _defines in rows:
         assert (ROOT / "shaders" / src).exists()
         assert f'#include "{name}.inc"' in source
-    # the permutation names CMake compiles are the ones the old hand-written table had
+    # one name per axis value; the skipped combinations are not built
     names = {name for name, _, _ in rows}
     assert {
-        "matmul_coop_accf16_outf16",
+        "matmul_coop_accf16_outf16_inf16",
+        "matmul_coop_accf32_outbf16_inbf16",
+        "matmul_coop_accf32_outf32_inbf16",
         "matmul_coop2_accf32_outf32",
-        "matmul_scalar_outf16",
-        "matmul_splitk_reduce_outf32",
-        "attention_coop",
-        "attention_scalar",
+        "matmul_scalar_outf16_inf16",
+        "matmul_scalar_outbf16_inbf16",
+        "matmul_splitk_reduce_outbf16",
+        "attention_coop_inf16",
+        "attention_coop_inbf16",
+        "attention_scalar_inbf16",
     } <= names
-    assert ("matmul_coop_accf16_outf32", "matmul_coop.comp", "-DACC_F16") in rows
+    for never in ("matmul_coop_accf16_outf32_inbf16", "matmul_coop_accf32_outbf16_inf16", "matmul_coop2_accf32_outbf16"):
+        assert never not in names and f"HL_SHADER_{never.upper()}," not in header
+    assert ("matmul_coop_accf16_outf32_inf16", "matmul_coop.comp", "-DACC_F16") in rows
+
+
+def test_a_glslc_without_bfloat16_builds_everything_else(tmp_path):
+    """Where the compiler rejects the GL_EXT_bfloat16 probe, the bf16 cooperative
+    permutations are left out of the CMake rows but keep their enum value, with no
+    code and the missing feature named (the pipeline lookup's message)."""
+    fake = tmp_path / "glslc"
+    fake.write_text("#!/bin/sh\necho 'extension not supported: GL_EXT_bfloat16' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    out = tmp_path / "gen"
+    r = generate(ROOT / "shaders", out, str(fake))
+    assert r.returncode == 0, r.stderr
+    cmake = (out / "kernels.cmake").read_text()
+    assert 'set(HELIOS_GLSLC_MISSING "GL_EXT_bfloat16")' in cmake
+    assert "matmul_coop_accf32_outbf16_inbf16|" not in cmake and "attention_coop_inbf16|" not in cmake
+    assert "matmul_scalar_outbf16_inbf16|" in cmake and "matmul_coop_accf32_outf16_inf16|" in cmake
+    header, source = (out / "hl_kernels.h").read_text(), (out / "kernels.c").read_text()
+    assert "#define HL_BUILT_GL_EXT_BFLOAT16 0" in header and "HL_SHADER_ATTENTION_COOP_INBF16," in header
+    assert '{"attention_coop_inbf16", NULL, 0, "GL_EXT_bfloat16"}' in source
 
 
 def test_glsl_and_c_take_constant_ids_from_one_place(generated):
@@ -83,7 +109,8 @@ def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
     "old,new,message",
     [
         ('Num("stages=", "stages"', 'Num("stages=", "stagez"', "unknown field 'stagez'"),
-        ('"attention",\n        full_subgroups=True', '"attn",\n        full_subgroups=True', "unknown binding set"),
+        ('"attention",\n        axes=(IN_AXIS_COOP,)', '"attn",\n        axes=(IN_AXIS_COOP,)', "unknown binding set"),
+        ('skip=MIXED_16,', 'skip=((("in", "HL_F8"),),),', "skips unknown axis value in=HL_F8"),
         ('Spec("TN", "uint", "16", "v->tn"),', 'Spec("TM", "uint", "16", "v->tn"),', "names a constant twice"),
     ],
 )
