@@ -209,3 +209,15 @@ def test_bench_bfloat16_end_to_end(device, tmp_path):
         (__import__("pathlib").Path(__file__).parent.parent / "docs/helios-bench-1.schema.json").read_text()
     )
     jsonschema.validate(data, schema)
+
+
+def test_check_fuzzes_bfloat16(device, capsys):
+    assert main(["check", "--fuzz", "10", "--dtype", "bfloat16", "--max-dim", "150", "--seed", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "bfloat16 inputs:" in text and f"rtol={RTOL}" in text and "10 passed, 0 failed" in text
+    rc = main(
+        ["check", "--attention", "--matrix", "none", "--fuzz", "4", "--dtype", "bfloat16", "--max-seq", "80"]
+        + ["--oracle", "float64"]
+    )
+    assert rc == 0
+    assert "Helios bfloat16 in/out" in capsys.readouterr().out

@@ -54,7 +54,11 @@ def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(g
         "attention_coop_inbf16",
         "attention_scalar_inbf16",
     } <= names
-    for never in ("matmul_coop_accf16_outf32_inbf16", "matmul_coop_accf32_outbf16_inf16", "matmul_coop2_accf32_outbf16"):
+    for never in (
+        "matmul_coop_accf16_outf32_inbf16",
+        "matmul_coop_accf32_outbf16_inf16",
+        "matmul_coop2_accf32_outbf16",
+    ):
         assert never not in names and f"HL_SHADER_{never.upper()}," not in header
     assert ("matmul_coop_accf16_outf32_inf16", "matmul_coop.comp", "-DACC_F16") in rows
 
@@ -110,7 +114,7 @@ def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
     [
         ('Num("stages=", "stages"', 'Num("stages=", "stagez"', "unknown field 'stagez'"),
         ('"attention",\n        axes=(IN_AXIS_COOP,)', '"attn",\n        axes=(IN_AXIS_COOP,)', "unknown binding set"),
-        ('skip=MIXED_16,', 'skip=((("in", "HL_F8"),),),', "skips unknown axis value in=HL_F8"),
+        ("skip=MIXED_16,", 'skip=((("in", "HL_F8"),),),', "skips unknown axis value in=HL_F8"),
         ('Spec("TN", "uint", "16", "v->tn"),', 'Spec("TM", "uint", "16", "v->tn"),', "names a constant twice"),
     ],
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _helios
-from ..check import ATOL, RTOL
+from ..check import ATOL, RTOL, tolerances
 from ..harness.fuzz import FORMS
 from ..harness.shapes import shape_str
 from .common import child_argv, finite_float, int_list, nonneg_int, open_device, positive_int
@@ -55,9 +55,10 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
                 oracle = SdpaOracle(dev.info["uuid"])
             except (ImportError, RuntimeError) as e:
                 why = str(e)
+        atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
         print(
             f"environment: {oracle.environment() if oracle else 'float64 reference only'}; "
-            f"Helios fp16 in/out on {dev.info['name']}; atol={args.atol} rtol={args.rtol}"
+            f"Helios {args.dtype} in/out on {dev.info['name']}; atol={atol} rtol={rtol}"
         )
         failures = n = 0
         for case in attention_fuzz(
@@ -68,9 +69,10 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             variant=args.variant,
             oracle=oracle,
             max_seq=args.max_seq,
-            atol=args.atol,
-            rtol=args.rtol,
+            atol=atol,
+            rtol=rtol,
             head_dims=args.head_dims,
+            dtype=args.dtype,
         ):
             n += 1
             if not case.passed:
@@ -108,9 +110,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     except _helios.NoDeviceError as e:
         print(f"helios check: skipped: no Vulkan device ({e})")
         return 2
+    from ..harness.fuzz import bf16_aware_variants
+
     failures = 0
+    atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     with dev:
-        variants = [dev.check_variant(args.variant)] if args.variant else dev.variants()
+        variants = (
+            [dev.check_variant(args.variant, args.dtype)] if args.variant else bf16_aware_variants(dev, args.dtype)
+        )
+        if args.dtype != "float16":
+            print(f"{args.dtype} inputs: {len(variants)} variants; atol={atol} rtol={rtol}")
         n = 0
         seen_variants: set = set()
         seen_forms: set = set()
@@ -120,9 +129,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             args.seed,
             variants=variants,
             max_dim=args.max_dim,
-            atol=args.atol,
-            rtol=args.rtol,
+            atol=atol,
+            rtol=rtol,
             forms=args.forms,
+            dtype=args.dtype,
         ):
             n += 1
             seen_variants.add(case.variant)
@@ -171,6 +181,14 @@ def register(sub: Any) -> None:
     pk.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
+    pk.add_argument(
+        "--dtype",
+        choices=["float16", "bfloat16"],
+        default="float16",
+        help="input dtype of products and attention (default float16). bfloat16 fuzzes every variant "
+        "valid for it (bf16 cooperative matrices where the device has them, else the scalar fp32 path) "
+        "with rtol at least 0.016 (two bfloat16 ulps)",
+    )
     pk.add_argument(
         "--attention",
         action="store_true",

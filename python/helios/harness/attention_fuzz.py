@@ -56,7 +56,7 @@ class SdpaOracle:
     def environment(self) -> str:
         t = self.ref.torch
         return (
-            f"torch {t.__version__} SDPA on {t.cuda.get_device_name(self.ref.index)}: fp16, TF32 off, "
+            f"torch {t.__version__} SDPA on {t.cuda.get_device_name(self.ref.index)}: the inputs' dtype, TF32 off, "
             f"deterministic algorithms on"
         )
 
@@ -64,9 +64,11 @@ class SdpaOracle:
         t = self.ref.torch
         import torch.nn.functional as F
 
-        tq, tk, tv = (t.from_numpy(x).cuda() for x in (q, k, v))
+        from .references import from_torch, to_torch
+
+        tq, tk, tv = (to_torch(t, x).cuda() for x in (q, k, v))
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
-        return out.cpu().numpy()
+        return from_torch(t, out)
 
 
 def _random_case(
@@ -93,6 +95,7 @@ def attention_fuzz(
     atol: float = 0.02,
     rtol: float = 0.01,
     head_dims: Optional[tuple[int, ...]] = None,
+    dtype: str = "float16",
 ) -> Iterator[AttnCase]:
     from .. import _helios
 
@@ -102,7 +105,7 @@ def attention_fuzz(
 
         def takes(d: int) -> bool:
             try:
-                dev._attention_variants(d, variant)
+                dev._attention_variants(d, variant, dtype=dtype)
                 return True
             except _helios.UnsupportedError:
                 return False
@@ -123,15 +126,15 @@ def attention_fuzz(
         if variant:
             var = variant
         else:
-            vs = per_d.setdefault(d, dev.attention_variants(d))
+            vs = per_d.setdefault(d, dev.attention_variants(d, dtype=dtype))
             var = vs[i % len(vs)]
-        q, k, v = random_qkv(b, h, s, skv, d, seed=seed * 1000 + i)
+        q, k, v = random_qkv(b, h, s, skv, d, seed=seed * 1000 + i, dtype=dtype)
         out = dev.attention(q, k, v, causal=causal, scale=scale, variant=var)
         rows = np.sort(rng.choice(s, size=min(CHECK_ROWS, s), replace=False))
         r64 = check_close(
             out[:, :, rows], reference_attention(q, k, v, causal=causal, scale=scale, rows=rows), atol=atol, rtol=rtol
         )
-        finite = bool(np.isfinite(out).all())
+        finite = bool(np.isfinite(out.astype(np.float32)).all())
         ok = r64.passed and finite
         sdpa_line = None
         if oracle is not None:

@@ -15,6 +15,7 @@ import numpy as np
 from .._helios import variant_fields
 from ..check import check_close, reference_matmul
 from ..device import Device
+from ..dtypes import as_dtype
 from ..gemm import ACTIVATIONS, activation_code, host_epilogue
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
@@ -62,14 +63,17 @@ def fuzz(
     atol: float = 0.02,
     rtol: float = 0.01,
     forms: tuple[str, ...] = FORMS,
+    dtype: str = "float16",
 ):
-    """Yields one FuzzCase per case; variants default to every one the device lists."""
+    """Yields one FuzzCase per case; variants default to every one the device lists
+    (for bfloat16: every one valid for bfloat16 inputs). dtype: the inputs' type;
+    outputs are that type or float32."""
     rng = np.random.default_rng(seed)
-    vs = variants or dev.variants()
+    vs = variants or bf16_aware_variants(dev, dtype)
     for i in range(n):
         v = vs[i % len(vs)] if i < len(vs) else vs[int(rng.integers(0, len(vs)))]
         m, nn, k = (random_dim(rng, max_dim) for _ in range(3))
-        od = "float32" if rng.integers(0, 2) else "float16"
+        od = "float32" if rng.integers(0, 2) else dtype
         fields = variant_fields(v)
         # forms cycle too, shifted each pass over the variants, so both cover everything
         form = "plain" if fields["path"] == "coop2" else forms[(i // len(vs) + i % len(vs)) % len(forms)]
@@ -79,9 +83,10 @@ def fuzz(
 
         def operand(shape):
             if fields["acc"] == "f16":  # exact in fp16 partial sums, so the gate still applies
-                return rng.integers(-1, 2, size=shape).astype(np.float16)
-            return rng.standard_normal(shape, dtype=np.float32).astype(np.float16)
+                return rng.integers(-1, 2, size=shape).astype(dtype)
+            return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
 
+        dtype = as_dtype(dtype)
         a = operand((batch, m, k) if form == "batched" else (m, k))
         b = operand((k, nn))  # broadcast across the batch
         kw: dict = {}
@@ -92,7 +97,7 @@ def fuzz(
             b = np.ascontiguousarray(b.T).T
         elif form == "epilogue":
             act = [x for x in ACTIVATIONS if x not in (None, "none", "gelu_tanh")][int(rng.integers(0, 3))]
-            c = rng.standard_normal((m, nn)).astype(np.float32 if od == "float32" else np.float16)
+            c = rng.standard_normal((m, nn)).astype(np.float32 if od == "float32" else dtype)
             bias = rng.standard_normal(nn).astype(np.float32)
             kw = dict(alpha=0.5, beta=-1.25, c=c, bias=bias, activation=act)
             ref = host_epilogue(ref, bias=bias, act=activation_code(act), alpha=0.5, beta=-1.25, c=c)
@@ -101,3 +106,18 @@ def fuzz(
         yield FuzzCase(
             i, (m, nn, k), v, form if form != "batched" else f"batched({batch})", od, r.fails, r.total, r.line()
         )
+
+
+def bf16_aware_variants(dev: Device, dtype: str) -> list[str]:
+    """The device's variants that take inputs of dtype (all of them for float16)."""
+    if dtype == "float16":
+        return dev.variants()
+    from .._helios import UnsupportedError
+
+    out = []
+    for v in dev.variants():
+        try:
+            out.append(dev.check_variant(v, dtype))
+        except UnsupportedError:
+            pass
+    return out
