@@ -9,6 +9,7 @@ per forward. Prints one JSON object; p50/p95 over --reps."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 
@@ -53,20 +54,31 @@ def main() -> int:
     p.add_argument("--d", type=int, default=4096, help="model width (default 4096)")
     p.add_argument("--hidden", type=int, default=14336, help="MLP hidden width (default 14336)")
     p.add_argument("--reps", type=int, default=50, help="timed calls per row (default 50)")
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="allocate weights and inputs in helios.torch.memory_pool() (read in place) instead of "
+        "torch's default allocator (copied device to device per call)",
+    )
+    p.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16", help="tensor dtype")
     args = p.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
-    w1 = (torch.randn(args.hidden, args.d, device=dev) / args.d**0.5).half()
-    b1 = torch.randn(args.hidden, device=dev).half()
-    w2 = (torch.randn(args.d, args.hidden, device=dev) / args.hidden**0.5).half()
-    b2 = torch.randn(args.d, device=dev).half()
+    dt = getattr(torch, args.dtype)
+    pool = ht.memory_pool() if args.pool else contextlib.nullcontext()
+    with pool:
+        w1 = (torch.randn(args.hidden, args.d, device=dev) / args.d**0.5).to(dt)
+        b1 = torch.randn(args.hidden, device=dev).to(dt)
+        w2 = (torch.randn(args.d, args.hidden, device=dev) / args.hidden**0.5).to(dt)
+        b2 = torch.randn(args.d, device=dev).to(dt)
     rows = []
     for tokens in (int(t) for t in args.tokens.split(",")):
-        x = torch.randn(tokens, args.d, device=dev).half()
+        with pool:
+            x = torch.randn(tokens, args.d, device=dev).to(dt)
         for _ in range(5):  # warm: pipelines, staging tensors, clocks
             ht.linear(x, w1, b1, activation="gelu_tanh")
         hdev = ht.device_for(x)
-        kernel = hdev.time_matmul(tokens, args.hidden, args.d, iters=args.reps, warmup=5)
+        kernel = hdev.time_matmul(tokens, args.hidden, args.d, iters=args.reps, warmup=5, dtype=args.dtype)
         helios_wall = wall(lambda: ht.linear(x, w1, b1, activation="gelu_tanh"), args.reps)
         torch_ev = events(lambda: F.gelu(F.linear(x, w1, b1), approximate="tanh"), args.reps)
 
@@ -91,7 +103,8 @@ def main() -> int:
         )
         r = rows[-1]
         r["linear_overhead_p50_ms"] = r["helios_torch_linear_wall"]["p50_ms"] - r["helios_kernel_gpu_ms_p50"]
-    print(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    out = {"device": torch.cuda.get_device_name(), "pool": args.pool, "dtype": args.dtype, "rows": rows}
+    print(json.dumps(out, indent=1))
     return 0
 
 

@@ -16,8 +16,10 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
     return fallback;
 }
 
-static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int exportable, hl_buffer *out,
-                        hl_error *err) {
+/* import_fd >= 0: the buffer's memory is that opaque fd's (of import_bytes bytes),
+ * imported instead of allocated; Vulkan owns the fd once the import succeeds. */
+static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int exportable, int import_fd,
+                        VkDeviceSize import_bytes, hl_buffer *out, hl_error *err) {
     hl_status st = HL_OK;
     memset(out, 0, sizeof *out);
     const hl_caps *c = &dev->caps;
@@ -30,7 +32,7 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
     VkExternalMemoryBufferCreateInfo ebci = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
                                              .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                              .pNext = exportable ? &ebci : NULL,
+                              .pNext = exportable || import_fd >= 0 ? &ebci : NULL,
                               .size = size,
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
@@ -57,9 +59,20 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
     VkExportMemoryAllocateInfo export_info = {.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
                                               .pNext = &dedicated,
                                               .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkImportMemoryFdInfoKHR import_info = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                                           .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+                                           .fd = import_fd};
+    if (import_fd >= 0 && req.size > import_bytes) {
+        st = hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                     "memory import: a %llu-byte buffer needs %llu bytes; the imported allocation has %llu",
+                     (unsigned long long)size, (unsigned long long)req.size, (unsigned long long)import_bytes);
+        goto fail;
+    }
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                .pNext = exportable ? &export_info : NULL,
-                                .allocationSize = req.size,
+                                .pNext = import_fd >= 0 ? (void *)&import_info
+                                         : exportable   ? (void *)&export_info
+                                                        : NULL,
+                                .allocationSize = import_fd >= 0 ? import_bytes : req.size,
                                 .memoryTypeIndex = (uint32_t)type};
     VkResult vr = hl_fault(HL_FAULT_ALLOC);
     if (vr == VK_SUCCESS) vr = vkAllocateMemory(dev->device, &mai, NULL, &out->memory);
@@ -71,7 +84,8 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
     }
     HL_VK(vr);
     dev->tel.live_memory++;
-    out->alloc_bytes = req.size;
+    out->alloc_bytes = import_fd >= 0 ? 0 : req.size; /* imported memory is the exporter's to count */
+    out->imported = import_fd >= 0;
     out->host_visible = host_visible;
     out->exportable = exportable;
     if (!host_visible) {
@@ -89,7 +103,15 @@ fail:
 }
 
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err) {
-    return create(dev, size, host_visible, 0, out, err);
+    return create(dev, size, host_visible, 0, -1, 0, out, err);
+}
+
+hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, hl_buffer *out, hl_error *err) {
+    if (!dev->caps.external_memory_fd)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "memory import needs VK_KHR_external_memory_fd, which device '%s' does not offer",
+                       dev->caps.name);
+    return create(dev, bytes, 0, 0, fd, bytes, out, err);
 }
 
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err) {
@@ -97,7 +119,7 @@ hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buff
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "exportable tensors need VK_KHR_external_memory_fd, which device '%s' does not offer",
                        dev->caps.name);
-    return create(dev, size, 0, 1, out, err);
+    return create(dev, size, 0, 1, -1, 0, out, err);
 }
 
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {

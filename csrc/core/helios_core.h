@@ -189,6 +189,13 @@ int hl_tensor_exportable(const hl_tensor *t);
  * and the CUDA ordinal of its device (matched by UUID). Each call counts one live
  * export until hl_tensor_export_done; HL_ERR_UNSUPPORTED naming what is missing. */
 hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_error *err);
+/* The other way: a tensor over a whole segment of the CUDA pool torch allocates
+ * from (helios_cuda_alloc), imported with no copy; views of it are torch's tensors. */
+hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_tensor **out, hl_error *err);
+/* Which live pool segment holds [ptr, ptr + bytes) (1) or none (0), and the pool's size. */
+int hl_cuda_pool_lookup(uint64_t ptr, uint64_t bytes, uint64_t *segment, uint64_t *base, uint64_t *size, int *device);
+void hl_cuda_pool_usage(uint64_t *segments, uint64_t *bytes);
+const char *hl_cuda_pool_last_error(void);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */

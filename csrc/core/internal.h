@@ -64,12 +64,16 @@ typedef struct hl_buffer {
     int exportable; /* a dedicated allocation CUDA can import (opaque fd) */
     void *cuda_ext; /* its CUDA import (CUexternalMemory) and mapped pointer, once imported */
     uint64_t cuda_ptr;
+    int imported; /* the memory is another API's (an opaque fd Vulkan imported) */
 } hl_buffer;
 
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
 /* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
+/* A buffer over `bytes` of memory another API exported as an opaque fd (CUDA's
+ * pool segments): Vulkan owns fd once this succeeds; the caller closes it otherwise. */
+hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, hl_buffer *out, hl_error *err);
 /* Grows `b` to at least `size` (contents not kept). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
 
@@ -183,6 +187,12 @@ void hl_cuda_release(hl_device *dev, hl_buffer *b); /* before the buffer is dest
 void hl_cuda_detach(hl_device *dev);                /* device close, after every release */
 /* The timeline semaphore imported into CUDA, and CUDA stream work on it. */
 hl_status hl_cuda_import_semaphore(hl_device *dev, int fd, hl_error *err);
+/* The pool of CUDA virtual-memory segments torch allocates from (process-wide;
+ * lookups in helios_core.h): allocate and free a segment (exported as an fd), and
+ * a dup of a live segment's fd for a Vulkan import. */
+hl_status hl_cuda_pool_alloc(uint64_t size, int device, uint64_t *out, hl_error *err);
+void hl_cuda_pool_free(uint64_t ptr);
+hl_status hl_cuda_pool_dup(uint64_t id, int *fd, uint64_t *size, int *device, hl_error *err);
 hl_status hl_cuda_stream_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_cuda_stream_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 void hl_cuda_release_semaphore(hl_device *dev);

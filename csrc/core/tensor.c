@@ -2,6 +2,7 @@
  * transfers through the device's staging buffer (one hl_exec_run each). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -38,6 +39,39 @@ hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_e
 
 hl_status hl_tensor_create_exportable(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
     return create(dev, bytes, 1, out, err);
+}
+
+hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_tensor **out, hl_error *err) {
+    *out = NULL;
+    int fd = -1, cuda_device = -1, ordinal = -1;
+    uint64_t size = 0;
+    hl_status st = hl_cuda_ordinal(dev, &ordinal, err);
+    if (st != HL_OK) return st;
+    st = hl_cuda_pool_dup(segment, &fd, &size, &cuda_device, err);
+    if (st != HL_OK) return st;
+    if (cuda_device != ordinal) {
+        close(fd);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "memory import: the segment is on CUDA device %d; this Vulkan device is CUDA device %d",
+                       cuda_device, ordinal);
+    }
+    hl_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        close(fd);
+        return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    st = hl_buffer_import_fd(dev, fd, size, &t->buf, err);
+    if (st != HL_OK) { /* Vulkan took the fd only on success */
+        close(fd);
+        free(t);
+        return st;
+    }
+    t->dev = dev;
+    t->bytes = size;
+    list_add(dev, t);
+    dev->tel.tensors++;
+    *out = t;
+    return HL_OK;
 }
 
 int hl_tensor_exportable(const hl_tensor *t) { return t && t->dev && !t->is_view && t->buf.exportable; }

@@ -139,7 +139,57 @@ static PyObject *fault_count(PyObject *module, PyObject *arg) {
     return PyLong_FromUnsignedLong(hl_fault_count(kind));
 }
 
+/* ---- the CUDA pool torch allocates from (helios.torch.memory_pool) ------- */
+void *helios_cuda_alloc(ssize_t size, int device, void *stream);
+void helios_cuda_free(void *ptr, ssize_t size, int device, void *stream);
+
+static PyObject *cuda_pool_lookup(PyObject *module, PyObject *args) {
+    unsigned long long ptr, nbytes;
+    if (!PyArg_ParseTuple(args, "KK:cuda_pool_lookup", &ptr, &nbytes)) return NULL;
+    uint64_t seg, base, size;
+    int device;
+    if (!hl_cuda_pool_lookup(ptr, nbytes, &seg, &base, &size, &device)) Py_RETURN_NONE;
+    return Py_BuildValue("(KKKi)", (unsigned long long)seg, (unsigned long long)base, (unsigned long long)size, device);
+}
+
+static PyObject *cuda_pool_usage(PyObject *module, PyObject *unused) {
+    uint64_t segments, bytes;
+    hl_cuda_pool_usage(&segments, &bytes);
+    return Py_BuildValue("(KK)", (unsigned long long)segments, (unsigned long long)bytes);
+}
+
+/* _cuda_pool_alloc(size, device) / _cuda_pool_free(ptr): the allocator torch calls,
+ * for tests and tools (MemoryError with the driver's reason where it fails). */
+static PyObject *cuda_pool_alloc(PyObject *module, PyObject *args) {
+    long long size;
+    int device;
+    if (!PyArg_ParseTuple(args, "Li:_cuda_pool_alloc", &size, &device)) return NULL;
+    void *p;
+    Py_BEGIN_ALLOW_THREADS p = helios_cuda_alloc((ssize_t)size, device, NULL);
+    Py_END_ALLOW_THREADS if (!p) {
+        PyObject *exc = state_from_module(module)->UnsupportedError;
+        PyErr_Format(exc, "CUDA pool allocation of %lld bytes on CUDA device %d failed: %s", size, device,
+                     hl_cuda_pool_last_error());
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)p);
+}
+
+static PyObject *cuda_pool_free(PyObject *module, PyObject *arg) {
+    unsigned long long ptr = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS helios_cuda_free((void *)(uintptr_t)ptr, 0, 0, NULL);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"cuda_pool_lookup", cuda_pool_lookup, METH_VARARGS,
+     "cuda_pool_lookup(ptr, nbytes) -> (segment, base, size, cuda_device) of the live segment of the CUDA pool "
+     "(helios.torch.memory_pool) holding those bytes, or None."},
+    {"cuda_pool_usage", cuda_pool_usage, METH_NOARGS, "(segments, bytes) the CUDA pool holds now."},
+    {"_cuda_pool_alloc", cuda_pool_alloc, METH_VARARGS,
+     "Low-level: _cuda_pool_alloc(size, cuda_device) -> pointer: one pool segment (what torch's allocator calls)."},
+    {"_cuda_pool_free", cuda_pool_free, METH_O, "Low-level: _cuda_pool_free(ptr): release a pool segment."},
     {"_fault_count", fault_count, METH_O,
      "Test-only: calls of a fault-injection kind seen under the current HELIOS_FAULT setting."},
     {"device_count", device_count, METH_NOARGS,

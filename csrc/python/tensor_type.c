@@ -7,13 +7,17 @@ static module_state *tensor_state(TensorObject *self) { return state_from_type(P
 
 int is_tensor(module_state *st, PyObject *obj) { return PyObject_TypeCheck(obj, st->TensorType); }
 
-/* Tensor(device, nbytes, exportable=False) */
+/* Tensor(device, nbytes, exportable=False, cuda_segment=0): cuda_segment > 0
+ * imports that segment of the CUDA pool (cuda_pool_lookup) with no copy instead
+ * of allocating (nbytes is then ignored: the tensor spans the segment). */
 static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"device", "nbytes", "exportable", NULL};
+    static char *kwlist[] = {"device", "nbytes", "exportable", "cuda_segment", NULL};
     PyObject *devo;
     long long nbytes;
     int exportable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL|p:Tensor", kwlist, &devo, &nbytes, &exportable)) return NULL;
+    unsigned long long segment = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OL|pK:Tensor", kwlist, &devo, &nbytes, &exportable, &segment))
+        return NULL;
     module_state *st = state_from_type(type);
     if (!PyObject_TypeCheck(devo, st->DeviceType)) {
         PyErr_Format(PyExc_TypeError, "Tensor: device must be a helios.Device, not %.80s", Py_TYPE(devo)->tp_name);
@@ -32,8 +36,9 @@ static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     }
     hl_error err = {0};
     hl_status s;
-    Py_BEGIN_ALLOW_THREADS s = exportable ? hl_tensor_create_exportable(dev->dev, (uint64_t)nbytes, &self->t, &err)
-                                          : hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
+    Py_BEGIN_ALLOW_THREADS s = segment      ? hl_tensor_import_cuda_segment(dev->dev, segment, &self->t, &err)
+                               : exportable ? hl_tensor_create_exportable(dev->dev, (uint64_t)nbytes, &self->t, &err)
+                                            : hl_tensor_create(dev->dev, (uint64_t)nbytes, &self->t, &err);
     Py_END_ALLOW_THREADS device_release(dev);
     if (s != HL_OK) {
         Py_DECREF(self);

@@ -594,9 +594,30 @@ def _ndim(x: Any) -> int:
     return x.ndim if hasattr(x, "ndim") else np.ndim(x)
 
 
-def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None) -> Tensor:
-    """A Tensor from any host DLPack producer (a torch CPU tensor, a NumPy array):
-    read in place through DLPack, one upload (Device.upload)."""
+def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None, copy: Optional[bool] = None) -> Tensor:
+    """A Tensor from a DLPack producer. Host data (a torch CPU tensor, a NumPy
+    array) is read in place and uploaded once (Device.upload; copy=False is a
+    BufferError: host memory is always copied). A torch CUDA tensor goes device to
+    device, never through the host (helios.torch.to_helios): zero-copy where it
+    was allocated in ``helios.torch.memory_pool()``, else one copy on its stream
+    (copy=False: BufferError instead)."""
+    kind = tuple(x.__dlpack_device__())[0] if hasattr(x, "__dlpack_device__") else 1
+    if kind == 2:  # kDLCUDA
+        if type(x).__module__.split(".")[0] != "torch":
+            raise TypeError(
+                f"from_dlpack: CUDA arrays are taken from torch tensors (helios.torch.to_helios); "
+                f"{type(x).__name__} is not supported yet"
+            )
+        if dtype is not None:
+            raise ValueError("from_dlpack: a CUDA tensor keeps its dtype (convert it in torch first)")
+        from .torch import to_helios
+
+        t = to_helios(x, copy)
+        if device is not None and t.device is not device:
+            raise ValueError("from_dlpack: the tensor's GPU is another Vulkan device than `device`")
+        return t
+    if copy is False:
+        raise BufferError("from_dlpack(copy=False): host memory is always copied to the device")
     return _on(device).upload(x, dtype=dtype)
 
 

@@ -8,12 +8,16 @@ return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
 products (the transposed layouts); attention backward recomputes through torch's
 ``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
 
-How data moves: each input is copied device to device, on torch's current
-stream, into an exportable Helios tensor kept per shape (weights too, every
-call: a tensor modified through ``.data`` keeps its version counter, so a cached
-copy could go stale); Helios runs the op into an exportable tensor that torch
-receives with no copy (DLPack), taken from a pool of results torch has freed.
-There is never a host round trip. Ordering: where the device shares a timeline
+How data moves: an input allocated inside ``memory_pool()`` (torch memory made
+with CUDA's virtual-memory API, which Vulkan can import) is read in place, with
+no copy; any other input is copied device to device, on torch's current stream,
+into an exportable Helios tensor kept per shape (weights too, every call: a
+tensor modified through ``.data`` keeps its version counter, so a cached copy
+could go stale: allocate weights in the pool instead). Helios runs the op into
+an exportable tensor that torch receives with no copy (DLPack), taken from a
+pool of results torch has freed. There is never a host round trip.
+``to_helios(t, copy=None)`` (also ``helios.from_dlpack`` for CUDA tensors) gives
+the Helios Tensor itself. Ordering: where the device shares a timeline
 semaphore with CUDA (``VK_KHR_external_semaphore_fd``), torch's stream signals it
 after the copies, Helios's submission waits for that and signals when done, and
 the stream waits for Helios before anything reads the result: the call returns
@@ -39,12 +43,15 @@ import torch.nn.functional as F
 
 from . import _helios
 from .device import Device
+from .tensor import Tensor
 
 _lock = threading.Lock()  # one op at a time: the staging tensors are shared
 _devices: dict[int, Device] = {}  # CUDA ordinal -> the Helios Device with its UUID
 _staging: dict[tuple, tuple] = {}  # (ordinal, slot, shape, dtype) -> (Helios tensor, torch view)
 _results: dict[tuple, list] = {}  # (ordinal, shape, dtype) -> Helios tensors handed out before
 _host_sync: dict[int, str] = {}  # CUDA ordinal -> why ops on it synchronize the host (no shared semaphore)
+_pools: dict[int, Any] = {}  # CUDA ordinal -> the torch.cuda.MemPool over Helios's CUDA pool
+_imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, the Helios Tensor over it)
 MAX_POOLED = 8  # results kept per shape
 
 _ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
@@ -132,9 +139,121 @@ def _check(name: str, t: Any, ndim: Optional[tuple] = None) -> None:
         raise ValueError(f"helios.torch: {name} must have {' or '.join(map(str, ndim))} dimensions, got {t.dim()}")
 
 
+_TORCH_TO_HELIOS = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+
+
+def _ordinal(t: torch.Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+class memory_pool:
+    """``with helios.torch.memory_pool(): w = torch.empty(..., device="cuda")``: the
+    CUDA tensors allocated inside come from memory Helios reads in place (CUDA's
+    virtual-memory API, each segment exported once to Vulkan), so ops and
+    ``to_helios`` take them with no copy. A ``torch.cuda.MemPool`` whose allocator
+    is this module's ``helios_cuda_alloc`` (a ``CUDAPluggableAllocator``); one per
+    CUDA device, kept for the process (``.pool``). UnsupportedError, before any
+    allocation, naming what is missing where the pool cannot work."""
+
+    def __init__(self, device: Any = None) -> None:
+        if not torch.cuda.is_available():
+            raise _helios.UnsupportedError("helios.torch.memory_pool: torch.cuda is not available here")
+        ordinal = torch.device("cuda", torch.cuda.current_device() if device is None else device).index
+        ordinal = torch.cuda.current_device() if ordinal is None else ordinal
+        pool = _pools.get(ordinal)
+        if pool is None:
+            ptr = _helios._cuda_pool_alloc(1, ordinal)  # the driver's reason, not torch's OOM, where it fails
+            _helios._cuda_pool_free(ptr)
+            from torch.cuda.memory import CUDAPluggableAllocator
+
+            alloc = CUDAPluggableAllocator(_helios.__file__, "helios_cuda_alloc", "helios_cuda_free")
+            pool = torch.cuda.MemPool(alloc.allocator())
+            _pools[ordinal] = pool
+        self.pool, self.ordinal = pool, ordinal
+        self._ctx: Any = None
+
+    def __enter__(self) -> Any:
+        self._ctx = torch.cuda.use_mem_pool(self.pool, torch.device("cuda", self.ordinal))
+        self._ctx.__enter__()
+        return self.pool
+
+    def __exit__(self, *exc: Any) -> None:
+        self._ctx.__exit__(*exc)
+
+
+def _imported(dev: Device, t: torch.Tensor) -> Optional[Any]:
+    """A Helios Tensor over t's own memory (no copy) where t is contiguous and lives
+    in the pool on dev's GPU and its offset is one the kernels can bind; else None."""
+    if not t.is_contiguous() or t.dtype not in _TORCH_TO_HELIOS or t.numel() == 0:
+        return None
+    nbytes = t.numel() * t.element_size()
+    found = _helios.cuda_pool_lookup(t.data_ptr(), nbytes)
+    if found is None:
+        return None
+    segment, base, size, _ = found
+    key = (id(dev), segment)
+    entry = _imports.get(key)
+    if entry is None:
+        for k in [k for k in _imports if k[0] == id(dev)]:  # segments torch released since
+            b, sz, _ = _imports[k]
+            if (_helios.cuda_pool_lookup(b, sz) or (None,))[0] != k[1]:
+                del _imports[k]
+        whole = Tensor(dev, size, cuda_segment=segment)._set_meta((size // 4,), "float32", size // 4)
+        entry = _imports[key] = (base, size, whole)
+    offset = t.data_ptr() - entry[0]
+    try:
+        view = entry[2]._slice(offset, nbytes)
+    except _helios.UnsupportedError:  # an offset the device cannot bind (a torch view into a larger tensor)
+        return None
+    shape = tuple(t.shape) if t.dim() else (1,)
+    view._set_meta(shape, _TORCH_TO_HELIOS[t.dtype], shape[-1])
+    view.is_slice = True
+    return view
+
+
+def to_helios(t: torch.Tensor, copy: Optional[bool] = None) -> Any:
+    """The Helios Tensor of a torch CUDA tensor (float16, bfloat16 or float32) on the
+    Vulkan device with its GPU's UUID: zero-copy where t lives in ``memory_pool()``
+    (contiguous, at an offset the device can bind; the Tensor then shares t's memory
+    and is an operand, not an output), else (copy=None) one device-to-device copy
+    on torch's current stream into an exportable Tensor. copy=False: BufferError
+    where zero-copy is impossible; copy=True: always the copy. Returns once torch's
+    pending work on t is done (one wait for its current stream), so any Helios call
+    may read it."""
+    _check_any("t", t)
+    dev = device_for(t)
+    view = None if copy else _imported(dev, t)
+    if view is None:
+        if copy is False:
+            raise BufferError(
+                "helios.torch.to_helios(copy=False): the tensor is not in helios.torch.memory_pool() "
+                "(or is not contiguous, or starts at an offset the device cannot bind); allocate it inside "
+                "`with helios.torch.memory_pool():`, or pass copy=None for one device-to-device copy"
+            )
+        h = dev.empty(tuple(t.shape) or (1,), _TORCH_TO_HELIOS[t.dtype], exportable=True)
+        torch.from_dlpack(h).copy_(t.reshape(h.shape))
+        view = h
+    torch.cuda.current_stream(t.device).synchronize()
+    return view
+
+
+def _check_any(name: str, t: Any) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
+    if not t.is_cuda:
+        raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
+    if t.dtype not in _TORCH_TO_HELIOS:
+        raise TypeError(f"helios.torch: {name} is {t.dtype}; Helios takes float16, bfloat16 or float32")
+
+
 def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor) -> Any:
-    """A Helios tensor holding t's values: t copied device to device on torch's
-    current stream into this slot's exportable tensor (made once per shape and dtype)."""
+    """A Helios tensor holding t's values: t itself where it lives in memory_pool()
+    (no copy), else t copied device to device on torch's current stream into this
+    slot's exportable tensor (made once per shape and dtype). Either way Helios
+    reads it only after the stream's work so far (the ordering of _run_ordered)."""
+    view = _imported(dev, t)
+    if view is not None:
+        return view
     dtype = _DTYPES.get(t.dtype, "float32")
     key = (ordinal, slot, tuple(t.shape), dtype)
     entry = _staging.get(key)
