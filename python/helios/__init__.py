@@ -25,9 +25,10 @@ from ._helios import (
 )
 from .attention import AttentionTiming, reference_attention
 from .check import CheckResult, assert_close, check_close, reference_matmul
-from .device import Device, MatmulTiming, attention, default_device, from_dlpack, matmul, variants
+from .device import Device, MatmulTiming, attention, default_device, matmul, variants
 from .dtypes import bfloat16, float16, float32
 from .gemm import ACTIVATIONS, Chain, ChainTiming
+from .interop import from_dlpack
 from .tensor import Tensor
 
 __all__ = [

@@ -545,7 +545,7 @@ def default_device() -> Device:
         return _default
 
 
-def _on(device: Optional[Device], *args: Any) -> Device:
+def op_device(device: Optional[Device], *args: Any) -> Device:
     """The device a module-level op runs on: the given Device; else the one its
     Tensors live on (Tensors on two devices are refused, naming both); else the
     default device."""
@@ -566,7 +566,7 @@ def matmul(a: Any, b: Any, *, device: Optional[Device] = None, **kwargs: Any) ->
     """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the default (or given)
     device. Keywords as Device.matmul: trans_a, trans_b, bias, activation, alpha,
     beta, c, out, out_dtype, variant."""
-    return _on(device, a, b, kwargs.get("out"), kwargs.get("bias")).matmul(a, b, **kwargs)
+    return op_device(device, a, b, kwargs.get("out"), kwargs.get("bias")).matmul(a, b, **kwargs)
 
 
 def result_dtype(*inputs: Any) -> str:
@@ -594,39 +594,12 @@ def _ndim(x: Any) -> int:
     return x.ndim if hasattr(x, "ndim") else np.ndim(x)
 
 
-def from_dlpack(x: Any, *, dtype: Any = None, device: Optional[Device] = None, copy: Optional[bool] = None) -> Tensor:
-    """A Tensor from a DLPack producer. Host data (a torch CPU tensor, a NumPy
-    array) is read in place and uploaded once (Device.upload; copy=False is a
-    BufferError: host memory is always copied). A torch CUDA tensor goes device to
-    device, never through the host (helios.torch.to_helios): zero-copy where it
-    was allocated in ``helios.torch.memory_pool()``, else one copy on its stream
-    (copy=False: BufferError instead)."""
-    kind = tuple(x.__dlpack_device__())[0] if hasattr(x, "__dlpack_device__") else 1
-    if kind == 2:  # kDLCUDA
-        if type(x).__module__.split(".")[0] != "torch":
-            raise TypeError(
-                f"from_dlpack: CUDA arrays are taken from torch tensors (helios.torch.to_helios); "
-                f"{type(x).__name__} is not supported yet"
-            )
-        if dtype is not None:
-            raise ValueError("from_dlpack: a CUDA tensor keeps its dtype (convert it in torch first)")
-        from .torch import to_helios
-
-        t = to_helios(x, copy)
-        if device is not None and t.device is not device:
-            raise ValueError("from_dlpack: the tensor's GPU is another Vulkan device than `device`")
-        return t
-    if copy is False:
-        raise BufferError("from_dlpack(copy=False): host memory is always copied to the device")
-    return _on(device).upload(x, dtype=dtype)
-
-
 def attention(q: Any, k: Any, v: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
     """softmax(scale * q @ k^T) @ v on (B, H, S, d) arrays, on the default (or given)
     device. Keywords as Device.attention: causal, scale, variant, out."""
-    return _on(device, q, k, v, kwargs.get("out")).attention(q, k, v, **kwargs)
+    return op_device(device, q, k, v, kwargs.get("out")).attention(q, k, v, **kwargs)
 
 
 def variants(device: Optional[Device] = None) -> list[str]:
     """Canonical strings of every variant valid on the device."""
-    return _on(device).variants()
+    return op_device(device).variants()

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from . import _helios
 from .device import Device
+from .gemm import activation_code
 from .tensor import Tensor
 
 _lock = threading.Lock()  # one op at a time: the staging tensors are shared
@@ -109,9 +110,10 @@ def _run_ordered(dev: Device, t: torch.Tensor, op: Callable[[Optional[tuple]], A
     stream = torch.cuda.current_stream(t.device)
     if ordering(t) == "semaphore":
         w, s = dev._async_values()
-        dev._cuda_signal(stream.cuda_stream, w)  # the inputs are staged once the stream gets here
+        handle = stream.cuda_stream
+        dev._cuda_signal(handle, w)  # the inputs are staged once the stream gets here
         op((w, s))
-        dev._cuda_wait(stream.cuda_stream, s)  # nothing on the stream reads the result before Helios is done
+        dev._cuda_wait(handle, s)  # nothing on the stream reads the result before Helios is done
     else:
         stream.synchronize()  # the copies are done before Helios reads
         op(None)
@@ -295,11 +297,36 @@ def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b
             epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous())
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
+        k = a.shape[0] if trans_a else a.shape[1]
         out = _result(dev, ordinal, (m, n), a.dtype)  # torch receives it with no copy
-        kw = {k: v for k, v in epi.items() if v is not None}
-        _run_ordered(
-            dev, a, lambda order: dev.matmul(ha, hb, trans_a=trans_a, trans_b=trans_b, out=out, order=order, **kw)
-        )
+        dt = _DTYPES[a.dtype]
+        # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
+        # checked above (the core checks every size against the tensors again), and
+        # the generic layer's conversions cost more host time than the product.
+        fields = {
+            "a": ha,
+            "b": hb,
+            "m": m,
+            "n": n,
+            "k": k,
+            "trans_a": trans_a,
+            "trans_b": trans_b,
+            "lda": ha.shape[-1],
+            "ldb": hb.shape[-1],
+            "in_dtype": dt,
+            "out_dtype": dt,
+            "out": out,
+            "act": activation_code(epi.get("activation")),
+            "bias": epi.get("bias"),
+            "variant": dev._pick(None, m, n, k, dt),
+        }
+
+        def run(order: Optional[tuple]) -> None:
+            if order is not None:
+                fields["wait_value"], fields["signal_value"] = order
+            dev._gemm(**fields)
+
+        _run_ordered(dev, a, run)
         return _to_torch(out)
 
 
