@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from .. import _helios
 from ..optional import MissingDependencyError
-from . import bench, check, compare, info, report, roof, suite, timing, tune
+from . import bench, check, ci, compare, info, report, roof, suite, timing, tune
 from .common import EXIT_CODES, UsageError, version_line
 
 
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    for command in (info, timing, bench, compare, check, tune, suite, report, roof):
+    for command in (info, timing, bench, compare, check, tune, suite, report, roof, ci):
         command.register(sub)
     return p
 

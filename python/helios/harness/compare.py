@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -264,8 +264,16 @@ def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], 
 
 
 def compare(
-    old: list[dict], new: list[dict], *, ignore_device: bool = False, run_noise: float = RUN_NOISE, level: float = LEVEL
+    old: list[dict],
+    new: list[dict],
+    *,
+    ignore_device: bool = False,
+    run_noise: float = RUN_NOISE,
+    level: float = LEVEL,
+    noise_for: Optional[Callable[[str], float]] = None,
 ) -> list[ShapeVerdict]:
+    """Per-shape verdicts; noise_for(shape) gives a shape's noise floor (its tier:
+    helios ci gives small, noisier shapes a wider one), NOISE otherwise."""
     if not old or not new:
         raise CompareError("need at least one result file on each side")
     keys = {_device_key(d) for d in old + new}
@@ -283,7 +291,8 @@ def compare(
         runs_n, meds_n, n_n = sn[shape]
         o = side_noise(runs_o, meds_o, n_o, run_noise)
         n = side_noise(runs_n, meds_n, n_n, run_noise)
-        verdict, ratio, ci, p, mde = classify(o, n, level=level)
+        floor = noise_for(shape) if noise_for is not None else NOISE
+        verdict, ratio, ci, p, mde = classify(o, n, noise=floor, max_mde=max(MAX_MDE, floor), level=level)
         assumed = math.isinf(o.df) or math.isinf(n.df)
         if assumed and verdict in ("SLOWER", "FASTER"):
             # With one run a side the between-run noise was assumed (--run-noise), not

@@ -1,0 +1,94 @@
+"""`helios ci`: base vs head on this GPU in one job (see helios/harness/ci.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import nonneg_int, positive_int
+
+
+def _doc() -> str:
+    from ..harness import ci
+
+    return ci.__doc__ or ""
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    from ..harness.ci import CiConfig, run_ci
+
+    out = Path(args.out)
+    cfg = CiConfig(
+        repo=Path(args.repo).resolve(),
+        out=out,
+        work=Path(args.work) if args.work else out / "work",
+        base=args.base,
+        head=args.head,
+        main=args.main,
+        shapes=args.shapes,
+        runs=args.runs,
+        iters=args.iters,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        ref=args.ref,
+        fuzz=args.fuzz,
+        attention_fuzz=args.attention_fuzz,
+        fail_on_regression=args.fail_on_regression,
+        rerun=not args.no_rerun,
+        history=Path(args.history) if args.history else None,
+        python=args.python or sys.executable,
+        bench_args=list(args.bench_arg or []),
+    )
+    rec = run_ci(cfg, say=lambda s: print(f"helios ci: {s}", flush=True))
+    print((out / "comment.md").read_text())
+    print(f"helios ci: exit {rec['exit']}: {rec.get('reason', '')}")
+    return int(rec["exit"])
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "ci",
+        help="base vs head on this GPU in one job: build both, gate both, interleaved bench, "
+        "verdicts, a PR comment; exit 0 no regression, 1 regression or failed head gate, 2 could not run",
+        description=_doc(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--repo", default=".", help="the git checkout holding both commits (default .)")
+    p.add_argument("--base", default=None, help="base ref (default: the merge-base of --head with --main)")
+    p.add_argument("--head", default=None, help="head ref (default HEAD)")
+    p.add_argument("--main", default="main", help="the branch the merge-base is taken with (default main)")
+    p.add_argument("--out", default="build/ci", help="where the results, ci.json and comment.md go (default build/ci)")
+    p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
+    p.add_argument("--shapes", default="canonical", help="helios bench --shapes (default canonical)")
+    p.add_argument(
+        "--runs", type=positive_int, default=2, help="base/head pairs, alternating ABBA, each a process (default 2)"
+    )
+    p.add_argument("--iters", type=positive_int, default=50, help="timed launches per round (default 50)")
+    p.add_argument("--warmup", type=nonneg_int, default=10, help="warm-up launches (default 10)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="rounds per run (default 2)")
+    p.add_argument("--ref", default="auto", help="the bench reference: auto, torch, cublas or numpy (default auto)")
+    p.add_argument("--fuzz", type=positive_int, default=30, help="product fuzz cases in each side's gate (default 30)")
+    p.add_argument(
+        "--attention-fuzz", type=nonneg_int, default=10, help="attention fuzz cases in each gate (default 10; 0: none)"
+    )
+    p.add_argument(
+        "--fail-on-regression",
+        type=float,
+        default=0.0,
+        metavar="PCT",
+        help="a SLOWER shape fails the job only beyond this many percent (default 0: any confident regression)",
+    )
+    p.add_argument("--no-rerun", action="store_true", help="do not measure a SLOWER shape again before it counts")
+    p.add_argument(
+        "--history", default=None, help="append the head's rows to this JSON-lines history (main-branch runs)"
+    )
+    p.add_argument("--python", default=None, help="the Python that builds and runs both sides (default this one)")
+    p.add_argument(
+        "--bench-arg",
+        action="append",
+        metavar="ARG",
+        help="an extra helios bench argument for both sides (repeatable), e.g. --bench-arg=--flush-l2",
+    )
+    p.set_defaults(func=cmd_ci)

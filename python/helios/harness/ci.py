@@ -1,0 +1,427 @@
+"""`helios ci`: a base commit against a head commit on this machine's GPU, in one job.
+
+1. Refs: head defaults to HEAD, base to the merge-base of head with main.
+2. Builds: each commit's tree is exported (git archive) and installed into its own
+   directory (pip --target). The engine (csrc, shaders, cmake, CMakeLists.txt,
+   pyproject.toml) is built once per distinct engine tree and shared; each
+   commit's Python package is laid over it, so two commits that differ only in
+   Python build once. A commit that does not build: exit 2 with pip's reason.
+3. Gate: on each side, `helios check --fuzz` (products) and `helios check
+   --attention` (float64 oracle). A failing head stops the run before anything is
+   timed (exit 1); a failing base means there is nothing sound to compare (exit 2).
+4. Timing: `helios bench` with base and head alternating (ABBA...: --runs pairs,
+   each run a separate process with its own clock ramp), so drift hits both sides.
+5. Verdicts: `helios compare` on the pooled runs, with a noise floor per shape
+   tier (small shapes are noisier: NOISE_TIERS). A shape found SLOWER is measured
+   once more (another base/head pair on that shape alone) before it counts.
+6. Output (--out): the runs' JSON, ci.json (helios-ci/1: refs, builds, gates,
+   verdicts, exit status), comment.md (the sticky PR comment), and with --history
+   one JSON line per head row appended to that file (the history store).
+
+Exit: 0 no regression; 1 a regression beyond --fail-on-regression, or the head
+fails its gate; 2 could not run (a ref, a build, the base's gate, the bench).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from .compare import NOISE, CompareError, ShapeVerdict, compare, load
+from .shapes import parse_shapes
+
+CI_SCHEMA = "helios-ci/1"
+COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
+# Noise floors by work per shape (GFLOP up to, floor): a change inside the floor is SAME.
+NOISE_TIERS = ((1.0, 0.05), (100.0, 0.03), (float("inf"), NOISE))
+ENGINE_PATHS = ("csrc", "shaders", "cmake", "CMakeLists.txt", "pyproject.toml")
+
+
+class CiError(RuntimeError):
+    """Could not run (exit 2): the message says which step and why."""
+
+
+@dataclass
+class CiConfig:
+    repo: Path
+    out: Path
+    work: Path
+    base: Optional[str] = None
+    head: Optional[str] = None
+    main: str = "main"
+    shapes: str = "canonical"
+    runs: int = 2  # base/head pairs
+    iters: int = 50
+    warmup: int = 10
+    repeats: int = 2
+    ref: str = "auto"
+    fuzz: int = 30
+    attention_fuzz: int = 10
+    fail_on_regression: float = 0.0  # percent a SLOWER shape must exceed to fail the job
+    rerun: bool = True
+    history: Optional[Path] = None
+    python: str = sys.executable
+    bench_args: list[str] = field(default_factory=list)
+    timeout_s: float = 3600.0
+
+
+def noise_floor(shape: str) -> float:
+    """The noise floor of a shape's tier (by its FLOPs)."""
+    try:
+        m, n, k = (int(x) for x in shape.split("x")[:3])
+        gflop = 2.0 * m * n * k / 1e9
+    except ValueError:
+        return NOISE
+    return next(floor for limit, floor in NOISE_TIERS if gflop <= limit)
+
+
+def _git(repo: Path, *args: str) -> str:
+    r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CiError(f"git {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
+    return r.stdout.strip()
+
+
+def resolve_refs(cfg: CiConfig) -> tuple[str, str]:
+    head = _git(cfg.repo, "rev-parse", "--verify", f"{cfg.head or 'HEAD'}^{{commit}}")
+    if cfg.base:
+        base = _git(cfg.repo, "rev-parse", "--verify", f"{cfg.base}^{{commit}}")
+    else:
+        try:
+            base = _git(cfg.repo, "merge-base", cfg.main, head)
+        except CiError as e:
+            raise CiError(f"no --base and no merge-base of {cfg.head or 'HEAD'} with {cfg.main!r}: {e}") from None
+    return base, head
+
+
+def engine_key(repo: Path, sha: str) -> str:
+    """What the compiled engine depends on: the git objects of its inputs at sha."""
+    parts = []
+    for p in ENGINE_PATHS:
+        r = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{sha}:{p}"], capture_output=True, text=True)
+        parts.append(f"{p}={r.stdout.strip() if r.returncode == 0 else '-'}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _run(cmd: list[str], log: Path, timeout: float, env: Optional[dict] = None, cwd: Optional[Path] = None) -> int:
+    with log.open("w") as f:
+        try:
+            return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            f.write(f"\nhelios ci: timed out after {timeout:.0f} s\n")
+            return 124
+
+
+def _tail(path: Path, n: int = 12) -> str:
+    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    return "\n".join(lines[-n:])
+
+
+def build(cfg: CiConfig, sha: str, say: Callable[[str], None]) -> Path:
+    """The directory to put on PYTHONPATH to run commit sha (built or reused)."""
+    site = cfg.work / "site" / sha
+    if (site / ".helios-ci-ok").exists():
+        return site
+    src = cfg.work / "src" / sha
+    if not src.exists():
+        src.mkdir(parents=True)
+        tar = subprocess.run(["git", "-C", str(cfg.repo), "archive", "--format=tar", sha], capture_output=True)
+        if tar.returncode != 0:
+            raise CiError(f"git archive {sha[:12]}: {tar.stderr.decode(errors='replace').strip()}")
+        subprocess.run(["tar", "-x", "-C", str(src)], input=tar.stdout, check=True)
+    key = engine_key(cfg.repo, sha)
+    engine = cfg.work / "engine" / key
+    if not (engine / ".helios-ci-ok").exists():
+        say(f"build {sha[:12]} (engine {key})")
+        shutil.rmtree(engine, ignore_errors=True)
+        engine.mkdir(parents=True)
+        log = cfg.work / f"build-{sha[:12]}.log"
+        env = dict(os.environ, HELIOS_BUILD_COMMIT=sha)
+        cmd = [cfg.python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(engine)]
+        rc = _run(cmd + [str(src)], log, cfg.timeout_s, env=env)
+        if rc != 0:
+            raise CiError(f"commit {sha[:12]} does not build (pip exit {rc}; log {log}):\n{_tail(log)}")
+        (engine / ".helios-ci-ok").write_text(sha)
+    else:
+        say(f"build {sha[:12]}: engine {key} already built")
+    shutil.rmtree(site, ignore_errors=True)
+    shutil.copytree(engine, site, symlinks=True)
+    pkg_src, pkg_dst = src / "python" / "helios", site / "helios"
+    for f in pkg_src.rglob("*"):  # this commit's Python over the shared engine
+        if f.is_file():
+            dst = pkg_dst / f.relative_to(pkg_src)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dst)
+    (site / ".helios-ci-ok").write_text(sha)
+    return site
+
+
+def _env(site: Path, sha: str) -> dict:
+    pp = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=f"{site}{os.pathsep + pp if pp else ''}", HELIOS_COMMIT=sha)
+
+
+def gate(cfg: CiConfig, side: str, sha: str, site: Path) -> dict:
+    """The correctness gate of one side: {passed, steps: [{name, rc, tail}]}."""
+    steps = []
+    checks = [
+        ("fuzz", ["check", "--fuzz", str(cfg.fuzz), "--seed", "1", "--max-dim", "300"]),
+        (
+            "attention",
+            ["check", "--attention", "--matrix", "none", "--fuzz", str(cfg.attention_fuzz), "--oracle", "float64"]
+            + ["--max-seq", "200"],
+        ),
+    ]
+    for name, args in checks:
+        if name == "attention" and cfg.attention_fuzz == 0:
+            continue
+        log = cfg.out / f"gate-{side}-{name}.log"
+        rc = _run([cfg.python, "-m", "helios", *args], log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
+        steps.append({"name": name, "rc": rc, "tail": _tail(log, 4)})
+    return {"passed": all(s["rc"] == 0 for s in steps), "steps": steps}
+
+
+def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str) -> Path:
+    out = cfg.out / f"{side}-{tag}.json"
+    args = ["bench", f"--shapes={shapes}", f"--iters={cfg.iters}", f"--warmup={cfg.warmup}"]
+    args += [f"--repeats={cfg.repeats}", "--runs=1", f"--ref={cfg.ref}", f"--out={out}", "--force", *cfg.bench_args]
+    log = cfg.out / f"{side}-{tag}.log"
+    rc = _run([cfg.python, "-m", "helios", *args], log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
+    if rc != 0 or not out.exists():
+        raise CiError(f"helios bench on {side} ({sha[:12]}) exited {rc}:\n{_tail(log)}")
+    md = out.with_suffix(".md")
+    if md.exists():
+        md.unlink()  # the JSON holds every number the table showed
+    return out
+
+
+def _pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say) -> dict:
+    files: dict = {"base": [], "head": []}
+    for i in range(n):
+        order = ("base", "head") if i % 2 == 0 else ("head", "base")  # ABBA: drift hits both sides
+        for side in order:
+            say(f"bench {side} {tag}{i + 1}/{n}")
+            files[side].append(bench(cfg, side, shas[side], sites[side], f"{tag}{i + 1}", shapes))
+    return files
+
+
+def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
+    """The whole job; returns the helios-ci/1 record (its "exit" is the exit status)."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    cfg.work.mkdir(parents=True, exist_ok=True)
+    rec: dict = {"schema": CI_SCHEMA, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "exit": 2}
+    rec["config"] = {
+        "shapes": cfg.shapes,
+        "runs": cfg.runs,
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "repeats": cfg.repeats,
+        "ref": cfg.ref,
+        "fuzz": cfg.fuzz,
+        "attention_fuzz": cfg.attention_fuzz,
+        "fail_on_regression_pct": cfg.fail_on_regression,
+        "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
+        "bench_args": cfg.bench_args,
+    }
+    try:
+        parse_shapes(cfg.shapes)
+        base, head = resolve_refs(cfg)
+        rec.update(base=base, head=head)
+        say(f"base {base[:12]}  head {head[:12]}")
+        shas = {"base": base, "head": head}
+        sites = {side: build(cfg, sha, say) for side, sha in shas.items()}
+        rec["engines"] = {side: engine_key(cfg.repo, sha) for side, sha in shas.items()}
+        rec["gate"] = {}
+        for side in ("head", "base"):  # the head first: a failing head stops everything
+            say(f"gate {side}")
+            rec["gate"][side] = gate(cfg, side, shas[side], sites[side])
+            if not rec["gate"][side]["passed"]:
+                if side == "head":
+                    rec.update(exit=1, reason="the head fails its correctness gate: nothing was timed")
+                    return _finish(cfg, rec)
+                raise CiError("the base fails its correctness gate: there is nothing sound to compare against")
+        files = _pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
+        verdicts = _verdicts(files)
+        slower = [v.shape for v in verdicts if v.verdict == "SLOWER"]
+        rec["reruns"] = []
+        if slower and cfg.rerun:  # one more pair on those shapes before they count
+            say(f"rerun {', '.join(slower)}")
+            more = _pairs(cfg, sites, shas, ",".join(slower), "rerun", 2, say)
+            for side in files:
+                files[side] += more[side]
+            rec["reruns"] = slower
+            verdicts = _verdicts(files)
+        rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
+        rec["verdicts"] = [_verdict_dict(v) for v in verdicts]
+        head_rows = {r["shape"]: r for r in load(str(files["head"][-1])).get("rows", [])}
+        for v in rec["verdicts"]:
+            row = head_rows.get(v["shape"], {})
+            v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
+            v["roof_fraction"] = row.get("roofFraction")
+        regressions = [v for v in verdicts if v.verdict == "SLOWER" and v.pct > cfg.fail_on_regression]
+        rec["exit"] = 1 if regressions else 0
+        rec["reason"] = (
+            f"{len(regressions)} regression(s): " + ", ".join(f"{v.shape} {v.pct:+.1f}%" for v in regressions)
+            if regressions
+            else "no regression"
+        )
+        heads = [load(str(p)) for p in files["head"]]
+        bases = [load(str(p)) for p in files["base"]]
+        rec["device"] = _device(heads[0])
+        rec["gpu_state"] = {"base": _states(bases), "head": _states(heads)}
+        if cfg.history is not None:
+            append_history(cfg.history, heads[-1], head, rec["date"])
+    except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
+        rec.update(exit=2, reason=f"could not run: {e}")
+    return _finish(cfg, rec)
+
+
+def _verdicts(files: dict) -> list[ShapeVerdict]:
+    old = [load(str(p)) for p in files["base"]]
+    new = [load(str(p)) for p in files["head"]]
+    return compare(old, new, noise_for=noise_floor)
+
+
+def _verdict_dict(v: ShapeVerdict) -> dict:
+    return {
+        "shape": v.shape,
+        "base_ms": v.old_ms,
+        "head_ms": v.new_ms,
+        "change_pct": v.pct,
+        "ratio_ci95": list(v.ci95),
+        "p": v.p_value,
+        "mde_pct": v.mde * 100,
+        "noise_floor_pct": noise_floor(v.shape) * 100,
+        "verdict": v.verdict,
+        "runs": [v.old.runs, v.new.runs],
+        "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
+    }
+
+
+def _device(d: dict) -> dict:
+    h = d.get("helios", {})
+    return {k: h.get(k) for k in ("name", "uuid", "driver_name", "driver_info", "driver_version")}
+
+
+def _states(results: list[dict]) -> dict:
+    """Clocks and throttle flags over a side's rows: what the comment reports."""
+    throttled = low = 0
+    rows = 0
+    for d in results:
+        for r in d.get("rows", []):
+            rows += 1
+            throttled += bool(r.get("throttled"))
+            low += bool(r.get("low_clock"))
+    return {"rows": rows, "throttled_rows": throttled, "low_clock_rows": low}
+
+
+def _finish(cfg: CiConfig, rec: dict) -> dict:
+    (cfg.out / "ci.json").write_text(json.dumps(rec, indent=1, default=str) + "\n")
+    (cfg.out / "comment.md").write_text(comment(rec))
+    return rec
+
+
+def _ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def comment(rec: dict) -> str:
+    """The sticky PR comment (markdown) from a helios-ci/1 record."""
+    base, head = ((rec.get(k) or "?")[:12] for k in ("base", "head"))
+    status = {0: "no regression", 1: "REGRESSION" if rec.get("verdicts") else "FAILED", 2: "could not run"}
+    lines = [COMMENT_MARKER, f"### Helios perf: head `{head}` vs base `{base}`: {status.get(rec['exit'], '?')}", ""]
+    lines.append(rec.get("reason", ""))
+    dev = rec.get("device") or {}
+    if dev:
+        lines += ["", f"GPU: {dev.get('name')} ({dev.get('uuid')}), driver {dev.get('driver_info') or '?'}"]
+    st = rec.get("gpu_state")
+    if st:
+        lines.append(
+            "Clocks: "
+            + "; ".join(
+                f"{side} {s['throttled_rows']}/{s['rows']} rows throttled, {s['low_clock_rows']} at low clock"
+                for side, s in st.items()
+            )
+        )
+    if rec.get("verdicts"):
+        lines += [
+            "",
+            "| shape | base ms | head ms | change (95% CI) | verdict | head vs CUDA | roof |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for v in rec["verdicts"]:
+            lo, hi = ((x - 1) * 100 for x in v["ratio_ci95"])
+            vs_cuda = v.get("head_speedup_vs_cuda")
+            roof = v.get("roof_fraction")
+            lines.append(
+                f"| {v['shape']} | {_ms(v['base_ms'])} | {_ms(v['head_ms'])} | {v['change_pct']:+.1f}% "
+                f"({lo:+.1f}..{hi:+.1f}) | {v['verdict']} | "
+                f"{'-' if vs_cuda is None else f'{1 / vs_cuda:.2f}x CUDA time'} | "
+                f"{'-' if roof is None else f'{roof * 100:.0f}%'} |"
+            )
+        if rec.get("reruns"):
+            lines += ["", f"Measured again before counting: {', '.join(rec['reruns'])}."]
+        lines += ["", "<details><summary>raw statistics</summary>", ""]
+        lines += ["| shape | p | MDE | noise floor | runs base/head | run CV base/head |", "|---|---|---|---|---|---|"]
+        for v in rec["verdicts"]:
+            cv = "/".join("-" if c != c else f"{c:.1f}%" for c in v["run_cv_pct"])
+            lines.append(
+                f"| {v['shape']} | {v['p']:.3g} | {v['mde_pct']:.1f}% | {v['noise_floor_pct']:.0f}% | "
+                f"{v['runs'][0]}/{v['runs'][1]} | {cv} |"
+            )
+        lines += ["", "</details>"]
+    gate_rec = rec.get("gate") or {}
+    if gate_rec:
+        lines.append("")
+        for side, g in gate_rec.items():
+            steps = ", ".join(s["name"] + (" ok" if s["rc"] == 0 else f" exit {s['rc']}") for s in g["steps"])
+            lines.append(f"Gate {side}: {'passed' if g['passed'] else 'FAILED'} ({steps})")
+    c = rec.get("config", {})
+    lines += [
+        "",
+        f"<sub>helios ci: shapes {c.get('shapes')}, {c.get('runs')} base/head pairs (ABBA), "
+        f"iters {c.get('iters')}, ref {c.get('ref')}; verdicts by helios compare with per-shape noise floors.</sub>",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---- the history store --------------------------------------------------------
+# A JSON-lines file: one line per (run, shape), appended by `helios ci --history`.
+# Lines, not a database: a results branch or folder diffs and merges them as text,
+# any tool reads them, and an append never rewrites what is there.
+
+
+def append_history(path: Path, result: dict, commit: str, date: str) -> int:
+    """Appends one line per valid row of a bench result; returns how many."""
+    dev = _device(result)
+    n = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for r in result.get("rows", []):
+            if not r.get("valid"):
+                continue
+            line = {
+                "date": date,
+                "commit": commit,
+                "gpu": dev.get("name"),
+                "gpu_uuid": dev.get("uuid"),
+                "driver": dev.get("driver_info") or dev.get("driver_version"),
+                "dtype": result.get("dtype", "float16"),
+                "shape": r["shape"],
+                "helios_ms": r.get("heliosMs"),
+                "cuda_ms": r.get("cudaMs"),
+                "speedup": r.get("speedup"),
+                "variant": r.get("variant"),
+            }
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+            n += 1
+    return n
