@@ -1,0 +1,157 @@
+"""helios ci end to end on this device, on commits of a scratch clone of this
+repository: A/A (exit 0, every shape SAME), a head whose kernel does three times
+the work (SLOWER, exit 1), a head whose products are wrong (exit 1 before any
+timing), a base that does not build (exit 2 with the reason); the comment checked
+against ci.json; the history file. The scratch builds share one work directory
+(one engine build per distinct engine tree)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, noise_floor, run_ci
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = "64x64x64,96x96x96"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _commit(repo: Path, message: str, edits: list) -> str:
+    for rel, old, new in edits:
+        p = repo / rel
+        text = p.read_text()
+        assert old in text, (rel, old)
+        p.write_text(text.replace(old, new, 1))
+    _git(repo, "commit", "-qam", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory, device):
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("helios ci needs git and this checkout's history (a source tree without .git)")
+    d = tmp_path_factory.mktemp("ci")
+    repo = d / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    if _git(repo, "status", "--porcelain"):
+        pytest.skip("the clone is not clean")
+    _git(repo, "config", "user.email", "ci@helios.test")
+    _git(repo, "config", "user.name", "helios ci test")
+    base = _git(repo, "rev-parse", "HEAD")
+    same = _commit(repo, "A/A: documentation only", [("README.md", "# Helios", "# Helios\n")])
+    # A kernel that runs its main loop three times and scales the sum back: the same
+    # answer, three times the work.
+    slower = _commit(
+        repo,
+        "a slower kernel",
+        [
+            (
+                "shaders/matmul_coop.comp",
+                "    // Uniform per workgroup.",
+                "    main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);\n"
+                "    main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);\n"
+                "    // Uniform per workgroup.",
+            ),
+            (
+                "shaders/matmul_coop.comp",
+                "    // Interior, aligned blocks store tiles",
+                "    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(1.0 / 3.0);\n"
+                "    // Interior, aligned blocks store tiles",
+            ),
+        ],
+    )
+    _git(repo, "checkout", "-q", same)
+    wrong = _commit(
+        repo,
+        "wrong products",
+        [
+            (
+                "python/helios/device.py",
+                "        res = unwire(res, out_name)\n",
+                "        res = unwire(res, out_name) * 1.5\n",
+            )
+        ],
+    )
+    _git(repo, "checkout", "-q", same)
+    broken = _commit(repo, "does not build", [("CMakeLists.txt", "project(helios", "project(helios BROKEN(")])
+    return {
+        "repo": repo,
+        "work": d / "work",
+        "base": base,
+        "same": same,
+        "slower": slower,
+        "wrong": wrong,
+        "broken": broken,
+        "dir": d,
+    }
+
+
+def _run(s: dict, name: str, base: str, head: str, **kw) -> dict:
+    cfg = CiConfig(
+        repo=s["repo"],
+        out=s["dir"] / name,
+        work=s["work"],
+        base=base,
+        head=head,
+        shapes=SHAPES,
+        runs=2,
+        iters=10,
+        warmup=2,
+        repeats=2,
+        ref="numpy",
+        fuzz=4,
+        attention_fuzz=2,
+        **kw,
+    )
+    return run_ci(cfg)
+
+
+def test_aa_is_same_everywhere_and_the_comment_matches_the_json(scratch):
+    hist = scratch["dir"] / "history.jsonl"
+    rec = _run(scratch, "aa", scratch["base"], scratch["same"], history=hist)
+    assert rec["exit"] == 0, rec.get("reason")
+    assert [v["verdict"] for v in rec["verdicts"]] == ["SAME", "SAME"]
+    assert rec["engines"]["base"] == rec["engines"]["head"]  # Python-only difference: one build
+    out = scratch["dir"] / "aa"
+    saved = json.loads((out / "ci.json").read_text())
+    md = (out / "comment.md").read_text()
+    assert md == comment(saved) and md.startswith(COMMENT_MARKER)
+    for v in saved["verdicts"]:  # every number in the table is the JSON's
+        assert f"| {v['shape']} | {v['base_ms']:.4g} | {v['head_ms']:.4g} | {v['change_pct']:+.1f}%" in md
+    assert "no regression" in md and "Gate head: passed" in md
+    lines = [json.loads(x) for x in hist.read_text().splitlines()]
+    assert {x["shape"] for x in lines} == set(SHAPES.split(",")) and all(x["commit"] == scratch["same"] for x in lines)
+
+
+def test_a_slower_kernel_is_a_regression(scratch):
+    rec = _run(scratch, "slower", scratch["same"], scratch["slower"])
+    assert rec["exit"] == 1, rec.get("reason")
+    assert any(v["verdict"] == "SLOWER" for v in rec["verdicts"]), rec["verdicts"]
+    assert rec["reruns"], "a SLOWER shape is measured again before it counts"
+    assert "REGRESSION" in (scratch["dir"] / "slower" / "comment.md").read_text()
+
+
+def test_a_head_that_fails_its_gate_stops_before_timing(scratch):
+    rec = _run(scratch, "wrong", scratch["same"], scratch["wrong"])
+    assert rec["exit"] == 1 and "gate" in rec["reason"]
+    assert not rec["gate"]["head"]["passed"] and "verdicts" not in rec
+    assert not list((scratch["dir"] / "wrong").glob("*-run*.json"))  # nothing was timed
+
+
+def test_a_base_that_does_not_build_cannot_run(scratch):
+    rec = _run(scratch, "broken", scratch["broken"], scratch["same"])
+    assert rec["exit"] == 2 and "does not build" in rec["reason"]
+    assert "could not run" in (scratch["dir"] / "broken" / "comment.md").read_text()
+
+
+def test_noise_tiers():
+    assert noise_floor("64x64x64") == 0.05 and noise_floor("8192x8192x8192") == 0.02
+    assert noise_floor("2048x2048x2048") == 0.03 and noise_floor("4096x4096x4096", "cpu") == 0.30
