@@ -94,14 +94,14 @@ def scratch(tmp_path_factory, device):
     }
 
 
-def _run(s: dict, name: str, base: str, head: str, **kw) -> dict:
+def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -> dict:
     cfg = CiConfig(
         repo=s["repo"],
         out=s["dir"] / name,
         work=s["work"],
         base=base,
         head=head,
-        shapes=SHAPES,
+        shapes=shapes,
         runs=2,
         iters=10,
         warmup=2,
@@ -132,7 +132,8 @@ def test_aa_is_same_everywhere_and_the_comment_matches_the_json(scratch):
 
 
 def test_a_slower_kernel_is_a_regression(scratch):
-    rec = _run(scratch, "slower", scratch["same"], scratch["slower"])
+    # large enough that the kernel's work, not the dispatch, sets the time on a CPU driver
+    rec = _run(scratch, "slower", scratch["same"], scratch["slower"], shapes="192x192x192")
     assert rec["exit"] == 1, rec.get("reason")
     assert any(v["verdict"] == "SLOWER" for v in rec["verdicts"]), rec["verdicts"]
     assert rec["reruns"], "a SLOWER shape is measured again before it counts"

@@ -170,6 +170,38 @@ def build(cfg: CiConfig, sha: str, say: Callable[[str], None]) -> Path:
     return site
 
 
+# How a side runs `helios ...`: its build directory first on sys.path, and no import
+# hook that redirects `helios` elsewhere (an editable install of another checkout
+# puts one on sys.meta_path, ahead of every path entry), then `python -m helios`.
+_LAUNCH = (
+    "import sys, runpy; site = sys.argv.pop(1); "
+    "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__]; "
+    "sys.path.insert(0, site); sys.argv[0] = 'helios'; "
+    "runpy.run_module('helios', run_name='__main__', alter_sys=True)"
+)
+
+
+def _helios_cmd(cfg: CiConfig, site: Path, *args: str) -> list[str]:
+    return [cfg.python, "-c", _LAUNCH, str(site), *args]
+
+
+def check_side(cfg: CiConfig, site: Path, sha: str) -> dict:
+    """Which Helios a side actually imports: its own build, or CiError."""
+    probe = (
+        "import sys; site = sys.argv.pop(1); "
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__]; "
+        "sys.path.insert(0, site); import helios, helios._helios as h; print(helios.__file__); print(h.__file__)"
+    )
+    r = subprocess.run([cfg.python, "-c", probe, str(site)], capture_output=True, text=True, env=_env(site, sha))
+    files = r.stdout.split()
+    if r.returncode != 0 or len(files) != 2 or not all(Path(f).resolve().is_relative_to(site.resolve()) for f in files):
+        raise CiError(
+            f"the build of {sha[:12]} does not import from {site}: {files or r.stderr.strip()[-300:]} "
+            f"(something on sys.path or sys.meta_path shadows it)"
+        )
+    return {"package": files[0], "extension": files[1]}
+
+
 def _env(site: Path, sha: str) -> dict:
     pp = os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=f"{site}{os.pathsep + pp if pp else ''}", HELIOS_COMMIT=sha)
@@ -190,7 +222,7 @@ def gate(cfg: CiConfig, side: str, sha: str, site: Path) -> dict:
         if name == "attention" and cfg.attention_fuzz == 0:
             continue
         log = cfg.out / f"gate-{side}-{name}.log"
-        rc = _run([cfg.python, "-m", "helios", *args], log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
+        rc = _run(_helios_cmd(cfg, site, *args), log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
         steps.append({"name": name, "rc": rc, "tail": _tail(log, 4)})
     return {"passed": all(s["rc"] == 0 for s in steps), "steps": steps}
 
@@ -200,7 +232,7 @@ def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str)
     args = ["bench", f"--shapes={shapes}", f"--iters={cfg.iters}", f"--warmup={cfg.warmup}"]
     args += [f"--repeats={cfg.repeats}", "--runs=1", f"--ref={cfg.ref}", f"--out={out}", "--force", *cfg.bench_args]
     log = cfg.out / f"{side}-{tag}.log"
-    rc = _run([cfg.python, "-m", "helios", *args], log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
+    rc = _run(_helios_cmd(cfg, site, *args), log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
     if rc != 0 or not out.exists():
         raise CiError(f"helios bench on {side} ({sha[:12]}) exited {rc}:\n{_tail(log)}")
     md = out.with_suffix(".md")
@@ -247,6 +279,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         shas = {"base": base, "head": head}
         sites = {side: build(cfg, sha, say) for side, sha in shas.items()}
         rec["engines"] = {side: engine_key(cfg.repo, sha) for side, sha in shas.items()}
+        rec["imports"] = {side: check_side(cfg, sites[side], shas[side]) for side in shas}
         rec["gate"] = {}
         for side in ("head", "base"):  # the head first: a failing head stops everything
             say(f"gate {side}")
