@@ -156,3 +156,40 @@ def test_a_base_that_does_not_build_cannot_run(scratch):
 def test_noise_tiers():
     assert noise_floor("64x64x64") == 0.05 and noise_floor("8192x8192x8192") == 0.02
     assert noise_floor("2048x2048x2048") == 0.03 and noise_floor("4096x4096x4096", "cpu") == 0.30
+
+
+def test_history_trends_flag_step_changes(tmp_path, capsys):
+    from helios.cli import main
+    from helios.harness.history import read_history, steps
+
+    path = tmp_path / "history.jsonl"
+    ms = [1.00, 1.01, 0.99, 1.00, 1.30, 1.31]  # a 30% step at the fifth commit
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "date": f"2026-11-{10 + i:02d}T00:00:00Z",
+                    "commit": f"{i:040x}",
+                    "gpu": "H100",
+                    "gpu_uuid": "GPU-1",
+                    "driver": "580",
+                    "dtype": "float16",
+                    "shape": "4096x4096x4096",
+                    "helios_ms": m,
+                    "cuda_ms": 0.2,
+                    "speedup": 0.2 / m,
+                    "variant": "coop",
+                }
+            )
+            + "\n"
+            for i, m in enumerate(ms)
+        )
+    )
+    flags = steps(read_history(path))
+    assert [f is not None for f in flags] == [False, False, False, False, True, True]
+    assert main(["report", "--history", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "STEP +30.0%" in out and "6 points, 1 series, 2 step change(s)" in out
+    path.write_text("not json\n")
+    assert main(["report", "--history", str(path)]) == 2
+    assert "not a JSON line" in capsys.readouterr().err

@@ -16,6 +16,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..harness.report import report
     from ..harness.results import FLEET_SCHEMA
 
+    if args.history:
+        from pathlib import Path
+
+        from ..harness.history import history_report, read_history
+
+        try:
+            print(history_report(read_history(Path(args.history)), step=args.step / 100.0))
+        except (OSError, ValueError) as e:
+            print(f"helios: error: {e}", file=sys.stderr)
+            return 2
+        if not args.files:
+            return 0
+    if not args.files:
+        print("helios report: error: give result files, or --history FILE", file=sys.stderr)
+        return 2
     try:
         files = expand_dirs(args.files)
         files = [f for f in files if read_object(f).get("schema") != FLEET_SCHEMA] if len(files) > 1 else files
@@ -47,7 +62,7 @@ def register(sub: Any) -> None:
     )
     pr.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         help="result JSON files, or directories of them (e.g. one "
         "result per rank from a Slurm job: merged into one fleet table)",
     )
@@ -58,5 +73,19 @@ def register(sub: Any) -> None:
         default=None,
         help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "
         "run-to-run variance, and a heatmap per sweep file",
+    )
+    pr.add_argument(
+        "--history",
+        metavar="FILE",
+        default=None,
+        help="print the trends of a JSON-lines history (helios ci --history): per GPU, driver, dtype and "
+        "shape, Helios and CUDA ms over commits, with step changes flagged",
+    )
+    pr.add_argument(
+        "--step",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="with --history: flag a point this many percent from the median of the 3 before it (default 5)",
     )
     pr.set_defaults(func=cmd_report)

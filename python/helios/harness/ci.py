@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load
+from .history import append_history
 from .shapes import parse_shapes
 
 CI_SCHEMA = "helios-ci/1"
@@ -82,9 +83,14 @@ def noise_floor(shape: str, device_type: str = "discrete_gpu") -> float:
     if device_type == "cpu":
         return CPU_NOISE
     try:
-        m, n, k = (int(x) for x in shape.split("x")[:3])
-        gflop = 2.0 * m * n * k / 1e9
+        dims = [int(x) for x in shape.split("-")[0].split("x")]
     except ValueError:
+        return NOISE
+    if len(dims) == 3:  # a product M x N x K
+        gflop = 2.0 * dims[0] * dims[1] * dims[2] / 1e9
+    elif len(dims) == 4:  # attention B x H x S x d
+        gflop = 4.0 * dims[0] * dims[1] * dims[2] ** 2 * dims[3] / 1e9
+    else:
         return NOISE
     return next(floor for limit, floor in NOISE_TIERS if gflop <= limit)
 
@@ -436,36 +442,3 @@ def comment(rec: dict) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-# ---- the history store --------------------------------------------------------
-# A JSON-lines file: one line per (run, shape), appended by `helios ci --history`.
-# Lines, not a database: a results branch or folder diffs and merges them as text,
-# any tool reads them, and an append never rewrites what is there.
-
-
-def append_history(path: Path, result: dict, commit: str, date: str) -> int:
-    """Appends one line per valid row of a bench result; returns how many."""
-    dev = _device(result)
-    n = 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for r in result.get("rows", []):
-            if not r.get("valid"):
-                continue
-            line = {
-                "date": date,
-                "commit": commit,
-                "gpu": dev.get("name"),
-                "gpu_uuid": dev.get("uuid"),
-                "driver": dev.get("driver_info") or dev.get("driver_version"),
-                "dtype": result.get("dtype", "float16"),
-                "shape": r["shape"],
-                "helios_ms": r.get("heliosMs"),
-                "cuda_ms": r.get("cudaMs"),
-                "speedup": r.get("speedup"),
-                "variant": r.get("variant"),
-            }
-            f.write(json.dumps(line, sort_keys=True) + "\n")
-            n += 1
-    return n
