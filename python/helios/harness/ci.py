@@ -37,7 +37,6 @@ from typing import Callable, Optional
 
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load
 from .history import append_history
-from .shapes import parse_shapes
 
 CI_SCHEMA = "helios-ci/1"
 COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
@@ -278,7 +277,6 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         "bench_args": cfg.bench_args,
     }
     try:
-        parse_shapes(cfg.shapes)
         base, head = resolve_refs(cfg)
         rec.update(base=base, head=head)
         say(f"base {base[:12]}  head {head[:12]}")
