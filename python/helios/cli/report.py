@@ -16,6 +16,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..harness.report import report
     from ..harness.results import FLEET_SCHEMA
 
+    if args.html:
+        from pathlib import Path
+
+        from ..harness.history import read_history
+        from ..harness.html_report import write_html
+
+        try:
+            hist = read_history(Path(args.history)) if args.history else None
+            page = write_html(Path(args.html), expand_dirs(args.files) if args.files else [], hist)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"helios: error: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {page}")
+        return 0
     if args.history:
         from pathlib import Path
 
@@ -80,6 +94,13 @@ def register(sub: Any) -> None:
         default=None,
         help="print the trends of a JSON-lines history (helios ci --history): per GPU, driver, dtype and "
         "shape, Helios and CUDA ms over commits, with step changes flagged",
+    )
+    pr.add_argument(
+        "--html",
+        metavar="DIR",
+        default=None,
+        help="write DIR/index.html instead: one self-contained page (no network) with the --history charts, "
+        "the bench tables of the files, the fleet spread, suites and helios ci records",
     )
     pr.add_argument(
         "--step",
