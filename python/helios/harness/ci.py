@@ -363,12 +363,26 @@ def _states(results: list[dict]) -> dict:
     """Clocks and throttle flags over a side's rows: what the comment reports."""
     throttled = low = 0
     rows = 0
+    clocks: list[float] = []
+    reasons: set[str] = set()
     for d in results:
         for r in d.get("rows", []):
             rows += 1
             throttled += bool(r.get("throttled"))
             low += bool(r.get("low_clock"))
-    return {"rows": rows, "throttled_rows": throttled, "low_clock_rows": low}
+            for st in r.get("gpu_state") or []:
+                for when in ("before", "after"):
+                    g = st.get(when) or {}
+                    if g.get("sm_clock_mhz"):
+                        clocks.append(float(g["sm_clock_mhz"]))
+                    reasons.update(str(x) for x in g.get("throttle_reasons") or [])
+    return {
+        "rows": rows,
+        "throttled_rows": throttled,
+        "low_clock_rows": low,
+        "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
+        "throttle_reasons": sorted(reasons),
+    }
 
 
 def _finish(cfg: CiConfig, rec: dict) -> dict:
@@ -392,13 +406,13 @@ def comment(rec: dict) -> str:
         lines += ["", f"GPU: {dev.get('name')} ({dev.get('uuid')}), driver {dev.get('driver_info') or '?'}"]
     st = rec.get("gpu_state")
     if st:
-        lines.append(
-            "Clocks: "
-            + "; ".join(
-                f"{side} {s['throttled_rows']}/{s['rows']} rows throttled, {s['low_clock_rows']} at low clock"
-                for side, s in st.items()
-            )
-        )
+        def clock(s: dict) -> str:
+            mhz = s.get("sm_clock_mhz")
+            why = f" ({', '.join(s['throttle_reasons'])})" if s.get("throttle_reasons") else ""
+            span = f"SM {mhz[0]:.0f}-{mhz[1]:.0f} MHz, " if mhz else ""
+            return f"{span}{s['throttled_rows']}/{s['rows']} rows throttled{why}, {s['low_clock_rows']} at low clock"
+
+        lines.append("Clocks: " + "; ".join(f"{side} {clock(s)}" for side, s in st.items()))
     if rec.get("verdicts"):
         lines += [
             "",
