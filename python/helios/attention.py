@@ -92,6 +92,17 @@ def resolve_scale(scale: Optional[float], d: int) -> float:
     return float(scale)
 
 
+def _call(
+    dev: Any, q: Any, k: Any, v: Any, bh: int, d: int, causal: bool, scale: float, variant: Any, dt: Any, **kw: Any
+) -> Any:
+    """The engine's attention on checked operands (host arrays as the C layer reads them)."""
+    sq, skv = int(q.shape[2]), int(k.shape[2])
+    ops = (x if isinstance(x, Tensor) else wire(x) for x in (q, k, v))
+    return dev._attention(
+        *ops, bh, sq, skv, d, causal=bool(causal), scale=scale, variant=variant, dtype=np.dtype(dt).name, **kw
+    )
+
+
 def run_attention(
     dev: Any,
     q: Any,
@@ -110,27 +121,13 @@ def run_attention(
     q, k, v = _operand(q, "q", dt), _operand(k, "k", dt), _operand(v, "v", dt)
     check_shapes(q.shape, k.shape, v.shape)
     b, h, sq, d = (int(s) for s in q.shape)
-    skv = int(k.shape[2])
     causal = flag("causal", causal)
     if out is not None and (
         not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != dt or not out.packed
     ):
         raise ValueError(f"attention: out must be a {dt.name} Tensor of shape {(b, h, sq, d)}")
-    sc = resolve_scale(scale, d)
     ordered = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
-    o, _, _, _ = dev._attention(
-        *(x if isinstance(x, Tensor) else wire(x) for x in (q, k, v)),
-        b * h,
-        sq,
-        skv,
-        d,
-        causal=bool(causal),
-        scale=sc,
-        variant=variant,
-        out=out,
-        dtype=dt.name,
-        **ordered,
-    )
+    o, _, _, _ = _call(dev, q, k, v, b * h, d, causal, resolve_scale(scale, d), variant, dt, out=out, **ordered)
     if out is not None:
         return out
     return unwire(o, dt).reshape(b, h, sq, d)
@@ -178,20 +175,20 @@ def time_attention(
                 f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
                 f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}"
             )
-    sc = resolve_scale(scale, d)
-    o, samples, batch_ms, used = dev._attention(
-        *(x if isinstance(x, Tensor) else wire(x) for x in (q, k, v)),
+    o, samples, batch_ms, used = _call(
+        dev,
+        q,
+        k,
+        v,
         b * h,
-        sq,
-        skv,
         d,
-        causal=bool(causal),
-        scale=sc,
-        variant=variant,
+        causal,
+        resolve_scale(scale, d),
+        variant,
+        dt,
         warmup=warmup,
         iters=iters,
         flush_bytes=flush_bytes,
-        dtype=dt.name,
     )
     return AttentionTiming(
         batch=b,

@@ -119,7 +119,9 @@ def _run_ordered(dev: Device, t: torch.Tensor, op: Callable[[Optional[tuple]], A
         op(None)
 
 
-_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+# torch dtype -> Helios's name: what Tensors hold, and what ops compute in.
+_TORCH_TO_HELIOS = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+_DTYPES = {k: v for k, v in _TORCH_TO_HELIOS.items() if k is not torch.float32}
 
 
 def _same_dtype(op: str, *named: tuple) -> None:
@@ -130,18 +132,18 @@ def _same_dtype(op: str, *named: tuple) -> None:
         raise TypeError(f"helios.torch.{op}: inputs must share one dtype (float16 or bfloat16), got {desc}")
 
 
-def _check(name: str, t: Any, ndim: Optional[tuple] = None) -> None:
+def _check(name: str, t: Any, ndim: Optional[tuple] = None, dtypes: Optional[dict] = None) -> None:
+    """A torch CUDA tensor of one of `dtypes` (default: the ops' 16-bit types)."""
+    dtypes = _DTYPES if dtypes is None else dtypes
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
     if not t.is_cuda:
         raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
-    if t.dtype not in _DTYPES:
-        raise TypeError(f"helios.torch: {name} is {t.dtype}; Helios takes float16 or bfloat16 CUDA tensors")
+    if t.dtype not in dtypes:
+        names = " or ".join(dtypes.values())
+        raise TypeError(f"helios.torch: {name} is {t.dtype}; Helios takes {names} CUDA tensors")
     if ndim is not None and t.dim() not in ndim:
         raise ValueError(f"helios.torch: {name} must have {' or '.join(map(str, ndim))} dimensions, got {t.dim()}")
-
-
-_TORCH_TO_HELIOS = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 
 
 def _ordinal(t: torch.Tensor) -> int:
@@ -222,7 +224,7 @@ def to_helios(t: torch.Tensor, copy: Optional[bool] = None) -> Any:
     where zero-copy is impossible; copy=True: always the copy. Returns once torch's
     pending work on t is done (one wait for its current stream), so any Helios call
     may read it."""
-    _check_any("t", t)
+    _check("t", t, dtypes=_TORCH_TO_HELIOS)
     dev = device_for(t)
     view = None if copy else _imported(dev, t)
     if view is None:
@@ -237,15 +239,6 @@ def to_helios(t: torch.Tensor, copy: Optional[bool] = None) -> Any:
         view = h
     torch.cuda.current_stream(t.device).synchronize()
     return view
-
-
-def _check_any(name: str, t: Any) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
-    if not t.is_cuda:
-        raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
-    if t.dtype not in _TORCH_TO_HELIOS:
-        raise TypeError(f"helios.torch: {name} is {t.dtype}; Helios takes float16, bfloat16 or float32")
 
 
 def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor) -> Any:

@@ -406,6 +406,7 @@ def comment(rec: dict) -> str:
         lines += ["", f"GPU: {dev.get('name')} ({dev.get('uuid')}), driver {dev.get('driver_info') or '?'}"]
     st = rec.get("gpu_state")
     if st:
+
         def clock(s: dict) -> str:
             mhz = s.get("sm_clock_mhz")
             why = f" ({', '.join(s['throttle_reasons'])})" if s.get("throttle_reasons") else ""
