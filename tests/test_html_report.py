@@ -92,9 +92,13 @@ def _browser():
         opts.add_argument(a)
     opts.binary_location = shutil.which("chromium")
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    import os
+
     from selenium.webdriver.chrome.service import Service
 
-    return webdriver.Chrome(service=Service(driver_path), options=opts)
+    # The browser is not Helios code: under `make asan` it runs without the libasan preload.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    return webdriver.Chrome(service=Service(driver_path, env=env), options=opts)
 
 
 def test_in_a_headless_browser(page):
