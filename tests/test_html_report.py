@@ -68,10 +68,13 @@ def test_the_markup_carries_every_number_of_the_json(page):
     p = Page()
     p.feed(page["html"].read_text())
     charts = p.find("svg", "chart")
-    assert len(charts) == HISTORY_SERIES
-    assert all(c["data-series"] == "2" and c["data-points"] == str(POINTS) for c in charts)
+    assert len(charts) == 2 * HISTORY_SERIES  # per series: ms (Helios, CUDA) and the ratio
+    assert [c["data-series"] for c in charts] == ["2", "1"] * HISTORY_SERIES
+    assert all(c["data-points"] == str(POINTS) for c in charts)
     points = p.find("circle", "point")
-    assert len(points) == HISTORY_SERIES * 2 * POINTS
+    assert len(points) == HISTORY_SERIES * 3 * POINTS
+    ratios = sorted(float(c["data-value"]) for c in points if c["data-series"] == "Helios/CUDA")
+    assert ratios == pytest.approx(sorted(x["helios_ms"] / x["cuda_ms"] for x in page["history"]), rel=1e-12)
     assert sorted(float(c["data-value"]) for c in points if c["data-series"] == "Helios ms") == sorted(
         x["helios_ms"] for x in page["history"]
     )
@@ -119,9 +122,11 @@ def test_in_a_headless_browser(page):
             "  return r.width > 0 && r.left >= b.left && r.right <= b.right && r.top >= b.top && r.bottom <= b.bottom;"
             "})}))"
         )
-        assert len(charts) == HISTORY_SERIES
-        for c in charts:
-            assert c["series"] == 2 and c["points"] == 2 * POINTS and c["w"] > 100 and c["h"] > 100 and c["inside"]
+        assert len(charts) == 2 * HISTORY_SERIES
+        for i, c in enumerate(charts):
+            series = 2 if i % 2 == 0 else 1
+            assert c["series"] == series and c["points"] == series * POINTS
+            assert c["w"] > 100 and c["h"] > 100 and c["inside"]
         # the bench table as shown equals the JSON
         shown = drv.execute_script(
             "return Array.from(document.querySelectorAll('table.bench tr[data-shape]')).map(tr => ["

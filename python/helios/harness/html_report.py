@@ -124,7 +124,7 @@ def history_section(lines: list[dict]) -> str:
         return ""
     out = [
         "<h2>History</h2>",
-        "<p>Helios and CUDA time per commit, in date order; a red point is a step change "
+        "<p>Helios and CUDA time per commit, in date order, and their ratio; a red point is a step change "
         "(more than 5% from the median of the three points before it).</p>",
     ]
     for (uuid, driver, dtype, shape), pts in series(lines).items():
@@ -135,6 +135,9 @@ def history_section(lines: list[dict]) -> str:
         named = [("Helios ms", [p.get("helios_ms") for p in pts]), ("CUDA ms", [p.get("cuda_ms") for p in pts])]
         named = [s for s in named if any(v is not None for v in s[1])]
         out.append(line_chart(title, labels, named, "ms", marks))
+        ratio = [p["helios_ms"] / p["cuda_ms"] if p.get("helios_ms") and p.get("cuda_ms") else None for p in pts]
+        if any(r is not None for r in ratio):  # the parity view: Helios time over CUDA's on the same GPU
+            out.append(line_chart(f"{shape} {dtype}: Helios / CUDA time", labels, [("Helios/CUDA", ratio)], "x"))
     return "\n".join(out)
 
 
