@@ -20,7 +20,42 @@ from .common import (
 )
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..harness.train import TINY, TRAIN_ADAPTERS, TrainConfig, run_train, train_markdown
+
+    out = out_paths(args.out, args.force)
+    given = {
+        "layers": args.layers,
+        "d_model": args.d_model,
+        "heads": args.heads,
+        "seq": args.seq,
+        "batch": args.micro_batch,
+        "vocab": args.vocab,
+        "steps": args.steps,
+        "warmup_steps": args.train_warmup,
+    }
+    base = dict(TINY) if args.tiny else {}
+    base.update({k: v for k, v in given.items() if v is not None})
+    adapters = [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(TRAIN_ADAPTERS)
+    bad = [a for a in adapters if a not in TRAIN_ADAPTERS]
+    if bad:
+        raise UsageError(f"--adapters: unknown {', '.join(bad)} for train; choose from {', '.join(TRAIN_ADAPTERS)}")
+    if "torch_eager" not in adapters:
+        adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
+    cfg = TrainConfig(**base, lr=args.lr, seed=args.seed, adapters=adapters, command=["helios"] + list(sys.argv[1:]))
+    result = run_train(cfg, log=print)
+    return emit(result, train_markdown(result), out, "training rejected: an adapter failed its gate or diverged")
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
+    if args.workload == "train":
+        return cmd_train(args)
+    if args.d_model is None:
+        args.d_model = 4096
+    if args.adapters is None:
+        from ..harness.suite import ADAPTERS
+
+        args.adapters = ",".join(ADAPTERS)
     from ..harness.external import external_adapters
     from ..harness.suite import ADAPTERS, SuiteConfig, run_suite, suite_markdown
 
@@ -68,7 +103,24 @@ def register(sub: Any) -> None:
         description=suite_doc(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ps.add_argument("workload", choices=["mlp"], help="the workload (mlp)")
+    ps.add_argument(
+        "workload",
+        choices=["mlp", "train"],
+        help="the workload: mlp (the MLP block per adapter) or train (a GPT-style decoder trained "
+        "through each adapter: tokens/s, step split, loss curves; helios/harness/train.py)",
+    )
+    pt = ps.add_argument_group("train (helios suite train)")
+    pt.add_argument("--layers", type=positive_int, default=None, help="decoder blocks (default 8)")
+    pt.add_argument("--heads", type=positive_int, default=None, help="attention heads (default 16)")
+    pt.add_argument("--seq", type=positive_int, default=None, help="sequence length (default 1024)")
+    pt.add_argument("--micro-batch", type=positive_int, default=None, help="sequences per step (default 8)")
+    pt.add_argument("--vocab", type=positive_int, default=None, help="vocabulary size (default 8192)")
+    pt.add_argument("--steps", type=positive_int, default=None, help="training steps per adapter (default 200)")
+    pt.add_argument("--train-warmup", type=nonneg_int, default=None, help="steps left out of the timing (default 10)")
+    pt.add_argument("--lr", type=finite_float(), default=3e-4, help="AdamW learning rate (default 3e-4)")
+    pt.add_argument(
+        "--tiny", action="store_true", help="a model small enough for a CPU driver (lavapipe in CI), few steps"
+    )
     ps.add_argument(
         "--tokens",
         "--batch",
@@ -101,15 +153,18 @@ def register(sub: Any) -> None:
         default=600.0,
         help="seconds an external command may run per token count before its row says 'timeout' (default 600)",
     )
-    ps.add_argument("--d-model", dest="d_model", type=positive_int, default=4096, help="model width d (default 4096)")
+    ps.add_argument(
+        "--d-model", dest="d_model", type=positive_int, default=None, help="model width d (default 4096; train 1024)"
+    )
     ps.add_argument("--hidden", type=positive_int, default=14336, help="MLP hidden size (default 14336)")
     ps.add_argument("--iters", type=positive_int, default=50, help="timed forwards per adapter (default 50)")
     ps.add_argument("--warmup", type=warmup_count, default=10, help="untimed forwards first (default 10)")
     ps.add_argument(
         "--adapters",
-        default="helios,helios_per_call,helios_torch,torch_eager,torch_compile",
+        default=None,
         help="comma-separated subset of helios, helios_per_call, helios_torch, torch_eager, torch_compile "
-        "(default all; torch ones are recorded as skipped without CUDA)",
+        "(default all; torch ones are recorded as skipped without CUDA); for train: torch_eager, "
+        "torch_compile, helios (default all; torch_eager always runs: the reference)",
     )
     ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")
     ps.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")

@@ -1,0 +1,381 @@
+"""`helios suite train`: a GPT-style decoder trained through each adapter on the
+same synthetic token stream, from the same initial weights, with the same
+batches: tokens/s, the step split, the loss curve and its deviation from torch.
+
+Model: token and position embeddings (the LM head tied to the token embedding),
+`layers` pre-LayerNorm blocks of causal multi-head attention and a GELU (tanh)
+MLP (4x). Parameters and optimizer state are fp32 (AdamW); every product and the
+attention run in bfloat16 with fp32 accumulation (the weights cast per step),
+LayerNorm, the residual stream and the loss in fp32: the same arithmetic on
+every adapter, so their loss curves are comparable step for step.
+
+Data: a fixed random Markov chain over the vocabulary (from each token four
+successors with probabilities 0.6, 0.2, 0.1, 0.1; seeded), so the loss falls from
+log(vocab) towards the chain's entropy (~1.1 nats) as the model learns it.
+
+Adapters:
+  torch_eager    F.linear and F.scaled_dot_product_attention (cuBLAS, the SDPA
+                 backends)
+  torch_compile  the same forward through torch.compile
+  helios         every linear (QKV, output projection, MLP up and down, LM head)
+                 and attention through helios.torch (forward and backward products
+                 on Helios; attention backward recomputed through torch SDPA until
+                 Helios has its own kernel); on a machine without CUDA (the --tiny
+                 CI run on lavapipe) the same products through helios.Device on
+                 host arrays
+Before timing, each adapter's first step (loss and every gradient) is checked
+against torch_eager's; a run with a non-finite loss or gradient fails.
+Per adapter: tokens/s (median step after the warm-up steps), forward / backward /
+optimizer time (CUDA events; host clock on CPU), peak memory, the loss per step,
+gradient norms, and the largest relative deviation of its loss from torch_eager's
+at equal steps (after step 20, or after the warm-up steps in shorter runs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .results import provenance
+
+TRAIN_SCHEMA = "helios-train/1"
+TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios")
+TINY = {"layers": 2, "d_model": 64, "heads": 2, "seq": 32, "batch": 2, "vocab": 96, "steps": 6, "warmup_steps": 2}
+GATE_LOSS_RTOL = 0.02  # bf16 products: a first-step loss within 2% of torch's
+GATE_GRAD_RTOL = 0.10  # and every gradient within 10% (relative norm of the difference)
+
+
+@dataclass
+class TrainConfig:
+    layers: int = 8
+    d_model: int = 1024
+    heads: int = 16
+    seq: int = 1024
+    batch: int = 8
+    vocab: int = 8192
+    steps: int = 200
+    warmup_steps: int = 10
+    lr: float = 3e-4
+    seed: int = 0
+    adapters: list[str] = field(default_factory=lambda: list(TRAIN_ADAPTERS))
+    command: list[str] = field(default_factory=list)
+
+
+def markov_stream(vocab: int, chains: int, length: int, seed: int) -> np.ndarray:
+    """`chains` token sequences of `length` from one seeded random Markov chain."""
+    rng = np.random.default_rng(seed)
+    succ = np.stack([rng.choice(vocab, size=4, replace=False) for _ in range(vocab)])  # successors of each token
+    probs = np.cumsum([0.6, 0.2, 0.1, 0.1])
+    out = np.empty((chains, length), dtype=np.int64)
+    out[:, 0] = rng.integers(0, vocab, size=chains)
+    for t in range(1, length):
+        pick = np.searchsorted(probs, rng.random(chains), side="right").clip(max=3)
+        out[:, t] = succ[out[:, t - 1], pick]
+    return out
+
+
+def build(torch: Any) -> tuple:
+    """The model and the two kinds of ops (torch, Helios) as torch modules/functions."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    bf16 = torch.bfloat16
+
+    class TorchOps:
+        name = "torch"
+
+        def linear(self, x, w, b=None, act=None):
+            y = F.linear(x.to(bf16), w.to(bf16), None if b is None else b.to(bf16))
+            return F.gelu(y, approximate="tanh") if act else y
+
+        def attention(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    class HeliosOps:
+        name = "helios"
+
+        def __init__(self) -> None:
+            from .. import torch as ht
+
+            self.ht = ht
+
+        def linear(self, x, w, b=None, act=None):
+            lead = x.shape[:-1]
+            y = self.ht.linear(
+                x.reshape(-1, x.shape[-1]).to(bf16).contiguous(),
+                w.to(bf16).contiguous(),
+                None if b is None else b.to(bf16),
+                activation="gelu_tanh" if act else None,
+            )
+            return y.reshape(*lead, w.shape[0])
+
+        def attention(self, q, k, v):
+            return self.ht.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+
+    class HostOps:
+        """Helios on a machine without CUDA (the --tiny CI run on lavapipe): the same
+        products through helios.Device on host arrays (forward and both gradients),
+        attention forward on Helios and its backward recomputed through torch SDPA."""
+
+        name = "helios (host arrays)"
+
+        def __init__(self) -> None:
+            from ..device import default_device
+
+            self.dev = default_device()
+            dev = self.dev
+
+            def np16(t):
+                from ..dtypes import bfloat16
+
+                return t.detach().to(bf16).contiguous().view(torch.int16).numpy().view(bfloat16)
+
+            def back(a):
+                return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(bf16)
+
+            class Linear(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, w, b):
+                    ctx.save_for_backward(x, w)
+                    ctx.has_bias = b is not None
+                    bias = None if b is None else b.detach().float().numpy()
+                    return back(dev.matmul(np16(x), np16(w), trans_b=True, bias=bias))
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, w = ctx.saved_tensors
+                    gx = back(dev.matmul(np16(g), np16(w)))
+                    gw = back(dev.matmul(np16(g), np16(x), trans_a=True))
+                    gb = g.float().sum(0).to(bf16) if ctx.has_bias else None
+                    return gx, gw, gb
+
+            class Attention(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, q, k, v):
+                    ctx.save_for_backward(q, k, v)
+                    return back(dev.attention(np16(q), np16(k), np16(v), causal=True))
+
+                @staticmethod
+                def backward(ctx, g):
+                    q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
+                    with torch.enable_grad():
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    return torch.autograd.grad(o, (q, k, v), g)
+
+            self._linear, self._attention = Linear, Attention
+
+        def linear(self, x, w, b=None, act=None):
+            lead = x.shape[:-1]
+            y = self._linear.apply(
+                x.reshape(-1, x.shape[-1]).to(bf16), w.to(bf16), None if b is None else b.to(bf16)
+            ).reshape(*lead, w.shape[0])
+            return F.gelu(y, approximate="tanh") if act else y
+
+        def attention(self, q, k, v):
+            return self._attention.apply(q.to(bf16), k.to(bf16), v.to(bf16))
+
+    class Block(nn.Module):
+        def __init__(self, d: int, heads: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x, ops):
+            b, t, d = x.shape
+            qkv = ops.linear(self.ln1(x), self.qkv.weight, self.qkv.bias)
+            q, k, v = qkv.reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            a = ops.attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+            x = x + ops.linear(a, self.proj.weight, self.proj.bias).float()
+            u = ops.linear(self.ln2(x), self.up.weight, self.up.bias, act=True)
+            return x + ops.linear(u, self.down.weight, self.down.bias).float()
+
+    class GPT(nn.Module):
+        def __init__(self, cfg: TrainConfig) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
+            self.pos = nn.Embedding(cfg.seq, cfg.d_model)
+            self.blocks = nn.ModuleList(Block(cfg.d_model, cfg.heads) for _ in range(cfg.layers))
+            self.lnf = nn.LayerNorm(cfg.d_model)
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, std=0.02)
+                elif not name.endswith("weight"):  # biases 0; LayerNorm weights stay 1
+                    nn.init.zeros_(p)
+
+        def forward(self, idx, targets, ops):
+            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+            for blk in self.blocks:
+                x = blk(x, ops)
+            logits = ops.linear(self.lnf(x), self.tok.weight).float()  # the LM head, tied
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return GPT, TorchOps, HeliosOps, HostOps
+
+
+def _grads(model: Any) -> dict:
+    return {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+    import torch
+
+    result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
+    GPT, TorchOps, HeliosOps, HostOps = build(torch)
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    result["device"] = torch.cuda.get_device_name() if cuda else "cpu (no CUDA: the --tiny CI run)"
+    data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
+    torch.manual_seed(cfg.seed)
+    init = GPT(cfg).to(dev)  # the same initial weights for every adapter
+    state0 = {k: v.clone() for k, v in init.state_dict().items()}
+
+    def batch(step: int) -> tuple:
+        rows = data[step * cfg.batch : (step + 1) * cfg.batch]
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+    def fresh() -> Any:
+        m = GPT(cfg).to(dev)
+        m.load_state_dict(state0)
+        return m
+
+    # The reference first step (torch_eager) every adapter is gated against.
+    ref_model = fresh()
+    x0, y0 = batch(0)
+    ref_loss = ref_model(x0, y0, TorchOps())
+    ref_loss.backward()
+    ref_grads, ref_loss_v = _grads(ref_model), float(ref_loss)
+    eager_curve: Optional[list] = None
+    for adapter in cfg.adapters:
+        row: dict = {"adapter": adapter}
+        result["rows"].append(row)
+        try:
+            ops = (HeliosOps() if cuda else HostOps()) if adapter == "helios" else TorchOps()
+            row["ops"] = ops.name
+            model = fresh()
+            fwd = model
+            if adapter == "torch_compile":
+                fwd = torch.compile(model)
+            # gate: the first step against torch_eager's
+            loss = fwd(x0, y0, ops)
+            loss.backward()
+            g = _grads(model)
+            worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
+            loss_err = abs(float(loss) - ref_loss_v) / abs(ref_loss_v)
+            finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss))
+            row["gate"] = {
+                "loss": float(loss),
+                "loss_rel_err": loss_err,
+                "worst_grad_rel_err": worst,
+                "finite": finite,
+                "loss_rtol": GATE_LOSS_RTOL,
+                "grad_rtol": GATE_GRAD_RTOL,
+                "passed": finite and loss_err <= GATE_LOSS_RTOL and worst <= GATE_GRAD_RTOL,
+            }
+            if not row["gate"]["passed"]:
+                row["status"] = "gate failed"
+                result["status"] = "failed"
+                continue
+            model.zero_grad(set_to_none=True)
+            model.load_state_dict(state0)
+            opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms = [], [], [], [], [], []
+            for step in range(cfg.steps):
+                xb, yb = batch(step)
+                marks = _marks(torch, cuda, 4)
+                _mark(torch, cuda, marks, 0)
+                loss = fwd(xb, yb, ops)
+                _mark(torch, cuda, marks, 1)
+                loss.backward()
+                _mark(torch, cuda, marks, 2)
+                norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                _mark(torch, cuda, marks, 3)
+                losses.append(loss.detach())
+                f, b, o = _spans(torch, cuda, marks)
+                fwd_ms.append(f)
+                bwd_ms.append(b)
+                opt_ms.append(o)
+                step_ms.append(f + b + o)
+                if step % 10 == 0 or step == cfg.steps - 1:
+                    log(f"{adapter} step {step}: loss {float(loss):.4f}")
+            curve = [float(v) for v in losses]
+            gnorms = [float(v) for v in norms]
+            timed = step_ms[cfg.warmup_steps :] or step_ms
+            med = float(np.median(timed))
+            row.update(
+                status="ok" if all(map(math.isfinite, curve + gnorms)) else "non-finite",
+                tokens_per_s=cfg.batch * cfg.seq / (med / 1e3),
+                step_ms_p50=med,
+                forward_ms_p50=float(np.median(fwd_ms[cfg.warmup_steps :] or fwd_ms)),
+                backward_ms_p50=float(np.median(bwd_ms[cfg.warmup_steps :] or bwd_ms)),
+                optimizer_ms_p50=float(np.median(opt_ms[cfg.warmup_steps :] or opt_ms)),
+                peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
+                loss=curve,
+                grad_norm=gnorms,
+            )
+            if row["status"] != "ok":
+                result["status"] = "failed"
+            if adapter == "torch_eager":
+                eager_curve = curve
+            elif eager_curve is not None:
+                start = 20 if cfg.steps > 40 else cfg.warmup_steps
+                devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager_curve[start:])]
+                row["loss_max_rel_dev_vs_eager"] = max(devs) if devs else None
+        except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
+            row["status"] = f"error: {type(e).__name__}: {str(e)[:300]}"
+            if adapter == "torch_eager":
+                result["status"] = "failed"
+    return result
+
+
+def _marks(torch: Any, cuda: bool, n: int) -> list:
+    return [torch.cuda.Event(enable_timing=True) for _ in range(n)] if cuda else [0.0] * n
+
+
+def _mark(torch: Any, cuda: bool, marks: list, i: int) -> None:
+    if cuda:
+        marks[i].record()
+    else:
+        marks[i] = time.perf_counter()
+
+
+def _spans(torch: Any, cuda: bool, marks: list) -> tuple:
+    if cuda:
+        marks[-1].synchronize()
+        return tuple(marks[i].elapsed_time(marks[i + 1]) for i in range(3))
+    return tuple((marks[i + 1] - marks[i]) * 1e3 for i in range(3))
+
+
+def train_markdown(result: dict) -> str:
+    c = result["config"]
+    lines = [
+        f"Training through each adapter on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
+        f"{c['heads']} heads, seq {c['seq']}, batch {c['batch']}, vocab {c['vocab']}, {c['steps']} steps "
+        f"(bf16 products, fp32 master weights, AdamW)",
+        "",
+        "| adapter | status | tokens/s | step ms | fwd / bwd / opt ms | first loss | last loss | max dev vs eager | "
+        "peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        if "loss" not in r:
+            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - |")
+            continue
+        dev = r.get("loss_max_rel_dev_vs_eager")
+        peak = r.get("peak_memory_bytes")
+        lines.append(
+            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | {r['step_ms_p50']:.3f} | "
+            f"{r['forward_ms_p50']:.3f} / {r['backward_ms_p50']:.3f} / {r['optimizer_ms_p50']:.3f} | "
+            f"{r['loss'][0]:.4f} | {r['loss'][-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
+            f"{'-' if peak is None else f'{peak / 2**20:.0f}'} |"
+        )
+    return "\n".join(lines) + "\n"

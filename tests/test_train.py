@@ -1,0 +1,48 @@
+"""helios suite train --tiny end to end (on lavapipe: Helios through host arrays;
+on a CUDA machine: helios.torch), and the synthetic data's properties."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from helios.cli import main
+
+torch = pytest.importorskip("torch", reason="helios suite train needs torch")
+
+
+def test_the_markov_stream_is_seeded_and_learnable():
+    from helios.harness.train import markov_stream
+
+    a, b = markov_stream(50, 8, 200, seed=3), markov_stream(50, 8, 200, seed=3)
+    assert np.array_equal(a, b) and a.min() >= 0 and a.max() < 50
+    # each token has at most 4 successors: far below log(vocab) of entropy
+    succ = {}
+    for row in a:
+        for x, y in zip(row[:-1], row[1:]):
+            succ.setdefault(int(x), set()).add(int(y))
+    assert max(len(s) for s in succ.values()) <= 4
+
+
+def test_tiny_training_through_helios_matches_torch(device, tmp_path):
+    out = tmp_path / "train.json"
+    assert main(["suite", "train", "--tiny", "--adapters", "torch_eager,helios", f"--out={out}"]) == 0
+    d = json.loads(out.read_text())
+    assert d["schema"] == "helios-train/1" and d["status"] == "ok"
+    rows = {r["adapter"]: r for r in d["rows"]}
+    eager, hel = rows["torch_eager"], rows["helios"]
+    assert hel["status"] == "ok" and hel["gate"]["passed"], hel
+    assert len(hel["loss"]) == d["config"]["steps"] and all(math.isfinite(x) for x in hel["loss"] + hel["grad_norm"])
+    assert eager["loss"][0] == pytest.approx(math.log(d["config"]["vocab"]), rel=0.05)  # starts near uniform
+    for a, b in zip(hel["loss"], eager["loss"]):
+        assert abs(a - b) <= 0.02 * abs(b)
+    assert hel["tokens_per_s"] > 0 and hel["step_ms_p50"] > 0
+    assert (tmp_path / "train.md").read_text().count("| helios |") == 1
+
+
+def test_unknown_train_adapters_are_refused(capsys):
+    assert main(["suite", "train", "--tiny", "--adapters", "helios_per_call"]) == 2
+    assert "unknown helios_per_call" in capsys.readouterr().err
