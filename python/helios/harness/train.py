@@ -249,7 +249,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     x0, y0 = batch(0)
     ref_loss = ref_model(x0, y0, TorchOps())
     ref_loss.backward()
-    ref_grads, ref_loss_v = _grads(ref_model), float(ref_loss)
+    ref_grads, ref_loss_v = _grads(ref_model), float(ref_loss.detach())
     eager_curve: Optional[list] = None
     for adapter in cfg.adapters:
         row: dict = {"adapter": adapter}
@@ -266,10 +266,10 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             loss.backward()
             g = _grads(model)
             worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
-            loss_err = abs(float(loss) - ref_loss_v) / abs(ref_loss_v)
-            finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss))
+            loss_err = abs(float(loss.detach()) - ref_loss_v) / abs(ref_loss_v)
+            finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss.detach()))
             row["gate"] = {
-                "loss": float(loss),
+                "loss": float(loss.detach()),
                 "loss_rel_err": loss_err,
                 "worst_grad_rel_err": worst,
                 "finite": finite,
@@ -306,7 +306,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 opt_ms.append(o)
                 step_ms.append(f + b + o)
                 if step % 10 == 0 or step == cfg.steps - 1:
-                    log(f"{adapter} step {step}: loss {float(loss):.4f}")
+                    log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
             curve = [float(v) for v in losses]
             gnorms = [float(v) for v in norms]
             timed = step_ms[cfg.warmup_steps :] or step_ms
