@@ -35,11 +35,16 @@ def main() -> int:
     for _ in range(10):
         ht.linear(x, w, b)
     torch.cuda.synchronize()
+    hdev = ht.device_for(x)
+    hdev.reset_telemetry()
     t0 = time.perf_counter()
     for _ in range(args.calls):
         ht.linear(x, w, b)
     host = (time.perf_counter() - t0) / args.calls  # enqueue only: calls return before the GPU is done
+    tel = hdev.telemetry()
     torch.cuda.synchronize()
+    parts = ("plan_ms", "async_slot_ms", "async_descriptor_ms", "record_ms", "async_submit_ms", "cuda_call_ms")
+    print("engine host time per call (us): " + ", ".join(f"{k[:-3]} {tel[k] / args.calls * 1e3:.1f}" for k in parts))
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(args.calls):

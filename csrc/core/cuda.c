@@ -339,6 +339,7 @@ static hl_status stream_op(hl_device *dev, uint64_t stream, uint64_t value, int 
     hl_status st = HL_OK;
     if (!dev->cuda_sem) return hl_fail(err, HL_ERR_UNSUPPORTED, "CUDA interop: no semaphore shared with CUDA yet");
     CUexternalSemaphore sem = (CUexternalSemaphore)dev->cuda_sem;
+    const double t0 = hl_now_ms();
     HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
     CUresult r;
     if (signal) {
@@ -350,6 +351,7 @@ static hl_status stream_op(hl_device *dev, uint64_t stream, uint64_t value, int 
     }
     CUcontext popped;
     p_cuCtxPopCurrent_v2(&popped);
+    dev->tel.cuda_call_ms += hl_now_ms() - t0;
     if (r != 0) return cu_fail(err, r, signal ? "cuSignalExternalSemaphoresAsync" : "cuWaitExternalSemaphoresAsync");
     return HL_OK;
 fail:

@@ -32,7 +32,10 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     for (uint32_t i = 0; i < x->n_operands; i++)
         if (!x->operands[i].tensor && x->operands[i].scratch)
             HL_TRY(hl_buffer_reserve(dev, x->operands[i].scratch, hl_align_up(x->operands[i].bytes, 16), 0, err));
+    const double t_slot = hl_now_ms();
     HL_TRY(hl_async_slot(dev, &slot, err));
+    const double t_ds = hl_now_ms();
+    dev->tel.async_slot_ms += t_ds - t_slot;
     VkDescriptorSet ds = VK_NULL_HANDLE;
     if (x->n_slots) {
         hl_binding bufs[HL_BINDINGS] = {{0}};
@@ -47,6 +50,7 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
         hl_write_set(dev, ds, bufs, x->n_slots);
     }
     const double t_rec = hl_now_ms();
+    dev->tel.async_descriptor_ms += t_rec - t_ds;
     sync_cmd = dev->cmd;
     dev->cmd = slot->cmd;
     HL_VK(vkResetCommandBuffer(dev->cmd, 0));
@@ -83,7 +87,9 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
                        .pCommandBuffers = &slot->cmd,
                        .signalSemaphoreCount = 1,
                        .pSignalSemaphores = &dev->timeline};
+    const double t_sub = hl_now_ms();
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
+    dev->tel.async_submit_ms += hl_now_ms() - t_sub;
     dev->tel.submits++;
     slot->done = x->signal_value;
     dev->sem_pending = x->signal_value;

@@ -361,6 +361,8 @@ typedef struct hl_telemetry {
     uint64_t bytes_up, bytes_down;
     uint64_t pipeline_compiles;
     double pipeline_compile_ms, record_ms, submit_wait_ms;
+    /* host time of operations ordered with CUDA, per part (where a call's host time goes) */
+    double plan_ms, async_slot_ms, async_descriptor_ms, async_submit_ms, cuda_call_ms;
     double last_gpu_ms; /* GPU time of the last dispatch (timestamps) */
     char last_variant[HL_VARIANT_STR_MAX];
     /* Vulkan objects this device holds now (not reset): buffers, memory

@@ -258,7 +258,9 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     if ((!args->t_a && !args->a) || (!args->t_b && !args->b))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: operands a and b are required");
     op_plan pl;
+    const double t_plan = hl_now_ms();
     HL_TRY(plan_op(dev, args, "matmul", &pl, err));
+    dev->tel.plan_ms += hl_now_ms() - t_plan;
     if (pl.read_c && !args->t_c && !args->c_in)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: beta != 0 needs an input C");
 

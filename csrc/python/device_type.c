@@ -512,6 +512,12 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
         (unsigned long long)t.chains, "chain_ops", (unsigned long long)t.chain_ops, "attentions",
         (unsigned long long)t.attentions, "coop_attentions", (unsigned long long)t.coop_attentions, "cuda_imports",
         (unsigned long long)t.cuda_imports, "live_exports", (unsigned long long)hl_device_live_exports(self->dev));
+    PyObject *parts = live ? Py_BuildValue("{s:d,s:d,s:d,s:d,s:d}", "plan_ms", t.plan_ms, "async_slot_ms",
+                                           t.async_slot_ms, "async_descriptor_ms", t.async_descriptor_ms,
+                                           "async_submit_ms", t.async_submit_ms, "cuda_call_ms", t.cuda_call_ms)
+                           : NULL;
+    if (!parts || PyDict_Update(live, parts) < 0) Py_CLEAR(live);
+    Py_XDECREF(parts);
     if (!live || PyDict_Update(d, live) < 0) {
         Py_XDECREF(live);
         Py_DECREF(d);
