@@ -112,3 +112,22 @@ def test_a_thousand_segments_leave_nothing_behind(cuda, device):
     assert len(os.listdir("/proc/self/fd")) == fds
     with pytest.raises(ValueError, match="was freed"):
         helios.Tensor(dev, 1, cuda_segment=seg[0])
+
+
+def test_reused_operand_views_follow_torch_writes_and_reallocations(cuda):
+    g = torch.Generator(device="cuda").manual_seed(9)
+    with ht.memory_pool():
+        w = (torch.randn(64, 48, device=cuda, generator=g) / 8).half()
+    x = torch.randn(30, 48, device=cuda, generator=g).half()
+    y1 = ht.linear(x, w).double()
+    w.mul_(2)  # the same memory, new values: the reused view must read them
+    y2 = ht.linear(x, w).double()
+    assert torch.allclose(y2, 2 * y1, rtol=2e-3, atol=2e-3)
+    ptr = w.data_ptr()
+    del w
+    with ht.memory_pool():
+        w2 = (torch.randn(32, 48, device=cuda, generator=g) / 8).half()  # likely the same address, another shape
+    want = x.double() @ w2.double().T
+    got = ht.linear(x, w2).double()
+    assert got.shape == (30, 32) and (got - want).abs().max().item() <= 2e-3 * want.abs().max().item() + 1e-3
+    assert isinstance(ptr, int)

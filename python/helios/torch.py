@@ -185,9 +185,15 @@ class memory_pool:
         self._ctx.__exit__(*exc)
 
 
-def _imported(dev: Device, t: torch.Tensor) -> Optional[Any]:
+MAX_VIEWS = 256  # operand views kept per imported segment (ops reuse them call after call)
+
+
+def _imported(dev: Device, t: torch.Tensor, cached: bool = False) -> Optional[Any]:
     """A Helios Tensor over t's own memory (no copy) where t is contiguous and lives
-    in the pool on dev's GPU and its offset is one the kernels can bind; else None."""
+    in the pool on dev's GPU and its offset is one the kernels can bind; else None.
+    cached: the ops' own operands, one view per place and shape kept and reused
+    (a view is metadata over the segment's memory: it never goes stale while the
+    segment lives, and the cache goes with the segment)."""
     if not t.is_contiguous() or t.dtype not in _TORCH_TO_HELIOS or t.numel() == 0:
         return None
     nbytes = t.numel() * t.element_size()
@@ -199,19 +205,27 @@ def _imported(dev: Device, t: torch.Tensor) -> Optional[Any]:
     entry = _imports.get(key)
     if entry is None:
         for k in [k for k in _imports if k[0] == id(dev)]:  # segments torch released since
-            b, sz, _ = _imports[k]
+            b, sz = _imports[k][:2]
             if (_helios.cuda_pool_lookup(b, sz) or (None,))[0] != k[1]:
                 del _imports[k]
         whole = Tensor(dev, size, cuda_segment=segment)._set_meta((size // 4,), "float32", size // 4)
-        entry = _imports[key] = (base, size, whole)
+        entry = _imports[key] = (base, size, whole, {})
     offset = t.data_ptr() - entry[0]
+    shape = tuple(t.shape) if t.dim() else (1,)
+    vkey = (offset, nbytes, shape, t.dtype)
+    views = entry[3]
+    if cached and vkey in views:
+        return views[vkey]
     try:
         view = entry[2]._slice(offset, nbytes)
     except _helios.UnsupportedError:  # an offset the device cannot bind (a torch view into a larger tensor)
         return None
-    shape = tuple(t.shape) if t.dim() else (1,)
     view._set_meta(shape, _TORCH_TO_HELIOS[t.dtype], shape[-1])
     view.is_slice = True
+    if cached:
+        if len(views) >= MAX_VIEWS:
+            views.clear()
+        views[vkey] = view
     return view
 
 
@@ -241,15 +255,17 @@ def to_helios(t: torch.Tensor, copy: Optional[bool] = None) -> Any:
     return view
 
 
-def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor) -> Any:
-    """A Helios tensor holding t's values: t itself where it lives in memory_pool()
-    (no copy), else t copied device to device on torch's current stream into this
-    slot's exportable tensor (made once per shape and dtype). Either way Helios
-    reads it only after the stream's work so far (the ordering of _run_ordered)."""
-    view = _imported(dev, t)
-    if view is not None:
-        return view
-    dtype = _DTYPES.get(t.dtype, "float32")
+def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: Optional[str] = None) -> Any:
+    """A Helios tensor holding t's values as `dtype` (default t's own): t itself where
+    it lives in memory_pool() in that dtype (no copy), else t copied (and converted)
+    device to device on torch's current stream into this slot's exportable tensor
+    (made once per shape and dtype). Either way Helios reads it only after the
+    stream's work so far (the ordering of _run_ordered)."""
+    dtype = dtype or _DTYPES.get(t.dtype, "float32")
+    if _TORCH_TO_HELIOS.get(t.dtype) == dtype:
+        view = _imported(dev, t, cached=True)
+        if view is not None:
+            return view
     key = (ordinal, slot, tuple(t.shape), dtype)
     entry = _staging.get(key)
     if entry is None:
@@ -286,8 +302,8 @@ def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b
         ordinal = a.device.index if a.device.index is not None else torch.cuda.current_device()
         ha = _stage(dev, ordinal, "a", a.contiguous())
         hb = _stage(dev, ordinal, "b", b.contiguous())
-        if epi.get("bias") is not None:
-            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].float().contiguous())
+        if epi.get("bias") is not None:  # the epilogue reads fp32: converted by the staging copy itself
+            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].contiguous(), "float32")
         m = a.shape[1] if trans_a else a.shape[0]
         n = b.shape[0] if trans_b else b.shape[1]
         k = a.shape[0] if trans_a else a.shape[1]
