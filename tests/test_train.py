@@ -46,3 +46,30 @@ def test_tiny_training_through_helios_matches_torch(device, tmp_path):
 def test_unknown_train_adapters_are_refused(capsys):
     assert main(["suite", "train", "--tiny", "--adapters", "helios_per_call"]) == 2
     assert "unknown helios_per_call" in capsys.readouterr().err
+
+
+def test_decoding_with_the_kv_cache_equals_the_full_forward():
+    from helios.harness.train import TINY, TrainConfig, build, greedy
+
+    GPT, TorchOps, _, _ = build(torch)
+    torch.manual_seed(0)
+    cfg = TrainConfig(**TINY)
+    model = GPT(cfg)
+    ops = TorchOps()
+    prompt = torch.randint(0, cfg.vocab, (1, 8))
+    toks, steps = greedy(model, ops, prompt, 6)
+    full = torch.cat([prompt, torch.tensor([toks[:-1]])], dim=1)
+    for i, logits in enumerate(steps):
+        ref = model.last_logits(full[:, : 8 + i], 0, ops, [[] for _ in model.blocks])
+        assert torch.allclose(logits, ref, atol=2e-2, rtol=2e-2)
+
+
+def test_the_inference_smoke_is_in_the_result(device, tmp_path):
+    out = tmp_path / "train.json"
+    assert main(["suite", "train", "--tiny", "--adapters", "torch_eager,helios", f"--out={out}"]) == 0
+    inf = json.loads(out.read_text())["inference"]
+    assert len(inf["prompts"]) == 3 and all(len(e["helios"]) == inf["new_tokens"] for e in inf["prompts"])
+    assert inf["decode_tokens_per_s"]["helios"] > 0
+    for e in inf["prompts"]:
+        d = e["first_divergence"]
+        assert e["helios"][:d] == e["torch"][:d]  # equal up to the first divergence (all of it when None)

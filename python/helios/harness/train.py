@@ -92,8 +92,8 @@ def build(torch: Any) -> tuple:
             y = F.linear(x.to(bf16), w.to(bf16), None if b is None else b.to(bf16))
             return F.gelu(y, approximate="tanh") if act else y
 
-        def attention(self, q, k, v):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        def attention(self, q, k, v, causal=True):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     class HeliosOps:
         name = "helios"
@@ -113,8 +113,8 @@ def build(torch: Any) -> tuple:
             )
             return y.reshape(*lead, w.shape[0])
 
-        def attention(self, q, k, v):
-            return self.ht.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+        def attention(self, q, k, v, causal=True):
+            return self.ht.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal)
 
     class HostOps:
         """Helios on a machine without CUDA (the --tiny CI run on lavapipe): the same
@@ -155,16 +155,17 @@ def build(torch: Any) -> tuple:
 
             class Attention(torch.autograd.Function):
                 @staticmethod
-                def forward(ctx, q, k, v):
+                def forward(ctx, q, k, v, causal):
                     ctx.save_for_backward(q, k, v)
-                    return back(dev.attention(np16(q), np16(k), np16(v), causal=True))
+                    ctx.causal = causal
+                    return back(dev.attention(np16(q), np16(k), np16(v), causal=causal))
 
                 @staticmethod
                 def backward(ctx, g):
                     q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
                     with torch.enable_grad():
-                        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                    return torch.autograd.grad(o, (q, k, v), g)
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal)
+                    return (*torch.autograd.grad(o, (q, k, v), g), None)
 
             self._linear, self._attention = Linear, Attention
 
@@ -175,8 +176,8 @@ def build(torch: Any) -> tuple:
             ).reshape(*lead, w.shape[0])
             return F.gelu(y, approximate="tanh") if act else y
 
-        def attention(self, q, k, v):
-            return self._attention.apply(q.to(bf16), k.to(bf16), v.to(bf16))
+        def attention(self, q, k, v, causal=True):
+            return self._attention.apply(q.to(bf16), k.to(bf16), v.to(bf16), causal)
 
     class Block(nn.Module):
         def __init__(self, d: int, heads: int) -> None:
@@ -186,11 +187,18 @@ def build(torch: Any) -> tuple:
             self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
             self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
-        def forward(self, x, ops):
+        def forward(self, x, ops, cache=None):
+            """cache: this block's [K, V] of earlier positions (decoding), filled in place."""
             b, t, d = x.shape
             qkv = ops.linear(self.ln1(x), self.qkv.weight, self.qkv.bias)
             q, k, v = qkv.reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            a = ops.attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+            causal = True
+            if cache is not None:
+                if cache:  # a new position attends every cached one and itself: no mask needed
+                    k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+                    causal = t > 1
+                cache[:] = [k, v]
+            a = ops.attention(q, k, v, causal=causal).transpose(1, 2).reshape(b, t, d)
             x = x + ops.linear(a, self.proj.weight, self.proj.bias).float()
             u = ops.linear(self.ln2(x), self.up.weight, self.up.bias, act=True)
             return x + ops.linear(u, self.down.weight, self.down.bias).float()
@@ -215,7 +223,67 @@ def build(torch: Any) -> tuple:
             logits = ops.linear(self.lnf(x), self.tok.weight).float()  # the LM head, tied
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
+        @torch.no_grad()
+        def last_logits(self, idx, start, ops, caches):
+            """Logits of the last position of idx (positions start...), with KV caches."""
+            x = self.tok(idx) + self.pos(torch.arange(start, start + idx.shape[1], device=idx.device))
+            for blk, cache in zip(self.blocks, caches):
+                x = blk(x, ops, cache)
+            return ops.linear(self.lnf(x[:, -1:]), self.tok.weight).float()[:, -1]
+
     return GPT, TorchOps, HeliosOps, HostOps
+
+
+def greedy(model: Any, ops: Any, prompt: Any, new: int) -> tuple[list[int], list[Any]]:
+    """Greedy decoding with a KV cache: the new tokens and each step's logits."""
+    caches: list = [[] for _ in model.blocks]
+    logits = model.last_logits(prompt, 0, ops, caches)
+    out, steps = [], [logits]
+    pos = prompt.shape[1]
+    for _ in range(new):
+        tok = int(logits.argmax(-1)[0])
+        out.append(tok)
+        if len(out) == new:
+            break
+        logits = model.last_logits(prompt.new_tensor([[tok]]), pos, ops, caches)
+        steps.append(logits)
+        pos += 1
+    return out, steps
+
+
+def inference_smoke(cfg: TrainConfig, model: Any, torch_ops: Any, helios_ops: Any, data: Any, cuda: bool) -> dict:
+    """Greedy decoding of 3 fixed prompts from the trained weights with Helios ops
+    and with torch's: the tokens, the first divergence with torch's logits margin
+    there (top-1 minus top-2), and decode tokens/s for both."""
+    import torch
+
+    new = min(64, cfg.seq // 2)
+    plen = min(16, cfg.seq - new)
+    prompts = [data[i, :plen].unsqueeze(0) for i in (0, 1, 2)]
+    res: dict = {"new_tokens": new, "prompt_tokens": plen, "prompts": []}
+    rates: dict = {"torch": [], "helios": []}
+    for pr in prompts:
+        entry: dict = {"prompt": [int(x) for x in pr[0]]}
+        for name, ops in (("torch", torch_ops), ("helios", helios_ops)):
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            toks, logits = greedy(model, ops, pr, new)
+            if cuda:
+                torch.cuda.synchronize()
+            rates[name].append(new / (time.perf_counter() - t0))
+            entry[name] = toks
+            entry[f"{name}_logits"] = logits
+        div = next((i for i, (a, b) in enumerate(zip(entry["torch"], entry["helios"])) if a != b), None)
+        entry["first_divergence"] = div
+        if div is not None:
+            top = entry["torch_logits"][div][0].topk(2).values
+            entry["torch_margin_at_divergence"] = float(top[0] - top[1])
+        del entry["torch_logits"], entry["helios_logits"]
+        res["prompts"].append(entry)
+    res["same_tokens"] = all(e["first_divergence"] is None for e in res["prompts"])
+    res["decode_tokens_per_s"] = {k: float(np.median(v)) for k, v in rates.items()}
+    return res
 
 
 def _grads(model: Any) -> dict:
@@ -227,6 +295,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
 
     result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     GPT, TorchOps, HeliosOps, HostOps = build(torch)
+    trained: Optional[Any] = None
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
     result["device"] = torch.cuda.get_device_name() if cuda else "cpu (no CUDA: the --tiny CI run)"
@@ -326,6 +395,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 result["status"] = "failed"
             if adapter == "torch_eager":
                 eager_curve = curve
+                trained = model
             elif eager_curve is not None:
                 start = 20 if cfg.steps > 40 else cfg.warmup_steps
                 devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager_curve[start:])]
@@ -334,6 +404,13 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             row["status"] = f"error: {type(e).__name__}: {str(e)[:300]}"
             if adapter == "torch_eager":
                 result["status"] = "failed"
+    if trained is not None and "helios" in cfg.adapters:
+        try:
+            hops = HeliosOps() if cuda else HostOps()
+            result["inference"] = inference_smoke(cfg, trained, TorchOps(), hops, data, cuda)
+            log(f"inference: same tokens {result['inference']['same_tokens']}")
+        except Exception as e:  # reported, not fatal: training results stand
+            result["inference"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     return result
 
 
@@ -378,4 +455,16 @@ def train_markdown(result: dict) -> str:
             f"{r['loss'][0]:.4f} | {r['loss'][-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
             f"{'-' if peak is None else f'{peak / 2**20:.0f}'} |"
         )
+    inf = result.get("inference")
+    if inf and "prompts" in inf:
+        divs = [e["first_divergence"] for e in inf["prompts"]]
+        rates = inf["decode_tokens_per_s"]
+        lines += [
+            "",
+            f"Inference smoke (greedy, KV cache, {inf['new_tokens']} new tokens from each of 3 prompts, the "
+            f"torch_eager-trained weights): same tokens: {inf['same_tokens']} (first divergence per prompt: "
+            f"{divs}); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
+        ]
+    elif inf:
+        lines += ["", f"Inference smoke: {inf.get('error')}"]
     return "\n".join(lines) + "\n"
