@@ -131,3 +131,60 @@ def test_reused_operand_views_follow_torch_writes_and_reallocations(cuda):
     got = ht.linear(x, w2).double()
     assert got.shape == (30, 32) and (got - want).abs().max().item() <= 2e-3 * want.abs().max().item() + 1e-3
     assert isinstance(ptr, int)
+
+
+# ---- the Vulkan side of an import, where no CUDA exists: an exportable Tensor's
+# memory exported as an opaque fd and imported again (the path pool segments take)
+
+
+def _exportable_or_skip(device):
+    if not device.info.get("external_memory_fd"):
+        pytest.skip("the Vulkan device offers no external memory (VK_KHR_external_memory_fd)")
+
+
+def test_an_imported_fd_shares_the_memory_both_ways(device):
+    _exportable_or_skip(device)
+    a = device.upload(np.arange(64, dtype=np.float32).reshape(8, 8), dtype="float32", exportable=True)
+    b = a._reimport()._set_meta((8, 8), "float32", 8)
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    a.copy_(np.full((8, 8), 3.0, np.float32))  # written through one, read through the other
+    np.testing.assert_array_equal(b.numpy(), np.full((8, 8), 3.0, np.float32))
+    b.copy_(np.full((8, 8), -1.5, np.float32))
+    np.testing.assert_array_equal(a.numpy(), np.full((8, 8), -1.5, np.float32))
+    h = device.upload(np.ones((8, 8), np.float16), exportable=True)
+    hb = h._reimport()._set_meta((8, 8), "float16", 8)
+    np.testing.assert_array_equal(device.matmul(hb, hb, out_dtype="float32").numpy(), np.full((8, 8), 8.0))
+
+
+def test_a_thousand_imports_leave_nothing_behind(device):
+    _exportable_or_skip(device)
+    a = device.empty((256,), "float32", exportable=True)
+    tel = device.telemetry()
+    fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(1000):
+        b = a._reimport()
+        del b
+    after = device.telemetry()
+    assert (after["live_buffers"], after["live_memory"], after["live_tensors"]) == (
+        tel["live_buffers"],
+        tel["live_memory"],
+        tel["live_tensors"],
+    )
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.parametrize("kind,call", [("buffer", "vkCreateBuffer"), ("alloc", "vkAllocateMemory")])
+def test_an_import_that_fails_leaks_nothing(device, monkeypatch, kind, call):
+    _exportable_or_skip(device)
+    a = device.empty((256,), "float32", exportable=True)
+    tel = device.telemetry()
+    fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setenv("HELIOS_FAULT", f"{kind}:1")
+    with pytest.raises(helios.DeviceMemoryError, match=call):
+        a._reimport()
+    monkeypatch.delenv("HELIOS_FAULT")
+    after = device.telemetry()
+    assert (after["live_buffers"], after["live_memory"]) == (tel["live_buffers"], tel["live_memory"])
+    assert len(os.listdir("/proc/self/fd")) == fds  # the fd closed: Vulkan never took it
+    b = a._reimport()  # and the next import works
+    assert b.alive

@@ -19,7 +19,7 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
 /* import_fd >= 0: the buffer's memory is that opaque fd's (of import_bytes bytes),
  * imported instead of allocated; Vulkan owns the fd once the import succeeds. */
 static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int exportable, int import_fd,
-                        VkDeviceSize import_bytes, hl_buffer *out, hl_error *err) {
+                        VkDeviceSize import_bytes, int import_dedicated, hl_buffer *out, hl_error *err) {
     hl_status st = HL_OK;
     memset(out, 0, sizeof *out);
     const hl_caps *c = &dev->caps;
@@ -60,6 +60,7 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
                                               .pNext = &dedicated,
                                               .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkImportMemoryFdInfoKHR import_info = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                                           .pNext = import_dedicated ? &dedicated : NULL,
                                            .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
                                            .fd = import_fd};
     if (import_fd >= 0 && req.size > import_bytes) {
@@ -103,15 +104,16 @@ fail:
 }
 
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err) {
-    return create(dev, size, host_visible, 0, -1, 0, out, err);
+    return create(dev, size, host_visible, 0, -1, 0, 0, out, err);
 }
 
-hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, hl_buffer *out, hl_error *err) {
+hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, int dedicated, hl_buffer *out,
+                              hl_error *err) {
     if (!dev->caps.external_memory_fd)
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "memory import needs VK_KHR_external_memory_fd, which device '%s' does not offer",
                        dev->caps.name);
-    return create(dev, bytes, 0, 0, fd, bytes, out, err);
+    return create(dev, bytes, 0, 0, fd, bytes, dedicated, out, err);
 }
 
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err) {
@@ -119,7 +121,7 @@ hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buff
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "exportable tensors need VK_KHR_external_memory_fd, which device '%s' does not offer",
                        dev->caps.name);
-    return create(dev, size, 0, 1, -1, 0, out, err);
+    return create(dev, size, 0, 1, -1, 0, 0, out, err);
 }
 
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {

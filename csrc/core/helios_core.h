@@ -192,6 +192,9 @@ hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_er
 /* The other way: a tensor over a whole segment of the CUDA pool torch allocates
  * from (helios_cuda_alloc), imported with no copy; views of it are torch's tensors. */
 hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_tensor **out, hl_error *err);
+/* A second tensor over an exportable tensor's memory, through the same fd export and
+ * import (the import path, tested where no CUDA exists). */
+hl_status hl_tensor_reimport(hl_tensor *src, hl_tensor **out, hl_error *err);
 /* Which live pool segment holds [ptr, ptr + bytes) (1) or none (0), and the pool's size. */
 int hl_cuda_pool_lookup(uint64_t ptr, uint64_t bytes, uint64_t *segment, uint64_t *base, uint64_t *size, int *device);
 void hl_cuda_pool_usage(uint64_t *segments, uint64_t *bytes);

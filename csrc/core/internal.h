@@ -71,9 +71,10 @@ hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, 
 /* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
-/* A buffer over `bytes` of memory another API exported as an opaque fd (CUDA's
- * pool segments): Vulkan owns fd once this succeeds; the caller closes it otherwise. */
-hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, hl_buffer *out, hl_error *err);
+/* A buffer over `bytes` of memory exported as an opaque fd (CUDA's pool segments; a
+ * dedicated Vulkan allocation with dedicated = 1): Vulkan owns fd once this
+ * succeeds; the caller closes it otherwise. */
+hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, int dedicated, hl_buffer *out, hl_error *err);
 /* Grows `b` to at least `size` (contents not kept). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
 

@@ -41,6 +41,48 @@ hl_status hl_tensor_create_exportable(hl_device *dev, uint64_t bytes, hl_tensor 
     return create(dev, bytes, 1, out, err);
 }
 
+/* A tensor over memory another API exported as an opaque fd of `bytes` bytes: Vulkan
+ * owns fd once this succeeds; on failure the caller still does. */
+static hl_status import_fd(hl_device *dev, int fd, uint64_t bytes, int dedicated, hl_tensor **out, hl_error *err) {
+    hl_tensor *t = calloc(1, sizeof *t);
+    if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    hl_status st = hl_buffer_import_fd(dev, fd, bytes, dedicated, &t->buf, err);
+    if (st != HL_OK) {
+        free(t);
+        return st;
+    }
+    t->dev = dev;
+    t->bytes = bytes;
+    list_add(dev, t);
+    dev->tel.tensors++;
+    *out = t;
+    return HL_OK;
+}
+
+hl_status hl_tensor_reimport(hl_tensor *src, hl_tensor **out, hl_error *err) {
+    *out = NULL;
+    if (!src || !src->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "tensor reimport: its device is closed");
+    if (src->is_view || !src->buf.exportable)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "tensor reimport: a whole tensor allocated exportable");
+    hl_device *dev = src->dev;
+    int fd = -1;
+    VkMemoryGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
+                               .memory = src->buf.memory,
+                               .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkResult vr = dev->get_memory_fd(dev->device, &gi, &fd);
+    if (vr != VK_SUCCESS) {
+        hl_status st = hl_fail(err, HL_ERR_VULKAN, "vkGetMemoryFdKHR failed: %s", hl_vk_result_name(vr));
+        if (err) err->vk_result = vr;
+        return st;
+    }
+    hl_status st = import_fd(dev, fd, src->buf.alloc_bytes, 1, out, err); /* exported dedicated: imported so */
+    if (st != HL_OK)
+        close(fd);
+    else
+        (*out)->bytes = src->bytes;
+    return st;
+}
+
 hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_tensor **out, hl_error *err) {
     *out = NULL;
     int fd = -1, cuda_device = -1, ordinal = -1;
@@ -55,23 +97,9 @@ hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_ten
                        "memory import: the segment is on CUDA device %d; this Vulkan device is CUDA device %d",
                        cuda_device, ordinal);
     }
-    hl_tensor *t = calloc(1, sizeof *t);
-    if (!t) {
-        close(fd);
-        return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-    }
-    st = hl_buffer_import_fd(dev, fd, size, &t->buf, err);
-    if (st != HL_OK) { /* Vulkan took the fd only on success */
-        close(fd);
-        free(t);
-        return st;
-    }
-    t->dev = dev;
-    t->bytes = size;
-    list_add(dev, t);
-    dev->tel.tensors++;
-    *out = t;
-    return HL_OK;
+    st = import_fd(dev, fd, size, 0, out, err);
+    if (st != HL_OK) close(fd); /* Vulkan took the fd only on success */
+    return st;
 }
 
 int hl_tensor_exportable(const hl_tensor *t) { return t && t->dev && !t->is_view && t->buf.exportable; }

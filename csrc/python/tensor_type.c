@@ -110,6 +110,28 @@ static int tensor_acquire(TensorObject *self) {
     return 0;
 }
 
+/* _reimport(): a new Tensor of the same subclass over this exportable Tensor's memory,
+ * through an opaque-fd export and import (test-only: the import path without CUDA). */
+static PyObject *Tensor_reimport(TensorObject *self, PyObject *unused) {
+    if (tensor_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_tensor *t = NULL;
+    hl_status s = hl_tensor_reimport(self->t, &t, &err);
+    device_release(self->device);
+    if (s != HL_OK) return raise_status(tensor_state(self), &err);
+    PyTypeObject *type = Py_TYPE(self);
+    TensorObject *v = (TensorObject *)type->tp_alloc(type, 0);
+    if (!v) {
+        device_lock_wait(self->device);
+        hl_tensor_destroy(t);
+        PyThread_release_lock(self->device->lock);
+        return NULL;
+    }
+    v->t = t;
+    v->device = (DeviceObject *)Py_XNewRef((PyObject *)self->device);
+    return (PyObject *)v;
+}
+
 /* _slice(offset, nbytes): a Tensor of the same subclass over bytes [offset,
  * offset + nbytes) of this one's memory (a core view: operands only). */
 static PyObject *Tensor_slice(TensorObject *self, PyObject *args) {
@@ -179,6 +201,8 @@ static PyObject *Tensor_exportable(TensorObject *self, void *c) {
 
 static PyMethodDef Tensor_methods[] = {
     {"_write", (PyCFunction)Tensor_write, METH_VARARGS, "Low-level: copy a buffer's bytes in at offset."},
+    {"_reimport", (PyCFunction)Tensor_reimport, METH_NOARGS,
+     "Test-only: a new Tensor over this exportable Tensor's memory, through an opaque-fd export and import."},
     {"_read", (PyCFunction)Tensor_read, METH_VARARGS, "Low-level: fill a writable buffer from offset."},
     {"_view", (PyCFunction)Tensor_view, METH_NOARGS, "Low-level: a Tensor sharing this one's memory."},
     {"_slice", (PyCFunction)Tensor_slice, METH_VARARGS,
