@@ -210,3 +210,16 @@ def test_walk_attention(device, monkeypatch, kind, timed):
     else:
         pytest.fail(f"more than 39 {kind} calls in one attention")
     assert failures >= 1
+
+
+def test_the_same_setting_again_after_an_unset_counts_from_zero(monkeypatch):
+    """A test that sets KIND:N, unsets it, and a later test that sets the very same
+    KIND:N again: the second gets its fault too (the setting was forgotten at unset)."""
+    for _ in range(2):
+        monkeypatch.setenv("HELIOS_FAULT", "alloc:1")
+        with helios.Device() as dev:
+            with pytest.raises(helios.DeviceMemoryError, match="vkAllocateMemory"):
+                _product(dev, False, None)
+        monkeypatch.delenv("HELIOS_FAULT")
+        with helios.Device() as dev:  # unset: nothing fails
+            _product(dev, False, None)

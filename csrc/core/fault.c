@@ -43,7 +43,17 @@ static int parse_setting(const char *s, unsigned long *n) {
 
 VkResult hl_fault(hl_fault_kind kind) {
     const char *s = getenv("HELIOS_FAULT");
-    if (!s || !*s) return VK_SUCCESS;
+    if (!s || !*s) {
+        /* Unset: the setting is forgotten, so setting the same KIND:N again (the next
+         * test) counts from zero. The counts stay readable until then. */
+        if (seen[0]) {
+            while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */
+            }
+            seen[0] = '\0';
+            atomic_flag_clear_explicit(&guard, memory_order_release);
+        }
+        return VK_SUCCESS;
+    }
     VkResult out = VK_SUCCESS;
     while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */
     }
