@@ -73,3 +73,27 @@ def test_the_inference_smoke_is_in_the_result(device, tmp_path):
     for e in inf["prompts"]:
         d = e["first_divergence"]
         assert e["helios"][:d] == e["torch"][:d]  # equal up to the first divergence (all of it when None)
+
+
+def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatch):
+    """A helios adapter whose linear is 1.5x off must fail its first-step gate and
+    get no numbers (the gate can fail)."""
+    from helios.harness import train
+
+    real = train.build
+
+    def planted(torch_mod):
+        GPT, TorchOps, HeliosOps, HostOps = real(torch_mod)
+
+        class Wrong(HostOps):
+            def linear(self, x, w, b=None, act=None):
+                return super().linear(x, w, b, act) * 1.5
+
+        return GPT, TorchOps, Wrong, Wrong
+
+    monkeypatch.setattr(train, "build", planted)
+    cfg = train.TrainConfig(**train.TINY, adapters=["torch_eager", "helios"])
+    res = train.run_train(cfg)
+    row = {r["adapter"]: r for r in res["rows"]}["helios"]
+    assert res["status"] == "failed" and row["status"] == "gate failed" and not row["gate"]["passed"]
+    assert "loss" not in row

@@ -12,15 +12,20 @@ static void list_add(hl_device *dev, hl_tensor *t) {
     dev->tensors = t;
 }
 
-static hl_status create(hl_device *dev, uint64_t bytes, int exportable, hl_tensor **out, hl_error *err) {
+/* A new tensor of `bytes`: allocated (exportable or not), or, with import_fd >= 0,
+ * over memory exported as that opaque fd (of exactly `bytes`; Vulkan owns the fd once
+ * this succeeds, the caller still does on failure). */
+static hl_status create(hl_device *dev, uint64_t bytes, int exportable, int import_fd, int dedicated, hl_tensor **out,
+                        hl_error *err) {
     *out = NULL;
     if (!bytes) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a tensor needs at least 1 byte");
     hl_tensor *t = calloc(1, sizeof *t);
     if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     /* Rounded to 16 bytes: the kernels read 16-byte vectors. */
     const uint64_t size = (bytes + 15) / 16 * 16;
-    hl_status st = exportable ? hl_buffer_create_exportable(dev, size, &t->buf, err)
-                              : hl_buffer_create(dev, size, 0, &t->buf, err);
+    hl_status st = import_fd >= 0 ? hl_buffer_import_fd(dev, import_fd, bytes, dedicated, &t->buf, err)
+                   : exportable   ? hl_buffer_create_exportable(dev, size, &t->buf, err)
+                                  : hl_buffer_create(dev, size, 0, &t->buf, err);
     if (st != HL_OK) {
         free(t);
         return st;
@@ -34,29 +39,11 @@ static hl_status create(hl_device *dev, uint64_t bytes, int exportable, hl_tenso
 }
 
 hl_status hl_tensor_create(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
-    return create(dev, bytes, 0, out, err);
+    return create(dev, bytes, 0, -1, 0, out, err);
 }
 
 hl_status hl_tensor_create_exportable(hl_device *dev, uint64_t bytes, hl_tensor **out, hl_error *err) {
-    return create(dev, bytes, 1, out, err);
-}
-
-/* A tensor over memory another API exported as an opaque fd of `bytes` bytes: Vulkan
- * owns fd once this succeeds; on failure the caller still does. */
-static hl_status import_fd(hl_device *dev, int fd, uint64_t bytes, int dedicated, hl_tensor **out, hl_error *err) {
-    hl_tensor *t = calloc(1, sizeof *t);
-    if (!t) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-    hl_status st = hl_buffer_import_fd(dev, fd, bytes, dedicated, &t->buf, err);
-    if (st != HL_OK) {
-        free(t);
-        return st;
-    }
-    t->dev = dev;
-    t->bytes = bytes;
-    list_add(dev, t);
-    dev->tel.tensors++;
-    *out = t;
-    return HL_OK;
+    return create(dev, bytes, 1, -1, 0, out, err);
 }
 
 hl_status hl_tensor_reimport(hl_tensor *src, hl_tensor **out, hl_error *err) {
@@ -75,7 +62,7 @@ hl_status hl_tensor_reimport(hl_tensor *src, hl_tensor **out, hl_error *err) {
         if (err) err->vk_result = vr;
         return st;
     }
-    hl_status st = import_fd(dev, fd, src->buf.alloc_bytes, 1, out, err); /* exported dedicated: imported so */
+    hl_status st = create(dev, src->buf.alloc_bytes, 0, fd, 1, out, err); /* exported dedicated: imported so */
     if (st != HL_OK)
         close(fd);
     else
@@ -97,7 +84,7 @@ hl_status hl_tensor_import_cuda_segment(hl_device *dev, uint64_t segment, hl_ten
                        "memory import: the segment is on CUDA device %d; this Vulkan device is CUDA device %d",
                        cuda_device, ordinal);
     }
-    st = import_fd(dev, fd, size, 0, out, err);
+    st = create(dev, size, 0, fd, 0, out, err);
     if (st != HL_OK) close(fd); /* Vulkan took the fd only on success */
     return st;
 }

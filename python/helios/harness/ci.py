@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load
-from .history import append_history
+from .history import append_history, device_fields
 
 CI_SCHEMA = "helios-ci/1"
 COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
@@ -322,7 +322,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         )
         heads = [load(str(p)) for p in files["head"]]
         bases = [load(str(p)) for p in files["base"]]
-        rec["device"] = _device(heads[0])
+        rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": _states(bases), "head": _states(heads)}
         if cfg.history is not None:
             append_history(cfg.history, heads[-1], head, rec["date"])
@@ -352,11 +352,6 @@ def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:
         "runs": [v.old.runs, v.new.runs],
         "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
     }
-
-
-def _device(d: dict) -> dict:
-    h = d.get("helios", {})
-    return {k: h.get(k) for k in ("name", "uuid", "driver_name", "driver_info", "driver_version")}
 
 
 def _states(results: list[dict]) -> dict:

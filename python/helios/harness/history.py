@@ -20,9 +20,16 @@ STEP = 0.05  # a point this far from the median of the points before it is flagg
 WINDOW = 3  # points that median is taken over
 
 
+def device_fields(result: dict) -> dict:
+    """The GPU a result was measured on: name, UUID, driver (what history lines and
+    the helios ci comment key on)."""
+    h = result.get("helios", {})
+    return {k: h.get(k) for k in ("name", "uuid", "driver_name", "driver_info", "driver_version")}
+
+
 def append_history(path: Path, result: dict, commit: str, date: str) -> int:
     """Appends one line per valid row of a bench result; returns how many."""
-    h = result.get("helios", {})
+    h = device_fields(result)
     n = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
