@@ -19,7 +19,8 @@
 // causal mask is top-left aligned (torch's is_causal): key tiles past the
 // workgroup's last row are never loaded, and a subgroup skips tiles past its
 // own rows. Key tails are zero-filled and masked; query tails are computed and
-// not stored.
+// not stored. LSE: each row's log-sum-exp of the scaled scores (natural log, fp32,
+// (B*H, S_q)) is written too, what the backward recomputes P from.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -54,6 +55,7 @@ layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
 layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
 layout(set = 0, binding = BINDING_O) writeonly buffer O128 { uvec4 o128[]; };
 layout(set = 0, binding = BINDING_V) readonly buffer V128 { uvec4 v128[]; };
+layout(set = 0, binding = BINDING_LSE) writeonly buffer Lse { float lse[]; };
 
 const uint THREADS = NSG * SUBGROUP;
 const uint RQ = WQ * TM;                       // query rows per subgroup
@@ -281,6 +283,10 @@ void main() {
         const uint r = ps * RPP + lane / LPR;
         float inv = l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;
         for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(inv));
+        // m_run and l_run are in log2 units of the scaled scores; a row that saw no
+        // key stores +inf (every P of it recomputes to 0).
+        if (LSE != 0 && part == 0 && r0 + r < p.sq)
+            lse[bh * p.sq + r0 + r] = l_run[ps] > 0.0 ? (m_run[ps] + log2(l_run[ps])) * 0.6931471805599453 : 1.0 / 0.0;
     }
     sub_sync();
     [[unroll]] for (uint w = 0; w < WQ; w++) {

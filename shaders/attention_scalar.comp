@@ -3,7 +3,7 @@
 // cooperative matrices (or HELIOS_DISABLE_COOP_ATTENTION=1) and head sizes the
 // coop kernel does not take: one invocation per query row, an online softmax
 // over every key in fp32, the output row held in registers (D <= 256).
-// Layout and masking as attention_coop.comp. IN_BF16: Q, K, V and O are
+// Layout, masking and the LSE output as attention_coop.comp. IN_BF16: Q, K, V and O are
 // bfloat16, read as 16-bit words and widened (fp32 arithmetic either way).
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -31,6 +31,7 @@ layout(set = 0, binding = BINDING_Q) readonly buffer Q { ELEM_T q[]; };
 layout(set = 0, binding = BINDING_K) readonly buffer K { ELEM_T k[]; };
 layout(set = 0, binding = BINDING_O) writeonly buffer O { ELEM_T o[]; };
 layout(set = 0, binding = BINDING_V) readonly buffer V { ELEM_T v[]; };
+layout(set = 0, binding = BINDING_LSE) writeonly buffer Lse { float lse[]; };  // LSE != 0: per row
 
 void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
@@ -58,4 +59,6 @@ void main() {
     }
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
     for (uint d = 0; d < D; d++) o[qb + d] = narrow(acc[d] * inv);
+    // log-sum-exp of the scaled scores in natural-log units (m is in log2 units)
+    if (LSE != 0) lse[bh * p.sq + row] = l > 0.0 ? (m + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
 }

@@ -136,7 +136,10 @@ COMPILER_FEATURES = {
 # Storage-buffer slots per kernel kind (one descriptor set).
 BINDINGS = {
     "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
-    "attention": ("Q", "K", "O", "V"),
+    "attention": ("Q", "K", "O", "V", "LSE"),
+    # The backward's two kernels (dQ, then dK and dV) share one set: DELTA is the
+    # rowsum(dO * O) the first writes and the second reads.
+    "attention_bwd": ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "DQ", "DK", "DV"),
     "roof": ("OUT",),
 }
 
@@ -267,6 +270,19 @@ IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
 MIXED_16 = ((("in", "HL_F16"), ("out", "HL_BF16")), (("in", "HL_BF16"), ("out", "HL_F16")))
 NO_BF16_ACC16 = ((("in", "HL_BF16"), ("acc", "HL_F16")),)
 
+# The backward's two coop kernels take the forward's variant grammar: a workgroup of
+# NSG subgroups owns NSG * WQ * TM rows (query rows for dQ, key rows for dK/dV) and
+# steps through the other side BC rows at a time.
+ATTENTION_BWD_SPEC = COOP_FRAGMENT + (
+    Spec("D", "uint", "64", "e->d"),
+    Spec("BC", "uint", "32", "v->bc"),
+    Spec("NSG", "uint", "4", "v->nsg"),
+    Spec("WQ", "uint", "1", "v->wq"),
+    Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+    Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
+    Spec("CAUSAL", "uint", "0", "e->causal"),
+)
+
 FAMILIES = (
     Family(
         "matmul_coop",
@@ -347,11 +363,32 @@ FAMILIES = (
             Spec("SUBGROUP", "uint", "32", "e->subgroup"),
             Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
             Spec("CAUSAL", "uint", "0", "e->causal"),
+            Spec("LSE", "uint", "0", "e->lse"),  # 1: also write each row's log-sum-exp (for the backward)
         ),
         "attention",
         axes=(IN_AXIS_COOP,),
         full_subgroups=True,
         doc="flash-attention forward on KHR cooperative matrices (Q, K, V, O in the input type)",
+    ),
+    Family(
+        "attention_bwd_dq",
+        "attention_bwd_dq.comp",
+        "hl_attn_variant",
+        ATTENTION_BWD_SPEC,
+        "attention_bwd",
+        axes=(IN_AXIS_COOP,),
+        full_subgroups=True,
+        doc="flash-attention backward, first kernel: delta = rowsum(dO * O) and dQ, per query block",
+    ),
+    Family(
+        "attention_bwd_dkdv",
+        "attention_bwd_dkdv.comp",
+        "hl_attn_variant",
+        ATTENTION_BWD_SPEC,
+        "attention_bwd",
+        axes=(IN_AXIS_COOP,),
+        full_subgroups=True,
+        doc="flash-attention backward, second kernel: dK and dV, per key block",
     ),
     Family(
         "mma_roof",
@@ -372,9 +409,26 @@ FAMILIES = (
         "attention_scalar",
         "attention_scalar.comp",
         "hl_attn_variant",
-        (Spec("D", "uint", "64", "e->d"), Spec("CAUSAL", "uint", "0", "e->causal")),
+        (
+            Spec("D", "uint", "64", "e->d"),
+            Spec("CAUSAL", "uint", "0", "e->causal"),
+            Spec("LSE", "uint", "0", "e->lse"),
+        ),
         "attention",
         axes=(IN_AXIS_SCALAR,),
         doc="flash-attention forward without cooperative matrices (fp32 arithmetic)",
+    ),
+    Family(
+        "attention_bwd_scalar",
+        "attention_bwd_scalar.comp",
+        "hl_attn_variant",
+        (
+            Spec("D", "uint", "64", "e->d"),
+            Spec("CAUSAL", "uint", "0", "e->causal"),
+            Spec("PASS", "uint", "0", "e->pass"),  # 0: delta and dQ per query row; 1: dK and dV per key row
+        ),
+        "attention_bwd",
+        axes=(IN_AXIS_SCALAR,),
+        doc="flash-attention backward without cooperative matrices (fp32 arithmetic)",
     ),
 )

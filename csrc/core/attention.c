@@ -1,6 +1,7 @@
 /* attention.c — the flash-attention forward: its variants (string, parse,
- * validation against the device, default, list) and one call (upload, poison
- * O, dispatch with optional GPU timing, download) in one submission. */
+ * validation against the device for either direction, default, list) and one
+ * call (upload, poison O, dispatch with optional GPU timing, download) in one
+ * submission. The backward's call is attention_bwd.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +20,26 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
     return hl_schema_parse(&hl_attn_variant_schema, s, out, err);
 }
 
-static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d) {
+/* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
+ * padded rows, then per subgroup its scratch (attention_coop.comp; backward:
+ * attention_bwd_common.glsl, an fp32 and a 16-bit tile side by side, plus the
+ * streamed rows' lse and delta). */
+static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward) {
     const uint32_t rq = v->wq * v->tm;
-    const uint32_t s_vecs = rq * (v->bc / 4 + 1), pa_vecs = rq * (v->bc / 8 + 1) + rq * (v->tn / 4);
-    return 16u * (2u * v->bc * (d / 8 + 1) + v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs));
+    const uint32_t s_vecs = rq * (v->bc / 4 + 1), p_vecs = rq * (v->bc / 8 + 1);
+    const uint32_t tiles = 16u * 2u * v->bc * (d / 8 + 1);
+    if (backward) return tiles + 16u * v->nsg * (s_vecs + p_vecs) + 8u * v->bc;
+    const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4);
+    return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
 }
 
 hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
                                 hl_error *err) {
+    return hl_attn_check(dev, v, d, in, 0, err);
+}
+
+hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, int backward,
+                        hl_error *err) {
     char vs[HL_VARIANT_STR_MAX];
     hl_attn_variant_format(v, vs, sizeof vs);
     if (d == 0 || d > MAX_HEAD_DIM)
@@ -78,18 +91,23 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
                        "attention variant %s: %u invocations per "
                        "workgroup; '%s' allows %u",
                        vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
-    uint32_t smem = coop_shared_bytes(v, d);
+    if (backward && v->bc > v->nsg * sg)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
+                       v->bc, v->nsg * sg);
+    uint32_t smem = coop_shared_bytes(v, d, backward);
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                       "attention variant %s at head dimension %u needs "
+                       "attention %svariant %s at head dimension %u needs "
                        "%u bytes of shared memory; '%s' has %u",
-                       vs, d, smem, c->name, c->shared_memory_bytes);
+                       backward ? "backward " : "", vs, d, smem, c->name, c->shared_memory_bytes);
     return HL_OK;
 }
 
-/* Every coop variant valid here for head dimension d: per f16 -> f32 shape the
- * device offers, key tiles x subgroups x row tiles per subgroup. */
-static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
+/* Every coop variant valid here for head dimension d (either direction): per
+ * f16 -> f32 shape the device offers, key tiles x subgroups x row tiles per subgroup. */
+size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
+                          size_t cap) {
     static const uint32_t nsgs[] = {4, 8}, wqs[] = {1, 2, 4}, bcs[] = {32, 16, 64};
     const hl_caps *c = &dev->caps;
     size_t n = 0;
@@ -101,7 +119,7 @@ static size_t coop_candidates(const hl_device *dev, uint32_t d, hl_dtype in, hl_
             for (size_t b = 0; b < sizeof nsgs / sizeof *nsgs; b++)
                 for (size_t w = 0; w < sizeof wqs / sizeof *wqs; w++) {
                     hl_attn_variant v = {HL_PATH_COOP, s->m, s->n, s->k, bcs[a], nsgs[b], wqs[w]};
-                    if (hl_attn_variant_check(dev, &v, d, in, &err) != HL_OK) continue;
+                    if (hl_attn_check(dev, &v, d, in, backward, &err) != HL_OK) continue;
                     if (n < cap) out[n] = v;
                     n++;
                 }
@@ -128,7 +146,7 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
             *out = list[i];
             return 1;
         }
-    return coop_candidates(dev, d, in, out, 1) > 0;
+    return hl_attn_candidates(dev, d, in, 0, out, 1) > 0;
 }
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
@@ -145,7 +163,7 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv
 }
 
 size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
-    size_t n = dev->coop_enabled ? coop_candidates(dev, d, in, out, cap) : 0;
+    size_t n = dev->coop_enabled ? hl_attn_candidates(dev, d, in, 0, out, cap) : 0;
     if (d >= 1 && d <= MAX_HEAD_DIM) {
         if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
         n++;
@@ -170,9 +188,10 @@ static void record_attention(hl_device *dev, const void *ctx, VkDescriptorSet ds
 
 /* The pipeline of a (checked) variant for head dimension d, and the query rows
  * one workgroup covers. */
-static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
-                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
-    const hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u};
+static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse,
+                               hl_dtype in, hl_pipeline **out, uint32_t *rows, hl_error *err) {
+    const hl_spec_env e = {
+        .subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
     uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
@@ -190,7 +209,7 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     if (st != HL_OK) return st;
     hl_pipeline *p;
     uint32_t rows;
-    st = attn_pipeline(dev, v, d, causal, in, &p, &rows, err);
+    st = attn_pipeline(dev, v, d, causal, 0, in, &p, &rows, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -239,7 +258,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                        (unsigned long long)caps->max_storage_buffer_range);
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
-        if (hl_tensors_share(args->t_o, ts[i]))
+        if (hl_tensors_share(args->t_o, ts[i]) || hl_tensors_share(args->t_lse, ts[i]))
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "attention: the output tensor is also an input; "
                            "attention does not run in place");
@@ -251,7 +270,9 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     attn_plan pl = {0};
     uint32_t rows;
     hl_pipeline *pipe;
-    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, args->dtype, &pipe, &rows, err));
+    const int want_lse = args->lse || args->t_lse;
+    HL_TRY(hl_check_output_tensor(dev, args->t_lse, bh * sq * 4, "attention", "lse", err));
+    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, want_lse, args->dtype, &pipe, &rows, err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,
@@ -292,6 +313,13 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                                  .upload = args->t_v ? NULL : args->v,
                                  .bytes = kv_bytes,
                                  .slot = HL_BIND_ATTENTION_V},
+        /* the log-sum-exp per row, when asked for; else an unread placeholder */
+        [HL_BIND_ATTENTION_LSE] = {.tensor = args->t_lse,
+                                   .scratch = &dev->buf_rows,
+                                   .download = args->lse,
+                                   .bytes = want_lse ? bh * sq * 4 : 16,
+                                   .poison = want_lse,
+                                   .slot = HL_BIND_ATTENTION_LSE},
     };
     const hl_exec_timing timing = {args->warmup,   args->iters,      args->flush_bytes, args->samples_ms,
                                    args->batch_ms, args->wait_value, args->signal_value};

@@ -600,6 +600,7 @@ void hl_device_release_scratch(hl_device *dev) {
     hl_buffer_destroy(dev, &dev->buf_c);
     hl_buffer_destroy(dev, &dev->buf_w);
     hl_buffer_destroy(dev, &dev->buf_bias);
+    hl_buffer_destroy(dev, &dev->buf_rows);
     hl_buffer_destroy(dev, &dev->flush);
 }
 

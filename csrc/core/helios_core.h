@@ -311,6 +311,10 @@ typedef struct hl_attention_args {
     const void *q, *k, *v;
     void *o; /* NULL: not read back */
     hl_tensor *t_q, *t_k, *t_v, *t_o;
+    /* Optional: each query row's log-sum-exp of the scaled scores (fp32, natural
+     * log, (batch_heads, sq)), what the backward needs; host memory or a tensor. */
+    float *lse;
+    hl_tensor *t_lse;
     const hl_attn_variant *variant; /* NULL: the default */
     uint32_t warmup, iters;
     double *samples_ms, *batch_ms;
@@ -319,6 +323,36 @@ typedef struct hl_attention_args {
     uint64_t wait_value, signal_value; /* as hl_matmul_args */
 } hl_attention_args;
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err);
+
+/* The flash-attention backward (attention_bwd.c): from the forward's Q, K, V, its
+ * output O and log-sum-exp (t_lse as hl_attention writes it) and dO, writes dQ,
+ * dK and dV (the input type; shapes as Q, K, V). Tensors only. Two kernels in one
+ * submission: dQ (and delta = rowsum(dO * O)) per query block, then dK and dV per
+ * key block; a coop variant (the forward's grammar) or the scalar fallback
+ * (HELIOS_DISABLE_COOP_ATTENTION_BACKWARD=1, or no cooperative matrices). Timing
+ * and ordering fields as hl_attention_args (a sample covers both kernels). */
+typedef struct hl_attention_bwd_args {
+    uint32_t batch_heads, sq, skv, d;
+    hl_dtype dtype; /* HL_F16 or HL_BF16 */
+    int causal;
+    float scale;
+    hl_tensor *t_q, *t_k, *t_v, *t_o, *t_do, *t_lse;
+    hl_tensor *t_dq, *t_dk, *t_dv;
+    const hl_attn_variant *variant; /* NULL: the default */
+    uint32_t warmup, iters;
+    double *samples_ms, *batch_ms;
+    uint64_t flush_bytes;
+    hl_run_info *info;
+    uint64_t wait_value, signal_value;
+} hl_attention_bwd_args;
+hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err);
+/* The backward's variants: validation (its shared-memory budget differs), the
+ * default and every valid one, as the forward's. */
+hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
+                                    hl_error *err);
+hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
+                                      hl_attn_variant *out, hl_error *err);
+size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap);
 
 /* The cooperative-matrix MMA roof (roof.c): `reps` timed dispatches of `groups`
  * workgroups, each of 4 subgroups running `iters` x 4 independent MMAs of

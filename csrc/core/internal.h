@@ -138,6 +138,7 @@ struct hl_device {
     uint64_t compiles_total; /* pipelines compiled since open (telemetry resets; this does not) */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
+    hl_buffer buf_rows; /* fp32 per attention row: a host-bound LSE, the backward's delta */
     struct hl_tensor *tensors;                                      /* live tensors, released when the device closes */
     PFN_vkGetMemoryFdKHR get_memory_fd;                             /* VK_KHR_external_memory_fd, where enabled */
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
@@ -273,7 +274,7 @@ typedef struct hl_operand {
     int slot;           /* binding slot of the kind's layout, or -1 */
 } hl_operand;
 
-#define HL_EXEC_MAX_OPERANDS 8
+#define HL_EXEC_MAX_OPERANDS 12
 typedef struct hl_exec {
     hl_operand *operands;
     uint32_t n_operands;
@@ -299,5 +300,14 @@ typedef struct hl_exec_timing {
 } hl_exec_timing;
 hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
                          const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err);
+
+/* ---- attention variants, both directions (attention.c) -------------------- */
+/* The device rules for a variant at head dimension d; backward: the backward
+ * kernels' shared-memory budget and tile rules. */
+hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, int backward,
+                        hl_error *err);
+/* Every valid coop variant for that direction (the count; up to cap written). */
+size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
+                          size_t cap);
 
 #endif

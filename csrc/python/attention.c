@@ -1,5 +1,6 @@
 /* attention.c — Device._attention (one flash-attention forward on host arrays
- * or Tensors, optionally GPU-timed) and Device._attention_variants.
+ * or Tensors, optionally GPU-timed, optionally writing the log-sum-exp),
+ * Device._attention_backward (on Tensors) and Device._attention_variants.
  * helios.Device.attention works out shapes and dtypes; this layer checks that
  * every buffer is large enough for what the core will touch. */
 #define NO_IMPORT_ARRAY
@@ -29,20 +30,22 @@ static int attn_variant_arg(DeviceObject *self, PyObject *o, hl_attn_variant *v,
 static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { return hl_attention(dev, args, err); }
 
 /* _attention(q, k, v, bh, sq, skv, d, *, causal=False, scale, variant=None,
- *            warmup=0, iters=0, flush_bytes=0, out=None, dtype='float16')
+ *            warmup=0, iters=0, flush_bytes=0, out=None, dtype='float16', lse=None)
+ *   lse: a float32 Tensor of bh * sq elements that receives each row's log-sum-exp
  *   -> (o (bh, sq, d) of dtype (bfloat16: uint16 bits) or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"q",           "k",      "v",          "bh",           "sq",     "skv",
                              "d",           "causal", "scale",      "variant",      "warmup", "iters",
-                             "flush_bytes", "out",    "wait_value", "signal_value", "dtype",  NULL};
-    PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None, *dto = Py_None;
+                             "flush_bytes", "out",    "wait_value", "signal_value", "dtype",  "lse",
+                             NULL};
+    PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None, *dto = Py_None, *lseo = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKOKKO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKOKKOO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq,
                                      &skv, &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out, &wait_value,
-                                     &signal_value, &dto))
+                                     &signal_value, &dto, &lseo))
         return NULL;
     hl_dtype dtype = HL_F16;
     if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
@@ -76,6 +79,14 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
         operand_arg(self, ko, "k", npy, kv_bytes, &aa.k, &aa.t_k) < 0 ||
         operand_arg(self, vo, "v", npy, kv_bytes, &aa.v, &aa.t_v) < 0)
         return NULL;
+    if (lseo != Py_None) {
+        const void *unused;
+        if (!is_tensor(gstate(self), lseo)) {
+            PyErr_Format(PyExc_TypeError, "lse must be a helios.Tensor, not %.80s", Py_TYPE(lseo)->tp_name);
+            return NULL;
+        }
+        if (operand_arg(self, lseo, "lse", NPY_FLOAT32, (uint64_t)bh * sq * 4, &unused, &aa.t_lse) < 0) return NULL;
+    }
     PyArrayObject *host_out = NULL;
     if (out != Py_None) {
         const void *unused;
@@ -101,16 +112,83 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
-/* _attention_variants(d, variant=None, skv=0, causal=False) -> (default, [every
- * valid variant]) for head dimension d (the default for S_kv keys and the mask;
- * skv 0: long); with variant, validates it and returns (canonical, []). */
-PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"d", "variant", "skv", "causal", "dtype", NULL};
-    unsigned int d, skv = 0;
+static hl_status call_backward(hl_device *dev, void *args, hl_error *err) {
+    return hl_attention_backward(dev, args, err);
+}
+
+/* _attention_backward(q, k, v, o, do, lse, dq, dk, dv, bh, sq, skv, d, *, causal=False, scale,
+ *                     variant=None, warmup=0, iters=0, flush_bytes=0, wait_value=0,
+ *                     signal_value=0, dtype='float16') -> (None, samples_ms, gpu_ms, variant)
+ * Every operand a Tensor (lse float32, the others of dtype); dq, dk, dv are written. */
+PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"q",      "k",     "v",       "o",      "do",         "lse",        "dq",
+                             "dk",     "dv",    "bh",      "sq",     "skv",        "d",          "causal",
+                             "scale",  "variant", "warmup", "iters", "flush_bytes", "wait_value", "signal_value",
+                             "dtype",  NULL};
+    PyObject *ob[9], *variant = Py_None, *dto = Py_None;
+    unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
+    unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
+    double scale = NAN;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKO:_attention_backward", kwlist, &ob[0],
+                                     &ob[1], &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv,
+                                     &d, &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value,
+                                     &signal_value, &dto))
+        return NULL;
+    hl_dtype dtype = HL_F16;
+    if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
+    if (dtype == HL_F32) {
+        PyErr_SetString(PyExc_TypeError, "_attention_backward: dtype must be 'float16' or 'bfloat16'");
+        return NULL;
+    }
+    if (isnan(scale)) {
+        PyErr_SetString(PyExc_TypeError, "_attention_backward: scale (a finite float) is required");
+        return NULL;
+    }
+    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters, warmup);
+        return NULL;
+    }
+    hl_attention_bwd_args ba = {0};
+    hl_attn_variant av;
+    int given;
+    if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
+    if (given) ba.variant = &av;
+    hl_tensor **slots[9] = {&ba.t_q, &ba.t_k, &ba.t_v, &ba.t_o, &ba.t_do, &ba.t_lse, &ba.t_dq, &ba.t_dk, &ba.t_dv};
+    for (int i = 0; i < 9; i++) {
+        const void *unused;
+        if (!is_tensor(gstate(self), ob[i])) {
+            PyErr_Format(PyExc_TypeError, "%s must be a helios.Tensor, not %.80s", kwlist[i], Py_TYPE(ob[i])->tp_name);
+            return NULL;
+        }
+        if (operand_arg(self, ob[i], kwlist[i], npy_type_of(dtype), 0, &unused, slots[i]) < 0) return NULL;
+    }
+    ba.batch_heads = bh;
+    ba.sq = sq;
+    ba.skv = skv;
+    ba.d = d;
+    ba.causal = causal;
+    ba.dtype = dtype;
+    ba.scale = (float)scale;
+    ba.warmup = warmup;
+    ba.iters = iters;
+    ba.flush_bytes = flush;
+    ba.wait_value = wait_value;
+    ba.signal_value = signal_value;
+    return timed_call(self, call_backward, &ba, &ba.samples_ms, &ba.batch_ms, &ba.info, iters, NULL);
+}
+
+/* _attention_variants(d, variant=None, skv=0, causal=False, dtype=None, backward=False)
+ * -> (default, [every valid variant]) for head dimension d (the default for S_kv
+ * keys and the mask; skv 0: long); with variant, validates it and returns
+ * (canonical, []). backward: the backward's variants (its own rules). */
+PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"d", "variant", "skv", "causal", "dtype", "backward", NULL};
+    unsigned int d, skv = 0;
+    int causal = 0, backward = 0;
     PyObject *variant = Py_None, *dto = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OIpO:_attention_variants", kwlist, &d, &variant, &skv, &causal,
-                                     &dto))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OIpOp:_attention_variants", kwlist, &d, &variant, &skv, &causal,
+                                     &dto, &backward))
         return NULL;
     hl_attn_variant given_v, dflt, list[64];
     int given;
@@ -119,9 +197,18 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
         return NULL;
     if (device_acquire(self) < 0) return NULL;
     hl_error err = {0};
-    hl_status s = given ? hl_attn_variant_check(self->dev, &given_v, d, in, &err)
-                        : hl_attn_variant_default(self->dev, d, skv, causal, in, &dflt, &err);
-    size_t n = (s == HL_OK && !given) ? hl_attn_variant_list(self->dev, d, in, list, 64) : 0;
+    hl_status s;
+    if (given)
+        s = backward ? hl_attn_bwd_variant_check(self->dev, &given_v, d, in, &err)
+                     : hl_attn_variant_check(self->dev, &given_v, d, in, &err);
+    else if (backward)
+        s = hl_attn_bwd_variant_default(self->dev, d, skv, causal, in, &dflt, &err);
+    else
+        s = hl_attn_variant_default(self->dev, d, skv, causal, in, &dflt, &err);
+    size_t n = 0;
+    if (s == HL_OK && !given)
+        n = backward ? hl_attn_bwd_variant_list(self->dev, d, in, list, 64)
+                     : hl_attn_variant_list(self->dev, d, in, list, 64);
     device_release(self);
     if (s != HL_OK) return raise_status(gstate(self), &err);
     char buf[HL_VARIANT_STR_MAX];

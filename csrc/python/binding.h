@@ -85,6 +85,7 @@ PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* {statistic name: value} of a pipeline's driver statistics. */

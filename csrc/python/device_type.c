@@ -571,13 +571,16 @@ static PyMethodDef Device_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
      "Low-level flash-attention forward on (B*H, S, d) float16 or bfloat16 arrays or Tensors "
      "(helios.Device.attention converts)."},
+    {"_attention_backward", (PyCFunction)(void (*)(void))Device_attention_backward, METH_VARARGS | METH_KEYWORDS,
+     "Low-level flash-attention backward on Tensors: dQ, dK, dV from Q, K, V, O, dO and the forward's "
+     "log-sum-exp (helios.Device.attention_backward converts)."},
     {"_attention_kernel_stats", (PyCFunction)(void (*)(void))Device_attention_kernel_stats,
      METH_VARARGS | METH_KEYWORDS,
      "_attention_kernel_stats(d, variant=None, causal=False, dtype='float16') -> dict: the "
      "driver's statistics of that attention kernel; {} where the driver offers none."},
     {"_attention_variants", (PyCFunction)(void (*)(void))Device_attention_variants, METH_VARARGS | METH_KEYWORDS,
-     "_attention_variants(d, variant=None, skv=0, causal=False, dtype='float16') -> (default or "
-     "checked variant, [valid variants])."},
+     "_attention_variants(d, variant=None, skv=0, causal=False, dtype='float16', backward=False) -> "
+     "(default or checked variant, [valid variants]) of the forward or the backward."},
     {"kernel_stats", (PyCFunction)(void (*)(void))Device_kernel_stats, METH_VARARGS | METH_KEYWORDS,
      "kernel_stats(variant=None, out_dtype=in_dtype, in_dtype='float16') -> dict: the driver's statistics of the "
      "variant's kernel (registers, shared memory, ...); {} where the driver offers none."},

@@ -1,6 +1,8 @@
 """Attention: ``helios.attention`` / ``Device.attention`` (a flash-attention
-forward on cooperative matrices), ``Device.time_attention`` (GPU-timed like
-time_matmul), and the float64 reference the checks use."""
+forward on cooperative matrices, optionally with each row's log-sum-exp),
+``Device.attention_backward`` (dQ, dK, dV from the forward's output and
+log-sum-exp), ``Device.time_attention`` (GPU-timed like time_matmul, either
+direction), and the float64 references the checks use."""
 
 from __future__ import annotations
 
@@ -114,7 +116,10 @@ def run_attention(
     variant: Optional[str] = None,
     out: Optional[Tensor] = None,
     order: Optional[tuple[int, int]] = None,
+    lse: Optional[Tensor] = None,
 ) -> Any:
+    """The forward on checked inputs; lse: a float32 Tensor of B*H*S_q elements that
+    receives each row's log-sum-exp (host inputs: then returned beside O)."""
     if dev.closed:
         raise _helios.DeviceClosedError("the Device is closed")
     dt = compute_dtype(_dtype_of(q, "q"), _dtype_of(k, "k"), _dtype_of(v, "v"))
@@ -127,10 +132,80 @@ def run_attention(
     ):
         raise ValueError(f"attention: out must be a {dt.name} Tensor of shape {(b, h, sq, d)}")
     ordered = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
+    if lse is not None:
+        _check_lse(lse, b, h, sq)
+        ordered["lse"] = lse
     o, _, _, _ = _call(dev, q, k, v, b * h, d, causal, resolve_scale(scale, d), variant, dt, out=out, **ordered)
     if out is not None:
         return out
     return unwire(o, dt).reshape(b, h, sq, d)
+
+
+def _check_lse(lse: Any, b: int, h: int, sq: int) -> None:
+    if not isinstance(lse, Tensor) or lse.dtype != np.float32 or lse.size != b * h * sq or not lse.packed:
+        raise ValueError(
+            f"attention: lse must be a packed float32 Tensor of {b}*{h}*{sq} elements (B, H, S_q), got "
+            f"{getattr(lse, 'shape', type(lse).__name__)} {getattr(lse, 'dtype', '')}"
+        )
+
+
+BACKWARD_NAMES = ("q", "k", "v", "o", "do")
+
+
+def run_attention_backward(
+    dev: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    do: Any,
+    lse: Any,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+    variant: Optional[str] = None,
+    order: Optional[tuple[int, int]] = None,
+    grads: Optional[Sequence[Tensor]] = None,
+    timing: Optional[dict] = None,
+) -> tuple[Tensor, Tensor, Tensor, Any]:
+    """dQ, dK, dV as Tensors (grads: Tensors to write them into) and the call's
+    (samples_ms, gpu_ms, variant). Host operands are uploaded first; every 16-bit
+    operand must share one dtype (float32 host arrays are rounded to it)."""
+    if dev.closed:
+        raise _helios.DeviceClosedError("the Device is closed")
+    ops = (q, k, v, o, do)
+    dt = compute_dtype(*(_dtype_of(x, nm) for x, nm in zip(ops, BACKWARD_NAMES)))
+    ts = []
+    for x, nm in zip(ops, BACKWARD_NAMES):
+        x = _operand(x, nm, dt)
+        ts.append(x if isinstance(x, Tensor) else dev.upload(x, dtype=dt))
+    q, k, v, o, do = ts
+    check_shapes(q.shape, k.shape, v.shape)
+    for x, nm in ((o, "o"), (do, "do")):
+        if x.shape != q.shape:
+            raise ValueError(f"attention backward: {nm} {x.shape} must have q's shape {q.shape}")
+    b, h, sq, d = (int(s) for s in q.shape)
+    skv = int(k.shape[2])
+    causal = flag("causal", causal)
+    if not isinstance(lse, Tensor):
+        arr = np.ascontiguousarray(host_array(lse, "attention backward: lse"), dtype=np.float32)
+        if arr.size != b * h * sq:
+            raise ValueError(f"attention backward: lse holds {arr.size} values; (B, H, S_q) = {(b, h, sq)} needs {b * h * sq}")
+        lse = dev.upload(arr.reshape(b, h, sq), dtype="float32")
+    _check_lse(lse, b, h, sq)
+    if grads is None:
+        grads = (dev.empty(q.shape, dt), dev.empty(k.shape, dt), dev.empty(k.shape, dt))
+    for g, like, nm in zip(grads, (q, k, v), ("dq", "dk", "dv")):
+        if not isinstance(g, Tensor) or g.shape != like.shape or g.dtype != dt or not g.packed:
+            raise ValueError(f"attention backward: {nm} must be a packed {dt.name} Tensor of shape {like.shape}")
+    kw = dict(timing or {})
+    if order is not None:
+        kw.update(wait_value=int(order[0]), signal_value=int(order[1]))
+    _, samples, gpu_ms, used = dev._attention_backward(
+        q, k, v, o, do, lse, *grads, b * h, sq, skv, d,
+        causal=causal, scale=resolve_scale(scale, d), variant=variant, dtype=dt.name, **kw,
+    )
+    return grads[0], grads[1], grads[2], (samples, gpu_ms, used)
 
 
 def time_attention(
@@ -206,6 +281,43 @@ def time_attention(
         output=unwire(o, dt).reshape(b, h, sq, d),
         dtype=dt.name,
     )
+
+
+def reference_attention_backward(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    do: np.ndarray,
+    *,
+    causal: bool = False,
+    scale: Optional[float] = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(dQ, dK, dV, lse) of softmax(scale * Q K^T [masked]) V against dO in float64,
+    one head at a time; lse in natural-log units (what the forward writes)."""
+    b, h, sq, d = q.shape
+    skv = k.shape[2]
+    sc = resolve_scale(scale, d)
+    dq = np.empty((b, h, sq, d))
+    dk = np.empty((b, h, skv, d))
+    dv = np.empty((b, h, skv, d))
+    lse = np.empty((b, h, sq))
+    for i in range(b):
+        for j in range(h):
+            qh, kh, vh, gh = (x[i, j].astype(np.float64) for x in (q, k, v, do))
+            s = (qh @ kh.T) * sc
+            if causal:
+                s = np.where(np.arange(skv)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+            mx = s.max(axis=1, keepdims=True)
+            e = np.exp(s - mx)
+            tot = e.sum(axis=1, keepdims=True)
+            p = e / tot
+            lse[i, j] = (mx + np.log(tot))[:, 0]
+            dv[i, j] = p.T @ gh
+            dp = gh @ vh.T
+            ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
+            dq[i, j] = (ds @ kh) * sc
+            dk[i, j] = (ds.T @ qh) * sc
+    return dq, dk, dv, lse
 
 
 def random_qkv(

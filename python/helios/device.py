@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, cast
 import numpy as np
 
 from . import _helios, gemm
-from .attention import run_attention, time_attention
+from .attention import run_attention, run_attention_backward, time_attention
 from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
 from .flops import matmul_flops, tflops
 from .gemm import Chain
@@ -363,6 +363,7 @@ class Device(_helios.Device):
         out: Optional[Tensor] = None,
         is_causal: Optional[bool] = None,
         order: Optional[tuple[int, int]] = None,
+        return_lse: bool = False,
     ) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
         float16 or bfloat16 (float32 is rounded to float16, or to bfloat16 when an input
@@ -376,27 +377,71 @@ class Device(_helios.Device):
         is_causal: torch's name for causal (give one of the two). Not supported yet,
         unlike torch's scaled_dot_product_attention: attn_mask, dropout_p and
         grouped-query heads (k/v must have q's head count). order: as matmul's (Tensors
-        and out= only)."""
+        and out= only). return_lse: return (O, lse), lse each query row's log-sum-exp
+        of the scaled scores (float32 (B, H, S_q), natural log, torch's convention),
+        what :meth:`attention_backward` takes."""
         if is_causal is not None:
             if causal is not False and bool(causal) != bool(is_causal):
                 raise ValueError("attention: causal and is_causal disagree; give one of them")
             causal = flag("is_causal", is_causal)
         dts = [gemm.input_dtype(x, nm) for x, nm in ((q, "q"), (k, "k"), (v, "v"))]
         cdt = compute_dtype(*dts)
+        lse = None
+        if flag("return_lse", return_lse):
+            shape = tuple(int(s) for s in getattr(q, "shape", np.shape(q)))
+            if len(shape) != 4:
+                raise ValueError(f"attention: q must be 4-D (B, H, S, d), got shape {shape}")
+            lse = self.empty(shape[:3], "float32")
         if out is None and any(isinstance(x, Tensor) for x in (q, k, v)):
             out = self.empty(tuple(getattr(q, "shape", ())), cdt)
-            return run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
-        res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order)
-        if out is not None:
+        res = run_attention(self, q, k, v, causal=causal, scale=scale, variant=variant, out=out, order=order, lse=lse)
+        if out is None:
+            # computed in the 16-bit type (the kernels'); returned in the inputs' result dtype
+            res = like_inputs(res.astype(as_dtype(result_name(cdt, *dts)), copy=False), q, k, v)
+        if lse is None:
             return res
-        # computed in the 16-bit type (the kernels'); returned in the inputs' result dtype
-        return like_inputs(res.astype(as_dtype(result_name(cdt, *dts)), copy=False), q, k, v)
+        return res, (lse if isinstance(res, Tensor) else like_inputs(lse.numpy(), q, k, v))
 
-    def attention_variants(self, head_dim: int, dtype: Any = "float16") -> list[str]:
+    def attention_backward(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        o: Any,
+        do: Any,
+        lse: Any,
+        *,
+        causal: bool = False,
+        scale: Optional[float] = None,
+        variant: Optional[str] = None,
+        order: Optional[tuple[int, int]] = None,
+    ) -> tuple[Any, Any, Any]:
+        """(dQ, dK, dV) of :meth:`attention` for the output gradient do, from the
+        forward's inputs, its output o and its log-sum-exp (``attention(...,
+        return_lse=True)``): flash-attention's recomputation on cooperative matrices
+        (two kernels: delta = rowsum(dO * O) and dQ per query block, then dK and dV per
+        key block), or the scalar fp32 fallback. q, k, v, o, do: (B, H, S, d) float16
+        or bfloat16 host arrays or Tensors of one dtype; the results are Tensors when
+        an input is one, else host arrays like the inputs. causal, scale and variant
+        (the backward's own; ``attention_variants(d, backward=True)``) as attention's.
+        HELIOS_DISABLE_COOP_ATTENTION_BACKWARD=1 selects the fallback by default.
+        order: as matmul's (Tensors only)."""
+        ins = (q, k, v, o, do)
+        dq, dk, dv, _ = run_attention_backward(
+            self, q, k, v, o, do, lse, causal=causal, scale=scale, variant=variant, order=order
+        )
+        if any(isinstance(x, Tensor) for x in ins):
+            return dq, dk, dv
+        return tuple(like_inputs(g.numpy(), *ins) for g in (dq, dk, dv))  # type: ignore[return-value]
+
+    def attention_variants(self, head_dim: int, dtype: Any = "float16", backward: bool = False) -> list[str]:
         """Every attention variant valid here for this head dimension and dtype
-        (float16 or bfloat16; default first where it is a coop one)."""
+        (float16 or bfloat16; default first where it is a coop one); backward: the
+        backward's (its shared-memory budget differs)."""
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
-        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), dtype=dt.name)[1]
+        return self._attention_variants(
+            count("head_dim", head_dim, 1, 2**31), dtype=dt.name, backward=flag("backward", backward)
+        )[1]
 
     def attention_kernel_stats(
         self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: Any = "float16"
@@ -407,13 +452,21 @@ class Device(_helios.Device):
         return self._attention_kernel_stats(count("head_dim", head_dim, 1, 2**31), variant, bool(causal), dt.name)
 
     def default_attention_variant(
-        self, head_dim: int, seq_kv: Optional[int] = None, causal: bool = False, dtype: Any = "float16"
+        self,
+        head_dim: int,
+        seq_kv: Optional[int] = None,
+        causal: bool = False,
+        dtype: Any = "float16",
+        backward: bool = False,
     ) -> str:
         """The attention variant used when none is given for this head dimension, key
-        count (None: long), mask and dtype (HELIOS_DISABLE_COOP_ATTENTION applied)."""
+        count (None: long), mask and dtype (HELIOS_DISABLE_COOP_ATTENTION applied;
+        backward: the backward's, HELIOS_DISABLE_COOP_ATTENTION_BACKWARD applied)."""
         skv = 0 if seq_kv is None else min(count("seq_kv", seq_kv, 1, 2**63), 2**32 - 1)
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
-        return self._attention_variants(count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal), dt.name)[0]
+        return self._attention_variants(
+            count("head_dim", head_dim, 1, 2**31), None, skv, bool(causal), dt.name, flag("backward", backward)
+        )[0]
 
     def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
         """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,

@@ -1,0 +1,219 @@
+/* attention_bwd.c — the flash-attention backward: its default variant and one
+ * call (two dispatches in one submission: delta and dQ per query block, then dK
+ * and dV per key block, a barrier between), timed and ordered like the forward.
+ * Tensors only: the forward's O and log-sum-exp come from a previous call. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SCALAR_THREADS 64u /* attention_bwd_scalar.comp: one row per invocation */
+#define MAX_HEAD_DIM 256u
+
+hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
+                                    hl_error *err) {
+    return hl_attn_check(dev, v, d, in, 1, err);
+}
+
+/* Measured preference first (benchmarks/results: the backward sweep), then the
+ * first valid candidate. One row tile per subgroup: the dK/dV kernel holds K and V
+ * fragments and two accumulators per tile. */
+hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
+                                      hl_attn_variant *out, hl_error *err) {
+    (void)skv;
+    (void)causal;
+    int off = 0;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", &off, err);
+    if (st != HL_OK) return st;
+    memset(out, 0, sizeof *out);
+    out->path = HL_PATH_SCALAR;
+    if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev))) {
+        const hl_attn_variant list[] = {
+            {HL_PATH_COOP, 16, 16, 16, 32, 4, 1},
+            {HL_PATH_COOP, 16, 16, 16, 16, 4, 1},
+            {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
+        };
+        hl_error e;
+        int found = 0;
+        for (size_t i = 0; i < sizeof list / sizeof *list && !found; i++)
+            if (hl_attn_check(dev, &list[i], d, in, 1, &e) == HL_OK) {
+                *out = list[i];
+                found = 1;
+            }
+        if (!found) hl_attn_candidates(dev, d, in, 1, out, 1);
+    }
+    return hl_attn_check(dev, out, d, in, 1, err);
+}
+
+size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
+    size_t n = dev->coop_enabled ? hl_attn_candidates(dev, d, in, 1, out, cap) : 0;
+    if (d >= 1 && d <= MAX_HEAD_DIM) {
+        if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
+        n++;
+    }
+    return n < cap ? n : cap;
+}
+
+typedef struct bwd_plan {
+    VkPipeline pipe[2]; /* dQ pass, dK/dV pass */
+    uint32_t grid[2][2];
+    uint32_t pc[HL_PUSH_WORDS];
+} bwd_plan;
+
+static void record_backward(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
+    const bwd_plan *pl = ctx;
+    for (int i = 0; i < 2; i++) {
+        if (i) hl_compute_barrier(dev); /* delta written by the first, read by the second */
+        vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe[i]);
+        vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
+        vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+        vkCmdDispatch(dev->cmd, pl->grid[i][0], pl->grid[i][1], 1);
+        dev->tel.dispatches++;
+    }
+}
+
+/* The two pipelines of a (checked) variant and the rows one workgroup of each owns. */
+static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
+    hl_status st = HL_OK;
+    uint32_t spec[HL_MAX_SPEC];
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u};
+    if (v->path != HL_PATH_COOP) {
+        *rows = SCALAR_THREADS;
+        for (uint32_t pass = 0; pass < 2; pass++) {
+            e.pass = pass;
+            hl_spec_attention_bwd_scalar(spec, v, &e);
+            HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_scalar(in), spec, HL_SPEC_ATTENTION_BWD_SCALAR_COUNT,
+                                   0, &out[pass], err));
+        }
+        return HL_OK;
+    }
+    *rows = v->nsg * v->wq * v->tm;
+    hl_spec_attention_bwd_dq(spec, v, &e);
+    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT, e.subgroup,
+                           &out[0], err));
+    hl_spec_attention_bwd_dkdv(spec, v, &e);
+    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dkdv(in), spec, HL_SPEC_ATTENTION_BWD_DKDV_COUNT, e.subgroup,
+                           &out[1], err));
+fail:
+    return st;
+}
+
+hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *caps = &dev->caps;
+    const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
+    if (!bh || !sq || !skv || !d)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "attention backward: batch*heads=%llu, S_q=%llu, S_kv=%llu, d=%llu; every dimension must be "
+                       ">= 1",
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)skv, (unsigned long long)d);
+    if (args->iters && !args->samples_ms)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
+    if (args->iters && !dev->timestamps_ok)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
+                       caps->name);
+    if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
+    hl_tensor *const ins[6] = {args->t_q, args->t_k, args->t_v, args->t_o, args->t_do, args->t_lse};
+    hl_tensor *const outs[3] = {args->t_dq, args->t_dk, args->t_dv};
+    static const char *in_names[6] = {"q", "k", "v", "o", "do", "lse"}, *out_names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 6; i++)
+        if (!ins[i])
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)",
+                           in_names[i]);
+    for (int i = 0; i < 3; i++)
+        if (!outs[i])
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)",
+                           out_names[i]);
+    if (!isfinite(args->scale))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: scale must be finite");
+    if (args->causal && sq != skv)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "attention backward: causal masking needs S_q == S_kv (got %llu and %llu)",
+                       (unsigned long long)sq, (unsigned long long)skv);
+    hl_attn_variant v;
+    if (args->variant)
+        v = *args->variant;
+    else
+        HL_TRY(hl_attn_bwd_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
+    HL_TRY(hl_attn_check(dev, &v, (uint32_t)d, args->dtype, 1, err));
+
+    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
+    const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2, row_bytes = bh * sq * 4;
+    if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
+        kv_bytes > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "attention backward %llux%llux%llu (S_kv %llu): an operand spans %llu bytes; kernels index "
+                       "with 32 bits and the device allows %llu bytes per buffer",
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d, (unsigned long long)skv,
+                       (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
+                       (unsigned long long)caps->max_storage_buffer_range);
+    const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, q_bytes, q_bytes, row_bytes};
+    const uint64_t out_bytes[3] = {q_bytes, kv_bytes, kv_bytes};
+    for (int i = 0; i < 6; i++) HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
+    for (int i = 0; i < 3; i++) {
+        HL_TRY(hl_check_output_tensor(dev, outs[i], out_bytes[i], "attention backward", out_names[i], err));
+        for (int j = 0; j < 6; j++)
+            if (hl_tensors_share(outs[i], ins[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                               "attention backward: %s is also the input %s; the backward does not run in place",
+                               out_names[i], in_names[j]);
+        for (int j = 0; j < i; j++)
+            if (hl_tensors_share(outs[i], outs[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s and %s are the same memory",
+                               out_names[j], out_names[i]);
+    }
+
+    bwd_plan pl = {0};
+    hl_pipeline *pipes[2];
+    uint32_t rows;
+    HL_TRY(bwd_pipelines(dev, &v, (uint32_t)d, args->causal, args->dtype, pipes, &rows, err));
+    const uint64_t gq = (sq + rows - 1) / rows, gk = (skv + rows - 1) / rows;
+    if (gq > caps->max_group_count[0] || gk > caps->max_group_count[0] || bh > caps->max_group_count[1])
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "attention backward: %llu row blocks x %llu heads exceed the device's %ux%u workgroup grid",
+                       (unsigned long long)(gq > gk ? gq : gk), (unsigned long long)bh, caps->max_group_count[0],
+                       caps->max_group_count[1]);
+    for (int i = 0; i < 2; i++) {
+        pl.pipe[i] = pipes[i]->pipeline;
+        pl.grid[i][0] = (uint32_t)(i ? gk : gq);
+        pl.grid[i][1] = (uint32_t)bh;
+    }
+    const float scale = args->scale, scale_log2 = args->scale * 1.4426950408889634f;
+    pl.pc[0] = (uint32_t)bh;
+    pl.pc[1] = (uint32_t)sq;
+    pl.pc[2] = (uint32_t)skv;
+    memcpy(&pl.pc[3], &scale_log2, 4);
+    memcpy(&pl.pc[4], &scale, 4);
+
+    /* Outputs are poisoned: an element a kernel fails to write cannot pass a check. */
+    hl_operand ops[HL_BIND_ATTENTION_BWD_COUNT] = {
+        [HL_BIND_ATTENTION_BWD_Q] = {.tensor = args->t_q, .bytes = q_bytes, .slot = HL_BIND_ATTENTION_BWD_Q},
+        [HL_BIND_ATTENTION_BWD_K] = {.tensor = args->t_k, .bytes = kv_bytes, .slot = HL_BIND_ATTENTION_BWD_K},
+        [HL_BIND_ATTENTION_BWD_V] = {.tensor = args->t_v, .bytes = kv_bytes, .slot = HL_BIND_ATTENTION_BWD_V},
+        [HL_BIND_ATTENTION_BWD_O] = {.tensor = args->t_o, .bytes = q_bytes, .slot = HL_BIND_ATTENTION_BWD_O},
+        [HL_BIND_ATTENTION_BWD_DO] = {.tensor = args->t_do, .bytes = q_bytes, .slot = HL_BIND_ATTENTION_BWD_DO},
+        [HL_BIND_ATTENTION_BWD_LSE] = {.tensor = args->t_lse, .bytes = row_bytes, .slot = HL_BIND_ATTENTION_BWD_LSE},
+        [HL_BIND_ATTENTION_BWD_DELTA] = {.scratch = &dev->buf_rows,
+                                         .bytes = row_bytes,
+                                         .slot = HL_BIND_ATTENTION_BWD_DELTA},
+        [HL_BIND_ATTENTION_BWD_DQ] =
+            {.tensor = args->t_dq, .bytes = q_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DQ},
+        [HL_BIND_ATTENTION_BWD_DK] =
+            {.tensor = args->t_dk, .bytes = kv_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DK},
+        [HL_BIND_ATTENTION_BWD_DV] =
+            {.tensor = args->t_dv, .bytes = kv_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DV},
+    };
+    const hl_exec_timing timing = {args->warmup,   args->iters,      args->flush_bytes, args->samples_ms,
+                                   args->batch_ms, args->wait_value, args->signal_value};
+    char vs[HL_VARIANT_STR_MAX];
+    hl_attn_variant_format(&v, vs, sizeof vs);
+    HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_ATTENTION_BWD_COUNT, record_backward, &pl, &timing, vs, args->info, err));
+    dev->tel.attentions++;
+    if (v.path == HL_PATH_COOP) dev->tel.coop_attentions++;
+    return HL_OK;
+fail:
+    return st;
+}

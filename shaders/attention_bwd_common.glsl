@@ -1,0 +1,156 @@
+// attention_bwd_common.glsl — what the backward's two coop kernels share: the
+// element type, the shared-memory scratch geometry, the row-to-lane mapping of the
+// softmax (as attention_coop.comp), tile staging and the 16-byte vector helpers.
+// Each kernel defines OWN_ROWS (the buffer length of the rows its workgroup owns:
+// p.sq for dQ, p.skv for dK/dV) before including this.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
+#ifdef IN_BF16
+#extension GL_EXT_bfloat16 : require
+#define HELIOS_BF16_NATIVE
+#define IN_T bfloat16_t
+#else
+#define IN_T float16_t
+#endif
+#include "bf16.glsl"
+
+layout(push_constant) uniform Push {
+    uint heads;        // B * H
+    uint sq, skv;      // query and key rows per head
+    float scale_log2;  // scale * log2(e): scores go through exp2
+    float scale;       // dQ and dK carry it (d(scale * Q K^T))
+} p;
+
+layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
+layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
+layout(set = 0, binding = BINDING_V) readonly buffer V128 { uvec4 v128[]; };
+layout(set = 0, binding = BINDING_O) readonly buffer O128 { uvec4 o128[]; };
+layout(set = 0, binding = BINDING_DO) readonly buffer DO128 { uvec4 do128[]; };
+layout(set = 0, binding = BINDING_LSE) readonly buffer Lse { float lse[]; };
+
+const float LOG2E = 1.4426950408889634;
+const uint THREADS = NSG * SUBGROUP;
+const uint RQ = WQ * TM;                       // owned rows per subgroup
+const uint BR = NSG * RQ;                      // owned rows per workgroup
+const uint DV = D / 8;                         // 16-byte vectors per row
+const uint DROW = DV + 1;                      // padded pitch (vectors) in shared memory
+const uint REGION0 = 2 * BC * DROW;            // the two streamed tiles (staging before the loop)
+const uint QCH = 2 * BC;                       // owned rows staged per round
+const uint SROW = BC / 4 + 1;                  // fp32 scratch pitch (vectors of 4 floats)
+const uint PROW = BC / 8 + 1;                  // 16-bit scratch pitch (vectors of 8 elements)
+// Per subgroup: an fp32 tile (scores, then dP) and a 16-bit one (P or dS).
+const uint SUB_VECS = RQ * SROW + RQ * PROW;
+const uint T0_OFF = 0, T1_OFF = BC * DROW;     // the streamed tiles
+shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+
+// The softmax's view of a subgroup's rows: LPR invocations share a row, each with
+// CPL consecutive columns; PASSES rounds cover RQ rows.
+const uint LPR = SUBGROUP >= RQ ? SUBGROUP / RQ : 1;
+const uint CPL = BC / LPR;
+const uint RPP = SUBGROUP / LPR;
+const uint PASSES = RQ / RPP;
+
+// Prefetch registers: the next streamed tile pair.
+const uint TILE_VECS = BC * DV;
+const uint PER_T = (TILE_VECS + THREADS - 1) / THREADS;
+uvec4 reg0[PER_T], reg1[PER_T];
+
+void put() {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        if (idx < TILE_VECS) {
+            uint r = idx / DV, c = idx % DV;
+            sm[T0_OFF + r * DROW + c] = reg0[i];
+            sm[T1_OFF + r * DROW + c] = reg1[i];
+        }
+    }
+}
+
+void sub_sync() {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+}
+
+uint pack_e(float a, float b) {
+#ifdef IN_BF16
+    return pack_bf16x2(a, b);
+#else
+    return packHalf2x16(vec2(a, b));
+#endif
+}
+
+vec2 unpack_e(uint u) {
+#ifdef IN_BF16
+    return vec2(bf16_to_f32(u & 0xFFFFu), bf16_to_f32(u >> 16));
+#else
+    return unpackHalf2x16(u);
+#endif
+}
+
+// The dot product of two 16-byte vectors of 8 elements, in fp32.
+float dot8(uvec4 a, uvec4 b) {
+    float s = 0.0;
+    [[unroll]] for (uint h = 0; h < 4; h++) s += dot(unpack_e(a[h]), unpack_e(b[h]));
+    return s;
+}
+
+float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
+
+// Writes 16-bit values of this lane's CPL columns of row r (v[c] for c < CPL) to the
+// 16-bit tile at base.
+#define PUT_ROW16(base, r, part, vals)                                                     \
+    [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {                                    \
+        uvec4 w4;                                                                          \
+        [[unroll]] for (uint h = 0; h < 4; h++)                                            \
+            w4[h] = pack_e(vals[c8 * 8 + 2 * h], vals[c8 * 8 + 2 * h + 1]);               \
+        sm[(base) + (r) * PROW + ((part) * CPL) / 8 + c8] = w4;                           \
+    }
+
+// Loads the A fragments of this subgroup's owned rows of BUF (rows base_row + ...,
+// head offset hb in vectors) through the staging region, QCH rows per round; rows
+// past OWN_ROWS are zero.
+#define STAGE_OWNED(BUF, FRAG, hb, base_row)                                               \
+    for (uint c0 = 0; c0 < BR; c0 += QCH) {                                               \
+        barrier();                                                                         \
+        for (uint idx = tid; idx < QCH * DV; idx += THREADS) {                            \
+            uint r = idx / DV, c = idx % DV, gr = (base_row) + c0 + r;                     \
+            sm[r * DROW + c] = c0 + r < BR && gr < OWN_ROWS ? BUF[(hb) + gr * DV + c] : uvec4(0); \
+        }                                                                                  \
+        barrier();                                                                         \
+        [[unroll]] for (uint w = 0; w < WQ; w++) {                                         \
+            const uint row = sg * RQ + w * TM;                                             \
+            if (row >= c0 && row < c0 + QCH)                                               \
+                [[unroll]] for (uint kk = 0; kk < D / TK; kk++)                            \
+                    coopMatLoad(FRAG[w][kk], sm, (row - c0) * DROW + kk * (TK / 8), DROW,  \
+                                gl_CooperativeMatrixLayoutRowMajor);                       \
+        }                                                                                  \
+    }
+
+// Stores acc * scale of this subgroup's owned rows to BUF in the element type:
+// straight to memory where the workgroup's rows all exist, through the scratch
+// (rows past OWN_ROWS dropped) where they do not.
+#define STORE_OWNED(BUF, ACC, hb, first_row, mul)                                          \
+    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
+        const uint row0 = r0 + w * TM;                                                     \
+        [[unroll]] for (uint j = 0; j < D / TN; j++) {                                     \
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =          \
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(ACC[w][j] * (mul)); \
+            if ((first_row) + BR <= OWN_ROWS) {                                            \
+                coopMatStore(oh, BUF, (hb) + row0 * DV + j * (TN / 8), DV,                 \
+                             gl_CooperativeMatrixLayoutRowMajor);                          \
+            } else {                                                                       \
+                coopMatStore(oh, sm, SUB, TN / 8, gl_CooperativeMatrixLayoutRowMajor);     \
+                sub_sync();                                                                \
+                for (uint i = lane; i < TM * (TN / 8); i += SUBGROUP) {                    \
+                    uint r = i / (TN / 8), c = i % (TN / 8);                               \
+                    if (row0 + r < OWN_ROWS) BUF[(hb) + (row0 + r) * DV + j * (TN / 8) + c] = sm[SUB + i]; \
+                }                                                                          \
+                sub_sync();                                                                \
+            }                                                                              \
+        }                                                                                  \
+    }

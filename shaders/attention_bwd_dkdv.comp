@@ -1,0 +1,176 @@
+#version 460
+// attention_bwd_dkdv.comp — flash-attention backward, the second kernel: for a
+// block of key rows, dV = P^T dO and dK = scale * dS^T Q, with P^T = exp(scale *
+// K Q^T - lse) recomputed, dP^T = V dO^T and dS^T = P^T * (dP^T - delta) (delta
+// from attention_bwd_dq.comp, which runs first).
+//
+// Workgroup (x, y) owns key rows [x*BR, x*BR + BR) of head y; each subgroup keeps
+// its rows' K and V fragments and the dK and dV accumulators in registers; the Q
+// and dO tiles (and their rows' lse and delta) stream through shared memory BC
+// queries at a time, prefetched one tile ahead. Everything runs transposed (key
+// rows, query columns) so that P^T and dS^T are A operands straight from the
+// scratch. Causal (top-left): query tiles wholly before the block's first key are
+// never loaded; query tails are masked, key tails computed and not stored.
+#include "spec_attention_bwd_dkdv.glsl"
+#define OWN_ROWS p.skv
+#include "attention_bwd_common.glsl"
+
+layout(set = 0, binding = BINDING_DELTA) readonly buffer Delta { float delta[]; };
+layout(set = 0, binding = BINDING_DK) writeonly buffer DK128 { uvec4 dk128[]; };
+layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
+
+shared float st_lse2[BC], st_dlt[BC];           // the streamed rows' lse (log2 units) and delta
+float reg_lse2, reg_dlt;                         // their prefetch (invocations < BC)
+
+void fetch(uint qbase, uint i0) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        uint r = idx / DV, c = idx % DV;
+        bool ok = idx < TILE_VECS && i0 + r < p.sq;
+        uint e = qbase + (i0 + r) * DV + c;
+        reg0[i] = ok ? q128[e] : uvec4(0);
+        reg1[i] = ok ? do128[e] : uvec4(0);
+    }
+    // Rows past the end: lse 0 and delta 0 keep their (masked) values finite.
+    const uint srow = gl_WorkGroupID.y * p.sq + i0 + tid;
+    const bool ok = tid < BC && i0 + tid < p.sq;
+    reg_lse2 = ok ? lse[srow] * LOG2E : 0.0;
+    reg_dlt = ok ? delta[srow] : 0.0;
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y;
+    const uint k0 = gl_WorkGroupID.x * BR;          // causal: block 0 has the most queries
+    const uint r0 = k0 + sg * RQ;                   // this subgroup's first key row
+    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    const uint SUB = REGION0 + sg * SUB_VECS;
+    const uint P_OFF = SUB + RQ * SROW;
+    const uint Q_OFF = T0_OFF, DO_OFF = T1_OFF;
+    const uint part = lane % LPR;
+
+    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> kf[WQ][D / TK], vf[WQ][D / TK];
+    STAGE_OWNED(k128, kf, kvbase, k0)
+    STAGE_OWNED(v128, vf, kvbase, k0)
+
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> dk[WQ][D / TN], dv[WQ][D / TN];
+    [[unroll]] for (uint w = 0; w < WQ; w++)
+        [[unroll]] for (uint j = 0; j < D / TN; j++) {
+            dk[w][j] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            dv[w][j] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+        }
+
+    const uint t_first = CAUSAL != 0 ? k0 / BC : 0;
+    const uint ntiles = (p.sq + BC - 1) / BC;
+    if (t_first < ntiles) fetch(qbase, t_first * BC);
+    for (uint t = t_first; t < ntiles; t++) {
+        const uint i0 = t * BC;
+        barrier();                                 // staging / previous tile consumed
+        put();
+        if (tid < BC) {
+            st_lse2[tid] = reg_lse2;
+            st_dlt[tid] = reg_dlt;
+        }
+        barrier();
+        if (t + 1 < ntiles) fetch(qbase, i0 + BC);
+        // Every query of the tile before this subgroup's first key (causal): skip.
+        const bool live = CAUSAL == 0 || i0 + BC - 1 >= r0;
+
+        // S^T = K Q^T into the fp32 scratch (key rows, query columns).
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> qb;
+                coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(kf[w][kk], qb, s[w]);
+            }
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+        }
+        sub_sync();
+
+        // P^T, row by row (masked queries 0), kept in registers and written in the
+        // input type.
+        float pv[PASSES][CPL];
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR, gkey = r0 + r;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c, gq = i0 + col;
+                const bool masked = gq >= p.sq || (CAUSAL != 0 && gkey > gq);
+                const float e = exp2(f_at(SUB, r, col) * p.scale_log2 - st_lse2[col]);
+                pv[ps][c] = masked ? 0.0 : e;
+            }
+            PUT_ROW16(P_OFF, r, part, pv[ps])
+        }
+        sub_sync();                                // S read and P^T written
+
+        if (live) {
+            // dV += P^T dO
+            [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
+                [[unroll]] for (uint w = 0; w < WQ; w++)
+                    coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> db;
+                    coopMatLoad(db, sm, DO_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) dv[w][j] = coopMatMulAdd(pf[w], db, dv[w][j]);
+                }
+            }
+            // dP^T = V dO^T into the fp32 scratch
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                [[unroll]] for (uint w = 0; w < WQ; w++)
+                    s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+                [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> db;
+                    coopMatLoad(db, sm, DO_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(vf[w][kk], db, s[w]);
+                }
+                [[unroll]] for (uint w = 0; w < WQ; w++)
+                    coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                                 gl_CooperativeMatrixLayoutRowMajor);
+            }
+        }
+        sub_sync();                                // dP^T stored, P^T loads done
+
+        // dS^T = P^T (dP^T - delta) over P^T's tile.
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            float ds[CPL];
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c;
+                ds[c] = pv[ps][c] * (f_at(SUB, r, col) - st_dlt[col]);
+            }
+            PUT_ROW16(P_OFF, r, part, ds)
+        }
+        sub_sync();
+
+        if (!live) continue;
+        // dK += dS^T Q
+        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsf[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatLoad(dsf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> qb;
+                coopMatLoad(qb, sm, Q_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) dk[w][j] = coopMatMulAdd(dsf[w], qb, dk[w][j]);
+            }
+        }
+    }
+
+    sub_sync();
+    STORE_OWNED(dk128, dk, kvbase, k0, p.scale)
+    STORE_OWNED(dv128, dv, kvbase, k0, 1.0)
+}

@@ -1,0 +1,160 @@
+#version 460
+// attention_bwd_dq.comp — flash-attention backward, the first of two kernels
+// (FlashAttention-2's recomputation, split so that no kernel needs atomics):
+// for a block of query rows, delta = rowsum(dO * O) (written for the second
+// kernel) and dQ = scale * dS K, where P = exp(scale * Q K^T - lse) is recomputed
+// from the forward's log-sum-exp, dP = dO V^T and dS = P * (dP - delta).
+//
+// Layout and masking as attention_coop.comp: workgroup (x, y) owns query rows
+// [x*BR, x*BR + BR) of head y; each subgroup keeps its rows' Q and dO fragments
+// and the dQ accumulators in registers; the K and V tiles stream through shared
+// memory BC keys at a time, prefetched one tile ahead. Per tile a subgroup
+// computes S on the tensor cores into its fp32 scratch, reads P from it (rows
+// over lanes), computes dP into the same scratch, writes dS in the input type
+// and multiplies dS K into dQ. The causal mask is top-left (key j seen by query
+// i when j <= i); key tails are zero-filled and masked, query tails computed and
+// not stored.
+#include "spec_attention_bwd_dq.glsl"
+#define OWN_ROWS p.sq
+#include "attention_bwd_common.glsl"
+
+layout(set = 0, binding = BINDING_DELTA) writeonly buffer Delta { float delta[]; };
+layout(set = 0, binding = BINDING_DQ) writeonly buffer DQ128 { uvec4 dq128[]; };
+
+void fetch(uint kvbase, uint j0) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        uint r = idx / DV, c = idx % DV;
+        bool ok = idx < TILE_VECS && j0 + r < p.skv;
+        uint e = kvbase + (j0 + r) * DV + c;
+        reg0[i] = ok ? k128[e] : uvec4(0);
+        reg1[i] = ok ? v128[e] : uvec4(0);
+    }
+}
+
+void main() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y;
+    // Causal: the longest rows first (as the forward).
+    const uint qblk = CAUSAL != 0 ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x;
+    const uint q0 = qblk * BR;
+    const uint r0 = q0 + sg * RQ;
+    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    const uint SUB = REGION0 + sg * SUB_VECS;
+    const uint DS_OFF = SUB + RQ * SROW;
+    const uint K_OFF = T0_OFF, V_OFF = T1_OFF;
+    const uint part = lane % LPR;
+
+    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK], dof[WQ][D / TK];
+    STAGE_OWNED(q128, qf, qbase, q0)
+    STAGE_OWNED(do128, dof, qbase, q0)
+
+    // delta and the log-sum-exp (log2 units) of this lane's rows; rows past the end
+    // take 0 (finite: their P and dS stay finite and are never stored).
+    float lse2[PASSES], dlt[PASSES];
+    [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+        const uint grow = r0 + ps * RPP + lane / LPR;
+        float acc = 0.0;
+        if (grow < p.sq)
+            for (uint vi = part; vi < DV; vi += LPR) acc += dot8(o128[qbase + grow * DV + vi], do128[qbase + grow * DV + vi]);
+        [[unroll]] for (uint off = 1; off < LPR; off *= 2) acc += subgroupShuffleXor(acc, off);
+        dlt[ps] = acc;
+        lse2[ps] = grow < p.sq ? lse[bh * p.sq + grow] * LOG2E : 0.0;
+        if (part == 0 && grow < p.sq) delta[bh * p.sq + grow] = acc;
+    }
+
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> dq[WQ][D / TN];
+    [[unroll]] for (uint w = 0; w < WQ; w++)
+        [[unroll]] for (uint j = 0; j < D / TN; j++)
+            dq[w][j] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+
+    const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
+    const uint ntiles = (kv_end + BC - 1) / BC;
+    fetch(kvbase, 0);
+    for (uint t = 0; t < ntiles; t++) {
+        const uint j0 = t * BC;
+        barrier();                                 // staging / previous tile consumed
+        put();
+        barrier();
+        if (t + 1 < ntiles) fetch(kvbase, j0 + BC);
+        // Every key of the tile masked for this subgroup's rows: skip the work, not
+        // the barriers (as the forward).
+        const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
+
+        // S = Q K^T into the fp32 scratch.
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
+            }
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+        }
+        sub_sync();
+
+        // P, row by row (masked keys 0).
+        float pv[PASSES][CPL];
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR, grow = r0 + r;
+            [[unroll]] for (uint c = 0; c < CPL; c++) {
+                const uint col = part * CPL + c, gcol = j0 + col;
+                const bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
+                const float e = exp2(f_at(SUB, r, col) * p.scale_log2 - lse2[ps]);
+                pv[ps][c] = masked ? 0.0 : e;
+            }
+        }
+        sub_sync();                                // every S read before dP overwrites it
+
+        // dP = dO V^T into the same scratch.
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                coopMatLoad(vf, sm, V_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(dof[w][kk], vf, s[w]);
+            }
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
+                             gl_CooperativeMatrixLayoutRowMajor);
+        }
+        sub_sync();
+
+        // dS = P (dP - delta), in the input type.
+        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            float ds[CPL];
+            [[unroll]] for (uint c = 0; c < CPL; c++) ds[c] = pv[ps][c] * (f_at(SUB, r, part * CPL + c) - dlt[ps]);
+            PUT_ROW16(DS_OFF, r, part, ds)
+        }
+        sub_sync();
+
+        if (!live) continue;
+        // dQ += dS K
+        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsf[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                coopMatLoad(dsf[w], sm, DS_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopMatLoad(kf, sm, K_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) dq[w][j] = coopMatMulAdd(dsf[w], kf, dq[w][j]);
+            }
+        }
+    }
+
+    sub_sync();
+    STORE_OWNED(dq128, dq, qbase, q0, p.scale)
+}
