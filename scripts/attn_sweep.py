@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Sweep attention variants x shapes on one device and time torch SDPA's backends
 beside them (a kernel-design tool; `helios bench --workload=attention` is the
-harness). Every Helios number is gated by a sampled float64 check + all finite.
+harness). Every Helios number is gated by a sampled float64 check + all finite
+(--backward: the gradients of one head, whole, against float64).
 
   python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
-      [--variants all|default|V1,V2] [--iters 30] [--no-sdpa]
+      [--backward] [--variants all|default|V1,V2] [--iters 30] [--no-sdpa]
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import time
 import numpy as np
 
 import helios
-from helios.attention import random_qkv, reference_attention
+from helios.attention import random_qkv, reference_attention, reference_attention_backward
 from helios.check import check_close
 from helios.device import warmup_launches
-from helios.flops import attention_flops
+from helios.flops import attention_backward_flops, attention_flops
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
 
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--variants", default="all", help="all, default, or a comma list")
     ap.add_argument("--match", default="", help="keep only variants containing this text (with --variants all)")
     ap.add_argument("--causal", action="store_true", help="causal masking")
+    ap.add_argument("--backward", action="store_true", help="the backward's variants (and SDPA's backward)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-sdpa", action="store_true", help="skip the torch SDPA backends")
@@ -46,38 +48,57 @@ def main() -> int:
     for spec in a.shapes.split(","):
         b, h, s, d = (int(x) for x in spec.split("x"))
         q, k, v = random_qkv(b, h, s, s, d, seed=1)
+        do = random_qkv(b, h, s, s, d, seed=2)[0]
         rng = np.random.default_rng(0)
         sel = np.sort(rng.choice(s, size=min(16, s), replace=False))
-        ref = reference_attention(q, k, v, causal=a.causal, rows=sel)
-        flops = attention_flops(b, h, s, s, d, a.causal)
-        if a.variants == "all":
-            vs = [x for x in dev.attention_variants(d) if a.match in x]
+        if a.backward:  # head (0, 0) whole
+            gref = np.concatenate(
+                [x.ravel() for x in reference_attention_backward(q[:1, :1], k[:1, :1], v[:1, :1], do[:1, :1], causal=a.causal)[:3]]
+            )
         else:
-            vs = [dev.default_attention_variant(d, s, a.causal) if x == "default" else x for x in a.variants.split(",")]
+            ref = reference_attention(q, k, v, causal=a.causal, rows=sel)
+        flops = (attention_backward_flops if a.backward else attention_flops)(b, h, s, s, d, a.causal)
+        bw = {"backward": True, "grad_output": do} if a.backward else {}
+
+        def verdict(out):
+            if a.backward:
+                got = np.concatenate([g[:1, :1].ravel() for g in out])
+                return check_close(got, gref), all(bool(np.isfinite(g).all()) for g in out)
+            return check_close(out[:, :, sel], ref), bool(np.isfinite(out).all())
+
+        if a.variants == "all":
+            vs = [x for x in dev.attention_variants(d, backward=a.backward) if a.match in x]
+        else:
+            vs = [
+                dev.default_attention_variant(d, s, a.causal, backward=a.backward) if x == "default" else x
+                for x in a.variants.split(",")
+            ]
         for var in vs:
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
                 continue  # the fallback at long context: minutes, not a design point
             t0 = time.time()
             try:
                 # warm-up of >= 150 ms of GPU work per variant: clocks drop while the host checks
-                est = dev.time_attention(b, h, s, d, causal=a.causal, iters=2, warmup=1, variant=var, inputs=(q, k, v))
+                est = dev.time_attention(
+                    b, h, s, d, causal=a.causal, iters=2, warmup=1, variant=var, inputs=(q, k, v), **bw
+                )
                 w = warmup_launches(est.median_ms, a.warmup, 150.0)
                 tm = dev.time_attention(
-                    b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v)
+                    b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v), **bw
                 )
-                regs = dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
+                regs = None if a.backward else dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
             except helios.HeliosError as e:
                 rows.append({"shape": spec, "variant": var, "error": str(e)})
                 print(spec, var, "ERROR", e, flush=True)
                 continue
-            chk = check_close(tm.output[:, :, sel], ref)
-            fin = bool(np.isfinite(tm.output).all())
+            chk, fin = verdict(tm.grads if a.backward else tm.output)
             ok = chk.passed and fin
             row = {
                 "shape": spec,
                 "side": "helios",
                 "variant": tm.variant,
                 "causal": a.causal,
+                "backward": a.backward,
                 "check": {**chk.as_dict(), "all_finite": fin, "passed": ok},
                 "median_ms": tm.median_ms if ok else None,
                 "tflops": tm.tflops if ok else None,
@@ -96,14 +117,13 @@ def main() -> int:
             for be in BACKENDS:
                 if be == "math" and s * s * b * h > 2**29:
                     continue
-                r = sdpa.run(
-                    q, k, v, causal=a.causal, scale=1.0 / np.sqrt(d), backend=be, iters=a.iters, warmup=a.warmup
-                )
+                run, args = (sdpa.run_backward, (q, k, v, do)) if a.backward else (sdpa.run, (q, k, v))
+                r = run(*args, causal=a.causal, scale=1.0 / np.sqrt(d), backend=be, iters=a.iters, warmup=a.warmup)
                 if r.timing is None:
                     rows.append({"shape": spec, "side": "sdpa", "backend": be, "error": r.error})
                     print(spec, "sdpa", be, "unavailable:", r.error, flush=True)
                     continue
-                chk = check_close(r.output[:, :, sel], ref)
+                chk, _ = verdict(r.output)
                 med = float(np.median(r.timing.samples_ms))
                 rows.append(
                     {
@@ -111,6 +131,7 @@ def main() -> int:
                         "side": "sdpa",
                         "backend": be,
                         "causal": a.causal,
+                        "backward": a.backward,
                         "check": {**chk.as_dict(), "passed": chk.passed},
                         "median_ms": med,
                         "tflops": flops / med / 1e9,

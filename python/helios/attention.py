@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _helios
 from .dtypes import INPUT_DTYPES, as_dtype, compute_dtype, float16, unwire, wire
-from .flops import attention_bytes, attention_flops, tflops
+from .flops import attention_backward_flops, attention_bytes, attention_flops, tflops
 from .tensor import Tensor, host_array, input_array
 from .validate import count, flag
 
@@ -37,6 +37,9 @@ class AttentionTiming:
     telemetry: dict = field(default_factory=dict)
     output: Optional[np.ndarray] = field(default=None, repr=False)
     dtype: str = "float16"
+    # backward=True: the samples time the backward; grads holds (dQ, dK, dV).
+    backward: bool = False
+    grads: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default=None, repr=False)
 
     @property
     def median_ms(self) -> float:
@@ -44,7 +47,8 @@ class AttentionTiming:
 
     @property
     def flops(self) -> float:
-        return attention_flops(self.batch, self.heads, self.seq_q, self.seq_kv, self.head_dim, self.causal)
+        count = attention_backward_flops if self.backward else attention_flops
+        return count(self.batch, self.heads, self.seq_q, self.seq_kv, self.head_dim, self.causal)
 
     @property
     def tflops(self) -> float:
@@ -225,7 +229,13 @@ def time_attention(
     inputs: Optional[Sequence[np.ndarray]] = None,
     flush_bytes: int = 0,
     dtype: Any = "float16",
+    backward: bool = False,
+    grad_output: Optional[np.ndarray] = None,
 ) -> AttentionTiming:
+    """GPU-timed attention (see Device.time_attention). backward: time the backward
+    instead (the forward runs once, untimed, for O and the log-sum-exp), against
+    grad_output (dO; default seeded standard-normal); the result's grads are (dQ,
+    dK, dV) and output is O."""
     b = count("time_attention: batch", batch, 1, 2**31)
     h = count("time_attention: heads", heads, 1, 2**31)
     sq = count("time_attention: seq", seq, 1, 2**31)
@@ -250,21 +260,38 @@ def time_attention(
                 f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
                 f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}"
             )
-    o, samples, batch_ms, used = _call(
-        dev,
-        q,
-        k,
-        v,
-        b * h,
-        d,
-        causal,
-        resolve_scale(scale, d),
-        variant,
-        dt,
-        warmup=warmup,
-        iters=iters,
-        flush_bytes=flush_bytes,
-    )
+    grads = None
+    if flag("backward", backward):
+        ts = [dev.upload(x, dtype=dt) for x in (q, k, v)]
+        o_t, lse_t = dev.attention(*ts, causal=causal, scale=scale, return_lse=True)
+        if grad_output is None:
+            grad_output = np.random.default_rng(seed + 1).standard_normal((b, h, sq, d), dtype=np.float32)
+        do_t = dev.upload(_operand(grad_output, "grad_output", dt), dtype=dt)
+        if do_t.shape != (b, h, sq, d):
+            raise ValueError(f"time_attention: grad_output {do_t.shape} must have q's shape {(b, h, sq, d)}")
+        dq, dk, dv, (samples, batch_ms, used) = run_attention_backward(
+            dev, *ts, o_t, do_t, lse_t, causal=causal, scale=scale, variant=variant,
+            timing={"warmup": warmup, "iters": iters, "flush_bytes": flush_bytes},
+        )
+        o = o_t.numpy()
+        grads = (dq.numpy(), dk.numpy(), dv.numpy())
+    else:
+        o, samples, batch_ms, used = _call(
+            dev,
+            q,
+            k,
+            v,
+            b * h,
+            d,
+            causal,
+            resolve_scale(scale, d),
+            variant,
+            dt,
+            warmup=warmup,
+            iters=iters,
+            flush_bytes=flush_bytes,
+        )
+        o = unwire(o, dt).reshape(b, h, sq, d)
     return AttentionTiming(
         batch=b,
         heads=h,
@@ -278,8 +305,10 @@ def time_attention(
         warmup=warmup,
         flush_bytes=flush_bytes,
         telemetry=dev.telemetry(),
-        output=unwire(o, dt).reshape(b, h, sq, d),
+        output=o,
         dtype=dt.name,
+        backward=bool(backward),
+        grads=grads,
     )
 
 

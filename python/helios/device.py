@@ -471,7 +471,9 @@ class Device(_helios.Device):
     def time_attention(self, batch: int, heads: int, seq: int, head_dim: int, **kwargs: Any) -> Any:
         """Time attention with GPU timestamps like time_matmul. Keywords: seq_kv,
         causal, scale, iters (20), warmup (5), variant, seed, inputs=(q, k, v),
-        flush_bytes. Returns an AttentionTiming (median_ms, tflops, output, ...)."""
+        flush_bytes, dtype, backward (time the backward: dQ, dK, dV from an untimed
+        forward's O and log-sum-exp) and grad_output (its dO). Returns an
+        AttentionTiming (median_ms, tflops, output, grads, ...)."""
         return time_attention(self, batch, heads, seq, head_dim, **kwargs)
 
     def time_matmul(

@@ -16,6 +16,18 @@ def attention_flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool = Fa
     return f / 2 if causal else f
 
 
+def attention_backward_flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool = False) -> float:
+    """2.5x the forward's (FlashAttention-2's count: dV, dP, dQ, dK and the
+    recomputed scores, five products of the forward's two-product size each)."""
+    return 2.5 * attention_flops(b, h, sq, skv, d, causal)
+
+
+def attention_backward_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
+    """Bytes a backward must move at least: Q, K, V, O, dO read, dQ, dK, dV written
+    (fp16), the log-sum-exp read (fp32)."""
+    return 2 * b * h * d * (4 * sq + 4 * skv) + 4 * b * h * sq
+
+
 def attention_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
     """Bytes a forward must move at least: Q, K, V read and O written, fp16."""
     return 2 * b * h * d * (2 * sq + 2 * skv)

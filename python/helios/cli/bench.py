@@ -95,8 +95,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_bench_devices(args)
     if args.workload == "attention":
         return cmd_bench_attention(args)
-    if args.causal or args.sdpa_backends is not None:
-        raise UsageError("--causal and --sdpa-backends belong to --workload=attention")
+    if args.causal or args.backward or args.sdpa_backends is not None:
+        raise UsageError("--causal, --backward and --sdpa-backends belong to --workload=attention")
     if args.ref == "sdpa":
         raise UsageError("--ref=sdpa is the attention workload's reference; matmul takes auto, torch, cublas or numpy")
     scale_defaults(args)
@@ -153,6 +153,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
     cfg = AttnBenchConfig(
         shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
         causal=args.causal,
+        backward=args.backward,
         iters=args.iters,
         warmup=args.warmup,
         warmup_ms=args.warmup_ms,
@@ -201,6 +202,13 @@ def register(sub: Any) -> None:
         "--causal",
         action="store_true",
         help="attention: causal masking (torch's is_causal; FLOPs counted for the half computed)",
+    )
+    pb.add_argument(
+        "--backward",
+        action="store_true",
+        help="attention: time the backward (dQ, dK, dV from the forward's O and log-sum-exp; FLOPs 2.5x "
+        "the forward's) against each SDPA backend's backward (torch.autograd.grad); gradients of "
+        "sampled heads checked against float64; --variant then names a backward variant",
     )
     pb.add_argument(
         "--sdpa-backends",

@@ -6,7 +6,9 @@ alternating which goes first; every timed output is checked (sampled rows vs
 float64, all finite); statistics per side; the GPU state around each round.
 Rows keep helios-bench/1's fields (shape, heliosMs, cudaMs, ...: `helios
 compare` reads them) with the seeds' metrics beside them. Without CUDA the
-reference is numpy on the CPU, labelled NOT CUDA."""
+reference is numpy on the CPU, labelled NOT CUDA. --backward times the backward instead (dQ, dK, dV from an
+untimed forward's O and log-sum-exp; torch's side: autograd.grad through each
+SDPA backend's backward), checked on sampled heads against float64."""
 
 from __future__ import annotations
 
@@ -18,10 +20,16 @@ from typing import Callable, Optional
 import numpy as np
 
 from .._helios import attention_variant_fields
-from ..attention import random_qkv, reference_attention
+from ..attention import random_qkv, reference_attention, reference_attention_backward
 from ..check import ATOL, RTOL, check_close, tolerances
 from ..device import Device, warmup_launches
-from ..flops import attention_bytes, attention_flops, tflops
+from ..flops import (
+    attention_backward_bytes,
+    attention_backward_flops,
+    attention_bytes,
+    attention_flops,
+    tflops,
+)
 from ..launcher import launcher_info
 from ..roof import roof_fraction
 from .gpustate import low_clock, select_gpu, throttled
@@ -40,6 +48,7 @@ from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
 ROW_CHECK_ROWS = 16  # query rows per head checked against float64 for timed shapes
+GRAD_CHECK_HEADS = 2  # (batch, head) pairs whose whole gradients are checked (backward)
 # B x H x S x d sets: seed 004's matrix, seed 003's baseline and fuzz sizes, the
 # issue's anchor table, and long context.
 NAMED_SETS: dict[str, list[tuple[int, int, int, int]]] = {
@@ -82,8 +91,9 @@ def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def shape_label(shape: tuple[int, int, int, int], causal: bool) -> str:
-    return "x".join(str(x) for x in shape) + ("-causal" if causal else "")
+def shape_label(shape: tuple[int, int, int, int], causal: bool, backward: bool = False) -> str:
+    """'BxHxSxd[-causal][-bwd]': a backward row never compares with a forward one."""
+    return "x".join(str(x) for x in shape) + ("-causal" if causal else "") + ("-bwd" if backward else "")
 
 
 @dataclass
@@ -104,6 +114,7 @@ class AttnBenchConfig:
     seed: int = 0
     device: Optional[int] = None
     dtype: str = "float16"  # or bfloat16: Q, K, V and O
+    backward: bool = False  # time dQ, dK, dV instead of O
     command: list[str] = field(default_factory=list)
 
 
@@ -132,6 +143,24 @@ class _NumpyAttention:
             return reference_attention(
                 q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=causal, scale=scale
             ).astype(q.dtype)
+
+        out = once()
+        for _ in range(warmup):
+            once()
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            once()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return SdpaRun(backend, LaunchTiming(samples, float(np.mean(samples)), "back_to_back", False), out)
+
+    def run_backward(self, q, k, v, do, *, causal, scale, backend, iters, warmup, flush_bytes=0):
+        from .references import LaunchTiming
+        from .sdpa import SdpaRun
+
+        def once() -> tuple:
+            g = reference_attention_backward(q, k, v, do, causal=causal, scale=scale)[:3]
+            return tuple(x.astype(q.dtype) for x in g)
 
         out = once()
         for _ in range(warmup):
@@ -185,10 +214,46 @@ def _checked(out: np.ndarray, ref_rows: np.ndarray, rows: np.ndarray, atol: floa
     return d
 
 
-def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool) -> dict:
+def _grad_heads(b: int, h: int, seed: int) -> list[tuple[int, int]]:
+    """The (batch, head) pairs whose gradients a backward row checks."""
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(b * h, size=min(GRAD_CHECK_HEADS, b * h), replace=False)
+    return sorted((int(x) // h, int(x) % h) for x in picks)
+
+
+def _grad_reference(q, k, v, do, heads: list, causal: bool) -> list:
+    """float64 (dQ, dK, dV) of each checked head."""
+    return [
+        reference_attention_backward(*(x[i : i + 1, j : j + 1] for x in (q, k, v, do)), causal=causal)[:3]
+        for i, j in heads
+    ]
+
+
+def _checked_grads(grads, want: list, heads: list, atol: float, rtol: float) -> dict:
+    """dQ, dK, dV of the checked heads against float64 (one verdict over all three),
+    and every element of the three finite."""
+    got = np.concatenate([g[i : i + 1, j : j + 1].ravel() for i, j in heads for g in grads])
+    ref = np.concatenate([w.ravel() for ws in want for w in ws])
+    d = check_close(got, ref, atol=atol, rtol=rtol).as_dict()
+    nonfinite = int(sum((~np.isfinite(np.asarray(g, dtype=np.float32))).sum() for g in grads))
+    d.update(
+        {
+            "heads_checked": [list(x) for x in heads],
+            "all_finite": nonfinite == 0,
+            "nonfinite_total": nonfinite,
+            "passed": d["passed"] and nonfinite == 0,
+        }
+    )
+    return d
+
+
+def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool, backward: bool = False) -> dict:
     """The seeds' metrics from a side's statistics: latency figures, GFLOP/s
-    (4*B*H*S^2*d, halved when causal), GB/s (Q, K, V, O once) and queries/s."""
+    (4*B*H*S^2*d, halved when causal; x2.5 for a backward), GB/s (Q, K, V, O once;
+    a backward's eight tensors and the log-sum-exp) and queries/s."""
     b, h, s, d = shape
+    flops = (attention_backward_flops if backward else attention_flops)(b, h, s, s, d, causal)
+    moved = (attention_backward_bytes if backward else attention_bytes)(b, h, s, s, d)
     med = stats["median"]
     std = stats["cv"] * stats["mean"]
     return {
@@ -199,8 +264,8 @@ def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool) -
         "max_ms": stats["max"],
         "p95_ms": stats["p95"],
         "p99_ms": stats["p99"],
-        "gflops": attention_flops(b, h, s, s, d, causal) / (med * 1e-3) / 1e9,
-        "bandwidth_gbs": attention_bytes(b, h, s, s, d) / (med * 1e-3) / 1e9,
+        "gflops": flops / (med * 1e-3) / 1e9,
+        "bandwidth_gbs": moved / (med * 1e-3) / 1e9,
         "queries_per_s": b * h * s / (med * 1e-3),
     }
 
@@ -225,6 +290,7 @@ def run_attention_bench(
         "atol": atol,
         "rtol": rtol,
         "causal": cfg.causal,
+        "backward": cfg.backward,
         "repeats": cfg.repeats,
         "runs": 1,
         "flush_l2": cfg.flush_l2,
@@ -235,7 +301,7 @@ def run_attention_bench(
             "tf32": False,
             "scale": "1/sqrt(d)",
             "layout": "(B, H, S, d) contiguous",
-            "flops": "4*B*H*S^2*d (halved when causal)",
+            "flops": "4*B*H*S^2*d (halved when causal)" + (" x 2.5 (backward)" if cfg.backward else ""),
         },
         "launcher": launcher_info(),
     }
@@ -245,11 +311,12 @@ def run_attention_bench(
         select_gpu(info["uuid"])
         flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
         result["flush_bytes"] = flush
+        bwd = cfg.backward
         chosen = {
             s: (
-                dev._attention_variants(s[3], cfg.variant, dtype=dt)[0]
+                dev._attention_variants(s[3], cfg.variant, dtype=dt, backward=bwd)[0]
                 if cfg.variant
-                else dev.default_attention_variant(s[3], s[2], cfg.causal, dtype=dt)
+                else dev.default_attention_variant(s[3], s[2], cfg.causal, dtype=dt, backward=bwd)
             )
             for s in cfg.shapes
         }
@@ -266,11 +333,20 @@ def run_attention_bench(
             for d in sorted({s[3] for s in cfg.shapes}):
                 b, h, s, _ = GATE_SHAPE
                 q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919, dtype=dt)
+                do = random_qkv(b, h, s, s, d, seed=cfg.seed + 7920, dtype=dt)[0]
                 for causal in (False, True):
-                    want = reference_attention(q, k, v, causal=causal)
+                    if bwd:
+                        want = np.concatenate([x.ravel() for x in reference_attention_backward(q, k, v, do, causal=causal)[:3]])
+                    else:
+                        want = reference_attention(q, k, v, causal=causal)
                     for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):
-                        o = dev.attention(q, k, v, causal=causal, variant=var)
-                        r = check_close(o, want, atol=atol, rtol=rtol)
+                        if bwd:
+                            o, lse = dev.attention(q, k, v, causal=causal, return_lse=True)
+                            got = dev.attention_backward(q, k, v, o, do, lse, causal=causal, variant=var)
+                            r = check_close(np.concatenate([g.ravel() for g in got]), want, atol=atol, rtol=rtol)
+                        else:
+                            o = dev.attention(q, k, v, causal=causal, variant=var)
+                            r = check_close(o, want, atol=atol, rtol=rtol)
                         gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
                         log(
                             f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
@@ -288,7 +364,7 @@ def run_attention_bench(
         def clock_work() -> None:
             if not ramp_in:
                 ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1, dtype=dt))
-            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in), dtype=dt)
+            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in), dtype=dt, backward=bwd)
 
         def new_slot(shape: tuple[int, int, int, int]) -> dict:
             return {
@@ -307,12 +383,33 @@ def run_attention_bench(
         def sides(shape: tuple[int, int, int, int], si: int, rnd: int, slot: dict) -> tuple:
             b, h, s, d = shape
             q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si, dtype=dt)
-            rows = _sample_rows(s, cfg.seed + rnd)
-            want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
+            if bwd:
+                do = random_qkv(b, h, s, s, d, seed=cfg.seed + si + 104729, dtype=dt)[0]
+                heads = _grad_heads(b, h, cfg.seed + rnd)
+                want = _grad_reference(q, k, v, do, heads, cfg.causal)
+            else:
+                rows = _sample_rows(s, cfg.seed + rnd)
+                want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
+            grad_kw = {"backward": True, "grad_output": do} if bwd else {}
+
+            def verdict(out) -> dict:
+                if bwd:
+                    return _checked_grads(out, want, heads, atol, rtol)
+                return _checked(out, want, rows, atol, rtol)
 
             def helios_side() -> None:
                 est = dev.time_attention(
-                    b, h, s, d, causal=cfg.causal, iters=2, warmup=1, variant=chosen[shape], inputs=(q, k, v), dtype=dt
+                    b,
+                    h,
+                    s,
+                    d,
+                    causal=cfg.causal,
+                    iters=2,
+                    warmup=1,
+                    variant=chosen[shape],
+                    inputs=(q, k, v),
+                    dtype=dt,
+                    **grad_kw,
                 )
                 w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
                 dev.reset_telemetry()
@@ -328,27 +425,28 @@ def run_attention_bench(
                     inputs=(q, k, v),
                     flush_bytes=flush,
                     dtype=dt,
+                    **grad_kw,
                 )
                 slot["hw"].append(w)
                 slot["h"].append(t.samples_ms)
                 slot["hb"].append(t.batch_ms)
                 slot["tel"] = t.telemetry
-                slot["hchk"].append(_checked(t.output, want, rows, atol, rtol))
+                slot["hchk"].append(verdict(t.grads if bwd else t.output))
 
             def ref_side() -> None:
                 for be in backends:
                     if be in slot["err"]:
                         continue
-                    est = ref.run(q, k, v, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1)
+                    run = ref.run_backward if bwd else ref.run
+                    args = (q, k, v, do) if bwd else (q, k, v)
+                    est = run(*args, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1)
                     if est.timing is None:
                         slot["err"][be] = est.error
-                        log(f"{shape_label(shape, cfg.causal)} sdpa {be}: unavailable ({est.error})")
+                        log(f"{shape_label(shape, cfg.causal, bwd)} sdpa {be}: unavailable ({est.error})")
                         continue
                     w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                    r = ref.run(
-                        q,
-                        k,
-                        v,
+                    r = run(
+                        *args,
                         causal=cfg.causal,
                         scale=1.0 / np.sqrt(d),
                         backend=be,
@@ -362,13 +460,13 @@ def run_attention_bench(
                     slot["r"][be].append(r.timing.samples_ms)
                     slot["rb"][be].append(r.timing.batch_ms)
                     slot["mode"][be] = r.timing.batch_mode
-                    slot["rchk"][be].append(_checked(r.output, want, rows, atol, rtol))
+                    slot["rchk"][be].append(verdict(r.output))
 
             return helios_side, ref_side
 
-        workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal), clock_work)
+        workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal, bwd), clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, progress=progress, log=log)
-        rows = [_row(x, acc[x], chosen[x], cfg.causal, ref) for x in done]
+        rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
         for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
             r["roofFraction"] = _roof_fraction(info, r) if dt == "float16" else None
         return finish(result, rows)
@@ -381,9 +479,9 @@ def _roof_fraction(info: dict, row: dict) -> Optional[float]:
     return roof_fraction(info, row["variant"], row.get("heliosTflops"), {**f, "acc": "f32"})
 
 
-def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, ref) -> dict:
+def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, ref, backward: bool = False) -> dict:
     b, h, sq, d = shape
-    flops = attention_flops(b, h, sq, sq, d, causal)
+    flops = (attention_backward_flops if backward else attention_flops)(b, h, sq, sq, d, causal)
     hs = summarize([x for r in s["h"] for x in r])
     valid = all(c["passed"] for c in s["hchk"])
     per_backend = {}
@@ -397,7 +495,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
             "available": True,
             "valid": ok,
             "stats": st,
-            **_seed_metrics(st, shape, causal),
+            **_seed_metrics(st, shape, causal, backward),
             "samples_ms": runs,
             "batch_ms": s["rb"][be],
             "batch_mode": s["mode"].get(be),
@@ -414,12 +512,13 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
         else None
     )
     return {
-        "shape": shape_label(shape, causal),
+        "shape": shape_label(shape, causal, backward),
         "batch": b,
         "heads": h,
         "seq": sq,
         "head_dim": d,
         "causal": causal,
+        "backward": backward,
         "heliosMs": hmed if valid else None,
         "heliosTflops": tflops(flops, hmed) if valid else None,
         **reference_fields(ref.is_cuda, cuda_ms, flops),
@@ -433,7 +532,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
         "reference": ref.name,
         "helios": {
             "stats": hs,
-            **_seed_metrics(hs, shape, causal),
+            **_seed_metrics(hs, shape, causal, backward),
             "samples_ms": s["h"],
             "batch_ms": s["hb"],
             "warmup_launches": s["hw"],
@@ -457,7 +556,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
 def attention_markdown(result: dict) -> str:
     ref = result.get("reference", "?")
     lines = [
-        f"Helios attention vs {ref} on {result.get('helios', {}).get('name', '?')} ({result.get('dtype', 'float16')}, "
+        f"Helios attention{' backward' if result.get('backward') else ''} vs {ref} on {result.get('helios', {}).get('name', '?')} ({result.get('dtype', 'float16')}, "
         f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
         f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
         f"FLOPs {result['environment']['flops']})",

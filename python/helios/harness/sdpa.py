@@ -6,7 +6,7 @@ on the CUDA device with the Vulkan device's UUID. TF32 off; fp16 in and out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -19,7 +19,7 @@ BACKENDS = ("flash", "cudnn", "efficient", "math")
 class SdpaRun:
     backend: str
     timing: Optional[LaunchTiming]
-    output: Optional[np.ndarray]
+    output: Optional[Any]  # O, or (dQ, dK, dV) for a backward
     error: Optional[str] = None  # why the backend did not run this case
 
 
@@ -91,3 +91,41 @@ class SdpaReference(TorchReference):
             msg = str(e).strip().splitlines()
             return SdpaRun(backend, None, None, msg[0][:300] if msg else type(e).__name__)
         return SdpaRun(backend, timing, out)
+
+    def run_backward(
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        do: np.ndarray,
+        *,
+        causal: bool,
+        scale: float,
+        backend: str,
+        iters: int,
+        warmup: int,
+        flush_bytes: int = 0,
+    ) -> SdpaRun:
+        """One backend's backward: the forward runs once under the backend (autograd
+        then holds that backend's backward), each timed launch is
+        ``torch.autograd.grad(o, (q, k, v), do)``; output is (dQ, dK, dV)."""
+        t = self.torch
+        import torch.nn.functional as F
+        from torch.nn.attention import sdpa_kernel
+
+        tq, tk, tv = (to_torch(t, x).cuda().requires_grad_(True) for x in (q, k, v))
+        tdo = to_torch(t, do).cuda()
+        try:
+            with sdpa_kernel([self._backend_enum(backend)]):
+                out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+
+                def launch():
+                    return t.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)
+
+                grads = tuple(g.float().cpu().numpy().astype(q.dtype) for g in launch())
+                timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
+        except (RuntimeError, ValueError) as e:
+            t.cuda.synchronize()
+            msg = str(e).strip().splitlines()
+            return SdpaRun(backend, None, None, msg[0][:300] if msg else type(e).__name__)
+        return SdpaRun(backend, timing, grads)
