@@ -16,9 +16,11 @@ hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant 
     return hl_attn_check(dev, v, d, in, 1, err);
 }
 
-/* Measured preference first (benchmarks/results: the backward sweep), then the
- * first valid candidate. One row tile per subgroup: the dK/dV kernel holds K and V
- * fragments and two accumulators per tile. */
+/* Measured on the H100 (benchmarks/results/h100-attn-bwd-2ad617a, every backward
+ * variant at 1x32x2048x128 causal and not, and 4x16x1024x64): 16x16x16 fragments,
+ * four subgroups; two row tiles per subgroup at d <= 64 with 32-query tiles, one
+ * at larger d with 16-query tiles (two spill there: the dK/dV kernel holds K and V
+ * fragments and two accumulators per row tile). Then the first valid candidate. */
 hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                       hl_attn_variant *out, hl_error *err) {
     (void)skv;
@@ -29,10 +31,11 @@ hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev))) {
+        const uint32_t wq = d <= 64 ? 2 : 1, bc = d <= 64 ? 32 : 16;
         const hl_attn_variant list[] = {
-            {HL_PATH_COOP, 16, 16, 16, 32, 4, 1},
+            {HL_PATH_COOP, 16, 16, 16, bc, 4, wq},
+            {HL_PATH_COOP, 16, 8, 16, bc, 4, wq},
             {HL_PATH_COOP, 16, 16, 16, 16, 4, 1},
-            {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
         };
         hl_error e;
         int found = 0;

@@ -10,7 +10,7 @@ from .. import _helios
 from ..check import ATOL, RTOL, tolerances
 from ..harness.fuzz import FORMS
 from ..harness.shapes import shape_str
-from .common import child_argv, finite_float, int_list, nonneg_int, open_device, positive_int
+from .common import UsageError, child_argv, finite_float, int_list, nonneg_int, open_device, positive_int
 
 
 def cmd_check_devices(args: argparse.Namespace) -> int:
@@ -73,6 +73,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             rtol=rtol,
             head_dims=args.head_dims,
             dtype=args.dtype,
+            backward=args.backward,
         ):
             n += 1
             if not case.passed:
@@ -84,7 +85,8 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             elif args.verbose:
                 print(f"ok   #{case.index} {case.label()}")
     print(
-        f"{n - failures} passed, {failures} failed (attention fuzz seed {args.seed}"
+        f"{n - failures} passed, {failures} failed (attention{' backward' if args.backward else ''} fuzz seed "
+        f"{args.seed}"
         f"{', seed 003 matrix' if args.matrix == 'seed003' else ''})"
     )
     if failures:
@@ -105,6 +107,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_devices(args)
     if args.attention:
         return cmd_check_attention(args)
+    if args.backward:
+        raise UsageError("--backward belongs to --attention (the attention backward's fuzz)")
     try:
         dev = open_device(args)
     except _helios.NoDeviceError as e:
@@ -194,6 +198,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="fuzz attention instead: the 27-config matrix (S 448/512/640 x B 16/32/48 x H 4/8/16, d 64) causal and not, then "
         "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle",
+    )
+    pk.add_argument(
+        "--backward",
+        action="store_true",
+        help="attention: fuzz the backward (dQ, dK, dV of every backward variant, from the default forward's O "
+        "and log-sum-exp), sampled heads whole vs float64 and everything vs torch SDPA's backward",
     )
     pk.add_argument(
         "--matrix",

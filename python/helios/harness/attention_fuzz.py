@@ -7,7 +7,12 @@ hands to the fallback, non-default scales) over every variant the device offers
 for the head dimension. Each output is checked against float64 (sampled query
 rows of every head, the seeds' atol/rtol) and, where CUDA is here, against torch
 SDPA on the full output; all elements must be finite. The environment is locked
-(fp16, TF32 off, deterministic algorithms) and reported."""
+(fp16, TF32 off, deterministic algorithms) and reported.
+
+--backward fuzzes the backward instead: per case the forward (default variant)
+gives O and the log-sum-exp, the backward variant under test gives dQ, dK and dV,
+checked whole for a few sampled heads against float64 and, with CUDA, whole
+against torch SDPA's backward (autograd through its default backend)."""
 
 from __future__ import annotations
 
@@ -16,13 +21,14 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from ..attention import random_qkv, reference_attention
+from ..attention import random_qkv, reference_attention, reference_attention_backward
 from ..check import check_close
 from .fuzz import random_dim
 
 SEED003_MATRIX = [(b, h, s, 64) for s in (448, 512, 640) for b in (16, 32, 48) for h in (4, 8, 16)]
 HEAD_DIMS = (16, 32, 40, 64, 80, 96, 128)
 CHECK_ROWS = 24
+CHECK_HEADS = 3  # backward: (batch, head) pairs checked whole against float64
 
 
 @dataclass
@@ -70,6 +76,18 @@ class SdpaOracle:
         out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
         return from_torch(t, out)
 
+    def backward(self, q, k, v, do, causal: bool, scale: float) -> tuple:
+        """(dQ, dK, dV) through autograd and SDPA's default backend."""
+        t = self.ref.torch
+        import torch.nn.functional as F
+
+        from .references import from_torch, to_torch
+
+        tq, tk, tv = (to_torch(t, x).cuda().requires_grad_(True) for x in (q, k, v))
+        out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+        grads = t.autograd.grad(out, (tq, tk, tv), to_torch(t, do).cuda())
+        return tuple(from_torch(t, g) for g in grads)
+
 
 def _random_case(
     rng: np.random.Generator, max_seq: int, dims: tuple[int, ...]
@@ -96,6 +114,7 @@ def attention_fuzz(
     rtol: float = 0.01,
     head_dims: Optional[tuple[int, ...]] = None,
     dtype: str = "float16",
+    backward: bool = False,
 ) -> Iterator[AttnCase]:
     from .. import _helios
 
@@ -105,7 +124,7 @@ def attention_fuzz(
 
         def takes(d: int) -> bool:
             try:
-                dev._attention_variants(d, variant, dtype=dtype)
+                dev._attention_variants(d, variant, dtype=dtype, backward=backward)
                 return True
             except _helios.UnsupportedError:
                 return False
@@ -126,9 +145,12 @@ def attention_fuzz(
         if variant:
             var = variant
         else:
-            vs = per_d.setdefault(d, dev.attention_variants(d, dtype=dtype))
+            vs = per_d.setdefault(d, dev.attention_variants(d, dtype=dtype, backward=backward))
             var = vs[i % len(vs)]
         q, k, v = random_qkv(b, h, s, skv, d, seed=seed * 1000 + i, dtype=dtype)
+        if backward:
+            yield _backward_case(dev, rng, i, q, k, v, causal, scale, var, oracle, atol, rtol, seed)
+            continue
         out = dev.attention(q, k, v, causal=causal, scale=scale, variant=var)
         rows = np.sort(rng.choice(s, size=min(CHECK_ROWS, s), replace=False))
         r64 = check_close(
@@ -145,3 +167,34 @@ def attention_fuzz(
         yield AttnCase(
             i, shape, skv, causal, scale, var, r64.line() + ("" if finite else " NON-FINITE OUTPUT"), sdpa_line, ok
         )
+
+
+def _backward_case(dev, rng, i, q, k, v, causal, scale, var, oracle, atol, rtol, seed) -> AttnCase:
+    b, h, s, d = q.shape
+    skv = k.shape[2]
+    do = random_qkv(b, h, s, s, d, seed=seed * 1000 + i + 500_000, dtype=q.dtype)[0]
+    o, lse = dev.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+    grads = dev.attention_backward(q, k, v, o, do, lse, causal=causal, scale=scale, variant=var)
+    picks = rng.choice(b * h, size=min(CHECK_HEADS, b * h), replace=False)
+    got, want = [], []
+    for x in sorted(int(p) for p in picks):
+        bi, hi = divmod(x, h)
+        one = (slice(bi, bi + 1), slice(hi, hi + 1))
+        ref = reference_attention_backward(*(t[one] for t in (q, k, v, do)), causal=causal, scale=scale)
+        got += [g[one].ravel() for g in grads]
+        want += [r.ravel() for r in ref[:3]]
+    r64 = check_close(np.concatenate(got), np.concatenate(want), atol=atol, rtol=rtol)
+    finite = all(bool(np.isfinite(np.asarray(g, np.float32)).all()) for g in grads)
+    ok = r64.passed and finite
+    sdpa_line = None
+    if oracle is not None:
+        sc = scale if scale is not None else 1.0 / np.sqrt(d)
+        theirs = oracle.backward(q, k, v, do, causal, sc)
+        rs = check_close(
+            np.concatenate([g.ravel() for g in grads]), np.concatenate([x.ravel() for x in theirs]), atol=atol, rtol=rtol
+        )
+        sdpa_line = rs.line()
+        ok = ok and rs.passed
+    return AttnCase(
+        i, (b, h, s, d), skv, causal, scale, var, r64.line() + ("" if finite else " NON-FINITE OUTPUT"), sdpa_line, ok
+    )

@@ -1,0 +1,282 @@
+"""The attention backward: dQ, dK, dV against float64 over odd shapes (tails on
+every side, S_kv != S_q, one key), every backward variant the device offers,
+causal and not, the scalar fallback and its kill switch; the forward's
+log-sum-exp; bfloat16 (coop on a GPU with bf16 cooperative matrices, the fallback
+elsewhere); the bad-input battery; Tensors; leaks; the bench and check CLIs. On
+lavapipe the coop kernels run 8x8x8 fragments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import _DEV
+
+import helios
+from helios.attention import random_qkv, reference_attention, reference_attention_backward
+from helios.check import check_close, tolerances
+from helios.cli import main
+
+# (B, H, S_q, S_kv, d, causal)
+SHAPES = [
+    (1, 2, 37, 37, 32, False),
+    (2, 1, 33, 50, 64, False),
+    (1, 1, 41, 41, 64, True),
+    (1, 1, 1, 1, 16, False),
+    (2, 1, 9, 1, 32, False),
+    (1, 2, 70, 70, 16, True),
+]
+
+
+def _inputs(b, h, s, skv, d, seed, dtype=np.float16):
+    q, k, v = random_qkv(b, h, s, skv, d, seed, dtype)
+    do = random_qkv(b, h, s, s, d, seed + 100, dtype)[0]
+    return q, k, v, do
+
+
+def _check(dev, b, h, s, skv, d, causal, variant=None, scale=None, seed=0, dtype=np.float16):
+    q, k, v, do = _inputs(b, h, s, skv, d, seed, dtype)
+    o, lse = dev.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+    want = reference_attention_backward(q, k, v, do, causal=causal, scale=scale)
+    got = dev.attention_backward(q, k, v, o, do, lse, causal=causal, scale=scale, variant=variant)
+    atol, rtol = tolerances(np.dtype(dtype).name)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want[:3]):
+        assert g.shape == w.shape and g.dtype == np.dtype(dtype), (name, g.shape, g.dtype)
+        assert np.isfinite(np.asarray(g, np.float32)).all(), f"{name}: unwritten (poisoned) or non-finite"
+        r = check_close(g, w, atol=atol, rtol=rtol)
+        assert r.passed, f"{name} {b}x{h}x{s}x{d} S_kv={skv} causal={causal} {variant}: {r.line()}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:5])) + ("c" if s[5] else ""))
+def test_default_variant_matches_float64(device, shape):
+    _check(device, *shape)
+
+
+@pytest.mark.parametrize("shape", SHAPES[:3], ids=lambda s: "x".join(map(str, s[:5])) + ("c" if s[5] else ""))
+def test_scalar_fallback_matches_float64(device, shape):
+    _check(device, *shape, variant="fa-scalar", seed=5)
+
+
+def _variants(d: int) -> list[str]:
+    return _DEV.attention_variants(d, backward=True) if _DEV is not None else []
+
+
+@pytest.mark.parametrize("variant", _variants(16))
+def test_every_variant(device, variant):
+    """Every backward variant at d=16, with query and key tails and several tiles
+    each way; causal on another shape."""
+    _check(device, 1, 2, 45, 45, 16, False, variant=variant, seed=1)
+    _check(device, 1, 1, 39, 39, 16, True, variant=variant, seed=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_every_variant_gpu_head_dims(device, d):
+    for var in device.attention_variants(d, backward=True):
+        for causal in (False, True):
+            _check(device, 2, 3, 257, 257, d, causal, variant=var, seed=d)
+
+
+def test_scale_and_the_lse(device):
+    """lse is the natural log-sum-exp of the scaled scores (torch's convention),
+    for the coop forward and the fallback; a non-default scale reaches dQ and dK."""
+    q, k, v, do = _inputs(2, 2, 29, 29, 32, 7)
+    for var in (None, "fa-scalar"):
+        for causal in (False, True):
+            o, lse = device.attention(q, k, v, causal=causal, scale=0.3, variant=var, return_lse=True)
+            assert lse.shape == (2, 2, 29) and lse.dtype == np.float32
+            want = reference_attention_backward(q, k, v, do, causal=causal, scale=0.3)[3]
+            np.testing.assert_allclose(lse, want, rtol=1e-5, atol=1e-5)
+            assert check_close(o, reference_attention(q, k, v, causal=causal, scale=0.3))
+    _check(device, 1, 2, 30, 30, 32, False, scale=2.5, seed=9)
+
+
+def test_bfloat16(device):
+    """bfloat16 gradients (bf16 tolerances): the coop kernels where the device has
+    bf16 cooperative matrices, else the fp32 fallback (never fp16)."""
+    dv = device.default_attention_variant(32, dtype="bfloat16", backward=True)
+    if device.info.get("bf16_coop_enabled"):
+        assert dv.startswith("fa-coop:")
+    else:
+        assert dv == "fa-scalar"
+        coop = [x for x in device.attention_variants(32, backward=True) if x.startswith("fa-coop:")]
+        if coop:  # an fp16 coop variant named for bfloat16 inputs: refused, not run in fp16
+            q, k, v, do = _inputs(1, 1, 8, 8, 32, 0, helios.bfloat16)
+            o, lse = device.attention(q, k, v, return_lse=True)
+            with pytest.raises(helios.UnsupportedError, match="bfloat16"):
+                device.attention_backward(q, k, v, o, do, lse, variant=coop[0])
+    _check(device, 1, 2, 37, 37, 32, True, seed=4, dtype=helios.bfloat16)
+
+
+def test_kill_switch(device, monkeypatch):
+    monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", "1")
+    assert device.default_attention_variant(64, backward=True) == "fa-scalar"
+    assert device.default_attention_variant(64) != "fa-scalar" or not device.info["cooperative_matrix"]
+    q, k, v, do = _inputs(1, 1, 20, 20, 64, 3)
+    o, lse = device.attention(q, k, v, return_lse=True)
+    device.reset_telemetry()
+    device.attention_backward(q, k, v, o, do, lse)
+    t = device.telemetry()
+    assert (t["attentions"], t["coop_attentions"], t["last_variant"]) == (1, 0, "fa-scalar")
+    monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", "perhaps")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_COOP_ATTENTION_BACKWARD"):
+        device.default_attention_variant(64, backward=True)
+
+
+def test_coop_is_the_default_where_offered(device):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("this device offers no cooperative matrices: the fallback is the default")
+    assert device.default_attention_variant(64, backward=True).startswith("fa-coop:")
+    q, k, v, do = _inputs(1, 1, 20, 20, 64, 3)
+    o, lse = device.attention(q, k, v, return_lse=True)
+    device.reset_telemetry()
+    device.attention_backward(q, k, v, o, do, lse)
+    assert device.telemetry()["coop_attentions"] == 1
+
+
+def test_tensors_in_and_out(device):
+    """Tensor operands give Tensor gradients (written in place with grads unchanged
+    on the host side); a Tensor forward returns the lse as a float32 Tensor."""
+    q, k, v, do = _inputs(1, 2, 24, 24, 32, 11)
+    ts = [device.upload(x) for x in (q, k, v)]
+    o, lse = device.attention(*ts, causal=True, return_lse=True)
+    assert isinstance(o, helios.Tensor) and isinstance(lse, helios.Tensor)
+    assert lse.shape == (1, 2, 24) and lse.dtype == np.float32
+    dq, dk, dv = device.attention_backward(*ts, o, device.upload(do), lse, causal=True)
+    assert all(isinstance(g, helios.Tensor) for g in (dq, dk, dv))
+    want = reference_attention_backward(q, k, v, do, causal=True)
+    for g, w in zip((dq, dk, dv), want):
+        assert check_close(g.numpy(), w)
+
+
+def test_time_attention_backward(device):
+    t = device.time_attention(1, 2, 33, 32, causal=True, iters=3, warmup=1, backward=True)
+    assert t.backward and len(t.samples_ms) == 3 and all(x > 0 for x in t.samples_ms)
+    assert t.flops == pytest.approx(2.5 * 4 * 2 * 33 * 33 * 32 / 2)
+    assert t.variant == device.default_attention_variant(32, causal=True, backward=True)
+    q, k, v = random_qkv(1, 2, 33, 33, 32, 0)
+    do = np.random.default_rng(1).standard_normal((1, 2, 33, 32), dtype=np.float32).astype(np.float16)
+    want = reference_attention_backward(q, k, v, do, causal=True)
+    for g, w in zip(t.grads, want):
+        assert check_close(g, w)
+
+
+def _bad_cases():
+    def run(dev, **over):
+        q, k, v, do = _inputs(1, 2, 6, 6, 16, 0)
+        o, lse = dev.attention(q, k, v, return_lse=True)
+        args = {"q": q, "k": k, "v": v, "o": o, "do": do, "lse": lse}
+        args.update(over)
+        return dev.attention_backward(
+            args["q"], args["k"], args["v"], args["o"], args["do"], args["lse"],
+            **{x: y for x, y in args.items() if x not in ("q", "k", "v", "o", "do", "lse")},
+        )
+
+    return [
+        (lambda d: run(d, do=np.ones((1, 2, 5, 16), np.float16)), ValueError, "do .* must have q's shape"),
+        (lambda d: run(d, o=np.ones((1, 2, 6, 8), np.float16)), ValueError, "o .* must have q's shape"),
+        (lambda d: run(d, lse=np.ones(5, np.float32)), ValueError, "lse holds 5 values"),
+        (lambda d: run(d, k=np.ones((1, 2, 7, 16), np.float16)), ValueError, "must have the same shape"),
+        (lambda d: run(d, causal=True, k=np.ones((1, 2, 7, 16), np.float16), v=np.ones((1, 2, 7, 16), np.float16)),
+         helios.UnsupportedError, "S_q == S_kv"),
+        (lambda d: run(d, scale=float("nan")), ValueError, "scale must be finite"),
+        (lambda d: run(d, variant="fa-coop:8x8x8:sg4:wq1:bc256"), helios.UnsupportedError, "bc256|shared memory"),
+        (lambda d: run(d, variant="tile64"), ValueError, "variant"),
+        (lambda d: run(d, q="q"), TypeError, "must be an array"),
+        (lambda d: d.attention_variants(16, backward="yes"), TypeError, "backward"),
+    ]
+
+
+BAD = _bad_cases()
+
+
+@pytest.mark.parametrize("case", range(len(BAD)))
+def test_bad_input(device, case):
+    fn, exc, match = BAD[case]
+    with pytest.raises(exc, match=match):
+        fn(device)
+
+
+def test_outputs_may_not_alias_inputs(device):
+    q, k, v, do = _inputs(1, 1, 8, 8, 16, 0)
+    ts = [device.upload(x) for x in (q, k, v)]
+    o, lse = device.attention(*ts, return_lse=True)
+    tdo = device.upload(do)
+    grads = (device.empty(q.shape), device.empty(k.shape), device.empty(k.shape))
+    from helios.attention import run_attention_backward
+
+    with pytest.raises(ValueError, match="does not run in place"):
+        run_attention_backward(device, *ts, o, tdo, lse, grads=(ts[0], grads[1], grads[2]))
+    with pytest.raises(ValueError, match="same memory"):
+        run_attention_backward(device, *ts, o, tdo, lse, grads=(grads[0], grads[1], grads[1]))
+    with pytest.raises(ValueError, match="lse must be a packed float32 Tensor"):
+        run_attention_backward(device, *ts, o, tdo, device.empty((1, 1, 8), "float16"))
+
+
+def test_no_leak_over_calls(device):
+    q, k, v, do = _inputs(1, 2, 33, 33, 32, 8)
+    o, lse = device.attention(q, k, v, return_lse=True)
+    device.attention_backward(q, k, v, o, do, lse)
+    base = device.telemetry()
+    for _ in range(10):
+        device.attention_backward(q, k, v, o, do, lse, causal=False)
+    end = device.telemetry()
+    # each call uploads its host operands into Tensors that are freed with it
+    assert (end["live_buffers"], end["live_memory"]) == (base["live_buffers"], base["live_memory"])
+
+
+def test_bench_backward_json(device, tmp_path):
+    out = tmp_path / "bwd.json"
+    rc = main(
+        [
+            "bench", "--workload=attention", "--backward", "--shapes", "1x2x40x32", "--iters", "2",
+            "--warmup", "1", "--ref", "numpy", "--out", str(out), "--causal",
+        ]
+    )
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["status"] == "ok" and res["backward"] is True and res["causal"] is True
+    (row,) = res["rows"]
+    assert row["shape"] == "1x2x40x32-causal-bwd" and row["valid"] and row["backward"]
+    assert row["heliosTflops"] == pytest.approx(2.5 * 4 * 2 * 40 * 40 * 32 / 2 / (row["heliosMs"] * 1e-3) / 1e12)
+    assert row["helios"]["check"][0]["heads_checked"] and row["helios"]["check"][0]["passed"]
+    assert "x 2.5 (backward)" in res["environment"]["flops"]
+    assert " backward vs numpy" in (tmp_path / "bwd.md").read_text()
+
+
+def test_bench_backward_gate_failure(device, tmp_path, monkeypatch):
+    """A backward whose gradients are wrong fails the gate before anything is timed."""
+    import helios.harness.attention_bench as ab
+
+    real = ab.reference_attention_backward
+    monkeypatch.setattr(ab, "reference_attention_backward", lambda *a, **k: tuple(x + 1.0 for x in real(*a, **k)))
+    out = tmp_path / "bad.json"
+    rc = main(["bench", "--workload=attention", "--backward", "--shapes", "1x1x16x16", "--iters", "2",
+               "--ref", "numpy", "--out", str(out)])
+    assert rc != 0
+    res = json.loads(out.read_text())
+    assert res["status"] != "ok" and not res.get("rows")
+
+
+def test_check_backward_exit_codes(device, capsys):
+    argv = ["check", "--attention", "--backward", "--matrix", "none", "--fuzz", "4", "--head-dims", "16,32"]
+    assert main(argv + ["--oracle", "float64", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "4 passed, 0 failed (attention backward fuzz seed 0" in out and out.count("ok   #") == 4
+    rc = main(argv + ["--oracle", "sdpa"])
+    out = capsys.readouterr().out
+    assert rc in (0, 2) and ("skipped: no CUDA oracle" in out) == (rc == 2)
+    assert main(["check", "--backward"]) == 2
+    assert "--backward belongs to --attention" in capsys.readouterr().err
+
+
+def test_check_backward_reports_failures(device, capsys, monkeypatch):
+    import helios.harness.attention_fuzz as af
+
+    real = af.reference_attention_backward
+    monkeypatch.setattr(af, "reference_attention_backward", lambda *a, **k: tuple(x * 1.5 for x in real(*a, **k)))
+    rc = main(["check", "--attention", "--backward", "--matrix", "none", "--fuzz", "2", "--oracle", "float64",
+               "--head-dims", "16"])
+    out = capsys.readouterr().out
+    assert rc == 1 and out.count("FAIL #") == 2 and "0 passed, 2 failed" in out
