@@ -53,7 +53,12 @@ def main() -> int:
         sel = np.sort(rng.choice(s, size=min(16, s), replace=False))
         if a.backward:  # head (0, 0) whole
             gref = np.concatenate(
-                [x.ravel() for x in reference_attention_backward(q[:1, :1], k[:1, :1], v[:1, :1], do[:1, :1], causal=a.causal)[:3]]
+                [
+                    x.ravel()
+                    for x in reference_attention_backward(q[:1, :1], k[:1, :1], v[:1, :1], do[:1, :1], causal=a.causal)[
+                        :3
+                    ]
+                ]
             )
         else:
             ref = reference_attention(q, k, v, causal=a.causal, rows=sel)

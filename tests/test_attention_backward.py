@@ -169,7 +169,12 @@ def _bad_cases():
         args = {"q": q, "k": k, "v": v, "o": o, "do": do, "lse": lse}
         args.update(over)
         return dev.attention_backward(
-            args["q"], args["k"], args["v"], args["o"], args["do"], args["lse"],
+            args["q"],
+            args["k"],
+            args["v"],
+            args["o"],
+            args["do"],
+            args["lse"],
             **{x: y for x, y in args.items() if x not in ("q", "k", "v", "o", "do", "lse")},
         )
 
@@ -178,8 +183,11 @@ def _bad_cases():
         (lambda d: run(d, o=np.ones((1, 2, 6, 8), np.float16)), ValueError, "o .* must have q's shape"),
         (lambda d: run(d, lse=np.ones(5, np.float32)), ValueError, "lse holds 5 values"),
         (lambda d: run(d, k=np.ones((1, 2, 7, 16), np.float16)), ValueError, "must have the same shape"),
-        (lambda d: run(d, causal=True, k=np.ones((1, 2, 7, 16), np.float16), v=np.ones((1, 2, 7, 16), np.float16)),
-         helios.UnsupportedError, "S_q == S_kv"),
+        (
+            lambda d: run(d, causal=True, k=np.ones((1, 2, 7, 16), np.float16), v=np.ones((1, 2, 7, 16), np.float16)),
+            helios.UnsupportedError,
+            "S_q == S_kv",
+        ),
         (lambda d: run(d, scale=float("nan")), ValueError, "scale must be finite"),
         (lambda d: run(d, variant="fa-coop:8x8x8:sg4:wq1:bc256"), helios.UnsupportedError, "bc256|shared memory"),
         (lambda d: run(d, variant="tile64"), ValueError, "variant"),
@@ -230,8 +238,20 @@ def test_bench_backward_json(device, tmp_path):
     out = tmp_path / "bwd.json"
     rc = main(
         [
-            "bench", "--workload=attention", "--backward", "--shapes", "1x2x40x32", "--iters", "2",
-            "--warmup", "1", "--ref", "numpy", "--out", str(out), "--causal",
+            "bench",
+            "--workload=attention",
+            "--backward",
+            "--shapes",
+            "1x2x40x32",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--ref",
+            "numpy",
+            "--out",
+            str(out),
+            "--causal",
         ]
     )
     assert rc == 0
@@ -252,8 +272,21 @@ def test_bench_backward_gate_failure(device, tmp_path, monkeypatch):
     real = ab.reference_attention_backward
     monkeypatch.setattr(ab, "reference_attention_backward", lambda *a, **k: tuple(x + 1.0 for x in real(*a, **k)))
     out = tmp_path / "bad.json"
-    rc = main(["bench", "--workload=attention", "--backward", "--shapes", "1x1x16x16", "--iters", "2",
-               "--ref", "numpy", "--out", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--workload=attention",
+            "--backward",
+            "--shapes",
+            "1x1x16x16",
+            "--iters",
+            "2",
+            "--ref",
+            "numpy",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc != 0
     res = json.loads(out.read_text())
     assert res["status"] != "ok" and not res.get("rows")
@@ -276,7 +309,20 @@ def test_check_backward_reports_failures(device, capsys, monkeypatch):
 
     real = af.reference_attention_backward
     monkeypatch.setattr(af, "reference_attention_backward", lambda *a, **k: tuple(x * 1.5 for x in real(*a, **k)))
-    rc = main(["check", "--attention", "--backward", "--matrix", "none", "--fuzz", "2", "--oracle", "float64",
-               "--head-dims", "16"])
+    rc = main(
+        [
+            "check",
+            "--attention",
+            "--backward",
+            "--matrix",
+            "none",
+            "--fuzz",
+            "2",
+            "--oracle",
+            "float64",
+            "--head-dims",
+            "16",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1 and out.count("FAIL #") == 2 and "0 passed, 2 failed" in out

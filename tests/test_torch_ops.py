@@ -174,3 +174,17 @@ def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch):
     torch.cuda.synchronize()
     ht.device_for(a).telemetry()  # the device is still usable
     assert early != pytest.approx(8192 * 8192 * 2048.0)
+
+
+def test_attention_backward_runs_on_helios(cuda):
+    """The gradient of ht.attention comes from Helios's backward kernels (one more
+    attention call on the device), not from a torch recomputation."""
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 70, 64, device=cuda, generator=g).half().requires_grad_(True) for _ in range(3))
+    dev = ht.device_for(q)
+    o = ht.attention(q, k, v, causal=True)
+    before = dev.telemetry()["attentions"]
+    o.float().sum().backward()
+    torch.cuda.synchronize()
+    assert dev.telemetry()["attentions"] == before + 1
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))

@@ -188,8 +188,8 @@ static void record_attention(hl_device *dev, const void *ctx, VkDescriptorSet ds
 
 /* The pipeline of a (checked) variant for head dimension d, and the query rows
  * one workgroup covers. */
-static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse,
-                               hl_dtype in, hl_pipeline **out, uint32_t *rows, hl_error *err) {
+static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse, hl_dtype in,
+                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
     const hl_spec_env e = {
         .subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
     uint32_t spec[HL_MAX_SPEC];

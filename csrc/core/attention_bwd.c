@@ -87,8 +87,8 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
         for (uint32_t pass = 0; pass < 2; pass++) {
             e.pass = pass;
             hl_spec_attention_bwd_scalar(spec, v, &e);
-            HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_scalar(in), spec, HL_SPEC_ATTENTION_BWD_SCALAR_COUNT,
-                                   0, &out[pass], err));
+            HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_scalar(in), spec, HL_SPEC_ATTENTION_BWD_SCALAR_COUNT, 0,
+                                   &out[pass], err));
         }
         return HL_OK;
     }
@@ -124,12 +124,10 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     static const char *in_names[6] = {"q", "k", "v", "o", "do", "lse"}, *out_names[3] = {"dq", "dk", "dv"};
     for (int i = 0; i < 6; i++)
         if (!ins[i])
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)",
-                           in_names[i]);
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", in_names[i]);
     for (int i = 0; i < 3; i++)
         if (!outs[i])
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)",
-                           out_names[i]);
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", out_names[i]);
     if (!isfinite(args->scale))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: scale must be finite");
     if (args->causal && sq != skv)
@@ -155,7 +153,8 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
                        (unsigned long long)caps->max_storage_buffer_range);
     const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, q_bytes, q_bytes, row_bytes};
     const uint64_t out_bytes[3] = {q_bytes, kv_bytes, kv_bytes};
-    for (int i = 0; i < 6; i++) HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
+    for (int i = 0; i < 6; i++)
+        HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
     for (int i = 0; i < 3; i++) {
         HL_TRY(hl_check_output_tensor(dev, outs[i], out_bytes[i], "attention backward", out_names[i], err));
         for (int j = 0; j < 6; j++)
@@ -202,12 +201,18 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
         [HL_BIND_ATTENTION_BWD_DELTA] = {.scratch = &dev->buf_rows,
                                          .bytes = row_bytes,
                                          .slot = HL_BIND_ATTENTION_BWD_DELTA},
-        [HL_BIND_ATTENTION_BWD_DQ] =
-            {.tensor = args->t_dq, .bytes = q_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DQ},
-        [HL_BIND_ATTENTION_BWD_DK] =
-            {.tensor = args->t_dk, .bytes = kv_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DK},
-        [HL_BIND_ATTENTION_BWD_DV] =
-            {.tensor = args->t_dv, .bytes = kv_bytes, .poison = 1, .slot = HL_BIND_ATTENTION_BWD_DV},
+        [HL_BIND_ATTENTION_BWD_DQ] = {.tensor = args->t_dq,
+                                      .bytes = q_bytes,
+                                      .poison = 1,
+                                      .slot = HL_BIND_ATTENTION_BWD_DQ},
+        [HL_BIND_ATTENTION_BWD_DK] = {.tensor = args->t_dk,
+                                      .bytes = kv_bytes,
+                                      .poison = 1,
+                                      .slot = HL_BIND_ATTENTION_BWD_DK},
+        [HL_BIND_ATTENTION_BWD_DV] = {.tensor = args->t_dv,
+                                      .bytes = kv_bytes,
+                                      .poison = 1,
+                                      .slot = HL_BIND_ATTENTION_BWD_DV},
     };
     const hl_exec_timing timing = {args->warmup,   args->iters,      args->flush_bytes, args->samples_ms,
                                    args->batch_ms, args->wait_value, args->signal_value};

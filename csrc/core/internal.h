@@ -138,9 +138,9 @@ struct hl_device {
     uint64_t compiles_total; /* pipelines compiled since open (telemetry resets; this does not) */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
-    hl_buffer buf_rows; /* fp32 per attention row: a host-bound LSE, the backward's delta */
-    struct hl_tensor *tensors;                                      /* live tensors, released when the device closes */
-    PFN_vkGetMemoryFdKHR get_memory_fd;                             /* VK_KHR_external_memory_fd, where enabled */
+    hl_buffer buf_rows;                 /* fp32 per attention row: a host-bound LSE, the backward's delta */
+    struct hl_tensor *tensors;          /* live tensors, released when the device closes */
+    PFN_vkGetMemoryFdKHR get_memory_fd; /* VK_KHR_external_memory_fd, where enabled */
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
     PFN_vkWaitSemaphores wait_semaphores;
     /* Submissions that do not wait (async.c): ordered with CUDA through one timeline

@@ -34,10 +34,9 @@ static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { ret
  *   lse: a float32 Tensor of bh * sq elements that receives each row's log-sum-exp
  *   -> (o (bh, sq, d) of dtype (bfloat16: uint16 bits) or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"q",           "k",      "v",          "bh",           "sq",     "skv",
-                             "d",           "causal", "scale",      "variant",      "warmup", "iters",
-                             "flush_bytes", "out",    "wait_value", "signal_value", "dtype",  "lse",
-                             NULL};
+    static char *kwlist[] = {"q",     "k",       "v",      "bh",    "sq",          "skv", "d",          "causal",
+                             "scale", "variant", "warmup", "iters", "flush_bytes", "out", "wait_value", "signal_value",
+                             "dtype", "lse",     NULL};
     PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None, *dto = Py_None, *lseo = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
@@ -121,19 +120,19 @@ static hl_status call_backward(hl_device *dev, void *args, hl_error *err) {
  *                     signal_value=0, dtype='float16') -> (None, samples_ms, gpu_ms, variant)
  * Every operand a Tensor (lse float32, the others of dtype); dq, dk, dv are written. */
 PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"q",      "k",     "v",       "o",      "do",         "lse",        "dq",
-                             "dk",     "dv",    "bh",      "sq",     "skv",        "d",          "causal",
-                             "scale",  "variant", "warmup", "iters", "flush_bytes", "wait_value", "signal_value",
-                             "dtype",  NULL};
+    static char *kwlist[] = {"q",     "k",       "v",      "o",     "do",          "lse",        "dq",
+                             "dk",    "dv",      "bh",     "sq",    "skv",         "d",          "causal",
+                             "scale", "variant", "warmup", "iters", "flush_bytes", "wait_value", "signal_value",
+                             "dtype", NULL};
     PyObject *ob[9], *variant = Py_None, *dto = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKO:_attention_backward", kwlist, &ob[0],
-                                     &ob[1], &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv,
-                                     &d, &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value,
-                                     &signal_value, &dto))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKO:_attention_backward", kwlist, &ob[0], &ob[1],
+                                     &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv, &d,
+                                     &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value, &signal_value,
+                                     &dto))
         return NULL;
     hl_dtype dtype = HL_F16;
     if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;

@@ -73,7 +73,34 @@ class Device:
         wait_value: int = 0,
         signal_value: int = 0,
         dtype: str = "float16",
+        lse: Any = None,
     ) -> tuple[np.ndarray, list[float], float, str]: ...
+    def _attention_backward(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        o: Any,
+        do: Any,
+        lse: Any,
+        dq: Any,
+        dk: Any,
+        dv: Any,
+        bh: int,
+        sq: int,
+        skv: int,
+        d: int,
+        *,
+        causal: bool = False,
+        scale: float = ...,
+        variant: Optional[str] = None,
+        warmup: int = 0,
+        iters: int = 0,
+        flush_bytes: int = 0,
+        wait_value: int = 0,
+        signal_value: int = 0,
+        dtype: str = "float16",
+    ) -> tuple[None, list[float], float, str]: ...
     def _attention_kernel_stats(
         self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: str = "float16"
     ) -> dict[str, float]: ...
@@ -84,6 +111,7 @@ class Device:
         seq_kv: int = 0,
         causal: bool = False,
         dtype: str = "float16",
+        backward: bool = False,
     ) -> tuple[str, list[str]]: ...
 
 class Tensor:

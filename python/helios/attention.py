@@ -135,7 +135,7 @@ def run_attention(
         not isinstance(out, Tensor) or out.shape != (b, h, sq, d) or out.dtype != dt or not out.packed
     ):
         raise ValueError(f"attention: out must be a {dt.name} Tensor of shape {(b, h, sq, d)}")
-    ordered = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
+    ordered: dict[str, Any] = {} if order is None else {"wait_value": int(order[0]), "signal_value": int(order[1])}
     if lse is not None:
         _check_lse(lse, b, h, sq)
         ordered["lse"] = lse
@@ -194,7 +194,9 @@ def run_attention_backward(
     if not isinstance(lse, Tensor):
         arr = np.ascontiguousarray(host_array(lse, "attention backward: lse"), dtype=np.float32)
         if arr.size != b * h * sq:
-            raise ValueError(f"attention backward: lse holds {arr.size} values; (B, H, S_q) = {(b, h, sq)} needs {b * h * sq}")
+            raise ValueError(
+                f"attention backward: lse holds {arr.size} values; (B, H, S_q) = {(b, h, sq)} needs {b * h * sq}"
+            )
         lse = dev.upload(arr.reshape(b, h, sq), dtype="float32")
     _check_lse(lse, b, h, sq)
     if grads is None:
@@ -206,8 +208,22 @@ def run_attention_backward(
     if order is not None:
         kw.update(wait_value=int(order[0]), signal_value=int(order[1]))
     _, samples, gpu_ms, used = dev._attention_backward(
-        q, k, v, o, do, lse, *grads, b * h, sq, skv, d,
-        causal=causal, scale=resolve_scale(scale, d), variant=variant, dtype=dt.name, **kw,
+        q,
+        k,
+        v,
+        o,
+        do,
+        lse,
+        *grads,
+        b * h,
+        sq,
+        skv,
+        d,
+        causal=causal,
+        scale=resolve_scale(scale, d),
+        variant=variant,
+        dtype=dt.name,
+        **kw,
     )
     return grads[0], grads[1], grads[2], (samples, gpu_ms, used)
 
@@ -270,7 +286,16 @@ def time_attention(
         if do_t.shape != (b, h, sq, d):
             raise ValueError(f"time_attention: grad_output {do_t.shape} must have q's shape {(b, h, sq, d)}")
         dq, dk, dv, (samples, batch_ms, used) = run_attention_backward(
-            dev, *ts, o_t, do_t, lse_t, causal=causal, scale=scale, variant=variant,
+            dev,
+            ts[0],
+            ts[1],
+            ts[2],
+            o_t,
+            do_t,
+            lse_t,
+            causal=causal,
+            scale=scale,
+            variant=variant,
             timing={"warmup": warmup, "iters": iters, "flush_bytes": flush_bytes},
         )
         o = o_t.numpy()

@@ -432,7 +432,7 @@ class Device(_helios.Device):
         )
         if any(isinstance(x, Tensor) for x in ins):
             return dq, dk, dv
-        return tuple(like_inputs(g.numpy(), *ins) for g in (dq, dk, dv))  # type: ignore[return-value]
+        return tuple(like_inputs(g.numpy(), *ins) for g in (dq, dk, dv))
 
     def attention_variants(self, head_dim: int, dtype: Any = "float16", backward: bool = False) -> list[str]:
         """Every attention variant valid here for this head dimension and dtype

@@ -5,8 +5,9 @@ inside ``torch.autograd``.
 ``attention(q, k, v, causal=False, scale=None)`` take float16 or bfloat16 CUDA
 tensors (all inputs of one op the same type) on the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
 return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
-products (the transposed layouts); attention backward recomputes through torch's
-``scaled_dot_product_attention`` (Helios has no attention backward kernel yet).
+products (the transposed layouts); attention backward runs Helios's backward
+kernels (FlashAttention-2's recomputation from the forward's log-sum-exp, which
+the forward keeps for it).
 
 How data moves: an input allocated inside ``memory_pool()`` (torch memory made
 with CUDA's virtual-memory API, which Vulkan can import) is read in place, with
@@ -42,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _helios
+from .attention import run_attention, run_attention_backward
 from .device import Device
 from .gemm import activation_code
 from .tensor import Tensor
@@ -277,15 +279,15 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: Optiona
 
 
 def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
-    """An exportable Helios tensor (float16 or bfloat16) for an op's result: one torch has
-    released (no export held) from the pool, else a new one. Reuse is safe: Helios
-    writes it only after everything queued before on torch's stream (and so any
+    """An exportable Helios tensor (float16, bfloat16 or float32) for an op's result: one
+    torch has released (no export held) from the pool, else a new one. Reuse is safe:
+    Helios writes it only after everything queued before on torch's stream (and so any
     reader of the old result, and the Helios op that wrote it) has run."""
-    pool = _results.setdefault((ordinal, shape, _DTYPES[dtype]), [])
+    pool = _results.setdefault((ordinal, shape, _TORCH_TO_HELIOS[dtype]), [])
     for h in pool:
         if h.exports == 0:
             return h
-    h = dev.empty(shape, _DTYPES[dtype], exportable=True)
+    h = dev.empty(shape, _TORCH_TO_HELIOS[dtype], exportable=True)
     if len(pool) < MAX_POOLED:
         pool.append(h)
     return h
@@ -381,7 +383,6 @@ class _Linear(torch.autograd.Function):
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]):
-        ctx.save_for_backward(q, k, v)
         ctx.causal, ctx.scale = causal, scale
         with _lock:
             dev = device_for(q)
@@ -390,18 +391,39 @@ class _Attention(torch.autograd.Function):
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
             out = _result(dev, ordinal, tuple(q.shape), q.dtype)
+            lse = _result(dev, ordinal, tuple(q.shape[:3]), torch.float32)  # what the backward recomputes P from
             _run_ordered(
-                dev, q, lambda order: dev.attention(hq, hk, hv, causal=causal, scale=scale, out=out, order=order)
+                dev,
+                q,
+                lambda order: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse),
             )
-            return _to_torch(out)
+            o, lse_t = _to_torch(out), _to_torch(lse)
+        # Saved as torch tensors (their exports keep the Helios memory out of the result
+        # pool, and autograd's version counters catch an in-place change of o).
+        ctx.save_for_backward(q, k, v, o, lse_t)
+        ctx.helios = (out, lse)
+        return o
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        # Recomputed through torch's SDPA: Helios has no attention backward kernel yet.
-        q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
-        with torch.enable_grad():
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal, scale=ctx.scale)
-        gq, gk, gv = torch.autograd.grad(o, (q, k, v), grads[0])
+        q, k, v, _, _ = ctx.saved_tensors
+        out, lse = ctx.helios
+        with _lock:
+            dev = device_for(q)
+            ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
+            hq = _stage(dev, ordinal, "q", q.contiguous())
+            hk = _stage(dev, ordinal, "k", k.contiguous())
+            hv = _stage(dev, ordinal, "v", v.contiguous())
+            hdo = _stage(dev, ordinal, "do", grads[0].contiguous())
+            gs = tuple(_result(dev, ordinal, tuple(t.shape), t.dtype) for t in (q, k, v))
+
+            def run(order: Optional[tuple]) -> None:
+                run_attention_backward(
+                    dev, hq, hk, hv, out, hdo, lse, causal=ctx.causal, scale=ctx.scale, order=order, grads=gs
+                )
+
+            _run_ordered(dev, q, run)
+            gq, gk, gv = (_to_torch(g) for g in gs)
         return gq, gk, gv, None, None
 
 
@@ -448,8 +470,9 @@ def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: Optional[float] = None
 ) -> torch.Tensor:
     """softmax(scale * q k^T [+ causal mask]) v for (B, H, S, d) float16 or bfloat16
-    CUDA tensors, as torch's scaled_dot_product_attention (is_causal=causal). Backward
-    recomputes through torch's SDPA (Helios has no attention backward kernel yet)."""
+    CUDA tensors, as torch's scaled_dot_product_attention (is_causal=causal).
+    Differentiable: the backward is Helios's (``Device.attention_backward``: dQ, dK
+    and dV from the saved output and log-sum-exp, no recomputed forward)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check(name, t, (4,))
     _same_dtype("attention", ("q", q), ("k", k), ("v", v))

@@ -336,7 +336,9 @@ def run_attention_bench(
                 do = random_qkv(b, h, s, s, d, seed=cfg.seed + 7920, dtype=dt)[0]
                 for causal in (False, True):
                     if bwd:
-                        want = np.concatenate([x.ravel() for x in reference_attention_backward(q, k, v, do, causal=causal)[:3]])
+                        want = np.concatenate(
+                            [x.ravel() for x in reference_attention_backward(q, k, v, do, causal=causal)[:3]]
+                        )
                     else:
                         want = reference_attention(q, k, v, causal=causal)
                     for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):

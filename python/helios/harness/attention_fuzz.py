@@ -191,7 +191,10 @@ def _backward_case(dev, rng, i, q, k, v, causal, scale, var, oracle, atol, rtol,
         sc = scale if scale is not None else 1.0 / np.sqrt(d)
         theirs = oracle.backward(q, k, v, do, causal, sc)
         rs = check_close(
-            np.concatenate([g.ravel() for g in grads]), np.concatenate([x.ravel() for x in theirs]), atol=atol, rtol=rtol
+            np.concatenate([g.ravel() for g in grads]),
+            np.concatenate([x.ravel() for x in theirs]),
+            atol=atol,
+            rtol=rtol,
         )
         sdpa_line = rs.line()
         ok = ok and rs.passed

@@ -18,9 +18,9 @@ Adapters:
                  backends)
   torch_compile  the same forward through torch.compile
   helios         every linear (QKV, output projection, MLP up and down, LM head)
-                 and attention through helios.torch (forward and backward products
-                 on Helios; attention backward recomputed through torch SDPA until
-                 Helios has its own kernel); on a machine without CUDA (the --tiny
+                 and attention through helios.torch (forward and backward on
+                 Helios: products and the attention backward kernels); on a
+                 machine without CUDA (the --tiny
                  CI run on lavapipe) the same products through helios.Device on
                  host arrays
 Before timing, each adapter's first step (loss and every gradient) is checked
@@ -119,7 +119,8 @@ def build(torch: Any) -> tuple:
     class HostOps:
         """Helios on a machine without CUDA (the --tiny CI run on lavapipe): the same
         products through helios.Device on host arrays (forward and both gradients),
-        attention forward on Helios and its backward recomputed through torch SDPA."""
+        attention forward and backward on Helios (the backward from the forward's
+        output and log-sum-exp)."""
 
         name = "helios (host arrays)"
 
@@ -156,16 +157,16 @@ def build(torch: Any) -> tuple:
             class Attention(torch.autograd.Function):
                 @staticmethod
                 def forward(ctx, q, k, v, causal):
-                    ctx.save_for_backward(q, k, v)
                     ctx.causal = causal
-                    return back(dev.attention(np16(q), np16(k), np16(v), causal=causal))
+                    o, lse = dev.attention(np16(q), np16(k), np16(v), causal=causal, return_lse=True)
+                    ctx.saved = (q, k, v, o, lse)
+                    return back(o)
 
                 @staticmethod
                 def backward(ctx, g):
-                    q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
-                    with torch.enable_grad():
-                        o = F.scaled_dot_product_attention(q, k, v, is_causal=ctx.causal)
-                    return (*torch.autograd.grad(o, (q, k, v), g), None)
+                    q, k, v, o, lse = ctx.saved
+                    grads = dev.attention_backward(np16(q), np16(k), np16(v), o, np16(g), lse, causal=ctx.causal)
+                    return (*(back(x) for x in grads), None)
 
             self._linear, self._attention = Linear, Attention
 
