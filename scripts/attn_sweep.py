@@ -26,6 +26,21 @@ from helios.flops import attention_backward_flops, attention_flops
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
 
 
+def _pass_split(dev, q, k, v, do, causal, var, iters, warmup) -> dict:
+    """The backward's two kernels timed alone (median ms): where its time goes."""
+    from helios.attention import run_attention_backward
+
+    ts = [dev.upload(x) for x in (q, k, v)]
+    o, lse = dev.attention(*ts, causal=causal, return_lse=True)
+    tdo = dev.upload(do)
+    out = {}
+    for name, passes in (("dq", 1), ("dkdv", 2)):
+        t = {"warmup": warmup, "iters": iters, "passes": passes}
+        samples = run_attention_backward(dev, *ts, o, tdo, lse, causal=causal, variant=var, timing=t)[3][0]
+        out[name] = float(np.median(samples))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=ISSUE_SHAPES, help="BxHxSxd list (default: the issue's table)")
@@ -92,6 +107,7 @@ def main() -> int:
                     b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v), **bw
                 )
                 regs = None if a.backward else dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
+                split = _pass_split(dev, q, k, v, do, a.causal, var, a.iters, w) if a.backward else None
             except helios.HeliosError as e:
                 rows.append({"shape": spec, "variant": var, "error": str(e)})
                 print(spec, var, "ERROR", e, flush=True)
@@ -110,11 +126,12 @@ def main() -> int:
                 "batch_ms": tm.batch_ms if ok else None,
                 "samples_ms": tm.samples_ms if ok else None,
                 "registers": regs,
+                "pass_ms": split,
                 "wall_s": time.time() - t0,
             }
             rows.append(row)
             print(
-                f"{spec} {tm.variant:34s} regs {regs} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
+                f"{spec} {tm.variant:34s} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
                 f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g})",
                 flush=True,
             )

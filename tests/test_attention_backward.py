@@ -326,3 +326,20 @@ def test_check_backward_reports_failures(device, capsys, monkeypatch):
     )
     out = capsys.readouterr().out
     assert rc == 1 and out.count("FAIL #") == 2 and "0 passed, 2 failed" in out
+
+
+def test_pass_split_for_measurement(device):
+    """passes=1 / 2 record one kernel each (the sweep's time split); 3 both; 4 refused."""
+    from helios.attention import run_attention_backward
+
+    q, k, v, do = _inputs(1, 1, 20, 20, 16, 0)
+    ts = [device.upload(x) for x in (q, k, v)]
+    o, lse = device.attention(*ts, return_lse=True)
+    tdo = device.upload(do)
+    run_attention_backward(device, *ts, o, tdo, lse)  # delta for the dK/dV pass alone
+    device.reset_telemetry()
+    for p in (1, 2, 3):
+        samples = run_attention_backward(device, *ts, o, tdo, lse, timing={"iters": 2, "passes": p})[3][0]
+        assert len(samples) == 2 and all(x > 0 for x in samples)
+    with pytest.raises(ValueError, match="passes must be 0..3"):
+        run_attention_backward(device, *ts, o, tdo, lse, timing={"passes": 4})

@@ -97,3 +97,42 @@ def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatc
     row = {r["adapter"]: r for r in res["rows"]}["helios"]
     assert res["status"] == "failed" and row["status"] == "gate failed" and not row["gate"]["passed"]
     assert "loss" not in row
+
+
+def test_a_launcher_run_is_distributed_and_needs_cuda(monkeypatch, capsys):
+    """Under torchrun (WORLD_SIZE > 1) the suite trains DistributedDataParallel
+    replicas over NCCL; without CUDA it says so before any work."""
+    from helios.harness.train import distributed_rank
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert distributed_rank() is None  # no launcher: one process
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert distributed_rank() is None  # a launcher with one process: no process group
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: the 2-GPU run is measured on the device, not in this test")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["suite", "train", "--tiny", "--adapters", "torch_eager"]) == 2
+    assert "needs CUDA" in capsys.readouterr().err
+
+
+def test_the_markdown_names_the_world_size():
+    from helios.harness.train import train_markdown
+
+    row = {
+        "adapter": "helios",
+        "status": "ok",
+        "tokens_per_s": 2000.0,
+        "tokens_per_s_per_gpu": 1000.0,
+        "step_ms_p50": 1.0,
+        "forward_ms_p50": 0.3,
+        "backward_ms_p50": 0.5,
+        "optimizer_ms_p50": 0.2,
+        "loss": [4.0, 3.0],
+        "peak_memory_bytes": None,
+    }
+    cfg = {"layers": 1, "d_model": 8, "heads": 1, "seq": 4, "batch": 2, "vocab": 10, "steps": 2}
+    md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2}})
+    assert "2 GPUs, DistributedDataParallel over NCCL, global batch 4" in md and "| 2000 | 1000 |" in md

@@ -59,6 +59,7 @@ size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, h
 }
 
 typedef struct bwd_plan {
+    uint32_t passes;    /* bit i: record pass i */
     VkPipeline pipe[2]; /* dQ pass, dK/dV pass */
     uint32_t grid[2][2];
     uint32_t pc[HL_PUSH_WORDS];
@@ -67,7 +68,8 @@ typedef struct bwd_plan {
 static void record_backward(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
     const bwd_plan *pl = ctx;
     for (int i = 0; i < 2; i++) {
-        if (i) hl_compute_barrier(dev); /* delta written by the first, read by the second */
+        if (!(pl->passes & (1u << i))) continue;
+        if (i && (pl->passes & 1u)) hl_compute_barrier(dev); /* delta written by the first, read by the second */
         vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe[i]);
         vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
         vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
@@ -168,7 +170,9 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
                                out_names[j], out_names[i]);
     }
 
-    bwd_plan pl = {0};
+    if (args->passes > 3)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: passes must be 0..3, got %u", args->passes);
+    bwd_plan pl = {.passes = args->passes ? args->passes : 3u};
     hl_pipeline *pipes[2];
     uint32_t rows;
     HL_TRY(bwd_pipelines(dev, &v, (uint32_t)d, args->causal, args->dtype, pipes, &rows, err));

@@ -344,6 +344,9 @@ typedef struct hl_attention_bwd_args {
     uint64_t flush_bytes;
     hl_run_info *info;
     uint64_t wait_value, signal_value;
+    /* Measurement only: 1 records the dQ kernel alone, 2 the dK/dV kernel alone
+     * (which then reads whatever delta the last full call left); 0 or 3: both. */
+    uint32_t passes;
 } hl_attention_bwd_args;
 hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err);
 /* The backward's variants: validation (its shared-memory budget differs), the

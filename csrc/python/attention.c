@@ -117,22 +117,23 @@ static hl_status call_backward(hl_device *dev, void *args, hl_error *err) {
 
 /* _attention_backward(q, k, v, o, do, lse, dq, dk, dv, bh, sq, skv, d, *, causal=False, scale,
  *                     variant=None, warmup=0, iters=0, flush_bytes=0, wait_value=0,
- *                     signal_value=0, dtype='float16') -> (None, samples_ms, gpu_ms, variant)
+ *                     signal_value=0, dtype='float16', passes=0) -> (None, samples_ms, gpu_ms, variant)
+ * passes (measurement): 1 the dQ kernel alone, 2 the dK/dV kernel alone, 0 or 3 both.
  * Every operand a Tensor (lse float32, the others of dtype); dq, dk, dv are written. */
 PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"q",     "k",       "v",      "o",     "do",          "lse",        "dq",
                              "dk",    "dv",      "bh",     "sq",    "skv",         "d",          "causal",
                              "scale", "variant", "warmup", "iters", "flush_bytes", "wait_value", "signal_value",
-                             "dtype", NULL};
+                             "dtype", "passes",  NULL};
     PyObject *ob[9], *variant = Py_None, *dto = Py_None;
-    unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
+    unsigned int bh, sq, skv, d, warmup = 0, iters = 0, passes = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKO:_attention_backward", kwlist, &ob[0], &ob[1],
-                                     &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv, &d,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKOI:_attention_backward", kwlist, &ob[0],
+                                     &ob[1], &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv, &d,
                                      &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value, &signal_value,
-                                     &dto))
+                                     &dto, &passes))
         return NULL;
     hl_dtype dtype = HL_F16;
     if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
@@ -174,6 +175,7 @@ PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject
     ba.flush_bytes = flush;
     ba.wait_value = wait_value;
     ba.signal_value = signal_value;
+    ba.passes = passes;
     return timed_call(self, call_backward, &ba, &ba.samples_ms, &ba.batch_ms, &ba.info, iters, NULL);
 }
 

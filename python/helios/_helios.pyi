@@ -100,6 +100,7 @@ class Device:
         wait_value: int = 0,
         signal_value: int = 0,
         dtype: str = "float16",
+        passes: int = 0,
     ) -> tuple[None, list[float], float, str]: ...
     def _attention_kernel_stats(
         self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: str = "float16"

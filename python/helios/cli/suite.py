@@ -44,6 +44,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
     cfg = TrainConfig(**base, lr=args.lr, seed=args.seed, adapters=adapters, command=["helios"] + list(sys.argv[1:]))
     result = run_train(cfg, log=print)
+    if result.get("distributed", {}).get("rank", 0) != 0:
+        out = None  # under a launcher rank 0 writes the run (every rank holds the all-reduced curves)
     return emit(result, train_markdown(result), out, "training rejected: an adapter failed its gate or diverged")
 
 

@@ -29,6 +29,14 @@ Per adapter: tokens/s (median step after the warm-up steps), forward / backward 
 optimizer time (CUDA events; host clock on CPU), peak memory, the loss per step,
 gradient norms, and the largest relative deviation of its loss from torch_eager's
 at equal steps (after step 20, or after the warm-up steps in shorter runs).
+
+Many GPUs: under `torchrun --nproc_per_node=N` (or Slurm, mpirun: the launcher
+variables helios.launcher reads) each rank trains a DistributedDataParallel
+replica (NCCL) on its own GPU, its Helios device the Vulkan GPU with that CUDA
+device's UUID; rank r takes rows r*batch.. of each global batch of N*batch rows
+of the same stream, so the run's loss (all-reduced every step) follows a
+single-GPU run with --micro-batch N*batch. Rows then say the world size,
+tokens/s in all and per GPU; rank 0 writes the result.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..launcher import launcher_info
 from .results import provenance
 
 TRAIN_SCHEMA = "helios-train/1"
@@ -291,22 +300,44 @@ def _grads(model: Any) -> dict:
     return {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+def distributed_rank() -> Optional[tuple[int, int, int]]:
+    """(rank, world size, local rank) under a launcher with more than one process, the
+    NCCL process group initialised and this rank's CUDA device set; None otherwise."""
+    info = launcher_info()
+    if info is None or (info.get("world_size") or 1) <= 1:
+        return None
+    import torch
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("helios suite train under a launcher runs DistributedDataParallel over NCCL: it needs CUDA")
+    torch.cuda.set_device(info["local_rank"])
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", device_id=torch.device("cuda", info["local_rank"]))
+    return dist.get_rank(), dist.get_world_size(), info["local_rank"]
+
+
 def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> dict:
     import torch
 
     result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     GPT, TorchOps, HeliosOps, HostOps = build(torch)
     trained: Optional[Any] = None
+    ddp = distributed_rank()
+    rank, world, local = ddp if ddp else (0, 1, 0)
     cuda = torch.cuda.is_available()
-    dev = torch.device("cuda" if cuda else "cpu")
-    result["device"] = torch.cuda.get_device_name() if cuda else "cpu (no CUDA: the --tiny CI run)"
-    data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
+    dev = torch.device("cuda", local) if cuda else torch.device("cpu")
+    result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
+    result["distributed"] = {"world_size": world, "rank": rank, "backend": "nccl" if ddp else None}
+    rows_per_step = cfg.batch * world  # the global batch
+    data = torch.from_numpy(markov_stream(cfg.vocab, rows_per_step * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
     torch.manual_seed(cfg.seed)
     init = GPT(cfg).to(dev)  # the same initial weights for every adapter
     state0 = {k: v.clone() for k, v in init.state_dict().items()}
 
     def batch(step: int) -> tuple:
-        rows = data[step * cfg.batch : (step + 1) * cfg.batch]
+        first = step * rows_per_step + rank * cfg.batch
+        rows = data[first : first + cfg.batch]
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
 
     def fresh() -> Any:
@@ -353,6 +384,12 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 continue
             model.zero_grad(set_to_none=True)
             model.load_state_dict(state0)
+            if ddp:  # the gate above ran the replica alone; training averages gradients over the ranks
+                from torch.nn.parallel import DistributedDataParallel
+
+                fwd = DistributedDataParallel(model, device_ids=[local])
+                if adapter == "torch_compile":
+                    fwd = torch.compile(fwd)
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -377,13 +414,18 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 step_ms.append(f + b + o)
                 if step % 10 == 0 or step == cfg.steps - 1:
                     log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
-            curve = [float(v) for v in losses]
+            stacked = torch.stack(losses).float()
+            if ddp:  # the global batch's loss: the mean of the ranks' (equal micro-batches)
+                torch.distributed.all_reduce(stacked)
+                stacked /= world
+            curve = [float(v) for v in stacked]
             gnorms = [float(v) for v in norms]
             timed = step_ms[cfg.warmup_steps :] or step_ms
             med = float(np.median(timed))
             row.update(
                 status="ok" if all(map(math.isfinite, curve + gnorms)) else "non-finite",
-                tokens_per_s=cfg.batch * cfg.seq / (med / 1e3),
+                tokens_per_s=world * cfg.batch * cfg.seq / (med / 1e3),
+                tokens_per_s_per_gpu=cfg.batch * cfg.seq / (med / 1e3),
                 step_ms_p50=med,
                 forward_ms_p50=float(np.median(fwd_ms[cfg.warmup_steps :] or fwd_ms)),
                 backward_ms_p50=float(np.median(bwd_ms[cfg.warmup_steps :] or bwd_ms)),
@@ -412,6 +454,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             log(f"inference: same tokens {result['inference']['same_tokens']}")
         except Exception as e:  # reported, not fatal: training results stand
             result["inference"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    if ddp:
+        torch.distributed.destroy_process_group()
     return result
 
 
@@ -438,20 +482,26 @@ def train_markdown(result: dict) -> str:
     lines = [
         f"Training through each adapter on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
         f"{c['heads']} heads, seq {c['seq']}, batch {c['batch']}, vocab {c['vocab']}, {c['steps']} steps "
-        f"(bf16 products, fp32 master weights, AdamW)",
+        f"(bf16 products, fp32 master weights, AdamW)"
+        + (
+            f"; {world} GPUs, DistributedDataParallel over NCCL, global batch {world * c['batch']}"
+            if (world := result.get("distributed", {}).get("world_size", 1)) > 1
+            else ""
+        ),
         "",
-        "| adapter | status | tokens/s | step ms | fwd / bwd / opt ms | first loss | last loss | max dev vs eager | "
-        "peak MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | first loss | last loss | "
+        "max dev vs eager | peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         if "loss" not in r:
-            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - |")
+            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - | - |")
             continue
         dev = r.get("loss_max_rel_dev_vs_eager")
         peak = r.get("peak_memory_bytes")
         lines.append(
-            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | {r['step_ms_p50']:.3f} | "
+            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | "
+            f"{r.get('tokens_per_s_per_gpu', r['tokens_per_s']):.0f} | {r['step_ms_p50']:.3f} | "
             f"{r['forward_ms_p50']:.3f} / {r['backward_ms_p50']:.3f} / {r['optimizer_ms_p50']:.3f} | "
             f"{r['loss'][0]:.4f} | {r['loss'][-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
             f"{'-' if peak is None else f'{peak / 2**20:.0f}'} |"
