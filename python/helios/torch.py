@@ -390,14 +390,17 @@ class _Attention(torch.autograd.Function):
             hq = _stage(dev, ordinal, "q", q.contiguous())
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
+            # Each result is exported as soon as it is taken: an export keeps it out of
+            # the pool, so the next _result cannot hand out the same memory.
             out = _result(dev, ordinal, tuple(q.shape), q.dtype)
+            o = _to_torch(out)
             lse = _result(dev, ordinal, tuple(q.shape[:3]), torch.float32)  # what the backward recomputes P from
+            lse_t = _to_torch(lse)
             _run_ordered(
                 dev,
                 q,
                 lambda order: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse),
             )
-            o, lse_t = _to_torch(out), _to_torch(lse)
         # Saved as torch tensors (their exports keep the Helios memory out of the result
         # pool, and autograd's version counters catch an in-place change of o).
         ctx.save_for_backward(q, k, v, o, lse_t)
@@ -415,7 +418,10 @@ class _Attention(torch.autograd.Function):
             hk = _stage(dev, ordinal, "k", k.contiguous())
             hv = _stage(dev, ordinal, "v", v.contiguous())
             hdo = _stage(dev, ordinal, "do", grads[0].contiguous())
-            gs = tuple(_result(dev, ordinal, tuple(t.shape), t.dtype) for t in (q, k, v))
+            gs, gts = [], []
+            for t in (q, k, v):  # exported one by one: dQ, dK and dV are three pool tensors (see forward)
+                gs.append(_result(dev, ordinal, tuple(t.shape), t.dtype))
+                gts.append(_to_torch(gs[-1]))
 
             def run(order: Optional[tuple]) -> None:
                 run_attention_backward(
@@ -423,8 +429,7 @@ class _Attention(torch.autograd.Function):
                 )
 
             _run_ordered(dev, q, run)
-            gq, gk, gv = (_to_torch(g) for g in gs)
-        return gq, gk, gv, None, None
+        return gts[0], gts[1], gts[2], None, None
 
 
 @torch.compiler.disable
