@@ -91,6 +91,23 @@ for committed, path in committed_attn[-2:]:
     fig.tight_layout()
     plt.show()"""),
     new_markdown_cell(
+        "## Training\nThe GPT-style decoder of `helios suite train` through each adapter from the same weights "
+        "and batches: the loss curves should lie on top of each other. Here the `--tiny` preset (a few steps; on a "
+        "machine without CUDA Helios runs on host arrays), then the committed H100 runs at the default size."
+    ),
+    new_code_cell("""from helios.harness.train import TINY, TrainConfig, run_train, train_markdown
+tiny = run_train(TrainConfig(**TINY, adapters=["torch_eager", "helios"]))
+print(train_markdown(tiny))
+runs = [tiny]
+for path in sorted(glob.glob(os.path.join(RESULTS, "*train*", "train.json"))):
+    with open(path) as f:
+        runs.append(json.load(f))
+fig, axes = plt.subplots(1, len(runs), figsize=(7 * len(runs), 4), squeeze=False)
+for run, ax in zip(runs, axes[0]):
+    report.plot_train(run, ax)
+fig.tight_layout()
+plt.show()"""),
+    new_markdown_cell(
         "## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."
     ),
     new_code_cell("""fig, ax = plt.subplots(figsize=(12, 4))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import helios
 from helios.cli import main
@@ -274,3 +275,17 @@ def test_bench_tables_use_one_ratio_convention(tmp_path, capsys):
 def test_np_operations_stay_exact(device):
     a = np.ones((8, 8), np.float16)
     assert (helios.matmul(a, a, device=device) == 8).all()
+
+
+def test_shape_flops_reads_every_label():
+    from helios.flops import attention_backward_flops, attention_flops, matmul_flops
+    from helios.harness.results import shape_flops
+
+    assert shape_flops("64x32x16") == matmul_flops(64, 32, 16)
+    assert shape_flops("2x3x128x64") == attention_flops(2, 3, 128, 128, 64)
+    assert shape_flops("2x3x128x64-causal") == attention_flops(2, 3, 128, 128, 64, True)
+    assert shape_flops("2x3x128x64-bwd") == attention_backward_flops(2, 3, 128, 128, 64)
+    assert shape_flops("2x3x128x64-causal-bwd") == 2.5 * attention_flops(2, 3, 128, 128, 64, True)
+    for bad in ("2x3x128x64-sideways", "12", "axbxc"):
+        with pytest.raises(ValueError):
+            shape_flops(bad)

@@ -136,3 +136,21 @@ def test_the_markdown_names_the_world_size():
     cfg = {"layers": 1, "d_model": 8, "heads": 1, "seq": 4, "batch": 2, "vocab": 10, "steps": 2}
     md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2}})
     assert "2 GPUs, DistributedDataParallel over NCCL, global batch 4" in md and "| 2000 | 1000 |" in md
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--d-model", "100", "--heads", "3"], "not a multiple of heads 3"),
+        (["--d-model", "1024", "--heads", "2"], "head_dim 512 .* exceeds"),
+        (["--steps", "3", "--train-warmup", "3"], "leave none of the 3 steps"),
+        (["--seq", "4096", "--micro-batch", "64", "--vocab", "200000"], "allows .* per buffer"),
+    ],
+)
+def test_bad_configs_are_refused_before_any_work(device, argv, match, capsys):
+    assert main(["suite", "train", "--tiny", "--adapters", "torch_eager,helios"] + argv) == 2
+    err = capsys.readouterr().err
+    assert "error" in err
+    import re
+
+    assert re.search(match, err), err

@@ -225,6 +225,29 @@ def plot_attention(result: dict, ax=None):
     return ax
 
 
+def plot_train(result: dict, ax=None):
+    """helios-train/1: the loss per step of each adapter that trained (helios suite
+    train), its largest deviation from torch_eager's in the legend."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(10, 4))[1]
+    for r in result.get("rows", []):
+        if "loss" not in r:
+            continue
+        dev = r.get("loss_max_rel_dev_vs_eager")
+        extra = f" (max dev {dev * 100:.2f}%)" if dev is not None else ""
+        ax.plot(np.arange(len(r["loss"])), r["loss"], label=f"{r['adapter']}{extra}", lw=1.2)
+    c = result.get("config", {})
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats)")
+    ax.set_title(
+        f"{result.get('device', '?')}: {c.get('layers')} layers, d={c.get('d_model')}, seq {c.get('seq')}, "
+        f"batch {c.get('batch')}",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    return ax
+
+
 def plot_ratio(benches: list[dict], ax=None):
     """Helios time / reference time per shape, against the 1.25x parity line."""
     ax = _per_shape(

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import __version__, _helios
-from ..flops import attention_flops, matmul_flops, tflops
+from ..flops import attention_backward_flops, attention_flops, matmul_flops, tflops
 
 BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
@@ -118,16 +118,17 @@ def reference_tflops(row: dict) -> Optional[float]:
 
 
 def shape_flops(shape: str) -> float:
-    """FLOPs of a row's shape label: 'MxNxK' (a product) or 'BxHxSxd[-causal]'
-    (attention with S_q = S_kv); ValueError for anything else."""
-    base, _, mask = str(shape).partition("-")
+    """FLOPs of a row's shape label: 'MxNxK' (a product) or 'BxHxSxd[-causal][-bwd]'
+    (attention with S_q = S_kv; -bwd its backward); ValueError for anything else."""
+    base, *tags = str(shape).split("-")
     try:
         dims = [int(x) for x in base.split("x")]
     except ValueError:
         raise ValueError(f"shape {shape!r}: expected MxNxK or BxHxSxd") from None
-    if len(dims) == 4:
+    if len(dims) == 4 and set(tags) <= {"causal", "bwd"}:
         b, h, s, d = dims
-        return attention_flops(b, h, s, s, d, mask == "causal")
+        count = attention_backward_flops if "bwd" in tags else attention_flops
+        return count(b, h, s, s, d, "causal" in tags)
     if len(dims) == 3:
         return matmul_flops(*dims)
     raise ValueError(f"shape {shape!r}: expected MxNxK or BxHxSxd")

@@ -74,6 +74,44 @@ class TrainConfig:
     command: list[str] = field(default_factory=list)
 
 
+MAX_HEAD_DIM = 256  # the attention kernels' limit (csrc/core/attention.c)
+
+
+def check_config(cfg: TrainConfig, max_buffer_bytes: Optional[int] = None) -> None:
+    """ValueError naming the problem before any work: heads that do not split d_model,
+    a head dimension the attention kernels do not take, warm-up steps that leave none
+    timed, and (max_buffer_bytes: the Helios device's per-buffer limit) an attention
+    operand, MLP activation or logits tensor larger than one buffer."""
+    if cfg.d_model % cfg.heads:
+        raise ValueError(
+            f"train: d_model {cfg.d_model} is not a multiple of heads {cfg.heads}: heads x head_dim must equal d_model"
+        )
+    hd = cfg.d_model // cfg.heads
+    if hd > MAX_HEAD_DIM:
+        raise ValueError(
+            f"train: head_dim {hd} (d_model {cfg.d_model} / heads {cfg.heads}) exceeds the attention "
+            f"kernels' {MAX_HEAD_DIM}"
+        )
+    if cfg.warmup_steps >= cfg.steps:
+        raise ValueError(f"train: {cfg.warmup_steps} warm-up steps leave none of the {cfg.steps} steps to time")
+    if max_buffer_bytes is None:
+        return
+    tokens = cfg.batch * cfg.seq
+    for what, n in (
+        (
+            f"an attention operand (batch {cfg.batch} x heads {cfg.heads} x seq {cfg.seq} x head_dim {hd})",
+            tokens * cfg.d_model,
+        ),
+        (f"the MLP activation (batch x seq {tokens} x 4 d_model {4 * cfg.d_model})", tokens * 4 * cfg.d_model),
+        (f"the logits (batch x seq {tokens} x vocab {cfg.vocab})", tokens * cfg.vocab),
+    ):
+        if 2 * n > max_buffer_bytes:
+            raise ValueError(
+                f"train: {what} spans {2 * n} bytes in bfloat16; the Helios device allows {max_buffer_bytes} per "
+                f"buffer: lower seq, batch or vocab"
+            )
+
+
 def markov_stream(vocab: int, chains: int, length: int, seed: int) -> np.ndarray:
     """`chains` token sequences of `length` from one seeded random Markov chain."""
     rng = np.random.default_rng(seed)
@@ -320,6 +358,12 @@ def distributed_rank() -> Optional[tuple[int, int, int]]:
 def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> dict:
     import torch
 
+    limit = None
+    if "helios" in cfg.adapters:
+        from ..device import default_device
+
+        limit = int(default_device().info["max_storage_buffer_range"])
+    check_config(cfg, limit)
     result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     GPT, TorchOps, HeliosOps, HostOps = build(torch)
     trained: Optional[Any] = None
