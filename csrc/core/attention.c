@@ -215,47 +215,52 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     return HL_OK;
 }
 
+hl_status hl_attn_check_call(const hl_device *dev, const char *who, uint64_t bh, uint64_t sq, uint64_t skv, uint64_t d,
+                             int causal, float scale, uint32_t warmup, uint32_t iters, const double *samples_ms,
+                             hl_error *err) {
+    const hl_caps *caps = &dev->caps;
+    if (!bh || !sq || !skv || !d)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: batch*heads=%llu, S_q=%llu, S_kv=%llu, d=%llu; every dimension must be >= 1", who,
+                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)skv, (unsigned long long)d);
+    if (iters && !samples_ms) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
+    if (iters && !dev->timestamps_ok)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
+                       caps->name);
+    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
+    if (!isfinite(scale)) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: scale must be finite", who);
+    if (causal && sq != skv)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: causal masking needs S_q == S_kv (got %llu and %llu)", who,
+                       (unsigned long long)sq, (unsigned long long)skv);
+    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
+    const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2;
+    if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
+        kv_bytes > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu (S_kv %llu): an operand spans %llu bytes; kernels index with 32 bits and "
+                       "the device allows %llu bytes per buffer",
+                       who, (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d,
+                       (unsigned long long)skv, (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
+                       (unsigned long long)caps->max_storage_buffer_range);
+    return HL_OK;
+}
+
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
     const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
-    if (!bh || !sq || !skv || !d)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "attention: batch*heads=%llu, S_q=%llu, S_kv=%llu, "
-                       "d=%llu; every dimension must be >= 1",
-                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)skv, (unsigned long long)d);
-    if (args->iters && !args->samples_ms)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
-    if (args->iters && !dev->timestamps_ok)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
-                       caps->name);
-    if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
+    HL_TRY(hl_attn_check_call(dev, "attention", bh, sq, skv, d, args->causal, args->scale, args->warmup, args->iters,
+                              args->samples_ms, err));
     if ((!args->q && !args->t_q) || (!args->k && !args->t_k) || (!args->v && !args->t_v))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: q, k and v are required");
-    if (!isfinite(args->scale)) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: scale must be finite");
     hl_attn_variant v;
     if (args->variant)
         v = *args->variant;
     else
         HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
     HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, args->dtype, err));
-    if (args->causal && sq != skv)
-        return hl_fail(err, HL_ERR_UNSUPPORTED,
-                       "attention: causal masking needs S_q == S_kv (got %llu and "
-                       "%llu)",
-                       (unsigned long long)sq, (unsigned long long)skv);
-
-    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
-    const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2;
-    if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
-        kv_bytes > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE,
-                       "attention %llux%llux%llu (S_kv %llu): an operand spans %llu "
-                       "bytes; kernels index with 32 bits and the device allows %llu bytes per buffer",
-                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d, (unsigned long long)skv,
-                       (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
-                       (unsigned long long)caps->max_storage_buffer_range);
+    const uint64_t q_bytes = bh * sq * d * 2, kv_bytes = bh * skv * d * 2;
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
         if (hl_tensors_share(args->t_o, ts[i]) || hl_tensors_share(args->t_lse, ts[i]))

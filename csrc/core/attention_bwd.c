@@ -109,18 +109,8 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
     const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
-    if (!bh || !sq || !skv || !d)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "attention backward: batch*heads=%llu, S_q=%llu, S_kv=%llu, d=%llu; every dimension must be "
-                       ">= 1",
-                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)skv, (unsigned long long)d);
-    if (args->iters && !args->samples_ms)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters > 0 needs a samples buffer");
-    if (args->iters && !dev->timestamps_ok)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
-                       caps->name);
-    if (args->iters > HL_MAX_LAUNCHES || args->warmup > HL_MAX_LAUNCHES)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "iters and warmup must be <= %u", HL_MAX_LAUNCHES);
+    HL_TRY(hl_attn_check_call(dev, "attention backward", bh, sq, skv, d, args->causal, args->scale, args->warmup,
+                              args->iters, args->samples_ms, err));
     hl_tensor *const ins[6] = {args->t_q, args->t_k, args->t_v, args->t_o, args->t_do, args->t_lse};
     hl_tensor *const outs[3] = {args->t_dq, args->t_dk, args->t_dv};
     static const char *in_names[6] = {"q", "k", "v", "o", "do", "lse"}, *out_names[3] = {"dq", "dk", "dv"};
@@ -130,12 +120,6 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     for (int i = 0; i < 3; i++)
         if (!outs[i])
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", out_names[i]);
-    if (!isfinite(args->scale))
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: scale must be finite");
-    if (args->causal && sq != skv)
-        return hl_fail(err, HL_ERR_UNSUPPORTED,
-                       "attention backward: causal masking needs S_q == S_kv (got %llu and %llu)",
-                       (unsigned long long)sq, (unsigned long long)skv);
     hl_attn_variant v;
     if (args->variant)
         v = *args->variant;
@@ -143,16 +127,7 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
         HL_TRY(hl_attn_bwd_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
     HL_TRY(hl_attn_check(dev, &v, (uint32_t)d, args->dtype, 1, err));
 
-    const uint64_t q_elems = bh * sq * d, kv_elems = bh * skv * d, lim = HL_MAX_OPERAND_ELEMENTS;
-    const uint64_t q_bytes = q_elems * 2, kv_bytes = kv_elems * 2, row_bytes = bh * sq * 4;
-    if (q_elems >= lim || kv_elems >= lim || q_bytes > caps->max_storage_buffer_range ||
-        kv_bytes > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE,
-                       "attention backward %llux%llux%llu (S_kv %llu): an operand spans %llu bytes; kernels index "
-                       "with 32 bits and the device allows %llu bytes per buffer",
-                       (unsigned long long)bh, (unsigned long long)sq, (unsigned long long)d, (unsigned long long)skv,
-                       (unsigned long long)(q_bytes > kv_bytes ? q_bytes : kv_bytes),
-                       (unsigned long long)caps->max_storage_buffer_range);
+    const uint64_t q_bytes = bh * sq * d * 2, kv_bytes = bh * skv * d * 2, row_bytes = bh * sq * 4;
     const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, q_bytes, q_bytes, row_bytes};
     const uint64_t out_bytes[3] = {q_bytes, kv_bytes, kv_bytes};
     for (int i = 0; i < 6; i++)

@@ -306,6 +306,11 @@ hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_
  * kernels' shared-memory budget and tile rules. */
 hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, int backward,
                         hl_error *err);
+/* The arguments both directions check alike (who names the op in messages):
+ * dimensions, timing fields, scale, the causal shape, operand sizes. */
+hl_status hl_attn_check_call(const hl_device *dev, const char *who, uint64_t bh, uint64_t sq, uint64_t skv, uint64_t d,
+                             int causal, float scale, uint32_t warmup, uint32_t iters, const double *samples_ms,
+                             hl_error *err);
 /* Every valid coop variant for that direction (the count; up to cap written). */
 size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
                           size_t cap);
