@@ -136,31 +136,25 @@ class _NumpyAttention:
         }
 
     def run(self, q, k, v, *, causal, scale, backend, iters, warmup, flush_bytes=0):
-        from .references import LaunchTiming
-        from .sdpa import SdpaRun
-
         def once() -> np.ndarray:
             return reference_attention(
                 q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=causal, scale=scale
             ).astype(q.dtype)
 
-        out = once()
-        for _ in range(warmup):
-            once()
-        samples = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            once()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return SdpaRun(backend, LaunchTiming(samples, float(np.mean(samples)), "back_to_back", False), out)
+        return self._timed(backend, once, iters, warmup)
 
     def run_backward(self, q, k, v, do, *, causal, scale, backend, iters, warmup, flush_bytes=0):
-        from .references import LaunchTiming
-        from .sdpa import SdpaRun
-
         def once() -> tuple:
             g = reference_attention_backward(q, k, v, do, causal=causal, scale=scale)[:3]
             return tuple(x.astype(q.dtype) for x in g)
+
+        return self._timed(backend, once, iters, warmup)
+
+    @staticmethod
+    def _timed(backend: str, once: Callable, iters: int, warmup: int):
+        """once()'s output and `iters` host-clock samples after `warmup` calls."""
+        from .references import LaunchTiming
+        from .sdpa import SdpaRun
 
         out = once()
         for _ in range(warmup):

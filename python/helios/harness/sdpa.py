@@ -75,16 +75,26 @@ class SdpaReference(TorchReference):
         refused (unsupported shape, missing kernel, out of memory)."""
         t = self.torch
         import torch.nn.functional as F
-        from torch.nn.attention import sdpa_kernel
 
         tq, tk, tv = (to_torch(t, x).cuda() for x in (q, k, v))
 
-        def launch():
-            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+        def prepare() -> tuple:
+            def launch():
+                return F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
+
+            return launch, launch().float().cpu().numpy().astype(q.dtype)
+
+        return self._measured(backend, prepare, iters, warmup, flush_bytes)
+
+    def _measured(self, backend: str, prepare: Any, iters: int, warmup: int, flush_bytes: int) -> SdpaRun:
+        """Under the backend: prepare() -> (launch, output), then launch timed; a
+        backend that refuses (no kernel for the case, out of memory) says why."""
+        t = self.torch
+        from torch.nn.attention import sdpa_kernel
 
         try:
             with sdpa_kernel([self._backend_enum(backend)]):
-                out = launch().float().cpu().numpy().astype(q.dtype)
+                launch, out = prepare()
                 timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
         except (RuntimeError, ValueError) as e:  # "No available kernel", OOM: reported, not fatal
             t.cuda.synchronize()
@@ -111,21 +121,16 @@ class SdpaReference(TorchReference):
         ``torch.autograd.grad(o, (q, k, v), do)``; output is (dQ, dK, dV)."""
         t = self.torch
         import torch.nn.functional as F
-        from torch.nn.attention import sdpa_kernel
 
         tq, tk, tv = (to_torch(t, x).cuda().requires_grad_(True) for x in (q, k, v))
         tdo = to_torch(t, do).cuda()
-        try:
-            with sdpa_kernel([self._backend_enum(backend)]):
-                out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
 
-                def launch():
-                    return t.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)
+        def prepare() -> tuple:
+            out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
 
-                grads = tuple(g.float().cpu().numpy().astype(q.dtype) for g in launch())
-                timing = time_torch_launches(t, launch, iters, warmup, flush_bytes)
-        except (RuntimeError, ValueError) as e:
-            t.cuda.synchronize()
-            msg = str(e).strip().splitlines()
-            return SdpaRun(backend, None, None, msg[0][:300] if msg else type(e).__name__)
-        return SdpaRun(backend, timing, grads)
+            def launch():
+                return t.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)
+
+            return launch, tuple(g.float().cpu().numpy().astype(q.dtype) for g in launch())
+
+        return self._measured(backend, prepare, iters, warmup, flush_bytes)
