@@ -168,10 +168,16 @@ def test_malformed_fault_setting_is_ignored(device, monkeypatch):
         _product(dev, False, None)
 
 
-def _attention(dev: helios.Device, timed: bool) -> None:
-    from helios.attention import random_qkv, reference_attention
+def _attention(dev: helios.Device, timed: object) -> None:
+    from helios.attention import random_qkv, reference_attention, reference_attention_backward
 
     q, k, v = random_qkv(1, 2, 21, 21, 16, 3)
+    if timed == "backward":  # the forward with its lse, then both backward kernels (Tensors made and freed)
+        o, lse = dev.attention(q, k, v, causal=True, return_lse=True)
+        dq, dk, dv = dev.attention_backward(q, k, v, o, 2 * q, lse, causal=True)
+        want = reference_attention_backward(q, k, v, 2 * q, causal=True)
+        assert all(helios.check_close(g, w).passed for g, w in zip((dq, dk, dv), want))
+        return
     if timed:
         out = dev.time_attention(
             1, 2, 21, 16, iters=2, warmup=1, inputs=(q, k, v), causal=True, flush_bytes=4096
@@ -181,34 +187,38 @@ def _attention(dev: helios.Device, timed: bool) -> None:
     assert helios.check_close(out, reference_attention(q, k, v, causal=True)).passed
 
 
-@pytest.mark.parametrize("timed", [False, True], ids=["attention", "time_attention"])
+@pytest.mark.parametrize("timed", [False, True, "backward"], ids=["attention", "time_attention", "backward"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_walk_attention(device, monkeypatch, kind, timed):
-    """The same walk over an attention call: the documented exception, nothing
-    leaks, the device computes the right answer afterwards."""
+    """The same walk over an attention call (and a forward + backward pair): the
+    documented exception, nothing leaks, the device computes the right answer
+    afterwards."""
     with helios.Device() as clean:
         _attention(clean, timed)
         baseline = _live(clean)
     failures = 0
-    for n in range(1, 40):
+    for n in range(1, 80):
         monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
         with helios.Device() as dev:
+            failed = False
             try:
                 _attention(dev, timed)
             except KINDS[kind] as e:
-                failures += 1
+                failed = True
                 assert CALLS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
+            finally:
+                seen = _helios._fault_count(kind)
+            if failed:  # checked after the except block: its traceback no longer holds the call's Tensors
                 b, m, _ = _live(dev)
                 assert b == m and b <= baseline[0], (kind, n, _live(dev))
+                failures += 1
                 _attention(dev, timed)
                 assert _live(dev) == baseline, (kind, n, _live(dev), baseline)
                 continue
-            finally:
-                seen = _helios._fault_count(kind)
             assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
             break
     else:
-        pytest.fail(f"more than 39 {kind} calls in one attention")
+        pytest.fail(f"more than 79 {kind} calls in one attention")
     assert failures >= 1
 
 
