@@ -10,7 +10,9 @@
  * buffers (and descriptor pools); a slot is reused once the value its last
  * submission signals is reached. Synchronous work on the device (uploads,
  * reads, timed calls) first waits for the last value an async submission
- * signals, so it never overtakes one on the queue. */
+ * signals, so it never overtakes one on the queue. hl_async_open_host makes the
+ * same ring over a semaphore of this device alone, the host standing in for the
+ * CUDA stream (how CI runs this path on a device without CUDA). */
 #include <string.h>
 #include <unistd.h>
 
@@ -18,30 +20,41 @@
 
 #define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
 
-hl_status hl_async_open(hl_device *dev, hl_error *err) {
+/* The ring over a timeline semaphore: shared with CUDA (exported, imported by the
+ * CUDA driver) or, host = 1, this device's alone. */
+static hl_status async_open(hl_device *dev, int host, hl_error *err) {
     hl_status st = HL_OK;
     int fd = -1;
-    if (dev->timeline) return HL_OK;
-    if (!dev->caps.external_semaphore_fd)
+    if (dev->timeline) {
+        if (dev->timeline_host == host) return HL_OK;
         return hl_fail(err, HL_ERR_UNSUPPORTED,
-                       "ordering with CUDA needs VK_KHR_external_semaphore_fd and timeline semaphores, which "
-                       "device '%s' does not offer",
+                       "this device's operations are already ordered %s; one device orders with one of them",
+                       dev->timeline_host ? "by the host (a test's hl_async_open_host)" : "with CUDA");
+    }
+    if (host ? !dev->caps.has_timeline : !dev->caps.external_semaphore_fd)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       host ? "host-driven ordering needs timeline semaphores, which device '%s' does not offer"
+                            : "ordering with CUDA needs VK_KHR_external_semaphore_fd and timeline semaphores, which "
+                              "device '%s' does not offer",
                        dev->caps.name);
     VkExportSemaphoreCreateInfo export_info = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
                                                .handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
     VkSemaphoreTypeCreateInfo type_info = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                           .pNext = &export_info,
+                                           .pNext = host ? NULL : &export_info,
                                            .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
                                            .initialValue = 0};
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type_info};
     HL_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline));
-    VkSemaphoreGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
-                                  .semaphore = dev->timeline,
-                                  .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
-    HL_VK(dev->get_semaphore_fd(dev->device, &gi, &fd));
-    st = hl_cuda_import_semaphore(dev, fd, err); /* takes the fd, also on failure */
-    fd = -1;
-    if (st != HL_OK) goto fail;
+    dev->timeline_host = host;
+    if (!host) {
+        VkSemaphoreGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                      .semaphore = dev->timeline,
+                                      .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+        HL_VK(dev->get_semaphore_fd(dev->device, &gi, &fd));
+        st = hl_cuda_import_semaphore(dev, fd, err); /* takes the fd, also on failure */
+        fd = -1;
+        if (st != HL_OK) goto fail;
+    }
     VkCommandBuffer cmds[HL_RING_SLOTS];
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = dev->cmd_pool,
@@ -62,6 +75,37 @@ fail:
     return st;
 }
 
+hl_status hl_async_open(hl_device *dev, hl_error *err) { return async_open(dev, 0, err); }
+
+hl_status hl_async_open_host(hl_device *dev, hl_error *err) { return async_open(dev, 1, err); }
+
+hl_status hl_device_host_signal(hl_device *dev, uint64_t value, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!dev->timeline || !dev->timeline_host)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "host signals drive a host-ordered device only (hl_async_open_host first)");
+    VkSemaphoreSignalInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = dev->timeline, .value = value};
+    HL_VK(dev->signal_semaphore(dev->device, &si));
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_ns, hl_error *err) {
+    if (!dev->timeline)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no ordered operation was submitted on this device");
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &dev->timeline,
+                              .pValues = &value};
+    VkResult vr = dev->wait_semaphores(dev->device, &wi, timeout_ns);
+    if (vr == VK_TIMEOUT)
+        return hl_fail(err, HL_ERR_TIMEOUT, "the ordering semaphore did not reach %llu in %llu ns",
+                       (unsigned long long)value, (unsigned long long)timeout_ns);
+    return vr == VK_SUCCESS ? HL_OK : hl_vk_fail(err, vr, "vkWaitSemaphores", __FILE__, __LINE__);
+}
+
 void hl_async_close(hl_device *dev) {
     if (dev->timeline && dev->sem_pending) {
         /* best effort: work waiting for a CUDA signal that never comes is abandoned */
@@ -79,11 +123,12 @@ void hl_async_close(hl_device *dev) {
     hl_cuda_release_semaphore(dev);
     if (dev->timeline) vkDestroySemaphore(dev->device, dev->timeline, NULL);
     dev->timeline = VK_NULL_HANDLE;
+    dev->timeline_host = 0;
     dev->sem_next = dev->sem_pending = 0;
 }
 
 hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err) {
-    hl_status st = hl_async_open(dev, err);
+    hl_status st = dev->timeline ? HL_OK : hl_async_open(dev, err); /* the open ring, host-driven or CUDA's */
     if (st != HL_OK) return st;
     *wait = dev->sem_next;
     *signal = dev->sem_next + 1;

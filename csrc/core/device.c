@@ -234,6 +234,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     }
     c->has_fp16 = f12.shaderFloat16;
     c->has_int16 = f2.features.shaderInt16 == VK_TRUE;
+    c->has_timeline = f12.timelineSemaphore == VK_TRUE;
     /* Ordering with CUDA without host waits: a timeline semaphore both can signal and wait on. */
     c->external_semaphore_fd = c->external_memory_fd && ext_sem_fd && f12.timelineSemaphore;
     if (c->external_semaphore_fd) { /* and a timeline semaphore it can export as an opaque fd */
@@ -409,7 +410,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                             .shaderFloat16 = (VkBool32)c->has_fp16,
                                             .vulkanMemoryModel = (VkBool32)c->has_coop,
                                             .vulkanMemoryModelDeviceScope = VK_FALSE,
-                                            .timelineSemaphore = (VkBool32)c->external_semaphore_fd};
+                                            .timelineSemaphore = (VkBool32)c->has_timeline};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                             .pNext = &f12,
                                             .storageBuffer16BitAccess = VK_TRUE};
@@ -440,10 +441,14 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
         dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetMemoryFdKHR");
         if (!dev->get_memory_fd) dev->caps.external_memory_fd = 0;
     }
+    if (c->has_timeline) {
+        dev->wait_semaphores = (PFN_vkWaitSemaphores)vkGetDeviceProcAddr(dev->device, "vkWaitSemaphores");
+        dev->signal_semaphore = (PFN_vkSignalSemaphore)vkGetDeviceProcAddr(dev->device, "vkSignalSemaphore");
+        if (!dev->wait_semaphores || !dev->signal_semaphore) dev->caps.has_timeline = 0;
+    }
     if (c->external_semaphore_fd) {
         dev->get_semaphore_fd = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetSemaphoreFdKHR");
-        dev->wait_semaphores = (PFN_vkWaitSemaphores)vkGetDeviceProcAddr(dev->device, "vkWaitSemaphores");
-        if (!dev->get_semaphore_fd || !dev->wait_semaphores) dev->caps.external_semaphore_fd = 0;
+        if (!dev->get_semaphore_fd || !dev->caps.has_timeline) dev->caps.external_semaphore_fd = 0;
     }
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,

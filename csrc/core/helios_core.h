@@ -93,6 +93,7 @@ typedef struct hl_caps {
     int bf16_coop;
     int external_memory_fd;    /* VK_KHR_external_memory_fd: tensors CUDA can import */
     int external_semaphore_fd; /* + VK_KHR_external_semaphore_fd and timeline semaphores: ordering with CUDA */
+    int has_timeline;          /* timeline semaphores (host-driven ordering, hl_async_open_host) */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
@@ -211,6 +212,15 @@ hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_e
 hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
+/* The same ordering driven by the host instead of a CUDA stream (tests, and
+ * devices without CUDA): hl_async_open_host makes the ring over a timeline
+ * semaphore of this device alone (UNSUPPORTED without timeline semaphores, or
+ * once the CUDA-shared one is open); hl_device_host_signal sets the semaphore to
+ * value (what the CUDA stream's signal does), hl_device_host_wait waits for it
+ * (HL_ERR_TIMEOUT after timeout_ns). */
+hl_status hl_async_open_host(hl_device *dev, hl_error *err);
+hl_status hl_device_host_signal(hl_device *dev, uint64_t value, hl_error *err);
+hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_ns, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);

@@ -143,6 +143,8 @@ struct hl_device {
     PFN_vkGetMemoryFdKHR get_memory_fd; /* VK_KHR_external_memory_fd, where enabled */
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
     PFN_vkWaitSemaphores wait_semaphores;
+    PFN_vkSignalSemaphore signal_semaphore;
+    int timeline_host; /* the ring's timeline is this device's alone, driven by the host */
     /* Submissions that do not wait (async.c): ordered with CUDA through one timeline
      * semaphore shared with it; each takes a slot of a ring of command buffers. */
     VkSemaphore timeline;

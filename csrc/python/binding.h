@@ -82,6 +82,9 @@ PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
+PyObject *Device_async_host(DeviceObject *self, PyObject *unused);
+PyObject *Device_host_signal(DeviceObject *self, PyObject *args);
+PyObject *Device_host_wait(DeviceObject *self, PyObject *args);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -269,7 +269,8 @@ static PyObject *build_info(DeviceObject *self) {
         c->external_semaphore_fd ? Py_True : Py_False);
     /* bfloat16: where its cooperative kernels run, and why not where they do not. */
     const char *bf16_why = hl_bf16_coop_unavailable(self->dev);
-    if (extra && (PyDict_SetItemString(extra, "bf16_cooperative_matrix", c->bf16_coop ? Py_True : Py_False) < 0 ||
+    if (extra && (PyDict_SetItemString(extra, "timeline_semaphore", c->has_timeline ? Py_True : Py_False) < 0 ||
+                  PyDict_SetItemString(extra, "bf16_cooperative_matrix", c->bf16_coop ? Py_True : Py_False) < 0 ||
                   PyDict_SetItemString(extra, "bf16_coop_enabled", bf16_why ? Py_False : Py_True) < 0)) {
         Py_CLEAR(extra);
     }
@@ -554,6 +555,13 @@ static PyMethodDef Device_methods[] = {
      "Low-level: _cuda_signal(stream, value): the CUDA stream signals the shared semaphore."},
     {"_cuda_wait", (PyCFunction)Device_cuda_wait, METH_VARARGS,
      "Low-level: _cuda_wait(stream, value): the CUDA stream waits for the shared semaphore."},
+    {"_async_host", (PyCFunction)Device_async_host, METH_NOARGS,
+     "Test-level: order operations through this device's own timeline semaphore, the host standing in for "
+     "the CUDA stream (_host_signal, _host_wait)."},
+    {"_host_signal", (PyCFunction)Device_host_signal, METH_VARARGS,
+     "Test-level: _host_signal(value): the host signals the ordering semaphore (as a CUDA stream would)."},
+    {"_host_wait", (PyCFunction)Device_host_wait, METH_VARARGS,
+     "Test-level: _host_wait(value, timeout_ns): wait until the ordering semaphore reaches value."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
      "default_variant(m=0, n=0, k=0, batch=1, dtype='float16'): the variant used when none is given "
      "(HELIOS_* switches applied); with a shape, the one a product (or a batch of them) of that shape "

@@ -1,0 +1,117 @@
+"""The ordered (asynchronous) path every helios.torch op takes on a GPU shared with
+CUDA, run here with the host standing in for the CUDA stream (Device._async_host:
+the same ring of submissions over a timeline semaphore of the device alone), so
+that CI covers it on lavapipe: an ordered op returns before it runs, runs only
+once its wait value is signalled, signals its own when done; chains of ordered
+ops, the ring wrapping, products, the attention forward with its log-sum-exp and
+the backward; values out of order refused; nothing left behind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+from helios.attention import random_qkv, reference_attention, reference_attention_backward
+from helios.check import check_close
+
+MS = 1_000_000  # ns
+
+
+@pytest.fixture
+def host_ordered():
+    with helios.Device() as dev:
+        if not dev.info.get("timeline_semaphore"):
+            pytest.skip("this device offers no timeline semaphores: no ordered path to test")
+        dev._async_host()
+        yield dev
+
+
+def _run(dev, op):
+    """op(order) submitted, then the host signals its wait value and waits for its signal."""
+    w, s = dev._async_values()
+    op((w, s))
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)
+    return s
+
+
+def test_an_ordered_op_waits_for_its_signal(host_ordered):
+    dev = host_ordered
+    a = np.random.default_rng(0).standard_normal((40, 24)).astype(np.float16)
+    b = np.random.default_rng(1).standard_normal((24, 33)).astype(np.float16)
+    ta, tb, out = dev.upload(a), dev.upload(b), dev.empty((40, 33))
+    w, s = dev._async_values()
+    assert s == w + 1
+    dev.matmul(ta, tb, out=out, order=(w, s))  # returns at once: nothing signalled w yet
+    with pytest.raises(helios.HeliosError, match=f"did not reach {s}"):
+        dev._host_wait(s, 50 * MS)
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)
+    assert check_close(out.numpy(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_a_chain_of_ordered_ops_and_the_ring_wrapping(host_ordered):
+    """Forty dependent products (more than the ring's 16 slots): each reads the last
+    one's output; the host signals each wait value as the CUDA stream would."""
+    dev = host_ordered
+    x = np.eye(32, dtype=np.float16)
+    m = (np.eye(32) * 1.0 + np.diag(np.full(31, 0.01), 1)).astype(np.float16)
+    tm, cur = dev.upload(m), dev.upload(x)
+    want = x.astype(np.float64)
+    for _ in range(40):
+        nxt = dev.empty((32, 32))
+        _run(dev, lambda order, c=cur, n=nxt: dev.matmul(c, tm, out=n, order=order))
+        want = want @ m.astype(np.float64)
+        cur = nxt
+    assert check_close(cur.numpy(), want)
+
+
+def test_attention_forward_and_backward_ordered(host_ordered):
+    """What ht.attention runs on a GPU: the forward writing O and its lse into
+    Tensors, then the backward's two kernels into three gradient Tensors, each an
+    ordered submission."""
+    dev = host_ordered
+    from helios.attention import run_attention, run_attention_backward
+
+    q, k, v = random_qkv(1, 2, 37, 37, 32, 4)
+    do = random_qkv(1, 2, 37, 37, 32, 5)[0]
+    tq, tk, tv, tdo = (dev.upload(x) for x in (q, k, v, do))
+    o, lse = dev.empty(q.shape), dev.empty(q.shape[:3], "float32")
+    _run(dev, lambda order: run_attention(dev, tq, tk, tv, causal=True, out=o, order=order, lse=lse))
+    grads = (dev.empty(q.shape), dev.empty(k.shape), dev.empty(v.shape))
+    _run(dev, lambda order: run_attention_backward(dev, tq, tk, tv, o, tdo, lse, causal=True, order=order, grads=grads))
+    assert check_close(o.numpy(), reference_attention(q, k, v, causal=True))
+    want = reference_attention_backward(q, k, v, do, causal=True)
+    np.testing.assert_allclose(lse.numpy(), want[3], rtol=1e-5, atol=1e-5)
+    for g, w in zip(grads, want):
+        assert check_close(g.numpy(), w)
+
+
+def test_values_out_of_order_and_host_calls_out_of_place(host_ordered):
+    dev = host_ordered
+    ta, out = dev.upload(np.ones((8, 8), np.float16)), dev.empty((8, 8))
+    s = _run(dev, lambda order: dev.matmul(ta, ta, out=out, order=order))
+    with pytest.raises(ValueError, match="take them from hl_async_values"):
+        dev.matmul(ta, ta, out=out, order=(s - 1, s))  # a pair already used
+    with pytest.raises(ValueError, match="take them from hl_async_values"):
+        dev.matmul(ta, ta, out=out, order=(s + 5, s + 5))  # no signal above the wait
+    with pytest.raises(ValueError, match="tensors only"):
+        dev.matmul(np.ones((8, 8), np.float16), ta, out=out, order=dev._async_values())
+    with helios.Device() as plain:
+        with pytest.raises(ValueError, match="host signals drive a host-ordered device only"):
+            plain._host_signal(1)
+        with pytest.raises(ValueError, match="no ordered operation"):
+            plain._host_wait(1, MS)
+
+
+def test_nothing_left_behind(host_ordered):
+    dev = host_ordered
+    ta, out = dev.upload(np.ones((16, 16), np.float16)), dev.empty((16, 16))
+    _run(dev, lambda order: dev.matmul(ta, ta, out=out, order=order))
+    base = dev.telemetry()
+    for _ in range(30):
+        _run(dev, lambda order: dev.matmul(ta, ta, out=out, order=order))
+    end = dev.telemetry()
+    assert (end["live_buffers"], end["live_memory"]) == (base["live_buffers"], base["live_memory"])
+    assert np.all(out.numpy() == 16)
