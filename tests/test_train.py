@@ -136,6 +136,9 @@ def test_the_markdown_names_the_world_size():
     cfg = {"layers": 1, "d_model": 8, "heads": 1, "seq": 4, "batch": 2, "vocab": 10, "steps": 2}
     md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2}})
     assert "2 GPUs, DistributedDataParallel over NCCL, global batch 4" in md and "| 2000 | 1000 |" in md
+    row["helios_kernel_ms_p50"] = 0.25
+    md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 1}})
+    assert "| 0.250 ms (25%) |" in md
 
 
 @pytest.mark.parametrize(

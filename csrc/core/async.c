@@ -68,6 +68,12 @@ static hl_status async_open(hl_device *dev, int host, hl_error *err) {
         dev->ring[i].cmd = cmds[i];
         HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ring[i].pool));
     }
+    if (dev->timestamps_ok) {
+        VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                     .queryCount = 2 * HL_RING_SLOTS};
+        HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->async_queries));
+    }
     dev->sem_next = 1;
     return HL_OK;
 fail:
@@ -120,6 +126,8 @@ void hl_async_close(hl_device *dev) {
         if (dev->ring[i].cmd) vkFreeCommandBuffers(dev->device, dev->cmd_pool, 1, &dev->ring[i].cmd);
         memset(&dev->ring[i], 0, sizeof dev->ring[i]);
     }
+    if (dev->async_queries) vkDestroyQueryPool(dev->device, dev->async_queries, NULL);
+    dev->async_queries = VK_NULL_HANDLE;
     hl_cuda_release_semaphore(dev);
     if (dev->timeline) vkDestroySemaphore(dev->device, dev->timeline, NULL);
     dev->timeline = VK_NULL_HANDLE;
@@ -144,6 +152,25 @@ hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, h
     return hl_cuda_stream_wait(dev, stream, value, err);
 }
 
+/* Reads slot i's timestamps into the telemetry; its submission has finished (the
+ * semaphore reached the value it signals after its last command). */
+static void collect_slot(hl_device *dev, uint32_t i) {
+    uint64_t ts[2];
+    VkResult vr = vkGetQueryPoolResults(dev->device, dev->async_queries, 2 * i, 2, sizeof ts, ts, sizeof ts[0],
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    dev->ring[i].timed = 0;
+    if (vr != VK_SUCCESS) return; /* lost: the sum leaves it out */
+    dev->tel.async_gpu_ms += hl_ticks_ms(dev, ts[0], ts[1]);
+    dev->tel.async_timed++;
+}
+
+void hl_async_collect(hl_device *dev) {
+    uint64_t reached = 0;
+    if (!dev->async_queries || dev->semaphore_value(dev->device, dev->timeline, &reached) != VK_SUCCESS) return;
+    for (uint32_t i = 0; i < HL_RING_SLOTS; i++)
+        if (dev->ring[i].timed && dev->ring[i].done <= reached) collect_slot(dev, i);
+}
+
 /* The next ring slot, its previous submission finished (normally long since). */
 hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err) {
     hl_status st = HL_OK;
@@ -155,6 +182,7 @@ hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err
                                   .pValues = &slot->done};
         HL_VK(dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS));
     }
+    if (slot->timed) collect_slot(dev, (uint32_t)(slot - dev->ring)); /* finished: read before its reuse */
     HL_VK(vkResetDescriptorPool(dev->device, slot->pool, 0));
     *out = slot;
     return HL_OK;

@@ -444,7 +444,9 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     if (c->has_timeline) {
         dev->wait_semaphores = (PFN_vkWaitSemaphores)vkGetDeviceProcAddr(dev->device, "vkWaitSemaphores");
         dev->signal_semaphore = (PFN_vkSignalSemaphore)vkGetDeviceProcAddr(dev->device, "vkSignalSemaphore");
-        if (!dev->wait_semaphores || !dev->signal_semaphore) dev->caps.has_timeline = 0;
+        dev->semaphore_value =
+            (PFN_vkGetSemaphoreCounterValue)vkGetDeviceProcAddr(dev->device, "vkGetSemaphoreCounterValue");
+        if (!dev->wait_semaphores || !dev->signal_semaphore || !dev->semaphore_value) dev->caps.has_timeline = 0;
     }
     if (c->external_semaphore_fd) {
         dev->get_semaphore_fd = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetSemaphoreFdKHR");

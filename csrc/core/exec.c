@@ -57,6 +57,11 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
+    const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
+    if (dev->async_queries) {
+        vkCmdResetQueryPool(dev->cmd, dev->async_queries, q0, 2);
+        vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async_queries, q0);
+    }
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->poison) continue;
@@ -68,6 +73,8 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     x->record(dev, x->ctx, ds);
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    if (dev->async_queries)
+        vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries, q0 + 1);
     HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->cmd = sync_cmd;
     sync_cmd = VK_NULL_HANDLE;
@@ -92,6 +99,7 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     dev->tel.async_submit_ms += hl_now_ms() - t_sub;
     dev->tel.submits++;
     slot->done = x->signal_value;
+    slot->timed = dev->async_queries != VK_NULL_HANDLE;
     dev->sem_pending = x->signal_value;
     x->gpu_ms = 0.0;
     return HL_OK;

@@ -413,6 +413,10 @@ typedef struct hl_telemetry {
     double pipeline_compile_ms, record_ms, submit_wait_ms;
     /* host time of operations ordered with CUDA, per part (where a call's host time goes) */
     double plan_ms, async_slot_ms, async_descriptor_ms, async_submit_ms, cuda_call_ms;
+    /* GPU time of the ordered operations read so far (timestamps around each
+     * submission), and how many: what a torch program spent in Helios kernels */
+    double async_gpu_ms;
+    uint64_t async_timed;
     double last_gpu_ms; /* GPU time of the last dispatch (timestamps) */
     char last_variant[HL_VARIANT_STR_MAX];
     /* Vulkan objects this device holds now (not reset): buffers, memory
@@ -425,6 +429,8 @@ typedef struct hl_telemetry {
 } hl_telemetry;
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out);
+/* The same after reading the GPU time of ordered operations finished since. */
+void hl_telemetry_collect(hl_device *dev, hl_telemetry *out);
 void hl_telemetry_reset(hl_device *dev);
 
 #ifdef __cplusplus

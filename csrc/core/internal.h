@@ -144,6 +144,7 @@ struct hl_device {
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
     PFN_vkWaitSemaphores wait_semaphores;
     PFN_vkSignalSemaphore signal_semaphore;
+    PFN_vkGetSemaphoreCounterValue semaphore_value;
     int timeline_host; /* the ring's timeline is this device's alone, driven by the host */
     /* Submissions that do not wait (async.c): ordered with CUDA through one timeline
      * semaphore shared with it; each takes a slot of a ring of command buffers. */
@@ -155,7 +156,9 @@ struct hl_device {
         VkCommandBuffer cmd;
         VkDescriptorPool pool;
         uint64_t done; /* the value its last submission signals */
+        int timed;     /* its two timestamps (async_queries 2i, 2i+1) are written and not yet read */
     } ring[HL_RING_SLOTS];
+    VkQueryPool async_queries; /* a timestamp pair per ring slot (where the queue has timestamps) */
     uint32_t ring_next;
     void *cuda_ctx; /* CUDA interop (cuda.c): the primary context, once attached */
     int cuda_device, cuda_ordinal;
@@ -207,6 +210,11 @@ hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err
 /* Host wait until every async submission finished: before memory they may use is
  * freed or replaced (a no-op when none is pending). */
 void hl_async_quiesce(hl_device *dev);
+/* Adds the GPU time of every finished ordered submission not read yet to the
+ * telemetry (async_gpu_ms, async_timed); unfinished ones are left for later. */
+void hl_async_collect(hl_device *dev);
+/* Milliseconds between two timestamps of this device's queue. */
+double hl_ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1);
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);

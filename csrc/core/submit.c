@@ -38,7 +38,7 @@ fail:
     return st;
 }
 
-static double ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
+double hl_ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1) {
     uint32_t bits = dev->caps.timestamp_valid_bits;
     uint64_t mask = bits >= 64 ? ~0ull : ((1ull << bits) - 1);
     uint64_t d = (t1 - t0) & mask; /* modular: survives one wrap of the counter */
@@ -104,7 +104,7 @@ hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err
     uint64_t ts[2];
     HL_VK(vkGetQueryPoolResults(dev->device, dev->query_pool, first, 2, sizeof ts, ts, sizeof ts[0],
                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-    *ms = ticks_ms(dev, ts[0], ts[1]);
+    *ms = hl_ticks_ms(dev, ts[0], ts[1]);
     return HL_OK;
 fail:
     return st;

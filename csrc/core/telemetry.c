@@ -5,6 +5,11 @@
 
 void hl_telemetry_get(const hl_device *dev, hl_telemetry *out) { *out = dev->tel; }
 
+void hl_telemetry_collect(hl_device *dev, hl_telemetry *out) {
+    hl_async_collect(dev);
+    *out = dev->tel;
+}
+
 void hl_telemetry_reset(hl_device *dev) {
     /* Pipelines already compiled stay compiled; their count restarts at 0. The
      * live-object counts describe what exists, so they survive a reset. */

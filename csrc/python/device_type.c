@@ -493,7 +493,7 @@ int dtype_arg(PyObject *obj, const char *name, hl_dtype *out) {
 static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     if (acquire(self) < 0) return NULL;
     hl_telemetry t;
-    hl_telemetry_get(self->dev, &t);
+    hl_telemetry_collect(self->dev, &t);
     PyThread_release_lock(self->lock);
     double hit = t.matmuls ? (double)t.coop_matmuls / (double)t.matmuls : 0.0;
     PyObject *d = Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}", "matmuls",
@@ -513,10 +513,12 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
         (unsigned long long)t.chains, "chain_ops", (unsigned long long)t.chain_ops, "attentions",
         (unsigned long long)t.attentions, "coop_attentions", (unsigned long long)t.coop_attentions, "cuda_imports",
         (unsigned long long)t.cuda_imports, "live_exports", (unsigned long long)hl_device_live_exports(self->dev));
-    PyObject *parts = live ? Py_BuildValue("{s:d,s:d,s:d,s:d,s:d}", "plan_ms", t.plan_ms, "async_slot_ms",
-                                           t.async_slot_ms, "async_descriptor_ms", t.async_descriptor_ms,
-                                           "async_submit_ms", t.async_submit_ms, "cuda_call_ms", t.cuda_call_ms)
-                           : NULL;
+    PyObject *parts =
+        live ? Py_BuildValue("{s:d,s:d,s:d,s:d,s:d,s:d,s:K}", "plan_ms", t.plan_ms, "async_slot_ms", t.async_slot_ms,
+                             "async_descriptor_ms", t.async_descriptor_ms, "async_submit_ms", t.async_submit_ms,
+                             "cuda_call_ms", t.cuda_call_ms, "async_gpu_ms", t.async_gpu_ms, "async_timed",
+                             (unsigned long long)t.async_timed)
+             : NULL;
     if (!parts || PyDict_Update(live, parts) < 0) Py_CLEAR(live);
     Py_XDECREF(parts);
     if (!live || PyDict_Update(d, live) < 0) {

@@ -26,7 +26,9 @@ Adapters:
 Before timing, each adapter's first step (loss and every gradient) is checked
 against torch_eager's; a run with a non-finite loss or gradient fails.
 Per adapter: tokens/s (median step after the warm-up steps), forward / backward /
-optimizer time (CUDA events; host clock on CPU), peak memory, the loss per step,
+optimizer time (CUDA events; host clock on CPU), the GPU time spent in Helios
+kernels per step (helios with CUDA: timestamps around each ordered submission),
+peak memory, the loss per step,
 gradient norms, and the largest relative deviation of its loss from torch_eager's
 at equal steps (after step 20, or after the warm-up steps in shorter runs).
 
@@ -437,8 +439,12 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
-            losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms = [], [], [], [], [], []
+            # Helios's GPU time per step: the timestamps around each ordered submission
+            # (the semaphore path helios.torch takes with CUDA; None elsewhere)
+            hdev = _ordered_helios_device(x0) if adapter == "helios" and cuda else None
+            losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
             for step in range(cfg.steps):
+                h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
                 xb, yb = batch(step)
                 marks = _marks(torch, cuda, 4)
                 _mark(torch, cuda, marks, 0)
@@ -456,6 +462,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 bwd_ms.append(b)
                 opt_ms.append(o)
                 step_ms.append(f + b + o)
+                if hdev:
+                    helios_ms.append(hdev.telemetry()["async_gpu_ms"] - h0)
                 if step % 10 == 0 or step == cfg.steps - 1:
                     log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
             stacked = torch.stack(losses).float()
@@ -474,6 +482,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 forward_ms_p50=float(np.median(fwd_ms[cfg.warmup_steps :] or fwd_ms)),
                 backward_ms_p50=float(np.median(bwd_ms[cfg.warmup_steps :] or bwd_ms)),
                 optimizer_ms_p50=float(np.median(opt_ms[cfg.warmup_steps :] or opt_ms)),
+                helios_kernel_ms_p50=float(np.median(helios_ms[cfg.warmup_steps :] or helios_ms))
+                if helios_ms
+                else None,
                 peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
                 loss=curve,
                 grad_norm=gnorms,
@@ -501,6 +512,14 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     if ddp:
         torch.distributed.destroy_process_group()
     return result
+
+
+def _ordered_helios_device(t: Any) -> Optional[Any]:
+    """The Helios device helios.torch runs t's ops on, where they are ordered with
+    CUDA through the shared semaphore (each submission timed on the GPU); else None."""
+    from .. import torch as ht
+
+    return ht.device_for(t) if ht.ordering(t) == "semaphore" else None
 
 
 def _marks(torch: Any, cuda: bool, n: int) -> list:
@@ -533,20 +552,22 @@ def train_markdown(result: dict) -> str:
             else ""
         ),
         "",
-        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | first loss | last loss | "
-        "max dev vs eager | peak MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | in Helios kernels | first loss | "
+        "last loss | max dev vs eager | peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         if "loss" not in r:
-            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - | - |")
+            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - | - | - |")
             continue
+        hk = r.get("helios_kernel_ms_p50")
+        share = f"{hk:.3f} ms ({hk / r['step_ms_p50'] * 100:.0f}%)" if hk is not None else "-"
         dev = r.get("loss_max_rel_dev_vs_eager")
         peak = r.get("peak_memory_bytes")
         lines.append(
             f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | "
             f"{r.get('tokens_per_s_per_gpu', r['tokens_per_s']):.0f} | {r['step_ms_p50']:.3f} | "
-            f"{r['forward_ms_p50']:.3f} / {r['backward_ms_p50']:.3f} / {r['optimizer_ms_p50']:.3f} | "
+            f"{r['forward_ms_p50']:.3f} / {r['backward_ms_p50']:.3f} / {r['optimizer_ms_p50']:.3f} | {share} | "
             f"{r['loss'][0]:.4f} | {r['loss'][-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
             f"{'-' if peak is None else f'{peak / 2**20:.0f}'} |"
         )
