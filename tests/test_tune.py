@@ -224,3 +224,112 @@ def test_candidates_are_built_from_the_variant_table(device):
     assert len(set(got)) == len(got)
     for v in got:
         assert device.check_variant(v) == v
+
+
+# ---- attention -------------------------------------------------------------------
+
+
+def test_attention_buckets():
+    b = tune_cache.attention_bucket
+    assert b(128, 1, False, False, "float16") == "attention:d128:kv128:float16"
+    assert b(64, 129, True, True, "bfloat16") == "attention:d64:kv256:causal:bwd:bfloat16"
+    assert b(64, 2048, False, False, "float16") == b(64, 1025, False, False, "float16")
+    assert b(64, 2048, False, False, "float16") != b(64, 2048, True, False, "float16")
+
+
+def test_attention_uses_the_tuned_pick_and_switches_win(device, tmp_path, monkeypatch):
+    """A stored attention pick (forward and backward, their own buckets) runs where
+    variant is None; the kill switches and a pick that is not valid fall back."""
+    from helios.attention import random_qkv
+
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("device has no cooperative matrices")
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("HELIOS_TUNE_CACHE", str(path))
+    fwd = [v for v in device.attention_variants(16) if v != device.default_attention_variant(16, 40)][0]
+    bwd = [
+        v
+        for v in device.attention_variants(16, backward=True)
+        if v != device.default_attention_variant(16, 40, backward=True) and v != "fa-scalar"
+    ][0]
+    tune.store(
+        [
+            tune.TuneResult((1, 1, 40, 16), tune_cache.attention_bucket(16, 40, False, False, "float16"), fwd, 1.0),
+            tune.TuneResult((1, 1, 40, 16), tune_cache.attention_bucket(16, 40, False, True, "float16"), bwd, 1.0),
+            tune.TuneResult(
+                (1, 1, 40, 32),
+                tune_cache.attention_bucket(32, 40, False, False, "float16"),
+                "fa-coop:7x7x7:sg1:wq1:bc7",
+                1.0,
+            ),
+        ],
+        device.info,
+        path,
+    )
+    q, k, v = random_qkv(1, 1, 40, 40, 16, 0)
+    with helios.Device() as d:
+        o, lse = d.attention(q, k, v, return_lse=True)
+        assert d.telemetry()["last_variant"] == fwd
+        d.attention_backward(q, k, v, o, q, lse)
+        assert d.telemetry()["last_variant"] == bwd
+        d.attention(q, k, v, causal=True)  # another bucket: the engine's default
+        assert d.telemetry()["last_variant"] == d.default_attention_variant(16, 40, True)
+        monkeypatch.setenv("HELIOS_DISABLE_COOP_ATTENTION", "1")
+        d.attention(q, k, v)
+        assert d.telemetry()["last_variant"] == "fa-scalar"
+        monkeypatch.delenv("HELIOS_DISABLE_COOP_ATTENTION")
+        q2, k2, v2 = random_qkv(1, 1, 40, 40, 32, 0)
+        with pytest.warns(UserWarning, match="not valid here"):
+            d.attention(q2, k2, v2)
+        assert d.telemetry()["last_variant"] == d.default_attention_variant(32, 40)
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_cli_tune_attention_writes_cache(device, tmp_path, capsys, backward):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("device has no cooperative matrices")
+    cache = tmp_path / "c.json"
+    cands = device.attention_variants(16, backward=backward)[:2]
+    argv = [
+        "tune",
+        "--workload",
+        "attention",
+        "--shapes",
+        "1x2x64x16",
+        "--candidates",
+        ",".join(cands),
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--warmup-ms",
+        "0",
+        "--cache",
+        str(cache),
+        "--json",
+        "--causal",
+    ]
+    assert main(argv + (["--backward"] if backward else [])) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["variant"] in cands and set(row["candidates"]) == set(cands)
+    assert row["bucket"] == tune_cache.attention_bucket(16, 64, True, backward, "float16")
+    assert tune_cache.lookup(tune_cache.load(cache), device.info, row["bucket"]) == row["variant"]
+
+
+def test_cli_tune_attention_flags_belong_to_attention(device, capsys):
+    assert main(["tune", "--causal", "--dry-run"]) == 2
+    assert "belong to --workload=attention" in capsys.readouterr().err
+
+
+def test_attention_candidate_failing_its_check_is_never_chosen(device, monkeypatch):
+    if not device.info["cooperative_matrix"]:
+        pytest.skip("device has no cooperative matrices")
+    cands = device.attention_variants(16)[:2]
+    monkeypatch.setattr(
+        tune, "check_attention_candidate", lambda dev, v, *a, **k: "planted failure" if v == cands[0] else None
+    )
+    (r,) = tune.tune_attention(device, [(1, 1, 32, 16)], variants=cands, iters=2, warmup=1, warmup_ms=0)
+    assert r.variant == cands[1] and r.candidates[cands[0]] == "REJECTED: planted failure"
+    monkeypatch.setattr(tune, "check_attention_candidate", lambda *a, **k: "all fail")
+    with pytest.raises(RuntimeError, match="failed its check"):
+        tune.tune_attention(device, [(1, 1, 32, 16)], variants=cands, iters=2, warmup=1, warmup_ms=0)

@@ -103,6 +103,7 @@ def _call(
 ) -> Any:
     """The engine's attention on checked operands (host arrays as the C layer reads them)."""
     sq, skv = int(q.shape[2]), int(k.shape[2])
+    variant = dev._pick_attention(variant, d, skv, causal, False, dt)
     ops = (x if isinstance(x, Tensor) else wire(x) for x in (q, k, v))
     return dev._attention(
         *ops, bh, sq, skv, d, causal=bool(causal), scale=scale, variant=variant, dtype=np.dtype(dt).name, **kw
@@ -204,6 +205,7 @@ def run_attention_backward(
     for g, like, nm in zip(grads, (q, k, v), ("dq", "dk", "dv")):
         if not isinstance(g, Tensor) or g.shape != like.shape or g.dtype != dt or not g.packed:
             raise ValueError(f"attention backward: {nm} must be a packed {dt.name} Tensor of shape {like.shape}")
+    variant = dev._pick_attention(variant, d, skv, causal, True, dt)
     kw = dict(timing or {})
     if order is not None:
         kw.update(wait_value=int(order[0]), signal_value=int(order[1]))

@@ -17,7 +17,7 @@ from .flops import matmul_flops, tflops
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
 from .tensor import Tensor, float_array, host_array, input_array, new_tensor
-from .tune_cache import TunedChoice
+from .tune_cache import TunedChoice, attention_bucket
 from .validate import count, flag, real
 
 
@@ -126,6 +126,31 @@ class Device(_helios.Device):
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
         v = self._pick(variant, m, n, k, dt)
         return self.check_variant(v, dt.name) if v is not None else self.default_variant(m, n, k, dtype=dt.name)
+
+    def _pick_attention(
+        self, variant: Optional[str], d: int, skv: int, causal: bool, backward: bool, dt: Any
+    ) -> Optional[str]:
+        """variant=None/"auto" of an attention call: the tuned pick of its bucket where
+        `helios tune --workload=attention` stored one and the engine's own default is
+        a coop variant (its kill switches and the device decide that), else None."""
+        if variant is not None and variant != "auto":
+            return variant
+        if self._tuned is None:
+            self._tuned = TunedChoice()
+        name = np.dtype(dt).name
+        tuned = self._tuned.resolve(self, attention_bucket(d, skv, causal, backward, name))
+        if tuned is None:
+            return None
+        dflt, _ = self._attention_variants(d, None, min(skv, 2**32 - 1), causal, name, backward)
+        if not dflt.startswith("fa-coop"):
+            return None  # a kill switch or a device without cooperative matrices: the engine's fallback
+        try:
+            return self._attention_variants(d, tuned, 0, causal, name, backward)[0]
+        except (_helios.HeliosError, ValueError) as e:
+            warnings.warn(
+                f"helios: tuned attention variant {tuned!r} is not valid here ({e}); using the default", stacklevel=3
+            )
+            return None
 
     def _pick(self, variant: Optional[str], m: int, n: int, k: int, dt: Any = float16) -> Optional[str]:
         if variant is not None and variant != "auto":

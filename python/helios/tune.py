@@ -1,6 +1,7 @@
 """The tuner: time candidate variants per shape bucket, keep the fastest that
 passed its check, and store it in the tuning cache (helios/tune_cache.py) that
-every op with variant=None/"auto" reads."""
+every op with variant=None/"auto" reads. Products (tune) and attention, either
+direction (tune_attention), per head dimension, S_kv bucket, mask and dtype."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from ._helios import format_variant, variant_fields
 from .check import check_close, reference_matmul
 from .device import random_inputs, warmup_launches
-from .tune_cache import bucket, device_key, load, save
+from .tune_cache import attention_bucket, bucket, device_key, load, save
 
 # Candidate templates, in elements: block M, N, K; subgroup block M, N; stages; split-K.
 # From the H100 rounds (docs/perf-notes.md): 128x128x64 led from 2048^3 up, 96x128
@@ -126,7 +127,7 @@ def check_candidate(
 
 @dataclass
 class TuneResult:
-    shape: tuple[int, int, int]
+    shape: tuple[int, ...]
     bucket: str
     variant: str
     median_ms: float
@@ -176,6 +177,87 @@ def tune(
             )
         )
         log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}")
+    return results
+
+
+ATTN_CHECK = (2, 2, 97)  # B, H, S of the attention gate: tails on every side
+
+
+def check_attention_candidate(
+    dev: Any, variant: str, d: int, causal: bool, backward: bool, dtype: str, seed: int = 0
+) -> Optional[str]:
+    """None if the attention variant (backward: a backward variant) matches float64
+    on an odd case at head dimension d within the dtype's tolerances, else why."""
+    from .attention import random_qkv, reference_attention, reference_attention_backward
+    from .check import tolerances
+
+    b, h, s = ATTN_CHECK
+    q, k, v = random_qkv(b, h, s, s, d, seed, dtype)
+    atol, rtol = tolerances(dtype)
+    if backward:
+        do = random_qkv(b, h, s, s, d, seed + 1, dtype)[0]
+        o, lse = dev.attention(q, k, v, causal=causal, return_lse=True)
+        got = dev.attention_backward(q, k, v, o, do, lse, causal=causal, variant=variant)
+        want = reference_attention_backward(q, k, v, do, causal=causal)[:3]
+        r = check_close(
+            np.concatenate([g.ravel() for g in got]), np.concatenate([w.ravel() for w in want]), atol=atol, rtol=rtol
+        )
+    else:
+        r = check_close(
+            dev.attention(q, k, v, causal=causal, variant=variant),
+            reference_attention(q, k, v, causal=causal),
+            atol=atol,
+            rtol=rtol,
+        )
+    return None if r.passed else f"{b}x{h}x{s}x{d}: {r.line()}"
+
+
+def tune_attention(
+    dev: Any,
+    shapes: Iterable[tuple[int, int, int, int]],
+    *,
+    causal: bool = False,
+    backward: bool = False,
+    dtype: str = "float16",
+    variants: Optional[list[str]] = None,
+    iters: int = 20,
+    warmup: int = 5,
+    warmup_ms: float = 200.0,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda s: None,
+) -> list[TuneResult]:
+    """Per (B, H, S, d) shape: every coop variant the device offers for d (and the
+    direction), each checked once per head dimension, the passing ones timed with
+    GPU timestamps; the fastest becomes its bucket's pick (attention_bucket)."""
+    results = []
+    checked: dict[tuple[int, str], Optional[str]] = {}
+    for b, h, s, d in shapes:
+        cands = variants or [x for x in dev.attention_variants(d, dtype, backward) if x != "fa-scalar"]
+        if not cands:
+            raise RuntimeError(f"helios tune: no cooperative-matrix attention variant for head dimension {d} here")
+        times: dict = {}
+        for v in cands:
+            if (d, v) not in checked:
+                checked[(d, v)] = check_attention_candidate(dev, v, d, causal, backward, dtype, seed)
+                if checked[(d, v)]:
+                    log(f"REJECTED {v} (d={d}): {checked[(d, v)]}")
+            if checked[(d, v)]:
+                times[v] = f"REJECTED: {checked[(d, v)]}"
+                continue
+            kw = {"causal": causal, "variant": v, "dtype": dtype, "backward": backward, "seed": seed}
+            est = dev.time_attention(b, h, s, d, iters=2, warmup=1, **kw)
+            t = dev.time_attention(
+                b, h, s, d, iters=iters, warmup=warmup_launches(est.median_ms, warmup, warmup_ms), **kw
+            )
+            times[v] = t.median_ms
+        passing = [v for v in cands if not isinstance(times[v], str)]
+        if not passing:
+            raise RuntimeError(f"helios tune: every attention candidate for d={d} failed its check")
+        best = min(passing, key=lambda v: times[v])
+        results.append(
+            TuneResult((b, h, s, d), attention_bucket(d, s, causal, backward, dtype), best, times[best], times)
+        )
+        log(f"{b}x{h}x{s}x{d}{'-causal' if causal else ''}{'-bwd' if backward else ''} {times[best]:9.4f} ms  {best}")
     return results
 
 

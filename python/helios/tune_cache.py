@@ -19,6 +19,8 @@ an op never fails because of the cache.
 
 Shape buckets: each dimension rounded up to a multiple of 128 (one block of
 the default tiling), so shapes that differ by less than a block share a pick.
+Attention picks live beside them under ``attention:d<D>:kv<S>[:causal][:bwd]:<dtype>``
+(S_kv rounded up to a power of two, at least 128; `helios tune --workload=attention`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ def cache_path() -> Path:
 
 def bucket(shape: tuple[int, int, int]) -> str:
     return "x".join(str(-(-d // BUCKET) * BUCKET) for d in shape)
+
+
+def attention_bucket(d: int, skv: int, causal: bool, backward: bool, dtype: str) -> str:
+    """The bucket of an attention pick: head dim, S_kv rounded up to a power of two
+    (at least 128), the mask, the direction and the dtype."""
+    s = 128
+    while s < skv:
+        s *= 2
+    return f"attention:d{d}:kv{s}{':causal' if causal else ''}{':bwd' if backward else ''}:{dtype}"
 
 
 def device_key(info: Any) -> str:
@@ -112,9 +123,11 @@ def save(doc: dict, path: Optional[Path] = None) -> Path:
     return path
 
 
-def lookup(doc: dict, info: Any, shape: tuple[int, int, int], key: Optional[str] = None) -> Optional[str]:
+def lookup(doc: dict, info: Any, shape: Any, key: Optional[str] = None) -> Optional[str]:
+    """The pick for a product's shape (M, N, K) or an attention bucket string."""
     entry = doc.get("devices", {}).get(key or device_key(info), {})
-    pick = entry.get("buckets", {}).get(bucket(shape)) if isinstance(entry, dict) else None
+    name = shape if isinstance(shape, str) else bucket(shape)
+    pick = entry.get("buckets", {}).get(name) if isinstance(entry, dict) else None
     if isinstance(pick, dict) and isinstance(pick.get("variant"), str):
         return pick["variant"]
     return None
@@ -130,7 +143,9 @@ class TunedChoice:
         self._doc: Optional[dict] = None
         self._key: Optional[str] = None  # device_key hashes the coop table: once per device
 
-    def resolve(self, dev: Any, shape: tuple[int, int, int]) -> Optional[str]:
+    def resolve(self, dev: Any, shape: Any) -> Optional[str]:
+        """shape: (M, N, K) of a product, or an attention bucket (attention_bucket);
+        for attention the caller asks the engine whether its switches allow a pick."""
         if dev.active_override() is not None:
             return None  # the engine applies the switch
         if self._doc is None:

@@ -11,33 +11,60 @@ from typing import Any
 from .. import _helios
 from ..harness.shapes import parse_shapes, shape_str
 from ..tune_cache import cache_path as tuner_cache_path
-from .common import finite_float, flag_value, launches, nonneg_int, open_device, probe_writable, warmup_count
+from .common import (
+    UsageError,
+    finite_float,
+    flag_value,
+    launches,
+    nonneg_int,
+    open_device,
+    probe_writable,
+    warmup_count,
+)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .. import tune as tuner
 
-    shapes = flag_value("--shapes", parse_shapes, args.shapes)
+    attention = args.workload == "attention"
+    if not attention and (args.causal or args.backward or args.dtype != "float16"):
+        raise UsageError("--causal, --backward and --dtype belong to --workload=attention (products tune float16)")
+    if attention:
+        from ..harness.attention_bench import parse_attention_shapes
+
+        shapes = flag_value("--shapes", parse_attention_shapes, args.shapes or "anchor")
+    else:
+        shapes = flag_value("--shapes", parse_shapes, args.shapes or "canonical,large,llm")
     path = Path(args.cache) if args.cache else None
     if not args.dry_run:
         probe_writable(path or tuner_cache_path(), "--cache")
     with open_device(args) as dev:
-        if args.candidates:
-            cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
-        else:
-            cands = tuner.candidates(dev)
-        print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
+        log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+        timing = {"iters": args.iters, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "seed": args.seed}
         try:
-            results = tuner.tune(
-                dev,
-                shapes,
-                variants=cands,
-                iters=args.iters,
-                warmup=args.warmup,
-                warmup_ms=args.warmup_ms,
-                seed=args.seed,
-                log=lambda s: print(s, file=sys.stderr, flush=True),
-            )
+            if attention:
+                cands = tuner.read_variant_list(args.candidates) if args.candidates else None
+                print(f"helios tune: attention, {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
+                results = tuner.tune_attention(
+                    dev,
+                    shapes,
+                    causal=args.causal,
+                    backward=args.backward,
+                    dtype=args.dtype,
+                    variants=cands,
+                    log=log,
+                    **timing,
+                )
+            else:
+                if args.candidates:
+                    cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
+                else:
+                    cands = tuner.candidates(dev)
+                print(
+                    f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
+                    file=sys.stderr,
+                )
+                results = tuner.tune(dev, shapes, variants=cands, log=log, **timing)
         except RuntimeError as e:
             if isinstance(e, _helios.HeliosError):
                 raise
@@ -85,10 +112,26 @@ def register(sub: Any) -> None:
         "that passed its check in the on-disk cache that variant=None/'auto' uses",
     )
     pu.add_argument(
+        "--workload",
+        default="matmul",
+        choices=["matmul", "attention"],
+        help="matmul (default): product variants per shape bucket; attention: attention variants per "
+        "head dimension, S_kv bucket (a power of two), mask, direction and dtype",
+    )
+    pu.add_argument(
         "--shapes",
-        default="canonical,large,llm",
+        default=None,
         help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm); each "
-        "pick serves its bucket (every dimension rounded up to a multiple of 128)",
+        "pick serves its bucket (every dimension rounded up to a multiple of 128). attention: "
+        "BxHxSxd and/or the bench's sets (default anchor)",
+    )
+    pu.add_argument("--causal", action="store_true", help="attention: tune the causal kernels")
+    pu.add_argument("--backward", action="store_true", help="attention: tune the backward's variants")
+    pu.add_argument(
+        "--dtype",
+        default="float16",
+        choices=["float16", "bfloat16"],
+        help="attention: the input type tuned (default float16; products tune float16)",
     )
     pu.add_argument(
         "--candidates",
