@@ -380,16 +380,19 @@ class _Linear(torch.autograd.Function):
         return gx, gw, gb, None
 
 
+def _staged_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
+    """The Helios device and CUDA ordinal of q, and q, k, v as Helios tensors (_stage)."""
+    dev = device_for(q)
+    ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    return dev, ordinal, tuple(_stage(dev, ordinal, n, t.contiguous()) for n, t in (("q", q), ("k", k), ("v", v)))
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]):
         ctx.causal, ctx.scale = causal, scale
         with _lock:
-            dev = device_for(q)
-            ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
-            hq = _stage(dev, ordinal, "q", q.contiguous())
-            hk = _stage(dev, ordinal, "k", k.contiguous())
-            hv = _stage(dev, ordinal, "v", v.contiguous())
+            dev, ordinal, (hq, hk, hv) = _staged_qkv(q, k, v)
             # Each result is exported as soon as it is taken: an export keeps it out of
             # the pool, so the next _result cannot hand out the same memory.
             out = _result(dev, ordinal, tuple(q.shape), q.dtype)
@@ -412,11 +415,7 @@ class _Attention(torch.autograd.Function):
         q, k, v, _, _ = ctx.saved_tensors
         out, lse = ctx.helios
         with _lock:
-            dev = device_for(q)
-            ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
-            hq = _stage(dev, ordinal, "q", q.contiguous())
-            hk = _stage(dev, ordinal, "k", k.contiguous())
-            hv = _stage(dev, ordinal, "v", v.contiguous())
+            dev, ordinal, (hq, hk, hv) = _staged_qkv(q, k, v)
             hdo = _stage(dev, ordinal, "do", grads[0].contiguous())
             gs, gts = [], []
             for t in (q, k, v):  # exported one by one: dQ, dK and dV are three pool tensors (see forward)
