@@ -188,3 +188,22 @@ def test_attention_backward_runs_on_helios(cuda):
     torch.cuda.synchronize()
     assert dev.telemetry()["attentions"] == before + 1
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_a_result_feeds_the_next_op_in_place(cuda):
+    """A Helios result handed to the next op (whole, or reshaped) is read where it is,
+    not copied; once torch frees it, its address no longer names it."""
+    a = torch.full((64, 64), 0.5, device=cuda, dtype=torch.float16)
+    y = ht.matmul(a, a)
+    dev = ht.device_for(a)
+    h = ht._handed_back(dev, y)
+    assert h is not None and h.exports >= 1 and tuple(h.shape) == (64, 64)
+    assert ht._handed_back(dev, y.reshape(32, 128)) is not None
+    assert ht._handed_back(dev, y[1:]) is None  # not whole: copied as before
+    z = ht.matmul(y, a)
+    torch.testing.assert_close(z.float(), torch.full((64, 64), 256.0, device=cuda))
+    ptr = y.data_ptr()
+    del y, h
+    other = torch.empty(64, 64, device=cuda, dtype=torch.float16)
+    if other.data_ptr() == ptr:  # the same address reused by torch: never taken for the old result
+        assert ht._handed_back(dev, other) is None

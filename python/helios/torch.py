@@ -11,7 +11,9 @@ the forward keeps for it).
 
 How data moves: an input allocated inside ``memory_pool()`` (torch memory made
 with CUDA's virtual-memory API, which Vulkan can import) is read in place, with
-no copy; any other input is copied device to device, on torch's current stream,
+no copy, and so is a result of an earlier Helios op handed to the next one whole
+(an activation, a gradient: the same memory, also reshaped); any other input is
+copied device to device, on torch's current stream,
 into an exportable Helios tensor kept per shape (weights too, every call: a
 tensor modified through ``.data`` keeps its version counter, so a cached copy
 could go stale: allocate weights in the pool instead). Helios runs the op into
@@ -36,7 +38,9 @@ compiled graphs.
 
 from __future__ import annotations
 
+import math
 import threading
+import weakref
 from typing import Any, Callable, Optional
 
 import torch
@@ -56,6 +60,11 @@ _host_sync: dict[int, str] = {}  # CUDA ordinal -> why ops on it synchronize the
 _pools: dict[int, Any] = {}  # CUDA ordinal -> the torch.cuda.MemPool over Helios's CUDA pool
 _imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, the Helios Tensor over it)
 MAX_POOLED = 8  # results kept per shape
+# (device id, CUDA address) -> the Helios result torch sees there (_to_torch): a later
+# op reads it in place instead of copying it (activations and gradients that go from
+# one Helios op to the next)
+_handed: dict[tuple, Any] = {}
+MAX_HANDED = 4096
 
 _ACTIVATIONS: dict[Optional[str], Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda z: z,
@@ -265,7 +274,9 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: Optiona
     stream's work so far (the ordering of _run_ordered)."""
     dtype = dtype or _DTYPES.get(t.dtype, "float32")
     if _TORCH_TO_HELIOS.get(t.dtype) == dtype:
-        view = _imported(dev, t, cached=True)
+        view = _handed_back(dev, t)
+        if view is None:
+            view = _imported(dev, t, cached=True)
         if view is not None:
             return view
     key = (ordinal, slot, tuple(t.shape), dtype)
@@ -294,7 +305,30 @@ def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
 
 
 def _to_torch(h: Any) -> torch.Tensor:
-    return torch.from_dlpack(h)
+    t = torch.from_dlpack(h)
+    if len(_handed) >= MAX_HANDED:  # entries of results freed since
+        for k in [k for k, r in _handed.items() if r() is None or r().exports == 0]:
+            del _handed[k]
+    _handed[(id(h.device), t.data_ptr())] = weakref.ref(h)
+    return t
+
+
+def _handed_back(dev: Device, t: torch.Tensor) -> Optional[Any]:
+    """The Helios result t is torch's view of, whole and in order (t as _to_torch
+    gave it, or reshaped), as an operand of a later op: no copy. Safe to read like
+    a pool import (after the stream's work so far, _run_ordered); None otherwise.
+    exports > 0 proves the address is still that result's (torch holds it), not a
+    reuse of a freed one."""
+    ref = _handed.get((id(dev), t.data_ptr()))
+    h = ref() if ref is not None else None
+    if h is None or h.exports == 0 or not t.is_contiguous() or h.dtype.name != _TORCH_TO_HELIOS.get(t.dtype):
+        return None
+    shape = tuple(t.shape)
+    if shape == h.shape:
+        return h
+    if not shape or math.prod(shape) != h.size or not h.packed:
+        return None
+    return h.reshape(*shape)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b: bool = False, **epi: Any):
