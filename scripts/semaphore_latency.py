@@ -6,13 +6,21 @@ Each mode queues --ops iterations back to back (no host sync inside), then
 synchronizes; the figure is wall time per iteration (p50 over --repeats). The
 Helios op is a small product (--size^3, fp16), the torch op a one-element add.
 
+Pipelined (the values stay in order: CUDA signals only after it waited):
   torch_only   torch op                                   (launch rate)
   vk_only      Helios op waiting for nothing CUDA signals  (submission rate)
-  cuda_to_vk   torch op; stream signals w; Helios op waits w
   vk_to_cuda   Helios op (no wait); stream waits its signal; torch op
   round_trip   torch op; signal w; Helios op waits w; stream waits s  (helios.torch)
   chain2       torch op; signal w; two Helios ops, the second waiting for the
                first's signal (a Vulkan-side hop); stream waits the last
+One at a time (each iteration ends in a host wait; latency, not rate):
+  iso_vk            Helios op; host waits its value
+  iso_cuda_to_vk    torch op; signal w; Helios op waits w (not yet reached:
+                    wait-before-signal); host waits s
+  iso_presignaled   torch op; signal w; host syncs the stream (w reached);
+                    Helios op waits w; host waits s
+  iso_round_trip    round_trip's iteration, then a stream sync
+Overlap:
   overlap      an --big^3 torch product and an --big^3 Helios product with no
                dependency: do the two APIs' kernels run at once or in turn?
 
@@ -63,12 +71,6 @@ def main() -> int:
         _, s = dev._async_values()
         helios_op(0, s)
 
-    def cuda_to_vk() -> None:
-        x.add_(1)
-        w, s = dev._async_values()
-        dev._cuda_signal(stream, w)
-        helios_op(w, s)
-
     def vk_to_cuda() -> None:
         _, s = dev._async_values()
         helios_op(0, s)
@@ -90,6 +92,33 @@ def main() -> int:
         helios_op(w, s1)
         helios_op(s1, s2, c2)
         dev._cuda_wait(stream, s2)
+
+    def host_wait(s: int) -> None:
+        dev._host_wait(s, 10_000_000_000)
+
+    def iso_vk() -> None:
+        _, s = dev._async_values()
+        helios_op(0, s)
+        host_wait(s)
+
+    def iso_cuda_to_vk() -> None:
+        x.add_(1)
+        w, s = dev._async_values()
+        dev._cuda_signal(stream, w)
+        helios_op(w, s)
+        host_wait(s)
+
+    def iso_presignaled() -> None:
+        x.add_(1)
+        w, s = dev._async_values()
+        dev._cuda_signal(stream, w)
+        torch.cuda.current_stream().synchronize()
+        helios_op(w, s)
+        host_wait(s)
+
+    def iso_round_trip() -> None:
+        round_trip()
+        torch.cuda.current_stream().synchronize()
 
     def drain() -> None:
         _, s = dev._async_values()
@@ -124,10 +153,13 @@ def main() -> int:
     modes = {
         "torch_only": torch_only,
         "vk_only": vk_only,
-        "cuda_to_vk": cuda_to_vk,
         "vk_to_cuda": vk_to_cuda,
         "round_trip": round_trip,
         "chain2": chain2,
+        "iso_vk": iso_vk,
+        "iso_cuda_to_vk": iso_cuda_to_vk,
+        "iso_presignaled": iso_presignaled,
+        "iso_round_trip": iso_round_trip,
     }
     for name, step in modes.items():
         out["modes"][name] = timed(step)

@@ -41,7 +41,8 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
 def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
-    from ..harness.attention_fuzz import SdpaOracle, attention_fuzz
+    from ..harness.attention_fuzz import SEED003_MATRIX, SdpaOracle, attention_fuzz
+    from ..harness.progress import Progress
 
     try:
         dev = open_device(args)
@@ -61,6 +62,8 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             f"Helios {args.dtype} in/out on {dev.info['name']}; atol={atol} rtol={rtol}"
         )
         failures = n = 0
+        total = args.fuzz + (2 * len(SEED003_MATRIX) if args.matrix == "seed003" else 0)
+        bar = Progress(total, unit="case", log_every=10)
         for case in attention_fuzz(
             dev,
             args.fuzz,
@@ -84,6 +87,8 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
                 )
             elif args.verbose:
                 print(f"ok   #{case.index} {case.label()}")
+            bar.step(case.label())
+        bar.close()
     print(
         f"{n - failures} passed, {failures} failed (attention{' backward' if args.backward else ''} fuzz seed "
         f"{args.seed}"
@@ -115,6 +120,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"helios check: skipped: no Vulkan device ({e})")
         return 2
     from ..harness.fuzz import bf16_aware_variants
+    from ..harness.progress import Progress
 
     failures = 0
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
@@ -125,6 +131,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.dtype != "float16":
             print(f"{args.dtype} inputs: {len(variants)} variants; atol={atol} rtol={rtol}")
         n = 0
+        bar = Progress(args.fuzz, unit="case", log_every=25)
         seen_variants: set = set()
         seen_forms: set = set()
         for case in fuzz(
@@ -147,6 +154,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"FAIL {label}: {case.line}")
             elif args.verbose:
                 print(f"ok   {label}")
+            bar.step(label)
+        bar.close()
     print(
         f"covered {len(seen_variants)} of {len(variants)} variants"
         + ("" if len(seen_variants) == len(variants) else f" (--fuzz {len(variants)} or more covers all)")
