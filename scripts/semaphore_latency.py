@@ -20,6 +20,10 @@ One at a time (each iteration ends in a host wait; latency, not rate):
   iso_presignaled   torch op; signal w; host syncs the stream (w reached);
                     Helios op waits w; host waits s
   iso_round_trip    round_trip's iteration, then a stream sync
+  iso_torch_then_vk torch op; stream sync; Helios op waiting for nothing; host
+                    waits s (a context switch, no semaphore wait)
+  iso_signal_then_vk  torch op; signal w; stream sync; Helios op waiting for
+                    nothing; host waits s
 Overlap:
   overlap      an --big^3 torch product and an --big^3 Helios product with no
                dependency: do the two APIs' kernels run at once or in turn?
@@ -116,6 +120,21 @@ def main() -> int:
         helios_op(w, s)
         host_wait(s)
 
+    def iso_torch_then_vk() -> None:
+        x.add_(1)
+        torch.cuda.current_stream().synchronize()
+        _, s = dev._async_values()
+        helios_op(0, s)
+        host_wait(s)
+
+    def iso_signal_then_vk() -> None:
+        x.add_(1)
+        w, s = dev._async_values()
+        dev._cuda_signal(stream, w)
+        torch.cuda.current_stream().synchronize()
+        helios_op(0, s)
+        host_wait(s)
+
     def iso_round_trip() -> None:
         round_trip()
         torch.cuda.current_stream().synchronize()
@@ -160,6 +179,8 @@ def main() -> int:
         "iso_cuda_to_vk": iso_cuda_to_vk,
         "iso_presignaled": iso_presignaled,
         "iso_round_trip": iso_round_trip,
+        "iso_torch_then_vk": iso_torch_then_vk,
+        "iso_signal_then_vk": iso_signal_then_vk,
     }
     for name, step in modes.items():
         out["modes"][name] = timed(step)

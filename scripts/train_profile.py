@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Where a `helios suite train` step through helios.torch spends its time, on a
+GPU with CUDA: each op of the step alone at the suite's shapes (helios.torch vs
+torch, forward and forward+backward; wall per call with calls queued back to
+back, and the Helios GPU time per submission from the ring's timestamps), then
+a few whole training steps under cProfile with the engine's telemetry deltas
+per step (submissions, allocations, imports, compiles, ring waits).
+
+Prints text: the per-op table, the telemetry per step, the cProfile top list."""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+import helios.torch as ht
+from helios.harness.train import TrainConfig, build, markov_stream
+
+KEYS = (
+    "submits",
+    "matmuls",
+    "attentions",
+    "async_timed",
+    "async_gpu_ms",
+    "async_slot_ms",
+    "async_submit_ms",
+    "record_ms",
+    "plan_ms",
+    "cuda_call_ms",
+    "cuda_imports",
+    "live_exports",
+    "live_memory",
+    "pipeline_compiles",
+    "pipeline_compile_ms",
+)
+
+
+def per_call(fn: Callable[[], object], reps: int) -> tuple[float, float, int]:
+    """(wall ms per call queued back to back, Helios GPU ms per submission, submissions per call)."""
+    dev = ht.device_for(torch.zeros(1, device="cuda"))
+    fn()
+    torch.cuda.synchronize()
+    t0 = dev.telemetry()
+    a = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - a) / reps * 1e3
+    t1 = dev.telemetry()
+    n = t1["async_timed"] - t0["async_timed"]
+    return wall, (t1["async_gpu_ms"] - t0["async_gpu_ms"]) / n if n else 0.0, n // reps
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--reps", type=int, default=10, help="calls per op timing (default 10)")
+    p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3)")
+    args = p.parse_args()
+    cfg = TrainConfig()
+    bf16 = torch.bfloat16
+    tok = cfg.batch * cfg.seq
+    hd = cfg.d_model // cfg.heads
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def rnd(*shape: int, grad: bool = False) -> torch.Tensor:
+        return (torch.randn(*shape, device="cuda", dtype=bf16, generator=g) / 16).requires_grad_(grad)
+
+    print(f"ordering: {ht.ordering(torch.zeros(1, device='cuda'))}")
+    print("op | helios wall ms | helios GPU ms/submit | submits/call | torch wall ms")
+    for name, n_out in (("qkv", 3 * cfg.d_model), ("up", 4 * cfg.d_model), ("lm_head", cfg.vocab)):
+        x, w = rnd(tok, cfg.d_model, grad=True), rnd(n_out, cfg.d_model, grad=True)
+        for mode in ("fwd", "fwd+bwd"):
+
+            def h() -> None:
+                y = ht.linear(x, w)
+                if mode != "fwd":
+                    y.float().sum().backward()
+
+            def t() -> None:
+                y = F.linear(x, w)
+                if mode != "fwd":
+                    y.float().sum().backward()
+
+            hw, hg, hn = per_call(h, args.reps)
+            tw, _, _ = per_call(t, args.reps)
+            print(f"linear {name} {tok}x{cfg.d_model}->{n_out} {mode} | {hw:.3f} | {hg:.3f} | {hn} | {tw:.3f}")
+    q, k, v = (rnd(cfg.batch, cfg.heads, cfg.seq, hd, grad=True) for _ in range(3))
+    for mode in ("fwd", "fwd+bwd"):
+
+        def ha() -> None:
+            o = ht.attention(q, k, v, causal=True)
+            if mode != "fwd":
+                o.float().sum().backward()
+
+        def ta() -> None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if mode != "fwd":
+                o.float().sum().backward()
+
+        hw, hg, hn = per_call(ha, args.reps)
+        tw, _, _ = per_call(ta, args.reps)
+        print(f"attention {cfg.batch}x{cfg.heads}x{cfg.seq}x{hd} causal {mode} | {hw:.3f} | {hg:.3f} | {hn} | {tw:.3f}")
+
+    GPT, _, HeliosOps, _ = build(torch)
+    torch.manual_seed(0)
+    model = GPT(cfg).cuda()
+    ops = HeliosOps()
+    data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * (args.steps + 1), cfg.seq + 1, 0)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    dev = ht.device_for(data)
+
+    def step(i: int) -> None:
+        rows = data[i * cfg.batch : (i + 1) * cfg.batch]
+        loss = model(rows[:, :-1].contiguous(), rows[:, 1:].contiguous(), ops)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+
+    step(0)
+    prof = cProfile.Profile()
+    for i in range(1, args.steps + 1):
+        t0 = dev.telemetry()
+        a = time.perf_counter()
+        prof.enable()
+        step(i)
+        prof.disable()
+        wall = (time.perf_counter() - a) * 1e3
+        t1 = dev.telemetry()
+        delta = {k: round(t1[k] - t0[k], 3) for k in KEYS if k in t1}
+        print(f"step {i}: {wall:.1f} ms wall; telemetry delta {delta}")
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    print(s.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
