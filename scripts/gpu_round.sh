@@ -16,6 +16,10 @@ grep -i "cuBLASLt reference" "$LOG/build.log" || true
 REPO=$(pwd); export REPO
 cd /tmp   # import the installed package, not the source tree
 helios info | tee "$OUT/info.txt"
+# A kit without scripts/kit_glslc.sh builds no bf16 kernels: every bf16 number would be the scalar path's.
+if grep -q "bf16 kernels  scalar fp32 path: this build's glslc" "$OUT/info.txt"; then
+  echo "gpu_round: this build has no bf16 kernels (run scripts/kit_glslc.sh on the kit); stopping" >&2; exit 3
+fi
 for step in "$@"; do
   echo "=== $step"
   eval "$step"

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 import weakref
 from typing import Any, Callable, Optional
 
@@ -92,6 +93,13 @@ def device_for(t: torch.Tensor) -> Device:
                 f"helios.torch: no Vulkan device has the UUID of CUDA device {ordinal} ({want})"
             )
         _devices[ordinal] = dev
+        why = dev.info.get("bf16_coop_unavailable") or ""
+        if dev.info.get("bf16_cooperative_matrix") and why.startswith("this build"):
+            warnings.warn(
+                f"helios.torch: {dev.info['name']} has bfloat16 cooperative matrices but {why}: "
+                "bfloat16 ops run on the scalar fp32 path, many times slower",
+                stacklevel=2,
+            )
     return dev
 
 

@@ -38,6 +38,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"({info['cooperative_matrix2_flexible_dimensions']} flexible-dimension rows); "
         f"bf16 {info['bf16']}"
     )
+    why = info.get("bf16_coop_unavailable")
+    print(f"bf16 kernels  {'cooperative matrices' if not why else 'scalar fp32 path: ' + why}")
     rows = info["cooperative_matrix_properties"]
     if rows:
         print("cooperative matrix properties (MxNxK  A B -> C result  scope):")
