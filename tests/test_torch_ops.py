@@ -208,3 +208,42 @@ def test_a_result_feeds_the_next_op_in_place(cuda):
     other = torch.empty(64, 64, device=cuda, dtype=torch.float16)
     if other.data_ptr() == ptr:  # the same address reused by torch: never taken for the old result
         assert ht._handed_back(dev, other) is None
+
+
+def test_gradient_products_are_one_group_and_ordered(cuda, monkeypatch):
+    """Both gradient products of a product's backward go to Helios as one group (one
+    CUDA <-> Vulkan hop pair, the second waiting for the first on the Vulkan side);
+    torch reading both at once, with no host sync, sees both finished."""
+    a = torch.full((4096, 4096), 0.5, device=cuda, dtype=torch.float16, requires_grad=True)
+    b = torch.full((4096, 4096), 0.25, device=cuda, dtype=torch.float16, requires_grad=True)
+    _semaphore_or_skip(a)
+    groups = []
+    real = ht._run_ordered
+
+    def counting(dev, t, ops):
+        groups.append(len(ops))
+        return real(dev, t, ops)
+
+    monkeypatch.setattr(ht, "_run_ordered", counting)
+    y = ht.matmul(a, b)
+    y.backward(torch.ones_like(y))
+    assert groups == [1, 2]
+    assert torch.all(a.grad == 1024.0).item()  # ones @ b^T
+    assert torch.all(b.grad == 2048.0).item()  # a^T @ ones
+
+
+def test_linear_with_activation_keeps_its_pre_activation(cuda, monkeypatch):
+    """Training through an activation: the forward's one product, then the backward's
+    two as one group (no recomputed pre-activation); inference keeps the fused epilogue."""
+    x = torch.randn(64, 32, device=cuda, dtype=torch.float16, requires_grad=True)
+    w = torch.randn(48, 32, device=cuda, dtype=torch.float16, requires_grad=True)
+    _semaphore_or_skip(x)
+    groups = []
+    real = ht._run_ordered
+    monkeypatch.setattr(ht, "_run_ordered", lambda dev, t, ops: (groups.append(len(ops)), real(dev, t, ops))[1])
+    ht.linear(x, w, activation="gelu_tanh").float().sum().backward()
+    assert groups == [1, 2]
+    with torch.no_grad():
+        y = ht.linear(x, w, activation="gelu_tanh")
+    want = torch.nn.functional.gelu(x.double() @ w.double().T, approximate="tanh")
+    torch.testing.assert_close(y.double(), want, atol=2e-2, rtol=1e-2)

@@ -5,7 +5,8 @@ inside ``torch.autograd``.
 ``attention(q, k, v, causal=False, scale=None)`` take float16 or bfloat16 CUDA
 tensors (all inputs of one op the same type) on the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
 return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
-products (the transposed layouts); attention backward runs Helios's backward
+products (the transposed layouts; both gradients of one product submitted
+together); attention backward runs Helios's backward
 kernels (FlashAttention-2's recomputation from the forward's log-sum-exp, which
 the forward keeps for it).
 
@@ -123,19 +124,33 @@ def ordering(t: torch.Tensor) -> str:
     return "semaphore" if not why else f"host sync: {why}"
 
 
-def _run_ordered(dev: Device, t: torch.Tensor, op: Callable[[Optional[tuple]], Any]) -> None:
-    """Run op(order) after the work queued on torch's current stream, and make that
-    stream wait for it: through the shared semaphore, else a host wait before."""
+def _run_ordered(dev: Device, t: torch.Tensor, ops: list[Callable[[Optional[tuple]], Any]]) -> None:
+    """Run ops (each op(order)) after the work queued on torch's current stream, and
+    make that stream wait for them: through the shared semaphore, else a host wait
+    before. A group of ops is one pair of CUDA <-> Vulkan hops: the stream signals
+    once, each op waits for the one before on the Vulkan side, the stream waits for
+    the last. Each hop pair costs a switch of the GPU between the CUDA and the
+    Vulkan context, about 0.2-0.5 ms on the H100 (docs/perf-notes.md, session 9):
+    grouping the ops that need no torch work between them saves it."""
     stream = torch.cuda.current_stream(t.device)
-    if ordering(t) == "semaphore":
-        w, s = dev._async_values()
-        handle = stream.cuda_stream
-        dev._cuda_signal(handle, w)  # the inputs are staged once the stream gets here
-        op((w, s))
-        dev._cuda_wait(handle, s)  # nothing on the stream reads the result before Helios is done
-    else:
+    if ordering(t) != "semaphore":
         stream.synchronize()  # the copies are done before Helios reads
-        op(None)
+        for op in ops:
+            op(None)
+        return
+    handle = stream.cuda_stream
+    w, s = dev._async_values()
+    dev._cuda_signal(handle, w)  # the inputs are staged once the stream gets here
+    last = 0  # the value the last submitted op signals
+    try:
+        for i, op in enumerate(ops):
+            if i:  # waits for the op before, on the Vulkan side
+                w, s = s, dev._async_values()[1]
+            op((w, s))
+            last = s
+    finally:
+        if last:  # even when a later op failed: nothing on the stream reads before Helios is done,
+            dev._cuda_wait(handle, last)  # and the stream's next signal stays above Helios's
 
 
 # torch dtype -> Helios's name: what Tensors hold, and what ops compute in.
@@ -339,48 +354,98 @@ def _handed_back(dev: Device, t: torch.Tensor) -> Optional[Any]:
     return h.reshape(*shape)
 
 
-def _product(a: torch.Tensor, b: torch.Tensor, *, trans_a: bool = False, trans_b: bool = False, **epi: Any):
-    """op(a) @ op(b) (+ bias, activation) for 2-D float16 or bfloat16 CUDA tensors, as a torch tensor."""
+def _prepare_product(
+    dev: Device,
+    ordinal: int,
+    slot: str,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    staged: dict,
+    *,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    **epi: Any,
+) -> tuple[Callable[[Optional[tuple]], Any], torch.Tensor]:
+    """op(a) @ op(b) (+ bias, activation) for 2-D float16 or bfloat16 CUDA tensors:
+    the operands staged (slot names this product's staging tensors; staged: the
+    group's operands staged so far, by address, shape and dtype, so a tensor two
+    products read is staged once), the result taken and exported to torch. Returns
+    the op to run (_run_ordered) and the result torch sees."""
+
+    def stage(name: str, t: torch.Tensor, dtype: Optional[str] = None) -> Any:
+        t = t.contiguous()
+        key = (t.data_ptr(), tuple(t.shape), t.dtype, dtype)
+        if key not in staged:
+            staged[key] = _stage(dev, ordinal, slot + name, t, dtype)
+        return staged[key]
+
+    ha, hb = stage("a", a), stage("b", b)
+    if epi.get("bias") is not None:  # the epilogue reads fp32: converted by the staging copy itself
+        epi["bias"] = stage("bias", epi["bias"], "float32")
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    k = a.shape[0] if trans_a else a.shape[1]
+    # exported at once: an export keeps it out of the result pool, so the next
+    # product of the group cannot be handed the same memory
+    out = _result(dev, ordinal, (m, n), a.dtype)
+    result = _to_torch(out)
+    dt = _DTYPES[a.dtype]
+    # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
+    # checked by the callers (the core checks every size against the tensors again),
+    # and the generic layer's conversions cost more host time than the product.
+    fields = {
+        "a": ha,
+        "b": hb,
+        "m": m,
+        "n": n,
+        "k": k,
+        "trans_a": trans_a,
+        "trans_b": trans_b,
+        "lda": ha.shape[-1],
+        "ldb": hb.shape[-1],
+        "in_dtype": dt,
+        "out_dtype": dt,
+        "out": out,
+        "act": activation_code(epi.get("activation")),
+        "bias": epi.get("bias"),
+        "variant": dev._pick(None, m, n, k, dt),
+    }
+
+    def run(order: Optional[tuple]) -> None:
+        if order is not None:
+            fields["wait_value"], fields["signal_value"] = order
+        dev._gemm(**fields)
+
+    return run, result
+
+
+def _products(*specs: tuple) -> list[torch.Tensor]:
+    """Several products, each (a, b, keywords of _prepare_product), on one device,
+    submitted as one group (one CUDA <-> Vulkan hop pair, _run_ordered)."""
     with _lock:
-        dev = device_for(a)
-        ordinal = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        ha = _stage(dev, ordinal, "a", a.contiguous())
-        hb = _stage(dev, ordinal, "b", b.contiguous())
-        if epi.get("bias") is not None:  # the epilogue reads fp32: converted by the staging copy itself
-            epi["bias"] = _stage(dev, ordinal, "bias", epi["bias"].contiguous(), "float32")
-        m = a.shape[1] if trans_a else a.shape[0]
-        n = b.shape[0] if trans_b else b.shape[1]
-        k = a.shape[0] if trans_a else a.shape[1]
-        out = _result(dev, ordinal, (m, n), a.dtype)  # torch receives it with no copy
-        dt = _DTYPES[a.dtype]
-        # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
-        # checked above (the core checks every size against the tensors again), and
-        # the generic layer's conversions cost more host time than the product.
-        fields = {
-            "a": ha,
-            "b": hb,
-            "m": m,
-            "n": n,
-            "k": k,
-            "trans_a": trans_a,
-            "trans_b": trans_b,
-            "lda": ha.shape[-1],
-            "ldb": hb.shape[-1],
-            "in_dtype": dt,
-            "out_dtype": dt,
-            "out": out,
-            "act": activation_code(epi.get("activation")),
-            "bias": epi.get("bias"),
-            "variant": dev._pick(None, m, n, k, dt),
-        }
+        a0 = specs[0][0]
+        dev = device_for(a0)
+        ordinal = a0.device.index if a0.device.index is not None else torch.cuda.current_device()
+        staged: dict = {}
+        prepared = [
+            _prepare_product(dev, ordinal, "" if len(specs) == 1 else f"g{i}", a, b, staged, **kw)
+            for i, (a, b, kw) in enumerate(specs)
+        ]
+        _run_ordered(dev, a0, [run for run, _ in prepared])
+        return [result for _, result in prepared]
 
-        def run(order: Optional[tuple]) -> None:
-            if order is not None:
-                fields["wait_value"], fields["signal_value"] = order
-            dev._gemm(**fields)
 
-        _run_ordered(dev, a, run)
-        return _to_torch(out)
+def _product(a: torch.Tensor, b: torch.Tensor, **kw: Any) -> torch.Tensor:
+    """op(a) @ op(b) (+ bias, activation) for 2-D float16 or bfloat16 CUDA tensors, as a torch tensor."""
+    return _products((a, b, kw))[0]
+
+
+def _grad_products(needs: tuple, ga: tuple, gb: tuple) -> tuple:
+    """The two gradient products of a product's backward that autograd asks for
+    (needs: needs_input_grad of the two operands), as one group."""
+    specs = [spec for need, spec in zip(needs, (ga, gb)) if need]
+    outs = iter(_products(*specs) if specs else [])
+    return tuple(next(outs) if need else None for need in needs)
 
 
 class _Matmul(torch.autograd.Function):
@@ -393,31 +458,36 @@ class _Matmul(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         a, b = ctx.saved_tensors
         g = grads[0].contiguous()
-        ga = _product(g, b, trans_b=True) if ctx.needs_input_grad[0] else None  # g @ b^T
-        gb = _product(a, g, trans_a=True) if ctx.needs_input_grad[1] else None  # a^T @ g
-        return ga, gb
+        # g @ b^T and a^T @ g
+        return _grad_products(ctx.needs_input_grad[:2], (g, b, {"trans_b": True}), (a, g, {"trans_a": True}))
 
 
 class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: Optional[torch.Tensor], act: Optional[str]):
-        ctx.save_for_backward(x, w, bias)
         ctx.act = act
-        return _product(x, w, trans_b=True, bias=bias, activation=act)
+        if act is None or not any(t is not None and t.requires_grad for t in (x, w, bias)):
+            ctx.save_for_backward(x, w, bias, None)
+            return _product(x, w, trans_b=True, bias=bias, activation=act)  # the fused epilogue
+        # Training: the pre-activation from Helios, the activation in torch, and the
+        # pre-activation kept for the backward (recomputing it there would cost a
+        # product and another CUDA <-> Vulkan hop pair per call).
+        z = _product(x, w, trans_b=True, bias=bias)
+        ctx.save_for_backward(x, w, bias, z)
+        return _ACTIVATIONS[act](z.float()).to(z.dtype)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        x, w, bias = ctx.saved_tensors
+        x, w, bias, z = ctx.saved_tensors
         g = grads[0].contiguous()
-        if ctx.act is not None:
-            # the activation's derivative at the pre-activation, recomputed (Helios, no activation)
-            z = _product(x, w, trans_b=True, bias=bias).float().requires_grad_(True)
+        if ctx.act is not None:  # the activation's derivative at the saved pre-activation
+            zf = z.float().requires_grad_(True)
             with torch.enable_grad():
-                y = _ACTIVATIONS[ctx.act](z)
-            (gz,) = torch.autograd.grad(y, z, g.float())
+                y = _ACTIVATIONS[ctx.act](zf)
+            (gz,) = torch.autograd.grad(y, zf, g.float())
             g = gz.to(x.dtype).contiguous()
-        gx = _product(g, w) if ctx.needs_input_grad[0] else None  # g @ w
-        gw = _product(g, x, trans_a=True) if ctx.needs_input_grad[1] else None  # g^T @ x
+        # g @ w and g^T @ x
+        gx, gw = _grad_products(ctx.needs_input_grad[:2], (g, w, {}), (g, x, {"trans_a": True}))
         gb = g.float().sum(0).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
         return gx, gw, gb, None
 
@@ -444,7 +514,11 @@ class _Attention(torch.autograd.Function):
             _run_ordered(
                 dev,
                 q,
-                lambda order: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse),
+                [
+                    lambda order: run_attention(
+                        dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse
+                    )
+                ],
             )
         # Saved as torch tensors (their exports keep the Helios memory out of the result
         # pool, and autograd's version counters catch an in-place change of o).
@@ -469,7 +543,7 @@ class _Attention(torch.autograd.Function):
                     dev, hq, hk, hv, out, hdo, lse, causal=ctx.causal, scale=ctx.scale, order=order, grads=gs
                 )
 
-            _run_ordered(dev, q, run)
+            _run_ordered(dev, q, [run])
         return gts[0], gts[1], gts[2], None, None
 
 
@@ -493,7 +567,10 @@ def linear(
     out_features x in_features; x is (..., in_features)), with the bias and the
     activation fused into the product's epilogue. activation: None, "relu",
     "gelu_tanh" or "silu". Differentiable: x and weight gradients are Helios
-    products, the activation's derivative is taken at the recomputed pre-activation."""
+    products, submitted together. Where a gradient is wanted and there is an
+    activation, Helios gives the pre-activation (bias fused), torch applies the
+    activation in fp32 and the pre-activation is kept for the backward (its
+    derivative is taken there, with no product recomputed)."""
     _check("x", x)
     _check("weight", weight, (2,))
     _same_dtype("linear", ("x", x), ("weight", weight))

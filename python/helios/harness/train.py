@@ -367,6 +367,10 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         limit = int(default_device().info["max_storage_buffer_range"])
     check_config(cfg, limit)
     result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
+    # torch's products as Helios computes them: fp32 accumulation with no reduced-precision
+    # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
+    # curves differ by the kernels' rounding only
+    result["numerics"] = lock_numerics(torch)
     GPT, TorchOps, HeliosOps, HostOps = build(torch)
     trained: Optional[Any] = None
     ddp = distributed_rank()
@@ -512,6 +516,19 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     if ddp:
         torch.distributed.destroy_process_group()
     return result
+
+
+def lock_numerics(torch: Any) -> dict:
+    """Sets and returns the torch matmul settings every adapter trains under."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    return {
+        "allow_tf32": False,
+        "allow_bf16_reduced_precision_reduction": False,
+        "allow_fp16_reduced_precision_reduction": False,
+    }
 
 
 def _ordered_helios_device(t: Any) -> Optional[Any]:
