@@ -327,11 +327,19 @@ def inference_smoke(cfg: TrainConfig, model: Any, torch_ops: Any, helios_ops: An
         div = next((i for i, (a, b) in enumerate(zip(entry["torch"], entry["helios"])) if a != b), None)
         entry["first_divergence"] = div
         if div is not None:
-            top = entry["torch_logits"][div][0].topk(2).values
+            row = entry["torch_logits"][div][0].float()
+            top = row.topk(2).values
             entry["torch_margin_at_divergence"] = float(top[0] - top[1])
+            # torch's own logits for its pick and Helios's: a tie where they are within
+            # one bfloat16 step of each other (the logits are rounded to bf16), where
+            # either pick is the greedy token
+            gap = float(row[entry["torch"][div]] - row[entry["helios"][div]])
+            entry["torch_margin_to_helios_pick"] = gap
+            entry["tie_at_divergence"] = gap <= abs(float(top[0])) * 2.0**-7
         del entry["torch_logits"], entry["helios_logits"]
         res["prompts"].append(entry)
     res["same_tokens"] = all(e["first_divergence"] is None for e in res["prompts"])
+    res["same_tokens_up_to_ties"] = all(e["first_divergence"] is None or e["tie_at_divergence"] for e in res["prompts"])
     res["decode_tokens_per_s"] = {k: float(np.median(v)) for k, v in rates.items()}
     return res
 
@@ -596,7 +604,8 @@ def train_markdown(result: dict) -> str:
             "",
             f"Inference smoke (greedy, KV cache, {inf['new_tokens']} new tokens from each of 3 prompts, the "
             f"torch_eager-trained weights): same tokens: {inf['same_tokens']} (first divergence per prompt: "
-            f"{divs}); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
+            f"{divs}{'; each at a tie of torch logits' if not inf['same_tokens'] and inf.get('same_tokens_up_to_ties') else ''}"
+            f"); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
         ]
     elif inf:
         lines += ["", f"Inference smoke: {inf.get('error')}"]
