@@ -11,7 +11,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #ifdef IN_BF16
 #extension GL_EXT_bfloat16 : require
-#define HELIOS_BF16_NATIVE
 #define IN_T bfloat16_t
 #else
 #define IN_T float16_t
@@ -138,8 +137,11 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
     [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
         const uint row0 = r0 + w * TM;                                                     \
         [[unroll]] for (uint j = 0; j < D / TN; j++) {                                     \
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of =         \
+                ACC[w][j] * (mul);                                                         \
+            ROUND_FRAG_BF16(of);                                                           \
             coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =          \
-                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(ACC[w][j] * (mul)); \
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);      \
             if ((first_row) + BR <= OWN_ROWS) {                                            \
                 coopMatStore(oh, BUF, (hb) + row0 * DV + j * (TN / 8), DV,                 \
                              gl_CooperativeMatrixLayoutRowMajor);                          \

@@ -32,7 +32,6 @@
 // scores, softmax and the O accumulator stay fp32.
 #ifdef IN_BF16
 #extension GL_EXT_bfloat16 : require
-#define HELIOS_BF16_NATIVE
 #define IN_T bfloat16_t
 #else
 #define IN_T float16_t
@@ -120,7 +119,7 @@ void sub_sync() {
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {
 #ifdef IN_BF16
-    return pack_bf16x2(a, b);
+    return pack_bf16x2_finite(a, b);
 #else
     return packHalf2x16(vec2(a, b));
 #endif
@@ -294,8 +293,10 @@ void main() {
         coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
         const uint row0 = r0 + w * TM;
         [[unroll]] for (uint j = 0; j < D / TN; j++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of = o[w][j] * am;
+            ROUND_FRAG_BF16(of);
             coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
-                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(o[w][j] * am);
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);
             if (q0 + BR <= p.sq) {   // workgroup-uniform: lavapipe mis-runs subgroup barriers that
                                      // only some subgroups of a workgroup reach
                 coopMatStore(oh, o128, qbase + row0 * DV + j * (TN / 8), DV, gl_CooperativeMatrixLayoutRowMajor);

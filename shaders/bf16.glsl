@@ -13,15 +13,34 @@ uint f32_to_bf16(float x) {
     const uint u = floatBitsToUint(x);
     return isnan(x) ? ((u >> 16) | 0x40u) : ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
-// Two values as two bfloat16 in one word (a low), rounded to nearest even. A kernel
-// that enables GL_EXT_bfloat16 defines HELIOS_BF16_NATIVE first: the conversion is
-// then one instruction on the GPU (the attention softmax packs P with it; by bits it
-// cost 12-14% at d=128 on the H100, h100-bf16-708816f).
-uint pack_bf16x2(float a, float b) {
-#ifdef HELIOS_BF16_NATIVE
-    return packUint2x16(bfloat16BitsToUintEXT(bf16vec2(a, b)));
-#else
-    return f32_to_bf16(a) | (f32_to_bf16(b) << 16);
-#endif
+// Rounding is always done here, by bits: NVIDIA's native f32 -> bf16 conversion
+// (OpFConvert, coopmat conversions) rounds toward zero (scripts/rounding_probe.py on
+// the H100, driver 580: every bf16 product and attention output 0.5-1 ulp low on
+// average), and SPIR-V leaves the default rounding to the implementation.
+
+// Two values as two bfloat16 in one word (a low), rounded to nearest even.
+uint pack_bf16x2(float a, float b) { return f32_to_bf16(a) | (f32_to_bf16(b) << 16); }
+
+// The same for values known to be finite (softmax probabilities): no NaN test.
+uint pack_bf16x2_finite(float a, float b) {
+    const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    return ((ua + 0x7FFFu + ((ua >> 16) & 1u)) >> 16) | ((ub + 0x7FFFu + ((ub >> 16) & 1u)) & 0xFFFF0000u);
 }
+
+// x rounded to the nearest bfloat16 (ties to even), as an fp32 that any f32 -> bf16
+// conversion then converts exactly (NaN stays NaN).
+float round_bf16(float x) {
+    const uint u = floatBitsToUint(x);
+    return isnan(x) ? x : uintBitsToFloat((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+// Rounds each element of an fp32 cooperative matrix to the nearest bfloat16 in place
+// (IN_BF16 / OUT_BF16 kernels: before the fragment's conversion to bfloat16, which
+// then is exact); nothing for fp16, whose native conversion rounds to nearest even.
+#if defined(IN_BF16) || defined(OUT_BF16)
+#define ROUND_FRAG_BF16(f) \
+    for (int i_ = 0; i_ < (f).length(); i_++) (f)[i_] = round_bf16((f)[i_])
+#else
+#define ROUND_FRAG_BF16(f)
+#endif
 #endif

@@ -28,7 +28,6 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #ifdef IN_BF16
 #extension GL_EXT_bfloat16 : require
-#define HELIOS_BF16_NATIVE
 #define IN_T bfloat16_t
 #else
 #define IN_T float16_t
@@ -289,8 +288,16 @@ void main() {
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(part, ws, wbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (store_whole) {
+#ifdef OUT_BF16
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> rounded =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                ROUND_FRAG_BF16(rounded);
+                coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
+                    coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(rounded);
+#else
                 coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
                     coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+#endif
                 coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (vec_store && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
                 // Interior tiles: through this subgroup's own scratch
