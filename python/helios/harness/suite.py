@@ -446,7 +446,8 @@ def suite_markdown(result: dict) -> str:
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
         "wall clock (uploads + downloads included); helios_torch: host wall clock (device-to-device "
-        "staging and one host wait per product included). Peak memory: Helios's device-local "
+        "staging, and per product the switches between the CUDA and the Vulkan context, included; "
+        "ordered without host waits where the device shares a semaphore with CUDA). Peak memory: Helios's device-local "
         "allocations (weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
     ]
     ext = result.get("external_adapters") or {}
