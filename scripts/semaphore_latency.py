@@ -100,40 +100,22 @@ def main() -> int:
     def host_wait(s: int) -> None:
         dev._host_wait(s, 10_000_000_000)
 
-    def iso_vk() -> None:
-        _, s = dev._async_values()
-        helios_op(0, s)
-        host_wait(s)
+    def isolated(torch_op: bool, signal: bool, sync: bool, wait: bool) -> Callable[[], None]:
+        """One iteration ending in a host wait: [torch op] [the stream signals w]
+        [stream sync] the Helios op [waiting for w]."""
 
-    def iso_cuda_to_vk() -> None:
-        x.add_(1)
-        w, s = dev._async_values()
-        dev._cuda_signal(stream, w)
-        helios_op(w, s)
-        host_wait(s)
+        def step() -> None:
+            if torch_op:
+                x.add_(1)
+            w, s = dev._async_values()
+            if signal:
+                dev._cuda_signal(stream, w)
+            if sync:
+                torch.cuda.current_stream().synchronize()
+            helios_op(w if wait else 0, s)
+            host_wait(s)
 
-    def iso_presignaled() -> None:
-        x.add_(1)
-        w, s = dev._async_values()
-        dev._cuda_signal(stream, w)
-        torch.cuda.current_stream().synchronize()
-        helios_op(w, s)
-        host_wait(s)
-
-    def iso_torch_then_vk() -> None:
-        x.add_(1)
-        torch.cuda.current_stream().synchronize()
-        _, s = dev._async_values()
-        helios_op(0, s)
-        host_wait(s)
-
-    def iso_signal_then_vk() -> None:
-        x.add_(1)
-        w, s = dev._async_values()
-        dev._cuda_signal(stream, w)
-        torch.cuda.current_stream().synchronize()
-        helios_op(0, s)
-        host_wait(s)
+        return step
 
     def iso_round_trip() -> None:
         round_trip()
@@ -175,12 +157,12 @@ def main() -> int:
         "vk_to_cuda": vk_to_cuda,
         "round_trip": round_trip,
         "chain2": chain2,
-        "iso_vk": iso_vk,
-        "iso_cuda_to_vk": iso_cuda_to_vk,
-        "iso_presignaled": iso_presignaled,
+        "iso_vk": isolated(torch_op=False, signal=False, sync=False, wait=False),
+        "iso_cuda_to_vk": isolated(torch_op=True, signal=True, sync=False, wait=True),
+        "iso_presignaled": isolated(torch_op=True, signal=True, sync=True, wait=True),
         "iso_round_trip": iso_round_trip,
-        "iso_torch_then_vk": iso_torch_then_vk,
-        "iso_signal_then_vk": iso_signal_then_vk,
+        "iso_torch_then_vk": isolated(torch_op=True, signal=False, sync=True, wait=False),
+        "iso_signal_then_vk": isolated(torch_op=True, signal=True, sync=True, wait=False),
     }
     for name, step in modes.items():
         out["modes"][name] = timed(step)
