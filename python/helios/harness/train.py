@@ -577,7 +577,7 @@ def train_markdown(result: dict) -> str:
             else ""
         ),
         "",
-        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | in Helios kernels | first loss | "
+        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | Helios GPU spans | first loss | "
         "last loss | max dev vs eager | peak MiB |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -609,4 +609,12 @@ def train_markdown(result: dict) -> str:
         ]
     elif inf:
         lines += ["", f"Inference smoke: {inf.get('error')}"]
+    if any(r.get("helios_kernel_ms_p50") is not None for r in result["rows"]):
+        lines += [
+            "",
+            "Helios GPU spans: the step's ordered Helios submissions, timestamp to timestamp, summed (p50 "
+            "over the timed steps) and as a share of the step. Each span also holds the GPU's switches "
+            "between the CUDA and the Vulkan context and any CUDA work time-sliced into it: an upper "
+            "bound on the time in Helios kernels, not its measure.",
+        ]
     return "\n".join(lines) + "\n"
