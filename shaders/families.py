@@ -158,7 +158,11 @@ MATMUL_VARIANT = VariantStruct(
         ("sg_n", "uint32_t", ""),
         ("acc", "hl_dtype", "accumulator type"),
         ("direct_load", "int", "1: coop loads straight from global memory", "load"),
-        ("stages", "uint32_t", "1: load-then-compute; 2: register-prefetch pipeline"),
+        (
+            "stages",
+            "uint32_t",
+            "1: load-then-compute; 2: register prefetch; 3: + two shared buffers, one barrier; 4: 3 with stores between k-steps",
+        ),
         ("splitk", "uint32_t", "K split into this many fp32 partial products (1: none)"),
         ("raster", "uint32_t", "block rows per rasterization group (1: plain row order)"),
         ("threads", "uint32_t", "coop2: invocations per workgroup (workgroup-scope matrices)"),
@@ -195,7 +199,7 @@ MATMUL_VARIANT = VariantStruct(
                 Dims("sg", ("sg_m", "sg_n")),
                 Choice("acc=", "acc", ("f32", "f16"), ("HL_F32", "HL_F16"), "f32"),
                 Choice("load=", "direct_load", ("shared", "direct"), ("0", "1"), "shared"),
-                Num("stages=", "stages", 1, 2, default=2),
+                Num("stages=", "stages", 1, 4, default=2),
                 # The 7-item strings predate split-K and rasterization.
                 Num("splitk=", "splitk", 1, 16, default=1, absent=1),
                 Num("raster=", "raster", 1, 64, default=8, absent=1),

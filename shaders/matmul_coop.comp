@@ -6,8 +6,11 @@
 // shared buffer (rows padded by 16 bytes against bank conflicts). STAGES=2 is a
 // register prefetch: the next slab's global loads are issued before the current
 // slab's MMAs, so they are in flight while the tensor cores work (measured on
-// the H100 as the loop shape that wins; two shared buffers did not, see
-// docs/perf-notes.md). DIRECT=true loads fragments straight from global memory.
+// the H100 as the loop shape that wins; see docs/perf-notes.md). STAGES=3 adds
+// a second shared buffer (declared apart, so no buffer index is computed at run
+// time): the next slab's registers go to the other buffer after the current
+// slab's MMAs (STAGES=4: between its k-steps), and one barrier per slab is enough. DIRECT=true loads fragments
+// straight from global memory.
 //
 // Interior workgroups (block inside C, rows 16-byte aligned, whole K slabs) run
 // a loop with no bounds checks; edge workgroups run the same loop with checks
@@ -73,6 +76,10 @@ const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 
 shared uvec4 As[A_R * A_ROW];
 shared uvec4 Bs[B_R * B_ROW];
+// The second buffer of STAGES=3 and 4; one vector otherwise (a size from
+// constants: STAGES / 3 is 1 for 3 and 4, 0 below).
+shared uvec4 As1[A_R * A_ROW * (STAGES / 3u) + 1u];
+shared uvec4 Bs1[B_R * B_ROW * (STAGES / 3u) + 1u];
 shared float scratch[WM * WN * TM * TN];
 // The staged 16-byte store: every invocation of a subgroup owns 8 elements of a tile.
 // (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
@@ -134,43 +141,61 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
     }
 }
 
-// Registers -> the shared slab.
-void commit(uint tid) {
-    [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
-        uint i = tid + r * THREADS;
-        if (A_VECS % THREADS == 0u || i < A_VECS) As[(i / A_VPR) * A_ROW + i % A_VPR] = ra[r];
+// Registers -> a shared slab (A part, B part), and a slab's MMAs: one definition,
+// one copy per shared buffer (GLSL passes no shared array by reference).
+// `store_other` (STAGES=4) interleaves the next slab's stores into the other
+// buffer with this slab's k-steps: A's after the first, B's after the last.
+#define DEFINE_COMMIT(SUFFIX, AS, BS)                                                                   \
+    void commit_a##SUFFIX(uint tid) {                                                                   \
+        [[unroll]] for (uint r = 0; r < A_PER_T; r++) {                                                 \
+            uint i = tid + r * THREADS;                                                                 \
+            if (A_VECS % THREADS == 0u || i < A_VECS) AS[(i / A_VPR) * A_ROW + i % A_VPR] = ra[r];      \
+        }                                                                                               \
+    }                                                                                                   \
+    void commit_b##SUFFIX(uint tid) {                                                                   \
+        [[unroll]] for (uint r = 0; r < B_PER_T; r++) {                                                 \
+            uint i = tid + r * THREADS;                                                                 \
+            if (B_VECS % THREADS == 0u || i < B_VECS) BS[(i / B_VPR) * B_ROW + i % B_VPR] = rb[r];      \
+        }                                                                                               \
+    }                                                                                                   \
+    void commit##SUFFIX(uint tid) {                                                                     \
+        commit_a##SUFFIX(tid);                                                                          \
+        commit_b##SUFFIX(tid);                                                                          \
     }
-    [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
-        uint i = tid + r * THREADS;
-        if (B_VECS % THREADS == 0u || i < B_VECS) Bs[(i / B_VPR) * B_ROW + i % B_VPR] = rb[r];
-    }
-}
 
-void multiply_shared(uint wm, uint wn) {
-    [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
-        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
-        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
-        [[unroll]] for (uint i = 0; i < SG_M; i++) {
-            if (TRANS_A)
-                coopMatLoad(fa[i], As, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-            else
-                coopMatLoad(fa[i], As, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,
-                            gl_CooperativeMatrixLayoutRowMajor);
-        }
-        [[unroll]] for (uint j = 0; j < SG_N; j++) {
-            if (TRANS_B)
-                coopMatLoad(fb[j], Bs, ((wn * SG_N + j) * TN) * B_ROW + kk / 8, B_ROW,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-            else
-                coopMatLoad(fb[j], Bs, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,
-                            gl_CooperativeMatrixLayoutRowMajor);
-        }
-        [[unroll]] for (uint i = 0; i < SG_M; i++)
-            [[unroll]] for (uint j = 0; j < SG_N; j++)
-                acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);
+#define DEFINE_MULTIPLY(SUFFIX, AS, BS, OTHER)                                                          \
+    void multiply_shared##SUFFIX(uint wm, uint wn, bool store_other, uint tid) {                        \
+        [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {                                               \
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];                            \
+            coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];                            \
+            [[unroll]] for (uint i = 0; i < SG_M; i++) {                                                \
+                if (TRANS_A)                                                                            \
+                    coopMatLoad(fa[i], AS, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,              \
+                                gl_CooperativeMatrixLayoutColumnMajor);                                 \
+                else                                                                                    \
+                    coopMatLoad(fa[i], AS, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,              \
+                                gl_CooperativeMatrixLayoutRowMajor);                                    \
+            }                                                                                           \
+            [[unroll]] for (uint j = 0; j < SG_N; j++) {                                                \
+                if (TRANS_B)                                                                            \
+                    coopMatLoad(fb[j], BS, ((wn * SG_N + j) * TN) * B_ROW + kk / 8, B_ROW,              \
+                                gl_CooperativeMatrixLayoutColumnMajor);                                 \
+                else                                                                                    \
+                    coopMatLoad(fb[j], BS, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,              \
+                                gl_CooperativeMatrixLayoutRowMajor);                                    \
+            }                                                                                           \
+            [[unroll]] for (uint i = 0; i < SG_M; i++)                                                  \
+                [[unroll]] for (uint j = 0; j < SG_N; j++)                                              \
+                    acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);                 \
+            if (store_other && kk == 0u) commit_a##OTHER(tid);                                          \
+            if (store_other && kk + TK >= BK) commit_b##OTHER(tid);                                     \
+        }                                                                                               \
     }
-}
+
+DEFINE_COMMIT(0, As, Bs)
+DEFINE_COMMIT(1, As1, Bs1)
+DEFINE_MULTIPLY(0, As, Bs, 1)
+DEFINE_MULTIPLY(1, As1, Bs1, 0)
 
 void multiply_direct(uint row0, uint col0, uint k0) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
@@ -200,21 +225,44 @@ void multiply_direct(uint row0, uint col0, uint k0) {
 
 // The K loop over [kbeg, kend) through shared memory.
 void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, uint wm, uint wn) {
-    if (STAGES >= 2u) {
+    if (STAGES >= 3u) {
+        // Slabs alternate between the two buffers, two per trip. A slab's stores go
+        // to the buffer its predecessor's MMAs do not read; the one barrier after
+        // them both publishes the stores and retires the reads of the buffer the
+        // next stores overwrite (those reads ended before the previous barrier).
+        // STAGES=3 stores after the MMAs, STAGES=4 between their k-steps.
+        const bool inter = STAGES == 4u;
+        fetch(checked, m0, n0, kbeg, kend, tid);
+        commit0(tid);
+        barrier();
+        for (uint k0 = kbeg; k0 < kend; k0 += 2u * BK) {
+            const bool more1 = k0 + BK < kend;   // uniform: the barriers stay in uniform flow
+            if (more1) fetch(checked, m0, n0, k0 + BK, kend, tid);
+            multiply_shared0(wm, wn, inter && more1, tid);
+            if (!inter && more1) commit1(tid);
+            barrier();
+            if (!more1) break;
+            const bool more2 = k0 + 2u * BK < kend;
+            if (more2) fetch(checked, m0, n0, k0 + 2u * BK, kend, tid);
+            multiply_shared1(wm, wn, inter && more2, tid);
+            if (!inter && more2) commit0(tid);
+            barrier();
+        }
+    } else if (STAGES == 2u) {
         fetch(checked, m0, n0, kbeg, kend, tid);
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
-            commit(tid);
+            commit0(tid);
             barrier();
             if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);   // in flight during the MMAs
-            multiply_shared(wm, wn);
+            multiply_shared0(wm, wn, false, tid);
             barrier();
         }
     } else {
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
             fetch(checked, m0, n0, k0, kend, tid);
-            commit(tid);
+            commit0(tid);
             barrier();
-            multiply_shared(wm, wn);
+            multiply_shared0(wm, wn, false, tid);
             barrier();
         }
     }

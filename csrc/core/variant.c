@@ -31,9 +31,13 @@ const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n
     return NULL;
 }
 
+/* matmul_coop.comp's shared memory: the A and B slabs (two of each with
+ * stages=3 and 4, one vector each of the unused second pair otherwise) and a scratch
+ * tile per subgroup. */
 static uint32_t coop_shared_bytes(const hl_variant *v, uint32_t subgroups) {
     uint32_t a = v->bm * (v->bk / 8 + 1) * 16, b = v->bk * (v->bn / 8 + 1) * 16;
-    return a + b + subgroups * v->tm * v->tn * 4;
+    uint32_t buffers = v->stages >= 3 ? 2 : 1;
+    return buffers * (a + b) + 2 * 16 + subgroups * v->tm * v->tn * 4;
 }
 
 /* The opt-in NV cooperative matrix 2 family: workgroup-scope matrices whose
@@ -316,7 +320,9 @@ static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
 
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
-     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path). */
+     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path,
+     * two shared buffers at BK=32, stores after or between k-steps: two BK=64 slabs
+     * do not fit 48 KB). */
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
     enum {
         WIDE_DEFAULT,
@@ -328,6 +334,8 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
         WIDE_2X4,
         WIDE_4X2,
         WIDE_DIRECT_STORE,
+        WIDE_DOUBLE_BUFFER,
+        WIDE_INTERLEAVED,
         N_WIDE
     };
     const hl_caps *c = &dev->caps;
@@ -363,6 +371,10 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                         if (w == WIDE_BK32) {
                             if (v.bk == 32) continue;
                             v.bk = 32;
+                        }
+                        if (w == WIDE_DOUBLE_BUFFER || w == WIDE_INTERLEAVED) {
+                            v.stages = w == WIDE_DOUBLE_BUFFER ? 3 : 4;
+                            if (v.bk > 32 && 32 % v.tk == 0) v.bk = 32;
                         }
                     }
                     if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
