@@ -27,10 +27,10 @@ import numpy as np
 import helios
 from helios.device import random_inputs, warmup_launches
 from helios.harness.shapes import parse_shapes, shape_str
-from helios.tune import check_candidate, read_variant_list
+from helios.tune import CHECK_SHAPES, check_candidate, read_variant_list
 
-# Odd shapes: tails in every dimension, K shorter than a slab, K split unevenly.
-ODD = [(1, 1, 1), (7, 17, 63), (65, 127, 129), (383, 384, 385), (130, 7, 1), (129, 255, 33), (257, 136, 1000)]
+# The tuner's check shapes (tails, and whole blocks with whole slabs) and more tails.
+ODD = CHECK_SHAPES + [(7, 17, 63), (130, 7, 1), (129, 255, 33)]
 
 
 def main() -> int:

@@ -252,8 +252,9 @@ void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, u
         // the accumulators are never live in one thread), unrolled so that every
         // set and buffer index is a constant; both count the same n + 1 barriers.
         const uint n = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
-        if (tid >= THREADS) {
-            const uint lt = tid - THREADS;
+        // Roles by subgroup (the tiles' owners are too), loads numbered within the loaders.
+        if (gl_SubgroupID >= WM * WN) {
+            const uint lt = (gl_SubgroupID - WM * WN) * SUBGROUP + gl_SubgroupInvocationID;
             [[unroll]] for (uint s = 0; s < RING; s++)
                 if (s < n) fetch(checked, m0, n0, kbeg + s * BK, kend, lt, s);
             for (uint j0 = 0; j0 <= n; j0 += RING) {
@@ -394,14 +395,15 @@ void main() {
             } else if (vec_store && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
                 // Interior tiles: through this subgroup's own scratch
                 // tile, 8 consecutive elements per invocation, one 16-byte store each
-                // (two for f32); only the subgroup synchronizes (loader subgroups
-                // skip the work: no workgroup barrier in it).
+                // (two for f32); only the subgroup synchronizes. Loader subgroups
+                // take the same barriers and skip the work (lavapipe's subgroup
+                // barriers go wrong when some subgroups skip them).
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                if (holds_tiles) coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
                 if (holds_tiles) {
-                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
-                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-                    coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();
                     const uint e0 = lane * 8u;
                     const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
                     float v[8];
@@ -412,9 +414,9 @@ void main() {
                     c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
                     c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
 #endif
-                    subgroupMemoryBarrierShared();
-                    subgroupBarrier();   // the next tile reuses the scratch tile
                 }
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();   // the next tile reuses the scratch tile
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);

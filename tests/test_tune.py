@@ -333,3 +333,14 @@ def test_attention_candidate_failing_its_check_is_never_chosen(device, monkeypat
     monkeypatch.setattr(tune, "check_attention_candidate", lambda *a, **k: "all fail")
     with pytest.raises(RuntimeError, match="failed its check"):
         tune.tune_attention(device, [(1, 1, 32, 16)], variants=cands, iters=2, warmup=1, warmup_ms=0)
+
+
+def test_check_shapes_reach_the_unchecked_loop(device):
+    """The tuner's (and sweep.py's) correctness check must run every listed variant's
+    interior path too: a shape of whole blocks and whole slabs for each variant's
+    tile (a tail-only check once passed a loop whose interior stores were wrong)."""
+    for v in device.variants():
+        f = helios._helios.variant_fields(v)
+        if f["path"] == "scalar":
+            continue
+        assert any(m % f["bm"] == 0 and n % f["bn"] == 0 and k % f["bk"] == 0 for m, n, k in tune.CHECK_SHAPES), v
