@@ -109,9 +109,9 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
 }
 
 // Timing models (scripts/gemm_model.sh builds a tree with one of these defined):
-// each strips one mechanism from the STAGES=2 loop so that its cost shows as a
-// difference in time. Results are wrong by construction; no shipped build
-// defines them.
+// each strips one mechanism from the STAGES=2 loop (NO_GLOBAL and NO_BARRIER
+// from STAGES=3's too) so that its cost shows as a difference in time. Results
+// are wrong by construction; no shipped build defines them.
 //   MODEL_NO_GLOBAL     slabs filled from registers: no global loads
 //   MODEL_NO_BARRIER    no workgroup barriers in the loop (a race)
 //   MODEL_MMA_ONLY      fragment loads and MMAs only: no slab loads, stores, barriers
@@ -266,16 +266,16 @@ void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, u
                         else commit1(lt, s);
                         if (j + RING < n) fetch(checked, m0, n0, kbeg + (j + RING) * BK, kend, lt, s);
                     }
-                    barrier();
+                    LOOP_BARRIER();
                 }
             }
         } else {
             for (uint j0 = 0; j0 <= n; j0 += 2u) {
                 if (j0 > 0u) multiply_shared1(wm, wn);   // slab j0 - 1 (odd) is in buffer 1
-                barrier();
+                LOOP_BARRIER();
                 if (j0 + 1u > n) break;
                 multiply_shared0(wm, wn);                // slab j0 (even) is in buffer 0
-                barrier();
+                LOOP_BARRIER();
             }
         }
     } else if (STAGES == 2u) {
