@@ -158,11 +158,7 @@ MATMUL_VARIANT = VariantStruct(
         ("sg_n", "uint32_t", ""),
         ("acc", "hl_dtype", "accumulator type"),
         ("direct_load", "int", "1: coop loads straight from global memory", "load"),
-        (
-            "stages",
-            "uint32_t",
-            "1: load-then-compute; 2: register prefetch; 3: loader subgroups, 4 slabs in flight, two shared buffers",
-        ),
+        ("stages", "uint32_t", "1: load-then-compute; 2: register-prefetch pipeline"),
         ("splitk", "uint32_t", "K split into this many fp32 partial products (1: none)"),
         ("raster", "uint32_t", "block rows per rasterization group (1: plain row order)"),
         ("threads", "uint32_t", "coop2: invocations per workgroup (workgroup-scope matrices)"),
@@ -199,7 +195,7 @@ MATMUL_VARIANT = VariantStruct(
                 Dims("sg", ("sg_m", "sg_n")),
                 Choice("acc=", "acc", ("f32", "f16"), ("HL_F32", "HL_F16"), "f32"),
                 Choice("load=", "direct_load", ("shared", "direct"), ("0", "1"), "shared"),
-                Num("stages=", "stages", 1, 3, default=2),
+                Num("stages=", "stages", 1, 2, default=2),
                 # The 7-item strings predate split-K and rasterization.
                 Num("splitk=", "splitk", 1, 16, default=1, absent=1),
                 Num("raster=", "raster", 1, 64, default=8, absent=1),
@@ -306,8 +302,7 @@ FAMILIES = (
                 "THREADS_X",
                 "uint",
                 "128",
-                # stages=3: as many loader subgroups as MMA subgroups
-                "v->bm / (v->sg_m * v->tm) * (v->bn / (v->sg_n * v->tn)) * e->subgroup * (v->stages == 3 ? 2 : 1)",
+                "v->bm / (v->sg_m * v->tm) * (v->bn / (v->sg_n * v->tn)) * e->subgroup",
                 local_size=True,
             ),
             Spec("RASTER", "uint", "8", "v->raster"),

@@ -6,13 +6,8 @@
 // shared buffer (rows padded by 16 bytes against bank conflicts). STAGES=2 is a
 // register prefetch: the next slab's global loads are issued before the current
 // slab's MMAs, so they are in flight while the tensor cores work (measured on
-// the H100 as the loop shape that wins; see docs/perf-notes.md). STAGES=3 gives
-// the loads their own subgroups: as many loader subgroups as MMA subgroups,
-// each loader holding RING slabs in flight in registers (the MMA subgroups'
-// accumulators leave no room for more than one), storing them into two shared
-// buffers the MMA subgroups read in turn. The timing models found the loop bound
-// by global loads in flight, not by barriers (docs/perf-notes.md, session 10).
-// DIRECT=true loads fragments straight from global memory.
+// the H100 as the loop shape that wins; two shared buffers with one barrier per
+// slab and loader subgroups did not: docs/perf-notes.md, sessions 3 and 10). DIRECT=true loads fragments straight from global memory.
 //
 // Interior workgroups (block inside C, rows 16-byte aligned, whole K slabs) run
 // a loop with no bounds checks; edge workgroups run the same loop with checks
@@ -56,9 +51,7 @@
 #endif
 
 
-const uint THREADS = WM * WN * SUBGROUP;   // the MMA subgroups' invocations (and the loaders')
-const uint LOADERS = STAGES / 3u;          // 1: loader subgroups (STAGES=3), 0: none
-const uint RING = 1u + 3u * LOADERS;       // register slabs per loader invocation
+const uint THREADS = WM * WN * SUBGROUP;
 const uint BM = WM * SG_M * TM;
 const uint BN = WN * SG_N * TN;
 // Shared slabs copy the operand as stored: A is BM x BK (or BK x BM when
@@ -80,9 +73,6 @@ const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 
 shared uvec4 As[A_R * A_ROW];
 shared uvec4 Bs[B_R * B_ROW];
-// STAGES=3's second buffer; one vector otherwise (sizes from constants).
-shared uvec4 As1[A_R * A_ROW * LOADERS + 1u];
-shared uvec4 Bs1[B_R * B_ROW * LOADERS + 1u];
 shared float scratch[WM * WN * TM * TN];
 // The staged 16-byte store: every invocation of a subgroup owns 8 elements of a tile.
 // (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
@@ -109,9 +99,9 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
 }
 
 // Timing models (scripts/gemm_model.sh builds a tree with one of these defined):
-// each strips one mechanism from the STAGES=2 loop (NO_GLOBAL and NO_BARRIER
-// from STAGES=3's too) so that its cost shows as a difference in time. Results
-// are wrong by construction; no shipped build defines them.
+// each strips one mechanism from the STAGES=2 loop so that its cost shows as a
+// difference in time. Results are wrong by construction; no shipped build
+// defines them.
 //   MODEL_NO_GLOBAL     slabs filled from registers: no global loads
 //   MODEL_NO_BARRIER    no workgroup barriers in the loop (a race)
 //   MODEL_MMA_ONLY      fragment loads and MMAs only: no slab loads, stores, barriers
@@ -123,33 +113,30 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
 #endif
 
 coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[SG_M * SG_N];
-// Slabs in registers: RING sets, indexed by constants only (every call site
-// passes a literal set, so they stay registers).
-uvec4 ra[A_PER_T * RING];
-uvec4 rb[B_PER_T * RING];
+uvec4 ra[A_PER_T];
+uvec4 rb[B_PER_T];
 
 // This workgroup's batch offsets into A and B, in elements. Plain products
 // (BATCHED false) compile them to 0, so their loop is the one before batches.
 uint abase, bbase;
 
-// Global -> register set `set` for the slab at k0. `checked` and `set` are
-// constants at every call site, so each path compiles to its own straight-line
-// code. The unchecked path indexes in 16-byte vectors (every term a multiple of
-// 8 elements there). `tid` counts from 0 in the subgroups that load.
-void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid, uint set) {
+// Global -> registers for the slab at k0. `checked` is a constant at every call
+// site, so each path compiles to its own straight-line code. The unchecked path
+// indexes in 16-byte vectors (every term a multiple of 8 elements there).
+void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
     [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
         uint i = tid + r * THREADS;
         uint row = i / A_VPR, col = i % A_VPR;
         uint r0 = TRANS_A ? k0 : m0, c0 = TRANS_A ? m0 : k0;   // the slab's corner as stored
         if (checked)
-            ra[set * A_PER_T + r] = i < A_VECS ? load_a_checked(abase, r0 + row, c0 + col * 8u, TRANS_A ? kend : p.M,
+            ra[r] = i < A_VECS ? load_a_checked(abase, r0 + row, c0 + col * 8u, TRANS_A ? kend : p.M,
                                                 TRANS_A ? p.M : kend)
                                : uvec4(0);
         else if (A_VECS % THREADS == 0u || i < A_VECS)
 #ifdef MODEL_NO_GLOBAL
-            ra[set * A_PER_T + r] = uvec4(k0 + i);
+            ra[r] = uvec4(k0 + i);
 #else
-            ra[set * A_PER_T + r] = a128[abase / 8u + (r0 + row) * (p.lda / 8u) + c0 / 8u + col];
+            ra[r] = a128[abase / 8u + (r0 + row) * (p.lda / 8u) + c0 / 8u + col];
 #endif
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
@@ -157,63 +144,55 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid, uint se
         uint row = i / B_VPR, col = i % B_VPR;
         uint r0 = TRANS_B ? n0 : k0, c0 = TRANS_B ? k0 : n0;
         if (checked)
-            rb[set * B_PER_T + r] = i < B_VECS ? load_b_checked(bbase, r0 + row, c0 + col * 8u, TRANS_B ? p.N : kend,
+            rb[r] = i < B_VECS ? load_b_checked(bbase, r0 + row, c0 + col * 8u, TRANS_B ? p.N : kend,
                                                 TRANS_B ? kend : p.N)
                                : uvec4(0);
         else if (B_VECS % THREADS == 0u || i < B_VECS)
 #ifdef MODEL_NO_GLOBAL
-            rb[set * B_PER_T + r] = uvec4(k0 + i + 1u);
+            rb[r] = uvec4(k0 + i + 1u);
 #else
-            rb[set * B_PER_T + r] = b128[bbase / 8u + (r0 + row) * (p.ldb / 8u) + c0 / 8u + col];
+            rb[r] = b128[bbase / 8u + (r0 + row) * (p.ldb / 8u) + c0 / 8u + col];
 #endif
     }
 }
 
-// Register set -> a shared slab, and a slab's MMAs: one definition, one copy per
-// shared buffer (GLSL passes no shared array by reference).
-#define DEFINE_COMMIT(SUFFIX, AS, BS)                                                                   \
-    void commit##SUFFIX(uint tid, uint set) {                                                           \
-        [[unroll]] for (uint r = 0; r < A_PER_T; r++) {                                                 \
-            uint i = tid + r * THREADS;                                                                 \
-            if (A_VECS % THREADS == 0u || i < A_VECS) AS[(i / A_VPR) * A_ROW + i % A_VPR] = ra[set * A_PER_T + r];\
-        }                                                                                               \
-        [[unroll]] for (uint r = 0; r < B_PER_T; r++) {                                                 \
-            uint i = tid + r * THREADS;                                                                 \
-            if (B_VECS % THREADS == 0u || i < B_VECS) BS[(i / B_VPR) * B_ROW + i % B_VPR] = rb[set * B_PER_T + r];\
-        }                                                                                               \
+// Registers -> the shared slab.
+void commit(uint tid) {
+    [[unroll]] for (uint r = 0; r < A_PER_T; r++) {
+        uint i = tid + r * THREADS;
+        if (A_VECS % THREADS == 0u || i < A_VECS) As[(i / A_VPR) * A_ROW + i % A_VPR] = ra[r];
     }
-
-#define DEFINE_MULTIPLY(SUFFIX, AS, BS)                                                                 \
-    void multiply_shared##SUFFIX(uint wm, uint wn) {                                                    \
-        [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {                                               \
-            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];                            \
-            coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];                            \
-            [[unroll]] for (uint i = 0; i < SG_M; i++) {                                                \
-                if (TRANS_A)                                                                            \
-                    coopMatLoad(fa[i], AS, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,              \
-                                gl_CooperativeMatrixLayoutColumnMajor);                                 \
-                else                                                                                    \
-                    coopMatLoad(fa[i], AS, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,              \
-                                gl_CooperativeMatrixLayoutRowMajor);                                    \
-            }                                                                                           \
-            [[unroll]] for (uint j = 0; j < SG_N; j++) {                                                \
-                if (TRANS_B)                                                                            \
-                    coopMatLoad(fb[j], BS, ((wn * SG_N + j) * TN) * B_ROW + kk / 8, B_ROW,              \
-                                gl_CooperativeMatrixLayoutColumnMajor);                                 \
-                else                                                                                    \
-                    coopMatLoad(fb[j], BS, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,              \
-                                gl_CooperativeMatrixLayoutRowMajor);                                    \
-            }                                                                                           \
-            [[unroll]] for (uint i = 0; i < SG_M; i++)                                                  \
-                [[unroll]] for (uint j = 0; j < SG_N; j++)                                              \
-                    acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);                 \
-        }                                                                                               \
+    [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
+        uint i = tid + r * THREADS;
+        if (B_VECS % THREADS == 0u || i < B_VECS) Bs[(i / B_VPR) * B_ROW + i % B_VPR] = rb[r];
     }
+}
 
-DEFINE_COMMIT(0, As, Bs)
-DEFINE_COMMIT(1, As1, Bs1)
-DEFINE_MULTIPLY(0, As, Bs)
-DEFINE_MULTIPLY(1, As1, Bs1)
+void multiply_shared(uint wm, uint wn) {
+    [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
+        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[SG_M];
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb[SG_N];
+        [[unroll]] for (uint i = 0; i < SG_M; i++) {
+            if (TRANS_A)
+                coopMatLoad(fa[i], As, kk * A_ROW + ((wm * SG_M + i) * TM) / 8, A_ROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fa[i], As, ((wm * SG_M + i) * TM) * A_ROW + kk / 8, A_ROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint j = 0; j < SG_N; j++) {
+            if (TRANS_B)
+                coopMatLoad(fb[j], Bs, ((wn * SG_N + j) * TN) * B_ROW + kk / 8, B_ROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+            else
+                coopMatLoad(fb[j], Bs, kk * B_ROW + ((wn * SG_N + j) * TN) / 8, B_ROW,
+                            gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint i = 0; i < SG_M; i++)
+            [[unroll]] for (uint j = 0; j < SG_N; j++)
+                acc[i * SG_N + j] = coopMatMulAdd(fa[i], fb[j], acc[i * SG_N + j]);
+    }
+}
 
 void multiply_direct(uint row0, uint col0, uint k0) {
     [[unroll]] for (uint kk = 0; kk < BK; kk += TK) {
@@ -243,68 +222,33 @@ void multiply_direct(uint row0, uint col0, uint k0) {
 
 // The K loop over [kbeg, kend) through shared memory.
 void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, uint wm, uint wn) {
-    if (STAGES == 3u) {
-        // Step j: the loaders store slab j into buffer j % 2 and issue the loads of
-        // slab j + RING into the register set slab j left; the MMA subgroups
-        // multiply slab j - 1 from the other buffer; one barrier ends the step
-        // (it publishes slab j and retires the reads of the buffer step j + 1
-        // overwrites). Each role runs its own loop (so the loaders' RING slabs and
-        // the accumulators are never live in one thread), unrolled so that every
-        // set and buffer index is a constant; both count the same n + 1 barriers.
-        const uint n = kend > kbeg ? (kend - kbeg + BK - 1u) / BK : 0u;
-        // Roles by subgroup (the tiles' owners are too), loads numbered within the loaders.
-        if (gl_SubgroupID >= WM * WN) {
-            const uint lt = (gl_SubgroupID - WM * WN) * SUBGROUP + gl_SubgroupInvocationID;
-            [[unroll]] for (uint s = 0; s < RING; s++)
-                if (s < n) fetch(checked, m0, n0, kbeg + s * BK, kend, lt, s);
-            for (uint j0 = 0; j0 <= n; j0 += RING) {
-                [[unroll]] for (uint s = 0; s < RING; s++) {
-                    const uint j = j0 + s;
-                    if (j > n) break;
-                    if (j < n) {
-                        if (s % 2u == 0u) commit0(lt, s);
-                        else commit1(lt, s);
-                        if (j + RING < n) fetch(checked, m0, n0, kbeg + (j + RING) * BK, kend, lt, s);
-                    }
-                    LOOP_BARRIER();
-                }
-            }
-        } else {
-            for (uint j0 = 0; j0 <= n; j0 += 2u) {
-                if (j0 > 0u) multiply_shared1(wm, wn);   // slab j0 - 1 (odd) is in buffer 1
-                LOOP_BARRIER();
-                if (j0 + 1u > n) break;
-                multiply_shared0(wm, wn);                // slab j0 (even) is in buffer 0
-                LOOP_BARRIER();
-            }
-        }
-    } else if (STAGES == 2u) {
-        fetch(checked, m0, n0, kbeg, kend, tid, 0u);
+    if (STAGES >= 2u) {
+        fetch(checked, m0, n0, kbeg, kend, tid);
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
 #if defined(MODEL_MMA_ONLY)
-            multiply_shared0(wm, wn);
+            multiply_shared(wm, wn);
 #elif defined(MODEL_STAGING_ONLY)
-            commit0(tid, 0u);
+            commit(tid);
             barrier();
-            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid, 0u);
+            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);
             barrier();
 #else
-            commit0(tid, 0u);
+            commit(tid);
             LOOP_BARRIER();
-            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid, 0u);   // in flight during the MMAs
-            multiply_shared0(wm, wn);
+            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);   // in flight during the MMAs
+            multiply_shared(wm, wn);
             LOOP_BARRIER();
 #endif
         }
 #ifdef MODEL_STAGING_ONLY
-        multiply_shared0(wm, wn);
+        multiply_shared(wm, wn);
 #endif
     } else {
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
-            fetch(checked, m0, n0, k0, kend, tid, 0u);
-            commit0(tid, 0u);
+            fetch(checked, m0, n0, k0, kend, tid);
+            commit(tid);
             barrier();
-            multiply_shared0(wm, wn);
+            multiply_shared(wm, wn);
             barrier();
         }
     }
@@ -370,16 +314,13 @@ void main() {
     const bool store_whole = block_in && (split ? p.N % 4u == 0u
                                                 : !EPILOGUE && !vec_store && (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;
-    // STAGES=3's loader subgroups hold no tiles: they store nothing but take part
-    // in the workgroup barriers below.
-    const bool holds_tiles = sg < WM * WN;
     [[unroll]] for (uint i = 0; i < SG_M; i++) {
         [[unroll]] for (uint j = 0; j < SG_N; j++) {
             const uint gr = row0 + i * TM, gc = col0 + j * TN;
             if (store_whole && split) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-                if (holds_tiles) coopMatStore(part, ws, wbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(part, ws, wbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (store_whole) {
 #ifdef OUT_BF16
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> rounded =
@@ -391,41 +332,37 @@ void main() {
                 coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> out_tile =
                     coopmat<COOP_OUT_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
 #endif
-                if (holds_tiles) coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(out_tile, c, cbase + gr * p.N + gc, p.N, gl_CooperativeMatrixLayoutRowMajor);
             } else if (vec_store && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
                 // Interior tiles: through this subgroup's own scratch
                 // tile, 8 consecutive elements per invocation, one 16-byte store each
-                // (two for f32); only the subgroup synchronizes. Loader subgroups
-                // take the same barriers and skip the work (lavapipe's subgroup
-                // barriers go wrong when some subgroups skip them).
+                // (two for f32); only the subgroup synchronizes.
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-                if (holds_tiles) coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
-                if (holds_tiles) {
-                    const uint e0 = lane * 8u;
-                    const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
-                    float v[8];
-                    [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = epilogue(scratch[sbase + e0 + u], ci + u, q + u);
+                const uint e0 = lane * 8u;
+                const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
+                float v[8];
+                [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = epilogue(scratch[sbase + e0 + u], ci + u, q + u);
 #if defined(OUT_F16) || defined(OUT_BF16)
-                    c128[ci / 8u] = pack8_out(v);
+                c128[ci / 8u] = pack8_out(v);
 #else
-                    c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
-                    c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
+                c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
+                c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
 #endif
-                }
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();   // the next tile reuses the scratch tile
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
-                if (holds_tiles) coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
                 barrier();
                 [[unroll]] for (uint t = 0; t < (TM * TN + SUBGROUP - 1) / SUBGROUP; t++) {
                     uint e = lane + t * SUBGROUP;
                     uint r = gr + e / TN, q = gc + e % TN;
-                    if (holds_tiles && e < TM * TN && r < p.M && q < p.N) {
+                    if (e < TM * TN && r < p.M && q < p.N) {
                         if (split) ws[wbase + r * p.N + q] = scratch[sbase + e];
                         else store_c(cbase + r * p.N + q, epilogue(scratch[sbase + e], cbase + r * p.N + q, q));
                     }

@@ -61,7 +61,7 @@ def test_malformed_variant_is_value_error(device, variant):
         "coop:7x7x7:tile14x14x14:sg1x1:acc=f32:load=shared:stages=2",  # not in the table
         "coop:8x8x8:tile4000x4000x64:sg500x500:acc=f32:load=shared:stages=2",  # far too big
         "scalar:tile32x32x16:acc=f32",  # scalar is fixed
-        "coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=4",
+        "coop:16x16x16:tile128x128x32:sg4x4:acc=f32:load=shared:stages=3",
     ],
 )
 def test_unsupported_variant_is_unsupported_error(device, variant):

@@ -261,8 +261,8 @@ def test_range_rules_come_from_the_table(device):
         pytest.skip(
             f"the range rules are checked after the coop path's device rules; this device runs {default['path']}"
         )
-    with pytest.raises(helios.UnsupportedError, match="stages must be 1..3"):
-        device.check_variant(_helios.format_variant(default | {"stages": 4}))
+    with pytest.raises(helios.UnsupportedError, match="stages must be 1..2"):
+        device.check_variant(_helios.format_variant(default | {"stages": 3}))
     with pytest.raises(helios.UnsupportedError, match="splitk must be 1..16"):
         device.check_variant(_helios.format_variant(default | {"splitk": 17}))
 

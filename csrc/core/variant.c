@@ -31,13 +31,9 @@ const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n
     return NULL;
 }
 
-/* matmul_coop.comp's shared memory: the A and B slabs (two of each with
- * stages=3, one vector each of the unused second pair otherwise) and a scratch
- * tile per MMA subgroup. */
 static uint32_t coop_shared_bytes(const hl_variant *v, uint32_t subgroups) {
     uint32_t a = v->bm * (v->bk / 8 + 1) * 16, b = v->bk * (v->bn / 8 + 1) * 16;
-    uint32_t buffers = v->stages == 3 ? 2 : 1;
-    return buffers * (a + b) + 2 * 16 + subgroups * v->tm * v->tn * 4;
+    return a + b + subgroups * v->tm * v->tn * 4;
 }
 
 /* The opt-in NV cooperative matrix 2 family: workgroup-scope matrices whose
@@ -129,13 +125,8 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype i
                        name);
     const hl_status ranges = hl_schema_check_ranges(&hl_variant_schema, v, name, err);
     if (ranges != HL_OK) return ranges;
-    if (v->stages == 3 && v->direct_load)
-        return hl_fail(
-            err, HL_ERR_UNSUPPORTED_VARIANT,
-            "variant '%s': stages=3 (loader subgroups) feeds shared memory; load=direct has no slabs to load", name);
     uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
-    /* stages=3: as many loader subgroups as MMA subgroups */
-    uint32_t threads = subgroups * c->subgroup_size * (v->stages == 3 ? 2 : 1);
+    uint32_t threads = subgroups * c->subgroup_size;
     if (threads > c->max_workgroup_invocations)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs %u invocations per workgroup; device allows %u", name, threads,
@@ -325,8 +316,7 @@ static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
 
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
-     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path,
-     * loader subgroups at BK=32: two BK=64 slabs do not fit 48 KB). */
+     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path). */
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
     enum {
         WIDE_DEFAULT,
@@ -338,7 +328,6 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
         WIDE_2X4,
         WIDE_4X2,
         WIDE_DIRECT_STORE,
-        WIDE_LOADERS,
         N_WIDE
     };
     const hl_caps *c = &dev->caps;
@@ -374,10 +363,6 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
                         if (w == WIDE_BK32) {
                             if (v.bk == 32) continue;
                             v.bk = 32;
-                        }
-                        if (w == WIDE_LOADERS) {
-                            v.stages = 3;
-                            if (v.bk > 32 && 32 % v.tk == 0) v.bk = 32;
                         }
                     }
                     if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
