@@ -10,7 +10,10 @@ Variants: every one the device lists (default), a comma-separated list, or
 @FILE with one per line ('#' comments). Timing per (variant, shape): warm-up
 of at least --warmup launches and 200 ms of that variant's own work (an idle
 GPU drops its clocks), then --iters launches each between GPU timestamps;
-the median is reported with the batch figure beside it. --no-check times
+the median is reported with the batch figure beside it. Before each timing the
+SM clock is ramped with bursts of that variant's work (helios bench's rule: an
+idle H100 stayed at 345 MHz through 200 ms of work); a timing whose clock read
+low anyway is flagged `low_clock` and printed with '*'. --no-check times
 without the check: only for timing models (scripts/gemm_model.sh), whose
 results are wrong by construction; their rows say `"checked": false`.
 """
@@ -26,6 +29,7 @@ import numpy as np
 
 import helios
 from helios.device import random_inputs, warmup_launches
+from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from helios.harness.shapes import parse_shapes, shape_str
 from helios.tune import CHECK_SHAPES, check_candidate, read_variant_list
 
@@ -65,6 +69,8 @@ def main() -> int:
     with helios.Device() as dev:
         variants = read_variant_list(args.variants) if args.variants else dev.variants()
         inputs = {s: random_inputs(*s, seed=1) for s in shapes}
+        if dev.info.get("uuid"):
+            select_gpu(dev.info["uuid"])
         print(f"{len(variants)} variants x {len(shapes)} shapes on {dev.info['name']}", flush=True)
         for v in variants:
             row: dict = {"variant": v, "checked": not args.no_check}
@@ -85,9 +91,16 @@ def main() -> int:
             for s in shapes:
                 a, b = inputs[s]
                 est = dev.time_matmul(*s, iters=3, warmup=1, variant=v, inputs=(a, b))
+                burst = warmup_launches(est.median_ms, 3, 50.0)
+                ramp = ramp_clocks(lambda: dev.time_matmul(*s, iters=burst, warmup=0, variant=v, inputs=(a, b)))
                 warm = warmup_launches(est.median_ms, args.warmup, 200.0)
+                before = gpu_state()
                 t = dev.time_matmul(*s, iters=args.iters, warmup=warm, variant=v, inputs=(a, b))
+                after = gpu_state()
                 row["timings"][shape_str(s)] = {
+                    "clock_warmup": ramp,
+                    "gpu_state": {"before": before, "after": after},
+                    "low_clock": low_clock(before, after),
                     "median_ms": t.median_ms,
                     "tflops": t.tflops,
                     "batch_ms": t.batch_ms,
@@ -95,7 +108,10 @@ def main() -> int:
                     "samples_ms": t.samples_ms,
                 }
             regs = row["kernel_stats"].get("Register Count", float("nan"))
-            cells = " ".join(f"{row['timings'][shape_str(s)]['tflops']:6.1f}" for s in shapes)
+            cells = " ".join(
+                f"{row['timings'][shape_str(s)]['tflops']:6.1f}{'*' if row['timings'][shape_str(s)]['low_clock'] else ''}"
+                for s in shapes
+            )
             print(f"{v:<84} regs={regs:4.0f} TF/s {cells}", flush=True)
         info = dict(dev.info)
     doc = {
