@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Timed models of the GEMM main loop (issue 22), in one device call: for each
+# Timed models of a kernel's main loop (issue 22), in one device call: for each
 # model named, a copy of the tree with MODEL_<NAME> defined at the top of
-# shaders/matmul_coop.comp (the hooks and what each strips are listed there) is
-# built into /tmp/model-<name>-site and swept with scripts/sweep.py --no-check
-# (timing only: a model's results are wrong by construction); "real" is the
+# shaders/$MODEL_SHADER (default matmul_coop.comp; the hooks and what each
+# strips are listed in the shader) is built into /tmp/model-<name>-site and
+# timed unchecked (a model's results are wrong by construction); "real" is the
 # installed package, checked as usual. Models and the real kernel alternate
 # twice (real, models..., real, models...) so clock drift shows as a spread.
+# Matmul models time with scripts/sweep.py (VARIANTS: variant strings, SHAPES:
+# MxNxK), attention models (MODEL_SHADER=attention_coop.comp) with
+# scripts/attn_sweep.py (VARIANTS: strings or "default", SHAPES: BxHxSxd).
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
 # Usage (a gpu_round.sh step):
 #   bash $REPO/scripts/gemm_model.sh VARIANTS SHAPES NO_GLOBAL NO_BARRIER MMA_ONLY STAGING_ONLY
+#   MODEL_SHADER=attention_coop.comp bash $REPO/scripts/gemm_model.sh default 4x32x4096x128 REG_SOFTMAX
 set -uo pipefail
 VARIANTS=$1; SHAPES=$2; shift 2
+SHADER=${MODEL_SHADER:-matmul_coop.comp}
 OUT=${OUT:-/tmp/out}; LOG=/tmp/round; mkdir -p "$OUT" "$LOG"
 for m in "$@"; do
   name=$(echo "$m" | tr 'A-Z' 'a-z'); src=/tmp/model-$name; site=/tmp/model-$name-site
   [ -d "$site/helios" ] && continue
   rm -rf "$src" "$site"; mkdir -p "$src"
   tar -C "$REPO" --exclude=./build --exclude=./.device-kit -cf - . | tar -xf - -C "$src"
-  sed -i "1a #define MODEL_$m" "$src/shaders/matmul_coop.comp"
+  sed -i "1a #define MODEL_$m" "$src/shaders/$SHADER"
   ( cd "$src" && python3 -m pip install -q --no-build-isolation --no-deps -C cmake.define.HELIOS_CUBLAS=OFF \
       --target "$site" . ) > "$LOG/model-$name-build.log" 2>&1 || { tail -20 "$LOG/model-$name-build.log"; exit 1; }
 done
@@ -32,8 +37,10 @@ for pass in 1 2; do
         || { echo "model $m: 'import helios' does not load /tmp/model-$name-site; skipped"; continue; }
     fi
     f=$LOG/model-$name-$pass.json
-    PYTHONPATH=$pp HELIOS_PIPELINE_CACHE=/tmp/model-cache-$name python3 "$REPO/scripts/sweep.py" "${flags[@]}" \
-      --variants "$VARIANTS" --shapes "$SHAPES" --iters 30 --out "$f" > "$LOG/model-$name-$pass.log" 2>&1 \
+    tool=(sweep.py --variants "$VARIANTS")
+    [ "$SHADER" = attention_coop.comp ] && tool=(attn_sweep.py --no-sdpa --variants "$VARIANTS")
+    PYTHONPATH=$pp HELIOS_PIPELINE_CACHE=/tmp/model-cache-$name python3 "$REPO/scripts/${tool[0]}" "${tool[@]:1}" \
+      "${flags[@]}" --shapes "$SHAPES" --iters 30 --out "$f" > "$LOG/model-$name-$pass.log" 2>&1 \
       || { echo "model $m pass $pass failed:"; tail -5 "$LOG/model-$name-$pass.log"; }
     [ "$pass" = 2 ] && cp "$f" "$OUT/model-$name.json"
   done
@@ -42,17 +49,23 @@ python3 - "$LOG" real "$@" <<'PY'
 import json, sys
 log, names = sys.argv[1], [n.lower() for n in sys.argv[2:]]
 docs = {(n, p): json.load(open(f"{log}/model-{n}-{p}.json")) for n in names for p in (1, 2)}
-first = docs[(names[0], 1)]
-print(f"{'variant / shape':<44}" + "".join(f"{n:>22}" for n in names) + "   (ms pass 1 / pass 2)")
-for r0 in first["rows"]:
-    for s in first["shapes"]:
-        cells = []
-        for n in names:
-            ms = []
-            for p in (1, 2):
-                row = next((r for r in docs[(n, p)]["rows"] if r["variant"] == r0["variant"]), {})
-                ms.append(row.get("timings", {}).get(s, {}).get("median_ms", float("nan")))
-            cells.append(f"{ms[0]:>10.4f} /{ms[1]:>8.4f}")
-        tag = r0["variant"].split(":")[1] + ":" + ":".join(x for x in r0["variant"].split(":")[2:] if x.startswith(("tile", "stages")))
-        print(f"{tag[:28] + ' ' + s:<44}" + "".join(f"{c:>22}" for c in cells))
+
+
+def cells(doc):
+    # {(variant, shape): ms} from a sweep.py (rows x timings) or attn_sweep.py (one row per pair) file
+    rows = doc["rows"]
+    if not any("shape" in r for r in rows):
+        return {(r["variant"], s): t["median_ms"] for r in rows for s, t in r.get("timings", {}).items()}
+    return {(r["variant"], r["shape"]): r.get("median_ms") for r in rows if r.get("side") == "helios"}
+
+
+got = {k: cells(d) for k, d in docs.items()}
+keys = list(got[(names[0], 1)])
+print(f"{'variant / shape':<48}" + "".join(f"{n:>22}" for n in names) + "   (ms pass 1 / pass 2)")
+for key in keys:
+    row = ""
+    for n in names:
+        ms = [got[(n, p)].get(key) or float("nan") for p in (1, 2)]
+        row += f"{ms[0]:>12.4f} /{ms[1]:>8.4f}"
+    print(f"{(key[0][-30:] + ' ' + key[1])[:47]:<48}" + row)
 PY

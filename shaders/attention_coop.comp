@@ -38,6 +38,18 @@
 #endif
 #include "bf16.glsl"
 
+// Timing model (scripts/gemm_model.sh with MODEL_SHADER=attention_coop.comp):
+// MODEL_REG_SOFTMAX keeps the scores in registers and runs the softmax with
+// NV cooperative matrix 2 row reductions and per-element operations (no running
+// max rescale, no mask: results wrong by construction), to time what a
+// register-resident softmax would cost against the shared-memory round trip.
+#ifdef MODEL_REG_SOFTMAX
+#extension GL_NV_cooperative_matrix2 : require
+float model_max(const in float a, const in float b) { return max(a, b); }
+float model_add(const in float a, const in float b) { return a + b; }
+float model_exp2(const in uint r, const in uint c, const in float v) { return exp2(v); }
+#endif
+
 // TM, TN, TK (coop shape), D (head dimension: a multiple of TK, TN and 8), BC (keys
 // per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
 // CAUSAL and the workgroup size (NSG * SUBGROUP): shaders/families.py.
@@ -182,6 +194,36 @@ void main() {
         // not its barriers (lavapipe mis-runs subgroup barriers that only some
         // subgroups of a workgroup reach).
         const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
+#ifdef MODEL_REG_SOFTMAX
+        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++)
+                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
+            }
+            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> mx, rs;
+                coopMatReduceNV(mx, s[w], gl_CooperativeMatrixReduceRowNV, model_max);
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> e = s[w] * p.scale_log2 - mx;
+                coopMatPerElementNV(e, e, model_exp2);
+                coopMatReduceNV(rs, e, gl_CooperativeMatrixReduceRowNV, model_add);
+                o[w][0] = o[w][0] + rs;   // keeps the row sums live
+                coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf =
+                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(e);   // needs TN == TK
+                [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                    coopMatLoad(vf, sm, V_OFF + n * TN * DROW + j * (TN / 8), DROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    o[w][j] = coopMatMulAdd(pf, vf, o[w][j]);
+                }
+            }
+        }
+        continue;
+#endif
 
         // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
         if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
