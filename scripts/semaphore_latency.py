@@ -13,6 +13,9 @@ Pipelined (the values stay in order: CUDA signals only after it waited):
   round_trip   torch op; signal w; Helios op waits w; stream waits s  (helios.torch)
   chain2       torch op; signal w; two Helios ops, the second waiting for the
                first's signal (a Vulkan-side hop); stream waits the last
+  two_ops      torch op; then two Helios ops each ordered alone (signal w,
+               op, stream waits s), no torch kernel between them: what two
+               helios.torch calls cost when only views separate them
 One at a time (each iteration ends in a host wait; latency, not rate):
   iso_vk            Helios op; host waits its value
   iso_cuda_to_vk    torch op; signal w; Helios op waits w (not yet reached:
@@ -97,6 +100,14 @@ def main() -> int:
         helios_op(s1, s2, c2)
         dev._cuda_wait(stream, s2)
 
+    def two_ops() -> None:
+        x.add_(1)
+        for dst in (c1, c2):
+            w, s = dev._async_values()
+            dev._cuda_signal(stream, w)
+            helios_op(w, s, dst)
+            dev._cuda_wait(stream, s)
+
     def host_wait(s: int) -> None:
         dev._host_wait(s, 10_000_000_000)
 
@@ -157,6 +168,7 @@ def main() -> int:
         "vk_to_cuda": vk_to_cuda,
         "round_trip": round_trip,
         "chain2": chain2,
+        "two_ops": two_ops,
         "iso_vk": isolated(torch_op=False, signal=False, sync=False, wait=False),
         "iso_cuda_to_vk": isolated(torch_op=True, signal=True, sync=False, wait=True),
         "iso_presignaled": isolated(torch_op=True, signal=True, sync=True, wait=True),
