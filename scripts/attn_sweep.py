@@ -22,6 +22,7 @@ from helios.attention import random_qkv, reference_attention, reference_attentio
 from helios.check import check_close
 from helios.device import warmup_launches
 from helios.flops import attention_backward_flops, attention_flops
+from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
 
@@ -59,6 +60,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     dev = helios.Device()
+    if dev.info.get("uuid"):
+        select_gpu(dev.info["uuid"])
     sdpa = None
     if not a.no_sdpa:
         from helios.harness.sdpa import BACKENDS, SdpaReference
@@ -107,10 +110,19 @@ def main() -> int:
                 est = dev.time_attention(
                     b, h, s, d, causal=a.causal, iters=2, warmup=1, variant=var, inputs=(q, k, v), **bw
                 )
+                # clocks up first (an idle H100 stayed at 345 MHz through 200 ms of work)
+                burst = warmup_launches(est.median_ms, 3, 50.0)
+                ramp = ramp_clocks(
+                    lambda: dev.time_attention(
+                        b, h, s, d, causal=a.causal, iters=burst, warmup=0, variant=var, inputs=(q, k, v), **bw
+                    )
+                )
                 w = warmup_launches(est.median_ms, a.warmup, 150.0)
+                before = gpu_state()
                 tm = dev.time_attention(
                     b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v), **bw
                 )
+                after = gpu_state()
                 regs = None if a.backward else dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
                 split = _pass_split(dev, q, k, v, do, a.causal, var, a.iters, w) if a.backward else None
             except helios.HeliosError as e:
@@ -133,13 +145,15 @@ def main() -> int:
                 "batch_ms": tm.batch_ms if timed else None,
                 "samples_ms": tm.samples_ms if timed else None,
                 "registers": regs,
+                "clock_warmup": ramp,
+                "low_clock": low_clock(before, after),
                 "pass_ms": split,
                 "wall_s": time.time() - t0,
             }
             rows.append(row)
             print(
                 f"{spec} {tm.variant:34s} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
-                f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g})",
+                f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g}){' LOW CLOCK' if row['low_clock'] else ''}",
                 flush=True,
             )
         if sdpa is not None:
