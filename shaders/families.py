@@ -141,6 +141,9 @@ BINDINGS = {
     # rowsum(dO * O) the first writes and the second reads.
     "attention_bwd": ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "DQ", "DK", "DV"),
     "roof": ("OUT",),
+    # Layout copies and elementwise activations (the ops between products).
+    "copy": ("SRC", "DST"),
+    "activation": ("Z", "G", "Y"),
 }
 
 MATMUL_VARIANT = VariantStruct(
@@ -430,5 +433,25 @@ FAMILIES = (
         "attention_bwd",
         axes=(IN_AXIS_SCALAR,),
         doc="flash-attention backward without cooperative matrices (fp32 arithmetic)",
+    ),
+    Family(
+        "copy_strided",
+        "copy_strided.comp",
+        None,
+        (),
+        "copy",
+        doc="a 4-D strided copy of 16-bit elements (layout changes between products and attention)",
+    ),
+    Family(
+        "activation",
+        "activation.comp",
+        None,
+        (
+            Spec("ACT", "uint", "0", "e->act"),  # ACT_*
+            Spec("PASS", "uint", "0", "e->pass"),  # 0: y = act(z); 1: y = g * act'(z)
+        ),
+        "activation",
+        axes=(IN_AXIS_SCALAR,),
+        doc="an activation or its backward over 16-bit elements (fp32 arithmetic)",
     ),
 )

@@ -9,6 +9,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : enable
 #include "bf16.glsl"
+#include "activation.glsl"  // ACT_*, activate()
 
 #ifdef OUT_F16
 #define OUT_T float16_t
@@ -39,7 +40,6 @@ const uint FLAG_SPLIT = 8u;     // write fp32 partial products to the workspace,
 // spec_<family>.glsl that each shader includes before this file, so that a plain
 // product compiles to the same code as before they existed.
 const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
-const uint ACT_NONE = 0u, ACT_RELU = 1u, ACT_GELU_TANH = 2u, ACT_SILU = 3u;
 const bool EPILOGUE = EPI != 0u || ACT != 0u;
 
 layout(binding = BINDING_A) readonly buffer A16 { uint16_t a16[]; };
@@ -56,17 +56,6 @@ layout(binding = BINDING_C) writeonly buffer C4 { vec4 c4[]; };
 layout(binding = BINDING_WORKSPACE) buffer W { float ws[]; };
 layout(binding = BINDING_WORKSPACE) buffer W4 { vec4 ws4[]; };
 layout(binding = BINDING_BIAS) readonly buffer Bias { float bias[]; };   // N values, fp32
-
-// tanh through exp, exact at both infinities (no NaN for large |x|).
-float tanh_safe(float x) { return 1.0 - 2.0 / (exp(2.0 * x) + 1.0); }
-
-float activate(float x) {
-    if (ACT == ACT_RELU) return max(x, 0.0);
-    // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    if (ACT == ACT_GELU_TANH) return 0.5 * x * (1.0 + tanh_safe(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    if (ACT == ACT_SILU) return x / (1.0 + exp(-x));
-    return x;
-}
 
 // One element of C, in and out, as fp32.
 float load_c(uint i) {

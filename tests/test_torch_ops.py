@@ -247,3 +247,94 @@ def test_linear_with_activation_keeps_its_pre_activation(cuda, monkeypatch):
         y = ht.linear(x, w, activation="gelu_tanh")
     want = torch.nn.functional.gelu(x.double() @ w.double().T, approximate="tanh")
     torch.testing.assert_close(y.double(), want, atol=2e-2, rtol=1e-2)
+
+
+def _block_params(cuda, dtype, seed, shapes):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return [
+        (torch.randn(*s, device=cuda, generator=g) / (8 if len(s) == 2 else 4)).to(dtype).requires_grad_(True)
+        for s in shapes
+    ]
+
+
+def _check_grads(params, refs, rel):
+    for p, r in zip(params, refs):
+        assert p.grad is not None and p.grad.dtype == p.dtype and p.grad.shape == p.shape
+        _close(p.grad, r.grad, rel)
+
+
+@pytest.mark.parametrize("dtype,loose", DTYPES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", "relu", "silu"])
+def test_mlp_block_forward_and_gradients(cuda, activation, dtype, loose):
+    """helios.torch.mlp against torch's composition in float64, every gradient."""
+    d, f = 64, 176  # hidden not a multiple of the tiles: tails
+    x, wu, bu, wd, bd = _block_params(cuda, dtype, 11, [(3, 37, d), (f, d), (f,), (d, f), (d,)])
+    y = ht.mlp(x, wu, bu, wd, bd, activation=activation)
+    assert y.shape == x.shape and y.dtype == dtype
+    refs = [t.detach().double().requires_grad_(True) for t in (x, wu, bu, wd, bd)]
+    act = ht._ACTIVATIONS[activation]
+    want = torch.nn.functional.linear(act(torch.nn.functional.linear(refs[0], refs[1], refs[2])), refs[3], refs[4])
+    _close(y, want, 5e-3 * loose)
+    go = torch.randn_like(y)
+    y.backward(go)
+    want.backward(go.double())
+    _check_grads((x, wu, bu, wd, bd), refs, 1e-2 * loose)
+    with torch.no_grad():  # inference: the activation fused in the first product's epilogue
+        _close(ht.mlp(x, wu, bu, wd, bd, activation=activation), want.detach(), 5e-3 * loose)
+
+
+@pytest.mark.parametrize("dtype,loose", DTYPES)
+@pytest.mark.parametrize("causal", [True, False])
+def test_self_attention_block_forward_and_gradients(cuda, causal, dtype, loose):
+    """helios.torch.self_attention against torch's reshape/permute/SDPA composition in
+    float64, every gradient (heads split out of the QKV product and merged back by
+    Helios's layout copies)."""
+    b, s, d, heads = 2, 70, 128, 2
+    x, wqkv, bqkv, wo, bo = _block_params(cuda, dtype, 12, [(b, s, d), (3 * d, d), (3 * d,), (d, d), (d,)])
+    y = ht.self_attention(x, wqkv, bqkv, wo, bo, heads, causal=causal)
+    assert y.shape == x.shape and y.dtype == dtype
+    xr, wqkvr, bqkvr, wor, bor = refs = [t.detach().double().requires_grad_(True) for t in (x, wqkv, bqkv, wo, bo)]
+    qkv = torch.nn.functional.linear(xr, wqkvr, bqkvr)
+    q, k, v = qkv.reshape(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+    a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    want = torch.nn.functional.linear(a.transpose(1, 2).reshape(b, s, d), wor, bor)
+    _close(y, want, 1e-2 * loose)
+    go = torch.randn_like(y)
+    y.backward(go)
+    want.backward(go.double())
+    _check_grads((x, wqkv, bqkv, wo, bo), refs, 2e-2 * loose)
+
+
+def test_blocks_are_one_group_each_way(cuda, monkeypatch):
+    """Each block op is one group per direction (one CUDA <-> Vulkan hop pair): the
+    MLP's forward (product, activation, product) and backward (four products and the
+    activation's backward); attention's forward (QKV product, three head copies,
+    attention, the merge, the projection) and backward (two products, a copy, the
+    attention backward, three copies, two products)."""
+    x, wu, bu, wd, bd = _block_params(cuda, torch.float16, 13, [(2, 16, 64), (128, 64), (128,), (64, 128), (64,)])
+    _semaphore_or_skip(x)
+    groups = []
+    real = ht._run_ordered
+    monkeypatch.setattr(ht, "_run_ordered", lambda dev, t, ops: (groups.append(len(ops)), real(dev, t, ops))[1])
+    ht.mlp(x, wu, bu, wd, bd).float().sum().backward()
+    assert groups == [3, 5]
+    groups.clear()
+    wqkv, bqkv, wo, bo = _block_params(cuda, torch.float16, 14, [(192, 64), (192,), (64, 64), (64,)])
+    ht.self_attention(x, wqkv, bqkv, wo, bo, 2).float().sum().backward()
+    assert groups == [7, 9]
+
+
+def test_block_refusals_name_what_is_wrong(cuda):
+    x, wu, bu, wd, bd = _block_params(cuda, torch.float16, 15, [(2, 8, 64), (96, 64), (96,), (64, 96), (64,)])
+    with pytest.raises(ValueError, match="w_down is \\(64, 96\\); its in_features must be 128"):
+        ht.mlp(x, torch.cat([wu, wu]), None, wd, None)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        ht.mlp(x, wu, bu, wd, bd, activation=None)
+    with pytest.raises(ValueError, match="b_up must have shape \\(96,\\)"):
+        ht.mlp(x, wu, bd, wd, bd)
+    with pytest.raises(ValueError, match="heads must be a positive int dividing D=64"):
+        ht.self_attention(x, torch.cat([wd.T, wd.T, wd.T]), None, wd[:, :64], None, 3)
+    with pytest.raises(ValueError, match="w_qkv must be \\(192, 64\\)"):
+        ht.self_attention(x, wu, None, wd[:, :64], None, 2)
+    with pytest.raises(ValueError, match="must have 3 dimensions"):
+        ht.self_attention(x[0], wu, None, wd, None, 2)

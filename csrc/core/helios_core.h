@@ -367,6 +367,36 @@ hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t
                                       hl_attn_variant *out, hl_error *err);
 size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap);
 
+/* The ops between products (elementwise.c): tensors only, run once (no timing),
+ * synchronously or ordered like hl_matmul_args (wait_value / signal_value). */
+/* A layout copy of 16-bit elements (bits: float16 and bfloat16 alike) over a
+ * 4-D index space, sizes outermost first; element (i0, i1, i2, i3) is read at
+ * src_offset + i0*src_strides[0] + i1*src_strides[1] + i2*src_strides[2] + i3 and
+ * written at the same form in dst: the innermost dimension is contiguous on both
+ * sides. Every element index must fit in both tensors and below 2^32; src and dst
+ * are different memory. Elements of dst the index space does not reach are left
+ * as they were (several copies may fill one tensor). */
+typedef struct hl_copy_args {
+    hl_tensor *src, *dst;
+    uint32_t sizes[4];
+    uint32_t src_strides[3], dst_strides[3];
+    uint32_t src_offset, dst_offset;
+    uint64_t wait_value, signal_value;
+} hl_copy_args;
+hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *args, hl_error *err);
+
+/* y = act(z) (grad NULL) or y = grad * act'(z) (an activation's backward at its
+ * input) over n elements of dtype (HL_F16 or HL_BF16), computed in fp32 and
+ * rounded once (the product epilogue's activations). y must not be z or grad. */
+typedef struct hl_activation_args {
+    hl_tensor *z, *grad, *y;
+    uint64_t n;
+    hl_dtype dtype;
+    hl_activation act; /* not HL_ACT_NONE */
+    uint64_t wait_value, signal_value;
+} hl_activation_args;
+hl_status hl_activate(hl_device *dev, const hl_activation_args *args, hl_error *err);
+
 /* The cooperative-matrix MMA roof (roof.c): `reps` timed dispatches of `groups`
  * workgroups, each of 4 subgroups running `iters` x 4 independent MMAs of
  * tm x tn x tk on register-resident fragments (f16 inputs, acc accumulators);

@@ -78,6 +78,9 @@ PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **sampl
 PyObject *Tensor_dlpack(TensorObject *self, PyObject *args);
 PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused);
 PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
+/* elementwise.c: Device._copy_strided and Device._activation. */
+PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* roof.c */
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);

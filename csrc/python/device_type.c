@@ -578,6 +578,10 @@ static PyMethodDef Device_methods[] = {
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
      "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},
+    {"_copy_strided", (PyCFunction)(void (*)(void))Device_copy_strided, METH_VARARGS | METH_KEYWORDS,
+     "Low-level 4-D strided copy of 16-bit elements between Tensors (helios.Device.copy_strided checks)."},
+    {"_activation", (PyCFunction)(void (*)(void))Device_activation, METH_VARARGS | METH_KEYWORDS,
+     "Low-level activation or activation backward over 16-bit Tensors (helios.Device.activation checks)."},
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
      "Low-level flash-attention forward on (B*H, S, d) float16 or bfloat16 arrays or Tensors "
      "(helios.Device.attention converts)."},

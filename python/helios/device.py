@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
-from . import _helios, gemm
+from . import _helios, elementwise, gemm
 from .attention import run_attention, run_attention_backward, time_attention
 from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
 from .flops import matmul_flops, tflops
@@ -458,6 +458,41 @@ class Device(_helios.Device):
         if any(isinstance(x, Tensor) for x in ins):
             return dq, dk, dv
         return tuple(like_inputs(g.numpy(), *ins) for g in (dq, dk, dv))
+
+    def copy_strided(
+        self,
+        src: Tensor,
+        out: Tensor,
+        shape: Sequence[int],
+        src_strides: Sequence[int],
+        out_strides: Sequence[int],
+        src_offset: int = 0,
+        out_offset: int = 0,
+        *,
+        order: Optional[tuple[int, int]] = None,
+    ) -> Tensor:
+        """A layout copy between two 16-bit Tensors of one dtype on the device, e.g.
+        the heads of a (B*S, 3*H*d) QKV product into (B, H, S, d):
+        ``dev.copy_strided(qkv, q, (B, H, S, d), (S*3*H*d, d, 3*H*d, 1), (H*S*d, S*d, d, 1))``.
+        See :func:`helios.elementwise.copy_strided`. order: as matmul's. Returns out."""
+        return elementwise.copy_strided(
+            self, src, out, shape, src_strides, out_strides, src_offset, out_offset, order=order
+        )
+
+    def activation(
+        self,
+        z: Tensor,
+        name: str,
+        *,
+        grad: Optional[Tensor] = None,
+        out: Optional[Tensor] = None,
+        order: Optional[tuple[int, int]] = None,
+    ) -> Tensor:
+        """An activation over a float16 or bfloat16 Tensor (fp32 arithmetic), or with
+        grad its backward grad * act'(z) at the activation's input z: what a
+        training step runs between two products. See
+        :func:`helios.elementwise.activation`. order: as matmul's. Returns out."""
+        return elementwise.activation(self, z, name, grad=grad, out=out, order=order)
 
     def attention_variants(self, head_dim: int, dtype: Any = "float16", backward: bool = False) -> list[str]:
         """Every attention variant valid here for this head dimension and dtype

@@ -354,85 +354,147 @@ def _handed_back(dev: Device, t: torch.Tensor) -> Optional[Any]:
     return h.reshape(*shape)
 
 
-def _prepare_product(
-    dev: Device,
-    ordinal: int,
-    slot: str,
-    a: torch.Tensor,
-    b: torch.Tensor,
-    staged: dict,
-    *,
-    trans_a: bool = False,
-    trans_b: bool = False,
-    **epi: Any,
-) -> tuple[Callable[[Optional[tuple]], Any], torch.Tensor]:
-    """op(a) @ op(b) (+ bias, activation) for 2-D float16 or bfloat16 CUDA tensors:
-    the operands staged (slot names this product's staging tensors; staged: the
-    group's operands staged so far, by address, shape and dtype, so a tensor two
-    products read is staged once), the result taken and exported to torch. Returns
-    the op to run (_run_ordered) and the result torch sees."""
+class _Group:
+    """Helios ops on one CUDA device submitted as one ordered group (_run_ordered: one
+    CUDA <-> Vulkan hop pair for all of them). Operands are torch tensors (staged,
+    _stage: each distinct tensor once per group) or Helios tensors an earlier op of the
+    group wrote; every result is exported to torch as soon as it is taken (an export
+    keeps it out of the result pool, so no later op of the group is handed the same
+    memory) and its torch view is kept until the group is submitted."""
 
-    def stage(name: str, t: torch.Tensor, dtype: Optional[str] = None) -> Any:
+    def __init__(self, anchor: torch.Tensor) -> None:
+        self.anchor = anchor
+        self.dev = device_for(anchor)
+        self.ordinal = _ordinal(anchor)
+        self.ops: list[Callable[[Optional[tuple]], Any]] = []
+        self._staged: dict = {}
+        self._held: list[torch.Tensor] = []
+
+    def stage(self, t: Any, dtype: Optional[str] = None) -> Any:
+        """A torch tensor as a Helios operand (a Helios Tensor passes through)."""
+        if isinstance(t, Tensor):
+            return t
         t = t.contiguous()
+        self._held.append(t)  # a contiguous copy's address stays its own until the group is submitted
         key = (t.data_ptr(), tuple(t.shape), t.dtype, dtype)
-        if key not in staged:
-            staged[key] = _stage(dev, ordinal, slot + name, t, dtype)
-        return staged[key]
+        if key not in self._staged:
+            self._staged[key] = _stage(self.dev, self.ordinal, f"s{len(self._staged)}", t, dtype)
+        return self._staged[key]
 
-    ha, hb = stage("a", a), stage("b", b)
-    if epi.get("bias") is not None:  # the epilogue reads fp32: converted by the staging copy itself
-        epi["bias"] = stage("bias", epi["bias"], "float32")
-    m = a.shape[1] if trans_a else a.shape[0]
-    n = b.shape[0] if trans_b else b.shape[1]
-    k = a.shape[0] if trans_a else a.shape[1]
-    # exported at once: an export keeps it out of the result pool, so the next
-    # product of the group cannot be handed the same memory
-    out = _result(dev, ordinal, (m, n), a.dtype)
-    result = _to_torch(out)
-    dt = _DTYPES[a.dtype]
-    # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
-    # checked by the callers (the core checks every size against the tensors again),
-    # and the generic layer's conversions cost more host time than the product.
-    fields = {
-        "a": ha,
-        "b": hb,
-        "m": m,
-        "n": n,
-        "k": k,
-        "trans_a": trans_a,
-        "trans_b": trans_b,
-        "lda": ha.shape[-1],
-        "ldb": hb.shape[-1],
-        "in_dtype": dt,
-        "out_dtype": dt,
-        "out": out,
-        "act": activation_code(epi.get("activation")),
-        "bias": epi.get("bias"),
-        "variant": dev._pick(None, m, n, k, dt),
-    }
+    def result(self, shape: tuple, dtype: torch.dtype) -> tuple[Any, torch.Tensor]:
+        """A result tensor (Helios, and torch's view of it)."""
+        h = _result(self.dev, self.ordinal, tuple(shape), dtype)
+        t = _to_torch(h)
+        self._held.append(t)
+        return h, t
 
-    def run(order: Optional[tuple]) -> None:
-        if order is not None:
-            fields["wait_value"], fields["signal_value"] = order
-        dev._gemm(**fields)
+    def product(
+        self,
+        a: Any,
+        b: Any,
+        *,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        bias: Optional[torch.Tensor] = None,
+        activation: Optional[str] = None,
+    ) -> tuple[Any, torch.Tensor]:
+        """op(a) @ op(b) (+ bias, activation) of 2-D operands of one 16-bit dtype."""
+        ha, hb = self.stage(a), self.stage(b)
+        m = ha.shape[1] if trans_a else ha.shape[0]
+        n = hb.shape[0] if trans_b else hb.shape[1]
+        k = ha.shape[0] if trans_a else ha.shape[1]
+        dt = ha.dtype.name
+        out, result = self.result((m, n), _HELIOS_TO_TORCH[dt])
+        # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
+        # checked by the callers (the core checks every size against the tensors again),
+        # and the generic layer's conversions cost more host time than the product.
+        fields = {
+            "a": ha,
+            "b": hb,
+            "m": m,
+            "n": n,
+            "k": k,
+            "trans_a": trans_a,
+            "trans_b": trans_b,
+            "lda": ha.shape[-1],
+            "ldb": hb.shape[-1],
+            "in_dtype": dt,
+            "out_dtype": dt,
+            "out": out,
+            "act": activation_code(activation),
+            # the epilogue reads fp32: converted by the staging copy itself
+            "bias": None if bias is None else self.stage(bias, "float32"),
+            "variant": self.dev._pick(None, m, n, k, dt),
+        }
+        dev = self.dev
 
-    return run, result
+        def run(order: Optional[tuple]) -> None:
+            if order is not None:
+                fields["wait_value"], fields["signal_value"] = order
+            dev._gemm(**fields)
+
+        self.ops.append(run)
+        return out, result
+
+    def copy(
+        self,
+        src: Any,
+        out: Any,
+        shape: tuple,
+        src_strides: tuple,
+        out_strides: tuple,
+        src_offset: int = 0,
+        out_offset: int = 0,
+    ) -> None:
+        """A layout copy (Device.copy_strided) into a result of the group."""
+        dev, hs = self.dev, self.stage(src)
+        self.ops.append(
+            lambda order: dev.copy_strided(
+                hs, out, shape, src_strides, out_strides, src_offset, out_offset, order=order
+            )
+        )
+
+    def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
+        """y = act(z), or with grad the activation's backward at z, into a result of the group."""
+        dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
+        self.ops.append(lambda order: dev.activation(hz, name, grad=hg, out=out, order=order))
+
+    def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
+        """The attention forward on (B, H, S, d) operands, writing out and the log-sum-exp."""
+        dev = self.dev
+        hq, hk, hv = (self.stage(x) for x in (q, k, v))
+        self.ops.append(
+            lambda order: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse)
+        )
+
+    def attention_backward(
+        self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
+    ) -> None:
+        """dQ, dK, dV (written into grads) from the forward's operands, output and log-sum-exp."""
+        dev = self.dev
+        hq, hk, hv, ho, hdo, hl = (self.stage(x) for x in (q, k, v, o, do, lse))
+
+        def run(order: Optional[tuple]) -> None:
+            run_attention_backward(dev, hq, hk, hv, ho, hdo, hl, causal=causal, scale=scale, order=order, grads=grads)
+
+        self.ops.append(run)
+
+    def run(self) -> None:
+        _run_ordered(self.dev, self.anchor, self.ops)
+        self._held.clear()
+
+
+_HELIOS_TO_TORCH = {v: k for k, v in _TORCH_TO_HELIOS.items()}
 
 
 def _products(*specs: tuple) -> list[torch.Tensor]:
-    """Several products, each (a, b, keywords of _prepare_product), on one device,
+    """Several products, each (a, b, keywords of _Group.product), on one device,
     submitted as one group (one CUDA <-> Vulkan hop pair, _run_ordered)."""
     with _lock:
-        a0 = specs[0][0]
-        dev = device_for(a0)
-        ordinal = a0.device.index if a0.device.index is not None else torch.cuda.current_device()
-        staged: dict = {}
-        prepared = [
-            _prepare_product(dev, ordinal, "" if len(specs) == 1 else f"g{i}", a, b, staged, **kw)
-            for i, (a, b, kw) in enumerate(specs)
-        ]
-        _run_ordered(dev, a0, [run for run, _ in prepared])
-        return [result for _, result in prepared]
+        group = _Group(specs[0][0])
+        results = [group.product(a, b, **kw)[1] for a, b, kw in specs]
+        group.run()
+        return results
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, **kw: Any) -> torch.Tensor:
@@ -492,34 +554,16 @@ class _Linear(torch.autograd.Function):
         return gx, gw, gb, None
 
 
-def _staged_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
-    """The Helios device and CUDA ordinal of q, and q, k, v as Helios tensors (_stage)."""
-    dev = device_for(q)
-    ordinal = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    return dev, ordinal, tuple(_stage(dev, ordinal, n, t.contiguous()) for n, t in (("q", q), ("k", k), ("v", v)))
-
-
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float]):
         ctx.causal, ctx.scale = causal, scale
         with _lock:
-            dev, ordinal, (hq, hk, hv) = _staged_qkv(q, k, v)
-            # Each result is exported as soon as it is taken: an export keeps it out of
-            # the pool, so the next _result cannot hand out the same memory.
-            out = _result(dev, ordinal, tuple(q.shape), q.dtype)
-            o = _to_torch(out)
-            lse = _result(dev, ordinal, tuple(q.shape[:3]), torch.float32)  # what the backward recomputes P from
-            lse_t = _to_torch(lse)
-            _run_ordered(
-                dev,
-                q,
-                [
-                    lambda order: run_attention(
-                        dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse
-                    )
-                ],
-            )
+            group = _Group(q)
+            out, o = group.result(tuple(q.shape), q.dtype)
+            lse, lse_t = group.result(tuple(q.shape[:3]), torch.float32)  # what the backward recomputes P from
+            group.attention(q, k, v, out, lse, causal, scale)
+            group.run()
         # Saved as torch tensors (their exports keep the Helios memory out of the result
         # pool, and autograd's version counters catch an in-place change of o).
         ctx.save_for_backward(q, k, v, o, lse_t)
@@ -531,20 +575,137 @@ class _Attention(torch.autograd.Function):
         q, k, v, _, _ = ctx.saved_tensors
         out, lse = ctx.helios
         with _lock:
-            dev, ordinal, (hq, hk, hv) = _staged_qkv(q, k, v)
-            hdo = _stage(dev, ordinal, "do", grads[0].contiguous())
-            gs, gts = [], []
-            for t in (q, k, v):  # exported one by one: dQ, dK and dV are three pool tensors (see forward)
-                gs.append(_result(dev, ordinal, tuple(t.shape), t.dtype))
-                gts.append(_to_torch(gs[-1]))
-
-            def run(order: Optional[tuple]) -> None:
-                run_attention_backward(
-                    dev, hq, hk, hv, out, hdo, lse, causal=ctx.causal, scale=ctx.scale, order=order, grads=gs
-                )
-
-            _run_ordered(dev, q, [run])
+            group = _Group(q)
+            gs, gts = zip(*(group.result(tuple(t.shape), t.dtype) for t in (q, k, v)))
+            group.attention_backward(q, k, v, out, grads[0], lse, list(gs), ctx.causal, ctx.scale)
+            group.run()
         return gts[0], gts[1], gts[2], None, None
+
+
+def _bias_grad(g: torch.Tensor, bias: Optional[torch.Tensor], needed: bool) -> Optional[torch.Tensor]:
+    """A bias's gradient: the rows of its output's gradient summed (in torch, after the group)."""
+    return g.float().sum(0).to(bias.dtype) if bias is not None and needed else None
+
+
+class _MLP(torch.autograd.Function):
+    """act(x @ w_up^T + b_up) @ w_down^T + b_down, each direction one group."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w_up: torch.Tensor, b_up: Any, w_down: torch.Tensor, b_down: Any, act: str):
+        ctx.act = act
+        training = any(t is not None and t.requires_grad for t in (x, w_up, b_up, w_down, b_down))
+        with _lock:
+            group = _Group(x)
+            if training:  # the pre-activation kept for the backward, the activation its own op
+                z, z_t = group.product(x, w_up, trans_b=True, bias=b_up)
+                h, h_t = group.result(tuple(z.shape), x.dtype)
+                group.activation(z, act, out=h)
+            else:  # inference: the fused epilogue
+                h, h_t = group.product(x, w_up, trans_b=True, bias=b_up, activation=act)
+                z_t = None
+            _, y = group.product(h, w_down, trans_b=True, bias=b_down)
+            group.run()
+        ctx.save_for_backward(x, w_up, b_up, w_down, b_down, z_t, h_t)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        x, w_up, b_up, w_down, b_down, z, h = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        g = grads[0]
+        with _lock:
+            group = _Group(g)
+            gh, _ = group.product(g, w_down)  # dL/dh = g @ w_down
+            gw_down = group.product(g, h, trans_a=True)[1] if need[3] else None
+            gz, gz_t = group.result(tuple(gh.shape), g.dtype)
+            group.activation(z, ctx.act, out=gz, grad=gh)
+            gx = group.product(gz, w_up)[1] if need[0] else None
+            gw_up = group.product(gz, x, trans_a=True)[1] if need[1] else None
+            group.run()
+        return gx, gw_up, _bias_grad(gz_t, b_up, need[2]), gw_down, _bias_grad(g, b_down, need[4]), None
+
+
+class _SelfAttention(torch.autograd.Function):
+    """Multi-head self-attention on (B, S, D): the QKV product, the heads split out,
+    attention, the heads merged and the output projection; each direction one group."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        w_qkv: torch.Tensor,
+        b_qkv: Any,
+        w_out: torch.Tensor,
+        b_out: Any,
+        heads: int,
+        causal: bool,
+        scale: Optional[float],
+    ):
+        b, s, d = x.shape
+        hd = d // heads
+        heads_shape = (b, heads, s, hd)
+        with _lock:
+            group = _Group(x)
+            x2 = x.reshape(b * s, d)
+            qkv, _ = group.product(x2, w_qkv, trans_b=True, bias=b_qkv)
+            qkv_heads = []
+            for which in range(3):  # (B, S, 3, H, hd) -> three (B, H, S, hd)
+                t, t_t = group.result(heads_shape, x.dtype)
+                group.copy(qkv, t, heads_shape, (s * 3 * d, hd, 3 * d, 1), _packed(heads_shape), which * d)
+                qkv_heads.append((t, t_t))
+            (q, q_t), (k, k_t), (v, v_t) = qkv_heads
+            o, o_t = group.result(heads_shape, x.dtype)
+            lse, lse_t = group.result(heads_shape[:3], torch.float32)
+            group.attention(q, k, v, o, lse, causal, scale)
+            merged, merged_t = group.result((b * s, d), x.dtype)  # (B, H, S, hd) -> (B, S, H*hd)
+            group.copy(o, merged, (b, s, heads, hd), (heads * s * hd, hd, s * hd, 1), (s * d, d, hd, 1))
+            _, y = group.product(merged, w_out, trans_b=True, bias=b_out)
+            group.run()
+        ctx.save_for_backward(x2, w_qkv, b_qkv, w_out, b_out, q_t, k_t, v_t, o_t, lse_t, merged_t)
+        ctx.meta = (b, s, d, heads, causal, scale)
+        return y.reshape(b, s, d)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        x2, w_qkv, b_qkv, w_out, b_out, q, k, v, o, lse, merged = ctx.saved_tensors
+        b, s, d, heads, causal, scale = ctx.meta
+        hd = d // heads
+        heads_shape = (b, heads, s, hd)
+        need = ctx.needs_input_grad
+        g = grads[0].reshape(b * s, d)
+        with _lock:
+            group = _Group(g)
+            g_merged, _ = group.product(g, w_out)
+            gw_out = group.product(g, merged, trans_a=True)[1] if need[3] else None
+            do, _ = group.result(heads_shape, g.dtype)  # (B, S, H*hd) -> (B, H, S, hd)
+            group.copy(g_merged, do, heads_shape, (s * d, hd, d, 1), _packed(heads_shape))
+            dqkv = [group.result(heads_shape, g.dtype)[0] for _ in range(3)]
+            group.attention_backward(q, k, v, o, do, lse, dqkv, causal, scale)
+            g_qkv, g_qkv_t = group.result((b * s, 3 * d), g.dtype)
+            for which, t in enumerate(dqkv):  # three (B, H, S, hd) -> (B, S, 3, H, hd)
+                group.copy(t, g_qkv, heads_shape, _packed(heads_shape), (s * 3 * d, hd, 3 * d, 1), 0, which * d)
+            gx = group.product(g_qkv, w_qkv)[1] if need[0] else None
+            gw_qkv = group.product(g_qkv, x2, trans_a=True)[1] if need[1] else None
+            group.run()
+        return (
+            None if gx is None else gx.reshape(b, s, d),
+            gw_qkv,
+            _bias_grad(g_qkv_t, b_qkv, need[2]),
+            gw_out,
+            _bias_grad(g, b_out, need[4]),
+            None,
+            None,
+            None,
+        )
+
+
+def _packed(shape: tuple) -> tuple:
+    """The element strides of a packed (row-major) tensor of this shape."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
 
 
 @torch.compiler.disable
@@ -600,3 +761,81 @@ def attention(
         _check(name, t, (4,))
     _same_dtype("attention", ("q", q), ("k", k), ("v", v))
     return _Attention.apply(q, k, v, bool(causal), scale)
+
+
+def _linear_operands(op: str, x: torch.Tensor, pairs: tuple) -> None:
+    """Weights (out, in) and optional biases (out,) of one 16-bit dtype with x, chaining."""
+    for wname, w, bname, bias, width in pairs:
+        _check(wname, w, (2,))
+        _same_dtype(op, ("x", x), (wname, w))
+        if w.shape[1] != width:
+            raise ValueError(f"helios.torch.{op}: {wname} is {tuple(w.shape)}; its in_features must be {width}")
+        if bias is not None:
+            _check(bname, bias, (1,), _TORCH_TO_HELIOS)
+            if bias.shape != (w.shape[0],):
+                raise ValueError(f"helios.torch.{op}: {bname} must have shape ({w.shape[0]},), got {tuple(bias.shape)}")
+
+
+@torch.compiler.disable
+def mlp(
+    x: torch.Tensor,
+    w_up: torch.Tensor,
+    b_up: Optional[torch.Tensor],
+    w_down: torch.Tensor,
+    b_down: Optional[torch.Tensor],
+    activation: str = "gelu_tanh",
+) -> torch.Tensor:
+    """A transformer MLP, act(x @ w_up.T + b_up) @ w_down.T + b_down (weights as
+    torch.nn.Linear stores them, (out, in); x is (..., in)), with each direction one
+    group of Helios submissions: one CUDA <-> Vulkan hop pair for the forward (two
+    products and, when a gradient is wanted, the activation as its own op on the kept
+    pre-activation; without one, the activation fused in the first product's
+    epilogue) and one for the backward (four products and the activation's backward;
+    the bias gradients are summed by torch after). activation: "relu", "gelu_tanh"
+    or "silu". Calling ``linear`` twice costs two hop pairs each way and a torch
+    activation between."""
+    _check("x", x)
+    if activation not in _ACTIVATIONS or activation is None:
+        raise ValueError(
+            f"helios.torch.mlp: activation must be one of {[a for a in _ACTIVATIONS if a]}, got {activation!r}"
+        )
+    _linear_operands("mlp", x, (("w_up", w_up, "b_up", b_up, x.shape[-1]),))
+    _linear_operands("mlp", x, (("w_down", w_down, "b_down", b_down, w_up.shape[0]),))
+    lead = x.shape[:-1]
+    y = _MLP.apply(x.reshape(-1, x.shape[-1]), w_up, b_up, w_down, b_down, activation)
+    return y.reshape(*lead, w_down.shape[0])
+
+
+@torch.compiler.disable
+def self_attention(
+    x: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: Optional[torch.Tensor],
+    w_out: torch.Tensor,
+    b_out: Optional[torch.Tensor],
+    heads: int,
+    causal: bool = True,
+    scale: Optional[float] = None,
+) -> torch.Tensor:
+    """Multi-head self-attention on x (B, S, D): qkv = x @ w_qkv.T + b_qkv (w_qkv
+    (3D, D), q, k and v in that order, each split into `heads` heads of D/heads),
+    softmax(scale q k^T [+ causal mask]) v per head, the heads merged back to
+    (B, S, D) and projected by w_out (D, D) and b_out, as the usual
+    ``qkv.reshape(B, S, 3, H, hd).permute(2, 0, 3, 1, 4)`` / ``transpose(1, 2).reshape``
+    composition. Each direction is one group of Helios submissions (one CUDA <->
+    Vulkan hop pair): the products, the layout copies between them and the
+    attention kernels (backward: Helios's attention backward); bias gradients are
+    summed by torch after. scale: default 1/sqrt(D/heads)."""
+    _check("x", x, (3,))
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or x.shape[-1] % heads:
+        raise ValueError(
+            f"helios.torch.self_attention: heads must be a positive int dividing D={x.shape[-1]}, got {heads!r}"
+        )
+    d = x.shape[-1]
+    _linear_operands("self_attention", x, (("w_qkv", w_qkv, "b_qkv", b_qkv, d), ("w_out", w_out, "b_out", b_out, d)))
+    if w_qkv.shape[0] != 3 * d or w_out.shape[0] != d:
+        raise ValueError(
+            f"helios.torch.self_attention: w_qkv must be ({3 * d}, {d}) and w_out ({d}, {d}), got "
+            f"{tuple(w_qkv.shape)} and {tuple(w_out.shape)}"
+        )
+    return _SelfAttention.apply(x, w_qkv, b_qkv, w_out, b_out, heads, bool(causal), scale)

@@ -21,7 +21,7 @@ from .common import (
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..harness.train import TINY, TRAIN_ADAPTERS, TrainConfig, run_train, train_markdown
+    from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, run_train, train_markdown
 
     out = out_paths(args.out, args.force)
     given = {
@@ -36,7 +36,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     }
     base = dict(TINY) if args.tiny else {}
     base.update({k: v for k, v in given.items() if v is not None})
-    adapters = [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(TRAIN_ADAPTERS)
+    adapters = (
+        [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(DEFAULT_TRAIN_ADAPTERS)
+    )
     bad = [a for a in adapters if a not in TRAIN_ADAPTERS]
     if bad:
         raise UsageError(f"--adapters: unknown {', '.join(bad)} for train; choose from {', '.join(TRAIN_ADAPTERS)}")
@@ -166,7 +168,8 @@ def register(sub: Any) -> None:
         default=None,
         help="comma-separated subset of helios, helios_per_call, helios_torch, torch_eager, torch_compile "
         "(default all; torch ones are recorded as skipped without CUDA); for train: torch_eager, "
-        "torch_compile, helios (default all; torch_eager always runs: the reference)",
+        "torch_compile, helios (default those three; torch_eager always runs: the reference), and helios_per_op "
+        "(each linear and the attention a Helios op of its own: what grouping a block's ops saves)",
     )
     ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")
     ps.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")

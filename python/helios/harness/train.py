@@ -19,10 +19,16 @@ Adapters:
   torch_compile  the same forward through torch.compile
   helios         every linear (QKV, output projection, MLP up and down, LM head)
                  and attention through helios.torch (forward and backward on
-                 Helios: products and the attention backward kernels); on a
-                 machine without CUDA (the --tiny
-                 CI run on lavapipe) the same products through helios.Device on
-                 host arrays
+                 Helios: products, the attention backward kernels, and between
+                 them the layout copies and the GELU): a block's attention
+                 (helios.torch.self_attention) and its MLP (helios.torch.mlp)
+                 each one group of Helios submissions per direction, so one
+                 CUDA <-> Vulkan hop pair each; on a machine without CUDA (the
+                 --tiny CI run on lavapipe) the same products through
+                 helios.Device on host arrays
+  helios_per_op  (by name only) the same math with each linear and the
+                 attention a helios.torch op of its own and torch's reshapes and
+                 GELU between them: the grouping's comparison
 Before timing, each adapter's first step (loss and every gradient) is checked
 against torch_eager's; a run with a non-finite loss or gradient fails.
 Per adapter: tokens/s (median step after the warm-up steps), forward / backward /
@@ -54,7 +60,9 @@ from ..launcher import launcher_info
 from .results import provenance
 
 TRAIN_SCHEMA = "helios-train/1"
-TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios")
+TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_per_op")
+DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:3]  # helios_per_op: asked for by name (the grouping's comparison)
+HELIOS_ADAPTERS = {"helios", "helios_per_op"}
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "seq": 32, "batch": 2, "vocab": 96, "steps": 6, "warmup_steps": 2}
 GATE_LOSS_RTOL = 0.02  # bf16 products: a first-step loss within 2% of torch's
 GATE_GRAD_RTOL = 0.10  # and every gradient within 10% (relative norm of the difference)
@@ -72,7 +80,7 @@ class TrainConfig:
     warmup_steps: int = 10
     lr: float = 3e-4
     seed: int = 0
-    adapters: list[str] = field(default_factory=lambda: list(TRAIN_ADAPTERS))
+    adapters: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ADAPTERS))
     command: list[str] = field(default_factory=list)
 
 
@@ -134,7 +142,29 @@ def build(torch: Any) -> tuple:
 
     bf16 = torch.bfloat16
 
-    class TorchOps:
+    class ComposedOps:
+        """A block's attention and MLP composed from the adapter's linear and attention
+        ops (torch's reshapes and activation between them)."""
+
+        def attention_block(self, blk, h, cache=None):
+            """Self-attention of the normalised input h (B, S, D), projected; cache: the
+            block's [K, V] of earlier positions (decoding), filled in place."""
+            b, t, d = h.shape
+            qkv = self.linear(h, blk.qkv.weight, blk.qkv.bias)
+            q, k, v = qkv.reshape(b, t, 3, blk.heads, d // blk.heads).permute(2, 0, 3, 1, 4)
+            causal = True
+            if cache is not None:
+                if cache:  # a new position attends every cached one and itself: no mask needed
+                    k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+                    causal = t > 1
+                cache[:] = [k, v]
+            a = self.attention(q, k, v, causal=causal).transpose(1, 2).reshape(b, t, d)
+            return self.linear(a, blk.proj.weight, blk.proj.bias)
+
+        def mlp_block(self, blk, h):
+            return self.linear(self.linear(h, blk.up.weight, blk.up.bias, act=True), blk.down.weight, blk.down.bias)
+
+    class TorchOps(ComposedOps):
         name = "torch"
 
         def linear(self, x, w, b=None, act=None):
@@ -144,8 +174,11 @@ def build(torch: Any) -> tuple:
         def attention(self, q, k, v, causal=True):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    class HeliosOps:
-        name = "helios"
+    class HeliosPerOpOps(ComposedOps):
+        """Each linear and the attention a helios.torch op of its own (one CUDA <->
+        Vulkan hop pair each way per op)."""
+
+        name = "helios per op"
 
         def __init__(self) -> None:
             from .. import torch as ht
@@ -165,7 +198,38 @@ def build(torch: Any) -> tuple:
         def attention(self, q, k, v, causal=True):
             return self.ht.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal)
 
-    class HostOps:
+    class HeliosOps(HeliosPerOpOps):
+        """A block's attention (QKV product, heads, attention, projection) and its MLP
+        each one helios.torch op, one group of Helios submissions per direction
+        (helios.torch.self_attention, helios.torch.mlp); decoding with a KV cache and
+        the LM head go op by op."""
+
+        name = "helios"
+
+        def attention_block(self, blk, h, cache=None):
+            if cache is not None:
+                return super().attention_block(blk, h, cache)
+            return self.ht.self_attention(
+                h.to(bf16).contiguous(),
+                blk.qkv.weight.to(bf16),
+                blk.qkv.bias.to(bf16),
+                blk.proj.weight.to(bf16),
+                blk.proj.bias.to(bf16),
+                blk.heads,
+                causal=True,
+            )
+
+        def mlp_block(self, blk, h):
+            return self.ht.mlp(
+                h.to(bf16).contiguous(),
+                blk.up.weight.to(bf16),
+                blk.up.bias.to(bf16),
+                blk.down.weight.to(bf16),
+                blk.down.bias.to(bf16),
+                activation="gelu_tanh",
+            )
+
+    class HostOps(ComposedOps):
         """Helios on a machine without CUDA (the --tiny CI run on lavapipe): the same
         products through helios.Device on host arrays (forward and both gradients),
         attention forward and backward on Helios (the backward from the forward's
@@ -239,19 +303,8 @@ def build(torch: Any) -> tuple:
 
         def forward(self, x, ops, cache=None):
             """cache: this block's [K, V] of earlier positions (decoding), filled in place."""
-            b, t, d = x.shape
-            qkv = ops.linear(self.ln1(x), self.qkv.weight, self.qkv.bias)
-            q, k, v = qkv.reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            causal = True
-            if cache is not None:
-                if cache:  # a new position attends every cached one and itself: no mask needed
-                    k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-                    causal = t > 1
-                cache[:] = [k, v]
-            a = ops.attention(q, k, v, causal=causal).transpose(1, 2).reshape(b, t, d)
-            x = x + ops.linear(a, self.proj.weight, self.proj.bias).float()
-            u = ops.linear(self.ln2(x), self.up.weight, self.up.bias, act=True)
-            return x + ops.linear(u, self.down.weight, self.down.bias).float()
+            x = x + ops.attention_block(self, self.ln1(x), cache).float()
+            return x + ops.mlp_block(self, self.ln2(x)).float()
 
     class GPT(nn.Module):
         def __init__(self, cfg: TrainConfig) -> None:
@@ -281,7 +334,7 @@ def build(torch: Any) -> tuple:
                 x = blk(x, ops, cache)
             return ops.linear(self.lnf(x[:, -1:]), self.tok.weight).float()[:, -1]
 
-    return GPT, TorchOps, HeliosOps, HostOps
+    return GPT, TorchOps, HeliosOps, HeliosPerOpOps, HostOps
 
 
 def greedy(model: Any, ops: Any, prompt: Any, new: int) -> tuple[list[int], list[Any]]:
@@ -369,7 +422,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     import torch
 
     limit = None
-    if "helios" in cfg.adapters:
+    if HELIOS_ADAPTERS & set(cfg.adapters):
         from ..device import default_device
 
         limit = int(default_device().info["max_storage_buffer_range"])
@@ -379,7 +432,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
     # curves differ by the kernels' rounding only
     result["numerics"] = lock_numerics(torch)
-    GPT, TorchOps, HeliosOps, HostOps = build(torch)
+    GPT, TorchOps, HeliosOps, HeliosPerOpOps, HostOps = build(torch)
     trained: Optional[Any] = None
     ddp = distributed_rank()
     rank, world, local = ddp if ddp else (0, 1, 0)
@@ -414,7 +467,10 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         row: dict = {"adapter": adapter}
         result["rows"].append(row)
         try:
-            ops = (HeliosOps() if cuda else HostOps()) if adapter == "helios" else TorchOps()
+            if adapter in HELIOS_ADAPTERS and not cuda:
+                ops = HostOps()
+            else:
+                ops = {"helios": HeliosOps, "helios_per_op": HeliosPerOpOps}.get(adapter, TorchOps)()
             row["ops"] = ops.name
             model = fresh()
             fwd = model
@@ -453,7 +509,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 torch.cuda.reset_peak_memory_stats()
             # Helios's GPU time per step: the timestamps around each ordered submission
             # (the semaphore path helios.torch takes with CUDA; None elsewhere)
-            hdev = _ordered_helios_device(x0) if adapter == "helios" and cuda else None
+            hdev = _ordered_helios_device(x0) if adapter in HELIOS_ADAPTERS and cuda else None
             losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
             for step in range(cfg.steps):
                 h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0

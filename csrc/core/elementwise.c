@@ -1,0 +1,129 @@
+/* elementwise.c — the ops a model runs between its products and attention, on
+ * the device so that a layer's work can stay one ordered group: layout copies
+ * (copy_strided.comp) and activations with their backward (activation.comp).
+ * Memory-bound and small next to the products; one dispatch each. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ELEMENTWISE_THREADS 256u /* both shaders' workgroup size */
+#define VEC_ELEMS 8u             /* copy_strided.comp: 16 bytes per invocation where aligned */
+
+typedef struct elementwise_plan {
+    VkPipeline pipe;
+    uint32_t groups[2];
+    uint32_t pc[HL_PUSH_WORDS];
+} elementwise_plan;
+
+static void record_elementwise(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
+    const elementwise_plan *pl = ctx;
+    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
+    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
+    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdDispatch(dev->cmd, pl->groups[0], pl->groups[1], 1);
+    dev->tel.dispatches++;
+}
+
+/* A 2-D grid of workgroups covering `invocations` (the shaders flatten it). */
+static hl_status grid_for(const hl_device *dev, uint64_t invocations, const char *who, uint32_t groups[2],
+                          hl_error *err) {
+    const uint64_t total = (invocations + ELEMENTWISE_THREADS - 1) / ELEMENTWISE_THREADS;
+    const uint64_t gx = total < dev->caps.max_group_count[0] ? total : dev->caps.max_group_count[0];
+    const uint64_t gy = gx ? (total + gx - 1) / gx : 0;
+    if (gy > dev->caps.max_group_count[1] || invocations > UINT32_MAX)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %llu invocations exceed the device's workgroup grid", who,
+                       (unsigned long long)invocations);
+    groups[0] = (uint32_t)(gx ? gx : 1);
+    groups[1] = (uint32_t)(gy ? gy : 1);
+    return HL_OK;
+}
+
+static hl_status run_plan(hl_device *dev, elementwise_plan *pl, hl_operand *ops, uint32_t n_slots, const char *what,
+                          uint64_t wait_value, uint64_t signal_value, hl_error *err) {
+    const hl_exec_timing timing = {.wait_value = wait_value, .signal_value = signal_value};
+    return hl_exec_kernel(dev, ops, n_slots, record_elementwise, pl, &timing, what, NULL, err);
+}
+
+hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) {
+    hl_status st = HL_OK;
+    static const char *who = "copy_strided";
+    if (!a->src || !a->dst) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: src and dst are required tensors", who);
+    if (hl_tensors_share(a->src, a->dst))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: src and dst are the same memory; the copy is not in place",
+                       who);
+    uint64_t count = 1, src_last = a->src_offset, dst_last = a->dst_offset;
+    for (int i = 0; i < 4; i++) {
+        if (!a->sizes[i])
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: sizes (%u, %u, %u, %u) must all be positive", who,
+                           a->sizes[0], a->sizes[1], a->sizes[2], a->sizes[3]);
+        count *= a->sizes[i];
+        src_last += (uint64_t)(a->sizes[i] - 1) * (i < 3 ? a->src_strides[i] : 1u);
+        dst_last += (uint64_t)(a->sizes[i] - 1) * (i < 3 ? a->dst_strides[i] : 1u);
+    }
+    if (src_last >= UINT32_MAX || dst_last >= UINT32_MAX)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: element index %llu is beyond the kernel's 32-bit indexing", who,
+                       (unsigned long long)(src_last > dst_last ? src_last : dst_last));
+    HL_TRY(hl_check_tensor(dev, a->src, (src_last + 1) * 2, who, "src", err));
+    HL_TRY(hl_check_tensor(dev, a->dst, (dst_last + 1) * 2, who, "dst", err));
+    int vec = a->sizes[3] % VEC_ELEMS == 0 && a->src_offset % VEC_ELEMS == 0 && a->dst_offset % VEC_ELEMS == 0;
+    for (int i = 0; i < 3; i++) vec = vec && a->src_strides[i] % VEC_ELEMS == 0 && a->dst_strides[i] % VEC_ELEMS == 0;
+    elementwise_plan pl = {0};
+    HL_TRY(grid_for(dev, vec ? count / VEC_ELEMS : count, who, pl.groups, err));
+    hl_pipeline *pipe;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_copy_strided(), NULL, 0, 0, &pipe, err));
+    pl.pipe = pipe->pipeline;
+    const uint32_t pc[] = {a->sizes[0],       a->sizes[1],       a->sizes[2],       a->sizes[3],       a->src_strides[0],
+                           a->src_strides[1], a->src_strides[2], a->dst_strides[0], a->dst_strides[1], a->dst_strides[2],
+                           a->src_offset,     a->dst_offset,     (uint32_t)vec};
+    _Static_assert(sizeof pc <= sizeof pl.pc, "copy_strided's push constants exceed HL_PUSH_WORDS");
+    memcpy(pl.pc, pc, sizeof pc);
+    hl_operand ops[HL_BIND_COPY_COUNT] = {
+        [HL_BIND_COPY_SRC] = {.tensor = a->src, .bytes = (src_last + 1) * 2, .slot = HL_BIND_COPY_SRC},
+        [HL_BIND_COPY_DST] = {.tensor = a->dst, .bytes = (dst_last + 1) * 2, .slot = HL_BIND_COPY_DST},
+    };
+    return run_plan(dev, &pl, ops, HL_BIND_COPY_COUNT, vec ? "copy_strided:vec8" : "copy_strided",
+                    a->wait_value, a->signal_value, err);
+fail:
+    return st;
+}
+
+hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err) {
+    hl_status st = HL_OK;
+    static const char *who = "activation";
+    if (!a->z || !a->y) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: z and y are required tensors", who);
+    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(a->dtype));
+    if (a->act < HL_ACT_RELU || a->act > HL_ACT_SILU)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: act must be 1 (relu), 2 (gelu) or 3 (silu), got %u", who,
+                       a->act);
+    if (!a->n || a->n >= UINT32_MAX)
+        return hl_fail(err, a->n ? HL_ERR_TOO_LARGE : HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^32-2, got %llu",
+                       who, (unsigned long long)a->n);
+    if (hl_tensors_share(a->y, a->z) || hl_tensors_share(a->y, a->grad))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: y is also an input; the activation does not run in place",
+                       who);
+    const uint64_t bytes = a->n * 2;
+    HL_TRY(hl_check_tensor(dev, a->z, bytes, who, "z", err));
+    HL_TRY(hl_check_tensor(dev, a->grad, bytes, who, "grad", err));
+    HL_TRY(hl_check_tensor(dev, a->y, bytes, who, "y", err));
+    elementwise_plan pl = {.pc = {(uint32_t)a->n}};
+    HL_TRY(grid_for(dev, (a->n + 1) / 2, who, pl.groups, err));
+    const hl_spec_env e = {.act = (uint32_t)a->act, .pass = a->grad ? 1u : 0u};
+    uint32_t spec[HL_SPEC_ACTIVATION_COUNT];
+    hl_spec_activation(spec, &e);
+    hl_pipeline *pipe;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_activation(a->dtype), spec, HL_SPEC_ACTIVATION_COUNT, 0, &pipe, err));
+    pl.pipe = pipe->pipeline;
+    /* Without grad, z is bound at G too (the forward pass never reads it). */
+    hl_operand ops[HL_BIND_ACTIVATION_COUNT] = {
+        [HL_BIND_ACTIVATION_Z] = {.tensor = a->z, .bytes = bytes, .slot = HL_BIND_ACTIVATION_Z},
+        [HL_BIND_ACTIVATION_G] = {.tensor = a->grad ? a->grad : a->z, .bytes = bytes, .slot = HL_BIND_ACTIVATION_G},
+        [HL_BIND_ACTIVATION_Y] = {.tensor = a->y, .bytes = bytes, .poison = 1, .slot = HL_BIND_ACTIVATION_Y},
+    };
+    return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation", a->wait_value,
+                    a->signal_value, err);
+fail:
+    return st;
+}

@@ -1,0 +1,74 @@
+/* elementwise.c — Device._copy_strided and Device._activation (core
+ * elementwise.c): the layout copies and activations between products, on
+ * Tensors. helios.Device.copy_strided / .activation work out the arguments. */
+#include "binding.h"
+
+static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
+
+/* A Tensor of this Device (None allowed where optional): *t, or -1 with the exception set. */
+static int tensor_arg(DeviceObject *self, PyObject *o, const char *name, int optional, hl_tensor **t) {
+    *t = NULL;
+    if (optional && o == Py_None) return 0;
+    if (!is_tensor(gstate(self), o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a helios.Tensor, not %.80s", name, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    const void *unused;
+    return operand_arg(self, o, name, 0, 0, &unused, t);
+}
+
+/* One core call with the GIL released and the device lock held; None or NULL. */
+static PyObject *run_core(DeviceObject *self, hl_status (*fn)(hl_device *, const void *, hl_error *),
+                          const void *args) {
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS s = fn(self->dev, args, &err);
+    Py_END_ALLOW_THREADS device_release(self);
+    if (s != HL_OK) return raise_status(gstate(self), &err);
+    Py_RETURN_NONE;
+}
+
+static hl_status call_copy(hl_device *dev, const void *a, hl_error *err) { return hl_copy_strided(dev, a, err); }
+static hl_status call_activation(hl_device *dev, const void *a, hl_error *err) { return hl_activate(dev, a, err); }
+
+/* _copy_strided(src, dst, sizes, src_strides, dst_strides, src_offset=0, dst_offset=0, *,
+ *               wait_value=0, signal_value=0) -> None
+ *   sizes: 4 ints (outermost first); strides: 3 ints each (dimension 3 is contiguous). */
+PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"src",        "dst",        "sizes",      "src_strides", "dst_strides",
+                             "src_offset", "dst_offset", "wait_value", "signal_value", NULL};
+    PyObject *so, *dobj;
+    hl_copy_args ca = {0};
+    unsigned long long wait_value = 0, signal_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO(IIII)(III)(III)|II$KK:_copy_strided", kwlist, &so, &dobj,
+                                     &ca.sizes[0], &ca.sizes[1], &ca.sizes[2], &ca.sizes[3], &ca.src_strides[0],
+                                     &ca.src_strides[1], &ca.src_strides[2], &ca.dst_strides[0], &ca.dst_strides[1],
+                                     &ca.dst_strides[2], &ca.src_offset, &ca.dst_offset, &wait_value, &signal_value))
+        return NULL;
+    if (tensor_arg(self, so, "src", 0, &ca.src) < 0 || tensor_arg(self, dobj, "dst", 0, &ca.dst) < 0) return NULL;
+    ca.wait_value = wait_value;
+    ca.signal_value = signal_value;
+    return run_core(self, call_copy, &ca);
+}
+
+/* _activation(z, y, n, act, dtype, grad=None, *, wait_value=0, signal_value=0) -> None */
+PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"z", "y", "n", "act", "dtype", "grad", "wait_value", "signal_value", NULL};
+    PyObject *zo, *yo, *dto, *go = Py_None;
+    hl_activation_args aa = {0};
+    unsigned long long n, wait_value = 0, signal_value = 0;
+    unsigned int act;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOKIO|O$KK:_activation", kwlist, &zo, &yo, &n, &act, &dto, &go,
+                                     &wait_value, &signal_value))
+        return NULL;
+    if (dtype_arg(dto, "dtype", &aa.dtype) < 0) return NULL;
+    if (tensor_arg(self, zo, "z", 0, &aa.z) < 0 || tensor_arg(self, yo, "y", 0, &aa.y) < 0 ||
+        tensor_arg(self, go, "grad", 1, &aa.grad) < 0)
+        return NULL;
+    aa.n = n;
+    aa.act = (hl_activation)act;
+    aa.wait_value = wait_value;
+    aa.signal_value = signal_value;
+    return run_core(self, call_activation, &aa);
+}
