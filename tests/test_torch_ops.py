@@ -326,7 +326,7 @@ def test_blocks_are_one_group_each_way(cuda, monkeypatch):
 
 def test_block_refusals_name_what_is_wrong(cuda):
     x, wu, bu, wd, bd = _block_params(cuda, torch.float16, 15, [(2, 8, 64), (96, 64), (96,), (64, 96), (64,)])
-    with pytest.raises(ValueError, match="w_down is \\(64, 96\\); its in_features must be 128"):
+    with pytest.raises(ValueError, match="w_down is \\(64, 96\\); its in_features must be 192"):
         ht.mlp(x, torch.cat([wu, wu]), None, wd, None)
     with pytest.raises(ValueError, match="activation must be one of"):
         ht.mlp(x, wu, bu, wd, bd, activation=None)

@@ -61,7 +61,12 @@ _results: dict[tuple, list] = {}  # (ordinal, shape, dtype) -> Helios tensors ha
 _host_sync: dict[int, str] = {}  # CUDA ordinal -> why ops on it synchronize the host (no shared semaphore)
 _pools: dict[int, Any] = {}  # CUDA ordinal -> the torch.cuda.MemPool over Helios's CUDA pool
 _imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, the Helios Tensor over it)
-MAX_POOLED = 8  # results kept per shape
+# Results kept per shape for reuse once torch frees them. A training step keeps one
+# activation of a shape per layer and more (a block's q, k, v and output: 4 per
+# layer), and a result the pool cannot hand back is a new exportable allocation and
+# CUDA import (milliseconds): the suite's 8 layers keep 32 alive
+# (benchmarks/results/h100-train-a9a4431: 8 per shape cost the grouped step ~30 ms).
+MAX_POOLED = 64
 # (device id, CUDA address) -> the Helios result torch sees there (_to_torch): a later
 # op reads it in place instead of copying it (activations and gradients that go from
 # one Helios op to the next)
