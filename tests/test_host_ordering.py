@@ -14,6 +14,7 @@ import pytest
 import helios
 from helios.attention import random_qkv, reference_attention, reference_attention_backward
 from helios.check import check_close
+from helios.gemm import gelu_tanh
 
 MS = 1_000_000  # ns
 
@@ -137,3 +138,92 @@ def test_the_gpu_time_of_ordered_ops_is_counted(host_ordered):
     assert dev.telemetry()["async_timed"] == 21
     dev.reset_telemetry()
     assert (dev.telemetry()["async_timed"], dev.telemetry()["async_gpu_ms"]) == (0, 0.0)
+
+
+def test_a_group_is_one_submission_run_in_order(host_ordered):
+    """What helios.torch submits per block: products, layout copies, an activation and
+    the attention backward recorded into one command buffer (one wait, one signal);
+    nothing runs before the wait value, each op sees the one before's result."""
+    from helios.attention import run_attention, run_attention_backward
+
+    dev = host_ordered
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((24, 16)) / 4).astype(np.float16)
+    w = (rng.standard_normal((16, 48)) / 4).astype(np.float16)
+    tx, tw = dev.upload(x), dev.upload(w)
+    z, h, col = dev.empty((24, 48)), dev.empty((24, 48)), dev.empty((24, 8))
+    base = dev.telemetry()["submits"]
+    w0, s0 = dev._async_values()
+    dev._group_begin(w0, s0)
+    try:
+        dev.matmul(tx, tw, out=z)
+        dev.activation(z, "gelu", out=h)
+        dev.copy_strided(h, col, (24, 8), (48, 1), (8, 1), 5)  # columns 5..12 of h
+    finally:
+        dev._group_end()
+    assert dev.telemetry()["submits"] == base + 1
+    with pytest.raises(helios.HeliosError, match=f"did not reach {s0}"):
+        dev._host_wait(s0, 50 * MS)  # recorded, submitted, waiting for the stream's signal
+    dev._host_signal(w0)
+    dev._host_wait(s0, 10_000 * MS)
+    zr = x.astype(np.float64) @ w.astype(np.float64)
+    assert check_close(z.numpy(), zr)
+    hr = gelu_tanh(z.numpy().astype(np.float64))
+    np.testing.assert_allclose(h.numpy().astype(np.float64), hr, rtol=2e-3, atol=2e-3)
+    np.testing.assert_array_equal(col.numpy(), h.numpy()[:, 5:13])
+
+    # the attention forward and a backward whose scratch (delta) grows inside the group
+    q, k, v = random_qkv(1, 2, 19, 19, 32, 6)
+    q2, k2, v2 = random_qkv(2, 4, 160, 160, 32, 7)  # 1280 rows of delta: past the first's 4 KiB scratch
+    ins = [tuple(dev.upload(t) for t in qkv) for qkv in ((q, k, v), (q2, k2, v2))]
+    outs = [(dev.empty(a.shape), dev.empty(a.shape[:3], "float32")) for a in (q, q2)]
+    dos = [dev.upload(random_qkv(*a.shape[:3], a.shape[2], 32, 8)[0]) for a in (q, q2)]
+    grads = [tuple(dev.empty(a.shape) for _ in range(3)) for a in (q, q2)]
+    # the backward's scratch made (4 KiB) before the group, so that the group's second backward outgrows it
+    run_attention(dev, *ins[0], causal=True, out=outs[0][0], lse=outs[0][1])
+    run_attention_backward(dev, *ins[0], outs[0][0], dos[0], outs[0][1], causal=True, grads=grads[0])
+    buffers = dev.telemetry()["live_buffers"]
+    w1, s1 = dev._async_values()
+    dev._group_begin(w1, s1)
+    try:
+        for (tq, tk, tv), (o, lse), tdo, gs in zip(ins, outs, dos, grads):
+            run_attention(dev, tq, tk, tv, causal=True, out=o, lse=lse)
+            run_attention_backward(dev, tq, tk, tv, o, tdo, lse, causal=True, grads=gs)
+    finally:
+        dev._group_end()
+        dev._host_signal(w1)  # also after a failure: nothing may wait for it at close
+    dev._host_wait(s1, 60_000 * MS)
+    # the scratch the second backward outgrew was kept until the group ran, then freed
+    assert dev.telemetry()["live_buffers"] == buffers
+    for (a, b, c), (o, lse), tdo, gs in zip(((q, k, v), (q2, k2, v2)), outs, dos, grads):
+        assert check_close(o.numpy(), reference_attention(a, b, c, causal=True))
+        want = reference_attention_backward(a, b, c, tdo.numpy(), causal=True)
+        np.testing.assert_allclose(lse.numpy(), want[3], rtol=1e-5, atol=1e-5)
+        for g, wnt in zip(gs, want):
+            assert check_close(g.numpy(), wnt)
+
+
+def test_group_misuse_is_refused_and_a_failed_op_still_signals(host_ordered):
+    dev = host_ordered
+    ta, out = dev.upload(np.ones((8, 8), np.float16)), dev.empty((8, 8))
+    with pytest.raises(ValueError, match="no group is open"):
+        dev._group_end()
+    w, s = dev._async_values()
+    dev._group_begin(w, s)
+    try:
+        with pytest.raises(ValueError, match="already open"):
+            dev._group_begin(*dev._async_values())
+        with pytest.raises(ValueError, match="no wait/signal values of its own"):
+            dev.matmul(ta, ta, out=out, order=dev._async_values())
+        with pytest.raises(ValueError, match="tensors only"):
+            dev.matmul(np.ones((8, 8), np.float16), ta, out=out)
+        dev.matmul(ta, ta, out=out)
+        with pytest.raises(ValueError, match="tensor src holds"):
+            dev.copy_strided(ta, out, (65,), (1,), (1,))
+    finally:
+        dev._group_end()
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)  # what was recorded ran and the group signalled
+    assert np.all(out.numpy() == 8)
+    with pytest.raises(ValueError, match="take them from hl_async_values"):
+        dev._group_begin(w, s)  # a pair already used

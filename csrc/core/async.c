@@ -61,9 +61,13 @@ static hl_status async_open(hl_device *dev, int host, hl_error *err) {
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = HL_RING_SLOTS};
     HL_VK(vkAllocateCommandBuffers(dev->device, &cai, cmds));
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS};
-    VkDescriptorPoolCreateInfo dpci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1, .poolSizeCount = 1, .pPoolSizes = &ps};
+    /* a set per operation: one for a lone submission, up to HL_GROUP_MAX_OPS for a group */
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                               .descriptorCount = HL_BINDINGS * HL_GROUP_MAX_OPS};
+    VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                       .maxSets = HL_GROUP_MAX_OPS,
+                                       .poolSizeCount = 1,
+                                       .pPoolSizes = &ps};
     for (uint32_t i = 0; i < HL_RING_SLOTS; i++) {
         dev->ring[i].cmd = cmds[i];
         HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ring[i].pool));
@@ -113,6 +117,10 @@ hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_n
 }
 
 void hl_async_close(hl_device *dev) {
+    if (dev->group) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
+        hl_error ignored;
+        hl_async_group_end(dev, &ignored);
+    }
     if (dev->timeline && dev->sem_pending) {
         /* best effort: work waiting for a CUDA signal that never comes is abandoned */
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
@@ -128,6 +136,7 @@ void hl_async_close(hl_device *dev) {
     }
     if (dev->async_queries) vkDestroyQueryPool(dev->device, dev->async_queries, NULL);
     dev->async_queries = VK_NULL_HANDLE;
+    hl_async_release_retired(dev, 1); /* their work is done or abandoned (the wait above) */
     hl_cuda_release_semaphore(dev);
     if (dev->timeline) vkDestroySemaphore(dev->device, dev->timeline, NULL);
     dev->timeline = VK_NULL_HANDLE;
@@ -166,9 +175,27 @@ static void collect_slot(hl_device *dev, uint32_t i) {
 
 void hl_async_collect(hl_device *dev) {
     uint64_t reached = 0;
-    if (!dev->async_queries || dev->semaphore_value(dev->device, dev->timeline, &reached) != VK_SUCCESS) return;
-    for (uint32_t i = 0; i < HL_RING_SLOTS; i++)
-        if (dev->ring[i].timed && dev->ring[i].done <= reached) collect_slot(dev, i);
+    if (!dev->timeline || dev->semaphore_value(dev->device, dev->timeline, &reached) != VK_SUCCESS) return;
+    if (dev->async_queries)
+        for (uint32_t i = 0; i < HL_RING_SLOTS; i++)
+            if (dev->ring[i].timed && dev->ring[i].done <= reached) collect_slot(dev, i);
+    for (uint32_t i = 0; i < dev->n_retired;) {
+        if (dev->retired[i].done <= reached && !(dev->group && dev->retired[i].done == dev->group_signal)) {
+            hl_buffer_destroy(dev, &dev->retired[i].buf);
+            dev->retired[i] = dev->retired[--dev->n_retired];
+        } else {
+            i++;
+        }
+    }
+}
+
+void hl_async_release_retired(hl_device *dev, int all) {
+    if (!all) {
+        hl_async_collect(dev);
+        return;
+    }
+    for (uint32_t i = 0; i < dev->n_retired; i++) hl_buffer_destroy(dev, &dev->retired[i].buf);
+    dev->n_retired = 0;
 }
 
 /* The next ring slot, its previous submission finished (normally long since). */
@@ -183,6 +210,7 @@ hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err
         HL_VK(dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS));
     }
     if (slot->timed) collect_slot(dev, (uint32_t)(slot - dev->ring)); /* finished: read before its reuse */
+    if (dev->n_retired) hl_async_collect(dev);
     HL_VK(vkResetDescriptorPool(dev->device, slot->pool, 0));
     *out = slot;
     return HL_OK;
@@ -197,4 +225,5 @@ void hl_async_quiesce(hl_device *dev) {
                               .pSemaphores = &dev->timeline,
                               .pValues = &dev->sem_pending};
     dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS);
+    if (dev->n_retired) hl_async_collect(dev);
 }

@@ -73,17 +73,18 @@ hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) 
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_copy_strided(), NULL, 0, 0, &pipe, err));
     pl.pipe = pipe->pipeline;
-    const uint32_t pc[] = {a->sizes[0],       a->sizes[1],       a->sizes[2],       a->sizes[3],       a->src_strides[0],
-                           a->src_strides[1], a->src_strides[2], a->dst_strides[0], a->dst_strides[1], a->dst_strides[2],
-                           a->src_offset,     a->dst_offset,     (uint32_t)vec};
+    const uint32_t pc[] = {a->sizes[0],       a->sizes[1],       a->sizes[2],       a->sizes[3],
+                           a->src_strides[0], a->src_strides[1], a->src_strides[2], a->dst_strides[0],
+                           a->dst_strides[1], a->dst_strides[2], a->src_offset,     a->dst_offset,
+                           (uint32_t)vec};
     _Static_assert(sizeof pc <= sizeof pl.pc, "copy_strided's push constants exceed HL_PUSH_WORDS");
     memcpy(pl.pc, pc, sizeof pc);
     hl_operand ops[HL_BIND_COPY_COUNT] = {
         [HL_BIND_COPY_SRC] = {.tensor = a->src, .bytes = (src_last + 1) * 2, .slot = HL_BIND_COPY_SRC},
         [HL_BIND_COPY_DST] = {.tensor = a->dst, .bytes = (dst_last + 1) * 2, .slot = HL_BIND_COPY_DST},
     };
-    return run_plan(dev, &pl, ops, HL_BIND_COPY_COUNT, vec ? "copy_strided:vec8" : "copy_strided",
-                    a->wait_value, a->signal_value, err);
+    return run_plan(dev, &pl, ops, HL_BIND_COPY_COUNT, vec ? "copy_strided:vec8" : "copy_strided", a->wait_value,
+                    a->signal_value, err);
 fail:
     return st;
 }
@@ -99,8 +100,8 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: act must be 1 (relu), 2 (gelu) or 3 (silu), got %u", who,
                        a->act);
     if (!a->n || a->n >= UINT32_MAX)
-        return hl_fail(err, a->n ? HL_ERR_TOO_LARGE : HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^32-2, got %llu",
-                       who, (unsigned long long)a->n);
+        return hl_fail(err, a->n ? HL_ERR_TOO_LARGE : HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^32-2, got %llu", who,
+                       (unsigned long long)a->n);
     if (hl_tensors_share(a->y, a->z) || hl_tensors_share(a->y, a->grad))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: y is also an input; the activation does not run in place",
                        who);
@@ -122,8 +123,8 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
         [HL_BIND_ACTIVATION_G] = {.tensor = a->grad ? a->grad : a->z, .bytes = bytes, .slot = HL_BIND_ACTIVATION_G},
         [HL_BIND_ACTIVATION_Y] = {.tensor = a->y, .bytes = bytes, .poison = 1, .slot = HL_BIND_ACTIVATION_Y},
     };
-    return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation", a->wait_value,
-                    a->signal_value, err);
+    return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation",
+                    a->wait_value, a->signal_value, err);
 fail:
     return st;
 }

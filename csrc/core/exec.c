@@ -13,29 +13,29 @@ static hl_binding binding_of(const hl_operand *o) {
                      : (hl_binding){o->scratch ? o->scratch->buffer : VK_NULL_HANDLE, 0};
 }
 
-/* An async operation: tensors only, recorded once into a ring slot's command
- * buffer, submitted to wait for wait_value and signal signal_value, not waited for. */
-static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
+/* What an ordered operation may be: tensors only (scratch buffers the core
+ * reserves are allowed), untimed. */
+static hl_status check_ordered(hl_device *dev, const hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
-    struct hl_ring_slot *slot;
-    VkCommandBuffer sync_cmd = VK_NULL_HANDLE; /* the helpers record into dev->cmd: swapped for the slot's */
     for (uint32_t i = 0; i < x->n_operands; i++)
         if (!x->operands[i].tensor && (x->operands[i].upload || x->operands[i].download))
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "an operation ordered with CUDA takes tensors only (no host operands)");
     if (x->iters || !x->record)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "an operation ordered with CUDA is not timed");
-    if (!dev->timeline || x->signal_value <= x->wait_value || x->signal_value <= dev->sem_pending)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
-                       (unsigned long long)x->wait_value, (unsigned long long)x->signal_value);
     for (uint32_t i = 0; i < x->n_operands; i++)
         if (!x->operands[i].tensor && x->operands[i].scratch)
             HL_TRY(hl_buffer_reserve(dev, x->operands[i].scratch, hl_align_up(x->operands[i].bytes, 16), 0, err));
-    const double t_slot = hl_now_ms();
-    HL_TRY(hl_async_slot(dev, &slot, err));
+fail:
+    return st;
+}
+
+/* Records one ordered operation into the slot's command buffer (begun): its
+ * descriptor set from the slot's pool, outputs poisoned, the dispatches between
+ * barriers (everything before is written; what it writes is visible after). */
+static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
     const double t_ds = hl_now_ms();
-    dev->tel.async_slot_ms += t_ds - t_slot;
     VkDescriptorSet ds = VK_NULL_HANDLE;
     if (x->n_slots) {
         hl_binding bufs[HL_BINDINGS] = {{0}};
@@ -51,40 +51,63 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     }
     const double t_rec = hl_now_ms();
     dev->tel.async_descriptor_ms += t_rec - t_ds;
-    sync_cmd = dev->cmd;
+    VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the slot's for now */
     dev->cmd = slot->cmd;
-    HL_VK(vkResetCommandBuffer(dev->cmd, 0));
-    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    HL_VK(vkBeginCommandBuffer(dev->cmd, &cbi));
-    const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
-    if (dev->async_queries) {
-        vkCmdResetQueryPool(dev->cmd, dev->async_queries, q0, 2);
-        vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async_queries, q0);
-    }
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->poison) continue;
         const hl_binding b = binding_of(o);
         vkCmdFillBuffer(dev->cmd, b.buffer, b.offset, hl_align_up(o->bytes, 4), 0xffffffffu);
     }
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     x->record(dev, x->ctx, ds);
     hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
-    if (dev->async_queries)
-        vkCmdWriteTimestamp(dev->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries, q0 + 1);
-    HL_VK(vkEndCommandBuffer(dev->cmd));
     dev->cmd = sync_cmd;
-    sync_cmd = VK_NULL_HANDLE;
     dev->tel.record_ms += hl_now_ms() - t_rec;
+    x->gpu_ms = 0.0;
+fail:
+    return st;
+}
+
+/* A ring slot's command buffer begun, its first timestamp written. */
+static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err) {
+    hl_status st = HL_OK;
+    const double t_slot = hl_now_ms();
+    struct hl_ring_slot *slot;
+    HL_TRY(hl_async_slot(dev, &slot, err));
+    dev->tel.async_slot_ms += hl_now_ms() - t_slot;
+    HL_VK(vkResetCommandBuffer(slot->cmd, 0));
+    VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    HL_VK(vkBeginCommandBuffer(slot->cmd, &cbi));
+    if (dev->async_queries) {
+        const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
+        vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);
+        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async_queries, q0);
+    }
+    *out = slot;
+fail:
+    return st;
+}
+
+/* The slot's last timestamp, its command buffer ended and submitted: waits for
+ * wait_value, signals signal_value, returns without waiting. */
+static hl_status submit_slot(hl_device *dev, struct hl_ring_slot *slot, uint64_t wait_value, uint64_t signal_value,
+                             hl_error *err) {
+    hl_status st = HL_OK;
+    if (dev->async_queries)
+        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries,
+                            2u * (uint32_t)(slot - dev->ring) + 1);
+    HL_VK(vkEndCommandBuffer(slot->cmd));
     const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
     VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                         .waitSemaphoreValueCount = 1,
-                                        .pWaitSemaphoreValues = &x->wait_value,
+                                        .pWaitSemaphoreValues = &wait_value,
                                         .signalSemaphoreValueCount = 1,
-                                        .pSignalSemaphoreValues = &x->signal_value};
+                                        .pSignalSemaphoreValues = &signal_value};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .pNext = &ti,
                        .waitSemaphoreCount = 1,
@@ -98,18 +121,77 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
     dev->tel.async_submit_ms += hl_now_ms() - t_sub;
     dev->tel.submits++;
-    slot->done = x->signal_value;
+    slot->done = signal_value;
     slot->timed = dev->async_queries != VK_NULL_HANDLE;
-    dev->sem_pending = x->signal_value;
-    x->gpu_ms = 0.0;
-    return HL_OK;
+    dev->sem_pending = signal_value;
 fail:
-    if (sync_cmd) dev->cmd = sync_cmd;
     return st;
+}
+
+static hl_status check_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
+    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
+                       (unsigned long long)wait_value, (unsigned long long)signal_value);
+    return HL_OK;
+}
+
+/* An async operation: recorded once into a ring slot's command buffer, submitted
+ * to wait for wait_value and signal signal_value, not waited for. */
+static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
+    struct hl_ring_slot *slot;
+    HL_TRY(check_ordered(dev, x, err));
+    HL_TRY(check_values(dev, x->wait_value, x->signal_value, err));
+    HL_TRY(begin_slot(dev, &slot, err));
+    st = record_ordered(dev, slot, x, err);
+    if (st != HL_OK) { /* nothing recorded that needs running: an empty submission still signals */
+        hl_error ignored;
+        submit_slot(dev, slot, x->wait_value, x->signal_value, &ignored);
+        return st;
+    }
+    return submit_slot(dev, slot, x->wait_value, x->signal_value, err);
+fail:
+    return st;
+}
+
+/* An operation called while a group is open: recorded into the group's command buffer. */
+static hl_status record_in_group(hl_device *dev, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
+    if (x->signal_value)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "an operation inside a group takes no wait/signal values of its own (the group has them)");
+    if (dev->group_ops >= HL_GROUP_MAX_OPS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group records at most %u operations", HL_GROUP_MAX_OPS);
+    HL_TRY(check_ordered(dev, x, err));
+    HL_TRY(record_ordered(dev, dev->group, x, err));
+    dev->group_ops++;
+fail:
+    return st;
+}
+
+hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
+    hl_status st = HL_OK;
+    if (dev->group) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
+    HL_TRY(check_values(dev, wait_value, signal_value, err));
+    HL_TRY(begin_slot(dev, &dev->group, err));
+    dev->group_wait = wait_value;
+    dev->group_signal = signal_value;
+    dev->group_ops = 0;
+fail:
+    return st;
+}
+
+hl_status hl_async_group_end(hl_device *dev, hl_error *err) {
+    if (!dev->group) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no group is open on this device");
+    struct hl_ring_slot *slot = dev->group;
+    dev->group = NULL;
+    return submit_slot(dev, slot, dev->group_wait, dev->group_signal, err);
 }
 
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
+    if (dev->group) return record_in_group(dev, x, err);
     if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
     VkDeviceSize stage_bytes = 0;

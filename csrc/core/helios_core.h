@@ -209,6 +209,15 @@ uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done *
  * signal_value) waits for it and signals `signal`, and the stream waits for `signal`
  * (hl_device_cuda_wait) before reading the output. One stream at a time. */
 hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err);
+/* Ordered operations as one submission: after hl_async_group_begin(wait, signal)
+ * (a pair from hl_async_values), every operation called on this device is recorded
+ * into one command buffer, each after the one before (tensors only, untimed, no
+ * wait/signal values of its own), and hl_async_group_end submits them: one wait for
+ * `wait` and one signal of `signal` for the whole group, not waited for. End always
+ * submits what was recorded (also after an operation failed), so `signal` is
+ * reached. At most HL_GROUP_MAX_OPS (64) operations per group. */
+hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err);
+hl_status hl_async_group_end(hl_device *dev, hl_error *err);
 hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);

@@ -91,7 +91,9 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 #define HL_PUSH_WORDS 13 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
-#define HL_RING_SLOTS 16 /* async submissions in flight at most (the oldest is waited for) */
+#define HL_RING_SLOTS 16    /* async submissions in flight at most (the oldest is waited for) */
+#define HL_GROUP_MAX_OPS 64 /* operations one group submission records (descriptor sets per ring slot) */
+#define HL_RETIRED_MAX 8    /* scratch buffers replaced inside open groups, awaiting their work */
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
@@ -160,6 +162,18 @@ struct hl_device {
     } ring[HL_RING_SLOTS];
     VkQueryPool async_queries; /* a timestamp pair per ring slot (where the queue has timestamps) */
     uint32_t ring_next;
+    /* An open group (exec.c, hl_async_group_begin): the ordered operations recorded
+     * into one ring slot's command buffer until hl_async_group_end submits them once. */
+    struct hl_ring_slot *group;
+    uint64_t group_wait, group_signal;
+    uint32_t group_ops;
+    /* Scratch buffers a grown reservation replaced while a group that may use them
+     * was open (buffer.c): destroyed once the timeline reaches `done`. */
+    struct hl_retired {
+        hl_buffer buf;
+        uint64_t done;
+    } retired[HL_RETIRED_MAX];
+    uint32_t n_retired;
     void *cuda_ctx; /* CUDA interop (cuda.c): the primary context, once attached */
     int cuda_device, cuda_ordinal;
     uint64_t live_exports; /* DLPack exports a consumer still holds (close waits for none) */
@@ -210,6 +224,9 @@ hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err
 /* Host wait until every async submission finished: before memory they may use is
  * freed or replaced (a no-op when none is pending). */
 void hl_async_quiesce(hl_device *dev);
+/* Destroys the retired scratch buffers whose work is done (all = 1: every one;
+ * after hl_async_quiesce, at close). */
+void hl_async_release_retired(hl_device *dev, int all);
 /* Adds the GPU time of every finished ordered submission not read yet to the
  * telemetry (async_gpu_ms, async_timed); unfinished ones are left for later. */
 void hl_async_collect(hl_device *dev);

@@ -88,6 +88,8 @@ PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
 PyObject *Device_async_host(DeviceObject *self, PyObject *unused);
 PyObject *Device_host_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_host_wait(DeviceObject *self, PyObject *args);
+PyObject *Device_group_begin(DeviceObject *self, PyObject *args);
+PyObject *Device_group_end(DeviceObject *self, PyObject *unused);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -562,6 +562,11 @@ static PyMethodDef Device_methods[] = {
      "the CUDA stream (_host_signal, _host_wait)."},
     {"_host_signal", (PyCFunction)Device_host_signal, METH_VARARGS,
      "Test-level: _host_signal(value): the host signals the ordering semaphore (as a CUDA stream would)."},
+    {"_group_begin", (PyCFunction)Device_group_begin, METH_VARARGS,
+     "Low-level: _group_begin(wait, signal): the operations until _group_end are one submission waiting for "
+     "`wait` and signalling `signal` (values from _async_values); each records after the one before."},
+    {"_group_end", (PyCFunction)Device_group_end, METH_NOARGS,
+     "Low-level: submit the open group (always, also after one of its operations failed)."},
     {"_host_wait", (PyCFunction)Device_host_wait, METH_VARARGS,
      "Test-level: _host_wait(value, timeout_ns): wait until the ordering semaphore reaches value."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,

@@ -206,3 +206,28 @@ PyObject *Device_host_wait(DeviceObject *self, PyObject *args) {
     if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
     Py_RETURN_NONE;
 }
+
+/* _group_begin(wait, signal): every operation until _group_end is recorded into one
+ * submission that waits for `wait` and signals `signal` (hl_async_group_begin);
+ * _group_end() submits it (always, also after an operation failed). */
+PyObject *Device_group_begin(DeviceObject *self, PyObject *args) {
+    unsigned long long wait_value, signal_value;
+    if (!PyArg_ParseTuple(args, "KK:_group_begin", &wait_value, &signal_value)) return NULL;
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status st;
+    Py_BEGIN_ALLOW_THREADS st = hl_async_group_begin(self->dev, wait_value, signal_value, &err);
+    Py_END_ALLOW_THREADS device_release(self);
+    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
+    Py_RETURN_NONE;
+}
+
+PyObject *Device_group_end(DeviceObject *self, PyObject *unused) {
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status st;
+    Py_BEGIN_ALLOW_THREADS st = hl_async_group_end(self->dev, &err);
+    Py_END_ALLOW_THREADS device_release(self);
+    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
+    Py_RETURN_NONE;
+}

@@ -36,7 +36,7 @@ static hl_status call_activation(hl_device *dev, const void *a, hl_error *err) {
  *               wait_value=0, signal_value=0) -> None
  *   sizes: 4 ints (outermost first); strides: 3 ints each (dimension 3 is contiguous). */
 PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"src",        "dst",        "sizes",      "src_strides", "dst_strides",
+    static char *kwlist[] = {"src",        "dst",        "sizes",      "src_strides",  "dst_strides",
                              "src_offset", "dst_offset", "wait_value", "signal_value", NULL};
     PyObject *so, *dobj;
     hl_copy_args ca = {0};

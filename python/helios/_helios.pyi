@@ -78,6 +78,33 @@ class Device:
     def _async_host(self) -> None: ...
     def _host_signal(self, value: int) -> None: ...
     def _host_wait(self, value: int, timeout_ns: int) -> None: ...
+    def _group_begin(self, wait: int, signal: int) -> None: ...
+    def _group_end(self) -> None: ...
+    def _copy_strided(
+        self,
+        src: Any,
+        dst: Any,
+        sizes: tuple[int, int, int, int],
+        src_strides: tuple[int, int, int],
+        dst_strides: tuple[int, int, int],
+        src_offset: int = 0,
+        dst_offset: int = 0,
+        *,
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
+    def _activation(
+        self,
+        z: Any,
+        y: Any,
+        n: int,
+        act: int,
+        dtype: str,
+        grad: Any = None,
+        *,
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
     def _attention_backward(
         self,
         q: Any,

@@ -129,33 +129,34 @@ def ordering(t: torch.Tensor) -> str:
     return "semaphore" if not why else f"host sync: {why}"
 
 
-def _run_ordered(dev: Device, t: torch.Tensor, ops: list[Callable[[Optional[tuple]], Any]]) -> None:
-    """Run ops (each op(order)) after the work queued on torch's current stream, and
+def _run_ordered(dev: Device, t: torch.Tensor, ops: list[Callable[[], Any]]) -> None:
+    """Run ops (each op()) after the work queued on torch's current stream, and
     make that stream wait for them: through the shared semaphore, else a host wait
-    before. A group of ops is one pair of CUDA <-> Vulkan hops: the stream signals
-    once, each op waits for the one before on the Vulkan side, the stream waits for
-    the last. Each hop pair costs a switch of the GPU between the CUDA and the
-    Vulkan context, about 0.2-0.5 ms on the H100 (docs/perf-notes.md, session 9):
-    grouping the ops that need no torch work between them saves it."""
+    before. A group of ops is one submission and one pair of CUDA <-> Vulkan hops:
+    the stream signals once, the ops are recorded into one command buffer (each after
+    the one before: Device._group_begin) that waits for that signal, and the stream
+    waits for the group's. Each hop pair costs a switch of the GPU between the CUDA
+    and the Vulkan context, about 0.2-0.5 ms on the H100 (docs/perf-notes.md, session
+    9): grouping the ops that need no torch work between them saves it."""
     stream = torch.cuda.current_stream(t.device)
     if ordering(t) != "semaphore":
         stream.synchronize()  # the copies are done before Helios reads
         for op in ops:
-            op(None)
+            op()
         return
     handle = stream.cuda_stream
     w, s = dev._async_values()
     dev._cuda_signal(handle, w)  # the inputs are staged once the stream gets here
-    last = 0  # the value the last submitted op signals
+    dev._group_begin(w, s)
     try:
-        for i, op in enumerate(ops):
-            if i:  # waits for the op before, on the Vulkan side
-                w, s = s, dev._async_values()[1]
-            op((w, s))
-            last = s
+        for op in ops:
+            op()  # recorded into the group
     finally:
-        if last:  # even when a later op failed: nothing on the stream reads before Helios is done,
-            dev._cuda_wait(handle, last)  # and the stream's next signal stays above Helios's
+        # Submitted even when an op failed (what was recorded runs and s is signalled),
+        # and the stream waits for it: nothing on the stream reads before Helios is
+        # done, and the stream's next signal stays above Helios's.
+        dev._group_end()
+        dev._cuda_wait(handle, s)
 
 
 # torch dtype -> Helios's name: what Tensors hold, and what ops compute in.
@@ -371,7 +372,7 @@ class _Group:
         self.anchor = anchor
         self.dev = device_for(anchor)
         self.ordinal = _ordinal(anchor)
-        self.ops: list[Callable[[Optional[tuple]], Any]] = []
+        self.ops: list[Callable[[], Any]] = []
         self._staged: dict = {}
         self._held: list[torch.Tensor] = []
 
@@ -433,9 +434,7 @@ class _Group:
         }
         dev = self.dev
 
-        def run(order: Optional[tuple]) -> None:
-            if order is not None:
-                fields["wait_value"], fields["signal_value"] = order
+        def run() -> None:
             dev._gemm(**fields)
 
         self.ops.append(run)
@@ -453,24 +452,18 @@ class _Group:
     ) -> None:
         """A layout copy (Device.copy_strided) into a result of the group."""
         dev, hs = self.dev, self.stage(src)
-        self.ops.append(
-            lambda order: dev.copy_strided(
-                hs, out, shape, src_strides, out_strides, src_offset, out_offset, order=order
-            )
-        )
+        self.ops.append(lambda: dev.copy_strided(hs, out, shape, src_strides, out_strides, src_offset, out_offset))
 
     def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
-        self.ops.append(lambda order: dev.activation(hz, name, grad=hg, out=out, order=order))
+        self.ops.append(lambda: dev.activation(hz, name, grad=hg, out=out))
 
     def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
         """The attention forward on (B, H, S, d) operands, writing out and the log-sum-exp."""
         dev = self.dev
         hq, hk, hv = (self.stage(x) for x in (q, k, v))
-        self.ops.append(
-            lambda order: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, order=order, lse=lse)
-        )
+        self.ops.append(lambda: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, lse=lse))
 
     def attention_backward(
         self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
@@ -479,8 +472,8 @@ class _Group:
         dev = self.dev
         hq, hk, hv, ho, hdo, hl = (self.stage(x) for x in (q, k, v, o, do, lse))
 
-        def run(order: Optional[tuple]) -> None:
-            run_attention_backward(dev, hq, hk, hv, ho, hdo, hl, causal=causal, scale=scale, order=order, grads=grads)
+        def run() -> None:
+            run_attention_backward(dev, hq, hk, hv, ho, hdo, hl, causal=causal, scale=scale, grads=grads)
 
         self.ops.append(run)
 
