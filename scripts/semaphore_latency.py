@@ -16,6 +16,13 @@ Pipelined (the values stay in order: CUDA signals only after it waited):
   two_ops      torch op; then two Helios ops each ordered alone (signal w,
                op, stream waits s), no torch kernel between them: what two
                helios.torch calls cost when only views separate them
+  host_gated_wait / host_gated_spin
+               round_trip with the host taking the CUDA -> Vulkan leg: after
+               the stream's signal the host waits for w (a blocking wait, or
+               polling the value), then submits the op (its wait already met)
+  group4 / group4_host_gated_spin
+               torch op; four Helios products as one group (one submission,
+               helios.torch's path); the same gated by the polling host
 One at a time (each iteration ends in a host wait; latency, not rate):
   iso_vk            Helios op; host waits its value
   iso_cuda_to_vk    torch op; signal w; Helios op waits w (not yet reached:
@@ -108,6 +115,47 @@ def main() -> int:
             helios_op(w, s, dst)
             dev._cuda_wait(stream, s)
 
+    def gated_by_host(spin: bool) -> Callable[[], None]:
+        """round_trip with the CUDA -> Vulkan leg taken by the host: the stream signals
+        w, the host waits until the semaphore reaches w (spin: polling its value;
+        else a blocking wait), then submits the Helios op, whose wait is then already
+        met; the stream waits for s as before."""
+
+        def step() -> None:
+            x.add_(1)
+            w, s = dev._async_values()
+            dev._cuda_signal(stream, w)
+            if spin:
+                while dev._semaphore_value() < w:
+                    pass
+            else:
+                dev._host_wait(w, 10_000_000_000)
+            helios_op(w, s)
+            dev._cuda_wait(stream, s)
+
+        return step
+
+    def gated_group(spin: bool, ops: int) -> Callable[[], None]:
+        """A torch op, then `ops` Helios products as one group gated by the host (as
+        gated_by_host), then the next iteration's torch op waits for the group."""
+
+        def step() -> None:
+            x.add_(1)
+            w, s = dev._async_values()
+            dev._cuda_signal(stream, w)
+            if spin:
+                while dev._semaphore_value() < w:
+                    pass
+            dev._group_begin(w, s)
+            try:
+                for i in range(ops):
+                    dev.matmul(a, b, out=c1 if i % 2 == 0 else c2)
+            finally:
+                dev._group_end()
+            dev._cuda_wait(stream, s)
+
+        return step
+
     def host_wait(s: int) -> None:
         dev._host_wait(s, 10_000_000_000)
 
@@ -169,6 +217,10 @@ def main() -> int:
         "round_trip": round_trip,
         "chain2": chain2,
         "two_ops": two_ops,
+        "host_gated_wait": gated_by_host(spin=False),
+        "host_gated_spin": gated_by_host(spin=True),
+        "group4": gated_group(spin=False, ops=4),
+        "group4_host_gated_spin": gated_group(spin=True, ops=4),
         "iso_vk": isolated(torch_op=False, signal=False, sync=False, wait=False),
         "iso_cuda_to_vk": isolated(torch_op=True, signal=True, sync=False, wait=True),
         "iso_presignaled": isolated(torch_op=True, signal=True, sync=True, wait=True),

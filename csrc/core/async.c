@@ -116,6 +116,15 @@ hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_n
     return vr == VK_SUCCESS ? HL_OK : hl_vk_fail(err, vr, "vkWaitSemaphores", __FILE__, __LINE__);
 }
 
+hl_status hl_device_semaphore_value(hl_device *dev, uint64_t *value, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!dev->timeline)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no ordered operation was submitted on this device");
+    HL_VK(dev->semaphore_value(dev->device, dev->timeline, value));
+fail:
+    return st;
+}
+
 void hl_async_close(hl_device *dev) {
     if (dev->group) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
         hl_error ignored;

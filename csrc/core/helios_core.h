@@ -230,6 +230,9 @@ hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
 hl_status hl_async_open_host(hl_device *dev, hl_error *err);
 hl_status hl_device_host_signal(hl_device *dev, uint64_t value, hl_error *err);
 hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_ns, hl_error *err);
+/* The ordering semaphore's current value (vkGetSemaphoreCounterValue): what a host
+ * polling for the CUDA stream's signal reads. */
+hl_status hl_device_semaphore_value(hl_device *dev, uint64_t *value, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);

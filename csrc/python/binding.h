@@ -90,6 +90,7 @@ PyObject *Device_host_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_host_wait(DeviceObject *self, PyObject *args);
 PyObject *Device_group_begin(DeviceObject *self, PyObject *args);
 PyObject *Device_group_end(DeviceObject *self, PyObject *unused);
+PyObject *Device_semaphore_value(DeviceObject *self, PyObject *unused);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -565,6 +565,8 @@ static PyMethodDef Device_methods[] = {
     {"_group_begin", (PyCFunction)Device_group_begin, METH_VARARGS,
      "Low-level: _group_begin(wait, signal): the operations until _group_end are one submission waiting for "
      "`wait` and signalling `signal` (values from _async_values); each records after the one before."},
+    {"_semaphore_value", (PyCFunction)Device_semaphore_value, METH_NOARGS,
+     "Low-level: the ordering semaphore's current value (what the CUDA stream has signalled so far)."},
     {"_group_end", (PyCFunction)Device_group_end, METH_NOARGS,
      "Low-level: submit the open group (always, also after one of its operations failed)."},
     {"_host_wait", (PyCFunction)Device_host_wait, METH_VARARGS,

@@ -231,3 +231,14 @@ PyObject *Device_group_end(DeviceObject *self, PyObject *unused) {
     if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
     Py_RETURN_NONE;
 }
+
+/* _semaphore_value() -> the ordering semaphore's current value (host polling). */
+PyObject *Device_semaphore_value(DeviceObject *self, PyObject *unused) {
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    uint64_t v = 0;
+    hl_status st = hl_device_semaphore_value(self->dev, &v, &err);
+    device_release(self);
+    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
+    return PyLong_FromUnsignedLongLong(v);
+}
