@@ -32,7 +32,7 @@ def main() -> int:
     lock_numerics(torch)
     cfg = TrainConfig()
     bf16 = torch.bfloat16
-    GPT, TorchOps, HeliosOps, _, _ = build(torch)
+    GPT, TorchOps, HeliosOps, _, _, _ = build(torch)
 
     class Fp32Ops:
         name = "fp32"

@@ -108,7 +108,7 @@ def main() -> int:
         tw, _, _ = per_call(ta, args.reps)
         print(f"attention {cfg.batch}x{cfg.heads}x{cfg.seq}x{hd} causal {mode} | {hw:.3f} | {hg:.3f} | {hn} | {tw:.3f}")
 
-    GPT, _, HeliosOps, _, _ = build(torch)
+    GPT, _, HeliosOps, _, _, _ = build(torch)
     torch.manual_seed(0)
     model = GPT(cfg).cuda()
     ops = HeliosOps()

@@ -144,6 +144,8 @@ BINDINGS = {
     # Layout copies and elementwise activations (the ops between products).
     "copy": ("SRC", "DST"),
     "activation": ("Z", "G", "Y"),
+    # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
+    "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
 
 MATMUL_VARIANT = VariantStruct(
@@ -453,5 +455,19 @@ FAMILIES = (
         "activation",
         axes=(IN_AXIS_SCALAR,),
         doc="an activation or its backward over 16-bit elements (fp32 arithmetic)",
+    ),
+    Family(
+        "layernorm",
+        "layernorm.comp",
+        None,
+        (
+            Spec("PASS", "uint", "0", "e->pass"),  # 0: forward; 1: backward
+            Spec("CPT", "uint", "4", "e->cols_per_thread"),  # columns per invocation: ceil(D / 256)
+            Spec("RESIDUAL", "uint", "0", "e->residual"),  # forward: add R; backward: add GRES
+            Spec("ROWS", "uint", "32", "e->rows_per_group"),  # backward: rows per workgroup
+        ),
+        "layernorm",
+        axes=(IN_AXIS_SCALAR,),
+        doc="LayerNorm over an fp32 residual stream (a branch added first), forward and backward",
     ),
 )

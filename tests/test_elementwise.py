@@ -188,3 +188,69 @@ def test_bad_input_is_refused_by_name(device):
         device.activation(a16, "relu", out=a16)
     with pytest.raises(TypeError, match="z is float32"):
         device.activation(f32, "relu")
+
+
+def _ln_ref(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5):
+    mean = v.mean(-1, keepdims=True)
+    var = ((v - mean) ** 2).mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    return (v - mean) * rstd * gamma + beta, mean[..., 0], rstd[..., 0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("rows,d", [(5, 64), (70, 300), (3, 1029)])  # one column per invocation, tails, several
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_layernorm_both_directions_against_float64(device, dtype, rows, d, residual):
+    rng = np.random.default_rng(rows + d)
+    x = (rng.standard_normal((rows, d)) * 2 + 0.5).astype(np.float32)
+    r = rng.standard_normal((rows, d)).astype(dtype)
+    gamma = (1 + 0.3 * rng.standard_normal(d)).astype(np.float32)
+    beta = (0.2 * rng.standard_normal(d)).astype(np.float32)
+    tx, tg, tb = (device.upload(a, dtype="float32") for a in (x, gamma, beta))
+    h, stream, stats = device.layernorm(tx, tg, tb, residual=_upload(device, r) if residual else None, dtype=dtype)
+    v = x.astype(np.float64) + (r.astype(np.float64) if residual else 0)
+    want, mean, rstd = _ln_ref(v, gamma.astype(np.float64), beta.astype(np.float64))
+    if residual:
+        np.testing.assert_allclose(stream.numpy(), v, rtol=1e-6, atol=1e-6)
+    else:
+        assert stream is tx
+    np.testing.assert_allclose(stats.numpy()[:, 0], mean, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats.numpy()[:, 1], rstd, rtol=1e-4)
+    assert _ulps_off(h.numpy(), want, dtype, np.full_like(want, 16.0)) <= 1.5
+    # backward: against float64 autograd-free formulas
+    gh = rng.standard_normal((rows, d)).astype(dtype)
+    gres = rng.standard_normal((rows, d)).astype(np.float32)
+    gx, gx16, partial = device.layernorm_backward(
+        _upload(device, gh), stream, stats, tg, grad_residual=device.upload(gres, dtype="float32") if residual else None
+    )
+    g = gh.astype(np.float64)
+    xhat = (v - mean[:, None]) * rstd[:, None]
+    gg = g * gamma
+    want_gx = rstd[:, None] * (gg - gg.mean(-1, keepdims=True) - xhat * (gg * xhat).mean(-1, keepdims=True))
+    if residual:
+        want_gx = want_gx + gres
+    scale = np.abs(want_gx).max()
+    np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-5 * scale)
+    np.testing.assert_array_equal(gx16.numpy(), gx.numpy().astype(dtype))  # the same values, rounded once
+    assert partial.shape == (-(-rows // 32), 2, d)
+    sums = partial.numpy().astype(np.float64).sum(0)
+    np.testing.assert_allclose(sums[0], (g * xhat).sum(0), rtol=1e-4, atol=1e-4 * np.abs(g).sum(0).max())
+    np.testing.assert_allclose(sums[1], g.sum(0), rtol=1e-4, atol=1e-4 * np.abs(g).sum(0).max())
+
+
+def test_layernorm_refusals(device):
+    x = device.upload(np.zeros((4, 8), np.float32), dtype="float32")
+    g = device.upload(np.ones(8, np.float32), dtype="float32")
+    with pytest.raises(TypeError, match="x must be a packed float32"):
+        device.layernorm(device.empty((4, 8)), g, g)
+    with pytest.raises(ValueError, match="gamma must be a packed float32 Tensor of 8"):
+        device.layernorm(x, device.upload(np.ones(7, np.float32), dtype="float32"), g)
+    with pytest.raises(ValueError, match="residual .* must have x's 32 elements"):
+        device.layernorm(x, g, g, residual=device.empty(31))
+    with pytest.raises(ValueError, match="eps must be positive"):
+        device.layernorm(x, g, g, eps=0.0)
+    with pytest.raises(ValueError, match="d in 1..8192"):
+        device.layernorm(
+            device.upload(np.zeros((1, 8200), np.float32), dtype="float32"),
+            *(device.upload(np.ones(8200, np.float32), dtype="float32") for _ in range(2)),
+        )

@@ -338,3 +338,125 @@ def test_block_refusals_name_what_is_wrong(cuda):
         ht.self_attention(x, wu, None, wd[:, :64], None, 2)
     with pytest.raises(ValueError, match="must have 3 dimensions"):
         ht.self_attention(x[0], wu, None, wd, None, 2)
+
+
+def _rel(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm())
+
+
+def _decoder_reference(x, layers, heads, final, head):
+    """The decoder in float64 through torch (the composition helios.torch.decoder fuses)."""
+    F = torch.nn.functional
+    b, s, d = x.shape
+    for ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wu, bu, wd, bd in layers:
+        h = F.layer_norm(x, (d,), ln1w, ln1b)
+        q, k, v = F.linear(h, wqkv, bqkv).reshape(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
+        x = x + F.linear(a, wo, bo)
+        x = x + F.linear(F.gelu(F.linear(F.layer_norm(x, (d,), ln2w, ln2b), wu, bu), approximate="tanh"), wd, bd)
+    return F.linear(F.layer_norm(x, (d,), final[0], final[1]), head)
+
+
+@pytest.mark.parametrize("dtype,bound", [(torch.float16, 5e-3), (torch.bfloat16, 3e-2)])
+def test_decoder_forward_and_gradients(cuda, dtype, bound):
+    """helios.torch.decoder (two layers, the final LayerNorm, a head) against torch's
+    composition in float64: logits and the gradient of every input."""
+    b, s, d, heads, hidden, vocab = 2, 40, 64, 2, 176, 96
+    g = torch.Generator(device="cuda").manual_seed(21)
+
+    def rnd(*shape, scale=1.0, dt=torch.float32):
+        return (torch.randn(*shape, device=cuda, generator=g) * scale).to(dt).requires_grad_(True)
+
+    layers = [
+        (
+            rnd(d, scale=0.2) + 1,
+            rnd(d, scale=0.1),
+            rnd(3 * d, d, scale=0.1, dt=dtype),
+            rnd(3 * d, scale=0.1, dt=dtype),
+            rnd(d, d, scale=0.1, dt=dtype),
+            rnd(d, scale=0.1, dt=dtype),
+            rnd(d, scale=0.2) + 1,
+            rnd(d, scale=0.1),
+            rnd(hidden, d, scale=0.1, dt=dtype),
+            rnd(hidden, scale=0.1, dt=dtype),
+            rnd(d, hidden, scale=0.1, dt=dtype),
+            rnd(d, scale=0.1, dt=dtype),
+        )
+        for _ in range(2)
+    ]
+    layers = [tuple(t.detach().requires_grad_(True) for t in layer) for layer in layers]
+    final = tuple(t.detach().requires_grad_(True) for t in (rnd(d, scale=0.2) + 1, rnd(d, scale=0.1)))
+    head = rnd(vocab, d, scale=0.1, dt=dtype)
+    x = rnd(b, s, d)
+    y = ht.decoder(x, layers, heads, final, head)
+    assert y.shape == (b, s, vocab) and y.dtype == dtype
+    leaves = [x, *[t for layer in layers for t in layer], *final, head]
+    refs = [t.detach().double().requires_grad_(True) for t in leaves]
+    n = len(ht.LAYER_PARAMS)
+    want = _decoder_reference(
+        refs[0], [refs[1 + i * n : 1 + (i + 1) * n] for i in range(2)], heads, refs[-3:-1], refs[-1]
+    )
+    assert _rel(y, want) <= bound
+    go = torch.randn(b, s, vocab, device=cuda, generator=g).to(dtype)
+    y.backward(go)
+    want.backward(go.double())
+    for i, (t, r) in enumerate(zip(leaves, refs)):
+        assert t.grad is not None and t.grad.dtype == t.dtype and t.grad.shape == t.shape, i
+        assert _rel(t.grad, r.grad) <= 2 * bound, (i, _rel(t.grad, r.grad))
+
+
+def test_decoder_is_one_group_each_way(cuda, monkeypatch):
+    """The whole stack is one group per direction: 12 ops per layer and the final
+    LayerNorm and head forward; 16 per layer and the head's two and the final
+    LayerNorm's backward."""
+    d, heads = 64, 2
+    g = torch.Generator(device="cuda").manual_seed(22)
+
+    def p(*shape, dt=torch.float16):
+        return (torch.randn(*shape, device=cuda, generator=g) / 8).to(dt).requires_grad_(True)
+
+    layers = [
+        (
+            p(d, dt=torch.float32),
+            p(d, dt=torch.float32),
+            p(3 * d, d),
+            p(3 * d),
+            p(d, d),
+            p(d),
+            p(d, dt=torch.float32),
+            p(d, dt=torch.float32),
+            p(4 * d, d),
+            p(4 * d),
+            p(d, 4 * d),
+            p(d),
+        )
+        for _ in range(3)
+    ]
+    x = p(2, 16, d, dt=torch.float32)
+    _semaphore_or_skip(x)
+    groups = []
+    real = ht._run_ordered
+    monkeypatch.setattr(ht, "_run_ordered", lambda dev, t, ops: (groups.append(len(ops)), real(dev, t, ops))[1])
+    ht.decoder(x, layers, heads, (p(d, dt=torch.float32), p(d, dt=torch.float32)), p(32, d)).float().sum().backward()
+    assert groups == [3 * 12 + 2, 3 * 16 + 3]
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for layer in layers for t in layer)
+
+
+def test_decoder_refusals(cuda):
+    d = 64
+    w = torch.zeros(3 * d, d, device=cuda, dtype=torch.float16)
+    ln = torch.ones(d, device=cuda)
+    x = torch.zeros(1, 4, d, device=cuda)
+    layer = [ln, ln, w, None, w[:d], None, ln, ln, w, None, w.T.contiguous(), None]
+    with pytest.raises(ValueError, match="each layer is 12 tensors"):
+        ht.decoder(x, [layer[:11]], 2, (ln, ln))
+    with pytest.raises(TypeError, match="x is torch.float16"):
+        ht.decoder(x.half(), [layer], 2, (ln, ln))
+    with pytest.raises(ValueError, match="heads must be a positive int dividing D=64"):
+        ht.decoder(x, [layer], 5, (ln, ln))
+    bad = list(layer)
+    bad[4] = w  # w_out (3d, d)
+    with pytest.raises(ValueError, match=r"layers\[0\].w_out must be \(64, 64\)"):
+        ht.decoder(x, [bad], 2, (ln, ln))
+    with pytest.raises(ValueError, match=r"layers\[0\].ln1_w must be \(64,\)"):
+        ht.decoder(x, [[ln[:8]] + layer[1:]], 2, (ln, ln))

@@ -51,7 +51,7 @@ def test_unknown_train_adapters_are_refused(capsys):
 def test_decoding_with_the_kv_cache_equals_the_full_forward():
     from helios.harness.train import TINY, TrainConfig, build, greedy
 
-    GPT, TorchOps, _, _, _ = build(torch)
+    GPT, TorchOps, _, _, _, _ = build(torch)
     torch.manual_seed(0)
     cfg = TrainConfig(**TINY)
     model = GPT(cfg)
@@ -83,13 +83,13 @@ def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatc
     real = train.build
 
     def planted(torch_mod):
-        GPT, TorchOps, HeliosOps, HeliosPerOpOps, HostOps = real(torch_mod)
+        GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps = real(torch_mod)
 
         class Wrong(HostOps):
             def linear(self, x, w, b=None, act=None):
                 return super().linear(x, w, b, act) * 1.5
 
-        return GPT, TorchOps, Wrong, Wrong, Wrong
+        return GPT, TorchOps, Wrong, Wrong, Wrong, Wrong
 
     monkeypatch.setattr(train, "build", planted)
     cfg = train.TrainConfig(**train.TINY, adapters=["torch_eager", "helios"])

@@ -1,7 +1,8 @@
 /* elementwise.c — the ops a model runs between its products and attention, on
  * the device so that a layer's work can stay one ordered group: layout copies
- * (copy_strided.comp) and activations with their backward (activation.comp).
- * Memory-bound and small next to the products; one dispatch each. */
+ * (copy_strided.comp), activations with their backward (activation.comp) and
+ * LayerNorm with its backward (layernorm.comp). Memory-bound and small next to
+ * the products; one dispatch each. */
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,138 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
     };
     return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation",
                     a->wait_value, a->signal_value, err);
+fail:
+    return st;
+}
+
+#define LAYERNORM_MAX_D 8192u /* 32 columns per invocation held in registers */
+
+static hl_status layernorm_common(hl_device *dev, const char *who, uint32_t rows, uint32_t d, hl_dtype dtype,
+                                  hl_error *err) {
+    if (dtype != HL_F16 && dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(dtype));
+    if (!rows || !d || d > LAYERNORM_MAX_D)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: rows >= 1 and d in 1..%u, got %u x %u", who, LAYERNORM_MAX_D,
+                       rows, d);
+    if ((uint64_t)rows * d * 4 > dev->caps.max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u x %u fp32 elements exceed the device's buffer range", who, rows,
+                       d);
+    return HL_OK;
+}
+
+static hl_status layernorm_pipeline(hl_device *dev, uint32_t pass, uint32_t d, int residual, hl_dtype dtype,
+                                    VkPipeline *out, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_spec_env e = {.pass = pass,
+                           .cols_per_thread = (d + ELEMENTWISE_THREADS - 1) / ELEMENTWISE_THREADS,
+                           .residual = residual ? 1u : 0u,
+                           .rows_per_group = HL_LAYERNORM_ROWS};
+    uint32_t spec[HL_SPEC_LAYERNORM_COUNT];
+    hl_spec_layernorm(spec, &e);
+    hl_pipeline *pipe;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_layernorm(dtype), spec, HL_SPEC_LAYERNORM_COUNT, 0, &pipe, err));
+    *out = pipe->pipeline;
+fail:
+    return st;
+}
+
+hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err) {
+    hl_status st = HL_OK;
+    static const char *who = "layernorm";
+    HL_TRY(layernorm_common(dev, who, a->rows, a->d, a->dtype, err));
+    if (!a->x || !a->gamma || !a->beta || !a->h || !a->stats || (a->r && !a->x_out))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: x, gamma, beta, h and stats are required (and x_out with r)",
+                       who);
+    if (!(a->eps > 0.0f))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: eps must be positive, got %g", who, (double)a->eps);
+    const uint64_t n = (uint64_t)a->rows * a->d;
+    hl_tensor *const outs[3] = {a->h, a->stats, a->x_out};
+    hl_tensor *const ins[4] = {a->x, a->r, a->gamma, a->beta};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            if (outs[i] && hl_tensors_share(outs[i], ins[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: an output is also an input; it does not run in place",
+                               who);
+    HL_TRY(hl_check_tensor(dev, a->x, n * 4, who, "x", err));
+    HL_TRY(hl_check_tensor(dev, a->r, n * 2, who, "r", err));
+    HL_TRY(hl_check_tensor(dev, a->gamma, (uint64_t)a->d * 4, who, "gamma", err));
+    HL_TRY(hl_check_tensor(dev, a->beta, (uint64_t)a->d * 4, who, "beta", err));
+    HL_TRY(hl_check_tensor(dev, a->x_out, a->r ? n * 4 : 0, who, "x_out", err));
+    HL_TRY(hl_check_tensor(dev, a->h, n * 2, who, "h", err));
+    HL_TRY(hl_check_tensor(dev, a->stats, (uint64_t)a->rows * 8, who, "stats", err));
+    elementwise_plan pl = {0};
+    HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl.groups, err));
+    HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl.pipe, err));
+    pl.pc[0] = a->rows;
+    pl.pc[1] = a->d;
+    memcpy(&pl.pc[2], &a->eps, 4);
+    /* Slots the pass does not touch are bound to x (declared, never read or written). */
+    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
+    for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
+        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i};
+    ops[HL_BIND_LAYERNORM_R] =
+        (hl_operand){.tensor = a->r ? a->r : a->x, .bytes = a->r ? n * 2 : n * 4, .slot = HL_BIND_LAYERNORM_R};
+    ops[HL_BIND_LAYERNORM_GAMMA] =
+        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA};
+    ops[HL_BIND_LAYERNORM_BETA] = (hl_operand){.tensor = a->beta, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_BETA};
+    if (a->x_out)
+        ops[HL_BIND_LAYERNORM_XOUT] = (hl_operand){.tensor = a->x_out, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_XOUT};
+    ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->h, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_H};
+    ops[HL_BIND_LAYERNORM_STATS] =
+        (hl_operand){.tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .poison = 1, .slot = HL_BIND_LAYERNORM_STATS};
+    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, "layernorm", a->wait_value, a->signal_value, err);
+fail:
+    return st;
+}
+
+hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, hl_error *err) {
+    hl_status st = HL_OK;
+    static const char *who = "layernorm backward";
+    HL_TRY(layernorm_common(dev, who, a->rows, a->d, a->dtype, err));
+    if (!a->grad_h || !a->x || !a->stats || !a->gamma || !a->gx || !a->gx16 || !a->partial)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: grad_h, x, stats, gamma, gx, gx16 and partial are required tensors", who);
+    const uint64_t n = (uint64_t)a->rows * a->d;
+    const uint64_t groups = (a->rows + HL_LAYERNORM_ROWS - 1) / HL_LAYERNORM_ROWS;
+    hl_tensor *const outs[3] = {a->gx, a->gx16, a->partial};
+    hl_tensor *const ins[5] = {a->grad_h, a->x, a->stats, a->gamma, a->grad_res};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 5; j++)
+            if (hl_tensors_share(outs[i], ins[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: an output is also an input; it does not run in place",
+                               who);
+    HL_TRY(hl_check_tensor(dev, a->grad_h, n * 2, who, "grad_h", err));
+    HL_TRY(hl_check_tensor(dev, a->x, n * 4, who, "x", err));
+    HL_TRY(hl_check_tensor(dev, a->stats, (uint64_t)a->rows * 8, who, "stats", err));
+    HL_TRY(hl_check_tensor(dev, a->gamma, (uint64_t)a->d * 4, who, "gamma", err));
+    HL_TRY(hl_check_tensor(dev, a->grad_res, a->grad_res ? n * 4 : 0, who, "grad_res", err));
+    HL_TRY(hl_check_tensor(dev, a->gx, n * 4, who, "gx", err));
+    HL_TRY(hl_check_tensor(dev, a->gx16, n * 2, who, "gx16", err));
+    HL_TRY(hl_check_tensor(dev, a->partial, groups * 2 * a->d * 4, who, "partial", err));
+    elementwise_plan pl = {0};
+    HL_TRY(grid_for(dev, groups * ELEMENTWISE_THREADS, who, pl.groups, err));
+    HL_TRY(layernorm_pipeline(dev, 1, a->d, a->grad_res != NULL, a->dtype, &pl.pipe, err));
+    pl.pc[0] = a->rows;
+    pl.pc[1] = a->d;
+    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
+    for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
+        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i};
+    ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->grad_h, .bytes = n * 2, .slot = HL_BIND_LAYERNORM_H};
+    ops[HL_BIND_LAYERNORM_STATS] =
+        (hl_operand){.tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .slot = HL_BIND_LAYERNORM_STATS};
+    ops[HL_BIND_LAYERNORM_GAMMA] =
+        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA};
+    if (a->grad_res)
+        ops[HL_BIND_LAYERNORM_GRES] =
+            (hl_operand){.tensor = a->grad_res, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_GRES};
+    ops[HL_BIND_LAYERNORM_GX] =
+        (hl_operand){.tensor = a->gx, .bytes = n * 4, .poison = 1, .slot = HL_BIND_LAYERNORM_GX};
+    ops[HL_BIND_LAYERNORM_GX16] =
+        (hl_operand){.tensor = a->gx16, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_GX16};
+    ops[HL_BIND_LAYERNORM_PARTIAL] = (hl_operand){
+        .tensor = a->partial, .bytes = groups * 2 * a->d * 4, .poison = 1, .slot = HL_BIND_LAYERNORM_PARTIAL};
+    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, "layernorm:backward", a->wait_value, a->signal_value, err);
 fail:
     return st;
 }

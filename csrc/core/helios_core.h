@@ -215,7 +215,7 @@ hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_e
  * wait/signal values of its own), and hl_async_group_end submits them: one wait for
  * `wait` and one signal of `signal` for the whole group, not waited for. End always
  * submits what was recorded (also after an operation failed), so `signal` is
- * reached. At most HL_GROUP_MAX_OPS (64) operations per group. */
+ * reached. At most HL_GROUP_MAX_OPS (256) operations per group. */
 hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err);
 hl_status hl_async_group_end(hl_device *dev, hl_error *err);
 hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
@@ -408,6 +408,33 @@ typedef struct hl_activation_args {
     uint64_t wait_value, signal_value;
 } hl_activation_args;
 hl_status hl_activate(hl_device *dev, const hl_activation_args *args, hl_error *err);
+
+/* LayerNorm over `rows` rows of `d` fp32 elements (a residual stream), gamma and
+ * beta fp32 (d); h and the branch r in dtype (HL_F16 or HL_BF16). Forward:
+ * v = x (+ r, written to x_out, when r is given), stats[2i], stats[2i+1] = the
+ * row's mean and 1/sqrt(biased variance + eps), h = (v - mean) rstd gamma + beta. */
+typedef struct hl_layernorm_args {
+    hl_tensor *x, *r, *gamma, *beta, *x_out, *h, *stats;
+    uint32_t rows, d;
+    float eps;
+    hl_dtype dtype;
+    uint64_t wait_value, signal_value;
+} hl_layernorm_args;
+hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *args, hl_error *err);
+/* Its backward: from grad_h (dtype), the forward's x (the stream it normalised:
+ * its x_out where it added a branch) and stats, gx = d loss / d x (+ grad_res, the
+ * stream's gradient from above, when given) in fp32 and rounded to gx16 (dtype);
+ * partial: per group of HL_LAYERNORM_ROWS rows, the column sums of grad_h * xhat
+ * (gamma's gradient) and of grad_h (beta's), (ceil(rows / HL_LAYERNORM_ROWS), 2, d)
+ * fp32, summed over the groups by the caller. */
+#define HL_LAYERNORM_ROWS 32u
+typedef struct hl_layernorm_bwd_args {
+    hl_tensor *grad_h, *x, *stats, *gamma, *grad_res, *gx, *gx16, *partial;
+    uint32_t rows, d;
+    hl_dtype dtype;
+    uint64_t wait_value, signal_value;
+} hl_layernorm_bwd_args;
+hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *args, hl_error *err);
 
 /* The cooperative-matrix MMA roof (roof.c): `reps` timed dispatches of `groups`
  * workgroups, each of 4 subgroups running `iters` x 4 independent MMAs of

@@ -91,9 +91,9 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 #define HL_PUSH_WORDS 13 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
-#define HL_RING_SLOTS 16    /* async submissions in flight at most (the oldest is waited for) */
-#define HL_GROUP_MAX_OPS 64 /* operations one group submission records (descriptor sets per ring slot) */
-#define HL_RETIRED_MAX 8    /* scratch buffers replaced inside open groups, awaiting their work */
+#define HL_RING_SLOTS 16     /* async submissions in flight at most (the oldest is waited for) */
+#define HL_GROUP_MAX_OPS 256 /* operations one group submission records (descriptor sets per ring slot) */
+#define HL_RETIRED_MAX 8     /* scratch buffers replaced inside open groups, awaiting their work */
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20

@@ -81,6 +81,8 @@ PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
 /* elementwise.c: Device._copy_strided and Device._activation. */
 PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_layernorm(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* roof.c */
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);

@@ -589,6 +589,11 @@ static PyMethodDef Device_methods[] = {
      "Low-level 4-D strided copy of 16-bit elements between Tensors (helios.Device.copy_strided checks)."},
     {"_activation", (PyCFunction)(void (*)(void))Device_activation, METH_VARARGS | METH_KEYWORDS,
      "Low-level activation or activation backward over 16-bit Tensors (helios.Device.activation checks)."},
+    {"_layernorm", (PyCFunction)(void (*)(void))Device_layernorm, METH_VARARGS | METH_KEYWORDS,
+     "Low-level LayerNorm of an fp32 stream (a 16-bit branch added first) on Tensors (helios.Device.layernorm "
+     "checks)."},
+    {"_layernorm_backward", (PyCFunction)(void (*)(void))Device_layernorm_backward, METH_VARARGS | METH_KEYWORDS,
+     "Low-level LayerNorm backward on Tensors (helios.Device.layernorm_backward checks)."},
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,
      "Low-level flash-attention forward on (B*H, S, d) float16 or bfloat16 arrays or Tensors "
      "(helios.Device.attention converts)."},

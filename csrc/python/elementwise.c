@@ -72,3 +72,53 @@ PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds) 
     aa.signal_value = signal_value;
     return run_core(self, call_activation, &aa);
 }
+
+static hl_status call_layernorm(hl_device *dev, const void *a, hl_error *err) { return hl_layernorm(dev, a, err); }
+static hl_status call_layernorm_backward(hl_device *dev, const void *a, hl_error *err) {
+    return hl_layernorm_backward(dev, a, err);
+}
+
+/* _layernorm(x, gamma, beta, h, stats, rows, d, eps, dtype, r=None, x_out=None, *,
+ *            wait_value=0, signal_value=0) -> None */
+PyObject *Device_layernorm(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"x",   "gamma", "beta", "h",     "stats",      "rows",         "d",
+                             "eps", "dtype", "r",    "x_out", "wait_value", "signal_value", NULL};
+    PyObject *o[5], *dto, *ro = Py_None, *xo = Py_None;
+    hl_layernorm_args la = {0};
+    double eps;
+    unsigned long long wait_value = 0, signal_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIdO|OO$KK:_layernorm", kwlist, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &la.rows, &la.d, &eps, &dto, &ro, &xo, &wait_value, &signal_value))
+        return NULL;
+    if (dtype_arg(dto, "dtype", &la.dtype) < 0) return NULL;
+    hl_tensor **slots[5] = {&la.x, &la.gamma, &la.beta, &la.h, &la.stats};
+    for (int i = 0; i < 5; i++)
+        if (tensor_arg(self, o[i], kwlist[i], 0, slots[i]) < 0) return NULL;
+    if (tensor_arg(self, ro, "r", 1, &la.r) < 0 || tensor_arg(self, xo, "x_out", 1, &la.x_out) < 0) return NULL;
+    la.eps = (float)eps;
+    la.wait_value = wait_value;
+    la.signal_value = signal_value;
+    return run_core(self, call_layernorm, &la);
+}
+
+/* _layernorm_backward(grad_h, x, stats, gamma, gx, gx16, partial, rows, d, dtype,
+ *                     grad_res=None, *, wait_value=0, signal_value=0) -> None */
+PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"grad_h", "x", "stats", "gamma",    "gx",         "gx16",         "partial",
+                             "rows",   "d", "dtype", "grad_res", "wait_value", "signal_value", NULL};
+    PyObject *o[7], *dto, *go = Py_None;
+    hl_layernorm_bwd_args la = {0};
+    unsigned long long wait_value = 0, signal_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOIIO|O$KK:_layernorm_backward", kwlist, &o[0], &o[1], &o[2],
+                                     &o[3], &o[4], &o[5], &o[6], &la.rows, &la.d, &dto, &go, &wait_value,
+                                     &signal_value))
+        return NULL;
+    if (dtype_arg(dto, "dtype", &la.dtype) < 0) return NULL;
+    hl_tensor **slots[7] = {&la.grad_h, &la.x, &la.stats, &la.gamma, &la.gx, &la.gx16, &la.partial};
+    for (int i = 0; i < 7; i++)
+        if (tensor_arg(self, o[i], kwlist[i], 0, slots[i]) < 0) return NULL;
+    if (tensor_arg(self, go, "grad_res", 1, &la.grad_res) < 0) return NULL;
+    la.wait_value = wait_value;
+    la.signal_value = signal_value;
+    return run_core(self, call_layernorm_backward, &la);
+}

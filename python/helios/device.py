@@ -494,6 +494,18 @@ class Device(_helios.Device):
         :func:`helios.elementwise.activation`. order: as matmul's. Returns out."""
         return elementwise.activation(self, z, name, grad=grad, out=out, order=order)
 
+    def layernorm(self, x: Tensor, gamma: Tensor, beta: Tensor, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
+        """LayerNorm of an fp32 stream on the device (a 16-bit branch added first with
+        residual=): (h, stream, stats). See :func:`helios.elementwise.layernorm`."""
+        return elementwise.layernorm(self, x, gamma, beta, **kwargs)
+
+    def layernorm_backward(
+        self, grad_h: Tensor, x: Tensor, stats: Tensor, gamma: Tensor, **kwargs: Any
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """LayerNorm's backward on the device: (gx, gx16, partial gamma/beta sums). See
+        :func:`helios.elementwise.layernorm_backward`."""
+        return elementwise.layernorm_backward(self, grad_h, x, stats, gamma, **kwargs)
+
     def attention_variants(self, head_dim: int, dtype: Any = "float16", backward: bool = False) -> list[str]:
         """Every attention variant valid here for this head dimension and dtype
         (float16 or bfloat16; default first where it is a coop one); backward: the

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .dtypes import bfloat16, float16
+from .dtypes import as_dtype, bfloat16, float16
 from .gemm import activation_code
 from .tensor import Tensor, new_tensor
 from .validate import count
@@ -117,3 +117,107 @@ def activation(
             raise ValueError(f"{who}: {nm} must be packed (rows without padding), got pitch {t.pitch}")
     dev._activation(z, out, n, code, z.dtype.name, grad, **_ordered(order))
     return out
+
+
+LAYERNORM_ROWS = 32  # rows per workgroup of the backward: one partial row-sum each (HL_LAYERNORM_ROWS)
+
+
+def _fp32(dev: Any, t: Any, name: str, who: str, n: int) -> Tensor:
+    if not isinstance(t, Tensor) or t.device is not dev:
+        raise TypeError(f"{who}: {name} must be a helios.Tensor of this Device, not {type(t).__name__}")
+    if t.dtype != np.float32 or t.size != n or not t.packed:
+        raise ValueError(f"{who}: {name} must be a packed float32 Tensor of {n} elements, got {t.shape} {t.dtype}")
+    return t
+
+
+def _fresh(dev: Any, t: Optional[Tensor], shape: tuple, dtype: Any, name: str, who: str) -> Tensor:
+    """out= Tensors: packed, of the dtype, with room; else a new one."""
+    if t is None:
+        return new_tensor(dev, shape, dtype)
+    if not isinstance(t, Tensor) or t.device is not dev or t.dtype != np.dtype(dtype) or not t.packed:
+        raise ValueError(f"{who}: {name} must be a packed {np.dtype(dtype).name} Tensor of this Device")
+    if t.size != int(np.prod(shape)):
+        raise ValueError(f"{who}: {name} must hold {int(np.prod(shape))} elements, got {t.shape}")
+    return t
+
+
+def layernorm(
+    dev: Any,
+    x: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+    *,
+    residual: Optional[Tensor] = None,
+    eps: float = 1e-5,
+    dtype: Any = None,
+    out: Optional[Tensor] = None,
+    x_out: Optional[Tensor] = None,
+    stats: Optional[Tensor] = None,
+    order: Optional[tuple[int, int]] = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """LayerNorm over the last dimension of an fp32 stream x (rows, d): with
+    residual (a 16-bit Tensor of x's elements, a branch's output) the stream becomes
+    x + residual first (written to x_out). gamma, beta: fp32 (d,). Returns (h, stream,
+    stats): h = (v - mean) / sqrt(var + eps) * gamma + beta in dtype (float16 or
+    bfloat16; default residual's, else float16), the stream normalised (x_out, or x),
+    and stats (rows, 2) fp32: each row's mean and 1/sqrt(var + eps) (biased
+    variance, as torch), what :func:`layernorm_backward` takes."""
+    who = "layernorm"
+    if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed or x.ndim < 1:
+        raise TypeError(f"{who}: x must be a packed float32 helios.Tensor, got {type(x).__name__}")
+    d = int(x.shape[-1])
+    rows = x.size // d
+    gamma, beta = _fp32(dev, gamma, "gamma", who, d), _fp32(dev, beta, "beta", who, d)
+    if residual is not None:
+        residual = _tensor(dev, residual, "residual", who)
+        if residual.size != x.size:
+            raise ValueError(f"{who}: residual {residual.shape} must have x's {x.size} elements")
+    if dtype is not None:
+        dt = as_dtype(dtype, f"{who}: dtype", (float16, bfloat16))
+    else:
+        dt = residual.dtype if residual is not None else np.dtype(float16)
+    h = _fresh(dev, out, tuple(x.shape), dt, "out", who)
+    st = _fresh(dev, stats, (rows, 2), np.float32, "stats", who)
+    stream = _fresh(dev, x_out, tuple(x.shape), np.float32, "x_out", who) if residual is not None else None
+    dev._layernorm(x, gamma, beta, h, st, rows, d, float(eps), dt.name, residual, stream, **_ordered(order))
+    return h, (stream if stream is not None else x), st
+
+
+def layernorm_backward(
+    dev: Any,
+    grad_h: Tensor,
+    x: Tensor,
+    stats: Tensor,
+    gamma: Tensor,
+    *,
+    grad_residual: Optional[Tensor] = None,
+    gx: Optional[Tensor] = None,
+    gx16: Optional[Tensor] = None,
+    partial: Optional[Tensor] = None,
+    order: Optional[tuple[int, int]] = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward of :func:`layernorm` at its output gradient grad_h (16-bit, x's
+    elements): (gx, gx16, partial). gx: d loss / d stream in fp32 (+ grad_residual,
+    the stream's gradient from above, fp32), gx16 the same rounded to grad_h's dtype
+    (the gradient of the branch that was added), partial (ceil(rows / 32), 2, d) fp32:
+    per 32 rows the column sums of grad_h * xhat and of grad_h, whose sum over the
+    first axis is (gamma's gradient, beta's gradient). x: the stream the forward
+    normalised (its returned stream); stats: its stats."""
+    who = "layernorm_backward"
+    grad_h = _tensor(dev, grad_h, "grad_h", who)
+    if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed or x.size != grad_h.size:
+        raise ValueError(f"{who}: x must be a packed float32 Tensor of grad_h's {grad_h.size} elements")
+    d = int(x.shape[-1])
+    rows = x.size // d
+    stats = _fp32(dev, stats, "stats", who, rows * 2)
+    gamma = _fp32(dev, gamma, "gamma", who, d)
+    if grad_residual is not None:
+        grad_residual = _fp32(dev, grad_residual, "grad_residual", who, x.size)
+    groups = -(-rows // LAYERNORM_ROWS)
+    gx = _fresh(dev, gx, tuple(x.shape), np.float32, "gx", who)
+    gx16 = _fresh(dev, gx16, tuple(x.shape), grad_h.dtype, "gx16", who)
+    partial = _fresh(dev, partial, (groups, 2, d), np.float32, "partial", who)
+    dev._layernorm_backward(
+        grad_h, x, stats, gamma, gx, gx16, partial, rows, d, grad_h.dtype.name, grad_residual, **_ordered(order)
+    )
+    return gx, gx16, partial

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from . import _helios
 from .attention import run_attention, run_attention_backward
 from .device import Device
+from .elementwise import LAYERNORM_ROWS as _LN_ROWS
 from .gemm import activation_code
 from .tensor import Tensor
 
@@ -63,10 +64,12 @@ _pools: dict[int, Any] = {}  # CUDA ordinal -> the torch.cuda.MemPool over Helio
 _imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, the Helios Tensor over it)
 # Results kept per shape for reuse once torch frees them. A training step keeps one
 # activation of a shape per layer and more (a block's q, k, v and output: 4 per
-# layer), and a result the pool cannot hand back is a new exportable allocation and
-# CUDA import (milliseconds): the suite's 8 layers keep 32 alive
-# (benchmarks/results/h100-train-a9a4431: 8 per shape cost the grouped step ~30 ms).
-MAX_POOLED = 64
+# layer; a whole decoder as one group holds five (B*S, D) activations per layer at
+# once), and a result the pool cannot hand back is a new exportable allocation and
+# CUDA import: with 8 per shape the suite's grouped step took 112-125 ms, with 64
+# 68-70 ms (scripts/train_profile.py, benchmarks/results/h100-train-4a9aeb6).
+MAX_POOLED = 256
+_pool_next: dict[tuple, int] = {}  # where _result's next scan of a pool starts
 # (device id, CUDA address) -> the Helios result torch sees there (_to_torch): a later
 # op reads it in place instead of copying it (activations and gradients that go from
 # one Helios op to the next)
@@ -323,9 +326,13 @@ def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
     torch has released (no export held) from the pool, else a new one. Reuse is safe:
     Helios writes it only after everything queued before on torch's stream (and so any
     reader of the old result, and the Helios op that wrote it) has run."""
-    pool = _results.setdefault((ordinal, shape, _TORCH_TO_HELIOS[dtype]), [])
-    for h in pool:
+    key = (ordinal, shape, _TORCH_TO_HELIOS[dtype])
+    pool = _results.setdefault(key, [])
+    start = _pool_next.get(key, 0)  # round robin: the tensors just handed out are the last to be free again
+    for i in range(len(pool)):
+        h = pool[(start + i) % len(pool)]
         if h.exports == 0:
+            _pool_next[key] = (start + i + 1) % len(pool)
             return h
     h = dev.empty(shape, _TORCH_TO_HELIOS[dtype], exportable=True)
     if len(pool) < MAX_POOLED:
@@ -459,6 +466,49 @@ class _Group:
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
         self.ops.append(lambda: dev.activation(hz, name, grad=hg, out=out))
 
+    def layernorm(self, x: Any, gamma: Any, beta: Any, branch: Any, eps: float, dtype: torch.dtype) -> tuple:
+        """LayerNorm of the fp32 stream x (rows, d) (+ a 16-bit branch first): (h, its
+        torch view, the stream normalised and its torch view, stats and its torch view)."""
+        hx, hg, hb = self.stage(x), self.stage(gamma, "float32"), self.stage(beta, "float32")
+        rows, d = hx.size // hx.shape[-1], hx.shape[-1]
+        h, h_t = self.result((rows, d), dtype)
+        stats, stats_t = self.result((rows, 2), torch.float32)
+        if branch is None:
+            stream, stream_t = hx, x
+        else:
+            stream, stream_t = self.result((rows, d), torch.float32)
+        hr = None if branch is None else self.stage(branch)
+        dev = self.dev
+        self.ops.append(
+            lambda: dev.layernorm(
+                hx,
+                hg,
+                hb,
+                residual=hr,
+                eps=eps,
+                dtype=_TORCH_TO_HELIOS[dtype],
+                out=h,
+                stats=stats,
+                x_out=None if hr is None else stream,
+            )
+        )
+        return h, h_t, stream, stream_t, stats, stats_t
+
+    def layernorm_backward(self, grad_h: Any, x: Any, stats: Any, gamma: Any, grad_res: Any) -> tuple:
+        """(gx fp32, gx16 (grad_h's dtype), their torch views, the partial gamma/beta sums' torch view)."""
+        hgh, hx, hst = self.stage(grad_h), self.stage(x), self.stage(stats)
+        hg = self.stage(gamma, "float32")
+        hres = None if grad_res is None else self.stage(grad_res)
+        rows, d = hx.size // hx.shape[-1], hx.shape[-1]
+        gx, gx_t = self.result((rows, d), torch.float32)
+        gx16, gx16_t = self.result((rows, d), _HELIOS_TO_TORCH[hgh.dtype.name])
+        partial, partial_t = self.result((-(-rows // _LN_ROWS), 2, d), torch.float32)
+        dev = self.dev
+        self.ops.append(
+            lambda: dev.layernorm_backward(hgh, hx, hst, hg, grad_residual=hres, gx=gx, gx16=gx16, partial=partial)
+        )
+        return gx, gx_t, gx16, gx16_t, partial_t
+
     def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
         """The attention forward on (B, H, S, d) operands, writing out and the log-sum-exp."""
         dev = self.dev
@@ -585,6 +635,103 @@ def _bias_grad(g: torch.Tensor, bias: Optional[torch.Tensor], needed: bool) -> O
     return g.float().sum(0).to(bias.dtype) if bias is not None and needed else None
 
 
+def _mlp_forward(group: _Group, x: Any, w_up: Any, b_up: Any, w_down: Any, b_down: Any, act: str, training: bool):
+    """The MLP's forward into the group: (y, its torch view, what the backward keeps:
+    the pre-activation and the activation, torch views; z None without training)."""
+    if training:  # the pre-activation kept for the backward, the activation its own op
+        z, z_t = group.product(x, w_up, trans_b=True, bias=b_up)
+        h, h_t = group.result(tuple(z.shape), _HELIOS_TO_TORCH[z.dtype.name])
+        group.activation(z, act, out=h)
+    else:  # inference: the fused epilogue
+        h, h_t = group.product(x, w_up, trans_b=True, bias=b_up, activation=act)
+        z_t = None
+    y, y_t = group.product(h, w_down, trans_b=True, bias=b_down)
+    return y, y_t, (z_t, h_t)
+
+
+def _mlp_backward(group: _Group, g: Any, x: Any, w_up: Any, w_down: Any, kept: tuple, act: str, need: tuple):
+    """The MLP's backward into the group at the output gradient g: (gx, its torch
+    view, gw_up, gw_down, gz: torch views; None where need (x, w_up, w_down) says no;
+    gz is what b_up's gradient sums)."""
+    z, h = kept
+    gh, _ = group.product(g, w_down)  # dL/dh = g @ w_down
+    gw_down = group.product(g, h, trans_a=True)[1] if need[2] else None
+    gz, gz_t = group.result(tuple(gh.shape), _HELIOS_TO_TORCH[gh.dtype.name])
+    group.activation(z, act, out=gz, grad=gh)
+    gx, gx_t = group.product(gz, w_up) if need[0] else (None, None)
+    gw_up = group.product(gz, x, trans_a=True)[1] if need[1] else None
+    return gx, gx_t, gw_up, gw_down, gz_t
+
+
+def _attention_forward(
+    group: _Group,
+    x: Any,
+    w_qkv: Any,
+    b_qkv: Any,
+    w_out: Any,
+    b_out: Any,
+    bsd: tuple,
+    heads: int,
+    causal: bool,
+    scale: Optional[float],
+):
+    """Self-attention's forward into the group on x (B*S, D): (y (B*S, D), its torch
+    view, what the backward keeps: q, k, v, o, lse and the merged heads, torch views)."""
+    b, s, d = bsd
+    hd = d // heads
+    heads_shape = (b, heads, s, hd)
+    dt = _HELIOS_TO_TORCH[group.stage(w_qkv).dtype.name]
+    qkv, _ = group.product(x, w_qkv, trans_b=True, bias=b_qkv)
+    qkv_heads = []
+    for which in range(3):  # (B, S, 3, H, hd) -> three (B, H, S, hd)
+        t, t_t = group.result(heads_shape, dt)
+        group.copy(qkv, t, heads_shape, (s * 3 * d, hd, 3 * d, 1), _packed(heads_shape), which * d)
+        qkv_heads.append((t, t_t))
+    (q, q_t), (k, k_t), (v, v_t) = qkv_heads
+    o, o_t = group.result(heads_shape, dt)
+    lse, lse_t = group.result(heads_shape[:3], torch.float32)
+    group.attention(q, k, v, o, lse, causal, scale)
+    merged, merged_t = group.result((b * s, d), dt)  # (B, H, S, hd) -> (B, S, H*hd)
+    group.copy(o, merged, (b, s, heads, hd), (heads * s * hd, hd, s * hd, 1), (s * d, d, hd, 1))
+    y, y_t = group.product(merged, w_out, trans_b=True, bias=b_out)
+    return y, y_t, (q_t, k_t, v_t, o_t, lse_t, merged_t)
+
+
+def _attention_backward(
+    group: _Group,
+    g: Any,
+    x: Any,
+    w_qkv: Any,
+    w_out: Any,
+    kept: tuple,
+    bsd: tuple,
+    heads: int,
+    causal: bool,
+    scale: Optional[float],
+    need: tuple,
+):
+    """Self-attention's backward into the group at the output gradient g (B*S, D):
+    (gx, its torch view, gw_qkv, gw_out, g_qkv: torch views; None where need (x,
+    w_qkv, w_out) says no; g_qkv is what b_qkv's gradient sums)."""
+    q, k, v, o, lse, merged = kept
+    b, s, d = bsd
+    hd = d // heads
+    heads_shape = (b, heads, s, hd)
+    dt = _HELIOS_TO_TORCH[group.stage(w_out).dtype.name]
+    g_merged, _ = group.product(g, w_out)
+    gw_out = group.product(g, merged, trans_a=True)[1] if need[2] else None
+    do, _ = group.result(heads_shape, dt)  # (B, S, H*hd) -> (B, H, S, hd)
+    group.copy(g_merged, do, heads_shape, (s * d, hd, d, 1), _packed(heads_shape))
+    dqkv = [group.result(heads_shape, dt)[0] for _ in range(3)]
+    group.attention_backward(q, k, v, o, do, lse, dqkv, causal, scale)
+    g_qkv, g_qkv_t = group.result((b * s, 3 * d), dt)
+    for which, t in enumerate(dqkv):  # three (B, H, S, hd) -> (B, S, 3, H, hd)
+        group.copy(t, g_qkv, heads_shape, _packed(heads_shape), (s * 3 * d, hd, 3 * d, 1), 0, which * d)
+    gx, gx_t = group.product(g_qkv, w_qkv) if need[0] else (None, None)
+    gw_qkv = group.product(g_qkv, x, trans_a=True)[1] if need[1] else None
+    return gx, gx_t, gw_qkv, gw_out, g_qkv_t
+
+
 class _MLP(torch.autograd.Function):
     """act(x @ w_up^T + b_up) @ w_down^T + b_down, each direction one group."""
 
@@ -594,14 +741,7 @@ class _MLP(torch.autograd.Function):
         training = any(t is not None and t.requires_grad for t in (x, w_up, b_up, w_down, b_down))
         with _lock:
             group = _Group(x)
-            if training:  # the pre-activation kept for the backward, the activation its own op
-                z, z_t = group.product(x, w_up, trans_b=True, bias=b_up)
-                h, h_t = group.result(tuple(z.shape), x.dtype)
-                group.activation(z, act, out=h)
-            else:  # inference: the fused epilogue
-                h, h_t = group.product(x, w_up, trans_b=True, bias=b_up, activation=act)
-                z_t = None
-            _, y = group.product(h, w_down, trans_b=True, bias=b_down)
+            _, y, (z_t, h_t) = _mlp_forward(group, x, w_up, b_up, w_down, b_down, act, training)
             group.run()
         ctx.save_for_backward(x, w_up, b_up, w_down, b_down, z_t, h_t)
         return y
@@ -613,14 +753,11 @@ class _MLP(torch.autograd.Function):
         g = grads[0]
         with _lock:
             group = _Group(g)
-            gh, _ = group.product(g, w_down)  # dL/dh = g @ w_down
-            gw_down = group.product(g, h, trans_a=True)[1] if need[3] else None
-            gz, gz_t = group.result(tuple(gh.shape), g.dtype)
-            group.activation(z, ctx.act, out=gz, grad=gh)
-            gx = group.product(gz, w_up)[1] if need[0] else None
-            gw_up = group.product(gz, x, trans_a=True)[1] if need[1] else None
+            _, gx, gw_up, gw_down, gz = _mlp_backward(
+                group, g, x, w_up, w_down, (z, h), ctx.act, (need[0], need[1], need[3])
+            )
             group.run()
-        return gx, gw_up, _bias_grad(gz_t, b_up, need[2]), gw_down, _bias_grad(g, b_down, need[4]), None
+        return gx, gw_up, _bias_grad(gz, b_up, need[2]), gw_down, _bias_grad(g, b_down, need[4]), None
 
 
 class _SelfAttention(torch.autograd.Function):
@@ -640,61 +777,146 @@ class _SelfAttention(torch.autograd.Function):
         scale: Optional[float],
     ):
         b, s, d = x.shape
-        hd = d // heads
-        heads_shape = (b, heads, s, hd)
+        x2 = x.reshape(b * s, d)
         with _lock:
             group = _Group(x)
-            x2 = x.reshape(b * s, d)
-            qkv, _ = group.product(x2, w_qkv, trans_b=True, bias=b_qkv)
-            qkv_heads = []
-            for which in range(3):  # (B, S, 3, H, hd) -> three (B, H, S, hd)
-                t, t_t = group.result(heads_shape, x.dtype)
-                group.copy(qkv, t, heads_shape, (s * 3 * d, hd, 3 * d, 1), _packed(heads_shape), which * d)
-                qkv_heads.append((t, t_t))
-            (q, q_t), (k, k_t), (v, v_t) = qkv_heads
-            o, o_t = group.result(heads_shape, x.dtype)
-            lse, lse_t = group.result(heads_shape[:3], torch.float32)
-            group.attention(q, k, v, o, lse, causal, scale)
-            merged, merged_t = group.result((b * s, d), x.dtype)  # (B, H, S, hd) -> (B, S, H*hd)
-            group.copy(o, merged, (b, s, heads, hd), (heads * s * hd, hd, s * hd, 1), (s * d, d, hd, 1))
-            _, y = group.product(merged, w_out, trans_b=True, bias=b_out)
+            _, y, kept = _attention_forward(group, x2, w_qkv, b_qkv, w_out, b_out, (b, s, d), heads, causal, scale)
             group.run()
-        ctx.save_for_backward(x2, w_qkv, b_qkv, w_out, b_out, q_t, k_t, v_t, o_t, lse_t, merged_t)
+        ctx.save_for_backward(x2, w_qkv, b_qkv, w_out, b_out, *kept)
         ctx.meta = (b, s, d, heads, causal, scale)
         return y.reshape(b, s, d)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        x2, w_qkv, b_qkv, w_out, b_out, q, k, v, o, lse, merged = ctx.saved_tensors
+        x2, w_qkv, b_qkv, w_out, b_out, *kept = ctx.saved_tensors
         b, s, d, heads, causal, scale = ctx.meta
-        hd = d // heads
-        heads_shape = (b, heads, s, hd)
         need = ctx.needs_input_grad
         g = grads[0].reshape(b * s, d)
         with _lock:
             group = _Group(g)
-            g_merged, _ = group.product(g, w_out)
-            gw_out = group.product(g, merged, trans_a=True)[1] if need[3] else None
-            do, _ = group.result(heads_shape, g.dtype)  # (B, S, H*hd) -> (B, H, S, hd)
-            group.copy(g_merged, do, heads_shape, (s * d, hd, d, 1), _packed(heads_shape))
-            dqkv = [group.result(heads_shape, g.dtype)[0] for _ in range(3)]
-            group.attention_backward(q, k, v, o, do, lse, dqkv, causal, scale)
-            g_qkv, g_qkv_t = group.result((b * s, 3 * d), g.dtype)
-            for which, t in enumerate(dqkv):  # three (B, H, S, hd) -> (B, S, 3, H, hd)
-                group.copy(t, g_qkv, heads_shape, _packed(heads_shape), (s * 3 * d, hd, 3 * d, 1), 0, which * d)
-            gx = group.product(g_qkv, w_qkv)[1] if need[0] else None
-            gw_qkv = group.product(g_qkv, x2, trans_a=True)[1] if need[1] else None
+            _, gx, gw_qkv, gw_out, g_qkv = _attention_backward(
+                group, g, x2, w_qkv, w_out, tuple(kept), (b, s, d), heads, causal, scale, (need[0], need[1], need[3])
+            )
             group.run()
         return (
             None if gx is None else gx.reshape(b, s, d),
             gw_qkv,
-            _bias_grad(g_qkv_t, b_qkv, need[2]),
+            _bias_grad(g_qkv, b_qkv, need[2]),
             gw_out,
             _bias_grad(g, b_out, need[4]),
             None,
             None,
             None,
         )
+
+
+LAYER_PARAMS = (
+    "ln1_w",
+    "ln1_b",
+    "w_qkv",
+    "b_qkv",
+    "w_out",
+    "b_out",
+    "ln2_w",
+    "ln2_b",
+    "w_up",
+    "b_up",
+    "w_down",
+    "b_down",
+)
+
+
+class _Decoder(torch.autograd.Function):
+    """A pre-LayerNorm decoder stack (and its final LayerNorm and head), each
+    direction one group: see ``decoder``."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, cfg: tuple, *flat: Any):
+        n_layers, heads, causal, eps, act, has_head, dtype = cfg
+        b, s, d = x.shape
+        bsd = (b, s, d)
+        layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
+        lnf_w, lnf_b = flat[n_layers * 12], flat[n_layers * 12 + 1]
+        w_head = flat[n_layers * 12 + 2] if has_head else None
+        training = any(t is not None and t.requires_grad for t in (x, *flat))
+        saved: list = []
+        with _lock:
+            group = _Group(x)
+            stream: Any = x.reshape(b * s, d)
+            branch = None
+            for ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_up, b_up, w_down, b_down in layers:
+                h1, h1_t, stream, stream_t, st1, st1_t = group.layernorm(stream, ln1_w, ln1_b, branch, eps, dtype)
+                a, _, kept_a = _attention_forward(group, h1, w_qkv, b_qkv, w_out, b_out, bsd, heads, causal, None)
+                h2, h2_t, mid, mid_t, st2, st2_t = group.layernorm(stream, ln2_w, ln2_b, a, eps, dtype)
+                branch, _, kept_m = _mlp_forward(group, h2, w_up, b_up, w_down, b_down, act, training)
+                saved += [stream_t, st1_t, h1_t, *kept_a, mid_t, st2_t, h2_t, *kept_m]
+                stream = mid
+            hf, hf_t, stream, stream_t, stf, stf_t = group.layernorm(stream, lnf_w, lnf_b, branch, eps, dtype)
+            saved += [stream_t, stf_t, hf_t]
+            out_t = group.product(hf, w_head, trans_b=True)[1] if w_head is not None else hf_t
+            group.run()
+        ctx.cfg, ctx.bsd = cfg, bsd
+        ctx.save_for_backward(*flat, *saved)
+        return out_t.reshape(b, s, -1)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        n_layers, heads, causal, eps, act, has_head, dtype = ctx.cfg
+        b, s, d = ctx.bsd
+        n_flat = n_layers * 12 + 2 + int(has_head)
+        every = ctx.saved_tensors
+        flat, saved = every[:n_flat], list(every[n_flat:])
+        layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
+        lnf_w = flat[n_layers * 12]
+        w_head = flat[n_layers * 12 + 2] if has_head else None
+        per_layer = (len(saved) - 3) // n_layers if n_layers else 0
+        stream_f, stf, hf = saved[-3:]
+        g_out = grads[0].reshape(b * s, -1)
+        gflat: list = [None] * n_flat
+        sums: list = []  # (index in flat, torch tensor whose rows sum to its gradient, or partials)
+        with _lock:
+            group = _Group(g_out)
+            if w_head is not None:
+                g_hf, _ = group.product(g_out, w_head)
+                gflat[n_layers * 12 + 2] = group.product(g_out, hf, trans_a=True)[1]
+            else:
+                g_hf = g_out
+            g_stream, g_stream_t, g_branch, g_branch_t, pf = group.layernorm_backward(g_hf, stream_f, stf, lnf_w, None)
+            sums.append((n_layers * 12, pf))
+            for li in reversed(range(n_layers)):
+                ln1_w, _, w_qkv, _, w_out, _, ln2_w, _, w_up, _, w_down, _ = layers[li]
+                rec = saved[li * per_layer : (li + 1) * per_layer]
+                stream_in, st1, h1 = rec[0:3]
+                kept_a = tuple(rec[3:9])
+                mid, st2, h2 = rec[9:12]
+                kept_m = tuple(rec[12:14])
+                base = li * 12
+                gh2, _, gw_up, gw_down, gz = _mlp_backward(group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3)
+                gflat[base + 8], gflat[base + 10] = gw_up, gw_down
+                sums += [(base + 9, gz), (base + 11, g_branch_t)]
+                g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, ln2_w, g_stream)
+                sums.append((base + 6, p2))
+                gh1, _, gw_qkv, gw_out, g_qkv = _attention_backward(
+                    group, g_a, h1, w_qkv, w_out, kept_a, (b, s, d), heads, causal, None, (True,) * 3
+                )
+                gflat[base + 2], gflat[base + 4] = gw_qkv, gw_out
+                sums += [(base + 3, g_qkv), (base + 5, g_a_t)]
+                g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
+                    gh1, stream_in, st1, ln1_w, g_mid
+                )
+                sums.append((base, p1))
+            group.run()
+        g_x = g_stream_t
+        for index, t in sums:  # bias and LayerNorm gradients: row sums, in torch after the group
+            ref = flat[index]
+            if t.dim() == 3:  # LayerNorm partials: (groups, 2, d) -> gamma's and beta's gradients
+                both = t.sum(0)
+                gflat[index], gflat[index + 1] = both[0].to(ref.dtype), both[1].to(flat[index + 1].dtype)
+            elif ref is not None:
+                gflat[index] = t.float().sum(0).to(ref.dtype)
+        needs = ctx.needs_input_grad
+        gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
+        return (g_x.reshape(b, s, d) if needs[0] else None, None, *gflat)
 
 
 def _packed(shape: tuple) -> tuple:
@@ -837,3 +1059,88 @@ def self_attention(
             f"{tuple(w_qkv.shape)} and {tuple(w_out.shape)}"
         )
     return _SelfAttention.apply(x, w_qkv, b_qkv, w_out, b_out, heads, bool(causal), scale)
+
+
+@torch.compiler.disable
+def decoder(
+    x: torch.Tensor,
+    layers: Any,
+    heads: int,
+    final_norm: tuple,
+    head_weight: Optional[torch.Tensor] = None,
+    *,
+    causal: bool = True,
+    eps: float = 1e-5,
+    activation: str = "gelu_tanh",
+) -> torch.Tensor:
+    """A pre-LayerNorm transformer decoder stack on the fp32 residual stream x (B, S,
+    D), each direction one group of Helios submissions (one CUDA <-> Vulkan hop pair
+    for the whole forward and one for the whole backward). Per layer:
+    ``x = x + self_attention(LN1(x)); x = x + mlp(LN2(x))`` (as ``self_attention``
+    and ``mlp``), then the final LayerNorm and, with head_weight (V, D), the logits
+    ``LN_f(x) @ head_weight.T`` (B, S, V); without it LN_f(x) (B, S, D). layers: one
+    sequence per layer of the 12 tensors named in ``LAYER_PARAMS`` (LayerNorm
+    weights and biases fp32 (D,); product weights (out, in) in the 16-bit compute
+    type; product biases (out,) or None); final_norm: (weight, bias), fp32. The
+    residual stream and the LayerNorm statistics stay fp32 on the device (the
+    residual adds are fused into the next LayerNorm); products, attention and the
+    activation run in the weights' type (float16 or bfloat16) with fp32
+    accumulation. Differentiable in every input: LayerNorm and bias gradients are
+    summed by torch from the group's per-block partial sums after it."""
+    _check("x", x, (3,), {torch.float32: "float32"})
+    layers = [tuple(layer) for layer in layers]
+    if any(len(layer) != len(LAYER_PARAMS) for layer in layers):
+        raise ValueError(f"helios.torch.decoder: each layer is {len(LAYER_PARAMS)} tensors, {LAYER_PARAMS}")
+    d = x.shape[-1]
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or d % heads:
+        raise ValueError(f"helios.torch.decoder: heads must be a positive int dividing D={d}, got {heads!r}")
+    if activation not in _ACTIVATIONS or activation is None:
+        raise ValueError(f"helios.torch.decoder: activation must be one of {[a for a in _ACTIVATIONS if a]}")
+    fp32 = {torch.float32: "float32"}
+    dtype = layers[0][2].dtype if layers else (head_weight.dtype if head_weight is not None else torch.bfloat16)
+    for i, layer in enumerate(layers):
+        named = dict(zip(LAYER_PARAMS, layer))
+        for nm in ("ln1_w", "ln1_b", "ln2_w", "ln2_b"):
+            _check(f"layers[{i}].{nm}", named[nm], (1,), fp32)
+            if named[nm].shape != (d,):
+                raise ValueError(f"helios.torch.decoder: layers[{i}].{nm} must be ({d},), got {tuple(named[nm].shape)}")
+        hidden = named["w_up"].shape[0] if isinstance(named["w_up"], torch.Tensor) else 0
+        for wn, bn, rows, cols in (
+            ("w_qkv", "b_qkv", 3 * d, d),
+            ("w_out", "b_out", d, d),
+            ("w_up", "b_up", hidden, d),
+            ("w_down", "b_down", d, hidden),
+        ):
+            _check(f"layers[{i}].{wn}", named[wn], (2,))
+            if named[wn].dtype != dtype:
+                raise TypeError(
+                    f"helios.torch.decoder: layers[{i}].{wn} is {named[wn].dtype}; the weights share {dtype}"
+                )
+            if tuple(named[wn].shape) != (rows, cols):
+                raise ValueError(
+                    f"helios.torch.decoder: layers[{i}].{wn} must be ({rows}, {cols}), got {tuple(named[wn].shape)}"
+                )
+            bias = named[bn]
+            if bias is not None:
+                _check(f"layers[{i}].{bn}", bias, (1,), _TORCH_TO_HELIOS)
+                if bias.shape != (rows,):
+                    raise ValueError(
+                        f"helios.torch.decoder: layers[{i}].{bn} must be ({rows},), got {tuple(bias.shape)}"
+                    )
+    if len(final_norm) != 2:
+        raise ValueError("helios.torch.decoder: final_norm is (weight, bias)")
+    for nm, t in zip(("final_norm weight", "final_norm bias"), final_norm):
+        _check(nm, t, (1,), fp32)
+        if t.shape != (d,):
+            raise ValueError(f"helios.torch.decoder: {nm} must be ({d},), got {tuple(t.shape)}")
+    if head_weight is not None:
+        _check("head_weight", head_weight, (2,))
+        if head_weight.dtype != dtype or head_weight.shape[1] != d:
+            raise ValueError(
+                f"helios.torch.decoder: head_weight must be (V, {d}) {dtype}, got {tuple(head_weight.shape)} {head_weight.dtype}"
+            )
+    flat = (
+        [t for layer in layers for t in layer] + list(final_norm) + ([head_weight] if head_weight is not None else [])
+    )
+    cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype)
+    return _Decoder.apply(x.contiguous(), cfg, *flat)

@@ -168,8 +168,9 @@ def register(sub: Any) -> None:
         default=None,
         help="comma-separated subset of helios, helios_per_call, helios_torch, torch_eager, torch_compile "
         "(default all; torch ones are recorded as skipped without CUDA); for train: torch_eager, "
-        "torch_compile, helios (default those three; torch_eager always runs: the reference), and helios_per_op "
-        "(each linear and the attention a Helios op of its own: what grouping a block's ops saves)",
+        "torch_compile, helios (default those three; torch_eager always runs: the reference), and helios_blocks "
+        "(a block's attention and MLP one Helios group each) and helios_per_op (each linear and the attention a "
+        "Helios op of its own): what grouping saves",
     )
     ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")
     ps.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")

@@ -17,18 +17,21 @@ Adapters:
   torch_eager    F.linear and F.scaled_dot_product_attention (cuBLAS, the SDPA
                  backends)
   torch_compile  the same forward through torch.compile
-  helios         every linear (QKV, output projection, MLP up and down, LM head)
-                 and attention through helios.torch (forward and backward on
-                 Helios: products, the attention backward kernels, and between
-                 them the layout copies and the GELU): a block's attention
-                 (helios.torch.self_attention) and its MLP (helios.torch.mlp)
-                 each one group of Helios submissions per direction, so one
-                 CUDA <-> Vulkan hop pair each; on a machine without CUDA (the
-                 --tiny CI run on lavapipe) the same products through
-                 helios.Device on host arrays
-  helios_per_op  (by name only) the same math with each linear and the
-                 attention a helios.torch op of its own and torch's reshapes and
-                 GELU between them: the grouping's comparison
+  helios         the whole stack through helios.torch.decoder: every linear
+                 (QKV, output projection, MLP up and down, LM head), attention
+                 (forward and backward kernels), the layout copies and GELU
+                 between them, the LayerNorms and the fp32 residual stream on
+                 Helios, the forward one group of Helios submissions and the
+                 backward one (one CUDA <-> Vulkan hop pair each; embeddings,
+                 the loss, bias/LayerNorm gradient sums and AdamW stay torch); on
+                 a machine without CUDA (the --tiny CI run on lavapipe) the same
+                 products through helios.Device on host arrays
+  helios_blocks  (by name only) a block's attention (helios.torch.self_attention)
+                 and its MLP (helios.torch.mlp) each one group per direction,
+                 LayerNorm and the residual adds in torch between them
+  helios_per_op  (by name only) each linear and the attention a helios.torch op
+                 of its own, torch's reshapes and GELU between them: with
+                 helios_blocks, what grouping saves
 Before timing, each adapter's first step (loss and every gradient) is checked
 against torch_eager's; a run with a non-finite loss or gradient fails.
 Per adapter: tokens/s (median step after the warm-up steps), forward / backward /
@@ -60,9 +63,9 @@ from ..launcher import launcher_info
 from .results import provenance
 
 TRAIN_SCHEMA = "helios-train/1"
-TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_per_op")
-DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:3]  # helios_per_op: asked for by name (the grouping's comparison)
-HELIOS_ADAPTERS = {"helios", "helios_per_op"}
+TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_blocks", "helios_per_op")
+DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:3]  # helios_blocks, helios_per_op: asked for by name (grouping's comparison)
+HELIOS_ADAPTERS = {"helios", "helios_blocks", "helios_per_op"}
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "seq": 32, "batch": 2, "vocab": 96, "steps": 6, "warmup_steps": 2}
 GATE_LOSS_RTOL = 0.02  # bf16 products: a first-step loss within 2% of torch's
 GATE_GRAD_RTOL = 0.10  # and every gradient within 10% (relative norm of the difference)
@@ -164,6 +167,12 @@ def build(torch: Any) -> tuple:
         def mlp_block(self, blk, h):
             return self.linear(self.linear(h, blk.up.weight, blk.up.bias, act=True), blk.down.weight, blk.down.bias)
 
+        def stack(self, model, x):
+            """The blocks, the final LayerNorm and the tied LM head on the stream x: fp32 logits."""
+            for blk in model.blocks:
+                x = blk(x, self)
+            return self.linear(model.lnf(x), model.tok.weight).float()
+
     class TorchOps(ComposedOps):
         name = "torch"
 
@@ -198,13 +207,13 @@ def build(torch: Any) -> tuple:
         def attention(self, q, k, v, causal=True):
             return self.ht.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal)
 
-    class HeliosOps(HeliosPerOpOps):
+    class HeliosBlockOps(HeliosPerOpOps):
         """A block's attention (QKV product, heads, attention, projection) and its MLP
         each one helios.torch op, one group of Helios submissions per direction
         (helios.torch.self_attention, helios.torch.mlp); decoding with a KV cache and
         the LM head go op by op."""
 
-        name = "helios"
+        name = "helios blocks"
 
         def attention_block(self, blk, h, cache=None):
             if cache is not None:
@@ -228,6 +237,41 @@ def build(torch: Any) -> tuple:
                 blk.down.bias.to(bf16),
                 activation="gelu_tanh",
             )
+
+    class HeliosOps(HeliosBlockOps):
+        """The whole stack (every block, the final LayerNorm, the LM head) one
+        helios.torch.decoder op: one group of Helios submissions per direction, the
+        residual stream and LayerNorms on the device too; decoding with a KV cache
+        goes block by block (HeliosBlockOps)."""
+
+        name = "helios"
+
+        def stack(self, model, x):
+            layers = [
+                (
+                    b.ln1.weight,
+                    b.ln1.bias,
+                    b.qkv.weight.to(bf16),
+                    b.qkv.bias.to(bf16),
+                    b.proj.weight.to(bf16),
+                    b.proj.bias.to(bf16),
+                    b.ln2.weight,
+                    b.ln2.bias,
+                    b.up.weight.to(bf16),
+                    b.up.bias.to(bf16),
+                    b.down.weight.to(bf16),
+                    b.down.bias.to(bf16),
+                )
+                for b in model.blocks
+            ]
+            return self.ht.decoder(
+                x,
+                layers,
+                model.blocks[0].heads,
+                (model.lnf.weight, model.lnf.bias),
+                model.tok.weight.to(bf16),
+                eps=model.lnf.eps,
+            ).float()
 
     class HostOps(ComposedOps):
         """Helios on a machine without CUDA (the --tiny CI run on lavapipe): the same
@@ -321,9 +365,7 @@ def build(torch: Any) -> tuple:
 
         def forward(self, idx, targets, ops):
             x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            for blk in self.blocks:
-                x = blk(x, ops)
-            logits = ops.linear(self.lnf(x), self.tok.weight).float()  # the LM head, tied
+            logits = ops.stack(self, x)  # the blocks, the final LayerNorm, the LM head (tied)
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
         @torch.no_grad()
@@ -334,7 +376,7 @@ def build(torch: Any) -> tuple:
                 x = blk(x, ops, cache)
             return ops.linear(self.lnf(x[:, -1:]), self.tok.weight).float()[:, -1]
 
-    return GPT, TorchOps, HeliosOps, HeliosPerOpOps, HostOps
+    return GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps
 
 
 def greedy(model: Any, ops: Any, prompt: Any, new: int) -> tuple[list[int], list[Any]]:
@@ -432,7 +474,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
     # curves differ by the kernels' rounding only
     result["numerics"] = lock_numerics(torch)
-    GPT, TorchOps, HeliosOps, HeliosPerOpOps, HostOps = build(torch)
+    GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps = build(torch)
     trained: Optional[Any] = None
     ddp = distributed_rank()
     rank, world, local = ddp if ddp else (0, 1, 0)
@@ -470,7 +512,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             if adapter in HELIOS_ADAPTERS and not cuda:
                 ops = HostOps()
             else:
-                ops = {"helios": HeliosOps, "helios_per_op": HeliosPerOpOps}.get(adapter, TorchOps)()
+                ops = {"helios": HeliosOps, "helios_blocks": HeliosBlockOps, "helios_per_op": HeliosPerOpOps}.get(
+                    adapter, TorchOps
+                )()
             row["ops"] = ops.name
             model = fresh()
             fwd = model
