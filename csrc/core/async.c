@@ -126,7 +126,7 @@ fail:
 }
 
 void hl_async_close(hl_device *dev) {
-    if (dev->group) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
+    if (dev->group_open) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
         hl_error ignored;
         hl_async_group_end(dev, &ignored);
     }
@@ -156,9 +156,10 @@ void hl_async_close(hl_device *dev) {
 hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err) {
     hl_status st = dev->timeline ? HL_OK : hl_async_open(dev, err); /* the open ring, host-driven or CUDA's */
     if (st != HL_OK) return st;
+    /* The values between a pair are the chunks of a group (hl_async_group_flush). */
     *wait = dev->sem_next;
-    *signal = dev->sem_next + 1;
-    dev->sem_next += 2;
+    *signal = dev->sem_next + HL_VALUE_SPAN;
+    dev->sem_next += HL_VALUE_SPAN + 1;
     return HL_OK;
 }
 
@@ -189,7 +190,7 @@ void hl_async_collect(hl_device *dev) {
         for (uint32_t i = 0; i < HL_RING_SLOTS; i++)
             if (dev->ring[i].timed && dev->ring[i].done <= reached) collect_slot(dev, i);
     for (uint32_t i = 0; i < dev->n_retired;) {
-        if (dev->retired[i].done <= reached && !(dev->group && dev->retired[i].done == dev->group_signal)) {
+        if (dev->retired[i].done <= reached && !(dev->group_open && dev->retired[i].done == dev->group_signal)) {
             hl_buffer_destroy(dev, &dev->retired[i].buf);
             dev->retired[i] = dev->retired[--dev->n_retired];
         } else {

@@ -141,7 +141,7 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
 
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
     if (b->buffer && b->size >= size) return HL_OK;
-    if (b->buffer && dev->group) {
+    if (b->buffer && dev->group_open) {
         /* An operation recorded in the open group (not yet submitted) may use it:
          * kept until the group's work is done. */
         if (dev->n_retired == HL_RETIRED_MAX)

@@ -161,37 +161,56 @@ static hl_status record_in_group(hl_device *dev, hl_exec *x, hl_error *err) {
     if (x->signal_value)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "an operation inside a group takes no wait/signal values of its own (the group has them)");
-    if (dev->group_ops >= HL_GROUP_MAX_OPS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group records at most %u operations", HL_GROUP_MAX_OPS);
+    if (!dev->group)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "the group lost its command buffer (a chunk failed to start)");
+    if (dev->chunk_ops >= HL_GROUP_MAX_OPS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group records at most %u operations past its %u chunks",
+                       HL_GROUP_MAX_OPS, HL_VALUE_SPAN - 1);
     HL_TRY(check_ordered(dev, x, err));
     HL_TRY(record_ordered(dev, dev->group, x, err));
-    dev->group_ops++;
+    /* A full chunk goes to the GPU now, waiting for the one before and signalling the
+     * next value between the group's pair; the group goes on in a fresh slot. */
+    if (++dev->chunk_ops >= HL_GROUP_CHUNK_OPS && dev->group_wait + 1 < dev->group_signal) {
+        const uint64_t value = dev->group_wait + 1;
+        struct hl_ring_slot *slot = dev->group;
+        dev->group = NULL;
+        HL_TRY(submit_slot(dev, slot, dev->group_wait, value, err));
+        dev->group_wait = value;
+        dev->chunk_ops = 0;
+        HL_TRY(begin_slot(dev, &dev->group, err));
+    }
 fail:
     return st;
 }
 
 hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->group) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
+    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
     HL_TRY(check_values(dev, wait_value, signal_value, err));
     HL_TRY(begin_slot(dev, &dev->group, err));
+    dev->group_open = 1;
     dev->group_wait = wait_value;
     dev->group_signal = signal_value;
-    dev->group_ops = 0;
+    dev->chunk_ops = 0;
 fail:
     return st;
 }
 
 hl_status hl_async_group_end(hl_device *dev, hl_error *err) {
-    if (!dev->group) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no group is open on this device");
+    hl_status st = HL_OK;
+    if (!dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no group is open on this device");
+    dev->group_open = 0;
+    if (!dev->group) HL_TRY(begin_slot(dev, &dev->group, err)); /* an empty last chunk: the signal still comes */
     struct hl_ring_slot *slot = dev->group;
     dev->group = NULL;
     return submit_slot(dev, slot, dev->group_wait, dev->group_signal, err);
+fail:
+    return st;
 }
 
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->group) return record_in_group(dev, x, err);
+    if (dev->group_open) return record_in_group(dev, x, err);
     if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
     VkDeviceSize stage_bytes = 0;

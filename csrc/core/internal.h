@@ -92,8 +92,14 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 #define HL_RING_SLOTS 16     /* async submissions in flight at most (the oldest is waited for) */
-#define HL_GROUP_MAX_OPS 256 /* operations one group submission records (descriptor sets per ring slot) */
+#define HL_GROUP_MAX_OPS 256 /* operations one ring slot records (its descriptor sets) */
 #define HL_RETIRED_MAX 8     /* scratch buffers replaced inside open groups, awaiting their work */
+/* A group is submitted in chunks as it is recorded, so that the GPU starts on the
+ * first ops while the host records the rest: every HL_GROUP_CHUNK_OPS ops, each
+ * chunk waiting for the one before through a value between the group's pair
+ * (hl_async_values leaves HL_VALUE_SPAN - 1 values between wait and signal). */
+#define HL_GROUP_CHUNK_OPS 8
+#define HL_VALUE_SPAN 64
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
@@ -163,10 +169,12 @@ struct hl_device {
     VkQueryPool async_queries; /* a timestamp pair per ring slot (where the queue has timestamps) */
     uint32_t ring_next;
     /* An open group (exec.c, hl_async_group_begin): the ordered operations recorded
-     * into one ring slot's command buffer until hl_async_group_end submits them once. */
-    struct hl_ring_slot *group;
+     * into a ring slot's command buffer, submitted in chunks (HL_GROUP_CHUNK_OPS) and
+     * the rest by hl_async_group_end; the chunk being recorded waits for group_wait. */
+    int group_open;
+    struct hl_ring_slot *group; /* the chunk's slot (NULL only after a failed chunk start) */
     uint64_t group_wait, group_signal;
-    uint32_t group_ops;
+    uint32_t chunk_ops;
     /* Scratch buffers a grown reservation replaced while a group that may use them
      * was open (buffer.c): destroyed once the timeline reaches `done`. */
     struct hl_retired {
