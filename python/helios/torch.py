@@ -39,6 +39,7 @@ compiled graphs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import warnings
@@ -383,8 +384,46 @@ class _Group:
         self.dev = device_for(anchor)
         self.ordinal = _ordinal(anchor)
         self.ops: list[Callable[[], Any]] = []
+        self.count = 0  # ops in the group
         self._staged: dict = {}
         self._held: list[torch.Tensor] = []
+        self._live = False  # recording each op as it is built (live())
+
+    def _op(self, fn: Callable[[], Any]) -> None:
+        """An op of the group: recorded now when live, else when the group runs."""
+        self.count += 1
+        if self._live:
+            fn()
+        else:
+            self.ops.append(fn)
+
+    @contextlib.contextmanager
+    def live(self) -> Any:
+        """The group open while it is built: each op is recorded as it comes, and the
+        engine sends the recorded ops to the GPU in chunks (the GPU starts on the first
+        while the host builds the rest). Every torch operand that needs a copy must be
+        staged before (stage() refuses one after): the stream signals the group once,
+        here, after those copies."""
+        stream = torch.cuda.current_stream(self.anchor.device)
+        ordered = ordering(self.anchor) == "semaphore"
+        handle, s = 0, 0
+        if ordered:
+            handle = stream.cuda_stream
+            w, s = self.dev._async_values()
+            self.dev._cuda_signal(handle, w)
+            self.dev._group_begin(w, s)
+        else:
+            stream.synchronize()  # the copies are done before Helios reads; each op then runs alone
+        self._live = True
+        try:
+            yield self
+        finally:
+            self._live = False
+            if ordered:  # as _run_ordered: submitted (also after a failure) and waited for by the stream
+                self.dev._group_end()
+                self.dev._cuda_wait(handle, s)
+            self._held.clear()
+            _group_done(self.count)
 
     def stage(self, t: Any, dtype: Optional[str] = None) -> Any:
         """A torch tensor as a Helios operand (a Helios Tensor passes through)."""
@@ -394,6 +433,16 @@ class _Group:
         self._held.append(t)  # a contiguous copy's address stays its own until the group is submitted
         key = (t.data_ptr(), tuple(t.shape), t.dtype, dtype)
         if key not in self._staged:
+            if self._live and _TORCH_TO_HELIOS.get(t.dtype) == (dtype or _DTYPES.get(t.dtype, "float32")):
+                view = _handed_back(self.dev, t) or _imported(self.dev, t, cached=True)
+                if view is not None:  # read in place: no copy to order
+                    self._staged[key] = view
+                    return view
+            if self._live:
+                raise RuntimeError(
+                    f"helios.torch: a {tuple(t.shape)} {t.dtype} operand would be copied after its group started "
+                    "recording (Helios could read it before the copy): stage it before live()"
+                )
             self._staged[key] = _stage(self.dev, self.ordinal, f"s{len(self._staged)}", t, dtype)
         return self._staged[key]
 
@@ -447,7 +496,7 @@ class _Group:
         def run() -> None:
             dev._gemm(**fields)
 
-        self.ops.append(run)
+        self._op(run)
         return out, result
 
     def copy(
@@ -462,12 +511,12 @@ class _Group:
     ) -> None:
         """A layout copy (Device.copy_strided) into a result of the group."""
         dev, hs = self.dev, self.stage(src)
-        self.ops.append(lambda: dev.copy_strided(hs, out, shape, src_strides, out_strides, src_offset, out_offset))
+        self._op(lambda: dev.copy_strided(hs, out, shape, src_strides, out_strides, src_offset, out_offset))
 
     def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
-        self.ops.append(lambda: dev.activation(hz, name, grad=hg, out=out))
+        self._op(lambda: dev.activation(hz, name, grad=hg, out=out))
 
     def layernorm(self, x: Any, gamma: Any, beta: Any, branch: Any, eps: float, dtype: torch.dtype) -> tuple:
         """LayerNorm of the fp32 stream x (rows, d) (+ a 16-bit branch first): (h, its
@@ -482,7 +531,7 @@ class _Group:
             stream, stream_t = self.result((rows, d), torch.float32)
         hr = None if branch is None else self.stage(branch)
         dev = self.dev
-        self.ops.append(
+        self._op(
             lambda: dev.layernorm(
                 hx,
                 hg,
@@ -507,7 +556,7 @@ class _Group:
         gx16, gx16_t = self.result((rows, d), _HELIOS_TO_TORCH[hgh.dtype.name])
         partial, partial_t = self.result((-(-rows // _LN_ROWS), 2, d), torch.float32)
         dev = self.dev
-        self.ops.append(
+        self._op(
             lambda: dev.layernorm_backward(hgh, hx, hst, hg, grad_residual=hres, gx=gx, gx16=gx16, partial=partial)
         )
         return gx, gx_t, gx16, gx16_t, partial_t
@@ -516,7 +565,7 @@ class _Group:
         """The attention forward on (B, H, S, d) operands, writing out and the log-sum-exp."""
         dev = self.dev
         hq, hk, hv = (self.stage(x) for x in (q, k, v))
-        self.ops.append(lambda: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, lse=lse))
+        self._op(lambda: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, lse=lse))
 
     def attention_backward(
         self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
@@ -528,11 +577,16 @@ class _Group:
         def run() -> None:
             run_attention_backward(dev, hq, hk, hv, ho, hdo, hl, causal=causal, scale=scale, grads=grads)
 
-        self.ops.append(run)
+        self._op(run)
 
     def run(self) -> None:
         _run_ordered(self.dev, self.anchor, self.ops)
         self._held.clear()
+        _group_done(self.count)
+
+
+def _group_done(ops: int) -> None:
+    """Called with each group's op count once it is submitted (tests count groups here)."""
 
 
 _HELIOS_TO_TORCH = {v: k for k, v in _TORCH_TO_HELIOS.items()}
@@ -829,6 +883,24 @@ LAYER_PARAMS = (
 )
 
 
+def _prestage(group: _Group, tensors: list, flat: Any, n_layers: int) -> None:
+    """Stages a decoder's torch operands before its group goes live: the tensors as
+    they are, and its parameters the way the ops read them (LayerNorm parameters and
+    product biases fp32, product weights as they are)."""
+    for t in tensors:
+        if t is not None:
+            group.stage(t)
+    per_layer = n_layers * len(LAYER_PARAMS)
+    for i, t in enumerate(flat):
+        if t is None:
+            continue
+        if i < per_layer:
+            fp32 = LAYER_PARAMS[i % len(LAYER_PARAMS)].startswith(("ln", "b_"))
+        else:
+            fp32 = i < per_layer + 2  # the final LayerNorm's weight and bias (then the head's weight)
+        group.stage(t, "float32" if fp32 else None)
+
+
 class _Decoder(torch.autograd.Function):
     """A pre-LayerNorm decoder stack (and its final LayerNorm and head), each
     direction one group: see ``decoder``."""
@@ -846,18 +918,19 @@ class _Decoder(torch.autograd.Function):
         with _lock:
             group = _Group(x)
             stream: Any = x.reshape(b * s, d)
-            branch = None
-            for ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_up, b_up, w_down, b_down in layers:
-                h1, h1_t, stream, stream_t, st1, st1_t = group.layernorm(stream, ln1_w, ln1_b, branch, eps, dtype)
-                a, _, kept_a = _attention_forward(group, h1, w_qkv, b_qkv, w_out, b_out, bsd, heads, causal, None)
-                h2, h2_t, mid, mid_t, st2, st2_t = group.layernorm(stream, ln2_w, ln2_b, a, eps, dtype)
-                branch, _, kept_m = _mlp_forward(group, h2, w_up, b_up, w_down, b_down, act, training)
-                saved += [stream_t, st1_t, h1_t, *kept_a, mid_t, st2_t, h2_t, *kept_m]
-                stream = mid
-            hf, hf_t, stream, stream_t, stf, stf_t = group.layernorm(stream, lnf_w, lnf_b, branch, eps, dtype)
-            saved += [stream_t, stf_t, hf_t]
-            out_t = group.product(hf, w_head, trans_b=True)[1] if w_head is not None else hf_t
-            group.run()
+            _prestage(group, [stream], flat, n_layers)
+            with group.live():  # built and recorded op by op: the GPU starts on the first layers at once
+                branch = None
+                for ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_up, b_up, w_down, b_down in layers:
+                    h1, h1_t, stream, stream_t, st1, st1_t = group.layernorm(stream, ln1_w, ln1_b, branch, eps, dtype)
+                    a, _, kept_a = _attention_forward(group, h1, w_qkv, b_qkv, w_out, b_out, bsd, heads, causal, None)
+                    h2, h2_t, mid, mid_t, st2, st2_t = group.layernorm(stream, ln2_w, ln2_b, a, eps, dtype)
+                    branch, _, kept_m = _mlp_forward(group, h2, w_up, b_up, w_down, b_down, act, training)
+                    saved += [stream_t, st1_t, h1_t, *kept_a, mid_t, st2_t, h2_t, *kept_m]
+                    stream = mid
+                hf, hf_t, stream, stream_t, stf, stf_t = group.layernorm(stream, lnf_w, lnf_b, branch, eps, dtype)
+                saved += [stream_t, stf_t, hf_t]
+                out_t = group.product(hf, w_head, trans_b=True)[1] if w_head is not None else hf_t
         ctx.cfg, ctx.bsd = cfg, bsd
         ctx.save_for_backward(*flat, *saved)
         return out_t.reshape(b, s, -1)
@@ -879,36 +952,41 @@ class _Decoder(torch.autograd.Function):
         sums: list = []  # (index in flat, torch tensor whose rows sum to its gradient, or partials)
         with _lock:
             group = _Group(g_out)
-            if w_head is not None:
-                g_hf, _ = group.product(g_out, w_head)
-                gflat[n_layers * 12 + 2] = group.product(g_out, hf, trans_a=True)[1]
-            else:
-                g_hf = g_out
-            g_stream, g_stream_t, g_branch, g_branch_t, pf = group.layernorm_backward(g_hf, stream_f, stf, lnf_w, None)
-            sums.append((n_layers * 12, pf))
-            for li in reversed(range(n_layers)):
-                ln1_w, _, w_qkv, _, w_out, _, ln2_w, _, w_up, _, w_down, _ = layers[li]
-                rec = saved[li * per_layer : (li + 1) * per_layer]
-                stream_in, st1, h1 = rec[0:3]
-                kept_a = tuple(rec[3:9])
-                mid, st2, h2 = rec[9:12]
-                kept_m = tuple(rec[12:14])
-                base = li * 12
-                gh2, _, gw_up, gw_down, gz = _mlp_backward(group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3)
-                gflat[base + 8], gflat[base + 10] = gw_up, gw_down
-                sums += [(base + 9, gz), (base + 11, g_branch_t)]
-                g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, ln2_w, g_stream)
-                sums.append((base + 6, p2))
-                gh1, _, gw_qkv, gw_out, g_qkv = _attention_backward(
-                    group, g_a, h1, w_qkv, w_out, kept_a, (b, s, d), heads, causal, None, (True,) * 3
+            _prestage(group, [g_out, *saved], flat, n_layers)
+            with group.live():
+                if w_head is not None:
+                    g_hf, _ = group.product(g_out, w_head)
+                    gflat[n_layers * 12 + 2] = group.product(g_out, hf, trans_a=True)[1]
+                else:
+                    g_hf = g_out
+                g_stream, g_stream_t, g_branch, g_branch_t, pf = group.layernorm_backward(
+                    g_hf, stream_f, stf, lnf_w, None
                 )
-                gflat[base + 2], gflat[base + 4] = gw_qkv, gw_out
-                sums += [(base + 3, g_qkv), (base + 5, g_a_t)]
-                g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
-                    gh1, stream_in, st1, ln1_w, g_mid
-                )
-                sums.append((base, p1))
-            group.run()
+                sums.append((n_layers * 12, pf))
+                for li in reversed(range(n_layers)):
+                    ln1_w, _, w_qkv, _, w_out, _, ln2_w, _, w_up, _, w_down, _ = layers[li]
+                    rec = saved[li * per_layer : (li + 1) * per_layer]
+                    stream_in, st1, h1 = rec[0:3]
+                    kept_a = tuple(rec[3:9])
+                    mid, st2, h2 = rec[9:12]
+                    kept_m = tuple(rec[12:14])
+                    base = li * 12
+                    gh2, _, gw_up, gw_down, gz = _mlp_backward(
+                        group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3
+                    )
+                    gflat[base + 8], gflat[base + 10] = gw_up, gw_down
+                    sums += [(base + 9, gz), (base + 11, g_branch_t)]
+                    g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, ln2_w, g_stream)
+                    sums.append((base + 6, p2))
+                    gh1, _, gw_qkv, gw_out, g_qkv = _attention_backward(
+                        group, g_a, h1, w_qkv, w_out, kept_a, (b, s, d), heads, causal, None, (True,) * 3
+                    )
+                    gflat[base + 2], gflat[base + 4] = gw_qkv, gw_out
+                    sums += [(base + 3, g_qkv), (base + 5, g_a_t)]
+                    g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
+                        gh1, stream_in, st1, ln1_w, g_mid
+                    )
+                    sums.append((base, p1))
         g_x = g_stream_t
         for index, t in sums:  # bias and LayerNorm gradients: row sums, in torch after the group
             ref = flat[index]

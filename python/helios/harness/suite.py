@@ -10,8 +10,9 @@ Adapters, on the same GPU and inputs:
   helios_per_call  the same math through helios.matmul on host arrays: every
                    forward uploads x and the weights and reads the result back
                    (host wall clock per forward: the round trips the chain removes)
-  helios_torch     the block as a torch program would call Helios: helios.torch.linear
-                   (bias and GELU fused) on torch CUDA tensors; host wall clock per
+  helios_torch     the block as a torch program would call Helios: helios.torch.mlp
+                   (both products, bias and GELU fused, one ordered group: one CUDA
+                   <-> Vulkan hop pair) on torch CUDA tensors; host wall clock per
                    forward (weights and input allocated in helios.torch.memory_pool()
                    and read in place where the GPU offers it, else copied device to
                    device on torch's stream; results handed to torch with no copy)
@@ -235,7 +236,7 @@ def _torch_cuda(row: dict, uuid: Optional[str]) -> Optional[tuple]:
 def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None) -> dict:
     row: dict = {
         "adapter": "helios_torch",
-        "timer": "host wall clock per forward (helios.torch.linear on torch CUDA tensors)",
+        "timer": "host wall clock per forward (helios.torch.mlp on torch CUDA tensors: one ordered group)",
     }
     found = _torch_cuda(row, uuid)
     if found is None:
@@ -257,7 +258,7 @@ def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None)
         b1, b2 = (torch.from_numpy(b).to(dev, torch.float16) for b in (wl.b1, wl.b2))
 
     def forward():
-        return ht.linear(ht.linear(x, w1t, b1, activation="gelu_tanh"), w2t, b2)
+        return ht.mlp(x, w1t, b1, w2t, b2, activation="gelu_tanh")
 
     try:
         y = forward()
