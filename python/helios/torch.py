@@ -4,7 +4,20 @@ inside ``torch.autograd``.
 ``matmul(a, b)``, ``linear(x, weight, bias=None, activation=None)`` and
 ``attention(q, k, v, causal=False, scale=None)`` take float16 or bfloat16 CUDA
 tensors (all inputs of one op the same type) on the GPU Helios runs on (the Vulkan device with that CUDA device's UUID) and
-return torch CUDA tensors. Gradients: matmul and linear backward run as Helios
+return torch CUDA tensors. ``mlp``, ``self_attention`` and ``decoder`` are whole
+blocks (a transformer MLP; QKV product, heads, attention and projection; a
+pre-LayerNorm decoder stack with its final LayerNorm and head) whose ops, with
+the layout copies, activations, LayerNorms and residual adds between them, go to
+Helios as one group per direction.
+
+Groups: each op, or block, is one group of Helios submissions ordered with torch's
+stream, and every group costs one pair of switches of the GPU between the CUDA and
+the Vulkan context (about 0.3 ms on the H100: ``scripts/semaphore_latency.py``),
+while ops inside a group cost only their kernels. Calling the block ops instead of
+chains of ``linear`` and torch ops between is what makes a model fast here
+(``helios suite train``: per op, per block, whole decoder). Inside a group the ops
+are recorded into command buffers that reach the GPU in chunks of eight as they are
+recorded. Gradients: matmul and linear backward run as Helios
 products (the transposed layouts; both gradients of one product submitted
 together); attention backward runs Helios's backward
 kernels (FlashAttention-2's recomputation from the forward's log-sum-exp, which

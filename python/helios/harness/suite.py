@@ -447,7 +447,7 @@ def suite_markdown(result: dict) -> str:
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
         "wall clock (uploads + downloads included); helios_torch: host wall clock (device-to-device "
-        "staging, and per product the switches between the CUDA and the Vulkan context, included; "
+        "staging, and per forward one pair of switches between the CUDA and the Vulkan context, included; "
         "ordered without host waits where the device shares a semaphore with CUDA). Peak memory: Helios's device-local "
         "allocations (weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
     ]
