@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _helios
-from .attention import run_attention, run_attention_backward
+from .attention import resolve_scale
 from .device import Device
 from .dtypes import bfloat16
 from .elementwise import LAYERNORM_ROWS as _LN_ROWS
@@ -85,6 +85,9 @@ _imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, 
 # 68-70 ms (scripts/train_profile.py, benchmarks/results/h100-train-4a9aeb6).
 MAX_POOLED = 256
 _pool_next: dict[tuple, int] = {}  # where _result's next scan of a pool starts
+# ids of pooled results a group uses inside itself only (never exported to torch, so no
+# export count keeps them out of the pool): not handed out again until it is submitted
+_busy: set[int] = set()
 # (device id, CUDA address) -> the Helios result torch sees there (_to_torch): a later
 # op reads it in place instead of copying it (activations and gradients that go from
 # one Helios op to the next)
@@ -346,7 +349,7 @@ def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
     start = _pool_next.get(key, 0)  # round robin: the tensors just handed out are the last to be free again
     for i in range(len(pool)):
         h = pool[(start + i) % len(pool)]
-        if h.exports == 0:
+        if h.exports == 0 and id(h) not in _busy:
             _pool_next[key] = (start + i + 1) % len(pool)
             return h
     h = dev.empty(shape, _TORCH_TO_HELIOS[dtype], exportable=True)
@@ -401,6 +404,7 @@ class _Group:
         self._staged: dict = {}
         self._held: list[torch.Tensor] = []
         self._live = False  # recording each op as it is built (live())
+        self._internal: list = []  # results used inside the group only (_busy until it is submitted)
 
     def _op(self, fn: Callable[[], Any]) -> None:
         """An op of the group: recorded now when live, else when the group runs."""
@@ -432,10 +436,12 @@ class _Group:
             yield self
         finally:
             self._live = False
-            if ordered:  # as _run_ordered: submitted (also after a failure) and waited for by the stream
-                self.dev._group_end()
-                self.dev._cuda_wait(handle, s)
-            self._held.clear()
+            try:
+                if ordered:  # as _run_ordered: submitted (also after a failure) and waited for by the stream
+                    self.dev._group_end()
+                    self.dev._cuda_wait(handle, s)
+            finally:
+                self._release()
             _group_done(self.count)
 
     def stage(self, t: Any, dtype: Optional[str] = None) -> Any:
@@ -459,12 +465,26 @@ class _Group:
             self._staged[key] = _stage(self.dev, self.ordinal, f"s{len(self._staged)}", t, dtype)
         return self._staged[key]
 
-    def result(self, shape: tuple, dtype: torch.dtype) -> tuple[Any, torch.Tensor]:
-        """A result tensor (Helios, and torch's view of it)."""
+    def result(self, shape: tuple, dtype: torch.dtype, export: bool = True) -> tuple[Any, Any]:
+        """A result tensor: (Helios, torch's view of it), or with export=False one the
+        group's own later ops read and torch never sees (Helios, None: no DLPack export,
+        which costs host time; kept out of the pool until the group is submitted)."""
         h = _result(self.dev, self.ordinal, tuple(shape), dtype)
+        if not export:
+            _busy.add(id(h))
+            self._internal.append(h)
+            return h, None
         t = _to_torch(h)
         self._held.append(t)
         return h, t
+
+    def _release(self) -> None:
+        """After submission: the group's torch views and internal results go (later
+        groups are ordered after this one's work)."""
+        self._held.clear()
+        for h in self._internal:
+            _busy.discard(id(h))
+        self._internal.clear()
 
     def product(
         self,
@@ -475,14 +495,15 @@ class _Group:
         trans_b: bool = False,
         bias: Optional[torch.Tensor] = None,
         activation: Optional[str] = None,
-    ) -> tuple[Any, torch.Tensor]:
-        """op(a) @ op(b) (+ bias, activation) of 2-D operands of one 16-bit dtype."""
+        export: bool = True,
+    ) -> tuple[Any, Any]:
+        """op(a) @ op(b) (+ bias, activation) of 2-D operands of one 16-bit dtype (export: as result's)."""
         ha, hb = self.stage(a), self.stage(b)
         m = ha.shape[1] if trans_a else ha.shape[0]
         n = hb.shape[0] if trans_b else hb.shape[1]
         k = ha.shape[0] if trans_a else ha.shape[1]
         dt = ha.dtype.name
-        out, result = self.result((m, n), _HELIOS_TO_TORCH[dt])
+        out, result = self.result((m, n), _HELIOS_TO_TORCH[dt], export)
         # The engine's own entry, not Device.matmul: shapes, dtypes and layouts were
         # checked by the callers (the core checks every size against the tensors again),
         # and the generic layer's conversions cost more host time than the product.
@@ -522,14 +543,17 @@ class _Group:
         src_offset: int = 0,
         out_offset: int = 0,
     ) -> None:
-        """A layout copy (Device.copy_strided) into a result of the group."""
+        """A 4-D layout copy (Device.copy_strided's engine call: the group computes the
+        strides, the core checks every index against the tensors) into a result."""
         dev, hs = self.dev, self.stage(src)
-        self._op(lambda: dev.copy_strided(hs, out, shape, src_strides, out_strides, src_offset, out_offset))
+        sizes, ss, ds = tuple(shape), tuple(src_strides[:3]), tuple(out_strides[:3])
+        self._op(lambda: dev._copy_strided(hs, out, sizes, ss, ds, src_offset, out_offset))
 
     def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
-        self._op(lambda: dev.activation(hz, name, grad=hg, out=out))
+        n, code, dt = hz.size, activation_code(name), hz.dtype.name
+        self._op(lambda: dev._activation(hz, out, n, code, dt, hg))
 
     def layernorm(self, x: Any, gamma: Any, beta: Any, branch: Any, eps: float, dtype: torch.dtype) -> tuple:
         """LayerNorm of the fp32 stream x (rows, d) (+ a 16-bit branch first): (h, its
@@ -543,42 +567,32 @@ class _Group:
         else:
             stream, stream_t = self.result((rows, d), torch.float32)
         hr = None if branch is None else self.stage(branch)
-        dev = self.dev
-        self._op(
-            lambda: dev.layernorm(
-                hx,
-                hg,
-                hb,
-                residual=hr,
-                eps=eps,
-                dtype=_TORCH_TO_HELIOS[dtype],
-                out=h,
-                stats=stats,
-                x_out=None if hr is None else stream,
-            )
-        )
+        dev, dt, x_out = self.dev, _TORCH_TO_HELIOS[dtype], None if hr is None else stream
+        self._op(lambda: dev._layernorm(hx, hg, hb, h, stats, rows, d, eps, dt, hr, x_out))
         return h, h_t, stream, stream_t, stats, stats_t
 
-    def layernorm_backward(self, grad_h: Any, x: Any, stats: Any, gamma: Any, grad_res: Any) -> tuple:
-        """(gx fp32, gx16 (grad_h's dtype), their torch views, the partial gamma/beta sums' torch view)."""
+    def layernorm_backward(
+        self, grad_h: Any, x: Any, stats: Any, gamma: Any, grad_res: Any, export_gx: bool = True
+    ) -> tuple:
+        """(gx fp32, gx16 (grad_h's dtype), their torch views (gx's None without
+        export_gx), the partial gamma/beta sums' torch view)."""
         hgh, hx, hst = self.stage(grad_h), self.stage(x), self.stage(stats)
         hg = self.stage(gamma, "float32")
         hres = None if grad_res is None else self.stage(grad_res)
         rows, d = hx.size // hx.shape[-1], hx.shape[-1]
-        gx, gx_t = self.result((rows, d), torch.float32)
+        gx, gx_t = self.result((rows, d), torch.float32, export_gx)
         gx16, gx16_t = self.result((rows, d), _HELIOS_TO_TORCH[hgh.dtype.name])
         partial, partial_t = self.result((-(-rows // _LN_ROWS), 2, d), torch.float32)
-        dev = self.dev
-        self._op(
-            lambda: dev.layernorm_backward(hgh, hx, hst, hg, grad_residual=hres, gx=gx, gx16=gx16, partial=partial)
-        )
+        dev, dt = self.dev, hgh.dtype.name
+        self._op(lambda: dev._layernorm_backward(hgh, hx, hst, hg, gx, gx16, partial, rows, d, dt, hres))
         return gx, gx_t, gx16, gx16_t, partial_t
 
     def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
         """The attention forward on (B, H, S, d) operands, writing out and the log-sum-exp."""
         dev = self.dev
         hq, hk, hv = (self.stage(x) for x in (q, k, v))
-        self._op(lambda: run_attention(dev, hq, hk, hv, causal=causal, scale=scale, out=out, lse=lse))
+        args = _attention_args(dev, hq, hk, causal, scale, False)
+        self._op(lambda: dev._attention(hq, hk, hv, *args[0], **args[1], out=out, lse=lse))
 
     def attention_backward(
         self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
@@ -586,16 +600,26 @@ class _Group:
         """dQ, dK, dV (written into grads) from the forward's operands, output and log-sum-exp."""
         dev = self.dev
         hq, hk, hv, ho, hdo, hl = (self.stage(x) for x in (q, k, v, o, do, lse))
-
-        def run() -> None:
-            run_attention_backward(dev, hq, hk, hv, ho, hdo, hl, causal=causal, scale=scale, grads=grads)
-
-        self._op(run)
+        args = _attention_args(dev, hq, hk, causal, scale, True)
+        self._op(lambda: dev._attention_backward(hq, hk, hv, ho, hdo, hl, *grads, *args[0], **args[1]))
 
     def run(self) -> None:
-        _run_ordered(self.dev, self.anchor, self.ops)
-        self._held.clear()
+        try:
+            _run_ordered(self.dev, self.anchor, self.ops)
+        finally:
+            self._release()
         _group_done(self.count)
+
+
+def _attention_args(dev: Device, q: Any, k: Any, causal: bool, scale: Optional[float], backward: bool) -> tuple:
+    """The engine call's sizes and keywords for attention (either direction) on (B, H,
+    S, d) Tensors the group made: the device's pick of variant, the scale resolved."""
+    b, h, sq, d = (int(x) for x in q.shape)
+    skv = int(k.shape[2])
+    dt = q.dtype
+    variant = dev._pick_attention(None, d, skv, causal, backward, dt)
+    kw = {"causal": bool(causal), "scale": resolve_scale(scale, d), "variant": variant, "dtype": dt.name}
+    return (b * h, sq, skv, d), kw
 
 
 def _group_done(ops: int) -> None:
@@ -705,7 +729,9 @@ def _bias_grad(g: torch.Tensor, bias: Optional[torch.Tensor], needed: bool) -> O
     return g.float().sum(0).to(bias.dtype) if bias is not None and needed else None
 
 
-def _mlp_forward(group: _Group, x: Any, w_up: Any, b_up: Any, w_down: Any, b_down: Any, act: str, training: bool):
+def _mlp_forward(
+    group: _Group, x: Any, w_up: Any, b_up: Any, w_down: Any, b_down: Any, act: str, training: bool, export: bool = True
+):
     """The MLP's forward into the group: (y, its torch view, what the backward keeps:
     the pre-activation and the activation, torch views; z None without training)."""
     if training:  # the pre-activation kept for the backward, the activation its own op
@@ -715,20 +741,22 @@ def _mlp_forward(group: _Group, x: Any, w_up: Any, b_up: Any, w_down: Any, b_dow
     else:  # inference: the fused epilogue
         h, h_t = group.product(x, w_up, trans_b=True, bias=b_up, activation=act)
         z_t = None
-    y, y_t = group.product(h, w_down, trans_b=True, bias=b_down)
+    y, y_t = group.product(h, w_down, trans_b=True, bias=b_down, export=export)  # export: y's torch view
     return y, y_t, (z_t, h_t)
 
 
-def _mlp_backward(group: _Group, g: Any, x: Any, w_up: Any, w_down: Any, kept: tuple, act: str, need: tuple):
+def _mlp_backward(
+    group: _Group, g: Any, x: Any, w_up: Any, w_down: Any, kept: tuple, act: str, need: tuple, export: bool = True
+):
     """The MLP's backward into the group at the output gradient g: (gx, its torch
     view, gw_up, gw_down, gz: torch views; None where need (x, w_up, w_down) says no;
     gz is what b_up's gradient sums)."""
     z, h = kept
-    gh, _ = group.product(g, w_down)  # dL/dh = g @ w_down
+    gh, _ = group.product(g, w_down, export=False)  # dL/dh = g @ w_down
     gw_down = group.product(g, h, trans_a=True)[1] if need[2] else None
     gz, gz_t = group.result(tuple(gh.shape), _HELIOS_TO_TORCH[gh.dtype.name])
     group.activation(z, act, out=gz, grad=gh)
-    gx, gx_t = group.product(gz, w_up) if need[0] else (None, None)
+    gx, gx_t = group.product(gz, w_up, export=export) if need[0] else (None, None)  # export: gx's torch view
     gw_up = group.product(gz, x, trans_a=True)[1] if need[1] else None
     return gx, gx_t, gw_up, gw_down, gz_t
 
@@ -744,6 +772,7 @@ def _attention_forward(
     heads: int,
     causal: bool,
     scale: Optional[float],
+    export: bool = True,
 ):
     """Self-attention's forward into the group on x (B*S, D): (y (B*S, D), its torch
     view, what the backward keeps: q, k, v, o, lse and the merged heads, torch views)."""
@@ -751,7 +780,7 @@ def _attention_forward(
     hd = d // heads
     heads_shape = (b, heads, s, hd)
     dt = _HELIOS_TO_TORCH[group.stage(w_qkv).dtype.name]
-    qkv, _ = group.product(x, w_qkv, trans_b=True, bias=b_qkv)
+    qkv, _ = group.product(x, w_qkv, trans_b=True, bias=b_qkv, export=False)
     qkv_heads = []
     for which in range(3):  # (B, S, 3, H, hd) -> three (B, H, S, hd)
         t, t_t = group.result(heads_shape, dt)
@@ -763,7 +792,7 @@ def _attention_forward(
     group.attention(q, k, v, o, lse, causal, scale)
     merged, merged_t = group.result((b * s, d), dt)  # (B, H, S, hd) -> (B, S, H*hd)
     group.copy(o, merged, (b, s, heads, hd), (heads * s * hd, hd, s * hd, 1), (s * d, d, hd, 1))
-    y, y_t = group.product(merged, w_out, trans_b=True, bias=b_out)
+    y, y_t = group.product(merged, w_out, trans_b=True, bias=b_out, export=export)  # export: y's torch view
     return y, y_t, (q_t, k_t, v_t, o_t, lse_t, merged_t)
 
 
@@ -779,6 +808,7 @@ def _attention_backward(
     causal: bool,
     scale: Optional[float],
     need: tuple,
+    export: bool = True,
 ):
     """Self-attention's backward into the group at the output gradient g (B*S, D):
     (gx, its torch view, gw_qkv, gw_out, g_qkv: torch views; None where need (x,
@@ -788,16 +818,16 @@ def _attention_backward(
     hd = d // heads
     heads_shape = (b, heads, s, hd)
     dt = _HELIOS_TO_TORCH[group.stage(w_out).dtype.name]
-    g_merged, _ = group.product(g, w_out)
+    g_merged, _ = group.product(g, w_out, export=False)
     gw_out = group.product(g, merged, trans_a=True)[1] if need[2] else None
-    do, _ = group.result(heads_shape, dt)  # (B, S, H*hd) -> (B, H, S, hd)
+    do, _ = group.result(heads_shape, dt, export=False)  # (B, S, H*hd) -> (B, H, S, hd)
     group.copy(g_merged, do, heads_shape, (s * d, hd, d, 1), _packed(heads_shape))
-    dqkv = [group.result(heads_shape, dt)[0] for _ in range(3)]
+    dqkv = [group.result(heads_shape, dt, export=False)[0] for _ in range(3)]
     group.attention_backward(q, k, v, o, do, lse, dqkv, causal, scale)
     g_qkv, g_qkv_t = group.result((b * s, 3 * d), dt)
     for which, t in enumerate(dqkv):  # three (B, H, S, hd) -> (B, S, 3, H, hd)
         group.copy(t, g_qkv, heads_shape, _packed(heads_shape), (s * 3 * d, hd, 3 * d, 1), 0, which * d)
-    gx, gx_t = group.product(g_qkv, w_qkv) if need[0] else (None, None)
+    gx, gx_t = group.product(g_qkv, w_qkv, export=export) if need[0] else (None, None)  # export: gx's torch view
     gw_qkv = group.product(g_qkv, x, trans_a=True)[1] if need[1] else None
     return gx, gx_t, gw_qkv, gw_out, g_qkv_t
 
@@ -936,9 +966,11 @@ class _Decoder(torch.autograd.Function):
                 branch = None
                 for ln1_w, ln1_b, w_qkv, b_qkv, w_out, b_out, ln2_w, ln2_b, w_up, b_up, w_down, b_down in layers:
                     h1, h1_t, stream, stream_t, st1, st1_t = group.layernorm(stream, ln1_w, ln1_b, branch, eps, dtype)
-                    a, _, kept_a = _attention_forward(group, h1, w_qkv, b_qkv, w_out, b_out, bsd, heads, causal, None)
+                    a, _, kept_a = _attention_forward(
+                        group, h1, w_qkv, b_qkv, w_out, b_out, bsd, heads, causal, None, export=False
+                    )
                     h2, h2_t, mid, mid_t, st2, st2_t = group.layernorm(stream, ln2_w, ln2_b, a, eps, dtype)
-                    branch, _, kept_m = _mlp_forward(group, h2, w_up, b_up, w_down, b_down, act, training)
+                    branch, _, kept_m = _mlp_forward(group, h2, w_up, b_up, w_down, b_down, act, training, export=False)
                     saved += [stream_t, st1_t, h1_t, *kept_a, mid_t, st2_t, h2_t, *kept_m]
                     stream = mid
                 hf, hf_t, stream, stream_t, stf, stf_t = group.layernorm(stream, lnf_w, lnf_b, branch, eps, dtype)
@@ -968,12 +1000,12 @@ class _Decoder(torch.autograd.Function):
             _prestage(group, [g_out, *saved], flat, n_layers)
             with group.live():
                 if w_head is not None:
-                    g_hf, _ = group.product(g_out, w_head)
+                    g_hf, _ = group.product(g_out, w_head, export=False)
                     gflat[n_layers * 12 + 2] = group.product(g_out, hf, trans_a=True)[1]
                 else:
                     g_hf = g_out
                 g_stream, g_stream_t, g_branch, g_branch_t, pf = group.layernorm_backward(
-                    g_hf, stream_f, stf, lnf_w, None
+                    g_hf, stream_f, stf, lnf_w, None, export_gx=n_layers == 0
                 )
                 sums.append((n_layers * 12, pf))
                 for li in reversed(range(n_layers)):
@@ -985,19 +1017,24 @@ class _Decoder(torch.autograd.Function):
                     kept_m = tuple(rec[12:14])
                     base = li * 12
                     gh2, _, gw_up, gw_down, gz = _mlp_backward(
-                        group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3
+                        group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3, export=False
                     )
                     gflat[base + 8], gflat[base + 10] = gw_up, gw_down
                     sums += [(base + 9, gz), (base + 11, g_branch_t)]
-                    g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, ln2_w, g_stream)
+                    g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, ln2_w, g_stream, export_gx=False)
                     sums.append((base + 6, p2))
                     gh1, _, gw_qkv, gw_out, g_qkv = _attention_backward(
-                        group, g_a, h1, w_qkv, w_out, kept_a, (b, s, d), heads, causal, None, (True,) * 3
+                        group, g_a, h1, w_qkv, w_out, kept_a, (b, s, d), heads, causal, None, (True,) * 3, export=False
                     )
                     gflat[base + 2], gflat[base + 4] = gw_qkv, gw_out
                     sums += [(base + 3, g_qkv), (base + 5, g_a_t)]
                     g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
-                        gh1, stream_in, st1, ln1_w, g_mid
+                        gh1,
+                        stream_in,
+                        st1,
+                        ln1_w,
+                        g_mid,
+                        export_gx=li == 0,  # layer 0's: the input's gradient
                     )
                     sums.append((base, p1))
         g_x = g_stream_t
