@@ -692,7 +692,7 @@ class _Linear(torch.autograd.Function):
             g = gz.to(x.dtype).contiguous()
         # g @ w and g^T @ x
         gx, gw = _grad_products(ctx.needs_input_grad[:2], (g, w, {}), (g, x, {"trans_a": True}))
-        gb = g.float().sum(0).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
+        gb = g.sum(0, dtype=torch.float32).to(bias.dtype) if bias is not None and ctx.needs_input_grad[2] else None
         return gx, gw, gb, None
 
 
@@ -726,7 +726,7 @@ class _Attention(torch.autograd.Function):
 
 def _bias_grad(g: torch.Tensor, bias: Optional[torch.Tensor], needed: bool) -> Optional[torch.Tensor]:
     """A bias's gradient: the rows of its output's gradient summed (in torch, after the group)."""
-    return g.float().sum(0).to(bias.dtype) if bias is not None and needed else None
+    return g.sum(0, dtype=torch.float32).to(bias.dtype) if bias is not None and needed else None
 
 
 def _mlp_forward(
@@ -1044,7 +1044,7 @@ class _Decoder(torch.autograd.Function):
                 both = t.sum(0)
                 gflat[index], gflat[index + 1] = both[0].to(ref.dtype), both[1].to(flat[index + 1].dtype)
             elif ref is not None:
-                gflat[index] = t.float().sum(0).to(ref.dtype)
+                gflat[index] = t.sum(0, dtype=torch.float32).to(ref.dtype)  # fp32 sums, no fp32 copy
         needs = ctx.needs_input_grad
         gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
         return (g_x.reshape(b, s, d) if needs[0] else None, None, *gflat)

@@ -52,6 +52,7 @@ tokens/s in all and per GPU; rank 0 writes the result.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -245,32 +246,40 @@ def build(torch: Any) -> tuple:
         goes block by block (HeliosBlockOps)."""
 
         name = "helios"
+        pool = None  # the memory_pool the weight casts go in (made on first use)
+
+        def _casts(self):
+            """Where the bf16 weight casts are allocated: inside helios.torch.memory_pool()
+            Helios reads them in place (no staging copy, forward or backward)."""
+            if self.pool is None:
+                try:
+                    self.pool = self.ht.memory_pool()
+                except Exception:  # no VMM export here: the casts are copied in, as any torch tensor
+                    self.pool = contextlib.nullcontext()
+            return self.pool
 
         def stack(self, model, x):
-            layers = [
-                (
-                    b.ln1.weight,
-                    b.ln1.bias,
-                    b.qkv.weight.to(bf16),
-                    b.qkv.bias.to(bf16),
-                    b.proj.weight.to(bf16),
-                    b.proj.bias.to(bf16),
-                    b.ln2.weight,
-                    b.ln2.bias,
-                    b.up.weight.to(bf16),
-                    b.up.bias.to(bf16),
-                    b.down.weight.to(bf16),
-                    b.down.bias.to(bf16),
-                )
-                for b in model.blocks
-            ]
+            with self._casts():
+                layers = [
+                    (
+                        b.ln1.weight,
+                        b.ln1.bias,
+                        b.qkv.weight.to(bf16),
+                        b.qkv.bias.to(bf16),
+                        b.proj.weight.to(bf16),
+                        b.proj.bias.to(bf16),
+                        b.ln2.weight,
+                        b.ln2.bias,
+                        b.up.weight.to(bf16),
+                        b.up.bias.to(bf16),
+                        b.down.weight.to(bf16),
+                        b.down.bias.to(bf16),
+                    )
+                    for b in model.blocks
+                ]
+                head = model.tok.weight.to(bf16)
             return self.ht.decoder(
-                x,
-                layers,
-                model.blocks[0].heads,
-                (model.lnf.weight, model.lnf.bias),
-                model.tok.weight.to(bf16),
-                eps=model.lnf.eps,
+                x, layers, model.blocks[0].heads, (model.lnf.weight, model.lnf.bias), head, eps=model.lnf.eps
             ).float()
 
     class HostOps(ComposedOps):
