@@ -76,7 +76,7 @@ def test_the_inference_smoke_is_in_the_result(device, tmp_path):
 
 
 def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatch):
-    """A helios adapter whose linear is 1.5x off must fail its first-step gate and
+    """A helios adapter whose logits are 1.5x off must fail its first-step gate and
     get no numbers (the gate can fail)."""
     from helios.harness import train
 
@@ -85,9 +85,10 @@ def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatc
     def planted(torch_mod):
         GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps = real(torch_mod)
 
-        class Wrong(HostOps):
-            def linear(self, x, w, b=None, act=None):
-                return super().linear(x, w, b, act) * 1.5
+        # the class the helios adapter runs here (the decoder with CUDA, host arrays without)
+        class Wrong(HeliosOps if torch_mod.cuda.is_available() else HostOps):
+            def stack(self, model, x):
+                return super().stack(model, x) * 1.5  # logits 1.5x off
 
         return GPT, TorchOps, Wrong, Wrong, Wrong, Wrong
 
