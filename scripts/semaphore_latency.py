@@ -115,6 +115,15 @@ def main() -> int:
             helios_op(w, s, dst)
             dev._cuda_wait(stream, s)
 
+    def host_gate(w: int, spin: bool) -> None:
+        """The host takes the CUDA -> Vulkan leg: returns once the semaphore reached w
+        (spin: polling its value; else a blocking wait)."""
+        if spin:
+            while dev._semaphore_value() < w:
+                pass
+        else:
+            dev._host_wait(w, 10_000_000_000)
+
     def gated_by_host(spin: bool) -> Callable[[], None]:
         """round_trip with the CUDA -> Vulkan leg taken by the host: the stream signals
         w, the host waits until the semaphore reaches w (spin: polling its value;
@@ -125,11 +134,7 @@ def main() -> int:
             x.add_(1)
             w, s = dev._async_values()
             dev._cuda_signal(stream, w)
-            if spin:
-                while dev._semaphore_value() < w:
-                    pass
-            else:
-                dev._host_wait(w, 10_000_000_000)
+            host_gate(w, spin)
             helios_op(w, s)
             dev._cuda_wait(stream, s)
 
@@ -144,8 +149,7 @@ def main() -> int:
             w, s = dev._async_values()
             dev._cuda_signal(stream, w)
             if spin:
-                while dev._semaphore_value() < w:
-                    pass
+                host_gate(w, spin)
             dev._group_begin(w, s)
             try:
                 for i in range(ops):

@@ -171,21 +171,6 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
     return n < cap ? n : cap;
 }
 
-typedef struct attn_plan {
-    VkPipeline pipe;
-    uint32_t grid[2];
-    uint32_t pc[HL_PUSH_WORDS];
-} attn_plan;
-
-static void record_attention(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
-    const attn_plan *pl = ctx;
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
-    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
-    vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], 1);
-    dev->tel.dispatches++;
-}
-
 /* The pipeline of a (checked) variant for head dimension d, and the query rows
  * one workgroup covers. */
 static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse, hl_dtype in,
@@ -272,7 +257,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     HL_TRY(hl_check_tensor(dev, args->t_v, kv_bytes, "attention", "v", err));
     HL_TRY(hl_check_output_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
 
-    attn_plan pl = {0};
+    hl_dispatch_plan pl = {0};
     uint32_t rows;
     hl_pipeline *pipe;
     const int want_lse = args->lse || args->t_lse;
@@ -330,7 +315,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                                    args->batch_ms, args->wait_value, args->signal_value};
     char vs[HL_VARIANT_STR_MAX];
     hl_attn_variant_format(&v, vs, sizeof vs);
-    HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_ATTENTION_COUNT, record_attention, &pl, &timing, vs, args->info, err));
+    HL_TRY(hl_exec_kernel(dev, ops, HL_BIND_ATTENTION_COUNT, hl_record_dispatch, &pl, &timing, vs, args->info, err));
     dev->tel.attentions++;
     if (v.path == HL_PATH_COOP) dev->tel.coop_attentions++;
     return HL_OK;

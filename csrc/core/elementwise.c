@@ -11,21 +11,6 @@
 #define ELEMENTWISE_THREADS 256u /* both shaders' workgroup size */
 #define VEC_ELEMS 8u             /* copy_strided.comp: 16 bytes per invocation where aligned */
 
-typedef struct elementwise_plan {
-    VkPipeline pipe;
-    uint32_t groups[2];
-    uint32_t pc[HL_PUSH_WORDS];
-} elementwise_plan;
-
-static void record_elementwise(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
-    const elementwise_plan *pl = ctx;
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
-    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
-    vkCmdDispatch(dev->cmd, pl->groups[0], pl->groups[1], 1);
-    dev->tel.dispatches++;
-}
-
 /* A 2-D grid of workgroups covering `invocations` (the shaders flatten it). */
 static hl_status grid_for(const hl_device *dev, uint64_t invocations, const char *who, uint32_t groups[2],
                           hl_error *err) {
@@ -40,10 +25,10 @@ static hl_status grid_for(const hl_device *dev, uint64_t invocations, const char
     return HL_OK;
 }
 
-static hl_status run_plan(hl_device *dev, elementwise_plan *pl, hl_operand *ops, uint32_t n_slots, const char *what,
+static hl_status run_plan(hl_device *dev, hl_dispatch_plan *pl, hl_operand *ops, uint32_t n_slots, const char *what,
                           uint64_t wait_value, uint64_t signal_value, hl_error *err) {
     const hl_exec_timing timing = {.wait_value = wait_value, .signal_value = signal_value};
-    return hl_exec_kernel(dev, ops, n_slots, record_elementwise, pl, &timing, what, NULL, err);
+    return hl_exec_kernel(dev, ops, n_slots, hl_record_dispatch, pl, &timing, what, NULL, err);
 }
 
 hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) {
@@ -69,8 +54,8 @@ hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) 
     HL_TRY(hl_check_tensor(dev, a->dst, (dst_last + 1) * 2, who, "dst", err));
     int vec = a->sizes[3] % VEC_ELEMS == 0 && a->src_offset % VEC_ELEMS == 0 && a->dst_offset % VEC_ELEMS == 0;
     for (int i = 0; i < 3; i++) vec = vec && a->src_strides[i] % VEC_ELEMS == 0 && a->dst_strides[i] % VEC_ELEMS == 0;
-    elementwise_plan pl = {0};
-    HL_TRY(grid_for(dev, vec ? count / VEC_ELEMS : count, who, pl.groups, err));
+    hl_dispatch_plan pl = {0};
+    HL_TRY(grid_for(dev, vec ? count / VEC_ELEMS : count, who, pl.grid, err));
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_copy_strided(), NULL, 0, 0, &pipe, err));
     pl.pipe = pipe->pipeline;
@@ -110,8 +95,8 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
     HL_TRY(hl_check_tensor(dev, a->z, bytes, who, "z", err));
     HL_TRY(hl_check_tensor(dev, a->grad, bytes, who, "grad", err));
     HL_TRY(hl_check_tensor(dev, a->y, bytes, who, "y", err));
-    elementwise_plan pl = {.pc = {(uint32_t)a->n}};
-    HL_TRY(grid_for(dev, (a->n + 1) / 2, who, pl.groups, err));
+    hl_dispatch_plan pl = {.pc = {(uint32_t)a->n}};
+    HL_TRY(grid_for(dev, (a->n + 1) / 2, who, pl.grid, err));
     const hl_spec_env e = {.act = (uint32_t)a->act, .pass = a->grad ? 1u : 0u};
     uint32_t spec[HL_SPEC_ACTIVATION_COUNT];
     hl_spec_activation(spec, &e);
@@ -186,8 +171,8 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     HL_TRY(hl_check_tensor(dev, a->x_out, a->r ? n * 4 : 0, who, "x_out", err));
     HL_TRY(hl_check_tensor(dev, a->h, n * 2, who, "h", err));
     HL_TRY(hl_check_tensor(dev, a->stats, (uint64_t)a->rows * 8, who, "stats", err));
-    elementwise_plan pl = {0};
-    HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl.groups, err));
+    hl_dispatch_plan pl = {0};
+    HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl.grid, err));
     HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl.pipe, err));
     pl.pc[0] = a->rows;
     pl.pc[1] = a->d;
@@ -235,8 +220,8 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
     HL_TRY(hl_check_tensor(dev, a->gx, n * 4, who, "gx", err));
     HL_TRY(hl_check_tensor(dev, a->gx16, n * 2, who, "gx16", err));
     HL_TRY(hl_check_tensor(dev, a->partial, groups * 2 * a->d * 4, who, "partial", err));
-    elementwise_plan pl = {0};
-    HL_TRY(grid_for(dev, groups * ELEMENTWISE_THREADS, who, pl.groups, err));
+    hl_dispatch_plan pl = {0};
+    HL_TRY(grid_for(dev, groups * ELEMENTWISE_THREADS, who, pl.grid, err));
     HL_TRY(layernorm_pipeline(dev, 1, a->d, a->grad_res != NULL, a->dtype, &pl.pipe, err));
     pl.pc[0] = a->rows;
     pl.pc[1] = a->d;

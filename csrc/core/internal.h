@@ -286,6 +286,14 @@ hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t ne
  * two timestamps. with_batch: after the samples, `iters` more back to back
  * between two timestamps (the batch figure). hl_timed_queries: the queries it uses. */
 typedef void (*hl_record_fn)(hl_device *dev, const void *ctx, VkDescriptorSet ds);
+/* What most operations record: one dispatch of one pipeline over a 2-D grid with
+ * its push constants (hl_record_dispatch is the record function of such a plan). */
+typedef struct hl_dispatch_plan {
+    VkPipeline pipe;
+    uint32_t grid[2];
+    uint32_t pc[HL_PUSH_WORDS];
+} hl_dispatch_plan;
+void hl_record_dispatch(hl_device *dev, const void *ctx, VkDescriptorSet ds);
 uint32_t hl_timed_queries(uint32_t iters);
 void hl_record_timed(hl_device *dev, uint32_t warmup, uint32_t iters, uint64_t flush_bytes, int with_batch,
                      hl_record_fn rec, const void *ctx, VkDescriptorSet ds);

@@ -459,52 +459,13 @@ class Device(_helios.Device):
             return dq, dk, dv
         return tuple(like_inputs(g.numpy(), *ins) for g in (dq, dk, dv))
 
-    def copy_strided(
-        self,
-        src: Tensor,
-        out: Tensor,
-        shape: Sequence[int],
-        src_strides: Sequence[int],
-        out_strides: Sequence[int],
-        src_offset: int = 0,
-        out_offset: int = 0,
-        *,
-        order: Optional[tuple[int, int]] = None,
-    ) -> Tensor:
-        """A layout copy between two 16-bit Tensors of one dtype on the device, e.g.
-        the heads of a (B*S, 3*H*d) QKV product into (B, H, S, d):
-        ``dev.copy_strided(qkv, q, (B, H, S, d), (S*3*H*d, d, 3*H*d, 1), (H*S*d, S*d, d, 1))``.
-        See :func:`helios.elementwise.copy_strided`. order: as matmul's. Returns out."""
-        return elementwise.copy_strided(
-            self, src, out, shape, src_strides, out_strides, src_offset, out_offset, order=order
-        )
-
-    def activation(
-        self,
-        z: Tensor,
-        name: str,
-        *,
-        grad: Optional[Tensor] = None,
-        out: Optional[Tensor] = None,
-        order: Optional[tuple[int, int]] = None,
-    ) -> Tensor:
-        """An activation over a float16 or bfloat16 Tensor (fp32 arithmetic), or with
-        grad its backward grad * act'(z) at the activation's input z: what a
-        training step runs between two products. See
-        :func:`helios.elementwise.activation`. order: as matmul's. Returns out."""
-        return elementwise.activation(self, z, name, grad=grad, out=out, order=order)
-
-    def layernorm(self, x: Tensor, gamma: Tensor, beta: Tensor, **kwargs: Any) -> tuple[Tensor, Tensor, Tensor]:
-        """LayerNorm of an fp32 stream on the device (a 16-bit branch added first with
-        residual=): (h, stream, stats). See :func:`helios.elementwise.layernorm`."""
-        return elementwise.layernorm(self, x, gamma, beta, **kwargs)
-
-    def layernorm_backward(
-        self, grad_h: Tensor, x: Tensor, stats: Tensor, gamma: Tensor, **kwargs: Any
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """LayerNorm's backward on the device: (gx, gx16, partial gamma/beta sums). See
-        :func:`helios.elementwise.layernorm_backward`."""
-        return elementwise.layernorm_backward(self, grad_h, x, stats, gamma, **kwargs)
+    # The ops between products (helios.elementwise) as methods: dev.copy_strided(src,
+    # out, ...), dev.activation(z, "gelu", grad=...), dev.layernorm(x, gamma, beta, ...),
+    # dev.layernorm_backward(grad_h, x, stats, gamma, ...).
+    copy_strided = elementwise.copy_strided
+    activation = elementwise.activation
+    layernorm = elementwise.layernorm
+    layernorm_backward = elementwise.layernorm_backward
 
     def attention_variants(self, head_dim: int, dtype: Any = "float16", backward: bool = False) -> list[str]:
         """Every attention variant valid here for this head dimension and dtype
