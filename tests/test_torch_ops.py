@@ -140,7 +140,14 @@ def _semaphore_or_skip(t):
         pytest.skip(f"ops are ordered by a host wait here ({how})")
 
 
-def test_no_host_wait_and_the_stream_still_sees_helios_results(cuda):
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Ordered ops poison their outputs (NaN) first, as synchronous calls always do:
+    a read that overtook Helios then sees NaN, not an earlier call's equal result."""
+    monkeypatch.setenv("HELIOS_POISON_ORDERED", "1")
+
+
+def test_no_host_wait_and_the_stream_still_sees_helios_results(cuda, poisoned):
     """A long Helios product, then torch reads its result at once: the stream waits
     for Helios through the shared semaphore (the output is poisoned to NaN first,
     so a read that overtook Helios would not match)."""
@@ -163,7 +170,7 @@ def test_helios_sees_what_torch_queued_before(cuda):
         assert torch.all(y == 4096.0 * k).item()
 
 
-def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch):
+def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch, poisoned):
     """With the stream's wait removed, an immediate read sees the poisoned output:
     the test above would fail, so it tests the wait."""
     a = torch.full((8192, 8192), 0.5, device=cuda, dtype=torch.float16)

@@ -31,10 +31,16 @@ fail:
 }
 
 /* Records one ordered operation into the slot's command buffer (begun): its
- * descriptor set from the slot's pool, outputs poisoned, the dispatches between
- * barriers (everything before is written; what it writes is visible after). */
+ * descriptor set from the slot's pool, the dispatches between barriers
+ * (everything before is written; what it writes is visible after). Outputs are
+ * not poisoned here: an ordered op is the production path (a training step's
+ * outputs are gigabytes of fills), and every kernel is checked against poisoned
+ * outputs in synchronous calls; HELIOS_POISON_ORDERED=1 poisons them too (what
+ * a test that must see an unwritten or early-read output sets). */
 static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
+    int poison = 0;
+    HL_TRY(hl_env_flag("HELIOS_POISON_ORDERED", &poison, err));
     const double t_ds = hl_now_ms();
     VkDescriptorSet ds = VK_NULL_HANDLE;
     if (x->n_slots) {
@@ -53,7 +59,7 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
     dev->tel.async_descriptor_ms += t_rec - t_ds;
     VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the slot's for now */
     dev->cmd = slot->cmd;
-    for (uint32_t i = 0; i < x->n_operands; i++) {
+    for (uint32_t i = 0; poison && i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->poison) continue;
         const hl_binding b = binding_of(o);
