@@ -27,3 +27,14 @@ def test_timestamps_are_plausible(device):
     # 137 GFLOP: faster than 1000 TF/s is impossible on today's GPUs, slower than 1 TF/s is broken
     assert 0.137 < t.median_ms < 137.0, t.samples_ms
     assert abs(t.batch_ms - t.median_ms) / t.median_ms < 0.5
+
+
+def test_few_blocks_with_a_long_k_split_k_on_the_big_tile(device):
+    """The default for a grid too small for the device: 64x64 blocks at short K,
+    the 128x128 block split along a long K (a weight gradient's shape)."""
+    if not device.info.get("sm_count"):
+        pytest.skip("the device reports no SM count (VK_NV_shader_sm_builtins): no shape heuristics")
+    short, long8, long4 = (device.default_variant(1024, 1024, k) for k in (1024, 8192, 4096))
+    assert "tile64x64" in short and "splitk=1" in short, short
+    assert "tile128x128" in long8 and "splitk=4" in long8, long8
+    assert "tile128x128" in long4 and "splitk=2" in long4, long4

@@ -285,7 +285,12 @@ static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t
  * ones leave SMs idle: 1024^3 ran at 107 TF/s with 64x64x32 blocks vs 16-32
  * with 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128
  * blocks of 128x128 on 132 SMs) kept 128x128x64 (239 vs 160). So: small blocks
- * below 3/4 of a block per SM, then split-K if even those are too few. */
+ * below 3/4 of a block per SM, then split-K if even those are too few. Except
+ * with a long K (>= 4096): there the big blocks split K instead, in parts of
+ * at least 2048, at most 4 (a training step's weight gradients, fp16 on the
+ * H100, h100-sweep-splitk-95ef367/: 1024x1024x8192 224 TF/s with 128x128 split 4
+ * vs 112 with 64x64; 1024x1024x4096 184 split 2 vs 159). */
+#define LONG_K 4096u
 hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, hl_variant *out,
                                hl_error *err) {
     hl_status st = hl_variant_default(dev, out, err);
@@ -293,6 +298,12 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
     if (out->path != HL_PATH_COOP || !dev->caps.sm_count) return HL_OK;
     if (hl_variant_override(dev)) return HL_OK; /* a switch chose the kernel: it runs as chosen */
     uint64_t tiles = (uint64_t)((m + out->bm - 1) / out->bm) * ((n + out->bn - 1) / out->bn);
+    if (tiles * 4 < 3ull * dev->caps.sm_count && k >= LONG_K) {
+        uint32_t s = 1;
+        while (s < 4 && k / (2 * s) >= 2048) s *= 2;
+        out->splitk = s;
+        return HL_OK;
+    }
     if (tiles * 4 < 3ull * dev->caps.sm_count && out->tm >= 16) {
         hl_variant small = *out;
         fill_tiling(&small, 2, 2, 32 / small.tm ? 32 / small.tm : 1, 32 / small.tn ? 32 / small.tn : 1);
