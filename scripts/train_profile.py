@@ -6,6 +6,14 @@ back, and the Helios GPU time per submission from the ring's timestamps), then
 a few whole training steps under cProfile with the engine's telemetry deltas
 per step (submissions, allocations, imports, compiles, ring waits).
 
+--decoder: the suite's `helios` adapter (helios.torch.decoder) step split
+instead: per step the host time until the forward and the backward return
+against their CUDA-event times (a direction whose host time reaches its GPU
+time is bound by the host recording its group), the Helios GPU time and the
+barriers and overlapped ops the engine recorded, with the ops of a group
+overlapped where independent and with HELIOS_DISABLE_GROUP_OVERLAP=1, in
+alternating rounds (an A/B in one process); then one forward under cProfile.
+
 Prints text: the per-op table, the telemetry per step, the cProfile top list."""
 
 from __future__ import annotations
@@ -13,7 +21,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
+import statistics
 import time
 from typing import Callable
 
@@ -58,12 +68,80 @@ def per_call(fn: Callable[[], object], reps: int) -> tuple[float, float, int]:
     return wall, (t1["async_gpu_ms"] - t0["async_gpu_ms"]) / n if n else 0.0, n // reps
 
 
+def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
+    """The decoder adapter's step: host vs GPU time per direction, overlap on and off."""
+    GPT, _, HeliosOps, _, _, _ = build(torch)
+    torch.manual_seed(0)
+    model = GPT(cfg).cuda()
+    ops = HeliosOps()
+    data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * 4, cfg.seq + 1, 0)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    dev = ht.device_for(data)
+    keys = ("host_fwd", "gpu_fwd", "host_bwd", "gpu_bwd", "gpu_opt", "step", "helios_gpu", "barriers", "overlapped")
+
+    def step(i: int) -> dict:
+        rows = data[(i % 4) * cfg.batch : (i % 4 + 1) * cfg.batch]
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        t0 = dev.telemetry()
+        ev[0].record()
+        a = time.perf_counter()
+        loss = model(rows[:, :-1].contiguous(), rows[:, 1:].contiguous(), ops)
+        b = time.perf_counter()
+        ev[1].record()
+        loss.backward()
+        c = time.perf_counter()
+        ev[2].record()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ev[3].record()
+        torch.cuda.synchronize()
+        t1 = dev.telemetry()
+        return {
+            "host_fwd": (b - a) * 1e3,
+            "gpu_fwd": ev[0].elapsed_time(ev[1]),
+            "host_bwd": (c - b) * 1e3,
+            "gpu_bwd": ev[1].elapsed_time(ev[2]),
+            "gpu_opt": ev[2].elapsed_time(ev[3]),
+            "step": ev[0].elapsed_time(ev[3]),
+            "helios_gpu": t1["async_gpu_ms"] - t0["async_gpu_ms"],
+            "barriers": t1["barriers"] - t0["barriers"],
+            "overlapped": t1["overlapped"] - t0["overlapped"],
+        }
+
+    for i in range(3):
+        step(i)
+    print("mode | " + " | ".join(keys) + "  (medians, ms; barriers and overlapped ops per step)")
+    for r in range(rounds):
+        for mode in ("overlap", "barriers"):
+            os.environ["HELIOS_DISABLE_GROUP_OVERLAP"] = "1" if mode == "barriers" else "0"
+            rows = [step(i) for i in range(steps)]
+            med = [statistics.median(x[k] for x in rows) for k in keys]
+            print(f"round {r} {mode} | " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in med))
+    os.environ.pop("HELIOS_DISABLE_GROUP_OVERLAP")
+    prof = cProfile.Profile()
+    rows = data[: cfg.batch]
+    prof.enable()
+    loss = model(rows[:, :-1].contiguous(), rows[:, 1:].contiguous(), ops)
+    prof.disable()
+    loss.backward()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(30)
+    print("one forward under cProfile:")
+    print(s.getvalue())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--reps", type=int, default=10, help="calls per op timing (default 10)")
-    p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3)")
+    p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3; with --decoder per round)")
+    p.add_argument("--decoder", action="store_true", help="the decoder adapter's step split and overlap A/B (above)")
+    p.add_argument("--rounds", type=int, default=2, help="--decoder: rounds of overlap on / off (default 2)")
     args = p.parse_args()
     cfg = TrainConfig()
+    if args.decoder:
+        decoder_split(cfg, args.steps, args.rounds)
+        return 0
     bf16 = torch.bfloat16
     tok = cfg.batch * cfg.seq
     hd = cfg.d_model // cfg.heads

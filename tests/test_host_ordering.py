@@ -252,3 +252,72 @@ def test_a_long_group_goes_in_chunks_in_order(host_ordered):
     dev._host_wait(s, 10_000 * MS)
     want = np.linalg.matrix_power(m.astype(np.float64), 20)
     assert check_close(bufs[-1].numpy(), want)
+
+
+def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered, monkeypatch):
+    """Inside a group an op goes behind a barrier only when it reads memory an op since
+    the last barrier wrote, or writes memory one read or wrote (read after write, write
+    after read, write after write, also between two views of one tensor); independent
+    ops are recorded with none between them (telemetry: barriers, overlapped; a chunk's
+    first op needs none, its semaphore orders it), and every result is still right.
+    Split-K products share the device's workspace: one waits for the other.
+    HELIOS_DISABLE_GROUP_OVERLAP=1 puts a barrier before and after every op."""
+    dev = host_ordered
+    rng = np.random.default_rng(9)
+    a = (rng.standard_normal((32, 32)) / 4).astype(np.float16)
+    b = (rng.standard_normal((32, 32)) / 4).astype(np.float16)
+    ta, tb = dev.upload(a), dev.upload(b)
+    x, y, z = (dev.empty((32, 32)) for _ in range(3))
+    wide = dev.empty((64, 32))
+    top, bottom = wide[0:32], wide[32:64]  # two views of one buffer, disjoint
+
+    def group(ops):
+        """(barriers, overlapped) the ops cost recorded as one group (one chunk)."""
+        t0 = dev.telemetry()
+        w, s = dev._async_values()
+        dev._group_begin(w, s)
+        try:
+            for op in ops:
+                op()
+        finally:
+            dev._group_end()
+            dev._host_signal(w)
+        dev._host_wait(s, 10_000 * MS)
+        t1 = dev.telemetry()
+        return t1["barriers"] - t0["barriers"], t1["overlapped"] - t0["overlapped"]
+
+    def mm(p, q, out):
+        return lambda: dev.matmul(p, q, out=out)
+
+    def act(src, out):
+        return lambda: dev.activation(src, "relu", out=out)
+
+    # independent: both read a and b, write different outputs (disjoint views too)
+    assert group([mm(ta, tb, x), mm(tb, ta, y), act(ta, top), act(tb, bottom)]) == (0, 4)
+    # read after write: the second reads what the first wrote
+    assert group([mm(ta, tb, x), act(x, y)]) == (1, 1)
+    # write after read: the second writes what the first read
+    assert group([act(x, y), mm(ta, tb, x)]) == (1, 1)
+    # write after write: both write x
+    assert group([mm(ta, tb, x), mm(tb, ta, x)]) == (1, 1)
+    # overlapping views of one buffer: wide read, then its bottom half written
+    assert group([act(wide, dev.empty((64, 32))), act(ta, bottom)]) == (1, 1)
+    # a barrier clears what came before it: z's op overlaps y's (both only read x)
+    assert group([mm(ta, tb, x), act(x, y), act(x, z)]) == (1, 2)
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
+    assert check_close(y.numpy(), want) and check_close(z.numpy(), want)
+    # split-K: the second product's partial sums go where the first's are (one barrier
+    # between them, besides each product's own before its reduction)
+    split = [v for v in dev.variants() if v.startswith("coop:")][0].replace("splitk=1", "splitk=2")
+    long_k = (rng.standard_normal((32, 512)) / 16).astype(np.float16)
+    tl, tlt = dev.upload(long_k), dev.upload(np.ascontiguousarray(long_k.T))
+    two = [lambda: dev.matmul(tl, tlt, out=x, variant=split), lambda: dev.matmul(tl, tlt, out=y, variant=split)]
+    assert group(two) == (3, 1)
+    assert dev.telemetry()["last_variant"].endswith("splitk=2:raster=8")
+    want = long_k.astype(np.float64) @ long_k.T.astype(np.float64)
+    assert check_close(x.numpy(), want) and check_close(y.numpy(), want)
+    monkeypatch.setenv("HELIOS_DISABLE_GROUP_OVERLAP", "1")
+    assert group([mm(ta, tb, x), mm(tb, ta, y), act(ta, top)]) == (6, 0)
+    monkeypatch.setenv("HELIOS_DISABLE_GROUP_OVERLAP", "maybe")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_GROUP_OVERLAP"):
+        group([mm(ta, tb, x)])

@@ -66,7 +66,10 @@ hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) 
     _Static_assert(sizeof pc <= sizeof pl.pc, "copy_strided's push constants exceed HL_PUSH_WORDS");
     memcpy(pl.pc, pc, sizeof pc);
     hl_operand ops[HL_BIND_COPY_COUNT] = {
-        [HL_BIND_COPY_SRC] = {.tensor = a->src, .bytes = (src_last + 1) * 2, .slot = HL_BIND_COPY_SRC},
+        [HL_BIND_COPY_SRC] = {.tensor = a->src,
+                              .bytes = (src_last + 1) * 2,
+                              .slot = HL_BIND_COPY_SRC,
+                              .access = HL_ACCESS_READ},
         [HL_BIND_COPY_DST] = {.tensor = a->dst, .bytes = (dst_last + 1) * 2, .slot = HL_BIND_COPY_DST},
     };
     return run_plan(dev, &pl, ops, HL_BIND_COPY_COUNT, vec ? "copy_strided:vec8" : "copy_strided", a->wait_value,
@@ -105,8 +108,14 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
     pl.pipe = pipe->pipeline;
     /* Without grad, z is bound at G too (the forward pass never reads it). */
     hl_operand ops[HL_BIND_ACTIVATION_COUNT] = {
-        [HL_BIND_ACTIVATION_Z] = {.tensor = a->z, .bytes = bytes, .slot = HL_BIND_ACTIVATION_Z},
-        [HL_BIND_ACTIVATION_G] = {.tensor = a->grad ? a->grad : a->z, .bytes = bytes, .slot = HL_BIND_ACTIVATION_G},
+        [HL_BIND_ACTIVATION_Z] = {.tensor = a->z,
+                                  .bytes = bytes,
+                                  .slot = HL_BIND_ACTIVATION_Z,
+                                  .access = HL_ACCESS_READ},
+        [HL_BIND_ACTIVATION_G] = {.tensor = a->grad ? a->grad : a->z,
+                                  .bytes = bytes,
+                                  .slot = HL_BIND_ACTIVATION_G,
+                                  .access = HL_ACCESS_READ},
         [HL_BIND_ACTIVATION_Y] = {.tensor = a->y, .bytes = bytes, .poison = 1, .slot = HL_BIND_ACTIVATION_Y},
     };
     return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation",
@@ -180,12 +189,15 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     /* Slots the pass does not touch are bound to x (declared, never read or written). */
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
-        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i};
-    ops[HL_BIND_LAYERNORM_R] =
-        (hl_operand){.tensor = a->r ? a->r : a->x, .bytes = a->r ? n * 2 : n * 4, .slot = HL_BIND_LAYERNORM_R};
+        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};
+    ops[HL_BIND_LAYERNORM_R] = (hl_operand){.tensor = a->r ? a->r : a->x,
+                                            .bytes = a->r ? n * 2 : n * 4,
+                                            .slot = HL_BIND_LAYERNORM_R,
+                                            .access = HL_ACCESS_READ};
     ops[HL_BIND_LAYERNORM_GAMMA] =
-        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA};
-    ops[HL_BIND_LAYERNORM_BETA] = (hl_operand){.tensor = a->beta, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_BETA};
+        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA, .access = HL_ACCESS_READ};
+    ops[HL_BIND_LAYERNORM_BETA] =
+        (hl_operand){.tensor = a->beta, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_BETA, .access = HL_ACCESS_READ};
     if (a->x_out)
         ops[HL_BIND_LAYERNORM_XOUT] = (hl_operand){.tensor = a->x_out, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_XOUT};
     ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->h, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_H};
@@ -227,15 +239,16 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
     pl.pc[1] = a->d;
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
-        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i};
-    ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->grad_h, .bytes = n * 2, .slot = HL_BIND_LAYERNORM_H};
-    ops[HL_BIND_LAYERNORM_STATS] =
-        (hl_operand){.tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .slot = HL_BIND_LAYERNORM_STATS};
+        ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};
+    ops[HL_BIND_LAYERNORM_H] =
+        (hl_operand){.tensor = a->grad_h, .bytes = n * 2, .slot = HL_BIND_LAYERNORM_H, .access = HL_ACCESS_READ};
+    ops[HL_BIND_LAYERNORM_STATS] = (hl_operand){
+        .tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .slot = HL_BIND_LAYERNORM_STATS, .access = HL_ACCESS_READ};
     ops[HL_BIND_LAYERNORM_GAMMA] =
-        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA};
+        (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA, .access = HL_ACCESS_READ};
     if (a->grad_res)
-        ops[HL_BIND_LAYERNORM_GRES] =
-            (hl_operand){.tensor = a->grad_res, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_GRES};
+        ops[HL_BIND_LAYERNORM_GRES] = (hl_operand){
+            .tensor = a->grad_res, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_GRES, .access = HL_ACCESS_READ};
     ops[HL_BIND_LAYERNORM_GX] =
         (hl_operand){.tensor = a->gx, .bytes = n * 4, .poison = 1, .slot = HL_BIND_LAYERNORM_GX};
     ops[HL_BIND_LAYERNORM_GX16] =

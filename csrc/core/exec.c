@@ -30,17 +30,64 @@ fail:
     return st;
 }
 
+static void hazards_clear(hl_device *dev) { dev->hazards.n_read = dev->hazards.n_written = 0; }
+
+static int overlaps(const hl_range *set, uint32_t n, const hl_range *r) {
+    for (uint32_t i = 0; i < n; i++)
+        if (set[i].buffer == r->buffer && set[i].lo < r->hi && r->lo < set[i].hi) return 1;
+    return 0;
+}
+
+/* The memory an operand binds, empty (bytes 0) when it binds none. */
+static hl_range range_of(const hl_operand *o) {
+    const hl_binding b = binding_of(o);
+    return (hl_range){b.buffer, b.offset, b.buffer ? b.offset + o->bytes : b.offset};
+}
+
+/* Whether x must wait for the operations recorded since the chunk's last barrier:
+ * it reads what they wrote, writes what they read or wrote, or the tracker is full. */
+static int hazard(const hl_device *dev, const hl_exec *x) {
+    const struct hl_hazards *h = &dev->hazards;
+    if (h->n_read + x->n_operands > HL_HAZARD_RANGES || h->n_written + x->n_operands > HL_HAZARD_RANGES) return 1;
+    for (uint32_t i = 0; i < x->n_operands; i++) {
+        const hl_range r = range_of(&x->operands[i]);
+        if (r.lo == r.hi) continue;
+        if (overlaps(h->written, h->n_written, &r)) return 1;
+        if (x->operands[i].access != HL_ACCESS_READ && overlaps(h->read, h->n_read, &r)) return 1;
+    }
+    return 0;
+}
+
+static void track(hl_device *dev, const hl_exec *x) {
+    struct hl_hazards *h = &dev->hazards;
+    for (uint32_t i = 0; i < x->n_operands; i++) {
+        const hl_range r = range_of(&x->operands[i]);
+        if (r.lo == r.hi) continue;
+        if (x->operands[i].access == HL_ACCESS_READ)
+            h->read[h->n_read++] = r;
+        else
+            h->written[h->n_written++] = r;
+    }
+}
+
 /* Records one ordered operation into the slot's command buffer (begun): its
- * descriptor set from the slot's pool, the dispatches between barriers
- * (everything before is written; what it writes is visible after). Outputs are
- * not poisoned here: an ordered op is the production path (a training step's
- * outputs are gigabytes of fills), and every kernel is checked against poisoned
- * outputs in synchronous calls; HELIOS_POISON_ORDERED=1 poisons them too (what
- * a test that must see an unwritten or early-read output sets). */
+ * descriptor set from the slot's pool, its dispatches after what it depends on.
+ * A lone ordered op (and every op with HELIOS_DISABLE_GROUP_OVERLAP=1) sits
+ * between two barriers; inside a group an op goes behind a barrier only where it
+ * touches memory an op since the last barrier wrote (or writes memory one read),
+ * so independent ops (a weight gradient and its input gradient, the layout copies
+ * of three heads) overlap on the GPU; a chunk's semaphore orders it after the
+ * chunk before. Outputs are not poisoned here: an ordered op is the production
+ * path (a training step's outputs are gigabytes of fills), and every kernel is
+ * checked against poisoned outputs in synchronous calls; HELIOS_POISON_ORDERED=1
+ * poisons them too (what a test that must see an unwritten or early-read output
+ * sets). */
 static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
-    int poison = 0;
+    int poison = 0, no_overlap = 0;
     HL_TRY(hl_env_flag("HELIOS_POISON_ORDERED", &poison, err));
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_GROUP_OVERLAP", &no_overlap, err));
+    const int overlap = slot == dev->group && !poison && !no_overlap;
     const double t_ds = hl_now_ms();
     VkDescriptorSet ds = VK_NULL_HANDLE;
     if (x->n_slots) {
@@ -59,18 +106,31 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
     dev->tel.async_descriptor_ms += t_rec - t_ds;
     VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the slot's for now */
     dev->cmd = slot->cmd;
+    if (!overlap && (dev->hazards.n_read || dev->hazards.n_written)) {
+        hl_compute_barrier(dev); /* ops recorded without one before this op's fills */
+        hazards_clear(dev);
+    }
     for (uint32_t i = 0; poison && i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->poison) continue;
         const hl_binding b = binding_of(o);
         vkCmdFillBuffer(dev->cmd, b.buffer, b.offset, hl_align_up(o->bytes, 4), 0xffffffffu);
     }
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                   VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    if (!overlap || hazard(dev, x)) {
+        hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+        hazards_clear(dev);
+    } else {
+        dev->tel.overlapped++;
+    }
     x->record(dev, x->ctx, ds);
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    if (overlap) {
+        track(dev, x);
+    } else {
+        hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    }
     dev->cmd = sync_cmd;
     dev->tel.record_ms += hl_now_ms() - t_rec;
     x->gpu_ms = 0.0;
@@ -89,6 +149,7 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(slot->cmd, &cbi));
+    hazards_clear(dev); /* a chunk starts after the one before is done (its semaphore) */
     if (dev->async_queries) {
         const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
         vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);

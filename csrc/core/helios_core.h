@@ -477,6 +477,7 @@ const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes,
 /* ---- telemetry ---------------------------------------------------------- */
 typedef struct hl_telemetry {
     uint64_t matmuls, coop_matmuls, dispatches, barriers, submits;
+    uint64_t overlapped; /* operations of a group recorded with no barrier before them */
     uint64_t bytes_up, bytes_down;
     uint64_t pipeline_compiles;
     double pipeline_compile_ms, record_ms, submit_wait_ms;

@@ -100,6 +100,14 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
  * (hl_async_values leaves HL_VALUE_SPAN - 1 values between wait and signal). */
 #define HL_GROUP_CHUNK_OPS 8
 #define HL_VALUE_SPAN 64
+/* Memory ranges a group's operations touched since its last barrier (exec.c):
+ * past this many, the next operation is recorded behind a barrier. */
+#define HL_HAZARD_RANGES 48
+
+typedef struct hl_range {
+    VkBuffer buffer;
+    VkDeviceSize lo, hi; /* bytes [lo, hi) of the buffer */
+} hl_range;
 
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
@@ -175,6 +183,13 @@ struct hl_device {
     struct hl_ring_slot *group; /* the chunk's slot (NULL only after a failed chunk start) */
     uint64_t group_wait, group_signal;
     uint32_t chunk_ops;
+    /* What the chunk's operations since its last barrier read and wrote: the next
+     * operation goes behind a barrier only when it touches one of them (a read of a
+     * written range, or a write of any), so independent operations overlap. */
+    struct hl_hazards {
+        hl_range read[HL_HAZARD_RANGES], written[HL_HAZARD_RANGES];
+        uint32_t n_read, n_written;
+    } hazards;
     /* Scratch buffers a grown reservation replaced while a group that may use them
      * was open (buffer.c): destroyed once the timeline reaches `done`. */
     struct hl_retired {
@@ -306,6 +321,11 @@ hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, doub
 /* ---- one operation's submission (exec.c) ---------------------------------- */
 /* An operand: a tensor (bound and copied in place) or, for host data, a scratch
  * buffer; what moves through the host; whether it is poisoned first. */
+/* What an operation's kernels do to an operand, for the barriers inside a group
+ * (exec.c): an operand not marked read-only counts as written (a forgotten mark
+ * costs a barrier, never a race). */
+typedef enum hl_access { HL_ACCESS_WRITE = 0, HL_ACCESS_READ = 1 } hl_access;
+
 typedef struct hl_operand {
     hl_tensor *tensor;  /* bound at its offset (+ at) */
     hl_buffer *scratch; /* without a tensor: the device buffer host data goes through */
@@ -315,6 +335,7 @@ typedef struct hl_operand {
     uint64_t at;        /* bytes into the tensor (a transfer of part of one) */
     int poison;         /* not uploaded: filled with all-ones (NaN) first */
     int slot;           /* binding slot of the kind's layout, or -1 */
+    hl_access access;   /* what the kernel does to it: HL_ACCESS_WRITE (the default) unless marked read */
 } hl_operand;
 
 #define HL_EXEC_MAX_OPERANDS 12

@@ -496,14 +496,14 @@ static PyObject *Device_telemetry(DeviceObject *self, PyObject *unused) {
     hl_telemetry_collect(self->dev, &t);
     PyThread_release_lock(self->lock);
     double hit = t.matmuls ? (double)t.coop_matmuls / (double)t.matmuls : 0.0;
-    PyObject *d = Py_BuildValue("{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}", "matmuls",
-                                (unsigned long long)t.matmuls, "coop_matmuls", (unsigned long long)t.coop_matmuls,
-                                "coop_hit_rate", hit, "dispatches", (unsigned long long)t.dispatches, "barriers",
-                                (unsigned long long)t.barriers, "submits", (unsigned long long)t.submits, "bytes_up",
-                                (unsigned long long)t.bytes_up, "bytes_down", (unsigned long long)t.bytes_down,
-                                "pipeline_compiles", (unsigned long long)t.pipeline_compiles, "pipeline_compile_ms",
-                                t.pipeline_compile_ms, "record_ms", t.record_ms, "submit_wait_ms", t.submit_wait_ms,
-                                "last_gpu_ms", t.last_gpu_ms, "last_variant", t.last_variant);
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d,s:d,s:d,s:s}", "matmuls", (unsigned long long)t.matmuls,
+        "coop_matmuls", (unsigned long long)t.coop_matmuls, "coop_hit_rate", hit, "dispatches",
+        (unsigned long long)t.dispatches, "barriers", (unsigned long long)t.barriers, "overlapped",
+        (unsigned long long)t.overlapped, "submits", (unsigned long long)t.submits, "bytes_up",
+        (unsigned long long)t.bytes_up, "bytes_down", (unsigned long long)t.bytes_down, "pipeline_compiles",
+        (unsigned long long)t.pipeline_compiles, "pipeline_compile_ms", t.pipeline_compile_ms, "record_ms", t.record_ms,
+        "submit_wait_ms", t.submit_wait_ms, "last_gpu_ms", t.last_gpu_ms, "last_variant", t.last_variant);
     if (!d) return NULL;
     PyObject *live = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "live_buffers", (unsigned long long)t.live_buffers,
