@@ -12,7 +12,10 @@ against their CUDA-event times (a direction whose host time reaches its GPU
 time is bound by the host recording its group), the Helios GPU time and the
 barriers and overlapped ops the engine recorded, with the ops of a group
 overlapped where independent and with HELIOS_DISABLE_GROUP_OVERLAP=1, in
-alternating rounds (an A/B in one process); then one forward under cProfile.
+alternating rounds (an A/B in one process); then the GPU time of every Helios op
+of two steps (Device._profile_start: each op alone between barriers, a
+timestamp when done), summed per op kind and shape, with the time between
+submissions; then one forward under cProfile.
 
 Prints text: the per-op table, the telemetry per step, the cProfile top list."""
 
@@ -118,6 +121,7 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
             med = [statistics.median(x[k] for x in rows) for k in keys]
             print(f"round {r} {mode} | " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in med))
     os.environ.pop("HELIOS_DISABLE_GROUP_OVERLAP")
+    op_timeline(dev, step, 2)
     prof = cProfile.Profile()
     rows = data[: cfg.batch]
     prof.enable()
@@ -129,6 +133,49 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(30)
     print("one forward under cProfile:")
     print(s.getvalue())
+
+
+def op_timeline(dev: object, step: Callable[[int], dict], steps: int) -> None:
+    """Each Helios op's GPU time over `steps` steps (profiled: ops serialised), per label."""
+    ht._profile_labels = []
+    dev._profile_start(16384)
+    try:
+        for i in range(steps):
+            step(i)
+    finally:
+        marks, dropped = dev._profile_stop()
+        labels, ht._profile_labels = ht._profile_labels, None
+    ops = [ms for kind, ms in marks if kind == "op"]
+    if dropped or len(ops) != len(labels):
+        print(f"profile: {len(ops)} op timestamps for {len(labels)} labelled ops ({dropped} dropped); no table")
+        return
+    per: dict[str, list[float]] = {}
+    gaps: list[float] = []
+    prev, k = 0.0, 0
+    for i, (kind, ms) in enumerate(marks):
+        if kind == "submission":
+            if i:
+                gaps.append(ms - prev)
+        else:
+            per.setdefault(labels[k], []).append(ms - prev)
+            k += 1
+        prev = ms
+    total = sum(sum(v) for v in per.values()) / steps
+    print(f"Helios ops, GPU ms per step (each op alone; {len(ops) // steps} ops per step, sum {total:.3f} ms):")
+    print("op | per step | ms per step | us each (median)")
+    for label, v in sorted(per.items(), key=lambda kv: -sum(kv[1])):
+        print(f"{label} | {len(v) // steps} | {sum(v) / steps:.3f} | {statistics.median(v) * 1e3:.1f}")
+    kinds: dict[str, float] = {}
+    for label, v in per.items():
+        kind = label.split(" ")[0] + (" backward" if " backward" in label else "")
+        kinds[kind] = kinds.get(kind, 0.0) + sum(v) / steps
+    print("by kind: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    short = [g for g in gaps if g < 0.2]
+    print(
+        f"between submissions: {len(short) / steps:.1f} per step under 0.2 ms (chunk to chunk: "
+        f"{sum(short) / steps:.3f} ms per step, median {statistics.median(short) * 1e3 if short else 0:.1f} us); "
+        f"longer (torch's work between groups): {', '.join(f'{g:.3f}' for g in gaps if g >= 0.2)} ms"
+    )
 
 
 def main() -> int:

@@ -321,3 +321,47 @@ def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered,
     monkeypatch.setenv("HELIOS_DISABLE_GROUP_OVERLAP", "maybe")
     with pytest.raises(ValueError, match="HELIOS_DISABLE_GROUP_OVERLAP"):
         group([mm(ta, tb, x)])
+
+
+def test_a_profile_times_each_op_of_a_group(host_ordered):
+    """_profile_start/_profile_stop: every op of a group runs alone and writes a GPU
+    timestamp when done, every submission one when it starts; read back in recording
+    order once the work is done (before: refused, not hung); then overlap returns."""
+    dev = host_ordered
+    ta = dev.upload(np.ones((64, 64), np.float16))
+    outs = [dev.empty((64, 64)) for _ in range(10)]
+    with pytest.raises(ValueError, match="no profile is on"):
+        dev._profile_stop()
+    dev._profile_start(64)
+    with pytest.raises(ValueError, match="already on"):
+        dev._profile_start(64)
+    w, s = dev._async_values()
+    t0 = dev.telemetry()
+    dev._group_begin(w, s)
+    for out in outs:  # independent: they would overlap without the profile
+        dev.matmul(ta, ta, out=out)
+    dev._group_end()
+    assert dev.telemetry()["overlapped"] == t0["overlapped"]
+    with pytest.raises(ValueError, match="not done yet"):
+        dev._profile_stop()  # the group waits for its signal: nothing ran (the profile stays on)
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)
+    marks, dropped = dev._profile_stop()
+    # ten ops in chunks of 8: two submissions
+    assert [k for k, _ in marks] == ["submission"] + ["op"] * 8 + ["submission"] + ["op"] * 2
+    assert dropped == 0 and marks[0][1] == 0.0
+    times = [ms for k, ms in marks if k == "op"]
+    assert all(b >= a for a, b in zip(times, times[1:])) and times[-1] > 0
+    assert all(np.all(out.numpy() == 64) for out in outs)
+    dev._profile_start(4)  # past capacity: counted as dropped
+    w, s = dev._async_values()
+    dev._group_begin(w, s)
+    for out in outs[:5]:
+        dev.matmul(ta, ta, out=out)
+    dev._group_end()
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)
+    marks, dropped = dev._profile_stop()
+    assert (len(marks), dropped) == (4, 2)
+    with pytest.raises(ValueError, match="capacity must be"):
+        dev._profile_start(1)

@@ -415,7 +415,8 @@ def test_decoder_forward_and_gradients(cuda, dtype, bound):
 def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     """The whole stack is one group per direction, recorded as it is built: 12 ops per
     layer and the final LayerNorm and head forward; 16 per layer and the head's two
-    and the final LayerNorm's backward; every gradient finite."""
+    and the final LayerNorm's backward; every gradient finite. Profiled: one GPU
+    timestamp per op, one label per op (what train_profile.py's table pairs)."""
     d, heads = 64, 2
     g = torch.Generator(device="cuda").manual_seed(22)
 
@@ -443,9 +444,19 @@ def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     _semaphore_or_skip(x)
     groups = []
     monkeypatch.setattr(ht, "_group_done", groups.append)
+    monkeypatch.setattr(ht, "_profile_labels", [])
+    dev = ht.device_for(x)
+    dev._profile_start(1024)  # each op's GPU time, in the order the labels say
     ht.decoder(x, layers, heads, (p(d, dt=torch.float32), p(d, dt=torch.float32)), p(32, d)).float().sum().backward()
+    torch.cuda.synchronize()
+    marks, dropped = dev._profile_stop()
     assert groups == [3 * 12 + 2, 3 * 16 + 3]
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for layer in layers for t in layer)
+    labels = ht._profile_labels
+    assert dropped == 0 and [k for k, _ in marks].count("op") == len(labels) == sum(groups)
+    assert labels[0] == "layernorm 32x64" and labels[1] == "product 32x192x64 NT +bias"
+    assert labels.count("attention backward 2x2x16x32 causal") == 3
+    assert all(b >= a for a, b in zip([ms for _, ms in marks], [ms for _, ms in marks][1:]))
 
 
 def test_decoder_refusals(cuda):

@@ -585,6 +585,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
         hl_async_close(dev);
+        hl_profile_close(dev);
         hl_cuda_detach(dev);
         hl_device_release_scratch(dev);
         hl_buffer_destroy(dev, &dev->staging);

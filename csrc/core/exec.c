@@ -87,7 +87,7 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
     int poison = 0, no_overlap = 0;
     HL_TRY(hl_env_flag("HELIOS_POISON_ORDERED", &poison, err));
     HL_TRY(hl_env_flag("HELIOS_DISABLE_GROUP_OVERLAP", &no_overlap, err));
-    const int overlap = slot == dev->group && !poison && !no_overlap;
+    const int overlap = slot == dev->group && !poison && !no_overlap && !dev->profile.on;
     const double t_ds = hl_now_ms();
     VkDescriptorSet ds = VK_NULL_HANDLE;
     if (x->n_slots) {
@@ -130,6 +130,7 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
     } else {
         hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                        VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+        hl_profile_mark(dev, dev->cmd, HL_PROFILE_OP);
     }
     dev->cmd = sync_cmd;
     dev->tel.record_ms += hl_now_ms() - t_rec;
@@ -155,6 +156,7 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
         vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);
         vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async_queries, q0);
     }
+    hl_profile_mark(dev, slot->cmd, HL_PROFILE_SUBMISSION);
     *out = slot;
 fail:
     return st;

@@ -218,6 +218,19 @@ hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_e
  * reached. At most HL_GROUP_MAX_OPS (256) operations per group. */
 hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err);
 hl_status hl_async_group_end(hl_device *dev, hl_error *err);
+/* A profile of ordered work (profile.c): after hl_profile_start every ordered
+ * operation runs alone (a barrier before and after it) and writes a GPU timestamp
+ * when done, every submission one when it starts; hl_profile_stop, once that work is
+ * finished, hands back the timestamps in recording order, in ms after the first
+ * (out: room for `capacity`), and how many did not fit. */
+#define HL_PROFILE_MAX 16384 /* timestamps per profile at most */
+typedef enum hl_profile_kind { HL_PROFILE_SUBMISSION = 0, HL_PROFILE_OP = 1 } hl_profile_kind;
+typedef struct hl_profile_entry {
+    hl_profile_kind kind;
+    double ms;
+} hl_profile_entry;
+hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err);
+hl_status hl_profile_stop(hl_device *dev, hl_profile_entry *out, uint32_t *n, uint32_t *dropped, hl_error *err);
 hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
 hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);

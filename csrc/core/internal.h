@@ -104,6 +104,13 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
  * past this many, the next operation is recorded behind a barrier. */
 #define HL_HAZARD_RANGES 48
 
+typedef struct hl_profile {
+    int on;
+    VkQueryPool pool;
+    uint32_t capacity, limit, n, dropped; /* the pool's queries, this profile's, written, not written */
+    uint8_t kinds[HL_PROFILE_MAX];        /* hl_profile_kind of each timestamp written */
+} hl_profile;
+
 typedef struct hl_range {
     VkBuffer buffer;
     VkDeviceSize lo, hi; /* bytes [lo, hi) of the buffer */
@@ -190,6 +197,7 @@ struct hl_device {
         hl_range read[HL_HAZARD_RANGES], written[HL_HAZARD_RANGES];
         uint32_t n_read, n_written;
     } hazards;
+    hl_profile profile; /* per-operation timestamps while on (profile.c) */
     /* Scratch buffers a grown reservation replaced while a group that may use them
      * was open (buffer.c): destroyed once the timeline reaches `done`. */
     struct hl_retired {
@@ -250,6 +258,9 @@ void hl_async_quiesce(hl_device *dev);
 /* Destroys the retired scratch buffers whose work is done (all = 1: every one;
  * after hl_async_quiesce, at close). */
 void hl_async_release_retired(hl_device *dev, int all);
+/* While a profile is on: a timestamp into cmd (a submission's start, or an op's end). */
+void hl_profile_mark(hl_device *dev, VkCommandBuffer cmd, hl_profile_kind kind);
+void hl_profile_close(hl_device *dev);
 /* Adds the GPU time of every finished ordered submission not read yet to the
  * telemetry (async_gpu_ms, async_timed); unfinished ones are left for later. */
 void hl_async_collect(hl_device *dev);

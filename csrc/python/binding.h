@@ -93,6 +93,8 @@ PyObject *Device_host_wait(DeviceObject *self, PyObject *args);
 PyObject *Device_group_begin(DeviceObject *self, PyObject *args);
 PyObject *Device_group_end(DeviceObject *self, PyObject *unused);
 PyObject *Device_semaphore_value(DeviceObject *self, PyObject *unused);
+PyObject *Device_profile_start(DeviceObject *self, PyObject *args);
+PyObject *Device_profile_stop(DeviceObject *self, PyObject *unused);
 
 /* attention.c: Device._attention and the attention variant methods. */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds);

@@ -567,6 +567,12 @@ static PyMethodDef Device_methods[] = {
      "`wait` and signalling `signal` (values from _async_values); each records after the one before."},
     {"_semaphore_value", (PyCFunction)Device_semaphore_value, METH_NOARGS,
      "Low-level: the ordering semaphore's current value (what the CUDA stream has signalled so far)."},
+    {"_profile_start", (PyCFunction)Device_profile_start, METH_VARARGS,
+     "Low-level: _profile_start(capacity=4096): from now on every ordered operation runs alone and writes a GPU "
+     "timestamp when done, every submission one when it starts (a measuring tool: no overlap while on)."},
+    {"_profile_stop", (PyCFunction)Device_profile_stop, METH_NOARGS,
+     "Low-level: _profile_stop() -> ([(kind, ms), ...], dropped): the profile's timestamps in recording order "
+     "('submission' starts, 'op' ends; ms after the first), once the work is done; dropped: past capacity."},
     {"_group_end", (PyCFunction)Device_group_end, METH_NOARGS,
      "Low-level: submit the open group (always, also after one of its operations failed)."},
     {"_host_wait", (PyCFunction)Device_host_wait, METH_VARARGS,

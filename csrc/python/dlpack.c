@@ -242,3 +242,47 @@ PyObject *Device_semaphore_value(DeviceObject *self, PyObject *unused) {
     if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
     return PyLong_FromUnsignedLongLong(v);
 }
+
+/* _profile_start(capacity): per-op GPU timestamps of ordered work from now on. */
+PyObject *Device_profile_start(DeviceObject *self, PyObject *args) {
+    unsigned int capacity = 4096;
+    if (!PyArg_ParseTuple(args, "|I:_profile_start", &capacity)) return NULL;
+    if (device_acquire(self) < 0) return NULL;
+    hl_error err = {0};
+    hl_status st = hl_profile_start(self->dev, capacity, &err);
+    device_release(self);
+    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
+    Py_RETURN_NONE;
+}
+
+/* _profile_stop() -> ([(kind, ms), ...], dropped): the timestamps in recording order. */
+PyObject *Device_profile_stop(DeviceObject *self, PyObject *unused) {
+    if (device_acquire(self) < 0) return NULL;
+    hl_profile_entry *out = PyMem_Calloc(HL_PROFILE_MAX, sizeof *out);
+    if (!out) {
+        device_release(self);
+        return PyErr_NoMemory();
+    }
+    hl_error err = {0};
+    uint32_t n = 0, dropped = 0;
+    hl_status st = hl_profile_stop(self->dev, out, &n, &dropped, &err);
+    device_release(self);
+    PyObject *list = NULL;
+    if (st != HL_OK) {
+        raise_status(state_from_type(Py_TYPE(self)), &err);
+        goto done;
+    }
+    list = PyList_New(n);
+    for (uint32_t i = 0; list && i < n; i++) {
+        PyObject *e = Py_BuildValue("(sd)", out[i].kind == HL_PROFILE_SUBMISSION ? "submission" : "op", out[i].ms);
+        if (!e) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, e);
+    }
+done:
+    PyMem_Free(out);
+    if (!list) return NULL;
+    return Py_BuildValue("(NI)", list, dropped);
+}

@@ -406,9 +406,12 @@ class _Group:
         self._live = False  # recording each op as it is built (live())
         self._internal: list = []  # results used inside the group only (_busy until it is submitted)
 
-    def _op(self, fn: Callable[[], Any]) -> None:
-        """An op of the group: recorded now when live, else when the group runs."""
+    def _op(self, fn: Callable[[], Any], label: str) -> None:
+        """An op of the group: recorded now when live, else when the group runs (label:
+        what it is, collected in _profile_labels while a profile is on)."""
         self.count += 1
+        if _profile_labels is not None:
+            _profile_labels.append(label)
         if self._live:
             fn()
         else:
@@ -530,7 +533,8 @@ class _Group:
         def run() -> None:
             dev._gemm(**fields)
 
-        self._op(run)
+        tail = ("" if bias is None else " +bias") + (f" {activation}" if activation else "")
+        self._op(run, f"product {m}x{n}x{k} {'T' if trans_a else 'N'}{'T' if trans_b else 'N'}{tail}")
         return out, result
 
     def copy(
@@ -547,13 +551,13 @@ class _Group:
         strides, the core checks every index against the tensors) into a result."""
         dev, hs = self.dev, self.stage(src)
         sizes, ss, ds = tuple(shape), tuple(src_strides[:3]), tuple(out_strides[:3])
-        self._op(lambda: dev._copy_strided(hs, out, sizes, ss, ds, src_offset, out_offset))
+        self._op(lambda: dev._copy_strided(hs, out, sizes, ss, ds, src_offset, out_offset), f"copy {sizes}")
 
     def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
         n, code, dt = hz.size, activation_code(name), hz.dtype.name
-        self._op(lambda: dev._activation(hz, out, n, code, dt, hg))
+        self._op(lambda: dev._activation(hz, out, n, code, dt, hg), f"{name}{'' if hg is None else ' backward'} {n}")
 
     def layernorm(self, x: Any, gamma: Any, beta: Any, branch: Any, eps: float, dtype: torch.dtype) -> tuple:
         """LayerNorm of the fp32 stream x (rows, d) (+ a 16-bit branch first): (h, its
@@ -568,7 +572,8 @@ class _Group:
             stream, stream_t = self.result((rows, d), torch.float32)
         hr = None if branch is None else self.stage(branch)
         dev, dt, x_out = self.dev, _TORCH_TO_HELIOS[dtype], None if hr is None else stream
-        self._op(lambda: dev._layernorm(hx, hg, hb, h, stats, rows, d, eps, dt, hr, x_out))
+        label = f"layernorm {rows}x{d}" + ("" if hr is None else " +branch")
+        self._op(lambda: dev._layernorm(hx, hg, hb, h, stats, rows, d, eps, dt, hr, x_out), label)
         return h, h_t, stream, stream_t, stats, stats_t
 
     def layernorm_backward(
@@ -584,7 +589,8 @@ class _Group:
         gx16, gx16_t = self.result((rows, d), _HELIOS_TO_TORCH[hgh.dtype.name])
         partial, partial_t = self.result((-(-rows // _LN_ROWS), 2, d), torch.float32)
         dev, dt = self.dev, hgh.dtype.name
-        self._op(lambda: dev._layernorm_backward(hgh, hx, hst, hg, gx, gx16, partial, rows, d, dt, hres))
+        label = f"layernorm backward {rows}x{d}" + ("" if hres is None else " +stream")
+        self._op(lambda: dev._layernorm_backward(hgh, hx, hst, hg, gx, gx16, partial, rows, d, dt, hres), label)
         return gx, gx_t, gx16, gx16_t, partial_t
 
     def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
@@ -592,7 +598,8 @@ class _Group:
         dev = self.dev
         hq, hk, hv = (self.stage(x) for x in (q, k, v))
         args = _attention_args(dev, hq, hk, causal, scale, False)
-        self._op(lambda: dev._attention(hq, hk, hv, *args[0], **args[1], out=out, lse=lse))
+        label = f"attention {'x'.join(map(str, hq.shape))}" + (" causal" if causal else "")
+        self._op(lambda: dev._attention(hq, hk, hv, *args[0], **args[1], out=out, lse=lse), label)
 
     def attention_backward(
         self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
@@ -601,7 +608,8 @@ class _Group:
         dev = self.dev
         hq, hk, hv, ho, hdo, hl = (self.stage(x) for x in (q, k, v, o, do, lse))
         args = _attention_args(dev, hq, hk, causal, scale, True)
-        self._op(lambda: dev._attention_backward(hq, hk, hv, ho, hdo, hl, *grads, *args[0], **args[1]))
+        label = f"attention backward {'x'.join(map(str, hq.shape))}" + (" causal" if causal else "")
+        self._op(lambda: dev._attention_backward(hq, hk, hv, ho, hdo, hl, *grads, *args[0], **args[1]), label)
 
     def run(self) -> None:
         try:
@@ -620,6 +628,11 @@ def _attention_args(dev: Device, q: Any, k: Any, causal: bool, scale: Optional[f
     variant = dev._pick_attention(None, d, skv, causal, backward, dt)
     kw = {"causal": bool(causal), "scale": resolve_scale(scale, d), "variant": variant, "dtype": dt.name}
     return (b * h, sq, skv, d), kw
+
+
+# What each op of every group is, in recording order, while a list (scripts that
+# profile set it: Device._profile_start's timestamps come in the same order).
+_profile_labels: Optional[list[str]] = None
 
 
 def _group_done(ops: int) -> None:
