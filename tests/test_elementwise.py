@@ -13,6 +13,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import helios
+from helios.elementwise import LAYERNORM_ROWS
 from helios.gemm import gelu_tanh
 
 DTYPES = [np.float16, helios.bfloat16]
@@ -232,7 +233,7 @@ def test_layernorm_both_directions_against_float64(device, dtype, rows, d, resid
     scale = np.abs(want_gx).max()
     np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-5 * scale)
     np.testing.assert_array_equal(gx16.numpy(), gx.numpy().astype(dtype))  # the same values, rounded once
-    assert partial.shape == (-(-rows // 32), 2, d)
+    assert partial.shape == (-(-rows // LAYERNORM_ROWS), 2, d)
     sums = partial.numpy().astype(np.float64).sum(0)
     np.testing.assert_allclose(sums[0], (g * xhat).sum(0), rtol=1e-4, atol=1e-4 * np.abs(g).sum(0).max())
     np.testing.assert_allclose(sums[1], g.sum(0), rtol=1e-4, atol=1e-4 * np.abs(g).sum(0).max())

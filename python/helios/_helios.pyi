@@ -5,6 +5,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 MAX_LAUNCHES: int
+LAYERNORM_ROWS: int
 MAX_OPERAND_ELEMENTS: int
 BUILD_COMMIT: str
 KERNELS_DIGEST: str

@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from . import _helios
 from .dtypes import as_dtype, bfloat16, float16
 from .gemm import activation_code
 from .tensor import Tensor, new_tensor
@@ -119,7 +120,7 @@ def activation(
     return out
 
 
-LAYERNORM_ROWS = 32  # rows per workgroup of the backward: one partial row-sum each (HL_LAYERNORM_ROWS)
+LAYERNORM_ROWS: int = _helios.LAYERNORM_ROWS  # rows per workgroup of the backward: one partial row-sum each
 
 
 def _fp32(dev: Any, t: Any, name: str, who: str, n: int) -> Tensor:
