@@ -22,7 +22,11 @@ layout(push_constant) uniform Push {
     uint sq, skv;      // query and key rows per head
     float scale_log2;  // scale * log2(e): scores go through exp2
     float scale;       // dQ and dK carry it (d(scale * Q K^T))
+    uint nh;                       // heads per batch element (rows layouts)
+    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
+#include "attention_layout.glsl"
 
 layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
 layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
@@ -111,14 +115,14 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
     }
 
 // Loads the A fragments of this subgroup's owned rows of BUF (rows base_row + ...,
-// head offset hb in vectors) through the staging region, QCH rows per round; rows
-// past OWN_ROWS are zero.
-#define STAGE_OWNED(BUF, FRAG, hb, base_row)                                               \
+// the head's row 0 at hb and rows pv apart, in vectors) through the staging region,
+// QCH rows per round; rows past OWN_ROWS are zero.
+#define STAGE_OWNED(BUF, FRAG, hb, pv, base_row)                                           \
     for (uint c0 = 0; c0 < BR; c0 += QCH) {                                               \
         barrier();                                                                         \
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {                            \
             uint r = idx / DV, c = idx % DV, gr = (base_row) + c0 + r;                     \
-            sm[r * DROW + c] = c0 + r < BR && gr < OWN_ROWS ? BUF[(hb) + gr * DV + c] : uvec4(0); \
+            sm[r * DROW + c] = c0 + r < BR && gr < OWN_ROWS ? BUF[(hb) + gr * (pv) + c] : uvec4(0); \
         }                                                                                  \
         barrier();                                                                         \
         [[unroll]] for (uint w = 0; w < WQ; w++) {                                         \
@@ -130,10 +134,10 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
         }                                                                                  \
     }
 
-// Stores acc * scale of this subgroup's owned rows to BUF in the element type:
-// straight to memory where the workgroup's rows all exist, through the scratch
-// (rows past OWN_ROWS dropped) where they do not.
-#define STORE_OWNED(BUF, ACC, hb, first_row, mul)                                          \
+// Stores acc * scale of this subgroup's owned rows to BUF (head at hb, rows pv
+// vectors apart) in the element type: straight to memory where the workgroup's rows
+// all exist, through the scratch (rows past OWN_ROWS dropped) where they do not.
+#define STORE_OWNED(BUF, ACC, hb, pv, first_row, mul)                                      \
     [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
         const uint row0 = r0 + w * TM;                                                     \
         [[unroll]] for (uint j = 0; j < D / TN; j++) {                                     \
@@ -143,14 +147,14 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
             coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =          \
                 coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);      \
             if ((first_row) + BR <= OWN_ROWS) {                                            \
-                coopMatStore(oh, BUF, (hb) + row0 * DV + j * (TN / 8), DV,                 \
+                coopMatStore(oh, BUF, (hb) + row0 * (pv) + j * (TN / 8), (pv),             \
                              gl_CooperativeMatrixLayoutRowMajor);                          \
             } else {                                                                       \
                 coopMatStore(oh, sm, SUB, TN / 8, gl_CooperativeMatrixLayoutRowMajor);     \
                 sub_sync();                                                                \
                 for (uint i = lane; i < TM * (TN / 8); i += SUBGROUP) {                    \
                     uint r = i / (TN / 8), c = i % (TN / 8);                               \
-                    if (row0 + r < OWN_ROWS) BUF[(hb) + (row0 + r) * DV + j * (TN / 8) + c] = sm[SUB + i]; \
+                    if (row0 + r < OWN_ROWS) BUF[(hb) + (row0 + r) * (pv) + j * (TN / 8) + c] = sm[SUB + i]; \
                 }                                                                          \
                 sub_sync();                                                                \
             }                                                                              \

@@ -22,15 +22,15 @@ layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
 shared float st_lse2[BC], st_dlt[BC];           // the streamed rows' lse (log2 units) and delta
 float reg_lse2, reg_dlt;                         // their prefetch (invocations < BC)
 
-void fetch(uint qbase, uint i0) {
+// The next Q/dO tile: rows i0.. of the head's Q (at qb, qpv apart) and dO (at ob, opv apart).
+void fetch(uint qb, uint qpv, uint ob, uint opv, uint i0) {
     const uint tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < PER_T; i++) {
         uint idx = tid + i * THREADS;
         uint r = idx / DV, c = idx % DV;
         bool ok = idx < TILE_VECS && i0 + r < p.sq;
-        uint e = qbase + (i0 + r) * DV + c;
-        reg0[i] = ok ? q128[e] : uvec4(0);
-        reg1[i] = ok ? do128[e] : uvec4(0);
+        reg0[i] = ok ? q128[qb + (i0 + r) * qpv + c] : uvec4(0);
+        reg1[i] = ok ? do128[ob + (i0 + r) * opv + c] : uvec4(0);
     }
     // Rows past the end: lse 0 and delta 0 keep their (masked) values finite.
     const uint srow = gl_WorkGroupID.y * p.sq + i0 + tid;
@@ -45,15 +45,19 @@ void main() {
     const uint bh = gl_WorkGroupID.y;
     const uint k0 = gl_WorkGroupID.x * BR;          // causal: block 0 has the most queries
     const uint r0 = k0 + sg * RQ;                   // this subgroup's first key row
-    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    // the head's rows (attention_layout.glsl), in 16-byte vectors; dK, dV lie where K, V do
+    const uint qpv = pitch_elem(p.qkv_rs) / 8u, opv = pitch_elem(p.o_rs) / 8u;
+    const uint qbase = head_elem(bh, p.sq, p.qkv_rs, p.q_off) / 8u, obase = head_elem(bh, p.sq, p.o_rs, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, p.qkv_rs, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, p.qkv_rs, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
     const uint P_OFF = SUB + RQ * SROW;
     const uint Q_OFF = T0_OFF, DO_OFF = T1_OFF;
     const uint part = lane % LPR;
 
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> kf[WQ][D / TK], vf[WQ][D / TK];
-    STAGE_OWNED(k128, kf, kvbase, k0)
-    STAGE_OWNED(v128, vf, kvbase, k0)
+    STAGE_OWNED(k128, kf, kbase, qpv, k0)
+    STAGE_OWNED(v128, vf, vbase, qpv, k0)
 
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> dk[WQ][D / TN], dv[WQ][D / TN];
     [[unroll]] for (uint w = 0; w < WQ; w++)
@@ -64,7 +68,7 @@ void main() {
 
     const uint t_first = CAUSAL != 0 ? k0 / BC : 0;
     const uint ntiles = (p.sq + BC - 1) / BC;
-    if (t_first < ntiles) fetch(qbase, t_first * BC);
+    if (t_first < ntiles) fetch(qbase, qpv, obase, opv, t_first * BC);
     for (uint t = t_first; t < ntiles; t++) {
         const uint i0 = t * BC;
         barrier();                                 // staging / previous tile consumed
@@ -74,7 +78,7 @@ void main() {
             st_dlt[tid] = reg_dlt;
         }
         barrier();
-        if (t + 1 < ntiles) fetch(qbase, i0 + BC);
+        if (t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
         // Every query of the tile before this subgroup's first key (causal): skip.
         const bool live = CAUSAL == 0 || i0 + BC - 1 >= r0;
 
@@ -171,6 +175,6 @@ void main() {
     }
 
     sub_sync();
-    STORE_OWNED(dk128, dk, kvbase, k0, p.scale)
-    STORE_OWNED(dv128, dv, kvbase, k0, 1.0)
+    STORE_OWNED(dk128, dk, kbase, qpv, k0, p.scale)
+    STORE_OWNED(dv128, dv, vbase, qpv, k0, 1.0)
 }

@@ -21,15 +21,15 @@
 layout(set = 0, binding = BINDING_DELTA) writeonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DQ) writeonly buffer DQ128 { uvec4 dq128[]; };
 
-void fetch(uint kvbase, uint j0) {
+void fetch(uint kb, uint vb, uint pv, uint j0) {
     const uint tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < PER_T; i++) {
         uint idx = tid + i * THREADS;
         uint r = idx / DV, c = idx % DV;
         bool ok = idx < TILE_VECS && j0 + r < p.skv;
-        uint e = kvbase + (j0 + r) * DV + c;
-        reg0[i] = ok ? k128[e] : uvec4(0);
-        reg1[i] = ok ? v128[e] : uvec4(0);
+        uint e = (j0 + r) * pv + c;
+        reg0[i] = ok ? k128[kb + e] : uvec4(0);
+        reg1[i] = ok ? v128[vb + e] : uvec4(0);
     }
 }
 
@@ -41,15 +41,19 @@ void main() {
     const uint qblk = CAUSAL != 0 ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x;
     const uint q0 = qblk * BR;
     const uint r0 = q0 + sg * RQ;
-    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    // the head's rows (attention_layout.glsl), in 16-byte vectors; dQ lies where Q does
+    const uint qpv = pitch_elem(p.qkv_rs) / 8u, opv = pitch_elem(p.o_rs) / 8u;
+    const uint qbase = head_elem(bh, p.sq, p.qkv_rs, p.q_off) / 8u, obase = head_elem(bh, p.sq, p.o_rs, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, p.qkv_rs, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, p.qkv_rs, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
     const uint DS_OFF = SUB + RQ * SROW;
     const uint K_OFF = T0_OFF, V_OFF = T1_OFF;
     const uint part = lane % LPR;
 
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK], dof[WQ][D / TK];
-    STAGE_OWNED(q128, qf, qbase, q0)
-    STAGE_OWNED(do128, dof, qbase, q0)
+    STAGE_OWNED(q128, qf, qbase, qpv, q0)
+    STAGE_OWNED(do128, dof, obase, opv, q0)
 
     // delta and the log-sum-exp (log2 units) of this lane's rows; rows past the end
     // take 0 (finite: their P and dS stay finite and are never stored).
@@ -58,7 +62,7 @@ void main() {
         const uint grow = r0 + ps * RPP + lane / LPR;
         float acc = 0.0;
         if (grow < p.sq)
-            for (uint vi = part; vi < DV; vi += LPR) acc += dot8(o128[qbase + grow * DV + vi], do128[qbase + grow * DV + vi]);
+            for (uint vi = part; vi < DV; vi += LPR) acc += dot8(o128[obase + grow * opv + vi], do128[obase + grow * opv + vi]);
         [[unroll]] for (uint off = 1; off < LPR; off *= 2) acc += subgroupShuffleXor(acc, off);
         dlt[ps] = acc;
         lse2[ps] = grow < p.sq ? lse[bh * p.sq + grow] * LOG2E : 0.0;
@@ -72,13 +76,13 @@ void main() {
 
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
-    fetch(kvbase, 0);
+    fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
         barrier();                                 // staging / previous tile consumed
         put();
         barrier();
-        if (t + 1 < ntiles) fetch(kvbase, j0 + BC);
+        if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
         // Every key of the tile masked for this subgroup's rows: skip the work, not
         // the barriers (as the forward).
         const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
@@ -156,5 +160,5 @@ void main() {
     }
 
     sub_sync();
-    STORE_OWNED(dq128, dq, qbase, q0, p.scale)
+    STORE_OWNED(dq128, dq, qbase, qpv, q0, p.scale)
 }

@@ -6,7 +6,8 @@
 //      dQ = scale * sum_j dS_j K_j;
 //   1: one invocation per key row: dV = sum_i P_i dO_i, dK = scale * sum_i dS_i Q_i;
 // with P = exp(scale * q.k - lse) from the forward's log-sum-exp and
-// dS = P (dO . v - delta). Layout and masking as attention_scalar.comp.
+// dS = P (dO . v - delta). Layout (attention_layout.glsl) and masking as
+// attention_scalar.comp.
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 
@@ -18,7 +19,11 @@ layout(push_constant) uniform Push {
     uint sq, skv;
     float scale_log2;
     float scale;
+    uint nh;                       // heads per batch element (rows layouts)
+    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
+#include "attention_layout.glsl"
 
 #include "bf16.glsl"
 #ifdef IN_BF16
@@ -44,13 +49,16 @@ layout(set = 0, binding = BINDING_DV) writeonly buffer DVB { ELEM_T dv[]; };
 const float LOG2E = 1.4426950408889634;
 
 void query_row(uint bh, uint row) {
-    const uint qb = (bh * p.sq + row) * D, kb = bh * p.skv * D;
+    const uint qp = pitch_elem(p.qkv_rs);
+    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off) + row * qp;
+    const uint ob = head_elem(bh, p.sq, p.o_rs, 0u) + row * pitch_elem(p.o_rs);
+    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off), vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off);
     float qr[D], dor[D], acc[D];
     float dl = 0.0;
     for (uint d = 0; d < D; d++) {
         qr[d] = widen(q[qb + d]) * p.scale_log2;
-        dor[d] = widen(dout[qb + d]);
-        dl += dor[d] * widen(o[qb + d]);
+        dor[d] = widen(dout[ob + d]);
+        dl += dor[d] * widen(o[ob + d]);
         acc[d] = 0.0;
     }
     delta[bh * p.sq + row] = dl;
@@ -59,40 +67,43 @@ void query_row(uint bh, uint row) {
     for (uint j = 0; j < kv_end; j++) {
         float s = 0.0, dp = 0.0;
         for (uint d = 0; d < D; d++) {
-            s += qr[d] * widen(k[kb + j * D + d]);
-            dp += dor[d] * widen(v[kb + j * D + d]);
+            s += qr[d] * widen(k[kb + j * qp + d]);
+            dp += dor[d] * widen(v[vb + j * qp + d]);
         }
         const float ds = exp2(s - l2) * (dp - dl);
-        for (uint d = 0; d < D; d++) acc[d] += ds * widen(k[kb + j * D + d]);
+        for (uint d = 0; d < D; d++) acc[d] += ds * widen(k[kb + j * qp + d]);
     }
-    for (uint d = 0; d < D; d++) dq[qb + d] = narrow(acc[d] * p.scale);
+    for (uint d = 0; d < D; d++) dq[qb + d] = narrow(acc[d] * p.scale);  // dQ lies where Q does
 }
 
 void key_row(uint bh, uint col) {
-    const uint kb = (bh * p.skv + col) * D, qb = bh * p.sq * D;
+    const uint qp = pitch_elem(p.qkv_rs), op = pitch_elem(p.o_rs);
+    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off) + col * qp;
+    const uint vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off) + col * qp;
+    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off), ob = head_elem(bh, p.sq, p.o_rs, 0u);
     float kr[D], vr[D], ak[D], av[D];
     for (uint d = 0; d < D; d++) {
         kr[d] = widen(k[kb + d]) * p.scale_log2;
-        vr[d] = widen(v[kb + d]);
+        vr[d] = widen(v[vb + d]);
         ak[d] = 0.0;
         av[d] = 0.0;
     }
     for (uint i = CAUSAL != 0 ? col : 0; i < p.sq; i++) {
         float s = 0.0, dp = 0.0;
         for (uint d = 0; d < D; d++) {
-            s += kr[d] * widen(q[qb + i * D + d]);
-            dp += vr[d] * widen(dout[qb + i * D + d]);
+            s += kr[d] * widen(q[qb + i * qp + d]);
+            dp += vr[d] * widen(dout[ob + i * op + d]);
         }
         const float pr = exp2(s - lse[bh * p.sq + i] * LOG2E);
         const float ds = pr * (dp - delta[bh * p.sq + i]);
         for (uint d = 0; d < D; d++) {
-            av[d] += pr * widen(dout[qb + i * D + d]);
-            ak[d] += ds * widen(q[qb + i * D + d]);
+            av[d] += pr * widen(dout[ob + i * op + d]);
+            ak[d] += ds * widen(q[qb + i * qp + d]);
         }
     }
     for (uint d = 0; d < D; d++) {
         dk[kb + d] = narrow(ak[d] * p.scale);
-        dv[kb + d] = narrow(av[d]);
+        dv[vb + d] = narrow(av[d]);
     }
 }
 

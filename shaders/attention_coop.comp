@@ -60,7 +60,11 @@ layout(push_constant) uniform Push {
     uint heads;        // B * H
     uint sq, skv;      // query and key rows per head
     float scale_log2;  // scale * log2(e): scores go through exp2
+    uint nh;                       // heads per batch element (rows layouts)
+    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
+#include "attention_layout.glsl"
 
 layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
 layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
@@ -99,15 +103,16 @@ const uint TILE_VECS = BC * DV;
 const uint PER_T = (TILE_VECS + THREADS - 1) / THREADS;
 uvec4 kreg[PER_T], vreg[PER_T];
 
-void fetch(uint kvbase, uint j0) {
+// The next K/V tile: rows j0.. of the head's K (at kb) and V (at vb), pv vectors apart.
+void fetch(uint kb, uint vb, uint pv, uint j0) {
     const uint tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < PER_T; i++) {
         uint idx = tid + i * THREADS;
         uint r = idx / DV, c = idx % DV;
         bool ok = idx < TILE_VECS && j0 + r < p.skv;
-        uint e = kvbase + (j0 + r) * DV + c;
-        kreg[i] = ok ? k128[e] : uvec4(0);
-        vreg[i] = ok ? v128[e] : uvec4(0);
+        uint e = (j0 + r) * pv + c;
+        kreg[i] = ok ? k128[kb + e] : uvec4(0);
+        vreg[i] = ok ? v128[vb + e] : uvec4(0);
     }
 }
 
@@ -148,7 +153,11 @@ void main() {
     const uint qblk = CAUSAL != 0 ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x;
     const uint q0 = qblk * BR;
     const uint r0 = q0 + sg * RQ;                  // this subgroup's first row
-    const uint qbase = bh * p.sq * DV, kvbase = bh * p.skv * DV;
+    // the head's rows (attention_layout.glsl), in 16-byte vectors
+    const uint qpv = pitch_elem(p.qkv_rs) / 8u, opv = pitch_elem(p.o_rs) / 8u;
+    const uint qbase = head_elem(bh, p.sq, p.qkv_rs, p.q_off) / 8u, obase = head_elem(bh, p.sq, p.o_rs, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, p.qkv_rs, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, p.qkv_rs, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
@@ -158,7 +167,7 @@ void main() {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
             uint r = idx / DV, c = idx % DV, gr = q0 + c0 + r;
-            sm[r * DROW + c] = c0 + r < BR && gr < p.sq ? q128[qbase + gr * DV + c] : uvec4(0);
+            sm[r * DROW + c] = c0 + r < BR && gr < p.sq ? q128[qbase + gr * qpv + c] : uvec4(0);
         }
         barrier();
         [[unroll]] for (uint w = 0; w < WQ; w++) {
@@ -183,13 +192,13 @@ void main() {
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
-    fetch(kvbase, 0);
+    fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
         barrier();                                 // Q fragments / previous tile consumed
         put();
         barrier();
-        if (t + 1 < ntiles) fetch(kvbase, j0 + BC);
+        if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
         // Every key of the tile masked for this subgroup's rows: skip its work,
         // not its barriers (lavapipe mis-runs subgroup barriers that only some
         // subgroups of a workgroup reach).
@@ -341,13 +350,13 @@ void main() {
                 coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);
             if (q0 + BR <= p.sq) {   // workgroup-uniform: lavapipe mis-runs subgroup barriers that
                                      // only some subgroups of a workgroup reach
-                coopMatStore(oh, o128, qbase + row0 * DV + j * (TN / 8), DV, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(oh, o128, obase + row0 * opv + j * (TN / 8), opv, gl_CooperativeMatrixLayoutRowMajor);
             } else {
                 coopMatStore(oh, sm, SUB, TN / 8, gl_CooperativeMatrixLayoutRowMajor);
                 sub_sync();
                 for (uint i = lane; i < TM * (TN / 8); i += SUBGROUP) {
                     uint r = i / (TN / 8), c = i % (TN / 8);
-                    if (row0 + r < p.sq) o128[qbase + (row0 + r) * DV + j * (TN / 8) + c] = sm[SUB + i];
+                    if (row0 + r < p.sq) o128[obase + (row0 + r) * opv + j * (TN / 8) + c] = sm[SUB + i];
                 }
                 sub_sync();
             }

@@ -3,7 +3,7 @@
 // cooperative matrices (or HELIOS_DISABLE_COOP_ATTENTION=1) and head sizes the
 // coop kernel does not take: one invocation per query row, an online softmax
 // over every key in fp32, the output row held in registers (D <= 256).
-// Layout, masking and the LSE output as attention_coop.comp. IN_BF16: Q, K, V and O are
+// Layout (attention_layout.glsl), masking and the LSE output as attention_coop.comp. IN_BF16: Q, K, V and O are
 // bfloat16, read as 16-bit words and widened (fp32 arithmetic either way).
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -15,7 +15,11 @@ layout(push_constant) uniform Push {
     uint heads;
     uint sq, skv;
     float scale_log2;
+    uint nh;                       // heads per batch element (rows layouts)
+    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
+#include "attention_layout.glsl"
 
 #include "bf16.glsl"
 #ifdef IN_BF16
@@ -36,7 +40,10 @@ layout(set = 0, binding = BINDING_LSE) writeonly buffer Lse { float lse[]; };  /
 void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
     if (row >= p.sq) return;
-    const uint qb = (bh * p.sq + row) * D, kb = bh * p.skv * D;
+    const uint qp = pitch_elem(p.qkv_rs), op = pitch_elem(p.o_rs);
+    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off) + row * qp;
+    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off), vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off);
+    const uint ob = head_elem(bh, p.sq, p.o_rs, 0u) + row * op;
     float qr[D], acc[D];
     for (uint d = 0; d < D; d++) {
         qr[d] = widen(q[qb + d]) * p.scale_log2;
@@ -46,7 +53,7 @@ void main() {
     const uint kv_end = CAUSAL != 0 ? min(p.skv, row + 1) : p.skv;
     for (uint j = 0; j < kv_end; j++) {
         float s = 0.0;
-        for (uint d = 0; d < D; d++) s += qr[d] * widen(k[kb + j * D + d]);
+        for (uint d = 0; d < D; d++) s += qr[d] * widen(k[kb + j * qp + d]);
         // A key scored -inf contributes nothing: a row whose every key is -inf
         // outputs 0, as the coop kernel and torch's math backend do (not NaN).
         // Selects, not a branch: a branch here cost 2.2x at d=64 on the H100.
@@ -54,11 +61,11 @@ void main() {
         const bool none = m_new == -1.0 / 0.0;
         const float alpha = none ? 1.0 : exp2(m - m_new), pj = none ? 0.0 : exp2(s - m_new);
         l = l * alpha + pj;
-        for (uint d = 0; d < D; d++) acc[d] = acc[d] * alpha + pj * widen(v[kb + j * D + d]);
+        for (uint d = 0; d < D; d++) acc[d] = acc[d] * alpha + pj * widen(v[vb + j * qp + d]);
         m = m_new;
     }
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
-    for (uint d = 0; d < D; d++) o[qb + d] = narrow(acc[d] * inv);
+    for (uint d = 0; d < D; d++) o[ob + d] = narrow(acc[d] * inv);
     // log-sum-exp of the scaled scores in natural-log units (m is in log2 units)
     if (LSE != 0) lse[bh * p.sq + row] = l > 0.0 ? (m + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
 }

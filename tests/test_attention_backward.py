@@ -348,3 +348,84 @@ def test_pass_split_for_measurement(device):
         assert len(samples) == 2 and all(x > 0 for x in samples)
     with pytest.raises(ValueError, match="passes must be 0..3"):
         run_attention_backward(device, *ts, o, tdo, lse, timing={"passes": 4})
+
+
+def _rows_case(device, b, h, s, d, seed):
+    """A QKV product's rows (B*S, 3*H*d) and an output gradient's (B*S, H*d), with
+    their (B, H, S, d) views for the reference."""
+    rng = np.random.default_rng(seed)
+    qkv = (rng.standard_normal((b, s, 3, h, d)) / 2).astype(np.float16)
+    do = rng.standard_normal((b, s, h, d)).astype(np.float16)
+    q, k, v = (np.ascontiguousarray(qkv[:, :, i].transpose(0, 2, 1, 3)) for i in range(3))
+    return qkv, do, (q, k, v, np.ascontiguousarray(do.transpose(0, 2, 1, 3)))
+
+
+@pytest.mark.parametrize("variant", [None, "fa-scalar"], ids=["default", "scalar"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_row_layout_reads_a_qkv_product_and_writes_merged_heads(device, variant, causal):
+    """layout=(heads, qkv_rs, o_rs, q_off, k_off, v_off): Q, K and V read straight out
+    of one (B*S, 3*H*d) tensor, O written as (B*S, H*d) rows, dO read from such rows,
+    dQ, dK and dV written into one (B*S, 3*H*d) tensor where Q, K and V lie (what
+    helios.torch's decoder runs instead of layout copies); tails in S; against the
+    packed float64 reference."""
+    b, h, s, d = 2, 3, 21, 16
+    width = h * d
+    qkv, do_rows, (q, k, v, do) = _rows_case(device, b, h, s, d, 7)
+    tqkv = device.upload(qkv.reshape(b * s, 3 * width))
+    o, lse = device.empty((b * s, width)), device.empty((b * h, s), "float32")
+    layout = (h, 3 * width, width, 0, width, 2 * width)
+    scale = 1 / np.sqrt(d)
+    kw = {"causal": causal, "scale": scale, "layout": layout}
+    if variant:
+        kw["variant"] = variant
+    device._attention(tqkv, tqkv, tqkv, b * h, s, s, d, out=o, lse=lse, **kw)
+    got_o = o.numpy().reshape(b, s, h, d).transpose(0, 2, 1, 3)
+    r = check_close(got_o, reference_attention(q, k, v, causal=causal))
+    assert r.passed, r.line()
+    g = device.empty((b * s, 3 * width))
+    device._attention_backward(
+        tqkv, tqkv, tqkv, o, device.upload(do_rows.reshape(b * s, width)), lse, g, g, g, b * h, s, s, d, **kw
+    )
+    want = reference_attention_backward(q, k, v, do, causal=causal)
+    got = g.numpy().reshape(b, s, 3, h, d)
+    atol, rtol = tolerances("float16")
+    for i, name in enumerate(("dq", "dk", "dv")):
+        r = check_close(got[:, :, i].transpose(0, 2, 1, 3), want[i], atol=atol, rtol=rtol)
+        assert r.passed, f"{name} {variant} causal={causal}: {r.line()}"
+    np.testing.assert_allclose(lse.numpy().reshape(b, h, s), want[3], rtol=1e-5, atol=1e-5)
+
+
+def test_row_layout_refusals(device):
+    b, h, s, d = 1, 2, 8, 16
+    width = h * d
+    qkv, do_rows, _ = _rows_case(device, b, h, s, d, 8)
+    t = device.upload(qkv.reshape(b * s, 3 * width))
+    o, lse = device.empty((b * s, width)), device.empty((b * h, s), "float32")
+    good = (h, 3 * width, width, 0, width, 2 * width)
+
+    def fwd(layout, q=t, out=o):
+        device._attention(q, t, t, b * h, s, s, d, scale=0.25, out=out, lse=lse, layout=layout)
+
+    with pytest.raises(TypeError, match="layout must be"):
+        fwd((h, 3 * width))
+    with pytest.raises(ValueError, match="heads 5 must divide batch\\*heads 2"):
+        fwd((5, 3 * width, width, 0, width, 2 * width))
+    with pytest.raises(ValueError, match="qkv_rs 36 must be a multiple of 8"):
+        fwd((h, 36, width, 0, 0, 0))
+    with pytest.raises(ValueError, match="o_rs 16 must be a multiple of 8 and hold the 2 x 16 heads"):
+        fwd((h, 3 * width, 16, 0, width, 2 * width))
+    with pytest.raises(ValueError, match="v_off 80 must be a multiple of 8 with its 32 heads inside a row"):
+        fwd((h, 3 * width, width, 0, width, 80))
+    with pytest.raises(ValueError, match="offsets need a row layout"):
+        fwd((h, 0, 0, 0, width, 0))
+    with pytest.raises(ValueError, match="a row layout takes tensors"):
+        fwd(good, q=qkv.reshape(b * s, 3 * width))
+    with pytest.raises(ValueError, match="tensor q holds"):
+        fwd(good, q=device.upload(qkv.reshape(b * s, 3 * width)[:, :width].copy()))
+    fwd(good)
+    g = device.empty((b * s, 3 * width))
+    tdo = device.upload(do_rows.reshape(b * s, width))
+    with pytest.raises(ValueError, match="dq and dk are the same memory"):  # their columns overlap
+        device._attention_backward(
+            t, t, t, o, tdo, lse, g, g, g, b * h, s, s, d, scale=0.25, layout=(h, 3 * width, width, 0, 8, 2 * width)
+        )

@@ -231,6 +231,62 @@ hl_status hl_attn_check_call(const hl_device *dev, const char *who, uint64_t bh,
     return HL_OK;
 }
 
+hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_attn_layout *l, uint64_t bh, uint64_t sq,
+                               uint64_t skv, uint64_t d, hl_attn_spans *out, hl_error *err) {
+    out->q = out->o = bh * sq * d * 2;
+    out->kv = bh * skv * d * 2;
+    if (!l->qkv_rs && !l->o_rs) {
+        if (l->q_off || l->k_off || l->v_off)
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: q/k/v offsets need a row layout (qkv_rs > 0)", who);
+        return HL_OK;
+    }
+    const uint64_t nh = l->heads, width = nh * d;
+    if (!nh || bh % nh)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: heads %u must divide batch*heads %llu (a row layout)", who,
+                       l->heads, (unsigned long long)bh);
+    if (d % 8)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: a row layout needs a head dimension that is a multiple of 8, "
+                       "got %llu",
+                       who, (unsigned long long)d);
+    const uint64_t batch = bh / nh, rs[2] = {l->qkv_rs, l->o_rs};
+    static const char *names[2] = {"qkv_rs", "o_rs"};
+    for (int i = 0; i < 2; i++)
+        if (rs[i] && (rs[i] % 8 || rs[i] < width))
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                           "%s: %s %llu must be a multiple of 8 and hold the %llu x %llu heads of a row", who, names[i],
+                           (unsigned long long)rs[i], (unsigned long long)nh, (unsigned long long)d);
+    const uint32_t offs[3] = {l->q_off, l->k_off, l->v_off};
+    static const char *off_names[3] = {"q_off", "k_off", "v_off"};
+    for (int i = 0; i < 3; i++)
+        if (offs[i] && (!l->qkv_rs || offs[i] % 8 || offs[i] + width > l->qkv_rs))
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                           "%s: %s %u must be a multiple of 8 with its %llu heads inside a row of qkv_rs %u", who,
+                           off_names[i], offs[i], (unsigned long long)width, l->qkv_rs);
+    if (l->qkv_rs) {
+        out->q = batch * sq * l->qkv_rs * 2;
+        out->kv = batch * skv * l->qkv_rs * 2;
+    }
+    if (l->o_rs) out->o = batch * sq * l->o_rs * 2;
+    const uint64_t most =
+        out->q > out->kv ? (out->q > out->o ? out->q : out->o) : (out->kv > out->o ? out->kv : out->o);
+    if (most / 2 >= HL_MAX_OPERAND_ELEMENTS || most > dev->caps.max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s: an operand's rows span %llu bytes; kernels index with 32 bits and the device allows %llu "
+                       "bytes per buffer",
+                       who, (unsigned long long)most, (unsigned long long)dev->caps.max_storage_buffer_range);
+    return HL_OK;
+}
+
+void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc) {
+    pc[0] = l->heads ? l->heads : 1u;
+    pc[1] = l->qkv_rs;
+    pc[2] = l->o_rs;
+    pc[3] = l->q_off;
+    pc[4] = l->k_off;
+    pc[5] = l->v_off;
+}
+
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
@@ -245,7 +301,14 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     else
         HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
     HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, args->dtype, err));
-    const uint64_t q_bytes = bh * sq * d * 2, kv_bytes = bh * skv * d * 2;
+    hl_attn_spans span;
+    HL_TRY(hl_attn_layout_check(dev, "attention", &args->layout, bh, sq, skv, d, &span, err));
+    const int rows_layout = args->layout.qkv_rs || args->layout.o_rs;
+    if (rows_layout && (!args->t_q || !args->t_k || !args->t_v || !args->t_o))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "attention: a row layout takes tensors (q, k, v and o), not "
+                       "host arrays");
+    const uint64_t q_bytes = span.q, kv_bytes = span.kv;
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
         if (hl_tensors_share(args->t_o, ts[i]) || hl_tensors_share(args->t_lse, ts[i]))
@@ -255,7 +318,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     HL_TRY(hl_check_tensor(dev, args->t_q, q_bytes, "attention", "q", err));
     HL_TRY(hl_check_tensor(dev, args->t_k, kv_bytes, "attention", "k", err));
     HL_TRY(hl_check_tensor(dev, args->t_v, kv_bytes, "attention", "v", err));
-    HL_TRY(hl_check_output_tensor(dev, args->t_o, q_bytes, "attention", "o", err));
+    HL_TRY(hl_check_output_tensor(dev, args->t_o, span.o, "attention", "o", err));
 
     hl_dispatch_plan pl = {0};
     uint32_t rows;
@@ -278,6 +341,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     pl.pc[1] = (uint32_t)sq;
     pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
+    hl_attn_layout_push(&args->layout, &pl.pc[4]);
 
     /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b,
      * buf_c, buf_w. O is poisoned; an O tensor is never a view (offset 0). */
@@ -297,7 +361,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
         [HL_BIND_ATTENTION_O] = {.tensor = args->t_o,
                                  .scratch = &dev->buf_c,
                                  .download = args->o,
-                                 .bytes = q_bytes,
+                                 .bytes = span.o,
                                  .poison = 1,
                                  .slot = HL_BIND_ATTENTION_O},
         [HL_BIND_ATTENTION_V] = {.tensor = args->t_v,

@@ -127,8 +127,10 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
         HL_TRY(hl_attn_bwd_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
     HL_TRY(hl_attn_check(dev, &v, (uint32_t)d, args->dtype, 1, err));
 
-    const uint64_t q_bytes = bh * sq * d * 2, kv_bytes = bh * skv * d * 2, row_bytes = bh * sq * 4;
-    const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, q_bytes, q_bytes, row_bytes};
+    hl_attn_spans span;
+    HL_TRY(hl_attn_layout_check(dev, "attention backward", &args->layout, bh, sq, skv, d, &span, err));
+    const uint64_t q_bytes = span.q, kv_bytes = span.kv, row_bytes = bh * sq * 4;
+    const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, span.o, span.o, row_bytes};
     const uint64_t out_bytes[3] = {q_bytes, kv_bytes, kv_bytes};
     for (int i = 0; i < 6; i++)
         HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
@@ -139,10 +141,18 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                                "attention backward: %s is also the input %s; the backward does not run in place",
                                out_names[i], in_names[j]);
-        for (int j = 0; j < i; j++)
-            if (hl_tensors_share(outs[i], outs[j]))
-                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s and %s are the same memory",
+        /* In a row layout dQ, dK and dV may be one tensor: their columns differ by
+         * their offsets (a head's width apart at least). */
+        const uint32_t offs[3] = {args->layout.q_off, args->layout.k_off, args->layout.v_off};
+        for (int j = 0; j < i; j++) {
+            const uint32_t gap = offs[i] > offs[j] ? offs[i] - offs[j] : offs[j] - offs[i];
+            const int apart = args->layout.qkv_rs && gap >= (uint64_t)args->layout.heads * d;
+            if (hl_tensors_share(outs[i], outs[j]) && (!apart || outs[i] != outs[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                               "attention backward: %s and %s are the same memory (one tensor only in a row layout, "
+                               "at offsets a row's heads apart)",
                                out_names[j], out_names[i]);
+        }
     }
 
     if (args->passes > 3)
@@ -168,6 +178,7 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
     memcpy(&pl.pc[4], &scale, 4);
+    hl_attn_layout_push(&args->layout, &pl.pc[5]);
 
     /* Outputs are poisoned: an element a kernel fails to write cannot pass a check. */
     hl_operand ops[HL_BIND_ATTENTION_BWD_COUNT] = {

@@ -338,9 +338,25 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
  * heads; Q and O packed (batch_heads, sq, d), K and V (batch_heads, skv, d),
  * all of `dtype` (HL_F16, or HL_BF16). Causal: key j is seen by query i when j <= i (top-left, needs sq == skv).
  * Operands are host memory or tensors; timing fields as hl_matmul_args. */
+/* Where attention operands' heads lie (shaders/attention_layout.glsl); all zero:
+ * packed (batch_heads, S, d), each operand its own tensor. qkv_rs > 0: Q, K and V
+ * (and the backward's dQ, dK, dV) are rows of qkv_rs elements, (batch, S, qkv_rs)
+ * with head h at columns [h*d, (h+1)*d) past q_off / k_off / v_off elements — the
+ * rows of a QKV product (qkv_rs 3*heads*d, offsets 0, heads*d, 2*heads*d; one tensor
+ * may be Q, K and V, and one dQ, dK and dV); o_rs > 0: O (and dO) rows of o_rs
+ * elements, (batch, S, o_rs), head h at column h*d — heads merged for the output
+ * projection. heads: per batch element (batch_heads / heads batches); tensors only;
+ * strides and offsets multiples of 8 elements. */
+typedef struct hl_attn_layout {
+    uint32_t heads;
+    uint32_t qkv_rs, o_rs;
+    uint32_t q_off, k_off, v_off;
+} hl_attn_layout;
+
 typedef struct hl_attention_args {
     uint32_t batch_heads, sq, skv, d;
-    hl_dtype dtype; /* HL_F16 (0, the default) or HL_BF16 */
+    hl_attn_layout layout; /* zero: packed */
+    hl_dtype dtype;        /* HL_F16 (0, the default) or HL_BF16 */
     int causal;
     float scale;
     const void *q, *k, *v;
@@ -368,7 +384,8 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
  * and ordering fields as hl_attention_args (a sample covers both kernels). */
 typedef struct hl_attention_bwd_args {
     uint32_t batch_heads, sq, skv, d;
-    hl_dtype dtype; /* HL_F16 or HL_BF16 */
+    hl_attn_layout layout; /* as the forward's: dQ, dK, dV lie as Q, K, V; dO as O */
+    hl_dtype dtype;        /* HL_F16 or HL_BF16 */
     int causal;
     float scale;
     hl_tensor *t_q, *t_k, *t_v, *t_o, *t_do, *t_lse;

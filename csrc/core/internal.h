@@ -386,6 +386,16 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
 hl_status hl_attn_check_call(const hl_device *dev, const char *who, uint64_t bh, uint64_t sq, uint64_t skv, uint64_t d,
                              int causal, float scale, uint32_t warmup, uint32_t iters, const double *samples_ms,
                              hl_error *err);
+/* A layout's rules (hl_attn_layout) and the bytes Q (q_bytes), K and V (kv_bytes)
+ * and O (o_bytes) span from their tensors' starts; the backward's gradients span
+ * as their inputs. */
+typedef struct hl_attn_spans {
+    uint64_t q, kv, o;
+} hl_attn_spans;
+hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_attn_layout *l, uint64_t bh, uint64_t sq,
+                               uint64_t skv, uint64_t d, hl_attn_spans *out, hl_error *err);
+/* The layout's push-constant words (the shaders' nh, qkv_rs, o_rs, q_off, k_off, v_off). */
+void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
 /* Every valid coop variant for that direction (the count; up to cap written). */
 size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
                           size_t cap);

@@ -29,22 +29,37 @@ static int attn_variant_arg(DeviceObject *self, PyObject *o, hl_attn_variant *v,
 
 static hl_status call_attention(hl_device *dev, void *args, hl_error *err) { return hl_attention(dev, args, err); }
 
+/* layout=None (packed) or (heads, qkv_rs, o_rs, q_off, k_off, v_off): hl_attn_layout. */
+static int layout_arg(PyObject *o, hl_attn_layout *out) {
+    memset(out, 0, sizeof *out);
+    if (o == Py_None) return 0;
+    if (!PyTuple_Check(o) ||
+        !PyArg_ParseTuple(o, "IIIIII;layout must be (heads, qkv_rs, o_rs, q_off, k_off, v_off)", &out->heads,
+                          &out->qkv_rs, &out->o_rs, &out->q_off, &out->k_off, &out->v_off)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "layout must be a tuple (heads, qkv_rs, o_rs, q_off, k_off, v_off)");
+        return -1;
+    }
+    return 0;
+}
+
 /* _attention(q, k, v, bh, sq, skv, d, *, causal=False, scale, variant=None,
- *            warmup=0, iters=0, flush_bytes=0, out=None, dtype='float16', lse=None)
+ *            warmup=0, iters=0, flush_bytes=0, out=None, dtype='float16', lse=None, layout=None)
  *   lse: a float32 Tensor of bh * sq elements that receives each row's log-sum-exp
+ *   layout: None (packed) or (heads, qkv_rs, o_rs, q_off, k_off, v_off), hl_attn_layout
  *   -> (o (bh, sq, d) of dtype (bfloat16: uint16 bits) or None, samples_ms, gpu_ms, variant) */
 PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"q",     "k",       "v",      "bh",    "sq",          "skv", "d",          "causal",
                              "scale", "variant", "warmup", "iters", "flush_bytes", "out", "wait_value", "signal_value",
-                             "dtype", "lse",     NULL};
-    PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None, *dto = Py_None, *lseo = Py_None;
+                             "dtype", "lse",     "layout", NULL};
+    PyObject *qo, *ko, *vo, *variant = Py_None, *out = Py_None, *dto = Py_None, *lseo = Py_None, *lay = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKOKKOO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOIIII|$pdOIIKOKKOOO:_attention", kwlist, &qo, &ko, &vo, &bh, &sq,
                                      &skv, &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out, &wait_value,
-                                     &signal_value, &dto, &lseo))
+                                     &signal_value, &dto, &lseo, &lay))
         return NULL;
     hl_dtype dtype = HL_F16;
     if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
@@ -62,6 +77,7 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     hl_attention_args aa = {0};
+    if (layout_arg(lay, &aa.layout) < 0) return NULL;
     hl_attn_variant av;
     int given;
     if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
@@ -117,23 +133,24 @@ static hl_status call_backward(hl_device *dev, void *args, hl_error *err) {
 
 /* _attention_backward(q, k, v, o, do, lse, dq, dk, dv, bh, sq, skv, d, *, causal=False, scale,
  *                     variant=None, warmup=0, iters=0, flush_bytes=0, wait_value=0,
- *                     signal_value=0, dtype='float16', passes=0) -> (None, samples_ms, gpu_ms, variant)
+ *                     signal_value=0, dtype='float16', passes=0, layout=None)
+ *   -> (None, samples_ms, gpu_ms, variant); layout as _attention's (dq, dk, dv lie as q, k, v; do as o)
  * passes (measurement): 1 the dQ kernel alone, 2 the dK/dV kernel alone, 0 or 3 both.
  * Every operand a Tensor (lse float32, the others of dtype); dq, dk, dv are written. */
 PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"q",     "k",       "v",      "o",     "do",          "lse",        "dq",
                              "dk",    "dv",      "bh",     "sq",    "skv",         "d",          "causal",
                              "scale", "variant", "warmup", "iters", "flush_bytes", "wait_value", "signal_value",
-                             "dtype", "passes",  NULL};
-    PyObject *ob[9], *variant = Py_None, *dto = Py_None;
+                             "dtype", "passes",  "layout", NULL};
+    PyObject *ob[9], *variant = Py_None, *dto = Py_None, *lay = Py_None;
     unsigned int bh, sq, skv, d, warmup = 0, iters = 0, passes = 0;
     unsigned long long flush = 0, wait_value = 0, signal_value = 0;
     int causal = 0;
     double scale = NAN;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKOI:_attention_backward", kwlist, &ob[0],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOIIII|$pdOIIKKKOIO:_attention_backward", kwlist, &ob[0],
                                      &ob[1], &ob[2], &ob[3], &ob[4], &ob[5], &ob[6], &ob[7], &ob[8], &bh, &sq, &skv, &d,
                                      &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value, &signal_value,
-                                     &dto, &passes))
+                                     &dto, &passes, &lay))
         return NULL;
     hl_dtype dtype = HL_F16;
     if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
@@ -150,6 +167,7 @@ PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject
         return NULL;
     }
     hl_attention_bwd_args ba = {0};
+    if (layout_arg(lay, &ba.layout) < 0) return NULL;
     hl_attn_variant av;
     int given;
     if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;

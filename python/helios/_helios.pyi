@@ -75,6 +75,7 @@ class Device:
         signal_value: int = 0,
         dtype: str = "float16",
         lse: Any = None,
+        layout: Optional[tuple[int, int, int, int, int, int]] = None,
     ) -> tuple[np.ndarray, list[float], float, str]: ...
     def _async_host(self) -> None: ...
     def _host_signal(self, value: int) -> None: ...
@@ -137,6 +138,7 @@ class Device:
         signal_value: int = 0,
         dtype: str = "float16",
         passes: int = 0,
+        layout: Optional[tuple[int, int, int, int, int, int]] = None,
     ) -> tuple[None, list[float], float, str]: ...
     def _attention_kernel_stats(
         self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: str = "float16"

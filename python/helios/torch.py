@@ -7,7 +7,7 @@ tensors (all inputs of one op the same type) on the GPU Helios runs on (the Vulk
 return torch CUDA tensors. ``mlp``, ``self_attention`` and ``decoder`` are whole
 blocks (a transformer MLP; QKV product, heads, attention and projection; a
 pre-LayerNorm decoder stack with its final LayerNorm and head) whose ops, with
-the layout copies, activations, LayerNorms and residual adds between them, go to
+the activations, LayerNorms and residual adds between them, go to
 Helios as one group per direction.
 
 Groups: each op, or block, is one group of Helios submissions ordered with torch's
@@ -537,22 +537,6 @@ class _Group:
         self._op(run, f"product {m}x{n}x{k} {'T' if trans_a else 'N'}{'T' if trans_b else 'N'}{tail}")
         return out, result
 
-    def copy(
-        self,
-        src: Any,
-        out: Any,
-        shape: tuple,
-        src_strides: tuple,
-        out_strides: tuple,
-        src_offset: int = 0,
-        out_offset: int = 0,
-    ) -> None:
-        """A 4-D layout copy (Device.copy_strided's engine call: the group computes the
-        strides, the core checks every index against the tensors) into a result."""
-        dev, hs = self.dev, self.stage(src)
-        sizes, ss, ds = tuple(shape), tuple(src_strides[:3]), tuple(out_strides[:3])
-        self._op(lambda: dev._copy_strided(hs, out, sizes, ss, ds, src_offset, out_offset), f"copy {sizes}")
-
     def activation(self, z: Any, name: str, out: Any, grad: Any = None) -> None:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
@@ -610,6 +594,49 @@ class _Group:
         args = _attention_args(dev, hq, hk, causal, scale, True)
         label = f"attention backward {'x'.join(map(str, hq.shape))}" + (" causal" if causal else "")
         self._op(lambda: dev._attention_backward(hq, hk, hv, ho, hdo, hl, *grads, *args[0], **args[1]), label)
+
+    def attention_rows(
+        self, qkv: Any, out: Any, lse: Any, heads: int, bsd: tuple, causal: bool, scale: Optional[float]
+    ) -> None:
+        """The attention forward straight on a QKV product's rows (B*S, 3*D: each row
+        Q, K, V of every head), O written as (B*S, D) rows (the heads merged, what the
+        output projection reads) and the log-sum-exp (B, H, S): no layout copies."""
+        dev, h = self.dev, self.stage(qkv)
+        b, s, d = bsd
+        bh, hd, dt = b * heads, d // heads, h.dtype
+        variant = dev._pick_attention(None, hd, s, causal, False, dt)
+        layout = (heads, 3 * d, d, 0, d, 2 * d)
+        label = f"attention {b}x{heads}x{s}x{hd} rows" + (" causal" if causal else "")
+        kw = {"causal": bool(causal), "scale": resolve_scale(scale, hd), "variant": variant, "dtype": dt.name}
+        self._op(lambda: dev._attention(h, h, h, bh, s, s, hd, **kw, out=out, lse=lse, layout=layout), label)
+
+    def attention_rows_backward(
+        self,
+        qkv: Any,
+        o: Any,
+        do: Any,
+        lse: Any,
+        grad_qkv: Any,
+        heads: int,
+        bsd: tuple,
+        causal: bool,
+        scale: Optional[float],
+    ) -> None:
+        """attention_rows' backward: dO as (B*S, D) rows, dQ, dK and dV written into
+        grad_qkv's (B*S, 3*D) rows where Q, K and V lie in qkv's."""
+        dev = self.dev
+        hq, ho, hdo, hl = (self.stage(x) for x in (qkv, o, do, lse))
+        b, s, d = bsd
+        bh, hd, dt = b * heads, d // heads, hq.dtype
+        variant = dev._pick_attention(None, hd, s, causal, True, dt)
+        layout = (heads, 3 * d, d, 0, d, 2 * d)
+        label = f"attention backward {b}x{heads}x{s}x{hd} rows" + (" causal" if causal else "")
+        kw = {"causal": bool(causal), "scale": resolve_scale(scale, hd), "variant": variant, "dtype": dt.name}
+        g = grad_qkv
+        self._op(
+            lambda: dev._attention_backward(hq, hq, hq, ho, hdo, hl, g, g, g, bh, s, s, hd, **kw, layout=layout),
+            label,
+        )
 
     def run(self) -> None:
         try:
@@ -788,25 +815,21 @@ def _attention_forward(
     export: bool = True,
 ):
     """Self-attention's forward into the group on x (B*S, D): (y (B*S, D), its torch
-    view, what the backward keeps: q, k, v, o, lse and the merged heads, torch views)."""
+    view, what the backward keeps (_KEPT_ATTENTION torch views: the QKV product, the
+    log-sum-exp and the merged heads)). The attention reads the heads straight out of
+    the QKV product's rows and writes them merged: no layout copies."""
     b, s, d = bsd
-    hd = d // heads
-    heads_shape = (b, heads, s, hd)
     dt = _HELIOS_TO_TORCH[group.stage(w_qkv).dtype.name]
-    qkv, _ = group.product(x, w_qkv, trans_b=True, bias=b_qkv, export=False)
-    qkv_heads = []
-    for which in range(3):  # (B, S, 3, H, hd) -> three (B, H, S, hd)
-        t, t_t = group.result(heads_shape, dt)
-        group.copy(qkv, t, heads_shape, (s * 3 * d, hd, 3 * d, 1), _packed(heads_shape), which * d)
-        qkv_heads.append((t, t_t))
-    (q, q_t), (k, k_t), (v, v_t) = qkv_heads
-    o, o_t = group.result(heads_shape, dt)
-    lse, lse_t = group.result(heads_shape[:3], torch.float32)
-    group.attention(q, k, v, o, lse, causal, scale)
-    merged, merged_t = group.result((b * s, d), dt)  # (B, H, S, hd) -> (B, S, H*hd)
-    group.copy(o, merged, (b, s, heads, hd), (heads * s * hd, hd, s * hd, 1), (s * d, d, hd, 1))
+    qkv, qkv_t = group.product(x, w_qkv, trans_b=True, bias=b_qkv)  # kept: the backward reads it
+    merged, merged_t = group.result((b * s, d), dt)
+    lse, lse_t = group.result((b, heads, s), torch.float32)
+    group.attention_rows(qkv, merged, lse, heads, bsd, causal, scale)
     y, y_t = group.product(merged, w_out, trans_b=True, bias=b_out, export=export)  # export: y's torch view
-    return y, y_t, (q_t, k_t, v_t, o_t, lse_t, merged_t)
+    return y, y_t, (qkv_t, lse_t, merged_t)
+
+
+_KEPT_ATTENTION = 3  # torch views _attention_forward keeps for the backward
+_KEPT_MLP = 2  # and _mlp_forward
 
 
 def _attention_backward(
@@ -825,21 +848,16 @@ def _attention_backward(
 ):
     """Self-attention's backward into the group at the output gradient g (B*S, D):
     (gx, its torch view, gw_qkv, gw_out, g_qkv: torch views; None where need (x,
-    w_qkv, w_out) says no; g_qkv is what b_qkv's gradient sums)."""
-    q, k, v, o, lse, merged = kept
+    w_qkv, w_out) says no; g_qkv is what b_qkv's gradient sums). dO is read as the
+    output projection's gradient rows and dQ, dK, dV written as a QKV product's
+    gradient rows: no layout copies."""
+    qkv, lse, merged = kept
     b, s, d = bsd
-    hd = d // heads
-    heads_shape = (b, heads, s, hd)
     dt = _HELIOS_TO_TORCH[group.stage(w_out).dtype.name]
     g_merged, _ = group.product(g, w_out, export=False)
     gw_out = group.product(g, merged, trans_a=True)[1] if need[2] else None
-    do, _ = group.result(heads_shape, dt, export=False)  # (B, S, H*hd) -> (B, H, S, hd)
-    group.copy(g_merged, do, heads_shape, (s * d, hd, d, 1), _packed(heads_shape))
-    dqkv = [group.result(heads_shape, dt, export=False)[0] for _ in range(3)]
-    group.attention_backward(q, k, v, o, do, lse, dqkv, causal, scale)
     g_qkv, g_qkv_t = group.result((b * s, 3 * d), dt)
-    for which, t in enumerate(dqkv):  # three (B, H, S, hd) -> (B, S, 3, H, hd)
-        group.copy(t, g_qkv, heads_shape, _packed(heads_shape), (s * 3 * d, hd, 3 * d, 1), 0, which * d)
+    group.attention_rows_backward(qkv, merged, g_merged, lse, g_qkv, heads, bsd, causal, scale)
     gx, gx_t = group.product(g_qkv, w_qkv, export=export) if need[0] else (None, None)  # export: gx's torch view
     gw_qkv = group.product(g_qkv, x, trans_a=True)[1] if need[1] else None
     return gx, gx_t, gw_qkv, gw_out, g_qkv_t
@@ -1025,9 +1043,10 @@ class _Decoder(torch.autograd.Function):
                     ln1_w, _, w_qkv, _, w_out, _, ln2_w, _, w_up, _, w_down, _ = layers[li]
                     rec = saved[li * per_layer : (li + 1) * per_layer]
                     stream_in, st1, h1 = rec[0:3]
-                    kept_a = tuple(rec[3:9])
-                    mid, st2, h2 = rec[9:12]
-                    kept_m = tuple(rec[12:14])
+                    ka = 3 + _KEPT_ATTENTION
+                    kept_a = tuple(rec[3:ka])
+                    mid, st2, h2 = rec[ka : ka + 3]
+                    kept_m = tuple(rec[ka + 3 : ka + 3 + _KEPT_MLP])
                     base = li * 12
                     gh2, _, gw_up, gw_down, gz = _mlp_backward(
                         group, g_branch, h2, w_up, w_down, kept_m, act, (True,) * 3, export=False
@@ -1061,15 +1080,6 @@ class _Decoder(torch.autograd.Function):
         needs = ctx.needs_input_grad
         gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
         return (g_x.reshape(b, s, d) if needs[0] else None, None, *gflat)
-
-
-def _packed(shape: tuple) -> tuple:
-    """The element strides of a packed (row-major) tensor of this shape."""
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
 
 
 @torch.compiler.disable
@@ -1187,8 +1197,9 @@ def self_attention(
     (B, S, D) and projected by w_out (D, D) and b_out, as the usual
     ``qkv.reshape(B, S, 3, H, hd).permute(2, 0, 3, 1, 4)`` / ``transpose(1, 2).reshape``
     composition. Each direction is one group of Helios submissions (one CUDA <->
-    Vulkan hop pair): the products, the layout copies between them and the
-    attention kernels (backward: Helios's attention backward); bias gradients are
+    Vulkan hop pair): the products and the attention kernels, which read the heads
+    straight out of the QKV product's rows and write them merged (backward: Helios's
+    attention backward, dQ, dK, dV into the QKV gradient's rows); bias gradients are
     summed by torch after. scale: default 1/sqrt(D/heads)."""
     _check("x", x, (3,))
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or x.shape[-1] % heads:
