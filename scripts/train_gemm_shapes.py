@@ -8,7 +8,13 @@ and the backward's eight (each product's input gradient, g @ W, and weight gradi
 g^T @ x, the layout helios.torch runs), then the LM head's three. Helios: the
 engine's timed call (GPU timestamps, the variant helios.torch picks for the shape);
 torch: CUDA events around torch.matmul on the same layouts (transposed views).
-Both: warm-up, then --iters timings, the median. Prints and writes one JSON object."""
+Both: warm-up, then --iters timings, the median. Prints and writes one JSON object.
+
+--memory: where Helios's operands live, one timing per kind: plain (dev.upload,
+the default), exportable (the memory helios.torch's results and staging copies
+use) and pool (torch tensors made inside helios.torch.memory_pool(), read in place;
+the output exportable); --cold: L2 flushed before every timed run (both sides):
+the training step's products find their operands in DRAM, not in L2."""
 
 from __future__ import annotations
 
@@ -42,7 +48,18 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=30, help="timed runs per product and side (default 30)")
     p.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
     p.add_argument("--out", default=None, help="also write the JSON here")
+    p.add_argument(
+        "--memory",
+        default="plain",
+        help="comma-separated kinds of operand memory for Helios: plain, exportable, pool (default plain)",
+    )
+    p.add_argument("--cold", action="store_true", help="flush L2 (128 MiB) before every timed run, both sides")
     args = p.parse_args()
+    kinds = [s for s in args.memory.split(",") if s]
+    if not kinds or any(s not in ("plain", "exportable", "pool") for s in kinds):
+        p.error(f"--memory takes plain, exportable, pool; got {args.memory!r}")
+    flush = 128 << 20 if args.cold else 0
+    scrub = torch.empty(flush // 4 or 1, device="cuda")
     cfg = TrainConfig()
     dev = helios.Device()
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -53,33 +70,46 @@ def main() -> int:
         b_shape = (n, k) if tb else (k, n)
         a = rng.standard_normal(a_shape, dtype=np.float32).astype(helios.bfloat16)
         b = rng.standard_normal(b_shape, dtype=np.float32).astype(helios.bfloat16)
-        ha, hb, out = dev.upload(a), dev.upload(b), dev.empty((m, n), "bfloat16")
-        variant = dev._pick(None, m, n, k, "bfloat16")
-        fields = dict(
-            a=ha,
-            b=hb,
-            m=m,
-            n=n,
-            k=k,
-            trans_a=ta,
-            trans_b=tb,
-            lda=a_shape[1],
-            ldb=b_shape[1],
-            in_dtype="bfloat16",
-            out_dtype="bfloat16",
-            out=out,
-            variant=variant,
-        )
-        _, samples, _, used = dev._gemm(**fields, warmup=args.warmup, iters=args.iters)
-        h_ms = statistics.median(samples)
         ta_t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).cuda()
         tb_t = torch.from_numpy(b.view(np.int16)).view(torch.bfloat16).cuda()
+        variant = dev._pick(None, m, n, k, "bfloat16")
+        by_kind: dict[str, float] = {}
+        for kind in kinds:
+            if kind == "pool":
+                import helios.torch as ht
+
+                with ht.memory_pool():
+                    pa, pb = ta_t.clone(), tb_t.clone()
+                ha, hb = ht.to_helios(pa, copy=False), ht.to_helios(pb, copy=False)
+            else:
+                ha, hb = dev.upload(a, exportable=kind == "exportable"), dev.upload(b, exportable=kind == "exportable")
+            out = dev.empty((m, n), "bfloat16", exportable=kind != "plain")
+            fields = dict(
+                a=ha,
+                b=hb,
+                m=m,
+                n=n,
+                k=k,
+                trans_a=ta,
+                trans_b=tb,
+                lda=a_shape[1],
+                ldb=b_shape[1],
+                in_dtype="bfloat16",
+                out_dtype="bfloat16",
+                out=out,
+                variant=variant,
+            )
+            _, samples, _, used = dev._gemm(**fields, warmup=args.warmup, iters=args.iters, flush_bytes=flush)
+            by_kind[kind] = statistics.median(samples)
+        h_ms = by_kind[kinds[0]]
         opa, opb = (ta_t.T if ta else ta_t), (tb_t.T if tb else tb_t)
         for _ in range(args.warmup):
             torch.matmul(opa, opb)
         times = []
         for _ in range(args.iters):
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if flush:
+                scrub.zero_()
             e0.record()
             torch.matmul(opa, opb)
             e1.record()
@@ -97,6 +127,7 @@ def main() -> int:
             "per_step": count,
             "variant": used,
             "helios_ms": h_ms,
+            "helios_ms_by_memory": by_kind,
             "torch_ms": t_ms,
             "helios_tflops": flops / h_ms / 1e9,
             "torch_tflops": flops / t_ms / 1e9,
@@ -106,12 +137,15 @@ def main() -> int:
         tot_t += t_ms * count
         print(
             f"{name:10s} {m:6d}x{n:6d}x{k:6d} ta={int(ta)} tb={int(tb)} x{count}: helios {h_ms:.4f} ms "
-            f"({row['helios_tflops']:.0f} TF/s)  torch {t_ms:.4f} ms ({row['torch_tflops']:.0f})  {used}",
+            f"({row['helios_tflops']:.0f} TF/s)  torch {t_ms:.4f} ms ({row['torch_tflops']:.0f})  {used}  "
+            + " ".join(f"{kd} {ms:.4f}" for kd, ms in by_kind.items()),
             flush=True,
         )
     res = {
         "device": dev.info["name"],
         "config": vars(cfg) | {"adapters": None, "command": None},
+        "memory": kinds,
+        "cold": bool(args.cold),
         "rows": rows,
         "helios_ms_per_step": tot_h,
         "torch_ms_per_step": tot_t,
