@@ -5,7 +5,7 @@ harness). Every Helios number is gated by a sampled float64 check + all finite
 (--backward: the gradients of one head, whole, against float64).
 
   python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
-      [--backward] [--variants all|default|V1,V2] [--iters 30] [--no-sdpa]
+      [--backward] [--variants all|default|V1,V2] [--iters 30] [--no-sdpa] [--dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 import helios
 from helios.attention import random_qkv, reference_attention, reference_attention_backward
-from helios.check import check_close
+from helios.check import check_close, tolerances
 from helios.device import warmup_launches
 from helios.flops import attention_backward_flops, attention_flops
 from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--match", default="", help="keep only variants containing this text (with --variants all)")
     ap.add_argument("--causal", action="store_true", help="causal masking")
     ap.add_argument("--backward", action="store_true", help="the backward's variants (and SDPA's backward)")
+    ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"), help="Q, K, V (default float16)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-sdpa", action="store_true", help="skip the torch SDPA backends")
@@ -70,8 +71,10 @@ def main() -> int:
     rows = []
     for spec in a.shapes.split(","):
         b, h, s, d = (int(x) for x in spec.split("x"))
-        q, k, v = random_qkv(b, h, s, s, d, seed=1)
-        do = random_qkv(b, h, s, s, d, seed=2)[0]
+        dt = helios.bfloat16 if a.dtype == "bfloat16" else np.float16
+        atol, rtol = tolerances(a.dtype)
+        q, k, v = random_qkv(b, h, s, s, d, seed=1, dtype=dt)
+        do = random_qkv(b, h, s, s, d, seed=2, dtype=dt)[0]
         rng = np.random.default_rng(0)
         sel = np.sort(rng.choice(s, size=min(16, s), replace=False))
         if a.backward:  # head (0, 0) whole
@@ -90,9 +93,12 @@ def main() -> int:
 
         def verdict(out):
             if a.backward:
-                got = np.concatenate([g[:1, :1].ravel() for g in out])
-                return check_close(got, gref), all(bool(np.isfinite(g).all()) for g in out)
-            return check_close(out[:, :, sel], ref), bool(np.isfinite(out).all())
+                got = np.concatenate([np.asarray(g[:1, :1], np.float32).ravel() for g in out])
+                return check_close(got, gref, atol=atol, rtol=rtol), all(
+                    bool(np.isfinite(np.asarray(g, np.float32)).all()) for g in out
+                )
+            got = np.asarray(out[:, :, sel], np.float32)
+            return check_close(got, ref, atol=atol, rtol=rtol), bool(np.isfinite(got).all())
 
         if a.variants == "all":
             vs = [x for x in dev.attention_variants(d, backward=a.backward) if a.match in x]
