@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import helios.torch as ht
+from helios.harness.gpustate import gpu_state
 from helios.harness.train import TrainConfig, build, markov_stream
 
 KEYS = (
@@ -119,7 +120,13 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
             os.environ["HELIOS_DISABLE_GROUP_OVERLAP"] = "1" if mode == "barriers" else "0"
             rows = [step(i) for i in range(steps)]
             med = [statistics.median(x[k] for x in rows) for k in keys]
-            print(f"round {r} {mode} | " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in med))
+            hot = gpu_state() or {}  # the clocks right after a round of steps (power and heat hold them down)
+            print(
+                f"round {r} {mode} | "
+                + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in med)
+                + f"  (after: SM {hot.get('sm_clock_mhz')} of {hot.get('max_sm_clock_mhz')} MHz, "
+                f"{hot.get('power_w')} W, throttle {hot.get('throttle_reasons')})"
+            )
     os.environ.pop("HELIOS_DISABLE_GROUP_OVERLAP")
     op_timeline(dev, step, 2)
     prof = cProfile.Profile()

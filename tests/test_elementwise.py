@@ -117,13 +117,16 @@ def _ulps_off(got: np.ndarray, want: np.ndarray, dtype, scale: np.ndarray) -> fl
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
-def test_activation_against_float64(device, dtype, name, backward):
+@pytest.mark.parametrize("extra", [0, 5], ids=["pairs", "vec8"])  # 403 elements (odd) or 408 (16-byte moves)
+def test_activation_against_float64(device, dtype, name, backward, extra):
     rng = np.random.default_rng(3)
-    z = np.concatenate([np.linspace(-8, 8, 101), rng.standard_normal(300) * 3, [0.0, -0.0]]).astype(dtype)  # odd n
+    z = np.concatenate([np.linspace(-8, 8, 101), rng.standard_normal(300 + extra) * 3, [0.0, -0.0]]).astype(dtype)
     g = rng.standard_normal(z.size).astype(dtype) if backward else None
     tz = _upload(device, z.reshape(-1, 1))
     out = device.activation(tz, name, grad=None if g is None else _upload(device, g.reshape(-1, 1)))
     assert out.shape == tz.shape and out.dtype == tz.dtype
+    path = "activation" + (":backward" if backward else "") + (":vec8" if z.size % 8 == 0 else "")
+    assert device.telemetry()["last_variant"] == path
     got = out.numpy().reshape(-1)
     want = _ref(name, z, g)
     assert np.isfinite(got.astype(np.float64)).all()

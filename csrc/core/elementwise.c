@@ -9,7 +9,7 @@
 #include "internal.h"
 
 #define ELEMENTWISE_THREADS 256u /* both shaders' workgroup size */
-#define VEC_ELEMS 8u             /* copy_strided.comp: 16 bytes per invocation where aligned */
+#define VEC_ELEMS 8u             /* copy_strided.comp, activation.comp: 16 bytes per invocation where aligned */
 
 /* A 2-D grid of workgroups covering `invocations` (the shaders flatten it). */
 static hl_status grid_for(const hl_device *dev, uint64_t invocations, const char *who, uint32_t groups[2],
@@ -98,8 +98,11 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
     HL_TRY(hl_check_tensor(dev, a->z, bytes, who, "z", err));
     HL_TRY(hl_check_tensor(dev, a->grad, bytes, who, "grad", err));
     HL_TRY(hl_check_tensor(dev, a->y, bytes, who, "y", err));
-    hl_dispatch_plan pl = {.pc = {(uint32_t)a->n}};
-    HL_TRY(grid_for(dev, (a->n + 1) / 2, who, pl.grid, err));
+    /* 8 elements an invocation where every operand starts on 16 bytes */
+    const int vec = a->n % VEC_ELEMS == 0 && a->z->offset % 16 == 0 && a->y->offset % 16 == 0 &&
+                    (!a->grad || a->grad->offset % 16 == 0);
+    hl_dispatch_plan pl = {.pc = {(uint32_t)a->n, (uint32_t)vec}};
+    HL_TRY(grid_for(dev, vec ? a->n / VEC_ELEMS : (a->n + 1) / 2, who, pl.grid, err));
     const hl_spec_env e = {.act = (uint32_t)a->act, .pass = a->grad ? 1u : 0u};
     uint32_t spec[HL_SPEC_ACTIVATION_COUNT];
     hl_spec_activation(spec, &e);
@@ -118,8 +121,10 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
                                   .access = HL_ACCESS_READ},
         [HL_BIND_ACTIVATION_Y] = {.tensor = a->y, .bytes = bytes, .poison = 1, .slot = HL_BIND_ACTIVATION_Y},
     };
-    return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, a->grad ? "activation:backward" : "activation",
-                    a->wait_value, a->signal_value, err);
+    static const char *names[2][2] = {{"activation", "activation:vec8"},
+                                      {"activation:backward", "activation:backward:vec8"}};
+    return run_plan(dev, &pl, ops, HL_BIND_ACTIVATION_COUNT, names[a->grad != NULL][vec], a->wait_value,
+                    a->signal_value, err);
 fail:
     return st;
 }
