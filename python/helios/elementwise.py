@@ -200,8 +200,9 @@ def layernorm_backward(
     """The backward of :func:`layernorm` at its output gradient grad_h (16-bit, x's
     elements): (gx, gx16, partial). gx: d loss / d stream in fp32 (+ grad_residual,
     the stream's gradient from above, fp32), gx16 the same rounded to grad_h's dtype
-    (the gradient of the branch that was added), partial (ceil(rows / 32), 2, d) fp32:
-    per 32 rows the column sums of grad_h * xhat and of grad_h, whose sum over the
+    (the gradient of the branch that was added), partial (ceil(rows / LAYERNORM_ROWS),
+    2, d) fp32: per LAYERNORM_ROWS (8) rows the column sums of grad_h * xhat and of
+    grad_h, whose sum over the
     first axis is (gamma's gradient, beta's gradient). x: the stream the forward
     normalised (its returned stream); stats: its stats."""
     who = "layernorm_backward"
