@@ -602,13 +602,8 @@ class _Group:
         Q, K, V of every head), O written as (B*S, D) rows (the heads merged, what the
         output projection reads) and the log-sum-exp (B, H, S): no layout copies."""
         dev, h = self.dev, self.stage(qkv)
-        b, s, d = bsd
-        bh, hd, dt = b * heads, d // heads, h.dtype
-        variant = dev._pick_attention(None, hd, s, causal, False, dt)
-        layout = (heads, 3 * d, d, 0, d, 2 * d)
-        label = f"attention {b}x{heads}x{s}x{hd} rows" + (" causal" if causal else "")
-        kw = {"causal": bool(causal), "scale": resolve_scale(scale, hd), "variant": variant, "dtype": dt.name}
-        self._op(lambda: dev._attention(h, h, h, bh, s, s, hd, **kw, out=out, lse=lse, layout=layout), label)
+        sizes, kw, label = self._rows_args(h, heads, bsd, causal, scale, False)
+        self._op(lambda: dev._attention(h, h, h, *sizes, **kw, out=out, lse=lse), label)
 
     def attention_rows_backward(
         self,
@@ -624,19 +619,29 @@ class _Group:
     ) -> None:
         """attention_rows' backward: dO as (B*S, D) rows, dQ, dK and dV written into
         grad_qkv's (B*S, 3*D) rows where Q, K and V lie in qkv's."""
-        dev = self.dev
+        dev, g = self.dev, grad_qkv
         hq, ho, hdo, hl = (self.stage(x) for x in (qkv, o, do, lse))
+        sizes, kw, label = self._rows_args(hq, heads, bsd, causal, scale, True)
+        self._op(lambda: dev._attention_backward(hq, hq, hq, ho, hdo, hl, g, g, g, *sizes, **kw), label)
+
+    def _rows_args(
+        self, qkv: Any, heads: int, bsd: tuple, causal: bool, scale: Optional[float], backward: bool
+    ) -> tuple:
+        """What attention on a QKV product's rows hands the engine, either direction:
+        (bh, sq, skv, d), its keywords (the device's variant, the scale resolved, the
+        row layout: Q, K, V at offsets 0, D, 2D of 3D-element rows, O in D-element
+        rows) and the op's label."""
         b, s, d = bsd
-        bh, hd, dt = b * heads, d // heads, hq.dtype
-        variant = dev._pick_attention(None, hd, s, causal, True, dt)
-        layout = (heads, 3 * d, d, 0, d, 2 * d)
-        label = f"attention backward {b}x{heads}x{s}x{hd} rows" + (" causal" if causal else "")
-        kw = {"causal": bool(causal), "scale": resolve_scale(scale, hd), "variant": variant, "dtype": dt.name}
-        g = grad_qkv
-        self._op(
-            lambda: dev._attention_backward(hq, hq, hq, ho, hdo, hl, g, g, g, bh, s, s, hd, **kw, layout=layout),
-            label,
-        )
+        hd, dt = d // heads, qkv.dtype
+        kw = {
+            "causal": bool(causal),
+            "scale": resolve_scale(scale, hd),
+            "variant": self.dev._pick_attention(None, hd, s, causal, backward, dt),
+            "dtype": dt.name,
+            "layout": (heads, 3 * d, d, 0, d, 2 * d),
+        }
+        label = f"attention{' backward' if backward else ''} {b}x{heads}x{s}x{hd} rows" + (" causal" if causal else "")
+        return (b * heads, s, s, hd), kw, label
 
     def run(self) -> None:
         try:
