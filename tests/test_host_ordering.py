@@ -365,3 +365,17 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
     assert (len(marks), dropped) == (4, 2)
     with pytest.raises(ValueError, match="capacity must be"):
         dev._profile_start(1)
+    # started only with nothing ordered pending and no group open (its pool is reset
+    # in a submission of its own, which would wait behind them)
+    w, s = dev._async_values()
+    dev._group_begin(w, s)
+    dev.matmul(ta, ta, out=outs[0])
+    with pytest.raises(ValueError, match="a group is open"):
+        dev._profile_start(64)
+    dev._group_end()
+    with pytest.raises(ValueError, match="still pending"):
+        dev._profile_start(64)
+    dev._host_signal(w)
+    dev._host_wait(s, 10_000 * MS)
+    dev._profile_start(64)
+    assert dev._profile_stop() == ([], 0)

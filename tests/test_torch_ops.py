@@ -446,6 +446,7 @@ def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     monkeypatch.setattr(ht, "_group_done", groups.append)
     monkeypatch.setattr(ht, "_profile_labels", [])
     dev = ht.device_for(x)
+    torch.cuda.synchronize()  # a profile starts with no ordered work pending
     dev._profile_start(1024)  # each op's GPU time, in the order the labels say
     ht.decoder(x, layers, heads, (p(d, dt=torch.float32), p(d, dt=torch.float32)), p(32, d)).float().sum().backward()
     torch.cuda.synchronize()

@@ -18,6 +18,18 @@ hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err) {
     if (!dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
                        dev->caps.name);
+    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is open: start the profile before it");
+    /* The pool is reset once here, in a submission of its own: a reset recorded
+     * beside each timestamp stalled the queue (~20 us an op on the H100). That
+     * submission runs after the ordered work already submitted, so none may still
+     * wait for a signal. */
+    uint64_t reached = 0;
+    if (dev->timeline && dev->sem_pending) HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
+    if (reached < dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "profile: ordered work is still pending (semaphore at %llu of %llu): start the profile once "
+                       "it is done",
+                       (unsigned long long)reached, (unsigned long long)dev->sem_pending);
     if (dev->profile.pool && dev->profile.capacity < capacity) {
         vkDestroyQueryPool(dev->device, dev->profile.pool, NULL);
         dev->profile.pool = VK_NULL_HANDLE;
@@ -29,6 +41,10 @@ hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err) {
         HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->profile.pool));
         dev->profile.capacity = capacity;
     }
+    HL_TRY(hl_begin_commands(dev, 0, err));
+    vkCmdResetQueryPool(dev->cmd, dev->profile.pool, 0, capacity);
+    HL_VK(vkEndCommandBuffer(dev->cmd));
+    HL_TRY(hl_submit_wait(dev, err));
     dev->profile.on = 1;
     dev->profile.limit = capacity;
     dev->profile.n = 0;
@@ -44,7 +60,6 @@ void hl_profile_mark(hl_device *dev, VkCommandBuffer cmd, hl_profile_kind kind) 
         p->dropped++;
         return;
     }
-    vkCmdResetQueryPool(cmd, p->pool, p->n, 1);
     vkCmdWriteTimestamp(
         cmd, kind == HL_PROFILE_SUBMISSION ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
         p->pool, p->n);
