@@ -342,7 +342,7 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
         dev.matmul(ta, ta, out=out)
     dev._group_end()
     assert dev.telemetry()["overlapped"] == t0["overlapped"]
-    with pytest.raises(ValueError, match="not done yet"):
+    with pytest.raises(ValueError, match="profile stop: ordered work is still pending"):
         dev._profile_stop()  # the group waits for its signal: nothing ran (the profile stays on)
     dev._host_signal(w)
     dev._host_wait(s, 10_000 * MS)
@@ -370,10 +370,10 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
     w, s = dev._async_values()
     dev._group_begin(w, s)
     dev.matmul(ta, ta, out=outs[0])
-    with pytest.raises(ValueError, match="a group is open"):
+    with pytest.raises(ValueError, match="profile start: a group is open"):
         dev._profile_start(64)
     dev._group_end()
-    with pytest.raises(ValueError, match="still pending"):
+    with pytest.raises(ValueError, match="profile start: ordered work is still pending"):
         dev._profile_start(64)
     dev._host_signal(w)
     dev._host_wait(s, 10_000 * MS)

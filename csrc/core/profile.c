@@ -9,6 +9,21 @@
 
 #include "internal.h"
 
+/* HL_OK once no group is open and every ordered submission is done; else a refusal
+ * naming `what` (the call) and `then` (what to do). */
+static hl_status settled(hl_device *dev, const char *what, const char *then, hl_error *err) {
+    hl_status st = HL_OK;
+    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: a group is open; %s", what, then);
+    uint64_t reached = 0;
+    if (dev->timeline && dev->sem_pending) HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
+    if (reached < dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: ordered work is still pending (semaphore at %llu of %llu); %s", what,
+                       (unsigned long long)reached, (unsigned long long)dev->sem_pending, then);
+fail:
+    return st;
+}
+
 hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err) {
     hl_status st = HL_OK;
     if (dev->profile.on) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a profile is already on for this device");
@@ -18,18 +33,11 @@ hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err) {
     if (!dev->timestamps_ok)
         return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no usable timestamps on its compute queue",
                        dev->caps.name);
-    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is open: start the profile before it");
     /* The pool is reset once here, in a submission of its own: a reset recorded
      * beside each timestamp stalled the queue (~20 us an op on the H100). That
      * submission runs after the ordered work already submitted, so none may still
      * wait for a signal. */
-    uint64_t reached = 0;
-    if (dev->timeline && dev->sem_pending) HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
-    if (reached < dev->sem_pending)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "profile: ordered work is still pending (semaphore at %llu of %llu): start the profile once "
-                       "it is done",
-                       (unsigned long long)reached, (unsigned long long)dev->sem_pending);
+    HL_TRY(settled(dev, "profile start", "start the profile before a group, once earlier work is done", err));
     if (dev->profile.pool && dev->profile.capacity < capacity) {
         vkDestroyQueryPool(dev->device, dev->profile.pool, NULL);
         dev->profile.pool = VK_NULL_HANDLE;
@@ -73,16 +81,9 @@ hl_status hl_profile_stop(hl_device *dev, hl_profile_entry *out, uint32_t *n, ui
     *n = 0;
     *dropped = 0;
     if (!p->on) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no profile is on for this device");
-    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is open: end it before the profile");
     /* Read only once everything submitted is done (a timestamp not yet written may
      * never be, and reading it is not defined): refused, the profile stays on. */
-    uint64_t reached = 0;
-    if (dev->timeline && dev->sem_pending) HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
-    if (reached < dev->sem_pending)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "profile: the ordered work is not done yet (semaphore at %llu of %llu): wait for it first "
-                       "(torch.cuda.synchronize() after the last group)",
-                       (unsigned long long)reached, (unsigned long long)dev->sem_pending);
+    HL_TRY(settled(dev, "profile stop", "end the group and wait for its work (torch.cuda.synchronize())", err));
     p->on = 0;
     if (!p->n) return HL_OK;
     raw = calloc(2u * p->n, sizeof *raw); /* (value, availability) per timestamp */
