@@ -279,10 +279,10 @@ def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered,
         try:
             for op in ops:
                 op()
-        finally:
+        finally:  # also after a refusal: a later signal must not pass this group's pending one
             dev._group_end()
             dev._host_signal(w)
-        dev._host_wait(s, 10_000 * MS)
+            dev._host_wait(s, 10_000 * MS)
         t1 = dev.telemetry()
         return t1["barriers"] - t0["barriers"], t1["overlapped"] - t0["overlapped"]
 
@@ -316,6 +316,11 @@ def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered,
     assert dev.telemetry()["last_variant"].endswith("splitk=2:raster=8")
     want = long_k.astype(np.float64) @ long_k.T.astype(np.float64)
     assert check_close(x.numpy(), want) and check_close(y.numpy(), want)
+    # a chain (its own submission, its operands untracked) is refused inside a group
+    ch = dev.chain()
+    ch.matmul(ta, tb, out=z)
+    with pytest.raises(ValueError, match="does not run inside an open group"):
+        group([mm(ta, tb, x), ch.run])
     monkeypatch.setenv("HELIOS_DISABLE_GROUP_OVERLAP", "1")
     assert group([mm(ta, tb, x), mm(tb, ta, y), act(ta, top)]) == (6, 0)
     monkeypatch.setenv("HELIOS_DISABLE_GROUP_OVERLAP", "maybe")

@@ -48,6 +48,7 @@ static hl_range range_of(const hl_operand *o) {
  * it reads what they wrote, writes what they read or wrote, or the tracker is full. */
 static int hazard(const hl_device *dev, const hl_exec *x) {
     const struct hl_hazards *h = &dev->hazards;
+    if (!x->n_operands) return 1; /* what it touches is unknown */
     if (h->n_read + x->n_operands > HL_HAZARD_RANGES || h->n_written + x->n_operands > HL_HAZARD_RANGES) return 1;
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_range r = range_of(&x->operands[i]);
