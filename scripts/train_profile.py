@@ -9,10 +9,10 @@ per step (submissions, allocations, imports, compiles, ring waits).
 --decoder: the suite's `helios` adapter (helios.torch.decoder) step split
 instead: per step the host time until the forward and the backward return
 against their CUDA-event times (a direction whose host time reaches its GPU
-time is bound by the host recording its group), the Helios GPU time and the
-barriers and overlapped ops the engine recorded, with the ops of a group
-overlapped where independent and with HELIOS_DISABLE_GROUP_OVERLAP=1, in
-alternating rounds (an A/B in one process); then the GPU time of every Helios op
+time is bound by the host recording its group), the host time each direction
+spends staging its operands before its group starts recording, the Helios GPU
+time and the barriers and overlapped ops the engine recorded, in the --modes
+given, alternating round by round (an A/B in one process); then the GPU time of every Helios op
 of two steps (Device._profile_start: each op alone between barriers, a
 timestamp when done), summed per op kind and shape, with the time between
 submissions; then one forward under cProfile.
@@ -36,6 +36,16 @@ import torch.nn.functional as F
 import helios.torch as ht
 from helios.harness.gpustate import gpu_state
 from helios.harness.train import TrainConfig, build, markov_stream
+
+# --decoder's modes: how each round of steps runs
+MODES = {
+    "default": "as the suite runs it (the GPU idle when each step starts: the step before was waited for)",
+    "barriers": "HELIOS_DISABLE_GROUP_OVERLAP=1 (a barrier before and after every op of a group)",
+    "full-chunks": "HELIOS_DISABLE_IDLE_FLUSH=1 (a group's chunk goes to the GPU only when it holds 8 ops)",
+    "ahead": "the GPU kept busy ~40 ms before each step (torch.cuda._sleep), so the host records the step "
+    "ahead of it: the step's time as the GPU alone bounds it",
+}
+AHEAD_CYCLES = 80_000_000  # ~40 ms at the H100's 1980 MHz: more than the host needs to record a step
 
 KEYS = (
     "submits",
@@ -72,8 +82,8 @@ def per_call(fn: Callable[[], object], reps: int) -> tuple[float, float, int]:
     return wall, (t1["async_gpu_ms"] - t0["async_gpu_ms"]) / n if n else 0.0, n // reps
 
 
-def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
-    """The decoder adapter's step: host vs GPU time per direction, overlap on and off."""
+def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -> None:
+    """The decoder adapter's step: host vs GPU time per direction, in each mode (MODES)."""
     GPT, _, HeliosOps, _, _, _ = build(torch)
     torch.manual_seed(0)
     model = GPT(cfg).cuda()
@@ -81,12 +91,37 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
     data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * 4, cfg.seq + 1, 0)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     dev = ht.device_for(data)
-    keys = ("host_fwd", "gpu_fwd", "host_bwd", "gpu_bwd", "gpu_opt", "step", "helios_gpu", "barriers", "overlapped")
+    keys = (
+        "host_fwd",
+        "stage_fwd",
+        "gpu_fwd",
+        "host_bwd",
+        "stage_bwd",
+        "gpu_bwd",
+        "gpu_opt",
+        "step",
+        "helios_gpu",
+        "barriers",
+        "overlapped",
+    )
+    staged: list[float] = []  # host ms in each group's staging (ht._prestage), in call order
+    prestage = ht._prestage
+
+    def timed_prestage(*args: object) -> None:
+        a = time.perf_counter()
+        prestage(*args)  # type: ignore[arg-type]
+        staged.append((time.perf_counter() - a) * 1e3)
+
+    ht._prestage = timed_prestage  # type: ignore[assignment]
+    ahead = [False]
 
     def step(i: int) -> dict:
         rows = data[(i % 4) * cfg.batch : (i % 4 + 1) * cfg.batch]
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         t0 = dev.telemetry()
+        staged.clear()
+        if ahead[0]:  # the GPU busy while the host records the step: its time bound by the GPU alone
+            torch.cuda._sleep(AHEAD_CYCLES)
         ev[0].record()
         a = time.perf_counter()
         loss = model(rows[:, :-1].contiguous(), rows[:, 1:].contiguous(), ops)
@@ -102,8 +137,10 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
         t1 = dev.telemetry()
         return {
             "host_fwd": (b - a) * 1e3,
+            "stage_fwd": staged[0] if staged else 0.0,
             "gpu_fwd": ev[0].elapsed_time(ev[1]),
             "host_bwd": (c - b) * 1e3,
+            "stage_bwd": staged[1] if len(staged) > 1 else 0.0,
             "gpu_bwd": ev[1].elapsed_time(ev[2]),
             "gpu_opt": ev[2].elapsed_time(ev[3]),
             "step": ev[0].elapsed_time(ev[3]),
@@ -116,8 +153,10 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
         step(i)
     print("mode | " + " | ".join(keys) + "  (medians, ms; barriers and overlapped ops per step)")
     for r in range(rounds):
-        for mode in ("overlap", "barriers"):
+        for mode in modes:
             os.environ["HELIOS_DISABLE_GROUP_OVERLAP"] = "1" if mode == "barriers" else "0"
+            os.environ["HELIOS_DISABLE_IDLE_FLUSH"] = "1" if mode == "full-chunks" else "0"
+            ahead[0] = mode == "ahead"
             rows = [step(i) for i in range(steps)]
             med = [statistics.median(x[k] for x in rows) for k in keys]
             hot = gpu_state() or {}  # the clocks right after a round of steps (power and heat hold them down)
@@ -128,6 +167,8 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int) -> None:
                 f"{hot.get('power_w')} W, throttle {hot.get('throttle_reasons')})"
             )
     os.environ.pop("HELIOS_DISABLE_GROUP_OVERLAP")
+    os.environ.pop("HELIOS_DISABLE_IDLE_FLUSH")
+    ahead[0] = False
     op_timeline(dev, step, 2)
     prof = cProfile.Profile()
     rows = data[: cfg.batch]
@@ -190,11 +231,21 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=10, help="calls per op timing (default 10)")
     p.add_argument("--steps", type=int, default=3, help="training steps profiled (default 3; with --decoder per round)")
     p.add_argument("--decoder", action="store_true", help="the decoder adapter's step split and overlap A/B (above)")
-    p.add_argument("--rounds", type=int, default=2, help="--decoder: rounds of overlap on / off (default 2)")
+    p.add_argument("--rounds", type=int, default=2, help="--decoder: rounds of the modes (default 2)")
+    p.add_argument(
+        "--modes",
+        default="default,full-chunks,ahead",
+        help="--decoder: comma-separated modes, alternated each round: "
+        + "; ".join(f"{k}: {v}" for k, v in MODES.items())
+        + " (default default,full-chunks,ahead)",
+    )
     args = p.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or any(m not in MODES for m in modes):
+        p.error(f"--modes: a comma-separated list of {', '.join(MODES)}; got {args.modes!r}")
     cfg = TrainConfig()
     if args.decoder:
-        decoder_split(cfg, args.steps, args.rounds)
+        decoder_split(cfg, args.steps, args.rounds, modes)
         return 0
     bf16 = torch.bfloat16
     tok = cfg.batch * cfg.seq

@@ -254,6 +254,43 @@ def test_a_long_group_goes_in_chunks_in_order(host_ordered):
     assert check_close(bufs[-1].numpy(), want)
 
 
+def test_a_chunk_goes_at_once_when_the_gpu_has_run_out_of_work(host_ordered, monkeypatch):
+    """A group's chunk goes to the GPU as soon as the semaphore shows the GPU idle
+    (the stream's signal reached, or the chunk before done), not only when it holds 8
+    ops; HELIOS_DISABLE_IDLE_FLUSH=1 sends only full chunks. Either way the results
+    are the ops' in order."""
+    dev = host_ordered
+    m = (np.eye(32) + np.diag(np.full(31, 0.01), 1)).astype(np.float16)
+    tm = dev.upload(m)
+    want = [np.linalg.matrix_power(m.astype(np.float64), i) for i in range(1, 4)]
+    for fixed in ("0", "1"):
+        monkeypatch.setenv("HELIOS_DISABLE_IDLE_FLUSH", fixed)
+        bufs = [dev.upload(np.eye(32, dtype=np.float16))] + [dev.empty((32, 32)) for _ in range(3)]
+        w, s = dev._async_values()
+        dev._host_signal(w)  # the stream's work is done before the group starts
+        base = dev.telemetry()["submits"]
+        sent = []
+        dev._group_begin(w, s)
+        try:
+            for i in range(3):
+                dev.matmul(bufs[i], tm, out=bufs[i + 1])
+                sent.append(dev.telemetry()["submits"] - base)
+                if fixed == "0":
+                    dev._host_wait(w + i + 1, 10_000 * MS)  # that chunk is done: the GPU is idle again
+        finally:
+            dev._group_end()
+        dev._host_wait(s, 10_000 * MS)
+        assert sent == ([1, 2, 3] if fixed == "0" else [0, 0, 0])
+        assert dev.telemetry()["submits"] - base == (4 if fixed == "0" else 1)  # + the group's end
+        for got, ref in zip(bufs[1:], want):
+            assert check_close(got.numpy(), ref)
+    monkeypatch.setenv("HELIOS_DISABLE_IDLE_FLUSH", "sometimes")
+    w, s = dev._async_values()
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_IDLE_FLUSH"):
+        dev._group_begin(w, s)
+    dev._host_signal(s)  # the pair is spent
+
+
 def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered, monkeypatch):
     """Inside a group an op goes behind a barrier only when it reads memory an op since
     the last barrier wrote, or writes memory one read or wrote (read after write, write

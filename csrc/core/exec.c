@@ -238,9 +238,19 @@ static hl_status record_in_group(hl_device *dev, hl_exec *x, hl_error *err) {
                        HL_GROUP_MAX_OPS, HL_VALUE_SPAN - 1);
     HL_TRY(check_ordered(dev, x, err));
     HL_TRY(record_ordered(dev, dev->group, x, err));
-    /* A full chunk goes to the GPU now, waiting for the one before and signalling the
-     * next value between the group's pair; the group goes on in a fresh slot. */
-    if (++dev->chunk_ops >= HL_GROUP_CHUNK_OPS && dev->group_wait + 1 < dev->group_signal) {
+    /* A chunk goes to the GPU when it is full, or at once when the GPU has run out of
+     * work (the semaphore has reached what the chunk would wait for: the stream's
+     * signal, or the chunk before's): a GPU the host has caught up with never waits
+     * for the host to record seven more ops. It waits for the chunk before and
+     * signals the next value between the group's pair; the group goes on in a fresh
+     * slot. */
+    int go = ++dev->chunk_ops >= HL_GROUP_CHUNK_OPS;
+    if (!go && dev->idle_flush) {
+        uint64_t reached = 0;
+        HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
+        go = reached >= dev->group_wait;
+    }
+    if (go && dev->group_wait + 1 < dev->group_signal) {
         const uint64_t value = dev->group_wait + 1;
         struct hl_ring_slot *slot = dev->group;
         dev->group = NULL;
@@ -257,7 +267,10 @@ hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t sig
     hl_status st = HL_OK;
     if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
     HL_TRY(check_values(dev, wait_value, signal_value, err));
+    int fixed_chunks = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_IDLE_FLUSH", &fixed_chunks, err));
     HL_TRY(begin_slot(dev, &dev->group, err));
+    dev->idle_flush = !fixed_chunks;
     dev->group_open = 1;
     dev->group_wait = wait_value;
     dev->group_signal = signal_value;

@@ -95,7 +95,8 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 #define HL_GROUP_MAX_OPS 256 /* operations one ring slot records (its descriptor sets) */
 #define HL_RETIRED_MAX 8     /* scratch buffers replaced inside open groups, awaiting their work */
 /* A group is submitted in chunks as it is recorded, so that the GPU starts on the
- * first ops while the host records the rest: every HL_GROUP_CHUNK_OPS ops, each
+ * first ops while the host records the rest: every HL_GROUP_CHUNK_OPS ops (sooner
+ * where the GPU has run out of work: exec.c, record_in_group), each
  * chunk waiting for the one before through a value between the group's pair
  * (hl_async_values leaves HL_VALUE_SPAN - 1 values between wait and signal). */
 #define HL_GROUP_CHUNK_OPS 8
@@ -190,6 +191,7 @@ struct hl_device {
     struct hl_ring_slot *group; /* the chunk's slot (NULL only after a failed chunk start) */
     uint64_t group_wait, group_signal;
     uint32_t chunk_ops;
+    int idle_flush; /* a chunk goes as soon as the GPU is idle (HELIOS_DISABLE_IDLE_FLUSH=1: only when full) */
     /* What the chunk's operations since its last barrier read and wrote: the next
      * operation goes behind a barrier only when it touches one of them (a read of a
      * written range, or a write of any), so independent operations overlap. */
