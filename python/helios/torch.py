@@ -322,21 +322,31 @@ def _stage(dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: Optiona
     device to device on torch's current stream into this slot's exportable tensor
     (made once per shape and dtype). Either way Helios reads it only after the
     stream's work so far (the ordering of _run_ordered)."""
+    h, copy_to = _stage_target(dev, ordinal, slot, t, dtype)
+    if copy_to is not None:
+        copy_to.copy_(t)
+    return h
+
+
+def _stage_target(
+    dev: Device, ordinal: int, slot: str, t: torch.Tensor, dtype: Optional[str] = None
+) -> tuple[Any, Optional[torch.Tensor]]:
+    """_stage without its copy: (the Helios tensor, None) where t is read in place,
+    else (this slot's tensor, torch's view of it that t must be copied into)."""
     dtype = dtype or _DTYPES.get(t.dtype, "float32")
     if _TORCH_TO_HELIOS.get(t.dtype) == dtype:
         view = _handed_back(dev, t)
         if view is None:
             view = _imported(dev, t, cached=True)
         if view is not None:
-            return view
+            return view, None
     key = (ordinal, slot, tuple(t.shape), dtype)
     entry = _staging.get(key)
     if entry is None:
         h = dev.empty(tuple(t.shape), dtype, exportable=True)
         entry = (h, torch.from_dlpack(h))
         _staging[key] = entry
-    entry[1].copy_(t)
-    return entry[0]
+    return entry
 
 
 def _result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -> Any:
@@ -467,6 +477,29 @@ class _Group:
                 )
             self._staged[key] = _stage(self.dev, self.ordinal, f"s{len(self._staged)}", t, dtype)
         return self._staged[key]
+
+    def stage_all(self, items: list) -> None:
+        """Stages (tensor, dtype or None) pairs before live(), as stage() each: the
+        tensors read in place looked up, the copies the others need launched
+        together (torch._foreach_copy_: a launch per dtype pair, not one per tensor,
+        which is host time before the group's first op can start)."""
+        if self._live:
+            raise RuntimeError("helios.torch: stage_all() comes before the group goes live()")
+        dsts: list[torch.Tensor] = []
+        srcs: list[torch.Tensor] = []
+        for t, dtype in items:
+            t = t.contiguous()
+            self._held.append(t)
+            key = (t.data_ptr(), tuple(t.shape), t.dtype, dtype)
+            if key in self._staged:
+                continue
+            h, copy_to = _stage_target(self.dev, self.ordinal, f"s{len(self._staged)}", t, dtype)
+            self._staged[key] = h
+            if copy_to is not None:
+                dsts.append(copy_to)
+                srcs.append(t)
+        if dsts:
+            torch._foreach_copy_(dsts, srcs)
 
     def result(self, shape: tuple, dtype: torch.dtype, export: bool = True) -> tuple[Any, Any]:
         """A result tensor: (Helios, torch's view of it), or with export=False one the
@@ -966,9 +999,7 @@ def _prestage(group: _Group, tensors: list, flat: Any, n_layers: int) -> None:
     """Stages a decoder's torch operands before its group goes live: the tensors as
     they are, and its parameters the way the ops read them (LayerNorm parameters and
     product biases fp32, product weights as they are)."""
-    for t in tensors:
-        if t is not None:
-            group.stage(t)
+    items: list[tuple[Any, Optional[str]]] = [(t, None) for t in tensors if t is not None]
     per_layer = n_layers * len(LAYER_PARAMS)
     for i, t in enumerate(flat):
         if t is None:
@@ -977,7 +1008,8 @@ def _prestage(group: _Group, tensors: list, flat: Any, n_layers: int) -> None:
             fp32 = LAYER_PARAMS[i % len(LAYER_PARAMS)].startswith(("ln", "b_"))
         else:
             fp32 = i < per_layer + 2  # the final LayerNorm's weight and bias (then the head's weight)
-        group.stage(t, "float32" if fp32 else None)
+        items.append((t, "float32" if fp32 else None))
+    group.stage_all(items)
 
 
 class _Decoder(torch.autograd.Function):
