@@ -16,8 +16,8 @@ the Vulkan context (about 0.3 ms on the H100: ``scripts/semaphore_latency.py``),
 while ops inside a group cost only their kernels. Calling the block ops instead of
 chains of ``linear`` and torch ops between is what makes a model fast here
 (``helios suite train``: per op, per block, whole decoder). Inside a group the ops
-are recorded into command buffers that reach the GPU in chunks of eight as they are
-recorded. Gradients: matmul and linear backward run as Helios
+are recorded into command buffers that reach the GPU in chunks as they are
+recorded (eight ops, or fewer where the GPU has run out of work). Gradients: matmul and linear backward run as Helios
 products (the transposed layouts; both gradients of one product submitted
 together); attention backward runs Helios's backward
 kernels (FlashAttention-2's recomputation from the forward's log-sum-exp, which
