@@ -8,7 +8,9 @@
 # twice (real, models..., real, models...) so clock drift shows as a spread.
 # Matmul models time with scripts/sweep.py (VARIANTS: variant strings, SHAPES:
 # MxNxK), attention models (MODEL_SHADER=attention_coop.comp) with
-# scripts/attn_sweep.py (VARIANTS: strings or "default", SHAPES: BxHxSxd).
+# scripts/attn_sweep.py (VARIANTS: strings or "default", SHAPES: BxHxSxd; the
+# backward's shaders, MODEL_SHADER=attention_bwd_*.comp, with --backward and
+# MODEL_ARGS, e.g. "--causal --dtype bfloat16").
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
 # Usage (a gpu_round.sh step):
@@ -39,6 +41,7 @@ for pass in 1 2; do
     f=$LOG/model-$name-$pass.json
     tool=(sweep.py --variants "$VARIANTS")
     [ "$SHADER" = attention_coop.comp ] && tool=(attn_sweep.py --no-sdpa --variants "$VARIANTS")
+    case $SHADER in attention_bwd_*) tool=(attn_sweep.py --no-sdpa --backward ${MODEL_ARGS:-} --variants "$VARIANTS");; esac
     PYTHONPATH=$pp HELIOS_PIPELINE_CACHE=/tmp/model-cache-$name python3 "$REPO/scripts/${tool[0]}" "${tool[@]:1}" \
       "${flags[@]}" --shapes "$SHAPES" --iters 30 --out "$f" > "$LOG/model-$name-$pass.log" 2>&1 \
       || { echo "model $m pass $pass failed:"; tail -5 "$LOG/model-$name-$pass.log"; }
@@ -56,7 +59,14 @@ def cells(doc):
     rows = doc["rows"]
     if not any("shape" in r for r in rows):
         return {(r["variant"], s): t["median_ms"] for r in rows for s, t in r.get("timings", {}).items()}
-    return {(r["variant"], r["shape"]): r.get("median_ms") for r in rows if r.get("side") == "helios"}
+    out = {}
+    for r in rows:
+        if r.get("side") != "helios":
+            continue
+        out[(r["variant"], r["shape"])] = r.get("median_ms")
+        for kernel, ms in (r.get("pass_ms") or {}).items():  # the backward's kernels, each alone
+            out[(r["variant"] + " " + kernel, r["shape"])] = ms
+    return out
 
 
 got = {k: cells(d) for k, d in docs.items()}

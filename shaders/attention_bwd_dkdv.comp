@@ -15,6 +15,20 @@
 #define OWN_ROWS p.skv
 #include "attention_bwd_common.glsl"
 
+// Timing models (scripts/gemm_model.sh with MODEL_SHADER=attention_bwd_dkdv.comp;
+// results wrong by construction): what one kernel computing dQ too would cost,
+// FlashAttention-2's way. MODEL_DQ_PRODUCT adds, per query tile, each subgroup's
+// dQ partial dS K (dS^T from the scratch, transposed by the load; K's B fragments
+// from memory) into an fp32 fragment stored to the scratch; MODEL_DQ_ATOMIC also
+// adds every element of it to memory with an atomic (integer adds on the dQ buffer
+// standing in for fp32 ones: the same reduction traffic, no feature needed), one
+// per subgroup and element, no reduction across subgroups first (the most atomics).
+#if defined(MODEL_DQ_ATOMIC) && !defined(MODEL_DQ_PRODUCT)
+#define MODEL_DQ_PRODUCT
+#endif
+#ifdef MODEL_DQ_ATOMIC
+layout(set = 0, binding = BINDING_DQ) buffer DQU { uint dqu[]; };
+#endif
 layout(set = 0, binding = BINDING_DELTA) readonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DK) writeonly buffer DK128 { uvec4 dk128[]; };
 layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
@@ -172,6 +186,32 @@ void main() {
                 [[unroll]] for (uint w = 0; w < WQ; w++) dk[w][j] = coopMatMulAdd(dsf[w], qb, dk[w][j]);
             }
         }
+#ifdef MODEL_DQ_PRODUCT
+        [[unroll]] for (uint mq = 0; mq < BC / TM; mq++)
+            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+                [[unroll]] for (uint kk = 0; kk < RQ / TK; kk++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsa;
+                    coopMatLoad(dsa, sm, P_OFF + kk * TK * PROW + mq * (TM / 8), PROW,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kb;
+                    coopMatLoad(kb, k128, kbase + (r0 + kk * TK) * qpv + j * (TN / 8), qpv,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    acc = coopMatMulAdd(dsa, kb, acc);
+                }
+                coopMatStore(acc, sm, SUB, SROW, gl_CooperativeMatrixLayoutRowMajor);
+                sub_sync();
+#ifdef MODEL_DQ_ATOMIC
+                for (uint i = lane; i < TM * TN; i += SUBGROUP) {
+                    const uint r = i / TN, c = i % TN;
+                    const uint at = ((bh * p.sq + i0 + mq * TM + r) * D + j * TN + c) % uint(dqu.length());
+                    atomicAdd(dqu[at], floatBitsToUint(f_at(SUB, r, c)));
+                }
+                sub_sync();
+#endif
+            }
+#endif
     }
 
     sub_sync();
