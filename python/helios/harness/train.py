@@ -239,14 +239,34 @@ def build(torch: Any) -> tuple:
                 activation="gelu_tanh",
             )
 
+    class CastAll(torch.autograd.Function):
+        """fp32 tensors cast to bf16 in one torch._foreach_copy_ (one launch and one
+        autograd node for all of them, not one each), their gradients back to fp32
+        the same way: the host time of 65 casts is time before a step's first
+        Helios op can start."""
+
+        @staticmethod
+        def forward(ctx, *ts):
+            outs = [torch.empty(t.shape, dtype=bf16, device=t.device) for t in ts]
+            torch._foreach_copy_(outs, list(ts))
+            return tuple(outs)
+
+        @staticmethod
+        def backward(ctx, *gs):
+            outs = [torch.empty(g.shape, dtype=torch.float32, device=g.device) for g in gs]
+            torch._foreach_copy_(outs, list(gs))
+            return tuple(outs)
+
     class HeliosOps(HeliosBlockOps):
         """The whole stack (every block, the final LayerNorm, the LM head) one
         helios.torch.decoder op: one group of Helios submissions per direction, the
         residual stream and LayerNorms on the device too; decoding with a KV cache
-        goes block by block (HeliosBlockOps)."""
+        goes block by block (HeliosBlockOps). The step's bf16 weight casts go as one
+        (CastAll; fused_casts = False: one .to() each, as before, for an A/B)."""
 
         name = "helios"
         pool = None  # the memory_pool the weight casts go in (made on first use)
+        fused_casts = True
 
         def _casts(self):
             """Where the bf16 weight casts are allocated: inside helios.torch.memory_pool()
@@ -259,25 +279,23 @@ def build(torch: Any) -> tuple:
             return self.pool
 
         def stack(self, model, x):
+            cast_in = [
+                t for b in model.blocks for lin in (b.qkv, b.proj, b.up, b.down) for t in (lin.weight, lin.bias)
+            ] + [model.tok.weight]
             with self._casts():
-                layers = [
-                    (
-                        b.ln1.weight,
-                        b.ln1.bias,
-                        b.qkv.weight.to(bf16),
-                        b.qkv.bias.to(bf16),
-                        b.proj.weight.to(bf16),
-                        b.proj.bias.to(bf16),
-                        b.ln2.weight,
-                        b.ln2.bias,
-                        b.up.weight.to(bf16),
-                        b.up.bias.to(bf16),
-                        b.down.weight.to(bf16),
-                        b.down.bias.to(bf16),
-                    )
-                    for b in model.blocks
-                ]
-                head = model.tok.weight.to(bf16)
+                cast = CastAll.apply(*cast_in) if self.fused_casts else [t.to(bf16) for t in cast_in]
+            layers = [
+                (
+                    b.ln1.weight,
+                    b.ln1.bias,
+                    *cast[8 * i : 8 * i + 4],
+                    b.ln2.weight,
+                    b.ln2.bias,
+                    *cast[8 * i + 4 : 8 * i + 8],
+                )
+                for i, b in enumerate(model.blocks)
+            ]
+            head = cast[-1]
             return self.ht.decoder(
                 x, layers, model.blocks[0].heads, (model.lnf.weight, model.lnf.bias), head, eps=model.lnf.eps
             ).float()
