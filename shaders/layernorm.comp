@@ -14,6 +14,9 @@
 //   rounded to GX16; per workgroup the column sums of GH xhat and GH (the partial
 //   gamma and beta gradients) to PARTIAL[g] (2 x D), summed over workgroups after.
 // fp32 arithmetic throughout; bfloat16 (IN_BF16) as 16-bit words.
+// p.vec = 1 (D % 4 == 0, fp32 tensors on 16 bytes, 16-bit ones on 8): each
+// invocation holds groups of 4 consecutive columns and moves them in one 16-byte
+// (fp32) or 8-byte (16-bit) access, a quarter of the requests of the scalar path.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -27,6 +30,7 @@ layout(local_size_x = 256) in;
 layout(push_constant) uniform Params {
     uint rows, d;
     float eps;
+    uint vec;  // 1: the 4-column path (above)
 } p;
 
 layout(binding = BINDING_X) readonly buffer X { float x[]; };
@@ -40,6 +44,19 @@ layout(binding = BINDING_GRES) readonly buffer GRes { float gres[]; };
 layout(binding = BINDING_GX) writeonly buffer GX { float gx[]; };
 layout(binding = BINDING_GX16) writeonly buffer GX16 { uint16_t gx16[]; };
 layout(binding = BINDING_PARTIAL) writeonly buffer Partial { float partial[]; };
+// The same buffers 4 columns an element (p.vec).
+layout(binding = BINDING_X) readonly buffer X4 { vec4 x4[]; };
+layout(binding = BINDING_R) readonly buffer R4 { uvec2 r4[]; };
+layout(binding = BINDING_GAMMA) readonly buffer Gamma4 { vec4 gamma4[]; };
+layout(binding = BINDING_BETA) readonly buffer Beta4 { vec4 beta4[]; };
+layout(binding = BINDING_XOUT) writeonly buffer XOut4 { vec4 xout4[]; };
+layout(binding = BINDING_H) buffer H4 { uvec2 h4[]; };
+layout(binding = BINDING_GRES) readonly buffer GRes4 { vec4 gres4[]; };
+layout(binding = BINDING_GX) writeonly buffer GX4 { vec4 gx4[]; };
+layout(binding = BINDING_GX16) writeonly buffer GX16x4 { uvec2 gx16x4[]; };
+layout(binding = BINDING_PARTIAL) writeonly buffer Partial4 { vec4 partial4[]; };
+
+const uint C4 = (CPT + 3u) / 4u;  // groups of 4 columns per invocation
 
 float load16(uint16_t bits) {
 #ifdef IN_BF16
@@ -53,6 +70,21 @@ uint16_t store16(float v) {
     return uint16_t(f32_to_bf16(v));
 #else
     return float16BitsToUint16(float16_t(v));
+#endif
+}
+
+vec4 load16x4(uvec2 w) {
+#ifdef IN_BF16
+    return vec4(bf16_to_f32(w.x & 0xFFFFu), bf16_to_f32(w.x >> 16), bf16_to_f32(w.y & 0xFFFFu), bf16_to_f32(w.y >> 16));
+#else
+    return vec4(unpackFloat2x16(w.x), unpackFloat2x16(w.y));
+#endif
+}
+uvec2 store16x4(vec4 v) {
+#ifdef IN_BF16
+    return uvec2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+#else
+    return uvec2(packFloat2x16(f16vec2(v.xy)), packFloat2x16(f16vec2(v.zw)));
 #endif
 }
 
@@ -100,11 +132,96 @@ void forward_row(uint row) {
     }
 }
 
+void forward_row4(uint row) {
+    const uint t = gl_LocalInvocationID.x, d4 = p.d / 4u, base = row * d4;
+    vec4 v[C4];
+    vec2 acc = vec2(0.0);
+    [[unroll]] for (uint c = 0u; c < C4; c++) {
+        const uint j = t + 256u * c;
+        v[c] = vec4(0.0);
+        if (j < d4) {
+            v[c] = x4[base + j];
+            if (RESIDUAL != 0u) {
+                v[c] += load16x4(r4[base + j]);
+                xout4[base + j] = v[c];
+            }
+            acc.x += (v[c].x + v[c].y) + (v[c].z + v[c].w);
+        }
+    }
+    const float mean = wg_sum(acc).x / float(p.d);
+    acc = vec2(0.0);
+    [[unroll]] for (uint c = 0u; c < C4; c++)
+        if (t + 256u * c < d4) acc.x += dot(v[c] - mean, v[c] - mean);
+    const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
+    [[unroll]] for (uint c = 0u; c < C4; c++) {
+        const uint j = t + 256u * c;
+        if (j < d4) h4[base + j] = store16x4((v[c] - mean) * rstd * gamma4[j] + beta4[j]);
+    }
+    if (t == 0u) {
+        stats[2u * row] = mean;
+        stats[2u * row + 1u] = rstd;
+    }
+}
+
+void backward4(uint g) {
+    const uint t = gl_LocalInvocationID.x, d4 = p.d / 4u;
+    vec4 dgamma[C4], dbeta[C4];
+    [[unroll]] for (uint c = 0u; c < C4; c++) {
+        dgamma[c] = vec4(0.0);
+        dbeta[c] = vec4(0.0);
+    }
+    const uint first = g * ROWS;
+    for (uint row = first; row < min(first + ROWS, p.rows); row++) {
+        const uint base = row * d4;
+        const float mean = stats[2u * row], rstd = stats[2u * row + 1u];
+        vec4 xhat[C4], gg[C4];
+        vec2 acc = vec2(0.0);
+        [[unroll]] for (uint c = 0u; c < C4; c++) {
+            const uint j = t + 256u * c;
+            xhat[c] = vec4(0.0);
+            gg[c] = vec4(0.0);
+            if (j < d4) {
+                const vec4 gh = load16x4(h4[base + j]);
+                xhat[c] = (x4[base + j] - mean) * rstd;
+                gg[c] = gh * gamma4[j];
+                dgamma[c] += gh * xhat[c];
+                dbeta[c] += gh;
+                acc += vec2((gg[c].x + gg[c].y) + (gg[c].z + gg[c].w), dot(gg[c], xhat[c]));
+            }
+        }
+        const vec2 s = wg_sum(acc) / float(p.d);
+        [[unroll]] for (uint c = 0u; c < C4; c++) {
+            const uint j = t + 256u * c;
+            if (j < d4) {
+                vec4 v = rstd * (gg[c] - s.x - xhat[c] * s.y);
+                if (RESIDUAL != 0u) v += gres4[base + j];
+                gx4[base + j] = v;
+                gx16x4[base + j] = store16x4(v);
+            }
+        }
+    }
+    [[unroll]] for (uint c = 0u; c < C4; c++) {
+        const uint j = t + 256u * c;
+        if (j < d4) {
+            partial4[(2u * g) * d4 + j] = dgamma[c];
+            partial4[(2u * g + 1u) * d4 + j] = dbeta[c];
+        }
+    }
+}
+
 void main() {
     const uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint t = gl_LocalInvocationID.x;
     if (PASS == 0u) {
-        if (g < p.rows) forward_row(g);  // uniform per workgroup
+        if (g >= p.rows) return;  // uniform per workgroup
+        if (p.vec != 0u)
+            forward_row4(g);
+        else
+            forward_row(g);
+        return;
+    }
+    if (p.vec != 0u) {
+        backward4(g);
         return;
     }
     float dgamma[CPT], dbeta[CPT];

@@ -202,7 +202,8 @@ def _ln_ref(v: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("rows,d", [(5, 64), (70, 300), (3, 1029)])  # one column per invocation, tails, several
+# one column (or group of 4) per invocation, tails, several; D % 4 == 0 takes the 4-column path
+@pytest.mark.parametrize("rows,d", [(5, 64), (70, 300), (3, 1029), (4, 2056), (9, 66)])
 @pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
 def test_layernorm_both_directions_against_float64(device, dtype, rows, d, residual):
     rng = np.random.default_rng(rows + d)
@@ -212,6 +213,8 @@ def test_layernorm_both_directions_against_float64(device, dtype, rows, d, resid
     beta = (0.2 * rng.standard_normal(d)).astype(np.float32)
     tx, tg, tb = (device.upload(a, dtype="float32") for a in (x, gamma, beta))
     h, stream, stats = device.layernorm(tx, tg, tb, residual=_upload(device, r) if residual else None, dtype=dtype)
+    path = ":vec4" if d % 4 == 0 else ""
+    assert device.telemetry()["last_variant"] == "layernorm" + path
     v = x.astype(np.float64) + (r.astype(np.float64) if residual else 0)
     want, mean, rstd = _ln_ref(v, gamma.astype(np.float64), beta.astype(np.float64))
     if residual:
@@ -227,6 +230,7 @@ def test_layernorm_both_directions_against_float64(device, dtype, rows, d, resid
     gx, gx16, partial = device.layernorm_backward(
         _upload(device, gh), stream, stats, tg, grad_residual=device.upload(gres, dtype="float32") if residual else None
     )
+    assert device.telemetry()["last_variant"] == "layernorm:backward" + path
     g = gh.astype(np.float64)
     xhat = (v - mean[:, None]) * rstd[:, None]
     gg = g * gamma

@@ -131,6 +131,9 @@ fail:
 
 #define LAYERNORM_MAX_D 8192u /* 32 columns per invocation held in registers */
 
+/* Whether t (absent: trivially) starts on an `align`-byte boundary. */
+static int starts_on(const hl_tensor *t, uint64_t align) { return !t || t->offset % align == 0; }
+
 static hl_status layernorm_common(hl_device *dev, const char *who, uint32_t rows, uint32_t d, hl_dtype dtype,
                                   hl_error *err) {
     if (dtype != HL_F16 && dtype != HL_BF16)
@@ -188,9 +191,13 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     hl_dispatch_plan pl = {0};
     HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl.grid, err));
     HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl.pipe, err));
+    /* 4 columns an access where every row and tensor starts where the moves need */
+    const int vec = a->d % 4 == 0 && starts_on(a->x, 16) && starts_on(a->r, 8) && starts_on(a->gamma, 16) &&
+                    starts_on(a->beta, 16) && starts_on(a->x_out, 16) && starts_on(a->h, 8);
     pl.pc[0] = a->rows;
     pl.pc[1] = a->d;
     memcpy(&pl.pc[2], &a->eps, 4);
+    pl.pc[3] = (uint32_t)vec;
     /* Slots the pass does not touch are bound to x (declared, never read or written). */
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
@@ -208,7 +215,8 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->h, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_H};
     ops[HL_BIND_LAYERNORM_STATS] =
         (hl_operand){.tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .poison = 1, .slot = HL_BIND_LAYERNORM_STATS};
-    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, "layernorm", a->wait_value, a->signal_value, err);
+    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, vec ? "layernorm:vec4" : "layernorm", a->wait_value,
+                    a->signal_value, err);
 fail:
     return st;
 }
@@ -240,8 +248,12 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
     hl_dispatch_plan pl = {0};
     HL_TRY(grid_for(dev, groups * ELEMENTWISE_THREADS, who, pl.grid, err));
     HL_TRY(layernorm_pipeline(dev, 1, a->d, a->grad_res != NULL, a->dtype, &pl.pipe, err));
+    const int vec = a->d % 4 == 0 && starts_on(a->grad_h, 8) && starts_on(a->x, 16) && starts_on(a->gamma, 16) &&
+                    starts_on(a->grad_res, 16) && starts_on(a->gx, 16) && starts_on(a->gx16, 8) &&
+                    starts_on(a->partial, 16);
     pl.pc[0] = a->rows;
     pl.pc[1] = a->d;
+    pl.pc[3] = (uint32_t)vec;
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
         ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};
@@ -260,7 +272,8 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
         (hl_operand){.tensor = a->gx16, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_GX16};
     ops[HL_BIND_LAYERNORM_PARTIAL] = (hl_operand){
         .tensor = a->partial, .bytes = groups * 2 * a->d * 4, .poison = 1, .slot = HL_BIND_LAYERNORM_PARTIAL};
-    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, "layernorm:backward", a->wait_value, a->signal_value, err);
+    return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, vec ? "layernorm:backward:vec4" : "layernorm:backward",
+                    a->wait_value, a->signal_value, err);
 fail:
     return st;
 }
