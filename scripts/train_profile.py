@@ -10,7 +10,9 @@ per step (submissions, allocations, imports, compiles, ring waits).
 instead: per step the host time until the forward and the backward return
 against their CUDA-event times (a direction whose host time reaches its GPU
 time is bound by the host recording its group), the host time each direction
-spends staging its operands before its group starts recording, the Helios GPU
+spends staging its operands before its group starts recording, the host time
+from the step's start to the forward's milestones (the adapter's stack, the
+decoder call, the group going live, its first op recorded), the Helios GPU
 time and the barriers and overlapped ops the engine recorded, in the --modes
 given, alternating round by round (an A/B in one process); then the GPU time of every Helios op
 of two steps (Device._profile_start: each op alone between barriers, a
@@ -96,6 +98,10 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
     keys = (
         "host_fwd",
         "stage_fwd",
+        "to_stack",
+        "to_decoder",
+        "to_live",
+        "to_first_op",
         "gpu_fwd",
         "host_bwd",
         "stage_bwd",
@@ -115,6 +121,26 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
         staged.append((time.perf_counter() - a) * 1e3)
 
     ht._prestage = timed_prestage  # type: ignore[assignment]
+    # Host times (perf_counter) of the forward's milestones before its first Helios
+    # op: the adapter's stack (after the embedding), helios.torch.decoder (after the
+    # weight casts), the group going live (after the checks and the staging), the
+    # group's first op recorded. The first of each per step is kept.
+    seen: dict[str, float] = {}
+
+    def first(name: str) -> None:
+        seen.setdefault(name, time.perf_counter())
+
+    def marked(name: str, fn: Callable) -> Callable:
+        def call(*args: object, **kw: object) -> object:
+            first(name)
+            return fn(*args, **kw)
+
+        return call
+
+    ops.stack = marked("stack", ops.stack)  # type: ignore[method-assign]
+    ht.decoder = marked("decoder", ht.decoder)  # type: ignore[assignment]
+    ht._Group.live = marked("live", ht._Group.live)  # type: ignore[method-assign]
+    ht._Group._op = marked("first_op", ht._Group._op)  # type: ignore[method-assign]
     ahead = [False]
 
     def step(i: int) -> dict:
@@ -122,6 +148,7 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
         t0 = dev.telemetry()
         staged.clear()
+        seen.clear()
         if ahead[0]:  # the GPU busy while the host records the step: its time bound by the GPU alone
             torch.cuda._sleep(AHEAD_CYCLES)
         ev[0].record()
@@ -140,6 +167,7 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
         return {
             "host_fwd": (b - a) * 1e3,
             "stage_fwd": staged[0] if staged else 0.0,
+            **{f"to_{k}": (seen[k] - a) * 1e3 if k in seen else 0.0 for k in ("stack", "decoder", "live", "first_op")},
             "gpu_fwd": ev[0].elapsed_time(ev[1]),
             "host_bwd": (c - b) * 1e3,
             "stage_bwd": staged[1] if len(staged) > 1 else 0.0,
