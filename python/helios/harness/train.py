@@ -241,21 +241,13 @@ def build(torch: Any) -> tuple:
 
     class CastAll(torch.autograd.Function):
         """fp32 tensors cast to bf16 in one torch._foreach_copy_ (one launch and one
-        autograd node for all of them, not one each), into views of one allocation
-        (each on 256 bytes, where Helios binds them in place), their gradients back
-        to fp32 the same way: the host time of 65 casts and 65 allocations is time
-        before a step's first Helios op can start."""
-
-        ALIGN = 128  # bf16 elements: 256 bytes
+        autograd node for all of them, not one each), their gradients back to fp32
+        the same way: the host time of 65 casts is time before a step's first
+        Helios op can start."""
 
         @staticmethod
         def forward(ctx, *ts):
-            starts, total = [], 0
-            for t in ts:
-                starts.append(total)
-                total += -(-t.numel() // CastAll.ALIGN) * CastAll.ALIGN
-            flat = torch.empty(total, dtype=bf16, device=ts[0].device)
-            outs = [flat[o : o + t.numel()].view(t.shape) for o, t in zip(starts, ts)]
+            outs = [torch.empty(t.shape, dtype=bf16, device=t.device) for t in ts]
             torch._foreach_copy_(outs, list(ts))
             return tuple(outs)
 
