@@ -240,10 +240,11 @@ def build(torch: Any) -> tuple:
             )
 
     class CastAll(torch.autograd.Function):
-        """fp32 tensors cast to bf16 in one torch._foreach_copy_ (one launch and one
-        autograd node for all of them, not one each), their gradients back to fp32
-        the same way: the host time of 65 casts is time before a step's first
-        Helios op can start."""
+        """fp32 tensors cast to bf16 in one torch._foreach_copy_ call and one autograd
+        node for all of them, their gradients back to fp32 the same way. Measured
+        (h100-train-26a88e3, h100-train-986f088): the backward's GPU time 0.3 ms
+        shorter than with a .to() each; the forward's host time about the same (a
+        foreach copy that converts dtypes costs the host about what 65 casts do)."""
 
         @staticmethod
         def forward(ctx, *ts):
