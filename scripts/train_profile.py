@@ -44,8 +44,8 @@ MODES = {
     "default": "as the suite runs it (the GPU idle when each step starts: the step before was waited for)",
     "barriers": "HELIOS_DISABLE_GROUP_OVERLAP=1 (a barrier before and after every op of a group)",
     "full-chunks": "HELIOS_DISABLE_IDLE_FLUSH=1 (a group's chunk goes to the GPU only when it holds 8 ops)",
-    "per-tensor-casts": "the adapter's bf16 weight casts one .to() each (HeliosOps.fused_casts = False), not one "
-    "torch._foreach_copy_",
+    "per-tensor-casts": "the adapter casts its bf16 weights itself, a .to() each (HeliosOps.fused_casts = False), "
+    "instead of helios.torch.decoder(compute_dtype=) casting them",
     "ahead": "the GPU kept busy ~40 ms before each step (torch.cuda._sleep), so the host records the step "
     "ahead of it: the step's time as the GPU alone bounds it",
 }

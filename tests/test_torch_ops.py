@@ -412,6 +412,43 @@ def test_decoder_forward_and_gradients(cuda, dtype, bound):
         assert _rel(t.grad, r.grad) <= 2 * bound, (i, _rel(t.grad, r.grad))
 
 
+def test_decoder_casts_fp32_master_weights_itself(cuda):
+    """With compute_dtype, the product weights, biases and head may be fp32 masters:
+    the decoder casts them itself and returns fp32 gradients, the same values as a
+    caller's .to(compute_dtype) casts give (logits and every gradient, bitwise)."""
+    b, s, d, heads, hidden, vocab = 2, 24, 64, 2, 128, 96
+    g = torch.Generator(device="cuda").manual_seed(23)
+
+    def rnd(*shape, scale=0.1, shift=0.0):
+        return (torch.randn(*shape, device=cuda, generator=g) * scale + shift).requires_grad_(True)
+
+    masters = [
+        [rnd(d, shift=1), rnd(d), rnd(3 * d, d), rnd(3 * d), rnd(d, d), rnd(d), rnd(d, shift=1), rnd(d)]
+        + [rnd(hidden, d), rnd(hidden), rnd(d, hidden), rnd(d)]
+        for _ in range(2)
+    ]
+    final, head, x = (rnd(d, shift=1), rnd(d)), rnd(vocab, d), rnd(b, s, d, scale=1.0)
+    bf = torch.bfloat16
+    y = ht.decoder(x, masters, heads, final, head, compute_dtype=bf)
+    go = torch.randn(b, s, vocab, device=cuda, generator=g).to(bf)
+    y.backward(go)
+    got = [t.grad for layer in masters for t in layer] + [head.grad]
+    assert all(t.dtype == torch.float32 for t in got)
+    for t in [x, *[t for layer in masters for t in layer], *final, head]:
+        t.grad = None
+    cast = [[t if i in (0, 1, 6, 7) else t.to(bf) for i, t in enumerate(layer)] for layer in masters]
+    y2 = ht.decoder(x, cast, heads, final, head.to(bf))
+    assert torch.equal(y, y2)
+    y2.backward(go)
+    want = [t.grad for layer in masters for t in layer] + [head.grad]
+    for i, (a, w) in enumerate(zip(got, want)):
+        assert torch.equal(a, w), i
+    with pytest.raises(TypeError, match="need compute_dtype"):
+        ht.decoder(x, masters, heads, final, head)
+    with pytest.raises(TypeError, match="compute_dtype must be torch.float16 or torch.bfloat16"):
+        ht.decoder(x, masters, heads, final, head, compute_dtype=torch.float32)
+
+
 def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     """The whole stack is one group per direction, recorded as it is built: 8 ops per
     layer and the final LayerNorm and head forward; 12 per layer and the head's two

@@ -1013,19 +1013,57 @@ def _prestage(group: _Group, tensors: list, flat: Any, n_layers: int) -> None:
     group.stage_all(items)
 
 
+_no_pool: set[int] = set()  # CUDA ordinals where memory_pool() is unsupported (asked once)
+
+
+def _casts_pool(t: torch.Tensor) -> Any:
+    """Where a group's own casts are allocated: memory_pool() on t's GPU (Helios
+    reads them in place), else the ordinary allocator (they are then copied in)."""
+    ordinal = _ordinal(t)
+    if ordinal not in _no_pool:
+        try:
+            return memory_pool(ordinal)
+        except _helios.UnsupportedError:
+            _no_pool.add(ordinal)
+    return contextlib.nullcontext()
+
+
+def _cast_products(flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor) -> tuple:
+    """flat with every product weight and bias not already in dtype cast to it (a
+    decoder given fp32 master weights: the casts are made here, inside the
+    autograd function, so they cost no autograd work of their own)."""
+    idx = [
+        i * len(LAYER_PARAMS) + j
+        for i in range(n_layers)
+        for j, name in enumerate(LAYER_PARAMS)
+        if not name.startswith("ln")
+    ] + ([n_layers * len(LAYER_PARAMS) + 2] if has_head else [])
+    todo = [i for i in idx if flat[i] is not None and flat[i].dtype != dtype]
+    if not todo:
+        return flat
+    out = list(flat)
+    with _casts_pool(anchor):
+        for i in todo:
+            out[i] = flat[i].to(dtype)
+    return tuple(out)
+
+
 class _Decoder(torch.autograd.Function):
     """A pre-LayerNorm decoder stack (and its final LayerNorm and head), each
     direction one group: see ``decoder``."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, cfg: tuple, *flat: Any):
-        n_layers, heads, causal, eps, act, has_head, dtype = cfg
+        n_layers, heads, causal, eps, act, has_head, dtype, compute_dtype = cfg
         b, s, d = x.shape
         bsd = (b, s, d)
+        training = any(t is not None and t.requires_grad for t in (x, *flat))  # before the casts (which do not)
+        ctx.flat_dtypes = [None if t is None else t.dtype for t in flat]
+        if compute_dtype is not None:
+            flat = _cast_products(flat, n_layers, has_head, dtype, x)
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w, lnf_b = flat[n_layers * 12], flat[n_layers * 12 + 1]
         w_head = flat[n_layers * 12 + 2] if has_head else None
-        training = any(t is not None and t.requires_grad for t in (x, *flat))
         saved: list = []
         with _lock:
             group = _Group(x)
@@ -1051,7 +1089,7 @@ class _Decoder(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        n_layers, heads, causal, eps, act, has_head, dtype = ctx.cfg
+        n_layers, heads, causal, eps, act, has_head, dtype, _ = ctx.cfg
         b, s, d = ctx.bsd
         n_flat = n_layers * 12 + 2 + int(has_head)
         every = ctx.saved_tensors
@@ -1117,6 +1155,13 @@ class _Decoder(torch.autograd.Function):
                 gflat[index] = t.sum(0, dtype=torch.float32).to(ref.dtype)  # fp32 sums, no fp32 copy
         needs = ctx.needs_input_grad
         gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
+        # fp32 master weights (cast in forward): their gradients back in fp32, in one call
+        widen = [i for i, gv in enumerate(gflat) if gv is not None and gv.dtype != ctx.flat_dtypes[i]]
+        if widen:
+            wide = [torch.empty(gflat[i].shape, dtype=ctx.flat_dtypes[i], device=gflat[i].device) for i in widen]
+            torch._foreach_copy_(wide, [gflat[i] for i in widen])
+            for i, gv in zip(widen, wide):
+                gflat[i] = gv
         return (g_x.reshape(b, s, d) if needs[0] else None, None, *gflat)
 
 
@@ -1265,6 +1310,7 @@ def decoder(
     causal: bool = True,
     eps: float = 1e-5,
     activation: str = "gelu_tanh",
+    compute_dtype: Optional[torch.dtype] = None,
 ) -> torch.Tensor:
     """A pre-LayerNorm transformer decoder stack on the fp32 residual stream x (B, S,
     D), each direction one group of Helios submissions (one CUDA <-> Vulkan hop pair
@@ -1279,8 +1325,17 @@ def decoder(
     residual adds are fused into the next LayerNorm); products, attention and the
     activation run in the weights' type (float16 or bfloat16) with fp32
     accumulation. Differentiable in every input: LayerNorm and bias gradients are
-    summed by torch from the group's per-block partial sums after it."""
+    summed by torch from the group's per-block partial sums after it.
+    compute_dtype (torch.float16 or torch.bfloat16): the product weights, biases
+    and head weight may then also be fp32 master weights; the decoder casts them
+    to it each call (inside its autograd function, into memory_pool() where the GPU
+    has it) and returns their gradients in fp32: what a mixed-precision training
+    step needs, without a cast op per weight in the caller's autograd graph."""
     _check("x", x, (3,), {torch.float32: "float32"})
+    if compute_dtype is not None and compute_dtype not in _DTYPES:
+        raise TypeError(
+            f"helios.torch.decoder: compute_dtype must be torch.float16 or torch.bfloat16, got {compute_dtype}"
+        )
     layers = [tuple(layer) for layer in layers]
     if any(len(layer) != len(LAYER_PARAMS) for layer in layers):
         raise ValueError(f"helios.torch.decoder: each layer is {len(LAYER_PARAMS)} tensors, {LAYER_PARAMS}")
@@ -1290,7 +1345,11 @@ def decoder(
     if activation not in _ACTIVATIONS or activation is None:
         raise ValueError(f"helios.torch.decoder: activation must be one of {[a for a in _ACTIVATIONS if a]}")
     fp32 = {torch.float32: "float32"}
-    dtype = layers[0][2].dtype if layers else (head_weight.dtype if head_weight is not None else torch.bfloat16)
+    dtype = compute_dtype or (
+        layers[0][2].dtype if layers else (head_weight.dtype if head_weight is not None else torch.bfloat16)
+    )
+    # the types a product weight may have: the compute type, and fp32 masters with compute_dtype
+    weight_types = {dtype: _TORCH_TO_HELIOS[dtype], **({torch.float32: "float32"} if compute_dtype else {})}
     for i, layer in enumerate(layers):
         named = dict(zip(LAYER_PARAMS, layer))
         for nm in ("ln1_w", "ln1_b", "ln2_w", "ln2_b"):
@@ -1304,10 +1363,11 @@ def decoder(
             ("w_up", "b_up", hidden, d),
             ("w_down", "b_down", d, hidden),
         ):
-            _check(f"layers[{i}].{wn}", named[wn], (2,))
-            if named[wn].dtype != dtype:
+            _check(f"layers[{i}].{wn}", named[wn], (2,), {**_DTYPES, **weight_types})
+            if named[wn].dtype not in weight_types:
                 raise TypeError(
                     f"helios.torch.decoder: layers[{i}].{wn} is {named[wn].dtype}; the weights share {dtype}"
+                    + ("" if compute_dtype else " (fp32 master weights need compute_dtype)")
                 )
             if tuple(named[wn].shape) != (rows, cols):
                 raise ValueError(
@@ -1327,13 +1387,13 @@ def decoder(
         if t.shape != (d,):
             raise ValueError(f"helios.torch.decoder: {nm} must be ({d},), got {tuple(t.shape)}")
     if head_weight is not None:
-        _check("head_weight", head_weight, (2,))
-        if head_weight.dtype != dtype or head_weight.shape[1] != d:
+        _check("head_weight", head_weight, (2,), {**_DTYPES, **weight_types})
+        if head_weight.dtype not in weight_types or head_weight.shape[1] != d:
             raise ValueError(
                 f"helios.torch.decoder: head_weight must be (V, {d}) {dtype}, got {tuple(head_weight.shape)} {head_weight.dtype}"
             )
     flat = (
         [t for layer in layers for t in layer] + list(final_norm) + ([head_weight] if head_weight is not None else [])
     )
-    cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype)
+    cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype, compute_dtype)
     return _Decoder.apply(x.contiguous(), cfg, *flat)
