@@ -1348,6 +1348,11 @@ def decoder(
     dtype = compute_dtype or (
         layers[0][2].dtype if layers else (head_weight.dtype if head_weight is not None else torch.bfloat16)
     )
+    if dtype not in _DTYPES:
+        raise TypeError(
+            f"helios.torch.decoder: the product weights are {dtype}: pass float16 or bfloat16 weights "
+            "(fp32 master weights need compute_dtype=torch.bfloat16 or torch.float16)"
+        )
     # the types a product weight may have: the compute type, and fp32 masters with compute_dtype
     weight_types = {dtype: _TORCH_TO_HELIOS[dtype], **({torch.float32: "float32"} if compute_dtype else {})}
     for i, layer in enumerate(layers):
