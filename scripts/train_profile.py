@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 import helios.torch as ht
 from helios.harness.gpustate import gpu_state
-from helios.harness.train import TrainConfig, build, flat_weights, markov_stream
+from helios.harness.train import TrainConfig, build, markov_stream
 
 # --decoder's modes: how each round of steps runs
 MODES = {
@@ -91,7 +91,6 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
     GPT, _, HeliosOps, _, _, _ = build(torch)
     torch.manual_seed(0)
     model = GPT(cfg).cuda()
-    flat_weights(model)  # as the suite lays them out
     ops = HeliosOps()
     data = torch.from_numpy(markov_stream(cfg.vocab, cfg.batch * 4, cfg.seq + 1, 0)).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)

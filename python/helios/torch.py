@@ -1028,36 +1028,10 @@ def _casts_pool(t: torch.Tensor) -> Any:
     return contextlib.nullcontext()
 
 
-SPAN_ALIGN = 128  # elements: a cast span's views start 256 bytes apart in 16-bit (Helios binds them in place)
-
-
-def _one_span(ts: list) -> Optional[tuple]:
-    """(a 1-D view from the first of ts to the end of the last, each one's offset in
-    it) where ts lie in one storage in this order, contiguous, each at a multiple of
-    SPAN_ALIGN elements from the first and with little between them (the span holds
-    at most 1.25x their elements); else None."""
-    base = ts[0]
-    ptr, first = base.untyped_storage().data_ptr(), base.storage_offset()
-    offsets, end, size = [], 0, 0
-    for t in ts:
-        at = t.storage_offset() - first
-        if t.untyped_storage().data_ptr() != ptr or not t.is_contiguous() or at < end or at % SPAN_ALIGN:
-            return None
-        offsets.append(at)
-        end = at + t.numel()
-        size += t.numel()
-    if end > 1.25 * size:
-        return None
-    return torch.as_strided(base.detach(), (end,), (1,), first), offsets
-
-
 def _cast_products(flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor) -> tuple:
     """flat with every product weight and bias not already in dtype cast to it (a
     decoder given fp32 master weights: the casts are made here, inside the
-    autograd function, so they cost no autograd work of their own). Where those
-    tensors lie back to back in one buffer (_one_span: master weights kept flat),
-    one cast of the span and views of it: each torch op costs the host ~12 us, and
-    this is host time before the decoder's first op reaches the GPU."""
+    autograd function, so they cost no autograd work of their own)."""
     idx = [
         i * len(LAYER_PARAMS) + j
         for i in range(n_layers)
@@ -1068,15 +1042,9 @@ def _cast_products(flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtyp
     if not todo:
         return flat
     out = list(flat)
-    span = _one_span([flat[i] for i in todo])
     with _casts_pool(anchor):
-        if span is not None:
-            cast = span[0].to(dtype)
-            for i, at in zip(todo, span[1]):
-                out[i] = cast[at : at + flat[i].numel()].view(flat[i].shape)
-        else:
-            for i in todo:
-                out[i] = flat[i].to(dtype)
+        for i in todo:
+            out[i] = flat[i].to(dtype)
     return tuple(out)
 
 

@@ -139,37 +139,6 @@ def markov_stream(vocab: int, chains: int, length: int, seed: int) -> np.ndarray
     return out
 
 
-def cast_weights(model: Any) -> list:
-    """The product weights and biases of every block (QKV, projection, MLP up and
-    down), then the tied embedding (the LM head): what the bf16 adapters cast each
-    step, in the order helios.torch.decoder takes them."""
-    return [t for b in model.blocks for lin in (b.qkv, b.proj, b.up, b.down) for t in (lin.weight, lin.bias)] + [
-        model.tok.weight
-    ]
-
-
-def flat_weights(model: Any) -> None:
-    """Moves cast_weights(model) into one fp32 buffer, in that order, each at a
-    multiple of helios.torch.SPAN_ALIGN elements (values and Parameter objects
-    unchanged; every adapter's model, so all train the same layout):
-    helios.torch.decoder then casts them with one op instead of 65."""
-    import torch
-
-    from ..torch import SPAN_ALIGN
-
-    ts = cast_weights(model)
-    starts, total = [], 0
-    for t in ts:
-        starts.append(total)
-        total += -(-t.numel() // SPAN_ALIGN) * SPAN_ALIGN
-    flat = torch.zeros(total, dtype=ts[0].dtype, device=ts[0].device)
-    with torch.no_grad():
-        for p, o in zip(ts, starts):
-            view = flat[o : o + p.numel()].view_as(p)
-            view.copy_(p)
-            p.data = view
-
-
 def build(torch: Any) -> tuple:
     """The model and the two kinds of ops (torch, Helios) as torch modules/functions."""
     import torch.nn as nn
@@ -295,7 +264,9 @@ def build(torch: Any) -> tuple:
             return self.pool
 
         def stack(self, model, x):
-            cast_in = cast_weights(model)
+            cast_in = [
+                t for b in model.blocks for lin in (b.qkv, b.proj, b.up, b.down) for t in (lin.weight, lin.bias)
+            ] + [model.tok.weight]
             if self.fused_casts:
                 cast = cast_in  # the decoder casts them (compute_dtype)
             else:
@@ -546,7 +517,6 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     def fresh() -> Any:
         m = GPT(cfg).to(dev)
         m.load_state_dict(state0)
-        flat_weights(m)
         return m
 
     # The reference first step (torch_eager) every adapter is gated against.
