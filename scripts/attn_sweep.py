@@ -6,12 +6,14 @@ harness). Every Helios number is gated by a sampled float64 check + all finite
 
   python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
       [--backward] [--variants all|default|V1,V2] [--iters 30] [--no-sdpa] [--dtype bfloat16]
+      [--env-sweep HELIOS_DISABLE_ATTENTION_BWD_FOLD=0,1]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -58,8 +60,17 @@ def main() -> int:
         action="store_true",
         help="record times whatever the check says (timing models only: their results are wrong by construction)",
     )
+    ap.add_argument(
+        "--env-sweep",
+        default="",
+        metavar="NAME=V1,V2",
+        help="time every variant once per value of this environment switch (e.g. "
+        "HELIOS_DISABLE_ATTENTION_BWD_FOLD=0,1), in one process; rows record it under 'env'",
+    )
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    env_name, _, env_values = a.env_sweep.partition("=")
+    settings = [(env_name, x) for x in env_values.split(",")] if env_name else [("", "")]
     dev = helios.Device()
     if dev.info.get("uuid"):
         select_gpu(dev.info["uuid"])
@@ -107,9 +118,11 @@ def main() -> int:
                 dev.default_attention_variant(d, s, a.causal, backward=a.backward) if x == "default" else x
                 for x in a.variants.split(",")
             ]
-        for var in vs:
+        for var, (env_key, env_value) in ((x, e) for x in vs for e in settings):
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
                 continue  # the fallback at long context: minutes, not a design point
+            if env_key:
+                os.environ[env_key] = env_value
             t0 = time.time()
             try:
                 # warm-up of >= 150 ms of GPU work per variant: clocks drop while the host checks
@@ -154,11 +167,12 @@ def main() -> int:
                 "clock_warmup": ramp,
                 "low_clock": low_clock(before, after),
                 "pass_ms": split,
+                "env": {env_key: env_value} if env_key else {},
                 "wall_s": time.time() - t0,
             }
             rows.append(row)
             print(
-                f"{spec} {tm.variant:34s} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
+                f"{spec} {tm.variant:34s} {env_key + '=' + env_value if env_key else ''} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
                 f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g}){' LOW CLOCK' if row['low_clock'] else ''}",
                 flush=True,
             )

@@ -48,7 +48,16 @@ const uint PROW = BC / 8 + 1;                  // 16-bit scratch pitch (vectors 
 // Per subgroup: an fp32 tile (scores, then dP) and a 16-bit one (P or dS).
 const uint SUB_VECS = RQ * SROW + RQ * PROW;
 const uint T0_OFF = 0, T1_OFF = BC * DROW;     // the streamed tiles
-shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+// FOLD=1 in a kernel that streams the statistics' rows (FOLD_STREAMED defined): the
+// streamed tile's statistics as B fragments, lse's pieces then delta's (TK elements
+// per column).
+#ifdef FOLD_STREAMED
+const uint FOLD_OFF = REGION0 + NSG * SUB_VECS;
+const uint FOLD_TILE_VECS = FOLD != 0 ? 2 * BC * (TK / 8) : 0;
+#else
+const uint FOLD_TILE_VECS = 0;
+#endif
+shared uvec4 sm[REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS];
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each with
 // CPL consecutive columns; PASSES rounds cover RQ rows.
@@ -103,6 +112,42 @@ float dot8(uvec4 a, uvec4 b) {
 }
 
 float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
+
+// FOLD=1: the per-row statistics ride in the products. S - lse/scale and dP - delta
+// come out of the tensor cores as accumulators by one more k-step each: the
+// statistic's pieces (3 values of the input type summing to it, scaled by 1/FOLD_ONE
+// so that fp16 holds large ones) in the first rows (B side) or columns (A side) of
+// one fragment, against a constant fragment of FOLD_ONE. P = exp2(scale_log2 * S')
+// and dS = P * dP' are then element-wise on fragments of one type (GLSL's
+// component-wise operators), so neither scores nor dP go through the scratch as
+// fp32 and no lane reads them back by row; only P and dS are stored (16-bit) to feed
+// the next products, and tiles holding masked elements zero them there.
+const float FOLD_ONE = 256.0;
+const uint FOLD_VECS = TK / 8;                 // one fragment row or column of TK elements, in vectors
+
+// The 16-bit element nearest x, as fp32 (what the fragment will hold).
+float in_round(float x) { return unpack_e(pack_e(x, 0.0)).x; }
+
+// x / FOLD_ONE as three input-type values hi + mid + lo (to ~2^-24 of x), packed as
+// elements 0..2 of a TK-element row or column at sm[at] (the rest zero).
+void put_pieces(uint at, float x) {
+    const float y = x / FOLD_ONE, hi = in_round(y), mid = in_round(y - hi), lo = y - hi - mid;
+    sm[at] = uvec4(pack_e(hi, mid), pack_e(lo, 0.0), 0u, 0u);
+    [[unroll]] for (uint i = 1; i < FOLD_VECS; i++) sm[at + i] = uvec4(0u);
+}
+
+// Zeroes the elements of this subgroup's 16-bit tile at base (RQ rows, BC columns,
+// PROW apart) for which MASKED (an expression of r and col) holds.
+#define ZERO_MASKED16(base, MASKED)                                                        \
+    for (uint i_ = lane; i_ < RQ * (BC / 8); i_ += SUBGROUP) {                            \
+        const uint r = i_ / (BC / 8), at_ = (base) + r * PROW + i_ % (BC / 8);             \
+        uvec4 w4 = sm[at_];                                                                \
+        [[unroll]] for (uint h = 0; h < 8; h++) {                                          \
+            const uint col = (i_ % (BC / 8)) * 8 + h;                                      \
+            if (MASKED) w4[h / 2] &= (h % 2 == 0) ? 0xFFFF0000u : 0x0000FFFFu;             \
+        }                                                                                  \
+        sm[at_] = w4;                                                                      \
+    }
 
 // Writes 16-bit values of this lane's CPL columns of row r (v[c] for c < CPL) to the
 // 16-bit tile at base.

@@ -11,8 +11,14 @@
 // rows, query columns) so that P^T and dS^T are A operands straight from the
 // scratch. Causal (top-left): query tiles wholly before the block's first key are
 // never loaded; query tails are masked, key tails computed and not stored.
+//
+// FOLD=1 (the default; attention_bwd_common.glsl): lse and delta per query column
+// ride in S^T's and dP^T's products, P^T and dS^T stay in registers until stored
+// 16-bit for dV's and dK's products, and only tiles holding a masked element (the
+// causal diagonal, the query tail) zero it in the scratch.
 #include "spec_attention_bwd_dkdv.glsl"
 #define OWN_ROWS p.skv
+#define FOLD_STREAMED
 #include "attention_bwd_common.glsl"
 
 // Timing models (scripts/gemm_model.sh with MODEL_SHADER=attention_bwd_dkdv.comp;
@@ -53,6 +59,10 @@ void fetch(uint qb, uint qpv, uint ob, uint opv, uint i0) {
     reg_dlt = ok ? delta[srow] : 0.0;
 }
 
+#define FRAG_A coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
+#define FRAG_B coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
+#define FRAG_ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
+
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
@@ -88,13 +98,106 @@ void main() {
         barrier();                                 // staging / previous tile consumed
         put();
         if (tid < BC) {
-            st_lse2[tid] = reg_lse2;
-            st_dlt[tid] = reg_dlt;
+            if (FOLD != 0) {
+                put_pieces(FOLD_OFF + tid * FOLD_VECS, -reg_lse2 / p.scale_log2);
+                put_pieces(FOLD_OFF + (BC + tid) * FOLD_VECS, -reg_dlt);
+            } else {
+                st_lse2[tid] = reg_lse2;
+                st_dlt[tid] = reg_dlt;
+            }
         }
         barrier();
         if (t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
         // Every query of the tile before this subgroup's first key (causal): skip.
         const bool live = CAUSAL == 0 || i0 + BC - 1 >= r0;
+        // One query tile, FOLD=1: S'^T = K Q^T - lse/scale and dP'^T = V dO^T - delta on the
+        // tensor cores, P^T = exp2(scale_log2 S'^T) and dS^T = P^T dP'^T element-wise in
+        // registers, each stored 16-bit (P^T at P_OFF, dS^T at SUB) for dV += P^T dO and
+        // dK += dS^T Q. Masked elements are zeroed in the stored tiles.
+        if (FOLD != 0) {
+            // Every subgroup passes the same syncs (lavapipe pairs a subgroup's
+            // barriers with its neighbours'): skipped tiles skip the work, not the
+            // syncs, and the zeroing's sync follows the workgroup's condition.
+            const FRAG_A ones = FRAG_A(IN_T(FOLD_ONE));
+            const bool masked_tile = i0 + BC > p.sq || (CAUSAL != 0 && r0 + RQ - 1 > i0);
+            const bool wg_masked = i0 + BC > p.sq || (CAUSAL != 0 && k0 + BR - 1 > i0);
+            FRAG_ACC pt[WQ][BC / TN];
+            if (live) {
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = FRAG_ACC(0.0);
+                    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                        FRAG_B qb;
+                        coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = coopMatMulAdd(kf[w][kk], qb, pt[w][n]);
+                    }
+                    FRAG_B lb;
+                    coopMatLoad(lb, sm, FOLD_OFF + n * TN * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        pt[w][n] = coopMatMulAdd(ones, lb, pt[w][n]);
+                        for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = exp2(pt[w][n][i] * p.scale_log2);
+                        FRAG_ACC r = pt[w][n];
+                        ROUND_FRAG_BF16(r);
+                        coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
+                                     P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    }
+                }
+            }
+            sub_sync();
+            if (wg_masked) {
+                if (live && masked_tile) ZERO_MASKED16(P_OFF, i0 + col >= p.sq || (CAUSAL != 0 && r0 + r > i0 + col));
+                sub_sync();
+            }
+            if (live) {
+                // dV += P^T dO
+                [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                    FRAG_A pf[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                        FRAG_B db;
+                        coopMatLoad(db, sm, DO_OFF + kk * TK * DROW + j * (TN / 8), DROW, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) dv[w][j] = coopMatMulAdd(pf[w], db, dv[w][j]);
+                    }
+                }
+                // dS^T = P^T (V dO^T - delta), stored 16-bit
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    FRAG_ACC s[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = FRAG_ACC(0.0);
+                    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                        FRAG_B db;
+                        coopMatLoad(db, sm, DO_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(vf[w][kk], db, s[w]);
+                    }
+                    FRAG_B lb;
+                    coopMatLoad(lb, sm, FOLD_OFF + (BC + n * TN) * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        FRAG_ACC r = pt[w][n] * coopMatMulAdd(ones, lb, s[w]);
+                        ROUND_FRAG_BF16(r);
+                        coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
+                                     SUB + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    }
+                }
+            }
+            sub_sync();
+            if (wg_masked) {
+                if (live && masked_tile) ZERO_MASKED16(SUB, i0 + col >= p.sq || (CAUSAL != 0 && r0 + r > i0 + col));
+                sub_sync();
+            }
+            if (live) {
+                // dK += dS^T Q
+                [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                    FRAG_A dsf[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        coopMatLoad(dsf[w], sm, SUB + w * TM * PROW + kk * (TK / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                        FRAG_B qb;
+                        coopMatLoad(qb, sm, Q_OFF + kk * TK * DROW + j * (TN / 8), DROW, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) dk[w][j] = coopMatMulAdd(dsf[w], qb, dk[w][j]);
+                    }
+                }
+            }
+            continue;
+        }
 
         // S^T = K Q^T into the fp32 scratch (key rows, query columns).
         if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {

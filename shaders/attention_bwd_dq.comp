@@ -14,6 +14,11 @@
 // and multiplies dS K into dQ. The causal mask is top-left (key j seen by query
 // i when j <= i); key tails are zero-filled and masked, query tails computed and
 // not stored.
+//
+// FOLD=1 (the default; attention_bwd_common.glsl): each row's lse and delta ride
+// in S's and dP's products (A fragments built once), P stays in registers, dS is
+// stored 16-bit for dQ's product, and only tiles holding a masked element (the
+// causal diagonal, the key tail) zero it in the scratch.
 #include "spec_attention_bwd_dq.glsl"
 #define OWN_ROWS p.sq
 #include "attention_bwd_common.glsl"
@@ -69,6 +74,25 @@ void main() {
         if (part == 0 && grow < p.sq) delta[bh * p.sq + grow] = acc;
     }
 
+    // FOLD=1: this subgroup's rows' -lse/scale and -delta as A fragments (their
+    // pieces in each row's first columns), against a constant B fragment.
+    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> lsef[WQ], dltf[WQ];
+    const coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> ones =
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>(IN_T(FOLD_ONE));
+    if (FOLD != 0) {
+        if (part == 0)
+            [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+                const uint r = ps * RPP + lane / LPR;
+                put_pieces(SUB + r * FOLD_VECS, -lse2[ps] / p.scale_log2);
+                put_pieces(SUB + (RQ + r) * FOLD_VECS, -dlt[ps]);
+            }
+        sub_sync();
+        [[unroll]] for (uint w = 0; w < WQ; w++) {
+            coopMatLoad(lsef[w], sm, SUB + w * TM * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(dltf[w], sm, SUB + (RQ + w * TM) * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
+        }
+    }
+
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> dq[WQ][D / TN];
     [[unroll]] for (uint w = 0; w < WQ; w++)
         [[unroll]] for (uint j = 0; j < D / TN; j++)
@@ -86,6 +110,69 @@ void main() {
         // Every key of the tile masked for this subgroup's rows: skip the work, not
         // the barriers (as the forward).
         const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
+
+        if (FOLD != 0) {
+            // As the dK/dV kernel: the same syncs in every subgroup.
+            const bool wg_masked = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > q0);
+            if (live) {
+                // P = exp2(scale_log2 (Q K^T - lse/scale)) in registers
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> pr[WQ][BC / TN];
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        pr[w][n] = coopMatMulAdd(lsef[w], ones,
+                                                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
+                    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                        coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) pr[w][n] = coopMatMulAdd(qf[w][kk], kf, pr[w][n]);
+                    }
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        for (int i = 0; i < pr[w][n].length(); i++) pr[w][n][i] = exp2(pr[w][n][i] * p.scale_log2);
+                }
+                // dS = P (dO V^T - delta), stored 16-bit
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        s[w] = coopMatMulAdd(dltf[w], ones,
+                                             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
+                    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                        coopMatLoad(vf, sm, V_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(dof[w][kk], vf, s[w]);
+                    }
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w][n] * s[w];
+                        ROUND_FRAG_BF16(r);
+                        coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
+                                     DS_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    }
+                }
+            }
+            sub_sync();
+            if (wg_masked) {
+                if (live && (j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0)))
+                    ZERO_MASKED16(DS_OFF, j0 + col >= p.skv || (CAUSAL != 0 && j0 + col > r0 + r));
+                sub_sync();
+            }
+            if (live) {
+                // dQ += dS K
+                [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsf[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++)
+                        coopMatLoad(dsf[w], sm, DS_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                        coopMatLoad(kf, sm, K_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) dq[w][j] = coopMatMulAdd(dsf[w], kf, dq[w][j]);
+                    }
+                }
+            }
+            continue;
+        }
 
         // S = Q K^T into the fp32 scratch.
         if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {

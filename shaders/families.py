@@ -286,6 +286,9 @@ ATTENTION_BWD_SPEC = COOP_FRAGMENT + (
     Spec("SUBGROUP", "uint", "32", "e->subgroup"),
     Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
     Spec("CAUSAL", "uint", "0", "e->causal"),
+    # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
+    # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
+    Spec("FOLD", "uint", "0", "e->fold"),
 )
 
 FAMILIES = (

@@ -129,6 +129,37 @@ def test_kill_switch(device, monkeypatch):
         device.default_attention_variant(64, backward=True)
 
 
+@pytest.mark.parametrize("fold", ["0", "1"])
+def test_statistics_folded_and_not(device, monkeypatch, fold):
+    """The coop kernels take lse and delta into their score products by default
+    (HELIOS_DISABLE_ATTENTION_BWD_FOLD=0) or through an fp32 scratch (=1): both
+    match float64 with tails each way, causal and not, and with scores large
+    enough that lse / scale needs more than one 16-bit piece."""
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", "1" if fold == "0" else "0")
+    _check(device, 1, 2, 33, 33, 32, True, seed=11)
+    _check(device, 1, 1, 25, 41, 16, False, seed=12)
+    b, h, s, d = 1, 2, 27, 32
+    q, k, v, do = _inputs(b, h, s, s, d, 13)
+    q, k = ((np.asarray(x, np.float32) * 6.0).astype(np.float16) for x in (q, k))
+    o, lse = device.attention(q, k, v, causal=True, return_lse=True)
+    assert float(np.abs(lse).max()) * np.sqrt(d) > 300.0, "scores too small to need the pieces"
+    want = reference_attention_backward(q, k, v, do, causal=True)
+    got = device.attention_backward(q, k, v, o, do, lse, causal=True)
+    for name, g, w in zip(("dq", "dk", "dv"), got, want[:3]):
+        r = check_close(g, w, atol=0.05, rtol=0.02)
+        assert r.passed, f"{name} large scores, fold={fold}: {r.line()}"
+
+
+def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
+    if not device.default_attention_variant(32, backward=True).startswith("fa-coop:"):
+        pytest.skip("the switch is read by the coop kernels only; this device runs the fallback")
+    q, k, v, do = _inputs(1, 1, 8, 8, 32, 0)
+    o, lse = device.attention(q, k, v, return_lse=True)
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", "maybe")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_ATTENTION_BWD_FOLD"):
+        device.attention_backward(q, k, v, o, do, lse)
+
+
 def test_coop_is_the_default_where_offered(device):
     if not device.info["cooperative_matrix"]:
         pytest.skip("this device offers no cooperative matrices: the fallback is the default")

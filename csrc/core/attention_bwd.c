@@ -83,7 +83,9 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
                                hl_pipeline **out, uint32_t *rows, hl_error *err) {
     hl_status st = HL_OK;
     uint32_t spec[HL_MAX_SPEC];
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u};
+    int unfolded = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err));
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .fold = !unfolded};
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
         for (uint32_t pass = 0; pass < 2; pass++) {
