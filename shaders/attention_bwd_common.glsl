@@ -125,13 +125,22 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
 const float FOLD_ONE = 256.0;
 const uint FOLD_VECS = TK / 8;                 // one fragment row or column of TK elements, in vectors
 
-// The 16-bit element nearest x, as fp32 (what the fragment will hold).
-float in_round(float x) { return unpack_e(pack_e(x, 0.0)).x; }
+// x cut to the input type's significand (11 bits for fp16, 8 for bf16): a value the
+// 16-bit element holds exactly (in its normal range). By bits: the H100's compiler
+// took a round trip through packHalf2x16 for x itself, which left the lower pieces
+// zero (tests/test_attention_backward.py, large scores).
+float in_trunc(float x) {
+#ifdef IN_BF16
+    return uintBitsToFloat(floatBitsToUint(x) & 0xFFFF0000u);
+#else
+    return uintBitsToFloat(floatBitsToUint(x) & 0xFFFFE000u);
+#endif
+}
 
-// x / FOLD_ONE as three input-type values hi + mid + lo (to ~2^-24 of x), packed as
+// x / FOLD_ONE as three input-type values hi + mid + lo (to ~2^-30 of x), packed as
 // elements 0..2 of a TK-element row or column at sm[at] (the rest zero).
 void put_pieces(uint at, float x) {
-    const float y = x / FOLD_ONE, hi = in_round(y), mid = in_round(y - hi), lo = y - hi - mid;
+    const float y = x / FOLD_ONE, hi = in_trunc(y), mid = in_trunc(y - hi), lo = y - hi - mid;
     sm[at] = uvec4(pack_e(hi, mid), pack_e(lo, 0.0), 0u, 0u);
     [[unroll]] for (uint i = 1; i < FOLD_VECS; i++) sm[at + i] = uvec4(0u);
 }
