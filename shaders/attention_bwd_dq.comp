@@ -19,6 +19,12 @@
 // in S's and dP's products (A fragments built once), P stays in registers, dS is
 // stored 16-bit for dQ's product, and only tiles holding a masked element (the
 // causal diagonal, the key tail) zero it in the scratch.
+// MODEL_CONV_NV (FOLD=1, TN == TK): dS becomes an A operand in registers through NV
+// cooperative matrix 2's accumulator-to-operand conversion instead of the 16-bit
+// scratch (no store, no sync, no mask): what that round trip costs.
+#ifdef MODEL_CONV_NV
+#extension GL_NV_cooperative_matrix2 : require
+#endif
 #include "spec_attention_bwd_dq.glsl"
 #define OWN_ROWS p.sq
 #include "attention_bwd_common.glsl"
@@ -113,6 +119,9 @@ void main() {
 
         if (FOLD != 0) {
             // As the dK/dV kernel: the same syncs in every subgroup.
+#ifdef MODEL_CONV_NV
+            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsa[WQ][BC / TN];
+#endif
             const bool wg_masked = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > q0);
             if (live) {
                 // P = exp2(scale_log2 (Q K^T - lse/scale)) in registers
@@ -145,24 +154,34 @@ void main() {
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w][n] * s[w];
                         ROUND_FRAG_BF16(r);
+#ifdef MODEL_CONV_NV
+                        dsa[w][n] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(r);
+#else
                         coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
                                      DS_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+#endif
                     }
                 }
             }
+#ifndef MODEL_CONV_NV
             sub_sync();
             if (wg_masked) {
                 if (live && (j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0)))
                     ZERO_MASKED16(DS_OFF, j0 + col >= p.skv || (CAUSAL != 0 && j0 + col > r0 + r));
                 sub_sync();
             }
+#endif
             if (live) {
                 // dQ += dS K
                 [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
                     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsf[WQ];
                     [[unroll]] for (uint w = 0; w < WQ; w++)
+#ifdef MODEL_CONV_NV
+                        dsf[w] = dsa[w][kk];
+#else
                         coopMatLoad(dsf[w], sm, DS_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                                     gl_CooperativeMatrixLayoutRowMajor);
+#endif
                     [[unroll]] for (uint j = 0; j < D / TN; j++) {
                         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
                         coopMatLoad(kf, sm, K_OFF + kk * TK * DROW + j * (TN / 8), DROW,
