@@ -15,6 +15,7 @@ import pytest
 from conftest import small_ints
 
 import helios
+from helios import _helios
 from helios.cli import main
 
 
@@ -54,6 +55,22 @@ def test_device_index_env_is_strict(monkeypatch, value):
     monkeypatch.setenv("HELIOS_DEVICE", value)
     with pytest.raises(ValueError, match="HELIOS_DEVICE"):
         helios.Device()
+
+
+@pytest.mark.parametrize(
+    "value,on", [("", False), ("0", False), ("off", False), ("1", True), ("YES", True), ("on", True), ("2", None)]
+)
+def test_env_flag_is_the_engines_parse(monkeypatch, value, on):
+    """helios._helios.env_flag: the switches Python reads (HELIOS_DISABLE_CAST_CACHE)
+    parse as the engine's own, a value it does not know refused naming the switch."""
+    monkeypatch.setenv("HELIOS_SOME_SWITCH", value)
+    if on is None:
+        with pytest.raises(ValueError, match="HELIOS_SOME_SWITCH='2'"):
+            _helios.env_flag("HELIOS_SOME_SWITCH")
+    else:
+        assert _helios.env_flag("HELIOS_SOME_SWITCH") is on
+    monkeypatch.delenv("HELIOS_SOME_SWITCH")
+    assert _helios.env_flag("HELIOS_SOME_SWITCH") is False
 
 
 def test_coop_switches_are_strict(device, monkeypatch):

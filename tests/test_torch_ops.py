@@ -449,6 +449,64 @@ def test_decoder_casts_fp32_master_weights_itself(cuda):
         ht.decoder(x, masters, heads, final, head, compute_dtype=torch.float32)
 
 
+def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
+    """fp32 masters cast into kept buffers (one refill per forward): across steps
+    with the masters updated in place between them, and with two forwards before
+    one backward (the second casts afresh: the first's saved casts are not
+    overwritten), logits and every gradient equal HELIOS_DISABLE_CAST_CACHE=1's
+    (a .to() each), bitwise; the same buffers serve every step; a bad switch value
+    is refused naming it."""
+    b, s, d, heads, hidden, vocab = 2, 16, 64, 2, 128, 80
+    g = torch.Generator(device="cuda").manual_seed(29)
+
+    def rnd(*shape, scale=0.1, shift=0.0):
+        return (torch.randn(*shape, device=cuda, generator=g) * scale + shift).requires_grad_(True)
+
+    masters = [
+        [rnd(d, shift=1), rnd(d), rnd(3 * d, d), rnd(3 * d), rnd(d, d), rnd(d), rnd(d, shift=1), rnd(d)]
+        + [rnd(hidden, d), rnd(hidden), rnd(d, hidden), rnd(d)]
+        for _ in range(2)
+    ]
+    final, head, x = (rnd(d, shift=1), rnd(d)), rnd(vocab, d), rnd(b, s, d, scale=1.0)
+    params = [x, *[t for layer in masters for t in layer], *final, head]
+    go = torch.randn(b, s, vocab, device=cuda, generator=g).to(torch.bfloat16)
+    start = {n: t.detach().clone() for n, t in enumerate(params)}
+
+    def run(cache: str) -> list:
+        monkeypatch.setenv("HELIOS_DISABLE_CAST_CACHE", "0" if cache == "on" else "1")
+        with torch.no_grad():
+            for n, t in enumerate(params):
+                t.copy_(start[n])
+        seen = []
+        for step in range(3):
+            for t in params:
+                t.grad = None
+            y = ht.decoder(x, masters, heads, final, head, compute_dtype=torch.bfloat16)
+            if step == 2:  # two forwards, one backward
+                y = y + ht.decoder(x, masters, heads, final, head, compute_dtype=torch.bfloat16)
+            y.backward(go)
+            seen += [y.detach().clone()] + [t.grad.clone() for t in params]
+            with torch.no_grad():  # the optimizer's in-place update
+                for t in params:
+                    t.sub_(0.05 * t.grad)
+        return seen
+
+    def slots() -> set:
+        return {id(sl.buf) for sl in ht._cast_slots.values() if any(sl.master() is t for t in params)}
+
+    kept = run("on")
+    assert len(slots()) == 2 * 8 + 1  # 4 weights and 4 biases a layer, and the head
+    first = slots()
+    again = run("on")
+    assert slots() == first
+    fresh = run("off")
+    for i, (a, w, c) in enumerate(zip(kept, fresh, again)):
+        assert torch.equal(a, w) and torch.equal(c, w), i
+    monkeypatch.setenv("HELIOS_DISABLE_CAST_CACHE", "sometimes")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_CAST_CACHE"):
+        ht.decoder(x, masters, heads, final, head, compute_dtype=torch.bfloat16)
+
+
 def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     """The whole stack is one group per direction, recorded as it is built: 8 ops per
     layer and the final LayerNorm and head forward; 12 per layer and the head's two

@@ -200,6 +200,9 @@ hl_status hl_tensor_reimport(hl_tensor *src, hl_tensor **out, hl_error *err);
 int hl_cuda_pool_lookup(uint64_t ptr, uint64_t bytes, uint64_t *segment, uint64_t *base, uint64_t *size, int *device);
 void hl_cuda_pool_usage(uint64_t *segments, uint64_t *bytes);
 const char *hl_cuda_pool_last_error(void);
+/* A HELIOS_* on/off switch (env.c): unset or empty is off; 1/true/yes/on or
+ * 0/false/no/off; anything else HL_ERR_INVALID_ARGUMENT naming the variable. */
+hl_status hl_env_flag(const char *name, int *out, hl_error *err);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */

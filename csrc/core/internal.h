@@ -272,8 +272,8 @@ double hl_ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1);
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);
 
-/* Strict environment switches (env.c): unset or empty is off / -1. */
-hl_status hl_env_flag(const char *name, int *out, hl_error *err);
+/* Strict environment switches (env.c): unset or empty is off / -1 (hl_env_flag is
+ * public: helios_core.h). */
 hl_status hl_env_index(const char *name, int *out, hl_error *err);
 
 #define HL_MAX_SPLITK 16u

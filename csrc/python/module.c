@@ -182,7 +182,20 @@ static PyObject *cuda_pool_free(PyObject *module, PyObject *arg) {
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* env_flag(name) -> bool: a HELIOS_* switch parsed as the engine parses its own. */
+static PyObject *env_flag(PyObject *module, PyObject *arg) {
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    int on;
+    hl_error err;
+    if (hl_env_flag(name, &on, &err) != HL_OK) return raise_status(state_from_module(module), &err);
+    return PyBool_FromLong(on);
+}
+
 static PyMethodDef module_methods[] = {
+    {"env_flag", env_flag, METH_O,
+     "env_flag(name) -> bool: the HELIOS_* switch `name` (unset or empty: False; 1/true/yes/on, 0/false/no/off; "
+     "ValueError naming it otherwise), parsed as the engine parses its own."},
     {"cuda_pool_lookup", cuda_pool_lookup, METH_VARARGS,
      "cuda_pool_lookup(ptr, nbytes) -> (segment, base, size, cuda_device) of the live segment of the CUDA pool "
      "(helios.torch.memory_pool) holding those bytes, or None."},

@@ -1028,10 +1028,50 @@ def _casts_pool(t: torch.Tensor) -> Any:
     return contextlib.nullcontext()
 
 
-def _cast_products(flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor) -> tuple:
+class _CastSlot:
+    """A master weight's cast, kept across calls (in memory_pool(), so Helios reads it
+    in place and its view is cached): refilled in place each forward, and lent to at
+    most one forward whose backward has not run yet (pending)."""
+
+    __slots__ = ("master", "buf", "pending")
+
+    def __init__(self, master: torch.Tensor, buf: torch.Tensor) -> None:
+        self.master = weakref.ref(master)
+        self.buf = buf
+        self.pending = False
+
+
+# id(master weight) -> its _CastSlot. A training step's casts were 65 .to() calls
+# before the group could start (~1.2 ms of host time on the H100); refilling kept
+# buffers is one torch._foreach_copy_ call. HELIOS_DISABLE_CAST_CACHE=1: a .to() each.
+_cast_slots: dict[int, _CastSlot] = {}
+
+
+def _cast_slot(master: torch.Tensor, dtype: torch.dtype, anchor: torch.Tensor) -> Optional[_CastSlot]:
+    """master's slot, made on first use; None where it is lent to a forward whose
+    backward has not run (a second forward first: that one casts afresh, so the
+    first's saved cast is never overwritten)."""
+    slot = _cast_slots.get(id(master))
+    if slot is not None and (slot.master() is not master or slot.buf.dtype != dtype or slot.buf.shape != master.shape):
+        slot = None  # a new tensor at a freed one's id, or another dtype
+    if slot is None:
+        if len(_cast_slots) >= MAX_HANDED:
+            for k in [k for k, sl in _cast_slots.items() if sl.master() is None]:
+                del _cast_slots[k]
+        with _casts_pool(anchor):
+            buf = torch.empty(master.shape, dtype=dtype, device=master.device)
+        slot = _cast_slots[id(master)] = _CastSlot(master, buf)
+    return None if slot.pending else slot
+
+
+def _cast_products(
+    flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor, lend: bool
+) -> tuple[tuple, list]:
     """flat with every product weight and bias not already in dtype cast to it (a
     decoder given fp32 master weights: the casts are made here, inside the
-    autograd function, so they cost no autograd work of their own)."""
+    autograd function, so they cost no autograd work of their own), and the cast
+    slots used. lend: the casts are saved for a backward (the slots stay pending
+    until _release_casts)."""
     idx = [
         i * len(LAYER_PARAMS) + j
         for i in range(n_layers)
@@ -1040,12 +1080,35 @@ def _cast_products(flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtyp
     ] + ([n_layers * len(LAYER_PARAMS) + 2] if has_head else [])
     todo = [i for i in idx if flat[i] is not None and flat[i].dtype != dtype]
     if not todo:
-        return flat
+        return flat, []
     out = list(flat)
-    with _casts_pool(anchor):
+    slots: list[_CastSlot] = []
+    fresh = todo
+    if not _helios.env_flag("HELIOS_DISABLE_CAST_CACHE"):
+        fresh, dsts, srcs = [], [], []
         for i in todo:
-            out[i] = flat[i].to(dtype)
-    return tuple(out)
+            slot = _cast_slot(flat[i], dtype, anchor)
+            if slot is None:
+                fresh.append(i)
+                continue
+            slot.pending = lend
+            slots.append(slot)
+            dsts.append(slot.buf)
+            srcs.append(flat[i])
+            out[i] = slot.buf
+        if dsts:
+            torch._foreach_copy_(dsts, srcs)
+    if fresh:
+        with _casts_pool(anchor):
+            for i in fresh:
+                out[i] = flat[i].to(dtype)
+    return tuple(out), slots
+
+
+def _release_casts(slots: list) -> None:
+    """A backward has read its forward's casts: their slots may be refilled."""
+    for slot in slots:
+        slot.pending = False
 
 
 class _Decoder(torch.autograd.Function):
@@ -1059,8 +1122,9 @@ class _Decoder(torch.autograd.Function):
         bsd = (b, s, d)
         training = any(t is not None and t.requires_grad for t in (x, *flat))  # before the casts (which do not)
         ctx.flat_dtypes = [None if t is None else t.dtype for t in flat]
+        ctx.cast_slots = []
         if compute_dtype is not None:
-            flat = _cast_products(flat, n_layers, has_head, dtype, x)
+            flat, ctx.cast_slots = _cast_products(flat, n_layers, has_head, dtype, x, lend=training)
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w, lnf_b = flat[n_layers * 12], flat[n_layers * 12 + 1]
         w_head = flat[n_layers * 12 + 2] if has_head else None
@@ -1093,6 +1157,7 @@ class _Decoder(torch.autograd.Function):
         b, s, d = ctx.bsd
         n_flat = n_layers * 12 + 2 + int(has_head)
         every = ctx.saved_tensors
+        _release_casts(ctx.cast_slots)  # read (the version check above) and held by `every` until this returns
         flat, saved = every[:n_flat], list(every[n_flat:])
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w = flat[n_layers * 12]
