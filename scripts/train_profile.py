@@ -48,6 +48,7 @@ MODES = {
     "instead of helios.torch.decoder(compute_dtype=) casting them",
     "uncached-casts": "HELIOS_DISABLE_CAST_CACHE=1 (the decoder casts its fp32 masters with a .to() each "
     "instead of refilling kept buffers with one call)",
+    "no-stage-memo": "HELIOS_DISABLE_STAGE_MEMO=1 (stage_all looks every operand up, as before the memo)",
     "ahead": "the GPU kept busy ~40 ms before each step (torch.cuda._sleep), so the host records the step "
     "ahead of it: the step's time as the GPU alone bounds it",
 }
@@ -189,6 +190,7 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
             os.environ["HELIOS_DISABLE_GROUP_OVERLAP"] = "1" if mode == "barriers" else "0"
             os.environ["HELIOS_DISABLE_IDLE_FLUSH"] = "1" if mode == "full-chunks" else "0"
             os.environ["HELIOS_DISABLE_CAST_CACHE"] = "1" if mode == "uncached-casts" else "0"
+            os.environ["HELIOS_DISABLE_STAGE_MEMO"] = "1" if mode == "no-stage-memo" else "0"
             ahead[0] = mode == "ahead"
             ops.fused_casts = mode != "per-tensor-casts"
             rows = [step(i) for i in range(steps)]
@@ -203,6 +205,7 @@ def decoder_split(cfg: TrainConfig, steps: int, rounds: int, modes: list[str]) -
     os.environ.pop("HELIOS_DISABLE_GROUP_OVERLAP")
     os.environ.pop("HELIOS_DISABLE_IDLE_FLUSH")
     os.environ.pop("HELIOS_DISABLE_CAST_CACHE")
+    os.environ.pop("HELIOS_DISABLE_STAGE_MEMO")
     ahead[0] = False
     ops.fused_casts = True
     op_timeline(dev, step, 2)

@@ -455,7 +455,8 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
     one backward (the second casts afresh: the first's saved casts are not
     overwritten), logits and every gradient equal HELIOS_DISABLE_CAST_CACHE=1's
     (a .to() each), bitwise; the same buffers serve every step; a bad switch value
-    is refused naming it."""
+    is refused naming it. The same with stage_all's memo (HELIOS_DISABLE_STAGE_MEMO):
+    on with the kept casts, off with the .to() path, and the kept casts in it."""
     b, s, d, heads, hidden, vocab = 2, 16, 64, 2, 128, 80
     g = torch.Generator(device="cuda").manual_seed(29)
 
@@ -474,6 +475,7 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
 
     def run(cache: str) -> list:
         monkeypatch.setenv("HELIOS_DISABLE_CAST_CACHE", "0" if cache == "on" else "1")
+        monkeypatch.setenv("HELIOS_DISABLE_STAGE_MEMO", "0" if cache == "on" else "1")
         with torch.no_grad():
             for n, t in enumerate(params):
                 t.copy_(start[n])
@@ -499,6 +501,8 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
     first = slots()
     again = run("on")
     assert slots() == first
+    memo = {id(e[0]()) for e in ht._stage_memo.values() if e[0]() is not None}
+    assert first <= memo  # every kept cast staged from the memo's answer
     fresh = run("off")
     for i, (a, w, c) in enumerate(zip(kept, fresh, again)):
         assert torch.equal(a, w) and torch.equal(c, w), i
