@@ -412,12 +412,10 @@ def test_decoder_forward_and_gradients(cuda, dtype, bound):
         assert _rel(t.grad, r.grad) <= 2 * bound, (i, _rel(t.grad, r.grad))
 
 
-def test_decoder_casts_fp32_master_weights_itself(cuda):
-    """With compute_dtype, the product weights, biases and head may be fp32 masters:
-    the decoder casts them itself and returns fp32 gradients, the same values as a
-    caller's .to(compute_dtype) casts give (logits and every gradient, bitwise)."""
-    b, s, d, heads, hidden, vocab = 2, 24, 64, 2, 128, 96
-    g = torch.Generator(device="cuda").manual_seed(23)
+def _fp32_masters(cuda, seed: int, b: int, s: int, d: int, hidden: int, vocab: int) -> tuple:
+    """A 2-layer decoder's fp32 master weights (requiring grad), its final LayerNorm,
+    head and input, and the generator that made them."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
 
     def rnd(*shape, scale=0.1, shift=0.0):
         return (torch.randn(*shape, device=cuda, generator=g) * scale + shift).requires_grad_(True)
@@ -428,6 +426,15 @@ def test_decoder_casts_fp32_master_weights_itself(cuda):
         for _ in range(2)
     ]
     final, head, x = (rnd(d, shift=1), rnd(d)), rnd(vocab, d), rnd(b, s, d, scale=1.0)
+    return masters, final, head, x, g
+
+
+def test_decoder_casts_fp32_master_weights_itself(cuda):
+    """With compute_dtype, the product weights, biases and head may be fp32 masters:
+    the decoder casts them itself and returns fp32 gradients, the same values as a
+    caller's .to(compute_dtype) casts give (logits and every gradient, bitwise)."""
+    b, s, d, heads, hidden, vocab = 2, 24, 64, 2, 128, 96
+    masters, final, head, x, g = _fp32_masters(cuda, 23, b, s, d, hidden, vocab)
     bf = torch.bfloat16
     y = ht.decoder(x, masters, heads, final, head, compute_dtype=bf)
     go = torch.randn(b, s, vocab, device=cuda, generator=g).to(bf)
@@ -458,17 +465,7 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
     is refused naming it. The same with stage_all's memo (HELIOS_DISABLE_STAGE_MEMO):
     on with the kept casts, off with the .to() path, and the kept casts in it."""
     b, s, d, heads, hidden, vocab = 2, 16, 64, 2, 128, 80
-    g = torch.Generator(device="cuda").manual_seed(29)
-
-    def rnd(*shape, scale=0.1, shift=0.0):
-        return (torch.randn(*shape, device=cuda, generator=g) * scale + shift).requires_grad_(True)
-
-    masters = [
-        [rnd(d, shift=1), rnd(d), rnd(3 * d, d), rnd(3 * d), rnd(d, d), rnd(d), rnd(d, shift=1), rnd(d)]
-        + [rnd(hidden, d), rnd(hidden), rnd(d, hidden), rnd(d)]
-        for _ in range(2)
-    ]
-    final, head, x = (rnd(d, shift=1), rnd(d)), rnd(vocab, d), rnd(b, s, d, scale=1.0)
+    masters, final, head, x, g = _fp32_masters(cuda, 29, b, s, d, hidden, vocab)
     params = [x, *[t for layer in masters for t in layer], *final, head]
     go = torch.randn(b, s, vocab, device=cuda, generator=g).to(torch.bfloat16)
     start = {n: t.detach().clone() for n, t in enumerate(params)}
