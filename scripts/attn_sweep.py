@@ -142,7 +142,12 @@ def main() -> int:
                     b, h, s, d, causal=a.causal, iters=a.iters, warmup=w, variant=var, inputs=(q, k, v), **bw
                 )
                 after = gpu_state()
-                regs = None if a.backward else dev.attention_kernel_stats(d, var, a.causal).get("Register Count")
+                stats = dev.attention_kernel_stats(d, var, a.causal, dtype=a.dtype, backward=a.backward)
+                regs = (
+                    {k: s.get("Register Count") for k, s in stats.items()}
+                    if a.backward
+                    else stats.get("Register Count")
+                )
                 split = _pass_split(dev, q, k, v, do, a.causal, var, a.iters, w) if a.backward else None
             except helios.HeliosError as e:
                 rows.append({"shape": spec, "variant": var, "error": str(e)})

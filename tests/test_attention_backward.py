@@ -150,6 +150,20 @@ def test_statistics_folded_and_not(device, monkeypatch, fold):
         assert r.passed, f"{name} large scores, fold={fold}: {r.line()}"
 
 
+def test_backward_kernel_stats(device, monkeypatch):
+    """The backward's two kernels' driver statistics, folded or not: a dict each
+    (empty where the driver offers none), the fallback's two passes too; a variant
+    the backward does not take is refused as by the backward itself."""
+    for fold in ("0", "1"):
+        monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", fold)
+        for var in (None, "fa-scalar"):
+            stats = device.attention_kernel_stats(32, var, causal=True, backward=True)
+            assert set(stats) == {"dq", "dkdv"} and all(isinstance(s, dict) for s in stats.values())
+    if device.info["cooperative_matrix"]:
+        with pytest.raises(helios.UnsupportedError, match="attention backward variant fa-coop:8x8x8:sg4:wq1:bc256"):
+            device.attention_kernel_stats(32, "fa-coop:8x8x8:sg4:wq1:bc256", backward=True)
+
+
 def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
     if not device.default_attention_variant(32, backward=True).startswith("fa-coop:"):
         pytest.skip("the switch is read by the coop kernels only; this device runs the fallback")

@@ -107,6 +107,19 @@ fail:
     return st;
 }
 
+hl_status hl_attn_bwd_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                                   hl_kernel_stats out[2], hl_error *err) {
+    hl_status st = HL_OK;
+    hl_pipeline *pipes[2];
+    uint32_t rows;
+    HL_TRY(hl_attn_check(dev, v, d, in, 1, err));
+    HL_TRY(bwd_pipelines(dev, v, d, causal, in, pipes, &rows, err));
+    out[0] = pipes[0]->stats;
+    out[1] = pipes[1]->stats;
+fail:
+    return st;
+}
+
 hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;

@@ -500,6 +500,10 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_d
 /* The same for an attention variant at head dimension d (causal or not). */
 hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
                                hl_kernel_stats *out, hl_error *err);
+/* The backward's two kernels (out[0]: delta and dQ, out[1]: dK and dV) for a
+ * backward variant, as the backward would build them now (HELIOS_DISABLE_ATTENTION_BWD_FOLD read). */
+hl_status hl_attn_bwd_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
+                                   hl_kernel_stats out[2], hl_error *err);
 
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */

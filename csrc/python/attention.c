@@ -248,13 +248,15 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
     return Py_BuildValue("(sN)", buf, names);
 }
 
-/* _attention_kernel_stats(d, variant=None, causal=False) -> dict */
+/* _attention_kernel_stats(d, variant=None, causal=False, dtype=None, backward=False) -> dict
+ * (backward: {"dq": dict, "dkdv": dict}, the backward's two kernels) */
 PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"d", "variant", "causal", "dtype", NULL};
+    static char *kwlist[] = {"d", "variant", "causal", "dtype", "backward", NULL};
     unsigned int d;
-    int causal = 0;
+    int causal = 0, backward = 0;
     PyObject *variant = Py_None, *dto = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OpO:_attention_kernel_stats", kwlist, &d, &variant, &causal, &dto))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OpOp:_attention_kernel_stats", kwlist, &d, &variant, &causal, &dto,
+                                     &backward))
         return NULL;
     hl_attn_variant v;
     int given;
@@ -263,13 +265,21 @@ PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyOb
         return NULL;
     if (device_acquire(self) < 0) return NULL;
     hl_error err = {0};
-    hl_kernel_stats ks;
-    hl_status s = given ? HL_OK : hl_attn_variant_default(self->dev, d, 0, causal, in, &v, &err);
+    hl_kernel_stats ks[2];
+    hl_status s = given      ? HL_OK
+                  : backward ? hl_attn_bwd_variant_default(self->dev, d, 0, causal, in, &v, &err)
+                             : hl_attn_variant_default(self->dev, d, 0, causal, in, &v, &err);
     if (s == HL_OK) {
-        Py_BEGIN_ALLOW_THREADS s = hl_attn_kernel_stats(self->dev, &v, d, causal, in, &ks, &err);
+        Py_BEGIN_ALLOW_THREADS s = backward ? hl_attn_bwd_kernel_stats(self->dev, &v, d, causal, in, ks, &err)
+                                            : hl_attn_kernel_stats(self->dev, &v, d, causal, in, &ks[0], &err);
         Py_END_ALLOW_THREADS
     }
     device_release(self);
     if (s != HL_OK) return raise_status(gstate(self), &err);
-    return kernel_stats_dict(&ks);
+    if (!backward) return kernel_stats_dict(&ks[0]);
+    PyObject *dq = kernel_stats_dict(&ks[0]), *dkdv = dq ? kernel_stats_dict(&ks[1]) : NULL;
+    PyObject *out = dkdv ? Py_BuildValue("{sOsO}", "dq", dq, "dkdv", dkdv) : NULL;
+    Py_XDECREF(dq);
+    Py_XDECREF(dkdv);
+    return out;
 }

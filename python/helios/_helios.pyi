@@ -142,8 +142,13 @@ class Device:
         layout: Optional[tuple[int, int, int, int, int, int]] = None,
     ) -> tuple[None, list[float], float, str]: ...
     def _attention_kernel_stats(
-        self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: str = "float16"
-    ) -> dict[str, float]: ...
+        self,
+        head_dim: int,
+        variant: Optional[str] = None,
+        causal: bool = False,
+        dtype: str = "float16",
+        backward: bool = False,
+    ) -> dict[str, Any]: ...
     def _attention_variants(
         self,
         head_dim: int,

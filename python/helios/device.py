@@ -477,12 +477,21 @@ class Device(_helios.Device):
         )[1]
 
     def attention_kernel_stats(
-        self, head_dim: int, variant: Optional[str] = None, causal: bool = False, dtype: Any = "float16"
+        self,
+        head_dim: int,
+        variant: Optional[str] = None,
+        causal: bool = False,
+        dtype: Any = "float16",
+        backward: bool = False,
     ) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
-        kernel a variant compiles to at this head dimension; {} where none are offered."""
+        kernel a variant compiles to at this head dimension; {} where none are offered.
+        backward=True: a backward variant's two kernels, {"dq": {...}, "dkdv": {...}}
+        (as the backward builds them now: HELIOS_DISABLE_ATTENTION_BWD_FOLD applies)."""
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
-        return self._attention_kernel_stats(count("head_dim", head_dim, 1, 2**31), variant, bool(causal), dt.name)
+        return self._attention_kernel_stats(
+            count("head_dim", head_dim, 1, 2**31), variant, bool(causal), dt.name, flag("backward", backward)
+        )
 
     def default_attention_variant(
         self,
