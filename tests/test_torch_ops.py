@@ -4,6 +4,8 @@ refusals run: every other test says why it is skipped."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 import helios
@@ -500,6 +502,16 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
     assert slots() == first
     memo = {id(e[0]()) for e in ht._stage_memo.values() if e[0]() is not None}
     assert first <= memo  # every kept cast staged from the memo's answer
+
+    def lent() -> list:
+        return [sl.pending for sl in ht._cast_slots.values() if any(sl.master() is t for t in params)]
+
+    monkeypatch.setenv("HELIOS_DISABLE_CAST_CACHE", "0")
+    y = ht.decoder(x, masters, heads, final, head, compute_dtype=torch.bfloat16)  # never backpropagated
+    assert all(lent()) and len(lent()) == 17
+    del y
+    gc.collect()
+    assert not any(lent())  # the freed graph gave them back
     fresh = run("off")
     for i, (a, w, c) in enumerate(zip(kept, fresh, again)):
         assert torch.equal(a, w) and torch.equal(c, w), i

@@ -1055,7 +1055,7 @@ def _casts_pool(t: torch.Tensor) -> Any:
 class _CastSlot:
     """A master weight's cast, kept across calls (in memory_pool(), so Helios reads it
     in place and its view is cached): refilled in place each forward, and lent to at
-    most one forward whose backward has not run yet (pending)."""
+    most one forward whose backward has not run yet and whose graph lives (pending)."""
 
     __slots__ = ("master", "buf", "pending")
 
@@ -1149,6 +1149,8 @@ class _Decoder(torch.autograd.Function):
         ctx.cast_slots = []
         if compute_dtype is not None:
             flat, ctx.cast_slots = _cast_products(flat, n_layers, has_head, dtype, x, lend=training)
+            if training and ctx.cast_slots:  # a graph freed without its backward gives them back too
+                weakref.finalize(ctx, _release_casts, ctx.cast_slots)
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w, lnf_b = flat[n_layers * 12], flat[n_layers * 12 + 1]
         w_head = flat[n_layers * 12 + 2] if has_head else None
