@@ -53,6 +53,7 @@ compiled graphs.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import threading
 import warnings
@@ -1055,20 +1056,22 @@ def _casts_pool(t: torch.Tensor) -> Any:
 class _CastSlot:
     """A master weight's cast, kept across calls (in memory_pool(), so Helios reads it
     in place and its view is cached): refilled in place each forward, and lent to at
-    most one forward whose backward has not run yet and whose graph lives (pending)."""
+    most one forward whose backward has not run yet and whose graph lives (pending:
+    that forward's lending number; 0 free)."""
 
     __slots__ = ("master", "buf", "pending")
 
     def __init__(self, master: torch.Tensor, buf: torch.Tensor) -> None:
         self.master = weakref.ref(master)
         self.buf = buf
-        self.pending = False
+        self.pending = 0
 
 
 # id(master weight) -> its _CastSlot. A training step's casts were 65 .to() calls
 # before the group could start (~1.2 ms of host time on the H100); refilling kept
 # buffers is one torch._foreach_copy_ call. HELIOS_DISABLE_CAST_CACHE=1: a .to() each.
 _cast_slots: dict[int, _CastSlot] = {}
+_lendings = itertools.count(1)  # each training forward's number on the slots it holds
 
 
 def _cast_slot(master: torch.Tensor, dtype: torch.dtype, anchor: torch.Tensor) -> Optional[_CastSlot]:
@@ -1089,13 +1092,13 @@ def _cast_slot(master: torch.Tensor, dtype: torch.dtype, anchor: torch.Tensor) -
 
 
 def _cast_products(
-    flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor, lend: bool
+    flat: tuple, n_layers: int, has_head: bool, dtype: torch.dtype, anchor: torch.Tensor, lend: int
 ) -> tuple[tuple, list]:
     """flat with every product weight and bias not already in dtype cast to it (a
     decoder given fp32 master weights: the casts are made here, inside the
     autograd function, so they cost no autograd work of their own), and the cast
-    slots used. lend: the casts are saved for a backward (the slots stay pending
-    until _release_casts)."""
+    slots used. lend: nonzero where the casts are saved for a backward, the number
+    the slots stay pending with until _release_casts(slots, lend)."""
     idx = [
         i * len(LAYER_PARAMS) + j
         for i in range(n_layers)
@@ -1129,10 +1132,12 @@ def _cast_products(
     return tuple(out), slots
 
 
-def _release_casts(slots: list) -> None:
-    """A backward has read its forward's casts: their slots may be refilled."""
+def _release_casts(slots: list, lend: int) -> None:
+    """Forward `lend`'s backward has read its casts, or its graph was freed: the
+    slots it still holds may be refilled (one lent again since is left alone)."""
     for slot in slots:
-        slot.pending = False
+        if slot.pending == lend:
+            slot.pending = 0
 
 
 class _Decoder(torch.autograd.Function):
@@ -1146,11 +1151,11 @@ class _Decoder(torch.autograd.Function):
         bsd = (b, s, d)
         training = any(t is not None and t.requires_grad for t in (x, *flat))  # before the casts (which do not)
         ctx.flat_dtypes = [None if t is None else t.dtype for t in flat]
-        ctx.cast_slots = []
+        ctx.cast_slots, ctx.cast_lend = [], next(_lendings) if training else 0
         if compute_dtype is not None:
-            flat, ctx.cast_slots = _cast_products(flat, n_layers, has_head, dtype, x, lend=training)
-            if training and ctx.cast_slots:  # a graph freed without its backward gives them back too
-                weakref.finalize(ctx, _release_casts, ctx.cast_slots)
+            flat, ctx.cast_slots = _cast_products(flat, n_layers, has_head, dtype, x, lend=ctx.cast_lend)
+            if ctx.cast_lend and ctx.cast_slots:  # a graph freed without its backward gives them back too
+                weakref.finalize(ctx, _release_casts, ctx.cast_slots, ctx.cast_lend)
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w, lnf_b = flat[n_layers * 12], flat[n_layers * 12 + 1]
         w_head = flat[n_layers * 12 + 2] if has_head else None
@@ -1183,7 +1188,9 @@ class _Decoder(torch.autograd.Function):
         b, s, d = ctx.bsd
         n_flat = n_layers * 12 + 2 + int(has_head)
         every = ctx.saved_tensors
-        _release_casts(ctx.cast_slots)  # read (the version check above) and held by `every` until this returns
+        _release_casts(
+            ctx.cast_slots, ctx.cast_lend
+        )  # read (the version check above) and held by `every` until this returns
         flat, saved = every[:n_flat], list(every[n_flat:])
         layers = [flat[i * 12 : (i + 1) * 12] for i in range(n_layers)]
         lnf_w = flat[n_layers * 12]
