@@ -126,9 +126,10 @@ const float FOLD_ONE = 256.0;
 const uint FOLD_VECS = TK / 8;                 // one fragment row or column of TK elements, in vectors
 
 // x cut to the input type's significand (11 bits for fp16, 8 for bf16): a value the
-// 16-bit element holds exactly (in its normal range). By bits: the H100's compiler
-// took a round trip through packHalf2x16 for x itself, which left the lower pieces
-// zero (tests/test_attention_backward.py, large scores).
+// 16-bit element holds exactly (in its normal range). By bits: cut by rounding through
+// packHalf2x16 / unpackHalf2x16, the pieces behaved on the H100 (driver 580) as if the
+// round trip gave x back, the lower pieces zero (tests/test_attention_backward.py,
+// large scores, failed there; lavapipe failed the same way only with them zeroed).
 float in_trunc(float x) {
 #ifdef IN_BF16
     return uintBitsToFloat(floatBitsToUint(x) & 0xFFFF0000u);
