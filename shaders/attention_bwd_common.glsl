@@ -113,38 +113,12 @@ float dot8(uvec4 a, uvec4 b) {
 
 float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
-// FOLD=1: the per-row statistics ride in the products. S - lse/scale and dP - delta
-// come out of the tensor cores as accumulators by one more k-step each: the
-// statistic's pieces (3 values of the input type summing to it, scaled by 1/FOLD_ONE
-// so that fp16 holds large ones) in the first rows (B side) or columns (A side) of
-// one fragment, against a constant fragment of FOLD_ONE. P = exp2(scale_log2 * S')
-// and dS = P * dP' are then element-wise on fragments of one type (GLSL's
-// component-wise operators), so neither scores nor dP go through the scratch as
-// fp32 and no lane reads them back by row; only P and dS are stored (16-bit) to feed
-// the next products, and tiles holding masked elements zero them there.
-const float FOLD_ONE = 256.0;
-const uint FOLD_VECS = TK / 8;                 // one fragment row or column of TK elements, in vectors
-
-// x cut to the input type's significand (11 bits for fp16, 8 for bf16): a value the
-// 16-bit element holds exactly (in its normal range). By bits: cut by rounding through
-// packHalf2x16 / unpackHalf2x16, the pieces behaved on the H100 (driver 580) as if the
-// round trip gave x back, the lower pieces zero (tests/test_attention_backward.py,
-// large scores, failed there; lavapipe failed the same way only with them zeroed).
-float in_trunc(float x) {
-#ifdef IN_BF16
-    return uintBitsToFloat(floatBitsToUint(x) & 0xFFFF0000u);
-#else
-    return uintBitsToFloat(floatBitsToUint(x) & 0xFFFFE000u);
-#endif
-}
-
-// x / FOLD_ONE as three input-type values hi + mid + lo (to ~2^-30 of x), packed as
-// elements 0..2 of a TK-element row or column at sm[at] (the rest zero).
-void put_pieces(uint at, float x) {
-    const float y = x / FOLD_ONE, hi = in_trunc(y), mid = in_trunc(y - hi), lo = y - hi - mid;
-    sm[at] = uvec4(pack_e(hi, mid), pack_e(lo, 0.0), 0u, 0u);
-    [[unroll]] for (uint i = 1; i < FOLD_VECS; i++) sm[at + i] = uvec4(0u);
-}
+// FOLD=1: lse and delta ride in S's and dP's products (attention_fold.glsl), so
+// P = exp2(scale_log2 * S') and dS = P * dP' are element-wise on fragments: neither
+// scores nor dP go through the scratch as fp32 and no lane reads them back by row;
+// only P and dS are stored (16-bit) to feed the next products, and tiles holding
+// masked elements zero them there.
+#include "attention_fold.glsl"
 
 // Zeroes the elements of this subgroup's 16-bit tile at base (RQ rows, BC columns,
 // PROW apart) for which MASKED (an expression of r and col) holds.

@@ -21,6 +21,18 @@
 // own rows. Key tails are zero-filled and masked; query tails are computed and
 // not stored. LSE: each row's log-sum-exp of the scaled scores (natural log, fp32,
 // (B*H, S_q)) is written too, what the backward recomputes P from.
+//
+// FOLD=1 (the default; HELIOS_DISABLE_ATTENTION_FOLD=1 turns it off): each row's
+// running max rides in the score product (attention_fold.glsl: an A fragment per
+// row tile, rebuilt when a max moves), so a tile's P = exp2(scale_log2 * S') is
+// element-wise on the accumulators and stored 16-bit straight away; no fp32 scores
+// go through the scratch and no lane reads them by row. That fast path is taken
+// by a subgroup for a tile without masked elements once every row has a max, and
+// kept when no element of the tile exceeds its row's max by more than
+// RESCALE_SLACK (the same bound the lazy rescale keeps); otherwise (the first tile,
+// the causal diagonal, the key tail, a max that moved) the tile runs the row-wise
+// softmax through the scratch as before. Row sums on the fast path are read back
+// from the stored 16-bit P, beside the P V product.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -79,17 +91,22 @@ const uint DV = D / 8;                         // 16-byte vectors per row of Q/K
 const uint DROW = DV + 1;                      // padded pitch (vectors) in shared memory
 // One shared array, regions in 16-byte vectors: the K and V tiles (Q staging
 // uses them before the loop), then per subgroup a scratch that holds S
-// (fp32) and, once every row is read, P (fp16) and the rescale tile (fp32).
+// (fp32) and, once every row is read, P (fp16), the rescale tile (fp32) and
+// (FOLD=1) the rows' max pieces; or P straight from the fast path.
 const uint REGION0 = 2 * BC * DROW;
 const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
 const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
 const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
 const uint AROW = TN / 4;                      // rescale tile pitch
 const uint S_VECS = RQ * SROW;
-const uint PA_VECS = RQ * PROW + RQ * AROW;
+// FOLD=1: the rows' max pieces after the rescale tile (one fragment row of TK
+// elements each: attention_fold.glsl's FOLD_VECS).
+const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
+const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
 const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+#include "attention_fold.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
 // with CPL consecutive columns; PASSES rounds cover RQ rows.
@@ -142,6 +159,15 @@ uint pack_p(float a, float b) {
 #endif
 }
 
+// Two P elements from one word (a low).
+vec2 unpack_p(uint u) {
+#ifdef IN_BF16
+    return vec2(bf16_to_f32(u & 0xFFFFu), bf16_to_f32(u >> 16));
+#else
+    return unpackHalf2x16(u);
+#endif
+}
+
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
 void main() {
@@ -159,6 +185,7 @@ void main() {
     const uint kbase = head_elem(bh, p.skv, p.qkv_rs, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, p.qkv_rs, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
+    const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
@@ -184,10 +211,19 @@ void main() {
         [[unroll]] for (uint j = 0; j < D / TN; j++)
             o[w][j] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
     float m_run[PASSES], l_run[PASSES];
+    // FOLD=1: the max each row's pieces in mf hold (0 before the row has one), and
+    // whether that is every row's running max (the fast path's condition).
+    float m_fold[PASSES];
+    bool exact = false;
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
         m_run[ps] = -1.0 / 0.0;
         l_run[ps] = 0.0;
+        m_fold[ps] = 0.0;
     }
+    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> mf[WQ];
+    [[unroll]] for (uint w = 0; w < WQ; w++) mf[w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(0.0);
+    const coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fold_one =
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>(IN_T(FOLD_ONE));
 
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
@@ -234,17 +270,51 @@ void main() {
         continue;
 #endif
 
-        // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
-        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+// S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
+#define SCORES(s, n)                                                                       \
+    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
+        s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
+        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
+    }                                                                                      \
+    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
+        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
+                    gl_CooperativeMatrixLayoutColumnMajor);                                \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
+    }
+
+        // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
+        // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
+        // subgroup, as is every condition here: the syncs below are taken by all).
+        const bool masked_here = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+        const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
+        float top = -1.0 / 0.0;
+        if (try_fast) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-            [[unroll]] for (uint w = 0; w < WQ; w++)
-                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
-                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
+            SCORES(s, n)
+            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                for (int i = 0; i < s[w].length(); i++) {
+                    const float x = s[w][i] * p.scale_log2;
+                    top = max(top, x);
+#ifdef IN_BF16
+                    // to nearest (ties away), as pack_p: the conversion below is then exact
+                    s[w][i] = uintBitsToFloat((floatBitsToUint(exp2(x)) + 0x8000u) & 0xFFFF0000u);
+#else
+                    s[w][i] = exp2(x);
+#endif
+                }
+                coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(s[w]), sm,
+                             P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
             }
+        }
+        const bool fast = try_fast && subgroupAll(top <= RESCALE_SLACK);
+        const bool slow = live && !fast;
+        if (FOLD != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
+
+        // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
+        if (slow) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+            SCORES(s, n)
             [[unroll]] for (uint w = 0; w < WQ; w++)
                 coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
                              gl_CooperativeMatrixLayoutRowMajor);
@@ -255,13 +325,14 @@ void main() {
         float pv[PASSES][CPL];
         float alpha[PASSES];
         bool rescale = false;
-        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+        if (slow) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
             const uint r = ps * RPP + lane / LPR;
             const uint grow = r0 + r;
             float mx = -1.0 / 0.0;
             [[unroll]] for (uint c = 0; c < CPL; c++) {
                 const uint col = part * CPL + c, gcol = j0 + col;
                 float x = s_at(SUB, r, col) * p.scale_log2;
+                if (FOLD != 0) x += m_fold[ps];
                 bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
                 x = masked ? -1.0 / 0.0 : x;
                 pv[ps][c] = x;
@@ -290,8 +361,7 @@ void main() {
         // is a cooperative operation).
         const bool any_rescale = subgroupAny(rescale);
         sub_sync();                                // every S read before P overwrites it
-        const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
-        if (live) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+        if (slow) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
             const uint r = ps * RPP + lane / LPR;
             [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
                 uvec4 v;
@@ -301,6 +371,15 @@ void main() {
             }
             if (any_rescale)
                 for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
+            if (FOLD != 0 && any_rescale) {
+                // the rows' new max into their pieces (mf reloaded below)
+                m_fold[ps] = isinf(m_run[ps]) || isnan(m_run[ps]) ? 0.0 : m_run[ps];
+                if (part == 0) put_pieces(PIECE_OFF + r * FOLD_VECS, -m_fold[ps] / p.scale_log2);
+            }
+        }
+        if (FOLD != 0 && any_rescale) {
+            exact = true;
+            [[unroll]] for (uint ps = 0; ps < PASSES; ps++) exact = exact && m_fold[ps] == m_run[ps];
         }
         sub_sync();
 
@@ -310,6 +389,22 @@ void main() {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
+            if (FOLD != 0)
+                coopMatLoad(mf[w], sm, PIECE_OFF + w * TM * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
+        }
+        // The fast path's row sums, from the 16-bit P it stored.
+        if (fast) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
+            const uint r = ps * RPP + lane / LPR;
+            float sum = 0.0;
+            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
+                const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
+                [[unroll]] for (uint h = 0; h < 4; h++) {
+                    const vec2 e = unpack_p(v[h]);
+                    sum += e.x + e.y;
+                }
+            }
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
+            l_run[ps] += sum;
         }
         [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
@@ -328,7 +423,6 @@ void main() {
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     sub_sync();
-    const uint A_OFF = SUB + RQ * PROW;
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
         const uint r = ps * RPP + lane / LPR;
         float inv = l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;

@@ -372,6 +372,10 @@ FAMILIES = (
             Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
             Spec("CAUSAL", "uint", "0", "e->causal"),
             Spec("LSE", "uint", "0", "e->lse"),  # 1: also write each row's log-sum-exp (for the backward)
+            # 1: each row's running max folded into the score product, P on the fragments
+            # where it can be (attention_coop.comp); 0 (HELIOS_DISABLE_ATTENTION_FOLD=1): the
+            # row-wise softmax through the fp32 scratch for every tile.
+            Spec("FOLD", "uint", "0", "e->fold"),
         ),
         "attention",
         axes=(IN_AXIS_COOP,),

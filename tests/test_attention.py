@@ -103,6 +103,52 @@ def test_running_max_keeps_moving(device, scale):
         )
 
 
+def _lse_reference(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.arange(k.shape[2])[None, :] > np.arange(q.shape[2])[:, None], -np.inf, s)
+    mx = s.max(axis=-1, keepdims=True)
+    return (mx + np.log(np.exp(s - mx).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+@pytest.mark.parametrize("fold", ["0", "1"])
+def test_running_max_folded_and_not(device, monkeypatch, fold):
+    """The coop forward folds each row's running max into its score product and
+    runs tiles' softmax on the fragments where it can (HELIOS_DISABLE_ATTENTION_FOLD=0,
+    the default) or runs every tile through the fp32 scratch (=1). Both match float64,
+    output and log-sum-exp: tails each way, causal and not; scores large enough that
+    the max needs all three 16-bit pieces; and maxima that grow late in the row, so
+    that tiles leave the fast path after it was taken."""
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1" if fold == "0" else "0")
+    _check(device, 1, 2, 70, 70, 32, True, seed=21)
+    _check(device, 1, 1, 37, 90, 16, False, seed=22)
+    q, k, v = random_qkv(1, 2, 150, 150, 32, 23)
+    big = [(np.asarray(x, np.float32) * 6.0).astype(np.float16) for x in (q, k)]
+    # keys growing along the row: later tiles' scores exceed the earlier max by more
+    # than fp16's range (several whole key tiles on any device's fragments)
+    ramp = np.linspace(0.5, 10.0, 150, dtype=np.float32)[None, None, :, None]
+    late = (np.asarray(k, np.float32) * ramp).astype(np.float16)
+    for qq, kk, what in ((big[0], big[1], "large scores"), (q, late, "late maxima")):
+        for causal in (False, True):
+            out, lse = device.attention(qq, kk, v, causal=causal, return_lse=True)
+            r = check_close(out, reference_attention(qq, kk, v, causal=causal))
+            assert r.passed, f"{what}, causal={causal}, fold={fold}: {r.line()}"
+            r = check_close(lse, _lse_reference(qq, kk, causal), atol=2e-3, rtol=1e-4)
+            assert r.passed, f"lse, {what}, causal={causal}, fold={fold}: {r.line()}"
+    assert float(np.abs(lse).max()) > 0  # lse of the last case was read, not a placeholder
+
+
+def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
+    q, k, v = random_qkv(1, 1, 8, 8, 32, 0)
+    coop = device.default_attention_variant(32).startswith("fa-coop:")
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "maybe")
+    if not coop:
+        device.attention(q, k, v)  # the fallback does not read it
+        pytest.skip("the switch is read by the coop kernel only; this device runs the fallback")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_ATTENTION_FOLD"):
+        device.attention(q, k, v)
+
+
 def test_kernel_stats(device):
     stats = device.attention_kernel_stats(64)
     assert isinstance(stats, dict) and all(isinstance(v, float) for v in stats.values())

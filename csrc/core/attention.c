@@ -20,16 +20,25 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
     return hl_schema_parse(&hl_attn_variant_schema, s, out, err);
 }
 
+/* Whether the forward folds each row's running max into its score product
+ * (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns it off). */
+static hl_status fold_forward(int *on, hl_error *err) {
+    int off = 0;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_FOLD", &off, err);
+    *on = !off;
+    return st;
+}
+
 /* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
- * padded rows, then per subgroup its scratch (attention_coop.comp; backward:
- * attention_bwd_common.glsl, an fp32 and a 16-bit tile side by side, plus the
- * streamed rows' lse and delta). */
-static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward) {
+ * padded rows, then per subgroup its scratch (attention_coop.comp: the fp32 scores,
+ * or P, the rescale tile and with the fold the rows' max pieces; backward: attention_bwd_common.glsl, an fp32 and a
+ * 16-bit tile side by side, plus the streamed rows' lse and delta). */
+static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward, int fold) {
     const uint32_t rq = v->wq * v->tm;
     const uint32_t s_vecs = rq * (v->bc / 4 + 1), p_vecs = rq * (v->bc / 8 + 1);
     const uint32_t tiles = 16u * 2u * v->bc * (d / 8 + 1);
     if (backward) return tiles + 16u * v->nsg * (s_vecs + p_vecs) + 8u * v->bc;
-    const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4);
+    const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4) + (fold ? rq * (v->tk / 8) : 0);
     return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
 }
 
@@ -95,7 +104,12 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
                        v->bc, v->nsg * sg);
-    uint32_t smem = coop_shared_bytes(v, d, backward);
+    int fold = 0;
+    if (!backward) {
+        hl_status st = fold_forward(&fold, err);
+        if (st != HL_OK) return st;
+    }
+    uint32_t smem = coop_shared_bytes(v, d, backward, fold);
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention %svariant %s at head dimension %u needs "
@@ -151,8 +165,9 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                   hl_attn_variant *out, hl_error *err) {
-    int off = 0;
+    int off = 0, fold = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
+    if (st == HL_OK) st = fold_forward(&fold, err); /* read by the checks below, which drop failures */
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
@@ -175,14 +190,17 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
  * one workgroup covers. */
 static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse, hl_dtype in,
                                hl_pipeline **out, uint32_t *rows, hl_error *err) {
-    const hl_spec_env e = {
-        .subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
     uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
         hl_spec_attention_scalar(spec, v, &e);
         return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
+    int fold = 0;
+    hl_status st = fold_forward(&fold, err);
+    if (st != HL_OK) return st;
+    e.fold = fold ? 1u : 0u;
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
     return hl_pipeline_get(dev, hl_shader_attention_coop(in), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
