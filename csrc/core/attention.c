@@ -20,12 +20,17 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
     return hl_schema_parse(&hl_attn_variant_schema, s, out, err);
 }
 
-/* Whether the forward folds each row's running max into its score product
- * (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns it off). */
-static hl_status fold_forward(int *on, hl_error *err) {
+/* Whether the forward at head dimension d folds each row's running max into its
+ * score product (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns
+ * it off). Measured on the H100 (benchmarks/results/h100-attn-fold-05f8336/): at
+ * d <= 64 it wins wherever it leaves the workgroups per SM as they were (1-19%);
+ * at d = 128 the two-row-tile variants, at 255 registers already, spill with it
+ * (0.50 against 0.32 ms at 1x32x2048x128) and one row tile gains nothing. */
+#define FOLD_MAX_HEAD_DIM 64u
+static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_FOLD", &off, err);
-    *on = !off;
+    *on = !off && d <= FOLD_MAX_HEAD_DIM;
     return st;
 }
 
@@ -106,7 +111,7 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                        v->bc, v->nsg * sg);
     int fold = 0;
     if (!backward) {
-        hl_status st = fold_forward(&fold, err);
+        hl_status st = fold_forward(d, &fold, err);
         if (st != HL_OK) return st;
     }
     uint32_t smem = coop_shared_bytes(v, d, backward, fold);
@@ -145,10 +150,13 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * and seed 004's): two row tiles per subgroup and four subgroups (128 query rows
  * per workgroup) won every shape; 16x16x16 fragments without a mask, 16x8x16
  * with the causal one; 16-key tiles, except 32 at d <= 64 and S_kv <= 256
- * (short rows: fewer, larger tiles). Where none of these fits, the first valid
- * candidate. */
-static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in, hl_attn_variant *out) {
-    const uint32_t bc = d <= 64 && skv <= 256 ? 32 : 16;
+ * (short rows: fewer, larger tiles) and 32 at d <= 64 with the running max folded
+ * (h100-attn-fold-05f8336: there the fold's registers cost 16-key tiles a third
+ * workgroup per SM; 32-key tiles had two either way). Where none of these fits,
+ * the first valid candidate. */
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fold, hl_dtype in,
+                     hl_attn_variant *out) {
+    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16;
     const hl_attn_variant list[] = {
         {HL_PATH_COOP, 16, causal ? 8 : 16, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, causal ? 16 : 8, 16, bc, 4, 2},
@@ -167,13 +175,13 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv
                                   hl_attn_variant *out, hl_error *err) {
     int off = 0, fold = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
-    if (st == HL_OK) st = fold_forward(&fold, err); /* read by the checks below, which drop failures */
+    if (st == HL_OK) st = fold_forward(d, &fold, err); /* read by the checks below, which drop failures */
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, in, out);
+        preferred(dev, d, skv, causal, fold, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
@@ -198,7 +206,7 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
         return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
     int fold = 0;
-    hl_status st = fold_forward(&fold, err);
+    hl_status st = fold_forward(d, &fold, err);
     if (st != HL_OK) return st;
     e.fold = fold ? 1u : 0u;
     *rows = v->nsg * v->wq * v->tm;
