@@ -23,7 +23,6 @@ layout(push_constant) uniform Push {
     float scale_log2;  // scale * log2(e): scores go through exp2
     float scale;       // dQ and dK carry it (d(scale * Q K^T))
     uint nh;                       // heads per batch element (rows layouts)
-    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
     uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"

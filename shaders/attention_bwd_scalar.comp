@@ -20,7 +20,6 @@ layout(push_constant) uniform Push {
     float scale_log2;
     float scale;
     uint nh;                       // heads per batch element (rows layouts)
-    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
     uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
@@ -49,10 +48,10 @@ layout(set = 0, binding = BINDING_DV) writeonly buffer DVB { ELEM_T dv[]; };
 const float LOG2E = 1.4426950408889634;
 
 void query_row(uint bh, uint row) {
-    const uint qp = pitch_elem(p.qkv_rs);
-    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off) + row * qp;
-    const uint ob = head_elem(bh, p.sq, p.o_rs, 0u) + row * pitch_elem(p.o_rs);
-    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off), vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off);
+    const uint qp = pitch_elem(QKV_RS);
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off) + row * qp;
+    const uint ob = head_elem(bh, p.sq, O_RS, 0u) + row * pitch_elem(O_RS);
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off), vb = head_elem(bh, p.skv, QKV_RS, p.v_off);
     float qr[D], dor[D], acc[D];
     float dl = 0.0;
     for (uint d = 0; d < D; d++) {
@@ -77,10 +76,10 @@ void query_row(uint bh, uint row) {
 }
 
 void key_row(uint bh, uint col) {
-    const uint qp = pitch_elem(p.qkv_rs), op = pitch_elem(p.o_rs);
-    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off) + col * qp;
-    const uint vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off) + col * qp;
-    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off), ob = head_elem(bh, p.sq, p.o_rs, 0u);
+    const uint qp = pitch_elem(QKV_RS), op = pitch_elem(O_RS);
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off) + col * qp;
+    const uint vb = head_elem(bh, p.skv, QKV_RS, p.v_off) + col * qp;
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off), ob = head_elem(bh, p.sq, O_RS, 0u);
     float kr[D], vr[D], ak[D], av[D];
     for (uint d = 0; d < D; d++) {
         kr[d] = widen(k[kb + d]) * p.scale_log2;

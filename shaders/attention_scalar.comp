@@ -16,7 +16,6 @@ layout(push_constant) uniform Push {
     uint sq, skv;
     float scale_log2;
     uint nh;                       // heads per batch element (rows layouts)
-    uint qkv_rs, o_rs;             // row strides: Q, K, V (and dQ, dK, dV); O (and dO); 0: packed
     uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
@@ -40,10 +39,10 @@ layout(set = 0, binding = BINDING_LSE) writeonly buffer Lse { float lse[]; };  /
 void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
     if (row >= p.sq) return;
-    const uint qp = pitch_elem(p.qkv_rs), op = pitch_elem(p.o_rs);
-    const uint qb = head_elem(bh, p.sq, p.qkv_rs, p.q_off) + row * qp;
-    const uint kb = head_elem(bh, p.skv, p.qkv_rs, p.k_off), vb = head_elem(bh, p.skv, p.qkv_rs, p.v_off);
-    const uint ob = head_elem(bh, p.sq, p.o_rs, 0u) + row * op;
+    const uint qp = pitch_elem(QKV_RS), op = pitch_elem(O_RS);
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off) + row * qp;
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off), vb = head_elem(bh, p.skv, QKV_RS, p.v_off);
+    const uint ob = head_elem(bh, p.sq, O_RS, 0u) + row * op;
     float qr[D], acc[D];
     for (uint d = 0; d < D; d++) {
         qr[d] = widen(q[qb + d]) * p.scale_log2;

@@ -275,20 +275,34 @@ IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
 MIXED_16 = ((("in", "HL_F16"), ("out", "HL_BF16")), (("in", "HL_BF16"), ("out", "HL_F16")))
 NO_BF16_ACC16 = ((("in", "HL_BF16"), ("acc", "HL_F16")),)
 
+# Where every attention kernel's operands' rows lie (attention_layout.glsl): the row
+# strides of Q, K, V (and dQ, dK, dV) and of O (and dO), in elements, 0 for packed
+# heads. Constants, not push words: with a runtime pitch every address of the coop
+# kernels' loads and stores took a multiply and the packed forward ran 10-34% slower
+# on the H100 (8bf150f against its parent, h100-attn-bisect-8bf150f).
+ATTENTION_LAYOUT = (
+    Spec("QKV_RS", "uint", "0", "e->qkv_rs"),
+    Spec("O_RS", "uint", "0", "e->o_rs"),
+)
+
 # The backward's two coop kernels take the forward's variant grammar: a workgroup of
 # NSG subgroups owns NSG * WQ * TM rows (query rows for dQ, key rows for dK/dV) and
 # steps through the other side BC rows at a time.
-ATTENTION_BWD_SPEC = COOP_FRAGMENT + (
-    Spec("D", "uint", "64", "e->d"),
-    Spec("BC", "uint", "32", "v->bc"),
-    Spec("NSG", "uint", "4", "v->nsg"),
-    Spec("WQ", "uint", "1", "v->wq"),
-    Spec("SUBGROUP", "uint", "32", "e->subgroup"),
-    Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
-    Spec("CAUSAL", "uint", "0", "e->causal"),
-    # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
-    # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
-    Spec("FOLD", "uint", "0", "e->fold"),
+ATTENTION_BWD_SPEC = (
+    COOP_FRAGMENT
+    + (
+        Spec("D", "uint", "64", "e->d"),
+        Spec("BC", "uint", "32", "v->bc"),
+        Spec("NSG", "uint", "4", "v->nsg"),
+        Spec("WQ", "uint", "1", "v->wq"),
+        Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+        Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
+        Spec("CAUSAL", "uint", "0", "e->causal"),
+        # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
+        # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
+        Spec("FOLD", "uint", "0", "e->fold"),
+    )
+    + ATTENTION_LAYOUT
 )
 
 FAMILIES = (
@@ -376,7 +390,8 @@ FAMILIES = (
             # where it can be (attention_coop.comp); 0 (HELIOS_DISABLE_ATTENTION_FOLD=1): the
             # row-wise softmax through the fp32 scratch for every tile.
             Spec("FOLD", "uint", "0", "e->fold"),
-        ),
+        )
+        + ATTENTION_LAYOUT,
         "attention",
         axes=(IN_AXIS_COOP,),
         full_subgroups=True,
@@ -425,7 +440,8 @@ FAMILIES = (
             Spec("D", "uint", "64", "e->d"),
             Spec("CAUSAL", "uint", "0", "e->causal"),
             Spec("LSE", "uint", "0", "e->lse"),
-        ),
+        )
+        + ATTENTION_LAYOUT,
         "attention",
         axes=(IN_AXIS_SCALAR,),
         doc="flash-attention forward without cooperative matrices (fp32 arithmetic)",
@@ -438,7 +454,8 @@ FAMILIES = (
             Spec("D", "uint", "64", "e->d"),
             Spec("CAUSAL", "uint", "0", "e->causal"),
             Spec("PASS", "uint", "0", "e->pass"),  # 0: delta and dQ per query row; 1: dK and dV per key row
-        ),
+        )
+        + ATTENTION_LAYOUT,
         "attention_bwd",
         axes=(IN_AXIS_SCALAR,),
         doc="flash-attention backward without cooperative matrices (fp32 arithmetic)",

@@ -460,10 +460,16 @@ def test_check_attention_seed003_matrix_gpu(device, capsys):
 
 
 @pytest.mark.gpu
-def test_default_follows_the_shape(device):
+def test_default_follows_the_shape(device, monkeypatch):
     """On a GPU with 16x16x16 and 16x8x16 fragments: the measured preferences."""
     if not device.attention_variants(64)[0].startswith("fa-coop:16"):
         pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
     assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc32"
-    assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    # d <= 64 folds the running max: 32-key tiles and 16x16x16 fragments, causal too
+    assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1")  # the unfolded kernel's preferences
+    assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"

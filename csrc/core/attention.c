@@ -150,16 +150,17 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * and seed 004's): two row tiles per subgroup and four subgroups (128 query rows
  * per workgroup) won every shape; 16x16x16 fragments without a mask, 16x8x16
  * with the causal one; 16-key tiles, except 32 at d <= 64 and S_kv <= 256
- * (short rows: fewer, larger tiles) and 32 at d <= 64 with the running max folded
- * (h100-attn-fold-05f8336: there the fold's registers cost 16-key tiles a third
- * workgroup per SM; 32-key tiles had two either way). Where none of these fits,
- * the first valid candidate. */
+ * (short rows: fewer, larger tiles). With the running max folded (d <= 64):
+ * 32-key tiles and 16x16x16 fragments, causal too (h100-attn-fold-05f8336 and
+ * -6113411: the fold's registers cost 16-key tiles a third workgroup per SM,
+ * 32-key tiles had two either way; causal 16x16x16 beat 16x8x16 by 3-6% there).
+ * Where none of these fits, the first valid candidate. */
 static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fold, hl_dtype in,
                      hl_attn_variant *out) {
-    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16;
+    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16, tn = causal && !fold ? 8 : 16;
     const hl_attn_variant list[] = {
-        {HL_PATH_COOP, 16, causal ? 8 : 16, 16, bc, 4, 2},
-        {HL_PATH_COOP, 16, causal ? 16 : 8, 16, bc, 4, 2},
+        {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
+        {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
     };
     hl_error err;
@@ -194,11 +195,16 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
     return n < cap ? n : cap;
 }
 
-/* The pipeline of a (checked) variant for head dimension d, and the query rows
- * one workgroup covers. */
+/* The pipeline of a (checked) variant for head dimension d and operands laid out
+ * as layout (NULL: packed), and the query rows one workgroup covers. */
 static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse, hl_dtype in,
-                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
+                               const hl_attn_layout *layout, hl_pipeline **out, uint32_t *rows, hl_error *err) {
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
+                     .d = d,
+                     .causal = causal ? 1u : 0u,
+                     .lse = lse ? 1u : 0u,
+                     .qkv_rs = layout ? layout->qkv_rs : 0u,
+                     .o_rs = layout ? layout->o_rs : 0u};
     uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
@@ -220,7 +226,7 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     if (st != HL_OK) return st;
     hl_pipeline *p;
     uint32_t rows;
-    st = attn_pipeline(dev, v, d, causal, 0, in, &p, &rows, err);
+    st = attn_pipeline(dev, v, d, causal, 0, in, NULL, &p, &rows, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -306,11 +312,9 @@ hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_a
 
 void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc) {
     pc[0] = l->heads ? l->heads : 1u;
-    pc[1] = l->qkv_rs;
-    pc[2] = l->o_rs;
-    pc[3] = l->q_off;
-    pc[4] = l->k_off;
-    pc[5] = l->v_off;
+    pc[1] = l->q_off;
+    pc[2] = l->k_off;
+    pc[3] = l->v_off;
 }
 
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
@@ -351,7 +355,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     hl_pipeline *pipe;
     const int want_lse = args->lse || args->t_lse;
     HL_TRY(hl_check_output_tensor(dev, args->t_lse, bh * sq * 4, "attention", "lse", err));
-    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, want_lse, args->dtype, &pipe, &rows, err));
+    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, want_lse, args->dtype, &args->layout, &pipe, &rows, err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,

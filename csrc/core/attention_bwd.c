@@ -78,14 +78,20 @@ static void record_backward(hl_device *dev, const void *ctx, VkDescriptorSet ds)
     }
 }
 
-/* The two pipelines of a (checked) variant and the rows one workgroup of each owns. */
+/* The two pipelines of a (checked) variant for operands laid out as layout (NULL:
+ * packed) and the rows one workgroup of each owns. */
 static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,
-                               hl_pipeline **out, uint32_t *rows, hl_error *err) {
+                               const hl_attn_layout *layout, hl_pipeline **out, uint32_t *rows, hl_error *err) {
     hl_status st = HL_OK;
     uint32_t spec[HL_MAX_SPEC];
     int unfolded = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err));
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .fold = !unfolded};
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
+                     .d = d,
+                     .causal = causal ? 1u : 0u,
+                     .fold = !unfolded,
+                     .qkv_rs = layout ? layout->qkv_rs : 0u,
+                     .o_rs = layout ? layout->o_rs : 0u};
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
         for (uint32_t pass = 0; pass < 2; pass++) {
@@ -113,7 +119,7 @@ hl_status hl_attn_bwd_kernel_stats(hl_device *dev, const hl_attn_variant *v, uin
     hl_pipeline *pipes[2];
     uint32_t rows;
     HL_TRY(hl_attn_check(dev, v, d, in, 1, err));
-    HL_TRY(bwd_pipelines(dev, v, d, causal, in, pipes, &rows, err));
+    HL_TRY(bwd_pipelines(dev, v, d, causal, in, NULL, pipes, &rows, err));
     out[0] = pipes[0]->stats;
     out[1] = pipes[1]->stats;
 fail:
@@ -175,7 +181,7 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     bwd_plan pl = {.passes = args->passes ? args->passes : 3u};
     hl_pipeline *pipes[2];
     uint32_t rows;
-    HL_TRY(bwd_pipelines(dev, &v, (uint32_t)d, args->causal, args->dtype, pipes, &rows, err));
+    HL_TRY(bwd_pipelines(dev, &v, (uint32_t)d, args->causal, args->dtype, &args->layout, pipes, &rows, err));
     const uint64_t gq = (sq + rows - 1) / rows, gk = (skv + rows - 1) / rows;
     if (gq > caps->max_group_count[0] || gk > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,
