@@ -121,6 +121,7 @@ def main() -> int:
         for var, (env_key, env_value) in ((x, e) for x in vs for e in settings):
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
                 continue  # the fallback at long context: minutes, not a design point
+            saved = os.environ.get(env_key) if env_key else None
             if env_key:
                 os.environ[env_key] = env_value
             t0 = time.time()
@@ -153,6 +154,13 @@ def main() -> int:
                 rows.append({"shape": spec, "variant": var, "error": str(e)})
                 print(spec, var, "ERROR", e, flush=True)
                 continue
+            finally:
+                # the next shape's "default" resolves as the caller's environment says
+                if env_key:
+                    if saved is None:
+                        os.environ.pop(env_key, None)
+                    else:
+                        os.environ[env_key] = saved
             chk, fin = verdict(tm.grads if a.backward else tm.output)
             ok = chk.passed and fin
             timed = ok or a.no_check
