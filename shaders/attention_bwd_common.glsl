@@ -22,6 +22,8 @@ layout(push_constant) uniform Push {
     uint sq, skv;      // query and key rows per head
     float scale_log2;  // scale * log2(e): scores go through exp2
     float scale;       // dQ and dK carry it (d(scale * Q K^T))
+    uint nh;                       // heads per batch element (rows layouts)
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
 

@@ -54,9 +54,9 @@ void main() {
     const uint r0 = q0 + sg * RQ;
     // the head's rows (attention_layout.glsl), in 16-byte vectors; dQ lies where Q does
     const uint qpv = pitch_elem(QKV_RS) / 8u, opv = pitch_elem(O_RS) / 8u;
-    const uint qbase = head_elem(bh, p.sq, QKV_RS, Q_COL) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
-    const uint kbase = head_elem(bh, p.skv, QKV_RS, K_COL) / 8u;
-    const uint vbase = head_elem(bh, p.skv, QKV_RS, V_COL) / 8u;
+    const uint qbase = head_elem(bh, p.sq, QKV_RS, p.q_off) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
     const uint DS_OFF = SUB + RQ * SROW;
     const uint K_OFF = T0_OFF, V_OFF = T1_OFF;

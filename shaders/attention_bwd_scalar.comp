@@ -19,6 +19,8 @@ layout(push_constant) uniform Push {
     uint sq, skv;
     float scale_log2;
     float scale;
+    uint nh;                       // heads per batch element (rows layouts)
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
 
@@ -47,9 +49,9 @@ const float LOG2E = 1.4426950408889634;
 
 void query_row(uint bh, uint row) {
     const uint qp = pitch_elem(QKV_RS);
-    const uint qb = head_elem(bh, p.sq, QKV_RS, Q_COL) + row * qp;
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off) + row * qp;
     const uint ob = head_elem(bh, p.sq, O_RS, 0u) + row * pitch_elem(O_RS);
-    const uint kb = head_elem(bh, p.skv, QKV_RS, K_COL), vb = head_elem(bh, p.skv, QKV_RS, V_COL);
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off), vb = head_elem(bh, p.skv, QKV_RS, p.v_off);
     float qr[D], dor[D], acc[D];
     float dl = 0.0;
     for (uint d = 0; d < D; d++) {
@@ -75,9 +77,9 @@ void query_row(uint bh, uint row) {
 
 void key_row(uint bh, uint col) {
     const uint qp = pitch_elem(QKV_RS), op = pitch_elem(O_RS);
-    const uint kb = head_elem(bh, p.skv, QKV_RS, K_COL) + col * qp;
-    const uint vb = head_elem(bh, p.skv, QKV_RS, V_COL) + col * qp;
-    const uint qb = head_elem(bh, p.sq, QKV_RS, Q_COL), ob = head_elem(bh, p.sq, O_RS, 0u);
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off) + col * qp;
+    const uint vb = head_elem(bh, p.skv, QKV_RS, p.v_off) + col * qp;
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off), ob = head_elem(bh, p.sq, O_RS, 0u);
     float kr[D], vr[D], ak[D], av[D];
     for (uint d = 0; d < D; d++) {
         kr[d] = widen(k[kb + d]) * p.scale_log2;

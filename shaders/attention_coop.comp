@@ -72,6 +72,8 @@ layout(push_constant) uniform Push {
     uint heads;        // B * H
     uint sq, skv;      // query and key rows per head
     float scale_log2;  // scale * log2(e): scores go through exp2
+    uint nh;                       // heads per batch element (rows layouts)
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
 
@@ -178,9 +180,9 @@ void main() {
     const uint r0 = q0 + sg * RQ;                  // this subgroup's first row
     // the head's rows (attention_layout.glsl), in 16-byte vectors
     const uint qpv = pitch_elem(QKV_RS) / 8u, opv = pitch_elem(O_RS) / 8u;
-    const uint qbase = head_elem(bh, p.sq, QKV_RS, Q_COL) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
-    const uint kbase = head_elem(bh, p.skv, QKV_RS, K_COL) / 8u;
-    const uint vbase = head_elem(bh, p.skv, QKV_RS, V_COL) / 8u;
+    const uint qbase = head_elem(bh, p.sq, QKV_RS, p.q_off) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
     const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 

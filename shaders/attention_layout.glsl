@@ -3,13 +3,13 @@
 // rows (stride rs > 0): (batch, S, rs elements a row) with head h at columns
 // [h*D, (h+1)*D) past the operand's offset — Q, K and V read straight out of a
 // QKV product's (batch*S, 3*H*D) rows, O and dO in (batch*S, H*D), dQ, dK and dV
-// written where Q, K and V lie. Heads per batch element (NH), the strides (QKV_RS,
-// O_RS) and the offsets (Q_COL, K_COL, V_COL: where Q, K and V start in their rows) are spec constants (shaders/families.py,
-// ATTENTION_LAYOUT), so every address folds as it does for packed heads.
+// written where Q, K and V lie. The strides are the spec constants QKV_RS and O_RS
+// (shaders/families.py, ATTENTION_LAYOUT: every address then folds); heads per
+// batch element (p.nh) and the offsets are push constants, declared before this.
 
 // The element index of row 0 of head bh (batch * nh + head) of an operand with
 // `rows` rows per head, row stride rs (0: packed) and offset off.
 uint head_elem(uint bh, uint rows, uint rs, uint off) {
-    return rs == 0u ? bh * rows * D + off : (bh / NH) * rows * rs + (bh % NH) * D + off;
+    return rs == 0u ? bh * rows * D + off : (bh / p.nh) * rows * rs + (bh % p.nh) * D + off;
 }
 uint pitch_elem(uint rs) { return rs == 0u ? D : rs; }

@@ -15,6 +15,8 @@ layout(push_constant) uniform Push {
     uint heads;
     uint sq, skv;
     float scale_log2;
+    uint nh;                       // heads per batch element (rows layouts)
+    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
 } p;
 #include "attention_layout.glsl"
 
@@ -38,8 +40,8 @@ void main() {
     const uint row = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
     if (row >= p.sq) return;
     const uint qp = pitch_elem(QKV_RS), op = pitch_elem(O_RS);
-    const uint qb = head_elem(bh, p.sq, QKV_RS, Q_COL) + row * qp;
-    const uint kb = head_elem(bh, p.skv, QKV_RS, K_COL), vb = head_elem(bh, p.skv, QKV_RS, V_COL);
+    const uint qb = head_elem(bh, p.sq, QKV_RS, p.q_off) + row * qp;
+    const uint kb = head_elem(bh, p.skv, QKV_RS, p.k_off), vb = head_elem(bh, p.skv, QKV_RS, p.v_off);
     const uint ob = head_elem(bh, p.sq, O_RS, 0u) + row * op;
     float qr[D], acc[D];
     for (uint d = 0; d < D; d++) {

@@ -275,20 +275,16 @@ IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
 MIXED_16 = ((("in", "HL_F16"), ("out", "HL_BF16")), (("in", "HL_BF16"), ("out", "HL_F16")))
 NO_BF16_ACC16 = ((("in", "HL_BF16"), ("acc", "HL_F16")),)
 
-# Where every attention kernel's operands' rows lie (attention_layout.glsl): heads
-# per batch element, the row strides of Q, K, V (and dQ, dK, dV) and of O (and dO)
-# in elements (0: packed heads) and where Q, K and V start in their rows. Constants,
-# not push words: with them at run time every address of the coop kernels' loads and
-# stores took a multiply and the packed forward ran 10-34% slower on the H100
-# (8bf150f against its parent, h100-attn-bisect-8bf150f); a program has one layout
-# per model, so one more pipeline each.
+# Where every attention kernel's operands' rows lie (attention_layout.glsl): the row
+# strides of Q, K, V (and dQ, dK, dV) and of O (and dO), in elements, 0 for packed
+# heads. Constants, not push words: with a runtime pitch every address of the coop
+# kernels' loads and stores took a multiply and the packed forward ran 10-34% slower
+# on the H100 (8bf150f against its parent, h100-attn-bisect-8bf150f). Heads per batch
+# element and the column offsets stay push words: as constants too, the d=128
+# forward (255 registers) ran 6% slower in the same process (h100-attn-layout-ab).
 ATTENTION_LAYOUT = (
-    Spec("NH", "uint", "1", "e->nh"),
     Spec("QKV_RS", "uint", "0", "e->qkv_rs"),
     Spec("O_RS", "uint", "0", "e->o_rs"),
-    Spec("Q_COL", "uint", "0", "e->q_off"),  # where Q, K and V start in their rows
-    Spec("K_COL", "uint", "0", "e->k_off"),
-    Spec("V_COL", "uint", "0", "e->v_off"),
 )
 
 # The backward's two coop kernels take the forward's variant grammar: a workgroup of

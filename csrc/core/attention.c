@@ -199,8 +199,12 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
  * as layout (NULL: packed), and the query rows one workgroup covers. */
 static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, int lse, hl_dtype in,
                                const hl_attn_layout *layout, hl_pipeline **out, uint32_t *rows, hl_error *err) {
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .lse = lse ? 1u : 0u};
-    hl_attn_layout_spec(layout, &e);
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
+                     .d = d,
+                     .causal = causal ? 1u : 0u,
+                     .lse = lse ? 1u : 0u,
+                     .qkv_rs = layout ? layout->qkv_rs : 0u,
+                     .o_rs = layout ? layout->o_rs : 0u};
     uint32_t spec[HL_MAX_SPEC];
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
@@ -306,13 +310,11 @@ hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_a
     return HL_OK;
 }
 
-void hl_attn_layout_spec(const hl_attn_layout *l, hl_spec_env *e) {
-    e->nh = l && l->heads ? l->heads : 1u;
-    e->qkv_rs = l ? l->qkv_rs : 0u;
-    e->o_rs = l ? l->o_rs : 0u;
-    e->q_off = l ? l->q_off : 0u;
-    e->k_off = l ? l->k_off : 0u;
-    e->v_off = l ? l->v_off : 0u;
+void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc) {
+    pc[0] = l->heads ? l->heads : 1u;
+    pc[1] = l->q_off;
+    pc[2] = l->k_off;
+    pc[3] = l->v_off;
 }
 
 hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
@@ -369,6 +371,7 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
     pl.pc[1] = (uint32_t)sq;
     pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
+    hl_attn_layout_push(&args->layout, &pl.pc[4]);
 
     /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b,
      * buf_c, buf_w. O is poisoned; an O tensor is never a view (offset 0). */

@@ -86,8 +86,12 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
     uint32_t spec[HL_MAX_SPEC];
     int unfolded = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err));
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .causal = causal ? 1u : 0u, .fold = !unfolded};
-    hl_attn_layout_spec(layout, &e);
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
+                     .d = d,
+                     .causal = causal ? 1u : 0u,
+                     .fold = !unfolded,
+                     .qkv_rs = layout ? layout->qkv_rs : 0u,
+                     .o_rs = layout ? layout->o_rs : 0u};
     if (v->path != HL_PATH_COOP) {
         *rows = SCALAR_THREADS;
         for (uint32_t pass = 0; pass < 2; pass++) {
@@ -195,6 +199,7 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
     pl.pc[2] = (uint32_t)skv;
     memcpy(&pl.pc[3], &scale_log2, 4);
     memcpy(&pl.pc[4], &scale, 4);
+    hl_attn_layout_push(&args->layout, &pl.pc[5]);
 
     /* Outputs are poisoned: an element a kernel fails to write cannot pass a check. */
     hl_operand ops[HL_BIND_ATTENTION_BWD_COUNT] = {

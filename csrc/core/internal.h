@@ -396,9 +396,9 @@ typedef struct hl_attn_spans {
 } hl_attn_spans;
 hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_attn_layout *l, uint64_t bh, uint64_t sq,
                                uint64_t skv, uint64_t d, hl_attn_spans *out, hl_error *err);
-/* The layout's spec constants (the shaders' NH, QKV_RS, O_RS, Q_COL, K_COL, V_COL) into e;
- * NULL: packed heads. */
-void hl_attn_layout_spec(const hl_attn_layout *l, hl_spec_env *e);
+/* The layout's push-constant words (the shaders' nh, q_off, k_off, v_off; the row strides are spec
+ * constants: hl_spec_env's qkv_rs and o_rs). */
+void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
 /* Every valid coop variant for that direction (the count; up to cap written). */
 size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
                           size_t cap);
