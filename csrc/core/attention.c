@@ -23,7 +23,7 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
 /* Whether the forward at head dimension d folds each row's running max into its
  * score product (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns
  * it off). Measured on the H100 (benchmarks/results/h100-attn-fold-05f8336/): at
- * d <= 64 it wins wherever it leaves the workgroups per SM as they were (1-19%);
+ * d <= 64 it wins wherever it leaves the workgroups per SM as they were (6-19%);
  * at d = 128 the two-row-tile variants, at 255 registers already, spill with it
  * (0.50 against 0.32 ms at 1x32x2048x128) and one row tile gains nothing. */
 #define FOLD_MAX_HEAD_DIM 64u
