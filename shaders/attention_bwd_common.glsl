@@ -87,26 +87,10 @@ void sub_sync() {
     subgroupBarrier();
 }
 
-uint pack_e(float a, float b) {
-#ifdef IN_BF16
-    return pack_bf16x2(a, b);
-#else
-    return packHalf2x16(vec2(a, b));
-#endif
-}
-
-vec2 unpack_e(uint u) {
-#ifdef IN_BF16
-    return vec2(bf16_to_f32(u & 0xFFFFu), bf16_to_f32(u >> 16));
-#else
-    return unpackHalf2x16(u);
-#endif
-}
-
 // The dot product of two 16-byte vectors of 8 elements, in fp32.
 float dot8(uvec4 a, uvec4 b) {
     float s = 0.0;
-    [[unroll]] for (uint h = 0; h < 4; h++) s += dot(unpack_e(a[h]), unpack_e(b[h]));
+    [[unroll]] for (uint h = 0; h < 4; h++) s += dot(unpack_in2(a[h]), unpack_in2(b[h]));
     return s;
 }
 
@@ -138,7 +122,7 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
     [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {                                    \
         uvec4 w4;                                                                          \
         [[unroll]] for (uint h = 0; h < 4; h++)                                            \
-            w4[h] = pack_e(vals[c8 * 8 + 2 * h], vals[c8 * 8 + 2 * h + 1]);               \
+            w4[h] = pack_in2(vals[c8 * 8 + 2 * h], vals[c8 * 8 + 2 * h + 1]);               \
         sm[(base) + (r) * PROW + ((part) * CPL) / 8 + c8] = w4;                           \
     }
 

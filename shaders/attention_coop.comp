@@ -158,15 +158,6 @@ uint pack_p(float a, float b) {
 #endif
 }
 
-// Two P elements from one word (a low).
-vec2 unpack_p(uint u) {
-#ifdef IN_BF16
-    return vec2(bf16_to_f32(u & 0xFFFFu), bf16_to_f32(u >> 16));
-#else
-    return unpackHalf2x16(u);
-#endif
-}
-
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
 void main() {
@@ -398,7 +389,7 @@ void main() {
             [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
                 const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
                 [[unroll]] for (uint h = 0; h < 4; h++) {
-                    const vec2 e = unpack_p(v[h]);
+                    const vec2 e = unpack_in2(v[h]);
                     sum += e.x + e.y;
                 }
             }

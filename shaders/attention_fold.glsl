@@ -9,7 +9,7 @@
 // fragments (GLSL's component-wise operators) and needs no element's (row, column),
 // which KHR cooperative matrices leave to the driver.
 //
-// Include after `sm` (the kernel's shared uvec4 array), TK and IN_BF16.
+// Include after `sm` (the kernel's shared uvec4 array), TK and bf16.glsl.
 #ifndef HELIOS_ATTENTION_FOLD_GLSL
 #define HELIOS_ATTENTION_FOLD_GLSL
 // FOLD_ONE scales the pieces down so that fp16 holds large statistics.
@@ -29,20 +29,11 @@ float in_trunc(float x) {
 #endif
 }
 
-// Two values as two elements of the input type in one word (a low).
-uint fold_pack(float a, float b) {
-#ifdef IN_BF16
-    return pack_bf16x2(a, b);
-#else
-    return packHalf2x16(vec2(a, b));
-#endif
-}
-
 // x / FOLD_ONE as three input-type values hi + mid + lo (to ~2^-30 of x), packed as
 // elements 0..2 of a TK-element row or column at sm[at] (the rest zero).
 void put_pieces(uint at, float x) {
     const float y = x / FOLD_ONE, hi = in_trunc(y), mid = in_trunc(y - hi), lo = y - hi - mid;
-    sm[at] = uvec4(fold_pack(hi, mid), fold_pack(lo, 0.0), 0u, 0u);
+    sm[at] = uvec4(pack_in2(hi, mid), pack_in2(lo, 0.0), 0u, 0u);
     [[unroll]] for (uint i = 1; i < FOLD_VECS; i++) sm[at + i] = uvec4(0u);
 }
 #endif

@@ -37,6 +37,23 @@ float round_bf16(float x) {
     return isnan(x) ? x : uintBitsToFloat((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
 }
 
+// Two values as two elements of the kernel's 16-bit input type in one word (a low),
+// rounded to nearest even, and back: bfloat16 in IN_BF16 builds, fp16 otherwise.
+uint pack_in2(float a, float b) {
+#ifdef IN_BF16
+    return pack_bf16x2(a, b);
+#else
+    return packHalf2x16(vec2(a, b));
+#endif
+}
+vec2 unpack_in2(uint u) {
+#ifdef IN_BF16
+    return vec2(bf16_to_f32(u & 0xFFFFu), bf16_to_f32(u >> 16));
+#else
+    return unpackHalf2x16(u);
+#endif
+}
+
 // Rounds each element of an fp32 cooperative matrix to the nearest bfloat16 in place
 // (IN_BF16 / OUT_BF16 kernels: before the fragment's conversion to bfloat16, which
 // then is exact); nothing for fp16, whose native conversion rounds to nearest even.
