@@ -88,6 +88,14 @@ def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequen
         raise ValueError(f"attention: every dimension must be >= 1, got q {tuple(q_shape)}, k {tuple(k_shape)}")
 
 
+# How far the forward's log-sum-exp may sit from float64's, by input dtype. Where the
+# coop forward folds the running max (head dims <= 64: shaders/attention_coop.comp),
+# a row's sum over a fast tile is of P as stored in the input type, the weights V is
+# multiplied by: lse then carries that rounding, at most half an ulp of each term
+# (2^-12 of the sum in fp16, 2^-9 in bf16), and in practice far less.
+LSE_ATOL = {"float16": 5e-4, "bfloat16": 4e-3}
+
+
 def resolve_scale(scale: Optional[float], d: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(d)
