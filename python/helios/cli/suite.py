@@ -33,6 +33,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "vocab": args.vocab,
         "steps": args.steps,
         "warmup_steps": args.train_warmup,
+        "ddp_bucket_mb": args.ddp_bucket_mb,
     }
     base = dict(TINY) if args.tiny else {}
     base.update({k: v for k, v in given.items() if v is not None})
@@ -121,6 +122,12 @@ def register(sub: Any) -> None:
     pt.add_argument("--vocab", type=positive_int, default=None, help="vocabulary size (default 8192)")
     pt.add_argument("--steps", type=positive_int, default=None, help="training steps per adapter (default 200)")
     pt.add_argument("--train-warmup", type=nonneg_int, default=None, help="steps left out of the timing (default 10)")
+    pt.add_argument(
+        "--ddp-bucket-mb",
+        type=finite_float(0.001),
+        default=None,
+        help="under torchrun: DistributedDataParallel's gradient bucket size in MiB (default: torch's, 25)",
+    )
     pt.add_argument("--lr", type=finite_float(), default=3e-4, help="AdamW learning rate (default 3e-4)")
     pt.add_argument(
         "--tiny", action="store_true", help="a model small enough for a CPU driver (lavapipe in CI), few steps"

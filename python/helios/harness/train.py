@@ -84,6 +84,8 @@ class TrainConfig:
     warmup_steps: int = 10
     lr: float = 3e-4
     seed: int = 0
+    # DistributedDataParallel's gradient bucket size in MiB (None: torch's default, 25)
+    ddp_bucket_mb: Optional[float] = None
     adapters: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ADAPTERS))
     command: list[str] = field(default_factory=list)
 
@@ -566,7 +568,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             if ddp:  # the gate above ran the replica alone; training averages gradients over the ranks
                 from torch.nn.parallel import DistributedDataParallel
 
-                fwd = DistributedDataParallel(model, device_ids=[local])
+                kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
+                fwd = DistributedDataParallel(model, device_ids=[local], **kw)
                 if adapter == "torch_compile":
                     fwd = torch.compile(fwd)
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)

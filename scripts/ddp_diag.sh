@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The training suite under DistributedDataParallel taken apart (run by scripts/gpu_round.sh
+# as one step on a 2-GPU machine; $OUT, $REPO from it): the helios adapter's step under
+# torchrun with torch's default gradient buckets and with one bucket, two single-GPU
+# runs at once on the two GPUs (no NCCL) and one alone; one summary line per run.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+H=$(command -v helios)
+STEPS=${DIAG_STEPS:-40}
+L=/tmp/round/ddp; mkdir -p "$L"
+summ() {  # label file: one line per adapter, or the log's tail
+  [ -s "$2" ] || { echo "$1: no result; ${2%.json}.log ends:"; tail -20 "${2%.json}.log"; } | tee -a "$OUT/diag.txt"
+  [ -s "$2" ] || return 0
+  python3 - "$1" "$2" <<'PY' | tee -a "$OUT/diag.txt"
+import json, sys
+label, path = sys.argv[1:]
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print(f"{label}: no result ({e})"); sys.exit()
+for r in d["rows"]:
+    if "step_ms_p50" not in r:
+        print(f"{label} {r['adapter']}: {r.get('status')}"); continue
+    hk = r.get("helios_kernel_ms_p50")
+    print(f"{label} {r['adapter']}: step {r['step_ms_p50']:.3f} fwd {r['forward_ms_p50']:.3f} "
+          f"bwd {r['backward_ms_p50']:.3f} opt {r['optimizer_ms_p50']:.3f} helios_gpu "
+          f"{'-' if hk is None else f'{hk:.3f}'} tok/s/gpu {r['tokens_per_s_per_gpu']:.0f}")
+PY
+}
+common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
+torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/a.json" > "$L/a.log" 2>&1
+summ "ddp default buckets" "$L/a.json"
+torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-bucket-mb 4096 --out "$L/b.json" > "$L/b.log" 2>&1
+summ "ddp one bucket" "$L/b.json"
+CUDA_VISIBLE_DEVICES=0 "$H" "${common[@]}" --out "$L/c0.json" > "$L/c0.log" 2>&1 &
+CUDA_VISIBLE_DEVICES=1 "$H" "${common[@]}" --out "$L/c1.json" > "$L/c1.log" 2>&1
+wait
+summ "two single runs at once, GPU0" "$L/c0.json"
+summ "two single runs at once, GPU1" "$L/c1.json"
+"$H" "${common[@]}" --out "$L/d.json" > "$L/d.log" 2>&1
+summ "one single run alone" "$L/d.json"
