@@ -2,7 +2,8 @@
 # The training suite under DistributedDataParallel taken apart (run by scripts/gpu_round.sh
 # as one step on a 2-GPU machine; $OUT, $REPO from it): the helios adapter's step under
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
-# runs at once on the two GPUs (no NCCL) and one alone; one summary line per run.
+# runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
+# the backward, one process under torchrun (DIAG_PARTS picks: abcdefg); one line per run.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 H=$(command -v helios)
@@ -27,15 +28,39 @@ for r in d["rows"]:
           f"{'-' if hk is None else f'{hk:.3f}'} tok/s/gpu {r['tokens_per_s_per_gpu']:.0f}")
 PY
 }
+PARTS=${DIAG_PARTS:-abcdefg}
+run() { [[ $PARTS == *$1* ]]; }
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
-torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/a.json" > "$L/a.log" 2>&1
-summ "ddp default buckets" "$L/a.json"
-torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-bucket-mb 4096 --out "$L/b.json" > "$L/b.log" 2>&1
-summ "ddp one bucket" "$L/b.json"
-CUDA_VISIBLE_DEVICES=0 "$H" "${common[@]}" --out "$L/c0.json" > "$L/c0.log" 2>&1 &
-CUDA_VISIBLE_DEVICES=1 "$H" "${common[@]}" --out "$L/c1.json" > "$L/c1.log" 2>&1
-wait
-summ "two single runs at once, GPU0" "$L/c0.json"
-summ "two single runs at once, GPU1" "$L/c1.json"
-"$H" "${common[@]}" --out "$L/d.json" > "$L/d.log" 2>&1
-summ "one single run alone" "$L/d.json"
+if run a; then
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/a.json" > "$L/a.log" 2>&1
+  summ "ddp default buckets" "$L/a.json"
+fi
+if run b; then
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-bucket-mb 4096 --out "$L/b.json" > "$L/b.log" 2>&1
+  summ "ddp one bucket" "$L/b.json"
+fi
+if run c; then
+  CUDA_VISIBLE_DEVICES=0 "$H" "${common[@]}" --out "$L/c0.json" > "$L/c0.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=1 "$H" "${common[@]}" --out "$L/c1.json" > "$L/c1.log" 2>&1
+  wait
+  summ "two single runs at once, GPU0" "$L/c0.json"
+  summ "two single runs at once, GPU1" "$L/c1.json"
+fi
+if run d; then
+  "$H" "${common[@]}" --out "$L/d.json" > "$L/d.log" 2>&1
+  summ "one single run alone" "$L/d.json"
+fi
+# Which part of DDP: no averaging at all, one all-reduce after the backward, and one
+# process under the launcher (its variables, no NCCL).
+if run e; then
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync none --out "$L/e.json" > "$L/e.log" 2>&1
+  summ "torchrun, no averaging" "$L/e.json"
+fi
+if run f; then
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync after-backward --out "$L/f.json" > "$L/f.log" 2>&1
+  summ "torchrun, one all-reduce after the backward" "$L/f.json"
+fi
+if run g; then
+  torchrun --nproc_per_node=1 "$H" "${common[@]}" --out "$L/g.json" > "$L/g.log" 2>&1
+  summ "torchrun, one process" "$L/g.json"
+fi

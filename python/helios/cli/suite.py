@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..check import ATOL, RTOL
+from ..harness.train import GRAD_SYNCS
 from .common import (
     UsageError,
     emit,
@@ -34,6 +35,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "steps": args.steps,
         "warmup_steps": args.train_warmup,
         "ddp_bucket_mb": args.ddp_bucket_mb,
+        "grad_sync": args.grad_sync,
     }
     base = dict(TINY) if args.tiny else {}
     base.update({k: v for k, v in given.items() if v is not None})
@@ -127,6 +129,14 @@ def register(sub: Any) -> None:
         type=finite_float(0.001),
         default=None,
         help="under torchrun: DistributedDataParallel's gradient bucket size in MiB (default: torch's, 25)",
+    )
+    pt.add_argument(
+        "--grad-sync",
+        choices=GRAD_SYNCS,
+        default=None,
+        help="under torchrun, how ranks average gradients: ddp (DistributedDataParallel, all-reduces "
+        "per bucket as gradients become ready; the default), after-backward (one all-reduce of every "
+        "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs)",
     )
     pt.add_argument("--lr", type=finite_float(), default=3e-4, help="AdamW learning rate (default 3e-4)")
     pt.add_argument(

@@ -86,9 +86,17 @@ class TrainConfig:
     seed: int = 0
     # DistributedDataParallel's gradient bucket size in MiB (None: torch's default, 25)
     ddp_bucket_mb: Optional[float] = None
+    # how ranks average gradients (GRAD_SYNCS)
+    grad_sync: str = "ddp"
     adapters: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ADAPTERS))
     command: list[str] = field(default_factory=list)
 
+
+# Gradient averaging under a launcher: "ddp" (DistributedDataParallel: all-reduces per
+# bucket as gradients become ready), "after-backward" (one all-reduce of every gradient,
+# flattened, after loss.backward() returns, on torch's stream), "none" (no averaging: the
+# replicas drift apart; for timing what the averaging costs).
+GRAD_SYNCS = ("ddp", "after-backward", "none")
 
 MAX_HEAD_DIM = 256  # the attention kernels' limit (csrc/core/attention.c)
 
@@ -108,6 +116,8 @@ def check_config(cfg: TrainConfig, max_buffer_bytes: Optional[int] = None) -> No
             f"train: head_dim {hd} (d_model {cfg.d_model} / heads {cfg.heads}) exceeds the attention "
             f"kernels' {MAX_HEAD_DIM}"
         )
+    if cfg.grad_sync not in GRAD_SYNCS:
+        raise ValueError(f"train: grad_sync {cfg.grad_sync!r}: choose from {', '.join(GRAD_SYNCS)}")
     if cfg.warmup_steps >= cfg.steps:
         raise ValueError(f"train: {cfg.warmup_steps} warm-up steps leave none of the {cfg.steps} steps to time")
     if max_buffer_bytes is None:
@@ -504,7 +514,12 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
     result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
-    result["distributed"] = {"world_size": world, "rank": rank, "backend": "nccl" if ddp else None}
+    result["distributed"] = {
+        "world_size": world,
+        "rank": rank,
+        "backend": "nccl" if ddp else None,
+        "grad_sync": cfg.grad_sync if ddp else None,
+    }
     rows_per_step = cfg.batch * world  # the global batch
     data = torch.from_numpy(markov_stream(cfg.vocab, rows_per_step * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
     torch.manual_seed(cfg.seed)
@@ -565,7 +580,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 continue
             model.zero_grad(set_to_none=True)
             model.load_state_dict(state0)
-            if ddp:  # the gate above ran the replica alone; training averages gradients over the ranks
+            if ddp and cfg.grad_sync == "ddp":  # the gate above ran the replica alone
                 from torch.nn.parallel import DistributedDataParallel
 
                 kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
@@ -587,6 +602,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 loss = fwd(xb, yb, ops)
                 _mark(torch, cuda, marks, 1)
                 loss.backward()
+                if ddp and cfg.grad_sync == "after-backward":
+                    _average_grads(torch, model, world)
                 _mark(torch, cuda, marks, 2)
                 norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
                 opt.step()
@@ -669,6 +686,15 @@ def _ordered_helios_device(t: Any) -> Optional[Any]:
     from .. import torch as ht
 
     return ht.device_for(t) if ht.ordering(t) == "semaphore" else None
+
+
+def _average_grads(torch: Any, model: Any, world: int) -> None:
+    """Every gradient averaged over the ranks with one all-reduce of them all, flattened."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat)
+    flat.div_(world)
+    torch._foreach_copy_(grads, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in grads]), grads)])
 
 
 def _marks(torch: Any, cuda: bool, n: int) -> list:
