@@ -25,7 +25,9 @@ for r in d["rows"]:
     hk = r.get("helios_kernel_ms_p50")
     print(f"{label} {r['adapter']}: step {r['step_ms_p50']:.3f} fwd {r['forward_ms_p50']:.3f} "
           f"bwd {r['backward_ms_p50']:.3f} opt {r['optimizer_ms_p50']:.3f} helios_gpu "
-          f"{'-' if hk is None else f'{hk:.3f}'} tok/s/gpu {r['tokens_per_s_per_gpu']:.0f}")
+          f"{'-' if hk is None else f'{hk:.3f}'} host fwd/bwd {r.get('host_forward_ms_p50', 0):.3f}/"
+          f"{r.get('host_backward_ms_p50', 0):.3f} tok/s/gpu {r['tokens_per_s_per_gpu']:.0f} "
+          f"cpus {d['distributed'].get('cpus')}")
 PY
 }
 PARTS=${DIAG_PARTS:-abcdefg}

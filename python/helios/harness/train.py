@@ -37,7 +37,8 @@ against torch_eager's; a run with a non-finite loss or gradient fails.
 Per adapter: tokens/s (median step after the warm-up steps), forward / backward /
 optimizer time (CUDA events; host clock on CPU), the GPU time spent in Helios
 kernels per step (helios with CUDA: timestamps around each ordered submission),
-peak memory, the loss per step,
+how long the forward and backward calls hold the host (a step the GPU waits on
+the host for shows it here), peak memory, the loss per step,
 gradient norms, and the largest relative deviation of its loss from torch_eager's
 at equal steps (after step 20, or after the warm-up steps in shorter runs).
 
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
@@ -519,6 +521,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         "rank": rank,
         "backend": "nccl" if ddp else None,
         "grad_sync": cfg.grad_sync if ddp else None,
+        # the CPUs this process may run on (NCCL and launchers may narrow it)
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
     rows_per_step = cfg.batch * world  # the global batch
     data = torch.from_numpy(markov_stream(cfg.vocab, rows_per_step * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
@@ -594,17 +598,23 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             # (the semaphore path helios.torch takes with CUDA; None elsewhere)
             hdev = _ordered_helios_device(x0) if adapter in HELIOS_ADAPTERS and cuda else None
             losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
+            host_fwd_ms, host_bwd_ms = [], []  # how long the forward and backward calls hold the host
             for step in range(cfg.steps):
                 h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
                 xb, yb = batch(step)
                 marks = _marks(torch, cuda, 4)
                 _mark(torch, cuda, marks, 0)
+                t0 = time.perf_counter()
                 loss = fwd(xb, yb, ops)
+                t1 = time.perf_counter()
                 _mark(torch, cuda, marks, 1)
                 loss.backward()
                 if ddp and cfg.grad_sync == "after-backward":
                     _average_grads(torch, model, world)
+                t2 = time.perf_counter()
                 _mark(torch, cuda, marks, 2)
+                host_fwd_ms.append((t1 - t0) * 1e3)
+                host_bwd_ms.append((t2 - t1) * 1e3)
                 norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -638,6 +648,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 helios_kernel_ms_p50=float(np.median(helios_ms[cfg.warmup_steps :] or helios_ms))
                 if helios_ms
                 else None,
+                host_forward_ms_p50=float(np.median(host_fwd_ms[cfg.warmup_steps :] or host_fwd_ms)),
+                host_backward_ms_p50=float(np.median(host_bwd_ms[cfg.warmup_steps :] or host_bwd_ms)),
                 peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
                 loss=curve,
                 grad_norm=gnorms,
