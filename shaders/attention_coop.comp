@@ -144,9 +144,19 @@ void put() {
     }
 }
 
+// Timing models of the subgroup sync: MODEL_SYNC_SPLIT a shared-memory fence then a
+// control barrier (two instructions), MODEL_SYNC_NOFENCE the control barrier alone (no
+// ordering promised: a bound, not a kernel). The kernel's: one control barrier that
+// also orders the subgroup's shared-memory accesses.
 void sub_sync() {
+#if defined(MODEL_SYNC_SPLIT)
     subgroupMemoryBarrierShared();
     subgroupBarrier();
+#elif defined(MODEL_SYNC_NOFENCE)
+    subgroupBarrier();
+#else
+    controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
+#endif
 }
 
 // Two probabilities packed as P's element type (round to nearest even).
@@ -224,7 +234,9 @@ void main() {
         barrier();                                 // Q fragments / previous tile consumed
         put();
         barrier();
+#ifndef MODEL_LATE_FETCH
         if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
+#endif
         // Every key of the tile masked for this subgroup's rows: skip its work,
         // not its barriers (lavapipe mis-runs subgroup barriers that only some
         // subgroups of a workgroup reach).
@@ -373,6 +385,11 @@ void main() {
         }
         sub_sync();
 
+#ifdef MODEL_LATE_FETCH
+        // the next tile's loads issued after the tile's subgroup syncs (model: a fence
+        // that waits for loads in flight would stall on them above)
+        if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
+#endif
         if (!live) continue;
         // O = O * rescale + P V
         if (any_rescale) [[unroll]] for (uint w = 0; w < WQ; w++) {
