@@ -82,10 +82,7 @@ void put() {
     }
 }
 
-void sub_sync() {
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-}
+#include "subgroup_sync.glsl"
 
 // The dot product of two 16-byte vectors of 8 elements, in fp32.
 float dot8(uvec4 a, uvec4 b) {

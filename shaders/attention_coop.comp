@@ -144,20 +144,7 @@ void put() {
     }
 }
 
-// Timing models of the subgroup sync: MODEL_SYNC_SPLIT a shared-memory fence then a
-// control barrier (two instructions), MODEL_SYNC_NOFENCE the control barrier alone (no
-// ordering promised: a bound, not a kernel). The kernel's: one control barrier that
-// also orders the subgroup's shared-memory accesses.
-void sub_sync() {
-#if defined(MODEL_SYNC_SPLIT)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-#elif defined(MODEL_SYNC_NOFENCE)
-    subgroupBarrier();
-#else
-    controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-#endif
-}
+#include "subgroup_sync.glsl"
 
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {

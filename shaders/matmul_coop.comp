@@ -36,6 +36,7 @@
 // SUBGROUP, STAGES, DIRECT, RASTER and the workgroup size: shaders/families.py.
 #include "spec_matmul_coop.glsl"
 #include "matmul_common.glsl"
+#include "subgroup_sync.glsl"
 
 #ifdef ACC_F16
 #define ACC_T float16_t
@@ -340,8 +341,7 @@ void main() {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
                 coopMatStore(part, scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+                sub_sync();
                 const uint e0 = lane * 8u;
                 const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
                 float v[8];
@@ -352,8 +352,7 @@ void main() {
                 c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
                 c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
 #endif
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();   // the next tile reuses the scratch tile
+                sub_sync();   // the next tile reuses the scratch tile
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
