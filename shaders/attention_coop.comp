@@ -31,8 +31,9 @@
 // kept when no element of the tile exceeds its row's max by more than
 // RESCALE_SLACK (the same bound the lazy rescale keeps); otherwise (the first tile,
 // the causal diagonal, the key tail, a max that moved) the tile runs the row-wise
-// softmax through the scratch as before. Row sums on the fast path are read back
-// from the stored 16-bit P, beside the P V product.
+// softmax through the scratch as before. Either way the row sums are taken by the
+// tensor cores beside the P V product (P, as stored in 16 bits, times a constant
+// fragment), kept in an accumulator rescaled with O.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -211,6 +212,11 @@ void main() {
     [[unroll]] for (uint w = 0; w < WQ; w++) mf[w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(0.0);
     const coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fold_one =
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>(IN_T(FOLD_ONE));
+    // FOLD=1: the row sums of P as stored (times FOLD_ONE, in every column), taken by the
+    // tensor cores beside P V (P times fold_one) and rescaled with O: no lane sums a row.
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> lsum[WQ];
+    [[unroll]] for (uint w = 0; w < WQ; w++)
+        lsum[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
@@ -342,8 +348,10 @@ void main() {
                 pv[ps][c] = exp2(pv[ps][c] - m_use);
                 sum += pv[ps][c];
             }
-            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-            l_run[ps] = l_run[ps] * alpha[ps] + sum;
+            if (FOLD == 0) {   // FOLD=1: lsum, beside P V
+                [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
+                l_run[ps] = l_run[ps] * alpha[ps] + sum;
+            }
             m_run[ps] = m_new;
         }
         // Whether any row of the subgroup moved its max (uniform: the rescale below
@@ -383,28 +391,18 @@ void main() {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
-            if (FOLD != 0)
+            if (FOLD != 0) {
+                lsum[w] = lsum[w] * am;
                 coopMatLoad(mf[w], sm, PIECE_OFF + w * TM * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
-        }
-        // The fast path's row sums, from the 16-bit P it stored.
-        if (fast) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-            const uint r = ps * RPP + lane / LPR;
-            float sum = 0.0;
-            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
-                const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
-                [[unroll]] for (uint h = 0; h < 4; h++) {
-                    const vec2 e = unpack_in2(v[h]);
-                    sum += e.x + e.y;
-                }
             }
-            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-            l_run[ps] += sum;
         }
         [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
-            [[unroll]] for (uint w = 0; w < WQ; w++)
+            [[unroll]] for (uint w = 0; w < WQ; w++) {
                 coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                             gl_CooperativeMatrixLayoutRowMajor);
+                if (FOLD != 0) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
+            }
             [[unroll]] for (uint j = 0; j < D / TN; j++) {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
                 coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
@@ -416,6 +414,13 @@ void main() {
 
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
+    // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
+    sub_sync();
+    if (FOLD != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
+        coopMatStore(lsum[w], sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
+    sub_sync();
+    if (FOLD != 0) [[unroll]] for (uint ps = 0; ps < PASSES; ps++)
+        l_run[ps] = uintBitsToFloat(sm[A_OFF + (ps * RPP + lane / LPR) * AROW].x) / FOLD_ONE;
     sub_sync();
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
         const uint r = ps * RPP + lane / LPR;
