@@ -40,6 +40,8 @@ def test_tiny_training_through_helios_matches_torch(device, tmp_path):
     for a, b in zip(hel["loss"], eager["loss"]):
         assert abs(a - b) <= 0.02 * abs(b)
     assert hel["tokens_per_s"] > 0 and hel["step_ms_p50"] > 0
+    assert hel["host_forward_ms_p50"] > 0 and hel["host_backward_ms_p50"] > 0
+    assert d["distributed"]["cpus"] >= 1 and d["distributed"]["grad_sync"] is None  # one process: no averaging
     assert (tmp_path / "train.md").read_text().count("| helios |") == 1
 
 
@@ -119,6 +121,33 @@ def test_a_launcher_run_is_distributed_and_needs_cuda(monkeypatch, capsys):
     assert "needs CUDA" in capsys.readouterr().err
 
 
+def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path):
+    """--grad-sync after-backward: one all-reduce of every gradient, flattened, and each
+    piece copied back to its own parameter (a world of one, gloo: the average is the
+    gradient itself, so a piece copied to the wrong parameter or shape shows)."""
+    import torch.distributed as dist
+
+    from helios.harness.train import TINY, TrainConfig, _average_grads, build
+
+    if not dist.is_available():
+        pytest.skip("this torch has no torch.distributed")
+    GPT, TorchOps, _, _, _, _ = build(torch)
+    torch.manual_seed(1)
+    cfg = TrainConfig(**TINY)
+    model = GPT(cfg)
+    x = torch.randint(0, cfg.vocab, (2, cfg.seq))
+    model(x, x, TorchOps()).backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters()}
+    assert len({g.shape for g in want.values()}) > 2  # pieces of several shapes
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        _average_grads(torch, model, 1)
+    finally:
+        dist.destroy_process_group()
+    for n, p in model.named_parameters():
+        assert torch.equal(p.grad, want[n]), n
+
+
 def test_the_markdown_names_the_world_size():
     from helios.harness.train import train_markdown
 
@@ -137,6 +166,10 @@ def test_the_markdown_names_the_world_size():
     cfg = {"layers": 1, "d_model": 8, "heads": 1, "seq": 4, "batch": 2, "vocab": 10, "steps": 2}
     md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2}})
     assert "2 GPUs, DistributedDataParallel over NCCL, global batch 4" in md and "| 2000 | 1000 |" in md
+    md = train_markdown(
+        {"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2, "grad_sync": "after-backward"}}
+    )
+    assert "2 GPUs, one all-reduce of the gradients after the backward over NCCL" in md
     row["helios_kernel_ms_p50"] = 0.25
     md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 1}})
     assert "| 0.250 ms (25%) |" in md
@@ -158,3 +191,19 @@ def test_bad_configs_are_refused_before_any_work(device, argv, match, capsys):
     import re
 
     assert re.search(match, err), err
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--ddp-bucket-mb", "0"], "--ddp-bucket-mb: expected a number >= 0.001"),
+        (["--grad-sync", "allreduce"], "--grad-sync: invalid choice: 'allreduce'"),
+    ],
+)
+def test_bad_distributed_flags_are_refused(argv, match, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["suite", "train", "--tiny"] + argv)
+    assert e.value.code == 2
+    import re
+
+    assert re.search(match, capsys.readouterr().err)

@@ -99,6 +99,11 @@ class TrainConfig:
 # flattened, after loss.backward() returns, on torch's stream), "none" (no averaging: the
 # replicas drift apart; for timing what the averaging costs).
 GRAD_SYNCS = ("ddp", "after-backward", "none")
+GRAD_SYNC_WORDS = {
+    "ddp": "DistributedDataParallel",
+    "after-backward": "one all-reduce of the gradients after the backward",
+    "none": "no gradient averaging (the replicas drift apart)",
+}
 
 MAX_HEAD_DIM = 256  # the attention kernels' limit (csrc/core/attention.c)
 
@@ -734,7 +739,8 @@ def train_markdown(result: dict) -> str:
         f"{c['heads']} heads, seq {c['seq']}, batch {c['batch']}, vocab {c['vocab']}, {c['steps']} steps "
         f"(bf16 products, fp32 master weights, AdamW)"
         + (
-            f"; {world} GPUs, DistributedDataParallel over NCCL, global batch {world * c['batch']}"
+            f"; {world} GPUs, {GRAD_SYNC_WORDS[result['distributed'].get('grad_sync') or 'ddp']} over NCCL, "
+            f"global batch {world * c['batch']}"
             if (world := result.get("distributed", {}).get("world_size", 1)) > 1
             else ""
         ),
