@@ -3,7 +3,8 @@
 # as one step on a 2-GPU machine; $OUT, $REPO from it): the helios adapter's step under
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
 # runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
-# the backward, one process under torchrun (DIAG_PARTS picks: abcdefg); one line per run.
+# the backward, one process under torchrun, DDP with host-wait ordering (DIAG_PARTS picks:
+# abcdefgh); one line per run.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 H=$(command -v helios)
@@ -30,7 +31,7 @@ for r in d["rows"]:
           f"cpus {d['distributed'].get('cpus')}")
 PY
 }
-PARTS=${DIAG_PARTS:-abcdefg}
+PARTS=${DIAG_PARTS:-abcdefgh}
 run() { [[ $PARTS == *$1* ]]; }
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
 if run a; then
@@ -65,4 +66,8 @@ fi
 if run g; then
   torchrun --nproc_per_node=1 "$H" "${common[@]}" --out "$L/g.json" > "$L/g.log" 2>&1
   summ "torchrun, one process" "$L/g.json"
+fi
+if run h; then
+  HELIOS_DISABLE_SEMAPHORE_ORDERING=1 torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/h.json" > "$L/h.log" 2>&1
+  summ "ddp, ordered by host waits" "$L/h.json"
 fi

@@ -185,6 +185,35 @@ def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch, poisoned):
     assert early != pytest.approx(8192 * 8192 * 2048.0)
 
 
+def test_the_host_wait_ordering_gives_the_same_results(cuda, monkeypatch, poisoned):
+    """HELIOS_DISABLE_SEMAPHORE_ORDERING=1: every group waits for torch's stream on
+    the host and hands results back finished (the path of a device without the shared
+    semaphore); a linear, an attention and an MLP block, forward and backward, equal
+    the semaphore path's bit for bit (outputs poisoned first: a result handed back
+    unfinished would show)."""
+    g = torch.Generator(device="cuda").manual_seed(9)
+    x = torch.randn(300, 256, device=cuda, generator=g).half()
+    w1, w2 = (torch.randn(512, 256, device=cuda, generator=g).half() * 0.05 for _ in range(2))
+    b1 = torch.randn(512, device=cuda, generator=g).half()
+    qkv = [torch.randn(2, 4, 130, 64, device=cuda, generator=g).half() for _ in range(3)]
+
+    def run() -> list:
+        xs, w1s, w2s, b1s = (t.detach().clone().requires_grad_(True) for t in (x, w1, w2, b1))
+        qs = [t.detach().clone().requires_grad_(True) for t in qkv]
+        y = ht.linear(xs, w1s, b1s, activation="gelu_tanh")
+        o = ht.attention(*qs, causal=True)
+        z = ht.mlp(xs, w1s, b1s, w2s.t().contiguous(), None, activation="gelu_tanh")
+        (y.float().sum() + o.float().square().sum() + z.float().sum()).backward()
+        return [y, o, z] + [t.grad for t in (xs, w1s, w2s, b1s, *qs)]
+
+    want = run()
+    monkeypatch.setenv("HELIOS_DISABLE_SEMAPHORE_ORDERING", "1")
+    assert ht.ordering(x) == "host sync: HELIOS_DISABLE_SEMAPHORE_ORDERING=1"
+    got = run()
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
 def test_attention_backward_runs_on_helios(cuda):
     """The gradient of ht.attention comes from Helios's backward kernels (one more
     attention call on the device), not from a torch recomputation."""

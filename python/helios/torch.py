@@ -143,6 +143,10 @@ def ordering(t: torch.Tensor) -> str:
     wait) or "host sync: <why>"."""
     ordinal = t.device.index if t.device.index is not None else torch.cuda.current_device()
     dev = device_for(t)
+    if _helios.env_flag("HELIOS_DISABLE_SEMAPHORE_ORDERING"):
+        # the kill switch: the host waits for torch's stream before each group, and for
+        # Helios before handing its results back (no CUDA work can run beside Helios's)
+        return "host sync: HELIOS_DISABLE_SEMAPHORE_ORDERING=1"
     if ordinal not in _host_sync:
         try:
             w, s = dev._async_values()
