@@ -93,16 +93,7 @@ const uint DROW = DV + 1;                      // padded pitch (vectors) in shar
 // uses them before the loop), then per subgroup a scratch that holds S
 // (fp32) and, once every row is read, P (fp16), the rescale tile (fp32) and
 // (FOLD=1) the rows' max pieces; or P straight from the fast path.
-// MODEL_KV_DBUF (a timing model until it wins: the engine's shared-memory check does
-// not count the second buffer): two K/V buffers, tile t in buffer t % 2, one
-// workgroup barrier per tile instead of two.
-#ifdef MODEL_KV_DBUF
-const uint KV_BUFS = 2;
-#else
-const uint KV_BUFS = 1;
-#endif
-const uint KV_VECS = 2 * BC * DROW;            // one K tile and one V tile
-const uint REGION0 = KV_BUFS * KV_VECS;
+const uint REGION0 = 2 * BC * DROW;
 const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
 const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
 const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
@@ -142,14 +133,14 @@ void fetch(uint kb, uint vb, uint pv, uint j0) {
     }
 }
 
-void put(const uint kvb) {
+void put() {
     const uint tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint i = 0; i < PER_T; i++) {
         uint idx = tid + i * THREADS;
         if (idx < TILE_VECS) {
             uint r = idx / DV, c = idx % DV;
-            sm[kvb + K_OFF + r * DROW + c] = kreg[i];
-            sm[kvb + V_OFF + r * DROW + c] = vreg[i];
+            sm[K_OFF + r * DROW + c] = kreg[i];
+            sm[V_OFF + r * DROW + c] = vreg[i];
         }
     }
 }
@@ -233,11 +224,8 @@ void main() {
     fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
-        // this tile's buffer (KV_BUFS=2: last read two tiles ago, before every
-        // invocation passed the previous tile's barrier)
-        const uint kvb = KV_BUFS == 2 ? (t & 1u) * KV_VECS : 0u;
-        if (KV_BUFS == 1 || t == 0) barrier();     // Q fragments / previous tile consumed
-        put(kvb);
+        barrier();                                 // Q fragments / previous tile consumed
+        put();
         barrier();
 #ifndef MODEL_LATE_FETCH
         if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
@@ -253,7 +241,7 @@ void main() {
                 s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
             [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                coopMatLoad(kf, sm, kvb + K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
                             gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
             }
@@ -268,7 +256,7 @@ void main() {
                     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(e);   // needs TN == TK
                 [[unroll]] for (uint j = 0; j < D / TN; j++) {
                     coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
-                    coopMatLoad(vf, sm, kvb + V_OFF + n * TN * DROW + j * (TN / 8), DROW,
+                    coopMatLoad(vf, sm, V_OFF + n * TN * DROW + j * (TN / 8), DROW,
                                 gl_CooperativeMatrixLayoutRowMajor);
                     o[w][j] = coopMatMulAdd(pf, vf, o[w][j]);
                 }
@@ -285,7 +273,7 @@ void main() {
     }                                                                                      \
     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
-        coopMatLoad(kf, sm, kvb + K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,           \
+        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
                     gl_CooperativeMatrixLayoutColumnMajor);                                \
         [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
@@ -417,7 +405,7 @@ void main() {
             }
             [[unroll]] for (uint j = 0; j < D / TN; j++) {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
-                coopMatLoad(vf, sm, kvb + V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
                             gl_CooperativeMatrixLayoutRowMajor);
                 [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
             }
