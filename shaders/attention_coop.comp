@@ -67,16 +67,6 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 // per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
 // CAUSAL and the workgroup size (NSG * SUBGROUP): shaders/families.py.
 #include "spec_attention_coop.glsl"
-// Timing model MODEL_Q_GLOBAL: Q's fragments not kept in registers but loaded from
-// memory (L1/L2) at every k-step of the scores (no tails: full row blocks only), and
-// the running max folded whatever the head dimension (the engine's shared-memory
-// check does not count the fold's pieces then): what freeing Q's registers would buy
-// at d=128, where they and the fold do not fit together.
-#ifdef MODEL_Q_GLOBAL
-const uint FOLDED = 1;
-#else
-const uint FOLDED = FOLD;
-#endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
 layout(push_constant) uniform Push {
@@ -111,7 +101,7 @@ const uint AROW = TN / 4;                      // rescale tile pitch
 const uint S_VECS = RQ * SROW;
 // FOLD=1: the rows' max pieces after the rescale tile (one fragment row of TK
 // elements each: attention_fold.glsl's FOLD_VECS).
-const uint PIECE_VECS = FOLDED != 0 ? RQ * (TK / 8) : 0;
+const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
 const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
@@ -188,7 +178,6 @@ void main() {
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
-#ifndef MODEL_Q_GLOBAL
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -204,7 +193,6 @@ void main() {
                                 gl_CooperativeMatrixLayoutRowMajor);
         }
     }
-#endif
 
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> o[WQ][D / TN];
     [[unroll]] for (uint w = 0; w < WQ; w++)
@@ -277,36 +265,24 @@ void main() {
         continue;
 #endif
 
-#ifdef MODEL_Q_GLOBAL
-        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qg;
-#define Q_LOAD(w, kk) \
-    coopMatLoad(qg, q128, qbase + (r0 + (w) * TM) * qpv + (kk) * (TK / 8), qpv, gl_CooperativeMatrixLayoutRowMajor);
-#define Q_FRAG(w, kk) qg
-#else
-#define Q_LOAD(w, kk)
-#define Q_FRAG(w, kk) qf[w][kk]
-#endif
 // S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
 #define SCORES(s, n)                                                                       \
     [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
         s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
-        if (FOLDED != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
+        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
     }                                                                                      \
     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
         coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
                     gl_CooperativeMatrixLayoutColumnMajor);                                \
-        [[unroll]] for (uint w = 0; w < WQ; w++) {                                           \
-            Q_LOAD(w, kk)                                                                  \
-            s[w] = coopMatMulAdd(Q_FRAG(w, kk), kf, s[w]);                                 \
-        }                                                                                  \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
         // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
         // subgroup, as is every condition here: the syncs below are taken by all).
         const bool masked_here = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-        const bool try_fast = FOLDED != 0 && live && !masked_here && subgroupAll(exact);
+        const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
         float top = -1.0 / 0.0;
         if (try_fast) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
@@ -328,7 +304,7 @@ void main() {
         }
         const bool fast = try_fast && subgroupAll(top <= RESCALE_SLACK);
         const bool slow = live && !fast;
-        if (FOLDED != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
+        if (FOLD != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
 
         // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
         if (slow) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
@@ -351,7 +327,7 @@ void main() {
             [[unroll]] for (uint c = 0; c < CPL; c++) {
                 const uint col = part * CPL + c, gcol = j0 + col;
                 float x = s_at(SUB, r, col) * p.scale_log2;
-                if (FOLDED != 0) x += m_fold[ps];
+                if (FOLD != 0) x += m_fold[ps];
                 bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
                 x = masked ? -1.0 / 0.0 : x;
                 pv[ps][c] = x;
@@ -372,7 +348,7 @@ void main() {
                 pv[ps][c] = exp2(pv[ps][c] - m_use);
                 sum += pv[ps][c];
             }
-            if (FOLDED == 0) {   // FOLD=1: lsum, beside P V
+            if (FOLD == 0) {   // FOLD=1: lsum, beside P V
                 [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
                 l_run[ps] = l_run[ps] * alpha[ps] + sum;
             }
@@ -392,13 +368,13 @@ void main() {
             }
             if (any_rescale)
                 for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
-            if (FOLDED != 0 && any_rescale) {
+            if (FOLD != 0 && any_rescale) {
                 // the rows' new max into their pieces (mf reloaded below)
                 m_fold[ps] = isinf(m_run[ps]) || isnan(m_run[ps]) ? 0.0 : m_run[ps];
                 if (part == 0) put_pieces(PIECE_OFF + r * FOLD_VECS, -m_fold[ps] / p.scale_log2);
             }
         }
-        if (FOLDED != 0 && any_rescale) {
+        if (FOLD != 0 && any_rescale) {
             exact = true;
             [[unroll]] for (uint ps = 0; ps < PASSES; ps++) exact = exact && m_fold[ps] == m_run[ps];
         }
@@ -415,7 +391,7 @@ void main() {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
-            if (FOLDED != 0) {
+            if (FOLD != 0) {
                 lsum[w] = lsum[w] * am;
                 coopMatLoad(mf[w], sm, PIECE_OFF + w * TM * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
             }
@@ -425,7 +401,7 @@ void main() {
             [[unroll]] for (uint w = 0; w < WQ; w++) {
                 coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                             gl_CooperativeMatrixLayoutRowMajor);
-                if (FOLDED != 0) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
+                if (FOLD != 0) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
             }
             [[unroll]] for (uint j = 0; j < D / TN; j++) {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
@@ -440,10 +416,10 @@ void main() {
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
     sub_sync();
-    if (FOLDED != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
+    if (FOLD != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
         coopMatStore(lsum[w], sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
     sub_sync();
-    if (FOLDED != 0) [[unroll]] for (uint ps = 0; ps < PASSES; ps++)
+    if (FOLD != 0) [[unroll]] for (uint ps = 0; ps < PASSES; ps++)
         l_run[ps] = uintBitsToFloat(sm[A_OFF + (ps * RPP + lane / LPR) * AROW].x) / FOLD_ONE;
     sub_sync();
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
