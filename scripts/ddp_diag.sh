@@ -3,8 +3,8 @@
 # as one step on a 2-GPU machine; $OUT, $REPO from it): the helios adapter's step under
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
 # runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
-# the backward, one process under torchrun, DDP with host-wait ordering (DIAG_PARTS picks:
-# abcdefgh); one line per run.
+# the backward, one process under torchrun, DDP with host-wait ordering, a traced DDP run
+# (DIAG_PARTS picks: abcdefghi); one line per run.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 H=$(command -v helios)
@@ -31,7 +31,7 @@ for r in d["rows"]:
           f"cpus {d['distributed'].get('cpus')}")
 PY
 }
-PARTS=${DIAG_PARTS:-abcdefgh}
+PARTS=${DIAG_PARTS:-abcdefghi}
 run() { [[ $PARTS == *$1* ]]; }
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
 if run a; then
@@ -70,4 +70,9 @@ fi
 if run h; then
   HELIOS_DISABLE_SEMAPHORE_ORDERING=1 torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/h.json" > "$L/h.log" 2>&1
   summ "ddp, ordered by host waits" "$L/h.json"
+fi
+if run i; then  # torch.profiler's view of rank 0: did another stream's kernel run in Helios's gaps?
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --trace "$L/trace" --out "$L/i.json" > "$L/i.log" 2>&1
+  summ "ddp, traced warm-up" "$L/i.json"
+  python3 "$REPO/scripts/trace_overlap.py" "$L/trace-helios-rank0.json" 2>&1 | tail -25 | tee -a "$OUT/diag.txt"
 fi

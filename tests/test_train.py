@@ -181,6 +181,7 @@ def test_the_markdown_names_the_world_size():
         (["--d-model", "100", "--heads", "3"], "not a multiple of heads 3"),
         (["--d-model", "1024", "--heads", "2"], "head_dim 512 .* exceeds"),
         (["--steps", "3", "--train-warmup", "3"], "leave none of the 3 steps"),
+        (["--trace", "t", "--train-warmup", "0"], "--trace records warm-up steps"),
         (["--seq", "4096", "--micro-batch", "64", "--vocab", "200000"], "allows .* per buffer"),
     ],
 )
@@ -207,3 +208,15 @@ def test_bad_distributed_flags_are_refused(argv, match, capsys):
     import re
 
     assert re.search(match, capsys.readouterr().err)
+
+
+def test_a_trace_records_the_last_warm_up_steps(tmp_path):
+    """--trace PREFIX: a torch.profiler Chrome trace per adapter of its last warm-up
+    steps (the timed ones never carry the profiler), named by adapter and rank."""
+    out, prefix = tmp_path / "t.json", tmp_path / "tr"
+    argv = ["suite", "train", "--tiny", "--adapters", "torch_eager", "--trace", str(prefix), f"--out={out}"]
+    assert main(argv) == 0
+    trace = json.loads((tmp_path / "tr-torch_eager-rank0.json").read_text())
+    ops = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("cat") == "cpu_op"]
+    assert any("embedding" in e["name"] for e in ops) and any("cross_entropy" in e["name"] for e in ops)
+    assert json.loads(out.read_text())["config"]["trace"] == str(prefix)

@@ -36,6 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "warmup_steps": args.train_warmup,
         "ddp_bucket_mb": args.ddp_bucket_mb,
         "grad_sync": args.grad_sync,
+        "trace": args.trace,
     }
     base = dict(TINY) if args.tiny else {}
     base.update({k: v for k, v in given.items() if v is not None})
@@ -137,6 +138,13 @@ def register(sub: Any) -> None:
         help="under torchrun, how ranks average gradients: ddp (DistributedDataParallel, all-reduces "
         "per bucket as gradients become ready; the default), after-backward (one all-reduce of every "
         "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs)",
+    )
+    pt.add_argument(
+        "--trace",
+        metavar="PREFIX",
+        default=None,
+        help="write a torch.profiler trace (Chrome JSON: CPU ops and every CUDA kernel with its stream) of "
+        "the last 3 warm-up steps of each adapter to PREFIX-ADAPTER-rankR.json; timed steps are never traced",
     )
     pt.add_argument("--lr", type=finite_float(), default=3e-4, help="AdamW learning rate (default 3e-4)")
     pt.add_argument(

@@ -41,6 +41,9 @@ how long the forward and backward calls hold the host (a step the GPU waits on
 the host for shows it here), peak memory, the loss per step,
 gradient norms, and the largest relative deviation of its loss from torch_eager's
 at equal steps (after step 20, or after the warm-up steps in shorter runs).
+--trace PREFIX also writes a torch.profiler trace of each adapter's last 3 warm-up
+steps (CPU ops and every CUDA kernel with its stream; Helios's own Vulkan work is
+not in it: it shows as the gap it leaves on torch's stream).
 
 Many GPUs: under `torchrun --nproc_per_node=N` (or Slurm, mpirun: the launcher
 variables helios.launcher reads) each rank trains a DistributedDataParallel
@@ -90,6 +93,9 @@ class TrainConfig:
     ddp_bucket_mb: Optional[float] = None
     # how ranks average gradients (GRAD_SYNCS)
     grad_sync: str = "ddp"
+    # a torch.profiler trace (Chrome JSON) of the last TRACE_STEPS warm-up steps of each
+    # adapter, written as {trace}-{adapter}-rank{rank}.json; None: no trace
+    trace: Optional[str] = None
     adapters: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ADAPTERS))
     command: list[str] = field(default_factory=list)
 
@@ -125,6 +131,8 @@ def check_config(cfg: TrainConfig, max_buffer_bytes: Optional[int] = None) -> No
         )
     if cfg.grad_sync not in GRAD_SYNCS:
         raise ValueError(f"train: grad_sync {cfg.grad_sync!r}: choose from {', '.join(GRAD_SYNCS)}")
+    if cfg.trace is not None and cfg.warmup_steps < 1:
+        raise ValueError("train: --trace records warm-up steps (never timed ones): give --train-warmup >= 1")
     if cfg.warmup_steps >= cfg.steps:
         raise ValueError(f"train: {cfg.warmup_steps} warm-up steps leave none of the {cfg.steps} steps to time")
     if max_buffer_bytes is None:
@@ -555,6 +563,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     for adapter in cfg.adapters:
         row: dict = {"adapter": adapter}
         result["rows"].append(row)
+        tracer: Optional[_Tracer] = None
         try:
             if adapter in HELIOS_ADAPTERS and not cuda:
                 ops = HostOps()
@@ -604,7 +613,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             hdev = _ordered_helios_device(x0) if adapter in HELIOS_ADAPTERS and cuda else None
             losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
             host_fwd_ms, host_bwd_ms = [], []  # how long the forward and backward calls hold the host
+            tracer = _Tracer(torch, cuda, cfg, adapter, rank)
             for step in range(cfg.steps):
+                tracer.before(step)
                 h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
                 xb, yb = batch(step)
                 marks = _marks(torch, cuda, 4)
@@ -632,6 +643,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 step_ms.append(f + b + o)
                 if hdev:
                     helios_ms.append(hdev.telemetry()["async_gpu_ms"] - h0)
+                tracer.after(step)
                 if step % 10 == 0 or step == cfg.steps - 1:
                     log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
             stacked = torch.stack(losses).float()
@@ -669,6 +681,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager_curve[start:])]
                 row["loss_max_rel_dev_vs_eager"] = max(devs) if devs else None
         except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
+            if tracer is not None:
+                tracer.abandon()
             row["status"] = f"error: {type(e).__name__}: {str(e)[:300]}"
             if adapter == "torch_eager":
                 result["status"] = "failed"
@@ -703,6 +717,43 @@ def _ordered_helios_device(t: Any) -> Optional[Any]:
     from .. import torch as ht
 
     return ht.device_for(t) if ht.ordering(t) == "semaphore" else None
+
+
+TRACE_STEPS = 3  # warm-up steps a --trace records (the last ones: pipelines and caches warm)
+
+
+class _Tracer:
+    """--trace: torch.profiler (CPU and, with CUDA, every kernel with its stream and GPU
+    time) over the last TRACE_STEPS warm-up steps, so that no timed step carries its
+    overhead; written as Chrome trace JSON when they end (Perfetto, chrome://tracing)."""
+
+    def __init__(self, torch: Any, cuda: bool, cfg: TrainConfig, adapter: str, rank: int) -> None:
+        self.torch, self.cuda, self.prof = torch, cuda, None
+        self.first = max(0, cfg.warmup_steps - TRACE_STEPS)
+        self.last = cfg.warmup_steps - 1
+        self.path = f"{cfg.trace}-{adapter}-rank{rank}.json" if cfg.trace is not None else None
+
+    def before(self, step: int) -> None:
+        if self.path is not None and step == self.first:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self.prof = profile(activities=acts)
+            self.prof.start()
+
+    def after(self, step: int) -> None:
+        if self.prof is not None and step == self.last:
+            if self.cuda:
+                self.torch.cuda.synchronize()
+            self.prof.stop()
+            self.prof.export_chrome_trace(self.path)
+            self.prof = None
+
+    def abandon(self) -> None:
+        """Stop a trace the adapter's failure cut short (nothing written)."""
+        if self.prof is not None:
+            self.prof.stop()
+            self.prof = None
 
 
 def _average_grads(torch: Any, model: Any, world: int) -> None:
