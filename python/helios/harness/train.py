@@ -65,6 +65,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .. import _helios
 from ..launcher import launcher_info
 from .results import provenance
 
@@ -511,12 +512,25 @@ def distributed_rank() -> Optional[tuple[int, int, int]]:
 def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> dict:
     import torch
 
-    limit = None
+    check_config(cfg)
+    ddp = distributed_rank()
+    rank, world, local = ddp if ddp else (0, 1, 0)
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda", local) if cuda else torch.device("cpu")
     if HELIOS_ADAPTERS & set(cfg.adapters):
+        # the buffer limit of the Helios device this rank's ops run on: with CUDA the one
+        # with its CUDA device's UUID (helios.torch's), not a launcher's guess by index
         from ..device import default_device
 
-        limit = int(default_device().info["max_storage_buffer_range"])
-    check_config(cfg, limit)
+        hdev = None
+        if cuda:
+            from ..torch import device_for
+
+            try:
+                hdev = device_for(torch.empty(0, device=dev))
+            except _helios.UnsupportedError:
+                pass  # no Vulkan twin: the helios rows will say so
+        check_config(cfg, int((hdev or default_device()).info["max_storage_buffer_range"]))
     result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     # torch's products as Helios computes them: fp32 accumulation with no reduced-precision
     # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
@@ -524,10 +538,6 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     result["numerics"] = lock_numerics(torch)
     GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps = build(torch)
     trained: Optional[Any] = None
-    ddp = distributed_rank()
-    rank, world, local = ddp if ddp else (0, 1, 0)
-    cuda = torch.cuda.is_available()
-    dev = torch.device("cuda", local) if cuda else torch.device("cpu")
     result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
     result["distributed"] = {
         "world_size": world,
