@@ -52,6 +52,11 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
             assert r["wall_ms"]["p50"] > 0
         else:  # no CUDA here, or CUDA: either numbers or a reason, never silence
             assert r["status"] == "ok" or r["status"].startswith("skipped: "), r["status"]
+            if r["status"] == "ok":  # on a CUDA GPU: every torch-stream adapter on CUDA events
+                assert r["timer"].startswith("cuda events per forward"), r["timer"]
+                assert len(r["samples_ms"]) == 3 and min(r["samples_ms"]) > 0 and r["warmup_launches"] >= 1
+                if r["adapter"] == "helios_torch":  # and the forward waited for alone beside it
+                    assert r["wall_ms"]["p50"] > 0
     h = [r for r in res["rows"] if r["adapter"] == "helios"]
     assert all(len(r["variants"]) == 2 for r in h)
     report(f"suite mlp (lavapipe, d=64, hidden=96): helios chain p50 {h[0]['latency_ms']['p50']:.3f} ms at 16 tokens")
