@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
-from conftest import rand
+from conftest import rand, small_ints
 
 import helios
 
@@ -38,3 +41,28 @@ def test_few_blocks_with_a_long_k_split_k_on_the_big_tile(device):
     assert "tile64x64" in short and "splitk=1" in short, short
     assert "tile128x128" in long8 and "splitk=4" in long8, long8
     assert "tile128x128" in long4 and "splitk=2" in long4, long4
+
+
+def test_a_thin_last_wave_takes_96_row_blocks(device):
+    """Where 128x128 blocks leave the grid's last wave thin and 96-row blocks
+    divide the shape, the default takes them (3072^3, a 3072-row weight gradient);
+    many waves or no exact fit keep 128x128. The 96-row block is then checked over
+    every layout, on tails and on whole blocks."""
+    if not device.info.get("sm_count"):
+        pytest.skip("the device reports no SM count (VK_NV_shader_sm_builtins): no shape heuristics")
+    for shape in ((3072, 3072, 3072), (3072, 1024, 8192)):
+        v = device.default_variant(*shape)
+        assert "tile96x128" in v, (shape, v)
+    for shape in ((4096, 4096, 4096), (2048, 13824, 5120), (8192, 3072, 1024)):
+        v = device.default_variant(*shape)
+        assert "tile128x128" in v, (shape, v)
+    v = device.default_variant(3072, 3072, 3072)
+    for (m, n, k), ta, tb in itertools.product(
+        ((37, 29, 41), (192, 256, 192), (200, 130, 70)), (False, True), (False, True)
+    ):
+        a, b = small_ints((m, k), m + k), small_ints((k, n), n + 1)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        aa = np.ascontiguousarray(a.T) if ta else a
+        bb = np.ascontiguousarray(b.T) if tb else b
+        got = device.matmul(aa, bb, trans_a=ta, trans_b=tb, out_dtype="float32", variant=v)
+        np.testing.assert_array_equal(got, ref, err_msg=f"{v} {m}x{n}x{k} trans_a={ta} trans_b={tb}")

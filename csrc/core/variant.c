@@ -281,6 +281,52 @@ static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t
     return s;
 }
 
+/* The grid's last wave. An SM runs two of the default's 255-register workgroups
+ * at once, and two together do 1.16x what one does (perf-notes, session 10), so
+ * the busiest SM's time is its blocks in pairs plus one alone, in units of a
+ * block's work. Few waves of 128-row (or -column) blocks can leave the last one
+ * thin (3072^3: 576 blocks, 4.45 units on the busiest SM); blocks of 96 rows that
+ * divide the shape even it out (768 blocks, 3.88 units at 3/4 the work each),
+ * and 96-row blocks run the loop at the same rate as 128-row ones where they
+ * divide: 3072^3 278.8 against 243.2 TF/s, 3072x1024x8192 267.7 against 243.6,
+ * predicted +15% and +33% (h100-fill-facb484/sweep_fill.json). Only a clear
+ * predicted gain on a short grid switches: with many waves the scheduler evens
+ * the SMs out by itself and the model's ceiling overstates the last wave
+ * (2048x13824x5120: 128x96 predicted +4%, measured -12%). */
+#define PAIR_RATE 1.16
+#define FILL_MAX_WAVES 3u /* of two blocks an SM */
+#define FILL_MIN_GAIN 0.10
+static double busiest_sm(uint64_t blocks, uint32_t sms, double block_work) {
+    const uint64_t per = (blocks + sms - 1) / sms;
+    return ((double)(per / 2) * 2.0 / PAIR_RATE + (double)(per % 2)) * block_work;
+}
+
+static void fill_last_wave(const hl_device *dev, uint32_t m, uint32_t n, hl_variant *v) {
+    const uint32_t sms = dev->caps.sm_count, wide = wide_tiles(v->tm);
+    if (v->tm < 16 || v->sg_m != wide || v->sg_n != wide_tiles(v->tn)) return; /* not the wide default */
+    const uint64_t blocks = (uint64_t)((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    if (blocks > 2ull * FILL_MAX_WAVES * sms) return;
+    double best = busiest_sm(blocks, sms, 1.0) * (1.0 - FILL_MIN_GAIN);
+    const hl_variant base = *v;
+    for (int rows = 1; rows >= 0; rows--) { /* 96-row blocks first (the better of the two measured) */
+        hl_variant t = base;
+        if (rows)
+            t.sg_m = base.sg_m * 3 / 4;
+        else
+            t.sg_n = base.sg_n * 3 / 4;
+        t.bm = base.bm / base.sg_m * t.sg_m;
+        t.bn = base.bn / base.sg_n * t.sg_n;
+        if (m % t.bm || n % t.bn) continue; /* edge blocks take the slow path: only exact fits */
+        const uint64_t tb = (uint64_t)(m / t.bm) * (n / t.bn);
+        const double time = busiest_sm(tb, sms, (double)(t.bm * t.bn) / (double)(base.bm * base.bn));
+        hl_error scratch;
+        if (time < best && hl_variant_check(dev, &t, HL_F16, &scratch) == HL_OK) {
+            best = time;
+            *v = t;
+        }
+    }
+}
+
 /* The default for one shape. Grids of 64x64 blocks fill an H100 where 128x128
  * ones leave SMs idle: 1024^3 ran at 107 TF/s with 64x64x32 blocks vs 16-32
  * with 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128
@@ -311,6 +357,7 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
         hl_error scratch;
         if (hl_variant_check(dev, &small, HL_F16, &scratch) == HL_OK) *out = small;
     }
+    fill_last_wave(dev, m, n, out);
     out->splitk = splitk_for_shape(&dev->caps, out, m, n, k);
     return HL_OK;
 }
@@ -328,7 +375,7 @@ static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
      * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path). */
-    static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 4}};
+    static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {3, 4}, {4, 1}, {4, 4}};
     enum {
         WIDE_DEFAULT,
         WIDE_STAGES1,
