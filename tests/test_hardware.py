@@ -33,14 +33,18 @@ def test_timestamps_are_plausible(device):
 
 
 def test_few_blocks_with_a_long_k_split_k_on_the_big_tile(device):
-    """The default for a grid too small for the device: 64x64 blocks at short K,
-    the 128x128 block split along a long K (a weight gradient's shape)."""
+    """The default for a grid too small for the device: 128x64 blocks at short K,
+    the 128x128 block split along a long K (a weight gradient's shape); a grid
+    with a block for nearly every SM splits only a long K."""
     if not device.info.get("sm_count"):
         pytest.skip("the device reports no SM count (VK_NV_shader_sm_builtins): no shape heuristics")
     short, long8, long4 = (device.default_variant(1024, 1024, k) for k in (1024, 8192, 4096))
-    assert "tile64x64" in short and "splitk=1" in short, short
+    assert "tile128x64x64" in short and "splitk=1" in short, short
     assert "tile128x128" in long8 and "splitk=4" in long8, long8
     assert "tile128x128" in long4 and "splitk=2" in long4, long4
+    near_full, near_full_long = (device.default_variant(512, 4096, k) for k in (4096, 14336))
+    assert "tile128x128" in near_full and "splitk=1" in near_full, near_full
+    assert "tile128x128" in near_full_long and "splitk=2" in near_full_long, near_full_long
 
 
 def test_a_thin_last_wave_takes_96_row_blocks(device):

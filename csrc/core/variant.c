@@ -271,13 +271,19 @@ const char *hl_variant_override(const hl_device *dev) {
 }
 
 /* Split-K for grids still too small to fill the device: the fewest splits
- * that give about one workgroup per SM, keeping >= 1024 of K per split. Needs
- * the SM count (NVIDIA's VK_NV_shader_sm_builtins); without it, no split. */
+ * that give about one workgroup per SM, keeping >= 1024 of K per split. A grid
+ * with a block for nearly every SM (>= 3/4) gains only what a second block on
+ * each SM adds (16%), which the partials' reduction eats unless each part is
+ * long: there >= 4096 of K per split (H100, h100-fill-facb484: 512x4096x4096,
+ * 128 blocks, 255 TF/s whole against 221 split in two; 512x4096x14336 277
+ * against 284). Needs the SM count (NVIDIA's VK_NV_shader_sm_builtins); without
+ * it, no split. */
 static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t m, uint32_t n, uint32_t k) {
     if (v->path != HL_PATH_COOP || !c->sm_count) return 1;
     uint64_t tiles = (uint64_t)((m + v->bm - 1) / v->bm) * ((n + v->bn - 1) / v->bn);
+    const uint32_t min_part = tiles * 4 >= 3ull * c->sm_count ? 4096u : 1024u;
     uint32_t s = 1;
-    while (tiles * s < c->sm_count && s < 8 && k / (s + 1) >= 1024) s++;
+    while (tiles * s < c->sm_count && s < 8 && k / (s + 1) >= min_part) s++;
     return s;
 }
 
@@ -286,16 +292,17 @@ static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t
  * the busiest SM's time is its blocks in pairs plus one alone, in units of a
  * block's work. Few waves of 128-row (or -column) blocks can leave the last one
  * thin (3072^3: 576 blocks, 4.45 units on the busiest SM); blocks of 96 rows that
- * divide the shape even it out (768 blocks, 3.88 units at 3/4 the work each),
- * and 96-row blocks run the loop at the same rate as 128-row ones where they
- * divide: 3072^3 278.8 against 243.2 TF/s, 3072x1024x8192 267.7 against 243.6,
- * predicted +15% and +33% (h100-fill-facb484/sweep_fill.json). Only a clear
- * predicted gain on a short grid switches: with many waves the scheduler evens
- * the SMs out by itself and the model's ceiling overstates the last wave
- * (2048x13824x5120: 128x96 predicted +4%, measured -12%). */
+ * divide the shape even it out (768 blocks, 3.88 units at 3/4 the work each).
+ * Measured on the H100 (h100-fill-4e126b8/), 128x128 against 96x128 TF/s, the
+ * model's gain in brackets: 3072^3 244 / 281 (+15%), 3072x1024x8192 243 / 280
+ * (+33%), 1536^3 167 / 191 (+33%), 768x3072x4096 and 3072x768x4096 178 / 206
+ * (+33%), 1536x4096x2048 228 / 270 (+5%): the model ranks the two right, not by
+ * how much. Only short grids switch: with many waves the scheduler evens the SMs
+ * out by itself and the model overstates the last wave (2048x13824x5120: 128x96
+ * modelled +4%, measured -12%). */
 #define PAIR_RATE 1.16
 #define FILL_MAX_WAVES 3u /* of two blocks an SM */
-#define FILL_MIN_GAIN 0.10
+#define FILL_MIN_GAIN 0.03
 static double busiest_sm(uint64_t blocks, uint32_t sms, double block_work) {
     const uint64_t per = (blocks + sms - 1) / sms;
     return ((double)(per / 2) * 2.0 / PAIR_RATE + (double)(per % 2)) * block_work;
@@ -327,11 +334,16 @@ static void fill_last_wave(const hl_device *dev, uint32_t m, uint32_t n, hl_vari
     }
 }
 
-/* The default for one shape. Grids of 64x64 blocks fill an H100 where 128x128
- * ones leave SMs idle: 1024^3 ran at 107 TF/s with 64x64x32 blocks vs 16-32
- * with 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128
- * blocks of 128x128 on 132 SMs) kept 128x128x64 (239 vs 160). So: small blocks
- * below 3/4 of a block per SM, then split-K if even those are too few. Except
+/* The default for one shape. Smaller blocks fill an H100 where 128x128 ones
+ * leave SMs idle: 1024^3 ran at 107 TF/s with 64x64x32 blocks vs 16-32 with
+ * 128x128 (h100-sweep-round2-bc2b5b1.json), while 512x4096x4096 (128 blocks of
+ * 128x128 on 132 SMs) kept 128x128x64 (239 vs 160). Of the smaller blocks, the
+ * 128x64 half of the wide block (4x2 fragments a subgroup, BK=64) beats 64x64x32
+ * on every short grid measured (h100-fill-4e126b8/sweep_small.json, TF/s, 128x64x64
+ * / 64x64x64 / 64x64x32: 1024^3 147 / 141 / 122, 1024x1024x2048 183 / 169 / 144,
+ * 512x2048x2048 178 / 168 / 144, 768^3 74 / 72 / 63) although it makes half as
+ * many. So: 128x64 blocks below 3/4 of a 128x128 block per SM, then split-K if
+ * those are too few. Except
  * with a long K (>= 4096): there the big blocks split K instead, in parts of
  * at least 2048, at most 4 (a training step's weight gradients, fp16 on the
  * H100, h100-sweep-splitk-95ef367/: 1024x1024x8192 224 TF/s with 128x128 split 4
@@ -351,9 +363,9 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
         return HL_OK;
     }
     if (tiles * 4 < 3ull * dev->caps.sm_count && out->tm >= 16) {
-        hl_variant small = *out;
-        fill_tiling(&small, 2, 2, 32 / small.tm ? 32 / small.tm : 1, 32 / small.tn ? 32 / small.tn : 1);
-        small.stages = 2;
+        hl_variant small = *out; /* the wide block's upper half: BK, stages and fragments a row kept */
+        small.sg_n = out->sg_n / 2 ? out->sg_n / 2 : 1;
+        small.bn = out->bn / out->sg_n * small.sg_n;
         hl_error scratch;
         if (hl_variant_check(dev, &small, HL_F16, &scratch) == HL_OK) *out = small;
     }

@@ -74,9 +74,9 @@ def candidates(dev: Any) -> list[str]:
 
 # Tails in every dimension, K shorter than a slab, K split unevenly (the bounds-
 # checked loop and the staged per-element store); and whole blocks of every tile
-# (384 rows: 96- and 48-row blocks too) with whole slabs of every BK (the
+# (768 rows: 256-, 96- and 48-row blocks too) with whole slabs of every BK (the
 # unchecked loop and the interior stores, which no tail shape reaches).
-CHECK_SHAPES = [(1, 1, 1), (65, 127, 129), (383, 384, 385), (257, 136, 1000), (384, 512, 512)]
+CHECK_SHAPES = [(1, 1, 1), (65, 127, 129), (383, 384, 385), (257, 136, 1000), (768, 512, 512)]
 
 
 def read_variant_list(spec: str) -> list[str]:
