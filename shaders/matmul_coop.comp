@@ -107,6 +107,9 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
 //   MODEL_NO_BARRIER    no workgroup barriers in the loop (a race)
 //   MODEL_MMA_ONLY      fragment loads and MMAs only: no slab loads, stores, barriers
 //   MODEL_STAGING_ONLY  slab loads, stores and barriers only; one slab multiplied after
+//   MODEL_NO_EPILOGUE   no stores of C: the block ends after its K loop (the stores
+//                       stay reachable behind a run-time test that never passes,
+//                       so the loop is not optimized away)
 #ifdef MODEL_NO_BARRIER
 #define LOOP_BARRIER()
 #else
@@ -298,6 +301,9 @@ void main() {
         main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);
     }
 
+#ifdef MODEL_NO_EPILOGUE
+    if (p.M != 0xFFFFFFFFu) return;
+#endif
     // Interior, aligned blocks store tiles straight to C (or the workspace).
     // Edge blocks stage each tile through shared memory and write it element by
     // element with bounds checks; the choice and the barriers are uniform.
