@@ -78,6 +78,14 @@ shared float scratch[WM * WN * TM * TN];
 // The staged 16-byte store: every invocation of a subgroup owns 8 elements of a tile.
 // (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
 const uint VEC_EPILOGUE = (TM * TN == 8u * SUBGROUP ? 1u : 0u) * (TN % 8u == 0u ? 1u : 0u);
+// The staged store a band at a time: once the K loop is over the A slab is free,
+// and each subgroup stages a whole band of its tiles (TM rows x SG_N * TN fp32
+// columns, rows padded by one vector) there, so one subgroup sync each way serves
+// SG_N tiles instead of one. Where the bands do not fit the slab: a tile at a time.
+const uint BAND_W = SG_N * TN;                   // a band's columns
+const uint BAND_ROW = BAND_W / 4u + 1u;          // its row pitch in 16-byte vectors
+const uint BAND_VECS = TM * BAND_ROW;
+const uint BAND_STORE = VEC_EPILOGUE * (WM * WN * BAND_VECS <= A_R * A_ROW ? 1u : 0u);
 
 // 8 halfs at row gr, columns gc..gc+7 of the stored operand (row pitch lda/ldb,
 // batch base `base`), zero outside rows < rlim, columns < clim (the checked path).
@@ -321,6 +329,35 @@ void main() {
     const bool store_whole = block_in && (split ? p.N % 4u == 0u
                                                 : !EPILOGUE && !vec_store && (p.flags & FLAG_C_DIRECT) != 0u);
     const uint sbase = sg * TM * TN;
+    if (BAND_STORE == 1u && vec_store && block_in && !split && (p.flags & FLAG_C_DIRECT) != 0u) {
+        barrier();   // every subgroup is past its last fragment load: the A slab is free
+        const uint bbase = sg * BAND_VECS;
+        [[unroll]] for (uint i = 0; i < SG_M; i++) {
+            [[unroll]] for (uint j = 0; j < SG_N; j++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(acc[i * SG_N + j]);
+                coopMatStore(part, As, bbase + j * (TN / 4u), BAND_ROW, gl_CooperativeMatrixLayoutRowMajor);
+            }
+            sub_sync();
+            [[unroll]] for (uint u = 0; u < TM * BAND_W / (8u * SUBGROUP); u++) {
+                const uint e0 = (lane + u * SUBGROUP) * 8u;
+                const uint r = e0 / BAND_W, col = e0 % BAND_W;
+                const uint q = col0 + col, ci = cbase + (row0 + i * TM + r) * p.N + q;
+                const uvec4 lo = As[bbase + r * BAND_ROW + col / 4u], hi = As[bbase + r * BAND_ROW + col / 4u + 1u];
+                const vec4 flo = uintBitsToFloat(lo), fhi = uintBitsToFloat(hi);
+                float v[8] = float[8](flo.x, flo.y, flo.z, flo.w, fhi.x, fhi.y, fhi.z, fhi.w);
+                [[unroll]] for (uint t = 0; t < 8u; t++) v[t] = epilogue(v[t], ci + t, q + t);
+#if defined(OUT_F16) || defined(OUT_BF16)
+                c128[ci / 8u] = pack8_out(v);
+#else
+                c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
+                c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
+#endif
+            }
+            sub_sync();   // the next band reuses the staging rows
+        }
+        return;
+    }
     [[unroll]] for (uint i = 0; i < SG_M; i++) {
         [[unroll]] for (uint j = 0; j < SG_N; j++) {
             const uint gr = row0 + i * TM, gc = col0 + j * TN;
