@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 
@@ -53,6 +54,18 @@ def rand(shape, seed, dtype=np.float16):
 def small_ints(shape, seed):
     """Integers in [-2, 2]: every product and partial sum (|sum| < 2048) is exact in fp16."""
     return np.random.default_rng(seed).integers(-2, 3, size=shape).astype(np.float16)
+
+
+def assert_layouts_exact(dev: helios.Device, variant: str, shapes) -> None:
+    """`variant`'s products over every layout (A and B stored transposed or not)
+    on small integers, equal to the float64 product element for element."""
+    for (m, n, k), ta, tb in itertools.product(shapes, (False, True), (False, True)):
+        a, b = small_ints((m, k), m + k), small_ints((k, n), n + 1)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        aa = np.ascontiguousarray(a.T) if ta else a
+        bb = np.ascontiguousarray(b.T) if tb else b
+        got = dev.matmul(aa, bb, trans_a=ta, trans_b=tb, out_dtype="float32", variant=variant)
+        np.testing.assert_array_equal(got, ref, err_msg=f"{variant} {m}x{n}x{k} trans_a={ta} trans_b={tb}")
 
 
 def is_hardware(dev: helios.Device) -> bool:

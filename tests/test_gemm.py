@@ -5,12 +5,11 @@ weights and chains, on every variant family the device offers, against float64
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
-from conftest import rand, small_ints
+from conftest import assert_layouts_exact, rand, small_ints
 
 import helios
 
@@ -61,13 +60,7 @@ def test_layouts_every_family(device, fam):
     v = families(device).get(fam)
     if v is None:
         pytest.skip(f"{device.info['name']} lists no {fam} variant")
-    for (m, n, k), ta, tb in itertools.product(SHAPES, (False, True), (False, True)):
-        a, b = small_ints((m, k), m + k), small_ints((k, n), n + 1)
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        aa = np.ascontiguousarray(a.T) if ta else a
-        bb = np.ascontiguousarray(b.T) if tb else b
-        got = device.matmul(aa, bb, trans_a=ta, trans_b=tb, out_dtype="float32", variant=v)
-        np.testing.assert_array_equal(got, ref, err_msg=f"{v} {m}x{n}x{k} trans_a={ta} trans_b={tb}")
+    assert_layouts_exact(device, v, SHAPES)
 
 
 def test_views_are_layouts_not_copies(device):

@@ -48,6 +48,7 @@ from ..gemm import gelu_tanh
 from .external import run_external
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from .protocol import INTERRUPTED
+from .references import queued_ms_per_call
 from .results import SUITE_SCHEMA, fmt_tflops, md_cell, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
@@ -295,13 +296,7 @@ def cuda_event_samples(torch, call: Callable[[], object], cfg: SuiteConfig, row:
     the stream waiting for work submitted later) shows in its samples."""
 
     def burst(n: int) -> float:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            call()
-        e.record()
-        torch.cuda.synchronize()
-        return s.elapsed_time(e) / n
+        return queued_ms_per_call(torch, call, n)
 
     est = burst(3)
     n_ramp = warmup_launches(est, 10, RAMP_MS)
