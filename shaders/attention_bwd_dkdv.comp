@@ -69,7 +69,166 @@ void fetch(uint qb, uint qpv, uint ob, uint opv, uint i0) {
 #define FRAG_B coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
 #define FRAG_ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
 
+// PAIR=1 (FOLD=1, NSG even; HELIOS_ATTENTION_BWD_PAIR): the subgroups work in pairs,
+// a pair owning the 2 * WQ row tiles two subgroups would. The even one keeps the
+// rows' K fragments and dV: S'^T, P^T (handed over in fp32, and 16-bit for its own
+// product) and dV += P^T dO; the odd one keeps V and dK: dP'^T, then dS^T = P^T *
+// dP'^T from the even one's P^T, and dK += dS^T Q. Each Q or dO fragment read from
+// shared memory then feeds two row tiles' products where one row tile a subgroup
+// feeds one (at d = 128 K, V, dK and dV of one row tile are all the registers a
+// subgroup has), for one more workgroup barrier a tile. The same products in the
+// same order as PAIR=0: the results are bit for bit the same.
+const uint NT2 = PAIR != 0 ? 2 * WQ : 1;          // row tiles a pair owns
+const uint RQ2 = NT2 * TM;
+
+void main_pair() {
+    const uint tid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint bh = gl_WorkGroupID.y;
+    const uint k0 = gl_WorkGroupID.x * BR;
+    const bool even = sg % 2 == 0;
+    const uint pr0 = k0 + (sg / 2) * RQ2;           // the pair's first key row
+    const uint qpv = pitch_elem(QKV_RS) / 8u, opv = pitch_elem(O_RS) / 8u;
+    const uint qbase = head_elem(bh, p.sq, QKV_RS, p.q_off) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
+    const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
+    const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
+    const uint SUB = REGION0 + sg * SUB_VECS;       // STORE_ROWS's tail scratch
+    // The pair's two scratch regions: P^T in fp32 (RQ2 rows, SROW apart; the odd one
+    // then writes dS^T over it, 16-bit, PROW apart), then P^T 16-bit.
+    const uint PF_OFF = REGION0 + (sg / 2) * 2 * SUB_VECS;
+    const uint P16_OFF = PF_OFF + RQ2 * SROW;
+    const uint Q_OFF = T0_OFF, DO_OFF = T1_OFF;
+
+    FRAG_A own[NT2][D / TK];                        // K (even) or V (odd)
+    STAGE_ROWS(k128, own, NT2, (sg / 2) * RQ2, even, kbase, qpv, k0)
+    STAGE_ROWS(v128, own, NT2, (sg / 2) * RQ2, !even, vbase, qpv, k0)
+    FRAG_ACC acc[NT2][D / TN];                      // dV (even) or dK (odd)
+    [[unroll]] for (uint w = 0; w < NT2; w++)
+        [[unroll]] for (uint j = 0; j < D / TN; j++) acc[w][j] = FRAG_ACC(0.0);
+
+    const FRAG_A ones = FRAG_A(IN_T(FOLD_ONE));
+    const uint t_first = CAUSAL != 0 ? k0 / BC : 0;
+    const uint ntiles = (p.sq + BC - 1) / BC;
+    if (t_first < ntiles) fetch(qbase, qpv, obase, opv, t_first * BC);
+    for (uint t = t_first; t < ntiles; t++) {
+        const uint i0 = t * BC;
+        barrier();                                  // staging / previous tile consumed
+        put();
+        if (tid < BC) {
+            put_pieces(FOLD_OFF + tid * FOLD_VECS, -reg_lse2 / p.scale_log2);
+            put_pieces(FOLD_OFF + (BC + tid) * FOLD_VECS, -reg_dlt);
+        }
+        barrier();
+        if (t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
+        const bool live = CAUSAL == 0 || i0 + BC - 1 >= pr0;
+        const bool masked_tile = i0 + BC > p.sq || (CAUSAL != 0 && pr0 + RQ2 - 1 > i0);
+        const bool wg_masked = i0 + BC > p.sq || (CAUSAL != 0 && k0 + BR - 1 > i0);
+        // Even: S'^T = K Q^T - lse/scale, P^T = exp2(scale_log2 S'^T). Odd: dP'^T = V dO^T - delta.
+        FRAG_ACC sc[NT2][BC / TN];
+        if (live) {
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                [[unroll]] for (uint w = 0; w < NT2; w++) sc[w][n] = FRAG_ACC(0.0);
+                [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                    FRAG_B b;
+                    coopMatLoad(b, sm, (even ? Q_OFF : DO_OFF) + n * TN * DROW + kk * (TK / 8), DROW,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < NT2; w++) sc[w][n] = coopMatMulAdd(own[w][kk], b, sc[w][n]);
+                }
+                FRAG_B lb;
+                coopMatLoad(lb, sm, FOLD_OFF + ((even ? 0 : BC) + n * TN) * FOLD_VECS, FOLD_VECS,
+                            gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint w = 0; w < NT2; w++) sc[w][n] = coopMatMulAdd(ones, lb, sc[w][n]);
+                if (even) {
+                    [[unroll]] for (uint w = 0; w < NT2; w++) {
+                        for (int i = 0; i < sc[w][n].length(); i++) sc[w][n][i] = exp2(sc[w][n][i] * p.scale_log2);
+                        coopMatStore(sc[w][n], sm, PF_OFF + w * TM * SROW + n * (TN / 4), SROW,
+                                     gl_CooperativeMatrixLayoutRowMajor);
+                        FRAG_ACC r = sc[w][n];
+                        ROUND_FRAG_BF16(r);
+                        coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
+                                     P16_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                    }
+                }
+            }
+        }
+        // (Every subgroup passes the same syncs: lavapipe pairs a subgroup's barriers
+        // with its neighbours'.)
+        sub_sync();
+        if (wg_masked) {
+            if (even && live && masked_tile)
+                ZERO_MASKED16_ROWS(P16_OFF, RQ2, i0 + col >= p.sq || (CAUSAL != 0 && pr0 + r > i0 + col));
+            sub_sync();
+        }
+        barrier();                                  // P^T handed to the odd subgroup
+        if (live) {
+            if (even) {
+                // dV += P^T dO
+                [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                    FRAG_A pf[NT2];
+                    [[unroll]] for (uint w = 0; w < NT2; w++)
+                        coopMatLoad(pf[w], sm, P16_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                        FRAG_B db;
+                        coopMatLoad(db, sm, DO_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < NT2; w++) acc[w][j] = coopMatMulAdd(pf[w], db, acc[w][j]);
+                    }
+                }
+            } else {
+                // dS^T = P^T dP'^T
+                [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                    [[unroll]] for (uint w = 0; w < NT2; w++) {
+                        FRAG_ACC pt;
+                        coopMatLoad(pt, sm, PF_OFF + w * TM * SROW + n * (TN / 4), SROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                        sc[w][n] = pt * sc[w][n];
+                        ROUND_FRAG_BF16(sc[w][n]);
+                    }
+            }
+        }
+        sub_sync();                                 // the odd one's P^T read before dS^T goes over it
+        if (live && !even)
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < NT2; w++)
+                    coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(sc[w][n]), sm,
+                                 PF_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+        sub_sync();
+        if (wg_masked) {
+            if (!even && live && masked_tile)
+                ZERO_MASKED16_ROWS(PF_OFF, RQ2, i0 + col >= p.sq || (CAUSAL != 0 && pr0 + r > i0 + col));
+            sub_sync();
+        }
+        if (live && !even) {
+            // dK += dS^T Q
+            [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
+                FRAG_A dsf[NT2];
+                [[unroll]] for (uint w = 0; w < NT2; w++)
+                    coopMatLoad(dsf[w], sm, PF_OFF + w * TM * PROW + kk * (TK / 8), PROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                    FRAG_B qb;
+                    coopMatLoad(qb, sm, Q_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint w = 0; w < NT2; w++) acc[w][j] = coopMatMulAdd(dsf[w], qb, acc[w][j]);
+                }
+            }
+        }
+    }
+
+    barrier();                                      // the odd ones' last dS^T reads before the stores' scratch
+    if (even) {
+        STORE_ROWS(dv128, acc, NT2, pr0, vbase, qpv, k0, 1.0)
+    } else {
+        STORE_ROWS(dk128, acc, NT2, pr0, kbase, qpv, k0, p.scale)
+    }
+}
+
 void main() {
+    if (PAIR != 0) {
+        main_pair();
+        return;
+    }
     const uint tid = gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint bh = gl_WorkGroupID.y;
