@@ -100,11 +100,10 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
 // masked elements zero them there.
 #include "attention_fold.glsl"
 
-// Zeroes the elements of this subgroup's 16-bit tile at base (NROWS rows, BC columns,
+// Zeroes the elements of this subgroup's 16-bit tile at base (RQ rows, BC columns,
 // PROW apart) for which MASKED (an expression of r and col) holds.
-#define ZERO_MASKED16(base, MASKED) ZERO_MASKED16_ROWS(base, RQ, MASKED)
-#define ZERO_MASKED16_ROWS(base, NROWS, MASKED)                                            \
-    for (uint i_ = lane; i_ < (NROWS) * (BC / 8); i_ += SUBGROUP) {                       \
+#define ZERO_MASKED16(base, MASKED)                                                        \
+    for (uint i_ = lane; i_ < RQ * (BC / 8); i_ += SUBGROUP) {                            \
         const uint r = i_ / (BC / 8), at_ = (base) + r * PROW + i_ % (BC / 8);             \
         uvec4 w4 = sm[at_];                                                                \
         [[unroll]] for (uint h = 0; h < 8; h++) {                                          \
@@ -126,10 +125,8 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
 
 // Loads the A fragments of this subgroup's owned rows of BUF (rows base_row + ...,
 // the head's row 0 at hb and rows pv apart, in vectors) through the staging region,
-// QCH rows per round; rows past OWN_ROWS are zero. STAGE_ROWS: NT row tiles from
-// row ROW of the block, loaded where COND holds (every subgroup passes the barriers).
-#define STAGE_OWNED(BUF, FRAG, hb, pv, base_row) STAGE_ROWS(BUF, FRAG, WQ, sg * RQ, true, hb, pv, base_row)
-#define STAGE_ROWS(BUF, FRAG, NT, ROW, COND, hb, pv, base_row)                             \
+// QCH rows per round; rows past OWN_ROWS are zero.
+#define STAGE_OWNED(BUF, FRAG, hb, pv, base_row)                                           \
     for (uint c0 = 0; c0 < BR; c0 += QCH) {                                               \
         barrier();                                                                         \
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {                            \
@@ -137,9 +134,9 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
             sm[r * DROW + c] = c0 + r < BR && gr < OWN_ROWS ? BUF[(hb) + gr * (pv) + c] : uvec4(0); \
         }                                                                                  \
         barrier();                                                                         \
-        [[unroll]] for (uint w = 0; w < (NT); w++) {                                       \
-            const uint row = (ROW) + w * TM;                                               \
-            if ((COND) && row >= c0 && row < c0 + QCH)                                     \
+        [[unroll]] for (uint w = 0; w < WQ; w++) {                                         \
+            const uint row = sg * RQ + w * TM;                                             \
+            if (row >= c0 && row < c0 + QCH)                                               \
                 [[unroll]] for (uint kk = 0; kk < D / TK; kk++)                            \
                     coopMatLoad(FRAG[w][kk], sm, (row - c0) * DROW + kk * (TK / 8), DROW,  \
                                 gl_CooperativeMatrixLayoutRowMajor);                       \
@@ -149,11 +146,9 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
 // Stores acc * scale of this subgroup's owned rows to BUF (head at hb, rows pv
 // vectors apart) in the element type: straight to memory where the workgroup's rows
 // all exist, through the scratch (rows past OWN_ROWS dropped) where they do not.
-// STORE_ROWS: NT row tiles from row FIRST of the head.
-#define STORE_OWNED(BUF, ACC, hb, pv, first_row, mul) STORE_ROWS(BUF, ACC, WQ, r0, hb, pv, first_row, mul)
-#define STORE_ROWS(BUF, ACC, NT, FIRST, hb, pv, first_row, mul)                            \
-    [[unroll]] for (uint w = 0; w < (NT); w++) {                                           \
-        const uint row0 = (FIRST) + w * TM;                                                \
+#define STORE_OWNED(BUF, ACC, hb, pv, first_row, mul)                                      \
+    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
+        const uint row0 = r0 + w * TM;                                                     \
         [[unroll]] for (uint j = 0; j < D / TN; j++) {                                     \
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of =         \
                 ACC[w][j] * (mul);                                                         \

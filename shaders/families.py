@@ -303,9 +303,6 @@ ATTENTION_BWD_SPEC = (
         # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
         # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
         Spec("FOLD", "uint", "0", "e->fold"),
-        # 1 (the dK/dV kernel; FOLD=1, NSG even): subgroups in pairs, one holding K and
-        # dV, the other V and dK (attention_bwd_dkdv.comp); the dQ kernel ignores it.
-        Spec("PAIR", "uint", "0", "e->pair"),
     )
     + ATTENTION_LAYOUT
 )

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import _DEV, is_hardware
+from conftest import _DEV
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention, reference_attention_backward
@@ -148,49 +148,6 @@ def test_statistics_folded_and_not(device, monkeypatch, fold):
     for name, g, w in zip(("dq", "dk", "dv"), got, want[:3]):
         r = check_close(g, w, atol=0.05, rtol=0.02)
         assert r.passed, f"{name} large scores, fold={fold}: {r.line()}"
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_pairs_give_the_same_gradients(device, monkeypatch, causal):
-    """HELIOS_ATTENTION_BWD_PAIR=1 runs the dK/dV kernel in pairs of subgroups (one
-    with K and dV, the other with V and dK): the same products in the same order,
-    so every gradient equals the one-subgroup kernel's bit for bit, over tails on
-    both sides and every coop variant with whole pairs; both match float64."""
-    if not device.default_attention_variant(32, backward=True).startswith("fa-coop:"):
-        pytest.skip("pairs are a coop kernel's; this device runs the fallback")
-    variants = [
-        v
-        for v in device.attention_variants(32, backward=True)
-        if v.startswith("fa-coop:") and int(v.split(":sg")[1].split(":")[0]) % 2 == 0
-    ]
-    assert variants, "no coop backward variant with an even number of subgroups"
-    if not is_hardware(device):  # a CPU driver compiles each kernel for seconds: the default and two more
-        variants = [v for i, v in enumerate(variants) if i == 0 or v.endswith(("sg4:wq2:bc16", "sg8:wq1:bc16"))]
-    shapes = ((1, 2, 45, 45, 32), (2, 1, 37, 37, 32)) if causal else ((1, 2, 45, 37, 32), (2, 1, 16, 64, 32))
-    for var in variants:
-        for b, h, s, skv, d in shapes:
-            q, k, v, do = _inputs(b, h, s, skv, d, s + skv)
-            o, lse = device.attention(q, k, v, causal=causal, return_lse=True)
-            monkeypatch.delenv("HELIOS_ATTENTION_BWD_PAIR", raising=False)
-            one = device.attention_backward(q, k, v, o, do, lse, causal=causal, variant=var)
-            monkeypatch.setenv("HELIOS_ATTENTION_BWD_PAIR", "1")
-            two = device.attention_backward(q, k, v, o, do, lse, causal=causal, variant=var)
-            for name, a, b_ in zip(("dq", "dk", "dv"), one, two):
-                np.testing.assert_array_equal(
-                    np.asarray(a), np.asarray(b_), err_msg=f"{name} {var} {b}x{h}x{s}x{d} S_kv={skv} causal={causal}"
-                )
-    monkeypatch.setenv("HELIOS_ATTENTION_BWD_PAIR", "1")
-    _check(device, 1, 2, 33, 33 if causal else 41, 32, causal, seed=5)
-
-
-def test_pair_switch_refuses_a_bad_value(device, monkeypatch):
-    if not device.default_attention_variant(32, backward=True).startswith("fa-coop:"):
-        pytest.skip("the switch is read by the coop kernels only; this device runs the fallback")
-    q, k, v, do = _inputs(1, 1, 8, 8, 32, 0)
-    o, lse = device.attention(q, k, v, return_lse=True)
-    monkeypatch.setenv("HELIOS_ATTENTION_BWD_PAIR", "maybe")
-    with pytest.raises(ValueError, match="HELIOS_ATTENTION_BWD_PAIR"):
-        device.attention_backward(q, k, v, o, do, lse)
 
 
 def test_backward_kernel_stats(device, monkeypatch):

@@ -84,15 +84,12 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
                                const hl_attn_layout *layout, hl_pipeline **out, uint32_t *rows, hl_error *err) {
     hl_status st = HL_OK;
     uint32_t spec[HL_MAX_SPEC];
-    int unfolded = 0, pair = 0;
+    int unfolded = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err));
-    HL_TRY(hl_env_flag("HELIOS_ATTENTION_BWD_PAIR", &pair, err));
     hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
                      .d = d,
                      .causal = causal ? 1u : 0u,
                      .fold = !unfolded,
-                     /* attention_bwd_dkdv.comp's pairs need the fold and whole pairs */
-                     .pair = pair && !unfolded && v->nsg % 2 == 0,
                      .qkv_rs = layout ? layout->qkv_rs : 0u,
                      .o_rs = layout ? layout->o_rs : 0u};
     if (v->path != HL_PATH_COOP) {
