@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, noise_floor, run_ci
+from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, noise_floor, run_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
@@ -117,6 +117,7 @@ def test_aa_is_same_everywhere_and_the_comment_matches_the_json(scratch):
     hist = scratch["dir"] / "history.jsonl"
     rec = _run(scratch, "aa", scratch["base"], scratch["same"], history=hist)
     assert rec["exit"] == 0, rec.get("reason")
+    assert rec["failed_checks"] == {"base": [], "head": []}
     assert [v["verdict"] for v in rec["verdicts"]] == ["SAME", "SAME"]
     assert rec["engines"]["base"] == rec["engines"]["head"]  # Python-only difference: one build
     out = scratch["dir"] / "aa"
@@ -192,3 +193,28 @@ def test_history_trends_flag_step_changes(tmp_path, capsys):
     path.write_text("not json\n")
     assert main(["report", "--history", str(path)]) == 2
     assert "not a JSON line" in capsys.readouterr().err
+
+
+def test_failed_checks_name_the_rows_that_failed(tmp_path):
+    """A bench row whose timed output failed its check is invalid (compare leaves it
+    out of the verdicts); helios ci names it, file and shape, so that a wrong result
+    in one run of several cannot pass as a timing."""
+    good = {"rows": [{"shape": "64x64x64", "valid": True, "check": [{"passed": True}]}]}
+    bad = {
+        "rows": [
+            {"shape": "64x64x64", "valid": True, "check": [{"passed": True}]},
+            {
+                "shape": "96x96x96",
+                "valid": False,
+                "check": [{"passed": True}, {"passed": False, "max_abs_err": 0.5, "nonfinite_total": 3}],
+            },
+        ]
+    }
+    files = []
+    for name, doc in (("run1-head.json", good), ("run2-head.json", bad)):
+        (tmp_path / name).write_text(json.dumps(doc))
+        files.append(tmp_path / name)
+    assert failed_checks(files[:1]) == []
+    assert failed_checks(files) == [
+        {"file": "run2-head.json", "shape": "96x96x96", "why": "max abs err 0.5, 3 non-finite"}
+    ]

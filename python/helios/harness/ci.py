@@ -305,6 +305,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             rec["reruns"] = slower
             verdicts = _verdicts(files)
         rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
+        rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
         last_head = load(str(files["head"][-1]))
         kind = str(last_head.get("helios", {}).get("device_type", ""))
         rec["verdicts"] = [_verdict_dict(v, kind) for v in verdicts]
@@ -320,6 +321,13 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             if regressions
             else "no regression"
         )
+        # A timed row whose output failed its check is a wrong result, whatever the
+        # timings of the other runs say: the head fails, a base cannot be compared against.
+        for side, code in (("head", 1), ("base", 2)):  # a failing base wins: nothing sound to compare
+            bad = rec["failed_checks"][side]
+            if bad:
+                why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
+                rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
         heads = [load(str(p)) for p in files["head"]]
         bases = [load(str(p)) for p in files["base"]]
         rec["device"] = device_fields(heads[0])
@@ -329,6 +337,25 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
     except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
         rec.update(exit=2, reason=f"could not run: {e}")
     return _finish(cfg, rec)
+
+
+def failed_checks(files: list[Path]) -> list[dict]:
+    """The rows of bench files whose timed output failed its check (the bench marks
+    them invalid and compare leaves them out): file, shape and why."""
+    out = []
+    for p in files:
+        for r in json.loads(Path(p).read_text()).get("rows", []):
+            if r.get("valid", True):
+                continue
+            bad = [c for c in r.get("check") or [] if not c.get("passed")]
+            why = (
+                ", ".join(
+                    f"max abs err {c.get('max_abs_err')}, {c.get('nonfinite_total', 0)} non-finite" for c in bad[:2]
+                )
+                or "no passing check"
+            )
+            out.append({"file": Path(p).name, "shape": r.get("shape"), "why": why})
+    return out
 
 
 def _verdicts(files: dict) -> list[ShapeVerdict]:
