@@ -107,3 +107,15 @@ float epilogue(float x, uint ci, uint col) {
     if ((EPI & EPI_BIAS) != 0u) x += bias[col];
     return activate(x);
 }
+
+// Eight consecutive elements of C at element ci (column q) from their fp32 values:
+// the epilogue applied, then one 16-byte store (two for fp32 output).
+void store8_c(uint ci, uint q, float v[8]) {
+    [[unroll]] for (uint t = 0; t < 8u; t++) v[t] = epilogue(v[t], ci + t, q + t);
+#if defined(OUT_F16) || defined(OUT_BF16)
+    c128[ci / 8u] = pack8_out(v);
+#else
+    c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
+    c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
+#endif
+}

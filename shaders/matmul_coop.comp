@@ -345,14 +345,7 @@ void main() {
                 const uint q = col0 + col, ci = cbase + (row0 + i * TM + r) * p.N + q;
                 const uvec4 lo = As[bbase + r * BAND_ROW + col / 4u], hi = As[bbase + r * BAND_ROW + col / 4u + 1u];
                 const vec4 flo = uintBitsToFloat(lo), fhi = uintBitsToFloat(hi);
-                float v[8] = float[8](flo.x, flo.y, flo.z, flo.w, fhi.x, fhi.y, fhi.z, fhi.w);
-                [[unroll]] for (uint t = 0; t < 8u; t++) v[t] = epilogue(v[t], ci + t, q + t);
-#if defined(OUT_F16) || defined(OUT_BF16)
-                c128[ci / 8u] = pack8_out(v);
-#else
-                c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
-                c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
-#endif
+                store8_c(ci, q, float[8](flo.x, flo.y, flo.z, flo.w, fhi.x, fhi.y, fhi.z, fhi.w));
             }
             sub_sync();   // the next band reuses the staging rows
         }
@@ -388,13 +381,8 @@ void main() {
                 const uint e0 = lane * 8u;
                 const uint q = gc + e0 % TN, ci = cbase + (gr + e0 / TN) * p.N + q;
                 float v[8];
-                [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = epilogue(scratch[sbase + e0 + u], ci + u, q + u);
-#if defined(OUT_F16) || defined(OUT_BF16)
-                c128[ci / 8u] = pack8_out(v);
-#else
-                c4[ci / 4u] = vec4(v[0], v[1], v[2], v[3]);
-                c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
-#endif
+                [[unroll]] for (uint u = 0; u < 8u; u++) v[u] = scratch[sbase + e0 + u];
+                store8_c(ci, q, v);
                 sub_sync();   // the next tile reuses the scratch tile
             } else {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> part =
