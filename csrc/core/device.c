@@ -182,6 +182,9 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
     int ext_sem_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
     int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    c->global_priority_ext = has_ext(exts, n_ext, VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME)   ? 1
+                             : has_ext(exts, n_ext, VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME) ? 2
+                                                                                           : 0;
 #ifdef VK_NV_shader_sm_builtins
     if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
         VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
@@ -421,7 +424,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11};
     f2.features.shaderInt16 = (VkBool32)c->has_int16;
-    const char *exts[6];
+    const char *exts[7]; /* (the last for the queue priority) */
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
@@ -435,7 +438,28 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                               .pQueueCreateInfos = &qci,
                               .enabledExtensionCount = n_ext,
                               .ppEnabledExtensionNames = exts};
-    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    /* A queue priority above the default is a privilege on some drivers: refused
+     * (VK_ERROR_NOT_PERMITTED), the device opens at the default and says so. */
+    VkDeviceQueueGlobalPriorityCreateInfoKHR qprio = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_GLOBAL_PRIORITY_CREATE_INFO_KHR,
+        .globalPriority = (VkQueueGlobalPriorityKHR)c->queue_priority_asked};
+    if (c->queue_priority_asked && c->global_priority_ext) {
+        qci.pNext = &qprio;
+        exts[n_ext] =
+            c->global_priority_ext == 1 ? VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME : VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME;
+        dci.enabledExtensionCount = n_ext + 1;
+        VkResult vr = hl_fault(HL_FAULT_OPEN);
+        if (vr == VK_SUCCESS) vr = vkCreateDevice(dev->phys, &dci, NULL, &dev->device);
+        if (vr == VK_SUCCESS)
+            dev->caps.queue_priority = c->queue_priority_asked;
+        else if (vr != VK_ERROR_NOT_PERMITTED_KHR) {
+            st = hl_vk_fail(err, vr, "vkCreateDevice (with a queue priority)", __FILE__, __LINE__);
+            goto fail;
+        }
+        qci.pNext = NULL;
+        dci.enabledExtensionCount = n_ext;
+    }
+    if (!dev->device) HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
     if (c->external_memory_fd) {
         dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetMemoryFdKHR");
@@ -559,6 +583,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     dev->phys = phys[index];
     HL_TRY(query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
+    HL_TRY(hl_env_queue_priority(&dev->caps.queue_priority_asked, err));
     HL_TRY(create_logical(dev, err));
     HL_TRY(hl_pipeline_cache_open(dev, err));
     disable = disable || (opt && opt->disable_coop);
@@ -610,6 +635,21 @@ void hl_device_release_scratch(hl_device *dev) {
     hl_buffer_destroy(dev, &dev->buf_bias);
     hl_buffer_destroy(dev, &dev->buf_rows);
     hl_buffer_destroy(dev, &dev->flush);
+}
+
+const char *hl_queue_priority_name(int priority) {
+    switch (priority) {
+        case VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR:
+            return "low";
+        case VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR:
+            return "medium";
+        case VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR:
+            return "high";
+        case VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR:
+            return "realtime";
+        default:
+            return "default";
+    }
 }
 
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }

@@ -35,3 +35,23 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err) {
     *out = (int)v;
     return HL_OK;
 }
+
+hl_status hl_env_queue_priority(int *out, hl_error *err) {
+    static const struct {
+        const char *name;
+        int value;
+    } levels[] = {{"low", VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR},
+                  {"medium", VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR},
+                  {"high", VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR},
+                  {"realtime", VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR}};
+    const char *s = getenv("HELIOS_QUEUE_PRIORITY");
+    *out = 0;
+    if (!s || !*s) return HL_OK;
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (strcasecmp(s, levels[i].name) == 0) {
+            *out = levels[i].value;
+            return HL_OK;
+        }
+    return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                   "HELIOS_QUEUE_PRIORITY='%.40s': expected low, medium, high or realtime", s);
+}

@@ -94,6 +94,11 @@ typedef struct hl_caps {
     int external_memory_fd;    /* VK_KHR_external_memory_fd: tensors CUDA can import */
     int external_semaphore_fd; /* + VK_KHR_external_semaphore_fd and timeline semaphores: ordering with CUDA */
     int has_timeline;          /* timeline semaphores (host-driven ordering, hl_async_open_host) */
+    /* VK_KHR_global_priority or VK_EXT_global_priority (1 / 2; 0: neither): the queue's
+     * priority among the GPU's contexts can be asked for (HELIOS_QUEUE_PRIORITY) */
+    int global_priority_ext;
+    int queue_priority_asked; /* VkQueueGlobalPriority asked for; 0: none (the driver's default) */
+    int queue_priority;       /* the one the queue got; 0: the driver's default */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */
@@ -202,6 +207,8 @@ void hl_cuda_pool_usage(uint64_t *segments, uint64_t *bytes);
 const char *hl_cuda_pool_last_error(void);
 /* A HELIOS_* on/off switch (env.c): unset or empty is off; 1/true/yes/on or
  * 0/false/no/off; anything else HL_ERR_INVALID_ARGUMENT naming the variable. */
+/* A VkQueueGlobalPriority as HELIOS_QUEUE_PRIORITY spells it; "default" for 0 (none asked). */
+const char *hl_queue_priority_name(int priority);
 hl_status hl_env_flag(const char *name, int *out, hl_error *err);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */

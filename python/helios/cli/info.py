@@ -48,6 +48,16 @@ def cmd_info(args: argparse.Namespace) -> int:
                 f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
                 f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}"
             )
+    asked, got = info["queue_priority_asked"], info["queue_priority"]
+    print(
+        f"queue         priority {got}"
+        + (
+            ""
+            if asked == got
+            else f" (asked {asked}: " + ("refused" if info["global_priority"] else "no global priority extension") + ")"
+        )
+        + " (HELIOS_QUEUE_PRIORITY)"
+    )
     print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
     print(f"default       {info['default_variant']}")
     ks = info["kernel_stats"]
