@@ -4,7 +4,7 @@
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
 # runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
 # the backward, one process under torchrun, DDP with host-wait ordering, a traced DDP run
-# (DIAG_PARTS picks: abcdefghi); one line per run.
+# and DDP with Helios's queue at realtime priority (DIAG_PARTS picks: abcdefghij); one line per run.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 H=$(command -v helios)
@@ -31,7 +31,7 @@ for r in d["rows"]:
           f"cpus {d['distributed'].get('cpus')}")
 PY
 }
-PARTS=${DIAG_PARTS:-abcdefghi}
+PARTS=${DIAG_PARTS:-abcdefghij}
 run() { [[ $PARTS == *$1* ]]; }
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
 if run a; then
@@ -75,4 +75,11 @@ if run i; then  # torch.profiler's view of rank 0: did another stream's kernel r
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --trace "$L/trace" --out "$L/i.json" > "$L/i.log" 2>&1
   summ "ddp, traced warm-up" "$L/i.json"
   python3 "$REPO/scripts/trace_overlap.py" "$L/trace-helios-rank0.json" 2>&1 | tail -25 | tee -a "$OUT/diag.txt"
+fi
+# Realtime priority: on one H100 (h100-priority-e0343ea/) Helios's work then waits for a
+# CUDA kernel running beside it instead of time-slicing with it (3x slower); costly alone
+# (one GPU's step 35 -> 51 ms), but under DDP the kernel beside it may be NCCL's.
+if run j; then
+  HELIOS_QUEUE_PRIORITY=realtime torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/j.json" > "$L/j.log" 2>&1
+  summ "ddp, Helios's queue at realtime priority" "$L/j.json"
 fi

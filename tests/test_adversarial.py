@@ -44,6 +44,30 @@ def test_boolean_switches_are_strict(monkeypatch, name, value, ok):
             helios.Device()
 
 
+@pytest.mark.parametrize("value", ["urgent", "1", "high ", "512"])
+def test_queue_priority_env_is_strict(monkeypatch, value):
+    monkeypatch.setenv("HELIOS_QUEUE_PRIORITY", value)
+    with pytest.raises(ValueError, match=f"HELIOS_QUEUE_PRIORITY='{value}': expected low, medium, high or realtime"):
+        helios.Device()
+
+
+@pytest.mark.parametrize("value", ["", "low", "HIGH", "realtime"])
+def test_queue_priority_is_asked_for_and_reported(monkeypatch, value):
+    """The queue gets the priority asked for where the driver has the extension and
+    permits it, else the driver's default with the reason in info; either way it computes."""
+    monkeypatch.setenv("HELIOS_QUEUE_PRIORITY", value)
+    with helios.Device() as d:
+        info = d.info
+        asked = value.lower() or "default"
+        assert info["queue_priority_asked"] == asked
+        refused = info["queue_priority_refused"]  # the driver answered VK_ERROR_NOT_PERMITTED
+        assert not refused or (value and info["global_priority"])
+        granted = bool(value) and info["global_priority"] and not refused
+        assert info["queue_priority"] == (asked if granted else "default")
+        a, b = small_ints((17, 9), 1), small_ints((9, 5), 2)
+        np.testing.assert_array_equal(d.matmul(a, b), a.astype(np.float64) @ b.astype(np.float64))
+
+
 def test_disable_coop_true_is_honoured(device, monkeypatch):
     monkeypatch.setenv("HELIOS_DISABLE_COOP", "true")
     with helios.Device() as d:

@@ -452,7 +452,9 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
         if (vr == VK_SUCCESS) vr = vkCreateDevice(dev->phys, &dci, NULL, &dev->device);
         if (vr == VK_SUCCESS)
             dev->caps.queue_priority = c->queue_priority_asked;
-        else if (vr != VK_ERROR_NOT_PERMITTED_KHR) {
+        else if (vr == VK_ERROR_NOT_PERMITTED_KHR)
+            dev->caps.queue_priority_refused = 1;
+        else {
             st = hl_vk_fail(err, vr, "vkCreateDevice (with a queue priority)", __FILE__, __LINE__);
             goto fail;
         }

@@ -97,8 +97,9 @@ typedef struct hl_caps {
     /* VK_KHR_global_priority or VK_EXT_global_priority (1 / 2; 0: neither): the queue's
      * priority among the GPU's contexts can be asked for (HELIOS_QUEUE_PRIORITY) */
     int global_priority_ext;
-    int queue_priority_asked; /* VkQueueGlobalPriority asked for; 0: none (the driver's default) */
-    int queue_priority;       /* the one the queue got; 0: the driver's default */
+    int queue_priority_asked;   /* VkQueueGlobalPriority asked for; 0: none (the driver's default) */
+    int queue_priority;         /* the one the queue got; 0: the driver's default */
+    int queue_priority_refused; /* asked for, and the driver answered VK_ERROR_NOT_PERMITTED */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */

@@ -54,7 +54,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         + (
             ""
             if asked == got
-            else f" (asked {asked}: " + ("refused" if info["global_priority"] else "no global priority extension") + ")"
+            else f" (asked {asked}: "
+            + ("refused by the driver" if info["queue_priority_refused"] else "no global priority extension")
+            + ")"
         )
         + " (HELIOS_QUEUE_PRIORITY)"
     )
