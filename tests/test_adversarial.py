@@ -51,6 +51,20 @@ def test_queue_priority_env_is_strict(monkeypatch, value):
         helios.Device()
 
 
+def test_queue_family_env_picks_or_refuses(monkeypatch):
+    """HELIOS_QUEUE_FAMILY (a measuring switch): an index the device has runs there; one
+    it lacks, or not an index, is refused naming the switch."""
+    monkeypatch.setenv("HELIOS_QUEUE_FAMILY", "0")
+    with helios.Device() as d:
+        assert d.info["queue_family"] == 0
+        a, b = small_ints((9, 7), 3), small_ints((7, 5), 4)
+        np.testing.assert_array_equal(d.matmul(a, b), a.astype(np.float64) @ b.astype(np.float64))
+    for value, msg in (("1000", "has no queue family of that index"), ("first", "expected an index 0..1024")):
+        monkeypatch.setenv("HELIOS_QUEUE_FAMILY", value)
+        with pytest.raises(ValueError, match=f"HELIOS_QUEUE_FAMILY.*{msg}"):
+            helios.Device()
+
+
 @pytest.mark.parametrize("value", ["", "low", "HIGH", "realtime"])
 def test_queue_priority_is_asked_for_and_reported(monkeypatch, value):
     """The queue gets the priority asked for where the driver has the extension and

@@ -47,7 +47,8 @@ def test_info_text_runs_as_module(device):
     r = subprocess.run([sys.executable, "-m", "helios", "info"], capture_output=True, text=True, check=True)
     assert "default" in r.stdout and device.info["name"] in r.stdout
     assert "kernel stats" in r.stdout
-    assert "queue         priority default (HELIOS_QUEUE_PRIORITY)" in r.stdout
+    assert "priority default (HELIOS_QUEUE_PRIORITY)" in r.stdout
+    assert f"queue         family {device.info['queue_family']} (" in r.stdout
     asked = subprocess.run(
         [sys.executable, "-m", "helios", "info"],
         capture_output=True,
@@ -56,7 +57,7 @@ def test_info_text_runs_as_module(device):
         env={**os.environ, "HELIOS_QUEUE_PRIORITY": "low"},
     )
     got = "low" if device.info["global_priority"] else "default (asked low: no global priority extension)"
-    assert f"queue         priority {got}" in asked.stdout
+    assert f"; HELIOS_QUEUE_FAMILY), priority {got}" in asked.stdout
 
 
 def test_time_writes_json(device, tmp_path, capsys):

@@ -361,8 +361,17 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
     VkQueueFamilyProperties q[32];
     if (n > 32) n = 32;
     vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
-    int best = -1;
-    for (uint32_t i = 0; i < n; i++) {
+    int best = -1, asked = -1;
+    hl_status st = hl_env_index("HELIOS_QUEUE_FAMILY", &asked, err);
+    if (st != HL_OK) return st;
+    if (asked >= 0) { /* a measuring switch: which engine a family reaches is the driver's business */
+        if ((uint32_t)asked >= n || !(q[asked].queueFlags & VK_QUEUE_COMPUTE_BIT))
+            return hl_fail(
+                err, HL_ERR_INVALID_ARGUMENT, "HELIOS_QUEUE_FAMILY=%d: device '%s' %s", asked, dev->caps.name,
+                (uint32_t)asked >= n ? "has no queue family of that index" : "has no compute on that family");
+        best = asked;
+    }
+    for (uint32_t i = 0; i < n && asked < 0; i++) {
         if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
         /* Prefer a family with timestamps; among those, a compute-only one. */
         int score = (q[i].timestampValidBits ? 2 : 0) + !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT);
@@ -371,6 +380,8 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
     }
     if (best < 0) return hl_fail(err, HL_ERR_UNSUPPORTED, "device '%s' has no compute queue", dev->caps.name);
     dev->queue_family = (uint32_t)best;
+    dev->caps.queue_family = (uint32_t)best;
+    dev->caps.queue_family_graphics = (q[best].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0;
     dev->caps.timestamp_valid_bits = q[best].timestampValidBits;
     dev->timestamps_ok = q[best].timestampValidBits > 0 && dev->caps.timestamp_period_ns > 0;
     return HL_OK;

@@ -31,7 +31,7 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (!isdigit((unsigned char)s[0]) || *end || errno == ERANGE || v > 1024)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected a device index 0..1024", name, s);
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected an index 0..1024", name, s);
     *out = (int)v;
     return HL_OK;
 }

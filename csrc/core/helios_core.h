@@ -100,6 +100,8 @@ typedef struct hl_caps {
     int queue_priority_asked;   /* VkQueueGlobalPriority asked for; 0: none (the driver's default) */
     int queue_priority;         /* the one the queue got; 0: the driver's default */
     int queue_priority_refused; /* asked for, and the driver answered VK_ERROR_NOT_PERMITTED */
+    uint32_t queue_family;      /* the queue's family (HELIOS_QUEUE_FAMILY picks one) */
+    int queue_family_graphics;  /* and whether that family also does graphics */
     uint32_t n_coop_shapes;
     hl_coop_shape coop_shapes[HL_MAX_COOP_SHAPES];
     uint32_t sm_count; /* streaming multiprocessors (VK_NV_shader_sm_builtins), 0: unknown */

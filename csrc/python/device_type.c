@@ -270,10 +270,12 @@ static PyObject *build_info(DeviceObject *self) {
     /* bfloat16: where its cooperative kernels run, and why not where they do not. */
     const char *bf16_why = hl_bf16_coop_unavailable(self->dev);
     /* The queue's priority among the GPU's contexts: asked (HELIOS_QUEUE_PRIORITY) and got. */
-    PyObject *priority = Py_BuildValue(
-        "{s:O,s:s,s:s,s:O}", "global_priority", c->global_priority_ext ? Py_True : Py_False, "queue_priority_asked",
-        hl_queue_priority_name(c->queue_priority_asked), "queue_priority", hl_queue_priority_name(c->queue_priority),
-        "queue_priority_refused", c->queue_priority_refused ? Py_True : Py_False);
+    PyObject *priority =
+        Py_BuildValue("{s:O,s:s,s:s,s:O,s:I,s:O}", "global_priority", c->global_priority_ext ? Py_True : Py_False,
+                      "queue_priority_asked", hl_queue_priority_name(c->queue_priority_asked), "queue_priority",
+                      hl_queue_priority_name(c->queue_priority), "queue_priority_refused",
+                      c->queue_priority_refused ? Py_True : Py_False, "queue_family", c->queue_family,
+                      "queue_family_graphics", c->queue_family_graphics ? Py_True : Py_False);
     if (!priority || (extra && PyDict_Update(extra, priority) < 0)) Py_CLEAR(extra);
     Py_XDECREF(priority);
     if (extra && (PyDict_SetItemString(extra, "timeline_semaphore", c->has_timeline ? Py_True : Py_False) < 0 ||

@@ -50,7 +50,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             )
     asked, got = info["queue_priority_asked"], info["queue_priority"]
     print(
-        f"queue         priority {got}"
+        f"queue         family {info['queue_family']} "
+        f"({'graphics and compute' if info['queue_family_graphics'] else 'compute only'}; HELIOS_QUEUE_FAMILY), "
+        f"priority {got}"
         + (
             ""
             if asked == got
