@@ -60,6 +60,8 @@
 // scores on the accumulators, stored 16-bit) whatever the running max, at any FOLD:
 // at d=128 (no fold) no mf, no row sums, no rescale (results wrong): what the tile
 // costs if the softmax were only that, a bound on what a fold at d=128 could give.
+// MODEL_FAST_ONLY: the same with the row-wise path not compiled at all (the registers
+// of a kernel that has only the fast path).
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -286,7 +288,7 @@ void main() {
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
         // subgroup, as is every condition here: the syncs below are taken by all).
         const bool masked_here = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-#ifdef MODEL_FAST_ALWAYS
+#if defined(MODEL_FAST_ALWAYS) || defined(MODEL_FAST_ONLY)
         const bool try_fast = live && !masked_here;
 #else
         const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
@@ -310,12 +312,16 @@ void main() {
                              P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
             }
         }
-#ifdef MODEL_FAST_ALWAYS
+#if defined(MODEL_FAST_ALWAYS) || defined(MODEL_FAST_ONLY)
         const bool fast = try_fast;
 #else
         const bool fast = try_fast && subgroupAll(top <= RESCALE_SLACK);
 #endif
+#ifdef MODEL_FAST_ONLY
+        const bool slow = false;                   // the row-wise softmax not even compiled
+#else
         const bool slow = live && !fast;
+#endif
         if (FOLD != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
 
         // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
