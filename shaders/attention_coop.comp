@@ -62,6 +62,8 @@
 // costs if the softmax were only that, a bound on what a fold at d=128 could give.
 // MODEL_FAST_ONLY: the same with the row-wise path not compiled at all (the registers
 // of a kernel that has only the fast path).
+// MODEL_FOLD_ONLY: MODEL_FAST_ONLY with the fold on at any head dim (its max fragment
+// never set, its row sums beside P V): what the fast path with its fold costs at d=128.
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -73,6 +75,10 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 // per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
 // CAUSAL and the workgroup size (NSG * SUBGROUP): shaders/families.py.
 #include "spec_attention_coop.glsl"
+#ifdef MODEL_FOLD_ONLY   // the fold at any head dim, with the fast path alone (see above)
+#define MODEL_FAST_ONLY
+#define FOLD 1u
+#endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
 layout(push_constant) uniform Push {
