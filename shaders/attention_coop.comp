@@ -34,11 +34,6 @@
 // softmax through the scratch as before. Either way the row sums are taken by the
 // tensor cores beside the P V product (P, as stored in 16 bits, times a constant
 // fragment), kept in an accumulator rescaled with O.
-//
-// FOLD=2 (d > 64, where O and Q hold most of the registers): the same fold, lean. The
-// rows' max pieces stay in shared memory and each score product loads them (no max
-// fragment held across tiles), and each row's sum is taken by its lanes from P as
-// stored (no row-sum accumulators); the row-wise path's l as at FOLD=0.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -118,10 +113,9 @@ const uint AROW = TN / 4;                      // rescale tile pitch
 const uint S_VECS = RQ * SROW;
 // FOLD=1: the rows' max pieces after the rescale tile (one fragment row of TK
 // elements each: attention_fold.glsl's FOLD_VECS).
-// FOLD=2 keeps them across tiles, so after the larger of the S and P regions.
 const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
-const uint PA_VECS = RQ * PROW + RQ * AROW + (FOLD == 1 ? PIECE_VECS : 0);
-const uint SUB_VECS = (S_VECS > PA_VECS ? S_VECS : PA_VECS) + (FOLD == 2 ? PIECE_VECS : 0);
+const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
+const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
 #include "attention_fold.glsl"
@@ -191,10 +185,7 @@ void main() {
     const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
-    const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW;
-    const uint PIECE_OFF = FOLD == 2 ? SUB + SUB_VECS - PIECE_VECS : A_OFF + RQ * AROW;
-    if (FOLD == 2)   // no max yet: zero pieces (the loop's first barrier orders these stores)
-        for (uint i = lane; i < PIECE_VECS; i += SUBGROUP) sm[PIECE_OFF + i] = uvec4(0u);
+    const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
@@ -290,13 +281,7 @@ void main() {
 #define SCORES(s, n)                                                                       \
     [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
         s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
-        if (FOLD == 1) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
-        if (FOLD == 2) {                                                                   \
-            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> mp;                     \
-            coopMatLoad(mp, sm, PIECE_OFF + w * TM * FOLD_VECS, FOLD_VECS,                 \
-                        gl_CooperativeMatrixLayoutRowMajor);                               \
-            s[w] = coopMatMulAdd(mp, fold_one, s[w]);                                      \
-        }                                                                                  \
+        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
     }                                                                                      \
     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
@@ -355,22 +340,6 @@ void main() {
         }
         sub_sync();
 
-        // FOLD=2: a fast tile's row sums, by each row's lanes from P as stored (what
-        // P V multiplies); no rescale: the tile kept every row's max.
-        if (FOLD == 2 && fast) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-            const uint r = ps * RPP + lane / LPR;
-            float sum = 0.0;
-            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
-                const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
-                [[unroll]] for (uint h = 0; h < 4; h++) {
-                    const vec2 f = unpack_in2(v[h]);
-                    sum += f.x + f.y;
-                }
-            }
-            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-            l_run[ps] += sum;
-        }
-
         // Online softmax over this tile's columns, row by row.
         float pv[PASSES][CPL];
         float alpha[PASSES];
@@ -403,7 +372,7 @@ void main() {
                 pv[ps][c] = exp2(pv[ps][c] - m_use);
                 sum += pv[ps][c];
             }
-            if (FOLD != 1) {   // FOLD=1: lsum, beside P V
+            if (FOLD == 0) {   // FOLD=1: lsum, beside P V
                 [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
                 l_run[ps] = l_run[ps] * alpha[ps] + sum;
             }
@@ -446,7 +415,7 @@ void main() {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
             [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * am;
-            if (FOLD == 1) {
+            if (FOLD != 0) {
                 lsum[w] = lsum[w] * am;
                 coopMatLoad(mf[w], sm, PIECE_OFF + w * TM * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutRowMajor);
             }
@@ -456,7 +425,7 @@ void main() {
             [[unroll]] for (uint w = 0; w < WQ; w++) {
                 coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                             gl_CooperativeMatrixLayoutRowMajor);
-                if (FOLD == 1) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
+                if (FOLD != 0) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
             }
             [[unroll]] for (uint j = 0; j < D / TN; j++) {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
@@ -471,10 +440,10 @@ void main() {
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
     sub_sync();
-    if (FOLD == 1) [[unroll]] for (uint w = 0; w < WQ; w++)
+    if (FOLD != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
         coopMatStore(lsum[w], sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
     sub_sync();
-    if (FOLD == 1) [[unroll]] for (uint ps = 0; ps < PASSES; ps++)
+    if (FOLD != 0) [[unroll]] for (uint ps = 0; ps < PASSES; ps++)
         l_run[ps] = uintBitsToFloat(sm[A_OFF + (ps * RPP + lane / LPR) * AROW].x) / FOLD_ONE;
     sub_sync();
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {

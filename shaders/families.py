@@ -389,10 +389,8 @@ FAMILIES = (
             Spec("CAUSAL", "uint", "0", "e->causal"),
             Spec("LSE", "uint", "0", "e->lse"),  # 1: also write each row's log-sum-exp (for the backward)
             # 1: each row's running max folded into the score product, P on the fragments
-            # where it can be (attention_coop.comp); 2: the same, lean (the max pieces
-            # from shared memory, row sums by lanes: d > 64); 0
-            # (HELIOS_DISABLE_ATTENTION_FOLD=1): the row-wise softmax through the fp32
-            # scratch for every tile.
+            # where it can be (attention_coop.comp); 0 (HELIOS_DISABLE_ATTENTION_FOLD=1): the
+            # row-wise softmax through the fp32 scratch for every tile.
             Spec("FOLD", "uint", "0", "e->fold"),
         )
         + ATTENTION_LAYOUT,

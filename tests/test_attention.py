@@ -111,20 +111,18 @@ def _lse_reference(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
     return (mx + np.log(np.exp(s - mx).sum(axis=-1, keepdims=True)))[..., 0]
 
 
-@pytest.mark.parametrize("d", [32, 128], ids=["d32", "d128-lean"])
 @pytest.mark.parametrize("fold", ["0", "1"])
-def test_running_max_folded_and_not(device, monkeypatch, fold, d):
+def test_running_max_folded_and_not(device, monkeypatch, fold):
     """The coop forward folds each row's running max into its score product and
     runs tiles' softmax on the fragments where it can (HELIOS_DISABLE_ATTENTION_FOLD=0,
     the default) or runs every tile through the fp32 scratch (=1). Both match float64,
     output and log-sum-exp: tails each way, causal and not; scores large enough that
     the max needs all three 16-bit pieces; and maxima that grow late in the row, so
-    that tiles leave the fast path after it was taken. At d=128 the fold is the lean
-    one (its max pieces in shared memory, row sums by lanes)."""
+    that tiles leave the fast path after it was taken."""
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1" if fold == "0" else "0")
-    _check(device, 1, 2, 70, 70, d, True, seed=21)
-    _check(device, 1, 1, 37, 90, d // 2, False, seed=22)
-    q, k, v = random_qkv(1, 2, 150, 150, d, 23)
+    _check(device, 1, 2, 70, 70, 32, True, seed=21)
+    _check(device, 1, 1, 37, 90, 16, False, seed=22)
+    q, k, v = random_qkv(1, 2, 150, 150, 32, 23)
     big = [(np.asarray(x, np.float32) * 6.0).astype(np.float16) for x in (q, k)]
     # keys growing along the row: later tiles' scores exceed the earlier max by more
     # than fp16's range (several whole key tiles on any device's fragments)
@@ -134,9 +132,9 @@ def test_running_max_folded_and_not(device, monkeypatch, fold, d):
         for causal in (False, True):
             out, lse = device.attention(qq, kk, v, causal=causal, return_lse=True)
             r = check_close(out, reference_attention(qq, kk, v, causal=causal))
-            assert r.passed, f"{what}, causal={causal}, fold={fold}, d={d}: {r.line()}"
+            assert r.passed, f"{what}, causal={causal}, fold={fold}: {r.line()}"
             r = check_close(lse, _lse_reference(qq, kk, causal), atol=LSE_ATOL["float16"], rtol=1e-5)
-            assert r.passed, f"lse, {what}, causal={causal}, fold={fold}, d={d}: {r.line()}"
+            assert r.passed, f"lse, {what}, causal={causal}, fold={fold}: {r.line()}"
     assert float(np.abs(lse).max()) > 0  # lse of the last case was read, not a placeholder
 
 

@@ -20,19 +20,17 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
     return hl_schema_parse(&hl_attn_variant_schema, s, out, err);
 }
 
-/* How the forward at head dimension d folds each row's running max into its score
- * product (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1: 0, not at
- * all). Measured on the H100 (benchmarks/results/h100-attn-fold-05f8336/): at d <= 64
- * the fold with its max fragment and row sums in registers (1) wins wherever it
- * leaves the workgroups per SM as they were (6-19%); at d = 128 the two-row-tile
- * variants, at 255 registers already, spill with it (0.50 against 0.32 ms at
- * 1x32x2048x128), so there the lean fold (2: the max pieces from shared memory, row
- * sums by lanes from P; h100-attn-lean-*). */
-#define FOLD_REGS_MAX_HEAD_DIM 64u
-static hl_status fold_forward(uint32_t d, int *mode, hl_error *err) {
+/* Whether the forward at head dimension d folds each row's running max into its
+ * score product (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns
+ * it off). Measured on the H100 (benchmarks/results/h100-attn-fold-05f8336/): at
+ * d <= 64 it wins wherever it leaves the workgroups per SM as they were (6-19%);
+ * at d = 128 the two-row-tile variants, at 255 registers already, spill with it
+ * (0.50 against 0.32 ms at 1x32x2048x128) and one row tile gains nothing. */
+#define FOLD_MAX_HEAD_DIM 64u
+static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_FOLD", &off, err);
-    *mode = off ? 0 : d <= FOLD_REGS_MAX_HEAD_DIM ? 1 : 2;
+    *on = !off && d <= FOLD_MAX_HEAD_DIM;
     return st;
 }
 
@@ -45,9 +43,8 @@ static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int back
     const uint32_t s_vecs = rq * (v->bc / 4 + 1), p_vecs = rq * (v->bc / 8 + 1);
     const uint32_t tiles = 16u * 2u * v->bc * (d / 8 + 1);
     if (backward) return tiles + 16u * v->nsg * (s_vecs + p_vecs) + 8u * v->bc;
-    const uint32_t pieces = fold ? rq * (v->tk / 8) : 0; /* fold 1: beside P; 2: kept across tiles, apart */
-    const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4) + (fold == 1 ? pieces : 0);
-    return tiles + 16u * v->nsg * ((s_vecs > pa_vecs ? s_vecs : pa_vecs) + (fold == 2 ? pieces : 0));
+    const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4) + (fold ? rq * (v->tk / 8) : 0);
+    return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
 }
 
 hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
@@ -160,7 +157,7 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * Where none of these fits, the first valid candidate. */
 static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fold, hl_dtype in,
                      hl_attn_variant *out) {
-    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16, tn = causal && fold != 1 ? 8 : 16;
+    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16, tn = causal && !fold ? 8 : 16;
     const hl_attn_variant list[] = {
         {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
@@ -217,7 +214,7 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
     int fold = 0;
     hl_status st = fold_forward(d, &fold, err);
     if (st != HL_OK) return st;
-    e.fold = (uint32_t)fold;
+    e.fold = fold ? 1u : 0u;
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
     return hl_pipeline_get(dev, hl_shader_attention_coop(in), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
