@@ -650,21 +650,6 @@ void hl_device_release_scratch(hl_device *dev) {
     hl_buffer_destroy(dev, &dev->flush);
 }
 
-const char *hl_queue_priority_name(int priority) {
-    switch (priority) {
-        case VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR:
-            return "low";
-        case VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR:
-            return "medium";
-        case VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR:
-            return "high";
-        case VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR:
-            return "realtime";
-        default:
-            return "default";
-    }
-}
-
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
 

@@ -36,22 +36,31 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err) {
     return HL_OK;
 }
 
+/* The queue priorities HELIOS_QUEUE_PRIORITY names, both ways. */
+static const struct {
+    const char *name;
+    int value;
+} queue_priorities[] = {{"low", VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR},
+                        {"medium", VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR},
+                        {"high", VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR},
+                        {"realtime", VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR}};
+#define N_QUEUE_PRIORITIES (sizeof queue_priorities / sizeof queue_priorities[0])
+
 hl_status hl_env_queue_priority(int *out, hl_error *err) {
-    static const struct {
-        const char *name;
-        int value;
-    } levels[] = {{"low", VK_QUEUE_GLOBAL_PRIORITY_LOW_KHR},
-                  {"medium", VK_QUEUE_GLOBAL_PRIORITY_MEDIUM_KHR},
-                  {"high", VK_QUEUE_GLOBAL_PRIORITY_HIGH_KHR},
-                  {"realtime", VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR}};
     const char *s = getenv("HELIOS_QUEUE_PRIORITY");
     *out = 0;
     if (!s || !*s) return HL_OK;
-    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
-        if (strcasecmp(s, levels[i].name) == 0) {
-            *out = levels[i].value;
+    for (size_t i = 0; i < N_QUEUE_PRIORITIES; i++)
+        if (strcasecmp(s, queue_priorities[i].name) == 0) {
+            *out = queue_priorities[i].value;
             return HL_OK;
         }
     return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                    "HELIOS_QUEUE_PRIORITY='%.40s': expected low, medium, high or realtime", s);
+}
+
+const char *hl_queue_priority_name(int priority) {
+    for (size_t i = 0; i < N_QUEUE_PRIORITIES; i++)
+        if (queue_priorities[i].value == priority) return queue_priorities[i].name;
+    return "default";
 }
