@@ -64,6 +64,11 @@
 // of a kernel that has only the fast path).
 // MODEL_FOLD_ONLY: MODEL_FAST_ONLY with the fold on at any head dim (its max fragment
 // never set, its row sums beside P V): what the fast path with its fold costs at d=128.
+// MODEL_UNIFORM_MAX: MODEL_FAST_ONLY with one running max for all the subgroup's rows
+// (a subgroup max over the tile's scores; O and l rescaled by one scalar when it moves)
+// and each row's sum by its lanes from P: no per-row value in the fragments, so no
+// fold; exact while every row's max stays within fp16's range of the subgroup's (a
+// real kernel would send the rest to another pass).
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -78,6 +83,10 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #ifdef MODEL_FOLD_ONLY   // the fold at any head dim, with the fast path alone (see above)
 #define MODEL_FAST_ONLY
 #define FOLD 1u
+#endif
+#ifdef MODEL_UNIFORM_MAX
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define MODEL_FAST_ONLY
 #endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
@@ -230,6 +239,9 @@ void main() {
     [[unroll]] for (uint w = 0; w < WQ; w++)
         lsum[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 
+#ifdef MODEL_UNIFORM_MAX
+    float c_sg = -1.0 / 0.0;   // the subgroup's running max (log2 units of the scaled scores)
+#endif
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
@@ -300,7 +312,38 @@ void main() {
         const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
 #endif
         float top = -1.0 / 0.0;
-        if (try_fast) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+#ifdef MODEL_UNIFORM_MAX
+        if (try_fast) {
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
+            float tmax = -1.0 / 0.0;
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                SCORES(s, n)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    for (int i = 0; i < s[w].length(); i++) tmax = max(tmax, s[w][i]);
+                    su[n][w] = s[w];
+                }
+            }
+            tmax = subgroupMax(tmax) * p.scale_log2;
+            if (tmax > c_sg + RESCALE_SLACK) {
+                const float a = isinf(c_sg) ? 0.0 : exp2(c_sg - tmax);
+                [[unroll]] for (uint w = 0; w < WQ; w++)
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * a;
+                [[unroll]] for (uint ps = 0; ps < PASSES; ps++) l_run[ps] *= a;
+                c_sg = tmax;
+            }
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] = exp2(su[n][w][i] * p.scale_log2 - c_sg);
+                    coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
+                                 P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                }
+        }
+        if (false)
+#else
+        if (try_fast)
+#endif
+        [[unroll]] for (uint n = 0; n < BC / TN; n++) {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
             SCORES(s, n)
             [[unroll]] for (uint w = 0; w < WQ; w++) {
@@ -340,6 +383,22 @@ void main() {
         }
         sub_sync();
 
+#ifdef MODEL_UNIFORM_MAX
+        if (fast) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {   // each row's sum by its lanes
+            const uint r = ps * RPP + lane / LPR;
+            float sum = 0.0;
+            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
+                const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
+                [[unroll]] for (uint h = 0; h < 4; h++) {
+                    const vec2 f = unpack_in2(v[h]);
+                    sum += f.x + f.y;
+                }
+            }
+            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
+            l_run[ps] += sum;
+            m_run[ps] = c_sg;
+        }
+#endif
         // Online softmax over this tile's columns, row by row.
         float pv[PASSES][CPL];
         float alpha[PASSES];
