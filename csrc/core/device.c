@@ -362,7 +362,9 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
     if (n > 32) n = 32;
     vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &n, q);
     int best = -1, asked = -1;
+    /* The queue the environment asks for: its family and its priority. */
     hl_status st = hl_env_index("HELIOS_QUEUE_FAMILY", &asked, err);
+    if (st == HL_OK) st = hl_env_queue_priority(&dev->caps.queue_priority_asked, err);
     if (st != HL_OK) return st;
     if (asked >= 0) { /* a measuring switch: which engine a family reaches is the driver's business */
         if ((uint32_t)asked >= n || !(q[asked].queueFlags & VK_QUEUE_COMPUTE_BIT))
@@ -596,7 +598,6 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     dev->phys = phys[index];
     HL_TRY(query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
-    HL_TRY(hl_env_queue_priority(&dev->caps.queue_priority_asked, err));
     HL_TRY(create_logical(dev, err));
     HL_TRY(hl_pipeline_cache_open(dev, err));
     disable = disable || (opt && opt->disable_coop);

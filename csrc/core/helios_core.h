@@ -210,9 +210,9 @@ void hl_cuda_pool_usage(uint64_t *segments, uint64_t *bytes);
 const char *hl_cuda_pool_last_error(void);
 /* A HELIOS_* on/off switch (env.c): unset or empty is off; 1/true/yes/on or
  * 0/false/no/off; anything else HL_ERR_INVALID_ARGUMENT naming the variable. */
+hl_status hl_env_flag(const char *name, int *out, hl_error *err);
 /* A VkQueueGlobalPriority as HELIOS_QUEUE_PRIORITY spells it; "default" for 0 (none asked). */
 const char *hl_queue_priority_name(int priority);
-hl_status hl_env_flag(const char *name, int *out, hl_error *err);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */

@@ -274,9 +274,9 @@ hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *ou
 
 /* Strict environment switches (env.c): unset or empty is off / -1 (hl_env_flag is
  * public: helios_core.h). */
+hl_status hl_env_index(const char *name, int *out, hl_error *err);
 /* HELIOS_QUEUE_PRIORITY: low / medium / high / realtime as a VkQueueGlobalPriority, 0 unset. */
 hl_status hl_env_queue_priority(int *out, hl_error *err);
-hl_status hl_env_index(const char *name, int *out, hl_error *err);
 
 #define HL_MAX_SPLITK 16u
 

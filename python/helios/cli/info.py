@@ -48,19 +48,14 @@ def cmd_info(args: argparse.Namespace) -> int:
                 f"  {r['m']:>3}x{r['n']:<3}x{r['k']:<3} {r['a']:>4} {r['b']:>4} -> {r['c']:>4} "
                 f"{r['result']:>4}  {r['scope']}{'  saturating' if r['saturating'] else ''}"
             )
+    family = "graphics and compute" if info["queue_family_graphics"] else "compute only"
     asked, got = info["queue_priority_asked"], info["queue_priority"]
+    if asked != got:
+        why = "refused by the driver" if info["queue_priority_refused"] else "no global priority extension"
+        got = f"{got} (asked {asked}: {why})"
     print(
-        f"queue         family {info['queue_family']} "
-        f"({'graphics and compute' if info['queue_family_graphics'] else 'compute only'}; HELIOS_QUEUE_FAMILY), "
-        f"priority {got}"
-        + (
-            ""
-            if asked == got
-            else f" (asked {asked}: "
-            + ("refused by the driver" if info["queue_priority_refused"] else "no global priority extension")
-            + ")"
-        )
-        + " (HELIOS_QUEUE_PRIORITY)"
+        f"queue         family {info['queue_family']} ({family}; HELIOS_QUEUE_FAMILY), "
+        f"priority {got} (HELIOS_QUEUE_PRIORITY)"
     )
     print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
     print(f"default       {info['default_variant']}")
