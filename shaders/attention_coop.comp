@@ -69,6 +69,12 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
+// MODEL_REG_ROWS: the softmax in registers through the accumulator's element layout,
+// assumed NVIDIA's (lane l holds rows l/4 and l/4 + 8 of a TM x TN fragment, element i
+// in row slot (i/2)%2 at column 2(l%4) + i%2 + 8(i/4)): each lane's max and sum per
+// row slot, the row's four lanes joined by two shuffles, P = exp2 on the fragments,
+// O rescaled element by element; no fp32 scratch, no fold (FOLD forced 0). Exact
+// where the layout is the assumed one (the model is checked against float64).
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -87,6 +93,9 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #ifdef MODEL_UNIFORM_MAX
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define MODEL_FAST_ONLY
+#endif
+#ifdef MODEL_REG_ROWS
+#define FOLD 0u
 #endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
@@ -242,6 +251,15 @@ void main() {
 #ifdef MODEL_UNIFORM_MAX
     float c_sg = -1.0 / 0.0;   // the subgroup's running max (log2 units of the scaled scores)
 #endif
+#ifdef MODEL_REG_ROWS
+    // per row tile, this lane's two rows (slots x, y): running max, partial sum
+    vec2 m_rr[WQ], l_rr[WQ];
+    [[unroll]] for (uint w = 0; w < WQ; w++) {
+        m_rr[w] = vec2(-1.0 / 0.0);
+        l_rr[w] = vec2(0.0);
+    }
+    const uint lg = lane >> 2, lt = lane & 3u;
+#endif
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
@@ -302,6 +320,67 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
+#ifdef MODEL_REG_ROWS
+        const bool any_rescale = false;            // O is rescaled element by element below
+        {
+            const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
+            vec2 mx[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++) mx[w] = vec2(-1.0 / 0.0);
+            if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                SCORES(s, n)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    for (int i = 0; i < s[w].length(); i++) {
+                        const uint ui = uint(i), slot = (ui >> 1) & 1u;
+                        float x = s[w][i] * p.scale_log2;
+                        if (masked_rr) {
+                            const uint row = r0 + w * TM + lg + 8u * slot;
+                            const uint col = j0 + n * TN + 2u * lt + (ui & 1u) + 8u * (ui >> 2);
+                            if (col >= p.skv || (CAUSAL != 0 && col > row)) x = -1.0 / 0.0;
+                        }
+                        s[w][i] = x;
+                        if (slot == 0u) mx[w].x = max(mx[w].x, x);
+                        else mx[w].y = max(mx[w].y, x);
+                    }
+                    su[n][w] = s[w];
+                }
+            }
+            bool moved = false;
+            vec2 m_use[WQ], alpha_rr[WQ];
+            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                mx[w] = max(mx[w], subgroupShuffleXor(mx[w], 1u));
+                mx[w] = max(mx[w], subgroupShuffleXor(mx[w], 2u));
+                const bvec2 bump = greaterThan(mx[w], m_rr[w] + RESCALE_SLACK);
+                const vec2 m_new = mix(m_rr[w], mx[w], bump);
+                m_use[w] = vec2(isinf(m_new.x) ? 0.0 : m_new.x, isinf(m_new.y) ? 0.0 : m_new.y);
+                alpha_rr[w] = vec2(bump.x ? exp2(m_rr[w].x - m_use[w].x) : 1.0, bump.y ? exp2(m_rr[w].y - m_use[w].y) : 1.0);
+                moved = moved || any(bump);
+                m_rr[w] = m_new;
+                l_rr[w] *= alpha_rr[w];
+            }
+            if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    for (int i = 0; i < su[n][w].length(); i++) {
+                        const uint slot = (uint(i) >> 1) & 1u;
+                        float e = exp2(su[n][w][i] - (slot == 0u ? m_use[w].x : m_use[w].y));
+#ifdef IN_BF16
+                        e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
+#endif
+                        if (slot == 0u) l_rr[w].x += e;
+                        else l_rr[w].y += e;
+                        su[n][w][i] = e;
+                    }
+                    coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
+                                 P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+                }
+            if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
+                [[unroll]] for (uint j = 0; j < D / TN; j++)
+                    for (int i = 0; i < o[w][j].length(); i++)
+                        o[w][j][i] *= ((uint(i) >> 1) & 1u) == 0u ? alpha_rr[w].x : alpha_rr[w].y;
+            sub_sync();                            // P stored before the subgroup loads it
+        }
+#else
         // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
         // subgroup, as is every condition here: the syncs below are taken by all).
@@ -463,6 +542,7 @@ void main() {
         }
         sub_sync();
 
+#endif
 #ifdef MODEL_LATE_FETCH
         // the next tile's loads issued after the tile's subgroup syncs (model: a fence
         // that waits for loads in flight would stall on them above)
@@ -498,6 +578,21 @@ void main() {
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
+#ifdef MODEL_REG_ROWS
+    [[unroll]] for (uint w = 0; w < WQ; w++) {
+        vec2 l = l_rr[w];
+        l += subgroupShuffleXor(l, 1u);
+        l += subgroupShuffleXor(l, 2u);
+        const vec2 inv = vec2(l.x > 0.0 ? 1.0 / l.x : 0.0, l.y > 0.0 ? 1.0 / l.y : 0.0);
+        [[unroll]] for (uint slot = 0; slot < 2; slot++) {
+            const uint row = r0 + w * TM + lg + 8u * slot;
+            if (LSE != 0 && lt == 0u && row < p.sq)
+                lse[bh * p.sq + row] = l[slot] > 0.0 ? (m_rr[w][slot] + log2(l[slot])) * 0.6931471805599453 : 1.0 / 0.0;
+        }
+        [[unroll]] for (uint j = 0; j < D / TN; j++)
+            for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= ((uint(i) >> 1) & 1u) == 0u ? inv.x : inv.y;
+    }
+#else
     sub_sync();
     if (FOLD != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
         coopMatStore(lsum[w], sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
@@ -514,13 +609,20 @@ void main() {
         if (LSE != 0 && part == 0 && r0 + r < p.sq)
             lse[bh * p.sq + r0 + r] = l_run[ps] > 0.0 ? (m_run[ps] + log2(l_run[ps])) * 0.6931471805599453 : 1.0 / 0.0;
     }
+#endif
     sub_sync();
     [[unroll]] for (uint w = 0; w < WQ; w++) {
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
+#ifndef MODEL_REG_ROWS
         coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
+#endif
         const uint row0 = r0 + w * TM;
         [[unroll]] for (uint j = 0; j < D / TN; j++) {
+#ifdef MODEL_REG_ROWS
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of = o[w][j];
+#else
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of = o[w][j] * am;
+#endif
             ROUND_FRAG_BF16(of);
             coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
                 coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);
