@@ -69,6 +69,8 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
+// MODEL_LAYOUT_PROBE: workgroup (0, 0) writes the accumulator's element layout into O
+// (scripts/coop_layout.py reads it) instead of its rows.
 // MODEL_REG_ROWS: the softmax in registers through the accumulator's element layout,
 // assumed NVIDIA's (lane l holds rows l/4 and l/4 + 8 of a TM x TN fragment, element i
 // in row slot (i/2)%2 at column 2(l%4) + i%2 + 8(i/4)): each lane's max and sum per
@@ -186,6 +188,26 @@ uint pack_p(float a, float b) {
 #endif
 }
 
+#ifdef MODEL_REG_ROWS
+// NVIDIA's accumulator layout (assumed; 16x8: c0 c1 row g, c2 c3 row g+8, columns
+// 2t, 2t+1; 16x16: RR_ORDER_B: each row's four before the next row's)
+uint rr_slot(uint i) {
+    if (TN == 8u) return (i >> 1) & 1u;
+#ifdef RR_ORDER_A
+    return (i >> 1) & 1u;
+#else
+    return i >> 2;
+#endif
+}
+uint rr_col(uint t, uint i) {
+    if (TN == 8u) return 2u * t + (i & 1u);
+#ifdef RR_ORDER_A
+    return 2u * t + (i & 1u) + 8u * (i >> 2);
+#else
+    return 2u * t + (i & 1u) + 8u * ((i >> 1) & 1u);
+#endif
+}
+#endif
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
 void main() {
@@ -203,6 +225,27 @@ void main() {
     const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
+#ifdef MODEL_LAYOUT_PROBE
+    // workgroup (0, 0) writes, for each lane of subgroup 0, the (row * 16 + column) of
+    // its accumulator elements into O's row `lane` (first 8 columns, as 16-bit floats)
+    if (gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u) {
+        if (sg == 0u) {
+            for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP) {
+                uvec4 v;
+                [[unroll]] for (uint h = 0; h < 4; h++) v[h] = floatBitsToUint(float(((idx * 4 + h) / TN) * 16 + (idx * 4 + h) % TN));
+                sm[idx] = v;
+            }
+            sub_sync();
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> idm;
+            coopMatLoad(idm, sm, 0, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+            float e[8] = float[8](-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0);
+            for (int i = 0; i < idm.length() && i < 8; i++) e[i] = idm[i];
+            o128[obase + lane * opv] = uvec4(packHalf2x16(vec2(e[0], e[1])), packHalf2x16(vec2(e[2], e[3])),
+                                             packHalf2x16(vec2(e[4], e[5])), packHalf2x16(vec2(e[6], e[7])));
+        }
+        return;
+    }
+#endif
     const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
@@ -259,6 +302,8 @@ void main() {
         l_rr[w] = vec2(0.0);
     }
     const uint lg = lane >> 2, lt = lane & 3u;
+    bool rr_have = false;                          // every row of this lane has a max
+    vec2 alpha_rr[WQ];
 #endif
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
@@ -322,64 +367,82 @@ void main() {
 
 #ifdef MODEL_REG_ROWS
         const bool any_rescale = false;            // O is rescaled element by element below
-        {
+        if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+            // x = scale_log2 * S minus the row's running max (0 before it has one), masked
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
-            vec2 mx[WQ];
-            [[unroll]] for (uint w = 0; w < WQ; w++) mx[w] = vec2(-1.0 / 0.0);
-            if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+            float top = -1.0 / 0.0;
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
                 SCORES(s, n)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    const vec2 u = vec2(isinf(m_rr[w].x) ? 0.0 : m_rr[w].x, isinf(m_rr[w].y) ? 0.0 : m_rr[w].y);
                     for (int i = 0; i < s[w].length(); i++) {
-                        const uint ui = uint(i), slot = (ui >> 1) & 1u;
-                        float x = s[w][i] * p.scale_log2;
+                        const uint ui = uint(i), slot = rr_slot(ui);
+                        float x = s[w][i] * p.scale_log2 - (slot == 0u ? u.x : u.y);
                         if (masked_rr) {
-                            const uint row = r0 + w * TM + lg + 8u * slot;
-                            const uint col = j0 + n * TN + 2u * lt + (ui & 1u) + 8u * (ui >> 2);
+                            const uint row = r0 + w * TM + lg + 8u * slot, col = j0 + n * TN + rr_col(lt, ui);
                             if (col >= p.skv || (CAUSAL != 0 && col > row)) x = -1.0 / 0.0;
                         }
                         s[w][i] = x;
-                        if (slot == 0u) mx[w].x = max(mx[w].x, x);
-                        else mx[w].y = max(mx[w].y, x);
+                        top = max(top, x);
                     }
                     su[n][w] = s[w];
                 }
             }
-            bool moved = false;
-            vec2 m_use[WQ], alpha_rr[WQ];
-            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                mx[w] = max(mx[w], subgroupShuffleXor(mx[w], 1u));
-                mx[w] = max(mx[w], subgroupShuffleXor(mx[w], 2u));
-                const bvec2 bump = greaterThan(mx[w], m_rr[w] + RESCALE_SLACK);
-                const vec2 m_new = mix(m_rr[w], mx[w], bump);
-                m_use[w] = vec2(isinf(m_new.x) ? 0.0 : m_new.x, isinf(m_new.y) ? 0.0 : m_new.y);
-                alpha_rr[w] = vec2(bump.x ? exp2(m_rr[w].x - m_use[w].x) : 1.0, bump.y ? exp2(m_rr[w].y - m_use[w].y) : 1.0);
-                moved = moved || any(bump);
-                m_rr[w] = m_new;
-                l_rr[w] *= alpha_rr[w];
+            // Every row has a max and no element passes it by more than the slack: P as it
+            // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
+            // maxima by two shuffles, the lazy rescale as the row-wise path does it.
+            if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
+                bool moved = false;
+                vec2 delta[WQ];
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    vec2 mx = vec2(-1.0 / 0.0);
+                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                        for (int i = 0; i < su[n][w].length(); i++) {
+                            if (rr_slot(uint(i)) == 0u) mx.x = max(mx.x, su[n][w][i]);
+                            else mx.y = max(mx.y, su[n][w][i]);
+                        }
+                    mx = max(mx, subgroupShuffleXor(mx, 1u));
+                    mx = max(mx, subgroupShuffleXor(mx, 2u));
+                    // relative to the old offset: a row without a max takes its first one
+                    const bvec2 none = bvec2(isinf(m_rr[w].x), isinf(m_rr[w].y));
+                    const bvec2 bump = bvec2(none.x ? !isinf(mx.x) : mx.x > RESCALE_SLACK,
+                                             none.y ? !isinf(mx.y) : mx.y > RESCALE_SLACK);
+                    delta[w] = vec2(bump.x ? mx.x : 0.0, bump.y ? mx.y : 0.0);
+                    const vec2 a = exp2(-delta[w]);
+                    m_rr[w] = vec2(bump.x ? (none.x ? mx.x : m_rr[w].x + mx.x) : m_rr[w].x,
+                                   bump.y ? (none.y ? mx.y : m_rr[w].y + mx.y) : m_rr[w].y);
+                    l_rr[w] *= a;
+                    alpha_rr[w] = a;
+                    moved = moved || any(bump);
+                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                        for (int i = 0; i < su[n][w].length(); i++)
+                            su[n][w][i] -= rr_slot(uint(i)) == 0u ? delta[w].x : delta[w].y;
+                }
+                rr_have = true;
+                [[unroll]] for (uint w = 0; w < WQ; w++) rr_have = rr_have && !isinf(m_rr[w].x) && !isinf(m_rr[w].y);
+                if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
+                    [[unroll]] for (uint j = 0; j < D / TN; j++)
+                        for (int i = 0; i < o[w][j].length(); i++)
+                            o[w][j][i] *= rr_slot(uint(i)) == 0u ? alpha_rr[w].x : alpha_rr[w].y;
             }
-            if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++)
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     for (int i = 0; i < su[n][w].length(); i++) {
-                        const uint slot = (uint(i) >> 1) & 1u;
-                        float e = exp2(su[n][w][i] - (slot == 0u ? m_use[w].x : m_use[w].y));
+                        float e = exp2(su[n][w][i]);
 #ifdef IN_BF16
                         e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
-                        if (slot == 0u) l_rr[w].x += e;
+                        if (rr_slot(uint(i)) == 0u) l_rr[w].x += e;
                         else l_rr[w].y += e;
                         su[n][w][i] = e;
                     }
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
                                  P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
                 }
-            if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                [[unroll]] for (uint j = 0; j < D / TN; j++)
-                    for (int i = 0; i < o[w][j].length(); i++)
-                        o[w][j][i] *= ((uint(i) >> 1) & 1u) == 0u ? alpha_rr[w].x : alpha_rr[w].y;
-            sub_sync();                            // P stored before the subgroup loads it
         }
+        sub_sync();                                // P stored before the subgroup loads it
 #else
         // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
