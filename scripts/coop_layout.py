@@ -26,8 +26,10 @@ def main() -> None:
     o = np.asarray(dev.attention(q, k, v, causal=a.causal))
     print(f"d={a.d} causal={a.causal} variant={variant}")
     for lane in range(32):
-        cells = [int(x) for x in o[0, 0, lane, :8].astype(np.float32)]
-        print(f"lane {lane:2d}: " + " ".join("-" if x < 0 else f"({x // 16},{x % 16})" for x in cells))
+        cells = [float(x) for x in o[0, 0, lane, :8].astype(np.float32)]
+        if not all(np.isfinite(cells)):
+            break  # lanes past the subgroup's size
+        print(f"lane {lane:2d}: " + " ".join("-" if x < 0 else f"({int(x) // 16},{int(x) % 16})" for x in cells))
 
 
 if __name__ == "__main__":

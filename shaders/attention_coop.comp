@@ -96,6 +96,14 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define MODEL_FAST_ONLY
 #endif
+#ifdef MODEL_LAYOUT_PROBE_MMA   // the probe through an MMA's result (I times the ids)
+#define MODEL_LAYOUT_PROBE
+#define PROBE_MMA
+#endif
+#ifdef MODEL_REG_ROWS_A         // MODEL_REG_ROWS with the other 16x16 element order
+#define MODEL_REG_ROWS
+#define RR_ORDER_A
+#endif
 #ifdef MODEL_REG_ROWS
 #define FOLD 0u
 #endif
@@ -238,6 +246,34 @@ void main() {
             sub_sync();
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> idm;
             coopMatLoad(idm, sm, 0, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+#ifdef PROBE_MMA
+            // the same matrix as an MMA's result: I (TM x TK) times the ids as a TK x TN B
+            {
+                sub_sync();
+                for (uint idx = lane; idx < TM * TK / 8; idx += SUBGROUP) {   // I, 16-bit, row-major
+                    uvec4 v;
+                    [[unroll]] for (uint h = 0; h < 4; h++) {
+                        const uint e0 = idx * 8 + 2 * h, e1 = e0 + 1;
+                        v[h] = packHalf2x16(vec2(e0 / TK == e0 % TK ? 1.0 : 0.0, e1 / TK == e1 % TK ? 1.0 : 0.0));
+                    }
+                    sm[64 + idx] = v;
+                }
+                for (uint idx = lane; idx < TK * TN / 8; idx += SUBGROUP) {   // ids, 16-bit, row-major
+                    uvec4 v;
+                    [[unroll]] for (uint h = 0; h < 4; h++) {
+                        const uint e0 = idx * 8 + 2 * h, e1 = e0 + 1;
+                        v[h] = packHalf2x16(vec2(float((e0 / TN) * 16 + e0 % TN), float((e1 / TN) * 16 + e1 % TN)));
+                    }
+                    sm[128 + idx] = v;
+                }
+                sub_sync();
+                coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ida;
+                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> idb;
+                coopMatLoad(ida, sm, 64, TK / 8, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(idb, sm, 128, TN / 8, gl_CooperativeMatrixLayoutRowMajor);
+                idm = coopMatMulAdd(ida, idb, coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
+            }
+#endif
             float e[8] = float[8](-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0);
             for (int i = 0; i < idm.length() && i < 8; i++) e[i] = idm[i];
             o128[obase + lane * opv] = uvec4(packHalf2x16(vec2(e[0], e[1])), packHalf2x16(vec2(e[2], e[3])),
