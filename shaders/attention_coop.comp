@@ -71,12 +71,12 @@
 // real kernel would send the rest to another pass).
 // MODEL_LAYOUT_PROBE: workgroup (0, 0) writes the accumulator's element layout into O
 // (scripts/coop_layout.py reads it) instead of its rows.
-// MODEL_REG_ROWS: the softmax in registers through the accumulator's element layout,
-// assumed NVIDIA's (lane l holds rows l/4 and l/4 + 8 of a TM x TN fragment, element i
-// in row slot (i/2)%2 at column 2(l%4) + i%2 + 8(i/4)): each lane's max and sum per
-// row slot, the row's four lanes joined by two shuffles, P = exp2 on the fragments,
-// O rescaled element by element; no fp32 scratch, no fold (FOLD forced 0). Exact
-// where the layout is the assumed one (the model is checked against float64).
+// MODEL_REG_ROWS: the softmax in registers through the accumulator's element layout
+// (RR_* below: each lane's rows by slot, and which lanes share them): each lane's
+// part of a row's max and sum, the row's lanes joined by shuffles only when an element
+// passes its row's max by more than the slack, P = exp2 on the fragments, O rescaled
+// element by element; no fp32 scratch, no fold (FOLD forced 0). Exact where the
+// layout is the one RR_* describe (H100 and lavapipe).
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -99,10 +99,6 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #ifdef MODEL_LAYOUT_PROBE_MMA   // the probe through an MMA's result (I times the ids)
 #define MODEL_LAYOUT_PROBE
 #define PROBE_MMA
-#endif
-#ifdef MODEL_REG_ROWS_A         // MODEL_REG_ROWS with the other 16x16 element order
-#define MODEL_REG_ROWS
-#define RR_ORDER_A
 #endif
 #ifdef MODEL_REG_ROWS
 #define FOLD 0u
@@ -145,7 +141,12 @@ const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
 const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
+#ifdef MODEL_REG_ROWS
+const uint ID_OFF = REGION0 + NSG * SUB_VECS;  // TM x TN floats: row * TN + column (see main)
+shared uvec4 sm[ID_OFF + TM * TN / 4];
+#else
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+#endif
 #include "attention_fold.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
@@ -197,24 +198,15 @@ uint pack_p(float a, float b) {
 }
 
 #ifdef MODEL_REG_ROWS
-// NVIDIA's accumulator layout (assumed; 16x8: c0 c1 row g, c2 c3 row g+8, columns
-// 2t, 2t+1; 16x16: RR_ORDER_B: each row's four before the next row's)
-uint rr_slot(uint i) {
-    if (TN == 8u) return (i >> 1) & 1u;
-#ifdef RR_ORDER_A
-    return (i >> 1) & 1u;
-#else
-    return i >> 2;
-#endif
-}
-uint rr_col(uint t, uint i) {
-    if (TN == 8u) return 2u * t + (i & 1u);
-#ifdef RR_ORDER_A
-    return 2u * t + (i & 1u) + 8u * (i >> 2);
-#else
-    return 2u * t + (i & 1u) + 8u * ((i >> 1) & 1u);
-#endif
-}
+// Where a lane's accumulator elements lie (probed on the H100 and lavapipe, scripts/coop_layout.py):
+// element i of a TM x TN fragment is in the lane's row slot (i >> RR_SHIFT) & (RR_R - 1), and the
+// lanes lane ^ m (m within RR_X) hold the same rows in the same slots. NVIDIA: lane l holds rows
+// l/4 and l/4 + 8 (16x16: elements 0-3 and 4-7; 16x8: 0-1 and 2-3), a row's four lanes l ^ 0..3;
+// lavapipe (8 lanes, 8x8): lane l holds column l, element i row i, every lane every row.
+const uint RR_R = SUBGROUP == 8u ? TM : 2u;
+const uint RR_SHIFT = SUBGROUP == 8u ? 0u : (TN == 8u ? 1u : 2u);
+const uint RR_X = SUBGROUP == 8u ? 7u : 3u;
+uint rr_slot(uint i) { return (i >> RR_SHIFT) & (RR_R - 1u); }
 #endif
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
@@ -287,6 +279,12 @@ void main() {
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
+#ifdef MODEL_REG_ROWS
+    // the ids tile: loaded as an accumulator, element i of a lane holds its row * TN + column
+    // (read where rows and columns matter: masked tiles and the epilogue)
+    for (uint idx = tid; idx < TM * TN / 4; idx += THREADS)
+        sm[ID_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
+#endif
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -331,15 +329,14 @@ void main() {
     float c_sg = -1.0 / 0.0;   // the subgroup's running max (log2 units of the scaled scores)
 #endif
 #ifdef MODEL_REG_ROWS
-    // per row tile, this lane's two rows (slots x, y): running max, partial sum
-    vec2 m_rr[WQ], l_rr[WQ];
-    [[unroll]] for (uint w = 0; w < WQ; w++) {
-        m_rr[w] = vec2(-1.0 / 0.0);
-        l_rr[w] = vec2(0.0);
+    // per row tile w and row slot r (index w * RR_R + r): the row's running max (-inf until
+    // it has one) and this lane's part of its sum; alpha_rr: a slow tile's rescale
+    float m_rr[WQ * RR_R], l_rr[WQ * RR_R], alpha_rr[WQ * RR_R];
+    [[unroll]] for (uint k = 0; k < WQ * RR_R; k++) {
+        m_rr[k] = -1.0 / 0.0;
+        l_rr[k] = 0.0;
     }
-    const uint lg = lane >> 2, lt = lane & 3u;
     bool rr_have = false;                          // every row of this lane has a max
-    vec2 alpha_rr[WQ];
 #endif
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
@@ -412,56 +409,57 @@ void main() {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
                 SCORES(s, n)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    const vec2 u = vec2(isinf(m_rr[w].x) ? 0.0 : m_rr[w].x, isinf(m_rr[w].y) ? 0.0 : m_rr[w].y);
                     for (int i = 0; i < s[w].length(); i++) {
-                        const uint ui = uint(i), slot = rr_slot(ui);
-                        float x = s[w][i] * p.scale_log2 - (slot == 0u ? u.x : u.y);
-                        if (masked_rr) {
-                            const uint row = r0 + w * TM + lg + 8u * slot, col = j0 + n * TN + rr_col(lt, ui);
-                            if (col >= p.skv || (CAUSAL != 0 && col > row)) x = -1.0 / 0.0;
-                        }
-                        s[w][i] = x;
-                        top = max(top, x);
+                        const float m = m_rr[w * RR_R + rr_slot(uint(i))];
+                        s[w][i] = s[w][i] * p.scale_log2 - (isinf(m) ? 0.0 : m);
                     }
+                    if (masked_rr) {   // the ids tile: each element's row * TN + column
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                        coopMatLoad(id, sm, ID_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                        for (int i = 0; i < s[w].length(); i++) {
+                            const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                            if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
+                        }
+                    }
+                    for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);
                     su[n][w] = s[w];
                 }
             }
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
-            // maxima by two shuffles, the lazy rescale as the row-wise path does it.
+            // maxima through RR_X's shuffles and the lazy rescale, as the row-wise path's.
             if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
                 bool moved = false;
-                vec2 delta[WQ];
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    vec2 mx = vec2(-1.0 / 0.0);
+                    float mx[RR_R];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
                     [[unroll]] for (uint n = 0; n < BC / TN; n++)
                         for (int i = 0; i < su[n][w].length(); i++) {
-                            if (rr_slot(uint(i)) == 0u) mx.x = max(mx.x, su[n][w][i]);
-                            else mx.y = max(mx.y, su[n][w][i]);
+                            const uint r = rr_slot(uint(i));
+                            mx[r] = max(mx[r], su[n][w][i]);
                         }
-                    mx = max(mx, subgroupShuffleXor(mx, 1u));
-                    mx = max(mx, subgroupShuffleXor(mx, 2u));
-                    // relative to the old offset: a row without a max takes its first one
-                    const bvec2 none = bvec2(isinf(m_rr[w].x), isinf(m_rr[w].y));
-                    const bvec2 bump = bvec2(none.x ? !isinf(mx.x) : mx.x > RESCALE_SLACK,
-                                             none.y ? !isinf(mx.y) : mx.y > RESCALE_SLACK);
-                    delta[w] = vec2(bump.x ? mx.x : 0.0, bump.y ? mx.y : 0.0);
-                    const vec2 a = exp2(-delta[w]);
-                    m_rr[w] = vec2(bump.x ? (none.x ? mx.x : m_rr[w].x + mx.x) : m_rr[w].x,
-                                   bump.y ? (none.y ? mx.y : m_rr[w].y + mx.y) : m_rr[w].y);
-                    l_rr[w] *= a;
-                    alpha_rr[w] = a;
-                    moved = moved || any(bump);
+                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
+                        [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
+                            if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
+                        // relative to the old offset; a row without a max takes its first one
+                        const uint k = w * RR_R + r;
+                        const bool none = isinf(m_rr[k]);
+                        const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
+                        const float delta = bump ? mx[r] : 0.0;
+                        m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
+                        alpha_rr[k] = exp2(-delta);
+                        l_rr[k] *= alpha_rr[k];
+                        moved = moved || bump;
+                        mx[r] = delta;
+                    }
                     [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                        for (int i = 0; i < su[n][w].length(); i++)
-                            su[n][w][i] -= rr_slot(uint(i)) == 0u ? delta[w].x : delta[w].y;
+                        for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] -= mx[rr_slot(uint(i))];
                 }
                 rr_have = true;
-                [[unroll]] for (uint w = 0; w < WQ; w++) rr_have = rr_have && !isinf(m_rr[w].x) && !isinf(m_rr[w].y);
+                [[unroll]] for (uint k = 0; k < WQ * RR_R; k++) rr_have = rr_have && !isinf(m_rr[k]);
                 if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
                     [[unroll]] for (uint j = 0; j < D / TN; j++)
-                        for (int i = 0; i < o[w][j].length(); i++)
-                            o[w][j][i] *= rr_slot(uint(i)) == 0u ? alpha_rr[w].x : alpha_rr[w].y;
+                        for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= alpha_rr[w * RR_R + rr_slot(uint(i))];
             }
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
@@ -470,8 +468,7 @@ void main() {
 #ifdef IN_BF16
                         e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
-                        if (rr_slot(uint(i)) == 0u) l_rr[w].x += e;
-                        else l_rr[w].y += e;
+                        l_rr[w * RR_R + rr_slot(uint(i))] += e;
                         su[n][w][i] = e;
                     }
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
@@ -678,18 +675,24 @@ void main() {
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
 #ifdef MODEL_REG_ROWS
-    [[unroll]] for (uint w = 0; w < WQ; w++) {
-        vec2 l = l_rr[w];
-        l += subgroupShuffleXor(l, 1u);
-        l += subgroupShuffleXor(l, 2u);
-        const vec2 inv = vec2(l.x > 0.0 ? 1.0 / l.x : 0.0, l.y > 0.0 ? 1.0 / l.y : 0.0);
-        [[unroll]] for (uint slot = 0; slot < 2; slot++) {
-            const uint row = r0 + w * TM + lg + 8u * slot;
-            if (LSE != 0 && lt == 0u && row < p.sq)
-                lse[bh * p.sq + row] = l[slot] > 0.0 ? (m_rr[w][slot] + log2(l[slot])) * 0.6931471805599453 : 1.0 / 0.0;
+    {
+        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+        coopMatLoad(id, sm, ID_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+        [[unroll]] for (uint w = 0; w < WQ; w++) {
+            float inv[RR_R];
+            [[unroll]] for (uint r = 0; r < RR_R; r++) {
+                const uint k = w * RR_R + r;
+                float l = l_rr[k];
+                [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
+                    if ((RR_X & off) != 0u) l += subgroupShuffleXor(l, off);
+                inv[r] = l > 0.0 ? 1.0 / l : 0.0;
+                const uint row = r0 + w * TM + uint(id[r << RR_SHIFT]) / TN;   // slot r's row
+                if (LSE != 0 && (lane & RR_X) == 0u && row < p.sq)
+                    lse[bh * p.sq + row] = l > 0.0 ? (m_rr[k] + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
+            }
+            [[unroll]] for (uint j = 0; j < D / TN; j++)
+                for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= inv[rr_slot(uint(i))];
         }
-        [[unroll]] for (uint j = 0; j < D / TN; j++)
-            for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= ((uint(i) >> 1) & 1u) == 0u ? inv.x : inv.y;
     }
 #else
     sub_sync();
