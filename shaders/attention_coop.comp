@@ -100,6 +100,10 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #define MODEL_LAYOUT_PROBE
 #define PROBE_MMA
 #endif
+#ifdef MODEL_REG_ROWS_NS        // MODEL_REG_ROWS taking the rows' maxima every tile (no fast path)
+#define MODEL_REG_ROWS
+#define RR_NOSPLIT
+#endif
 #ifdef MODEL_REG_ROWS
 #define FOLD 0u
 #endif
@@ -410,8 +414,12 @@ void main() {
                 SCORES(s, n)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     for (int i = 0; i < s[w].length(); i++) {
+#ifdef RR_NOSPLIT
+                        s[w][i] = s[w][i] * p.scale_log2;
+#else
                         const float m = m_rr[w * RR_R + rr_slot(uint(i))];
                         s[w][i] = s[w][i] * p.scale_log2 - (isinf(m) ? 0.0 : m);
+#endif
                     }
                     if (masked_rr) {   // the ids tile: each element's row * TN + column
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
@@ -428,7 +436,41 @@ void main() {
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
             // maxima through RR_X's shuffles and the lazy rescale, as the row-wise path's.
+#ifdef RR_NOSPLIT
+            {   // every tile: the rows' maxima (absolute), the lazy rescale
+                bool moved = false;
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    float mx[RR_R];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
+                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                        for (int i = 0; i < su[n][w].length(); i++) {
+                            const uint r = rr_slot(uint(i));
+                            mx[r] = max(mx[r], su[n][w][i]);
+                        }
+                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
+                        [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
+                            if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
+                        const uint k = w * RR_R + r;
+                        const bool bump = mx[r] > m_rr[k] + RESCALE_SLACK;
+                        const float m_new = bump ? mx[r] : m_rr[k];
+                        const float m_use = isinf(m_new) ? 0.0 : m_new;
+                        alpha_rr[k] = bump ? exp2(m_rr[k] - m_use) : 1.0;
+                        l_rr[k] *= alpha_rr[k];
+                        m_rr[k] = m_new;
+                        moved = moved || bump;
+                        mx[r] = m_use;
+                    }
+                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                        for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] -= mx[rr_slot(uint(i))];
+                }
+                if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
+                    [[unroll]] for (uint j = 0; j < D / TN; j++)
+                        for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= alpha_rr[w * RR_R + rr_slot(uint(i))];
+            }
+            if (false) {
+#else
             if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
+#endif
                 bool moved = false;
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     float mx[RR_R];
