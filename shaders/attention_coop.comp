@@ -413,23 +413,24 @@ void main() {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
                 SCORES(s, n)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    for (int i = 0; i < s[w].length(); i++) {
 #ifdef RR_NOSPLIT
-                        s[w][i] = s[w][i] * p.scale_log2;
+                    [[unroll]] for (int i = 0; i < s[w].length(); i++) s[w][i] *= p.scale_log2;
 #else
-                        const float m = m_rr[w * RR_R + rr_slot(uint(i))];
-                        s[w][i] = s[w][i] * p.scale_log2 - (isinf(m) ? 0.0 : m);
-#endif
+                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
+                        const float m = m_rr[w * RR_R + r], u = isinf(m) ? 0.0 : m;
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                            if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;
                     }
+#endif
                     if (masked_rr) {   // the ids tile: each element's row * TN + column
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
                         coopMatLoad(id, sm, ID_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                        for (int i = 0; i < s[w].length(); i++) {
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++) {
                             const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
                             if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
                         }
                     }
-                    for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);
+                    [[unroll]] for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);
                     su[n][w] = s[w];
                 }
             }
@@ -442,11 +443,10 @@ void main() {
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     float mx[RR_R];
                     [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
-                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                        for (int i = 0; i < su[n][w].length(); i++) {
-                            const uint r = rr_slot(uint(i));
-                            mx[r] = max(mx[r], su[n][w][i]);
-                        }
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                                if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], su[n][w][i]);
                     [[unroll]] for (uint r = 0; r < RR_R; r++) {
                         [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
                             if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
@@ -460,12 +460,16 @@ void main() {
                         moved = moved || bump;
                         mx[r] = m_use;
                     }
-                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                        for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] -= mx[rr_slot(uint(i))];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                                if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
                 }
                 if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint j = 0; j < D / TN; j++)
-                        for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= alpha_rr[w * RR_R + rr_slot(uint(i))];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint j = 0; j < D / TN; j++)
+                            [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
+                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * RR_R + r];
             }
             if (false) {
 #else
@@ -475,11 +479,10 @@ void main() {
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     float mx[RR_R];
                     [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
-                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                        for (int i = 0; i < su[n][w].length(); i++) {
-                            const uint r = rr_slot(uint(i));
-                            mx[r] = max(mx[r], su[n][w][i]);
-                        }
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                                if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], su[n][w][i]);
                     [[unroll]] for (uint r = 0; r < RR_R; r++) {
                         [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
                             if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
@@ -494,25 +497,31 @@ void main() {
                         moved = moved || bump;
                         mx[r] = delta;
                     }
-                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                        for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] -= mx[rr_slot(uint(i))];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                                if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
                 }
                 rr_have = true;
                 [[unroll]] for (uint k = 0; k < WQ * RR_R; k++) rr_have = rr_have && !isinf(m_rr[k]);
                 if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint j = 0; j < D / TN; j++)
-                        for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= alpha_rr[w * RR_R + rr_slot(uint(i))];
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (uint j = 0; j < D / TN; j++)
+                            [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
+                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * RR_R + r];
             }
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    for (int i = 0; i < su[n][w].length(); i++) {
+                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
                         float e = exp2(su[n][w][i]);
 #ifdef IN_BF16
                         e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
-                        l_rr[w * RR_R + rr_slot(uint(i))] += e;
                         su[n][w][i] = e;
                     }
+                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                            if (rr_slot(uint(i)) == r) l_rr[w * RR_R + r] += su[n][w][i];
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
                                  P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
                 }
@@ -732,8 +741,10 @@ void main() {
                 if (LSE != 0 && (lane & RR_X) == 0u && row < p.sq)
                     lse[bh * p.sq + row] = l > 0.0 ? (m_rr[k] + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
             }
-            [[unroll]] for (uint j = 0; j < D / TN; j++)
-                for (int i = 0; i < o[w][j].length(); i++) o[w][j][i] *= inv[rr_slot(uint(i))];
+            [[unroll]] for (uint r = 0; r < RR_R; r++)
+                [[unroll]] for (uint j = 0; j < D / TN; j++)
+                    [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
+                        if (rr_slot(uint(i)) == r) o[w][j][i] *= inv[r];
         }
     }
 #else
