@@ -69,14 +69,6 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
-// MODEL_LAYOUT_PROBE: workgroup (0, 0) writes the accumulator's element layout into O
-// (scripts/coop_layout.py reads it) instead of its rows.
-// MODEL_REG_ROWS: the softmax in registers through the accumulator's element layout
-// (RR_* below: each lane's rows by slot, and which lanes share them): each lane's
-// part of a row's max and sum, the row's lanes joined by shuffles only when an element
-// passes its row's max by more than the slack, P = exp2 on the fragments, O rescaled
-// element by element; no fp32 scratch, no fold (FOLD forced 0). Exact where the
-// layout is the one RR_* describe (H100 and lavapipe).
 #ifdef MODEL_REG_SOFTMAX
 #extension GL_NV_cooperative_matrix2 : require
 float model_max(const in float a, const in float b) { return max(a, b); }
@@ -95,17 +87,6 @@ float model_exp2(const in uint r, const in uint c, const in float v) { return ex
 #ifdef MODEL_UNIFORM_MAX
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define MODEL_FAST_ONLY
-#endif
-#ifdef MODEL_LAYOUT_PROBE_MMA   // the probe through an MMA's result (I times the ids)
-#define MODEL_LAYOUT_PROBE
-#define PROBE_MMA
-#endif
-#ifdef MODEL_REG_ROWS_NS        // MODEL_REG_ROWS taking the rows' maxima every tile (no fast path)
-#define MODEL_REG_ROWS
-#define RR_NOSPLIT
-#endif
-#ifdef MODEL_REG_ROWS
-#define FOLD 0u
 #endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
@@ -145,12 +126,7 @@ const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
 const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
-#ifdef MODEL_REG_ROWS
-const uint ID_OFF = REGION0 + NSG * SUB_VECS;  // TM x TN floats: row * TN + column (see main)
-shared uvec4 sm[ID_OFF + TM * TN / 4];
-#else
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
-#endif
 #include "attention_fold.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
@@ -201,17 +177,12 @@ uint pack_p(float a, float b) {
 #endif
 }
 
-#ifdef MODEL_REG_ROWS
-// Where a lane's accumulator elements lie (probed on the H100 and lavapipe, scripts/coop_layout.py):
-// element i of a TM x TN fragment is in the lane's row slot (i >> RR_SHIFT) & (RR_R - 1), and the
-// lanes lane ^ m (m within RR_X) hold the same rows in the same slots. NVIDIA: lane l holds rows
-// l/4 and l/4 + 8 (16x16: elements 0-3 and 4-7; 16x8: 0-1 and 2-3), a row's four lanes l ^ 0..3;
-// lavapipe (8 lanes, 8x8): lane l holds column l, element i row i, every lane every row.
-const uint RR_R = SUBGROUP == 8u ? TM : 2u;
-const uint RR_SHIFT = SUBGROUP == 8u ? 0u : (TN == 8u ? 1u : 2u);
-const uint RR_X = SUBGROUP == 8u ? 7u : 3u;
-uint rr_slot(uint i) { return (i >> RR_SHIFT) & (RR_R - 1u); }
-#endif
+// ROWS=1: where a lane's accumulator elements lie (csrc/core/layout.c probes it per device
+// and shape): element i of a TM x TN fragment is in the lane's row slot
+// (i >> ROWS_SHIFT) & (ROWS_SLOTS - 1), and the lanes lane ^ m (m within ROWS_LANES) hold
+// the same rows in the same slots. H100: two rows a lane (16x16: elements 0-3 and 4-7),
+// four lanes a row; lavapipe (8x8): lane l holds column l, element i row i.
+uint rr_slot(uint i) { return (i >> ROWS_SHIFT) & (ROWS_SLOTS - 1u); }
 float s_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SROW + c / 4][c % 4]); }
 
 void main() {
@@ -229,66 +200,17 @@ void main() {
     const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
-#ifdef MODEL_LAYOUT_PROBE
-    // workgroup (0, 0) writes, for each lane of subgroup 0, the (row * 16 + column) of
-    // its accumulator elements into O's row `lane` (first 8 columns, as 16-bit floats)
-    if (gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u) {
-        if (sg == 0u) {
-            for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP) {
-                uvec4 v;
-                [[unroll]] for (uint h = 0; h < 4; h++) v[h] = floatBitsToUint(float(((idx * 4 + h) / TN) * 16 + (idx * 4 + h) % TN));
-                sm[idx] = v;
-            }
-            sub_sync();
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> idm;
-            coopMatLoad(idm, sm, 0, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-#ifdef PROBE_MMA
-            // the same matrix as an MMA's result: I (TM x TK) times the ids as a TK x TN B
-            {
-                sub_sync();
-                for (uint idx = lane; idx < TM * TK / 8; idx += SUBGROUP) {   // I, 16-bit, row-major
-                    uvec4 v;
-                    [[unroll]] for (uint h = 0; h < 4; h++) {
-                        const uint e0 = idx * 8 + 2 * h, e1 = e0 + 1;
-                        v[h] = packHalf2x16(vec2(e0 / TK == e0 % TK ? 1.0 : 0.0, e1 / TK == e1 % TK ? 1.0 : 0.0));
-                    }
-                    sm[64 + idx] = v;
-                }
-                for (uint idx = lane; idx < TK * TN / 8; idx += SUBGROUP) {   // ids, 16-bit, row-major
-                    uvec4 v;
-                    [[unroll]] for (uint h = 0; h < 4; h++) {
-                        const uint e0 = idx * 8 + 2 * h, e1 = e0 + 1;
-                        v[h] = packHalf2x16(vec2(float((e0 / TN) * 16 + e0 % TN), float((e1 / TN) * 16 + e1 % TN)));
-                    }
-                    sm[128 + idx] = v;
-                }
-                sub_sync();
-                coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> ida;
-                coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> idb;
-                coopMatLoad(ida, sm, 64, TK / 8, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatLoad(idb, sm, 128, TN / 8, gl_CooperativeMatrixLayoutRowMajor);
-                idm = coopMatMulAdd(ida, idb, coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
-            }
-#endif
-            float e[8] = float[8](-1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0);
-            for (int i = 0; i < idm.length() && i < 8; i++) e[i] = idm[i];
-            o128[obase + lane * opv] = uvec4(packHalf2x16(vec2(e[0], e[1])), packHalf2x16(vec2(e[2], e[3])),
-                                             packHalf2x16(vec2(e[4], e[5])), packHalf2x16(vec2(e[6], e[7])));
-        }
-        return;
-    }
-#endif
     const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK];
-#ifdef MODEL_REG_ROWS
-    // the ids tile: loaded as an accumulator, element i of a lane holds its row * TN + column
-    // (read where rows and columns matter: masked tiles and the epilogue)
-    for (uint idx = tid; idx < TM * TN / 4; idx += THREADS)
-        sm[ID_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
-#endif
+    // ROWS=1: the ids tile in the subgroup's rescale region (unused then): loaded as an
+    // accumulator, element i of a lane holds its row * TN + column (read where rows and
+    // columns matter: masked tiles and the epilogue; the barriers below order it)
+    if (ROWS != 0)
+        for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP)
+            sm[A_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -332,16 +254,14 @@ void main() {
 #ifdef MODEL_UNIFORM_MAX
     float c_sg = -1.0 / 0.0;   // the subgroup's running max (log2 units of the scaled scores)
 #endif
-#ifdef MODEL_REG_ROWS
-    // per row tile w and row slot r (index w * RR_R + r): the row's running max (-inf until
+    // ROWS=1: per row tile w and row slot r (index w * ROWS_SLOTS + r): the row's running max (-inf until
     // it has one) and this lane's part of its sum; alpha_rr: a slow tile's rescale
-    float m_rr[WQ * RR_R], l_rr[WQ * RR_R], alpha_rr[WQ * RR_R];
-    [[unroll]] for (uint k = 0; k < WQ * RR_R; k++) {
+    float m_rr[WQ * ROWS_SLOTS], l_rr[WQ * ROWS_SLOTS], alpha_rr[WQ * ROWS_SLOTS];
+    [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) {
         m_rr[k] = -1.0 / 0.0;
         l_rr[k] = 0.0;
     }
     bool rr_have = false;                          // every row of this lane has a max
-#endif
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
@@ -402,9 +322,9 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
-#ifdef MODEL_REG_ROWS
-        const bool any_rescale = false;            // O is rescaled element by element below
-        if (live) {
+        bool any_rescale = false;                  // the rescale tile holds this tile's factors
+        if (ROWS != 0) {                           // O is rescaled element by element here
+          if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
             // x = scale_log2 * S minus the row's running max (0 before it has one), masked
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
@@ -413,18 +333,14 @@ void main() {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
                 SCORES(s, n)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-#ifdef RR_NOSPLIT
-                    [[unroll]] for (int i = 0; i < s[w].length(); i++) s[w][i] *= p.scale_log2;
-#else
-                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
-                        const float m = m_rr[w * RR_R + r], u = isinf(m) ? 0.0 : m;
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                        const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
                         [[unroll]] for (int i = 0; i < s[w].length(); i++)
                             if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;
                     }
-#endif
                     if (masked_rr) {   // the ids tile: each element's row * TN + column
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-                        coopMatLoad(id, sm, ID_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
                         [[unroll]] for (int i = 0; i < s[w].length(); i++) {
                             const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
                             if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
@@ -436,58 +352,21 @@ void main() {
             }
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
-            // maxima through RR_X's shuffles and the lazy rescale, as the row-wise path's.
-#ifdef RR_NOSPLIT
-            {   // every tile: the rows' maxima (absolute), the lazy rescale
-                bool moved = false;
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    float mx[RR_R];
-                    [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                                if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], su[n][w][i]);
-                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
-                        [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
-                            if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
-                        const uint k = w * RR_R + r;
-                        const bool bump = mx[r] > m_rr[k] + RESCALE_SLACK;
-                        const float m_new = bump ? mx[r] : m_rr[k];
-                        const float m_use = isinf(m_new) ? 0.0 : m_new;
-                        alpha_rr[k] = bump ? exp2(m_rr[k] - m_use) : 1.0;
-                        l_rr[k] *= alpha_rr[k];
-                        m_rr[k] = m_new;
-                        moved = moved || bump;
-                        mx[r] = m_use;
-                    }
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                                if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
-                }
-                if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
-                        [[unroll]] for (uint j = 0; j < D / TN; j++)
-                            [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
-                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * RR_R + r];
-            }
-            if (false) {
-#else
+            // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
             if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
-#endif
                 bool moved = false;
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    float mx[RR_R];
-                    [[unroll]] for (uint r = 0; r < RR_R; r++) mx[r] = -1.0 / 0.0;
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                    float mx[ROWS_SLOTS];
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) mx[r] = -1.0 / 0.0;
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (uint n = 0; n < BC / TN; n++)
                             [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
                                 if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], su[n][w][i]);
-                    [[unroll]] for (uint r = 0; r < RR_R; r++) {
-                        [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
-                            if ((RR_X & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                        [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
+                            if ((ROWS_LANES & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
                         // relative to the old offset; a row without a max takes its first one
-                        const uint k = w * RR_R + r;
+                        const uint k = w * ROWS_SLOTS + r;
                         const bool none = isinf(m_rr[k]);
                         const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
                         const float delta = bump ? mx[r] : 0.0;
@@ -497,18 +376,18 @@ void main() {
                         moved = moved || bump;
                         mx[r] = delta;
                     }
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (uint n = 0; n < BC / TN; n++)
                             [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
                                 if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
                 }
                 rr_have = true;
-                [[unroll]] for (uint k = 0; k < WQ * RR_R; k++) rr_have = rr_have && !isinf(m_rr[k]);
+                [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
                 if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (uint j = 0; j < D / TN; j++)
                             [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
-                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * RR_R + r];
+                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * ROWS_SLOTS + r];
             }
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
@@ -519,15 +398,15 @@ void main() {
 #endif
                         su[n][w][i] = e;
                     }
-                    [[unroll]] for (uint r = 0; r < RR_R; r++)
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                            if (rr_slot(uint(i)) == r) l_rr[w * RR_R + r] += su[n][w][i];
+                            if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += su[n][w][i];
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
                                  P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
                 }
-        }
-        sub_sync();                                // P stored before the subgroup loads it
-#else
+          }
+          sub_sync();                              // P stored before the subgroup loads it
+        } else {
         // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
         // subgroup, as is every condition here: the syncs below are taken by all).
@@ -665,7 +544,7 @@ void main() {
         }
         // Whether any row of the subgroup moved its max (uniform: the rescale below
         // is a cooperative operation).
-        const bool any_rescale = subgroupAny(rescale);
+        any_rescale = subgroupAny(rescale);
         sub_sync();                                // every S read before P overwrites it
         if (slow) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
             const uint r = ps * RPP + lane / LPR;
@@ -689,7 +568,7 @@ void main() {
         }
         sub_sync();
 
-#endif
+        }
 #ifdef MODEL_LATE_FETCH
         // the next tile's loads issued after the tile's subgroup syncs (model: a fence
         // that waits for loads in flight would stall on them above)
@@ -725,29 +604,28 @@ void main() {
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
-#ifdef MODEL_REG_ROWS
-    {
+    // ROWS=1: each row's l from its lanes' parts, O scaled element by element.
+    if (ROWS != 0) {
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-        coopMatLoad(id, sm, ID_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
         [[unroll]] for (uint w = 0; w < WQ; w++) {
-            float inv[RR_R];
-            [[unroll]] for (uint r = 0; r < RR_R; r++) {
-                const uint k = w * RR_R + r;
+            float inv[ROWS_SLOTS];
+            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                const uint k = w * ROWS_SLOTS + r;
                 float l = l_rr[k];
-                [[unroll]] for (uint off = 1; off <= RR_X; off <<= 1)
-                    if ((RR_X & off) != 0u) l += subgroupShuffleXor(l, off);
+                [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
+                    if ((ROWS_LANES & off) != 0u) l += subgroupShuffleXor(l, off);
                 inv[r] = l > 0.0 ? 1.0 / l : 0.0;
-                const uint row = r0 + w * TM + uint(id[r << RR_SHIFT]) / TN;   // slot r's row
-                if (LSE != 0 && (lane & RR_X) == 0u && row < p.sq)
+                const uint row = r0 + w * TM + uint(id[r << ROWS_SHIFT]) / TN;   // slot r's row
+                if (LSE != 0 && (lane & ROWS_LANES) == 0u && row < p.sq)
                     lse[bh * p.sq + row] = l > 0.0 ? (m_rr[k] + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
             }
-            [[unroll]] for (uint r = 0; r < RR_R; r++)
+            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                 [[unroll]] for (uint j = 0; j < D / TN; j++)
                     [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
                         if (rr_slot(uint(i)) == r) o[w][j][i] *= inv[r];
         }
-    }
-#else
+    } else {
     sub_sync();
     if (FOLD != 0) [[unroll]] for (uint w = 0; w < WQ; w++)
         coopMatStore(lsum[w], sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
@@ -764,20 +642,15 @@ void main() {
         if (LSE != 0 && part == 0 && r0 + r < p.sq)
             lse[bh * p.sq + r0 + r] = l_run[ps] > 0.0 ? (m_run[ps] + log2(l_run[ps])) * 0.6931471805599453 : 1.0 / 0.0;
     }
-#endif
+    }
     sub_sync();
     [[unroll]] for (uint w = 0; w < WQ; w++) {
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> am;
-#ifndef MODEL_REG_ROWS
-        coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
+        if (ROWS == 0) coopMatLoad(am, sm, A_OFF + w * TM * AROW, AROW, gl_CooperativeMatrixLayoutRowMajor);
         const uint row0 = r0 + w * TM;
         [[unroll]] for (uint j = 0; j < D / TN; j++) {
-#ifdef MODEL_REG_ROWS
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of = o[w][j];
-#else
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> of = o[w][j] * am;
-#endif
+            if (ROWS == 0) of = of * am;
             ROUND_FRAG_BF16(of);
             coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> oh =
                 coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(of);

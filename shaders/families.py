@@ -392,6 +392,12 @@ FAMILIES = (
             # where it can be (attention_coop.comp); 0 (HELIOS_DISABLE_ATTENTION_FOLD=1): the
             # row-wise softmax through the fp32 scratch for every tile.
             Spec("FOLD", "uint", "0", "e->fold"),
+            # 1: the softmax's rows in registers through the accumulator's layout (layout.c),
+            # which ROWS_SLOTS, ROWS_SHIFT and ROWS_LANES describe; FOLD is then unused.
+            Spec("ROWS", "uint", "0", "e->rows"),
+            Spec("ROWS_SLOTS", "uint", "2", "e->rows_slots ? e->rows_slots : 2u"),
+            Spec("ROWS_SHIFT", "uint", "2", "e->rows_shift"),
+            Spec("ROWS_LANES", "uint", "3", "e->rows_lanes"),
         )
         + ATTENTION_LAYOUT,
         "attention",
@@ -433,6 +439,19 @@ FAMILIES = (
         axes=(ACC_AXIS,),
         full_subgroups=True,
         doc="the cooperative-matrix MMA roof: register-resident fragments, no memory traffic",
+    ),
+    Family(
+        "coop_layout",
+        "coop_layout.comp",
+        "hl_variant",
+        COOP_FRAGMENT
+        + (
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "32", "e->subgroup", local_size=True),  # one subgroup
+        ),
+        "roof",
+        full_subgroups=True,
+        doc="where a device keeps a TM x TN fp32 accumulator's elements (each lane's row and column)",
     ),
     Family(
         "attention_scalar",

@@ -34,6 +34,26 @@ static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
     return st;
 }
 
+/* Whether the forward keeps its softmax rows in registers (attention_coop.comp's ROWS):
+ * on a fragment shape whose accumulator layout allows it (layout.c), at d <= 64 and
+ * causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold
+ * or the row-wise path through shared memory, as before). Measured on the H100
+ * (benchmarks/results/h100-attn-rows-session19/, models against the kernel in one call):
+ * 32x8x512x64 0.0886 against the fold's 0.0961 ms, 16x16x640x64 0.1283 against 0.1390;
+ * causal 1x32x2048x128 0.2482 (16x16x16) against the row-wise 16x8x16 path's ~0.26. Not
+ * at d = 128 without a mask: 0.3055 against 0.2991 (255 registers either way). */
+#define ROWS_MAX_HEAD_DIM 64u
+static hl_status rows_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                                   const hl_rows_layout **out, hl_error *err) {
+    int off = 0;
+    *out = NULL;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &off, err);
+    if (st != HL_OK || off || v->path != HL_PATH_COOP || (d > ROWS_MAX_HEAD_DIM && !causal)) return st;
+    const hl_rows_layout *L = hl_rows_layout_find(dev, v->tm, v->tn, v->tk);
+    if (L && L->ok) *out = L;
+    return HL_OK;
+}
+
 /* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
  * padded rows, then per subgroup its scratch (attention_coop.comp: the fp32 scores,
  * or P, the rescale tile and with the fold the rows' max pieces; backward: attention_bwd_common.glsl, an fp32 and a
@@ -154,10 +174,12 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * 32-key tiles and 16x16x16 fragments, causal too (h100-attn-fold-05f8336 and
  * -6113411: the fold's registers cost 16-key tiles a third workgroup per SM,
  * 32-key tiles had two either way; causal 16x16x16 beat 16x8x16 by 3-6% there).
+ * The rows in registers (`fast`, as the fold): the same, and 16x16x16 causal at d=128 too
+ * (0.2482 against 0.2553 ms for 16x8x16 at 1x32x2048x128, h100-attn-rows-session19).
  * Where none of these fits, the first valid candidate. */
-static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fold, hl_dtype in,
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, hl_dtype in,
                      hl_attn_variant *out) {
-    const uint32_t bc = d <= 64 && (skv <= 256 || fold) ? 32 : 16, tn = causal && !fold ? 8 : 16;
+    const uint32_t bc = d <= 64 && (skv <= 256 || fast) ? 32 : 16, tn = causal && !fast ? 8 : 16;
     const hl_attn_variant list[] = {
         {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
@@ -175,14 +197,17 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                   hl_attn_variant *out, hl_error *err) {
     int off = 0, fold = 0;
+    const hl_rows_layout *rows = NULL;
+    const hl_attn_variant wide = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     if (st == HL_OK) st = fold_forward(d, &fold, err); /* read by the checks below, which drop failures */
+    if (st == HL_OK) st = rows_in_registers(dev, &wide, d, causal, &rows, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, fold, in, out);
+        preferred(dev, d, skv, causal, fold || rows, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
@@ -212,9 +237,17 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
         return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
     int fold = 0;
+    const hl_rows_layout *lay = NULL;
     hl_status st = fold_forward(d, &fold, err);
+    if (st == HL_OK) st = rows_in_registers(dev, v, d, causal, &lay, err);
     if (st != HL_OK) return st;
-    e.fold = fold ? 1u : 0u;
+    e.fold = fold && !lay ? 1u : 0u;
+    if (lay) {
+        e.rows = 1;
+        e.rows_slots = lay->slots;
+        e.rows_shift = lay->shift;
+        e.rows_lanes = lay->lanes;
+    }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
     return hl_pipeline_get(dev, hl_shader_attention_coop(in), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);

@@ -150,6 +150,18 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
 void hl_device_destroy(hl_device *dev); /* NULL-safe */
 const hl_caps *hl_device_caps(const hl_device *dev);
 int hl_device_coop_enabled(const hl_device *dev);
+/* Where a cooperative-matrix shape keeps its fp32 accumulator's elements (layout.c,
+ * probed at open): element i of a lane lies in row slot (i >> shift) & (slots - 1),
+ * and lanes lane ^ m, m within `lanes`, hold the same rows in the same slots. */
+#define HL_MAX_ROWS_LAYOUTS 8
+typedef struct hl_rows_layout {
+    uint32_t tm, tn, tk;
+    int ok; /* the layout has that shape (the attention forward may keep its rows in registers) */
+    uint32_t slots, shift, lanes;
+    char why[256]; /* !ok: what the probe found */
+} hl_rows_layout;
+/* The i-th probed layout (one per f16 -> f32 shape), NULL past the last. */
+const hl_rows_layout *hl_device_rows_layout(const hl_device *dev, uint32_t i);
 /* Frees the device-local scratch buffers host-array products reuse (they are
  * made again on demand); tensors and pipelines stay. */
 void hl_device_release_scratch(hl_device *dev);

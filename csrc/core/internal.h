@@ -155,6 +155,8 @@ struct hl_device {
     int coop2_enabled;
     int timestamps_ok;
     hl_pipeline *pipelines;
+    hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */
+    uint32_t n_rows_layouts;
     VkPipelineCache pipeline_cache; /* persisted per device and driver (pipeline_cache.c) */
     char cache_path[1024];          /* its file; empty: not persisted */
     char cache_note[1200];          /* why a file was ignored; empty: nothing to say */
@@ -284,6 +286,10 @@ hl_status hl_env_queue_priority(int *out, hl_error *err);
 /* The table row m x n x k with `in` x `in` -> acc at subgroup scope, or NULL. */
 const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype in,
                                         hl_dtype acc);
+/* layout.c: probe every f16 -> f32 shape's layout (at open; failures are recorded, not
+ * raised), and the probed layout of one (NULL: not probed). */
+void hl_rows_layouts_probe(hl_device *dev);
+const hl_rows_layout *hl_rows_layout_find(const hl_device *dev, uint32_t tm, uint32_t tn, uint32_t tk);
 
 /* Submissions (submit.c): what every operation's command buffer shares. */
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a);
