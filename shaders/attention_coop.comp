@@ -34,6 +34,18 @@
 // softmax through the scratch as before. Either way the row sums are taken by the
 // tensor cores beside the P V product (P, as stored in 16 bits, times a constant
 // fragment), kept in an accumulator rescaled with O.
+//
+// ROWS=1 (where csrc/core/layout.c finds the accumulator's layout fit for it: the
+// default at d <= 64 and causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1
+// turns it off): the softmax stays in registers. Each lane keeps, per row slot of its
+// elements (rr_slot), the row's running max and its part of the row's sum; a tile's
+// scores are scaled and their row's max subtracted on the fragments; if every row has
+// a max and no element passes it by more than RESCALE_SLACK (one vote), P = exp2 of
+// them as they are; otherwise the rows' maxima are taken by each lane and joined by
+// shuffles over ROWS_LANES, rows that moved are bumped and O rescaled element by
+// element. P is stored 16-bit for P V as above; no fp32 scores go through memory and
+// no lane reads a row. Masked tiles and the epilogue read each element's row and
+// column from an ids tile (row * TN + column, loaded as an accumulator).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require

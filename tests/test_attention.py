@@ -111,15 +111,18 @@ def _lse_reference(q: np.ndarray, k: np.ndarray, causal: bool) -> np.ndarray:
     return (mx + np.log(np.exp(s - mx).sum(axis=-1, keepdims=True)))[..., 0]
 
 
-@pytest.mark.parametrize("fold", ["0", "1"])
-def test_running_max_folded_and_not(device, monkeypatch, fold):
-    """The coop forward folds each row's running max into its score product and
-    runs tiles' softmax on the fragments where it can (HELIOS_DISABLE_ATTENTION_FOLD=0,
-    the default) or runs every tile through the fp32 scratch (=1). Both match float64,
-    output and log-sum-exp: tails each way, causal and not; scores large enough that
-    the max needs all three 16-bit pieces; and maxima that grow late in the row, so
-    that tiles leave the fast path after it was taken."""
-    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1" if fold == "0" else "0")
+@pytest.mark.parametrize("path", ["rows", "fold", "scratch"])
+def test_softmax_paths_match_float64(device, monkeypatch, path):
+    """The coop forward's three softmax paths: the rows in registers through the
+    accumulator's probed layout (the default where the layout allows it), the running
+    max folded into the score product with tiles' softmax on the fragments where it can
+    (HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1), and every tile through the fp32
+    scratch (both switches set). Each matches float64, output and log-sum-exp: tails
+    each way, causal and not; scores large enough that the max needs all three 16-bit
+    pieces; and maxima that grow late in the row, so that tiles leave the fast path
+    after it was taken."""
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", "0" if path == "rows" else "1")
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1" if path == "scratch" else "0")
     _check(device, 1, 2, 70, 70, 32, True, seed=21)
     _check(device, 1, 1, 37, 90, 16, False, seed=22)
     q, k, v = random_qkv(1, 2, 150, 150, 32, 23)
@@ -132,21 +135,44 @@ def test_running_max_folded_and_not(device, monkeypatch, fold):
         for causal in (False, True):
             out, lse = device.attention(qq, kk, v, causal=causal, return_lse=True)
             r = check_close(out, reference_attention(qq, kk, v, causal=causal))
-            assert r.passed, f"{what}, causal={causal}, fold={fold}: {r.line()}"
+            assert r.passed, f"{what}, causal={causal}, {path}: {r.line()}"
             r = check_close(lse, _lse_reference(qq, kk, causal), atol=LSE_ATOL["float16"], rtol=1e-5)
-            assert r.passed, f"lse, {what}, causal={causal}, fold={fold}: {r.line()}"
+            assert r.passed, f"lse, {what}, causal={causal}, {path}: {r.line()}"
     assert float(np.abs(lse).max()) > 0  # lse of the last case was read, not a placeholder
 
 
-def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
+@pytest.mark.parametrize("switch", ["HELIOS_DISABLE_ATTENTION_FOLD", "HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS"])
+def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
     q, k, v = random_qkv(1, 1, 8, 8, 32, 0)
     coop = device.default_attention_variant(32).startswith("fa-coop:")
-    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "maybe")
+    monkeypatch.setenv(switch, "maybe")
     if not coop:
         device.attention(q, k, v)  # the fallback does not read it
         pytest.skip("the switch is read by the coop kernel only; this device runs the fallback")
-    with pytest.raises(ValueError, match="HELIOS_DISABLE_ATTENTION_FOLD"):
+    with pytest.raises(ValueError, match=switch):
         device.attention(q, k, v)
+
+
+def test_accumulator_layouts_are_reported(device):
+    """Each f16 -> f32 cooperative-matrix shape's probed accumulator layout: where the
+    rows can stay in registers, slots a power of two and the row-sharing lanes a mask
+    within the subgroup; where not, the reason. lavapipe's 8x8 fragments (lane l holds
+    column l, element i row i) must allow it: CI runs the register path there."""
+    info = device.info
+    layouts = info["accumulator_layouts"]
+    if not info["cooperative_matrix_enabled"]:
+        assert layouts == []
+        return
+    shapes = [s["shape"] for s in layouts]
+    assert len(shapes) == len(set(shapes)) and shapes
+    for s in layouts:
+        if s["rows_in_registers"]:
+            assert s["slots"] & (s["slots"] - 1) == 0 and 0 <= s["lanes"] < info["subgroup_size"], s
+            assert s["why"] is None
+        else:
+            assert s["why"], s
+    if "llvmpipe" in info["name"]:
+        assert {"shape": "8x8x8", "rows_in_registers": True, "slots": 8, "shift": 0, "lanes": 7, "why": None} in layouts
 
 
 def test_kernel_stats(device):
@@ -465,10 +491,14 @@ def test_default_follows_the_shape(device, monkeypatch):
     if not device.attention_variants(64)[0].startswith("fa-coop:16"):
         pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
     assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc32"
-    # d <= 64 folds the running max: 32-key tiles and 16x16x16 fragments, causal too
+    # d <= 64, rows in registers (or the running max folded): 32-key tiles and 16x16x16
+    # fragments, causal too; causal d=128 with its rows in registers takes 16x16x16 too
     assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", "1")  # the fold's, as measured before
+    assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1")  # the unfolded kernel's preferences
     assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"

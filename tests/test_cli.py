@@ -49,6 +49,8 @@ def test_info_text_runs_as_module(device):
     assert "kernel stats" in r.stdout
     assert "priority default (HELIOS_QUEUE_PRIORITY)" in r.stdout
     assert f"queue         family {device.info['queue_family']} (" in r.stdout
+    for lay in device.info["accumulator_layouts"]:
+        assert f"accumulator   {lay['shape']} f32: rows " in r.stdout
     asked = subprocess.run(
         [sys.executable, "-m", "helios", "info"],
         capture_output=True,

@@ -322,10 +322,10 @@ static PyObject *build_info(DeviceObject *self) {
     for (uint32_t i = 0; layouts && (L = hl_device_rows_layout(self->dev, i)) != NULL; i++) {
         char shape[48];
         snprintf(shape, sizeof shape, "%ux%ux%u", L->tm, L->tn, L->tk);
-        PyObject *row = L->ok ? Py_BuildValue("{s:s,s:O,s:I,s:I,s:I,s:O}", "shape", shape, "rows_in_registers", Py_True,
-                                              "slots", L->slots, "shift", L->shift, "lanes", L->lanes, "why", Py_None)
-                              : Py_BuildValue("{s:s,s:O,s:s}", "shape", shape, "rows_in_registers", Py_False, "why",
-                                              L->why);
+        PyObject *row =
+            L->ok ? Py_BuildValue("{s:s,s:O,s:I,s:I,s:I,s:O}", "shape", shape, "rows_in_registers", Py_True, "slots",
+                                  L->slots, "shift", L->shift, "lanes", L->lanes, "why", Py_None)
+                  : Py_BuildValue("{s:s,s:O,s:s}", "shape", shape, "rows_in_registers", Py_False, "why", L->why);
         if (!row || PyList_Append(layouts, row) < 0) Py_CLEAR(layouts);
         Py_XDECREF(row);
     }

@@ -57,6 +57,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"queue         family {info['queue_family']} ({family}; HELIOS_QUEUE_FAMILY), "
         f"priority {got} (HELIOS_QUEUE_PRIORITY)"
     )
+    for lay in info["accumulator_layouts"]:
+        where = (
+            f"rows in registers ({lay['slots']} a lane, lanes sharing a row: xor {lay['lanes']})"
+            if lay["rows_in_registers"]
+            else f"rows through shared memory ({lay['why']})"
+        )
+        print(f"accumulator   {lay['shape']} f32: {where}")
     print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
     print(f"default       {info['default_variant']}")
     ks = info["kernel_stats"]
