@@ -4,11 +4,15 @@
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
 # runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
 # the backward, one process under torchrun, DDP with host-wait ordering, a traced DDP run
-# and DDP with Helios's queue at realtime priority (DIAG_PARTS picks: abcdefghij); one line per run.
+# and DDP with Helios's queue at realtime priority, and DDP whose comm hook sends nothing
+# (DIAG_PARTS picks them and their order: abcdefghijk); one line per run. Each run is cut at DIAG_TIMEOUT
+# seconds (default 240), so that one hung collective leaves the other parts' lines.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 H=$(command -v helios)
 STEPS=${DIAG_STEPS:-40}
+TMO=${DIAG_TIMEOUT:-240}
+torchrun() { timeout "$TMO" "$(command -v torchrun)" "$@"; }
 L=/tmp/round/ddp; mkdir -p "$L"
 summ() {  # label file: one line per adapter, or the log's tail
   [ -s "$2" ] || { echo "$1: no result; ${2%.json}.log ends:"; tail -20 "${2%.json}.log"; } | tee -a "$OUT/diag.txt"
@@ -31,55 +35,64 @@ for r in d["rows"]:
           f"cpus {d['distributed'].get('cpus')}")
 PY
 }
-PARTS=${DIAG_PARTS:-abcdefghij}
-run() { [[ $PARTS == *$1* ]]; }
+PARTS=${DIAG_PARTS:-abcdefghijk}  # run in the order given
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
-if run a; then
+part_a() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/a.json" > "$L/a.log" 2>&1
   summ "ddp default buckets" "$L/a.json"
-fi
-if run b; then
+}
+part_b() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-bucket-mb 4096 --out "$L/b.json" > "$L/b.log" 2>&1
   summ "ddp one bucket" "$L/b.json"
-fi
-if run c; then
+}
+part_c() {
   CUDA_VISIBLE_DEVICES=0 "$H" "${common[@]}" --out "$L/c0.json" > "$L/c0.log" 2>&1 &
   CUDA_VISIBLE_DEVICES=1 "$H" "${common[@]}" --out "$L/c1.json" > "$L/c1.log" 2>&1
   wait
   summ "two single runs at once, GPU0" "$L/c0.json"
   summ "two single runs at once, GPU1" "$L/c1.json"
-fi
-if run d; then
+}
+part_d() {
   "$H" "${common[@]}" --out "$L/d.json" > "$L/d.log" 2>&1
   summ "one single run alone" "$L/d.json"
-fi
+}
 # Which part of DDP: no averaging at all, one all-reduce after the backward, and one
 # process under the launcher (its variables, no NCCL).
-if run e; then
+part_e() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync none --out "$L/e.json" > "$L/e.log" 2>&1
   summ "torchrun, no averaging" "$L/e.json"
-fi
-if run f; then
+}
+part_f() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync after-backward --out "$L/f.json" > "$L/f.log" 2>&1
   summ "torchrun, one all-reduce after the backward" "$L/f.json"
-fi
-if run g; then
+}
+part_g() {
   torchrun --nproc_per_node=1 "$H" "${common[@]}" --out "$L/g.json" > "$L/g.log" 2>&1
   summ "torchrun, one process" "$L/g.json"
-fi
-if run h; then
+}
+part_h() {
   HELIOS_DISABLE_SEMAPHORE_ORDERING=1 torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/h.json" > "$L/h.log" 2>&1
   summ "ddp, ordered by host waits" "$L/h.json"
-fi
-if run i; then  # torch.profiler's view of rank 0: did another stream's kernel run in Helios's gaps?
+}
+part_i() { # torch.profiler's view of rank 0: did another stream's kernel run in Helios's gaps?
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --trace "$L/trace" --out "$L/i.json" > "$L/i.log" 2>&1
   summ "ddp, traced warm-up" "$L/i.json"
   python3 "$REPO/scripts/trace_overlap.py" "$L/trace-helios-rank0.json" 2>&1 | tail -25 | tee -a "$OUT/diag.txt"
-fi
+}
 # Realtime priority: on one H100 (h100-priority-e0343ea/) Helios's work then waits for a
 # CUDA kernel running beside it instead of time-slicing with it (3x slower); costly alone
 # (one GPU's step 35 -> 51 ms), but under DDP the kernel beside it may be NCCL's.
-if run j; then
+part_j() {
   HELIOS_QUEUE_PRIORITY=realtime torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/j.json" > "$L/j.log" 2>&1
   summ "ddp, Helios's queue at realtime priority" "$L/j.json"
-fi
+}
+# DDP's buckets, copies and hooks with no collective: does DDP itself, or its all-reduces,
+# cost Helios's backward its time?
+part_k() {
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync ddp-no-comm --out "$L/k.json" > "$L/k.log" 2>&1
+  summ "ddp, comm hook sending nothing" "$L/k.json"
+}
+for p in $(grep -o . <<< "$PARTS"); do
+  declare -F "part_$p" > /dev/null || { echo "ddp_diag: no part '$p' (parts: abcdefghijk)" >&2; exit 2; }
+done
+for p in $(grep -o . <<< "$PARTS"); do "part_$p"; done

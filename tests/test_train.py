@@ -148,6 +148,71 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
         assert torch.equal(p.grad, want[n]), n
 
 
+_DDP_WORKER = """
+import sys, torch, torch.distributed as dist
+from helios.harness.train import TINY, TrainConfig, build, wrap_ddp
+rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
+GPT, TorchOps = build(torch)[:2]
+grads = {}
+for mode in ("ddp", "ddp-no-comm"):
+    torch.manual_seed(1)
+    cfg = TrainConfig(**TINY, grad_sync=mode)
+    model = GPT(cfg)
+    wrapped = wrap_ddp(torch, model, cfg, None)
+    torch.manual_seed(10 + rank)
+    x = torch.randint(0, cfg.vocab, (2, cfg.seq))
+    wrapped(x, x, TorchOps()).backward()
+    grads[mode] = {n: p.grad.clone() for n, p in model.named_parameters()}
+torch.save(grads, out)
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_without_communication_keeps_each_ranks_gradients(tmp_path):
+    """--grad-sync ddp-no-comm: DistributedDataParallel whose comm hook sends nothing.
+    Two gloo ranks on the CPU, each with its own batch: under ddp each rank's gradients
+    are the mean of both ranks' own; under ddp-no-comm each rank keeps its own."""
+    import os
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    from helios.harness.train import TINY, TrainConfig, build
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("this torch has no torch.distributed with gloo")
+    outs = [tmp_path / f"rank{r}.pt" for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _DDP_WORKER, str(r), str(tmp_path / "store"), str(outs[r])],
+            env=dict(os.environ, OMP_NUM_THREADS="1"),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-2000:]
+    got = [torch.load(o) for o in outs]
+    GPT, TorchOps = build(torch)[:2]
+    own = []
+    for r in (0, 1):  # each rank's gradients alone, without DDP
+        torch.manual_seed(1)
+        model = GPT(TrainConfig(**TINY))
+        torch.manual_seed(10 + r)
+        x = torch.randint(0, TINY["vocab"], (2, TINY["seq"]))
+        model(x, x, TorchOps()).backward()
+        own.append({n: p.grad for n, p in model.named_parameters()})
+    assert any(not torch.allclose(own[0][n], own[1][n]) for n in own[0])  # the ranks' batches differ
+    for r in (0, 1):
+        for n, g in own[r].items():
+            assert torch.equal(got[r]["ddp-no-comm"][n], g), (r, n)
+            assert torch.allclose(got[r]["ddp"][n], (own[0][n] + own[1][n]) / 2, rtol=1e-5, atol=1e-7), (r, n)
+
+
 def test_the_markdown_names_the_world_size():
     from helios.harness.train import train_markdown
 
@@ -199,6 +264,7 @@ def test_bad_configs_are_refused_before_any_work(device, argv, match, capsys):
     [
         (["--ddp-bucket-mb", "0"], "--ddp-bucket-mb: expected a number >= 0.001"),
         (["--grad-sync", "allreduce"], "--grad-sync: invalid choice: 'allreduce'"),
+        (["--grad-sync", "ddp-nocomm"], "--grad-sync: invalid choice: 'ddp-nocomm'"),
     ],
 )
 def test_bad_distributed_flags_are_refused(argv, match, capsys):

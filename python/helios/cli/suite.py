@@ -137,7 +137,9 @@ def register(sub: Any) -> None:
         default=None,
         help="under torchrun, how ranks average gradients: ddp (DistributedDataParallel, all-reduces "
         "per bucket as gradients become ready; the default), after-backward (one all-reduce of every "
-        "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs)",
+        "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs), ddp-no-comm "
+        "(DistributedDataParallel whose comm hook sends nothing: its buckets and hooks without "
+        "all-reduces; replicas drift apart)",
     )
     pt.add_argument(
         "--trace",

@@ -104,12 +104,15 @@ class TrainConfig:
 # Gradient averaging under a launcher: "ddp" (DistributedDataParallel: all-reduces per
 # bucket as gradients become ready), "after-backward" (one all-reduce of every gradient,
 # flattened, after loss.backward() returns, on torch's stream), "none" (no averaging: the
-# replicas drift apart; for timing what the averaging costs).
-GRAD_SYNCS = ("ddp", "after-backward", "none")
+# replicas drift apart; for timing what the averaging costs), "ddp-no-comm"
+# (DistributedDataParallel's buckets, copies and hooks with a comm hook that sends
+# nothing: no averaging either; for telling DDP's machinery from its all-reduces).
+GRAD_SYNCS = ("ddp", "after-backward", "none", "ddp-no-comm")
 GRAD_SYNC_WORDS = {
     "ddp": "DistributedDataParallel",
     "after-backward": "one all-reduce of the gradients after the backward",
     "none": "no gradient averaging (the replicas drift apart)",
+    "ddp-no-comm": "DistributedDataParallel with no communication (the replicas drift apart)",
 }
 
 MAX_HEAD_DIM = 256  # the attention kernels' limit (csrc/core/attention.c)
@@ -608,11 +611,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 continue
             model.zero_grad(set_to_none=True)
             model.load_state_dict(state0)
-            if ddp and cfg.grad_sync == "ddp":  # the gate above ran the replica alone
-                from torch.nn.parallel import DistributedDataParallel
-
-                kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
-                fwd = DistributedDataParallel(model, device_ids=[local], **kw)
+            if ddp and cfg.grad_sync in ("ddp", "ddp-no-comm"):  # the gate above ran the replica alone
+                fwd = wrap_ddp(torch, model, cfg, [local])
                 if adapter == "torch_compile":
                     fwd = torch.compile(fwd)
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -764,6 +764,25 @@ class _Tracer:
         if self.prof is not None:
             self.prof.stop()
             self.prof = None
+
+
+def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list]) -> Any:
+    """The model in DistributedDataParallel with cfg's bucket size; under grad_sync
+    "ddp-no-comm" its comm hook hands each bucket back as it is (DDP's bucketing, copies
+    and hooks run; no collective is launched)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
+    wrapped = DistributedDataParallel(model, device_ids=device_ids, **kw)
+    if cfg.grad_sync == "ddp-no-comm":
+
+        def keep_bucket(state: Any, bucket: Any) -> Any:
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+
+        wrapped.register_comm_hook(None, keep_bucket)
+    return wrapped
 
 
 def _average_grads(torch: Any, model: Any, world: int) -> None:
