@@ -4,8 +4,9 @@
 # torchrun with torch's default gradient buckets and with one bucket, two single-GPU
 # runs at once on the two GPUs (no NCCL) and one alone, no averaging, one all-reduce after
 # the backward, one process under torchrun, DDP with host-wait ordering, a traced DDP run
-# and DDP with Helios's queue at realtime priority, and DDP whose comm hook sends nothing
-# (DIAG_PARTS picks them and their order: abcdefghijk); one line per run. Each run is cut at DIAG_TIMEOUT
+# and DDP with Helios's queue at realtime priority, DDP whose comm hook sends nothing, and
+# DDP with torch's own comm hook for the helios adapter (the suite's default is
+# helios.torch.ddp_comm_hook there) (DIAG_PARTS picks them and their order: abcdefghijkl); one line per run. Each run is cut at DIAG_TIMEOUT
 # seconds (default 240), so that one hung collective leaves the other parts' lines.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -35,7 +36,7 @@ for r in d["rows"]:
           f"cpus {d['distributed'].get('cpus')}")
 PY
 }
-PARTS=${DIAG_PARTS:-abcdefghijk}  # run in the order given
+PARTS=${DIAG_PARTS:-abcdefghijkl}  # run in the order given
 common=(suite train --steps "$STEPS" --train-warmup 10 --adapters helios --force)
 part_a() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --out "$L/a.json" > "$L/a.log" 2>&1
@@ -89,10 +90,16 @@ part_j() {
 # DDP's buckets, copies and hooks with no collective: does DDP itself, or its all-reduces,
 # cost Helios's backward its time?
 part_k() {
-  torchrun --nproc_per_node=2 "$H" "${common[@]}" --grad-sync ddp-no-comm --out "$L/k.json" > "$L/k.log" 2>&1
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-comm-hook none --out "$L/k.json" > "$L/k.log" 2>&1
   summ "ddp, comm hook sending nothing" "$L/k.json"
 }
 for p in $(grep -o . <<< "$PARTS"); do
-  declare -F "part_$p" > /dev/null || { echo "ddp_diag: no part '$p' (parts: abcdefghijk)" >&2; exit 2; }
+  declare -F "part_$p" > /dev/null || { echo "ddp_diag: no part '$p' (parts: abcdefghijkl)" >&2; exit 2; }
 done
 for p in $(grep -o . <<< "$PARTS"); do "part_$p"; done
+# torch's default comm hook for the helios adapter too: its all-reduces on NCCL's stream
+# beside Helios's backward (what parts a, b, h, i and j ran before 2026-11-26).
+part_l() {
+  torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-comm-hook torch --out "$L/l.json" > "$L/l.log" 2>&1
+  summ "ddp, torch's comm hook for every adapter" "$L/l.json"
+}

@@ -155,24 +155,24 @@ rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
 GPT, TorchOps = build(torch)[:2]
 grads = {}
-for mode in ("ddp", "ddp-no-comm"):
+for hook in ("torch", "helios", "none"):
     torch.manual_seed(1)
-    cfg = TrainConfig(**TINY, grad_sync=mode)
+    cfg = TrainConfig(**TINY, ddp_comm_hook=hook)
     model = GPT(cfg)
-    wrapped = wrap_ddp(torch, model, cfg, None)
+    wrapped = wrap_ddp(torch, model, cfg, None, "torch_eager")
     torch.manual_seed(10 + rank)
     x = torch.randint(0, cfg.vocab, (2, cfg.seq))
     wrapped(x, x, TorchOps()).backward()
-    grads[mode] = {n: p.grad.clone() for n, p in model.named_parameters()}
+    grads[hook] = {n: p.grad.clone() for n, p in model.named_parameters()}
 torch.save(grads, out)
 dist.destroy_process_group()
 """
 
 
-def test_ddp_without_communication_keeps_each_ranks_gradients(tmp_path):
-    """--grad-sync ddp-no-comm: DistributedDataParallel whose comm hook sends nothing.
-    Two gloo ranks on the CPU, each with its own batch: under ddp each rank's gradients
-    are the mean of both ranks' own; under ddp-no-comm each rank keeps its own."""
+def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
+    """--ddp-comm-hook: two gloo ranks on the CPU, each with its own batch. Under torch's
+    hook and helios.torch.ddp_comm_hook each rank's gradients are the mean of both
+    ranks' own; under the hook that sends nothing each rank keeps its own."""
     import os
     import subprocess
     import sys
@@ -209,8 +209,19 @@ def test_ddp_without_communication_keeps_each_ranks_gradients(tmp_path):
     assert any(not torch.allclose(own[0][n], own[1][n]) for n in own[0])  # the ranks' batches differ
     for r in (0, 1):
         for n, g in own[r].items():
-            assert torch.equal(got[r]["ddp-no-comm"][n], g), (r, n)
-            assert torch.allclose(got[r]["ddp"][n], (own[0][n] + own[1][n]) / 2, rtol=1e-5, atol=1e-7), (r, n)
+            assert torch.equal(got[r]["none"][n], g), (r, n)
+            mean = (own[0][n] + own[1][n]) / 2
+            for hook in ("torch", "helios"):
+                assert torch.allclose(got[r][hook][n], mean, rtol=1e-5, atol=1e-7), (hook, r, n)
+
+
+def test_the_comm_hook_follows_the_adapter():
+    from helios.harness.train import TrainConfig, comm_hook_for
+
+    assert comm_hook_for(TrainConfig(), "helios") == "helios"
+    assert comm_hook_for(TrainConfig(), "torch_eager") == "torch"
+    assert comm_hook_for(TrainConfig(ddp_comm_hook="torch"), "helios") == "torch"
+    assert comm_hook_for(TrainConfig(ddp_comm_hook="none"), "torch_eager") == "none"
 
 
 def test_the_markdown_names_the_world_size():
@@ -264,7 +275,7 @@ def test_bad_configs_are_refused_before_any_work(device, argv, match, capsys):
     [
         (["--ddp-bucket-mb", "0"], "--ddp-bucket-mb: expected a number >= 0.001"),
         (["--grad-sync", "allreduce"], "--grad-sync: invalid choice: 'allreduce'"),
-        (["--grad-sync", "ddp-nocomm"], "--grad-sync: invalid choice: 'ddp-nocomm'"),
+        (["--ddp-comm-hook", "nccl"], "--ddp-comm-hook: invalid choice: 'nccl'"),
     ],
 )
 def test_bad_distributed_flags_are_refused(argv, match, capsys):

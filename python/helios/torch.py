@@ -45,6 +45,13 @@ bfloat16 runs on Helios's bf16 cooperative-matrix kernels where the device has
 them (``Device.info["bf16_coop_enabled"]``), else on its scalar fp32 kernels:
 always bfloat16 in and out with fp32 accumulation, never through float16.
 
+DistributedDataParallel: register ``ddp_comm_hook`` on the wrapped model. DDP's own
+hook starts each bucket's all-reduce on NCCL's stream as soon as the bucket fills,
+beside whatever Helios runs next; the GPU then time-slices the two contexts, and the
+NCCL kernel, spinning until its peer's slice comes, held Helios's backward at twice
+its time (2 H100s: 46.6 against 19.8 ms). The hook has torch's stream wait for each
+all-reduce, so Helios's next group starts after it.
+
 ``torch.compile``: these functions are excluded from tracing
 (``torch.compiler.disable``): a compiled model runs them eagerly between its
 compiled graphs.
@@ -1504,3 +1511,25 @@ def decoder(
     )
     cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype, compute_dtype)
     return _Decoder.apply(x.contiguous(), cfg, *flat)
+
+
+# Unannotated on purpose: DistributedDataParallel.register_comm_hook compares the
+# hook's annotations with its own classes, and this module's are strings (PEP 563).
+def ddp_comm_hook(state, bucket):
+    """A DistributedDataParallel communication hook for models with Helios ops:
+    ``ddp.register_comm_hook(None, helios.torch.ddp_comm_hook)`` (state: the process
+    group, None for the default one). Each bucket's gradients are averaged over the
+    group, as DDP's default hook does, by an all-reduce that torch's current stream
+    waits for (the host does not), so that no collective runs on the GPU beside
+    Helios's work: Helios's next group waits on torch's stream, hence on the
+    all-reduce. Overlap of communication with Helios's own compute is given up; the
+    CUDA and Vulkan contexts would time-slice it away anyway."""
+    import torch.distributed as dist
+
+    group = state if state is not None else dist.group.WORLD
+    buf = bucket.buffer()
+    buf.div_(dist.get_world_size(group))
+    dist.all_reduce(buf, group=group)  # not async_op: the current stream waits for NCCL's
+    done: torch.futures.Future = torch.futures.Future()
+    done.set_result(buf)
+    return done

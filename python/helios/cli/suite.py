@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..check import ATOL, RTOL
-from ..harness.train import GRAD_SYNCS
+from ..harness.train import DDP_COMM_HOOKS, GRAD_SYNCS
 from .common import (
     UsageError,
     emit,
@@ -36,6 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "warmup_steps": args.train_warmup,
         "ddp_bucket_mb": args.ddp_bucket_mb,
         "grad_sync": args.grad_sync,
+        "ddp_comm_hook": args.ddp_comm_hook,
         "trace": args.trace,
     }
     base = dict(TINY) if args.tiny else {}
@@ -137,9 +138,18 @@ def register(sub: Any) -> None:
         default=None,
         help="under torchrun, how ranks average gradients: ddp (DistributedDataParallel, all-reduces "
         "per bucket as gradients become ready; the default), after-backward (one all-reduce of every "
-        "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs), ddp-no-comm "
-        "(DistributedDataParallel whose comm hook sends nothing: its buckets and hooks without "
-        "all-reduces; replicas drift apart)",
+        "gradient after the backward), none (no averaging: replicas drift apart; times what averaging costs)",
+    )
+    pt.add_argument(
+        "--ddp-comm-hook",
+        choices=DDP_COMM_HOOKS,
+        default=None,
+        help="under torchrun with --grad-sync ddp, DistributedDataParallel's communication hook: auto "
+        "(the default: helios.torch.ddp_comm_hook for the Helios adapters, torch's own for the others), "
+        "torch (torch's all-reduce hook for every adapter: NCCL beside Helios's work, which the GPU "
+        "time-slices), helios (helios.torch.ddp_comm_hook for every adapter: each all-reduce ordered on "
+        "torch's stream), none (a hook that sends nothing: DDP's buckets without collectives; replicas "
+        "drift apart)",
     )
     pt.add_argument(
         "--trace",

@@ -94,6 +94,8 @@ class TrainConfig:
     ddp_bucket_mb: Optional[float] = None
     # how ranks average gradients (GRAD_SYNCS)
     grad_sync: str = "ddp"
+    # DistributedDataParallel's communication hook (DDP_COMM_HOOKS)
+    ddp_comm_hook: str = "auto"
     # a torch.profiler trace (Chrome JSON) of the last TRACE_STEPS warm-up steps of each
     # adapter, written as {trace}-{adapter}-rank{rank}.json; None: no trace
     trace: Optional[str] = None
@@ -104,16 +106,19 @@ class TrainConfig:
 # Gradient averaging under a launcher: "ddp" (DistributedDataParallel: all-reduces per
 # bucket as gradients become ready), "after-backward" (one all-reduce of every gradient,
 # flattened, after loss.backward() returns, on torch's stream), "none" (no averaging: the
-# replicas drift apart; for timing what the averaging costs), "ddp-no-comm"
-# (DistributedDataParallel's buckets, copies and hooks with a comm hook that sends
-# nothing: no averaging either; for telling DDP's machinery from its all-reduces).
-GRAD_SYNCS = ("ddp", "after-backward", "none", "ddp-no-comm")
+# replicas drift apart; for timing what the averaging costs).
+GRAD_SYNCS = ("ddp", "after-backward", "none")
 GRAD_SYNC_WORDS = {
     "ddp": "DistributedDataParallel",
     "after-backward": "one all-reduce of the gradients after the backward",
     "none": "no gradient averaging (the replicas drift apart)",
-    "ddp-no-comm": "DistributedDataParallel with no communication (the replicas drift apart)",
 }
+# DistributedDataParallel's communication hook (grad_sync "ddp"): "auto" (helios.torch's
+# ddp_comm_hook for the Helios adapters, torch's own for the others), "torch" (torch's
+# default all-reduce hook, every adapter), "helios" (helios.torch.ddp_comm_hook, every
+# adapter: each all-reduce ordered on torch's stream), "none" (a hook that sends nothing:
+# DDP's buckets, copies and hooks without collectives; the replicas drift apart).
+DDP_COMM_HOOKS = ("auto", "torch", "helios", "none")
 
 MAX_HEAD_DIM = 256  # the attention kernels' limit (csrc/core/attention.c)
 
@@ -135,6 +140,8 @@ def check_config(cfg: TrainConfig, max_buffer_bytes: Optional[int] = None) -> No
         )
     if cfg.grad_sync not in GRAD_SYNCS:
         raise ValueError(f"train: grad_sync {cfg.grad_sync!r}: choose from {', '.join(GRAD_SYNCS)}")
+    if cfg.ddp_comm_hook not in DDP_COMM_HOOKS:
+        raise ValueError(f"train: ddp_comm_hook {cfg.ddp_comm_hook!r}: choose from {', '.join(DDP_COMM_HOOKS)}")
     if cfg.trace is not None and cfg.warmup_steps < 1:
         raise ValueError("train: --trace records warm-up steps (never timed ones): give --train-warmup >= 1")
     if cfg.warmup_steps >= cfg.steps:
@@ -611,8 +618,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 continue
             model.zero_grad(set_to_none=True)
             model.load_state_dict(state0)
-            if ddp and cfg.grad_sync in ("ddp", "ddp-no-comm"):  # the gate above ran the replica alone
-                fwd = wrap_ddp(torch, model, cfg, [local])
+            if ddp and cfg.grad_sync == "ddp":  # the gate above ran the replica alone
+                fwd = wrap_ddp(torch, model, cfg, [local], adapter)
+                row["ddp_comm_hook"] = comm_hook_for(cfg, adapter)
                 if adapter == "torch_compile":
                     fwd = torch.compile(fwd)
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -766,23 +774,39 @@ class _Tracer:
             self.prof = None
 
 
-def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list]) -> Any:
-    """The model in DistributedDataParallel with cfg's bucket size; under grad_sync
-    "ddp-no-comm" its comm hook hands each bucket back as it is (DDP's bucketing, copies
-    and hooks run; no collective is launched)."""
+def comm_hook_for(cfg: TrainConfig, adapter: str) -> str:
+    """The DDP communication hook an adapter trains with: "torch", "helios" or "none"."""
+    if cfg.ddp_comm_hook != "auto":
+        return cfg.ddp_comm_hook
+    return "helios" if adapter in HELIOS_ADAPTERS else "torch"
+
+
+def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list], adapter: str) -> Any:
+    """The model in DistributedDataParallel with cfg's bucket size and the adapter's
+    communication hook (comm_hook_for): torch's default, helios.torch.ddp_comm_hook, or
+    one that hands each bucket back as it is (no collective is launched)."""
     from torch.nn.parallel import DistributedDataParallel
 
     kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
     wrapped = DistributedDataParallel(model, device_ids=device_ids, **kw)
-    if cfg.grad_sync == "ddp-no-comm":
+    hook = comm_hook_for(cfg, adapter)
+    if hook == "helios":
+        from ..torch import ddp_comm_hook
 
-        def keep_bucket(state: Any, bucket: Any) -> Any:
-            fut = torch.futures.Future()
-            fut.set_result(bucket.buffer())
-            return fut
-
-        wrapped.register_comm_hook(None, keep_bucket)
+        wrapped.register_comm_hook(None, ddp_comm_hook)
+    elif hook == "none":
+        wrapped.register_comm_hook(None, _keep_bucket)
     return wrapped
+
+
+# Unannotated: register_comm_hook compares annotations with its own classes (PEP 563
+# makes these strings).
+def _keep_bucket(state, bucket):  # noqa: ANN001, ANN201
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def _average_grads(torch: Any, model: Any, world: int) -> None:
