@@ -93,13 +93,13 @@ part_k() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-comm-hook none --out "$L/k.json" > "$L/k.log" 2>&1
   summ "ddp, comm hook sending nothing" "$L/k.json"
 }
-for p in $(grep -o . <<< "$PARTS"); do
-  declare -F "part_$p" > /dev/null || { echo "ddp_diag: no part '$p' (parts: abcdefghijkl)" >&2; exit 2; }
-done
-for p in $(grep -o . <<< "$PARTS"); do "part_$p"; done
 # torch's default comm hook for the helios adapter too: its all-reduces on NCCL's stream
 # beside Helios's backward (what parts a, b, h, i and j ran before 2026-11-26).
 part_l() {
   torchrun --nproc_per_node=2 "$H" "${common[@]}" --ddp-comm-hook torch --out "$L/l.json" > "$L/l.log" 2>&1
   summ "ddp, torch's comm hook for every adapter" "$L/l.json"
 }
+for p in $(grep -o . <<< "$PARTS"); do
+  declare -F "part_$p" > /dev/null || { echo "ddp_diag: no part '$p' (parts: abcdefghijkl)" >&2; exit 2; }
+done
+for p in $(grep -o . <<< "$PARTS"); do "part_$p"; done
