@@ -246,6 +246,10 @@ def test_the_markdown_names_the_world_size():
         {"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 2, "grad_sync": "after-backward"}}
     )
     assert "2 GPUs, one all-reduce of the gradients after the backward over NCCL" in md
+    md = train_markdown(
+        {"config": cfg, "device": "x", "rows": [dict(row, ddp_comm_hook="helios")], "distributed": {"world_size": 2}}
+    )
+    assert "global batch 4; comm hooks: helios helios" in md
     row["helios_kernel_ms_p50"] = 0.25
     md = train_markdown({"config": cfg, "device": "x", "rows": [row], "distributed": {"world_size": 1}})
     assert "| 0.250 ms (25%) |" in md

@@ -47,10 +47,10 @@ always bfloat16 in and out with fp32 accumulation, never through float16.
 
 DistributedDataParallel: register ``ddp_comm_hook`` on the wrapped model. DDP's own
 hook starts each bucket's all-reduce on NCCL's stream as soon as the bucket fills,
-beside whatever Helios runs next; the GPU then time-slices the two contexts, and the
-NCCL kernel, spinning until its peer's slice comes, held Helios's backward at twice
-its time (2 H100s: 46.6 against 19.8 ms). The hook has torch's stream wait for each
-all-reduce, so Helios's next group starts after it.
+unordered against Helios's queued work (which waits for torch's stream only); the
+GPU then time-slices the CUDA and Vulkan contexts, and Helios's backward took over
+twice its time (2 H100s: 46.6 against 19.8 ms). The hook has torch's stream wait for
+each all-reduce, so Helios's next group starts after it.
 
 ``torch.compile``: these functions are excluded from tracing
 (``torch.compiler.disable``): a compiled model runs them eagerly between its

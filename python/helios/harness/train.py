@@ -845,6 +845,11 @@ def train_markdown(result: dict) -> str:
         + (
             f"; {world} GPUs, {GRAD_SYNC_WORDS[result['distributed'].get('grad_sync') or 'ddp']} over NCCL, "
             f"global batch {world * c['batch']}"
+            + (
+                "; comm hooks: " + ", ".join(f"{r['adapter']} {r['ddp_comm_hook']}" for r in hooked)
+                if (hooked := [r for r in result["rows"] if r.get("ddp_comm_hook")])
+                else ""
+            )
             if (world := result.get("distributed", {}).get("world_size", 1)) > 1
             else ""
         ),
