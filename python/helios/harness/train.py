@@ -801,7 +801,7 @@ def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list
 
 # Unannotated: register_comm_hook compares annotations with its own classes (PEP 563
 # makes these strings).
-def _keep_bucket(state, bucket):  # noqa: ANN001, ANN201
+def _keep_bucket(state, bucket):
     import torch
 
     fut = torch.futures.Future()
