@@ -206,13 +206,14 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
         x = torch.randint(0, TINY["vocab"], (2, TINY["seq"]))
         model(x, x, TorchOps()).backward()
         own.append({n: p.grad for n, p in model.named_parameters()})
-    assert any(not torch.allclose(own[0][n], own[1][n]) for n in own[0])  # the ranks' batches differ
+    close = {"rtol": 1e-5, "atol": 1e-7}  # the workers sum in another order (one thread)
+    assert any(not torch.allclose(own[0][n], own[1][n], **close) for n in own[0])  # the ranks' batches differ
     for r in (0, 1):
         for n, g in own[r].items():
-            assert torch.equal(got[r]["none"][n], g), (r, n)
+            assert torch.allclose(got[r]["none"][n], g, **close), (r, n)
             mean = (own[0][n] + own[1][n]) / 2
             for hook in ("torch", "helios"):
-                assert torch.allclose(got[r][hook][n], mean, rtol=1e-5, atol=1e-7), (hook, r, n)
+                assert torch.allclose(got[r][hook][n], mean, **close), (hook, r, n)
 
 
 def test_the_comm_hook_follows_the_adapter():
