@@ -150,8 +150,9 @@ def test_walk_every_call_of_a_device_open(monkeypatch, report):
 
 
 def test_device_open_survives_faults_in_its_calls(monkeypatch):
-    """Opening a device creates no buffer or pipeline yet; a fault armed for them
-    fires at the first product, not at open."""
+    """A fault armed for buffers fires at the first product, not at open (whose one
+    GPU job, the accumulator-layout probe, runs with injection suspended: it neither
+    fails nor counts)."""
     monkeypatch.setenv("HELIOS_FAULT", "buffer:1")
     with helios.Device() as dev:
         with pytest.raises(helios.DeviceMemoryError, match="vkCreateBuffer"):

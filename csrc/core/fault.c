@@ -6,7 +6,10 @@
  * pipeline (vkCreateComputePipelines), submit (vkQueueSubmit), open (the
  * logical device and its command pool, buffer, fence and descriptor objects,
  * vkCreateDevice .. vkAllocateDescriptorSets). Unset: no cost
- * beyond one getenv. Not for production use; counts are process-wide. */
+ * beyond one getenv. Not for production use; counts are process-wide.
+ * hl_fault_suspend: while suspended (the accumulator-layout probe a device open
+ * runs, layout.c) calls neither fail nor count, process-wide, so a walk over an
+ * operation's calls meets that operation's calls only. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +28,9 @@ static char seen[128];     /* the setting the counts belong to */
 static int seen_kind = -1; /* its KIND, -1: malformed (every call runs) */
 static unsigned long seen_n, counts[HL_FAULT_KINDS];
 static int warned_long;
+static atomic_int suspended;
+
+void hl_fault_suspend(int on) { atomic_fetch_add(&suspended, on ? 1 : -1); }
 
 /* KIND:N exactly (a KIND name, a colon, decimal N >= 1, nothing else), else -1. */
 static int parse_setting(const char *s, unsigned long *n) {
@@ -54,6 +60,7 @@ VkResult hl_fault(hl_fault_kind kind) {
         }
         return VK_SUCCESS;
     }
+    if (atomic_load(&suspended) > 0) return VK_SUCCESS;
     VkResult out = VK_SUCCESS;
     while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */
     }

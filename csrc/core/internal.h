@@ -44,6 +44,8 @@ typedef enum hl_fault_kind {
     HL_FAULT_KINDS
 } hl_fault_kind;
 VkResult hl_fault(hl_fault_kind kind);
+/* on = 1: from now until the matching hl_fault_suspend(0), no call fails or counts. */
+void hl_fault_suspend(int on);
 
 #define HL_TRY(expr)                                                                                                   \
     do {                                                                                                               \

@@ -8,7 +8,9 @@
  * leaves the layout to the driver; on the H100 16x16 and 16x8 fragments have it
  * (two rows a lane, four lanes a row), on lavapipe 8x8 (eight rows a lane, every
  * lane every row). A shape without it, or whose probe fails, keeps the softmax in
- * shared memory. */
+ * shared memory. The probe runs with fault injection suspended (fault.c): a fault
+ * walk over an operation's calls (tests/test_faults.py) then meets that operation's
+ * calls only, and a fault armed for the first buffer fires at the first product. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -124,6 +126,7 @@ void hl_rows_layouts_probe(hl_device *dev) {
     const hl_caps *c = &dev->caps;
     dev->n_rows_layouts = 0;
     if (!dev->coop_enabled) return;
+    hl_fault_suspend(1);
     for (uint32_t i = 0; i < c->n_coop_shapes && dev->n_rows_layouts < HL_MAX_ROWS_LAYOUTS; i++) {
         const hl_coop_shape *s = &c->coop_shapes[i];
         if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F16, HL_F32) != s) continue; /* attention's shapes */
@@ -135,6 +138,7 @@ void hl_rows_layouts_probe(hl_device *dev) {
             snprintf(L->why, sizeof L->why, "the probe failed: %.200s", err.message);
         }
     }
+    hl_fault_suspend(0);
 }
 
 const hl_rows_layout *hl_device_rows_layout(const hl_device *dev, uint32_t i) {
