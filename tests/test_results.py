@@ -248,6 +248,33 @@ def test_pipeline_cache_persists_and_ignores_corrupt_files(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1])["path"] is None
 
 
+def test_pipeline_ir_dump_writes_files_or_says_why(tmp_path):
+    """HELIOS_PIPELINE_IR never fails an op and is never silent: every file it
+    wrote is counted, and where it wrote none the device's note says why."""
+    code = (
+        "import numpy as np, helios, json\n"
+        "with helios.Device() as d:\n"
+        "    d.matmul(np.ones((8,8),np.float16), np.ones((8,8),np.float16))\n"
+        "    print(json.dumps(dict(d.info['pipeline_ir'])))\n"
+    )
+    ir = tmp_path / "ir"
+    base = {k: v for k, v in os.environ.items() if k != "HELIOS_PIPELINE_IR"}
+    env = dict(base, HELIOS_PIPELINE_IR=str(ir), HELIOS_PIPELINE_CACHE="off")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["dir"] == str(ir)
+    written = sorted(ir.glob("*")) if ir.exists() else []
+    assert got["files"] == len(written)
+    if not written:
+        assert got["note"], got
+    else:
+        assert all(f.stat().st_size > 0 for f in written)
+    r = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"dir": None, "files": 0, "note": None}
+
+
 def test_report_without_matplotlib_needs_it_only_for_figures(tmp_path, monkeypatch, capsys):
     rc, out = _bench(tmp_path, "b.json")
     monkeypatch.setitem(sys.modules, "matplotlib", None)

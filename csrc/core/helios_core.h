@@ -535,6 +535,10 @@ unsigned long hl_fault_count(const char *kind);
  * open, and why a file was ignored (NULL: nothing to say). */
 const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes, const char **note);
 
+/* HELIOS_PIPELINE_IR's directory (NULL: unset), the files written there since
+ * the device opened, and the first reason one was not (NULL: nothing to say). */
+const char *hl_pipeline_ir_info(const hl_device *dev, uint32_t *files, const char **note);
+
 /* ---- telemetry ---------------------------------------------------------- */
 typedef struct hl_telemetry {
     uint64_t matmuls, coop_matmuls, dispatches, barriers, submits;

@@ -134,6 +134,10 @@ typedef struct hl_pipeline {
 hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
                           uint32_t required_subgroup, hl_pipeline **out, hl_error *err);
 void hl_pipelines_destroy(hl_device *dev);
+/* HELIOS_PIPELINE_IR (pipeline_ir.c): the directory (NULL: unset), and the dump of a
+ * pipeline created with VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR. */
+const char *hl_pipeline_ir_dir(void);
+void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p);
 
 struct hl_device {
     VkInstance instance;
@@ -164,6 +168,8 @@ struct hl_device {
     char cache_note[1200];          /* why a file was ignored; empty: nothing to say */
     uint64_t cache_loaded_bytes;
     uint64_t compiles_total; /* pipelines compiled since open (telemetry resets; this does not) */
+    char ir_note[512];       /* HELIOS_PIPELINE_IR: why a representation was not written (pipeline_ir.c) */
+    uint32_t ir_files;       /* HELIOS_PIPELINE_IR: files written since open */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
     hl_buffer buf_rows;                 /* fp32 per attention row: a host-bound LSE, the backward's delta */

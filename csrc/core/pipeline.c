@@ -78,7 +78,10 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
         .requiredSubgroupSize = required_subgroup};
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .flags = dev->caps.has_pipeline_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
+        .flags = !dev->caps.has_pipeline_stats ? 0
+                 : hl_pipeline_ir_dir()
+                     ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
+                     : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = required_subgroup ? &rss : NULL,
                   .flags = required_subgroup ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
@@ -106,6 +109,7 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     dev->compiles_total++;
     dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
     if (dev->caps.has_pipeline_stats) capture_stats(dev, p);
+    hl_pipeline_ir_dump(dev, p);
     *out = p;
     return HL_OK;
 fail:

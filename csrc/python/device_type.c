@@ -315,6 +315,15 @@ static PyObject *build_info(DeviceObject *self) {
         return NULL;
     }
     Py_DECREF(pc);
+    uint32_t ir_files;
+    const char *ir_note, *ir_dir = hl_pipeline_ir_info(self->dev, &ir_files, &ir_note);
+    PyObject *ir = Py_BuildValue("{s:z,s:I,s:z}", "dir", ir_dir, "files", (unsigned)ir_files, "note", ir_note);
+    if (!ir || PyDict_SetItemString(d, "pipeline_ir", ir) < 0) {
+        Py_XDECREF(ir);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(ir);
     /* Each f16 -> f32 shape's accumulator layout (probed at open) and whether the attention
      * forward can keep its softmax rows in registers on it. */
     PyObject *layouts = PyList_New(0);
