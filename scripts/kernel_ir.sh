@@ -2,12 +2,17 @@
 # What the driver's compiler made of the default kernels (#22), in one device
 # call (a gpu_round.sh step): runs the default GEMM at 4096^3 (fp16, bf16) and
 # the attention forward and backward at d=64 and d=128 (causal and not) with
-# HELIOS_PIPELINE_IR set and a fresh pipeline cache, then looks for machine code
-# in the pipeline caches (scripts/sass_from_cache.py). Writes $OUT/kernel-ir.tgz
-# (the representations, any ELF images and their disassembly) and prints a summary.
+# HELIOS_PIPELINE_IR set and a fresh pipeline cache, prints each kernel's
+# "Binary Size" (the code size that names its disassembly below), then
+# disassembles the code in the pipeline caches (scripts/sass_from_cache.py:
+# NVIDIA's driver keeps each pipeline's SASS, zstd-compressed, in its cache).
+# Writes $OUT/kernel-ir.tgz (the representations and every .sass) and prints
+# one instruction-mix line per kernel.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-IR=/tmp/kernel-ir; rm -rf "$IR" /tmp/kernel-ir-cache /tmp/kernel-ir-sass; mkdir -p "$IR"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/round
+export PATH=$PATH:/usr/local/cuda/bin   # nvdisasm
+IR=/tmp/kernel-ir; SASS=/tmp/kernel-sass
+rm -rf "$IR" "$SASS" /tmp/kernel-ir-cache "$HOME/.cache/nvidia/GLCache"; mkdir -p "$IR" "$SASS"
 HELIOS_PIPELINE_IR=$IR HELIOS_PIPELINE_CACHE=/tmp/kernel-ir-cache python3 - <<'PY'
 import json
 
@@ -20,15 +25,19 @@ with helios.Device() as d:
     a = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)
     for dt in (np.float16, helios.bfloat16):
         d.matmul(a.astype(dt), a.astype(dt))
+    print("gemm fp16 default:", d.kernel_stats())
     for dim in (64, 128):
         q, k, v = random_qkv(1, 4, 512, 512, dim)
         for causal in (False, True):
             o, lse = d.attention(q, k, v, causal=causal, return_lse=True)
             d.attention_backward(q, k, v, o, o, lse, causal=causal)
-    print(json.dumps(d.info["pipeline_ir"]))
+            for bwd in (False, True):
+                st = d.attention_kernel_stats(dim, causal=causal, backward=bwd)
+                print(f"attention d={dim} causal={causal} backward={bwd}:", st)
+    print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]), "unchecked_buffers:", d.info["unchecked_buffers"])
 PY
-echo "--- $IR"; ls -la "$IR" | head -40
-python3 "$REPO/scripts/sass_from_cache.py" --out /tmp/kernel-ir-sass /tmp/kernel-ir-cache \
-  "$HOME/.cache/nvidia" "$HOME/.nv" 2>&1 | head -60
-tar -C /tmp -czf "$OUT/kernel-ir.tgz" kernel-ir kernel-ir-sass
+python3 "$REPO/scripts/sass_from_cache.py" --out "$SASS" /tmp/kernel-ir-cache > /tmp/round/sass.log 2>&1
+grep -E "code$|HMMA|image" /tmp/round/sass.log
+rm -f "$SASS"/*.zstd-out "$SASS"/*.code
+tar -C /tmp -czf "$OUT/kernel-ir.tgz" kernel-ir kernel-sass
 ls -la "$OUT/kernel-ir.tgz"

@@ -6,8 +6,10 @@ compiler made of a kernel is otherwise invisible. Its Vulkan pipeline cache
 (Helios's file under HELIOS_PIPELINE_CACHE, or the driver's own under
 ~/.cache/nvidia/GLCache) may hold the compiled binaries. This script scans the
 given files (directories: every file under them) for ELF images and for
-compressed streams (zlib, zstd, lz4 frames), writes every ELF it finds to
-OUT/<file>-<offset>.elf and, where `nvdisasm` or `cuobjdump` is on PATH (the
+compressed streams (zlib, zstd, lz4 frames; zlib and zstd ones are opened and
+scanned in turn, zstd through the `zstandard` package), writes every ELF it finds to
+OUT/<file>-<offset>.elf (and the code of every NVIDIA shader container, the
+"NVDA" blobs inside the driver 580 cache's zstd frames, to OUT/<blob>.code) and, where `nvdisasm` or `cuobjdump` is on PATH (the
 CUDA toolkit), their disassembly beside it. It prints what it found per file,
 so an empty result is a finding too (the cache holds no plain ELF).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shutil
 import struct
 import subprocess
@@ -51,6 +54,19 @@ def elf_machine(data: bytes, at: int) -> int:
     return struct.unpack_from("<H", data, at + 0x12)[0]  # 190: EM_CUDA
 
 
+def unzstd(data: bytes) -> bytes | None:
+    """The first zstd frame of data, through the zstandard package (pip install
+    zstandard), else None (the frames are listed, not opened)."""
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    try:
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    except zstandard.ZstdError:
+        return None
+
+
 def disassemble(elf: Path) -> str:
     for tool in (["nvdisasm", "-c", "-hex"], ["cuobjdump", "-sass"]):
         if shutil.which(tool[0]):
@@ -60,9 +76,44 @@ def disassemble(elf: Path) -> str:
     return ""
 
 
-def scan(path: Path, out: Path, found: list[str]) -> None:
+SASS_OPS = ("HMMA", "LDSM", "LDS", "STS", "LDG", "STG", "BAR", "SHFL", "MUFU", "LDL", "STL", "ISETP")
+
+
+def nvda_code(data: bytes) -> bytes | None:
+    """The instruction stream of one NVIDIA compiled-shader container ("NVDA" magic,
+    the zstd frames of its Vulkan pipeline cache): its header's section table names
+    the code's size (word 19) and offset (word 20; the stream starts 8 bytes in).
+    Read off the H100's driver 580 caches; None where the layout does not fit."""
+    if not data.startswith(b"NVDA") or len(data) < 96:
+        return None
+    size, off = struct.unpack_from("<2I", data, 76)
+    start = off + 8
+    if size == 0 or size % 16 or start + size > len(data):
+        return None
+    return data[start : start + size]
+
+
+def sass_summary(text: str) -> str:
+    """How many of each instruction class worth reading first a disassembly holds."""
+    ops = Counter(m.group(1).split(".")[0] for m in re.finditer(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", text))
+    return " ".join(f"{k}:{ops[k]}" for k in SASS_OPS if ops[k])
+
+
+def scan(path: Path, out: Path, found: list[str], arch: str = "SM90") -> None:
     data = path.read_bytes()
     print(f"{path}: {len(data)} bytes, entropy {entropy(data):.2f} bits/byte")
+    code = nvda_code(data)
+    if code is not None:
+        raw = out / f"{path.name}.code"
+        raw.write_bytes(code)
+        print(f"  NVIDIA container: {len(code)} bytes of code")
+        if shutil.which("nvdisasm"):
+            r = subprocess.run(["nvdisasm", "-b", arch, str(raw)], capture_output=True, text=True, timeout=120)
+            if r.returncode == 0 and r.stdout.strip():
+                raw.with_suffix(".sass").write_text(r.stdout)
+                print(f"    {raw.with_suffix('.sass').name}: {sass_summary(r.stdout)}")
+                found.append(str(raw))
+        return
     at = data.find(ELF_MAGIC)
     while at >= 0:
         size = elf_size(data, at)
@@ -86,6 +137,14 @@ def scan(path: Path, out: Path, found: list[str]) -> None:
         if not hits:
             continue
         print(f"  {kind} magic at {hits}{' ...' if len(hits) == 20 else ''}")
+        if kind == "zstd":
+            for i in hits:
+                inner = unzstd(data[i:])
+                if inner and len(inner) > 64:
+                    blob = out / f"{path.name}-{i}.zstd-out"
+                    blob.write_bytes(inner)
+                    print(f"    zstd frame at {i}: {len(inner)} bytes -> {blob}")
+                    scan(blob, out, found, arch)
         if kind == "zlib":
             for i in hits:
                 try:
@@ -96,13 +155,14 @@ def scan(path: Path, out: Path, found: list[str]) -> None:
                     blob = out / f"{path.name}-{i}.zlib-out"
                     blob.write_bytes(inner)
                     print(f"    inflated {len(inner)} bytes -> {blob}")
-                    scan(blob, out, found)
+                    scan(blob, out, found, arch)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", type=Path, help="cache files, or directories to walk")
     ap.add_argument("--out", type=Path, required=True, help="where ELF images and their disassembly go")
+    ap.add_argument("--arch", default="SM90", help="nvdisasm's --binary architecture for raw code (default SM90)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     found: list[str] = []
@@ -114,8 +174,8 @@ def main() -> int:
         if not files:
             print(f"{p}: no files")
         for f in files:
-            scan(f, args.out, found)
-    print(f"{len(found)} ELF image(s) written under {args.out}")
+            scan(f, args.out, found, args.arch)
+    print(f"{len(found)} image(s) or code stream(s) written under {args.out}")
     return 0
 
 

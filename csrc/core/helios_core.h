@@ -110,7 +110,12 @@ typedef struct hl_caps {
     int luid_valid, has_pci;
     uint32_t pci_domain, pci_bus, pci_device, pci_function;
     int has_pipeline_stats; /* VK_KHR_pipeline_executable_properties */
-    uint32_t n_coop2_flex;  /* VK_NV_cooperative_matrix2 flexible-dimension rows */
+    /* VK_EXT_pipeline_robustness: a pipeline may ask for no bounds checks on its buffers;
+     * robust_storage_default is the driver's behaviour for storage buffers otherwise
+     * (VkPipelineRobustnessBufferBehavior: 1 none, 2 and 3 checked; 0 unknown). */
+    int pipeline_robustness;
+    int robust_storage_default;
+    uint32_t n_coop2_flex; /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
     /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */
     int coop2_usable;
@@ -537,6 +542,11 @@ const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes,
 
 /* HELIOS_PIPELINE_IR's directory (NULL: unset), the files written there since
  * the device opened, and the first reason one was not (NULL: nothing to say). */
+/* Whether this device's pipelines are created without the driver's bounds checks on
+ * storage buffers (VK_EXT_pipeline_robustness, where the driver checks by default;
+ * HELIOS_DISABLE_UNCHECKED_BUFFERS=1 keeps the checks). */
+int hl_device_unchecked_buffers(const hl_device *dev);
+
 const char *hl_pipeline_ir_info(const hl_device *dev, uint32_t *files, const char **note);
 
 /* ---- telemetry ---------------------------------------------------------- */

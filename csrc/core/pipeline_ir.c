@@ -122,7 +122,8 @@ void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p) {
             reps[i].pData = bufs[i];
         }
         if (ok) vr = get_ir(dev->device, &ei, &n, reps);
-        if (!ok) note(dev, "out of host memory for an internal representation");
+        if (!ok)
+            note(dev, "out of host memory for an internal representation");
         else if (vr != VK_SUCCESS && vr != VK_INCOMPLETE)
             note(dev, "vkGetPipelineExecutableInternalRepresentationsKHR failed (%s)", hl_vk_result_name(vr));
         for (uint32_t i = 0; ok && (vr == VK_SUCCESS || vr == VK_INCOMPLETE) && i < n; i++) {
