@@ -6,7 +6,8 @@
 # "Binary Size" (the code size that names its disassembly below), then
 # disassembles the code in the pipeline caches (scripts/sass_from_cache.py:
 # NVIDIA's driver keeps each pipeline's SASS, zstd-compressed, in its cache).
-# Writes $OUT/kernel-ir.tgz (the representations and every .sass) and prints
+# Writes $OUT/kernel-ir-$KIR_TAG.tgz (default: default; the representations and
+# every .sass) and prints
 # one instruction-mix line per kernel.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/round
@@ -34,10 +35,10 @@ with helios.Device() as d:
             for bwd in (False, True):
                 st = d.attention_kernel_stats(dim, causal=causal, backward=bwd)
                 print(f"attention d={dim} causal={causal} backward={bwd}:", st)
-    print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]), "unchecked_buffers:", d.info["unchecked_buffers"])
+    print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]), "buffer_checks:", d.info["buffer_checks"])
 PY
 python3 "$REPO/scripts/sass_from_cache.py" --out "$SASS" /tmp/kernel-ir-cache > /tmp/round/sass.log 2>&1
 grep -E "code$|HMMA|image" /tmp/round/sass.log
 rm -f "$SASS"/*.zstd-out "$SASS"/*.code
-tar -C /tmp -czf "$OUT/kernel-ir.tgz" kernel-ir kernel-sass
-ls -la "$OUT/kernel-ir.tgz"
+tar -C /tmp -czf "$OUT/kernel-ir-${KIR_TAG:-default}.tgz" kernel-ir kernel-sass
+ls -la "$OUT/kernel-ir-${KIR_TAG:-default}.tgz"

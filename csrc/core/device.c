@@ -631,12 +631,16 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     dev->bf16_coop_enabled = dev->coop_enabled && dev->caps.bf16_coop && HL_BUILT_GL_EXT_BFLOAT16 && !disable_bf16;
     int keep_checks = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_UNCHECKED_BUFFERS", &keep_checks, err));
-    /* Only on GPUs whose driver would check. A CPU driver (lavapipe, which also checks
-     * by default) keeps its checks: there an out-of-bounds access would take the host
-     * process down, and CI's compiled-pipeline cache stays valid. */
-    dev->unchecked_buffers = dev->caps.pipeline_robustness && !keep_checks &&
-                             dev->caps.device_type != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-                             dev->caps.robust_storage_default != VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT;
+    /* Each GPU pipeline says what it wants. NVIDIA's driver 580 reports no checks by default,
+     * yet with the extension left off it predicates every storage-buffer load on the buffer's
+     * size (the GEMM's SASS read from its pipeline cache, scripts/kernel_ir.sh); with the
+     * switch set the pipelines ask for those checks by name. A CPU driver (lavapipe) is asked
+     * nothing: there an out-of-bounds access would take the host process down, and CI's
+     * compiled-pipeline cache stays valid. */
+    dev->buffer_checks = !dev->caps.pipeline_robustness || dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU
+                             ? HL_BUFFER_CHECKS_DRIVER
+                         : keep_checks ? HL_BUFFER_CHECKS_ASKED
+                                       : HL_BUFFER_CHECKS_NONE;
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;
@@ -647,7 +651,7 @@ fail:
     return st;
 }
 
-int hl_device_unchecked_buffers(const hl_device *dev) { return dev->unchecked_buffers; }
+hl_buffer_checks hl_device_buffer_checks(const hl_device *dev) { return dev->buffer_checks; }
 
 void hl_device_destroy(hl_device *dev) {
     if (!dev) return;

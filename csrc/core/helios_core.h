@@ -542,10 +542,15 @@ const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes,
 
 /* HELIOS_PIPELINE_IR's directory (NULL: unset), the files written there since
  * the device opened, and the first reason one was not (NULL: nothing to say). */
-/* Whether this device's pipelines are created without the driver's bounds checks on
- * storage buffers (VK_EXT_pipeline_robustness, where the driver checks by default;
- * HELIOS_DISABLE_UNCHECKED_BUFFERS=1 keeps the checks). */
-int hl_device_unchecked_buffers(const hl_device *dev);
+/* What this device's pipelines ask of the driver about storage-buffer bounds checks
+ * (VK_EXT_pipeline_robustness): nothing (the driver's default), none, or checks by name
+ * (HELIOS_DISABLE_UNCHECKED_BUFFERS=1). */
+typedef enum hl_buffer_checks {
+    HL_BUFFER_CHECKS_DRIVER = 0,
+    HL_BUFFER_CHECKS_NONE = 1,
+    HL_BUFFER_CHECKS_ASKED = 2,
+} hl_buffer_checks;
+hl_buffer_checks hl_device_buffer_checks(const hl_device *dev);
 
 const char *hl_pipeline_ir_info(const hl_device *dev, uint32_t *files, const char **note);
 
