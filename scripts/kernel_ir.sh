@@ -35,7 +35,7 @@ with helios.Device() as d:
             for bwd in (False, True):
                 st = d.attention_kernel_stats(dim, causal=causal, backward=bwd)
                 print(f"attention d={dim} causal={causal} backward={bwd}:", st)
-    print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]), "buffer_checks:", d.info["buffer_checks"])
+    print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]))
 PY
 python3 "$REPO/scripts/sass_from_cache.py" --out "$SASS" /tmp/kernel-ir-cache > /tmp/round/sass.log 2>&1
 grep -E "code$|HMMA|image" /tmp/round/sass.log

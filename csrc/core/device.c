@@ -182,20 +182,6 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
     c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
     int ext_sem_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
     int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    if (has_ext(exts, n_ext, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME)) {
-        /* NVIDIA's driver bounds-checks every storage-buffer access by default, robustBufferAccess
-         * or not (an address, a compare and a predicate per load in the GEMM's SASS, read from
-         * its pipeline cache: scripts/kernel_ir.sh); the kernels check their own bounds. */
-        VkPhysicalDevicePipelineRobustnessFeaturesEXT fr = {
-            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT};
-        VkPhysicalDeviceFeatures2 ff = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fr};
-        vkGetPhysicalDeviceFeatures2(dev->phys, &ff);
-        VkPhysicalDevicePipelineRobustnessPropertiesEXT pr = {
-            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_PROPERTIES_EXT};
-        ext_properties(dev->phys, &pr);
-        c->pipeline_robustness = fr.pipelineRobustness == VK_TRUE;
-        c->robust_storage_default = (int)pr.defaultRobustnessStorageBuffers;
-    }
     c->global_priority_ext = has_ext(exts, n_ext, VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME)   ? 1
                              : has_ext(exts, n_ext, VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME) ? 2
                                                                                            : 0;
@@ -451,7 +437,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11};
     f2.features.shaderInt16 = (VkBool32)c->has_int16;
-    const char *exts[8]; /* (the last for the queue priority) */
+    const char *exts[7]; /* (the last for the queue priority) */
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
@@ -459,14 +445,6 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (c->bf16_coop) exts[n_ext++] = "VK_KHR_shader_bfloat16";
-    VkPhysicalDevicePipelineRobustnessFeaturesEXT frobust = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT,
-        .pNext = f2.pNext,
-        .pipelineRobustness = VK_TRUE};
-    if (c->pipeline_robustness) {
-        exts[n_ext++] = VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME;
-        f2.pNext = &frobust;
-    }
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f2,
                               .queueCreateInfoCount = 1,
@@ -629,18 +607,6 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int disable_bf16 = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_BF16_COOP", &disable_bf16, err));
     dev->bf16_coop_enabled = dev->coop_enabled && dev->caps.bf16_coop && HL_BUILT_GL_EXT_BFLOAT16 && !disable_bf16;
-    int keep_checks = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_UNCHECKED_BUFFERS", &keep_checks, err));
-    /* Each GPU pipeline says what it wants. NVIDIA's driver 580 reports no checks by default,
-     * yet with the extension left off it predicates every storage-buffer load on the buffer's
-     * size (the GEMM's SASS read from its pipeline cache, scripts/kernel_ir.sh); with the
-     * switch set the pipelines ask for those checks by name. A CPU driver (lavapipe) is asked
-     * nothing: there an out-of-bounds access would take the host process down, and CI's
-     * compiled-pipeline cache stays valid. */
-    dev->buffer_checks = !dev->caps.pipeline_robustness || dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU
-                             ? HL_BUFFER_CHECKS_DRIVER
-                         : keep_checks ? HL_BUFFER_CHECKS_ASKED
-                                       : HL_BUFFER_CHECKS_NONE;
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;
@@ -650,8 +616,6 @@ fail:
     hl_device_destroy(dev);
     return st;
 }
-
-hl_buffer_checks hl_device_buffer_checks(const hl_device *dev) { return dev->buffer_checks; }
 
 void hl_device_destroy(hl_device *dev) {
     if (!dev) return;

@@ -110,12 +110,7 @@ typedef struct hl_caps {
     int luid_valid, has_pci;
     uint32_t pci_domain, pci_bus, pci_device, pci_function;
     int has_pipeline_stats; /* VK_KHR_pipeline_executable_properties */
-    /* VK_EXT_pipeline_robustness: a pipeline may ask for no bounds checks on its buffers;
-     * robust_storage_default is the driver's behaviour for storage buffers otherwise
-     * (VkPipelineRobustnessBufferBehavior: 1 none, 2 and 3 checked; 0 unknown). */
-    int pipeline_robustness;
-    int robust_storage_default;
-    uint32_t n_coop2_flex; /* VK_NV_cooperative_matrix2 flexible-dimension rows */
+    uint32_t n_coop2_flex;  /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
     /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */
     int coop2_usable;
@@ -542,16 +537,6 @@ const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes,
 
 /* HELIOS_PIPELINE_IR's directory (NULL: unset), the files written there since
  * the device opened, and the first reason one was not (NULL: nothing to say). */
-/* What this device's pipelines ask of the driver about storage-buffer bounds checks
- * (VK_EXT_pipeline_robustness): nothing (the driver's default), none, or checks by name
- * (HELIOS_DISABLE_UNCHECKED_BUFFERS=1). */
-typedef enum hl_buffer_checks {
-    HL_BUFFER_CHECKS_DRIVER = 0,
-    HL_BUFFER_CHECKS_NONE = 1,
-    HL_BUFFER_CHECKS_ASKED = 2,
-} hl_buffer_checks;
-hl_buffer_checks hl_device_buffer_checks(const hl_device *dev);
-
 const char *hl_pipeline_ir_info(const hl_device *dev, uint32_t *files, const char **note);
 
 /* ---- telemetry ---------------------------------------------------------- */

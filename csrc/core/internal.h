@@ -160,7 +160,6 @@ struct hl_device {
     int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
     int coop2_enabled;
     int timestamps_ok;
-    hl_buffer_checks buffer_checks; /* what pipelines ask of the driver (device.c, pipeline.c) */
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */
     uint32_t n_rows_layouts;

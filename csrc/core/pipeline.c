@@ -76,23 +76,12 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
         .requiredSubgroupSize = required_subgroup};
-    /* The storage-buffer bounds checks the device chose (device.c): none, or by name. */
-    const VkPipelineRobustnessBufferBehaviorEXT buffers =
-        dev->buffer_checks == HL_BUFFER_CHECKS_NONE ? VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT
-                                                    : VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_ROBUST_BUFFER_ACCESS_EXT;
-    VkPipelineRobustnessCreateInfoEXT robust = {.sType = VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
-                                                .storageBuffers = buffers,
-                                                .uniformBuffers = buffers,
-                                                .vertexInputs =
-                                                    VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
-                                                .images = VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT};
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .pNext = dev->buffer_checks == HL_BUFFER_CHECKS_DRIVER ? NULL : &robust,
         .flags = !dev->caps.has_pipeline_stats ? 0
-                 : hl_pipeline_ir_dir()        ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
-                                              VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
-                                        : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
+                 : hl_pipeline_ir_dir()
+                     ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
+                     : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = required_subgroup ? &rss : NULL,
                   .flags = required_subgroup ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,

@@ -278,16 +278,6 @@ static PyObject *build_info(DeviceObject *self) {
                       "queue_family_graphics", c->queue_family_graphics ? Py_True : Py_False);
     if (!priority || (extra && PyDict_Update(extra, priority) < 0)) Py_CLEAR(extra);
     Py_XDECREF(priority);
-    /* Storage-buffer bounds checks: the driver's default and whether the pipelines skip them. */
-    static const char *const robust_names[] = {"device_default", "none", "robust_buffer_access",
-                                               "robust_buffer_access_2"};
-    static const char *const checks_names[] = {"driver_default", "none", "asked"};
-    PyObject *robust = Py_BuildValue(
-        "{s:O,s:s,s:s}", "pipeline_robustness", c->pipeline_robustness ? Py_True : Py_False, "robust_storage_default",
-        robust_names[c->robust_storage_default >= 0 && c->robust_storage_default <= 3 ? c->robust_storage_default : 0],
-        "buffer_checks", checks_names[hl_device_buffer_checks(self->dev)]);
-    if (!robust || (extra && PyDict_Update(extra, robust) < 0)) Py_CLEAR(extra);
-    Py_XDECREF(robust);
     if (extra && (PyDict_SetItemString(extra, "timeline_semaphore", c->has_timeline ? Py_True : Py_False) < 0 ||
                   PyDict_SetItemString(extra, "bf16_cooperative_matrix", c->bf16_coop ? Py_True : Py_False) < 0 ||
                   PyDict_SetItemString(extra, "bf16_coop_enabled", bf16_why ? Py_False : Py_True) < 0)) {

@@ -65,14 +65,6 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
         print(f"accumulator   {lay['shape']} f32: {where}")
     print(f"SMs           {info['sm_count'] or 'not reported (VK_NV_shader_sm_builtins absent)'}")
-    default = info["robust_storage_default"].replace("_", " ")
-    checks = {
-        "none": "none asked of the driver (HELIOS_DISABLE_UNCHECKED_BUFFERS=1 asks for them)",
-        "asked": "asked of the driver (HELIOS_DISABLE_UNCHECKED_BUFFERS)",
-        "driver_default": f"the driver's default ({default})"
-        + ("" if info["pipeline_robustness"] else "; VK_EXT_pipeline_robustness absent"),
-    }[info["buffer_checks"]]
-    print(f"bounds checks {checks}")
     print(f"default       {info['default_variant']}")
     ks = info["kernel_stats"]
     if ks is None:
