@@ -383,7 +383,9 @@ void main() {
                         const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
                         const float delta = bump ? mx[r] : 0.0;
                         m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
-                        alpha_rr[k] = exp2(-delta);
+                        // A row's first max rescales nothing (its sum and O are still 0):
+                        // exp2(-max) overflows to inf below a max of -128, and inf * 0 is NaN.
+                        alpha_rr[k] = none ? 0.0 : exp2(-delta);
                         l_rr[k] *= alpha_rr[k];
                         moved = moved || bump;
                         mx[r] = delta;

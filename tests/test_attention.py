@@ -131,7 +131,11 @@ def test_softmax_paths_match_float64(device, monkeypatch, path):
     # than fp16's range (several whole key tiles on any device's fragments)
     ramp = np.linspace(0.5, 10.0, 150, dtype=np.float32)[None, None, :, None]
     late = (np.asarray(k, np.float32) * ramp).astype(np.float16)
-    for qq, kk, what in ((big[0], big[1], "large scores"), (q, late, "late maxima")):
+    # every score of every row far below zero (about -300 in log2 units): a row's first
+    # maximum must not rescale its (empty) sums by 2^300 (inf times 0: NaN)
+    low = [(np.abs(np.asarray(x, np.float32)) * sign * 8.0).astype(np.float16) for x, sign in ((q, 1.0), (k, -1.0))]
+    cases = ((big[0], big[1], "large scores"), (q, late, "late maxima"), (low[0], low[1], "scores far below zero"))
+    for qq, kk, what in cases:
         for causal in (False, True):
             out, lse = device.attention(qq, kk, v, causal=causal, return_lse=True)
             r = check_close(out, reference_attention(qq, kk, v, causal=causal))
