@@ -79,9 +79,9 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .flags = !dev->caps.has_pipeline_stats ? 0
-                 : hl_pipeline_ir_dir()
-                     ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
-                     : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
+                 : hl_pipeline_ir_dir()        ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
+                                              VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR
+                                        : VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = required_subgroup ? &rss : NULL,
                   .flags = required_subgroup ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
