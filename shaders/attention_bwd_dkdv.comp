@@ -35,17 +35,8 @@
 // MODEL_CONV_NV (FOLD=1, TN == TK): P^T and dS^T become A operands in registers
 // through NV cooperative matrix 2's accumulator-to-operand conversion instead of
 // the 16-bit scratch (no store, no sync, no mask): what that round trip costs.
-// MODEL_LATE_FETCH (FOLD=1): the next query tile's global loads issued just before
-// dK's product instead of at the tile's start, so that their registers are not live
-// across S^T, P^T, dV and dP^T (at d=64 the SASS shows 16 values crossing the loop
-// through local memory): what the shorter cover costs against what the spills cost.
 #if defined(MODEL_DQ_ATOMIC) && !defined(MODEL_DQ_PRODUCT)
 #define MODEL_DQ_PRODUCT
-#endif
-#ifdef MODEL_LATE_FETCH
-const uint LATE_FETCH = FOLD;
-#else
-const uint LATE_FETCH = 0u;
 #endif
 #ifdef MODEL_DQ_ATOMIC
 layout(set = 0, binding = BINDING_DQ) buffer DQU { uint dqu[]; };
@@ -122,7 +113,7 @@ void main() {
             }
         }
         barrier();
-        if (LATE_FETCH == 0u && t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
+        if (t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
         // Every query of the tile before this subgroup's first key (causal): skip.
         const bool live = CAUSAL == 0 || i0 + BC - 1 >= r0;
         // One query tile, FOLD=1: S'^T = K Q^T - lse/scale and dP'^T = V dO^T - delta on the
@@ -217,7 +208,6 @@ void main() {
                 sub_sync();
             }
 #endif
-            if (LATE_FETCH != 0u && t + 1 < ntiles) fetch(qbase, qpv, obase, opv, i0 + BC);
             if (live) {
                 // dK += dS^T Q
                 [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
