@@ -8,7 +8,9 @@
 # NVIDIA's driver keeps each pipeline's SASS, zstd-compressed, in its cache).
 # Writes $OUT/kernel-ir-$KIR_TAG.tgz (default: default; the representations and
 # every .sass) and prints
-# one instruction-mix line per kernel.
+# one instruction-mix line per kernel. Needs `zstandard` on the machine: carry its
+# wheel in .whl beside scikit-build-core's (the same `pip download` line, package
+# zstandard); gpu_round.sh installs every wheel there.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/round
 export PATH=$PATH:/usr/local/cuda/bin   # nvdisasm
