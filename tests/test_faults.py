@@ -234,3 +234,27 @@ def test_the_same_setting_again_after_an_unset_counts_from_zero(monkeypatch):
         monkeypatch.delenv("HELIOS_FAULT")
         with helios.Device() as dev:  # unset: nothing fails
             _product(dev, False, None)
+
+
+def test_a_failed_layout_probe_keeps_that_shapes_rows_in_shared_memory(monkeypatch):
+    """HELIOS_FAULT=probe:1 fails the first shape's accumulator-layout probe at device
+    open (layout.c): the device opens, reports that shape's rows in shared memory with
+    the failure and its VkResult, and the attention forward on it still matches float64."""
+    from helios.attention import random_qkv, reference_attention
+
+    monkeypatch.setenv("HELIOS_FAULT", "probe:1")
+    with helios.Device() as dev:
+        layouts = dev.info["accumulator_layouts"]
+        if not layouts:
+            pytest.skip("this device has no cooperative matrices: no layout is probed")
+        assert _helios._fault_count("probe") >= 1
+        first = layouts[0]
+        assert not first["rows_in_registers"], first
+        assert "the probe failed" in first["why"] and "VK_ERROR_OUT_OF_DEVICE_MEMORY" in first["why"], first
+        q, k, v = random_qkv(1, 2, 40, 40, 32, 3)
+        for causal in (False, True):
+            out = dev.attention(q, k, v, causal=causal)
+            assert helios.check_close(out, reference_attention(q, k, v, causal=causal)).passed, causal
+    monkeypatch.delenv("HELIOS_FAULT")
+    with helios.Device() as dev:  # unset: every shape probed as usual
+        assert all(lay["why"] is None or "the probe failed" not in lay["why"] for lay in dev.info["accumulator_layouts"])

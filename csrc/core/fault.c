@@ -5,11 +5,12 @@
  * KIND: buffer (vkCreateBuffer), alloc (vkAllocateMemory), map (vkMapMemory),
  * pipeline (vkCreateComputePipelines), submit (vkQueueSubmit), open (the
  * logical device and its command pool, buffer, fence and descriptor objects,
- * vkCreateDevice .. vkAllocateDescriptorSets). Unset: no cost
+ * vkCreateDevice .. vkAllocateDescriptorSets), probe (the accumulator-layout probe of a
+ * device open, layout.c: its Nth shape fails as a failed submission would). Unset: no cost
  * beyond one getenv. Not for production use; counts are process-wide.
  * hl_fault_suspend: while suspended (the accumulator-layout probe a device open
  * runs, layout.c) calls neither fail nor count, process-wide, so a walk over an
- * operation's calls meets that operation's calls only. */
+ * operation's calls meets that operation's calls only; the probe's own kind still fires. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,10 +19,11 @@
 
 #include "internal.h"
 
-static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit", "open"};
+static const char *const kind_names[HL_FAULT_KINDS] = {"buffer", "alloc", "map", "pipeline", "submit", "open", "probe"};
 static const VkResult kind_results[HL_FAULT_KINDS] = {VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY,
                                                       VK_ERROR_MEMORY_MAP_FAILED,    VK_ERROR_OUT_OF_HOST_MEMORY,
-                                                      VK_ERROR_OUT_OF_HOST_MEMORY,   VK_ERROR_OUT_OF_HOST_MEMORY};
+                                                      VK_ERROR_OUT_OF_HOST_MEMORY,   VK_ERROR_OUT_OF_HOST_MEMORY,
+                                                      VK_ERROR_OUT_OF_DEVICE_MEMORY};
 
 static atomic_flag guard = ATOMIC_FLAG_INIT;
 static char seen[128];     /* the setting the counts belong to */
@@ -60,7 +62,7 @@ VkResult hl_fault(hl_fault_kind kind) {
         }
         return VK_SUCCESS;
     }
-    if (atomic_load(&suspended) > 0) return VK_SUCCESS;
+    if (atomic_load(&suspended) > 0 && kind != HL_FAULT_PROBE) return VK_SUCCESS;
     VkResult out = VK_SUCCESS;
     while (atomic_flag_test_and_set_explicit(&guard, memory_order_acquire)) { /* spin: test-only */
     }
@@ -76,7 +78,7 @@ VkResult hl_fault(hl_fault_kind kind) {
             if (seen_kind < 0)
                 fprintf(stderr,
                         "helios: HELIOS_FAULT='%s' ignored: expected KIND:N, KIND one of buffer, "
-                        "alloc, map, pipeline, submit, open and N >= 1\n",
+                        "alloc, map, pipeline, submit, open, probe and N >= 1\n",
                         s);
         }
         if (seen_kind == (int)kind && ++counts[kind] == seen_n) out = kind_results[kind];

@@ -41,10 +41,12 @@ typedef enum hl_fault_kind {
     HL_FAULT_PIPELINE,
     HL_FAULT_SUBMIT,
     HL_FAULT_OPEN,
+    HL_FAULT_PROBE, /* the accumulator-layout probe of a device open (layout.c): not a Vulkan call */
     HL_FAULT_KINDS
 } hl_fault_kind;
 VkResult hl_fault(hl_fault_kind kind);
-/* on = 1: from now until the matching hl_fault_suspend(0), no call fails or counts. */
+/* on = 1: from now until the matching hl_fault_suspend(0), no call fails or counts
+ * (except HL_FAULT_PROBE, which only the suspended probe asks). */
 void hl_fault_suspend(int on);
 
 #define HL_TRY(expr)                                                                                                   \

@@ -10,7 +10,8 @@
  * lane every row). A shape without it, or whose probe fails, keeps the softmax in
  * shared memory. The probe runs with fault injection suspended (fault.c): a fault
  * walk over an operation's calls (tests/test_faults.py) then meets that operation's
- * calls only, and a fault armed for the first buffer fires at the first product. */
+ * calls only, and a fault armed for the first buffer fires at the first product;
+ * HELIOS_FAULT=probe:N fails the Nth shape's probe itself. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -106,6 +107,9 @@ static hl_status probe_one(hl_device *dev, hl_rows_layout *L, hl_error *err) {
     const hl_spec_env e = {.subgroup = lanes};
     uint32_t spec[HL_SPEC_COOP_LAYOUT_COUNT];
     hl_spec_coop_layout(spec, &v, &e);
+    /* Test-only (HELIOS_FAULT=probe:N): this shape's probe fails as a failed submission would. */
+    const VkResult injected = hl_fault(HL_FAULT_PROBE);
+    if (injected != VK_SUCCESS) return hl_vk_fail(err, injected, "the accumulator-layout probe", __FILE__, __LINE__);
     float *host = calloc(1 + 2 * (size_t)cells, sizeof *host);
     if (!host) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     hl_pipeline *pipe;
