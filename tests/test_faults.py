@@ -257,4 +257,6 @@ def test_a_failed_layout_probe_keeps_that_shapes_rows_in_shared_memory(monkeypat
             assert helios.check_close(out, reference_attention(q, k, v, causal=causal)).passed, causal
     monkeypatch.delenv("HELIOS_FAULT")
     with helios.Device() as dev:  # unset: every shape probed as usual
-        assert all(lay["why"] is None or "the probe failed" not in lay["why"] for lay in dev.info["accumulator_layouts"])
+        assert all(
+            lay["why"] is None or "the probe failed" not in lay["why"] for lay in dev.info["accumulator_layouts"]
+        )
