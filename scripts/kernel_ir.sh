@@ -40,7 +40,7 @@ with helios.Device() as d:
     print("pipeline_ir:", json.dumps(d.info["pipeline_ir"]))
 PY
 python3 "$REPO/scripts/sass_from_cache.py" --out "$SASS" /tmp/kernel-ir-cache > /tmp/round/sass.log 2>&1
-grep -E "code$|HMMA|image" /tmp/round/sass.log
-rm -f "$SASS"/*.zstd-out "$SASS"/*.code
+cat /tmp/round/sass.log
+rm -f "$SASS"/*.code
 tar -C /tmp -czf "$OUT/kernel-ir-${KIR_TAG:-default}.tgz" kernel-ir kernel-sass
 ls -la "$OUT/kernel-ir-${KIR_TAG:-default}.tgz"

@@ -1,0 +1,50 @@
+"""scripts/sass_from_cache.py: the NVIDIA shader container's code section and the
+instruction-mix summary, on synthetic bytes (no GPU, no zstandard needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+_spec = importlib.util.spec_from_file_location("sass_from_cache", os.path.join(ROOT, "scripts", "sass_from_cache.py"))
+assert _spec and _spec.loader
+sass = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sass)
+
+
+def _container(code: bytes, offset: int = 0x1B0, size: int | None = None) -> bytes:
+    head = bytearray(b"NVDA" + bytes(offset + 8 - 4))
+    struct.pack_into("<2I", head, 76, len(code) if size is None else size, offset)
+    return bytes(head) + code + b"\xee" * 32
+
+
+def test_the_code_section_is_cut_where_the_header_says():
+    code = bytes(range(256)) * 2  # 512 bytes: 32 instructions of 16
+    assert sass.nvda_code(_container(code)) == code
+    assert sass.nvda_code(_container(code, offset=0x160)) == code
+
+
+def test_a_container_that_does_not_fit_gives_none():
+    code = bytes(64)
+    assert sass.nvda_code(b"NVDX" + _container(code)[4:]) is None  # not the magic
+    assert sass.nvda_code(_container(code, size=60)) is None  # not whole instructions
+    assert sass.nvda_code(_container(code, size=4096)) is None  # past the end
+    assert sass.nvda_code(_container(code, size=0)) is None
+    assert sass.nvda_code(b"NVDA") is None
+
+
+def test_the_summary_counts_instruction_classes_predicated_or_not():
+    text = "\n".join(
+        [
+            "        /*0000*/                   S2R R2, SR_TID.X ;",
+            "        /*0010*/                   HMMA.16816.F32 R4, R156, R140.reuse, R4 ;",
+            "        /*0020*/              @!P4 LDG.E.128.CONSTANT R240, [R4] ;",
+            "        /*0030*/               @P1 STL [0x4], R6 ;",
+            "        /*0040*/                   LDSM.16.MT88.4 R140, [R0+0x1000] ;",
+            "        /*0050*/                   HMMA.16816.F32 R8, R148, R140, R8 ;",
+            "        /*0060*/              @!UPT UIADD3 URZ, URZ, URZ, URZ ;",
+        ]
+    )
+    assert sass.sass_summary(text) == "HMMA:2 LDSM:1 LDG:1 STL:1"
