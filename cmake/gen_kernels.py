@@ -152,7 +152,7 @@ def gen_header(t: Any, kernels_digest: str, have: dict[str, bool]) -> str:
     out.append("/* The values a family's constant expressions read besides the variant. */\n")
     out.append(
         "typedef struct hl_spec_env {\n    uint32_t subgroup;\n    uint32_t epi, act, trans_a, trans_b, batched;\n"
-        "    uint32_t d, causal, lse, pass, fold;\n    uint32_t rows, rows_slots, rows_shift, rows_lanes; /* the forward's rows in registers (layout.c) */\n    uint32_t q_shared, p_pad; /* the forward's Q in shared memory, P's row pad there */\n    uint32_t qkv_rs, o_rs; /* attention row layouts */\n    uint32_t iters; /* loop trip counts (the roof kernel) */\n"
+        "    uint32_t d, causal, lse, pass, fold;\n    uint32_t rows, rows_slots, rows_shift, rows_lanes; /* the forward's rows in registers (layout.c) */\n    uint32_t qkv_rs, o_rs; /* attention row layouts */\n    uint32_t iters; /* loop trip counts (the roof kernel) */\n"
         "    uint32_t cols_per_thread, residual, rows_per_group; /* layernorm */\n} hl_spec_env;\n\n"
     )
     for fam in t.FAMILIES:

@@ -46,13 +46,6 @@
 // element. P is stored 16-bit for P V as above; no fp32 scores go through memory and
 // no lane reads a row. Masked tiles and the epilogue read each element's row and
 // column from an ids tile (row * TN + column, loaded as an accumulator).
-//
-// QSH=1 (with ROWS=1, where Q's rows fit in shared memory beside the K/V tiles and each
-// subgroup's P; HELIOS_DISABLE_ATTENTION_Q_IN_SHARED=1 turns it off): Q stays in shared
-// memory for the whole pass and each k-step of the scores loads its fragment there, as
-// K's; the registers Q held (64 at d=128 with two row tiles) go to the softmax's rows.
-// The workgroup keeps one ids tile, and P's rows lose their pad where it does not fit
-// (P_PAD=0).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -136,20 +129,16 @@ const uint DROW = DV + 1;                      // padded pitch (vectors) in shar
 const uint REGION0 = 2 * BC * DROW;
 const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
 const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
-const uint PROW = BC / 8 + P_PAD;              // P pitch (vectors of 8 halfs)
+const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
 const uint AROW = TN / 4;                      // rescale tile pitch
 const uint S_VECS = RQ * SROW;
 // FOLD=1: the rows' max pieces after the rescale tile (one fragment row of TK
 // elements each: attention_fold.glsl's FOLD_VECS).
 const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
-// QSH=1: Q's BR rows and the workgroup's ids tile after the K/V tiles, then per
-// subgroup its P alone (the rows in registers need no fp32 scratch).
-const uint Q_OFF = REGION0, IDS_OFF = Q_OFF + BR * DROW;
-const uint SUB0 = QSH != 0 ? IDS_OFF + TM * TN / 4 : REGION0;
-const uint SUB_VECS = QSH != 0 ? RQ * PROW : (S_VECS > PA_VECS ? S_VECS : PA_VECS);
+const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
 const uint K_OFF = 0, V_OFF = BC * DROW;
-shared uvec4 sm[SUB0 + NSG * SUB_VECS];
+shared uvec4 sm[REGION0 + NSG * SUB_VECS];
 #include "attention_fold.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
@@ -222,9 +211,8 @@ void main() {
     const uint qbase = head_elem(bh, p.sq, QKV_RS, p.q_off) / 8u, obase = head_elem(bh, p.sq, O_RS, 0u) / 8u;
     const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
-    const uint SUB = SUB0 + sg * SUB_VECS;
-    // A_OFF: the rescale tile, or (ROWS=1) the ids tile, the workgroup's one with QSH=1
-    const uint P_OFF = SUB, A_OFF = QSH != 0 ? IDS_OFF : SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
+    const uint SUB = REGION0 + sg * SUB_VECS;
+    const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.
@@ -232,16 +220,10 @@ void main() {
     // ROWS=1: the ids tile in the subgroup's rescale region (unused then): loaded as an
     // accumulator, element i of a lane holds its row * TN + column (read where rows and
     // columns matter: masked tiles and the epilogue; the barriers below order it)
-    if (ROWS != 0 && (QSH == 0 || sg == 0))
+    if (ROWS != 0)
         for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP)
             sm[A_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
-    // QSH=1: all of Q's rows into their region (the loop's first barrier orders them)
-    if (QSH != 0)
-        for (uint idx = tid; idx < BR * DV; idx += THREADS) {
-            uint r = idx / DV, c = idx % DV, gr = q0 + r;
-            sm[Q_OFF + r * DROW + c] = gr < p.sq ? q128[qbase + gr * qpv + c] : uvec4(0);
-        }
-    if (QSH == 0) for (uint c0 = 0; c0 < BR; c0 += QCH) {
+    for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
             uint r = idx / DV, c = idx % DV, gr = q0 + c0 + r;
@@ -349,15 +331,7 @@ void main() {
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
         coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
                     gl_CooperativeMatrixLayoutColumnMajor);                                \
-        [[unroll]] for (uint w = 0; w < WQ; w++) {                                         \
-            coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qa;                     \
-            if (QSH != 0)                                                                  \
-                coopMatLoad(qa, sm, Q_OFF + (sg * RQ + w * TM) * DROW + kk * (TK / 8), DROW, \
-                            gl_CooperativeMatrixLayoutRowMajor);                           \
-            else                                                                           \
-                qa = qf[w][kk];                                                            \
-            s[w] = coopMatMulAdd(qa, kf, s[w]);                                            \
-        }                                                                                  \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors

@@ -398,11 +398,6 @@ FAMILIES = (
             Spec("ROWS_SLOTS", "uint", "2", "e->rows_slots ? e->rows_slots : 2u"),
             Spec("ROWS_SHIFT", "uint", "2", "e->rows_shift"),
             Spec("ROWS_LANES", "uint", "3", "e->rows_lanes"),
-            # 1 (with ROWS=1): Q's fragments loaded from Q's rows in shared memory at each
-            # k-step instead of kept in registers; P_PAD 0: P's rows there unpadded (where
-            # the pad does not fit beside Q).
-            Spec("QSH", "uint", "0", "e->q_shared"),
-            Spec("P_PAD", "uint", "1", "e->q_shared ? e->p_pad : 1u"),
         )
         + ATTENTION_LAYOUT,
         "attention",

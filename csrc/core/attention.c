@@ -34,51 +34,23 @@ static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
     return st;
 }
 
-/* How the forward runs a coop variant at head dimension d: its softmax rows in
- * registers (attention_coop.comp's ROWS) on a fragment shape whose accumulator layout
- * allows it (layout.c), with Q's fragments kept in shared memory (QSH) where Q's rows
- * fit there beside the K/V tiles and each subgroup's P; otherwise the running max
- * folded (FOLD, d <= 64) or the row-wise softmax through the fp32 scratch.
- * HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 and HELIOS_DISABLE_ATTENTION_Q_IN_SHARED=1
- * turn the two off. Q in shared memory frees Q's registers (64 at d=128 with two row
- * tiles), which is what lets the rows stay in registers at d=128 without a mask; without
- * it, rows in registers only at d <= 64 and causal at any d. Measured on the H100
+/* Whether the forward keeps its softmax rows in registers (attention_coop.comp's ROWS):
+ * on a fragment shape whose accumulator layout allows it (layout.c), at d <= 64 and
+ * causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold
+ * or the row-wise path through shared memory, as before). Measured on the H100
  * (benchmarks/results/h100-attn-rows-session19/, models against the kernel in one call):
  * 32x8x512x64 0.0886 against the fold's 0.0961 ms, 16x16x640x64 0.1283 against 0.1390;
  * causal 1x32x2048x128 0.2482 (16x16x16) against the row-wise 16x8x16 path's ~0.26. Not
- * at d = 128 without a mask and with Q in registers: 0.3055 against 0.2991 (255
- * registers either way). */
+ * at d = 128 without a mask: 0.3055 against 0.2991 (255 registers either way). */
 #define ROWS_MAX_HEAD_DIM 64u
-typedef struct fwd_plan {
-    int fold;                   /* FOLD (read where rows is NULL) */
-    const hl_rows_layout *rows; /* ROWS: the layout, NULL for the shared-memory softmax */
-    int q_shared, p_pad;        /* QSH, and whether P's rows keep their bank-conflict pad */
-} fwd_plan;
-
-/* Shared memory of the forward with Q in shared memory (attention_coop.comp, QSH=1):
- * the K/V tiles, Q's rows, one ids tile, per subgroup its P (rows padded by p_pad). */
-static uint32_t qsh_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t p_pad) {
-    const uint32_t drow = d / 8 + 1, br = v->nsg * v->wq * v->tm;
-    return 16u * (2u * v->bc * drow + br * drow + v->tm * v->tn / 4 + v->nsg * v->wq * v->tm * (v->bc / 8 + p_pad));
-}
-
-static hl_status forward_plan(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, fwd_plan *out,
-                              hl_error *err) {
-    int rows_off = 0, qsh_off = 0;
-    memset(out, 0, sizeof *out);
-    hl_status st = fold_forward(d, &out->fold, err);
-    if (st == HL_OK) st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &rows_off, err);
-    if (st == HL_OK) st = hl_env_flag("HELIOS_DISABLE_ATTENTION_Q_IN_SHARED", &qsh_off, err);
-    if (st != HL_OK || rows_off || v->path != HL_PATH_COOP) return st;
+static hl_status rows_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                                   const hl_rows_layout **out, hl_error *err) {
+    int off = 0;
+    *out = NULL;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &off, err);
+    if (st != HL_OK || off || v->path != HL_PATH_COOP || (d > ROWS_MAX_HEAD_DIM && !causal)) return st;
     const hl_rows_layout *L = hl_rows_layout_find(dev, v->tm, v->tn, v->tk);
-    if (!L || !L->ok) return HL_OK;
-    const uint32_t limit = dev->caps.shared_memory_bytes;
-    if (!qsh_off && qsh_shared_bytes(v, d, 1) <= limit)
-        out->q_shared = out->p_pad = 1;
-    else if (!qsh_off && qsh_shared_bytes(v, d, 0) <= limit)
-        out->q_shared = 1; /* P's rows unpadded: a 2-way conflict on its loads, Q's pad kept */
-    if (d <= ROWS_MAX_HEAD_DIM || causal || out->q_shared) out->rows = L;
-    else out->q_shared = 0;
+    if (L && L->ok) *out = L;
     return HL_OK;
 }
 
@@ -224,18 +196,18 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                   hl_attn_variant *out, hl_error *err) {
-    int off = 0;
-    fwd_plan plan;
+    int off = 0, fold = 0;
+    const hl_rows_layout *rows = NULL;
     const hl_attn_variant wide = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
-    /* its switches are read by the checks below too, which drop failures */
-    if (st == HL_OK) st = forward_plan(dev, &wide, d, causal, &plan, err);
+    if (st == HL_OK) st = fold_forward(d, &fold, err); /* read by the checks below, which drop failures */
+    if (st == HL_OK) st = rows_in_registers(dev, &wide, d, causal, &rows, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, plan.fold || plan.rows, in, out);
+        preferred(dev, d, skv, causal, fold || rows, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
@@ -264,17 +236,17 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
         hl_spec_attention_scalar(spec, v, &e);
         return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
-    fwd_plan plan;
-    hl_status st = forward_plan(dev, v, d, causal, &plan, err);
+    int fold = 0;
+    const hl_rows_layout *lay = NULL;
+    hl_status st = fold_forward(d, &fold, err);
+    if (st == HL_OK) st = rows_in_registers(dev, v, d, causal, &lay, err);
     if (st != HL_OK) return st;
-    e.fold = plan.fold && !plan.rows ? 1u : 0u;
-    if (plan.rows) {
+    e.fold = fold && !lay ? 1u : 0u;
+    if (lay) {
         e.rows = 1;
-        e.rows_slots = plan.rows->slots;
-        e.rows_shift = plan.rows->shift;
-        e.rows_lanes = plan.rows->lanes;
-        e.q_shared = plan.q_shared ? 1u : 0u;
-        e.p_pad = plan.p_pad ? 1u : 0u;
+        e.rows_slots = lay->slots;
+        e.rows_shift = lay->shift;
+        e.rows_lanes = lay->lanes;
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
@@ -287,20 +259,9 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     if (st != HL_OK) return st;
     hl_pipeline *p;
     uint32_t rows;
-    fwd_plan plan;
     st = attn_pipeline(dev, v, d, causal, 0, in, NULL, &p, &rows, err);
-    if (st == HL_OK) st = forward_plan(dev, v, d, causal, &plan, err);
     if (st != HL_OK) return st;
     *out = p->stats;
-    /* Helios's own choices for this pipeline, after the driver's statistics */
-    const struct {
-        const char *name;
-        int on;
-    } mine[] = {{"Helios: softmax rows in registers", plan.rows != NULL}, {"Helios: Q in shared memory", plan.q_shared}};
-    for (size_t i = 0; v->path == HL_PATH_COOP && i < sizeof mine / sizeof *mine && out->n < HL_MAX_STATS; i++) {
-        snprintf(out->items[out->n].name, sizeof out->items[out->n].name, "%s", mine[i].name);
-        out->items[out->n++].value = mine[i].on;
-    }
     return HL_OK;
 }
 

@@ -486,9 +486,6 @@ class Device(_helios.Device):
     ) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
         kernel a variant compiles to at this head dimension; {} where none are offered.
-        A coop forward kernel's also carry Helios's own choices for it, 1.0 or 0.0:
-        "Helios: softmax rows in registers" and "Helios: Q in shared memory" (as the
-        forward builds it now: its HELIOS_DISABLE_ATTENTION_* switches apply).
         backward=True: a backward variant's two kernels, {"dq": {...}, "dkdv": {...}}
         (as the backward builds them now: HELIOS_DISABLE_ATTENTION_BWD_FOLD applies)."""
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
