@@ -334,52 +334,38 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
-// ROWS=1: x = scale_log2 * S minus the row's running max (0 before it has one), masked,
-// of every TN-column slab into su, and the largest x of the lane's elements into top.
-#define ROWS_SCORES()                                                                          \
-    top = -1.0 / 0.0;                                                                          \
-    [[unroll]] for (uint n = 0; n < BC / TN; n++) {                                            \
-        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];               \
-        SCORES(s, n)                                                                           \
-        [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
-            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {                                 \
-                const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;              \
-                [[unroll]] for (int i = 0; i < s[w].length(); i++)                             \
-                    if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;           \
-            }                                                                                  \
-            if (masked_rr) { /* the ids tile: each element's row * TN + column */              \
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;          \
-                coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);        \
-                [[unroll]] for (int i = 0; i < s[w].length(); i++) {                           \
-                    const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN; \
-                    if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;      \
-                }                                                                              \
-            }                                                                                  \
-            [[unroll]] for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);        \
-            su[n][w] = s[w];                                                                   \
-        }                                                                                      \
-    }
-
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
         if (ROWS != 0) {                           // O is rescaled element by element here
           if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+            // x = scale_log2 * S minus the row's running max (0 before it has one), masked
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
-            float top;
-            ROWS_SCORES()
-            // Once every row has a max, P = exp2 of x as it is, taken before the vote on
-            // whether it may be (no element passes its row's max by more than the slack: the
-            // common case), so that the exponentials need not wait for the tile's maximum.
-            // Otherwise the scores again (the rare tile: a row's first max, or one that moved),
-            // the rows' maxima through ROWS_LANES's shuffles and the lazy rescale, as the
-            // row-wise path's.
-            const bool try_fast = subgroupAll(rr_have);
-            if (try_fast)
-                [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                    [[unroll]] for (uint w = 0; w < WQ; w++)
-                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] = exp2(su[n][w][i]);
-            if (!(try_fast && subgroupAll(top <= RESCALE_SLACK))) {
-                if (try_fast) { ROWS_SCORES() }
+            float top = -1.0 / 0.0;
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                SCORES(s, n)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                        const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                            if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;
+                    }
+                    if (masked_rr) {   // the ids tile: each element's row * TN + column
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++) {
+                            const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                            if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
+                        }
+                    }
+                    [[unroll]] for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);
+                    su[n][w] = s[w];
+                }
+            }
+            // Every row has a max and no element passes it by more than the slack: P as it
+            // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
+            // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
+            if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
                 bool moved = false;
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     float mx[ROWS_SLOTS];
@@ -407,7 +393,7 @@ void main() {
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (uint n = 0; n < BC / TN; n++)
                             [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                                if (rr_slot(uint(i)) == r) su[n][w][i] = exp2(su[n][w][i] - mx[r]);
+                                if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
                 }
                 rr_have = true;
                 [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
@@ -419,10 +405,13 @@ void main() {
             }
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
+                        float e = exp2(su[n][w][i]);
 #ifdef IN_BF16
-                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                        su[n][w][i] = uintBitsToFloat((floatBitsToUint(su[n][w][i]) + 0x8000u) & 0xFFFF0000u);
+                        e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
+                        su[n][w][i] = e;
+                    }
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
                             if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += su[n][w][i];
