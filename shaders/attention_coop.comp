@@ -340,7 +340,9 @@ void main() {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
             // x = scale_log2 * S minus the row's running max (0 before it has one), masked
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
-            float top = -1.0 / 0.0;
+            // the lane's largest x, in four independent chains (a single chain of max over a
+            // tile's 16-32 elements is what the vote below waits for)
+            float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
                 SCORES(s, n)
@@ -358,13 +360,14 @@ void main() {
                             if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
                         }
                     }
-                    [[unroll]] for (int i = 0; i < s[w].length(); i++) top = max(top, s[w][i]);
+                    [[unroll]] for (int i = 0; i < s[w].length(); i++) tops[i & 3] = max(tops[i & 3], s[w][i]);
                     su[n][w] = s[w];
                 }
             }
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
             // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
+            const float top = max(max(tops[0], tops[1]), max(tops[2], tops[3]));
             if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
                 bool moved = false;
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
