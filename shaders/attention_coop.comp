@@ -81,8 +81,15 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
-#ifdef MODEL_REG_SOFTMAX
+// MODEL_P_CONVERT: the rows-in-registers path (ROWS=1, TN == TK) hands P to P V by
+// converting its accumulators to A operands in registers (NV cooperative matrix 2's
+// conversions) instead of storing P to shared memory and loading it back: what the P
+// round trip and its subgroup sync cost. Its results are P V's as the kernel's, bf16 aside
+// (fp16 only: P is converted as computed).
+#if defined(MODEL_REG_SOFTMAX) || defined(MODEL_P_CONVERT)
 #extension GL_NV_cooperative_matrix2 : require
+#endif
+#ifdef MODEL_REG_SOFTMAX
 float model_max(const in float a, const in float b) { return max(a, b); }
 float model_add(const in float a, const in float b) { return a + b; }
 float model_exp2(const in uint r, const in uint c, const in float v) { return exp2(v); }
@@ -335,11 +342,16 @@ void main() {
     }
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
+#ifdef MODEL_P_CONVERT
+        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
+#endif
         if (ROWS != 0) {                           // O is rescaled element by element here
           if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
             // x = scale_log2 * S minus the row's running max (0 before it has one), masked
+#ifndef MODEL_P_CONVERT
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
+#endif
             // the lane's largest x, in four independent chains (a single chain of max over a
             // tile's 16-32 elements is what the vote below waits for)
             float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
@@ -418,11 +430,15 @@ void main() {
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
                             if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += su[n][w][i];
+#ifndef MODEL_P_CONVERT
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
                                  P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
+#endif
                 }
           }
+#ifndef MODEL_P_CONVERT
           sub_sync();                              // P stored before the subgroup loads it
+#endif
         } else {
         // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
@@ -605,6 +621,10 @@ void main() {
         [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
             [[unroll]] for (uint w = 0; w < WQ; w++) {
+#ifdef MODEL_P_CONVERT
+                if (ROWS != 0) pf[w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(su[kk][w]);   // TN == TK
+                else
+#endif
                 coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW,
                             gl_CooperativeMatrixLayoutRowMajor);
                 if (FOLD != 0) lsum[w] = coopMatMulAdd(pf[w], fold_one, lsum[w]);
