@@ -30,8 +30,8 @@ def load_table(shader_dir: Path) -> Any:
 
 
 def permutations(fam: Any) -> list[tuple[str, list[str], str, str]]:
-    """(shader name, axis C values, glslc defines, needed compiler feature or "") for
-    every combination of the axes that the family does not skip."""
+    """(shader name, axis C values, glslc defines, needed compiler features, space-separated,
+    or "") for every combination of the axes that the family does not skip."""
     rows: list[tuple[str, list[str], str, str]] = [(fam.name, [], "", "")]
     for param, _ctype, values in fam.axes:
         rows = [
@@ -39,7 +39,7 @@ def permutations(fam: Any) -> list[tuple[str, list[str], str, str]]:
                 f"{name}_{param}{value[0].lower().removeprefix('hl_')}",
                 cvals + [value[0]],
                 f"{defs} {value[1]}".strip(),
-                needs or (value[2] if len(value) > 2 else ""),
+                f"{needs} {value[2] if len(value) > 2 else ''}".strip(),
             )
             for name, cvals, defs, needs in rows
             for value in values
@@ -200,20 +200,26 @@ def c_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def built(needs: str, have: dict[str, bool]) -> bool:
+    """Whether a permutation needing these compiler features (space-separated) is built."""
+    return all(have[f] for f in needs.split())
+
+
 def gen_source(t: Any, have: dict[str, bool]) -> str:
     out = [HEADER, '#include <stddef.h>\n#include <stdint.h>\n\n#include "internal.h"\n\n']
     # Embedded SPIR-V, in hl_shader order; a permutation whose compiler feature is
     # missing has no code and names the feature.
     rows = [(name, needs) for fam in t.FAMILIES for name, _, _, needs in permutations(fam)]
     for n, needs in rows:
-        if not needs or have[needs]:
+        if built(needs, have):
             out.append(f'static const uint32_t spv_{n}[] =\n#include "{n}.inc"\n;\n')
     out.append("const hl_spirv hl_spirv_table[HL_SHADER_COUNT] = {\n")
     for n, needs in rows:
-        if not needs or have[needs]:
+        if built(needs, have):
             out.append(f'    {{"{n}", spv_{n}, sizeof spv_{n}, NULL}},\n')
         else:
-            out.append(f'    {{"{n}", NULL, 0, {c_str(needs)}}},\n')
+            lacks = " ".join(f for f in needs.split() if not have[f])
+            out.append(f'    {{"{n}", NULL, 0, {c_str(lacks)}}},\n')
     out.append("};\n\n")
     # Variant schemas.
     for v in t.VARIANTS:
@@ -282,7 +288,7 @@ def gen_cmake(t: Any, have: dict[str, bool]) -> str:
     rows = []
     for fam in t.FAMILIES:
         for name, _, defs, needs in permutations(fam):
-            if not needs or have[needs]:
+            if built(needs, have):
                 rows.append(f'  "{name}|{fam.source}|{defs}"')
     missing = [f for f, ok in have.items() if not ok]
     return (

@@ -46,6 +46,12 @@
 // element. P is stored 16-bit for P V as above; no fp32 scores go through memory and
 // no lane reads a row. Masked tiles and the epilogue read each element's row and
 // column from an ids tile (row * TN + column, loaded as an accumulator).
+//
+// P_IN_REGISTERS (a build of its own, for devices with NV cooperative matrix 2's
+// conversions; csrc/core/attention.c picks it with ROWS=1 and TN == TK): the rows path
+// hands P to P V as A operands converted from its accumulators in registers, where
+// otherwise P goes through the subgroup's shared scratch (a store, a subgroup sync and a
+// load per tile). The conversion is exact: P is already rounded to the input type.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -81,12 +87,7 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
-// MODEL_P_CONVERT: the rows-in-registers path (ROWS=1, TN == TK) hands P to P V by
-// converting its accumulators to A operands in registers (NV cooperative matrix 2's
-// conversions) instead of storing P to shared memory and loading it back: what the P
-// round trip and its subgroup sync cost. Its results are P V's as the kernel's, bf16 aside
-// (fp16 only: P is converted as computed).
-#if defined(MODEL_REG_SOFTMAX) || defined(MODEL_P_CONVERT)
+#if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
 #extension GL_NV_cooperative_matrix2 : require
 #endif
 #ifdef MODEL_REG_SOFTMAX
@@ -342,14 +343,14 @@ void main() {
     }
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
-#ifdef MODEL_P_CONVERT
+#ifdef P_IN_REGISTERS
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
 #endif
         if (ROWS != 0) {                           // O is rescaled element by element here
           if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
             // x = scale_log2 * S minus the row's running max (0 before it has one), masked
-#ifndef MODEL_P_CONVERT
+#ifndef P_IN_REGISTERS
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
 #endif
             // the lane's largest x, in four independent chains (a single chain of max over a
@@ -430,13 +431,13 @@ void main() {
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
                         [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
                             if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += su[n][w][i];
-#ifndef MODEL_P_CONVERT
+#ifndef P_IN_REGISTERS
                     coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
                                  P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
 #endif
                 }
           }
-#ifndef MODEL_P_CONVERT
+#ifndef P_IN_REGISTERS
           sub_sync();                              // P stored before the subgroup loads it
 #endif
         } else {
@@ -621,7 +622,7 @@ void main() {
         [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
             [[unroll]] for (uint w = 0; w < WQ; w++) {
-#ifdef MODEL_P_CONVERT
+#ifdef P_IN_REGISTERS
                 if (ROWS != 0) pf[w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(su[kk][w]);   // TN == TK
                 else
 #endif

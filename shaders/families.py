@@ -130,6 +130,15 @@ COMPILER_FEATURES = {
     "layout(local_size_x = 32) in;\n"
     "void main() { coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a = "
     "coopmat<bfloat16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(bfloat16_t(1.0)); }\n",
+    # an accumulator converted to an A operand (NV cooperative matrix 2's conversions)
+    "GL_NV_cooperative_matrix2": "#version 460\n#extension GL_NV_cooperative_matrix2 : require\n"
+    "#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+    "layout(local_size_x = 32) in;\n"
+    "void main() { coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = "
+    "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(1.0);\n"
+    "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a = "
+    "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(c); }\n",
 }
 
 
@@ -269,6 +278,9 @@ ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
 # Input element type. bfloat16 on cooperative matrices needs GL_EXT_bfloat16;
 # the scalar kernels read bfloat16 as 16-bit words and compute in fp32 (any glslc).
 IN_AXIS_COOP = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16", "GL_EXT_bfloat16")))
+# The attention forward's P handed to P V (ROWS=1): through shared memory (any device),
+# or converted to A operands in registers (NV cooperative matrix 2's conversions).
+P_AXIS = ("p_regs", "int", (("0", ""), ("1", "-DP_IN_REGISTERS", "GL_NV_cooperative_matrix2")))
 IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
 # Products keep the input's 16-bit type or widen to f32: no f16 in -> bf16 out, no
 # bf16 in -> f16 out, and no bf16 accumulator (devices offer bf16 x bf16 -> f32).
@@ -401,7 +413,7 @@ FAMILIES = (
         )
         + ATTENTION_LAYOUT,
         "attention",
-        axes=(IN_AXIS_COOP,),
+        axes=(IN_AXIS_COOP, P_AXIS),
         full_subgroups=True,
         doc="flash-attention forward on KHR cooperative matrices (Q, K, V, O in the input type)",
     ),

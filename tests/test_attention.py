@@ -13,7 +13,7 @@ from conftest import _DEV
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention
-from helios.check import check_close
+from helios.check import check_close, tolerances
 from helios.cli import main
 from helios.flops import attention_flops
 
@@ -145,7 +145,14 @@ def test_softmax_paths_match_float64(device, monkeypatch, path):
     assert float(np.abs(lse).max()) > 0  # lse of the last case was read, not a placeholder
 
 
-@pytest.mark.parametrize("switch", ["HELIOS_DISABLE_ATTENTION_FOLD", "HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS"])
+@pytest.mark.parametrize(
+    "switch",
+    [
+        "HELIOS_DISABLE_ATTENTION_FOLD",
+        "HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS",
+        "HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS",
+    ],
+)
 def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
     q, k, v = random_qkv(1, 1, 8, 8, 32, 0)
     coop = device.default_attention_variant(32).startswith("fa-coop:")
@@ -155,6 +162,42 @@ def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
         pytest.skip("the switch is read by the coop kernel only; this device runs the fallback")
     with pytest.raises(ValueError, match=switch):
         device.attention(q, k, v)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
+    """Where the device has NV cooperative matrix 2's conversions, the rows path hands P to
+    P V as A operands converted in registers (HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1:
+    through shared memory, as everywhere else): a kernel of its own (its binary differs),
+    and both match float64 at d=64 and d=128, causal and not, with tails, large scores and
+    maxima that grow late in the row."""
+    if not device.info["cooperative_matrix2_features"].get("conversions"):
+        pytest.skip(
+            "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): P goes through shared memory"
+        )
+    if dtype == "bfloat16" and device.info.get("bf16_coop_unavailable"):
+        pytest.skip(f"no bfloat16 cooperative kernels here: {device.info['bf16_coop_unavailable']}")
+    dt = np.float16 if dtype == "float16" else helios.bfloat16
+    binaries = []
+    for off in ("1", "0"):
+        monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", off)
+        binaries.append(device.attention_kernel_stats(64, causal=True, dtype=dtype).get("Binary Size"))
+        for b, h, s, skv, d, causal, seed in (
+            (1, 2, 150, 150, 64, True, 31),
+            (1, 2, 70, 133, 64, False, 32),
+            (1, 2, 200, 200, 128, True, 33),
+        ):
+            q, k, v = random_qkv(b, h, s, skv, d, seed)
+            ramp = np.linspace(0.5, 6.0, skv, dtype=np.float32)[None, None, :, None]
+            k = np.asarray(k, np.float32) * ramp  # late maxima, large scores
+            q, k, v = (np.asarray(x, np.float32).astype(dt) for x in (q, k, v))
+            out = device.attention(q, k, v, causal=causal)
+            atol, rtol = tolerances(dtype)
+            r = check_close(
+                np.asarray(out, np.float32), reference_attention(q, k, v, causal=causal), atol=atol, rtol=rtol
+            )
+            assert r.passed, f"{b}x{h}x{s}x{d} S_kv={skv} causal={causal} {dtype} switch={off}: {r.line()}"
+    assert binaries[0] is None or binaries[0] != binaries[1], binaries
 
 
 def test_accumulator_layouts_are_reported(device):

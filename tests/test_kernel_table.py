@@ -50,8 +50,10 @@ def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(g
         "matmul_scalar_outf16_inf16",
         "matmul_scalar_outbf16_inbf16",
         "matmul_splitk_reduce_outbf16",
-        "attention_coop_inf16",
-        "attention_coop_inbf16",
+        "attention_coop_inf16_p_regs0",
+        "attention_coop_inf16_p_regs1",
+        "attention_coop_inbf16_p_regs0",
+        "attention_coop_inbf16_p_regs1",
         "attention_scalar_inbf16",
     } <= names
     for never in (
@@ -63,23 +65,52 @@ def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(g
     assert ("matmul_coop_accf16_outf32_inf16", "matmul_coop.comp", "-DACC_F16") in rows
 
 
+def _fake_glslc(tmp_path, rejects: str):
+    """A glslc that rejects any source naming the extension `rejects` and accepts the rest
+    (the feature probes read only its exit status)."""
+    fake = tmp_path / "glslc"
+    fake.write_text(
+        "#!/bin/sh\nfor a; do f=$a; done\n"
+        f'if grep -q {rejects} "$f"; then echo "extension not supported: {rejects}" >&2; exit 1; fi\nexit 0\n'
+    )
+    fake.chmod(0o755)
+    return fake
+
+
 def test_a_glslc_without_bfloat16_builds_everything_else(tmp_path):
     """Where the compiler rejects the GL_EXT_bfloat16 probe, the bf16 cooperative
     permutations are left out of the CMake rows but keep their enum value, with no
-    code and the missing feature named (the pipeline lookup's message)."""
-    fake = tmp_path / "glslc"
-    fake.write_text("#!/bin/sh\necho 'extension not supported: GL_EXT_bfloat16' >&2\nexit 1\n")
-    fake.chmod(0o755)
+    code and the missing feature named (the pipeline lookup's message); a permutation
+    that needs two features names only the one missing."""
     out = tmp_path / "gen"
-    r = generate(ROOT / "shaders", out, str(fake))
+    r = generate(ROOT / "shaders", out, str(_fake_glslc(tmp_path, "GL_EXT_bfloat16")))
     assert r.returncode == 0, r.stderr
     cmake = (out / "kernels.cmake").read_text()
     assert 'set(HELIOS_GLSLC_MISSING "GL_EXT_bfloat16")' in cmake
-    assert "matmul_coop_accf32_outbf16_inbf16|" not in cmake and "attention_coop_inbf16|" not in cmake
+    assert "matmul_coop_accf32_outbf16_inbf16|" not in cmake and "attention_coop_inbf16_p_regs0|" not in cmake
+    assert "attention_coop_inbf16_p_regs1|" not in cmake and "attention_coop_inf16_p_regs1|" in cmake
     assert "matmul_scalar_outbf16_inbf16|" in cmake and "matmul_coop_accf32_outf16_inf16|" in cmake
     header, source = (out / "hl_kernels.h").read_text(), (out / "kernels.c").read_text()
-    assert "#define HL_BUILT_GL_EXT_BFLOAT16 0" in header and "HL_SHADER_ATTENTION_COOP_INBF16," in header
-    assert '{"attention_coop_inbf16", NULL, 0, "GL_EXT_bfloat16"}' in source
+    assert "#define HL_BUILT_GL_EXT_BFLOAT16 0" in header and "HL_SHADER_ATTENTION_COOP_INBF16_P_REGS0," in header
+    assert "#define HL_BUILT_GL_NV_COOPERATIVE_MATRIX2 1" in header
+    assert '{"attention_coop_inbf16_p_regs0", NULL, 0, "GL_EXT_bfloat16"}' in source
+    assert '{"attention_coop_inbf16_p_regs1", NULL, 0, "GL_EXT_bfloat16"}' in source
+
+
+def test_a_glslc_without_coopmat_conversions_builds_p_through_shared_memory(tmp_path):
+    """Where the compiler rejects GL_NV_cooperative_matrix2, the attention forward's
+    P-in-registers permutations are left out (HL_BUILT_... 0: the host never asks for
+    them) and the ones that hand P through shared memory are built."""
+    out = tmp_path / "gen"
+    r = generate(ROOT / "shaders", out, str(_fake_glslc(tmp_path, "GL_NV_cooperative_matrix2")))
+    assert r.returncode == 0, r.stderr
+    cmake = (out / "kernels.cmake").read_text()
+    assert 'set(HELIOS_GLSLC_MISSING "GL_NV_cooperative_matrix2")' in cmake
+    assert "attention_coop_inf16_p_regs1|" not in cmake and "attention_coop_inbf16_p_regs1|" not in cmake
+    assert "attention_coop_inf16_p_regs0|" in cmake and "attention_coop_inbf16_p_regs0|" in cmake
+    header, source = (out / "hl_kernels.h").read_text(), (out / "kernels.c").read_text()
+    assert "#define HL_BUILT_GL_NV_COOPERATIVE_MATRIX2 0" in header
+    assert '{"attention_coop_inf16_p_regs1", NULL, 0, "GL_NV_cooperative_matrix2"}' in source
 
 
 def test_glsl_and_c_take_constant_ids_from_one_place(generated):

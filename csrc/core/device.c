@@ -257,6 +257,7 @@ static hl_status query_caps(hl_device *dev, hl_error *err) {
         c->coop2_workgroup_scope = fcoop2.cooperativeMatrixWorkgroupScope;
         c->coop2_flexible_dimensions = fcoop2.cooperativeMatrixFlexibleDimensions;
         c->coop2_tensor_addressing = fcoop2.cooperativeMatrixTensorAddressing;
+        c->coop2_conversions = fcoop2.cooperativeMatrixConversions;
     }
     c->coop2_usable = c->coop2_workgroup_scope && c->coop2_flexible_dimensions && c->coop2_tensor_addressing;
 #endif
@@ -398,12 +399,15 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                                    .queueCount = 1,
                                    .pQueuePriorities = &prio};
 #ifdef VK_NV_cooperative_matrix2
+    /* the coop2 GEMM path's three features where it is usable, the conversions (the
+     * attention forward's P in registers) wherever the device has them */
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
-        .cooperativeMatrixWorkgroupScope = VK_TRUE,
-        .cooperativeMatrixFlexibleDimensions = VK_TRUE,
-        .cooperativeMatrixTensorAddressing = VK_TRUE};
-    void *coop2_chain = c->has_coop && c->coop2_usable ? (void *)&fcoop2 : NULL;
+        .cooperativeMatrixWorkgroupScope = (VkBool32)c->coop2_usable,
+        .cooperativeMatrixFlexibleDimensions = (VkBool32)c->coop2_usable,
+        .cooperativeMatrixTensorAddressing = (VkBool32)c->coop2_usable,
+        .cooperativeMatrixConversions = (VkBool32)c->coop2_conversions};
+    void *coop2_chain = c->has_coop && (c->coop2_usable || c->coop2_conversions) ? (void *)&fcoop2 : NULL;
 #else
     void *coop2_chain = NULL;
 #endif
@@ -442,7 +446,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
     if (c->has_coop) exts[n_ext++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
-    if (c->has_coop && c->coop2_usable) exts[n_ext++] = "VK_NV_cooperative_matrix2";
+    if (c->has_coop && (c->coop2_usable || c->coop2_conversions)) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (c->bf16_coop) exts[n_ext++] = "VK_KHR_shader_bfloat16";
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,

@@ -115,6 +115,7 @@ typedef struct hl_caps {
     /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */
     int coop2_usable;
     int coop2_workgroup_scope, coop2_flexible_dimensions, coop2_tensor_addressing;
+    int coop2_conversions; /* an accumulator converted to an A operand (the attention forward's P) */
     struct hl_coop2_flex { /* the rows with f16 A/B (others are skipped) */
         uint32_t m_gran, n_gran, k_gran, invocations;
         hl_dtype c, result;

@@ -258,10 +258,11 @@ static PyObject *build_info(DeviceObject *self) {
     if (!d) return NULL;
     /* sm_count: 0 where the driver does not say (VK_NV_shader_sm_builtins). */
     PyObject *extra = Py_BuildValue(
-        "{s:{s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
+        "{s:{s:O,s:O,s:O,s:O,s:I},s:I,s:O,s:O,s:O,s:O,s:O}", "cooperative_matrix2_features", "workgroup_scope",
         c->coop2_workgroup_scope ? Py_True : Py_False, "flexible_dimensions",
         c->coop2_flexible_dimensions ? Py_True : Py_False, "tensor_addressing",
-        c->coop2_tensor_addressing ? Py_True : Py_False, "workgroup_scope_max_invocations",
+        c->coop2_tensor_addressing ? Py_True : Py_False, "conversions", c->coop2_conversions ? Py_True : Py_False,
+        "workgroup_scope_max_invocations",
         c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count, "pipeline_statistics",
         c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
         "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
