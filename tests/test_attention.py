@@ -166,11 +166,11 @@ def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
-    """Where the device has NV cooperative matrix 2's conversions, the rows path hands P to
-    P V as A operands converted in registers (HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1:
+    """Where the device has NV cooperative matrix 2's conversions, the rows path at d <= 64
+    hands P to P V as A operands converted in registers (HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1:
     through shared memory, as everywhere else): a kernel of its own (its binary differs),
-    and both match float64 at d=64 and d=128, causal and not, with tails, large scores and
-    maxima that grow late in the row."""
+    and both match float64 at d=64 (and d=128, which keeps P in shared memory), causal and
+    not, with tails, large scores and maxima that grow late in the row."""
     if not device.info["cooperative_matrix2_features"].get("conversions"):
         pytest.skip(
             "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): P goes through shared memory"

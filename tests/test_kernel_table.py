@@ -144,7 +144,11 @@ def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
     "old,new,message",
     [
         ('Num("stages=", "stages"', 'Num("stages=", "stagez"', "unknown field 'stagez'"),
-        ('"attention",\n        axes=(IN_AXIS_COOP,)', '"attn",\n        axes=(IN_AXIS_COOP,)', "unknown binding set"),
+        (
+            '"attention",\n        axes=(IN_AXIS_COOP, P_AXIS)',
+            '"attn",\n        axes=(IN_AXIS_COOP, P_AXIS)',
+            "unknown binding set",
+        ),
         ("skip=MIXED_16,", 'skip=((("in", "HL_F8"),),),', "skips unknown axis value in=HL_F8"),
         ('Spec("TN", "uint", "16", "v->tn"),', 'Spec("TM", "uint", "16", "v->tn"),', "names a constant twice"),
     ],

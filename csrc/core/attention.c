@@ -57,16 +57,20 @@ static hl_status rows_in_registers(const hl_device *dev, const hl_attn_variant *
 /* Whether the forward's rows in registers hand P to P V as A operands converted in
  * registers (attention_coop.comp's P_IN_REGISTERS build) rather than through the
  * subgroup's shared scratch: on a device with NV cooperative matrix 2's conversions, in a
- * build whose glslc had them, on a fragment shape with TN == TK;
+ * build whose glslc had them, on a fragment shape with TN == TK, at d <= 64;
  * HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1 turns it off. Read for every coop variant (a
- * bad value is refused wherever the switch could apply). Measured on the H100 as a timed
- * model first (benchmarks/results/h100-attn-p-regs-d25e55e/): 32x8x512x64 0.0812 against
- * 0.0876 ms, 16x16x640x64 0.1178 against 0.1270, 48x4x448x64 0.0556 against 0.0593. */
-static hl_status p_in_registers(const hl_device *dev, const hl_attn_variant *v, int rows, int *on, hl_error *err) {
+ * bad value is refused wherever the switch could apply). Measured on the H100
+ * (benchmarks/results/h100-attn-p-regs-56c7eb7/, the switch at 1 and 0 in one process):
+ * 32x8x512x64 0.0815 against 0.0877 ms, 16x16x640x64 0.1185 against 0.1266, causal
+ * 8x16x1024x64 0.1175 against 0.1268 (bf16 0.1161 against 0.1234); not at d = 128 (causal,
+ * 255 registers either way): 1x32x2048x128 0.2640 against 0.2421. */
+#define P_REGS_MAX_HEAD_DIM 64u
+static hl_status p_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int rows, int *on,
+                                hl_error *err) {
     int off = 0;
     hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", &off, err);
-    *on = st == HL_OK && !off && rows && v->tn == v->tk && dev->coop_enabled && dev->caps.coop2_conversions &&
-          HL_BUILT_GL_NV_COOPERATIVE_MATRIX2;
+    *on = st == HL_OK && !off && rows && d <= P_REGS_MAX_HEAD_DIM && v->tn == v->tk && dev->coop_enabled &&
+          dev->caps.coop2_conversions && HL_BUILT_GL_NV_COOPERATIVE_MATRIX2;
     return st;
 }
 
@@ -257,7 +261,7 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
     hl_status st = fold_forward(d, &fold, err);
     int p_regs = 0;
     if (st == HL_OK) st = rows_in_registers(dev, v, d, causal, &lay, err);
-    if (st == HL_OK) st = p_in_registers(dev, v, lay != NULL, &p_regs, err);
+    if (st == HL_OK) st = p_in_registers(dev, v, d, lay != NULL, &p_regs, err);
     if (st != HL_OK) return st;
     e.fold = fold && !lay ? 1u : 0u;
     if (lay) {
@@ -268,7 +272,8 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
-    return hl_pipeline_get(dev, hl_shader_attention_coop(in, p_regs), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup, out, err);
+    return hl_pipeline_get(dev, hl_shader_attention_coop(in, p_regs), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup,
+                           out, err);
 }
 
 hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal, hl_dtype in,

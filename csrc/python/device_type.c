@@ -262,10 +262,10 @@ static PyObject *build_info(DeviceObject *self) {
         c->coop2_workgroup_scope ? Py_True : Py_False, "flexible_dimensions",
         c->coop2_flexible_dimensions ? Py_True : Py_False, "tensor_addressing",
         c->coop2_tensor_addressing ? Py_True : Py_False, "conversions", c->coop2_conversions ? Py_True : Py_False,
-        "workgroup_scope_max_invocations",
-        c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count, "pipeline_statistics",
-        c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable", c->coop2_usable ? Py_True : Py_False,
-        "cooperative_matrix2_enabled", hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
+        "workgroup_scope_max_invocations", c->coop2_workgroup_scope_max_invocations, "sm_count", c->sm_count,
+        "pipeline_statistics", c->has_pipeline_stats ? Py_True : Py_False, "cooperative_matrix2_usable",
+        c->coop2_usable ? Py_True : Py_False, "cooperative_matrix2_enabled",
+        hl_device_coop2_enabled(self->dev) ? Py_True : Py_False, "external_memory_fd",
         c->external_memory_fd ? Py_True : Py_False, "external_semaphore_fd",
         c->external_semaphore_fd ? Py_True : Py_False);
     /* bfloat16: where its cooperative kernels run, and why not where they do not. */
