@@ -77,20 +77,25 @@ def _fake_glslc(tmp_path, rejects: str):
     return fake
 
 
+def _generate_without(tmp_path, feature: str) -> tuple[str, str, str]:
+    """kernels.cmake, hl_kernels.h and kernels.c generated with a glslc lacking `feature`."""
+    out = tmp_path / "gen"
+    r = generate(ROOT / "shaders", out, str(_fake_glslc(tmp_path, feature)))
+    assert r.returncode == 0, r.stderr
+    cmake, header, source = ((out / name).read_text() for name in ("kernels.cmake", "hl_kernels.h", "kernels.c"))
+    return cmake, header, source
+
+
 def test_a_glslc_without_bfloat16_builds_everything_else(tmp_path):
     """Where the compiler rejects the GL_EXT_bfloat16 probe, the bf16 cooperative
     permutations are left out of the CMake rows but keep their enum value, with no
     code and the missing feature named (the pipeline lookup's message); a permutation
     that needs two features names only the one missing."""
-    out = tmp_path / "gen"
-    r = generate(ROOT / "shaders", out, str(_fake_glslc(tmp_path, "GL_EXT_bfloat16")))
-    assert r.returncode == 0, r.stderr
-    cmake = (out / "kernels.cmake").read_text()
+    cmake, header, source = _generate_without(tmp_path, "GL_EXT_bfloat16")
     assert 'set(HELIOS_GLSLC_MISSING "GL_EXT_bfloat16")' in cmake
     assert "matmul_coop_accf32_outbf16_inbf16|" not in cmake and "attention_coop_inbf16_p_regs0|" not in cmake
     assert "attention_coop_inbf16_p_regs1|" not in cmake and "attention_coop_inf16_p_regs1|" in cmake
     assert "matmul_scalar_outbf16_inbf16|" in cmake and "matmul_coop_accf32_outf16_inf16|" in cmake
-    header, source = (out / "hl_kernels.h").read_text(), (out / "kernels.c").read_text()
     assert "#define HL_BUILT_GL_EXT_BFLOAT16 0" in header and "HL_SHADER_ATTENTION_COOP_INBF16_P_REGS0," in header
     assert "#define HL_BUILT_GL_NV_COOPERATIVE_MATRIX2 1" in header
     assert '{"attention_coop_inbf16_p_regs0", NULL, 0, "GL_EXT_bfloat16"}' in source
@@ -101,14 +106,10 @@ def test_a_glslc_without_coopmat_conversions_builds_p_through_shared_memory(tmp_
     """Where the compiler rejects GL_NV_cooperative_matrix2, the attention forward's
     P-in-registers permutations are left out (HL_BUILT_... 0: the host never asks for
     them) and the ones that hand P through shared memory are built."""
-    out = tmp_path / "gen"
-    r = generate(ROOT / "shaders", out, str(_fake_glslc(tmp_path, "GL_NV_cooperative_matrix2")))
-    assert r.returncode == 0, r.stderr
-    cmake = (out / "kernels.cmake").read_text()
+    cmake, header, source = _generate_without(tmp_path, "GL_NV_cooperative_matrix2")
     assert 'set(HELIOS_GLSLC_MISSING "GL_NV_cooperative_matrix2")' in cmake
     assert "attention_coop_inf16_p_regs1|" not in cmake and "attention_coop_inbf16_p_regs1|" not in cmake
     assert "attention_coop_inf16_p_regs0|" in cmake and "attention_coop_inbf16_p_regs0|" in cmake
-    header, source = (out / "hl_kernels.h").read_text(), (out / "kernels.c").read_text()
     assert "#define HL_BUILT_GL_NV_COOPERATIVE_MATRIX2 0" in header
     assert '{"attention_coop_inf16_p_regs1", NULL, 0, "GL_NV_cooperative_matrix2"}' in source
 
