@@ -207,8 +207,8 @@ def built(needs: str, have: dict[str, bool]) -> bool:
 
 def gen_source(t: Any, have: dict[str, bool]) -> str:
     out = [HEADER, '#include <stddef.h>\n#include <stdint.h>\n\n#include "internal.h"\n\n']
-    # Embedded SPIR-V, in hl_shader order; a permutation whose compiler feature is
-    # missing has no code and names the feature.
+    # Embedded SPIR-V, in hl_shader order; a permutation missing a compiler feature it
+    # needs has no code and names the features missing.
     rows = [(name, needs) for fam in t.FAMILIES for name, _, _, needs in permutations(fam)]
     for n, needs in rows:
         if built(needs, have):
