@@ -10,7 +10,10 @@
 # MxNxK), attention models (MODEL_SHADER=attention_coop.comp) with
 # scripts/attn_sweep.py (VARIANTS: strings or "default", SHAPES: BxHxSxd; the
 # backward's shaders, MODEL_SHADER=attention_bwd_*.comp, with --backward and
-# MODEL_ARGS, e.g. "--causal --dtype bfloat16").
+# MODEL_ARGS, e.g. "--causal --dtype bfloat16"; the forward takes MODEL_ARGS too).
+# MODEL_SED (a sed script) with MODEL_SED_FILE (a path in the tree) also edits that file
+# in every model's copy: a model of the C side, e.g. a head-dimension cap raised.
+# MODEL_CHECK=1 checks the models too (for a model that is a real kernel candidate).
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
 # Usage (a gpu_round.sh step):
@@ -26,6 +29,7 @@ for m in "$@"; do
   rm -rf "$src" "$site"; mkdir -p "$src"
   tar -C "$REPO" --exclude=./build --exclude=./.device-kit -cf - . | tar -xf - -C "$src"
   sed -i "1a #define MODEL_$m" "$src/shaders/$SHADER"
+  if [ -n "${MODEL_SED:-}" ]; then sed -i "$MODEL_SED" "$src/${MODEL_SED_FILE:?MODEL_SED needs MODEL_SED_FILE}"; fi
   ( cd "$src" && python3 -m pip install -q --no-build-isolation --no-deps -C cmake.define.HELIOS_CUBLAS=OFF \
       --target "$site" . ) > "$LOG/model-$name-build.log" 2>&1 || { tail -20 "$LOG/model-$name-build.log"; exit 1; }
 done
@@ -33,14 +37,14 @@ for pass in 1 2; do
   for m in real "$@"; do
     name=$(echo "$m" | tr 'A-Z' 'a-z'); pp=${PYTHONPATH:-}; flags=()
     if [ "$m" != real ]; then
-      pp=/tmp/model-$name-site${pp:+:$pp}; flags=(--no-check)
+      pp=/tmp/model-$name-site${pp:+:$pp}; [ "${MODEL_CHECK:-0}" = 1 ] || flags=(--no-check)
       # A model must time its own build, not the installed package (an editable install's finder would win).
       PYTHONPATH=$pp python3 -c "import helios, sys; sys.exit(not helios.__file__.startswith('/tmp/model-$name-site/'))" \
         || { echo "model $m: 'import helios' does not load /tmp/model-$name-site; skipped"; continue; }
     fi
     f=$LOG/model-$name-$pass.json
     tool=(sweep.py --variants "$VARIANTS")
-    [ "$SHADER" = attention_coop.comp ] && tool=(attn_sweep.py --no-sdpa --variants "$VARIANTS")
+    [ "$SHADER" = attention_coop.comp ] && tool=(attn_sweep.py --no-sdpa ${MODEL_ARGS:-} --variants "$VARIANTS")
     case $SHADER in attention_bwd_*) tool=(attn_sweep.py --no-sdpa --backward ${MODEL_ARGS:-} --variants "$VARIANTS");; esac
     PYTHONPATH=$pp HELIOS_PIPELINE_CACHE=/tmp/model-cache-$name python3 "$REPO/scripts/${tool[0]}" "${tool[@]:1}" \
       "${flags[@]}" --shapes "$SHAPES" --iters 30 --out "$f" > "$LOG/model-$name-$pass.log" 2>&1 \
@@ -70,7 +74,7 @@ def cells(doc):
 
 
 got = {k: cells(d) for k, d in docs.items()}
-keys = list(got[(names[0], 1)])
+keys = list(dict.fromkeys(k for n in names for p in (1, 2) for k in got[(n, p)]))  # a model may have more variants
 print(f"{'variant / shape':<48}" + "".join(f"{n:>22}" for n in names) + "   (ms pass 1 / pass 2)")
 for key in keys:
     row = ""

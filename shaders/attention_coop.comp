@@ -144,7 +144,17 @@ const uint S_VECS = RQ * SROW;
 // elements each: attention_fold.glsl's FOLD_VECS).
 const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
+// ROWS=1 with P_IN_REGISTERS keeps neither S nor P in the scratch: it holds only the tail
+// rows' O tile (at SUB, TM x TN 16-bit) and the ids tile after it (TM x TN fp32), so
+// larger key tiles fit beside the K/V tiles (csrc/core/attention.c counts the same).
+#ifdef P_IN_REGISTERS
+const uint COMPACT_VECS = TM * (TN / 8) + TM * (TN / 4);
+const uint SUB_VECS = ROWS != 0 ? COMPACT_VECS : (S_VECS > PA_VECS ? S_VECS : PA_VECS);
+const uint IDS_AT = ROWS != 0 ? TM * (TN / 8) : RQ * PROW;   // the ids tile (ROWS=1), from SUB
+#else
 const uint SUB_VECS = S_VECS > PA_VECS ? S_VECS : PA_VECS;
+const uint IDS_AT = RQ * PROW;
+#endif
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
 #include "attention_fold.glsl"
@@ -220,7 +230,7 @@ void main() {
     const uint kbase = head_elem(bh, p.skv, QKV_RS, p.k_off) / 8u;
     const uint vbase = head_elem(bh, p.skv, QKV_RS, p.v_off) / 8u;
     const uint SUB = REGION0 + sg * SUB_VECS;
-    const uint P_OFF = SUB, A_OFF = SUB + RQ * PROW, PIECE_OFF = A_OFF + RQ * AROW;
+    const uint P_OFF = SUB, A_OFF = SUB + IDS_AT, PIECE_OFF = A_OFF + RQ * AROW;
 
     // Q: staged through the K/V region QCH rows at a time (zero rows past the
     // end), each subgroup taking its fragments from the round holding its rows.

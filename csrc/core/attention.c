@@ -76,13 +76,16 @@ static hl_status p_in_registers(const hl_device *dev, const hl_attn_variant *v, 
 
 /* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
  * padded rows, then per subgroup its scratch (attention_coop.comp: the fp32 scores,
- * or P, the rescale tile and with the fold the rows' max pieces; backward: attention_bwd_common.glsl, an fp32 and a
- * 16-bit tile side by side, plus the streamed rows' lse and delta). */
-static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward, int fold) {
+ * or P, the rescale tile and with the fold the rows' max pieces; with P in registers
+ * (`compact`) only the tail rows' O tile and the ids tile; backward:
+ * attention_bwd_common.glsl, an fp32 and a 16-bit tile side by side, plus the streamed
+ * rows' lse and delta). */
+static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward, int fold, int compact) {
     const uint32_t rq = v->wq * v->tm;
     const uint32_t s_vecs = rq * (v->bc / 4 + 1), p_vecs = rq * (v->bc / 8 + 1);
     const uint32_t tiles = 16u * 2u * v->bc * (d / 8 + 1);
     if (backward) return tiles + 16u * v->nsg * (s_vecs + p_vecs) + 8u * v->bc;
+    if (compact) return tiles + 16u * v->nsg * (v->tm * (v->tn / 8) + v->tm * (v->tn / 4));
     const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4) + (fold ? rq * (v->tk / 8) : 0);
     return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
 }
@@ -149,12 +152,16 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
                        v->bc, v->nsg * sg);
-    int fold = 0;
+    int fold = 0, compact = 0;
     if (!backward) {
+        /* P in registers with the rows in registers whether causal or not: the compact scratch */
+        const hl_rows_layout *lay = NULL;
         hl_status st = fold_forward(d, &fold, err);
+        if (st == HL_OK && d <= ROWS_MAX_HEAD_DIM) st = rows_in_registers(dev, v, d, 0, &lay, err);
+        if (st == HL_OK) st = p_in_registers(dev, v, d, lay != NULL, &compact, err);
         if (st != HL_OK) return st;
     }
-    uint32_t smem = coop_shared_bytes(v, d, backward, fold);
+    uint32_t smem = coop_shared_bytes(v, d, backward, fold, compact);
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention %svariant %s at head dimension %u needs "
@@ -216,12 +223,15 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                   hl_attn_variant *out, hl_error *err) {
-    int off = 0, fold = 0;
+    int off = 0, fold = 0, p_regs = 0;
     const hl_rows_layout *rows = NULL;
     const hl_attn_variant wide = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
-    if (st == HL_OK) st = fold_forward(d, &fold, err); /* read by the checks below, which drop failures */
+    /* the switches the checks below read (and whose failures they drop) */
+    if (st == HL_OK) st = fold_forward(d, &fold, err);
     if (st == HL_OK) st = rows_in_registers(dev, &wide, d, causal, &rows, err);
+    if (st == HL_OK) st = p_in_registers(dev, &wide, d, rows != NULL, &p_regs, err);
+    (void)p_regs;
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
