@@ -166,11 +166,11 @@ def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
-    """Where the device has NV cooperative matrix 2's conversions, the rows path at d <= 64
+    """Where the device has NV cooperative matrix 2's conversions, the rows path at d <= 128
     hands P to P V as A operands converted in registers (HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1:
     through shared memory, as everywhere else): a kernel of its own (its binary differs),
-    and both match float64 at d=64 (and d=128, which keeps P in shared memory), causal and
-    not, with tails, large scores and maxima that grow late in the row."""
+    and both match float64 at d=64 and d=128, causal and not, with tails, large scores and
+    maxima that grow late in the row."""
     if not device.info["cooperative_matrix2_features"].get("conversions"):
         pytest.skip(
             "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): P goes through shared memory"
@@ -186,6 +186,7 @@ def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
             (1, 2, 150, 150, 64, True, 31),
             (1, 2, 70, 133, 64, False, 32),
             (1, 2, 200, 200, 128, True, 33),
+            (1, 2, 90, 170, 128, False, 34),
         ):
             q, k, v = random_qkv(b, h, s, skv, d, seed)
             ramp = np.linspace(0.5, 6.0, skv, dtype=np.float32)[None, None, :, None]
@@ -542,8 +543,14 @@ def test_default_follows_the_shape(device, monkeypatch):
     # fragments, causal too; causal d=128 with its rows in registers takes 16x16x16 too
     assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    if device.info["cooperative_matrix2_features"].get("conversions"):
+        # d=128 with P in registers too: one row tile a subgroup, 64-key tiles
+        assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg8:wq1:bc64"
+        assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg8:wq1:bc64"
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", "1")
     assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc16"
+    monkeypatch.delenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS")
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", "1")  # the fold's, as measured before
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"

@@ -34,43 +34,56 @@ static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
     return st;
 }
 
+/* Whether the forward's rows in registers may hand P to P V as A operands converted in
+ * registers (attention_coop.comp's P_IN_REGISTERS build) rather than through the
+ * subgroup's shared scratch: on a device with NV cooperative matrix 2's conversions, in a
+ * build whose glslc had them, on a fragment shape with TN == TK, at d <= 128;
+ * HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1 turns it off. Read for every coop variant (a
+ * bad value is refused wherever the switch could apply). Measured on the H100
+ * (benchmarks/results/h100-attn-p-regs-56c7eb7/, the switch at 1 and 0 in one process):
+ * 32x8x512x64 0.0815 against 0.0877 ms, 16x16x640x64 0.1185 against 0.1266, causal
+ * 8x16x1024x64 0.1175 against 0.1268 (bf16 0.1161 against 0.1234). At d = 128 it loses
+ * with two row tiles a subgroup (causal 1x32x2048x128 0.2640 against 0.2421, 255 registers
+ * either way) but frees the scratch for 64-key tiles, which win with one
+ * (h100-attn-wide-rows-9ceaea2/: see preferred()). */
+#define P_REGS_MAX_HEAD_DIM 128u
+static hl_status p_regs_possible(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int *on, hl_error *err) {
+    int off = 0;
+    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", &off, err);
+    *on = st == HL_OK && !off && v->path == HL_PATH_COOP && d <= P_REGS_MAX_HEAD_DIM && v->tn == v->tk &&
+          dev->coop_enabled && dev->caps.coop2_conversions && HL_BUILT_GL_NV_COOPERATIVE_MATRIX2;
+    return st;
+}
+
 /* Whether the forward keeps its softmax rows in registers (attention_coop.comp's ROWS):
- * on a fragment shape whose accumulator layout allows it (layout.c), at d <= 64 and
- * causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold
- * or the row-wise path through shared memory, as before). Measured on the H100
+ * on a fragment shape whose accumulator layout allows it (layout.c), at d <= 64, causal at
+ * any d, and at any d where P can stay in registers too (p_regs_possible);
+ * HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold or the row-wise path
+ * through shared memory, as before). Measured on the H100
  * (benchmarks/results/h100-attn-rows-session19/, models against the kernel in one call):
  * 32x8x512x64 0.0886 against the fold's 0.0961 ms, 16x16x640x64 0.1283 against 0.1390;
  * causal 1x32x2048x128 0.2482 (16x16x16) against the row-wise 16x8x16 path's ~0.26. Not
- * at d = 128 without a mask: 0.3055 against 0.2991 (255 registers either way). */
+ * at d = 128 without a mask with P through shared memory: 0.3055 against 0.2991 (255
+ * registers either way). */
 #define ROWS_MAX_HEAD_DIM 64u
 static hl_status rows_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
                                    const hl_rows_layout **out, hl_error *err) {
-    int off = 0;
+    int off = 0, p_regs = 0;
     *out = NULL;
     hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &off, err);
-    if (st != HL_OK || off || v->path != HL_PATH_COOP || (d > ROWS_MAX_HEAD_DIM && !causal)) return st;
+    if (st == HL_OK) st = p_regs_possible(dev, v, d, &p_regs, err);
+    if (st != HL_OK || off || v->path != HL_PATH_COOP || (d > ROWS_MAX_HEAD_DIM && !causal && !p_regs)) return st;
     const hl_rows_layout *L = hl_rows_layout_find(dev, v->tm, v->tn, v->tk);
     if (L && L->ok) *out = L;
     return HL_OK;
 }
 
-/* Whether the forward's rows in registers hand P to P V as A operands converted in
- * registers (attention_coop.comp's P_IN_REGISTERS build) rather than through the
- * subgroup's shared scratch: on a device with NV cooperative matrix 2's conversions, in a
- * build whose glslc had them, on a fragment shape with TN == TK, at d <= 64;
- * HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1 turns it off. Read for every coop variant (a
- * bad value is refused wherever the switch could apply). Measured on the H100
- * (benchmarks/results/h100-attn-p-regs-56c7eb7/, the switch at 1 and 0 in one process):
- * 32x8x512x64 0.0815 against 0.0877 ms, 16x16x640x64 0.1185 against 0.1266, causal
- * 8x16x1024x64 0.1175 against 0.1268 (bf16 0.1161 against 0.1234); not at d = 128 (causal,
- * 255 registers either way): 1x32x2048x128 0.2640 against 0.2421. */
-#define P_REGS_MAX_HEAD_DIM 64u
+/* Whether a variant whose rows are in registers (`rows`) keeps P there too. */
 static hl_status p_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int rows, int *on,
                                 hl_error *err) {
-    int off = 0;
-    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", &off, err);
-    *on = st == HL_OK && !off && rows && d <= P_REGS_MAX_HEAD_DIM && v->tn == v->tk && dev->coop_enabled &&
-          dev->caps.coop2_conversions && HL_BUILT_GL_NV_COOPERATIVE_MATRIX2;
+    int possible = 0;
+    hl_status st = p_regs_possible(dev, v, d, &possible, err);
+    *on = rows && possible;
     return st;
 }
 
@@ -154,10 +167,11 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                        v->bc, v->nsg * sg);
     int fold = 0, compact = 0;
     if (!backward) {
-        /* P in registers with the rows in registers whether causal or not: the compact scratch */
+        /* P and the rows in registers whether causal or not (causal only widens the rows
+         * path): the compact scratch */
         const hl_rows_layout *lay = NULL;
         hl_status st = fold_forward(d, &fold, err);
-        if (st == HL_OK && d <= ROWS_MAX_HEAD_DIM) st = rows_in_registers(dev, v, d, 0, &lay, err);
+        if (st == HL_OK) st = rows_in_registers(dev, v, d, 0, &lay, err);
         if (st == HL_OK) st = p_in_registers(dev, v, d, lay != NULL, &compact, err);
         if (st != HL_OK) return st;
     }
@@ -203,17 +217,21 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * 32-key tiles had two either way; causal 16x16x16 beat 16x8x16 by 3-6% there).
  * The rows in registers (`fast`, as the fold): the same, and 16x16x16 causal at d=128 too
  * (0.2482 against 0.2553 ms for 16x8x16 at 1x32x2048x128, h100-attn-rows-session19).
+ * With P in registers at d > 64 (`wide`: its scratch freed, h100-attn-wide-rows-9ceaea2):
+ * one row tile a subgroup, eight subgroups and 64-key tiles, 1x32x2048x128 0.2658 against
+ * the two-row-tile 16-key default's 0.2972 ms, causal 0.2064 against 0.2380-0.2454.
  * Where none of these fits, the first valid candidate. */
-static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, hl_dtype in,
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, int wide, hl_dtype in,
                      hl_attn_variant *out) {
     const uint32_t bc = d <= 64 && (skv <= 256 || fast) ? 32 : 16, tn = causal && !fast ? 8 : 16;
     const hl_attn_variant list[] = {
+        {HL_PATH_COOP, 16, 16, 16, 64, 8, 1}, /* wide only */
         {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
     };
     hl_error err;
-    for (size_t i = 0; i < sizeof list / sizeof *list; i++)
+    for (size_t i = wide ? 0 : 1; i < sizeof list / sizeof *list; i++)
         if (hl_attn_variant_check(dev, &list[i], d, in, &err) == HL_OK) {
             *out = list[i];
             return 1;
@@ -225,19 +243,18 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv
                                   hl_attn_variant *out, hl_error *err) {
     int off = 0, fold = 0, p_regs = 0;
     const hl_rows_layout *rows = NULL;
-    const hl_attn_variant wide = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
+    const hl_attn_variant shape16 = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     /* the switches the checks below read (and whose failures they drop) */
     if (st == HL_OK) st = fold_forward(d, &fold, err);
-    if (st == HL_OK) st = rows_in_registers(dev, &wide, d, causal, &rows, err);
-    if (st == HL_OK) st = p_in_registers(dev, &wide, d, rows != NULL, &p_regs, err);
-    (void)p_regs;
+    if (st == HL_OK) st = rows_in_registers(dev, &shape16, d, causal, &rows, err);
+    if (st == HL_OK) st = p_in_registers(dev, &shape16, d, rows != NULL, &p_regs, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, fold || rows, in, out);
+        preferred(dev, d, skv, causal, fold || rows, p_regs && d > ROWS_MAX_HEAD_DIM, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
