@@ -538,19 +538,22 @@ def test_default_follows_the_shape(device, monkeypatch):
     """On a GPU with 16x16x16 and 16x8x16 fragments: the measured preferences."""
     if not device.attention_variants(64)[0].startswith("fa-coop:16"):
         pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
+    if device.info["cooperative_matrix2_features"].get("conversions"):
+        # P in registers too (its scratch freed): 64-key tiles; one row tile a subgroup
+        # causal at d <= 64 (32-key tiles) and at d = 128 (eight subgroups)
+        assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc64"
+        assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc64"
+        assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq1:bc32"
+        assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg8:wq1:bc64"
+        assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg8:wq1:bc64"
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", "1")  # as measured before it
     assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc32"
     # d <= 64, rows in registers (or the running max folded): 32-key tiles and 16x16x16
     # fragments, causal too; causal d=128 with its rows in registers takes 16x16x16 too
     assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
-    if device.info["cooperative_matrix2_features"].get("conversions"):
-        # d=128 with P in registers too: one row tile a subgroup, 64-key tiles
-        assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg8:wq1:bc64"
-        assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg8:wq1:bc64"
-    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", "1")
     assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc16"
-    monkeypatch.delenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS")
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", "1")  # the fold's, as measured before
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
     assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"

@@ -217,21 +217,26 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * 32-key tiles had two either way; causal 16x16x16 beat 16x8x16 by 3-6% there).
  * The rows in registers (`fast`, as the fold): the same, and 16x16x16 causal at d=128 too
  * (0.2482 against 0.2553 ms for 16x8x16 at 1x32x2048x128, h100-attn-rows-session19).
- * With P in registers at d > 64 (`wide`: its scratch freed, h100-attn-wide-rows-9ceaea2):
- * one row tile a subgroup, eight subgroups and 64-key tiles, 1x32x2048x128 0.2658 against
- * the two-row-tile 16-key default's 0.2972 ms, causal 0.2064 against 0.2380-0.2454.
- * Where none of these fits, the first valid candidate. */
-static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, int wide, hl_dtype in,
+ * With P in registers (`p_regs`: its scratch freed, so 64-key tiles fit;
+ * h100-attn-wide-rows-28a852b, every 16x16x16 variant in one call): at d <= 64 two row
+ * tiles and 64-key tiles (32x8x512x64 0.0762 against bc32's 0.0812 ms, 16x16x640x64 0.1104
+ * against 0.1182), causal one row tile and 32-key tiles (8x16x1024x64 0.1087 against
+ * 0.1189); at d = 128 one row tile, eight subgroups and 64-key tiles, causal or not
+ * (1x32x4096x128 0.9892 against the two-row-tile 16-key default's 1.1507, causal 0.6595
+ * against 0.7565). Where none of these fits, the first valid candidate. */
+static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, int p_regs, hl_dtype in,
                      hl_attn_variant *out) {
     const uint32_t bc = d <= 64 && (skv <= 256 || fast) ? 32 : 16, tn = causal && !fast ? 8 : 16;
+    const int narrow = d <= ROWS_MAX_HEAD_DIM;
     const hl_attn_variant list[] = {
-        {HL_PATH_COOP, 16, 16, 16, 64, 8, 1}, /* wide only */
+        /* p_regs only */
+        {HL_PATH_COOP, 16, 16, 16, narrow && causal ? 32 : 64, narrow ? 4 : 8, narrow && !causal ? 2 : 1},
         {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
     };
     hl_error err;
-    for (size_t i = wide ? 0 : 1; i < sizeof list / sizeof *list; i++)
+    for (size_t i = p_regs ? 0 : 1; i < sizeof list / sizeof *list; i++)
         if (hl_attn_variant_check(dev, &list[i], d, in, &err) == HL_OK) {
             *out = list[i];
             return 1;
@@ -254,7 +259,7 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, fold || rows, p_regs && d > ROWS_MAX_HEAD_DIM, in, out);
+        preferred(dev, d, skv, causal, fold || rows, p_regs, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
