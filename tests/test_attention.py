@@ -311,7 +311,8 @@ BAD = [
     (lambda d, q, k, v: d.attention(q, k, v, scale="0.1"), TypeError, "scale must be a real number"),
     (lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:16x16"), ValueError, "malformed attention variant"),
     (
-        lambda d, q, k, v: d.attention(q, k, v, variant="fa-coop:8x8x8:sg4:wq1:bc256"),
+        # d=64: 256-key tiles need 73 KB of shared memory (at d=16 they fit beside P in registers)
+        lambda d, q, k, v: d.attention(*random_qkv(1, 1, 5, 5, 64, 0), variant="fa-coop:8x8x8:sg4:wq1:bc256"),
         helios.UnsupportedError,
         "fa-coop:8x8x8:sg4:wq1:bc256",
     ),
@@ -422,6 +423,23 @@ def test_bench_attention_json(device, tmp_path, capsys):
     assert "| 1x2x40x32 |" in md and "variants:" in md
     # the bench's JSON compares like a matmul bench's
     assert main(["compare", str(out), str(out)]) == 0
+
+
+def test_bench_attention_runs_are_recorded_per_round(device, tmp_path, capsys):
+    """--runs reaches the attention workload (it was once dropped there): each run its own
+    clock ramp, every round labelled with its run on both sides, as the matmul bench's."""
+    out = tmp_path / "runs.json"
+    args = ["bench", "--workload=attention", "--shapes", "1x2x40x32", "--iters", "2", "--warmup", "1"]
+    rc = main(args + ["--warmup-ms", "0", "--repeats", "2", "--runs", "2", "--out", str(out)])
+    assert rc == 0, capsys.readouterr()
+    r = json.loads(out.read_text())
+    assert r["runs"] == 2 and len(r["clock_warmups"]) == 2
+    row = r["rows"][0]
+    assert row["helios"]["round_runs"] == [0, 0, 1, 1] == row["cuda"]["round_runs"]
+    assert len(row["helios"]["samples_ms"]) == 4
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out)]) == 0
+    assert "| 2x4 / 2x4 |" in capsys.readouterr().out  # two runs of all four rounds a side
 
 
 def test_bench_attention_causal_and_cold(device, tmp_path):

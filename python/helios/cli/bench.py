@@ -162,6 +162,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         atol=args.atol,
         rtol=args.rtol,
         repeats=args.repeats,
+        runs=args.runs,
         flush_l2=args.flush_l2,
         ref=args.ref,
         backends=backends,

@@ -108,6 +108,7 @@ class AttnBenchConfig:
     atol: float = ATOL
     rtol: float = RTOL
     repeats: int = 1
+    runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
     flush_l2: bool = False
     ref: str = "auto"  # auto, sdpa or numpy
     backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")
@@ -267,7 +268,7 @@ def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool, b
 def run_attention_bench(
     cfg: AttnBenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
 ) -> dict:
-    check_counts(cfg.iters, cfg.warmup, cfg.repeats)
+    check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
     dt = cfg.dtype
     if dt not in ("float16", "bfloat16"):
         raise ValueError(f"attention bench dtype {dt!r}: float16 or bfloat16")
@@ -286,7 +287,7 @@ def run_attention_bench(
         "causal": cfg.causal,
         "backward": cfg.backward,
         "repeats": cfg.repeats,
-        "runs": 1,
+        "runs": cfg.runs,
         "flush_l2": cfg.flush_l2,
         "seed": cfg.seed,
         "command": cfg.command,
@@ -461,7 +462,7 @@ def run_attention_bench(
             return helios_side, ref_side
 
         workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal, bwd), clock_work)
-        acc, done = run_rounds(result, workload, repeats=cfg.repeats, progress=progress, log=log)
+        acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
         for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
             r["roofFraction"] = _roof_fraction(info, r) if dt == "float16" else None
@@ -532,7 +533,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
             "samples_ms": s["h"],
             "batch_ms": s["hb"],
             "warmup_launches": s["hw"],
-            "round_runs": [0] * len(s["h"]),
+            "round_runs": s["run"],
             "round_medians_ms": [float(np.median(r)) for r in s["h"]],
             "check": s["hchk"],
             "telemetry": s["tel"],
@@ -542,6 +543,7 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
             "samples_ms": usable[best]["samples_ms"] if best else [],
             "batch_ms": usable[best]["batch_ms"] if best else [],
             "round_medians_ms": [float(np.median(r)) for r in usable[best]["samples_ms"]] if best else [],
+            "round_runs": s["run"] if best else [],
             **({"stats": usable[best]["stats"]} if best else {}),
         },
         "backends": per_backend,
