@@ -174,6 +174,17 @@ def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
         device.attention_backward(q, k, v, o, do, lse)
 
 
+@pytest.mark.gpu
+def test_backward_default_follows_the_head_dim(device):
+    """On a GPU with 16x16x16 fragments: the measured preferences (two row tiles a subgroup
+    at d <= 64; one at d = 128, eight subgroups, 32-query tiles)."""
+    if not device.attention_variants(64, backward=True)[0].startswith("fa-coop:16"):
+        pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
+    assert device.default_attention_variant(64, backward=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    assert device.default_attention_variant(128, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
+    assert device.default_attention_variant(128, causal=True, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
+
+
 def test_coop_is_the_default_where_offered(device):
     if not device.info["cooperative_matrix"]:
         pytest.skip("this device offers no cooperative matrices: the fallback is the default")

@@ -19,8 +19,11 @@ hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant 
 /* Measured on the H100 (benchmarks/results/h100-attn-bwd-2ad617a, every backward
  * variant at 1x32x2048x128 causal and not, and 4x16x1024x64): 16x16x16 fragments,
  * four subgroups; two row tiles per subgroup at d <= 64 with 32-query tiles, one
- * at larger d with 16-query tiles (two spill there: the dK/dV kernel holds K and V
- * fragments and two accumulators per row tile). Then the first valid candidate. */
+ * at larger d (two spill there: the dK/dV kernel holds K and V fragments and two
+ * accumulators per row tile), there with eight subgroups and 32-query tiles since
+ * h100-attn-bwd-bc3446f (1x32x2048x128 1.0864 against four subgroups' 16-query
+ * 1.1547 ms, 1x32x4096x128 4.0872 against 4.2938, causal 0.6859 / 0.7137 and 2.2298 /
+ * 2.3746). Then the first valid candidate. */
 hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                       hl_attn_variant *out, hl_error *err) {
     (void)skv;
@@ -31,10 +34,10 @@ hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev))) {
-        const uint32_t wq = d <= 64 ? 2 : 1, bc = d <= 64 ? 32 : 16;
+        const uint32_t wq = d <= 64 ? 2 : 1, nsg = d <= 64 ? 4 : 8;
         const hl_attn_variant list[] = {
-            {HL_PATH_COOP, 16, 16, 16, bc, 4, wq},
-            {HL_PATH_COOP, 16, 8, 16, bc, 4, wq},
+            {HL_PATH_COOP, 16, 16, 16, 32, nsg, wq},
+            {HL_PATH_COOP, 16, 8, 16, 32, nsg, wq},
             {HL_PATH_COOP, 16, 16, 16, 16, 4, 1},
         };
         hl_error e;
