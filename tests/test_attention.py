@@ -564,6 +564,9 @@ def test_default_follows_the_shape(device, monkeypatch):
         assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x16x16:sg4:wq1:bc32"
         assert device.default_attention_variant(128, 4096) == "fa-coop:16x16x16:sg8:wq1:bc64"
         assert device.default_attention_variant(128, 4096, causal=True) == "fa-coop:16x16x16:sg8:wq1:bc64"
+        # between: two row tiles still fit without a mask (16 keys), causal as at d=128
+        assert device.default_attention_variant(96, 2048) == "fa-coop:16x16x16:sg4:wq2:bc16"
+        assert device.default_attention_variant(96, 2048, causal=True) == "fa-coop:16x16x16:sg8:wq1:bc64"
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", "1")  # as measured before it
     assert device.default_attention_variant(64, 128) == "fa-coop:16x16x16:sg4:wq2:bc32"
     # d <= 64, rows in registers (or the running max folded): 32-key tiles and 16x16x16

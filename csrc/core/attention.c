@@ -223,14 +223,23 @@ size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int bac
  * against 0.1182), causal one row tile and 32-key tiles (8x16x1024x64 0.1087 against
  * 0.1189); at d = 128 one row tile, eight subgroups and 64-key tiles, causal or not
  * (1x32x4096x128 0.9892 against the two-row-tile 16-key default's 1.1507, causal 0.6595
- * against 0.7565). Where none of these fits, the first valid candidate. */
+ * against 0.7565), and causal at 64 < d < 128; non-causal there two row tiles still fit
+ * beside P and take 16-key tiles (h100-attn-mid-d-9b9da2a: 1x32x2048x96 0.1991 against
+ * eight subgroups' 0.2117, d=80 0.1759 / 0.1905, 4x16x1024x112 0.1227 / 0.1381; causal
+ * the other way: 0.1905 / 0.1723 at d=96). Where none of these fits, the first valid
+ * candidate. */
 static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal, int fast, int p_regs, hl_dtype in,
                      hl_attn_variant *out) {
     const uint32_t bc = d <= 64 && (skv <= 256 || fast) ? 32 : 16, tn = causal && !fast ? 8 : 16;
-    const int narrow = d <= ROWS_MAX_HEAD_DIM;
+    /* with P in registers: one row tile, eight subgroups, 64 keys (d > 64; causal, or d = 128) */
+    hl_attn_variant p_regs_pick = {HL_PATH_COOP, 16, 16, 16, 64, 8, 1};
+    if (d <= ROWS_MAX_HEAD_DIM)
+        p_regs_pick = causal ? (hl_attn_variant){HL_PATH_COOP, 16, 16, 16, 32, 4, 1}
+                             : (hl_attn_variant){HL_PATH_COOP, 16, 16, 16, 64, 4, 2};
+    else if (d <= 112 && !causal)
+        p_regs_pick = (hl_attn_variant){HL_PATH_COOP, 16, 16, 16, 16, 4, 2};
     const hl_attn_variant list[] = {
-        /* p_regs only */
-        {HL_PATH_COOP, 16, 16, 16, narrow && causal ? 32 : 64, narrow ? 4 : 8, narrow && !causal ? 2 : 1},
+        p_regs_pick, /* p_regs only */
         {HL_PATH_COOP, 16, tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 24 - tn, 16, bc, 4, 2},
         {HL_PATH_COOP, 16, 8, 16, 16, 4, 1},
