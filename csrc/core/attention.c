@@ -55,7 +55,7 @@ static hl_status p_regs_possible(const hl_device *dev, const hl_attn_variant *v,
     return st;
 }
 
-/* Whether the forward keeps its softmax rows in registers (attention_coop.comp's ROWS):
+/* The forward keeps its softmax rows in registers (attention_coop.comp's ROWS):
  * on a fragment shape whose accumulator layout allows it (layout.c), at d <= 64, causal at
  * any d, and at any d where P can stay in registers too (p_regs_possible);
  * HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold or the row-wise path
@@ -66,25 +66,30 @@ static hl_status p_regs_possible(const hl_device *dev, const hl_attn_variant *v,
  * at d = 128 without a mask with P through shared memory: 0.3055 against 0.2991 (255
  * registers either way). */
 #define ROWS_MAX_HEAD_DIM 64u
-static hl_status rows_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
-                                   const hl_rows_layout **out, hl_error *err) {
-    int off = 0, p_regs = 0;
-    *out = NULL;
-    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &off, err);
-    if (st == HL_OK) st = p_regs_possible(dev, v, d, &p_regs, err);
-    if (st != HL_OK || off || v->path != HL_PATH_COOP || (d > ROWS_MAX_HEAD_DIM && !causal && !p_regs)) return st;
-    const hl_rows_layout *L = hl_rows_layout_find(dev, v->tm, v->tn, v->tk);
-    if (L && L->ok) *out = L;
-    return HL_OK;
-}
 
-/* Whether a variant whose rows are in registers (`rows`) keeps P there too. */
-static hl_status p_in_registers(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int rows, int *on,
-                                hl_error *err) {
-    int possible = 0;
-    hl_status st = p_regs_possible(dev, v, d, &possible, err);
-    *on = rows && possible;
-    return st;
+/* The forward kernel variant v runs at head dimension d: whether it folds its running max
+ * (fold_forward), keeps its rows in registers (`rows`: their layout, as above) and P too
+ * (`p_regs`: a variant with its rows in registers where p_regs_possible). The one place the
+ * check, the default and the pipeline learn it from; it reads the three switches. */
+typedef struct {
+    int fold, p_regs;
+    const hl_rows_layout *rows;
+} forward_kernel;
+
+static hl_status forward_kernel_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                                   forward_kernel *k, hl_error *err) {
+    int rows_off = 0, possible = 0;
+    *k = (forward_kernel){0};
+    hl_status st = fold_forward(d, &k->fold, err);
+    if (st == HL_OK) st = hl_env_flag("HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS", &rows_off, err);
+    if (st == HL_OK) st = p_regs_possible(dev, v, d, &possible, err);
+    if (st != HL_OK) return st;
+    if (!rows_off && v->path == HL_PATH_COOP && (d <= ROWS_MAX_HEAD_DIM || causal || possible)) {
+        const hl_rows_layout *L = hl_rows_layout_find(dev, v->tm, v->tn, v->tk);
+        if (L && L->ok) k->rows = L;
+    }
+    k->p_regs = k->rows != NULL && possible;
+    return HL_OK;
 }
 
 /* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
@@ -165,17 +170,14 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
                        v->bc, v->nsg * sg);
-    int fold = 0, compact = 0;
+    /* P and the rows in registers without a mask (a mask only widens the rows path): the
+     * compact scratch whether causal or not */
+    forward_kernel k = {0};
     if (!backward) {
-        /* P and the rows in registers whether causal or not (causal only widens the rows
-         * path): the compact scratch */
-        const hl_rows_layout *lay = NULL;
-        hl_status st = fold_forward(d, &fold, err);
-        if (st == HL_OK) st = rows_in_registers(dev, v, d, 0, &lay, err);
-        if (st == HL_OK) st = p_in_registers(dev, v, d, lay != NULL, &compact, err);
+        hl_status st = forward_kernel_of(dev, v, d, 0, &k, err);
         if (st != HL_OK) return st;
     }
-    uint32_t smem = coop_shared_bytes(v, d, backward, fold, compact);
+    uint32_t smem = coop_shared_bytes(v, d, backward, k.fold, k.p_regs);
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention %svariant %s at head dimension %u needs "
@@ -255,20 +257,18 @@ static int preferred(const hl_device *dev, uint32_t d, uint32_t skv, int causal,
 
 hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                   hl_attn_variant *out, hl_error *err) {
-    int off = 0, fold = 0, p_regs = 0;
-    const hl_rows_layout *rows = NULL;
+    int off = 0;
+    forward_kernel k;
     const hl_attn_variant shape16 = {HL_PATH_COOP, 16, 16, 16, 16, 4, 2}; /* the defaults' fragment shape */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION", &off, err);
     /* the switches the checks below read (and whose failures they drop) */
-    if (st == HL_OK) st = fold_forward(d, &fold, err);
-    if (st == HL_OK) st = rows_in_registers(dev, &shape16, d, causal, &rows, err);
-    if (st == HL_OK) st = p_in_registers(dev, &shape16, d, rows != NULL, &p_regs, err);
+    if (st == HL_OK) st = forward_kernel_of(dev, &shape16, d, causal, &k, err);
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     /* bfloat16 without its cooperative kernels: the scalar fp32 path, never fp16 */
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev)))
-        preferred(dev, d, skv, causal, fold || rows, p_regs, in, out);
+        preferred(dev, d, skv, causal, k.fold || k.rows, k.p_regs, in, out);
     return hl_attn_variant_check(dev, out, d, in, err);
 }
 
@@ -297,23 +297,19 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
         hl_spec_attention_scalar(spec, v, &e);
         return hl_pipeline_get(dev, hl_shader_attention_scalar(in), spec, HL_SPEC_ATTENTION_SCALAR_COUNT, 0, out, err);
     }
-    int fold = 0;
-    const hl_rows_layout *lay = NULL;
-    hl_status st = fold_forward(d, &fold, err);
-    int p_regs = 0;
-    if (st == HL_OK) st = rows_in_registers(dev, v, d, causal, &lay, err);
-    if (st == HL_OK) st = p_in_registers(dev, v, d, lay != NULL, &p_regs, err);
+    forward_kernel k;
+    hl_status st = forward_kernel_of(dev, v, d, causal, &k, err);
     if (st != HL_OK) return st;
-    e.fold = fold && !lay ? 1u : 0u;
-    if (lay) {
+    e.fold = k.fold && !k.rows ? 1u : 0u;
+    if (k.rows) {
         e.rows = 1;
-        e.rows_slots = lay->slots;
-        e.rows_shift = lay->shift;
-        e.rows_lanes = lay->lanes;
+        e.rows_slots = k.rows->slots;
+        e.rows_shift = k.rows->shift;
+        e.rows_lanes = k.rows->lanes;
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_coop(spec, v, &e);
-    return hl_pipeline_get(dev, hl_shader_attention_coop(in, p_regs), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup,
+    return hl_pipeline_get(dev, hl_shader_attention_coop(in, k.p_regs), spec, HL_SPEC_ATTENTION_COOP_COUNT, e.subgroup,
                            out, err);
 }
 
