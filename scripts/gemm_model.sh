@@ -11,8 +11,8 @@
 # scripts/attn_sweep.py (VARIANTS: strings or "default", SHAPES: BxHxSxd; the
 # backward's shaders, MODEL_SHADER=attention_bwd_*.comp, with --backward and
 # MODEL_ARGS, e.g. "--causal --dtype bfloat16"; the forward takes MODEL_ARGS too).
-# MODEL_SED (a sed script) with MODEL_SED_FILE (a path in the tree) also edits that file
-# in every model's copy: a model of the C side, e.g. a head-dimension cap raised.
+# MODEL_SED (a sed script) with MODEL_SED_FILE (paths in the tree, space-separated) also
+# edits those files in every model's copy: a model of the C side, e.g. a cap raised.
 # MODEL_CHECK=1 checks the models too (for a model that is a real kernel candidate).
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
@@ -29,7 +29,9 @@ for m in "$@"; do
   rm -rf "$src" "$site"; mkdir -p "$src"
   tar -C "$REPO" --exclude=./build --exclude=./.device-kit -cf - . | tar -xf - -C "$src"
   sed -i "1a #define MODEL_$m" "$src/shaders/$SHADER"
-  if [ -n "${MODEL_SED:-}" ]; then sed -i "$MODEL_SED" "$src/${MODEL_SED_FILE:?MODEL_SED needs MODEL_SED_FILE}"; fi
+  if [ -n "${MODEL_SED:-}" ]; then
+    for f in ${MODEL_SED_FILE:?MODEL_SED needs MODEL_SED_FILE}; do sed -i "$MODEL_SED" "$src/$f"; done
+  fi
   ( cd "$src" && python3 -m pip install -q --no-build-isolation --no-deps -C cmake.define.HELIOS_CUBLAS=OFF \
       --target "$site" . ) > "$LOG/model-$name-build.log" 2>&1 || { tail -20 "$LOG/model-$name-build.log"; exit 1; }
 done

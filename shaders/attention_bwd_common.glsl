@@ -44,8 +44,15 @@ const uint REGION0 = 2 * BC * DROW;            // the two streamed tiles (stagin
 const uint QCH = 2 * BC;                       // owned rows staged per round
 const uint SROW = BC / 4 + 1;                  // fp32 scratch pitch (vectors of 4 floats)
 const uint PROW = BC / 8 + 1;                  // 16-bit scratch pitch (vectors of 8 elements)
-// Per subgroup: an fp32 tile (scores, then dP) and a 16-bit one (P or dS).
+// Per subgroup: an fp32 tile (scores, then dP) and a 16-bit one (P or dS). COMPACT_SCRATCH
+// (a kernel that hands P and dS to their products in registers): only what is left, the
+// fold's pieces before the loop and the tail rows' store tile.
+#ifdef COMPACT_SCRATCH
+const uint PIECES_VECS = 2 * RQ * (TK / 8);
+const uint SUB_VECS = PIECES_VECS > TM * (TN / 8) ? PIECES_VECS : TM * (TN / 8);
+#else
 const uint SUB_VECS = RQ * SROW + RQ * PROW;
+#endif
 const uint T0_OFF = 0, T1_OFF = BC * DROW;     // the streamed tiles
 // FOLD=1 in a kernel that streams the statistics' rows (FOLD_STREAMED defined): the
 // streamed tile's statistics as B fragments, lse's pieces then delta's (TK elements
@@ -56,7 +63,15 @@ const uint FOLD_TILE_VECS = FOLD != 0 ? 2 * BC * (TK / 8) : 0;
 #else
 const uint FOLD_TILE_VECS = 0;
 #endif
-shared uvec4 sm[REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS];
+// KV_SHARED (the dK/dV kernel's model): the block's K and V rows in shared memory, read
+// as A fragments per product, where otherwise their fragments stay in registers.
+#ifdef KV_SHARED
+const uint KV_OFF = REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS;
+const uint KV_VECS = 2 * BR * DROW;
+#else
+const uint KV_VECS = 0;
+#endif
+shared uvec4 sm[REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS + KV_VECS];
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each with
 // CPL consecutive columns; PASSES rounds cover RQ rows.

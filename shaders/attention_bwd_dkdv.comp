@@ -16,6 +16,14 @@
 // ride in S^T's and dP^T's products, P^T and dS^T stay in registers until stored
 // 16-bit for dV's and dK's products, and only tiles holding a masked element (the
 // causal diagonal, the query tail) zero it in the scratch.
+// MODEL_KV_SHARED (with MODEL_CONV_NV's registers for P^T and dS^T, so the scratch is
+// compact): the block's K and V rows in shared memory, their A fragments loaded per
+// product, freeing their registers (64 a lane at d=128): what more warps per SM give.
+#ifdef MODEL_KV_SHARED
+#define MODEL_CONV_NV
+#define KV_SHARED
+#define COMPACT_SCRATCH
+#endif
 #ifdef MODEL_CONV_NV
 #extension GL_NV_cooperative_matrix2 : require
 #endif
@@ -69,6 +77,16 @@ void fetch(uint qb, uint qpv, uint ob, uint opv, uint i0) {
 #define FRAG_B coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
 #define FRAG_ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
 
+#ifdef KV_SHARED
+// Row tile w's k-step kk of the block's K (which 0) or V (which 1) rows, an A fragment.
+FRAG_A kv_frag(uint which, uint w, uint kk) {
+    FRAG_A f;
+    coopMatLoad(f, sm, KV_OFF + (which * BR + gl_SubgroupID * RQ + w * TM) * DROW + kk * (TK / 8), DROW,
+                gl_CooperativeMatrixLayoutRowMajor);
+    return f;
+}
+#endif
+
 void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
@@ -85,9 +103,21 @@ void main() {
     const uint Q_OFF = T0_OFF, DO_OFF = T1_OFF;
     const uint part = lane % LPR;
 
+#ifdef KV_SHARED
+    for (uint idx = tid; idx < BR * DV; idx += THREADS) {   // ordered by the loop's first barrier
+        const uint r = idx / DV, c = idx % DV, gr = k0 + r;
+        sm[KV_OFF + r * DROW + c] = gr < p.skv ? k128[kbase + gr * qpv + c] : uvec4(0);
+        sm[KV_OFF + (BR + r) * DROW + c] = gr < p.skv ? v128[vbase + gr * qpv + c] : uvec4(0);
+    }
+#define KF(w, kk) kv_frag(0u, w, kk)
+#define VF(w, kk) kv_frag(1u, w, kk)
+#else
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> kf[WQ][D / TK], vf[WQ][D / TK];
     STAGE_OWNED(k128, kf, kbase, qpv, k0)
     STAGE_OWNED(v128, vf, vbase, qpv, k0)
+#define KF(w, kk) kf[w][kk]
+#define VF(w, kk) vf[w][kk]
+#endif
 
     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> dk[WQ][D / TN], dv[WQ][D / TN];
     [[unroll]] for (uint w = 0; w < WQ; w++)
@@ -137,7 +167,7 @@ void main() {
                     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
                         FRAG_B qb;
                         coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
-                        [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = coopMatMulAdd(kf[w][kk], qb, pt[w][n]);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = coopMatMulAdd(KF(w, kk), qb, pt[w][n]);
                     }
                     FRAG_B lb;
                     coopMatLoad(lb, sm, FOLD_OFF + n * TN * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
@@ -185,7 +215,7 @@ void main() {
                     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
                         FRAG_B db;
                         coopMatLoad(db, sm, DO_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
-                        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(vf[w][kk], db, s[w]);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(VF(w, kk), db, s[w]);
                     }
                     FRAG_B lb;
                     coopMatLoad(lb, sm, FOLD_OFF + (BC + n * TN) * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
@@ -237,7 +267,7 @@ void main() {
                 coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> qb;
                 coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW,
                             gl_CooperativeMatrixLayoutColumnMajor);
-                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(kf[w][kk], qb, s[w]);
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(KF(w, kk), qb, s[w]);
             }
             [[unroll]] for (uint w = 0; w < WQ; w++)
                 coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
@@ -283,7 +313,7 @@ void main() {
                     coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> db;
                     coopMatLoad(db, sm, DO_OFF + n * TN * DROW + kk * (TK / 8), DROW,
                                 gl_CooperativeMatrixLayoutColumnMajor);
-                    [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(vf[w][kk], db, s[w]);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(VF(w, kk), db, s[w]);
                 }
                 [[unroll]] for (uint w = 0; w < WQ; w++)
                     coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,

@@ -21,9 +21,11 @@
 // causal diagonal, the key tail) zero it in the scratch.
 // MODEL_CONV_NV (FOLD=1, TN == TK): dS becomes an A operand in registers through NV
 // cooperative matrix 2's accumulator-to-operand conversion instead of the 16-bit
-// scratch (no store, no sync, no mask): what that round trip costs.
+// scratch (no store, no sync, no mask): what that round trip costs; the scratch keeps
+// only the fold's pieces (COMPACT_SCRATCH), so wider key tiles fit.
 #ifdef MODEL_CONV_NV
 #extension GL_NV_cooperative_matrix2 : require
+#define COMPACT_SCRATCH
 #endif
 #include "spec_attention_bwd_dq.glsl"
 #define OWN_ROWS p.sq
