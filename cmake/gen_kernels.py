@@ -262,7 +262,11 @@ def gen_source(t: Any, have: dict[str, bool]) -> str:
                         f"    {{.prefix = {c_str(it.prefix)}, .kind = HL_ITEM_NUM, .n = 1, .field = {{{fidx[it.field]}}}, "
                         f".parse_max = {it.parse_max}, .lo = {it.lo}, .hi = {it.hi}, "
                         f".has_default = {int(it.default is not None)}, .dflt = {it.default or 0}, "
-                        f".has_absent = {int(it.absent is not None)}, .absent = {it.absent or 0}}},\n"
+                        + (
+                            f".has_absent = 1, .absent = {it.implicit}, .omit_absent = 1}},\n"
+                            if it.implicit is not None
+                            else f".has_absent = {int(it.absent is not None)}, .absent = {it.absent or 0}}},\n"
+                        )
                     )
             if g.items:
                 out.append("};\n")

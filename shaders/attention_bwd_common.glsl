@@ -71,7 +71,15 @@ const uint KV_VECS = 2 * BR * DROW;
 #else
 const uint KV_VECS = 0;
 #endif
-shared uvec4 sm[REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS + KV_VECS];
+// COMPACT_SCRATCH: one ids tile per workgroup (TM x TN fp32), whose elements, loaded as an
+// accumulator, say where each lane's elements lie (masks on fragments).
+const uint IDS_OFF = REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS + KV_VECS;
+#ifdef COMPACT_SCRATCH
+const uint IDS_VECS = TM * (TN / 4);
+#else
+const uint IDS_VECS = 0;
+#endif
+shared uvec4 sm[REGION0 + NSG * SUB_VECS + FOLD_TILE_VECS + KV_VECS + IDS_VECS];
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each with
 // CPL consecutive columns; PASSES rounds cover RQ rows.

@@ -19,11 +19,15 @@
 // in S's and dP's products (A fragments built once), P stays in registers, dS is
 // stored 16-bit for dQ's product, and only tiles holding a masked element (the
 // causal diagonal, the key tail) zero it in the scratch.
-// MODEL_CONV_NV (FOLD=1, TN == TK): dS becomes an A operand in registers through NV
-// cooperative matrix 2's accumulator-to-operand conversion instead of the 16-bit
-// scratch (no store, no sync, no mask): what that round trip costs; the scratch keeps
-// only the fold's pieces (COMPACT_SCRATCH), so wider key tiles fit.
-#ifdef MODEL_CONV_NV
+// P_IN_REGISTERS (a build of its own, FOLD=1 and TN == TK, for devices with NV
+// cooperative matrix 2's conversions; csrc/core/attention_bwd.c picks it for a variant
+// with a dQ key tile of its own, `dq`): dS becomes an A operand of dS K in registers
+// instead of going through the 16-bit scratch (no store, no sync), masked elements are
+// zeroed in P on the fragments (each element's row and column from an ids tile, as the
+// forward's), and the scratch keeps only the fold's pieces and the tail's store tile
+// (COMPACT_SCRATCH), so wider key tiles fit: at d=128 64 keys (model: 1x32x4096x128 the
+// kernel alone 1.221 against 1.348 ms with 32 keys through the scratch).
+#ifdef P_IN_REGISTERS
 #extension GL_NV_cooperative_matrix2 : require
 #define COMPACT_SCRATCH
 #endif
@@ -64,6 +68,12 @@ void main() {
     const uint K_OFF = T0_OFF, V_OFF = T1_OFF;
     const uint part = lane % LPR;
 
+#ifdef P_IN_REGISTERS
+    // the ids tile: element i of a lane, loaded as an accumulator, holds its row * TN + column
+    // (ordered before the loop's reads by the staging's barriers)
+    for (uint idx = tid; idx < IDS_VECS; idx += THREADS)
+        sm[IDS_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
+#endif
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK], dof[WQ][D / TK];
     STAGE_OWNED(q128, qf, qbase, qpv, q0)
     STAGE_OWNED(do128, dof, obase, opv, q0)
@@ -121,7 +131,7 @@ void main() {
 
         if (FOLD != 0) {
             // As the dK/dV kernel: the same syncs in every subgroup.
-#ifdef MODEL_CONV_NV
+#ifdef P_IN_REGISTERS
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsa[WQ][BC / TN];
 #endif
             const bool wg_masked = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > q0);
@@ -140,6 +150,18 @@ void main() {
                     }
                     [[unroll]] for (uint w = 0; w < WQ; w++)
                         for (int i = 0; i < pr[w][n].length(); i++) pr[w][n][i] = exp2(pr[w][n][i] * p.scale_log2);
+#ifdef P_IN_REGISTERS
+                    // masked keys' P is 0, so is their dS (the ids tile: row * TN + column)
+                    if (j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0)) {
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                        coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++)
+                            for (int i = 0; i < pr[w][n].length(); i++) {
+                                const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                                if (col >= p.skv || (CAUSAL != 0 && col > row)) pr[w][n][i] = 0.0;
+                            }
+                    }
+#endif
                 }
                 // dS = P (dO V^T - delta), stored 16-bit
                 [[unroll]] for (uint n = 0; n < BC / TN; n++) {
@@ -156,7 +178,7 @@ void main() {
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w][n] * s[w];
                         ROUND_FRAG_BF16(r);
-#ifdef MODEL_CONV_NV
+#ifdef P_IN_REGISTERS
                         dsa[w][n] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(r);
 #else
                         coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
@@ -165,7 +187,7 @@ void main() {
                     }
                 }
             }
-#ifndef MODEL_CONV_NV
+#ifndef P_IN_REGISTERS
             sub_sync();
             if (wg_masked) {
                 if (live && (j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0)))
@@ -178,7 +200,7 @@ void main() {
                 [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
                     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsf[WQ];
                     [[unroll]] for (uint w = 0; w < WQ; w++)
-#ifdef MODEL_CONV_NV
+#ifdef P_IN_REGISTERS
                         dsf[w] = dsa[w][kk];
 #else
                         coopMatLoad(dsf[w], sm, DS_OFF + w * TM * PROW + kk * (TK / 8), PROW,

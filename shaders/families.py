@@ -38,7 +38,9 @@ class Dims:
 class Num:
     """`prefix` then one positive integer; `lo..hi` is checked against the device
     rules (UnsupportedError), `absent` is its value when an older string leaves a
-    trailing item out, `default` when a builder (`_helios.format_variant`) does."""
+    trailing item out, `default` when a builder (`_helios.format_variant`) does.
+    `implicit`: as Choice's, the value a string that leaves this (trailing) item out
+    means and the canonical string leaves out."""
 
     prefix: str
     field: str
@@ -47,6 +49,7 @@ class Num:
     default: Optional[int] = None
     absent: Optional[int] = None
     parse_max: int = 4096
+    implicit: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ ATTENTION_VARIANT = VariantStruct(
         ("bc", "uint32_t", "keys per tile"),
         ("nsg", "uint32_t", "subgroups per workgroup"),
         ("wq", "uint32_t", "row tiles per subgroup"),
+        ("dq_bc", "uint32_t", "backward: the dQ kernel's keys per tile, dS handed to dS K in registers (0: bc, through shared memory)"),
     ),
     grammars=(
         Grammar("fa-scalar", "HL_PATH_SCALAR"),
@@ -247,10 +251,13 @@ ATTENTION_VARIANT = VariantStruct(
                 Num("sg", "nsg", parse_max=32),
                 Num("wq", "wq", parse_max=8),
                 Num("bc", "bc", parse_max=256),
+                # The backward's dQ kernel with a key tile of its own (its scratch compact:
+                # dS converted to A operands in registers); left out of strings when it has none.
+                Num("dq", "dq_bc", lo=0, hi=256, default=0, parse_max=256, implicit=0),
             ),
         ),
     ),
-    example="'fa-coop:16x16x16:sg4:wq1:bc32' or 'fa-scalar'",
+    example="'fa-coop:16x16x16:sg4:wq1:bc32', 'fa-coop:16x16x16:sg8:wq1:bc32:dq64' (backward) or 'fa-scalar'",
 )
 
 VARIANTS = (MATMUL_VARIANT, ATTENTION_VARIANT)
@@ -278,8 +285,9 @@ ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
 # Input element type. bfloat16 on cooperative matrices needs GL_EXT_bfloat16;
 # the scalar kernels read bfloat16 as 16-bit words and compute in fp32 (any glslc).
 IN_AXIS_COOP = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16", "GL_EXT_bfloat16")))
-# The attention forward's P handed to P V (ROWS=1): through shared memory (any device),
-# or converted to A operands in registers (NV cooperative matrix 2's conversions).
+# The attention forward's P handed to P V (ROWS=1), and the backward dQ kernel's dS to
+# dS K: through shared memory (any device), or converted to A operands in registers (NV
+# cooperative matrix 2's conversions).
 P_AXIS = ("p_regs", "int", (("0", ""), ("1", "-DP_IN_REGISTERS", "GL_NV_cooperative_matrix2")))
 IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
 # Products keep the input's 16-bit type or widen to f32: no f16 in -> bf16 out, no
@@ -301,23 +309,26 @@ ATTENTION_LAYOUT = (
 
 # The backward's two coop kernels take the forward's variant grammar: a workgroup of
 # NSG subgroups owns NSG * WQ * TM rows (query rows for dQ, key rows for dK/dV) and
-# steps through the other side BC rows at a time.
-ATTENTION_BWD_SPEC = (
-    COOP_FRAGMENT
-    + (
-        Spec("D", "uint", "64", "e->d"),
-        Spec("BC", "uint", "32", "v->bc"),
-        Spec("NSG", "uint", "4", "v->nsg"),
-        Spec("WQ", "uint", "1", "v->wq"),
-        Spec("SUBGROUP", "uint", "32", "e->subgroup"),
-        Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
-        Spec("CAUSAL", "uint", "0", "e->causal"),
-        # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
-        # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
-        Spec("FOLD", "uint", "0", "e->fold"),
+# steps through the other side BC rows at a time: the variant's bc, or for the dQ
+# kernel its dq_bc where it has one (attention_bwd_spec's `bc`, a C expression).
+def attention_bwd_spec(bc: str) -> tuple[Spec, ...]:
+    return (
+        COOP_FRAGMENT
+        + (
+            Spec("D", "uint", "64", "e->d"),
+            Spec("BC", "uint", "32", bc),
+            Spec("NSG", "uint", "4", "v->nsg"),
+            Spec("WQ", "uint", "1", "v->wq"),
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "128", "v->nsg * e->subgroup", local_size=True),
+            Spec("CAUSAL", "uint", "0", "e->causal"),
+            # 1: lse and delta folded into the score products (attention_bwd_common.glsl);
+            # 0 (HELIOS_DISABLE_ATTENTION_BWD_FOLD=1): scores and dP through an fp32 scratch.
+            Spec("FOLD", "uint", "0", "e->fold"),
+        )
+        + ATTENTION_LAYOUT
     )
-    + ATTENTION_LAYOUT
-)
+
 
 FAMILIES = (
     Family(
@@ -421,9 +432,9 @@ FAMILIES = (
         "attention_bwd_dq",
         "attention_bwd_dq.comp",
         "hl_attn_variant",
-        ATTENTION_BWD_SPEC,
+        attention_bwd_spec("v->dq_bc ? v->dq_bc : v->bc"),
         "attention_bwd",
-        axes=(IN_AXIS_COOP,),
+        axes=(IN_AXIS_COOP, P_AXIS),
         full_subgroups=True,
         doc="flash-attention backward, first kernel: delta = rowsum(dO * O) and dQ, per query block",
     ),
@@ -431,7 +442,7 @@ FAMILIES = (
         "attention_bwd_dkdv",
         "attention_bwd_dkdv.comp",
         "hl_attn_variant",
-        ATTENTION_BWD_SPEC,
+        attention_bwd_spec("v->bc"),
         "attention_bwd",
         axes=(IN_AXIS_COOP,),
         full_subgroups=True,

@@ -175,14 +175,87 @@ def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_backward_default_follows_the_head_dim(device):
+def test_backward_default_follows_the_head_dim(device, monkeypatch):
     """On a GPU with 16x16x16 fragments: the measured preferences (two row tiles a subgroup
-    at d <= 64; one at d = 128, eight subgroups, 32-query tiles)."""
+    at d <= 64; one at d = 128, eight subgroups, 32-query tiles, and with dS in registers
+    64-key tiles for the dQ kernel)."""
     if not device.attention_variants(64, backward=True)[0].startswith("fa-coop:16"):
         pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
+    dq = ":dq64" if _ds_in_registers(device) else ""
     assert device.default_attention_variant(64, backward=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
+    assert device.default_attention_variant(128, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32" + dq
+    assert device.default_attention_variant(128, causal=True, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32" + dq
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "1")
     assert device.default_attention_variant(128, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
-    assert device.default_attention_variant(128, causal=True, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
+
+
+def _ds_in_registers(device) -> bool:
+    """Whether the dQ kernel may hand dS over in registers here (the conversions)."""
+    return bool(device.info["cooperative_matrix"]) and bool(
+        device.info["cooperative_matrix2_features"].get("conversions")
+    )
+
+
+def _dq_variants(device, d: int) -> list[str]:
+    """The default's fragment shape with dQ key tiles of their own: as wide as the
+    dK/dV kernel's query tile, twice it, and one that is neither (three fragments)."""
+    base = device.default_attention_variant(d, backward=True).split(":dq")[0]
+    f = helios._helios.attention_variant_fields(base)
+    return [f"{base}:dq{f['bc']}", f"{base}:dq{2 * f['bc']}", f"{base}:dq{3 * f['tn']}"]
+
+
+def test_dq_key_tile_hands_ds_over_in_registers(device):
+    """A variant with a dQ key tile of its own (`dq`) runs the dQ kernel with dS converted to
+    A operands in registers and its masks on P's fragments: float64 with key tiles wider,
+    equal and unequal to the dK/dV kernel's query tile, tails on every side, causal (the
+    diagonal inside a tile, and a tile past a subgroup's rows) and not, S_kv != S_q."""
+    if not _ds_in_registers(device):
+        pytest.skip("the device offers no cooperative-matrix conversions (NV cooperative matrix 2): dS goes through "
+                    "shared memory and a dq tile is refused (test_dq_key_tile_refusals)")
+    for i, v in enumerate(_dq_variants(device, 32)):
+        _check(device, 1, 2, 45, 45, 16, False, variant=v, seed=20 + i)
+        _check(device, 1, 1, 41, 41, 32, True, variant=v, seed=30 + i)
+        _check(device, 2, 1, 33, 50, 32, False, variant=v, seed=40 + i)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_dq_key_tile_at_the_measured_head_dim(device, causal):
+    """d=128 at the default (64-key dQ tiles where the conversions are), several tiles each
+    way with tails."""
+    _check(device, 1, 2, 200, 200, 128, causal, seed=50)
+
+
+def test_dq_key_tile_refusals(device, monkeypatch):
+    """A dq tile is a backward matter, needs the conversions, and its switch refuses it."""
+    coop = [x for x in device.attention_variants(32, backward=True) if x.startswith("fa-coop:")]
+    if not coop:
+        pytest.skip("this device runs the fallback: no coop variant to name a dQ tile on")
+    f = helios._helios.attention_variant_fields(coop[0])
+    v = f"{coop[0]}:dq{2 * f['bc']}"
+    assert helios._helios.attention_variant_fields(v)["dq_bc"] == 2 * f["bc"]
+    q, k, vv, do = _inputs(1, 1, 8, 8, 32, 0)
+    o, lse = device.attention(q, k, vv, return_lse=True)
+    with pytest.raises(helios.UnsupportedError, match="belongs to backward variants"):
+        device.attention(q, k, vv, variant=v)
+    with pytest.raises(helios.UnsupportedError, match=r"dq\d+.*multiple of TN and TK"):
+        device.attention_backward(q, k, vv, o, do, lse, variant=f"{coop[0]}:dq{f['tn'] + 4}")
+    if not _ds_in_registers(device):
+        with pytest.raises(helios.UnsupportedError, match="conversions"):
+            device.attention_backward(q, k, vv, o, do, lse, variant=v)
+        return
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "1")
+    with pytest.raises(helios.UnsupportedError, match="HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS"):
+        device.attention_backward(q, k, vv, o, do, lse, variant=v)
+    assert ":dq" not in device.default_attention_variant(128, backward=True)
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "0")
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", "1")
+    with pytest.raises(helios.UnsupportedError, match="HELIOS_DISABLE_ATTENTION_BWD_FOLD"):
+        device.attention_backward(q, k, vv, o, do, lse, variant=v)
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", "0")
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "sometimes")
+    with pytest.raises(ValueError, match="HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS"):
+        device.attention_backward(q, k, vv, o, do, lse, variant=v)
 
 
 def test_coop_is_the_default_where_offered(device):

@@ -305,7 +305,13 @@ def test_range_rules_come_from_the_table(device):
 
 def test_attention_variant_fields_are_the_parsed_variant():
     f = _helios.attention_variant_fields("fa-coop:16x8x16:sg4:wq2:bc32")
-    assert f == {"path": "fa-coop", "tm": 16, "tn": 8, "tk": 16, "bc": 32, "nsg": 4, "wq": 2}
+    assert f == {"path": "fa-coop", "tm": 16, "tn": 8, "tk": 16, "bc": 32, "nsg": 4, "wq": 2, "dq_bc": 0}
+    # the backward's dQ key tile: a trailing item, left out of the canonical string when 0
+    g = _helios.attention_variant_fields("fa-coop:16x16x16:sg8:wq1:bc32:dq64")
+    assert g == {"path": "fa-coop", "tm": 16, "tn": 16, "tk": 16, "bc": 32, "nsg": 8, "wq": 1, "dq_bc": 64}
+    for bad in ("fa-coop:16x16x16:sg8:wq1:bc32:dq0", "fa-coop:16x16x16:sg8:wq1:bc32:dq64:dq64"):
+        with pytest.raises(ValueError, match="malformed attention variant"):
+            _helios.attention_variant_fields(bad)
     assert _helios.attention_variant_fields("fa-scalar")["path"] == "fa-scalar"
     with pytest.raises(ValueError, match="malformed attention variant"):
         _helios.attention_variant_fields("coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2")

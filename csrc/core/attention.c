@@ -92,17 +92,15 @@ static hl_status forward_kernel_of(const hl_device *dev, const hl_attn_variant *
     return HL_OK;
 }
 
-/* Shared memory of a coop variant at head dimension d: two streamed tiles of bc
+/* Shared memory of a forward coop variant at head dimension d: two streamed tiles of bc
  * padded rows, then per subgroup its scratch (attention_coop.comp: the fp32 scores,
  * or P, the rescale tile and with the fold the rows' max pieces; with P in registers
- * (`compact`) only the tail rows' O tile and the ids tile; backward:
- * attention_bwd_common.glsl, an fp32 and a 16-bit tile side by side, plus the streamed
- * rows' lse and delta). */
-static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int backward, int fold, int compact) {
+ * (`compact`) only the tail rows' O tile and the ids tile). The backward's:
+ * hl_attn_bwd_kernels_of. */
+static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int fold, int compact) {
     const uint32_t rq = v->wq * v->tm;
     const uint32_t s_vecs = rq * (v->bc / 4 + 1), p_vecs = rq * (v->bc / 8 + 1);
     const uint32_t tiles = 16u * 2u * v->bc * (d / 8 + 1);
-    if (backward) return tiles + 16u * v->nsg * (s_vecs + p_vecs) + 8u * v->bc;
     if (compact) return tiles + 16u * v->nsg * (v->tm * (v->tn / 8) + v->tm * (v->tn / 4));
     const uint32_t pa_vecs = p_vecs + rq * (v->tn / 4) + (fold ? rq * (v->tk / 8) : 0);
     return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
@@ -166,18 +164,39 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                        "attention variant %s: %u invocations per "
                        "workgroup; '%s' allows %u",
                        vs, v->nsg * sg, c->name, c->max_workgroup_invocations);
-    if (backward && v->bc > v->nsg * sg)
+    if (!backward && v->dq_bc)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                       "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
-                       v->bc, v->nsg * sg);
-    /* P and the rows in registers without a mask (a mask only widens the rows path): the
-     * compact scratch whether causal or not */
-    forward_kernel k = {0};
-    if (!backward) {
+                       "attention variant %s: dq%u (the backward dQ kernel's key tile) belongs to backward variants; "
+                       "the forward takes the same variant without ':dq%u'",
+                       vs, v->dq_bc, v->dq_bc);
+    uint32_t smem;
+    if (backward) {
+        if (v->bc > v->nsg * sg)
+            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                           "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)",
+                           vs, v->bc, v->nsg * sg);
+        hl_attn_bwd_kernels k;
+        hl_status st = hl_attn_bwd_kernels_of(dev, v, d, &k, err);
+        if (st != HL_OK) return st;
+        if (v->dq_bc && k.dq_regs_why)
+            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                           "attention backward variant %s: a dQ key tile of its own (dq%u) hands dS over in registers, "
+                           "which needs %s",
+                           vs, v->dq_bc, k.dq_regs_why);
+        if (v->dq_bc % v->tn || v->dq_bc % v->tk || (v->dq_bc / lpr) % 8 || v->dq_bc % lpr)
+            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                           "attention backward variant %s: the dQ key tile (dq%u) must be a multiple of TN and TK "
+                           "that splits into 8-column parts over a row's %u invocation(s)",
+                           vs, v->dq_bc, lpr);
+        smem = k.dq_shared_bytes > k.dkdv_shared_bytes ? k.dq_shared_bytes : k.dkdv_shared_bytes;
+    } else {
+        /* P and the rows in registers without a mask (a mask only widens the rows path): the
+         * compact scratch whether causal or not */
+        forward_kernel k;
         hl_status st = forward_kernel_of(dev, v, d, 0, &k, err);
         if (st != HL_OK) return st;
+        smem = coop_shared_bytes(v, d, k.fold, k.p_regs);
     }
-    uint32_t smem = coop_shared_bytes(v, d, backward, k.fold, k.p_regs);
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention %svariant %s at head dimension %u needs "

@@ -16,6 +16,57 @@ hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant 
     return hl_attn_check(dev, v, d, in, 1, err);
 }
 
+/* Shared memory of one backward coop kernel (attention_bwd_common.glsl) streaming bc rows:
+ * the two streamed tiles, then per subgroup an fp32 and a 16-bit tile side by side, or
+ * with dS in registers (`compact`) only the fold's pieces and the tail's store tile, and
+ * one ids tile; the dK/dV kernel also keeps the streamed rows' lse and delta (floats, and
+ * with the fold their pieces as B fragments). */
+static uint32_t bwd_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t bc, int compact, int dkdv, int fold) {
+    const uint32_t rq = v->wq * v->tm, tiles = 16u * 2u * bc * (d / 8 + 1);
+    if (compact) {
+        const uint32_t pieces = 2u * rq * (v->tk / 8), store = v->tm * (v->tn / 8);
+        return tiles + 16u * v->nsg * (pieces > store ? pieces : store) + 16u * v->tm * (v->tn / 4);
+    }
+    uint32_t bytes = tiles + 16u * v->nsg * (rq * (bc / 4 + 1) + rq * (bc / 8 + 1));
+    if (dkdv) bytes += 8u * bc + (fold ? 16u * 2u * bc * (v->tk / 8) : 0u);
+    return bytes;
+}
+
+/* The dQ kernel with a key tile of its own hands dS to dS K as A operands converted in
+ * registers (attention_bwd_dq.comp's P_IN_REGISTERS build; its scratch compact, so 64-key
+ * tiles fit at d=128): on a device with NV cooperative matrix 2's conversions, in a build
+ * whose glslc had them, on a fragment shape with TN == TK, folded;
+ * HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS=1 turns it off (the default then takes dS
+ * through shared memory; a variant naming a dQ tile is refused). Measured on the H100
+ * (benchmarks/results/h100-bwd-models-03a3c4e/, the kernel alone, timed models): at d=128
+ * 64-key tiles with dS in registers 1.221 ms at 1x32x4096x128 against 32-key tiles through
+ * the scratch's 1.348 (causal 0.793 / 0.849); at d=64 none better than the scratch's
+ * (8x16x1024x64 causal bf16 0.156 against 0.153). */
+hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
+                                 hl_error *err) {
+    int unfolded = 0, off = 0;
+    *k = (hl_attn_bwd_kernels){0};
+    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err);
+    if (st == HL_OK) st = hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", &off, err);
+    if (st != HL_OK) return st;
+    k->fold = !unfolded;
+    if (off)
+        k->dq_regs_why = "HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS unset";
+    else if (!k->fold)
+        k->dq_regs_why = "the folded statistics (HELIOS_DISABLE_ATTENTION_BWD_FOLD is set)";
+    else if (v->tn != v->tk)
+        k->dq_regs_why = "a fragment shape with TN == TK";
+    else if (!dev->caps.coop2_conversions || !HL_BUILT_GL_NV_COOPERATIVE_MATRIX2)
+        k->dq_regs_why = dev->caps.coop2_conversions
+                             ? "a build whose glslc has GL_NV_cooperative_matrix2"
+                             : "NV cooperative matrix 2's accumulator-to-operand conversions, which this device lacks";
+    k->dq_regs = v->path == HL_PATH_COOP && v->dq_bc && !k->dq_regs_why;
+    k->dq_bc = v->dq_bc ? v->dq_bc : v->bc;
+    k->dq_shared_bytes = bwd_shared_bytes(v, d, k->dq_bc, k->dq_regs, 0, k->fold);
+    k->dkdv_shared_bytes = bwd_shared_bytes(v, d, v->bc, 0, 1, k->fold);
+    return HL_OK;
+}
+
 /* Measured on the H100 (benchmarks/results/h100-attn-bwd-2ad617a, every backward
  * variant at 1x32x2048x128 causal and not, and 4x16x1024x64): 16x16x16 fragments,
  * four subgroups; two row tiles per subgroup at d <= 64 with 32-query tiles, one
@@ -23,19 +74,26 @@ hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant 
  * accumulators per row tile), there with eight subgroups and 32-query tiles since
  * h100-attn-bwd-bc3446f (1x32x2048x128 1.0864 against four subgroups' 16-query
  * 1.1547 ms, 1x32x4096x128 4.0872 against 4.2938, causal 0.6859 / 0.7137 and 2.2298 /
- * 2.3746). Then the first valid candidate. */
+ * 2.3746); with dS in registers (hl_attn_bwd_kernels_of) the dQ kernel there streams 64
+ * keys a tile. Then the first valid candidate. */
 hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                       hl_attn_variant *out, hl_error *err) {
     (void)skv;
     (void)causal;
     int off = 0;
+    hl_attn_bwd_kernels k;
+    const hl_attn_variant shape16 = {HL_PATH_COOP, 16, 16, 16, 32, 8, 1, 64}; /* the d > 64 pick below */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", &off, err);
+    if (st == HL_OK) st = hl_attn_bwd_kernels_of(dev, &shape16, d, &k, err); /* its switches' values */
     if (st != HL_OK) return st;
     memset(out, 0, sizeof *out);
     out->path = HL_PATH_SCALAR;
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev))) {
         const uint32_t wq = d <= 64 ? 2 : 1, nsg = d <= 64 ? 4 : 8;
+        /* d > 64 with dS in registers: the dQ kernel streams 64 keys a tile (see above) */
+        const uint32_t dq = d > 64 && k.dq_regs ? 64 : 0;
         const hl_attn_variant list[] = {
+            {HL_PATH_COOP, 16, 16, 16, 32, nsg, wq, dq},
             {HL_PATH_COOP, 16, 16, 16, 32, nsg, wq},
             {HL_PATH_COOP, 16, 8, 16, 32, nsg, wq},
             {HL_PATH_COOP, 16, 16, 16, 16, 4, 1},
@@ -54,6 +112,13 @@ hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t
 
 size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
     size_t n = dev->coop_enabled ? hl_attn_candidates(dev, d, in, 1, out, cap) : 0;
+    /* the candidates name no dQ key tile of their own; the default may (helios tune sees it) */
+    hl_attn_variant dflt;
+    hl_error e;
+    if (n && hl_attn_bwd_variant_default(dev, d, 0, 0, in, &dflt, &e) == HL_OK && dflt.dq_bc) {
+        if (n < cap) out[n] = dflt;
+        n++;
+    }
     if (d >= 1 && d <= MAX_HEAD_DIM) {
         if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
         n++;
@@ -87,12 +152,12 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
                                const hl_attn_layout *layout, hl_pipeline **out, uint32_t *rows, hl_error *err) {
     hl_status st = HL_OK;
     uint32_t spec[HL_MAX_SPEC];
-    int unfolded = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err));
+    hl_attn_bwd_kernels k;
+    HL_TRY(hl_attn_bwd_kernels_of(dev, v, d, &k, err));
     hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
                      .d = d,
                      .causal = causal ? 1u : 0u,
-                     .fold = !unfolded,
+                     .fold = (uint32_t)k.fold,
                      .qkv_rs = layout ? layout->qkv_rs : 0u,
                      .o_rs = layout ? layout->o_rs : 0u};
     if (v->path != HL_PATH_COOP) {
@@ -107,7 +172,7 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_bwd_dq(spec, v, &e);
-    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT, e.subgroup,
+    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in, k.dq_regs), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT, e.subgroup,
                            &out[0], err));
     hl_spec_attention_bwd_dkdv(spec, v, &e);
     HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dkdv(in), spec, HL_SPEC_ATTENTION_BWD_DKDV_COUNT, e.subgroup,

@@ -34,7 +34,7 @@ typedef struct hl_grammar_item {
     uint32_t dflt;
     int has_absent; /* may be left out of a string (trailing items), then this value */
     uint32_t absent;
-    int omit_absent;                       /* CHOICE: the canonical string leaves it out when it has the absent value */
+    int omit_absent;                       /* the canonical string leaves it out when it has the absent value */
     const char *names[HL_ITEM_MAX_VALUES]; /* CHOICE */
     int values[HL_ITEM_MAX_VALUES];
     int default_index; /* CHOICE: the builder's default, -1: required */

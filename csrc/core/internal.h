@@ -417,6 +417,19 @@ hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_a
 /* The layout's push-constant words (the shaders' nh, q_off, k_off, v_off; the row strides are spec
  * constants: hl_spec_env's qkv_rs and o_rs). */
 void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
+/* The backward kernels a coop variant runs (attention_bwd.c): whether they fold the rows'
+ * statistics into their products (HELIOS_DISABLE_ATTENTION_BWD_FOLD), and whether the dQ
+ * kernel hands dS to dS K in registers with a compact scratch (a variant with a dQ key tile
+ * of its own, dq_bc; `dq_regs_why` says why the device cannot, NULL when it can), and the
+ * two kernels' streamed tiles and shared-memory bytes. The one place the check, the default
+ * and the pipelines learn it from. */
+typedef struct hl_attn_bwd_kernels {
+    int fold, dq_regs;
+    const char *dq_regs_why;
+    uint32_t dq_bc, dq_shared_bytes, dkdv_shared_bytes;
+} hl_attn_bwd_kernels;
+hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
+                                 hl_error *err);
 /* Every valid coop variant for that direction (the count; up to cap written). */
 size_t hl_attn_candidates(const hl_device *dev, uint32_t d, hl_dtype in, int backward, hl_attn_variant *out,
                           size_t cap);
