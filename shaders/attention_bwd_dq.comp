@@ -156,7 +156,7 @@ void main() {
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
                         coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
                         [[unroll]] for (uint w = 0; w < WQ; w++)
-                            for (int i = 0; i < pr[w][n].length(); i++) {
+                            [[unroll]] for (int i = 0; i < pr[w][n].length(); i++) {
                                 const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
                                 if (col >= p.skv || (CAUSAL != 0 && col > row)) pr[w][n][i] = 0.0;
                             }
