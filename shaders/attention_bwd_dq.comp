@@ -135,6 +135,50 @@ void main() {
             coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsa[WQ][BC / TN];
 #endif
             const bool wg_masked = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > q0);
+#ifdef P_IN_REGISTERS
+            // One TN-key slab at a time: P's and dP's products side by side, P masked on its
+            // fragments (the ids tile: row * TN + column; key tails too: their K rows are zero,
+            // but P there is exp(-lse), inf for a row whose scores all lie far below zero),
+            // dS = P dP' converted to A operands. Only the slab's two accumulators and
+            // the tile's dS fragments are live (P of every slab first, as the scratch path
+            // does, spilled: 255 registers and 3x the time on the H100).
+            if (live) {
+                const bool masked = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> pr[WQ], s[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        pr[w] = coopMatMulAdd(lsef[w], ones,
+                                              coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
+                        s[w] = coopMatMulAdd(dltf[w], ones,
+                                             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0));
+                    }
+                    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
+                        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf, vf;
+                        coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                        coopMatLoad(vf, sm, V_OFF + n * TN * DROW + kk * (TK / 8), DROW,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) {
+                            pr[w] = coopMatMulAdd(qf[w][kk], kf, pr[w]);
+                            s[w] = coopMatMulAdd(dof[w][kk], vf, s[w]);
+                        }
+                    }
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                    if (masked) coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        [[unroll]] for (int i = 0; i < pr[w].length(); i++) pr[w][i] = exp2(pr[w][i] * p.scale_log2);
+                        if (masked)
+                            [[unroll]] for (int i = 0; i < pr[w].length(); i++) {
+                                const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                                if (col >= p.skv || (CAUSAL != 0 && col > row)) pr[w][i] = 0.0;
+                            }
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w] * s[w];
+                        ROUND_FRAG_BF16(r);
+                        dsa[w][n] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(r);
+                    }
+                }
+            }
+#else
             if (live) {
                 // P = exp2(scale_log2 (Q K^T - lse/scale)) in registers
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> pr[WQ][BC / TN];
@@ -150,18 +194,6 @@ void main() {
                     }
                     [[unroll]] for (uint w = 0; w < WQ; w++)
                         for (int i = 0; i < pr[w][n].length(); i++) pr[w][n][i] = exp2(pr[w][n][i] * p.scale_log2);
-#ifdef P_IN_REGISTERS
-                    // masked keys' P is 0, so is their dS (the ids tile: row * TN + column)
-                    if (j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0)) {
-                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-                        coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                        [[unroll]] for (uint w = 0; w < WQ; w++)
-                            [[unroll]] for (int i = 0; i < pr[w][n].length(); i++) {
-                                const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
-                                if (col >= p.skv || (CAUSAL != 0 && col > row)) pr[w][n][i] = 0.0;
-                            }
-                    }
-#endif
                 }
                 // dS = P (dO V^T - delta), stored 16-bit
                 [[unroll]] for (uint n = 0; n < BC / TN; n++) {
@@ -178,15 +210,12 @@ void main() {
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w][n] * s[w];
                         ROUND_FRAG_BF16(r);
-#ifdef P_IN_REGISTERS
-                        dsa[w][n] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(r);
-#else
                         coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
                                      DS_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
                     }
                 }
             }
+#endif
 #ifndef P_IN_REGISTERS
             sub_sync();
             if (wg_masked) {

@@ -216,6 +216,19 @@ def test_dq_key_tile_hands_ds_over_in_registers(device):
         _check(device, 1, 2, 45, 45, 16, False, variant=v, seed=20 + i)
         _check(device, 1, 1, 41, 41, 32, True, variant=v, seed=30 + i)
         _check(device, 2, 1, 33, 50, 32, False, variant=v, seed=40 + i)
+    # Every score far below zero and a key tail: P of a tail key would be exp(-lse) = inf
+    # unmasked (its K row is zero, and inf * 0 is NaN in dS K).
+    q, k, vv, do = _inputs(1, 1, 19, 37, 32, 60)
+    q = (np.asarray(q, np.float32) * 0.1 + 8.0).astype(np.float16)
+    k = (np.asarray(k, np.float32) * 0.1 - 8.0).astype(np.float16)
+    o, lse = device.attention(q, k, vv, return_lse=True)
+    assert float(np.max(lse)) < -300.0, "scores not far enough below zero"
+    want = reference_attention_backward(q, k, vv, do)
+    for v in _dq_variants(device, 32):
+        got = device.attention_backward(q, k, vv, o, do, lse, variant=v)
+        for name, g, w in zip(("dq", "dk", "dv"), got, want[:3]):
+            r = check_close(g, w, atol=0.02, rtol=0.01)
+            assert np.isfinite(np.asarray(g, np.float32)).all() and r.passed, f"{name} scores << 0, {v}: {r.line()}"
 
 
 @pytest.mark.gpu
