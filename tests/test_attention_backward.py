@@ -177,16 +177,18 @@ def test_fold_switch_refuses_a_bad_value(device, monkeypatch):
 @pytest.mark.gpu
 def test_backward_default_follows_the_head_dim(device, monkeypatch):
     """On a GPU with 16x16x16 fragments: the measured preferences (two row tiles a subgroup
-    at d <= 64; one at d = 128, eight subgroups, 32-query tiles, and with dS in registers
-    64-key tiles for the dQ kernel)."""
+    at d <= 64; one above, eight subgroups, 32-query tiles, and with dS in registers 64-key
+    tiles for the dQ kernel at 64 < d < 128)."""
     if not device.attention_variants(64, backward=True)[0].startswith("fa-coop:16"):
         pytest.skip("this GPU's cooperative-matrix shapes are not the measured ones")
     dq = ":dq64" if _ds_in_registers(device) else ""
     assert device.default_attention_variant(64, backward=True) == "fa-coop:16x16x16:sg4:wq2:bc32"
-    assert device.default_attention_variant(128, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32" + dq
-    assert device.default_attention_variant(128, causal=True, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32" + dq
-    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "1")
     assert device.default_attention_variant(128, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
+    assert device.default_attention_variant(128, causal=True, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
+    for d in (80, 96, 112):
+        assert device.default_attention_variant(d, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32" + dq
+    monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "1")
+    assert device.default_attention_variant(96, backward=True) == "fa-coop:16x16x16:sg8:wq1:bc32"
 
 
 def _ds_in_registers(device) -> bool:
@@ -233,10 +235,13 @@ def test_dq_key_tile_hands_ds_over_in_registers(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_dq_key_tile_at_the_measured_head_dim(device, causal):
-    """d=128 at the default (64-key dQ tiles where the conversions are), several tiles each
-    way with tails."""
-    _check(device, 1, 2, 200, 200, 128, causal, seed=50)
+def test_dq_key_tile_at_the_measured_head_dims(device, causal):
+    """d=96 at the default (64-key dQ tiles where the conversions are) and d=128 with them
+    named, several tiles each way with tails."""
+    _check(device, 1, 2, 200, 200, 96, causal, seed=50)
+    if _ds_in_registers(device):
+        base = device.default_attention_variant(128, backward=True)
+        _check(device, 1, 2, 200, 200, 128, causal, variant=base + ":dq64", seed=51)
 
 
 def test_dq_key_tile_refusals(device, monkeypatch):
@@ -260,7 +265,7 @@ def test_dq_key_tile_refusals(device, monkeypatch):
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "1")
     with pytest.raises(helios.UnsupportedError, match="HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS"):
         device.attention_backward(q, k, vv, o, do, lse, variant=v)
-    assert ":dq" not in device.default_attention_variant(128, backward=True)
+    assert ":dq" not in device.default_attention_variant(96, backward=True)
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", "0")
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_BWD_FOLD", "1")
     with pytest.raises(helios.UnsupportedError, match="HELIOS_DISABLE_ATTENTION_BWD_FOLD"):

@@ -38,10 +38,14 @@ static uint32_t bwd_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t 
  * whose glslc had them, on a fragment shape with TN == TK, folded;
  * HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS=1 turns it off (the default then takes dS
  * through shared memory; a variant naming a dQ tile is refused). Measured on the H100
- * (benchmarks/results/h100-bwd-models-03a3c4e/, the kernel alone, timed models): at d=128
- * 64-key tiles with dS in registers 1.221 ms at 1x32x4096x128 against 32-key tiles through
- * the scratch's 1.348 (causal 0.793 / 0.849); at d=64 none better than the scratch's
- * (8x16x1024x64 causal bf16 0.156 against 0.153). */
+ * (benchmarks/results/h100-bwd-dq-673aeac/sweep*.json, the whole backward, ms, `sg8:wq1:bc32`
+ * / with `:dq32` / with `:dq64`): 1x32x2048x80 0.7774 / 0.7587 / 0.7342, 1x32x2048x96 0.8526
+ * / 0.8520 / 0.8301, 4x16x1024x112 0.5594 / 0.5193 / 0.5083 (causal 0.5364 / 0.5024 /
+ * 0.4874, 0.5992 / 0.5946 / 0.5827, 0.4206 / 0.3825 / 0.3737); at d = 128 nothing gained:
+ * 1x32x2048x128 1.0905 / 1.0853 / 1.1145, causal 0.6985 / 0.7052 / 0.7008 (the 64-key
+ * kernel at 255 registers; its model without masks reached 251 and 0.326 against the
+ * scratch's 0.361 ms, h100-bwd-models-03a3c4e/). At d = 64 no model beat the scratch path
+ * (8x16x1024x64 causal bf16, dQ alone 0.156 against 0.153). */
 hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
                                  hl_error *err) {
     int unfolded = 0, off = 0;
@@ -74,15 +78,15 @@ hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v,
  * accumulators per row tile), there with eight subgroups and 32-query tiles since
  * h100-attn-bwd-bc3446f (1x32x2048x128 1.0864 against four subgroups' 16-query
  * 1.1547 ms, 1x32x4096x128 4.0872 against 4.2938, causal 0.6859 / 0.7137 and 2.2298 /
- * 2.3746); with dS in registers (hl_attn_bwd_kernels_of) the dQ kernel there streams 64
- * keys a tile. Then the first valid candidate. */
+ * 2.3746); with dS in registers (hl_attn_bwd_kernels_of) the dQ kernel streams 64 keys a
+ * tile at 64 < d < 128. Then the first valid candidate. */
 hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                       hl_attn_variant *out, hl_error *err) {
     (void)skv;
     (void)causal;
     int off = 0;
     hl_attn_bwd_kernels k;
-    const hl_attn_variant shape16 = {HL_PATH_COOP, 16, 16, 16, 32, 8, 1, 64}; /* the d > 64 pick below */
+    const hl_attn_variant shape16 = {HL_PATH_COOP, 16, 16, 16, 32, 8, 1, 64}; /* the pick below */
     hl_status st = hl_env_flag("HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", &off, err);
     if (st == HL_OK) st = hl_attn_bwd_kernels_of(dev, &shape16, d, &k, err); /* its switches' values */
     if (st != HL_OK) return st;
@@ -90,8 +94,9 @@ hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t
     out->path = HL_PATH_SCALAR;
     if (!off && dev->coop_enabled && (in != HL_BF16 || !hl_bf16_coop_unavailable(dev))) {
         const uint32_t wq = d <= 64 ? 2 : 1, nsg = d <= 64 ? 4 : 8;
-        /* d > 64 with dS in registers: the dQ kernel streams 64 keys a tile (see above) */
-        const uint32_t dq = d > 64 && k.dq_regs ? 64 : 0;
+        /* 64 < d < 128 with dS in registers: the dQ kernel streams 64 keys a tile (see
+         * hl_attn_bwd_kernels_of; at d = 128 it gains nothing) */
+        const uint32_t dq = d > 64 && d < 128 && k.dq_regs ? 64 : 0;
         const hl_attn_variant list[] = {
             {HL_PATH_COOP, 16, 16, 16, 32, nsg, wq, dq},
             {HL_PATH_COOP, 16, 16, 16, 32, nsg, wq},
