@@ -41,7 +41,9 @@ static uint32_t bwd_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t 
  * (benchmarks/results/h100-bwd-dq-673aeac/sweep*.json, the whole backward, ms, `sg8:wq1:bc32`
  * / with `:dq32` / with `:dq64`): 1x32x2048x80 0.7774 / 0.7587 / 0.7342, 1x32x2048x96 0.8526
  * / 0.8520 / 0.8301, 4x16x1024x112 0.5594 / 0.5193 / 0.5083 (causal 0.5364 / 0.5024 /
- * 0.4874, 0.5992 / 0.5946 / 0.5827, 0.4206 / 0.3825 / 0.3737); at d = 128 nothing gained:
+ * 0.4874, 0.5992 / 0.5946 / 0.5827, 0.4206 / 0.3825 / 0.3737; `helios bench` with the switch
+ * each way, h100-bwd-dq-8773961: 1x32x2048x96 0.8567 -> 0.8359, 4x16x1024x112 0.5162 -> 0.5048);
+ * at d = 128 nothing gained:
  * 1x32x2048x128 1.0905 / 1.0853 / 1.1145, causal 0.6985 / 0.7052 / 0.7008 (the 64-key
  * kernel at 255 registers; its model without masks reached 251 and 0.326 against the
  * scratch's 0.361 ms, h100-bwd-models-03a3c4e/). At d = 64 no model beat the scratch path
