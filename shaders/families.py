@@ -239,7 +239,11 @@ ATTENTION_VARIANT = VariantStruct(
         ("bc", "uint32_t", "keys per tile"),
         ("nsg", "uint32_t", "subgroups per workgroup"),
         ("wq", "uint32_t", "row tiles per subgroup"),
-        ("dq_bc", "uint32_t", "backward: the dQ kernel's keys per tile, dS handed to dS K in registers (0: bc, through shared memory)"),
+        (
+            "dq_bc",
+            "uint32_t",
+            "backward: the dQ kernel's keys per tile, dS handed to dS K in registers (0: bc, through shared memory)",
+        ),
     ),
     grammars=(
         Grammar("fa-scalar", "HL_PATH_SCALAR"),
@@ -306,6 +310,7 @@ ATTENTION_LAYOUT = (
     Spec("QKV_RS", "uint", "0", "e->qkv_rs"),
     Spec("O_RS", "uint", "0", "e->o_rs"),
 )
+
 
 # The backward's two coop kernels take the forward's variant grammar: a workgroup of
 # NSG subgroups owns NSG * WQ * TM rows (query rows for dQ, key rows for dK/dV) and

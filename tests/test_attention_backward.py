@@ -212,8 +212,10 @@ def test_dq_key_tile_hands_ds_over_in_registers(device):
     equal and unequal to the dK/dV kernel's query tile, tails on every side, causal (the
     diagonal inside a tile, and a tile past a subgroup's rows) and not, S_kv != S_q."""
     if not _ds_in_registers(device):
-        pytest.skip("the device offers no cooperative-matrix conversions (NV cooperative matrix 2): dS goes through "
-                    "shared memory and a dq tile is refused (test_dq_key_tile_refusals)")
+        pytest.skip(
+            "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): dS goes through "
+            "shared memory and a dq tile is refused (test_dq_key_tile_refusals)"
+        )
     for i, v in enumerate(_dq_variants(device, 32)):
         _check(device, 1, 2, 45, 45, 16, False, variant=v, seed=20 + i)
         _check(device, 1, 1, 41, 41, 32, True, variant=v, seed=30 + i)

@@ -179,8 +179,8 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
     }
     *rows = v->nsg * v->wq * v->tm;
     hl_spec_attention_bwd_dq(spec, v, &e);
-    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in, k.dq_regs), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT, e.subgroup,
-                           &out[0], err));
+    HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in, k.dq_regs), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT,
+                           e.subgroup, &out[0], err));
     hl_spec_attention_bwd_dkdv(spec, v, &e);
     HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dkdv(in), spec, HL_SPEC_ATTENTION_BWD_DKDV_COUNT, e.subgroup,
                            &out[1], err));
