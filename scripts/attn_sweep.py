@@ -6,7 +6,7 @@ harness). Every Helios number is gated by a sampled float64 check + all finite
 
   python3 scripts/attn_sweep.py --out sweep.json [--shapes 32x8x512x64,...] [--causal]
       [--backward] [--variants all|default|V1,V2] [--iters 30] [--no-sdpa] [--dtype bfloat16]
-      [--env-sweep HELIOS_DISABLE_ATTENTION_BWD_FOLD=0,1]
+      [--env-sweep HELIOS_DISABLE_ATTENTION_BWD_FOLD=0,1] [--passes 2]
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ from helios.flops import attention_backward_flops, attention_flops
 from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
+
+
+def pass_order(items: list, passes: int) -> list[tuple[int, object]]:
+    """(pass, item) in the order a shape times them: the list as given, then reversed, then
+    as given... so that no item always holds the slot after the previous shape (a first
+    slot read 8% slow once: benchmarks/results/h100-bwd-dq-139779d/COMMANDS.md)."""
+    return [(p, x) for p in range(passes) for x in (items if p % 2 == 0 else items[::-1])]
 
 
 def _pass_split(dev, q, k, v, do, causal, var, iters, warmup) -> dict:
@@ -52,6 +59,13 @@ def main() -> int:
     ap.add_argument("--causal", action="store_true", help="causal masking")
     ap.add_argument("--backward", action="store_true", help="the backward's variants (and SDPA's backward)")
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"), help="Q, K, V (default float16)")
+    ap.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        help="time each shape's variants this many times, alternately in the given and the reversed "
+        "order; rows record their pass (default 1)",
+    )
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-sdpa", action="store_true", help="skip the torch SDPA backends")
@@ -69,6 +83,8 @@ def main() -> int:
     )
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    if a.passes < 1:
+        ap.error(f"--passes must be at least 1, got {a.passes}")
     env_name, _, env_values = a.env_sweep.partition("=")
     settings = [(env_name, x) for x in env_values.split(",")] if env_name else [("", "")]
     dev = helios.Device()
@@ -118,7 +134,7 @@ def main() -> int:
                 dev.default_attention_variant(d, s, a.causal, backward=a.backward) if x == "default" else x
                 for x in a.variants.split(",")
             ]
-        for var, (env_key, env_value) in ((x, e) for x in vs for e in settings):
+        for pass_no, (var, (env_key, env_value)) in pass_order([(x, e) for x in vs for e in settings], a.passes):
             if var == "fa-scalar" and s * s * b * h * d > 2**33:
                 continue  # the fallback at long context: minutes, not a design point
             saved = os.environ.get(env_key) if env_key else None
@@ -182,10 +198,11 @@ def main() -> int:
                 "pass_ms": split,
                 "env": {env_key: env_value} if env_key else {},
                 "wall_s": time.time() - t0,
+                "pass": pass_no,
             }
             rows.append(row)
             print(
-                f"{spec} {tm.variant:34s} {env_key + '=' + env_value if env_key else ''} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
+                f"{spec} {tm.variant:34s}{f' pass {pass_no + 1}' if a.passes > 1 else ''} {env_key + '=' + env_value if env_key else ''} regs {regs} split {split} {'PASS' if ok else 'FAIL'} {tm.median_ms:.4f} ms "
                 f"{tm.tflops:.1f} TF/s (max err {chk.max_abs_err:.3g}){' LOW CLOCK' if row['low_clock'] else ''}",
                 flush=True,
             )
