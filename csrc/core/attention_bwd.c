@@ -37,17 +37,8 @@ static uint32_t bwd_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t 
  * tiles fit at d=128): on a device with NV cooperative matrix 2's conversions, in a build
  * whose glslc had them, on a fragment shape with TN == TK, folded;
  * HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS=1 turns it off (the default then takes dS
- * through shared memory; a variant naming a dQ tile is refused). Measured on the H100
- * (benchmarks/results/h100-bwd-dq-673aeac/sweep*.json, the whole backward, ms, `sg8:wq1:bc32`
- * / with `:dq32` / with `:dq64`): 1x32x2048x80 0.7774 / 0.7587 / 0.7342, 1x32x2048x96 0.8526
- * / 0.8520 / 0.8301, 4x16x1024x112 0.5594 / 0.5193 / 0.5083 (causal 0.5364 / 0.5024 /
- * 0.4874, 0.5992 / 0.5946 / 0.5827, 0.4206 / 0.3825 / 0.3737; `helios bench` with the switch
- * each way, h100-bwd-dq-8773961: 1x32x2048x96 0.8567 -> 0.8359, 4x16x1024x112 0.5162 -> 0.5048);
- * at d = 128 nothing gained:
- * 1x32x2048x128 1.0905 / 1.0853 / 1.1145, causal 0.6985 / 0.7052 / 0.7008 (the 64-key
- * kernel at 255 registers; its model without masks reached 251 and 0.326 against the
- * scratch's 0.361 ms, h100-bwd-models-03a3c4e/). At d = 64 no model beat the scratch path
- * (8x16x1024x64 causal bf16, dQ alone 0.156 against 0.153). */
+ * through shared memory; a variant naming a dQ tile is refused). Where it pays: see
+ * hl_attn_bwd_variant_default. */
 hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
                                  hl_error *err) {
     int unfolded = 0, off = 0;
@@ -67,8 +58,9 @@ hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v,
                              ? "a build whose glslc has GL_NV_cooperative_matrix2"
                              : "NV cooperative matrix 2's accumulator-to-operand conversions, which this device lacks";
     k->dq_regs = v->path == HL_PATH_COOP && v->dq_bc && !k->dq_regs_why;
-    k->dq_bc = v->dq_bc ? v->dq_bc : v->bc;
-    k->dq_shared_bytes = bwd_shared_bytes(v, d, k->dq_bc, k->dq_regs, 0, k->fold);
+    /* the dQ kernel's streamed tile, as its BC constant says (shaders/families.py) */
+    const uint32_t dq_bc = v->dq_bc ? v->dq_bc : v->bc;
+    k->dq_shared_bytes = bwd_shared_bytes(v, d, dq_bc, k->dq_regs, 0, k->fold);
     k->dkdv_shared_bytes = bwd_shared_bytes(v, d, v->bc, 0, 1, k->fold);
     return HL_OK;
 }
@@ -80,8 +72,15 @@ hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v,
  * accumulators per row tile), there with eight subgroups and 32-query tiles since
  * h100-attn-bwd-bc3446f (1x32x2048x128 1.0864 against four subgroups' 16-query
  * 1.1547 ms, 1x32x4096x128 4.0872 against 4.2938, causal 0.6859 / 0.7137 and 2.2298 /
- * 2.3746); with dS in registers (hl_attn_bwd_kernels_of) the dQ kernel streams 64 keys a
- * tile at 64 < d < 128. Then the first valid candidate. */
+ * 2.3746). With dS in registers (hl_attn_bwd_kernels_of) the dQ kernel streams 64 keys a
+ * tile at 64 < d < 128: `helios bench --backward` with the switch each way
+ * (h100-bwd-dq-8773961, -139779d), ms: 1x32x2048x80 0.7605 -> 0.7453, 1x32x2048x96 0.8567 ->
+ * 0.8359, 4x16x1024x112 0.5160 -> 0.5051, 1x32x2048x112 0.9412 -> 0.9377 (causal 0.5211 ->
+ * 0.4943, 0.3783 -> 0.3760, 0.6524 -> 0.6403); not at d = 128, where the 64-key kernel sits
+ * at 255 registers and loses (1x32x2048x128 1.1145 against 1.0905, h100-bwd-dq-673aeac; its
+ * model without masks had 251 and won, h100-bwd-models-03a3c4e) and 32-key tiles tie; not at
+ * d <= 64, where no model beat the scratch path (8x16x1024x64 causal bf16, dQ alone 0.156
+ * against 0.153). Then the first valid candidate. */
 hl_status hl_attn_bwd_variant_default(const hl_device *dev, uint32_t d, uint32_t skv, int causal, hl_dtype in,
                                       hl_attn_variant *out, hl_error *err) {
     (void)skv;

@@ -421,12 +421,12 @@ void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
  * statistics into their products (HELIOS_DISABLE_ATTENTION_BWD_FOLD), and whether the dQ
  * kernel hands dS to dS K in registers with a compact scratch (a variant with a dQ key tile
  * of its own, dq_bc; `dq_regs_why` says why the device cannot, NULL when it can), and the
- * two kernels' streamed tiles and shared-memory bytes. The one place the check, the default
- * and the pipelines learn it from. */
+ * two kernels' shared-memory bytes. The one place the check, the default and the pipelines
+ * learn it from. */
 typedef struct hl_attn_bwd_kernels {
     int fold, dq_regs;
     const char *dq_regs_why;
-    uint32_t dq_bc, dq_shared_bytes, dkdv_shared_bytes;
+    uint32_t dq_shared_bytes, dkdv_shared_bytes;
 } hl_attn_bwd_kernels;
 hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
                                  hl_error *err);
