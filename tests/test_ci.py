@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, noise_floor, run_ci
+from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
@@ -218,3 +218,22 @@ def test_failed_checks_name_the_rows_that_failed(tmp_path):
     assert failed_checks(files) == [
         {"file": "run2-head.json", "shape": "96x96x96", "why": "max abs err 0.5, 3 non-finite"}
     ]
+
+
+def test_a_rerun_keeps_every_shapes_latest_row():
+    """A rerun file holds only the shapes that read SLOWER: the history and the
+    comment's per-shape fields take each shape's row from the last file that measured
+    it (the A/A run once wrote 96x96x96 alone to its history after a rerun of it)."""
+    run1 = {
+        "helios": {"name": "gpu"},
+        "rows": [{"shape": "64x64x64", "heliosMs": 1.0}, {"shape": "96x96x96", "heliosMs": 2.0}],
+    }
+    run2 = {
+        "helios": {"name": "gpu"},
+        "rows": [{"shape": "64x64x64", "heliosMs": 1.1}, {"shape": "96x96x96", "heliosMs": 2.1}],
+    }
+    rerun = {"helios": {"name": "gpu", "tag": "rerun"}, "rows": [{"shape": "96x96x96", "heliosMs": 2.2}]}
+    got = latest_rows([run1, run2, rerun])
+    assert [(r["shape"], r["heliosMs"]) for r in got["rows"]] == [("64x64x64", 1.1), ("96x96x96", 2.2)]
+    assert got["helios"] == rerun["helios"]
+    assert latest_rows([run1])["rows"] == run1["rows"]

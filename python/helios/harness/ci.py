@@ -306,10 +306,12 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             verdicts = _verdicts(files)
         rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
         rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
-        last_head = load(str(files["head"][-1]))
-        kind = str(last_head.get("helios", {}).get("device_type", ""))
+        heads = [load(str(p)) for p in files["head"]]
+        bases = [load(str(p)) for p in files["base"]]
+        head_latest = latest_rows(heads)
+        kind = str(head_latest.get("helios", {}).get("device_type", ""))
         rec["verdicts"] = [_verdict_dict(v, kind) for v in verdicts]
-        head_rows = {r["shape"]: r for r in last_head.get("rows", [])}
+        head_rows = {r["shape"]: r for r in head_latest["rows"]}
         for v in rec["verdicts"]:
             row = head_rows.get(v["shape"], {})
             v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
@@ -328,15 +330,24 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             if bad:
                 why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
                 rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
-        heads = [load(str(p)) for p in files["head"]]
-        bases = [load(str(p)) for p in files["base"]]
         rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": _states(bases), "head": _states(heads)}
         if cfg.history is not None:
-            append_history(cfg.history, heads[-1], head, rec["date"])
+            append_history(cfg.history, head_latest, head, rec["date"])
     except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
         rec.update(exit=2, reason=f"could not run: {e}")
     return _finish(cfg, rec)
+
+
+def latest_rows(results: list[dict]) -> dict:
+    """The last result with its rows replaced by each shape's row from the last result
+    that measured it, in the order shapes were first measured: a rerun measures only
+    the shapes that read SLOWER, so its file alone would leave the others out."""
+    rows: dict = {}
+    for res in results:
+        for r in res.get("rows", []):
+            rows[r["shape"]] = r
+    return {**results[-1], "rows": list(rows.values())}
 
 
 def failed_checks(files: list[Path]) -> list[dict]:
