@@ -87,6 +87,10 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
+// MODEL_PIPE_S (rows path): each tile's scores computed a tile ahead of its softmax, so
+// the score product's MMAs and the previous tile's softmax are independent work for one
+// warp (here both from the same K tile and P paired with the wrong V: the same work,
+// wrong results), to time what a software-pipelined loop would give.
 #if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
 #extension GL_NV_cooperative_matrix2 : require
 #endif
@@ -295,6 +299,12 @@ void main() {
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
+#ifdef MODEL_PIPE_S
+    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_pipe[BC / TN][WQ];
+    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+        [[unroll]] for (uint w = 0; w < WQ; w++)
+            s_pipe[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+#endif
     fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
@@ -366,9 +376,21 @@ void main() {
             // the lane's largest x, in four independent chains (a single chain of max over a
             // tile's 16-32 elements is what the vote below waits for)
             float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
+#ifdef MODEL_PIPE_S
+            // the next tile's scores issued first (here from this tile's K: the same work),
+            // the softmax then on the previous tile's, independent of them
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_next[BC / TN][WQ];
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                SCORES(s_next[n], n)
+            }
+#endif
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+#ifdef MODEL_PIPE_S
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_pipe[n][w];
+#else
                 SCORES(s, n)
+#endif
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
                         const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
@@ -387,6 +409,10 @@ void main() {
                     su[n][w] = s[w];
                 }
             }
+#ifdef MODEL_PIPE_S
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) s_pipe[n][w] = s_next[n][w];
+#endif
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
             // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
