@@ -153,7 +153,8 @@ def gen_header(t: Any, kernels_digest: str, have: dict[str, bool]) -> str:
     out.append(
         "typedef struct hl_spec_env {\n    uint32_t subgroup;\n    uint32_t epi, act, trans_a, trans_b, batched;\n"
         "    uint32_t d, causal, lse, pass, fold;\n    uint32_t rows, rows_slots, rows_shift, rows_lanes; /* the forward's rows in registers (layout.c) */\n    uint32_t qkv_rs, o_rs; /* attention row layouts */\n    uint32_t iters; /* loop trip counts (the roof kernel) */\n"
-        "    uint32_t cols_per_thread, residual, rows_per_group; /* layernorm */\n} hl_spec_env;\n\n"
+        "    uint32_t cols_per_thread, residual, rows_per_group; /* layernorm */\n"
+        "    uint32_t shared_bytes; /* the shared memory the C side counted for the kernel (SHARED_BYTES) */\n} hl_spec_env;\n\n"
     )
     for fam in t.FAMILIES:
         up = c_ident(fam.name)

@@ -34,6 +34,9 @@
 #include "spec_attention_bwd_dq.glsl"
 #define OWN_ROWS p.sq
 #include "attention_bwd_common.glsl"
+// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
+// shaders/families.py): dQ is then NaN. (A uint: see matmul_coop.comp's VEC_EPILOGUE.)
+const uint SHARED_OVER = 16u * uint(sm.length()) > SHARED_BYTES ? 1u : 0u;
 
 layout(set = 0, binding = BINDING_DELTA) writeonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DQ) writeonly buffer DQ128 { uvec4 dq128[]; };
@@ -319,5 +322,5 @@ void main() {
     }
 
     sub_sync();
-    STORE_OWNED(dq128, dq, qbase, qpv, q0, p.scale)
+    STORE_OWNED(dq128, dq, qbase, qpv, q0, SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : p.scale)
 }

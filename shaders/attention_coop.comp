@@ -161,6 +161,9 @@ const uint IDS_AT = RQ * PROW;
 #endif
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
+// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
+// shaders/families.py): O is then NaN. (A uint: see matmul_coop.comp's VEC_EPILOGUE.)
+const uint SHARED_OVER = 16u * uint(sm.length()) > SHARED_BYTES ? 1u : 0u;
 #include "attention_fold.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
@@ -689,7 +692,7 @@ void main() {
                 float l = l_rr[k];
                 [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
                     if ((ROWS_LANES & off) != 0u) l += subgroupShuffleXor(l, off);
-                inv[r] = l > 0.0 ? 1.0 / l : 0.0;
+                inv[r] = SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : l > 0.0 ? 1.0 / l : 0.0;
                 const uint row = r0 + w * TM + uint(id[r << ROWS_SHIFT]) / TN;   // slot r's row
                 if (LSE != 0 && (lane & ROWS_LANES) == 0u && row < p.sq)
                     lse[bh * p.sq + row] = l > 0.0 ? (m_rr[k] + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
@@ -709,7 +712,7 @@ void main() {
     sub_sync();
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
         const uint r = ps * RPP + lane / LPR;
-        float inv = l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;
+        float inv = SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;
         for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(inv));
         // m_run and l_run are in log2 units of the scaled scores; a row that saw no
         // key stores +inf (every P of it recomputes to 0).

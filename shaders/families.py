@@ -311,6 +311,12 @@ ATTENTION_LAYOUT = (
     Spec("O_RS", "uint", "0", "e->o_rs"),
 )
 
+# The shared memory the C side counted for a kernel, the count that refuses variants past
+# the device's limit (a driver may run a pipeline over it: the H100's did). The kernel
+# compares its own declarations against it and writes NaN where it needs more, so every
+# correctness test of a variant also checks the count (SHARED_OVER in each shader).
+SHARED_COUNTED = (Spec("SHARED_BYTES", "uint", "0", "e->shared_bytes"),)
+
 
 # The backward's two coop kernels take the forward's variant grammar: a workgroup of
 # NSG subgroups owns NSG * WQ * TM rows (query rows for dQ, key rows for dK/dV) and
@@ -332,6 +338,7 @@ def attention_bwd_spec(bc: str) -> tuple[Spec, ...]:
             Spec("FOLD", "uint", "0", "e->fold"),
         )
         + ATTENTION_LAYOUT
+        + SHARED_COUNTED
     )
 
 
@@ -360,7 +367,8 @@ FAMILIES = (
             Spec("RASTER", "uint", "8", "v->raster"),
             Spec("DIRECT_STORE", "uint", "0", "(uint32_t)v->direct_store"),
         )
-        + MATMUL_EPILOGUE,
+        + MATMUL_EPILOGUE
+        + SHARED_COUNTED,
         "matmul",
         axes=(ACC_AXIS, OUT_AXIS, IN_AXIS_COOP),
         skip=MIXED_16 + NO_BF16_ACC16,
@@ -427,7 +435,8 @@ FAMILIES = (
             Spec("ROWS_SHIFT", "uint", "2", "e->rows_shift"),
             Spec("ROWS_LANES", "uint", "3", "e->rows_lanes"),
         )
-        + ATTENTION_LAYOUT,
+        + ATTENTION_LAYOUT
+        + SHARED_COUNTED,
         "attention",
         axes=(IN_AXIS_COOP, P_AXIS),
         full_subgroups=True,

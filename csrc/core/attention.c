@@ -106,6 +106,18 @@ static uint32_t coop_shared_bytes(const hl_attn_variant *v, uint32_t d, int fold
     return tiles + 16u * v->nsg * (s_vecs > pa_vecs ? s_vecs : pa_vecs);
 }
 
+/* The forward's count for a variant, causal or not: P and the rows in registers without a
+ * mask (a mask only widens the rows path) take the compact scratch whether causal or not.
+ * What the check holds against the device's limit, and what the kernel checks its own
+ * declarations against (SHARED_BYTES). */
+static hl_status forward_shared_bytes(const hl_device *dev, const hl_attn_variant *v, uint32_t d, uint32_t *out,
+                                      hl_error *err) {
+    forward_kernel k;
+    hl_status st = forward_kernel_of(dev, v, d, 0, &k, err);
+    if (st == HL_OK) *out = coop_shared_bytes(v, d, k.fold, k.p_regs);
+    return st;
+}
+
 hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
                                 hl_error *err) {
     return hl_attn_check(dev, v, d, in, 0, err);
@@ -190,12 +202,8 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                            vs, v->dq_bc, lpr);
         smem = k.dq_shared_bytes > k.dkdv_shared_bytes ? k.dq_shared_bytes : k.dkdv_shared_bytes;
     } else {
-        /* P and the rows in registers without a mask (a mask only widens the rows path): the
-         * compact scratch whether causal or not */
-        forward_kernel k;
-        hl_status st = forward_kernel_of(dev, v, d, 0, &k, err);
+        hl_status st = forward_shared_bytes(dev, v, d, &smem, err);
         if (st != HL_OK) return st;
-        smem = coop_shared_bytes(v, d, k.fold, k.p_regs);
     }
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
@@ -318,6 +326,7 @@ static hl_status attn_pipeline(hl_device *dev, const hl_attn_variant *v, uint32_
     }
     forward_kernel k;
     hl_status st = forward_kernel_of(dev, v, d, causal, &k, err);
+    if (st == HL_OK) st = forward_shared_bytes(dev, v, d, &e.shared_bytes, err);
     if (st != HL_OK) return st;
     e.fold = k.fold && !k.rows ? 1u : 0u;
     if (k.rows) {

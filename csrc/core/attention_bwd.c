@@ -177,9 +177,11 @@ static hl_status bwd_pipelines(hl_device *dev, const hl_attn_variant *v, uint32_
         return HL_OK;
     }
     *rows = v->nsg * v->wq * v->tm;
+    e.shared_bytes = k.dq_shared_bytes; /* each kernel checks its declarations against its count */
     hl_spec_attention_bwd_dq(spec, v, &e);
     HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dq(in, k.dq_regs), spec, HL_SPEC_ATTENTION_BWD_DQ_COUNT,
                            e.subgroup, &out[0], err));
+    e.shared_bytes = k.dkdv_shared_bytes;
     hl_spec_attention_bwd_dkdv(spec, v, &e);
     HL_TRY(hl_pipeline_get(dev, hl_shader_attention_bwd_dkdv(in), spec, HL_SPEC_ATTENTION_BWD_DKDV_COUNT, e.subgroup,
                            &out[1], err));

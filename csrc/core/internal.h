@@ -292,10 +292,13 @@ hl_status hl_env_queue_priority(int *out, hl_error *err);
 
 #define HL_MAX_SPLITK 16u
 
-/* The subgroup-scope f16 x f16 -> acc row of the coop table for m x n x k, or NULL. */
 /* The table row m x n x k with `in` x `in` -> acc at subgroup scope, or NULL. */
 const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n, uint32_t k, hl_dtype in,
                                         hl_dtype acc);
+/* The shared memory a matmul_coop variant's kernel declares (variant.c): what refuses a
+ * variant past the device's limit, and the count the kernel checks itself against
+ * (SHARED_BYTES). */
+uint32_t hl_coop_shared_bytes(const hl_variant *v);
 /* layout.c: probe every f16 -> f32 shape's layout (at open; failures are recorded, not
  * raised), and the probed layout of one (NULL: not probed). */
 void hl_rows_layouts_probe(hl_device *dev);

@@ -34,7 +34,9 @@ static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype 
                                err);
     }
     if (v->path == HL_PATH_COOP) {
-        hl_spec_matmul_coop(spec, v, &e);
+        hl_spec_env ec = e;
+        ec.shared_bytes = hl_coop_shared_bytes(v); /* the kernel checks its declarations against it */
+        hl_spec_matmul_coop(spec, v, &ec);
         return hl_pipeline_get(dev, hl_shader_matmul_coop(v->acc, out_dtype, in_dtype), spec, HL_SPEC_MATMUL_COOP_COUNT,
                                e.subgroup, out, err);
     }

@@ -31,9 +31,19 @@ const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n
     return NULL;
 }
 
-static uint32_t coop_shared_bytes(const hl_variant *v, uint32_t subgroups) {
-    uint32_t a = v->bm * (v->bk / 8 + 1) * 16, b = v->bk * (v->bn / 8 + 1) * 16;
-    return a + b + subgroups * v->tm * v->tn * 4;
+/* A slab's padded rows in shared memory (matmul_coop.comp): a row per stored row of
+ * the operand, 8 elements a vector and one vector of padding, so a transposed operand's
+ * slab (bk rows of bm or bn) can need more than a plain one: the count is the larger,
+ * whatever layout a call brings (it counted the plain layouts only until the kernels'
+ * SHARED_BYTES check found tile16x32x32 with A transposed over it). */
+static uint32_t slab_bytes(uint32_t rows, uint32_t cols) {
+    const uint32_t plain = rows * (cols / 8 + 1) * 16, transposed = cols * (rows / 8 + 1) * 16;
+    return plain > transposed ? plain : transposed;
+}
+
+uint32_t hl_coop_shared_bytes(const hl_variant *v) {
+    const uint32_t subgroups = (v->bm / (v->sg_m * v->tm)) * (v->bn / (v->sg_n * v->tn));
+    return slab_bytes(v->bm, v->bk) + slab_bytes(v->bk, v->bn) + subgroups * v->tm * v->tn * 4;
 }
 
 /* The opt-in NV cooperative matrix 2 family: workgroup-scope matrices whose
@@ -131,7 +141,7 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype i
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs %u invocations per workgroup; device allows %u", name, threads,
                        c->max_workgroup_invocations);
-    uint32_t shared = coop_shared_bytes(v, subgroups);
+    uint32_t shared = hl_coop_shared_bytes(v);
     if (shared > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s' needs %u bytes of shared memory; device has %u",
                        name, shared, c->shared_memory_bytes);
