@@ -1,5 +1,5 @@
 """helios ci end to end on this device, on commits of a scratch clone of this
-repository: A/A (exit 0, every shape SAME), a head whose kernel does three times
+repository: A/A (exit 0, no shape FASTER or SLOWER), a head whose kernel does three times
 the work (SLOWER, exit 1), a head whose products are wrong (exit 1 before any
 timing), a base that does not build (exit 2 with the reason); the comment checked
 against ci.json; the history file. The scratch builds share one work directory
@@ -113,12 +113,16 @@ def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -
     return run_ci(cfg)
 
 
-def test_aa_is_same_everywhere_and_the_comment_matches_the_json(scratch):
+def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     hist = scratch["dir"] / "history.jsonl"
     rec = _run(scratch, "aa", scratch["base"], scratch["same"], history=hist)
     assert rec["exit"] == 0, rec.get("reason")
     assert rec["failed_checks"] == {"base": [], "head": []}
-    assert [v["verdict"] for v in rec["verdicts"]] == ["SAME", "SAME"]
+    # A/A must never claim a difference. SAME is what a quiet device gives; on CI's two
+    # cores a side's runs sometimes swing past lavapipe's 30% floor, and the honest
+    # answer is then INCONCLUSIVE (64x64x64 read so on 9687199's CI run).
+    verdicts = [v["verdict"] for v in rec["verdicts"]]
+    assert len(verdicts) == 2 and set(verdicts) <= {"SAME", "INCONCLUSIVE"}, verdicts
     assert rec["engines"]["base"] == rec["engines"]["head"]  # Python-only difference: one build
     out = scratch["dir"] / "aa"
     saved = json.loads((out / "ci.json").read_text())
