@@ -14,6 +14,8 @@
 # MODEL_SED (a sed script) with MODEL_SED_FILE (paths in the tree, space-separated) also
 # edits those files in every model's copy: a model of the C side, e.g. a cap raised.
 # MODEL_CHECK=1 checks the models too (for a model that is a real kernel candidate).
+# MODEL_TOOL=forward|backward times attention where MODEL_SHADER is a shared include
+# (e.g. exp2_fma.glsl, whose hooks every attention kernel takes).
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
 # Usage (a gpu_round.sh step):
@@ -46,8 +48,10 @@ for pass in 1 2; do
     fi
     f=$LOG/model-$name-$pass.json
     tool=(sweep.py --variants "$VARIANTS")
-    [ "$SHADER" = attention_coop.comp ] && tool=(attn_sweep.py --no-sdpa ${MODEL_ARGS:-} --variants "$VARIANTS")
-    case $SHADER in attention_bwd_*) tool=(attn_sweep.py --no-sdpa --backward ${MODEL_ARGS:-} --variants "$VARIANTS");; esac
+    case ${MODEL_TOOL:-$SHADER} in
+      attention_coop.comp|forward) tool=(attn_sweep.py --no-sdpa ${MODEL_ARGS:-} --variants "$VARIANTS");;
+      attention_bwd_*|backward) tool=(attn_sweep.py --no-sdpa --backward ${MODEL_ARGS:-} --variants "$VARIANTS");;
+    esac
     PYTHONPATH=$pp HELIOS_PIPELINE_CACHE=/tmp/model-cache-$name python3 "$REPO/scripts/${tool[0]}" "${tool[@]:1}" \
       "${flags[@]}" --shapes "$SHAPES" --iters 30 --out "$f" > "$LOG/model-$name-$pass.log" 2>&1 \
       || { echo "model $m pass $pass failed:"; tail -5 "$LOG/model-$name-$pass.log"; }

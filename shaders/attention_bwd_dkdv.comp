@@ -176,7 +176,7 @@ void main() {
                     coopMatLoad(lb, sm, FOLD_OFF + n * TN * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         pt[w][n] = coopMatMulAdd(ones, lb, pt[w][n]);
-                        for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = exp2(pt[w][n][i] * p.scale_log2);
+                        for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = EXP2_P(i, pt[w][n][i] * p.scale_log2);
                         FRAG_ACC r = pt[w][n];
                         ROUND_FRAG_BF16(r);
 #ifdef MODEL_CONV_NV

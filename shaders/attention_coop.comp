@@ -91,6 +91,8 @@
 // the score product's MMAs and the previous tile's softmax are independent work for one
 // warp (here both from the same K tile and P paired with the wrong V: the same work,
 // wrong results), to time what a software-pipelined loop would give.
+// MODEL_POLY_ALL / _HALF / _QUARTER (rows path): exp2_fma.glsl.
+#include "exp2_fma.glsl"
 #if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
 #extension GL_NV_cooperative_matrix2 : require
 #endif
@@ -461,7 +463,7 @@ void main() {
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
-                        float e = exp2(su[n][w][i]);
+                        float e = EXP2_P(i, su[n][w][i]);
 #ifdef IN_BF16
                         e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
