@@ -207,6 +207,31 @@ void put() {
 
 #include "subgroup_sync.glsl"
 
+#ifdef MODEL_PINGPONG
+// K rows jk.. (if k_ok) and V rows jv.. (if v_ok) into the prefetch registers, and from
+// them into the K/V region: the ping-pong model keeps K one tile ahead of V.
+void pp_fetch(uint kb, uint vb, uint pv, uint jk, bool k_ok, uint jv, bool v_ok) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        uint r = idx / DV, c = idx % DV;
+        if (k_ok) kreg[i] = idx < TILE_VECS && jk + r < p.skv ? k128[kb + (jk + r) * pv + c] : uvec4(0);
+        if (v_ok) vreg[i] = idx < TILE_VECS && jv + r < p.skv ? v128[vb + (jv + r) * pv + c] : uvec4(0);
+    }
+}
+void pp_put(bool k_ok, bool v_ok) {
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint i = 0; i < PER_T; i++) {
+        uint idx = tid + i * THREADS;
+        if (idx < TILE_VECS) {
+            uint r = idx / DV, c = idx % DV;
+            if (k_ok) sm[K_OFF + r * DROW + c] = kreg[i];
+            if (v_ok) sm[V_OFF + r * DROW + c] = vreg[i];
+        }
+    }
+}
+#endif
+
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {
 #ifdef IN_BF16
@@ -310,6 +335,133 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++)
             s_pipe[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 #endif
+// S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
+#define SCORES(s, n)                                                                       \
+    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
+        s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
+        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
+    }                                                                                      \
+    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
+        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
+                    gl_CooperativeMatrixLayoutColumnMajor);                                \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
+    }
+#if defined(MODEL_PINGPONG) && defined(P_IN_REGISTERS)
+    // MODEL_PINGPONG (rows path, P in registers): the workgroup's subgroups in two halves
+    // whose tensor-core and softmax phases alternate (FlashAttention-3's ping-pong with
+    // workgroup barriers): each subgroup runs M(t) = [O += P(t-1) V(t-1); S(t) = Q K(t)^T]
+    // then X(t) = the softmax of S(t) into P(t); the first half takes M in a tile's first
+    // phase and X in its second, the second half the other way round (its X a tile behind),
+    // so while one half's warps issue MMAs the other's run the softmax. The shared K/V
+    // region holds K(t) and V(t-1) through tile t's two phases.
+    if (ROWS != 0 && NSG >= 2u) {
+        const uint grp = sg < NSG / 2u ? 0u : 1u;
+        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> sc[BC / TN][WQ];
+        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pa[BC / TK][WQ];
+        pp_fetch(kbase, vbase, qpv, 0u, true, 0u, false);
+        for (uint t = 0; t <= ntiles; t++) {
+            barrier();                             // K(t-1), V(t-2) consumed
+            pp_put(t < ntiles, t >= 1u);
+            barrier();
+            pp_fetch(kbase, vbase, qpv, (t + 1u) * BC, t + 1u < ntiles, t * BC, t < ntiles);
+            for (uint ph = 0; ph < 2u; ph++) {
+                if (ph == 1u) barrier();
+                if (ph == grp) {
+                    // M(t): O += P(t-1) V(t-1), then S(t)
+                    if (t >= 1u && (CAUSAL == 0 || (t - 1u) * BC <= r0 + RQ - 1u)) {
+                        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++)
+                            [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                                coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
+                                            gl_CooperativeMatrixLayoutRowMajor);
+                                [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pa[kk][w], vf, o[w][j]);
+                            }
+                    }
+                    if (t < ntiles && (CAUSAL == 0 || t * BC <= r0 + RQ - 1u))
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                            SCORES(sc[n], n)
+                        }
+                } else {
+                    // X(x): the tile's softmax, x = t (first half) or t - 1 (second half)
+                    const uint x = grp == 0u ? t : t - 1u;
+                    const uint j0 = x * BC;
+                    if ((grp == 0u ? t < ntiles : t >= 1u) && (CAUSAL == 0 || j0 <= r0 + RQ - 1u)) {
+                        const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+                        float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                                    const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
+                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
+                                        if (rr_slot(uint(i)) == r) sc[n][w][i] = sc[n][w][i] * p.scale_log2 - u;
+                                }
+                                if (masked_rr) {
+                                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                                    coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) {
+                                        const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                                        if (col >= p.skv || (CAUSAL != 0 && col > row)) sc[n][w][i] = -1.0 / 0.0;
+                                    }
+                                }
+                                [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) tops[i & 3] = max(tops[i & 3], sc[n][w][i]);
+                            }
+                        const float top = max(max(tops[0], tops[1]), max(tops[2], tops[3]));
+                        if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
+                            bool moved = false;
+                            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                                float mx[ROWS_SLOTS];
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) mx[r] = -1.0 / 0.0;
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                                        [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
+                                            if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], sc[n][w][i]);
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                                    [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
+                                        if ((ROWS_LANES & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
+                                    const uint k = w * ROWS_SLOTS + r;
+                                    const bool none = isinf(m_rr[k]);
+                                    const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
+                                    const float delta = bump ? mx[r] : 0.0;
+                                    m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
+                                    alpha_rr[k] = none ? 0.0 : exp2(-delta);
+                                    l_rr[k] *= alpha_rr[k];
+                                    moved = moved || bump;
+                                    mx[r] = delta;
+                                }
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                                        [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
+                                            if (rr_slot(uint(i)) == r) sc[n][w][i] -= mx[r];
+                            }
+                            rr_have = true;
+                            [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
+                            if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                    [[unroll]] for (uint j = 0; j < D / TN; j++)
+                                        [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
+                                            if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * ROWS_SLOTS + r];
+                        }
+                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                            [[unroll]] for (uint w = 0; w < WQ; w++) {
+                                [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) {
+                                    float e = exp2(sc[n][w][i]);
+#ifdef IN_BF16
+                                    e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
+#endif
+                                    sc[n][w][i] = e;
+                                }
+                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
+                                        if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += sc[n][w][i];
+                                pa[n][w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(sc[n][w]);   // TN == TK
+                            }
+                    }
+                }
+            }
+        }
+    } else {
+#endif
     fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
@@ -353,19 +505,6 @@ void main() {
         }
         continue;
 #endif
-
-// S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
-#define SCORES(s, n)                                                                       \
-    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
-        s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
-        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
-    }                                                                                      \
-    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
-        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
-        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
-                    gl_CooperativeMatrixLayoutColumnMajor);                                \
-        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
-    }
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
 #ifdef P_IN_REGISTERS
@@ -680,6 +819,9 @@ void main() {
         }
     }
 
+#if defined(MODEL_PINGPONG) && defined(P_IN_REGISTERS)
+    }
+#endif
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
