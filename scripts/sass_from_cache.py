@@ -18,6 +18,7 @@ opened elsewhere) is read as one. Needs the `zstandard` package for the frames.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import shutil
 import struct
@@ -65,15 +66,17 @@ def sass_summary(text: str) -> str:
 
 
 def write_code(code: bytes, stem: Path, arch: str) -> str:
-    """stem.code and, with nvdisasm, stem.sass; the line printed for it."""
-    stem.with_suffix(".code").write_bytes(code)
-    line = f"{stem.name}: {len(code)} bytes of code"
+    """stem.code and, with nvdisasm, stem.sass; the line printed for it, which names the
+    code by a hash (the same kernel compiled twice, or by two trees, prints the same one)."""
+    # stem names end in "-<offset>" after a ".bin": add the suffix, never replace one
+    # (with_suffix would map every frame of a file to the same name).
+    code_path, sass_path = stem.with_name(stem.name + ".code"), stem.with_name(stem.name + ".sass")
+    code_path.write_bytes(code)
+    line = f"{stem.name}: {len(code)} bytes of code, sha256 {hashlib.sha256(code).hexdigest()[:16]}"
     if shutil.which("nvdisasm"):
-        r = subprocess.run(
-            ["nvdisasm", "-b", arch, str(stem.with_suffix(".code"))], capture_output=True, text=True, timeout=120
-        )
+        r = subprocess.run(["nvdisasm", "-b", arch, str(code_path)], capture_output=True, text=True, timeout=120)
         if r.returncode == 0 and r.stdout.strip():
-            stem.with_suffix(".sass").write_text(r.stdout)
+            sass_path.write_text(r.stdout)
             return f"{line}: {sass_summary(r.stdout)}"
         return f"{line} (nvdisasm failed: {r.stderr.strip()[:200]})"
     return f"{line} (no nvdisasm on PATH: not disassembled)"

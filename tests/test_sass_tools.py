@@ -48,3 +48,18 @@ def test_the_summary_counts_instruction_classes_predicated_or_not():
         ]
     )
     assert sass.sass_summary(text) == "HMMA:2 LDSM:1 LDG:1 STL:1"
+
+
+def test_every_frame_of_a_cache_file_keeps_its_own_files(tmp_path, monkeypatch):
+    """A cache file's frames are named <file>-<offset>; each must keep its own .code (the
+    suffix is added, not swapped for the name's last dotted part, which mapped every frame
+    of a file to one .code/.sass and kept only the last), and the printed line names the
+    code by a hash so two caches' kernels can be matched."""
+    monkeypatch.setattr(sass.shutil, "which", lambda name: None)  # no nvdisasm here
+    codes = [bytes([i]) * 64 for i in range(3)]
+    lines = [sass.write_code(c, tmp_path / f"10de-cache.bin-{at}", "SM90") for at, c in zip((100, 5000, 9000), codes)]
+    for at, c in zip((100, 5000, 9000), codes):
+        assert (tmp_path / f"10de-cache.bin-{at}.code").read_bytes() == c
+    hashes = [line.split("sha256 ")[1].split()[0] for line in lines]
+    assert len(set(hashes)) == 3
+    assert sass.write_code(codes[0], tmp_path / "again", "SM90").split("sha256 ")[1].split()[0] == hashes[0]
