@@ -87,6 +87,8 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
+// MODEL_SCORES_RR / MODEL_SCORES_ALL (rows path): every key slab's score product issued
+// before the first slab's softmax (round robin over the slabs per k-step, or slab after slab).
 // MODEL_PIPE_S (rows path): each tile's scores computed a tile ahead of its softmax, so
 // the score product's MMAs and the previous tile's softmax are independent work for one
 // warp (here both from the same K tile and P paired with the wrong V: the same work,
@@ -528,10 +530,35 @@ void main() {
                 SCORES(s_next[n], n)
             }
 #endif
+#if defined(MODEL_SCORES_RR) || defined(MODEL_SCORES_ALL)
+            // every slab's score product before any slab's softmax, in one block (the mask
+            // branch between slabs keeps the compiler from interleaving their MMA chains):
+            // _RR round robin over the slabs each k-step, _ALL slab after slab
+            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_all[BC / TN][WQ];
+#ifdef MODEL_SCORES_RR
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    s_all[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+                    if (FOLD != 0) s_all[n][w] = coopMatMulAdd(mf[w], fold_one, s_all[n][w]);
+                }
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                    coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) s_all[n][w] = coopMatMulAdd(qf[w][kk], kf, s_all[n][w]);
+                }
+#else
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                SCORES(s_all[n], n)
+            }
+#endif
+#endif
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
 #ifdef MODEL_PIPE_S
                 [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_pipe[n][w];
+#elif defined(MODEL_SCORES_RR) || defined(MODEL_SCORES_ALL)
+                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_all[n][w];
 #else
                 SCORES(s, n)
 #endif
