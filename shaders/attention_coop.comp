@@ -88,7 +88,8 @@
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
 // MODEL_SCORES_RR / MODEL_SCORES_ALL (rows path): every key slab's score product issued
-// before the first slab's softmax (round robin over the slabs per k-step, or slab after slab).
+// before the first slab's softmax (round robin over the slabs per k-step, or slab after slab);
+// MODEL_INPLACE_RR / MODEL_INPLACE_ALL the same into the P registers (su) directly.
 // MODEL_PIPE_S (rows path): each tile's scores computed a tile ahead of its softmax, so
 // the score product's MMAs and the previous tile's softmax are independent work for one
 // warp (here both from the same K tile and P paired with the wrong V: the same work,
@@ -529,6 +530,44 @@ void main() {
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 SCORES(s_next[n], n)
             }
+#endif
+#if defined(MODEL_INPLACE_RR) || defined(MODEL_INPLACE_ALL)
+            // the same computed in place (su), as the ping-pong model's M phase did
+#ifdef MODEL_INPLACE_RR
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    su[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+                    if (FOLD != 0) su[n][w] = coopMatMulAdd(mf[w], fold_one, su[n][w]);
+                }
+            [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
+                    coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) su[n][w] = coopMatMulAdd(qf[w][kk], kf, su[n][w]);
+                }
+#else
+            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                SCORES(su[n], n)
+            }
+#endif
+            [[unroll]] for (uint n = 0; n < BC / TN; n++)
+                [[unroll]] for (uint w = 0; w < WQ; w++) {
+                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                        const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
+                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
+                            if (rr_slot(uint(i)) == r) su[n][w][i] = su[n][w][i] * p.scale_log2 - u;
+                    }
+                    if (masked_rr) {
+                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
+                            const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
+                            if (col >= p.skv || (CAUSAL != 0 && col > row)) su[n][w][i] = -1.0 / 0.0;
+                        }
+                    }
+                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++) tops[i & 3] = max(tops[i & 3], su[n][w][i]);
+                }
+            if (false)
 #endif
 #if defined(MODEL_SCORES_RR) || defined(MODEL_SCORES_ALL)
             // every slab's score product before any slab's softmax, in one block (the mask
