@@ -15,7 +15,7 @@
 # edits those files in every model's copy: a model of the C side, e.g. a cap raised.
 # MODEL_CHECK=1 checks the models too (for a model that is a real kernel candidate).
 # MODEL_TOOL=forward|backward times attention where MODEL_SHADER is a shared include
-# (e.g. exp2_fma.glsl, whose hooks every attention kernel takes).
+# (e.g. attention_bwd_common.glsl, whose hooks both backward kernels take).
 # Writes $OUT/model-<name>.json (the second pass; the first stays in /tmp/round)
 # and prints ms per model x variant x shape.
 # Usage (a gpu_round.sh step):

@@ -16,7 +16,6 @@
 #define IN_T float16_t
 #endif
 #include "bf16.glsl"
-#include "exp2_fma.glsl"   // EXP2_P: the probabilities' exponentials (timing models)
 
 layout(push_constant) uniform Push {
     uint heads;        // B * H

@@ -43,8 +43,6 @@
 // MODEL_CONV_NV (FOLD=1, TN == TK): P^T and dS^T become A operands in registers
 // through NV cooperative matrix 2's accumulator-to-operand conversion instead of
 // the 16-bit scratch (no store, no sync, no mask): what that round trip costs.
-// MODEL_ST_RR (FOLD=1): every query slab's S^T product issued before the first slab's
-// exponentials and P^T store, round robin over the slabs per k-step.
 #if defined(MODEL_DQ_ATOMIC) && !defined(MODEL_DQ_PRODUCT)
 #define MODEL_DQ_PRODUCT
 #endif
@@ -167,32 +165,18 @@ void main() {
             FRAG_A pa[WQ][BC / TN], dsa[WQ][BC / TN];
 #endif
             if (live) {
-#ifdef MODEL_ST_RR
-                // every query slab's S^T product first, round robin over the slabs per k-step
-                // (each slab's P^T store kept the compiler from interleaving the next one's MMAs)
-                [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                    [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = FRAG_ACC(0.0);
-                [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
-                    [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                        FRAG_B qb;
-                        coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
-                        [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = coopMatMulAdd(KF(w, kk), qb, pt[w][n]);
-                    }
-#endif
                 [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-#ifndef MODEL_ST_RR
                     [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = FRAG_ACC(0.0);
                     [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
                         FRAG_B qb;
                         coopMatLoad(qb, sm, Q_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
                         [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = coopMatMulAdd(KF(w, kk), qb, pt[w][n]);
                     }
-#endif
                     FRAG_B lb;
                     coopMatLoad(lb, sm, FOLD_OFF + n * TN * FOLD_VECS, FOLD_VECS, gl_CooperativeMatrixLayoutColumnMajor);
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         pt[w][n] = coopMatMulAdd(ones, lb, pt[w][n]);
-                        for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = EXP2_P(i, pt[w][n][i] * p.scale_log2);
+                        for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = exp2(pt[w][n][i] * p.scale_log2);
                         FRAG_ACC r = pt[w][n];
                         ROUND_FRAG_BF16(r);
 #ifdef MODEL_CONV_NV

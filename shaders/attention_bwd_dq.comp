@@ -169,7 +169,7 @@ void main() {
                     coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
                     if (masked) coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
-                        [[unroll]] for (int i = 0; i < pr[w].length(); i++) pr[w][i] = EXP2_P(i, pr[w][i] * p.scale_log2);
+                        [[unroll]] for (int i = 0; i < pr[w].length(); i++) pr[w][i] = exp2(pr[w][i] * p.scale_log2);
                         if (masked)
                             [[unroll]] for (int i = 0; i < pr[w].length(); i++) {
                                 const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
@@ -196,7 +196,7 @@ void main() {
                         [[unroll]] for (uint w = 0; w < WQ; w++) pr[w][n] = coopMatMulAdd(qf[w][kk], kf, pr[w][n]);
                     }
                     [[unroll]] for (uint w = 0; w < WQ; w++)
-                        for (int i = 0; i < pr[w][n].length(); i++) pr[w][n][i] = EXP2_P(i, pr[w][n][i] * p.scale_log2);
+                        for (int i = 0; i < pr[w][n].length(); i++) pr[w][n][i] = exp2(pr[w][n][i] * p.scale_log2);
                 }
                 // dS = P (dO V^T - delta), stored 16-bit
                 [[unroll]] for (uint n = 0; n < BC / TN; n++) {

@@ -87,15 +87,10 @@
 // and each row's sum by its lanes from P: no per-row value in the fragments, so no
 // fold; exact while every row's max stays within fp16's range of the subgroup's (a
 // real kernel would send the rest to another pass).
-// MODEL_SCORES_RR / MODEL_SCORES_ALL (rows path): every key slab's score product issued
-// before the first slab's softmax (round robin over the slabs per k-step, or slab after slab);
-// MODEL_INPLACE_RR / MODEL_INPLACE_ALL the same into the P registers (su) directly.
 // MODEL_PIPE_S (rows path): each tile's scores computed a tile ahead of its softmax, so
 // the score product's MMAs and the previous tile's softmax are independent work for one
 // warp (here both from the same K tile and P paired with the wrong V: the same work,
 // wrong results), to time what a software-pipelined loop would give.
-// MODEL_POLY_ALL / _HALF / _QUARTER (rows path): exp2_fma.glsl.
-#include "exp2_fma.glsl"
 #if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
 #extension GL_NV_cooperative_matrix2 : require
 #endif
@@ -210,31 +205,6 @@ void put() {
 
 #include "subgroup_sync.glsl"
 
-#ifdef MODEL_PINGPONG
-// K rows jk.. (if k_ok) and V rows jv.. (if v_ok) into the prefetch registers, and from
-// them into the K/V region: the ping-pong model keeps K one tile ahead of V.
-void pp_fetch(uint kb, uint vb, uint pv, uint jk, bool k_ok, uint jv, bool v_ok) {
-    const uint tid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0; i < PER_T; i++) {
-        uint idx = tid + i * THREADS;
-        uint r = idx / DV, c = idx % DV;
-        if (k_ok) kreg[i] = idx < TILE_VECS && jk + r < p.skv ? k128[kb + (jk + r) * pv + c] : uvec4(0);
-        if (v_ok) vreg[i] = idx < TILE_VECS && jv + r < p.skv ? v128[vb + (jv + r) * pv + c] : uvec4(0);
-    }
-}
-void pp_put(bool k_ok, bool v_ok) {
-    const uint tid = gl_LocalInvocationID.x;
-    [[unroll]] for (uint i = 0; i < PER_T; i++) {
-        uint idx = tid + i * THREADS;
-        if (idx < TILE_VECS) {
-            uint r = idx / DV, c = idx % DV;
-            if (k_ok) sm[K_OFF + r * DROW + c] = kreg[i];
-            if (v_ok) sm[V_OFF + r * DROW + c] = vreg[i];
-        }
-    }
-}
-#endif
-
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {
 #ifdef IN_BF16
@@ -338,133 +308,6 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++)
             s_pipe[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 #endif
-// S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
-#define SCORES(s, n)                                                                       \
-    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
-        s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
-        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
-    }                                                                                      \
-    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
-        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
-        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
-                    gl_CooperativeMatrixLayoutColumnMajor);                                \
-        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
-    }
-#if defined(MODEL_PINGPONG) && defined(P_IN_REGISTERS)
-    // MODEL_PINGPONG (rows path, P in registers): the workgroup's subgroups in two halves
-    // whose tensor-core and softmax phases alternate (FlashAttention-3's ping-pong with
-    // workgroup barriers): each subgroup runs M(t) = [O += P(t-1) V(t-1); S(t) = Q K(t)^T]
-    // then X(t) = the softmax of S(t) into P(t); the first half takes M in a tile's first
-    // phase and X in its second, the second half the other way round (its X a tile behind),
-    // so while one half's warps issue MMAs the other's run the softmax. The shared K/V
-    // region holds K(t) and V(t-1) through tile t's two phases.
-    if (ROWS != 0 && NSG >= 2u) {
-        const uint grp = sg < NSG / 2u ? 0u : 1u;
-        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> sc[BC / TN][WQ];
-        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pa[BC / TK][WQ];
-        pp_fetch(kbase, vbase, qpv, 0u, true, 0u, false);
-        for (uint t = 0; t <= ntiles; t++) {
-            barrier();                             // K(t-1), V(t-2) consumed
-            pp_put(t < ntiles, t >= 1u);
-            barrier();
-            pp_fetch(kbase, vbase, qpv, (t + 1u) * BC, t + 1u < ntiles, t * BC, t < ntiles);
-            for (uint ph = 0; ph < 2u; ph++) {
-                if (ph == 1u) barrier();
-                if (ph == grp) {
-                    // M(t): O += P(t-1) V(t-1), then S(t)
-                    if (t >= 1u && (CAUSAL == 0 || (t - 1u) * BC <= r0 + RQ - 1u)) {
-                        [[unroll]] for (uint kk = 0; kk < BC / TK; kk++)
-                            [[unroll]] for (uint j = 0; j < D / TN; j++) {
-                                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
-                                coopMatLoad(vf, sm, V_OFF + kk * TK * DROW + j * (TN / 8), DROW,
-                                            gl_CooperativeMatrixLayoutRowMajor);
-                                [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pa[kk][w], vf, o[w][j]);
-                            }
-                    }
-                    if (t < ntiles && (CAUSAL == 0 || t * BC <= r0 + RQ - 1u))
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                            SCORES(sc[n], n)
-                        }
-                } else {
-                    // X(x): the tile's softmax, x = t (first half) or t - 1 (second half)
-                    const uint x = grp == 0u ? t : t - 1u;
-                    const uint j0 = x * BC;
-                    if ((grp == 0u ? t < ntiles : t >= 1u) && (CAUSAL == 0 || j0 <= r0 + RQ - 1u)) {
-                        const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-                        float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
-                                    const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
-                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
-                                        if (rr_slot(uint(i)) == r) sc[n][w][i] = sc[n][w][i] * p.scale_log2 - u;
-                                }
-                                if (masked_rr) {
-                                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-                                    coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) {
-                                        const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
-                                        if (col >= p.skv || (CAUSAL != 0 && col > row)) sc[n][w][i] = -1.0 / 0.0;
-                                    }
-                                }
-                                [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) tops[i & 3] = max(tops[i & 3], sc[n][w][i]);
-                            }
-                        const float top = max(max(tops[0], tops[1]), max(tops[2], tops[3]));
-                        if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
-                            bool moved = false;
-                            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                                float mx[ROWS_SLOTS];
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) mx[r] = -1.0 / 0.0;
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                                        [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
-                                            if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], sc[n][w][i]);
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
-                                    [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
-                                        if ((ROWS_LANES & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
-                                    const uint k = w * ROWS_SLOTS + r;
-                                    const bool none = isinf(m_rr[k]);
-                                    const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
-                                    const float delta = bump ? mx[r] : 0.0;
-                                    m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
-                                    alpha_rr[k] = none ? 0.0 : exp2(-delta);
-                                    l_rr[k] *= alpha_rr[k];
-                                    moved = moved || bump;
-                                    mx[r] = delta;
-                                }
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                                    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                                        [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
-                                            if (rr_slot(uint(i)) == r) sc[n][w][i] -= mx[r];
-                            }
-                            rr_have = true;
-                            [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
-                            if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                                    [[unroll]] for (uint j = 0; j < D / TN; j++)
-                                        [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
-                                            if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * ROWS_SLOTS + r];
-                        }
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                                [[unroll]] for (int i = 0; i < sc[n][w].length(); i++) {
-                                    float e = exp2(sc[n][w][i]);
-#ifdef IN_BF16
-                                    e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
-#endif
-                                    sc[n][w][i] = e;
-                                }
-                                [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                                    [[unroll]] for (int i = 0; i < sc[n][w].length(); i++)
-                                        if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += sc[n][w][i];
-                                pa[n][w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(sc[n][w]);   // TN == TK
-                            }
-                    }
-                }
-            }
-        }
-    } else {
-#endif
     fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
@@ -509,6 +352,19 @@ void main() {
         continue;
 #endif
 
+// S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
+#define SCORES(s, n)                                                                       \
+    [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
+        s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);     \
+        if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                        \
+    }                                                                                      \
+    [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {                                      \
+        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
+        coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
+                    gl_CooperativeMatrixLayoutColumnMajor);                                \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
+    }
+
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
 #ifdef P_IN_REGISTERS
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
@@ -531,73 +387,10 @@ void main() {
                 SCORES(s_next[n], n)
             }
 #endif
-#if defined(MODEL_INPLACE_RR) || defined(MODEL_INPLACE_ALL)
-            // the same computed in place (su), as the ping-pong model's M phase did
-#ifdef MODEL_INPLACE_RR
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    su[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-                    if (FOLD != 0) su[n][w] = coopMatMulAdd(mf[w], fold_one, su[n][w]);
-                }
-            [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
-                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                    coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
-                    [[unroll]] for (uint w = 0; w < WQ; w++) su[n][w] = coopMatMulAdd(qf[w][kk], kf, su[n][w]);
-                }
-#else
-            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                SCORES(su[n], n)
-            }
-#endif
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
-                        const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
-                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                            if (rr_slot(uint(i)) == r) su[n][w][i] = su[n][w][i] * p.scale_log2 - u;
-                    }
-                    if (masked_rr) {
-                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-                        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
-                            const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
-                            if (col >= p.skv || (CAUSAL != 0 && col > row)) su[n][w][i] = -1.0 / 0.0;
-                        }
-                    }
-                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++) tops[i & 3] = max(tops[i & 3], su[n][w][i]);
-                }
-            if (false)
-#endif
-#if defined(MODEL_SCORES_RR) || defined(MODEL_SCORES_ALL)
-            // every slab's score product before any slab's softmax, in one block (the mask
-            // branch between slabs keeps the compiler from interleaving their MMA chains):
-            // _RR round robin over the slabs each k-step, _ALL slab after slab
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_all[BC / TN][WQ];
-#ifdef MODEL_SCORES_RR
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    s_all[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-                    if (FOLD != 0) s_all[n][w] = coopMatMulAdd(mf[w], fold_one, s_all[n][w]);
-                }
-            [[unroll]] for (uint kk = 0; kk < D / TK; kk++)
-                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                    coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW, gl_CooperativeMatrixLayoutColumnMajor);
-                    [[unroll]] for (uint w = 0; w < WQ; w++) s_all[n][w] = coopMatMulAdd(qf[w][kk], kf, s_all[n][w]);
-                }
-#else
-            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                SCORES(s_all[n], n)
-            }
-#endif
-#endif
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
 #ifdef MODEL_PIPE_S
                 [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_pipe[n][w];
-#elif defined(MODEL_SCORES_RR) || defined(MODEL_SCORES_ALL)
-                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_all[n][w];
 #else
                 SCORES(s, n)
 #endif
@@ -668,7 +461,7 @@ void main() {
             [[unroll]] for (uint n = 0; n < BC / TN; n++)
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
-                        float e = EXP2_P(i, su[n][w][i]);
+                        float e = exp2(su[n][w][i]);
 #ifdef IN_BF16
                         e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
 #endif
@@ -885,9 +678,6 @@ void main() {
         }
     }
 
-#if defined(MODEL_PINGPONG) && defined(P_IN_REGISTERS)
-    }
-#endif
     // O / l, then fp16 (bf16) out: straight to memory where the workgroup's rows all
     // exist, through the scratch (rows past the end dropped) where they do not.
     // FOLD=1: each row's l read from lsum's first column (through the rescale tile).
