@@ -54,9 +54,8 @@ layout(set = 0, binding = BINDING_DK) writeonly buffer DK128 { uvec4 dk128[]; };
 layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
 
 shared float st_lse2[BC], st_dlt[BC];           // the streamed rows' lse (log2 units) and delta
-// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
-// shaders/families.py): dK and dV are then NaN. (A uint: see matmul_coop.comp's VEC_EPILOGUE.)
-const uint SHARED_OVER = 16u * uint(sm.length()) + 4u * uint(st_lse2.length() + st_dlt.length()) > SHARED_BYTES ? 1u : 0u;
+#define SHARED_DECLARED (16u * uint(sm.length()) + 4u * uint(st_lse2.length() + st_dlt.length()))
+#include "shared_check.glsl"   // dK and dV are NaN where the C side's count is short
 float reg_lse2, reg_dlt;                         // their prefetch (invocations < BC)
 
 // The next Q/dO tile: rows i0.. of the head's Q (at qb, qpv apart) and dO (at ob, opv apart).
@@ -380,6 +379,6 @@ void main() {
     }
 
     sub_sync();
-    STORE_OWNED(dk128, dk, kbase, qpv, k0, SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : p.scale)
-    STORE_OWNED(dv128, dv, vbase, qpv, k0, SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : 1.0)
+    STORE_OWNED(dk128, dk, kbase, qpv, k0, UNLESS_MISCOUNTED(p.scale))
+    STORE_OWNED(dv128, dv, vbase, qpv, k0, UNLESS_MISCOUNTED(1.0))
 }

@@ -34,9 +34,9 @@
 #include "spec_attention_bwd_dq.glsl"
 #define OWN_ROWS p.sq
 #include "attention_bwd_common.glsl"
-// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
-// shaders/families.py): dQ is then NaN. (A uint: see matmul_coop.comp's VEC_EPILOGUE.)
-const uint SHARED_OVER = 16u * uint(sm.length()) > SHARED_BYTES ? 1u : 0u;
+#define SHARED_DECLARED (16u * uint(sm.length()))
+#include "shared_check.glsl"   // dQ is NaN where the C side's count is short
+#include "attention_ids.glsl"
 
 layout(set = 0, binding = BINDING_DELTA) writeonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DQ) writeonly buffer DQ128 { uvec4 dq128[]; };
@@ -72,10 +72,9 @@ void main() {
     const uint part = lane % LPR;
 
 #ifdef P_IN_REGISTERS
-    // the ids tile: element i of a lane, loaded as an accumulator, holds its row * TN + column
-    // (ordered before the loop's reads by the staging's barriers)
+    // the ids tile (attention_ids.glsl; ordered before the loop's reads by the staging's barriers)
     for (uint idx = tid; idx < IDS_VECS; idx += THREADS)
-        sm[IDS_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
+        sm[IDS_OFF + idx] = IDS_VEC(idx);
 #endif
     coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qf[WQ][D / TK], dof[WQ][D / TK];
     STAGE_OWNED(q128, qf, qbase, qpv, q0)
@@ -170,11 +169,7 @@ void main() {
                     if (masked) coopMatLoad(id, sm, IDS_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         [[unroll]] for (int i = 0; i < pr[w].length(); i++) pr[w][i] = exp2(pr[w][i] * p.scale_log2);
-                        if (masked)
-                            [[unroll]] for (int i = 0; i < pr[w].length(); i++) {
-                                const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
-                                if (col >= p.skv || (CAUSAL != 0 && col > row)) pr[w][i] = 0.0;
-                            }
+                        if (masked) MASK_BY_IDS(pr[w], id, r0 + w * TM, j0 + n * TN, 0.0)
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> r = pr[w] * s[w];
                         ROUND_FRAG_BF16(r);
                         dsa[w][n] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(r);
@@ -322,5 +317,5 @@ void main() {
     }
 
     sub_sync();
-    STORE_OWNED(dq128, dq, qbase, qpv, q0, SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : p.scale)
+    STORE_OWNED(dq128, dq, qbase, qpv, q0, UNLESS_MISCOUNTED(p.scale))
 }

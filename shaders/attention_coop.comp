@@ -161,10 +161,10 @@ const uint IDS_AT = RQ * PROW;
 #endif
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
-// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
-// shaders/families.py): O is then NaN. (A uint: see matmul_coop.comp's VEC_EPILOGUE.)
-const uint SHARED_OVER = 16u * uint(sm.length()) > SHARED_BYTES ? 1u : 0u;
+#define SHARED_DECLARED (16u * uint(sm.length()))
+#include "shared_check.glsl"   // O is NaN where the C side's count is short
 #include "attention_fold.glsl"
+#include "attention_ids.glsl"
 
 // The softmax's view of a subgroup's rows: LPR invocations share a row, each
 // with CPL consecutive columns; PASSES rounds cover RQ rows.
@@ -247,7 +247,7 @@ void main() {
     // columns matter: masked tiles and the epilogue; the barriers below order it)
     if (ROWS != 0)
         for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP)
-            sm[A_OFF + idx] = floatBitsToUint(vec4(idx * 4, idx * 4 + 1, idx * 4 + 2, idx * 4 + 3));
+            sm[A_OFF + idx] = IDS_VEC(idx);
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -403,10 +403,7 @@ void main() {
                     if (masked_rr) {   // the ids tile: each element's row * TN + column
                         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
                         coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                        [[unroll]] for (int i = 0; i < s[w].length(); i++) {
-                            const uint e = uint(id[i]), row = r0 + w * TM + e / TN, col = j0 + n * TN + e % TN;
-                            if (col >= p.skv || (CAUSAL != 0 && col > row)) s[w][i] = -1.0 / 0.0;
-                        }
+                        MASK_BY_IDS(s[w], id, r0 + w * TM, j0 + n * TN, -1.0 / 0.0)
                     }
                     [[unroll]] for (int i = 0; i < s[w].length(); i++) tops[i & 3] = max(tops[i & 3], s[w][i]);
                     su[n][w] = s[w];
@@ -692,7 +689,7 @@ void main() {
                 float l = l_rr[k];
                 [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
                     if ((ROWS_LANES & off) != 0u) l += subgroupShuffleXor(l, off);
-                inv[r] = SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : l > 0.0 ? 1.0 / l : 0.0;
+                inv[r] = UNLESS_MISCOUNTED(l > 0.0 ? 1.0 / l : 0.0);
                 const uint row = r0 + w * TM + uint(id[r << ROWS_SHIFT]) / TN;   // slot r's row
                 if (LSE != 0 && (lane & ROWS_LANES) == 0u && row < p.sq)
                     lse[bh * p.sq + row] = l > 0.0 ? (m_rr[k] + log2(l)) * 0.6931471805599453 : 1.0 / 0.0;
@@ -712,7 +709,7 @@ void main() {
     sub_sync();
     [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
         const uint r = ps * RPP + lane / LPR;
-        float inv = SHARED_OVER != 0u ? uintBitsToFloat(0x7FC00000u) : l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0;
+        float inv = UNLESS_MISCOUNTED(l_run[ps] > 0.0 ? 1.0 / l_run[ps] : 0.0);
         for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(inv));
         // m_run and l_run are in log2 units of the scaled scores; a row that saw no
         // key stores +inf (every P of it recomputes to 0).

@@ -75,9 +75,8 @@ const uint B_PER_T = (B_VECS + THREADS - 1) / THREADS;
 shared uvec4 As[A_R * A_ROW];
 shared uvec4 Bs[B_R * B_ROW];
 shared float scratch[WM * WN * TM * TN];
-// 1 where the kernel declares more shared memory than the C side counted (SHARED_BYTES,
-// shaders/families.py): C is then NaN. (A uint: see VEC_EPILOGUE below.)
-const uint SHARED_OVER = 16u * uint(As.length() + Bs.length()) + 4u * uint(scratch.length()) > SHARED_BYTES ? 1u : 0u;
+#define SHARED_DECLARED (16u * uint(As.length() + Bs.length()) + 4u * uint(scratch.length()))
+#include "shared_check.glsl"   // C is NaN where the C side's count is short
 // The staged 16-byte store: every invocation of a subgroup owns 8 elements of a tile.
 // (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
 const uint VEC_EPILOGUE = (TM * TN == 8u * SUBGROUP ? 1u : 0u) * (TN % 8u == 0u ? 1u : 0u);
@@ -315,7 +314,7 @@ void main() {
 #ifdef MODEL_NO_EPILOGUE
     if (p.M != 0xFFFFFFFFu) return;
 #endif
-    if (SHARED_OVER != 0u) [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(uintBitsToFloat(0x7FC00000u));
+    if (SHARED_OVER != 0u) [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(MISCOUNT_NAN);
     // Interior, aligned blocks store tiles straight to C (or the workspace).
     // Edge blocks stage each tile through shared memory and write it element by
     // element with bounds checks; the choice and the barriers are uniform.
