@@ -364,32 +364,6 @@ void main() {
                     gl_CooperativeMatrixLayoutColumnMajor);                                \
         [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
-#ifdef MODEL_SPLIT_K
-// MODEL_SPLIT_K: each score product's head dimension in two halves, two accumulator chains
-// half as deep (added at the end), interleaved k-step by k-step.
-#undef SCORES
-#define SCORES(s, n)                                                                       \
-    {                                                                                      \
-        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_hi[WQ];       \
-        [[unroll]] for (uint w = 0; w < WQ; w++) {                                         \
-            s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0); \
-            if (FOLD != 0) s[w] = coopMatMulAdd(mf[w], fold_one, s[w]);                    \
-            s_hi[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0); \
-        }                                                                                  \
-        [[unroll]] for (uint kk = 0; kk < D / TK / 2; kk++) {                              \
-            coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf, kh;                 \
-            coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,             \
-                        gl_CooperativeMatrixLayoutColumnMajor);                            \
-            coopMatLoad(kh, sm, K_OFF + (n) * TN * DROW + (kk + D / TK / 2) * (TK / 8), DROW, \
-                        gl_CooperativeMatrixLayoutColumnMajor);                            \
-            [[unroll]] for (uint w = 0; w < WQ; w++) {                                     \
-                s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);                                 \
-                s_hi[w] = coopMatMulAdd(qf[w][kk + D / TK / 2], kh, s_hi[w]);              \
-            }                                                                              \
-        }                                                                                  \
-        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s[w] + s_hi[w];                    \
-    }
-#endif
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
 #ifdef P_IN_REGISTERS
