@@ -369,6 +369,89 @@ void main() {
 #ifdef P_IN_REGISTERS
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
 #endif
+#if defined(MODEL_SLAB_SOFTMAX) && defined(P_IN_REGISTERS)
+        // MODEL_SLAB_SOFTMAX (rows path, P in registers): the online softmax a 16-key slab at a
+        // time inside the tile (its own vote and rescale), each slab's P straight into its P V
+        // k-step: a slab's scores (8 registers) live instead of the tile's, and slab n's
+        // softmax independent of slab n+1's score product.
+        if (ROWS != 0) {
+            if (live) {
+                const bool masked_sl = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
+                [[unroll]] for (uint n = 0; n < BC / TN; n++) {
+                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
+                    SCORES(s, n)
+                    float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                            const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
+                            [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                                if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;
+                        }
+                        if (masked_sl) {
+                            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
+                            coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+                            MASK_BY_IDS(s[w], id, r0 + w * TM, j0 + n * TN, -1.0 / 0.0)
+                        }
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++) tops[i & 3] = max(tops[i & 3], s[w][i]);
+                    }
+                    const float top = max(max(tops[0], tops[1]), max(tops[2], tops[3]));
+                    if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
+                        bool moved = false;
+                        [[unroll]] for (uint w = 0; w < WQ; w++) {
+                            float mx[ROWS_SLOTS];
+                            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) mx[r] = -1.0 / 0.0;
+                            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                                    if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], s[w][i]);
+                            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
+                                [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
+                                    if ((ROWS_LANES & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
+                                const uint k = w * ROWS_SLOTS + r;
+                                const bool none = isinf(m_rr[k]);
+                                const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
+                                const float delta = bump ? mx[r] : 0.0;
+                                m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
+                                alpha_rr[k] = none ? 0.0 : exp2(-delta);
+                                l_rr[k] *= alpha_rr[k];
+                                moved = moved || bump;
+                                mx[r] = delta;
+                            }
+                            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                                    if (rr_slot(uint(i)) == r) s[w][i] -= mx[r];
+                        }
+                        rr_have = true;
+                        [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
+                        if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
+                            [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                                [[unroll]] for (uint j = 0; j < D / TN; j++)
+                                    [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
+                                        if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * ROWS_SLOTS + r];
+                    }
+                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf[WQ];
+                    [[unroll]] for (uint w = 0; w < WQ; w++) {
+                        [[unroll]] for (int i = 0; i < s[w].length(); i++) {
+                            float e = exp2(s[w][i]);
+#ifdef IN_BF16
+                            e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
+#endif
+                            s[w][i] = e;
+                        }
+                        [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
+                            [[unroll]] for (int i = 0; i < s[w].length(); i++)
+                                if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += s[w][i];
+                        pf[w] = coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(s[w]);   // TN == TK
+                    }
+                    [[unroll]] for (uint j = 0; j < D / TN; j++) {
+                        coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
+                        coopMatLoad(vf, sm, V_OFF + n * TK * DROW + j * (TN / 8), DROW, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint w = 0; w < WQ; w++) o[w][j] = coopMatMulAdd(pf[w], vf, o[w][j]);
+                    }
+                }
+            }
+            continue;
+        }
+#endif
         if (ROWS != 0) {                           // O is rescaled element by element here
           if (live) {
             const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
