@@ -314,7 +314,7 @@ ATTENTION_LAYOUT = (
 # The shared memory the C side counted for a kernel, the count that refuses variants past
 # the device's limit (a driver may run a pipeline over it: the H100's did). The kernel
 # compares its own declarations against it and writes NaN where it needs more, so every
-# correctness test of a variant also checks the count (SHARED_OVER in each shader).
+# correctness test of a variant also checks the count (shaders/shared_check.glsl).
 SHARED_COUNTED = (Spec("SHARED_BYTES", "uint", "0", "e->shared_bytes"),)
 
 
