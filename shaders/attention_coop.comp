@@ -91,15 +91,6 @@
 // the score product's MMAs and the previous tile's softmax are independent work for one
 // warp (here both from the same K tile and P paired with the wrong V: the same work,
 // wrong results), to time what a software-pipelined loop would give.
-// MODEL_QSH: Q stays in shared memory (the workgroup's BR rows after the K/V tiles) and each
-// score k-step loads its fragment there, as K's (the C side's count needs the Q region added:
-// MODEL_SED). MODEL_NOPF: no register prefetch; each tile's K and V are loaded at the top of
-// the tile and stored straight on (the registers the prefetch held freed for more resident
-// warps). MODEL_QSH_NOPF: both.
-#ifdef MODEL_QSH_NOPF
-#define MODEL_QSH
-#define MODEL_NOPF
-#endif
 #if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
 #extension GL_NV_cooperative_matrix2 : require
 #endif
@@ -147,12 +138,7 @@ const uint DROW = DV + 1;                      // padded pitch (vectors) in shar
 // uses them before the loop), then per subgroup a scratch that holds S
 // (fp32) and, once every row is read, P (fp16), the rescale tile (fp32) and
 // (FOLD=1) the rows' max pieces; or P straight from the fast path.
-#ifdef MODEL_QSH
-const uint Q_OFF = 2 * BC * DROW;
-const uint REGION0 = 2 * BC * DROW + BR * DROW;
-#else
 const uint REGION0 = 2 * BC * DROW;
-#endif
 const uint QCH = 2 * BC;                       // Q rows staged per round (multiple of TM)
 const uint SROW = BC / 4 + 1;                  // S pitch (vectors of 4 floats)
 const uint PROW = BC / 8 + 1;                  // P pitch (vectors of 8 halfs)
@@ -262,13 +248,6 @@ void main() {
     if (ROWS != 0)
         for (uint idx = lane; idx < TM * TN / 4; idx += SUBGROUP)
             sm[A_OFF + idx] = IDS_VEC(idx);
-#ifdef MODEL_QSH
-    for (uint idx = tid; idx < BR * DV; idx += THREADS) {   // the loop's first barrier orders it
-        uint r = idx / DV, c = idx % DV, gr = q0 + r;
-        sm[Q_OFF + r * DROW + c] = gr < p.sq ? q128[qbase + gr * qpv + c] : uvec4(0);
-    }
-    if (false)
-#endif
     for (uint c0 = 0; c0 < BR; c0 += QCH) {
         barrier();
         for (uint idx = tid; idx < QCH * DV; idx += THREADS) {
@@ -329,18 +308,13 @@ void main() {
         [[unroll]] for (uint w = 0; w < WQ; w++)
             s_pipe[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 #endif
-#ifndef MODEL_NOPF
     fetch(kbase, vbase, qpv, 0);
-#endif
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
         barrier();                                 // Q fragments / previous tile consumed
-#ifdef MODEL_NOPF
-        fetch(kbase, vbase, qpv, j0);
-#endif
         put();
         barrier();
-#if !defined(MODEL_LATE_FETCH) && !defined(MODEL_NOPF)
+#ifndef MODEL_LATE_FETCH
         if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
 #endif
         // Every key of the tile masked for this subgroup's rows: skip its work,
@@ -378,17 +352,6 @@ void main() {
         continue;
 #endif
 
-// acc += Q's fragment (w, kk) times kf
-#ifdef MODEL_QSH
-#define Q_MMA(w, kk, kf, acc) {                                                              \
-        coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> qa;                           \
-        coopMatLoad(qa, sm, Q_OFF + (sg * RQ + (w) * TM) * DROW + (kk) * (TK / 8), DROW,     \
-                    gl_CooperativeMatrixLayoutRowMajor);                                     \
-        acc = coopMatMulAdd(qa, kf, acc);                                                    \
-    }
-#else
-#define Q_MMA(w, kk, kf, acc) acc = coopMatMulAdd(qf[w][kk], kf, acc);
-#endif
 // S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
 #define SCORES(s, n)                                                                       \
     [[unroll]] for (uint w = 0; w < WQ; w++) {                                             \
@@ -399,7 +362,7 @@ void main() {
         coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;                         \
         coopMatLoad(kf, sm, K_OFF + (n) * TN * DROW + kk * (TK / 8), DROW,                 \
                     gl_CooperativeMatrixLayoutColumnMajor);                                \
-        [[unroll]] for (uint w = 0; w < WQ; w++) Q_MMA(w, kk, kf, s[w])                   \
+        [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]); \
     }
 
         bool any_rescale = false;                  // the rescale tile holds this tile's factors
