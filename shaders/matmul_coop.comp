@@ -120,9 +120,6 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
 //   MODEL_NO_EPILOGUE   no stores of C: the block ends after its K loop (the stores
 //                       stay reachable behind a run-time test that never passes,
 //                       so the loop is not optimized away)
-//   MODEL_PHASE         each workgroup first spins for a pseudo-random 0-511 dependent
-//                       FMAs (hash of its index), so workgroups sharing an SM do not
-//                       start their loops in phase (is the pair's overlap lost to lockstep?)
 #ifdef MODEL_NO_BARRIER
 #define LOOP_BARRIER()
 #else
@@ -302,19 +299,6 @@ void main() {
     [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++)
         acc[i] = coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 
-#ifdef MODEL_PHASE
-    {
-        const uint pid = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-        uint h = pid * 2654435761u;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        const uint spins = h % 512u;
-        float x = float(pid);
-        for (uint i = 0; i < spins; i++) x = x * 0.999 + 0.25;
-        if (x == -1.0) acc[0] = acc[0] + coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(1.0);
-    }
-#endif
     // Uniform per workgroup.
     const bool vec = (p.flags & (FLAG_A_VEC | FLAG_B_VEC)) == (FLAG_A_VEC | FLAG_B_VEC);
     const bool block_in = m0 + BM <= p.M && n0 + BN <= p.N;
