@@ -1,5 +1,5 @@
 """helios ci end to end on this device, on commits of a scratch clone of this
-repository: A/A (exit 0, no shape FASTER or SLOWER), a head whose kernel does three times
+repository: A/A (exit 0, no shape FASTER or SLOWER), a head whose kernel does six times
 the work (SLOWER, exit 1), a head whose products are wrong (exit 1 before any
 timing), a base that does not build (exit 2 with the reason); the comment checked
 against ci.json; the history file. The scratch builds share one work directory
@@ -18,6 +18,7 @@ from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, 
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
+SLOWER_FACTOR = 6  # the slower head's work over the base's
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -46,8 +47,10 @@ def scratch(tmp_path_factory, device):
     _git(repo, "config", "user.name", "helios ci test")
     base = _git(repo, "rev-parse", "HEAD")
     same = _commit(repo, "A/A: documentation only", [("README.md", "# Helios", "# Helios\n")])
-    # A kernel that runs its main loop three times and scales the sum back: the same
-    # answer, three times the work.
+    # A kernel that runs its main loop six times and scales the sum back: the same answer,
+    # six times the work. (Three times read 2.86x on lavapipe; with two runs a side, t at 2
+    # degrees of freedom, SLOWER then needs the runs' spread below ln(2.86) / 4.30, which a
+    # loaded two-core CI machine can pass: the test flaked once. Six gives 1.7x the margin.)
     slower = _commit(
         repo,
         "a slower kernel",
@@ -55,14 +58,13 @@ def scratch(tmp_path_factory, device):
             (
                 "shaders/matmul_coop.comp",
                 "    // Uniform per workgroup.",
-                "    main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);\n"
-                "    main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);\n"
-                "    // Uniform per workgroup.",
+                "    main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);\n" * (SLOWER_FACTOR - 1)
+                + "    // Uniform per workgroup.",
             ),
             (
                 "shaders/matmul_coop.comp",
                 "    // Interior, aligned blocks store tiles",
-                "    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(1.0 / 3.0);\n"
+                f"    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(1.0 / {SLOWER_FACTOR}.0);\n"
                 "    // Interior, aligned blocks store tiles",
             ),
         ],
