@@ -48,10 +48,10 @@ def scratch(tmp_path_factory, device):
     base = _git(repo, "rev-parse", "HEAD")
     same = _commit(repo, "A/A: documentation only", [("README.md", "# Helios", "# Helios\n")])
     # A kernel that runs its main loop six times and scales the sum back: the same answer,
-    # six times the work. (Three times read 2.86x on lavapipe; with two runs a side, t at 2
-    # degrees of freedom, SLOWER then needs the runs' spread below ln(2.86) / 4.30, which a
-    # loaded two-core CI machine can pass: the test flaked once. Six read 7.1x, nearly twice
-    # the margin in log time.)
+    # six times the work. (Three times read +186% (2.86x) on lavapipe; with two runs a side, t
+    # at 2 degrees of freedom, SLOWER then needs the runs' spread below ln(2.86) / 4.30, which a
+    # loaded two-core CI machine can pass: the test flaked once. Six read +574% (6.74x), nearly
+    # twice the margin in log time.)
     slower = _commit(
         repo,
         "a slower kernel",
