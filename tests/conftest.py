@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import tempfile
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -14,6 +16,18 @@ import pytest
 os.environ["HELIOS_TUNE_CACHE"] = os.path.join(tempfile.mkdtemp(prefix="helios-test-"), "tune.json")
 
 import helios  # noqa: E402
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module (scripts are not a package), for testing its functions."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SCRIPTS, f"{name}.py"))
+    assert spec is not None and spec.loader is not None, name
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # `make asan` preloads libasan into Python. matplotlib's ft2font (C++, not
 # instrumented) then aborts in ASan's __cxa_throw interceptor (CheckFailed):

@@ -3,18 +3,15 @@ sweep with two passes end to end (every row checked, each pass's rows recorded).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "attn_sweep.py")
-_spec = importlib.util.spec_from_file_location("attn_sweep", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-attn_sweep = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(attn_sweep)
+from conftest import SCRIPTS, load_script
+
+SCRIPT = os.path.join(SCRIPTS, "attn_sweep.py")
+attn_sweep = load_script("attn_sweep")
 
 
 def test_passes_alternate_the_order():

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import ASAN_DRAW_SKIP
+from conftest import ASAN_DRAW_SKIP, load_script
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 NB = os.path.join(ROOT, "notebooks", "explore.ipynb")
@@ -16,9 +15,7 @@ NB = os.path.join(ROOT, "notebooks", "explore.ipynb")
 
 def test_committed_cells_match_the_generator():
     nbformat = pytest.importorskip("nbformat", reason="nbformat not installed (the notebook extra)")
-    spec = importlib.util.spec_from_file_location("make_notebook", os.path.join(ROOT, "scripts", "make_notebook.py"))
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_script("make_notebook")
     committed = nbformat.read(NB, as_version=4)
     assert [c.source for c in committed.cells] == [c.source for c in gen.build().cells], (
         "notebooks/explore.ipynb differs from scripts/make_notebook.py: regenerate and re-run it"

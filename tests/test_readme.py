@@ -5,18 +5,12 @@ block reader is scripts/readme_walk.py, which prints what each block printed."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from conftest import load_script
 
 from helios.cli import build_parser
 
-_spec = importlib.util.spec_from_file_location(
-    "readme_walk", Path(__file__).resolve().parents[1] / "scripts" / "readme_walk.py"
-)
-walk = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(walk)
+walk = load_script("readme_walk")
 
 PYTHON = walk.blocks(("python",))
 COMMANDS = walk.helios_commands()

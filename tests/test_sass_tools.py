@@ -3,15 +3,11 @@ instruction-mix summary, on synthetic bytes (no GPU, no zstandard needed)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import struct
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
-_spec = importlib.util.spec_from_file_location("sass_from_cache", os.path.join(ROOT, "scripts", "sass_from_cache.py"))
-assert _spec and _spec.loader
-sass = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sass)
+from conftest import load_script
+
+sass = load_script("sass_from_cache")
 
 
 def _container(code: bytes, offset: int = 0x1B0, size: int | None = None) -> bytes:

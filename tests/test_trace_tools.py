@@ -4,20 +4,16 @@ command line on a file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from conftest import SCRIPTS, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "trace_kernels.py")
-_spec = importlib.util.spec_from_file_location("trace_kernels", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-trace_kernels = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(trace_kernels)
+SCRIPT = os.path.join(SCRIPTS, "trace_kernels.py")
+trace_kernels = load_script("trace_kernels")
 
 EVENTS = [
     {"ph": "X", "cat": "kernel", "name": "gemm", "dur": 100.0},
