@@ -1,19 +1,23 @@
-# Every target runs inside the Debian 13 dev root (scripts/dev builds it once).
-.PHONY: test bench asan info wheel lint format docs
+# Every target runs inside the Debian 13 dev root (tools/dev builds it once).
+.PHONY: test test-full bench asan info wheel lint format docs
 C_SOURCES = $(shell find csrc -name '*.c' -o -name '*.h')
-test:   ## the test suite on lavapipe (what CI runs)
-	scripts/dev python3 -m pytest -q -rs
+# Both cores (pytest-xdist); the slowest tests are listed at the end.
+PYTEST = python3 -m pytest -q -rs -n auto --dist worksteal --durations=15
+test:   ## the test suite (what CI runs): per-variant tests take one variant per structural class + the small ones
+	tools/dev $(PYTEST)
+test-full: ## every test over every variant the device lists (on a GPU: minutes; on lavapipe: over an hour cold)
+	tools/dev $(PYTEST) --full
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
-	scripts/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json --force
+	tools/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json --force
 asan:   ## the suite with the C core under AddressSanitizer and UBSan
-	HELIOS_ASAN=1 scripts/dev python3 -m pytest -q -rs -p no:cacheprovider
+	HELIOS_ASAN=1 tools/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:
-	scripts/dev helios info
+	tools/dev helios info
 wheel:  ## a manylinux wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
-	scripts/dev scripts/build_wheel.sh dist
-lint:   ## ruff (lint + format check), clang-format check, mypy over the API layer (run by CI)
-	scripts/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy'
+	tools/dev tools/build_wheel.sh dist
+lint:   ## ruff (lint + format check), clang-format check, mypy over the whole package (run by CI)
+	tools/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy'
 format: ## rewrite Python and C in the project's format
-	scripts/dev sh -c 'ruff check --fix . && ruff format . && clang-format -i $(C_SOURCES)'
-docs:   ## the API reference from the docstrings (build/docs/index.html); warnings are errors
-	scripts/dev sphinx-build -q -W --keep-going -b html docs/api build/docs
+	tools/dev sh -c 'ruff check --fix . && ruff format . && clang-format -i $(C_SOURCES)'
+docs:   ## the manual (Sphinx + MyST; guides, status, API reference from the docstrings) in build/docs/index.html; warnings are errors
+	tools/dev sphinx-build -q -W --keep-going -b html docs build/docs

@@ -5,6 +5,11 @@ of the table (COMPILER_FEATURES) is probed by compiling its probe shader; the
 permutations that need a feature the compiler lacks are left out of the build.
 Files are rewritten only when their text changes, so a reconfigure with an
 unchanged table rebuilds nothing.
+
+gen_kernels.py --digest OUT.c GEN_DIR SPIRV.inc... writes the kernels' digest (the
+tuning cache's key) after glslc ran: over the compiled SPIR-V and the generated C
+table, so an edit that leaves every kernel's SPIR-V as it was (a comment) keeps
+users' tuned picks.
 """
 
 from __future__ import annotations
@@ -109,22 +114,28 @@ def check(t: Any) -> None:
             raise SystemExit(f"families.py: family {fam.name!r} has two workgroup-size constants")
 
 
-def digest(shader_dir: Path) -> str:
-    """What the tuning cache keys on: every kernel source and this table."""
+def digest(files: list[Path]) -> str:
+    """What the tuning cache keys on: every permutation's SPIR-V and the generated C
+    table (spec-constant ids, per-call constants, grammars), by file name, in name order."""
     h = hashlib.sha256()
-    files = sorted(p for p in shader_dir.iterdir() if p.suffix in (".comp", ".glsl", ".py"))
-    for p in files:
+    for p in sorted(files, key=lambda p: p.name):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:12]
+
+
+def write_digest(out: Path, gen_dir: Path, spirv: list[Path]) -> None:
+    d = digest([gen_dir / "hl_kernels.h", gen_dir / "kernels.c", *spirv])
+    write(out, f'{HEADER}#include "internal.h"\n\nconst char hl_kernels_digest[] = "{d}";\n')
 
 
 def c_ident(s: str) -> str:
     return s.upper().replace("-", "_")
 
 
-def gen_header(t: Any, kernels_digest: str, have: dict[str, bool]) -> str:
+def gen_header(t: Any, have: dict[str, bool]) -> str:
     out = [HEADER, "#ifndef HL_KERNELS_H\n#define HL_KERNELS_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n"]
-    out.append(f'#define HL_KERNELS_DIGEST "{kernels_digest}"\n')
+    out.append("/* The digest of every permutation's SPIR-V and this table (kernels_digest.c, made after glslc). */\n")
+    out.append("extern const char hl_kernels_digest[];\n")
     out.append("/* Compiler features the build's glslc had (permutations needing a missing one are absent). */\n")
     for feature, ok in have.items():
         out.append(f"#define HL_BUILT_{c_ident(feature)} {int(ok)}\n")
@@ -308,13 +319,16 @@ def write(path: Path, text: str) -> None:
 
 
 def main() -> int:
+    if sys.argv[1] == "--digest":
+        write_digest(Path(sys.argv[2]), Path(sys.argv[3]), [Path(p) for p in sys.argv[4:]])
+        return 0
     shader_dir, out_dir = Path(sys.argv[1]), Path(sys.argv[2])
     glslc = sys.argv[3] if len(sys.argv) > 3 else ""
     out_dir.mkdir(parents=True, exist_ok=True)
     t = load_table(shader_dir)
     check(t)
     have = probe_features(t, glslc)
-    write(out_dir / "hl_kernels.h", gen_header(t, digest(shader_dir), have))
+    write(out_dir / "hl_kernels.h", gen_header(t, have))
     write(out_dir / "kernels.c", gen_source(t, have))
     write(out_dir / "kernels.cmake", gen_cmake(t, have))
     for fam in t.FAMILIES:

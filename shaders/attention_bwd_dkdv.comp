@@ -16,39 +16,11 @@
 // ride in S^T's and dP^T's products, P^T and dS^T stay in registers until stored
 // 16-bit for dV's and dK's products, and only tiles holding a masked element (the
 // causal diagonal, the query tail) zero it in the scratch.
-// MODEL_KV_SHARED (with MODEL_CONV_NV's registers for P^T and dS^T, so the scratch is
-// compact): the block's K and V rows in shared memory, their A fragments loaded per
-// product, freeing their registers (64 a lane at d=128): what more warps per SM give.
-#ifdef MODEL_KV_SHARED
-#define MODEL_CONV_NV
-#define KV_SHARED
-#define COMPACT_SCRATCH
-#endif
-#ifdef MODEL_CONV_NV
-#extension GL_NV_cooperative_matrix2 : require
-#endif
 #include "spec_attention_bwd_dkdv.glsl"
 #define OWN_ROWS p.skv
 #define FOLD_STREAMED
 #include "attention_bwd_common.glsl"
 
-// Timing models (scripts/gemm_model.sh with MODEL_SHADER=attention_bwd_dkdv.comp;
-// results wrong by construction): what one kernel computing dQ too would cost,
-// FlashAttention-2's way. MODEL_DQ_PRODUCT adds, per query tile, each subgroup's
-// dQ partial dS K (dS^T from the scratch, transposed by the load; K's B fragments
-// from memory) into an fp32 fragment stored to the scratch; MODEL_DQ_ATOMIC also
-// adds every element of it to memory with an atomic (integer adds on the dQ buffer
-// standing in for fp32 ones: the same reduction traffic, no feature needed), one
-// per subgroup and element, no reduction across subgroups first (the most atomics).
-// MODEL_CONV_NV (FOLD=1, TN == TK): P^T and dS^T become A operands in registers
-// through NV cooperative matrix 2's accumulator-to-operand conversion instead of
-// the 16-bit scratch (no store, no sync, no mask): what that round trip costs.
-#if defined(MODEL_DQ_ATOMIC) && !defined(MODEL_DQ_PRODUCT)
-#define MODEL_DQ_PRODUCT
-#endif
-#ifdef MODEL_DQ_ATOMIC
-layout(set = 0, binding = BINDING_DQ) buffer DQU { uint dqu[]; };
-#endif
 layout(set = 0, binding = BINDING_DELTA) readonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DK) writeonly buffer DK128 { uvec4 dk128[]; };
 layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
@@ -160,9 +132,6 @@ void main() {
             const bool masked_tile = i0 + BC > p.sq || (CAUSAL != 0 && r0 + RQ - 1 > i0);
             const bool wg_masked = i0 + BC > p.sq || (CAUSAL != 0 && k0 + BR - 1 > i0);
             FRAG_ACC pt[WQ][BC / TN];
-#ifdef MODEL_CONV_NV
-            FRAG_A pa[WQ][BC / TN], dsa[WQ][BC / TN];
-#endif
             if (live) {
                 [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                     [[unroll]] for (uint w = 0; w < WQ; w++) pt[w][n] = FRAG_ACC(0.0);
@@ -178,32 +147,22 @@ void main() {
                         for (int i = 0; i < pt[w][n].length(); i++) pt[w][n][i] = exp2(pt[w][n][i] * p.scale_log2);
                         FRAG_ACC r = pt[w][n];
                         ROUND_FRAG_BF16(r);
-#ifdef MODEL_CONV_NV
-                        pa[w][n] = FRAG_A(r);
-#else
                         coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
                                      P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
                     }
                 }
             }
-#ifndef MODEL_CONV_NV
             sub_sync();
             if (wg_masked) {
                 if (live && masked_tile) ZERO_MASKED16(P_OFF, i0 + col >= p.sq || (CAUSAL != 0 && r0 + r > i0 + col));
                 sub_sync();
             }
-#endif
             if (live) {
                 // dV += P^T dO
                 [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
                     FRAG_A pf[WQ];
                     [[unroll]] for (uint w = 0; w < WQ; w++)
-#ifdef MODEL_CONV_NV
-                        pf[w] = pa[w][kk];
-#else
                         coopMatLoad(pf[w], sm, P_OFF + w * TM * PROW + kk * (TK / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
                     [[unroll]] for (uint j = 0; j < D / TN; j++) {
                         FRAG_B db;
                         coopMatLoad(db, sm, DO_OFF + kk * TK * DROW + j * (TN / 8), DROW, gl_CooperativeMatrixLayoutRowMajor);
@@ -224,32 +183,22 @@ void main() {
                     [[unroll]] for (uint w = 0; w < WQ; w++) {
                         FRAG_ACC r = pt[w][n] * coopMatMulAdd(ones, lb, s[w]);
                         ROUND_FRAG_BF16(r);
-#ifdef MODEL_CONV_NV
-                        dsa[w][n] = FRAG_A(r);
-#else
                         coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(r), sm,
                                      SUB + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
                     }
                 }
             }
-#ifndef MODEL_CONV_NV
             sub_sync();
             if (wg_masked) {
                 if (live && masked_tile) ZERO_MASKED16(SUB, i0 + col >= p.sq || (CAUSAL != 0 && r0 + r > i0 + col));
                 sub_sync();
             }
-#endif
             if (live) {
                 // dK += dS^T Q
                 [[unroll]] for (uint kk = 0; kk < BC / TK; kk++) {
                     FRAG_A dsf[WQ];
                     [[unroll]] for (uint w = 0; w < WQ; w++)
-#ifdef MODEL_CONV_NV
-                        dsf[w] = dsa[w][kk];
-#else
                         coopMatLoad(dsf[w], sm, SUB + w * TM * PROW + kk * (TK / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
                     [[unroll]] for (uint j = 0; j < D / TN; j++) {
                         FRAG_B qb;
                         coopMatLoad(qb, sm, Q_OFF + kk * TK * DROW + j * (TN / 8), DROW, gl_CooperativeMatrixLayoutRowMajor);
@@ -350,32 +299,6 @@ void main() {
                 [[unroll]] for (uint w = 0; w < WQ; w++) dk[w][j] = coopMatMulAdd(dsf[w], qb, dk[w][j]);
             }
         }
-#ifdef MODEL_DQ_PRODUCT
-        [[unroll]] for (uint mq = 0; mq < BC / TM; mq++)
-            [[unroll]] for (uint j = 0; j < D / TN; j++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc =
-                    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-                [[unroll]] for (uint kk = 0; kk < RQ / TK; kk++) {
-                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> dsa;
-                    coopMatLoad(dsa, sm, P_OFF + kk * TK * PROW + mq * (TM / 8), PROW,
-                                gl_CooperativeMatrixLayoutColumnMajor);
-                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kb;
-                    coopMatLoad(kb, k128, kbase + (r0 + kk * TK) * qpv + j * (TN / 8), qpv,
-                                gl_CooperativeMatrixLayoutRowMajor);
-                    acc = coopMatMulAdd(dsa, kb, acc);
-                }
-                coopMatStore(acc, sm, SUB, SROW, gl_CooperativeMatrixLayoutRowMajor);
-                sub_sync();
-#ifdef MODEL_DQ_ATOMIC
-                for (uint i = lane; i < TM * TN; i += SUBGROUP) {
-                    const uint r = i / TN, c = i % TN;
-                    const uint at = ((bh * p.sq + i0 + mq * TM + r) * D + j * TN + c) % uint(dqu.length());
-                    atomicAdd(dqu[at], floatBitsToUint(f_at(SUB, r, c)));
-                }
-                sub_sync();
-#endif
-            }
-#endif
     }
 
     sub_sync();

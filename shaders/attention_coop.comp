@@ -69,49 +69,14 @@
 #endif
 #include "bf16.glsl"
 
-// Timing model (scripts/gemm_model.sh with MODEL_SHADER=attention_coop.comp):
-// MODEL_REG_SOFTMAX keeps the scores in registers and runs the softmax with
-// NV cooperative matrix 2 row reductions and per-element operations (no running
-// max rescale, no mask: results wrong by construction), to time what a
-// register-resident softmax would cost against the shared-memory round trip.
-// MODEL_FAST_ALWAYS: every unmasked tile takes the fast path (P = exp2 of the scaled
-// scores on the accumulators, stored 16-bit) whatever the running max, at any FOLD:
-// at d=128 (no fold) no mf, no row sums, no rescale (results wrong): what the tile
-// costs if the softmax were only that, a bound on what a fold at d=128 could give.
-// MODEL_FAST_ONLY: the same with the row-wise path not compiled at all (the registers
-// of a kernel that has only the fast path).
-// MODEL_FOLD_ONLY: MODEL_FAST_ONLY with the fold on at any head dim (its max fragment
-// never set, its row sums beside P V): what the fast path with its fold costs at d=128.
-// MODEL_UNIFORM_MAX: MODEL_FAST_ONLY with one running max for all the subgroup's rows
-// (a subgroup max over the tile's scores; O and l rescaled by one scalar when it moves)
-// and each row's sum by its lanes from P: no per-row value in the fragments, so no
-// fold; exact while every row's max stays within fp16's range of the subgroup's (a
-// real kernel would send the rest to another pass).
-// MODEL_PIPE_S (rows path): each tile's scores computed a tile ahead of its softmax, so
-// the score product's MMAs and the previous tile's softmax are independent work for one
-// warp (here both from the same K tile and P paired with the wrong V: the same work,
-// wrong results), to time what a software-pipelined loop would give.
-#if defined(MODEL_REG_SOFTMAX) || defined(P_IN_REGISTERS)
+#ifdef P_IN_REGISTERS
 #extension GL_NV_cooperative_matrix2 : require
-#endif
-#ifdef MODEL_REG_SOFTMAX
-float model_max(const in float a, const in float b) { return max(a, b); }
-float model_add(const in float a, const in float b) { return a + b; }
-float model_exp2(const in uint r, const in uint c, const in float v) { return exp2(v); }
 #endif
 
 // TM, TN, TK (coop shape), D (head dimension: a multiple of TK, TN and 8), BC (keys
 // per tile), NSG (subgroups per workgroup), WQ (row tiles per subgroup), SUBGROUP,
 // CAUSAL and the workgroup size (NSG * SUBGROUP): shaders/families.py.
 #include "spec_attention_coop.glsl"
-#ifdef MODEL_FOLD_ONLY   // the fold at any head dim, with the fast path alone (see above)
-#define MODEL_FAST_ONLY
-#define FOLD 1u
-#endif
-#ifdef MODEL_UNIFORM_MAX
-#extension GL_KHR_shader_subgroup_arithmetic : require
-#define MODEL_FAST_ONLY
-#endif
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
 layout(push_constant) uniform Push {
@@ -288,9 +253,6 @@ void main() {
     [[unroll]] for (uint w = 0; w < WQ; w++)
         lsum[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 
-#ifdef MODEL_UNIFORM_MAX
-    float c_sg = -1.0 / 0.0;   // the subgroup's running max (log2 units of the scaled scores)
-#endif
     // ROWS=1: per row tile w and row slot r (index w * ROWS_SLOTS + r): the row's running max (-inf until
     // it has one) and this lane's part of its sum; alpha_rr: a slow tile's rescale
     float m_rr[WQ * ROWS_SLOTS], l_rr[WQ * ROWS_SLOTS], alpha_rr[WQ * ROWS_SLOTS];
@@ -302,55 +264,17 @@ void main() {
     const uint kv_end = CAUSAL != 0 ? min(p.skv, q0 + BR) : p.skv;
     const uint ntiles = (kv_end + BC - 1) / BC;
     const uint part = lane % LPR;
-#ifdef MODEL_PIPE_S
-    coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_pipe[BC / TN][WQ];
-    [[unroll]] for (uint n = 0; n < BC / TN; n++)
-        [[unroll]] for (uint w = 0; w < WQ; w++)
-            s_pipe[n][w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-#endif
     fetch(kbase, vbase, qpv, 0);
     for (uint t = 0; t < ntiles; t++) {
         const uint j0 = t * BC;
         barrier();                                 // Q fragments / previous tile consumed
         put();
         barrier();
-#ifndef MODEL_LATE_FETCH
         if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
-#endif
         // Every key of the tile masked for this subgroup's rows: skip its work,
         // not its barriers (lavapipe mis-runs subgroup barriers that only some
         // subgroups of a workgroup reach).
         const bool live = CAUSAL == 0 || j0 <= r0 + RQ - 1;
-#ifdef MODEL_REG_SOFTMAX
-        if (live) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-            [[unroll]] for (uint w = 0; w < WQ; w++)
-                s[w] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
-            [[unroll]] for (uint kk = 0; kk < D / TK; kk++) {
-                coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> kf;
-                coopMatLoad(kf, sm, K_OFF + n * TN * DROW + kk * (TK / 8), DROW,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = coopMatMulAdd(qf[w][kk], kf, s[w]);
-            }
-            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> mx, rs;
-                coopMatReduceNV(mx, s[w], gl_CooperativeMatrixReduceRowNV, model_max);
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> e = s[w] * p.scale_log2 - mx;
-                coopMatPerElementNV(e, e, model_exp2);
-                coopMatReduceNV(rs, e, gl_CooperativeMatrixReduceRowNV, model_add);
-                o[w][0] = o[w][0] + rs;   // keeps the row sums live
-                coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> pf =
-                    coopmat<IN_T, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>(e);   // needs TN == TK
-                [[unroll]] for (uint j = 0; j < D / TN; j++) {
-                    coopmat<IN_T, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> vf;
-                    coopMatLoad(vf, sm, V_OFF + n * TN * DROW + j * (TN / 8), DROW,
-                                gl_CooperativeMatrixLayoutRowMajor);
-                    o[w][j] = coopMatMulAdd(pf, vf, o[w][j]);
-                }
-            }
-        }
-        continue;
-#endif
 
 // S (minus the folded max, FOLD=1) of TN-column slab n for every row tile, into s.
 #define SCORES(s, n)                                                                       \
@@ -379,21 +303,9 @@ void main() {
             // the lane's largest x, in four independent chains (a single chain of max over a
             // tile's 16-32 elements is what the vote below waits for)
             float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
-#ifdef MODEL_PIPE_S
-            // the next tile's scores issued first (here from this tile's K: the same work),
-            // the softmax then on the previous tile's, independent of them
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s_next[BC / TN][WQ];
-            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                SCORES(s_next[n], n)
-            }
-#endif
             [[unroll]] for (uint n = 0; n < BC / TN; n++) {
                 coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-#ifdef MODEL_PIPE_S
-                [[unroll]] for (uint w = 0; w < WQ; w++) s[w] = s_pipe[n][w];
-#else
                 SCORES(s, n)
-#endif
                 [[unroll]] for (uint w = 0; w < WQ; w++) {
                     [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
                         const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
@@ -409,10 +321,6 @@ void main() {
                     su[n][w] = s[w];
                 }
             }
-#ifdef MODEL_PIPE_S
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) s_pipe[n][w] = s_next[n][w];
-#endif
             // Every row has a max and no element passes it by more than the slack: P as it
             // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
             // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
@@ -481,43 +389,9 @@ void main() {
         // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
         // subgroup, as is every condition here: the syncs below are taken by all).
         const bool masked_here = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-#if defined(MODEL_FAST_ALWAYS) || defined(MODEL_FAST_ONLY)
-        const bool try_fast = live && !masked_here;
-#else
         const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
-#endif
         float top = -1.0 / 0.0;
-#ifdef MODEL_UNIFORM_MAX
-        if (try_fast) {
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
-            float tmax = -1.0 / 0.0;
-            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-                SCORES(s, n)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    for (int i = 0; i < s[w].length(); i++) tmax = max(tmax, s[w][i]);
-                    su[n][w] = s[w];
-                }
-            }
-            tmax = subgroupMax(tmax) * p.scale_log2;
-            if (tmax > c_sg + RESCALE_SLACK) {
-                const float a = isinf(c_sg) ? 0.0 : exp2(c_sg - tmax);
-                [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint j = 0; j < D / TN; j++) o[w][j] = o[w][j] * a;
-                [[unroll]] for (uint ps = 0; ps < PASSES; ps++) l_run[ps] *= a;
-                c_sg = tmax;
-            }
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    for (int i = 0; i < su[n][w].length(); i++) su[n][w][i] = exp2(su[n][w][i] * p.scale_log2 - c_sg);
-                    coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
-                                 P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-                }
-        }
-        if (false)
-#else
         if (try_fast)
-#endif
         [[unroll]] for (uint n = 0; n < BC / TN; n++) {
             coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
             SCORES(s, n)
@@ -536,16 +410,8 @@ void main() {
                              P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
             }
         }
-#if defined(MODEL_FAST_ALWAYS) || defined(MODEL_FAST_ONLY)
-        const bool fast = try_fast;
-#else
         const bool fast = try_fast && subgroupAll(top <= RESCALE_SLACK);
-#endif
-#ifdef MODEL_FAST_ONLY
-        const bool slow = false;                   // the row-wise softmax not even compiled
-#else
         const bool slow = live && !fast;
-#endif
         if (FOLD != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
 
         // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
@@ -558,22 +424,6 @@ void main() {
         }
         sub_sync();
 
-#ifdef MODEL_UNIFORM_MAX
-        if (fast) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {   // each row's sum by its lanes
-            const uint r = ps * RPP + lane / LPR;
-            float sum = 0.0;
-            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
-                const uvec4 v = sm[P_OFF + r * PROW + (part * CPL) / 8 + c8];
-                [[unroll]] for (uint h = 0; h < 4; h++) {
-                    const vec2 f = unpack_in2(v[h]);
-                    sum += f.x + f.y;
-                }
-            }
-            [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-            l_run[ps] += sum;
-            m_run[ps] = c_sg;
-        }
-#endif
         // Online softmax over this tile's columns, row by row.
         float pv[PASSES][CPL];
         float alpha[PASSES];
@@ -639,11 +489,6 @@ void main() {
         sub_sync();
 
         }
-#ifdef MODEL_LATE_FETCH
-        // the next tile's loads issued after the tile's subgroup syncs (model: a fence
-        // that waits for loads in flight would stall on them above)
-        if (t + 1 < ntiles) fetch(kbase, vbase, qpv, j0 + BC);
-#endif
         if (!live) continue;
         // O = O * rescale + P V
         if (any_rescale) [[unroll]] for (uint w = 0; w < WQ; w++) {

@@ -7,7 +7,7 @@
 // register prefetch: the next slab's global loads are issued before the current
 // slab's MMAs, so they are in flight while the tensor cores work (measured on
 // the H100 as the loop shape that wins; two shared buffers with one barrier per
-// slab and loader subgroups did not: docs/perf-notes.md, sessions 3 and 10). DIRECT=true loads fragments straight from global memory.
+// slab and loader subgroups did not: perf notes at 89c21a3, sessions 3, 10). DIRECT=true loads fragments straight from global memory.
 //
 // Interior workgroups (block inside C, rows 16-byte aligned, whole K slabs) run
 // a loop with no bounds checks; edge workgroups run the same loop with checks
@@ -109,22 +109,7 @@ uvec4 load_b_checked(uint base, uint gr, uint gc, uint rlim, uint clim) {
     return uvec4(w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16));
 }
 
-// Timing models (scripts/gemm_model.sh builds a tree with one of these defined):
-// each strips one mechanism from the STAGES=2 loop so that its cost shows as a
-// difference in time. Results are wrong by construction; no shipped build
-// defines them.
-//   MODEL_NO_GLOBAL     slabs filled from registers: no global loads
-//   MODEL_NO_BARRIER    no workgroup barriers in the loop (a race)
-//   MODEL_MMA_ONLY      fragment loads and MMAs only: no slab loads, stores, barriers
-//   MODEL_STAGING_ONLY  slab loads, stores and barriers only; one slab multiplied after
-//   MODEL_NO_EPILOGUE   no stores of C: the block ends after its K loop (the stores
-//                       stay reachable behind a run-time test that never passes,
-//                       so the loop is not optimized away)
-#ifdef MODEL_NO_BARRIER
-#define LOOP_BARRIER()
-#else
 #define LOOP_BARRIER() barrier()
-#endif
 
 coopmat<ACC_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[SG_M * SG_N];
 uvec4 ra[A_PER_T];
@@ -147,11 +132,7 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
                                                 TRANS_A ? p.M : kend)
                                : uvec4(0);
         else if (A_VECS % THREADS == 0u || i < A_VECS)
-#ifdef MODEL_NO_GLOBAL
-            ra[r] = uvec4(k0 + i);
-#else
             ra[r] = a128[abase / 8u + (r0 + row) * (p.lda / 8u) + c0 / 8u + col];
-#endif
     }
     [[unroll]] for (uint r = 0; r < B_PER_T; r++) {
         uint i = tid + r * THREADS;
@@ -162,11 +143,7 @@ void fetch(bool checked, uint m0, uint n0, uint k0, uint kend, uint tid) {
                                                 TRANS_B ? kend : p.N)
                                : uvec4(0);
         else if (B_VECS % THREADS == 0u || i < B_VECS)
-#ifdef MODEL_NO_GLOBAL
-            rb[r] = uvec4(k0 + i + 1u);
-#else
             rb[r] = b128[bbase / 8u + (r0 + row) * (p.ldb / 8u) + c0 / 8u + col];
-#endif
     }
 }
 
@@ -239,24 +216,12 @@ void main_loop(bool checked, uint m0, uint n0, uint kbeg, uint kend, uint tid, u
     if (STAGES >= 2u) {
         fetch(checked, m0, n0, kbeg, kend, tid);
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
-#if defined(MODEL_MMA_ONLY)
-            multiply_shared(wm, wn);
-#elif defined(MODEL_STAGING_ONLY)
-            commit(tid);
-            barrier();
-            if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);
-            barrier();
-#else
             commit(tid);
             LOOP_BARRIER();
             if (k0 + BK < kend) fetch(checked, m0, n0, k0 + BK, kend, tid);   // in flight during the MMAs
             multiply_shared(wm, wn);
             LOOP_BARRIER();
-#endif
         }
-#ifdef MODEL_STAGING_ONLY
-        multiply_shared(wm, wn);
-#endif
     } else {
         for (uint k0 = kbeg; k0 < kend; k0 += BK) {
             fetch(checked, m0, n0, k0, kend, tid);
@@ -311,9 +276,6 @@ void main() {
         main_loop(true, m0, n0, kbeg, kend, tid, wm, wn);
     }
 
-#ifdef MODEL_NO_EPILOGUE
-    if (p.M != 0xFFFFFFFFu) return;
-#endif
     if (SHARED_OVER != 0u) [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(MISCOUNT_NAN);
     // Interior, aligned blocks store tiles straight to C (or the workspace).
     // Edge blocks stage each tile through shared memory and write it element by

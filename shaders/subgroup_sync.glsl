@@ -3,16 +3,6 @@
 // barrier carrying shared-memory semantics: on the H100 it costs what the bare control
 // barrier does, and ~1% less attention time than a fence followed by a barrier
 // (benchmarks/results/h100-attn-sync-0d361b1). Needs GL_KHR_memory_scope_semantics.
-//
-// Timing models: MODEL_SYNC_SPLIT the fence then the barrier (two instructions),
-// MODEL_SYNC_NOFENCE the control barrier alone (no ordering promised: a bound only).
 void sub_sync() {
-#if defined(MODEL_SYNC_SPLIT)
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-#elif defined(MODEL_SYNC_NOFENCE)
-    subgroupBarrier();
-#else
     controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-#endif
 }

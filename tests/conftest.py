@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 import tempfile
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -15,18 +13,11 @@ import pytest
 # change what variant=None runs. Tests that exercise the cache set their own path.
 os.environ["HELIOS_TUNE_CACHE"] = os.path.join(tempfile.mkdtemp(prefix="helios-test-"), "tune.json")
 
+import variant_classes  # noqa: E402
+
 import helios  # noqa: E402
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
-
-
-def load_script(name: str) -> ModuleType:
-    """scripts/NAME.py as a module (scripts are not a package), for testing its functions."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(SCRIPTS, f"{name}.py"))
-    assert spec is not None and spec.loader is not None, name
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # `make asan` preloads libasan into Python. matplotlib's ft2font (C++, not
@@ -58,7 +49,60 @@ def device() -> helios.Device:
 
 
 def device_variants() -> list[str]:
-    return _DEV.variants() if _DEV is not None else []
+    """The matmul variants a per-variant test runs: one per structural class and every
+    small one by default, every listed variant with --full (tests/variant_classes.py)."""
+    return variant_classes.matmul_variants(_DEV.variants()) if _DEV is not None else []
+
+
+def attention_test_variants(d: int, backward: bool = False) -> list[str]:
+    """As device_variants, for attention variants at head dim d."""
+    if _DEV is None:
+        return []
+    return variant_classes.attention_variants(_DEV.attention_variants(d, backward=backward))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="run every variant the device lists in the per-variant tests (make test-full; HELIOS_TEST_FULL=1)",
+    )
+
+
+def pytest_configure(config):
+    # Before collection: the per-variant tests parametrize over device_variants() as
+    # their modules are imported, in every xdist worker alike.
+    if config.getoption("--full", default=False):
+        os.environ["HELIOS_TEST_FULL"] = "1"
+
+
+def _cache_state() -> str:
+    """What the run starts from: lavapipe compiles each pipeline the first time
+    (1-150 s), so a cold shader cache makes the first run several times longer."""
+    mesa = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mesa_shader_cache")
+    size = 0
+    for base, _, files in os.walk(mesa):
+        for f in files:
+            try:
+                size += os.path.getsize(os.path.join(base, f))
+            except OSError:
+                pass
+    if _DEV is None or _DEV.info["device_type"] != "cpu":
+        return "hardware device: pipelines compile in well under a second"
+    if size < 8 << 20:
+        return (
+            f"COLD: Mesa's shader cache at {mesa} holds {size >> 20} MiB; lavapipe compiles every "
+            "pipeline once (about 10-15 minutes on 2 cores), later runs reuse them (about 3-4 minutes)"
+        )
+    return f"warm: Mesa's shader cache at {mesa} holds {size >> 20} MiB (about 3-4 minutes on 2 cores)"
+
+
+def pytest_report_header(config):
+    full = os.environ.get("HELIOS_TEST_FULL") == "1"
+    return [
+        f"helios: {'every variant (--full)' if full else 'one variant per structural class + the small ones'}; "
+        + _cache_state()
+    ]
 
 
 def rand(shape, seed, dtype=np.float16):

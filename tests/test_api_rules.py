@@ -1,4 +1,4 @@
-"""docs/api-rules.md as tests: the dtype, result-type and device rules, one
+"""docs/reference/api-rules.md as tests: the dtype, result-type and device rules, one
 table row each, for products and attention alike."""
 
 from __future__ import annotations

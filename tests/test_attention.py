@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import _DEV
+from conftest import attention_test_variants
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention
@@ -44,9 +44,10 @@ def test_default_variant_matches_float64(device, shape):
 
 
 def _variants(d: int) -> list[str]:
-    return _DEV.attention_variants(d) if _DEV is not None else []
+    return attention_test_variants(d)
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", _variants(16))
 def test_every_variant(device, variant):
     """Every variant at d=16 (a short compile on lavapipe), with key and query tails
@@ -54,11 +55,13 @@ def test_every_variant(device, variant):
     _check(device, 1, 2, 45, 45, 16, False, variant=variant, seed=1)
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", _variants(16)[::4] + ["fa-scalar"])
 def test_variants_causal(device, variant):
     _check(device, 2, 1, 61, 61, 16, True, variant=variant, seed=2)
 
 
+@pytest.mark.every_variant
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 128])
 def test_every_variant_gpu_head_dims(device, d):

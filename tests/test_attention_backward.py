@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import _DEV
+from conftest import attention_test_variants
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention, reference_attention_backward
@@ -59,9 +59,10 @@ def test_scalar_fallback_matches_float64(device, shape):
 
 
 def _variants(d: int) -> list[str]:
-    return _DEV.attention_variants(d, backward=True) if _DEV is not None else []
+    return attention_test_variants(d, backward=True)
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", _variants(16))
 def test_every_variant(device, variant):
     """Every backward variant at d=16, with query and key tails and several tiles
@@ -69,12 +70,14 @@ def test_every_variant(device, variant):
     _check(device, 1, 2, 45, 45, 16, False, variant=variant, seed=1)
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", _variants(16)[::3])
 def test_variants_causal(device, variant):
     """Every third causal (each causal kernel is its own compile: CI time on a CPU device)."""
     _check(device, 1, 1, 39, 39, 16, True, variant=variant, seed=2)
 
 
+@pytest.mark.every_variant
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 128])
 def test_every_variant_gpu_head_dims(device, d):

@@ -1,4 +1,4 @@
-"""scripts/attn_sweep.py (the attention kernel-design sweep): its pass order, and a tiny
+"""tools/kernel/attn_sweep.py (the attention kernel-design sweep): its pass order, and a tiny
 sweep with two passes end to end (every row checked, each pass's rows recorded)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 
-from conftest import SCRIPTS, load_script
+from conftest import TOP
+from tools.kernel import attn_sweep
 
-SCRIPT = os.path.join(SCRIPTS, "attn_sweep.py")
-attn_sweep = load_script("attn_sweep")
+SCRIPT = os.path.join(TOP, "tools/kernel", "attn_sweep.py")
 
 
 def test_passes_alternate_the_order():

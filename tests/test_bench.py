@@ -12,7 +12,9 @@ from conftest import UNDER_ASAN
 
 from helios.cli import main
 
-SCHEMA = json.loads((pathlib.Path(__file__).parent.parent / "docs" / "helios-bench-1.schema.json").read_text())
+SCHEMA = json.loads(
+    (pathlib.Path(__file__).parent.parent / "docs" / "reference" / "helios-bench-1.schema.json").read_text()
+)
 SEED_ARGS = [
     "bench",
     "--suite=cuda",
@@ -36,7 +38,7 @@ def bench_json(tmp_path_factory, device):
 def validate(data: dict) -> None:
     try:
         import jsonschema
-    except ImportError:  # the GPU image lacks it; scripts/dev installs it, so CI validates
+    except ImportError:  # the GPU image lacks it; tools/dev installs it, so CI validates
         return
     jsonschema.validate(data, SCHEMA)
 
@@ -68,7 +70,7 @@ def test_schema_and_seed_fields(bench_json):
 
 def test_seed_jq_line(bench_json):
     if not shutil.which("jq"):
-        pytest.skip("jq is not installed here (scripts/dev installs it)")
+        pytest.skip("jq is not installed here (tools/dev installs it)")
     q = '.rows[] | "\\(.shape),helios_ms=\\(.heliosMs),cuda_ms=\\(.cudaMs),ratio=\\(.cudaMs / .heliosMs)"'
     # A CUDA reference's file (cudaMs set, as torch/cublas runs write it): the seeds' line works as is.
     data = json.loads(bench_json.read_text())

@@ -206,7 +206,7 @@ def test_bench_bfloat16_end_to_end(device, tmp_path):
     except ImportError:
         return
     schema = json.loads(
-        (__import__("pathlib").Path(__file__).parent.parent / "docs/helios-bench-1.schema.json").read_text()
+        (__import__("pathlib").Path(__file__).parent.parent / "docs/reference/helios-bench-1.schema.json").read_text()
     )
     jsonschema.validate(data, schema)
 

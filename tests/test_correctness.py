@@ -39,6 +39,7 @@ def test_default_variant_odd_shapes(device, m, n, k, out_dtype):
     assert r.passed, r.line()
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", device_variants())
 def test_every_variant_exact_small_integers(device, variant):
     """Small-integer inputs make every variant's result exact (fp16 accumulators too)."""
@@ -50,6 +51,7 @@ def test_every_variant_exact_small_integers(device, variant):
             np.testing.assert_array_equal(c.astype(np.int64), ref, err_msg=f"{variant} {m}x{n}x{k}")
 
 
+@pytest.mark.every_variant
 @pytest.mark.parametrize("variant", device_variants())
 def test_every_variant_random_gate(device, variant):
     """The seeds' gate on random normals. fp16 accumulation cannot meet it at large K

@@ -13,7 +13,7 @@ from helios.cli import main
 from helios.harness.external import external_adapters, validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATE = f"{sys.executable} {ROOT / 'scripts' / 'adapters' / 'template_numpy.py'}"
+TEMPLATE = f"{sys.executable} {ROOT / 'tools' / 'adapters' / 'template_numpy.py'}"
 SMALL = [
     "suite",
     "mlp",

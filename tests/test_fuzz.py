@@ -53,3 +53,26 @@ def test_fuzz_skips_without_a_device():
         [sys.executable, "-m", "helios", "--device", "999", "check", "--fuzz", "1"], capture_output=True, text=True
     )
     assert r.returncode == 2 and "skipped" in r.stdout
+
+
+def test_check_says_at_once_what_it_runs_and_when_a_case_compiles(device):
+    """The first line comes before any case runs (a piped run is never silent while
+    the first pipelines compile), and on a CPU device each first use of a variant,
+    form and output type says it is compiling; compiles' time is reported after."""
+    import subprocess
+    import sys
+
+    v = device.default_variant()
+    r = subprocess.run(
+        [sys.executable, "-m", "helios", "check", "--fuzz", "2", "--seed", "4", "--max-dim", "40", "--forms", "plain",
+         "--variant", v],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("helios check: 2 cases; float16 inputs: 1 variants on "), first
+    if device.info["device_type"] == "cpu":
+        assert "compiles each new pipeline first" in first
+        assert "case #0: the first plain product with " + v in r.stderr, r.stderr

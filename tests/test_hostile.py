@@ -387,9 +387,9 @@ def test_rows_of_minus_inf_scores_are_zero_everywhere(device):
         assert np.array_equal(out, np.zeros_like(out)), variant
 
 
-@pytest.mark.skipif(not os.environ.get("HELIOS_TOP"), reason="runs inside scripts/dev only (it sets HELIOS_TOP)")
+@pytest.mark.skipif(not os.environ.get("HELIOS_TOP"), reason="runs inside tools/dev only (it sets HELIOS_TOP)")
 def test_the_dev_roots_dev_is_its_own():
-    """Inside scripts/dev, /dev is a private tmpfs with only the nodes programs need: a file written
+    """Inside tools/dev, /dev is a private tmpfs with only the nodes programs need: a file written
     there (helios bench --out=/dev/x.json) never reaches the host's /dev."""
     mounts = [ln.split() for ln in open("/proc/self/mounts")]
     assert any(m[1] == "/dev" and m[2] == "tmpfs" and m[0] == "helios-dev" for m in mounts), mounts

@@ -1,6 +1,6 @@
 """helios report --html: the page's markup against the JSON it was made from, and
 the same checks in a real headless browser (Debian's chromium through selenium,
-no browser download; scripts/dev installs both): no console errors, the charts
+no browser download; tools/dev installs both): no console errors, the charts
 render the expected series and points, the numbers shown equal the JSON's."""
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def test_the_markup_carries_every_number_of_the_json(page):
 
 
 def _browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (scripts/dev has it)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (tools/dev has it)")
     driver_path = shutil.which("chromedriver")
     if driver_path is None or shutil.which("chromium") is None:
-        pytest.skip("Debian's chromium and chromium-driver are not installed here (scripts/dev has them)")
+        pytest.skip("Debian's chromium and chromium-driver are not installed here (tools/dev has them)")
     opts = webdriver.ChromeOptions()
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,2000"):
         opts.add_argument(a)

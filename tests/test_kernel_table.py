@@ -4,7 +4,9 @@ its promises and the variant grammar to the strings it always accepted."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -160,17 +162,80 @@ def test_a_table_mistake_fails_the_build_with_a_reason(tmp_path, old, new, messa
     assert message in (r.stderr + r.stdout)
 
 
-def test_the_digest_follows_the_kernel_sources(tmp_path):
-    a = tmp_path / "a"
-    assert generate(ROOT / "shaders", a).returncode == 0
-    changed = _broken_table(tmp_path, "A new knob", "A new knob!")
-    b = tmp_path / "b"
-    assert generate(changed, b).returncode == 0
-    digest = re.compile(r'HL_KERNELS_DIGEST "([0-9a-f]+)"')
-    da = digest.search((a / "hl_kernels.h").read_text()).group(1)
-    db = digest.search((b / "hl_kernels.h").read_text()).group(1)
-    assert da != db
-    assert _helios.KERNELS_DIGEST == da  # this build was made from these sources
+def _gen_module():
+    spec = importlib.util.spec_from_file_location("gen_kernels", ROOT / "cmake" / "gen_kernels.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_digest_is_over_spirv_and_the_table(tmp_path):
+    """KERNELS_DIGEST (the tune cache's key) hashes the compiled SPIR-V and the generated
+    C table, by name: it moves when any of them changes and with nothing else."""
+    gen = _gen_module()
+    files = []
+    for name, body in (("hl_kernels.h", b"table"), ("kernels.c", b"c"), ("a.inc", b"1,2"), ("b.inc", b"3,4")):
+        (tmp_path / name).write_bytes(body)
+        files.append(tmp_path / name)
+    d = gen.digest(files)
+    assert len(d) == 12 and d == gen.digest(list(reversed(files)))
+    (tmp_path / "b.inc").write_bytes(b"3,5")
+    assert gen.digest(files) != d
+    gen.write_digest(tmp_path / "kernels_digest.c", tmp_path, files[2:])
+    assert f'hl_kernels_digest[] = "{gen.digest(files)}"' in (tmp_path / "kernels_digest.c").read_text()
+
+
+def test_this_build_digest_is_its_spirv():
+    """Each build directory's digest is the one its SPIR-V and table give, and the extension
+    imported here carries one of them (a development build from this checkout)."""
+    dirs = [Path(_helios.__file__).resolve().parent / "generated"] + sorted((ROOT / "build").glob("*/generated"))
+    built = {}
+    gen = _gen_module()
+    for d in dirs:
+        if not (d / "kernels_digest.c").exists():
+            continue
+        m = re.search(r'hl_kernels_digest\[\] = "([0-9a-f]+)"', (d / "kernels_digest.c").read_text())
+        assert m, d
+        assert m.group(1) == gen.digest([d / "hl_kernels.h", d / "kernels.c", *sorted(d.glob("*.inc"))]), d
+        built[m.group(1)] = d
+    if not built:
+        pytest.skip(f"no build directory here ({[str(d) for d in dirs]}): an installed wheel")
+    assert _helios.KERNELS_DIGEST in built, (_helios.KERNELS_DIGEST, built)
+
+
+def test_a_comment_edit_keeps_the_spirv(tmp_path):
+    """What the SPIR-V digest rests on: glslc's output does not change with a comment."""
+    glslc = shutil.which("glslc")
+    if glslc is None:
+        pytest.skip("glslc is not installed here (tools/dev has it)")
+    out = tmp_path / "gen"
+    assert generate(ROOT / "shaders", out).returncode == 0
+    src = tmp_path / "shaders"
+    shutil.copytree(ROOT / "shaders", src)
+    edited = src / "matmul_splitk_reduce.comp"
+    edited.write_text("// a comment that changes nothing\n" + edited.read_text().replace("\n", "\n// and another\n", 3))
+
+    def compile_(shader_dir):
+        spv = tmp_path / f"{shader_dir.name}.spv"
+        r = subprocess.run(
+            [
+                glslc,
+                "--target-env=vulkan1.3",
+                "-O",
+                "-I",
+                str(out),
+                "-o",
+                str(spv),
+                str(shader_dir / "matmul_splitk_reduce.comp"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, r.stderr
+        return spv.read_bytes()
+
+    assert compile_(ROOT / "shaders") == compile_(src)
 
 
 # ---- the grammar: the strings the hand-written parser took, read the same way ----

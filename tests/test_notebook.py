@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ASAN_DRAW_SKIP, load_script
+from conftest import ASAN_DRAW_SKIP
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 NB = os.path.join(ROOT, "notebooks", "explore.ipynb")
@@ -15,10 +15,11 @@ NB = os.path.join(ROOT, "notebooks", "explore.ipynb")
 
 def test_committed_cells_match_the_generator():
     nbformat = pytest.importorskip("nbformat", reason="nbformat not installed (the notebook extra)")
-    gen = load_script("make_notebook")
+    from tools import make_notebook as gen  # noqa: E402
+
     committed = nbformat.read(NB, as_version=4)
     assert [c.source for c in committed.cells] == [c.source for c in gen.build().cells], (
-        "notebooks/explore.ipynb differs from scripts/make_notebook.py: regenerate and re-run it"
+        "notebooks/explore.ipynb differs from tools/make_notebook.py: regenerate and re-run it"
     )
 
 
@@ -31,7 +32,7 @@ def test_notebook_executes_headless(device, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the kernel draws inline
     env["HELIOS_NOTEBOOK_QUICK"] = "1"
     r = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "scripts", "run_notebook.py"), NB, "--out", str(out), "--timeout", "600"],
+        [sys.executable, os.path.join(ROOT, "tools", "run_notebook.py"), NB, "--out", str(out), "--timeout", "600"],
         capture_output=True,
         text=True,
         env=env,

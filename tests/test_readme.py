@@ -1,16 +1,14 @@
 """The README cannot drift: every ```python block runs as written (in a fresh
 interpreter, on this machine's device), and every `helios ...` command line in
 its shell blocks parses with today's CLI (its flags and values exist). The
-block reader is scripts/readme_walk.py, which prints what each block printed."""
+block reader is tools/readme_walk.py, which prints what each block printed."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import load_script
+from tools import readme_walk as walk
 
 from helios.cli import build_parser
-
-walk = load_script("readme_walk")
 
 PYTHON = walk.blocks(("python",))
 COMMANDS = walk.helios_commands()

@@ -1,13 +1,11 @@
-"""scripts/sass_from_cache.py: the NVIDIA shader container's code section and the
+"""tools/kernel/sass_from_cache.py: the NVIDIA shader container's code section and the
 instruction-mix summary, on synthetic bytes (no GPU, no zstandard needed)."""
 
 from __future__ import annotations
 
 import struct
 
-from conftest import load_script
-
-sass = load_script("sass_from_cache")
+from tools.kernel import sass_from_cache as sass
 
 
 def _container(code: bytes, offset: int = 0x1B0, size: int | None = None) -> bytes:

@@ -1,4 +1,4 @@
-"""scripts/trace_kernels.py (torch's GPU kernels per name from a `helios suite train --trace`
+"""tools/kernel/trace_kernels.py (torch's GPU kernels per name from a `helios suite train --trace`
 file): per-step sums, launches and means on synthetic events, CPU events left out, and the
 command line on a file."""
 
@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SCRIPTS, load_script
+from conftest import TOP
+from tools.kernel import trace_kernels
 
-SCRIPT = os.path.join(SCRIPTS, "trace_kernels.py")
-trace_kernels = load_script("trace_kernels")
+SCRIPT = os.path.join(TOP, "tools/kernel", "trace_kernels.py")
 
 EVENTS = [
     {"ph": "X", "cat": "kernel", "name": "gemm", "dur": 100.0},

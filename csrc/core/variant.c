@@ -243,7 +243,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         out->tk = best->k;
     }
     /* 2x2 subgroups, each a 64x64 block, register prefetch, raster groups of 8
-     * block rows: the loop that measured fastest on the H100 (docs/perf-notes.md). */
+     * block rows: the loop that measured fastest on the H100 (docs/perf-notes.md at 89c21a3). */
     fill_wide(out, 2, 2);
     uint32_t sg[2];
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");
@@ -298,7 +298,7 @@ static uint32_t splitk_for_shape(const hl_caps *c, const hl_variant *v, uint32_t
 }
 
 /* The grid's last wave. An SM runs two of the default's 255-register workgroups
- * at once, and two together do 1.16x what one does (perf-notes, session 10), so
+ * at once, and two together do 1.16x what one does (perf notes at 89c21a3, session 10), so
  * the busiest SM's time is its blocks in pairs plus one alone, in units of a
  * block's work. Few waves of 128-row (or -column) blocks can leave the last one
  * thin (3072^3: 576 blocks, 4.45 units on the busiest SM); blocks of 96 rows that

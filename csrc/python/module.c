@@ -237,8 +237,8 @@ static int module_exec(PyObject *module) {
     Py_DECREF(lim);
     if (rc < 0) return -1;
     if (PyModule_AddStringConstant(module, "BUILD_COMMIT", HELIOS_BUILD_COMMIT) < 0) return -1;
-    /* Digest of the kernel sources and shaders/families.py: the tuning cache's key. */
-    if (PyModule_AddStringConstant(module, "KERNELS_DIGEST", HL_KERNELS_DIGEST) < 0) return -1;
+    /* Digest of every kernel's SPIR-V and the generated table: the tuning cache's key. */
+    if (PyModule_AddStringConstant(module, "KERNELS_DIGEST", hl_kernels_digest) < 0) return -1;
     return 0;
 }
 

@@ -205,7 +205,7 @@ class Device(_helios.Device):
         Result dtype (out_dtype=None): float16 (bfloat16) when every input is, else
         float32 (NumPy's result type, capped at float32). Result type: a Tensor
         when any input is a Tensor (it stays on the device), a torch tensor when
-        an input is one, else a NumPy array (see docs/api-rules.md).
+        an input is one, else a NumPy array (see docs/reference/api-rules.md).
 
         order: (wait, signal) values from the protocol that orders Helios with a
         CUDA stream without host waits (helios.torch uses it): the product, on

@@ -12,7 +12,7 @@ Helios as one group per direction.
 
 Groups: each op, or block, is one group of Helios submissions ordered with torch's
 stream, and every group costs one pair of switches of the GPU between the CUDA and
-the Vulkan context (about 0.3 ms on the H100: ``scripts/semaphore_latency.py``),
+the Vulkan context (about 0.3 ms on the H100: a one-off probe, ``scripts/semaphore_latency.py`` at 89c21a3),
 while ops inside a group cost only their kernels. Calling the block ops instead of
 chains of ``linear`` and torch ops between is what makes a model fast here
 (``helios suite train``: per op, per block, whole decoder). Inside a group the ops
@@ -90,7 +90,7 @@ _imports: dict[tuple, tuple] = {}  # (ordinal, segment) -> (segment base, size, 
 # layer; a whole decoder as one group holds five (B*S, D) activations per layer at
 # once), and a result the pool cannot hand back is a new exportable allocation and
 # CUDA import: with 8 per shape the suite's grouped step took 112-125 ms, with 64
-# 68-70 ms (scripts/train_profile.py, benchmarks/results/h100-train-4a9aeb6).
+# 68-70 ms (a one-off profile, scripts/train_profile.py at 89c21a3).
 MAX_POOLED = 256
 _pool_next: dict[tuple, int] = {}  # where _result's next scan of a pool starts
 # ids of pooled results a group uses inside itself only (never exported to torch, so no
@@ -176,7 +176,7 @@ def _run_ordered(dev: Device, t: torch.Tensor, ops: list[Callable[[], Any]]) -> 
     the stream signals once, the ops are recorded into one command buffer (each after
     the one before: Device._group_begin) that waits for that signal, and the stream
     waits for the group's. Each hop pair costs a switch of the GPU between the CUDA
-    and the Vulkan context, about 0.2-0.5 ms on the H100 (docs/perf-notes.md, session
+    and the Vulkan context, about 0.2-0.5 ms on the H100 (perf notes at 89c21a3, session
     9): grouping the ops that need no torch work between them saves it."""
     stream = torch.cuda.current_stream(t.device)
     if ordering(t) != "semaphore":

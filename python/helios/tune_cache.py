@@ -10,9 +10,10 @@ The cache is one JSON file (``HELIOS_TUNE_CACHE``, else
          "timestamp": ...}}}}}
 
 DEVICE_KEY names the device, its driver version, a hash of its cooperative-
-matrix table and the digest of the kernel sources (``_helios.KERNELS_DIGEST``,
-computed at build time from shaders/), so a new driver or changed shaders never
-reuse old picks. A file that cannot serve (unreadable, too
+matrix table and the digest of the kernels (``_helios.KERNELS_DIGEST``, computed
+at build time over every permutation's SPIR-V and the generated table), so a new
+driver or changed kernels never reuse old picks, and an edit that leaves the SPIR-V
+as it was (a comment) keeps them. A file that cannot serve (unreadable, too
 large, not UTF-8, not JSON, not this schema, or with entries of the wrong type)
 is ignored with one warning naming it, and the next ``helios tune`` rewrites it;
 an op never fails because of the cache.

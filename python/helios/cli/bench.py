@@ -39,6 +39,7 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
             "is written beside it as FILE-dev<i>.json"
         )
     out = out_paths(args.out, args.force)
+    assert out is not None  # --out was required above
     infos = identities()
     indices = device_indices(args.devices, infos)
     argv, child = child_argv(args, "bench", ["--devices", "--devices-serial", "--out", "--force"])

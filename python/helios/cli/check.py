@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,12 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
         print(
             f"environment: {oracle.environment() if oracle else 'float64 reference only'}; "
             f"Helios {args.dtype} in/out on {dev.info['name']}; atol={atol} rtol={rtol}"
+            + (
+                "; a CPU device compiles each new pipeline first, 1-150 s each, cached after"
+                if dev.info["device_type"] == "cpu"
+                else ""
+            ),
+            flush=True,
         )
         failures = n = 0
         total = args.fuzz + (2 * len(SEED003_MATRIX) if args.matrix == "seed003" else 0)
@@ -128,10 +135,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         variants = (
             [dev.check_variant(args.variant, args.dtype)] if args.variant else bf16_aware_variants(dev, args.dtype)
         )
-        if args.dtype != "float16":
-            print(f"{args.dtype} inputs: {len(variants)} variants; atol={atol} rtol={rtol}")
+        cpu = dev.info["device_type"] == "cpu"
+        # The first line at once, so a piped run is never silent while the first pipelines compile.
+        print(
+            f"helios check: {args.fuzz} cases; {args.dtype} inputs: {len(variants)} variants on {dev.info['name']} "
+            f"(seed {args.seed}; atol={atol} rtol={rtol})"
+            + ("; a CPU device compiles each new pipeline first, 1-150 s each, cached after" if cpu else ""),
+            flush=True,
+        )
         n = 0
         bar = Progress(args.fuzz, unit="case", log_every=25)
+        compiled = dev.telemetry()
+
+        def announce(line: str) -> None:
+            print(f"  {line}", file=sys.stderr, flush=True)
         seen_variants: set = set()
         seen_forms: set = set()
         for case in fuzz(
@@ -144,8 +161,18 @@ def cmd_check(args: argparse.Namespace) -> int:
             rtol=rtol,
             forms=args.forms,
             dtype=args.dtype,
+            announce=announce if cpu else None,
         ):
             n += 1
+            now = dev.telemetry()
+            if cpu and now["pipeline_compiles"] > compiled["pipeline_compiles"]:
+                ms = now["pipeline_compile_ms"] - compiled["pipeline_compile_ms"]
+                print(
+                    f"  compiled {now['pipeline_compiles'] - compiled['pipeline_compiles']} pipeline(s) in {ms / 1e3:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            compiled = now
             seen_variants.add(case.variant)
             seen_forms.add(case.form.split("(")[0])
             label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"

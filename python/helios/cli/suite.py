@@ -39,7 +39,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "ddp_comm_hook": args.ddp_comm_hook,
         "trace": args.trace,
     }
-    base = dict(TINY) if args.tiny else {}
+    base: dict[str, Any] = dict(TINY) if args.tiny else {}
     base.update({k: v for k, v in given.items() if v is not None})
     adapters = (
         [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(DEFAULT_TRAIN_ADAPTERS)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import platform
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -383,7 +383,7 @@ def run_attention_bench(
             if bwd:
                 do = random_qkv(b, h, s, s, d, seed=cfg.seed + si + 104729, dtype=dt)[0]
                 heads = _grad_heads(b, h, cfg.seed + rnd)
-                want = _grad_reference(q, k, v, do, heads, cfg.causal)
+                want: Any = _grad_reference(q, k, v, do, heads, cfg.causal)
             else:
                 rows = _sample_rows(s, cfg.seed + rnd)
                 want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
@@ -464,8 +464,8 @@ def run_attention_bench(
         workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal, bwd), clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
-        for r in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
-            r["roofFraction"] = _roof_fraction(info, r) if dt == "float16" else None
+        for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
+            row["roofFraction"] = _roof_fraction(info, row) if dt == "float16" else None
         return finish(result, rows)
 
 

@@ -135,7 +135,7 @@ def attention_fuzz(
                 f"attention variant {variant} takes none of the fuzz's head "
                 f"dimensions {HEAD_DIMS} (the seed 003 matrix needs d=64)"
             )
-    cases = [
+    cases: list[tuple[tuple[int, int, int, int], int, bool, Optional[float]]] = [
         (shape, shape[2], causal, None) for shape in (SEED003_MATRIX if matrix else []) for causal in (False, True)
     ]
     cases += [_random_case(rng, max_seq, dims) for _ in range(n)]

@@ -231,6 +231,7 @@ def _check_row(path: str, i: int, row: Any) -> None:
     bad = [x for r in samples for x in r if not _positive_finite(x)]
     if bad:
         raise CompareError(f"{where} ({row['shape']}): samples must be finite and > 0; got {bad[0]!r}")
+    assert isinstance(h, dict)  # samples_ms was read from it above
     runs = h.get("round_runs")
     if runs is not None and (
         not isinstance(runs, list) or len(runs) != len(samples) or not all(isinstance(x, int) and x >= 0 for x in runs)

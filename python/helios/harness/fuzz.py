@@ -8,7 +8,7 @@ The opt-in coop2 family runs plain products only (it refuses the rest)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..dtypes import as_dtype
 from ..gemm import ACTIVATIONS, activation_code, host_epilogue
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
-# fp16 accumulators cannot meet the gate on random normals (docs/perf-notes.md). They
+# fp16 accumulators cannot meet the gate on random normals (docs/perf-notes.md at 89c21a3). They
 # get inputs in {-1, 0, 1} instead: every partial sum is an integer below 2048, exact
 # in fp16, so any indexing or tail error still fails.
 
@@ -64,12 +64,16 @@ def fuzz(
     rtol: float = 0.01,
     forms: tuple[str, ...] = FORMS,
     dtype: str = "float16",
+    announce: Optional[Callable[[str], None]] = None,
 ):
     """Yields one FuzzCase per case; variants default to every one the device lists
     (for bfloat16: every one valid for bfloat16 inputs). dtype: the inputs' type;
-    outputs are that type or float32."""
+    outputs are that type or float32. announce: told before a case that is the first of
+    its variant, op form and output type (its pipeline compiles first: seconds to
+    minutes on a CPU device)."""
     rng = np.random.default_rng(seed)
     vs = variants or bf16_aware_variants(dev, dtype)
+    first_of: set[tuple[str, str, str]] = set()
     for i in range(n):
         v = vs[i % len(vs)] if i < len(vs) else vs[int(rng.integers(0, len(vs)))]
         m, nn, k = (random_dim(rng, max_dim) for _ in range(3))
@@ -78,15 +82,18 @@ def fuzz(
         # forms cycle too, shifted each pass over the variants, so both cover everything
         form = "plain" if fields["path"] == "coop2" else forms[(i // len(vs) + i % len(vs)) % len(forms)]
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
+        if announce is not None and (v, form, od) not in first_of:
+            first_of.add((v, form, od))
+            announce(f"case #{i}: the first {form} product with {v}, out={od}: compiling its pipeline")
         if form == "batched":  # keep the work of a case near a 2-D one
             m = max(1, m // batch)
 
         def operand(shape):
             if fields["acc"] == "f16":  # exact in fp16 partial sums, so the gate still applies
-                return rng.integers(-1, 2, size=shape).astype(dtype)
-            return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+                return rng.integers(-1, 2, size=shape).astype(in_dtype)
+            return rng.standard_normal(shape, dtype=np.float32).astype(in_dtype)
 
-        dtype = as_dtype(dtype)
+        in_dtype = as_dtype(dtype)
         a = operand((batch, m, k) if form == "batched" else (m, k))
         b = operand((k, nn))  # broadcast across the batch
         kw: dict = {}
@@ -97,7 +104,7 @@ def fuzz(
             b = np.ascontiguousarray(b.T).T
         elif form == "epilogue":
             act = [x for x in ACTIVATIONS if x not in (None, "none", "gelu_tanh")][int(rng.integers(0, 3))]
-            c = rng.standard_normal((m, nn)).astype(np.float32 if od == "float32" else dtype)
+            c = rng.standard_normal((m, nn)).astype(np.float32 if od == "float32" else in_dtype)
             bias = rng.standard_normal(nn).astype(np.float32)
             kw = dict(alpha=0.5, beta=-1.25, c=c, bias=bias, activation=act)
             ref = host_epilogue(ref, bias=bias, act=activation_code(act), alpha=0.5, beta=-1.25, c=c)

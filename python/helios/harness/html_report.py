@@ -83,8 +83,8 @@ def line_chart(
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#8c959f"/>',
     ]
     for frac in (0.0, 0.5, 1.0):
-        v = lo + (hi - lo) * frac
-        parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" font-size="10" text-anchor="end">{v:.3g}</text>')
+        tick = lo + (hi - lo) * frac
+        parts.append(f'<text x="{left - 4}" y="{y(tick) + 4:.1f}" font-size="10" text-anchor="end">{tick:.3g}</text>')
     parts.append(f'<text x="4" y="{top + 4}" font-size="10">{_e(unit)}</text>')
     step = max(1, n // 6)
     for i in range(0, n, step):

@@ -214,7 +214,7 @@ class CublasReference(Reference):
     def __init__(self, uuid: Optional[str] = None) -> None:
         """Runs on CUDA device 0 of this process; with uuid, refuses (DeviceMismatch)
         unless that is the Vulkan device."""
-        from .. import _cublas  # ImportError where the CUDA toolkit was absent at build time
+        from .. import _cublas  # type: ignore[attr-defined]  # ImportError where the toolkit was absent at build
 
         self.mod = _cublas
         self.info = _cublas.info()

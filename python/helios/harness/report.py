@@ -1,13 +1,14 @@
 """Tables and figures from committed results: `helios report` and the notebook.
 
 Reads helios-bench/1 (bench) and helios-sweep/1 (one shape) or helios-sweep/2
-(variants x shapes, scripts/sweep.py) files. Figures
+(variants x shapes, tools/kernel/sweep.py) files. Figures
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
@@ -62,6 +63,10 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
     if suites:
         raise ValueError(f"{suites[0]['_path']}: a {SUITE_SCHEMA} file; use load_all")
     return benches, sweeps
+
+
+def _draw_sweep(sweep: dict, ax: Any) -> None:
+    plot_sweep(sweep, ax)
 
 
 def _label(d: dict) -> str:
@@ -339,7 +344,7 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str
     plt = _plt()
     os.makedirs(outdir, exist_ok=True)
     paths = []
-    jobs: list[tuple[str, object]] = []
+    jobs: list[tuple[str, Callable[[Any], Any]]] = []
     if benches:
         jobs += [
             ("tflops.png", lambda ax: plot_tflops(benches, ax)),
@@ -347,7 +352,7 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str
             ("variance.png", lambda ax: plot_variance(benches, ax)),
         ]
     for i, s in enumerate(sweeps):
-        jobs.append((f"sweep{i}.png", lambda ax, s=s: plot_sweep(s, ax)))
+        jobs.append((f"sweep{i}.png", functools.partial(_draw_sweep, s)))
     for name, draw in jobs:
         fig, ax = plt.subplots(figsize=(10, 4.5))
         draw(ax)

@@ -25,7 +25,7 @@ BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
 SUITE_SCHEMA = "helios-suite/1"  # helios suite
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
-SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # scripts/sweep.py
+SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
 
 FLUSH_BYTES = 256 << 20  # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
 

@@ -49,5 +49,5 @@ def parse_shapes(spec: str) -> list[tuple[int, int, int]]:
     return out
 
 
-def shape_str(shape: tuple[int, int, int]) -> str:
+def shape_str(shape: tuple[int, ...]) -> str:
     return "x".join(str(x) for x in shape)

@@ -11,7 +11,7 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 12345
 
 
-def _arr(samples: Sequence[float]) -> np.ndarray:
+def _arr(samples: Sequence[float] | np.ndarray) -> np.ndarray:
     x = np.asarray(samples, dtype=np.float64)
     if x.ndim != 1 or x.size == 0:
         raise ValueError("need a non-empty 1-D sequence of samples")
@@ -21,7 +21,11 @@ def _arr(samples: Sequence[float]) -> np.ndarray:
 
 
 def bootstrap_median_ci(
-    samples: Sequence[float], *, level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+    samples: Sequence[float] | np.ndarray,
+    *,
+    level: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of the median (seeded: the same samples give the same CI)."""
     x = _arr(samples)

@@ -188,6 +188,9 @@ def build(torch: Any) -> tuple:
         """A block's attention and MLP composed from the adapter's linear and attention
         ops (torch's reshapes and activation between them)."""
 
+        linear: Callable[..., Any]  # each adapter's own (TorchOps, HeliosOps, ...)
+        attention: Callable[..., Any]
+
         def attention_block(self, blk, h, cache=None):
             """Self-attention of the normalised input h (B, S, D), projected; cache: the
             block's [K, V] of earlier positions (decoding), filled in place."""
@@ -746,7 +749,8 @@ class _Tracer:
     overhead; written as Chrome trace JSON when they end (Perfetto, chrome://tracing)."""
 
     def __init__(self, torch: Any, cuda: bool, cfg: TrainConfig, adapter: str, rank: int) -> None:
-        self.torch, self.cuda, self.prof = torch, cuda, None
+        self.torch, self.cuda = torch, cuda
+        self.prof: Any = None
         self.first = max(0, cfg.warmup_steps - TRACE_STEPS)
         self.last = cfg.warmup_steps - 1
         self.path = f"{cfg.trace}-{adapter}-rank{rank}.json" if cfg.trace is not None else None
@@ -787,7 +791,7 @@ def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list
     one that hands each bucket back as it is (no collective is launched)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    kw = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
+    kw: dict[str, Any] = {} if cfg.ddp_bucket_mb is None else {"bucket_cap_mb": cfg.ddp_bucket_mb}
     wrapped = DistributedDataParallel(model, device_ids=device_ids, **kw)
     hook = comm_hook_for(cfg, adapter)
     if hook == "helios":
@@ -804,7 +808,7 @@ def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list
 def _keep_bucket(state, bucket):
     import torch
 
-    fut = torch.futures.Future()
+    fut: Any = torch.futures.Future()
     fut.set_result(bucket.buffer())
     return fut
 

@@ -1,0 +1,218 @@
+"""Every ``HELIOS_*`` environment switch and build option, declared once.
+
+The C core and the Python layer read these; this table is the one place that says
+what each does. ``tests/test_switches.py`` fails when a switch is read anywhere in
+the product (C, Python, the build, the development tools) but not declared here,
+and when the manual's switch reference (``docs/reference/switches.md``) differs
+from :func:`markdown_table`. Regenerate that page with ``python3 -m helios.switches``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Switch", "SWITCHES", "by_name", "markdown_table"]
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    group: str  # "variant", "kill switch", "runtime", "cache", "harness", "build", "development", "test"
+    values: str  # what it takes
+    doc: str  # what it does, in one or two sentences
+
+
+SWITCHES: tuple[Switch, ...] = (
+    # ---- the device and the variant --------------------------------------------------
+    Switch(
+        "HELIOS_DEVICE", "runtime", "index", "The Vulkan device Helios opens by default (`helios --device=i` sets it)."
+    ),
+    Switch(
+        "HELIOS_VARIANT",
+        "variant",
+        "variant string",
+        "Forces one matmul variant for every product; invalid for the device: UnsupportedError.",
+    ),
+    Switch("HELIOS_COOP_TILE", "variant", "MxNxK", "The cooperative-matrix fragment shape of the default variant."),
+    Switch(
+        "HELIOS_COOP_F16IN_SUBGROUP_TILES",
+        "variant",
+        "MxN",
+        "Fragments per subgroup (the subgroup tiling) of the default variant.",
+    ),
+    Switch("HELIOS_COOP_DIRECT_LOAD", "variant", "0/1", "1: the default variant loads fragments from global memory."),
+    Switch("HELIOS_COOP_F16_ACCUM", "variant", "0/1", "1: the default variant accumulates in fp16."),
+    # ---- kill switches --------------------------------------------------------------
+    Switch("HELIOS_DISABLE_COOP", "kill switch", "1", "No cooperative-matrix kernels: the scalar fallback only."),
+    Switch("HELIOS_DISABLE_COOP2", "kill switch", "1", "No NV cooperative matrix 2 (the opt-in coop2 family)."),
+    Switch(
+        "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
+    ),
+    Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
+    Switch(
+        "HELIOS_DISABLE_COOP_ATTENTION_BACKWARD", "kill switch", "1", "The attention backward on the scalar kernel."
+    ),
+    Switch(
+        "HELIOS_DISABLE_ATTENTION_FOLD",
+        "kill switch",
+        "1",
+        "The forward's softmax through the fp32 scratch for every tile (no running max folded into the score product).",
+    ),
+    Switch(
+        "HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS",
+        "kill switch",
+        "1",
+        "The forward's softmax rows not kept in registers (the fold or scratch path instead).",
+    ),
+    Switch(
+        "HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS",
+        "kill switch",
+        "1",
+        "The forward hands P to P V through shared memory, not as converted registers (NV coopmat2).",
+    ),
+    Switch(
+        "HELIOS_DISABLE_ATTENTION_BWD_FOLD",
+        "kill switch",
+        "1",
+        "The backward's scores and dP through an fp32 scratch (no lse/delta folded into the products).",
+    ),
+    Switch(
+        "HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS",
+        "kill switch",
+        "1",
+        "The backward's dQ kernel takes dS through shared memory, not as converted registers.",
+    ),
+    # ---- how work is recorded and ordered -------------------------------------------
+    Switch(
+        "HELIOS_DISABLE_GROUP_OVERLAP",
+        "runtime",
+        "1",
+        "A barrier before and after every op of a group, so no two ops overlap on the GPU.",
+    ),
+    Switch("HELIOS_DISABLE_IDLE_FLUSH", "runtime", "1", "Ordered work is sent only in full chunks, never on idle."),
+    Switch(
+        "HELIOS_POISON_ORDERED",
+        "runtime",
+        "1",
+        "Ordered (torch-interop) outputs are poisoned with NaN before each op too, as checked runs are.",
+    ),
+    Switch(
+        "HELIOS_QUEUE_PRIORITY",
+        "runtime",
+        "low/medium/high/realtime",
+        "The Vulkan queue's global priority (VK_KHR_global_priority); default: the driver's.",
+    ),
+    Switch("HELIOS_QUEUE_FAMILY", "runtime", "index", "Runs Helios on queue family N instead of its own pick."),
+    Switch(
+        "HELIOS_DISABLE_SEMAPHORE_ORDERING",
+        "runtime",
+        "1",
+        "helios.torch orders against torch's stream by waiting on the host, not with a shared semaphore.",
+    ),
+    Switch("HELIOS_DISABLE_CAST_CACHE", "runtime", "1", "helios.torch casts parameters afresh for every call."),
+    Switch("HELIOS_DISABLE_STAGE_MEMO", "runtime", "1", "helios.torch looks up each tensor's staging every time."),
+    # ---- libraries and caches -------------------------------------------------------
+    Switch("HELIOS_VULKAN_LOADER", "runtime", "path", "The Vulkan loader library to open instead of libvulkan.so.1."),
+    Switch(
+        "HELIOS_CUDA_DRIVER",
+        "runtime",
+        "path",
+        "The CUDA driver library to open for interop instead of libcuda.so.1.",
+    ),
+    Switch(
+        "HELIOS_PIPELINE_CACHE",
+        "cache",
+        "directory or 0/off",
+        "Where the persisted Vulkan pipeline cache lives (default $XDG_CACHE_HOME/helios/pipelines); 0/off disables.",
+    ),
+    Switch(
+        "HELIOS_PIPELINE_IR",
+        "cache",
+        "directory",
+        "Every pipeline compiled is also written there with the driver's internal representations, where offered.",
+    ),
+    Switch("HELIOS_TUNE_CACHE", "cache", "path", "The tuner's cache file (default $XDG_CACHE_HOME/helios/tune.json)."),
+    Switch("HELIOS_ROOF_CACHE", "cache", "path", "The roof cache file (default $XDG_CACHE_HOME/helios/roof.json)."),
+    # ---- the harness ----------------------------------------------------------------
+    Switch(
+        "HELIOS_COMMIT",
+        "harness",
+        "commit",
+        "The commit result files name as the working directory's checkout where the tree has no .git.",
+    ),
+    Switch("HELIOS_DEBUG", "harness", "1", "An internal error prints its traceback (as --debug does)."),
+    # ---- the build ------------------------------------------------------------------
+    Switch(
+        "HELIOS_BUILD_COMMIT",
+        "build",
+        "commit",
+        "The commit the engine was built from where the source tree has no .git (helios --version prints it).",
+    ),
+    Switch("HELIOS_CUBLAS", "build", "ON/OFF", "CMake option: build the optional cuBLASLt reference module."),
+    Switch(
+        "HELIOS_ASAN",
+        "build",
+        "ON/OFF, 1",
+        "CMake option (and `make asan`): the extension under AddressSanitizer and UBSan.",
+    ),
+    # ---- the development box and tools ----------------------------------------------
+    Switch(
+        "HELIOS_DEV_ROOT",
+        "development",
+        "directory",
+        "Where tools/dev keeps the Debian 13 root (default /var/cache/helios-dev/trixie).",
+    ),
+    Switch(
+        "HELIOS_DEV_CACHE",
+        "development",
+        "directory",
+        "Where tools/dev keeps Mesa's shader cache and Helios's pipeline cache for the root, outside it "
+        "(default: `cache` beside the root), so a rebuilt root keeps them.",
+    ),
+    Switch("HELIOS_DEV_QUIET", "development", "1", "tools/dev says less on stderr."),
+    Switch("HELIOS_WHEEL_LINKS", "development", "directory", "Extra wheels the wheel build and check install from."),
+    Switch("HELIOS_WHEEL_TOOLS", "development", "directory", "Where the wheel build keeps auditwheel and its tools."),
+    Switch("HELIOS_NOTEBOOK_QUICK", "development", "1", "The notebook generator's small, fast variant."),
+    Switch("HELIOS_RESULTS", "development", "directory", "The result files the notebook generator reads."),
+    # ---- the test suite -------------------------------------------------------------
+    Switch(
+        "HELIOS_FAULT",
+        "test",
+        "KIND:N",
+        "Fault injection for tests: the Nth call of that kind fails as the driver would (csrc/core/fault.c).",
+    ),
+    Switch(
+        "HELIOS_TEST_FULL",
+        "test",
+        "1",
+        "The test suite runs every variant the device lists (as `make test-full` and `pytest --full` do), "
+        "not one per structural class.",
+    ),
+)
+
+_BY_NAME = {s.name: s for s in SWITCHES}
+
+
+def by_name(name: str) -> Switch:
+    """The declared switch ``name``; KeyError for one that is not declared."""
+    return _BY_NAME[name]
+
+
+def markdown_table() -> str:
+    """The manual's switch reference, as a Markdown page."""
+    lines = [
+        "# Environment switches",
+        "",
+        "Every `HELIOS_*` switch, generated from `helios.switches` (`python3 -m helios.switches`);",
+        "a test fails when a switch is read anywhere but not declared there.",
+        "",
+        "| switch | kind | values | what it does |",
+        "|---|---|---|---|",
+    ]
+    for s in SWITCHES:
+        lines.append(f"| `{s.name}` | {s.group} | {s.values} | {s.doc.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

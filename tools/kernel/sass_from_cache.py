@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Disassemble the SASS NVIDIA's Vulkan driver keeps in a pipeline cache (#22).
+
+No profiler sees Vulkan dispatches on the leased H100, and the driver returns no
+internal representation (HELIOS_PIPELINE_IR), but its VkPipelineCache data
+(Helios's file under HELIOS_PIPELINE_CACHE) is a run of zstd frames, one per
+pipeline, each an "NVDA" container whose code section is raw SM90 SASS
+(driver 580; the code's size equals the pipeline's "Binary Size" statistic).
+For every frame this writes the code to OUT/<file>-<offset>.code and, where
+`nvdisasm` is on PATH (CUDA toolkit; also on PyPI as nvidia-cuda-nvdisasm), its
+disassembly to OUT/<file>-<offset>.sass, and prints one instruction-mix line
+(HMMA, LDSM, LDG, spills...). A file that is itself one container (a frame
+opened elsewhere) is read as one. Needs the `zstandard` package for the frames.
+
+    python3 tools/kernel/sass_from_cache.py --out /tmp/sass ~/.cache/helios/pipelines
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import struct
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+SASS_OPS = ("HMMA", "LDSM", "LDS", "STS", "LDG", "STG", "BAR", "SHFL", "MUFU", "LDL", "STL", "ISETP")
+
+
+def nvda_code(data: bytes) -> bytes | None:
+    """The instruction stream of one NVIDIA compiled-shader container ("NVDA" magic):
+    its header's section table names the code's size (word 19) and offset (word 20;
+    the stream starts 8 bytes in). Read off the H100's driver 580 caches; None where
+    the layout does not fit."""
+    if not data.startswith(b"NVDA") or len(data) < 96:
+        return None
+    size, off = struct.unpack_from("<2I", data, 76)
+    start = off + 8
+    if size == 0 or size % 16 or start + size > len(data):
+        return None
+    return data[start : start + size]
+
+
+def zstd_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """(offset, contents) of every zstd frame in data that opens."""
+    import zstandard
+
+    frames = []
+    at = data.find(ZSTD_MAGIC)
+    while at >= 0:
+        try:
+            frames.append((at, zstandard.ZstdDecompressor().decompressobj().decompress(data[at:])))
+        except zstandard.ZstdError:
+            pass  # the magic's bytes inside another frame's data
+        at = data.find(ZSTD_MAGIC, at + 1)
+    return frames
+
+
+def sass_summary(text: str) -> str:
+    """How many of each instruction class worth reading first a disassembly holds."""
+    ops = Counter(m.group(1).split(".")[0] for m in re.finditer(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", text))
+    return " ".join(f"{k}:{ops[k]}" for k in SASS_OPS if ops[k])
+
+
+def write_code(code: bytes, stem: Path, arch: str) -> str:
+    """stem.code and, with nvdisasm, stem.sass; the line printed for it, which names the
+    code by a hash (the same kernel compiled twice, or by two trees, prints the same one)."""
+    # stem names end in "-<offset>" after a ".bin": add the suffix, never replace one
+    # (with_suffix would map every frame of a file to the same name).
+    code_path, sass_path = stem.with_name(stem.name + ".code"), stem.with_name(stem.name + ".sass")
+    code_path.write_bytes(code)
+    line = f"{stem.name}: {len(code)} bytes of code, sha256 {hashlib.sha256(code).hexdigest()[:16]}"
+    if shutil.which("nvdisasm"):
+        r = subprocess.run(["nvdisasm", "-b", arch, str(code_path)], capture_output=True, text=True, timeout=120)
+        if r.returncode == 0 and r.stdout.strip():
+            sass_path.write_text(r.stdout)
+            return f"{line}: {sass_summary(r.stdout)}"
+        return f"{line} (nvdisasm failed: {r.stderr.strip()[:200]})"
+    return f"{line} (no nvdisasm on PATH: not disassembled)"
+
+
+def scan(path: Path, out: Path, arch: str) -> int:
+    """The containers found in one file, each written and summarised."""
+    data = path.read_bytes()
+    code = nvda_code(data)
+    if code is not None:
+        print(write_code(code, out / path.name, arch))
+        return 1
+    frames = zstd_frames(data)
+    found = 0
+    for at, blob in frames:
+        code = nvda_code(blob)
+        if code is None:
+            print(f"{path.name}-{at}: a zstd frame of {len(blob)} bytes, not a shader container")
+            continue
+        print(write_code(code, out / f"{path.name}-{at}", arch))
+        found += 1
+    if not frames:
+        print(f"{path}: {len(data)} bytes, no zstd frame and not a shader container")
+    return found
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", type=Path, help="cache files, or directories to walk")
+    ap.add_argument("--out", type=Path, required=True, help="where the code and its disassembly go")
+    ap.add_argument("--arch", default="SM90", help="nvdisasm's --binary architecture (default SM90: H100, H200)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    found = 0
+    for p in args.paths:
+        if not p.exists():
+            print(f"{p}: no such path")
+            continue
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+        if not files:
+            print(f"{p}: no files")
+        for f in files:
+            found += scan(f, args.out, args.arch)
+    print(f"{found} shader container(s) written under {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
