@@ -149,6 +149,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         def announce(line: str) -> None:
             print(f"  {line}", file=sys.stderr, flush=True)
+
         seen_variants: set = set()
         seen_forms: set = set()
         for case in fuzz(
