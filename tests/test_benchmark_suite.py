@@ -36,11 +36,16 @@ def _run(store, *extra):
         "-q",
         "-p",
         "no:cacheprovider",
+        # pytest-benchmark switches itself off where xdist is active: the suite being
+        # tested runs in one process even when this test runs under pytest -n
+        "-p",
+        "no:xdist",
         "--helios-sizes=quick",
         f"--benchmark-storage=file://{store}",
         *extra,
     ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.fixture
