@@ -15,8 +15,8 @@ info:
 	tools/dev helios info
 wheel:  ## a manylinux wheel for the dev root's Python in dist/ (SPIR-V inside; at run time it needs only libc and a Vulkan loader + driver)
 	tools/dev tools/build_wheel.sh dist
-lint:   ## ruff (lint + format check), clang-format check, mypy over the whole package (run by CI)
-	tools/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy'
+lint:   ## ruff (lint + format check), clang-format check, mypy over the whole package, stubtest of _helios.pyi against the extension (run by CI)
+	tools/dev sh -c 'ruff check . && ruff format --check . && clang-format --dry-run -Werror $(C_SOURCES) && mypy && python3 -m mypy.stubtest helios._helios'
 format: ## rewrite Python and C in the project's format
 	tools/dev sh -c 'ruff check --fix . && ruff format . && clang-format -i $(C_SOURCES)'
 docs:   ## the manual (Sphinx + MyST; guides, status, API reference from the docstrings) in build/docs/index.html; warnings are errors
