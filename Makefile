@@ -2,7 +2,7 @@
 .PHONY: test test-full bench asan info wheel lint format docs
 C_SOURCES = $(shell find csrc -name '*.c' -o -name '*.h')
 # Both cores (pytest-xdist); the slowest tests are listed at the end.
-PYTEST = python3 -m pytest -q -rs -n auto --dist worksteal --durations=15
+PYTEST = python3 -m pytest -q -rs -n auto --dist loadgroup --durations=15
 test:   ## the test suite (what CI runs): per-variant tests take one variant per structural class + the small ones
 	tools/dev $(PYTEST)
 test-full: ## every test over every variant the device lists (on a GPU: minutes; on lavapipe: over an hour cold)

@@ -131,8 +131,10 @@ def is_hardware(dev: helios.Device) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`gpu` tests need a hardware GPU; on a CPU Vulkan device (lavapipe) or none
-    they are skipped with the reason printed."""
+    """`slow` tests run first (each worker of pytest -n starts on them rather than one
+    worker ending the run alone on one); `gpu` tests need a hardware GPU: on a CPU
+    Vulkan device (lavapipe) or none they are skipped with the reason printed."""
+    items.sort(key=lambda item: "slow" not in item.keywords)  # stable: the rest keep their order
     if _DEV is None:
         why = f"gpu: no Vulkan device ({_WHY})"
     elif _DEV.info["device_type"] == "cpu":

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import small_ints
+from conftest import device_variants, small_ints
 
 import helios
 from helios import _helios
@@ -244,13 +244,14 @@ def test_help_documents_exit_codes():
 
 
 # ---- threads ----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_threaded_stress_with_forced_variant(device, monkeypatch):
     """Many threads, one shared device and one device each, HELIOS_VARIANT set (its
     parsing runs in the C core with the GIL released), random shapes and variants,
     every result checked exactly (small integers)."""
     forced = device.default_variant()
     monkeypatch.setenv("HELIOS_VARIANT", forced)
-    variants = [None] + [v for v in device.variants() if "acc=f32" in v or v.startswith("scalar")][:4]
+    variants = [None] + [v for v in device_variants() if "acc=f32" in v or v.startswith("scalar")][:4]
     errors: list[str] = []
     done = [0]
     lock = threading.Lock()

@@ -167,6 +167,7 @@ def test_softmax_switches_refuse_a_bad_value(device, monkeypatch, switch):
         device.attention(q, k, v)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
     """Where the device has NV cooperative matrix 2's conversions, the rows path at d <= 128
@@ -489,6 +490,7 @@ def test_bench_attention_usage_errors(device, argv, capsys):
     assert "error" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_check_attention_exit_codes(device, capsys):
     argv = [
         "check",

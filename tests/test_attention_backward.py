@@ -209,6 +209,7 @@ def _dq_variants(device, d: int) -> list[str]:
     return [f"{base}:dq{f['bc']}", f"{base}:dq{2 * f['bc']}", f"{base}:dq{3 * f['tn']}"]
 
 
+@pytest.mark.slow
 def test_dq_key_tile_hands_ds_over_in_registers(device):
     """A variant with a dQ key tile of its own (`dq`) runs the dQ kernel with dS converted to
     A operands in registers and its masks on P's fragments: float64 with key tiles wider,
@@ -281,6 +282,7 @@ def test_dq_key_tile_refusals(device, monkeypatch):
         device.attention_backward(q, k, vv, o, do, lse, variant=v)
 
 
+@pytest.mark.slow
 def test_coop_is_the_default_where_offered(device):
     if not device.info["cooperative_matrix"]:
         pytest.skip("this device offers no cooperative matrices: the fallback is the default")
@@ -449,6 +451,7 @@ def test_bench_backward_gate_failure(device, tmp_path, monkeypatch):
     assert res["status"] != "ok" and not res.get("rows")
 
 
+@pytest.mark.slow
 def test_check_backward_exit_codes(device, capsys):
     argv = ["check", "--attention", "--backward", "--matrix", "none", "--fuzz", "4", "--head-dims", "16,32"]
     assert main(argv + ["--oracle", "float64", "-v"]) == 0

@@ -55,6 +55,7 @@ def store():
     shutil.rmtree(os.path.join(ROOT, path), ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_quick_suite_json_and_compare_gate(device, tmp_path, store):
     out = tmp_path / "bench.json"
     r = _run(store, f"--benchmark-json={out}", "--benchmark-save=base")

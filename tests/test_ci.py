@@ -16,6 +16,10 @@ import pytest
 
 from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
 
+# The end-to-end tests share one scratch repository and its builds (a module fixture):
+# under pytest-xdist they stay on one worker.
+pytestmark = pytest.mark.xdist_group("helios-ci")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
 SLOWER_FACTOR = 6  # the slower head's work over the base's
@@ -120,6 +124,7 @@ def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -
     return run_ci(cfg)
 
 
+@pytest.mark.slow
 def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     hist = scratch["dir"] / "history.jsonl"
     rec = _run(scratch, "aa", scratch["base"], scratch["same"], history=hist)
@@ -142,6 +147,7 @@ def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     assert {x["shape"] for x in lines} == set(SHAPES.split(",")) and all(x["commit"] == scratch["same"] for x in lines)
 
 
+@pytest.mark.slow
 def test_a_slower_kernel_is_a_regression(scratch):
     # large enough that the kernel's work, not the dispatch, sets the time on a CPU driver
     rec = _run(scratch, "slower", scratch["same"], scratch["slower"], shapes="192x192x192")
@@ -151,6 +157,7 @@ def test_a_slower_kernel_is_a_regression(scratch):
     assert "REGRESSION" in (scratch["dir"] / "slower" / "comment.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_head_that_fails_its_gate_stops_before_timing(scratch):
     rec = _run(scratch, "wrong", scratch["same"], scratch["wrong"])
     assert rec["exit"] == 1 and "gate" in rec["reason"]
@@ -158,6 +165,7 @@ def test_a_head_that_fails_its_gate_stops_before_timing(scratch):
     assert not list((scratch["dir"] / "wrong").glob("*-run*.json"))  # nothing was timed
 
 
+@pytest.mark.slow
 def test_a_base_that_does_not_build_cannot_run(scratch):
     rec = _run(scratch, "broken", scratch["broken"], scratch["same"])
     assert rec["exit"] == 2 and "does not build" in rec["reason"]

@@ -124,3 +124,29 @@ def test_named_shape_sets():
     assert len(parse_shapes("canonical,1024x1024x1024,large")) == 5
     with pytest.raises(ValueError):
         parse_shapes("huge")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--md", "results/h100-gemm-c871faf/gemm.json", "results/h100-layout-7507abe/gemm.json"],
+        ["report", "results/h100-gemm-c871faf/gemm.json"],
+        ["compare", "results/h100-gemm-c871faf/gemm.json", "results/h100-layout-7507abe/gemm.json"],
+        ["info", "--json"],
+    ],
+    ids=["report-md", "report", "compare", "info"],
+)
+def test_a_closed_stdout_is_exit_141_with_no_message(argv):
+    """One rule for every command: a reader that went away (`| head -2`) is exit 141 and
+    nothing on stderr (report once turned it into `helios: error: [Errno 32] Broken pipe`, 2).
+    The pipe's read end is closed before the command writes, so every write fails."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "helios", *argv], stdout=w, stderr=subprocess.PIPE, cwd=top, timeout=300
+        )
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and p.stderr.decode().strip() == "", (p.returncode, p.stderr.decode()[-500:])

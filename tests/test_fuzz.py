@@ -3,18 +3,39 @@
 import subprocess
 import sys
 
+import pytest
+from conftest import device_variants
+
 from helios.cli import main
 
 
+@pytest.mark.every_variant
+@pytest.mark.slow
 def test_fuzz_passes_on_every_variant(device, capsys):
     # acc=f16 variants are fuzzed with exact small-integer inputs (see helios/harness/fuzz.py).
     # Plain products here (each variant's kernel is compiled once for the suite);
     # the other op forms are fuzzed below on one variant: on a CPU driver every form
-    # of every variant is its own JIT compile (minutes on a cold cache).
-    n = len(device.variants()) + 5
-    assert main(["check", "--fuzz", str(n), "--seed", "1", "--max-dim", "150", "--forms", "plain"]) == 0
+    # of every variant is its own JIT compile (minutes on a cold cache). The variants:
+    # one per structural class and every small one, every listed one with --full.
+    variants = device_variants()
+    n = len(variants) + 5
+    argv = ["check", "--fuzz", str(n), "--seed", "1", "--max-dim", "150", "--forms", "plain"]
+    if variants != device.variants():
+        argv += ["--variant", ",".join(variants)]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert f"{n} passed, 0 failed" in out and f"covered {n - 5} of {n - 5} variants" in out
+
+
+def test_fuzz_takes_a_list_of_variants(device, capsys):
+    vs = device_variants()[:2]
+    assert (
+        main(["check", "--fuzz", "3", "--seed", "2", "--max-dim", "60", "--forms", "plain", "--variant", ",".join(vs)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert f"{len(vs)} variants" in out and f"covered {len(vs)} of {len(vs)} variants" in out
+    assert main(["check", "--fuzz", "1", "--variant", ","]) == 2
 
 
 def test_fuzz_op_forms(device, capsys):

@@ -8,6 +8,24 @@
 #include "helios_core.h"
 #include "vkfuncs.h"
 
+/* VK_KHR_shader_bfloat16 (Vulkan headers from 1.4.311 on): declared here for older
+ * headers, with the values the specification assigns. */
+#ifdef VK_KHR_shader_bfloat16
+#define HL_COMPONENT_BFLOAT16 VK_COMPONENT_TYPE_BFLOAT16_KHR
+#define HL_STYPE_BF16_FEATURES VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR
+typedef VkPhysicalDeviceShaderBfloat16FeaturesKHR hl_bf16_features;
+#else
+#define HL_COMPONENT_BFLOAT16 1000141000
+#define HL_STYPE_BF16_FEATURES ((VkStructureType)1000141000)
+typedef struct hl_bf16_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type;
+    VkBool32 shaderBFloat16DotProduct;
+    VkBool32 shaderBFloat16CooperativeMatrix;
+} hl_bf16_features;
+#endif
+
 /* Loads the Vulkan loader once; HL_ERR_NO_DEVICE naming the package if absent. */
 hl_status hl_vk_load(hl_error *err);
 
@@ -280,6 +298,10 @@ void hl_profile_close(hl_device *dev);
 void hl_async_collect(hl_device *dev);
 /* Milliseconds between two timestamps of this device's queue. */
 double hl_ticks_ms(const hl_device *dev, uint64_t t0, uint64_t t1);
+
+/* Fill the capability report (caps.c); also tells which extensions and features
+ * the logical device enables. */
+hl_status hl_query_caps(hl_device *dev, hl_error *err);
 
 /* Descriptor sets for `count` operations of one submission (pool reset first). */
 hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err);

@@ -132,12 +132,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_attention(args: argparse.Namespace) -> int:
-    from ..harness.attention_bench import (
-        AttnBenchConfig,
-        attention_markdown,
-        parse_attention_shapes,
-        run_attention_bench,
-    )
+    from ..harness.attention_bench import AttnBenchConfig, parse_attention_shapes, run_attention_bench
+    from ..harness.attention_report import attention_markdown
     from ..harness.sdpa import BACKENDS
 
     if args.ref in ("torch", "cublas"):

@@ -118,6 +118,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
     if args.attention:
+        if args.variant and "," in args.variant:
+            raise UsageError("--attention fuzzes one variant (--variant V), not a list")
         return cmd_check_attention(args)
     if args.backward:
         raise UsageError("--backward belongs to --attention (the attention backward's fuzz)")
@@ -133,8 +135,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     with dev:
         variants = (
-            [dev.check_variant(args.variant, args.dtype)] if args.variant else bf16_aware_variants(dev, args.dtype)
+            [dev.check_variant(v.strip(), args.dtype) for v in args.variant.split(",") if v.strip()]
+            if args.variant
+            else bf16_aware_variants(dev, args.dtype)
         )
+        if not variants:
+            raise UsageError(f"--variant {args.variant!r} names no variant")
         cpu = dev.info["device_type"] == "cpu"
         # The first line at once, so a piped run is never silent while the first pipelines compile.
         print(
@@ -217,7 +223,12 @@ def register(sub: Any) -> None:
     )
     pk.add_argument("--fuzz", type=positive_int, default=50, help="number of random cases (default 50)")
     pk.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0); a failure is reproducible from it")
-    pk.add_argument("--variant", default=None, help="fuzz one variant only (default: all the device lists)")
+    pk.add_argument(
+        "--variant",
+        default=None,
+        help="fuzz these variants only, comma-separated (default: all the device lists; "
+        "with --attention: one attention variant)",
+    )
     pk.add_argument("--max-dim", type=positive_int, default=700, help="largest M, N, K drawn (default 700)")
     pk.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")

@@ -25,6 +25,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         try:
             hist = read_history(Path(args.history)) if args.history else None
             page = write_html(Path(args.html), expand_dirs(args.files) if args.files else [], hist)
+        except BrokenPipeError:  # the reader went away: main's rule (exit 141, no message)
+            raise
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"helios: error: {e}", file=sys.stderr)
             return 2
@@ -37,6 +39,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         try:
             print(history_report(read_history(Path(args.history)), step=args.step / 100.0))
+        except BrokenPipeError:
+            raise
         except (OSError, ValueError) as e:
             print(f"helios: error: {e}", file=sys.stderr)
             return 2
@@ -55,6 +59,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except MissingDependencyError as e:
         print(f"helios report: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise
     except (OSError, ValueError) as e:
         print(f"helios: error: {e}", file=sys.stderr)
         return 2

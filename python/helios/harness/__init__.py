@@ -3,7 +3,8 @@ references Helios is measured against, statistics, GPU state, result files
 (schema, provenance, comparison, reports, fleets). Imports the API layer
 (helios.*) and never the command line; loaded only when used."""
 
-from .attention_bench import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
+from .attention_bench import AttnBenchConfig, parse_attention_shapes, run_attention_bench
+from .attention_report import attention_markdown
 from .matmul_bench import BenchConfig, run_bench
 from .matmul_bench import markdown as bench_markdown
 

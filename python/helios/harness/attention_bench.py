@@ -12,8 +12,6 @@ SDPA backend's backward), checked on sampled heads against float64."""
 
 from __future__ import annotations
 
-import platform
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -32,17 +30,14 @@ from ..flops import (
 )
 from ..launcher import launcher_info
 from ..roof import roof_fraction
+from .attention_refs import make_reference
 from .gpustate import low_clock, select_gpu, throttled
 from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
 from .results import (
     BENCH_SCHEMA,
     FLUSH_BYTES,
-    fmt_ms,
-    fmt_ratio,
-    fmt_tflops,
     provenance,
     reference_fields,
-    reference_ms,
 )
 from .stats import bootstrap_ratio_ci, summarize
 
@@ -117,76 +112,6 @@ class AttnBenchConfig:
     dtype: str = "float16"  # or bfloat16: Q, K, V and O
     backward: bool = False  # time dQ, dK, dV instead of O
     command: list[str] = field(default_factory=list)
-
-
-class _NumpyAttention:
-    """NOT CUDA: float32 attention on the CPU, host clock (where no CUDA exists)."""
-
-    name = "numpy"
-    is_cuda = False
-
-    def metadata(self) -> dict:
-        return {
-            "reference": "numpy",
-            "label": "NOT CUDA: numpy float32 attention on the CPU, host clock",
-            "torch_version": None,
-            "cuda_runtime": None,
-            "gpu": None,
-            "cpu": platform.processor() or platform.machine(),
-            "numpy_version": np.__version__,
-        }
-
-    def run(self, q, k, v, *, causal, scale, backend, iters, warmup, flush_bytes=0):
-        def once() -> np.ndarray:
-            return reference_attention(
-                q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), causal=causal, scale=scale
-            ).astype(q.dtype)
-
-        return self._timed(backend, once, iters, warmup)
-
-    def run_backward(self, q, k, v, do, *, causal, scale, backend, iters, warmup, flush_bytes=0):
-        def once() -> tuple:
-            g = reference_attention_backward(q, k, v, do, causal=causal, scale=scale)[:3]
-            return tuple(x.astype(q.dtype) for x in g)
-
-        return self._timed(backend, once, iters, warmup)
-
-    @staticmethod
-    def _timed(backend: str, once: Callable, iters: int, warmup: int):
-        """once()'s output and `iters` host-clock samples after `warmup` calls."""
-        from .references import LaunchTiming
-        from .sdpa import SdpaRun
-
-        out = once()
-        for _ in range(warmup):
-            once()
-        samples = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
-            once()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return SdpaRun(backend, LaunchTiming(samples, float(np.mean(samples)), "back_to_back", False), out)
-
-
-def _make_ref(kind: str, uuid: str):
-    """sdpa on the CUDA twin of the Vulkan device; auto falls back to numpy only
-    where CUDA is absent (never when CUDA is here on other GPUs)."""
-    from .references import DeviceMismatch
-
-    if kind not in ("auto", "sdpa", "numpy"):
-        raise ValueError(f"unknown attention reference {kind!r}: use auto, sdpa or numpy")
-    if kind == "numpy":
-        return _NumpyAttention()
-    try:
-        from .sdpa import SdpaReference
-
-        return SdpaReference(uuid)
-    except DeviceMismatch:
-        raise
-    except (ImportError, RuntimeError) as e:
-        if kind == "sdpa":
-            raise RuntimeError(f"--ref=sdpa: {e}") from None
-        return _NumpyAttention()
 
 
 def _sample_rows(s: int, seed: int) -> np.ndarray:
@@ -302,7 +227,7 @@ def run_attention_bench(
     }
     with Device(cfg.device) as dev:
         info = dict(dev.info)
-        ref = _make_ref(cfg.ref, info["uuid"])
+        ref = make_reference(cfg.ref, info["uuid"])
         select_gpu(info["uuid"])
         flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
         result["flush_bytes"] = flush
@@ -549,49 +474,3 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
         "backends": per_backend,
         "gpu_state": s["state"],
     }
-
-
-def attention_markdown(result: dict) -> str:
-    ref = result.get("reference", "?")
-    lines = [
-        f"Helios attention{' backward' if result.get('backward') else ''} vs {ref} on {result.get('helios', {}).get('name', '?')} ({result.get('dtype', 'float16')}, "
-        f"{'causal' if result.get('causal') else 'non-causal'}, iters={result['iters']}, "
-        f"repeats={result['repeats']}{', cold L2' if result.get('flush_l2') else ''}; "
-        f"FLOPs {result['environment']['flops']})",
-        "",
-    ]
-    if result.get("check"):
-        lines += [f"gate: {result['check']['line']}", ""]
-    if result["status"] != "ok":
-        lines += [f"**FAILED**: {result.get('failure')}", ""]
-    backends = result.get("backends", [])
-
-    f = fmt_ms
-    lines.append(
-        "| B x H x S x d | helios ms | TFLOP/s | "
-        + " | ".join(f"{b} ms" for b in backends)
-        + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |"
-    )
-    lines.append("|---" * (9 + len(backends)) + "|")
-    for r in result.get("rows", []):
-        cells = []
-        for be in backends:
-            x = r["backends"].get(be, {})
-            cells.append(f(x["median_ms"]) if x.get("available") and x.get("valid") else "n/a")
-        ref_ms = reference_ms(r)
-        ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
-        flags = ",".join(
-            x
-            for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]), ("low_clock", r.get("low_clock")))
-            if on
-        )
-        hh = r["helios"]
-        lines.append(
-            f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
-            + " | ".join(cells)
-            + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {f(hh['bandwidth_gbs']).split('.')[0]} | "
-            f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |"
-        )
-    if result.get("rows"):
-        lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
-    return "\n".join(lines) + "\n"
