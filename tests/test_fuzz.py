@@ -96,4 +96,4 @@ def test_check_says_at_once_what_it_runs_and_when_a_case_compiles(device):
     assert first.startswith("helios check: 2 cases; float16 inputs: 1 variants on "), first
     if device.info["device_type"] == "cpu":
         assert "compiles each new pipeline first" in first
-        assert "case #0: the first plain product with " + v in r.stderr, r.stderr
+        assert "case #0: the first plain product with " + v in r.stderr and "case #0 took" in r.stderr, r.stderr

@@ -84,7 +84,7 @@ def fuzz(
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
         if announce is not None and (v, form, od) not in first_of:
             first_of.add((v, form, od))
-            announce(f"case #{i}: the first {form} product with {v}, out={od}: compiling its pipeline")
+            announce(f"case #{i}: the first {form} product with {v}, out={od}: its pipeline compiles now unless cached")
         if form == "batched":  # keep the work of a case near a 2-D one
             m = max(1, m // batch)
 
