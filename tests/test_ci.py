@@ -17,8 +17,9 @@ import pytest
 from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
-# under pytest-xdist they stay on one worker.
-pytestmark = pytest.mark.xdist_group("helios-ci")
+# under pytest-xdist they stay on one worker. Their A/A verdicts judge timings: make
+# test runs them alone, after the parallel part (a second worker's load is noise).
+pytestmark = [pytest.mark.xdist_group("helios-ci"), pytest.mark.timing]
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
