@@ -27,6 +27,8 @@ def test_without_cuda_every_entry_point_says_what_is_missing(device, monkeypatch
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 ht = pytest.importorskip("helios.torch", reason="helios.torch needs torch")
+from helios.torch._staging import imported  # noqa: E402  (after the skip: needs torch)
+from helios.torch._state import cuda_ordinal  # noqa: E402
 
 
 def test_memory_pool_refuses_clearly_without_cuda():
@@ -85,7 +87,7 @@ def test_ops_take_pool_weights_without_staging_copies(cuda):
         w = (torch.randn(96, 64, device=cuda, generator=g) / 8).to(torch.bfloat16)
     x = torch.randn(40, 64, device=cuda, generator=g).to(torch.bfloat16)
     dev = ht.device_for(x)
-    assert ht._imported(dev, w) is not None and ht._imported(dev, x) is None
+    assert imported(dev, w) is not None and imported(dev, x) is None
     y = ht.linear(x, w)
     want = x.double() @ w.double().T
     assert (y.double() - want).abs().max().item() <= 2e-2 * want.abs().max().item()
@@ -95,7 +97,7 @@ def test_a_thousand_segments_leave_nothing_behind(cuda, device):
     """Pool segments allocated, imported into Vulkan and released 1000 times: the
     pool, the live Vulkan objects and the process's file descriptors return to
     where they were."""
-    ordinal = ht._ordinal(torch.empty(1, device=cuda))
+    ordinal = cuda_ordinal(torch.empty(1, device=cuda))
     dev = ht.device_for(torch.empty(1, device=cuda))
     fds = len(os.listdir("/proc/self/fd"))
     usage = _helios.cuda_pool_usage()

@@ -12,6 +12,9 @@ import helios
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 ht = pytest.importorskip("helios.torch", reason="helios.torch needs torch")
+from helios.torch._group import Group  # noqa: E402  (after the skip: needs torch)
+from helios.torch._staging import handed_back  # noqa: E402
+from helios.torch._state import ACTIVATIONS, RUNTIME  # noqa: E402
 
 
 def test_refusals_name_what_is_wrong():
@@ -235,17 +238,17 @@ def test_a_result_feeds_the_next_op_in_place(cuda):
     a = torch.randn(64, 64, device=cuda, dtype=torch.float16, generator=g) / 8
     y = ht.matmul(a, a)
     dev = ht.device_for(a)
-    h = ht._handed_back(dev, y)
+    h = handed_back(dev, y)
     assert h is not None and h.exports >= 1 and tuple(h.shape) == (64, 64)
-    assert ht._handed_back(dev, y.reshape(32, 128)) is not None
-    assert ht._handed_back(dev, y[1:]) is None  # not whole: copied as before
+    assert handed_back(dev, y.reshape(32, 128)) is not None
+    assert handed_back(dev, y[1:]) is None  # not whole: copied as before
     z = ht.matmul(y, a)
     torch.testing.assert_close(z.float(), y.float() @ a.float(), atol=2e-3, rtol=1e-2)
     ptr = y.data_ptr()
     del y, h
     other = torch.empty(64, 64, device=cuda, dtype=torch.float16)
     if other.data_ptr() == ptr:  # the same address reused by torch: never taken for the old result
-        assert ht._handed_back(dev, other) is None
+        assert handed_back(dev, other) is None
 
 
 def test_gradient_products_are_one_group_and_ordered(cuda, monkeypatch):
@@ -256,13 +259,7 @@ def test_gradient_products_are_one_group_and_ordered(cuda, monkeypatch):
     b = torch.full((4096, 4096), 0.25, device=cuda, dtype=torch.float16, requires_grad=True)
     _semaphore_or_skip(a)
     groups = []
-    real = ht._run_ordered
-
-    def counting(dev, t, ops):
-        groups.append(len(ops))
-        return real(dev, t, ops)
-
-    monkeypatch.setattr(ht, "_run_ordered", counting)
+    monkeypatch.setattr(RUNTIME, "group_done", groups.append)
     y = ht.matmul(a, b)
     y.backward(torch.ones_like(y))
     assert groups == [1, 2]
@@ -277,8 +274,7 @@ def test_linear_with_activation_keeps_its_pre_activation(cuda, monkeypatch):
     w = torch.randn(48, 32, device=cuda, dtype=torch.float16, requires_grad=True)
     _semaphore_or_skip(x)
     groups = []
-    real = ht._run_ordered
-    monkeypatch.setattr(ht, "_run_ordered", lambda dev, t, ops: (groups.append(len(ops)), real(dev, t, ops))[1])
+    monkeypatch.setattr(RUNTIME, "group_done", groups.append)
     ht.linear(x, w, activation="gelu_tanh").float().sum().backward()
     assert groups == [1, 2]
     with torch.no_grad():
@@ -310,7 +306,7 @@ def test_mlp_block_forward_and_gradients(cuda, activation, dtype, loose):
     y = ht.mlp(x, wu, bu, wd, bd, activation=activation)
     assert y.shape == x.shape and y.dtype == dtype
     refs = [t.detach().double().requires_grad_(True) for t in (x, wu, bu, wd, bd)]
-    act = ht._ACTIVATIONS[activation]
+    act = ACTIVATIONS[activation]
     want = torch.nn.functional.linear(act(torch.nn.functional.linear(refs[0], refs[1], refs[2])), refs[3], refs[4])
     _close(y, want, 5e-3 * loose)
     go = torch.randn_like(y)
@@ -352,8 +348,7 @@ def test_blocks_are_one_group_each_way(cuda, monkeypatch):
     x, wu, bu, wd, bd = _block_params(cuda, torch.float16, 13, [(2, 16, 64), (128, 64), (128,), (64, 128), (64,)])
     _semaphore_or_skip(x)
     groups = []
-    real = ht._run_ordered
-    monkeypatch.setattr(ht, "_run_ordered", lambda dev, t, ops: (groups.append(len(ops)), real(dev, t, ops))[1])
+    monkeypatch.setattr(RUNTIME, "group_done", groups.append)
     ht.mlp(x, wu, bu, wd, bd).float().sum().backward()
     assert groups == [3, 5]
     groups.clear()
@@ -522,18 +517,18 @@ def test_decoder_keeps_its_casts_across_steps(cuda, monkeypatch):
         return seen
 
     def slots() -> set:
-        return {id(sl.buf) for sl in ht._cast_slots.values() if any(sl.master() is t for t in params)}
+        return {id(sl.buf) for sl in RUNTIME.cast_slots.values() if any(sl.master() is t for t in params)}
 
     kept = run("on")
     assert len(slots()) == 2 * 8 + 1  # 4 weights and 4 biases a layer, and the head
     first = slots()
     again = run("on")
     assert slots() == first
-    memo = {id(e[0]()) for e in ht._stage_memo.values() if e[0]() is not None}
+    memo = {id(e[0]()) for e in RUNTIME.stage_memo.values() if e[0]() is not None}
     assert first <= memo  # every kept cast staged from the memo's answer
 
     def lent() -> list:
-        return [sl.pending for sl in ht._cast_slots.values() if any(sl.master() is t for t in params)]
+        return [sl.pending for sl in RUNTIME.cast_slots.values() if any(sl.master() is t for t in params)]
 
     monkeypatch.setenv("HELIOS_DISABLE_CAST_CACHE", "0")
     y = ht.decoder(x, masters, heads, final, head, compute_dtype=torch.bfloat16)  # never backpropagated
@@ -580,8 +575,8 @@ def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     x = p(2, 16, d, dt=torch.float32)
     _semaphore_or_skip(x)
     groups = []
-    monkeypatch.setattr(ht, "_group_done", groups.append)
-    monkeypatch.setattr(ht, "_profile_labels", [])
+    monkeypatch.setattr(RUNTIME, "group_done", groups.append)
+    monkeypatch.setattr(RUNTIME, "profile_labels", [])
     dev = ht.device_for(x)
     torch.cuda.synchronize()  # a profile starts with no ordered work pending
     dev._profile_start(1024)  # each op's GPU time, in the order the labels say
@@ -590,7 +585,7 @@ def test_decoder_is_one_group_each_way(cuda, monkeypatch):
     marks, dropped = dev._profile_stop()
     assert groups == [3 * 8 + 2, 3 * 12 + 3]
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for layer in layers for t in layer)
-    labels = ht._profile_labels
+    labels = RUNTIME.profile_labels
     assert dropped == 0 and [k for k, _ in marks].count("op") == len(labels) == sum(groups)
     assert labels[0] == "layernorm 32x64" and labels[1] == "product 32x192x64 NT +bias"
     assert labels.count("attention backward 2x2x16x32 rows causal") == 3
@@ -622,7 +617,7 @@ def test_a_copy_after_a_live_group_opened_is_refused(cuda):
     stream's signal could be read before the copy lands, so it is refused (and the
     group still closes, its signal reached: the next op runs)."""
     a = torch.ones(8, 8, device=cuda, dtype=torch.float16)
-    group = ht._Group(a)
+    group = Group(a)
     with pytest.raises(RuntimeError, match="stage it before live"):
         with group.live():
             group.stage(a * 2)

@@ -51,9 +51,10 @@ def test_unknown_train_adapters_are_refused(capsys):
 
 
 def test_decoding_with_the_kv_cache_equals_the_full_forward():
-    from helios.harness.train import TINY, TrainConfig, build, greedy
+    from helios.harness.train import TINY, TrainConfig
+    from helios.harness.train.adapters import TorchOps
+    from helios.harness.train.model import GPT, greedy
 
-    GPT, TorchOps, _, _, _, _ = build(torch)
     torch.manual_seed(0)
     cfg = TrainConfig(**TINY)
     model = GPT(cfg)
@@ -80,23 +81,26 @@ def test_the_inference_smoke_is_in_the_result(device, tmp_path):
 def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatch):
     """A helios adapter whose logits are 1.5x off must fail its first-step gate and
     get no numbers (the gate can fail)."""
-    from helios.harness import train
+    from helios.harness.train import TINY, TrainConfig, adapters
+    from helios.harness.train.loop import run_train
 
-    real = train.build
+    real = adapters.ops_for
 
-    def planted(torch_mod):
-        GPT, TorchOps, HeliosOps, HeliosBlockOps, HeliosPerOpOps, HostOps = real(torch_mod)
+    def planted(adapter, cuda):
+        ops = real(adapter, cuda)
+        if adapter == "torch_eager":
+            return ops
 
         # the class the helios adapter runs here (the decoder with CUDA, host arrays without)
-        class Wrong(HeliosOps if torch_mod.cuda.is_available() else HostOps):
+        class Wrong(type(ops)):
             def stack(self, model, x):
                 return super().stack(model, x) * 1.5  # logits 1.5x off
 
-        return GPT, TorchOps, Wrong, Wrong, Wrong, Wrong
+        return Wrong()
 
-    monkeypatch.setattr(train, "build", planted)
-    cfg = train.TrainConfig(**train.TINY, adapters=["torch_eager", "helios"])
-    res = train.run_train(cfg)
+    monkeypatch.setattr(adapters, "ops_for", planted)
+    cfg = TrainConfig(**TINY, adapters=["torch_eager", "helios"])
+    res = run_train(cfg)
     row = {r["adapter"]: r for r in res["rows"]}["helios"]
     assert res["status"] == "failed" and row["status"] == "gate failed" and not row["gate"]["passed"]
     assert "loss" not in row
@@ -105,7 +109,7 @@ def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatc
 def test_a_launcher_run_is_distributed_and_needs_cuda(monkeypatch, capsys):
     """Under torchrun (WORLD_SIZE > 1) the suite trains DistributedDataParallel
     replicas over NCCL; without CUDA it says so before any work."""
-    from helios.harness.train import distributed_rank
+    from helios.harness.train.ddp import distributed_rank
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
@@ -127,11 +131,13 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
     gradient itself, so a piece copied to the wrong parameter or shape shows)."""
     import torch.distributed as dist
 
-    from helios.harness.train import TINY, TrainConfig, _average_grads, build
+    from helios.harness.train import TINY, TrainConfig
+    from helios.harness.train.adapters import TorchOps
+    from helios.harness.train.ddp import average_grads
+    from helios.harness.train.model import GPT
 
     if not dist.is_available():
         pytest.skip("this torch has no torch.distributed")
-    GPT, TorchOps, _, _, _, _ = build(torch)
     torch.manual_seed(1)
     cfg = TrainConfig(**TINY)
     model = GPT(cfg)
@@ -141,7 +147,7 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
     assert len({g.shape for g in want.values()}) > 2  # pieces of several shapes
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
-        _average_grads(torch, model, 1)
+        average_grads(torch, model, 1)
     finally:
         dist.destroy_process_group()
     for n, p in model.named_parameters():
@@ -150,10 +156,12 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
 
 _DDP_WORKER = """
 import sys, torch, torch.distributed as dist
-from helios.harness.train import TINY, TrainConfig, build, wrap_ddp
+from helios.harness.train import TINY, TrainConfig
+from helios.harness.train.adapters import TorchOps
+from helios.harness.train.ddp import wrap_ddp
+from helios.harness.train.model import GPT
 rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
-GPT, TorchOps = build(torch)[:2]
 grads = {}
 for hook in ("torch", "helios", "none"):
     torch.manual_seed(1)
@@ -179,7 +187,9 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
 
     import torch.distributed as dist
 
-    from helios.harness.train import TINY, TrainConfig, build
+    from helios.harness.train import TINY, TrainConfig
+    from helios.harness.train.adapters import TorchOps
+    from helios.harness.train.model import GPT
 
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("this torch has no torch.distributed with gloo")
@@ -197,7 +207,6 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err[-2000:]
     got = [torch.load(o) for o in outs]
-    GPT, TorchOps = build(torch)[:2]
     own = []
     for r in (0, 1):  # each rank's gradients alone, without DDP
         torch.manual_seed(1)
@@ -217,7 +226,8 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
 
 
 def test_the_comm_hook_follows_the_adapter():
-    from helios.harness.train import TrainConfig, comm_hook_for
+    from helios.harness.train import TrainConfig
+    from helios.harness.train.ddp import comm_hook_for
 
     assert comm_hook_for(TrainConfig(), "helios") == "helios"
     assert comm_hook_for(TrainConfig(), "torch_eager") == "torch"

@@ -10,7 +10,6 @@
 #include "internal.h"
 
 #define SCALAR_THREADS 64u /* attention_scalar.comp: one query row per invocation */
-#define MAX_HEAD_DIM 256u
 
 void hl_attn_variant_format(const hl_attn_variant *v, char *out, size_t cap) {
     hl_schema_format(&hl_attn_variant_schema, v, out, cap);
@@ -127,8 +126,9 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                         hl_error *err) {
     char vs[HL_VARIANT_STR_MAX];
     hl_attn_variant_format(v, vs, sizeof vs);
-    if (d == 0 || d > MAX_HEAD_DIM)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: head dimension %u is outside 1..%u", d, MAX_HEAD_DIM);
+    if (d == 0 || d > HL_ATTENTION_MAX_HEAD_DIM)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "attention: head dimension %u is outside 1..%u", d,
+                       HL_ATTENTION_MAX_HEAD_DIM);
     if (in != HL_F16 && in != HL_BF16)
         return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "attention: Q, K and V must be f16 or bf16, got %s",
                        hl_dtype_name(in));
@@ -301,7 +301,7 @@ hl_status hl_attn_variant_default(const hl_device *dev, uint32_t d, uint32_t skv
 
 size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_attn_variant *out, size_t cap) {
     size_t n = dev->coop_enabled ? hl_attn_candidates(dev, d, in, 0, out, cap) : 0;
-    if (d >= 1 && d <= MAX_HEAD_DIM) {
+    if (d >= 1 && d <= HL_ATTENTION_MAX_HEAD_DIM) {
         if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
         n++;
     }

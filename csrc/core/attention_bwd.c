@@ -9,7 +9,6 @@
 #include "internal.h"
 
 #define SCALAR_THREADS 64u /* attention_bwd_scalar.comp: one row per invocation */
-#define MAX_HEAD_DIM 256u
 
 hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
                                     hl_error *err) {
@@ -125,7 +124,7 @@ size_t hl_attn_bwd_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, h
         if (n < cap) out[n] = dflt;
         n++;
     }
-    if (d >= 1 && d <= MAX_HEAD_DIM) {
+    if (d >= 1 && d <= HL_ATTENTION_MAX_HEAD_DIM) {
         if (n < cap) out[n] = (hl_attn_variant){.path = HL_PATH_SCALAR};
         n++;
     }

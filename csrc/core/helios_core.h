@@ -56,13 +56,15 @@ typedef enum hl_dtype { HL_F16 = 0, HL_F32 = 1, HL_BF16 = 2 } hl_dtype;
 const char *hl_dtype_name(hl_dtype t);
 size_t hl_dtype_size(hl_dtype t);
 
-/* ---- limits (the one definition; Python reads them as _helios.MAX_LAUNCHES /
- * _helios.MAX_OPERAND_ELEMENTS) ------------------------------------------ */
+/* ---- limits (the one definition; Python reads them as _helios.MAX_LAUNCHES,
+ * _helios.MAX_OPERAND_ELEMENTS, _helios.ATTENTION_MAX_HEAD_DIM) ------------------------------------------ */
 /* Warm-up and timed launches per call, each: bounds the timestamp pool and the
  * samples buffer a caller allocates. */
 #define HL_MAX_LAUNCHES 100000u
 /* Elements per operand: kernels index with 32 bits; 16 spare for vector tails. */
 #define HL_MAX_OPERAND_ELEMENTS ((1ull << 32) - 16)
+/* Attention's largest head dimension (every kernel, forward and backward). */
+#define HL_ATTENTION_MAX_HEAD_DIM 256u
 
 /* ---- device capabilities ------------------------------------------------ */
 typedef struct hl_coop_shape { /* one VkCooperativeMatrixPropertiesKHR row */

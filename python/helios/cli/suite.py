@@ -22,7 +22,8 @@ from .common import (
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, run_train, train_markdown
+    from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, train_markdown
+    from ..harness.train.loop import run_train
 
     out = out_paths(args.out, args.force)
     given = {
@@ -116,7 +117,7 @@ def register(sub: Any) -> None:
         "workload",
         choices=["mlp", "train"],
         help="the workload: mlp (the MLP block per adapter) or train (a GPT-style decoder trained "
-        "through each adapter: tokens/s, step split, loss curves; helios/harness/train.py)",
+        "through each adapter: tokens/s, step split, loss curves; helios/harness/train/)",
     )
     pt = ps.add_argument_group("train (helios suite train)")
     pt.add_argument("--layers", type=positive_int, default=None, help="decoder blocks (default 8)")

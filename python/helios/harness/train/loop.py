@@ -1,0 +1,296 @@
+"""The training run: each adapter gated against torch_eager's first step, then
+timed step by step (CUDA events, or the host clock without CUDA)."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from ... import _helios
+from ..results import provenance
+from . import adapters
+from .config import (
+    GATE_GRAD_RTOL,
+    GATE_LOSS_RTOL,
+    HELIOS_ADAPTERS,
+    TRACE_STEPS,
+    TRAIN_SCHEMA,
+    TrainConfig,
+    check_config,
+    markov_stream,
+)
+from .ddp import average_grads, comm_hook_for, distributed_rank, wrap_ddp
+from .model import GPT, inference_smoke
+
+
+def _grads(model: Any) -> dict:
+    return {n: p.grad.detach().float().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+    check_config(cfg)
+    ddp = distributed_rank()
+    rank, world, local = ddp if ddp else (0, 1, 0)
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda", local) if cuda else torch.device("cpu")
+    if HELIOS_ADAPTERS & set(cfg.adapters):
+        # the buffer limit of the Helios device this rank's ops run on: with CUDA the one
+        # with its CUDA device's UUID (helios.torch's), not a launcher's guess by index
+        from ...device import default_device
+
+        hdev = None
+        if cuda:
+            from ...torch import device_for
+
+            try:
+                hdev = device_for(torch.empty(0, device=dev))
+            except _helios.UnsupportedError:
+                pass  # no Vulkan twin: the helios rows will say so
+        check_config(cfg, int((hdev or default_device()).info["max_storage_buffer_range"]))
+    result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
+    # torch's products as Helios computes them: fp32 accumulation with no reduced-precision
+    # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
+    # curves differ by the kernels' rounding only
+    result["numerics"] = lock_numerics(torch)
+    trained: Optional[Any] = None
+    result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
+    result["distributed"] = {
+        "world_size": world,
+        "rank": rank,
+        "backend": "nccl" if ddp else None,
+        "grad_sync": cfg.grad_sync if ddp else None,
+        # the CPUs this process may run on (NCCL and launchers may narrow it)
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+    rows_per_step = cfg.batch * world  # the global batch
+    data = torch.from_numpy(markov_stream(cfg.vocab, rows_per_step * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
+    torch.manual_seed(cfg.seed)
+    init = GPT(cfg).to(dev)  # the same initial weights for every adapter
+    state0 = {k: v.clone() for k, v in init.state_dict().items()}
+
+    def batch(step: int) -> tuple:
+        first = step * rows_per_step + rank * cfg.batch
+        rows = data[first : first + cfg.batch]
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+    def fresh() -> Any:
+        m = GPT(cfg).to(dev)
+        m.load_state_dict(state0)
+        return m
+
+    # The reference first step (torch_eager) every adapter is gated against.
+    ref_model = fresh()
+    x0, y0 = batch(0)
+    ref_loss = ref_model(x0, y0, adapters.TorchOps())
+    ref_loss.backward()
+    ref_grads, ref_loss_v = _grads(ref_model), float(ref_loss.detach())
+    eager_curve: Optional[list] = None
+    for adapter in cfg.adapters:
+        row: dict = {"adapter": adapter}
+        result["rows"].append(row)
+        tracer: Optional[_Tracer] = None
+        try:
+            ops = adapters.ops_for(adapter, cuda)
+            row["ops"] = ops.name
+            model = fresh()
+            fwd = model
+            if adapter == "torch_compile":
+                fwd = torch.compile(model)
+            # gate: the first step against torch_eager's
+            loss = fwd(x0, y0, ops)
+            loss.backward()
+            g = _grads(model)
+            worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
+            loss_err = abs(float(loss.detach()) - ref_loss_v) / abs(ref_loss_v)
+            finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss.detach()))
+            row["gate"] = {
+                "loss": float(loss.detach()),
+                "loss_rel_err": loss_err,
+                "worst_grad_rel_err": worst,
+                "finite": finite,
+                "loss_rtol": GATE_LOSS_RTOL,
+                "grad_rtol": GATE_GRAD_RTOL,
+                "passed": finite and loss_err <= GATE_LOSS_RTOL and worst <= GATE_GRAD_RTOL,
+            }
+            if not row["gate"]["passed"]:
+                row["status"] = "gate failed"
+                result["status"] = "failed"
+                continue
+            model.zero_grad(set_to_none=True)
+            model.load_state_dict(state0)
+            if ddp and cfg.grad_sync == "ddp":  # the gate above ran the replica alone
+                fwd = wrap_ddp(torch, model, cfg, [local], adapter)
+                row["ddp_comm_hook"] = comm_hook_for(cfg, adapter)
+                if adapter == "torch_compile":
+                    fwd = torch.compile(fwd)
+            opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            # Helios's GPU time per step: the timestamps around each ordered submission
+            # (the semaphore path helios.torch takes with CUDA; None elsewhere)
+            hdev = _ordered_helios_device(x0) if adapter in HELIOS_ADAPTERS and cuda else None
+            losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
+            host_fwd_ms, host_bwd_ms = [], []  # how long the forward and backward calls hold the host
+            tracer = _Tracer(torch, cuda, cfg, adapter, rank)
+            for step in range(cfg.steps):
+                tracer.before(step)
+                h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
+                xb, yb = batch(step)
+                marks = _marks(torch, cuda, 4)
+                _mark(torch, cuda, marks, 0)
+                t0 = time.perf_counter()
+                loss = fwd(xb, yb, ops)
+                t1 = time.perf_counter()
+                _mark(torch, cuda, marks, 1)
+                loss.backward()
+                if ddp and cfg.grad_sync == "after-backward":
+                    average_grads(torch, model, world)
+                t2 = time.perf_counter()
+                _mark(torch, cuda, marks, 2)
+                host_fwd_ms.append((t1 - t0) * 1e3)
+                host_bwd_ms.append((t2 - t1) * 1e3)
+                norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                _mark(torch, cuda, marks, 3)
+                losses.append(loss.detach())
+                f, b, o = _spans(torch, cuda, marks)
+                fwd_ms.append(f)
+                bwd_ms.append(b)
+                opt_ms.append(o)
+                step_ms.append(f + b + o)
+                if hdev:
+                    helios_ms.append(hdev.telemetry()["async_gpu_ms"] - h0)
+                tracer.after(step)
+                if step % 10 == 0 or step == cfg.steps - 1:
+                    log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
+            stacked = torch.stack(losses).float()
+            if ddp:  # the global batch's loss: the mean of the ranks' (equal micro-batches)
+                torch.distributed.all_reduce(stacked)
+                stacked /= world
+            curve = [float(v) for v in stacked]
+            gnorms = [float(v) for v in norms]
+            timed = step_ms[cfg.warmup_steps :] or step_ms
+            med = float(np.median(timed))
+            row.update(
+                status="ok" if all(map(math.isfinite, curve + gnorms)) else "non-finite",
+                tokens_per_s=world * cfg.batch * cfg.seq / (med / 1e3),
+                tokens_per_s_per_gpu=cfg.batch * cfg.seq / (med / 1e3),
+                step_ms_p50=med,
+                forward_ms_p50=float(np.median(fwd_ms[cfg.warmup_steps :] or fwd_ms)),
+                backward_ms_p50=float(np.median(bwd_ms[cfg.warmup_steps :] or bwd_ms)),
+                optimizer_ms_p50=float(np.median(opt_ms[cfg.warmup_steps :] or opt_ms)),
+                helios_kernel_ms_p50=float(np.median(helios_ms[cfg.warmup_steps :] or helios_ms))
+                if helios_ms
+                else None,
+                host_forward_ms_p50=float(np.median(host_fwd_ms[cfg.warmup_steps :] or host_fwd_ms)),
+                host_backward_ms_p50=float(np.median(host_bwd_ms[cfg.warmup_steps :] or host_bwd_ms)),
+                peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
+                loss=curve,
+                grad_norm=gnorms,
+            )
+            if row["status"] != "ok":
+                result["status"] = "failed"
+            if adapter == "torch_eager":
+                eager_curve = curve
+                trained = model
+            elif eager_curve is not None:
+                start = 20 if cfg.steps > 40 else cfg.warmup_steps
+                devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager_curve[start:])]
+                row["loss_max_rel_dev_vs_eager"] = max(devs) if devs else None
+        except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
+            if tracer is not None:
+                tracer.abandon()
+            row["status"] = f"error: {type(e).__name__}: {str(e)[:300]}"
+            if adapter == "torch_eager":
+                result["status"] = "failed"
+    if trained is not None and "helios" in cfg.adapters:
+        try:
+            hops = adapters.ops_for("helios", cuda)
+            result["inference"] = inference_smoke(cfg, trained, adapters.TorchOps(), hops, data, cuda)
+            log(f"inference: same tokens {result['inference']['same_tokens']}")
+        except Exception as e:  # reported, not fatal: training results stand
+            result["inference"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    if ddp:
+        torch.distributed.destroy_process_group()
+    return result
+
+
+def lock_numerics(torch: Any) -> dict:
+    """Sets and returns the torch matmul settings every adapter trains under."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    return {
+        "allow_tf32": False,
+        "allow_bf16_reduced_precision_reduction": False,
+        "allow_fp16_reduced_precision_reduction": False,
+    }
+
+
+def _ordered_helios_device(t: Any) -> Optional[Any]:
+    """The Helios device helios.torch runs t's ops on, where they are ordered with
+    CUDA through the shared semaphore (each submission timed on the GPU); else None."""
+    from ... import torch as ht
+
+    return ht.device_for(t) if ht.ordering(t) == "semaphore" else None
+
+
+class _Tracer:
+    """--trace: torch.profiler (CPU and, with CUDA, every kernel with its stream and GPU
+    time) over the last TRACE_STEPS warm-up steps, so that no timed step carries its
+    overhead; written as Chrome trace JSON when they end (Perfetto, chrome://tracing)."""
+
+    def __init__(self, torch: Any, cuda: bool, cfg: TrainConfig, adapter: str, rank: int) -> None:
+        self.torch, self.cuda = torch, cuda
+        self.prof: Any = None
+        self.first = max(0, cfg.warmup_steps - TRACE_STEPS)
+        self.last = cfg.warmup_steps - 1
+        self.path = f"{cfg.trace}-{adapter}-rank{rank}.json" if cfg.trace is not None else None
+
+    def before(self, step: int) -> None:
+        if self.path is not None and step == self.first:
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self.prof = profile(activities=acts)
+            self.prof.start()
+
+    def after(self, step: int) -> None:
+        if self.prof is not None and step == self.last:
+            if self.cuda:
+                self.torch.cuda.synchronize()
+            self.prof.stop()
+            self.prof.export_chrome_trace(self.path)
+            self.prof = None
+
+    def abandon(self) -> None:
+        """Stop a trace the adapter's failure cut short (nothing written)."""
+        if self.prof is not None:
+            self.prof.stop()
+            self.prof = None
+
+
+def _marks(torch: Any, cuda: bool, n: int) -> list:
+    return [torch.cuda.Event(enable_timing=True) for _ in range(n)] if cuda else [0.0] * n
+
+
+def _mark(torch: Any, cuda: bool, marks: list, i: int) -> None:
+    if cuda:
+        marks[i].record()
+    else:
+        marks[i] = time.perf_counter()
+
+
+def _spans(torch: Any, cuda: bool, marks: list) -> tuple:
+    if cuda:
+        marks[-1].synchronize()
+        return tuple(marks[i].elapsed_time(marks[i + 1]) for i in range(3))
+    return tuple((marks[i + 1] - marks[i]) * 1e3 for i in range(3))
