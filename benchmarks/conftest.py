@@ -106,7 +106,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 def inputs(shape):
     m, n, k = shape
-    return helios.device.random_inputs(m, n, k, seed=m + 3 * n + 7 * k)
+    return helios.matmul_timing.random_inputs(m, n, k, seed=m + 3 * n + 7 * k)
 
 
 def rounds(dev) -> tuple[int, int]:
@@ -114,7 +114,7 @@ def rounds(dev) -> tuple[int, int]:
     return (5, 2) if dev.info["device_type"] == "cpu" else (100, 20)
 
 
-WARMUP_MS = 200.0  # plus at least this much GPU work (helios.device.warmup_launches)
+WARMUP_MS = 200.0  # plus at least this much GPU work (helios.matmul_timing.warmup_launches)
 
 _RAMP_INPUTS: list = []
 
@@ -125,7 +125,7 @@ def clocks_up(dev) -> dict:
 
     def work():
         if not _RAMP_INPUTS:
-            _RAMP_INPUTS.extend(helios.device.random_inputs(2048, 2048, 2048, seed=5))
+            _RAMP_INPUTS.extend(helios.matmul_timing.random_inputs(2048, 2048, 2048, seed=5))
         dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0, inputs=tuple(_RAMP_INPUTS))
 
     return ramp_clocks(work)

@@ -14,10 +14,10 @@ from gpuclock import CLOCK, replay
 
 from helios.attention import random_qkv, reference_attention
 from helios.check import check_close
-from helios.device import warmup_launches
 from helios.flops import attention_flops
 from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks
 from helios.harness.sdpa import BACKENDS
+from helios.matmul_timing import warmup_launches
 
 CPU_SHAPES = [(1, 2, 64, 64)]
 GPU_SHAPES = [(32, 8, 512, 64), (1, 32, 4096, 128)]

@@ -9,8 +9,8 @@ from conftest import WARMUP_MS, clocks_up, inputs, np_check, rounds, tflops
 from gpuclock import CLOCK, replay
 
 import helios
-from helios.device import warmup_launches
 from helios.harness.gpustate import gpu_state, low_clock
+from helios.matmul_timing import warmup_launches
 
 # The seeds' switches, each as an implementation of its own.
 SWITCHES = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import helios
-from helios.device import random_inputs
 from helios.harness.references import NumpyReference, make_reference
+from helios.matmul_timing import random_inputs
 
 
 def _cuda_ref(kind: str):

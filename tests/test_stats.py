@@ -49,7 +49,7 @@ def test_bad_samples(bad):
 
 
 def test_warmup_launches():
-    from helios.device import warmup_launches
+    from helios.matmul_timing import warmup_launches
 
     assert warmup_launches(0.034, 10, 200) == 5883  # 200 ms of 34 us launches
     assert warmup_launches(5.7, 10, 200) == 36

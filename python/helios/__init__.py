@@ -25,10 +25,12 @@ from ._helios import (
 )
 from .attention import AttentionTiming, reference_attention
 from .check import CheckResult, assert_close, check_close, reference_matmul
-from .device import Device, MatmulTiming, attention, default_device, matmul, variants
+from .device import Device
 from .dtypes import bfloat16, float16, float32
+from .functions import attention, default_device, matmul, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming
 from .interop import from_dlpack
+from .matmul_timing import MatmulTiming
 from .tensor import Tensor
 
 __all__ = [

@@ -3,78 +3,20 @@
 from __future__ import annotations
 
 import os
-import threading
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, cast
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from . import _helios, elementwise, gemm
 from .attention import run_attention, run_attention_backward, time_attention
 from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
-from .flops import matmul_flops, tflops
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
-from .tensor import Tensor, float_array, host_array, input_array, new_tensor
+from .matmul_timing import MatmulTiming, out_dtype_name, time_matmul
+from .tensor import Tensor, float_array, like_inputs, ndim_of, new_tensor
 from .tune_cache import TunedChoice, attention_bucket
 from .validate import count, flag, real
-
-
-def _out_dtype_name(out_dtype: Any, default: str, compute: Any = float16) -> str:
-    """The output dtype's name: the op's 16-bit compute type or float32 (default when None)."""
-    if out_dtype is None:
-        return default
-    allowed = (np.dtype(compute), np.dtype(np.float32))
-    try:
-        dt = as_dtype(out_dtype, "out_dtype", allowed)
-    except TypeError as e:
-        raise ValueError(f"{e} (for {allowed[0].name} inputs)") from None
-    return dt.name
-
-
-def _as_operand(x: Any, name: str, dt: Any = float16) -> np.ndarray:
-    """A C-contiguous 2-D array of dt, or a TypeError/ValueError that says why not."""
-    if isinstance(x, np.ndarray):
-        arr = x
-    elif hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
-        arr = np.asarray(x)
-    else:
-        raise TypeError(
-            f"{name} must be an array (numpy.ndarray or an object exposing the array interface), not {type(x).__name__}"
-        )
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
-    return input_array(arr, name, "helios.matmul", dt)
-
-
-@dataclass
-class MatmulTiming:
-    """GPU-timed matmul: per-iteration device times after warm-up."""
-
-    m: int
-    n: int
-    k: int
-    variant: str
-    samples_ms: list[float]
-    batch_ms: float
-    warmup: int
-    out_dtype: str
-    flush_bytes: int = 0
-    telemetry: dict = field(default_factory=dict)
-    output: Optional[np.ndarray] = field(default=None, repr=False)  # C of the last dispatch
-
-    @property
-    def median_ms(self) -> float:
-        return float(np.median(self.samples_ms))
-
-    @property
-    def flops(self) -> float:
-        return matmul_flops(self.m, self.n, self.k)
-
-    @property
-    def tflops(self) -> float:
-        return tflops(self.flops, self.median_ms)
 
 
 class Device(_helios.Device):
@@ -103,23 +45,6 @@ class Device(_helios.Device):
         if note:  # a corrupt or foreign cache file: ignored, rewritten at close
             warnings.warn(f"helios: pipeline cache {note}", stacklevel=2)
         return dev
-
-    def _check_fits(self, m: int, n: int, k: int, out: str) -> None:
-        """Refuse, in microseconds, a product the engine cannot index or the device
-        cannot hold, before inputs are generated or copied."""
-        for name, elems in (("A", m * k), ("B", k * n), ("C", m * n)):
-            if elems >= _helios.MAX_OPERAND_ELEMENTS:
-                raise _helios.DeviceMemoryError(
-                    f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits (< 2^32)"
-                )
-        size = (m * k + k * n) * 2 + m * n * (4 if out == "float32" else 2)
-        limit = int(self.info["device_local_bytes"])
-        per_buffer = int(self.info["max_storage_buffer_range"])
-        if size > limit or max(m * k * 2, k * n * 2) > per_buffer:
-            raise _helios.DeviceMemoryError(
-                f"matmul {m}x{n}x{k}: operands need {size} bytes; the device has {limit} bytes of "
-                f"local memory and {per_buffer} bytes per buffer"
-            )
 
     def resolve_variant(self, m: int, n: int, k: int, variant: Optional[str] = None, dtype: Any = "float16") -> str:
         """The canonical variant a product of this shape and input dtype runs with `variant`."""
@@ -250,14 +175,14 @@ class Device(_helios.Device):
         device_resident = out is None and (isinstance(a, Tensor) or isinstance(b, Tensor))
         A = gemm.operand(a, "a", flag("trans_a", trans_a), cdt)
         B = gemm.operand(b, "b", flag("trans_b", trans_b), cdt)
-        spec = gemm.product_spec(A, B, _ndim(a), _ndim(b))
+        spec = gemm.product_spec(A, B, ndim_of(a), ndim_of(b))
         act = gemm.activation_code(activation)
         shape = (spec.batch, spec.m, spec.n) if spec.batched else (spec.m, spec.n)
         if out is not None:
             gemm.check_out(out, shape, out_dtype, cdt)
             out_name = out.dtype.name
         else:
-            out_name = _out_dtype_name(out_dtype, in_dtype, cdt)
+            out_name = out_dtype_name(out_dtype, in_dtype, cdt)
         beta_v = float(beta) if beta is not None else (1.0 if c is not None else 0.0)
         if c is not None and out is not None:
             raise ValueError("matmul: give c (a host C) or out (a Tensor, read when beta != 0), not both")
@@ -352,23 +277,7 @@ class Device(_helios.Device):
         takes the vector-load path. dtype: float16 (default) or bfloat16 (the
         default for a bfloat16 weight). A coop2 variant reads packed rows only, so
         it gets no padding. Use the Tensor as b= without trans_b."""
-        w = host_array(weight, "weight")
-        if w.ndim != 2:
-            raise ValueError(f"prepack: a 2-D weight, got shape {w.shape}")
-        dt = (
-            as_dtype(dtype, "prepack: dtype", (float16, bfloat16))
-            if dtype is not None
-            else (bfloat16 if w.dtype == bfloat16 else float16)
-        )
-        w = w.T if trans else w
-        k, n = w.shape
-        name = self.check_variant(variant, dt.name) if variant is not None and variant != "auto" else None
-        pitch = n if name and _helios.variant_fields(name)["path"] == "coop2" else -(-n // 8) * 8
-        buf = np.zeros((k, pitch), dtype=dt)
-        buf[:, :n] = w
-        t = new_tensor(self, (k, n), dt, pitch, prepacked_for=name or "auto")
-        t._write(0, wire(buf))
-        return t
+        return gemm.prepack(self, weight, trans=trans, variant=variant, dtype=dtype)
 
     def chain(self) -> Chain:
         """A Chain recording products on Tensors for one submission (see helios.Chain)."""
@@ -539,73 +448,24 @@ class Device(_helios.Device):
         flush_bytes > 0 overwrites that many bytes before each sample, outside the
         timestamps, so samples start with a cold L2. `output` holds C. dtype: the
         inputs' type, float16 or bfloat16; out_dtype: that type (default) or float32."""
-        dt = as_dtype(dtype, "time_matmul: dtype", (float16, bfloat16))
-        m, n, k = (count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
-        iters = count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
-        warmup = count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
-        flush_bytes = count("time_matmul: flush_bytes", flush_bytes, 0, int(self.info["max_storage_buffer_range"]))
-        out = _out_dtype_name(out_dtype, dt.name, dt)
-        self._check_fits(m, n, k, out)  # before any input is generated
-        if inputs is None:
-            a, b = random_inputs(m, n, k, seed, dt)
-        else:
-            a, b = (_as_operand(x, nm, dt) for x, nm in zip(inputs, ("a", "b")))
-            if a.shape != (m, k) or b.shape != (k, n):
-                raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match m, n, k = {m}, {n}, {k}")
-        c, samples, batch, used = self._gemm(
-            a=wire(a),
-            b=wire(b),
-            m=m,
-            n=n,
-            k=k,
-            in_dtype=dt.name,
-            out_dtype=out,
-            variant=self._pick(variant, m, n, k, dt),
-            warmup=warmup,
+        return time_matmul(
+            self,
+            m,
+            n,
+            k,
             iters=iters,
-            flush_bytes=flush_bytes,
-        )
-        c = unwire(c[0], out)
-        return MatmulTiming(
-            m=int(m),
-            n=int(n),
-            k=int(k),
-            variant=used,
-            samples_ms=samples,
-            batch_ms=batch,
             warmup=warmup,
-            out_dtype=out,
+            variant=variant,
+            dtype=dtype,
+            out_dtype=out_dtype,
+            seed=seed,
+            inputs=inputs,
             flush_bytes=flush_bytes,
-            telemetry=self.telemetry(),
-            output=c,
         )
 
 
 # The docstring names the activations from the one table that defines them.
 Device.matmul.__doc__ = (Device.matmul.__doc__ or "").replace("{ACTIVATION_DOC}", gemm.ACTIVATION_DOC)
-
-MAX_LAUNCHES: int = _helios.MAX_LAUNCHES  # per call, warm-up and timed each (defined in the core)
-
-
-def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:
-    """Warm-up launches: at least `min_count` and at least `min_ms` of GPU work.
-    A GPU left idle drops its clocks within milliseconds and needs tens to
-    hundreds of ms of work to ramp back up (measured on an H100: 4-5x slower
-    first samples after host-side pauses); a fixed count of fast launches does
-    not cover that."""
-    if estimate_ms <= 0:
-        return min_count
-    return int(min(cap, max(min_count, -(-min_ms // estimate_ms))))
-
-
-def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded standard-normal operands of dtype (float16 or bfloat16; never zeros:
-    they hide bugs and time faster). The same seed gives the same normals in both."""
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
-    b = rng.standard_normal((k, n), dtype=np.float32).astype(dtype)
-    return a, b
-
 
 _identities: Optional[list[dict]] = None
 
@@ -627,76 +487,3 @@ def identities() -> list[dict]:
                 d.close()
         _identities = out
     return _identities
-
-
-_default: Optional[Device] = None
-_default_lock = threading.Lock()
-
-
-def default_device() -> Device:
-    """The process-wide Device used by helios.matmul (opened on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None or _default.closed:
-            _default = Device()
-        return _default
-
-
-def op_device(device: Optional[Device], *args: Any) -> Device:
-    """The device a module-level op runs on: the given Device; else the one its
-    Tensors live on (Tensors on two devices are refused, naming both); else the
-    default device."""
-    if device is not None and not isinstance(device, _helios.Device):
-        raise TypeError(f"device must be a helios.Device or None, not {type(device).__name__}")
-    homes = {id(t.device): t.device for t in args if isinstance(t, Tensor)}
-    if len(homes) > 1:
-        names = " and ".join(
-            f"{d.info['name']} ({d.info['uuid']})" if not d.closed else "a closed Device" for d in homes.values()
-        )
-        raise ValueError(f"these Tensors live on different Devices: {names}; copy one with upload(t.numpy())")
-    if device is None:
-        return cast(Device, next(iter(homes.values()))) if homes else default_device()
-    return device
-
-
-def matmul(a: Any, b: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
-    """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the default (or given)
-    device. Keywords as Device.matmul: trans_a, trans_b, bias, activation, alpha,
-    beta, c, out, out_dtype, variant."""
-    return op_device(device, a, b, kwargs.get("out"), kwargs.get("bias")).matmul(a, b, **kwargs)
-
-
-def result_dtype(*inputs: Any) -> str:
-    """The default output dtype of an op: its 16-bit compute type (float16, or
-    bfloat16 when an input is) when every input has it, else float32 (NumPy's
-    result type capped at float32: the kernels write 16-bit types or float32)."""
-    dts = [x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype for x in inputs]
-    return result_name(compute_dtype(*dts), *dts)
-
-
-def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
-    """A host result in the array type of the inputs: a torch CPU tensor when an
-    input was a torch tensor, else the NumPy array."""
-    if any(type(x).__module__.split(".")[0] == "torch" for x in inputs):
-        import torch
-
-        result = np.ascontiguousarray(result)
-        if result.dtype == bfloat16:  # torch.from_numpy knows no ml_dtypes bfloat16: the same bits
-            return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(result)
-    return result
-
-
-def _ndim(x: Any) -> int:
-    return x.ndim if hasattr(x, "ndim") else np.ndim(x)
-
-
-def attention(q: Any, k: Any, v: Any, *, device: Optional[Device] = None, **kwargs: Any) -> Any:
-    """softmax(scale * q @ k^T) @ v on (B, H, S, d) arrays, on the default (or given)
-    device. Keywords as Device.attention: causal, scale, variant, out."""
-    return op_device(device, q, k, v, kwargs.get("out")).attention(q, k, v, **kwargs)
-
-
-def variants(device: Optional[Device] = None) -> list[str]:
-    """Canonical strings of every variant valid on the device."""
-    return op_device(device).variants()

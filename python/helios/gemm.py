@@ -15,8 +15,8 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _helios
-from .dtypes import HOST_FLOATS, INPUT_DTYPES, as_dtype, float16, wire
-from .tensor import Tensor, float_array, host_array
+from .dtypes import HOST_FLOATS, INPUT_DTYPES, as_dtype, bfloat16, float16, wire
+from .tensor import Tensor, float_array, host_array, new_tensor
 from .validate import count
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
@@ -347,3 +347,25 @@ def check_out(out: Any, shape: tuple, out_dtype: Any, compute: Any = float16) ->
         )
     if out_dtype is not None and as_dtype(out_dtype, "out_dtype") != out.dtype:
         raise ValueError(f"out_dtype {out_dtype} differs from the out Tensor's {out.dtype}")
+
+
+def prepack(dev: Any, weight: Any, *, trans: bool, variant: Optional[str], dtype: Any) -> Tensor:
+    """Device.prepack: the weight as the K x N operand B, rows padded to 16 bytes
+    (none for a coop2 variant, which reads packed rows only)."""
+    w = host_array(weight, "weight")
+    if w.ndim != 2:
+        raise ValueError(f"prepack: a 2-D weight, got shape {w.shape}")
+    dt = (
+        as_dtype(dtype, "prepack: dtype", (float16, bfloat16))
+        if dtype is not None
+        else (bfloat16 if w.dtype == bfloat16 else float16)
+    )
+    w = w.T if trans else w
+    k, n = w.shape
+    name = dev.check_variant(variant, dt.name) if variant is not None and variant != "auto" else None
+    pitch = n if name and _helios.variant_fields(name)["path"] == "coop2" else -(-n // 8) * 8
+    buf = np.zeros((k, pitch), dtype=dt)
+    buf[:, :n] = w
+    t = new_tensor(dev, (k, n), dt, pitch, prepacked_for=name or "auto")
+    t._write(0, wire(buf))
+    return t

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .device import Device, op_device
+from .device import Device
+from .functions import op_device
 from .tensor import Tensor
 
 

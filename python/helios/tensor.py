@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios
-from .dtypes import HOST_FLOATS, TENSOR_DTYPES, as_dtype, bfloat16, wire
+from .dtypes import HOST_FLOATS, TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, result_name, wire
 from .validate import count
 
 
@@ -355,3 +355,28 @@ def input_array(arr: np.ndarray, name: str, op: str, dt: Any) -> np.ndarray:
             f"float32; float64 is rounded to {np.dtype(dt).name})"
         )
     return np.require(arr, dtype=dt, requirements=["C", "A"])
+
+
+def result_dtype(*inputs: Any) -> str:
+    """The default output dtype of an op: its 16-bit compute type (float16, or
+    bfloat16 when an input is) when every input has it, else float32 (NumPy's
+    result type capped at float32: the kernels write 16-bit types or float32)."""
+    dts = [x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype for x in inputs]
+    return result_name(compute_dtype(*dts), *dts)
+
+
+def like_inputs(result: np.ndarray, *inputs: Any) -> Any:
+    """A host result in the array type of the inputs: a torch CPU tensor when an
+    input was a torch tensor, else the NumPy array."""
+    if any(type(x).__module__.split(".")[0] == "torch" for x in inputs):
+        import torch
+
+        result = np.ascontiguousarray(result)
+        if result.dtype == bfloat16:  # torch.from_numpy knows no ml_dtypes bfloat16: the same bits
+            return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(result)
+    return result
+
+
+def ndim_of(x: Any) -> int:
+    return x.ndim if hasattr(x, "ndim") else np.ndim(x)

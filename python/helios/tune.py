@@ -14,7 +14,7 @@ import numpy as np
 
 from ._helios import format_variant, variant_fields
 from .check import check_close, reference_matmul
-from .device import random_inputs, warmup_launches
+from .matmul_timing import random_inputs, warmup_launches
 from .tune_cache import attention_bucket, bucket, device_key, load, save
 
 # Candidate templates, in elements: block M, N, K; subgroup block M, N; stages; split-K.

@@ -22,9 +22,9 @@ import numpy as np
 import helios
 from helios.attention import random_qkv, reference_attention, reference_attention_backward
 from helios.check import check_close, tolerances
-from helios.device import warmup_launches
 from helios.flops import attention_backward_flops, attention_flops
 from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from helios.matmul_timing import warmup_launches
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
 

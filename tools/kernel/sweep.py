@@ -28,9 +28,9 @@ import time
 import numpy as np
 
 import helios
-from helios.device import random_inputs, warmup_launches
 from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from helios.harness.shapes import parse_shapes, shape_str
+from helios.matmul_timing import random_inputs, warmup_launches
 from helios.tune import CHECK_SHAPES, check_candidate, read_variant_list
 
 # The tuner's check shapes (tails, and whole blocks with whole slabs) and more tails.

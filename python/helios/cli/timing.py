@@ -10,10 +10,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..check import ATOL, RTOL, check_close, reference_matmul
-from ..device import random_inputs
 from ..flops import matmul_flops
 from ..harness.results import TIME_SCHEMA, fmt_tflops, provenance, reference_fields
 from ..harness.shapes import parse_shape, parse_shapes, shape_str
+from ..matmul_timing import random_inputs
 from .common import finite_float, flag_value, launches, nonneg_int, open_device, out_paths, warmup_count, write_atomic
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._helios import attention_variant_fields
 from ..attention import random_qkv, reference_attention, reference_attention_backward
 from ..check import ATOL, RTOL, check_close, tolerances
-from ..device import Device, warmup_launches
+from ..device import Device
 from ..flops import (
     attention_backward_bytes,
     attention_backward_flops,
@@ -29,6 +29,7 @@ from ..flops import (
     tflops,
 )
 from ..launcher import launcher_info
+from ..matmul_timing import warmup_launches
 from ..roof import roof_fraction
 from .attention_refs import make_reference
 from .gpustate import low_clock, select_gpu, throttled

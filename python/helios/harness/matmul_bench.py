@@ -15,9 +15,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..check import ATOL, RTOL, check_close, reference_matmul, tolerances
-from ..device import Device, random_inputs, warmup_launches
+from ..device import Device
 from ..flops import matmul_flops, tflops
 from ..launcher import launcher_info
+from ..matmul_timing import random_inputs, warmup_launches
 from ..roof import roof_fraction
 from .gpustate import low_clock, select_gpu, throttled
 from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds

@@ -43,8 +43,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..check import ATOL, RTOL, check_close
-from ..device import Device, warmup_launches
+from ..device import Device
 from ..gemm import gelu_tanh
+from ..matmul_timing import warmup_launches
 from .external import run_external
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from .protocol import INTERRUPTED

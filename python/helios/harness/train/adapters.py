@@ -181,7 +181,7 @@ class HostOps(ComposedOps):
     name = "helios (host arrays)"
 
     def __init__(self) -> None:
-        from ...device import default_device
+        from ...functions import default_device
 
         self.dev = default_device()
         dev = self.dev

@@ -42,7 +42,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     if HELIOS_ADAPTERS & set(cfg.adapters):
         # the buffer limit of the Helios device this rank's ops run on: with CUDA the one
         # with its CUDA device's UUID (helios.torch's), not a launcher's guess by index
-        from ...device import default_device
+        from ...functions import default_device
 
         hdev = None
         if cuda:

@@ -1,0 +1,174 @@
+"""GPU-timed products: ``Device.time_matmul`` (samples between GPU timestamps
+after a warm-up), the warm-up rule and the seeded inputs every timer shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import _helios
+from .dtypes import as_dtype, bfloat16, float16, unwire, wire
+from .flops import matmul_flops, tflops
+from .tensor import input_array
+from .validate import count
+
+MAX_LAUNCHES: int = _helios.MAX_LAUNCHES  # per call, warm-up and timed each (defined in the core)
+
+
+def out_dtype_name(out_dtype: Any, default: str, compute: Any = float16) -> str:
+    """The output dtype's name: the op's 16-bit compute type or float32 (default when None)."""
+    if out_dtype is None:
+        return default
+    allowed = (np.dtype(compute), np.dtype(np.float32))
+    try:
+        dt = as_dtype(out_dtype, "out_dtype", allowed)
+    except TypeError as e:
+        raise ValueError(f"{e} (for {allowed[0].name} inputs)") from None
+    return dt.name
+
+
+def as_operand(x: Any, name: str, dt: Any = float16) -> np.ndarray:
+    """A C-contiguous 2-D array of dt, or a TypeError/ValueError that says why not."""
+    if isinstance(x, np.ndarray):
+        arr = x
+    elif hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
+        arr = np.asarray(x)
+    else:
+        raise TypeError(
+            f"{name} must be an array (numpy.ndarray or an object exposing the array interface), not {type(x).__name__}"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {arr.shape} ({arr.ndim}-D)")
+    return input_array(arr, name, "helios.matmul", dt)
+
+
+def check_fits(dev: Any, m: int, n: int, k: int, out: str) -> None:
+    """Refuse, in microseconds, a product the engine cannot index or the device
+    cannot hold, before inputs are generated or copied."""
+    for name, elems in (("A", m * k), ("B", k * n), ("C", m * n)):
+        if elems >= _helios.MAX_OPERAND_ELEMENTS:
+            raise _helios.DeviceMemoryError(
+                f"matmul {m}x{n}x{k}: {name} has {elems} elements; kernels index with 32 bits (< 2^32)"
+            )
+    size = (m * k + k * n) * 2 + m * n * (4 if out == "float32" else 2)
+    limit = int(dev.info["device_local_bytes"])
+    per_buffer = int(dev.info["max_storage_buffer_range"])
+    if size > limit or max(m * k * 2, k * n * 2) > per_buffer:
+        raise _helios.DeviceMemoryError(
+            f"matmul {m}x{n}x{k}: operands need {size} bytes; the device has {limit} bytes of "
+            f"local memory and {per_buffer} bytes per buffer"
+        )
+
+
+@dataclass
+class MatmulTiming:
+    """GPU-timed matmul: per-iteration device times after warm-up."""
+
+    m: int
+    n: int
+    k: int
+    variant: str
+    samples_ms: list[float]
+    batch_ms: float
+    warmup: int
+    out_dtype: str
+    flush_bytes: int = 0
+    telemetry: dict = field(default_factory=dict)
+    output: Optional[np.ndarray] = field(default=None, repr=False)  # C of the last dispatch
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.samples_ms))
+
+    @property
+    def flops(self) -> float:
+        return matmul_flops(self.m, self.n, self.k)
+
+    @property
+    def tflops(self) -> float:
+        return tflops(self.flops, self.median_ms)
+
+
+def time_matmul(
+    dev: Any,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    iters: int = 20,
+    warmup: int = 5,
+    variant: Optional[str] = None,
+    dtype: str = "float16",
+    out_dtype: Optional[str] = None,
+    seed: int = 0,
+    inputs: Optional[Sequence[np.ndarray]] = None,
+    flush_bytes: int = 0,
+) -> MatmulTiming:
+    """Time C = A @ B with GPU timestamps: `warmup` untimed dispatches, then `iters`
+    dispatches each between two timestamps (samples_ms), then `iters` back to
+    back (batch_ms, the mean). Inputs are seeded random normals unless given.
+    flush_bytes > 0 overwrites that many bytes before each sample, outside the
+    timestamps, so samples start with a cold L2. `output` holds C. dtype: the
+    inputs' type, float16 or bfloat16; out_dtype: that type (default) or float32."""
+    dt = as_dtype(dtype, "time_matmul: dtype", (float16, bfloat16))
+    m, n, k = (count(f"time_matmul: {nm}", v, 1, 2**32 - 1) for nm, v in (("m", m), ("n", n), ("k", k)))
+    iters = count("time_matmul: iters", iters, 1, MAX_LAUNCHES)
+    warmup = count("time_matmul: warmup", warmup, 0, MAX_LAUNCHES)
+    flush_bytes = count("time_matmul: flush_bytes", flush_bytes, 0, int(dev.info["max_storage_buffer_range"]))
+    out = out_dtype_name(out_dtype, dt.name, dt)
+    check_fits(dev, m, n, k, out)  # before any input is generated
+    if inputs is None:
+        a, b = random_inputs(m, n, k, seed, dt)
+    else:
+        a, b = (as_operand(x, nm, dt) for x, nm in zip(inputs, ("a", "b")))
+        if a.shape != (m, k) or b.shape != (k, n):
+            raise ValueError(f"time_matmul: inputs {a.shape} x {b.shape} do not match m, n, k = {m}, {n}, {k}")
+    c, samples, batch, used = dev._gemm(
+        a=wire(a),
+        b=wire(b),
+        m=m,
+        n=n,
+        k=k,
+        in_dtype=dt.name,
+        out_dtype=out,
+        variant=dev._pick(variant, m, n, k, dt),
+        warmup=warmup,
+        iters=iters,
+        flush_bytes=flush_bytes,
+    )
+    c = unwire(c[0], out)
+    return MatmulTiming(
+        m=int(m),
+        n=int(n),
+        k=int(k),
+        variant=used,
+        samples_ms=samples,
+        batch_ms=batch,
+        warmup=warmup,
+        out_dtype=out,
+        flush_bytes=flush_bytes,
+        telemetry=dev.telemetry(),
+        output=c,
+    )
+
+
+def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int = 20000) -> int:
+    """Warm-up launches: at least `min_count` and at least `min_ms` of GPU work.
+    A GPU left idle drops its clocks within milliseconds and needs tens to
+    hundreds of ms of work to ramp back up (measured on an H100: 4-5x slower
+    first samples after host-side pauses); a fixed count of fast launches does
+    not cover that."""
+    if estimate_ms <= 0:
+        return min_count
+    return int(min(cap, max(min_count, -(-min_ms // estimate_ms))))
+
+
+def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded standard-normal operands of dtype (float16 or bfloat16; never zeros:
+    they hide bugs and time faster). The same seed gives the same normals in both."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(dtype)
+    return a, b
