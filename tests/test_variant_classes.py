@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _families():
-    spec = importlib.util.spec_from_file_location("helios_families_for_classes", ROOT / "shaders" / "families.py")
+    """shaders/families.py, loaded as the build loads it (cmake/gen_kernels.py)."""
+    spec = importlib.util.spec_from_file_location("gen_kernels_for_classes", ROOT / "cmake" / "gen_kernels.py")
     assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look the module up
-    spec.loader.exec_module(mod)
-    return mod
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return gen.load_table(ROOT / "shaders")
 
 
 def _python_keys(struct) -> set[str]:
