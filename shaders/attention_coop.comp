@@ -22,30 +22,14 @@
 // not stored. LSE: each row's log-sum-exp of the scaled scores (natural log, fp32,
 // (B*H, S_q)) is written too, what the backward recomputes P from.
 //
-// FOLD=1 (the default; HELIOS_DISABLE_ATTENTION_FOLD=1 turns it off): each row's
-// running max rides in the score product (attention_fold.glsl: an A fragment per
-// row tile, rebuilt when a max moves), so a tile's P = exp2(scale_log2 * S') is
-// element-wise on the accumulators and stored 16-bit straight away; no fp32 scores
-// go through the scratch and no lane reads them by row. That fast path is taken
-// by a subgroup for a tile without masked elements once every row has a max, and
-// kept when no element of the tile exceeds its row's max by more than
-// RESCALE_SLACK (the same bound the lazy rescale keeps); otherwise (the first tile,
-// the causal diagonal, the key tail, a max that moved) the tile runs the row-wise
-// softmax through the scratch as before. Either way the row sums are taken by the
-// tensor cores beside the P V product (P, as stored in 16 bits, times a constant
-// fragment), kept in an accumulator rescaled with O.
+// FOLD=1 (the default; HELIOS_DISABLE_ATTENTION_FOLD=1 turns it off): each row's running
+// max rides in the score product, and a tile without masked elements whose scores stay
+// within RESCALE_SLACK of it takes P element-wise on the fragments; the other tiles run
+// the row-wise softmax through the scratch (attention_softmax_tiles.glsl says how).
 //
-// ROWS=1 (where csrc/core/layout.c finds the accumulator's layout fit for it: the
-// default at d <= 64 and causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1
-// turns it off): the softmax stays in registers. Each lane keeps, per row slot of its
-// elements (rr_slot), the row's running max and its part of the row's sum; a tile's
-// scores are scaled and their row's max subtracted on the fragments; if every row has
-// a max and no element passes it by more than RESCALE_SLACK (one vote), P = exp2 of
-// them as they are; otherwise the rows' maxima are taken by each lane and joined by
-// shuffles over ROWS_LANES, rows that moved are bumped and O rescaled element by
-// element. P is stored 16-bit for P V as above; no fp32 scores go through memory and
-// no lane reads a row. Masked tiles and the epilogue read each element's row and
-// column from an ids tile (row * TN + column, loaded as an accumulator).
+// ROWS=1 (where csrc/core/layout.c finds the accumulator's layout fit for it): the
+// softmax stays in registers, each lane holding its rows' running max and part sums
+// (attention_softmax_rows.glsl says how).
 //
 // P_IN_REGISTERS (a build of its own, for devices with NV cooperative matrix 2's
 // conversions; csrc/core/attention.c picks it with ROWS=1 and TN == TK): the rows path
@@ -294,200 +278,9 @@ void main() {
         coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
 #endif
         if (ROWS != 0) {                           // O is rescaled element by element here
-          if (live) {
-            const bool masked_rr = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-            // x = scale_log2 * S minus the row's running max (0 before it has one), masked
-#ifndef P_IN_REGISTERS
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> su[BC / TN][WQ];
-#endif
-            // the lane's largest x, in four independent chains (a single chain of max over a
-            // tile's 16-32 elements is what the vote below waits for)
-            float tops[4] = float[4](-1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0, -1.0 / 0.0);
-            [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-                coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-                SCORES(s, n)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
-                        const float m = m_rr[w * ROWS_SLOTS + r], u = isinf(m) ? 0.0 : m;
-                        [[unroll]] for (int i = 0; i < s[w].length(); i++)
-                            if (rr_slot(uint(i)) == r) s[w][i] = s[w][i] * p.scale_log2 - u;
-                    }
-                    if (masked_rr) {   // the ids tile: each element's row * TN + column
-                        coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> id;
-                        coopMatLoad(id, sm, A_OFF, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
-                        MASK_BY_IDS(s[w], id, r0 + w * TM, j0 + n * TN, -1.0 / 0.0)
-                    }
-                    [[unroll]] for (int i = 0; i < s[w].length(); i++) tops[i & 3] = max(tops[i & 3], s[w][i]);
-                    su[n][w] = s[w];
-                }
-            }
-            // Every row has a max and no element passes it by more than the slack: P as it
-            // is (the common case: no row maximum taken, no shuffle). Otherwise the rows'
-            // maxima through ROWS_LANES's shuffles and the lazy rescale, as the row-wise path's.
-            const float top = max(max(tops[0], tops[1]), max(tops[2], tops[3]));
-            if (!subgroupAll(rr_have && top <= RESCALE_SLACK)) {
-                bool moved = false;
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    float mx[ROWS_SLOTS];
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) mx[r] = -1.0 / 0.0;
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                                if (rr_slot(uint(i)) == r) mx[r] = max(mx[r], su[n][w][i]);
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++) {
-                        [[unroll]] for (uint off = 1; off <= ROWS_LANES; off <<= 1)
-                            if ((ROWS_LANES & off) != 0u) mx[r] = max(mx[r], subgroupShuffleXor(mx[r], off));
-                        // relative to the old offset; a row without a max takes its first one
-                        const uint k = w * ROWS_SLOTS + r;
-                        const bool none = isinf(m_rr[k]);
-                        const bool bump = none ? !isinf(mx[r]) : mx[r] > RESCALE_SLACK;
-                        const float delta = bump ? mx[r] : 0.0;
-                        m_rr[k] = bump ? (none ? mx[r] : m_rr[k] + mx[r]) : m_rr[k];
-                        // A row's first max rescales nothing (its sum and O are still 0):
-                        // exp2(-max) overflows to inf below a max of -128, and inf * 0 is NaN.
-                        alpha_rr[k] = none ? 0.0 : exp2(-delta);
-                        l_rr[k] *= alpha_rr[k];
-                        moved = moved || bump;
-                        mx[r] = delta;
-                    }
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                        [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                            [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                                if (rr_slot(uint(i)) == r) su[n][w][i] -= mx[r];
-                }
-                rr_have = true;
-                [[unroll]] for (uint k = 0; k < WQ * ROWS_SLOTS; k++) rr_have = rr_have && !isinf(m_rr[k]);
-                if (subgroupAny(moved)) [[unroll]] for (uint w = 0; w < WQ; w++)
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                        [[unroll]] for (uint j = 0; j < D / TN; j++)
-                            [[unroll]] for (int i = 0; i < o[w][j].length(); i++)
-                                if (rr_slot(uint(i)) == r) o[w][j][i] *= alpha_rr[w * ROWS_SLOTS + r];
-            }
-            [[unroll]] for (uint n = 0; n < BC / TN; n++)
-                [[unroll]] for (uint w = 0; w < WQ; w++) {
-                    [[unroll]] for (int i = 0; i < su[n][w].length(); i++) {
-                        float e = exp2(su[n][w][i]);
-#ifdef IN_BF16
-                        e = uintBitsToFloat((floatBitsToUint(e) + 0x8000u) & 0xFFFF0000u);
-#endif
-                        su[n][w][i] = e;
-                    }
-                    [[unroll]] for (uint r = 0; r < ROWS_SLOTS; r++)
-                        [[unroll]] for (int i = 0; i < su[n][w].length(); i++)
-                            if (rr_slot(uint(i)) == r) l_rr[w * ROWS_SLOTS + r] += su[n][w][i];
-#ifndef P_IN_REGISTERS
-                    coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(su[n][w]), sm,
-                                 P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-#endif
-                }
-          }
-#ifndef P_IN_REGISTERS
-          sub_sync();                              // P stored before the subgroup loads it
-#endif
+#include "attention_softmax_rows.glsl"
         } else {
-        // FOLD=1, the fast path: P = exp2(scale_log2 * (S - max)) on the fragments,
-        // stored 16-bit; kept if no element exceeds 2^RESCALE_SLACK (uniform per
-        // subgroup, as is every condition here: the syncs below are taken by all).
-        const bool masked_here = j0 + BC > p.skv || (CAUSAL != 0 && j0 + BC - 1 > r0);
-        const bool try_fast = FOLD != 0 && live && !masked_here && subgroupAll(exact);
-        float top = -1.0 / 0.0;
-        if (try_fast)
-        [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-            SCORES(s, n)
-            [[unroll]] for (uint w = 0; w < WQ; w++) {
-                for (int i = 0; i < s[w].length(); i++) {
-                    const float x = s[w][i] * p.scale_log2;
-                    top = max(top, x);
-#ifdef IN_BF16
-                    // to nearest (ties away), as pack_p: the conversion below is then exact
-                    s[w][i] = uintBitsToFloat((floatBitsToUint(exp2(x)) + 0x8000u) & 0xFFFF0000u);
-#else
-                    s[w][i] = exp2(x);
-#endif
-                }
-                coopMatStore(coopmat<IN_T, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(s[w]), sm,
-                             P_OFF + w * TM * PROW + n * (TN / 8), PROW, gl_CooperativeMatrixLayoutRowMajor);
-            }
-        }
-        const bool fast = try_fast && subgroupAll(top <= RESCALE_SLACK);
-        const bool slow = live && !fast;
-        if (FOLD != 0) sub_sync();                 // a failed try's P stores before the scores overwrite them
-
-        // S = Q K^T, one TN-column slab at a time, into the subgroup's scratch.
-        if (slow) [[unroll]] for (uint n = 0; n < BC / TN; n++) {
-            coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> s[WQ];
-            SCORES(s, n)
-            [[unroll]] for (uint w = 0; w < WQ; w++)
-                coopMatStore(s[w], sm, SUB + w * TM * SROW + n * (TN / 4), SROW,
-                             gl_CooperativeMatrixLayoutRowMajor);
-        }
-        sub_sync();
-
-        // Online softmax over this tile's columns, row by row.
-        float pv[PASSES][CPL];
-        float alpha[PASSES];
-        bool rescale = false;
-        if (slow) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-            const uint r = ps * RPP + lane / LPR;
-            const uint grow = r0 + r;
-            float mx = -1.0 / 0.0;
-            [[unroll]] for (uint c = 0; c < CPL; c++) {
-                const uint col = part * CPL + c, gcol = j0 + col;
-                float x = s_at(SUB, r, col) * p.scale_log2;
-                if (FOLD != 0) x += m_fold[ps];
-                bool masked = gcol >= p.skv || (CAUSAL != 0 && gcol > grow);
-                x = masked ? -1.0 / 0.0 : x;
-                pv[ps][c] = x;
-                mx = max(mx, x);
-            }
-            [[unroll]] for (uint off = 1; off < LPR; off *= 2) mx = max(mx, subgroupShuffleXor(mx, off));
-            // Lazy rescaling: the running max moves only when the tile's exceeds it
-            // by more than RESCALE_SLACK (log2 units); otherwise p stays below
-            // 2^RESCALE_SLACK (exact enough in fp16, P's relative precision is the
-            // same at any magnitude) and O needs no rescale for this row.
-            const bool bump = mx > m_run[ps] + RESCALE_SLACK;
-            const float m_new = bump ? mx : m_run[ps];
-            const float m_use = isinf(m_new) ? 0.0 : m_new;   // a row with no key yet
-            alpha[ps] = bump ? exp2(m_run[ps] - m_use) : 1.0;
-            rescale = rescale || bump;
-            float sum = 0.0;
-            [[unroll]] for (uint c = 0; c < CPL; c++) {
-                pv[ps][c] = exp2(pv[ps][c] - m_use);
-                sum += pv[ps][c];
-            }
-            if (FOLD == 0) {   // FOLD=1: lsum, beside P V
-                [[unroll]] for (uint off = 1; off < LPR; off *= 2) sum += subgroupShuffleXor(sum, off);
-                l_run[ps] = l_run[ps] * alpha[ps] + sum;
-            }
-            m_run[ps] = m_new;
-        }
-        // Whether any row of the subgroup moved its max (uniform: the rescale below
-        // is a cooperative operation).
-        any_rescale = subgroupAny(rescale);
-        sub_sync();                                // every S read before P overwrites it
-        if (slow) [[unroll]] for (uint ps = 0; ps < PASSES; ps++) {
-            const uint r = ps * RPP + lane / LPR;
-            [[unroll]] for (uint c8 = 0; c8 < CPL / 8; c8++) {
-                uvec4 v;
-                [[unroll]] for (uint h = 0; h < 4; h++)
-                    v[h] = pack_p(pv[ps][c8 * 8 + 2 * h], pv[ps][c8 * 8 + 2 * h + 1]);
-                sm[P_OFF + r * PROW + (part * CPL) / 8 + c8] = v;
-            }
-            if (any_rescale)
-                for (uint vi = part; vi < AROW; vi += LPR) sm[A_OFF + r * AROW + vi] = floatBitsToUint(vec4(alpha[ps]));
-            if (FOLD != 0 && any_rescale) {
-                // the rows' new max into their pieces (mf reloaded below)
-                m_fold[ps] = isinf(m_run[ps]) || isnan(m_run[ps]) ? 0.0 : m_run[ps];
-                if (part == 0) put_pieces(PIECE_OFF + r * FOLD_VECS, -m_fold[ps] / p.scale_log2);
-            }
-        }
-        if (FOLD != 0 && any_rescale) {
-            exact = true;
-            [[unroll]] for (uint ps = 0; ps < PASSES; ps++) exact = exact && m_fold[ps] == m_run[ps];
-        }
-        sub_sync();
-
+#include "attention_softmax_tiles.glsl"
         }
         if (!live) continue;
         // O = O * rescale + P V
