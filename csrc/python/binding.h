@@ -103,5 +103,7 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
 PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* {statistic name: value} of a pipeline's driver statistics. */
 PyObject *kernel_stats_dict(const hl_kernel_stats *ks);
+/* Device.info (device_info.c): the capability report, built on first read. */
+PyObject *Device_info(DeviceObject *self, void *closure);
 
 #endif
