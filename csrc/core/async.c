@@ -125,11 +125,7 @@ fail:
     return st;
 }
 
-void hl_async_close(hl_device *dev) {
-    if (dev->group_open) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
-        hl_error ignored;
-        hl_async_group_end(dev, &ignored);
-    }
+void hl_async_close(hl_device *dev) { /* an open group was submitted first (hl_device_destroy) */
     if (dev->timeline && dev->sem_pending) {
         /* best effort: work waiting for a CUDA signal that never comes is abandoned */
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
@@ -236,4 +232,27 @@ void hl_async_quiesce(hl_device *dev) {
                               .pValues = &dev->sem_pending};
     dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS);
     if (dev->n_retired) hl_async_collect(dev);
+}
+
+/* A scratch buffer of at least size bytes: the one given where it is large enough, else a
+ * new one, the old one kept until the open group's work is done (or waited for: an async
+ * submission may still use it). */
+hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
+    if (b->buffer && b->size >= size) return HL_OK;
+    if (b->buffer && dev->group_open) {
+        /* An operation recorded in the open group (not yet submitted) may use it:
+         * kept until the group's work is done. */
+        if (dev->n_retired == HL_RETIRED_MAX)
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                           "a scratch buffer grew more than %u times inside one group of operations", HL_RETIRED_MAX);
+        dev->retired[dev->n_retired++] = (struct hl_retired){*b, dev->group_signal};
+        memset(b, 0, sizeof *b);
+    } else if (b->buffer) {
+        hl_async_quiesce(dev); /* an async submission may still use it */
+    }
+    hl_buffer_destroy(dev, b);
+    /* Round up so that a sweep of growing shapes does not reallocate every call. */
+    VkDeviceSize rounded = size < 4096 ? 4096 : size + size / 8;
+    if (rounded > dev->caps.max_storage_buffer_range && size <= dev->caps.max_storage_buffer_range) rounded = size;
+    return hl_buffer_create(dev, rounded, host_visible, b, err);
 }

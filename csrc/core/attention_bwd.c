@@ -10,60 +10,6 @@
 
 #define SCALAR_THREADS 64u /* attention_bwd_scalar.comp: one row per invocation */
 
-hl_status hl_attn_bwd_variant_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in,
-                                    hl_error *err) {
-    return hl_attn_check(dev, v, d, in, 1, err);
-}
-
-/* Shared memory of one backward coop kernel (attention_bwd_common.glsl) streaming bc rows:
- * the two streamed tiles, then per subgroup an fp32 and a 16-bit tile side by side, or
- * with dS in registers (`compact`) only the fold's pieces and the tail's store tile, and
- * one ids tile; the dK/dV kernel also keeps the streamed rows' lse and delta (floats, and
- * with the fold their pieces as B fragments). */
-static uint32_t bwd_shared_bytes(const hl_attn_variant *v, uint32_t d, uint32_t bc, int compact, int dkdv, int fold) {
-    const uint32_t rq = v->wq * v->tm, tiles = 16u * 2u * bc * (d / 8 + 1);
-    if (compact) {
-        const uint32_t pieces = 2u * rq * (v->tk / 8), store = v->tm * (v->tn / 8);
-        return tiles + 16u * v->nsg * (pieces > store ? pieces : store) + 16u * v->tm * (v->tn / 4);
-    }
-    uint32_t bytes = tiles + 16u * v->nsg * (rq * (bc / 4 + 1) + rq * (bc / 8 + 1));
-    if (dkdv) bytes += 8u * bc + (fold ? 16u * 2u * bc * (v->tk / 8) : 0u);
-    return bytes;
-}
-
-/* The dQ kernel with a key tile of its own hands dS to dS K as A operands converted in
- * registers (attention_bwd_dq.comp's P_IN_REGISTERS build; its scratch compact, so 64-key
- * tiles fit at d=128): on a device with NV cooperative matrix 2's conversions, in a build
- * whose glslc had them, on a fragment shape with TN == TK, folded;
- * HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS=1 turns it off (the default then takes dS
- * through shared memory; a variant naming a dQ tile is refused). Where it pays: see
- * hl_attn_bwd_variant_default. */
-hl_status hl_attn_bwd_kernels_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_attn_bwd_kernels *k,
-                                 hl_error *err) {
-    int unfolded = 0, off = 0;
-    *k = (hl_attn_bwd_kernels){0};
-    hl_status st = hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_FOLD", &unfolded, err);
-    if (st == HL_OK) st = hl_env_flag("HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS", &off, err);
-    if (st != HL_OK) return st;
-    k->fold = !unfolded;
-    if (off)
-        k->dq_regs_why = "HELIOS_DISABLE_ATTENTION_BWD_DS_IN_REGISTERS unset";
-    else if (!k->fold)
-        k->dq_regs_why = "the folded statistics (HELIOS_DISABLE_ATTENTION_BWD_FOLD is set)";
-    else if (v->tn != v->tk)
-        k->dq_regs_why = "a fragment shape with TN == TK";
-    else if (!dev->caps.coop2_conversions || !HL_BUILT_GL_NV_COOPERATIVE_MATRIX2)
-        k->dq_regs_why = dev->caps.coop2_conversions
-                             ? "a build whose glslc has GL_NV_cooperative_matrix2"
-                             : "NV cooperative matrix 2's accumulator-to-operand conversions, which this device lacks";
-    k->dq_regs = v->path == HL_PATH_COOP && v->dq_bc && !k->dq_regs_why;
-    /* the dQ kernel's streamed tile, as its BC constant says (shaders/families.py) */
-    const uint32_t dq_bc = v->dq_bc ? v->dq_bc : v->bc;
-    k->dq_shared_bytes = bwd_shared_bytes(v, d, dq_bc, k->dq_regs, 0, k->fold);
-    k->dkdv_shared_bytes = bwd_shared_bytes(v, d, v->bc, 0, 1, k->fold);
-    return HL_OK;
-}
-
 /* Measured on the H100 (benchmarks/results/h100-attn-bwd-2ad617a, every backward
  * variant at 1x32x2048x128 causal and not, and 4x16x1024x64): 16x16x16 fragments,
  * four subgroups; two row tiles per subgroup at d <= 64 with 32-query tiles, one

@@ -138,23 +138,3 @@ void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     }
     memset(b, 0, sizeof *b);
 }
-
-hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
-    if (b->buffer && b->size >= size) return HL_OK;
-    if (b->buffer && dev->group_open) {
-        /* An operation recorded in the open group (not yet submitted) may use it:
-         * kept until the group's work is done. */
-        if (dev->n_retired == HL_RETIRED_MAX)
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                           "a scratch buffer grew more than %u times inside one group of operations", HL_RETIRED_MAX);
-        dev->retired[dev->n_retired++] = (struct hl_retired){*b, dev->group_signal};
-        memset(b, 0, sizeof *b);
-    } else if (b->buffer) {
-        hl_async_quiesce(dev); /* an async submission may still use it */
-    }
-    hl_buffer_destroy(dev, b);
-    /* Round up so that a sweep of growing shapes does not reallocate every call. */
-    VkDeviceSize rounded = size < 4096 ? 4096 : size + size / 8;
-    if (rounded > dev->caps.max_storage_buffer_range && size <= dev->caps.max_storage_buffer_range) rounded = size;
-    return hl_buffer_create(dev, rounded, host_visible, b, err);
-}

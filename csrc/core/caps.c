@@ -279,3 +279,16 @@ fail:
     free(props);
     return st;
 }
+
+/* Why bf16 products do not run on cooperative matrices here (NULL where they do). */
+const char *hl_bf16_coop_unavailable(const hl_device *dev) {
+    const hl_caps *c = &dev->caps;
+    if (dev->bf16_coop_enabled) return NULL;
+    if (!c->has_coop) return "the device has no usable cooperative matrices";
+    if (!dev->coop_enabled) return "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or disable_coop=True)";
+    if (!c->has_bf16) return "the device does not offer VK_KHR_shader_bfloat16";
+    if (!c->bf16_coop)
+        return "the device offers no bf16 x bf16 -> f32 subgroup cooperative matrix (or lacks shaderInt16)";
+    if (!HL_BUILT_GL_EXT_BFLOAT16) return "this build's glslc lacked GL_EXT_bfloat16 (rebuild with a newer glslc)";
+    return "they are disabled (HELIOS_DISABLE_BF16_COOP=1)";
+}

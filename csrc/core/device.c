@@ -248,38 +248,6 @@ fail:
     return st; /* partial objects are released by hl_device_destroy */
 }
 
-hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err) {
-    hl_status st = HL_OK;
-    if (!dev->ds_pool || count > dev->ds_capacity) {
-        /* Grow in powers of two; nothing from the old pool is in use (every
-         * submission has completed when the next one is recorded). */
-        uint32_t cap = dev->ds_capacity ? dev->ds_capacity : 8;
-        while (cap < count) cap *= 2;
-        if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
-        dev->ds_pool = VK_NULL_HANDLE;
-        dev->ds_capacity = 0;
-        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * cap};
-        VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                           .maxSets = cap,
-                                           .poolSizeCount = 1,
-                                           .pPoolSizes = &ps};
-        HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
-        dev->ds_capacity = cap;
-    } else {
-        HL_VK(vkResetDescriptorPool(dev->device, dev->ds_pool, 0));
-    }
-    for (uint32_t i = 0; i < count; i++) {
-        VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                            .descriptorPool = dev->ds_pool,
-                                            .descriptorSetCount = 1,
-                                            .pSetLayouts = &dev->ds_layout};
-        HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &out[i]));
-    }
-    return HL_OK;
-fail:
-    return st;
-}
-
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {
     hl_status st = HL_OK;
     VkPhysicalDevice *phys = NULL;
@@ -344,6 +312,10 @@ void hl_device_destroy(hl_device *dev) {
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
+        if (dev->group_open) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
+            hl_error ignored;
+            hl_async_group_end(dev, &ignored);
+        }
         hl_async_close(dev);
         hl_profile_close(dev);
         hl_cuda_detach(dev);
@@ -375,15 +347,4 @@ void hl_device_release_scratch(hl_device *dev) {
 const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
 
-const char *hl_bf16_coop_unavailable(const hl_device *dev) {
-    const hl_caps *c = &dev->caps;
-    if (dev->bf16_coop_enabled) return NULL;
-    if (!c->has_coop) return "the device has no usable cooperative matrices";
-    if (!dev->coop_enabled) return "cooperative matrices are disabled (HELIOS_DISABLE_COOP=1 or disable_coop=True)";
-    if (!c->has_bf16) return "the device does not offer VK_KHR_shader_bfloat16";
-    if (!c->bf16_coop)
-        return "the device offers no bf16 x bf16 -> f32 subgroup cooperative matrix (or lacks shaderInt16)";
-    if (!HL_BUILT_GL_EXT_BFLOAT16) return "this build's glslc lacked GL_EXT_bfloat16 (rebuild with a newer glslc)";
-    return "they are disabled (HELIOS_DISABLE_BF16_COOP=1)";
-}
 int hl_device_coop2_enabled(const hl_device *dev) { return dev->coop2_enabled; }

@@ -421,7 +421,22 @@ typedef struct hl_exec_timing {
 hl_status hl_exec_kernel(hl_device *dev, hl_operand *ops, uint32_t n, hl_record_fn record, const void *ctx,
                          const hl_exec_timing *timing, const char *variant, hl_run_info *info, hl_error *err);
 
-/* ---- attention variants, both directions (attention.c) -------------------- */
+/* ---- attention variants, both directions (attention_variant.c) ------------ */
+/* The forward keeps its softmax rows in registers at head dimensions up to this (and
+ * causal at any; attention_variant.c says where it was measured). */
+#define HL_ATTN_ROWS_MAX_HEAD_DIM 64u
+/* The forward kernel a coop variant runs at head dimension d: whether it folds each row's
+ * running max into its score product (`fold`), keeps its softmax rows in registers
+ * (`rows`: their accumulator layout, layout.c) and P too (`p_regs`). */
+typedef struct hl_attn_fwd_kernel {
+    int fold, p_regs;
+    const hl_rows_layout *rows;
+} hl_attn_fwd_kernel;
+hl_status hl_attn_fwd_kernel_of(const hl_device *dev, const hl_attn_variant *v, uint32_t d, int causal,
+                                hl_attn_fwd_kernel *k, hl_error *err);
+/* The shared memory the forward kernel of v declares at head dimension d (SHARED_BYTES). */
+hl_status hl_attn_fwd_shared_bytes(const hl_device *dev, const hl_attn_variant *v, uint32_t d, uint32_t *out,
+                                   hl_error *err);
 /* The device rules for a variant at head dimension d; backward: the backward
  * kernels' shared-memory budget and tile rules. */
 hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, int backward,
@@ -442,7 +457,7 @@ hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_a
 /* The layout's push-constant words (the shaders' nh, q_off, k_off, v_off; the row strides are spec
  * constants: hl_spec_env's qkv_rs and o_rs). */
 void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
-/* The backward kernels a coop variant runs (attention_bwd.c): whether they fold the rows'
+/* The backward kernels a coop variant runs: whether they fold the rows'
  * statistics into their products (HELIOS_DISABLE_ATTENTION_BWD_FOLD), and whether the dQ
  * kernel hands dS to dS K in registers with a compact scratch (a variant with a dQ key tile
  * of its own, dq_bc; `dq_regs_why` says why the device cannot, NULL when it can), and the

@@ -1,5 +1,7 @@
-/* pipeline.c — compute pipelines built lazily from embedded SPIR-V and cached
- * per (shader, specialization constants, required subgroup size). */
+/* pipeline.c — what a dispatch binds: compute pipelines built lazily from embedded
+ * SPIR-V and cached per (shader, specialization constants, required subgroup
+ * size), and the descriptor sets that hold its buffers. Below exec.c: nothing
+ * here records or submits work. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,4 +130,37 @@ void hl_pipelines_destroy(hl_device *dev) {
         p = next;
     }
     dev->pipelines = NULL;
+}
+
+/* count descriptor sets of the one layout, from a pool grown to fit (count 0: the pool only). */
+hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *out, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!dev->ds_pool || count > dev->ds_capacity) {
+        /* Grow in powers of two; nothing from the old pool is in use (every
+         * submission has completed when the next one is recorded). */
+        uint32_t cap = dev->ds_capacity ? dev->ds_capacity : 8;
+        while (cap < count) cap *= 2;
+        if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
+        dev->ds_pool = VK_NULL_HANDLE;
+        dev->ds_capacity = 0;
+        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * cap};
+        VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                           .maxSets = cap,
+                                           .poolSizeCount = 1,
+                                           .pPoolSizes = &ps};
+        HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ds_pool));
+        dev->ds_capacity = cap;
+    } else {
+        HL_VK(vkResetDescriptorPool(dev->device, dev->ds_pool, 0));
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                            .descriptorPool = dev->ds_pool,
+                                            .descriptorSetCount = 1,
+                                            .pSetLayouts = &dev->ds_layout};
+        HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &out[i]));
+    }
+    return HL_OK;
+fail:
+    return st;
 }
