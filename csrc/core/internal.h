@@ -5,6 +5,7 @@
 #define VK_NO_PROTOTYPES /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
 #include "grammar.h"
+#include "helios_attention.h"
 #include "helios_core.h"
 #include "vkfuncs.h"
 
@@ -321,6 +322,12 @@ const hl_coop_shape *hl_find_coop_shape(const hl_caps *c, uint32_t m, uint32_t n
  * variant past the device's limit, and the count the kernel checks itself against
  * (SHARED_BYTES). */
 uint32_t hl_coop_shared_bytes(const hl_variant *v);
+/* Coop tiles per subgroup (a side) that make the wide default's 64x64 subgroup block. */
+uint32_t hl_wide_tiles(uint32_t t);
+/* Preference among the device's coop shapes (higher first; measured, not assumed). */
+int hl_coop_shape_rank(const hl_coop_shape *s);
+/* The scalar fallback every device runs. */
+extern const hl_variant hl_scalar_variant;
 /* layout.c: probe every f16 -> f32 shape's layout (at open; failures are recorded, not
  * raised), and the probed layout of one (NULL: not probed). */
 void hl_rows_layouts_probe(hl_device *dev);
