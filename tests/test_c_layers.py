@@ -1,0 +1,111 @@
+"""The C core's files call each other without circles: a file's functions call
+only into files below it (read from the source: which file defines each non-static
+function, which other files call it). Pure source analysis: runs without a device."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[1] / "csrc" / "core"
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+# a function definition at the start of a line: return type, name, parameters, then its body
+_DEFINITION = re.compile(r"^(?!static\b)[A-Za-z_][\w \*]*?\b([a-z_]\w*)\s*\([^;{]*\)\s*\{", re.M)
+_STATIC = re.compile(r"^static\b[\w \*]*?\b([a-z_]\w*)\s*\(", re.M)  # a file's own: its calls stay inside
+
+
+def call_graph(sources: dict[str, str]) -> dict[str, dict[str, list[str]]]:
+    """{file: {file it calls: [functions]}} over the given {file name: C source}."""
+    text = {name: _COMMENT.sub("", src) for name, src in sources.items()}
+    defined: dict[str, str] = {}
+    for name, src in text.items():
+        for m in _DEFINITION.finditer(src):
+            defined.setdefault(m.group(1), name)
+    graph: dict[str, dict[str, list[str]]] = {name: {} for name in text}
+    for name, src in text.items():
+        own = set(_STATIC.findall(src))
+        for fn, home in defined.items():
+            if home != name and fn not in own and re.search(rf"\b{re.escape(fn)}\s*\(", src):
+                graph[name].setdefault(home, []).append(fn)
+    return graph
+
+
+def circles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected components with more than one file (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _explain(graph: dict[str, dict[str, list[str]]], comp: list[str]) -> str:
+    return "; ".join(f"{a} calls {b} ({', '.join(graph[a][b][:4])})" for a in comp for b in comp if b in graph[a])
+
+
+def test_the_core_has_no_call_circles():
+    graph = call_graph({p.name: p.read_text(encoding="utf-8") for p in sorted(CORE.glob("*.c"))})
+    assert len(graph) > 20 and sum(map(len, graph.values())) > 30  # the walk found the files and their calls
+    found = circles(graph)
+    assert not found, "C call circles: " + " | ".join(_explain(graph, c) for c in found)
+
+
+def test_the_walk_sees_a_planted_circle():
+    """It must be able to fail: two files that call each other are reported; a static
+    function of the same name, or a name in a comment, is no call."""
+    sources = {
+        "a.c": "int hl_a(void) { return hl_b(); }\n",
+        "b.c": "int hl_b(void) { return hl_c(); }\n",
+        "c.c": "int hl_c(void) { /* hl_a() */ return 0; }\nstatic int hl_a(void) { return 1; }\n",
+    }
+    graph = call_graph(sources)
+    assert graph["a.c"] == {"b.c": ["hl_b"]} and graph["b.c"] == {"c.c": ["hl_c"]} and graph["c.c"] == {}
+    assert circles(graph) == []
+    sources["c.c"] = "int hl_c(void) { return hl_a(); }\n"
+    assert circles(call_graph(sources)) == [["a.c", "b.c", "c.c"]]
+
+
+@pytest.mark.parametrize("limit", [500])
+def test_no_source_file_is_over_500_lines(limit):
+    """Small modules with one job each: Python, C and shaders (generated files are not in the tree)."""
+    root = CORE.parents[1]
+    files = [
+        *root.glob("python/helios/**/*.py"),
+        *root.glob("csrc/**/*.[ch]"),
+        *root.glob("shaders/*"),
+    ]
+    long = {
+        str(p.relative_to(root)): n for p in files if p.is_file() and (n := len(p.read_text().splitlines())) > limit
+    }
+    assert files and not long, f"files over {limit} lines: {long}"
