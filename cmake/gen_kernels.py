@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,21 @@ def check(t: Any) -> None:
                     raise SystemExit(f"families.py: family {fam.name!r} needs unknown compiler feature {v[2]!r}")
         if sum(s.local_size for s in fam.spec) > 1:
             raise SystemExit(f"families.py: family {fam.name!r} has two workgroup-size constants")
+    env = [n for names, _ in t.SPEC_ENV for n in names]
+    if len(set(env)) != len(env):
+        raise SystemExit("families.py: SPEC_ENV names a value twice")
+    read = set()
+    for fam in t.FAMILIES:
+        for s in fam.spec:
+            for name in re.findall(r"\be->(\w+)", s.value):
+                if name not in env:
+                    raise SystemExit(
+                        f"families.py: family {fam.name!r} constant {s.name} reads e->{name}, not in SPEC_ENV"
+                    )
+                read.add(name)
+    unread = [n for n in env if n not in read]
+    if unread:
+        raise SystemExit(f"families.py: SPEC_ENV declares {', '.join(unread)}, which no constant reads")
 
 
 def digest(files: list[Path]) -> str:
@@ -166,12 +182,10 @@ def gen_header(t: Any, have: dict[str, bool]) -> str:
             out.append(f"    {ctype} {name};" + (f" /* {comment} */" if comment else "") + "\n")
         out.append(f"}} {v.c_name};\n\n")
     out.append("/* The values a family's constant expressions read besides the variant. */\n")
-    out.append(
-        "typedef struct hl_spec_env {\n    uint32_t subgroup;\n    uint32_t epi, act, trans_a, trans_b, batched;\n"
-        "    uint32_t d, causal, lse, pass, fold;\n    uint32_t rows, rows_slots, rows_shift, rows_lanes; /* the forward's rows in registers (layout.c) */\n    uint32_t qkv_rs, o_rs; /* attention row layouts */\n    uint32_t iters; /* loop trip counts (the roof kernel) */\n"
-        "    uint32_t cols_per_thread, residual, rows_per_group; /* layernorm */\n"
-        "    uint32_t shared_bytes; /* the shared memory the C side counted for the kernel (SHARED_BYTES) */\n} hl_spec_env;\n\n"
-    )
+    out.append("typedef struct hl_spec_env {\n")
+    for names, comment in t.SPEC_ENV:
+        out.append(f"    uint32_t {', '.join(names)};" + (f" /* {comment} */" if comment else "") + "\n")
+    out.append("} hl_spec_env;\n\n")
     for fam in t.FAMILIES:
         up = c_ident(fam.name)
         out.append(f"/* ---- {fam.name}: {fam.doc} ({fam.source}) */\n")

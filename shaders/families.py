@@ -32,6 +32,24 @@ from kernel_types import (  # noqa: E402  (shaders/, beside this file)
     VariantStruct,
 )
 
+# The per-call values a family's constant expressions read besides the variant
+# (`e->name` in a Spec's value): the fields of the generated hl_spec_env, a line
+# of the struct each (names, comment). A constant that reads a name not here, or a
+# name no constant reads, fails the build (cmake/gen_kernels.py). A new per-call
+# constant: its name here, its Spec in the family, and its value where the call
+# fills hl_spec_env.
+SPEC_ENV = (
+    (("subgroup",), ""),
+    (("epi", "act", "trans_a", "trans_b", "batched"), ""),
+    (("d", "causal", "lse", "pass", "fold"), ""),
+    (("rows", "rows_slots", "rows_shift", "rows_lanes"), "the forward's rows in registers (layout.c)"),
+    (("qkv_rs", "o_rs"), "attention row layouts"),
+    (("iters",), "loop trip counts (the roof kernel)"),
+    (("cols_per_thread", "residual", "rows_per_group"), "layernorm"),
+    (("shared_bytes",), "the shared memory the C side counted for the kernel (SHARED_BYTES)"),
+)
+
+
 # Compiler features a permutation may need, each with the GLSL CMake compiles to
 # probe for it (a glslc that rejects the probe builds none of those permutations).
 COMPILER_FEATURES = {

@@ -154,6 +154,16 @@ def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
         ),
         ("skip=MIXED_16,", 'skip=((("in", "HL_F8"),),),', "skips unknown axis value in=HL_F8"),
         ('Spec("TN", "uint", "16", "v->tn"),', 'Spec("TM", "uint", "16", "v->tn"),', "names a constant twice"),
+        (
+            'Spec("ITERS", "uint", "1024", "e->iters"),',
+            'Spec("ITERS", "uint", "1024", "e->iter"),',
+            "reads e->iter, not in SPEC_ENV",
+        ),
+        (
+            '(("iters",), "loop trip counts (the roof kernel)"),',
+            '(("iters", "spare"), ""),',
+            "declares spare, which no constant reads",
+        ),
     ],
 )
 def test_a_table_mistake_fails_the_build_with_a_reason(tmp_path, old, new, message):

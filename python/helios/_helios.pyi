@@ -54,7 +54,37 @@ class Device:
     def telemetry(self) -> dict[str, Any]: ...
     def reset_telemetry(self) -> None: ...
     def empty_cache(self) -> None: ...
-    def _gemm(self, **fields: Any) -> tuple[np.ndarray, list[float], float, str]: ...
+    # One operation's keys (gemm.c's OP_KEYS), then the timing and ordering keys.
+    def _gemm(
+        self,
+        *,
+        a: Any,
+        b: Any,
+        m: int,
+        n: int,
+        k: int,
+        out_dtype: str = ...,
+        variant: Optional[str] = None,
+        batch: int = 1,
+        trans_a: bool = False,
+        trans_b: bool = False,
+        lda: int = ...,
+        ldb: int = ...,
+        stride_a: int = ...,
+        stride_b: int = ...,
+        bias: Any = None,
+        act: int = 0,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        c_in: Any = None,
+        out: Any = None,
+        in_dtype: str = ...,
+        wait_value: int = 0,
+        signal_value: int = 0,
+        warmup: int = 0,
+        iters: int = 0,
+        flush_bytes: int = 0,
+    ) -> tuple[np.ndarray, list[float], float, str]: ...
     def _chain(self, ops: Sequence[dict[str, Any]], warmup: int = 0, iters: int = 0) -> tuple[list[float], float]: ...
     def _attention(
         self,
@@ -84,8 +114,40 @@ class Device:
     def _host_wait(self, value: int, timeout_ns: int) -> None: ...
     def _group_begin(self, wait: int, signal: int) -> None: ...
     def _group_end(self) -> None: ...
-    def _layernorm(self, *args: Any, **kwargs: Any) -> None: ...
-    def _layernorm_backward(self, *args: Any, **kwargs: Any) -> None: ...
+    def _layernorm(
+        self,
+        x: Any,
+        gamma: Any,
+        beta: Any,
+        h: Any,
+        stats: Any,
+        rows: int,
+        d: int,
+        eps: float,
+        dtype: str,
+        r: Any = None,
+        x_out: Any = None,
+        *,
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
+    def _layernorm_backward(
+        self,
+        grad_h: Any,
+        x: Any,
+        stats: Any,
+        gamma: Any,
+        gx: Any,
+        gx16: Any,
+        partial: Any,
+        rows: int,
+        d: int,
+        dtype: str,
+        grad_res: Any = None,
+        *,
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
     def _semaphore_value(self) -> int: ...
     def _profile_start(self, capacity: int = 4096) -> None: ...
     def _profile_stop(self) -> tuple[list[tuple[str, float]], int]: ...
@@ -144,7 +206,7 @@ class Device:
     ) -> tuple[None, list[float], float, str]: ...
     def _attention_kernel_stats(
         self,
-        head_dim: int,
+        d: int,
         variant: Optional[str] = None,
         causal: bool = False,
         dtype: str = "float16",
@@ -152,9 +214,9 @@ class Device:
     ) -> dict[str, Any]: ...
     def _attention_variants(
         self,
-        head_dim: int,
+        d: int,
         variant: Optional[str] = None,
-        seq_kv: int = 0,
+        skv: int = 0,
         causal: bool = False,
         dtype: str = "float16",
         backward: bool = False,
