@@ -12,14 +12,14 @@ SDPA backend's backward), checked on sampled heads against float64."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from .._helios import attention_variant_fields
 from ..attention import random_qkv, reference_attention, reference_attention_backward
-from ..check import ATOL, RTOL, check_close, tolerances
+from ..check import check_close, tolerances
 from ..device import Device
 from ..flops import (
     attention_backward_bytes,
@@ -28,16 +28,24 @@ from ..flops import (
     attention_flops,
     tflops,
 )
-from ..launcher import launcher_info
 from ..matmul_timing import warmup_launches
 from ..roof import roof_fraction
 from .attention_refs import make_reference
 from .gpustate import low_clock, select_gpu, throttled
-from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
+from .protocol import (
+    ProtocolConfig,
+    Workload,
+    check_counts,
+    device_fields,
+    finish,
+    flush_bytes,
+    mark_ungated,
+    record_gate,
+    result_header,
+    run_rounds,
+)
 from .results import (
     BENCH_SCHEMA,
-    FLUSH_BYTES,
-    provenance,
     reference_fields,
 )
 from .stats import bootstrap_ratio_ci, summarize
@@ -93,26 +101,14 @@ def shape_label(shape: tuple[int, int, int, int], causal: bool, backward: bool =
 
 
 @dataclass
-class AttnBenchConfig:
+class AttnBenchConfig(ProtocolConfig):
+    """helios bench --workload=attention: the protocol's settings (dtype: Q, K, V and
+    O), the shapes, the mask, the SDPA backends and the direction."""
+
     shapes: list[tuple[int, int, int, int]]
     causal: bool = False
-    iters: int = 100
-    warmup: int = 10
-    warmup_ms: float = 200.0
-    variant: Optional[str] = None
-    check: bool = True
-    atol: float = ATOL
-    rtol: float = RTOL
-    repeats: int = 1
-    runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
-    flush_l2: bool = False
-    ref: str = "auto"  # auto, sdpa or numpy
-    backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")
-    seed: int = 0
-    device: Optional[int] = None
-    dtype: str = "float16"  # or bfloat16: Q, K, V and O
+    backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")  # ref: auto, sdpa or numpy
     backward: bool = False  # time dQ, dK, dV instead of O
-    command: list[str] = field(default_factory=list)
 
 
 def _sample_rows(s: int, seed: int) -> np.ndarray:
@@ -199,38 +195,24 @@ def run_attention_bench(
     if dt not in ("float16", "bfloat16"):
         raise ValueError(f"attention bench dtype {dt!r}: float16 or bfloat16")
     atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
-    result: dict = {
-        "schema": BENCH_SCHEMA,
-        "workload": WORKLOAD,
-        "status": "ok",
-        **provenance(),
-        "iters": cfg.iters,
-        "warmup": cfg.warmup,
-        "warmup_ms": cfg.warmup_ms,
-        "dtype": dt,
-        "atol": atol,
-        "rtol": rtol,
-        "causal": cfg.causal,
-        "backward": cfg.backward,
-        "repeats": cfg.repeats,
-        "runs": cfg.runs,
-        "flush_l2": cfg.flush_l2,
-        "seed": cfg.seed,
-        "command": cfg.command,
-        "environment": {
+    result = result_header(cfg, BENCH_SCHEMA, atol, rtol)
+    result.update(
+        workload=WORKLOAD,
+        causal=cfg.causal,
+        backward=cfg.backward,
+        environment={
             "dtype": dt,
             "tf32": False,
             "scale": "1/sqrt(d)",
             "layout": "(B, H, S, d) contiguous",
             "flops": "4*B*H*S^2*d (halved when causal)" + (" x 2.5 (backward)" if cfg.backward else ""),
         },
-        "launcher": launcher_info(),
-    }
+    )
     with Device(cfg.device) as dev:
         info = dict(dev.info)
         ref = make_reference(cfg.ref, info["uuid"])
         select_gpu(info["uuid"])
-        flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
+        flush = flush_bytes(cfg, info)
         result["flush_bytes"] = flush
         bwd = cfg.backward
         chosen = {

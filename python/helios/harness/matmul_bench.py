@@ -9,27 +9,35 @@ rows carry no speed numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
-from ..check import ATOL, RTOL, check_close, reference_matmul, tolerances
+from ..check import check_close, reference_matmul, tolerances
 from ..device import Device
 from ..flops import matmul_flops, tflops
-from ..launcher import launcher_info
 from ..matmul_timing import random_inputs, warmup_launches
 from ..roof import roof_fraction
 from .gpustate import low_clock, select_gpu, throttled
-from .protocol import Workload, check_counts, device_fields, finish, mark_ungated, record_gate, run_rounds
+from .protocol import (
+    ProtocolConfig,
+    Workload,
+    check_counts,
+    device_fields,
+    finish,
+    flush_bytes,
+    mark_ungated,
+    record_gate,
+    result_header,
+    run_rounds,
+)
 from .references import Reference, make_reference
 from .results import (
     BENCH_SCHEMA,
-    FLUSH_BYTES,
     fmt_ms,
     fmt_ratio,
     fmt_tflops,
-    provenance,
     reference_fields,
     reference_ms,
     reference_tflops,
@@ -41,24 +49,12 @@ ROW_CHECK_ROWS = 64  # timed shapes: this many random rows vs float64, + all fin
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(ProtocolConfig):
+    """helios bench (matmul): the protocol's settings and the shapes; ``variant``
+    None is the device default ("matmul" in the seeds)."""
+
     shapes: list[tuple[int, int, int]]
-    iters: int = 100
-    warmup: int = 10
-    dtype: str = "float16"
-    variant: Optional[str] = None  # None: the device default ("matmul" in the seeds)
-    check: bool = True
     check_shape: tuple[int, int, int] = (384, 384, 384)
-    atol: float = ATOL
-    rtol: float = RTOL
-    repeats: int = 1
-    runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
-    warmup_ms: float = 200.0  # and at least this much GPU work of warm-up
-    flush_l2: bool = False
-    ref: str = "auto"
-    seed: int = 0
-    device: Optional[int] = None
-    command: list[str] = field(default_factory=list)
 
 
 def _row_check(out: np.ndarray, a: np.ndarray, b: np.ndarray, atol: float, rtol: float, seed: int) -> dict:
@@ -85,33 +81,15 @@ def run_bench(
     check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
     dt = cfg.dtype
     atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
-    flush = 0
-    result: dict = {
-        "schema": BENCH_SCHEMA,
-        "status": "ok",
-        **provenance(),
-        "iters": cfg.iters,
-        "warmup": cfg.warmup,
-        "warmup_ms": cfg.warmup_ms,
-        "dtype": cfg.dtype,
-        "out_dtype": cfg.dtype,
-        "atol": atol,
-        "rtol": rtol,
-        "repeats": cfg.repeats,
-        "runs": cfg.runs,
-        "flush_l2": cfg.flush_l2,
-        "seed": cfg.seed,
-        "command": cfg.command,
-        "launcher": launcher_info(),  # rank, local rank, world size under Slurm / torchrun / mpirun
-    }
+    result = result_header(cfg, BENCH_SCHEMA, atol, rtol)
+    result["out_dtype"] = cfg.dtype
     with Device(cfg.device) as dev:
         info = dict(dev.info)
         # The reference and the GPU state follow the Vulkan device's UUID, never
         # an index (CUDA's, NVML's and Vulkan's orders differ).
         ref = make_reference(cfg.ref, info["uuid"])
         select_gpu(info["uuid"])
-        if cfg.flush_l2:  # capped where a device cannot hold that much in one buffer
-            flush = min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4)
+        flush = flush_bytes(cfg, info)
         result["flush_bytes"] = flush
         # Per shape: the given variant, else the tuned pick or the default for the shape.
         chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant, dtype=dt) for shape in cfg.shapes}

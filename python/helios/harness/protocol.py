@@ -15,11 +15,14 @@ rounds the one way every result file documents:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional, Sequence
 
+from ..check import ATOL, RTOL
+from ..launcher import launcher_info
 from .gpustate import describe_ramp, gpu_state, ramp_clocks
 from .progress import Progress
+from .results import FLUSH_BYTES, provenance
 
 INTERRUPTED = "interrupted (Ctrl-C): the rows hold the rounds completed before it"
 
@@ -45,6 +48,56 @@ DEVICE_FIELDS = (
     "luid",
     "pci_bus_id",
 )
+
+
+@dataclass(kw_only=True)
+class ProtocolConfig:
+    """What the protocol takes, whatever the workload (each workload's config adds
+    its shapes and its own choices)."""
+
+    iters: int = 100
+    warmup: int = 10
+    warmup_ms: float = 200.0  # and at least this much GPU work of warm-up
+    dtype: str = "float16"  # the inputs' (and outputs') type: float16 or bfloat16
+    variant: Optional[str] = None  # None: the device's pick per shape
+    check: bool = True
+    atol: float = ATOL
+    rtol: float = RTOL
+    repeats: int = 1
+    runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
+    flush_l2: bool = False
+    ref: str = "auto"
+    seed: int = 0
+    device: Optional[int] = None
+    command: list[str] = field(default_factory=list)
+
+
+def result_header(cfg: ProtocolConfig, schema: str, atol: float, rtol: float) -> dict:
+    """The fields every result file opens with: schema, status, provenance and the
+    protocol's settings (atol and rtol as resolved for the dtype)."""
+    return {
+        "schema": schema,
+        "status": "ok",
+        **provenance(),
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "warmup_ms": cfg.warmup_ms,
+        "dtype": cfg.dtype,
+        "atol": atol,
+        "rtol": rtol,
+        "repeats": cfg.repeats,
+        "runs": cfg.runs,
+        "flush_l2": cfg.flush_l2,
+        "seed": cfg.seed,
+        "command": cfg.command,
+        "launcher": launcher_info(),  # rank, local rank, world size under Slurm / torchrun / mpirun
+    }
+
+
+def flush_bytes(cfg: ProtocolConfig, info: dict) -> int:
+    """Bytes overwritten before each sample with --flush-l2 (capped where a device
+    cannot hold that much in one buffer); 0 without it."""
+    return min(FLUSH_BYTES, info["max_storage_buffer_range"] // 4 * 4) if cfg.flush_l2 else 0
 
 
 def device_fields(info: dict) -> dict:
