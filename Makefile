@@ -10,6 +10,7 @@ test-full: ## every test over every variant the device lists (on a GPU: minutes;
 	tools/dev sh -c '$(PYTEST) -n auto --dist loadgroup -m "not timing" --full && $(PYTEST) -m timing --full'
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
 	tools/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json --force
+	@echo "make bench: helios runs inside the development box: tools/dev helios ... (not on the host's PATH)" >&2
 asan:   ## the suite with the C core under AddressSanitizer and UBSan
 	HELIOS_ASAN=1 tools/dev python3 -m pytest -q -rs -p no:cacheprovider
 info:

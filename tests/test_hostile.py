@@ -147,6 +147,22 @@ def test_out_targets_are_probed_before_any_work(out, capsys):
     assert "--out" in err and "Traceback" not in err
 
 
+def test_out_outside_the_dev_boxs_shared_folders_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """Inside tools/dev only the checkout and /tmp reach the host (HELIOS_DEV_SHARED): a
+    result file elsewhere would land inside the box, invisible; refused, nothing created."""
+    monkeypatch.setenv("HELIOS_DEV_SHARED", f"{tmp_path / 'checkout'}:{tmp_path / 'tmp'}")
+    target = tmp_path / "elsewhere" / "dir" / "x.json"
+    assert main(["bench", "--shapes=16x16x16", "--iters=1", "--warmup=0", f"--out={target}"]) == 2
+    err = capsys.readouterr().err
+    assert "development box" in err and str(tmp_path / "checkout") in err and "Traceback" not in err
+    assert not (tmp_path / "elsewhere").exists()
+    inside = tmp_path / "tmp" / "x.json"
+    from helios.cli.common import check_shared
+
+    check_shared(inside, "--out")  # under a shared folder: accepted
+    check_shared(tmp_path / "checkout", "--out")
+
+
 @FAST
 @given(st.text(alphabet="{}abc_.x0/", max_size=24))
 def test_out_templates_substitute_text_only(template):

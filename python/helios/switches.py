@@ -170,6 +170,13 @@ SWITCHES: tuple[Switch, ...] = (
         "(default: `cache` beside the root), so a rebuilt root keeps them.",
     ),
     Switch("HELIOS_DEV_QUIET", "development", "1", "tools/dev says less on stderr."),
+    Switch(
+        "HELIOS_DEV_SHARED",
+        "development",
+        "paths, colon-separated",
+        "Set by tools/dev: the host folders the root shares (the checkout and /tmp); helios refuses an output "
+        "path elsewhere, before any work (the host would not see it).",
+    ),
     Switch("HELIOS_WHEEL_LINKS", "development", "directory", "Extra wheels the wheel build and check install from."),
     Switch("HELIOS_WHEEL_TOOLS", "development", "directory", "Where the wheel build keeps auditwheel and its tools."),
     Switch("HELIOS_NOTEBOOK_QUICK", "development", "1", "The notebook generator's small, fast variant."),

@@ -126,6 +126,7 @@ def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
             f"markdown table is written beside it as .md"
         )
     md = p.with_suffix(".md")
+    check_shared(p, "--out")
     for q in (p, md):
         try:
             if q.is_dir():
@@ -144,11 +145,29 @@ def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
     return p, md
 
 
+def check_shared(path: Path, flag: str) -> None:
+    """Inside the development box (tools/dev sets HELIOS_DEV_SHARED to the host
+    folders it shares: the checkout and /tmp), a file written anywhere else would
+    stay inside the box, invisible from the host: refused, before any work."""
+    shared = [s for s in os.environ.get("HELIOS_DEV_SHARED", "").split(os.pathsep) if s]
+    if not shared:
+        return
+    where = os.path.abspath(path)
+    if any(where == s or where.startswith(s.rstrip("/") + "/") for s in shared):
+        return
+    raise UsageError(
+        f"{flag} {str(path)!r}: this runs inside the development box (tools/dev), which shares only "
+        f"{' and '.join(shared)} with the host; a file written at {where} would stay inside the box. "
+        "Write under one of those"
+    )
+
+
 def probe_writable(path: Path, flag: str) -> None:
     """UsageError unless `path` can be created or replaced: not a directory, a
     parent that exists or can be made, and a file of that name can be created
     beside it (a /proc path, a name too long or a read-only place fail here,
     before any work)."""
+    check_shared(path, flag)
     parent = path.parent if str(path.parent) else Path(".")
     try:
         if path.is_dir():
