@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helios.cli import main
+from helios.cli import build_parser, main
 from helios.harness.shapes import parse_shapes
 
 
@@ -150,3 +150,22 @@ def test_a_closed_stdout_is_exit_141_with_no_message(argv):
     finally:
         os.close(w)
     assert p.returncode == 141 and p.stderr.decode().strip() == "", (p.returncode, p.stderr.decode()[-500:])
+
+
+def test_the_device_flag_also_follows_the_command(capsys):
+    """`helios bench --device 5` used to fail as ambiguous (--devices, --devices-serial):
+    after the command it is the top-level --device (here an index this machine lacks)."""
+    assert main(["bench", "--device", "5", "--shapes=16x16x16", "--iters=1", "--warmup=0"]) == 2
+    err = capsys.readouterr().err
+    assert "ambiguous" not in err and "device index 5 out of range" in err
+    args = build_parser().parse_args(["--device", "3", "info"])
+    assert args.device == 3  # given before the command only: kept
+    assert build_parser().parse_args(["info", "--device", "2"]).device == 2
+
+
+def test_an_unknown_flag_after_a_command_shows_that_commands_usage(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "--bogus", "a.json", "b.json"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: helios compare" in err and "unrecognized arguments: --bogus" in err

@@ -354,7 +354,9 @@ def test_internal_error_is_one_line_and_exit_2(monkeypatch, capsys):
 
     args = build_parser().parse_args(["info"])
     args.func = boom
-    monkeypatch.setattr("helios.cli.build_parser", lambda: type("P", (), {"parse_args": lambda s, a: args})())
+    monkeypatch.setattr(
+        "helios.cli.build_parser", lambda: type("P", (), {"parse_known_args": lambda s, a: (args, [])})()
+    )
     assert main(["info"]) == 2
     err = capsys.readouterr().err
     assert "internal error" in err and "KeyError" in err and "Traceback" not in err

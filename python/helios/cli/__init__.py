@@ -39,7 +39,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in (info, timing, bench, compare, check, tune, suite, report, roof, ci):
         command.register(sub)
+    for name, sp in sub.choices.items():
+        if not any("--device" in a.option_strings for a in sp._actions):
+            # The device flag also after the command (`helios bench --device 1`), as users
+            # type it; SUPPRESS: given only before the command, the top-level value stands.
+            sp.add_argument(
+                "--device",
+                type=int,
+                default=argparse.SUPPRESS,
+                help="Vulkan device index, as `helios --device=i "
+                + name
+                + "` (default: HELIOS_DEVICE, else the best GPU)",
+            )
     return p
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """parse_args, except that an unknown flag after a command is reported with that
+    command's usage (argparse's own reports it with the top-level usage)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -47,7 +69,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     line on stderr naming the command; a traceback only with --debug or
     HELIOS_DEBUG=1."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     args.argv = list(argv) if argv is not None else None
     where = f"helios {args.command}"
     try:
