@@ -43,3 +43,22 @@ def test_notebook_executes_headless(device, tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 3
+
+
+def test_running_the_notebook_leaves_the_committed_one_alone():
+    """tools/run_notebook.py used to write the outputs into the committed notebook unless
+    --out was given: by default it now writes build/notebooks/<name>."""
+    pytest.importorskip("nbformat", reason="nbformat not installed (the notebook extra)")
+    pytest.importorskip("nbclient", reason="nbclient not installed (the notebook extra)")
+    from tools.run_notebook import target
+
+    assert target(NB, None, False) == os.path.join("build", "notebooks", "explore.ipynb")
+    assert target(NB, None, True) == NB and target(NB, "x.ipynb", False) == "x.ipynb"
+
+
+def test_the_benchmark_store_is_ignored():
+    """The README's --benchmark-save advice makes .benchmarks/ in the checkout: git ignores it."""
+    r = subprocess.run(["git", "check-ignore", "-q", ".benchmarks/x.json"], cwd=ROOT)
+    if r.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert r.returncode == 0

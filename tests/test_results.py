@@ -316,3 +316,30 @@ def test_shape_flops_reads_every_label():
     for bad in ("2x3x128x64-sideways", "12", "axbxc"):
         with pytest.raises(ValueError):
             shape_flops(bad)
+
+
+def test_rates_keep_significant_digits():
+    """A CPU device's figures (0.0123 TF/s, 0.4 GB/s) read as numbers, not 0.0 or 0."""
+    from helios.harness.results import fmt_rate, fmt_tflops
+
+    assert fmt_rate(0.01234) == "0.0123" and fmt_rate(0.4) == "0.4" and fmt_rate(12.345) == "12.3"
+    assert fmt_rate(312.44) == "312.4" and fmt_rate(None) == "-" and fmt_tflops is fmt_rate
+
+
+def test_the_attention_table_shows_a_small_bandwidth():
+    from helios.harness.attention_report import attention_markdown
+
+    row = {
+        "shape": "1x1x16x16",
+        "heliosMs": 0.5,
+        "heliosTflops": 0.0001,
+        "backends": {},
+        "cudaBackend": None,
+        "valid": True,
+        "throttled": False,
+        "variant": "fa-scalar",
+        "helios": {"bandwidth_gbs": 0.0262, "queries_per_s": 32000.0, "p95_ms": 0.6, "p99_ms": 0.7},
+    }
+    doc = {"status": "ok", "rows": [row], "backends": [], "iters": 1, "repeats": 1, "environment": {"flops": "x"}}
+    table = attention_markdown(doc)
+    assert "| 0.0262 |" in table and "| 0.0001 |" in table

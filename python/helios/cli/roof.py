@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from ..harness.results import fmt_rate
 from .common import open_device, positive_int
 
 
@@ -25,7 +26,7 @@ def cmd_roof(args: argparse.Namespace) -> int:
     print(f"MMA roof on {result['device']} (register-only loop, GPU timestamps, {args.reps} dispatches each)")
     print(f"{'shape':>10} {'acc':>4} {'TF/s median':>12} {'TF/s best':>10}")
     for r in rows:
-        print(f"{r['shape']:>10} {r['acc']:>4} {r['tflops']:12.1f} {r['tflops_max']:10.1f}")
+        print(f"{r['shape']:>10} {r['acc']:>4} {fmt_rate(r['tflops']):>12} {fmt_rate(r['tflops_max']):>10}")
     if "cache" in result:
         print(f"stored in {result['cache']} (helios bench rows report their fraction of it)")
     return 0

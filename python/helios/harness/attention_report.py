@@ -3,7 +3,7 @@ SDPA backend beside them)."""
 
 from __future__ import annotations
 
-from .results import fmt_ms, fmt_ratio, fmt_tflops, reference_ms
+from .results import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, reference_ms
 
 
 def attention_markdown(result: dict) -> str:
@@ -44,7 +44,7 @@ def attention_markdown(result: dict) -> str:
         lines.append(
             f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
             + " | ".join(cells)
-            + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {f(hh['bandwidth_gbs']).split('.')[0]} | "
+            + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {fmt_rate(hh['bandwidth_gbs'])} | "
             f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |"
         )
     if result.get("rows"):

@@ -139,11 +139,15 @@ def fmt_ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def fmt_tflops(x: Optional[float]) -> str:
-    """TFLOP/s in tables: 3 significant digits, so small shapes on a CPU device read 0.0123, not 0.0."""
+def fmt_rate(x: Optional[float]) -> str:
+    """A rate in tables (TFLOP/s, GB/s): 3 significant digits, so small shapes on a CPU
+    device read 0.0123, not 0.0; one decimal from 100 up."""
     if x is None:
         return "-"
     return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
+fmt_tflops = fmt_rate  # TFLOP/s
 
 
 def fmt_ratio(x: Optional[float]) -> str:
