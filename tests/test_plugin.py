@@ -53,3 +53,25 @@ def test_a_users_suite_gets_fixtures_markers_and_the_helper(tmp_path, device):
     else:
         assert "1 failed" in out
     assert "markers" not in r.stderr.lower() or "PytestUnknownMarkWarning" not in out
+
+
+def test_the_fixtures_document_themselves(tmp_path):
+    """`pytest --fixtures` in a user's suite says what each Helios fixture gives (they had no
+    docstrings: the listing said nothing)."""
+    (tmp_path / "test_user.py").write_text("def test_x():\n    pass\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--fixtures", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    out = r.stdout
+    for name, words in (
+        ("helios_device", "for the\n    whole session"),
+        ("helios_cuda_reference", "matched by UUID"),
+        ("helios_assert_close", "NaN or Inf failing"),
+    ):
+        assert name in out, out[-3000:]
+        block = out[out.index(name) :][:600]
+        assert " ".join(words.split()) in " ".join(block.split()), block

@@ -70,6 +70,8 @@ def pytest_runtest_setup(item: Any) -> None:
 
 @pytest.fixture(scope="session")
 def helios_device() -> Iterator[helios.Device]:
+    """One helios.Device (the default device: HELIOS_DEVICE, else the best GPU) for the
+    whole session, closed at its end; the test is skipped, saying why, without one."""
     try:
         dev = helios.Device()
     except helios.NoDeviceError as e:
@@ -80,6 +82,9 @@ def helios_device() -> Iterator[helios.Device]:
 
 @pytest.fixture(scope="session")
 def helios_cuda_reference(helios_device: helios.Device) -> Any:
+    """The CUDA reference on the GPU helios_device runs on (torch.cuda, else the cuBLASLt
+    module; matched by UUID, never by index): ``.matmul(a, b)`` and its metadata. The
+    test is skipped, saying why, where there is none (lavapipe, no torch.cuda)."""
     from .references import make_reference
 
     try:
@@ -93,4 +98,7 @@ def helios_cuda_reference(helios_device: helios.Device) -> Any:
 
 @pytest.fixture
 def helios_assert_close() -> Any:
+    """helios.assert_close(result, ref, atol=, rtol=): the gate every Helios number passes,
+    |result - ref| <= atol + rtol * |ref| elementwise, NaN or Inf failing; raises
+    AssertionError naming the worst element."""
     return helios.assert_close
