@@ -236,3 +236,20 @@ def test_commit_line_formats():
         )
         == "perf: tile change (L4: 2048 2->1.8 -10.0%, 4096x1024x512 1->1 +0.0%)"
     )
+
+
+def test_the_table_agrees_with_itself():
+    """Three runs of two rounds a side whose runs differ (a noisy device): the shown old and
+    new ms, the change and the runs x rounds column must agree (they used to show the median
+    of all rounds beside a change between run means, and runs x all rounds: '3x6')."""
+    from helios.harness.compare import table
+
+    old = fake_result({"128x128x128": [[1.0], [1.02], [0.70], [0.71], [0.76], [0.77]]}, runs=[0, 0, 1, 1, 2, 2])
+    new = fake_result({"128x128x128": [[0.66], [0.67], [0.72], [0.73], [0.75], [0.76]]}, runs=[0, 0, 1, 1, 2, 2])
+    (v,) = compare([old], [new])
+    row = next(line for line in table([v]).splitlines() if line.startswith("| 128x128x128"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    old_ms, new_ms, change = float(cells[1]), float(cells[2]), float(cells[3].rstrip("%"))
+    assert change == pytest.approx((new_ms / old_ms - 1) * 100, abs=0.02)
+    assert cells[6] == "3x2 / 3x2"
+    assert "geometric mean" in table([v])

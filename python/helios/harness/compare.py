@@ -299,7 +299,11 @@ def compare(
             # With one run a side the between-run noise was assumed (--run-noise), not
             # measured: a verdict that could fail CI needs it measured (--runs 3).
             verdict = "INCONCLUSIVE"
-        out.append(ShapeVerdict(shape, o.median_ms, n.median_ms, ratio, ci, p, mde, o, n, verdict, assumed))
+        # The times shown are the centres the change compares (exp of each side's level:
+        # the geometric mean over runs of a run's round medians), so that old, new and the
+        # change agree; a plain median of all rounds can sit far from them on a noisy device.
+        old_ms, new_ms = math.exp(o.level), math.exp(n.level)
+        out.append(ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed))
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
     return out
@@ -335,6 +339,19 @@ def _cv(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 100:.1f}%"
 
 
+def _runs_rounds(side: SideNoise) -> str:
+    """'3x2': three runs of two rounds each; '3 runs, 7 rounds' where runs differ."""
+    if side.rounds % side.runs == 0:
+        return f"{side.runs}x{side.rounds // side.runs}"
+    return f"{side.runs} runs, {side.rounds} rounds"
+
+
+TABLE_NOTE = (
+    "old / new ms: each side's centre, the geometric mean over its runs of each run's mean round "
+    "median (what the change compares); runs x rounds: runs, and rounds in each run."
+)
+
+
 def table(verdicts: list[ShapeVerdict]) -> str:
     lines = [
         "| shape | old ms | new ms | change | ratio 95% CI | p | runs x rounds old / new "
@@ -354,8 +371,8 @@ def table(verdicts: list[ShapeVerdict]) -> str:
         lines.append(
             f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
             f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
-            f"{v.old.runs}x{v.old.rounds} / {v.new.runs}x{v.new.rounds} | "
+            f"{_runs_rounds(v.old)} / {_runs_rounds(v.new)} | "
             f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
             f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + ["", TABLE_NOTE])
