@@ -52,6 +52,19 @@ def test_summary_flags_the_slow_gpu():
     assert "outliers: g3" in fleet_markdown(s)
 
 
+def test_a_numpy_reference_is_never_labelled_cuda():
+    """The fleet table's reference column held NumPy times under "cuda ms": it names the
+    reference, and cuda_ms stays null unless the reference ran on CUDA."""
+    res = fake_result({"64x64x64": [[1.0, 1.0]]})
+    res["reference"] = "numpy"
+    res["rows"][0].update(referenceMs=3.0, cudaMs=None)
+    s = summarize([res], ["cpu0"])
+    g = s["shapes"][0]["gpus"][0]
+    assert g["cuda_ms"] is None and g["reference_ms"] == 3.0 and g["reference"] == "numpy"
+    table = fleet_markdown(s)
+    assert "cuda ms" not in table and "3.0000 (numpy)" in table
+
+
 def test_launcher_env(monkeypatch):
     for v in (
         "SLURM_LOCALID",

@@ -37,3 +37,34 @@ def test_shell_command_parses(line, argv):
         build_parser().parse_args(argv)
     except SystemExit as e:
         pytest.fail(f"README.md line {line}: `helios {' '.join(argv)}` does not parse (exit {e.code})")
+
+
+def test_the_readmes_jq_one_liners_do_what_it_says(device, tmp_path):
+    """The seeds' one-liner reads cudaMs (null without CUDA: it stops at the division, as the
+    README says); the README's other one-liner works on any reference."""
+    import json
+    import re
+    import shutil
+    import subprocess
+
+    from helios.cli import main
+
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed here")
+    text = walk.README.read_text()
+    lines = re.findall(r"`(jq -r '[^`]*' FILE\.json)`", text)
+    assert len(lines) == 2, lines
+    out = tmp_path / "b.json"
+    assert main(["bench", "--shapes=16x16x16", "--iters=2", "--warmup=0", "--ref=numpy", f"--out={out}"]) == 0
+    doc = json.loads(out.read_text())
+    runs = [
+        subprocess.run(["sh", "-c", cmd.replace("FILE.json", str(out))], capture_output=True, text=True)
+        for cmd in lines
+    ]
+    seeds, anyref = runs
+    assert seeds.returncode != 0 and "null" in seeds.stderr  # cudaMs is null on a NumPy reference
+    assert anyref.returncode == 0, anyref.stderr
+    row = doc["rows"][0]
+    assert anyref.stdout.strip().startswith(
+        f"16x16x16,helios_ms={row['heliosMs']},numpy_ms={row['referenceMs']},ratio="
+    )

@@ -427,7 +427,10 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
         "heliosMs": hmed if valid else None,
         "heliosTflops": tflops(flops, hmed) if valid else None,
         **reference_fields(ref.is_cuda, cuda_ms, flops),
-        "cudaBackend": best,
+        # the seeds' cudaBackend only where the reference ran on CUDA (null for NumPy, whose
+        # time is never labelled CUDA); referenceBackend always
+        "cudaBackend": best if ref.is_cuda else None,
+        "referenceBackend": best,
         "speedup": cuda_ms / hmed if valid and cuda_ms else None,
         "speedup_ci95": list(ci) if ci else None,
         "valid": valid,

@@ -44,7 +44,7 @@ def attention_markdown(result: dict) -> str:
         lines.append(
             f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
             + " | ".join(cells)
-            + f" | {r['cudaBackend'] or '-'} | {fmt_ratio(ratio)} | {fmt_rate(hh['bandwidth_gbs'])} | "
+            + f" | {r.get('referenceBackend', r.get('cudaBackend')) or '-'} | {fmt_ratio(ratio)} | {fmt_rate(hh['bandwidth_gbs'])} | "
             f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |"
         )
     if result.get("rows"):

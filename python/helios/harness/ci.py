@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .compare import NOISE, CompareError, ShapeVerdict, compare, load
+from .compare import NOISE, CompareError, ShapeVerdict, compare, load, same_reason
 from .history import append_history, device_fields
 
 CI_SCHEMA = "helios-ci/1"
@@ -387,6 +387,7 @@ def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:
         "mde_pct": v.mde * 100,
         "noise_floor_pct": noise_floor(v.shape, device_type) * 100,
         "verdict": v.verdict,
+        "verdict_reason": same_reason(v).strip(" ()") if v.verdict == "SAME" else "",
         "runs": [v.old.runs, v.new.runs],
         "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
     }
@@ -459,7 +460,7 @@ def comment(rec: dict) -> str:
             roof = v.get("roof_fraction")
             lines.append(
                 f"| {v['shape']} | {_ms(v['base_ms'])} | {_ms(v['head_ms'])} | {v['change_pct']:+.1f}% "
-                f"({lo:+.1f}..{hi:+.1f}) | {v['verdict']} | "
+                f"({lo:+.1f}..{hi:+.1f}) | {v['verdict']}{f' ({r})' if (r := v.get('verdict_reason')) else ''} | "
                 f"{'-' if vs_cuda is None else f'{1 / vs_cuda:.2f}x CUDA time'} | "
                 f"{'-' if roof is None else f'{roof * 100:.0f}%'} |"
             )

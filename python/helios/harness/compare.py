@@ -82,6 +82,7 @@ class ShapeVerdict:
     new: SideNoise
     verdict: str
     assumed_noise: bool = False  # a side had one run: its run-to-run noise was assumed, not measured
+    floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
 
     @property
     def pct(self) -> float:
@@ -303,7 +304,7 @@ def compare(
         # the geometric mean over runs of a run's round medians), so that old, new and the
         # change agree; a plain median of all rounds can sit far from them on a noisy device.
         old_ms, new_ms = math.exp(o.level), math.exp(n.level)
-        out.append(ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed))
+        out.append(ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor))
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
     return out
@@ -339,6 +340,14 @@ def _cv(x: float) -> str:
     return "-" if math.isnan(x) else f"{x * 100:.1f}%"
 
 
+def same_reason(v: ShapeVerdict) -> str:
+    """Why a change is SAME: inside the noise floor it was judged with (say which: 30% on a
+    CPU device reads very differently from 2%), or below what this noise could detect."""
+    if abs(v.pct) <= v.floor * 100:
+        return f" (within the {v.floor:.0%} noise floor)"
+    return f" (< MDE {v.mde:.1%} at this noise)"
+
+
 def _runs_rounds(side: SideNoise) -> str:
     """'3x2': three runs of two rounds each; '3 runs, 7 rounds' where runs differ."""
     if side.rounds % side.runs == 0:
@@ -360,14 +369,10 @@ def table(verdicts: list[ShapeVerdict]) -> str:
     ]
     for v in verdicts:
         why = ""
-        if v.verdict == "INCONCLUSIVE" and v.assumed_noise and abs(v.pct) > NOISE * 100:
+        if v.verdict == "INCONCLUSIVE" and v.assumed_noise and abs(v.pct) > v.floor * 100:
             why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
         elif v.verdict == "SAME":
-            why = (
-                f" (within the {NOISE:.0%} floor)"
-                if abs(v.pct) <= NOISE * 100
-                else f" (< MDE {v.mde:.1%} at this noise)"
-            )
+            why = same_reason(v)
         lines.append(
             f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
             f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "

@@ -135,7 +135,11 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
                     "gpu": label,
                     "uuid": res.get("helios", {}).get("uuid"),
                     "helios_ms": row["heliosMs"],
-                    "cuda_ms": reference_ms(row),
+                    # the reference's time, and which reference it is (a NumPy time is never
+                    # shown as CUDA's); cuda_ms only where it ran on CUDA
+                    "reference": res.get("reference"),
+                    "reference_ms": reference_ms(row),
+                    "cuda_ms": row.get("cudaMs"),
                     "ratio": (row["heliosMs"] / reference_ms(row)) if reference_ms(row) else None,
                     "throttled": row.get("throttled"),
                     "low_clock": row.get("low_clock"),
@@ -166,7 +170,7 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
 
 def fleet_markdown(summary: dict) -> str:
     lines = [
-        "| shape | GPU | helios ms | cuda ms | ratio | vs peers | SM MHz | power W | throttle |",
+        "| shape | GPU | helios ms | reference ms | ratio | vs peers | SM MHz | power W | throttle |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary["shapes"]:
@@ -176,7 +180,8 @@ def fleet_markdown(summary: dict) -> str:
             if g.get("change_vs_peers_pct") is not None:
                 vs = f"{vs} ({g['change_vs_peers_pct']:+.1f}%)"
             ratio = f"{g['ratio']:.2f}" if g["ratio"] else "-"
-            cuda = f"{g['cuda_ms']:.4f}" if g["cuda_ms"] else "-"
+            ref_ms = g.get("reference_ms", g.get("cuda_ms"))
+            cuda = f"{ref_ms:.4f} ({g.get('reference') or 'cuda'})" if ref_ms else "-"
             lines.append(
                 f"| {s['shape']} | {g['gpu']} | {g['helios_ms']:.4f} | {cuda} | {ratio} | {vs} | "
                 f"{st.get('sm_clock_mhz') or '-'} | {st.get('power_w') or '-'} | "
