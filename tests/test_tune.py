@@ -5,6 +5,7 @@ never chosen (on a synthetic device whose fastest variant is wrong)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -344,3 +345,17 @@ def test_check_shapes_reach_the_unchecked_loop(device):
         if f["path"] == "scalar":
             continue
         assert any(m % f["bm"] == 0 and n % f["bn"] == 0 and k % f["bk"] == 0 for m, n, k in tune.CHECK_SHAPES), v
+
+
+def test_tune_with_defaults_finishes_on_a_cpu_device_and_says_how_far_it_is(device, capsys):
+    """`helios tune` with its defaults used to time the GPU shape sets on lavapipe (2.5
+    minutes for the first of 12 rows, the list up to 8192^3): on a CPU device it scales them
+    like bench and says so, and each row says how far the tune is and about how long is left."""
+    if device.info["device_type"] != "cpu":
+        pytest.skip("the scaled defaults are a CPU device's; a GPU keeps the full sets")
+    default = device.default_variant()
+    assert main(["tune", "--dry-run", f"--candidates={default}"]) == 0
+    err = capsys.readouterr().err
+    assert "defaults scaled to --shapes=small --iters=5 --warmup=1 --warmup-ms=0" in err
+    assert "1 candidates x 3 shapes" in err
+    assert re.search(r"\[1/3, \d+ s, ~\d+ s left\]", err) and re.search(r"\[3/3, \d+ s\]", err), err

@@ -6,6 +6,7 @@ direction (tune_attention), per head dimension, S_kv bucket, mask and dtype."""
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -162,7 +163,9 @@ def tune(
     if not passing:
         raise RuntimeError("helios tune: every candidate failed its check; nothing to choose")
     results = []
-    for shape in shapes:
+    shapes = list(shapes)
+    clock = Eta([float(m) * n * k for m, n, k in shapes])
+    for i, shape in enumerate(shapes):
         a, b = random_inputs(*shape, seed=seed + 1)
         times: dict = {v: f"REJECTED: {why}" for v, why in rejected.items()}
         for v in passing:
@@ -180,8 +183,24 @@ def tune(
                 candidates=times,
             )
         )
-        log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}")
+        log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}  {clock.done(i)}")
     return results
+
+
+class Eta:
+    """How far a tune is and about how long is left: the time so far scaled by the work
+    (FLOPs) of the shapes left over those done (each shape times every candidate alike)."""
+
+    def __init__(self, work: list[float]) -> None:
+        self.work = work
+        self.start = time.monotonic()
+
+    def done(self, i: int) -> str:
+        """After shape i (0-based): '[i+1/N, 12 s, ~30 s left]'."""
+        spent = time.monotonic() - self.start
+        finished, left = sum(self.work[: i + 1]), sum(self.work[i + 1 :])
+        eta = f", ~{spent * left / finished:.0f} s left" if left and finished > 0 else ""
+        return f"[{i + 1}/{len(self.work)}, {spent:.0f} s{eta}]"
 
 
 ATTN_CHECK = (2, 2, 97)  # B, H, S of the attention gate: tails on every side
@@ -235,7 +254,9 @@ def tune_attention(
     GPU timestamps; the fastest becomes its bucket's pick (attention_bucket)."""
     results = []
     checked: dict[tuple[int, str], Optional[str]] = {}
-    for b, h, s, d in shapes:
+    shapes = list(shapes)
+    clock = Eta([float(b) * h * s * s * d for b, h, s, d in shapes])
+    for i, (b, h, s, d) in enumerate(shapes):
         cands = variants or [x for x in dev.attention_variants(d, dtype, backward) if x != "fa-scalar"]
         if not cands:
             raise RuntimeError(f"helios tune: no cooperative-matrix attention variant for head dimension {d} here")
@@ -261,7 +282,8 @@ def tune_attention(
         results.append(
             TuneResult((b, h, s, d), attention_bucket(d, s, causal, backward, dtype), best, times[best], times)
         )
-        log(f"{b}x{h}x{s}x{d}{'-causal' if causal else ''}{'-bwd' if backward else ''} {times[best]:9.4f} ms  {best}")
+        label = f"{b}x{h}x{s}x{d}{'-causal' if causal else ''}{'-bwd' if backward else ''}"
+        log(f"{label} {times[best]:9.4f} ms  {best}  {clock.done(i)}")
     return results
 
 

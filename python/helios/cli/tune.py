@@ -22,6 +22,35 @@ from .common import (
     warmup_count,
 )
 
+# What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the
+# sets the picks serve; on a CPU Vulkan device (lavapipe, ~16 GFLOP/s) those would
+# take hours (2.5 minutes for the first 1024^3 row of 12), so small shapes briefly.
+GPU_DEFAULTS = {"iters": 20, "warmup": 5, "warmup_ms": 200.0}
+CPU_DEFAULTS = {"iters": 5, "warmup": 1, "warmup_ms": 0.0}
+SHAPES = {"matmul": ("canonical,large,llm", "small"), "attention": ("anchor", "small")}
+
+
+def scale_defaults(args: argparse.Namespace, attention: bool) -> None:
+    """Fills the flags not given, sized to the device, and says so on a CPU device."""
+    keys = ("shapes", "iters", "warmup", "warmup_ms")
+    given = {k for k in keys if getattr(args, k) is not None}
+    if given == set(keys):
+        return
+    with open_device(args) as d:
+        cpu = d.info["device_type"] == "cpu"
+        name = d.info["name"]
+    gpu_shapes, cpu_shapes = SHAPES["attention" if attention else "matmul"]
+    defaults = {"shapes": cpu_shapes if cpu else gpu_shapes, **(CPU_DEFAULTS if cpu else GPU_DEFAULTS)}
+    for k in keys:
+        if k not in given:
+            setattr(args, k, defaults[k])
+    if cpu:
+        print(
+            f"helios tune: {name} is a CPU device: defaults scaled to --shapes={args.shapes} --iters={args.iters} "
+            f"--warmup={args.warmup} --warmup-ms={args.warmup_ms:g} (give them to override)",
+            file=sys.stderr,
+        )
+
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .. import tune as tuner
@@ -29,12 +58,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     attention = args.workload == "attention"
     if not attention and (args.causal or args.backward or args.dtype != "float16"):
         raise UsageError("--causal, --backward and --dtype belong to --workload=attention (products tune float16)")
+    scale_defaults(args, attention)
     if attention:
         from ..harness.attention_bench import parse_attention_shapes
 
-        shapes = flag_value("--shapes", parse_attention_shapes, args.shapes or "anchor")
+        shapes = flag_value("--shapes", parse_attention_shapes, args.shapes)
     else:
-        shapes = flag_value("--shapes", parse_shapes, args.shapes or "canonical,large,llm")
+        shapes = flag_value("--shapes", parse_shapes, args.shapes)
     path = Path(args.cache) if args.cache else None
     if not args.dry_run:
         probe_writable(path or tuner_cache_path(), "--cache")
@@ -121,9 +151,9 @@ def register(sub: Any) -> None:
     pu.add_argument(
         "--shapes",
         default=None,
-        help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm); each "
-        "pick serves its bucket (every dimension rounded up to a multiple of 128). attention: "
-        "BxHxSxd and/or the bench's sets (default anchor)",
+        help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm; small on a CPU device); "
+        "each pick serves its bucket (every dimension rounded up to a multiple of 128). attention: "
+        "BxHxSxd and/or the bench's sets (default anchor; small on a CPU device)",
     )
     pu.add_argument("--causal", action="store_true", help="attention: tune the causal kernels")
     pu.add_argument("--backward", action="store_true", help="attention: tune the backward's variants")
@@ -139,14 +169,21 @@ def register(sub: Any) -> None:
         help="comma-separated variant strings or @FILE (default: the built-in templates "
         "for this device's coop shapes, plus the default)",
     )
-    pu.add_argument("--iters", type=launches, default=20, help="timed launches per candidate and shape (default 20)")
-    pu.add_argument("--warmup", type=warmup_count, default=5, help="minimum warm-up launches (default 5)")
+    pu.add_argument(
+        "--iters",
+        type=launches,
+        default=None,
+        help="timed launches per candidate and shape (default 20; 5 on a CPU device)",
+    )
+    pu.add_argument(
+        "--warmup", type=warmup_count, default=None, help="minimum warm-up launches (default 5; 1 on a CPU device)"
+    )
     pu.add_argument(
         "--warmup-ms",
         dest="warmup_ms",
         type=finite_float(),
-        default=200.0,
-        help="and at least this many ms of warm-up work per candidate (default 200)",
+        default=None,
+        help="and at least this many ms of warm-up work per candidate (default 200; 0 on a CPU device)",
     )
     pu.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs and checks (default 0)")
     pu.add_argument(
