@@ -312,3 +312,57 @@ def test_a_trace_records_the_last_warm_up_steps(tmp_path):
     ops = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("cat") == "cpu_op"]
     assert any("embedding" in e["name"] for e in ops) and any("cross_entropy" in e["name"] for e in ops)
     assert json.loads(out.read_text())["config"]["trace"] == str(prefix)
+
+
+def test_a_failing_adapter_is_one_line_in_the_table_and_whole_in_the_json(monkeypatch, tmp_path):
+    """A compiler's multi-line error used to land raw in the markdown table (breaking it):
+    the table gets its first line, the JSON row keeps the whole text."""
+    from helios.harness.train import TINY, TrainConfig, adapters, train_markdown
+    from helios.harness.train.loop import run_train
+
+    real = adapters.ops_for
+
+    def planted(adapter, cuda):
+        if adapter == "helios":
+            raise RuntimeError("CppCompileError: first line | with a pipe\n  /x.cpp:1: fatal error\nmore")
+        return real(adapter, cuda)
+
+    monkeypatch.setattr(adapters, "ops_for", planted)
+    cfg = TrainConfig(**{**TINY, "steps": 3, "warmup_steps": 1}, adapters=["torch_eager", "helios"])
+    res = run_train(cfg)
+    row = {r["adapter"]: r for r in res["rows"]}["helios"]
+    assert row["status"] == "error: RuntimeError: CppCompileError: first line | with a pipe"
+    assert "fatal error" in row["error_log"] and "more" in row["error_log"]
+    table = train_markdown(res)
+    line = next(x for x in table.splitlines() if x.startswith("| helios |"))
+    assert "\\|" in line and "fatal" not in table and line.count(" | ") == 10
+
+
+def test_torch_compile_is_probed_before_it_runs():
+    from helios.harness.train.loop import compile_unavailable
+
+    class Broken:
+        @staticmethod
+        def compile(fn):
+            def run(x):
+                raise RuntimeError("BackendCompilerFailed: inductor\n  ATen/NumericUtils.h: No such file")
+
+            return run
+
+        @staticmethod
+        def ones(n, device=None):
+            return [1.0] * n
+
+    why = compile_unavailable(Broken, "cpu")
+    assert why is not None and why[0] == "BackendCompilerFailed: inductor" and "NumericUtils" in why[1]
+
+
+def test_the_cell_shows_a_compilers_diagnostic():
+    from helios.harness.train.loop import first_line
+
+    err = RuntimeError(
+        "backend='inductor' raised:\nCppCompileError: C++ compile error\n\n/t/c.h:19:10: fatal error: ATen/N.h: No such file"
+    )
+    assert first_line(err) == "fatal error: ATen/N.h: No such file"
+    assert first_line(RuntimeError("lead-in:\nthe reason\nmore")) == "the reason"
+    assert first_line(RuntimeError("")) == "RuntimeError" and len(first_line(RuntimeError("x" * 999))) == 200

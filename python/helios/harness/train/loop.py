@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Optional
@@ -96,6 +97,12 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         result["rows"].append(row)
         tracer: Optional[_Tracer] = None
         try:
+            if adapter == "torch_compile":
+                why = compile_unavailable(torch, dev)
+                if why is not None:  # inductor's toolchain missing here (headers, a compiler): said, not run
+                    row["status"] = f"skipped: torch.compile cannot compile here: {why[0]}"
+                    row["error_log"] = why[1]
+                    continue
             ops = adapters.ops_for(adapter, cuda)
             row["ops"] = ops.name
             model = fresh()
@@ -207,7 +214,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
             if tracer is not None:
                 tracer.abandon()
-            row["status"] = f"error: {type(e).__name__}: {str(e)[:300]}"
+            # one line for the table (a compiler's error can run to pages); the whole text kept
+            row["status"] = f"error: {type(e).__name__}: {first_line(e)}"
+            row["error_log"] = str(e)[:ERROR_LOG_CHARS]
             if adapter == "torch_eager":
                 result["status"] = "failed"
     if trained is not None and "helios" in cfg.adapters:
@@ -216,10 +225,38 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             result["inference"] = inference_smoke(cfg, trained, adapters.TorchOps(), hops, data, cuda)
             log(f"inference: same tokens {result['inference']['same_tokens']}")
         except Exception as e:  # reported, not fatal: training results stand
-            result["inference"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            result["inference"] = {
+                "error": f"{type(e).__name__}: {first_line(e)}",
+                "error_log": str(e)[:ERROR_LOG_CHARS],
+            }
     if ddp:
         torch.distributed.destroy_process_group()
     return result
+
+
+ERROR_LOG_CHARS = 20000  # of an adapter's error text kept in its row (error_log)
+
+
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """The line of an error a table cell shows (at most `limit` characters): a compiler's
+    diagnostic where the text holds one ("fatal error: ATen/NumericUtils.h: No such file
+    ..."), else its first line that is not a lead-in ending in ':', else its first line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
+    diag = next((m.group(0) for ln in lines if (m := re.search(r"(fatal )?error: .*", ln))), None)
+    line = diag or next((ln for ln in lines if not ln.endswith(":")), lines[0])
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def compile_unavailable(torch: Any, dev: Any) -> Optional[tuple[str, str]]:
+    """None where torch.compile compiles a small function on dev; else (its error's first
+    line, the whole text). Inductor needs a C++ toolchain and torch's headers on a CPU,
+    Triton on a GPU: a machine without them cannot run the torch_compile adapter."""
+    try:
+        f = torch.compile(lambda x: x * 2.0 + 1.0)
+        f(torch.ones(8, device=dev))
+    except Exception as e:
+        return first_line(e), str(e)[:ERROR_LOG_CHARS]
+    return None
 
 
 def lock_numerics(torch: Any) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..results import md_cell
 from .config import GRAD_SYNC_WORDS
 
 
@@ -29,7 +30,7 @@ def train_markdown(result: dict) -> str:
     ]
     for r in result["rows"]:
         if "loss" not in r:
-            lines.append(f"| {r['adapter']} | {r.get('status')} | - | - | - | - | - | - | - | - | - |")
+            lines.append(f"| {r['adapter']} | {md_cell(r.get('status'))} | - | - | - | - | - | - | - | - | - |")
             continue
         hk = r.get("helios_kernel_ms_p50")
         share = f"{hk:.3f} ms ({hk / r['step_ms_p50'] * 100:.0f}%)" if hk is not None else "-"
@@ -54,7 +55,7 @@ def train_markdown(result: dict) -> str:
             f"); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
         ]
     elif inf:
-        lines += ["", f"Inference smoke: {inf.get('error')}"]
+        lines += ["", f"Inference smoke: {md_cell(inf.get('error'))}"]
     if any(r.get("helios_kernel_ms_p50") is not None for r in result["rows"]):
         lines += [
             "",
