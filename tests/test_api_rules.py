@@ -116,3 +116,99 @@ def test_out_takes_host_arrays_like_numpy(device):
     ro.flags.writeable = False
     with pytest.raises(TypeError, match="read-only"):
         device.matmul(a, b, out=ro)
+
+
+# ---- what NumPy's and torch's users expect (issue: new user, round two, item 9) ----------
+
+
+def _ref(a, b):
+    return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+
+
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((24,), (24, 16)),  # a 1-D a is a row, its axis dropped
+        ((16, 24), (24,)),  # a 1-D b is a column
+        ((24,), (24,)),  # both: a 0-d result
+        ((2, 3, 8, 24), (24, 16)),  # a batch of any rank
+        ((2, 1, 8, 24), (1, 3, 24, 16)),  # leading axes broadcast
+        ((3, 8, 24), (2, 1, 24, 16)),
+    ],
+)
+def test_matmul_takes_numpys_shapes(device, sa, sb):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(sa).astype(F16) / 4
+    b = rng.standard_normal(sb).astype(F16) / 4
+    got = helios.matmul(a, b, device=device)
+    want = _ref(a, b)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, atol=2e-2, rtol=1e-2)
+
+
+def test_matmul_refuses_what_numpy_refuses(device):
+    with pytest.raises(ValueError, match="do not broadcast"):
+        helios.matmul(np.ones((2, 3, 4, 5), F16), np.ones((4, 5, 6), F16), device=device)
+    with pytest.raises(ValueError, match="scalar"):
+        helios.matmul(np.float16(2), np.ones((2, 2), F16), device=device)
+    with pytest.raises(ValueError, match="1-D operand has nothing to transpose"):
+        helios.matmul(np.ones(3, F16), np.ones((3, 2), F16), trans_a=True, device=device)
+
+
+def test_matmul_takes_python_lists(device):
+    got = helios.matmul([[1.0, 2.0], [3.0, 4.0]], [[1.0, 0.0], [0.0, 1.0]], device=device)
+    np.testing.assert_array_equal(got, np.array([[1, 2], [3, 4]], F32))  # float64 lists: a float32 result
+    with pytest.raises(TypeError, match="int64"):
+        helios.matmul([[1, 2]], [[1], [2]], device=device)  # integers, as any int array: refused
+
+
+def test_float32_beyond_float16s_range_warns_naming_the_operand(device):
+    a = np.full((4, 4), 1e5, F32)
+    with pytest.warns(RuntimeWarning, match=r"a holds values beyond float16's range \(largest \|x\| = 100000") as w:
+        helios.matmul(a, np.eye(4, dtype=F32), device=device)
+    assert w[0].filename == __file__  # pointed at the caller's line, not Helios's insides
+    assert not [x for x in w if "overflow encountered" in str(x.message)]  # NumPy's bare warning gone
+
+
+def test_a_tensor_is_made_from_data_as_torch_and_cupy_make_theirs(device):
+    with pytest.raises(TypeError, match=r"helios\.tensor\(data"):
+        helios.Tensor(np.ones((2, 2), F16))
+    t = helios.tensor([[1.0, 2.0], [3.0, 4.0]], device=device)
+    assert isinstance(t, helios.Tensor) and t.dtype == F16 and t.device is device
+    np.testing.assert_array_equal(t.cpu(), np.array([[1, 2], [3, 4]], F16))
+    t32 = t.astype("float32")
+    assert isinstance(t32, helios.Tensor) and t32.dtype == F32 and t32.device is device
+    np.testing.assert_array_equal(t32.to("cpu"), np.array([[1, 2], [3, 4]], F32))
+    assert t.to(np.float32).dtype == F32 and t.to(device) is t
+    with helios.Device() as other:
+        moved = t.to(other)
+        assert moved.device is other and np.array_equal(moved.numpy(), t.numpy())
+
+
+def test_device_may_be_an_index(device):
+    got = helios.matmul(np.eye(2, dtype=F16), np.eye(2, dtype=F16), device=0)
+    np.testing.assert_array_equal(got, np.eye(2, dtype=F16))
+    assert helios.functions.device_at(0) is helios.functions.device_at(0)  # one Device per index
+    with pytest.raises(TypeError, match="a helios.Device, an index or None"):
+        helios.matmul(np.eye(2, dtype=F16), np.eye(2, dtype=F16), device="cuda:0")
+
+
+def test_the_module_level_ops_show_their_keywords():
+    import inspect
+
+    for fn, names in (
+        (
+            helios.matmul,
+            {"trans_a", "trans_b", "bias", "activation", "alpha", "beta", "c", "out", "out_dtype", "variant"},
+        ),
+        (helios.attention, {"causal", "scale", "variant", "out", "is_causal", "return_lse"}),
+    ):
+        params = inspect.signature(fn).parameters
+        assert names | {"device"} <= set(params) and not any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def test_a_tensor_of_another_device_is_refused_naming_both(device):
+    with helios.Device() as other:
+        t = other.upload(np.ones((4, 4), F16))
+        with pytest.raises(ValueError, match="another Device object of the same GPU|lives on '"):
+            device.matmul(t, np.ones((4, 4), F16))

@@ -127,3 +127,55 @@ def test_close_waits_for_exports_and_nothing_leaks(device):
         tel = d.telemetry()
         assert (tel["live_exports"], tel["cuda_imports"], tel["live_memory"]) == (0, 0, objects0)
         assert abs(torch.cuda.mem_get_info()[0] - free0) < 64 << 20
+
+
+def _capsule_name(cap) -> str:
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetName
+    get.restype, get.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    return get(cap).decode()
+
+
+def test_a_consumer_that_asks_gets_a_versioned_capsule(device):
+    """DLPack 1.0: `__dlpack__(max_version=(1, 0))` gets DLManagedTensorVersioned where the
+    producer can give it (the host copy through NumPy >= 2.1); without max_version the
+    unversioned capsule every consumer takes. Either way NumPy reads it back."""
+    t = device.upload(np.arange(6, dtype=np.float16).reshape(2, 3))
+    assert _capsule_name(t.__dlpack__()) == "dltensor"
+    cap = t.__dlpack__(max_version=(1, 0))
+    numpy_versioned = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 1)
+    assert _capsule_name(cap) == ("dltensor_versioned" if numpy_versioned else "dltensor")
+    np.testing.assert_array_equal(np.from_dlpack(t), t.numpy())
+
+
+def test_from_dlpack_takes_a_producer_that_offers_only_versioned_capsules(device):
+    """A producer that refuses the unversioned protocol (max_version None) is read through
+    NumPy's negotiation of DLPack 1.0."""
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) < (2, 1):
+        pytest.skip(f"NumPy {np.__version__} asks for no versioned capsule (2.1 does)")
+    base = np.arange(8, dtype=np.float32).reshape(2, 4)
+
+    class VersionedOnly:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            if max_version is None or tuple(max_version) < (1, 0):
+                raise BufferError("this producer offers DLPack 1.0 capsules only")
+            return base.__dlpack__(max_version=max_version)
+
+    t = helios.from_dlpack(VersionedOnly(), device=device)
+    np.testing.assert_array_equal(t.numpy(), base.astype(np.float16))
+
+
+def test_an_exportable_tensor_exports_a_versioned_capsule_to_cuda(device):
+    torch = _cuda_torch(device)
+    t = device.upload(np.arange(12, dtype=np.float16).reshape(3, 4), exportable=True)
+    cap = t.__dlpack__(max_version=(1, 0))
+    assert _capsule_name(cap) == "dltensor_versioned"
+    x = torch.utils.dlpack.from_dlpack(cap)
+    assert x.is_cuda and torch.equal(x.cpu(), torch.arange(12, dtype=torch.float16).reshape(3, 4))
+    assert _capsule_name(cap) == "used_dltensor_versioned"
+    del x
+    gc.collect()

@@ -5,7 +5,9 @@
  * to close while any export is outstanding. */
 #include "binding.h"
 
-/* DLPack's ABI (dlpack.h, the unversioned DLManagedTensor every consumer takes). */
+/* DLPack's ABI (dlpack.h): the unversioned DLManagedTensor every consumer takes, and
+ * DLPack 1.0's DLManagedTensorVersioned (a version and flags) for consumers that ask
+ * for it (__dlpack__(max_version=(1, 0)) or newer). */
 typedef struct {
     int32_t device_type;
     int32_t device_id;
@@ -29,18 +31,27 @@ typedef struct DLManagedTensor {
     void *manager_ctx;
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
+typedef struct {
+    uint32_t major, minor;
+} DLPackVersion;
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags; /* bit 0 read-only, bit 1 copied: neither (the consumer shares writable memory) */
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 #define DL_CUDA 2
 #define DL_MAX_DIMS 32
 
 typedef struct {
-    DLManagedTensor managed;
-    TensorObject *tensor; /* a strong reference */
+    DLManagedTensor managed;            /* the unversioned export, or */
+    DLManagedTensorVersioned versioned; /* the versioned one: one of the two is handed out */
+    TensorObject *tensor;               /* a strong reference */
     int64_t shape[DL_MAX_DIMS];
 } export_ctx;
 
-/* Called by the consumer when it frees its tensor, from any thread. */
-static void managed_deleter(DLManagedTensor *m) {
-    export_ctx *ctx = (export_ctx *)m->manager_ctx;
+static void release_export(export_ctx *ctx) {
     PyGILState_STATE g = PyGILState_Ensure();
     hl_tensor_export_done(ctx->tensor->t);
     Py_DECREF((PyObject *)ctx->tensor);
@@ -48,19 +59,28 @@ static void managed_deleter(DLManagedTensor *m) {
     PyGILState_Release(g);
 }
 
-/* A capsule no consumer took ("dltensor" not renamed "used_dltensor"). */
+/* Called by the consumer when it frees its tensor, from any thread. */
+static void managed_deleter(DLManagedTensor *m) { release_export((export_ctx *)m->manager_ctx); }
+static void versioned_deleter(DLManagedTensorVersioned *m) { release_export((export_ctx *)m->manager_ctx); }
+
+/* A capsule no consumer took (not renamed "used_dltensor" / "used_dltensor_versioned"). */
 static void capsule_destructor(PyObject *cap) {
-    if (!PyCapsule_IsValid(cap, "dltensor")) return;
-    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
-    if (m && m->deleter) m->deleter(m);
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+        if (m && m->deleter) m->deleter(m);
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (m && m->deleter) m->deleter(m);
+    }
 }
 
-/* _dlpack(shape, code, bits): the capsule over this tensor's CUDA mapping, packed
- * C-order with that shape and element type (DLPack's dtype code and bits). */
+/* _dlpack(shape, code, bits, versioned=False): the capsule over this tensor's CUDA
+ * mapping, packed C-order with that shape and element type (DLPack's dtype code and
+ * bits); versioned: DLPack 1.0's DLManagedTensorVersioned ("dltensor_versioned"). */
 PyObject *Tensor_dlpack(TensorObject *self, PyObject *args) {
     PyObject *shape;
-    int code, bits;
-    if (!PyArg_ParseTuple(args, "O!ii:_dlpack", &PyTuple_Type, &shape, &code, &bits)) return NULL;
+    int code, bits, versioned = 0;
+    if (!PyArg_ParseTuple(args, "O!ii|p:_dlpack", &PyTuple_Type, &shape, &code, &bits, &versioned)) return NULL;
     const Py_ssize_t nd = PyTuple_GET_SIZE(shape);
     if (nd > DL_MAX_DIMS || bits <= 0 || bits % 8 || code < 0 || code > 255)
         return PyErr_Format(PyExc_ValueError, "_dlpack: %zd dimensions, dtype code %d, %d bits", nd, code, bits);
@@ -104,7 +124,7 @@ PyObject *Tensor_dlpack(TensorObject *self, PyObject *args) {
         return raise_status(st, &err);
     }
     ctx->tensor = (TensorObject *)Py_NewRef((PyObject *)self);
-    DLTensor *t = &ctx->managed.dl_tensor;
+    DLTensor *t = versioned ? &ctx->versioned.dl_tensor : &ctx->managed.dl_tensor;
     t->data = (void *)(uintptr_t)ptr;
     t->device = (DLDevice){DL_CUDA, ordinal};
     t->ndim = (int32_t)nd;
@@ -112,6 +132,15 @@ PyObject *Tensor_dlpack(TensorObject *self, PyObject *args) {
     t->shape = ctx->shape;
     t->strides = NULL; /* C-contiguous */
     t->byte_offset = 0;
+    if (versioned) {
+        ctx->versioned.version = (DLPackVersion){1, 0};
+        ctx->versioned.manager_ctx = ctx;
+        ctx->versioned.deleter = versioned_deleter;
+        ctx->versioned.flags = 0;
+        PyObject *cap = PyCapsule_New(&ctx->versioned, "dltensor_versioned", capsule_destructor);
+        if (!cap) versioned_deleter(&ctx->versioned);
+        return cap;
+    }
     ctx->managed.manager_ctx = ctx;
     ctx->managed.deleter = managed_deleter;
     PyObject *cap = PyCapsule_New(&ctx->managed, "dltensor", capsule_destructor);

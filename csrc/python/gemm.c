@@ -102,8 +102,18 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
             PyErr_Format(st->DeviceClosedError, "%s: the Tensor's Device is closed", name);
             return -1;
         }
-        if (to->device != self) {
-            PyErr_Format(PyExc_ValueError, "%s: the Tensor belongs to another Device", name);
+        if (to->device != self) { /* name both: the one it lives on, and this one */
+            const char *mine = self->dev ? hl_device_caps(self->dev)->name : "a closed Device";
+            const char *theirs = to->device->dev ? hl_device_caps(to->device->dev)->name : "a closed Device";
+            if (strcmp(mine, theirs) == 0)
+                PyErr_Format(PyExc_ValueError,
+                             "%s: the Tensor lives on another Device object of the same GPU ('%s'); a Device's "
+                             "Tensors are its own: copy it with dev.upload(t.numpy())",
+                             name, mine);
+            else
+                PyErr_Format(PyExc_ValueError,
+                             "%s: the Tensor lives on '%s', this Device is '%s': copy it with dev.upload(t.numpy())",
+                             name, theirs, mine);
             return -1;
         }
         *t = to->t; /* sizes: the core checks them against the tensor */

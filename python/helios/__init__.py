@@ -27,7 +27,7 @@ from .attention import AttentionTiming, reference_attention
 from .check import CheckResult, assert_close, check_close, reference_matmul
 from .device import Device
 from .dtypes import bfloat16, float16, float32
-from .functions import attention, default_device, matmul, variants
+from .functions import attention, default_device, matmul, tensor, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming
 from .interop import from_dlpack
 from .matmul_timing import MatmulTiming
@@ -62,5 +62,6 @@ __all__ = [
     "reference_attention",
     "reference_matmul",
     "variant_fields",
+    "tensor",
     "variants",
 ]

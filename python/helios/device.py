@@ -114,9 +114,9 @@ class Device(_helios.Device):
         """C = act(alpha * op(a) @ op(b) + beta * c + bias) on the GPU, in fp32, rounded
         once to the output dtype.
 
-        a, b: 2-D or 3-D (batched, broadcast like numpy.matmul) floating-point
-        arrays (NumPy, torch CPU tensors, anything with the array interface or
-        DLPack) or Tensors. The tensor cores compute in float16, or bfloat16
+        a, b: floating-point arrays (NumPy, nested lists, torch CPU tensors,
+        anything with the array interface or DLPack) with numpy.matmul's shapes (1-D
+        operands, batches of any rank, broadcast), or 2-D / 3-D Tensors. The tensor cores compute in float16, or bfloat16
         when an input is bfloat16 (``helios.bfloat16``, torch.bfloat16), with float32
         accumulation: float32/float64 inputs are rounded once to that type (float16
         and bfloat16 inputs together are a TypeError). op(x) is
@@ -169,6 +169,8 @@ class Device(_helios.Device):
                 raise ValueError(f"out has shape {host_out.shape}; the product is {res.shape}")
             host_out[...] = res
             return host_out
+        given = (a, b)  # the caller's objects: the result's array type follows them
+        a, b, final = gemm.numpy_layout(a, b, flag("trans_a", trans_a), flag("trans_b", trans_b))
         dts = (gemm.input_dtype(a, "a"), gemm.input_dtype(b, "b"))
         cdt = compute_dtype(*dts)
         in_dtype = result_name(cdt, *dts)
@@ -189,6 +191,8 @@ class Device(_helios.Device):
         c_in = None
         if c is not None and beta_v != 0.0:
             c_arr = float_array(c, "c", "matmul")
+            if final is not None and c_arr.shape == final:
+                c_arr = c_arr.reshape(shape)  # C in the caller's (numpy.matmul) shape
             if c_arr.shape != shape:
                 raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
             c_in = np.ascontiguousarray(c_arr, dtype=as_dtype(out_name))
@@ -216,7 +220,7 @@ class Device(_helios.Device):
             if out is not None:
                 out._write(0, wire(np.ascontiguousarray(res)))
                 return out
-            return like_inputs(res, a, b)
+            return like_inputs(res if final is None else res.reshape(final), *given)
         fields = spec.fields(A, B)
         fields.update(
             in_dtype=cdt.name,
@@ -235,7 +239,8 @@ class Device(_helios.Device):
         if out is not None:
             return out
         res = unwire(res, out_name)
-        return like_inputs(res if spec.batched else res[0], a, b)
+        res = res if spec.batched else res[0]
+        return like_inputs(res if final is None else res.reshape(final), *given)
 
     def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None, exportable: bool = False) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _helios
 from .dtypes import HOST_FLOATS, INPUT_DTYPES, as_dtype, bfloat16, float16, wire
-from .tensor import Tensor, float_array, host_array, new_tensor
+from .tensor import Tensor, float_array, host_array, new_tensor, to_compute_type
 from .validate import count
 
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 2, "silu": 3}
@@ -72,7 +72,9 @@ def host_operand(x: np.ndarray, name: str, trans: bool, dt: Any = float16) -> Op
             f"{name} has dtype {x.dtype}; helios.matmul takes floating-point data (float16, bfloat16 "
             f"or float32; float64 is rounded to {np.dtype(dt).name})"
         )
-    if x.dtype != dt or not x.flags.aligned:
+    if x.dtype != dt:
+        x = to_compute_type(x, dt, name, "helios.matmul")
+    elif not x.flags.aligned:
         x = x.astype(dt)
     view = np.swapaxes(x, -1, -2) if trans else x
     lay = _matrix_layout(view[0] if view.ndim == 3 else view) if view.size else None
@@ -118,6 +120,56 @@ def operand(x: Any, name: str, trans: bool, dt: Any = float16) -> Operand:
     if isinstance(x, Tensor):
         return tensor_operand(x, name, trans, dt)
     return host_operand(host_array(x, name), name, trans, dt)
+
+
+def numpy_layout(a: Any, b: Any, trans_a: bool, trans_b: bool) -> tuple[Any, Any, Optional[tuple]]:
+    """numpy.matmul's shapes for host operands: a 1-D a is a row and a 1-D b a column
+    (their axis dropped from the result), leading axes beyond one batch axis broadcast
+    and are flattened into it (a copy where the operands' leading shapes differ).
+    Returns (a, b, the result's shape) with a and b as the kernels take them (2-D or
+    3-D), or the inputs unchanged and None where they are that already. Tensors pass
+    as they are (2-D or 3-D, as the device holds them)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return a, b, None
+    A, B = host_array(a, "a"), host_array(b, "b")
+    if A.ndim == 0 or B.ndim == 0:
+        raise ValueError(f"matmul: a scalar is no matrix operand (shapes {A.shape} and {B.shape}); as numpy.matmul")
+    if (A.ndim == 1 and trans_a) or (B.ndim == 1 and trans_b):
+        raise ValueError("matmul: trans_a / trans_b transpose matrices; a 1-D operand has nothing to transpose")
+    if A.ndim <= 3 and B.ndim <= 3 and A.ndim > 1 and B.ndim > 1:
+        return a, b, None
+    drop_m, drop_n = A.ndim == 1, B.ndim == 1
+    ka = A.shape[-2] if trans_a and A.ndim > 1 else A.shape[-1]
+    kb = B.shape[-1] if trans_b and B.ndim > 1 else B.shape[-2 if B.ndim > 1 else -1]
+    if ka != kb:
+        raise ValueError(
+            f"matmul: inner dimensions differ: a has shape {A.shape} (K {ka}), b has shape {B.shape} (K {kb}); "
+            "a 1-D a is a row, a 1-D b a column, as numpy.matmul"
+        )
+    A = A[None, :] if drop_m else A
+    B = B[:, None] if drop_n else B
+    try:
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: batch shapes {A.shape[:-2]} and {B.shape[:-2]} do not broadcast (shapes {A.shape} and "
+            f"{B.shape}), as numpy.matmul"
+        ) from None
+    m = A.shape[-1] if trans_a else A.shape[-2]
+    n = B.shape[-2] if trans_b else B.shape[-1]
+    out = tuple(lead) + ((m,) if not drop_m else ()) + ((n,) if not drop_n else ())
+    if len(lead) > 1:
+        total = math.prod(lead)
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            if math.prod(x.shape[:-2]) == 1:
+                return x.reshape(x.shape[-2:])  # repeated by the batch-of-one rule, no copy
+            if x.shape[:-2] != tuple(lead):
+                x = np.broadcast_to(x, tuple(lead) + x.shape[-2:])
+            return x.reshape((total,) + x.shape[-2:])
+
+        A, B = flat(A), flat(B)
+    return A, B, out
 
 
 def input_dtype(x: Any, name: str) -> np.dtype:

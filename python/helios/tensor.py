@@ -5,7 +5,8 @@ every op shares."""
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+import warnings
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -87,6 +88,36 @@ class Tensor(_helios.Tensor):
     def _rows(self) -> int:
         st = self.stored_shape
         return math.prod(st[:-1]) if len(st) > 1 else 1
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Tensor":
+        if args and isinstance(args[0], _helios.Device):
+            return super().__new__(cls, *args, **kwargs)  # the engine's own: (device, nbytes, ...)
+        raise TypeError(
+            "helios.Tensor is made from data by helios.tensor(data, device=None, dtype=None) "
+            "(or Device.upload(data), Device.empty(shape)), as torch.tensor and cupy.asarray make theirs"
+        )
+
+    def cpu(self) -> np.ndarray:
+        """A host copy as a NumPy array (torch's name for ``numpy()``)."""
+        return self.numpy()
+
+    def astype(self, dtype: Any) -> "Tensor":
+        """A new Tensor on the same Device holding this one's values as dtype (float16,
+        bfloat16 or float32; through a host copy), as NumPy's and CuPy's astype."""
+        dt = as_dtype(dtype, "astype: dtype")
+        host = self.numpy()
+        dev: Any = self.device  # a helios.Device (the engine's type is its base)
+        return cast(Tensor, dev.upload(host.astype(dt) if dt != host.dtype else host, dtype=dt))
+
+    def to(self, target: Any) -> Any:
+        """torch's ``to``: a Device (a copy on that Device), a dtype (``astype``), or
+        "cpu" (a host NumPy copy)."""
+        if isinstance(target, _helios.Device):
+            dev: Any = target
+            return self if target is self.device else dev.upload(self.numpy(), dtype=self.dtype)
+        if isinstance(target, str) and target == "cpu":
+            return self.numpy()
+        return self.astype(target)
 
     def numpy(self) -> np.ndarray:
         """A host copy (packed, C-contiguous). RuntimeError for the output of a
@@ -231,15 +262,23 @@ class Tensor(_helios.Tensor):
         before). Ordering: every Helios operation returns after the GPU finished it,
         so the consumer may read at once, whatever `stream` it passes; work the
         consumer queues on the memory (a torch write) must finish before Helios
-        reads it: synchronize that stream first. Other Tensors export a host copy."""
+        reads it: synchronize that stream first. Other Tensors export a host copy.
+        A consumer that passes ``max_version`` (1, 0) or newer gets DLPack 1.0's
+        versioned capsule (``dltensor_versioned``), else the unversioned one."""
         if not self.exportable:
             if self.dtype == bfloat16:  # NumPy exports no bfloat16 (DLPack's kDLBfloat)
                 raise BufferError(
                     "a bfloat16 Tensor is exported through DLPack only when exportable=True (CUDA, no copy); "
                     "read it with t.numpy() (an ml_dtypes bfloat16 array)"
                 )
-            kwargs = {} if stream is None else {"stream": stream}
-            return self.numpy().__dlpack__(**kwargs)
+            kwargs: dict = {} if stream is None else {"stream": stream}
+            host = self.numpy()
+            if max_version is not None:
+                try:  # NumPy >= 2.1 emits DLPack 1.0's versioned capsule where asked (flagged as a copy)
+                    return host.__dlpack__(max_version=max_version, copy=True, **kwargs)
+                except TypeError:
+                    pass  # an older NumPy: the unversioned capsule, as DLPack lets a producer
+            return host.__dlpack__(**kwargs)
         if copy:
             raise BufferError("an exportable Tensor is exported without a copy (copy=True is not offered)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -249,7 +288,10 @@ class Tensor(_helios.Tensor):
         if not self.computed:
             raise BufferError("the Tensor is the output of a Chain that has not run")
         code = 4 if self.dtype == bfloat16 else 2  # kDLBfloat, kDLFloat
-        return self._dlpack(self.shape, code, self.dtype.itemsize * 8)
+        # DLPack 1.0's versioned capsule where the consumer takes it (max_version >= (1, 0)),
+        # else the unversioned one every consumer takes
+        versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
+        return self._dlpack(self.shape, code, self.dtype.itemsize * 8, versioned)
 
     def __dlpack_device__(self) -> tuple:
         if self.exportable:
@@ -290,6 +332,8 @@ def host_array(x: Any, name: str) -> np.ndarray:
     CPU tensor: no copy where the producer allows)."""
     if isinstance(x, np.ndarray):
         return x
+    if isinstance(x, (list, tuple)):  # nested Python sequences, as NumPy reads them
+        return np.asarray(x)
     if hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__"):
         try:
             return np.from_dlpack(x)
@@ -312,7 +356,7 @@ def host_array(x: Any, name: str) -> np.ndarray:
     if hasattr(x, "__array_interface__") or hasattr(x, "__array__") or isinstance(x, memoryview):
         return np.asarray(x)
     raise TypeError(
-        f"{name} must be an array (numpy.ndarray, a DLPack or array-interface object) "
+        f"{name} must be an array (numpy.ndarray, a nested list, a DLPack or array-interface object) "
         f"or a helios.Tensor, not {type(x).__name__}"
     )
 
@@ -354,7 +398,47 @@ def input_array(arr: np.ndarray, name: str, op: str, dt: Any) -> np.ndarray:
             f"{name} has dtype {arr.dtype}; {op} takes floating-point data (float16, bfloat16 or "
             f"float32; float64 is rounded to {np.dtype(dt).name})"
         )
-    return np.require(arr, dtype=dt, requirements=["C", "A"])
+    return np.require(to_compute_type(arr, dt, name, op), requirements=["C", "A"])
+
+
+FLOAT16_MAX = 65504.0
+
+
+def to_compute_type(arr: np.ndarray, dt: Any, name: str, op: str) -> np.ndarray:
+    """arr in the op's 16-bit type dt (a copy where it is not already). Finite values
+    beyond float16's range become inf in that rounding: one warning naming the operand,
+    its largest value and the way out (bfloat16 keeps float32's range), instead of
+    NumPy's bare overflow warning from inside Helios."""
+    if arr.dtype == dt:
+        return arr
+    if np.dtype(dt) == np.float16 and arr.dtype in (np.float32, np.float64) and arr.size:
+        big = np.abs(arr) > FLOAT16_MAX
+        if big.any() and np.isfinite(arr[big]).any():
+            largest = float(np.max(np.abs(arr[big & np.isfinite(arr)])))
+            warnings.warn(
+                f"{op}: {name} holds values beyond float16's range (largest |x| = {largest:.6g} > 65504): "
+                "rounded to float16 they become inf. Pass bfloat16 data (helios.bfloat16, torch.bfloat16) "
+                "for float32's range, or scale them",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
+        with np.errstate(over="ignore"):
+            return arr.astype(dt)
+    return arr.astype(dt)
+
+
+def user_stacklevel() -> int:
+    """The stacklevel of a warning raised inside the helios package that points at the
+    first frame outside it (the user's call)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    f: Any = sys._getframe(1)
+    level = 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(here):
+        f, level = f.f_back, level + 1
+    return level
 
 
 def result_dtype(*inputs: Any) -> str:

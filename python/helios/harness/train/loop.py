@@ -242,8 +242,8 @@ def first_line(e: BaseException, limit: int = 200) -> str:
     diagnostic where the text holds one ("fatal error: ATen/NumericUtils.h: No such file
     ..."), else its first line that is not a lead-in ending in ':', else its first line."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
-    diag = next((m.group(0) for ln in lines if (m := re.search(r"(fatal )?error: .*", ln))), None)
-    line = diag or next((ln for ln in lines if not ln.endswith(":")), lines[0])
+    found = [m.group(0) for ln in lines if (m := re.search(r"(fatal )?error: .*", ln))]
+    line: str = found[0] if found else next((ln for ln in lines if not ln.endswith(":")), lines[0])
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
