@@ -175,6 +175,7 @@ def test_helios_sees_what_torch_queued_before(cuda):
         assert torch.all(y == 4096.0 * k).item()
 
 
+@pytest.mark.timing  # a race the planted fault must lose: another process on the GPU changes who wins
 def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch, poisoned):
     """With the stream's wait removed, an immediate read sees the poisoned output:
     the test above would fail, so it tests the wait."""
