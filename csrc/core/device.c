@@ -196,6 +196,15 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     }
     if (!dev->device) HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
+    return HL_OK;
+fail:
+    return st; /* partial objects are released by hl_device_destroy */
+}
+
+/* The extension entry points the device was created with; a capability whose entry
+ * point is missing is turned off (its users then say it is unavailable). */
+static void load_device_functions(hl_device *dev) {
+    const hl_caps *c = &dev->caps;
     if (c->external_memory_fd) {
         dev->get_memory_fd = (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetMemoryFdKHR");
         if (!dev->get_memory_fd) dev->caps.external_memory_fd = 0;
@@ -211,7 +220,12 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
         dev->get_semaphore_fd = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(dev->device, "vkGetSemaphoreFdKHR");
         if (!dev->get_semaphore_fd || !dev->caps.has_timeline) dev->caps.external_semaphore_fd = 0;
     }
+}
 
+/* The command pool, the command buffer synchronous calls record into, its fence;
+ * the one descriptor-set and pipeline layout every kernel uses, and the first pool. */
+static hl_status create_command_objects(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                    .queueFamilyIndex = dev->queue_family};
@@ -287,6 +301,8 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(hl_query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
     HL_TRY(create_logical(dev, err));
+    load_device_functions(dev);
+    HL_TRY(create_command_objects(dev, err));
     HL_TRY(hl_pipeline_cache_open(dev, err));
     disable = disable || (opt && opt->disable_coop);
     disable2 = disable2 || (opt && opt->disable_coop2);
