@@ -133,8 +133,18 @@ def is_hardware(dev: helios.Device) -> bool:
 def pytest_collection_modifyitems(config, items):
     """`slow` tests run first (each worker of pytest -n starts on them rather than one
     worker ending the run alone on one); `gpu` tests need a hardware GPU: on a CPU
-    Vulkan device (lavapipe) or none they are skipped with the reason printed."""
+    Vulkan device (lavapipe) or none they are skipped with the reason printed;
+    `long_on_cpu` tests run on a CPU device only with --full (make test-full)."""
     items.sort(key=lambda item: "slow" not in item.keywords)  # stable: the rest keep their order
+    full = os.environ.get("HELIOS_TEST_FULL") == "1"
+    if _DEV is not None and _DEV.info["device_type"] == "cpu" and not full:
+        later = pytest.mark.skip(
+            reason="long_on_cpu: minutes end to end on a CPU device (builds, A/A rounds): "
+            "make test-full (pytest --full) runs it here; a GPU runs it always"
+        )
+        for item in items:
+            if "long_on_cpu" in item.keywords:
+                item.add_marker(later)
     if _DEV is None:
         why = f"gpu: no Vulkan device ({_WHY})"
     elif _DEV.info["device_type"] == "cpu":

@@ -204,6 +204,7 @@ def test_time_out_checked_before_the_run(device, tmp_path, capsys):
 )
 @pytest.mark.slow
 @pytest.mark.timing
+@pytest.mark.long_on_cpu
 def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
     """10 real A/A pairs of short runs: each side 6 runs of 2 rounds, the two sides'
     runs interleaved in time (A B B A A B B A ..., several files per side pooled:

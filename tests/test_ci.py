@@ -126,6 +126,7 @@ def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -
 
 
 @pytest.mark.slow
+@pytest.mark.long_on_cpu
 def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     hist = scratch["dir"] / "history.jsonl"
     rec = _run(scratch, "aa", scratch["base"], scratch["same"], history=hist)
@@ -149,6 +150,7 @@ def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
 
 
 @pytest.mark.slow
+@pytest.mark.long_on_cpu
 def test_a_slower_kernel_is_a_regression(scratch):
     # large enough that the kernel's work, not the dispatch, sets the time on a CPU driver
     rec = _run(scratch, "slower", scratch["same"], scratch["slower"], shapes="192x192x192")
