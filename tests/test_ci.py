@@ -17,9 +17,10 @@ import pytest
 from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
-# under pytest-xdist they stay on one worker. Their A/A verdicts judge timings: make
-# test runs them alone, after the parallel part (a second worker's load is noise).
-pytestmark = [pytest.mark.xdist_group("helios-ci"), pytest.mark.timing]
+# under pytest-xdist they stay on one worker. The two whose verdicts judge timings (A/A,
+# the planted regression) are marked timing: make test runs them alone, after the
+# parallel part (a second worker's load is noise); the gate and build checks need no quiet.
+pytestmark = [pytest.mark.xdist_group("helios-ci")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = "64x64x64,96x96x96"
@@ -126,6 +127,7 @@ def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.long_on_cpu
 def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     hist = scratch["dir"] / "history.jsonl"
@@ -150,6 +152,7 @@ def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.long_on_cpu
 def test_a_slower_kernel_is_a_regression(scratch):
     # large enough that the kernel's work, not the dispatch, sets the time on a CPU driver

@@ -97,6 +97,7 @@ def test_device_open_close_cycles_do_not_leak(report):
     assert per < 64 * 1024
 
 
+@pytest.mark.long_on_cpu  # a minute on lavapipe: make test-full and CI's end-to-end stage run it there
 def test_injected_faults_do_not_leak(device, report, monkeypatch):
     a, b = small_ints((40, 30), 1), small_ints((30, 20), 2)
     # faults that strike before any kernel is compiled (see the open/close test for why)

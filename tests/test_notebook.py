@@ -24,6 +24,7 @@ def test_committed_cells_match_the_generator():
 
 
 @ASAN_DRAW_SKIP
+@pytest.mark.long_on_cpu  # half a minute on lavapipe: make test-full and CI's end-to-end stage run it there
 def test_notebook_executes_headless(device, tmp_path):
     pytest.importorskip("nbclient", reason="nbclient not installed (the notebook extra)")
     pytest.importorskip("ipykernel", reason="ipykernel not installed (the notebook extra)")
