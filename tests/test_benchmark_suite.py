@@ -56,6 +56,7 @@ def store():
 
 
 @pytest.mark.slow
+@pytest.mark.long_on_cpu  # a child pytest run of the suite: make test-full and CI's end-to-end stage run it on a CPU
 def test_quick_suite_json_and_compare_gate(device, tmp_path, store):
     out = tmp_path / "bench.json"
     r = _run(store, f"--benchmark-json={out}", "--benchmark-save=base")

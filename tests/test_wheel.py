@@ -17,6 +17,7 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed here")
+@pytest.mark.long_on_cpu  # builds a wheel: make test-full and CI's end-to-end stage run it on a CPU device
 def test_wheel_needs_only_libc(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT, "-w", str(tmp_path)],
