@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from typing import Optional, Sequence
+import threading
+from typing import Any, Optional, Sequence
 
 from .. import _helios
 from ..optional import MissingDependencyError
 from . import bench, check, ci, compare, info, report, roof, suite, timing, tune
-from .common import EXIT_CODES, UsageError, version_line
+from .common import EXIT_CODES, UsageError, device_index, version_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Vulkan cooperative-matrix matmul, measured against CUDA.",
     )
     p.add_argument(
-        "--device", type=int, default=None, help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)"
+        "--device",
+        type=device_index,
+        default=None,
+        help="Vulkan device index (default: HELIOS_DEVICE, else the best GPU)",
     )
     p.add_argument("--disable-coop", action="store_true", help="use the scalar path only (like HELIOS_DISABLE_COOP=1)")
     p.add_argument(
@@ -45,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
             # type it; SUPPRESS: given only before the command, the top-level value stands.
             sp.add_argument(
                 "--device",
-                type=int,
+                type=device_index,
                 default=argparse.SUPPRESS,
                 help="Vulkan device index, as `helios --device=i "
                 + name
@@ -72,11 +77,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(parser, argv)
     args.argv = list(argv) if argv is not None else None
     where = f"helios {args.command}"
+    stop = _SignalPolicy()
     try:
-        return int(args.func(args))
+        with stop:
+            rc = int(args.func(args))
+        return stop.status if rc == 130 and stop.first is not None else rc
     except KeyboardInterrupt:
         print(f"{where}: interrupted before any result was complete; nothing written", file=sys.stderr)
-        return 130
+        return stop.status
     except BrokenPipeError:  # the reader went away (`helios info --json | head -1`): not an error of ours
         _quiet_stdout()
         return 141
@@ -102,6 +110,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"{where}: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr
         )
         return 2
+
+
+class _SignalPolicy:
+    """One signal policy for every command: SIGTERM (what Slurm, CI runners and
+    `timeout` send) is Ctrl-C: the command stops and keeps what it measured (the
+    complete rounds, marked interrupted); a second SIGINT or SIGTERM while it finishes
+    only says so, never cutting the write of what was measured. Exit 130 after SIGINT,
+    143 after SIGTERM. In the main thread only (signals are delivered there)."""
+
+    def __init__(self) -> None:
+        self.first: Optional[int] = None
+        self._saved: dict[int, Any] = {}
+
+    @property
+    def status(self) -> int:
+        return 128 + int(self.first or signal.SIGINT)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.first is None:
+            self.first = signum
+            raise KeyboardInterrupt
+        print(
+            f"helios: {signal.Signals(signum).name} again: finishing what was measured first",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self) -> "_SignalPolicy":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
 
 
 def _quiet_stdout() -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import nonneg_int, positive_int
+from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int
 
 
 def _doc() -> str:
@@ -18,7 +18,9 @@ def _doc() -> str:
 
 def cmd_ci(args: argparse.Namespace) -> int:
     from ..harness.ci import CiConfig, run_ci
+    from ..harness.shapes import parse_shapes
 
+    flag_value("--shapes", parse_shapes, args.shapes)  # before either build: a bad set is refused now
     out = Path(args.out)
     cfg = CiConfig(
         repo=Path(args.repo).resolve(),
@@ -56,9 +58,13 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--repo", default=".", help="the git checkout holding both commits (default .)")
-    p.add_argument("--base", default=None, help="base ref (default: the merge-base of --head with --main)")
-    p.add_argument("--head", default=None, help="head ref (default HEAD)")
-    p.add_argument("--main", default="main", help="the branch the merge-base is taken with (default main)")
+    p.add_argument(
+        "--base", type=git_ref, default=None, help="base ref (default: the merge-base of --head with --main)"
+    )
+    p.add_argument("--head", type=git_ref, default=None, help="head ref (default HEAD)")
+    p.add_argument(
+        "--main", type=git_ref, default="main", help="the branch the merge-base is taken with (default main)"
+    )
     p.add_argument("--out", default="build/ci", help="where the results, ci.json and comment.md go (default build/ci)")
     p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
     p.add_argument("--shapes", default="canonical", help="helios bench --shapes (default canonical)")
@@ -68,14 +74,19 @@ def register(sub: Any) -> None:
     p.add_argument("--iters", type=positive_int, default=50, help="timed launches per round (default 50)")
     p.add_argument("--warmup", type=nonneg_int, default=10, help="warm-up launches (default 10)")
     p.add_argument("--repeats", type=positive_int, default=2, help="rounds per run (default 2)")
-    p.add_argument("--ref", default="auto", help="the bench reference: auto, torch, cublas or numpy (default auto)")
+    p.add_argument(
+        "--ref",
+        default="auto",
+        choices=["auto", "torch", "cublas", "numpy"],
+        help="the bench reference: auto, torch, cublas or numpy (default auto)",
+    )
     p.add_argument("--fuzz", type=positive_int, default=30, help="product fuzz cases in each side's gate (default 30)")
     p.add_argument(
         "--attention-fuzz", type=nonneg_int, default=10, help="attention fuzz cases in each gate (default 10; 0: none)"
     )
     p.add_argument(
         "--fail-on-regression",
-        type=float,
+        type=finite_float(0.0, 1000.0),
         default=0.0,
         metavar="PCT",
         help="a SLOWER shape fails the job only beyond this many percent (default 0: any confident regression)",

@@ -75,6 +75,19 @@ def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = F
     return parse
 
 
+def device_index(s: str) -> int:
+    """An argparse type: a Vulkan device index (0 or more)."""
+    return _int_in(s, 0, None, "a device index (0 or more)")
+
+
+def git_ref(s: str) -> str:
+    """An argparse type: a git ref or commit that git cannot read as an option (a ref
+    starting with '-' would be passed to git as one), non-empty."""
+    if not s or s.startswith("-") or any(c.isspace() or ord(c) < 32 for c in s):
+        raise argparse.ArgumentTypeError(f"expected a git ref or commit (no leading '-', no spaces), got {s!r}")
+    return s
+
+
 def flag_value(flag: str, parse: Callable[[str], Any], text: str) -> Any:
     """parse(text), with a ValueError turned into a UsageError naming the flag."""
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..jsonio import read_object
 from ..optional import MissingDependencyError
-from .common import expand_dirs
+from .common import expand_dirs, finite_float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -110,7 +110,7 @@ def register(sub: Any) -> None:
     )
     pr.add_argument(
         "--step",
-        type=float,
+        type=finite_float(0.01, 1000.0),
         default=5.0,
         metavar="PCT",
         help="with --history: flag a point this many percent from the median of the 3 before it (default 5)",

@@ -110,6 +110,11 @@ def resolve_refs(cfg: CiConfig) -> tuple[str, str]:
             base = _git(cfg.repo, "merge-base", cfg.main, head)
         except CiError as e:
             raise CiError(f"no --base and no merge-base of {cfg.head or 'HEAD'} with {cfg.main!r}: {e}") from None
+    if base == head:  # an A/A of a commit with itself would always read "no regression"
+        raise CiError(
+            f"base and head are one commit ({head[:12]}): nothing to compare; give a --base (or --main) "
+            "that differs from --head"
+        )
     return base, head
 
 

@@ -59,6 +59,11 @@ def external_adapters(specs: list[str], builtin: tuple[str, ...]) -> dict[str, s
     then each NAME=COMMAND given (which wins over a variable of the same name).
     ValueError for a malformed spec, a bad name or a built-in adapter's name."""
     out = {name: os.environ[var].strip() for name, var in SEED_ENV.items() if os.environ.get(var, "").strip()}
+    for name, command in out.items():  # checked now, naming the variable, not when the adapter's turn comes
+        try:
+            shlex.split(command)
+        except ValueError as e:
+            raise ValueError(f"{SEED_ENV[name]}={command!r}: cannot split the command ({e})") from None
     for spec in specs:
         name, sep, command = spec.partition("=")
         name, command = name.strip(), command.strip()

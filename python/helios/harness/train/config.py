@@ -70,6 +70,11 @@ def check_config(cfg: TrainConfig, max_buffer_bytes: Optional[int] = None) -> No
     a head dimension the attention kernels do not take, warm-up steps that leave none
     timed, and (max_buffer_bytes: the Helios device's per-buffer limit) an attention
     operand, MLP activation or logits tensor larger than one buffer."""
+    for name in ("layers", "d_model", "heads", "seq", "batch", "steps"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"train: {name} {getattr(cfg, name)}: must be at least 1")
+    if cfg.vocab < 4:  # each token of the Markov stream has four distinct successors
+        raise ValueError(f"train: vocab {cfg.vocab}: the token stream gives every token 4 successors: vocab >= 4")
     if cfg.d_model % cfg.heads:
         raise ValueError(
             f"train: d_model {cfg.d_model} is not a multiple of heads {cfg.heads}: heads x head_dim must equal d_model"
