@@ -152,3 +152,10 @@ def test_a_second_signal_does_not_cut_the_write(device, tmp_path, monkeypatch, c
     assert main(_bench_args(out)) == 130
     assert json.loads(out.read_text())["status"] == "interrupted"
     assert "SIGTERM again" in capsys.readouterr().err
+
+
+def test_ci_out_that_cannot_be_written_is_refused_before_any_build(capsys):
+    """`helios ci --out /proc/x` ended as an internal error after the work."""
+    assert main(["ci", "--out=/proc/helios-ci", "--base=HEAD~1"]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "internal error" not in err

@@ -623,3 +623,13 @@ def test_a_copy_after_a_live_group_opened_is_refused(cuda):
         with group.live():
             group.stage(a * 2)
     torch.testing.assert_close(ht.matmul(a, a).float(), torch.full((8, 8), 8.0, device=cuda))
+
+
+def test_ordering_and_device_for_refuse_a_cpu_tensor():
+    """They raised AssertionError (and with a CUDA build of torch mapped a CPU tensor to the
+    current CUDA device); every other helios.torch function says TypeError ... CUDA tensor."""
+    for fn in (ht.ordering, ht.device_for):
+        with pytest.raises(TypeError, match="must be a CUDA tensor, got one on cpu"):
+            fn(torch.zeros(2))
+        with pytest.raises(TypeError, match="must be a CUDA tensor, got list"):
+            fn([1.0])

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int
+from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int, probe_writable
 
 
 def _doc() -> str:
@@ -22,6 +22,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
     flag_value("--shapes", parse_shapes, args.shapes)  # before either build: a bad set is refused now
     out = Path(args.out)
+    for name in ("ci.json", "comment.md"):  # where the record goes: writable, before any build
+        probe_writable(out / name, "--out")
+    if args.history:
+        probe_writable(Path(args.history), "--history")
     cfg = CiConfig(
         repo=Path(args.repo).resolve(),
         out=out,

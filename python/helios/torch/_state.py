@@ -88,6 +88,11 @@ DTYPES = {k: v for k, v in TORCH_TO_HELIOS.items() if k is not torch.float32}  #
 
 
 def cuda_ordinal(t: torch.Tensor) -> int:
+    """The CUDA device of a CUDA tensor; TypeError for anything else (a CPU tensor would
+    otherwise map to the current CUDA device)."""
+    if not isinstance(t, torch.Tensor) or not t.is_cuda:
+        where = f"one on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise TypeError(f"helios.torch: t must be a CUDA tensor, got {where}")
     return t.device.index if t.device.index is not None else torch.cuda.current_device()
 
 
@@ -122,7 +127,7 @@ def device_for(t: torch.Tensor) -> Device:
 def ordering(t: torch.Tensor) -> str:
     """How ops on this tensor's GPU are ordered with torch: "semaphore" (no host
     wait) or "host sync: <why>"."""
-    ordinal = cuda_ordinal(t)
+    ordinal = cuda_ordinal(t)  # TypeError for a CPU tensor, as every helios.torch function
     dev = device_for(t)
     if _helios.env_flag("HELIOS_DISABLE_SEMAPHORE_ORDERING"):
         # the kill switch: the host waits for torch's stream before each group, and for
