@@ -5,10 +5,10 @@ function, which other files call it). Pure source analysis: runs without a devic
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from graphs import circles
 
 CORE = Path(__file__).resolve().parents[1] / "csrc" / "core"
 
@@ -32,42 +32,6 @@ def call_graph(sources: dict[str, str]) -> dict[str, dict[str, list[str]]]:
             if home != name and fn not in own and re.search(rf"\b{re.escape(fn)}\s*\(", src):
                 graph[name].setdefault(home, []).append(fn)
     return graph
-
-
-def circles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
-    """The strongly connected components with more than one file (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                found.append(sorted(comp))
-
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return found
 
 
 def _explain(graph: dict[str, dict[str, list[str]]], comp: list[str]) -> str:

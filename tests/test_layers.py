@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from graphs import circles
 
 PKG = Path(__file__).resolve().parents[1] / "python" / "helios"
 RANK = {"api": 0, "harness": 1, "cli": 2}
@@ -121,36 +122,8 @@ def test_no_private_names_across_modules(src):
 
 def test_no_import_circles():
     graph = {m: {t for t, _, _ in imports(m) if t in MODULES and t != m} for m in MODULES}
-    # Tarjan's strongly connected components
-    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            sccs.append(comp)
-
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
-    for m in graph:
-        if m not in index:
-            visit(m)
-    circles = [sorted(c) for c in sccs if len(c) > 1]
-    assert not circles, f"import circles: {circles}"
+    found = circles(graph)
+    assert not found, f"import circles: {found}"
 
 
 def test_the_checker_sees_a_planted_violation(tmp_path, monkeypatch):

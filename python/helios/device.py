@@ -13,7 +13,7 @@ from .attention import run_attention, run_attention_backward, time_attention
 from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
-from .matmul_timing import MatmulTiming, out_dtype_name, time_matmul
+from .matmul_timing import out_dtype_name, time_matmul
 from .tensor import Tensor, float_array, like_inputs, ndim_of, new_tensor
 from .tune_cache import TunedChoice, attention_bucket
 from .validate import count, flag, real
@@ -432,41 +432,9 @@ class Device(_helios.Device):
         AttentionTiming (median_ms, tflops, output, grads, ...)."""
         return time_attention(self, batch, heads, seq, head_dim, **kwargs)
 
-    def time_matmul(
-        self,
-        m: int,
-        n: int,
-        k: int,
-        *,
-        iters: int = 20,
-        warmup: int = 5,
-        variant: Optional[str] = None,
-        dtype: str = "float16",
-        out_dtype: Optional[str] = None,
-        seed: int = 0,
-        inputs: Optional[Sequence[np.ndarray]] = None,
-        flush_bytes: int = 0,
-    ) -> MatmulTiming:
-        """Time C = A @ B with GPU timestamps: `warmup` untimed dispatches, then `iters`
-        dispatches each between two timestamps (samples_ms), then `iters` back to
-        back (batch_ms, the mean). Inputs are seeded random normals unless given.
-        flush_bytes > 0 overwrites that many bytes before each sample, outside the
-        timestamps, so samples start with a cold L2. `output` holds C. dtype: the
-        inputs' type, float16 or bfloat16; out_dtype: that type (default) or float32."""
-        return time_matmul(
-            self,
-            m,
-            n,
-            k,
-            iters=iters,
-            warmup=warmup,
-            variant=variant,
-            dtype=dtype,
-            out_dtype=out_dtype,
-            seed=seed,
-            inputs=inputs,
-            flush_bytes=flush_bytes,
-        )
+    # time_matmul(m, n, k, *, iters, warmup, variant, dtype, out_dtype, seed, inputs,
+    # flush_bytes): matmul_timing.time_matmul, the device its first argument.
+    time_matmul = time_matmul
 
 
 # The docstring names the activations from the one table that defines them.
