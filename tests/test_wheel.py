@@ -16,11 +16,12 @@ import pytest
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
-@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed here")
-@pytest.mark.long_on_cpu  # builds a wheel: make test-full and CI's end-to-end stage run it on a CPU device
-def test_wheel_needs_only_libc(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel pip builds from this tree (once for the module)."""
+    d = tmp_path_factory.mktemp("wheel")
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT, "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", ROOT, "-w", str(d)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -28,7 +29,30 @@ def test_wheel_needs_only_libc(tmp_path):
     if r.returncode != 0 and "No module named pip" in r.stderr:
         pytest.skip("pip is not installed for this Python")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    wheel = next(tmp_path.glob("helios-*.whl"))
+    return next(d.glob("helios-*.whl"))
+
+
+@pytest.mark.long_on_cpu  # builds a wheel: make test-full and CI's end-to-end stage run it on a CPU device
+def test_the_readmes_install_line_names_what_the_wheel_brings(wheel):
+    """The README's wheel line says what installing it brings; the wheel's metadata is what
+    pip installs: the two name the same packages (the README once said numpy alone while the
+    wheel also required ml_dtypes, and `import helios` failed without it)."""
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    required = {
+        re.split(r"[<>=!~ ;\[]", line.split(":", 1)[1].strip())[0].lower().replace("-", "_")
+        for line in meta.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    }
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    line = next(x for x in readme.splitlines() if x.startswith("pip install helios-") and ".whl" in x)
+    said = set(re.findall(r"[a-z_]+", line.split("#", 1)[1].replace(" and ", " "))) - {"brings"}
+    assert required == said == {"numpy", "ml_dtypes"}, (required, said)
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump (binutils) is not installed here")
+@pytest.mark.long_on_cpu  # builds a wheel: make test-full and CI's end-to-end stage run it on a CPU device
+def test_wheel_needs_only_libc(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         so = next(n for n in names if re.match(r"helios/_helios\..*\.so$", n))

@@ -118,6 +118,7 @@ EXIT_CODES = """exit status (every command):
      variant or size this device cannot serve, no Vulkan device
   3  the device or driver failed at run time (the message names the Vulkan call)
   130  interrupted (Ctrl-C); bench writes what it measured, marked "interrupted"
+  143  stopped by SIGTERM (Slurm, CI runners, timeout): the same as Ctrl-C
   141  stdout closed by its reader (e.g. piped into head)
   an internal error is a one-line message and 2 (--debug shows the traceback)"""
 
