@@ -11,6 +11,7 @@ import os
 import signal
 
 import pytest
+from test_results import _bench
 
 from helios.cli import build_parser, main
 
@@ -90,20 +91,6 @@ def test_an_adapter_variable_that_cannot_be_split_is_named_before_any_work(monke
     assert "TVM_BENCH_CMD" in err and "cannot split" in err
 
 
-def _bench_args(out):
-    return [
-        "bench",
-        "--shapes=16x16x16,24x8x40",
-        "--iters=3",
-        "--warmup=0",
-        "--warmup-ms=0",
-        "--check-shape=16x16x16",
-        "--ref=numpy",
-        "--repeats=3",
-        f"--out={out}",
-    ]
-
-
 def test_sigterm_keeps_what_was_measured(device, tmp_path, monkeypatch):
     """SIGTERM (Slurm, CI runners) in the second round: the complete round is written,
     status interrupted, exit 143 (it used to kill the bench with everything it measured)."""
@@ -119,8 +106,8 @@ def test_sigterm_keeps_what_was_measured(device, tmp_path, monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(protocol, "gpu_state", terminated)
-    out = tmp_path / "b.json"
-    assert main(_bench_args(out)) == 143
+    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
+    assert rc == 143
     res = json.loads(out.read_text())
     assert res["status"] == "interrupted" and res["rows"]
     assert all(len(r["helios"]["samples_ms"]) >= 1 for r in res["rows"])
@@ -148,8 +135,8 @@ def test_a_second_signal_does_not_cut_the_write(device, tmp_path, monkeypatch, c
 
     monkeypatch.setattr(protocol, "gpu_state", interrupted)
     monkeypatch.setattr(common, "write_results", write_under_fire)
-    out = tmp_path / "b.json"
-    assert main(_bench_args(out)) == 130
+    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
+    assert rc == 130
     assert json.loads(out.read_text())["status"] == "interrupted"
     assert "SIGTERM again" in capsys.readouterr().err
 
