@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 import helios
 from helios import tune_cache
 from helios.cli import main
+from helios.files import read_json
 from helios.harness.compare import CompareError, load
-from helios.jsonio import read_json
 from helios.launcher import expand_out
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from helios.files import read_object
 from helios.harness.history import append_history
-from helios.jsonio import read_object
 
 
 def main() -> int:

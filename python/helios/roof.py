@@ -13,11 +13,16 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _helios
-from .jsonio import read_object
+from .files import FileError, check, read_object
 from .tune_cache import cache_path as tune_cache_path
 from .tune_cache import device_key
 
 CACHE_SCHEMA = "helios-roof-cache/1"
+# A roof row as the cache holds it. The bounds keep a hand-edited or corrupt value
+# from reaching a result: no GPU's MMA roof is below a GFLOP/s or above 1e5 TF/s,
+# and a row's TF/s over a roof outside them would be noise or infinity.
+ROW_FIELDS = {"shape": "str", "acc": "str", "tflops": "positive", "tflops_max": "positive?"}
+ROOF_TFLOPS_RANGE = (1e-3, 1e5)
 
 
 def mma_roof(
@@ -82,7 +87,18 @@ def _load(path: Path) -> dict:
     try:
         doc = read_object(path, "a roof cache", 1 << 20)
         if doc.get("schema") != CACHE_SCHEMA or not isinstance(doc.get("devices"), dict):
-            raise ValueError(f"not a {CACHE_SCHEMA} file")
+            raise FileError(f"not a {CACHE_SCHEMA} file")
+        for key, entry in doc["devices"].items():
+            where = f"device {key!r}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("rows"), list):
+                raise FileError(f"{where}: expected an object with a list of rows")
+            for i, row in enumerate(entry["rows"]):
+                if not isinstance(row, dict):
+                    raise FileError(f"{where}, row {i}: expected an object, got {type(row).__name__}")
+                check(row, ROW_FIELDS, f"{where}, row {i}")
+                lo, hi = ROOF_TFLOPS_RANGE
+                if not lo <= row["tflops"] <= hi:
+                    raise FileError(f"{where}, row {i}: tflops {row['tflops']!r} is outside {lo:g}..{hi:g}")
         return doc
     except ValueError as e:
         warnings.warn(f"helios: roof cache {path} ignored: {e} (the next `helios roof` rewrites it)", stacklevel=3)
@@ -105,15 +121,14 @@ def save_rows(info: Any, rows: list[dict], path: Optional[Path] = None) -> Path:
 def cached_rows(info: Any, path: Optional[Path] = None) -> Optional[list]:
     """This device and driver's rows from the roof cache, or None."""
     entry = _load(path or cache_path())["devices"].get(device_key(info))
-    rows = (entry or {}).get("rows")
-    return rows if isinstance(rows, list) else None
+    return entry["rows"] if entry else None  # _load checked every entry's rows
 
 
 def roof_tflops(info: Any, shape: str, acc: str, path: Optional[Path] = None) -> Optional[float]:
     """The cached roof (median TF/s) of this fragment shape and accumulator on this
     device and driver, or None where `helios roof` has not measured it."""
     for r in cached_rows(info, path) or []:
-        if r.get("shape") == shape and r.get("acc") == acc and isinstance(r.get("tflops"), (int, float)):
+        if r["shape"] == shape and r["acc"] == acc:
             return float(r["tflops"])
     return None
 

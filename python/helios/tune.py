@@ -15,6 +15,7 @@ import numpy as np
 
 from ._helios import format_variant, variant_fields
 from .check import check_close, reference_matmul
+from .files import FileError, read_text
 from .matmul_timing import random_inputs, warmup_launches
 from .tune_cache import attention_bucket, bucket, device_key, load, save
 
@@ -87,10 +88,9 @@ def read_variant_list(spec: str) -> list[str]:
     if spec.startswith("@"):
         path = spec[1:]
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read(1 << 20)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ValueError(f"--candidates @{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+            text = read_text(path, 1 << 20, "a list of variants")
+        except FileError as e:
+            raise ValueError(f"--candidates @{e}") from None
         items = [ln.split("#")[0].strip() for ln in text.splitlines()]
     else:
         items = [v.strip() for v in spec.split(",")]

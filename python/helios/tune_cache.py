@@ -29,13 +29,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Optional
 
 from ._helios import KERNELS_DIGEST
-from .jsonio import read_object
+from .files import Target, dumps, read_object
 
 SCHEMA = "helios-tune/1"
 BUCKET = 128
@@ -113,15 +112,7 @@ def save(doc: dict, path: Optional[Path] = None) -> Path:
     """Write atomically (a temporary file renamed over the old one)."""
     path = path or cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tune-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return Target(path, "cache", replace=True).write(dumps(doc, indent=1, sort_keys=True))
 
 
 def lookup(doc: dict, info: Any, shape: Any, key: Optional[str] = None) -> Optional[str]:

@@ -152,7 +152,7 @@ def _quiet_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's final
     flush does not raise again."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
+        devnull = os.open(os.devnull, os.O_WRONLY)  # files: stdout after its reader left
         os.dup2(devnull, sys.stdout.fileno())
     except OSError:
         pass

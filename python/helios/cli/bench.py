@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..check import ATOL, RTOL
+from ..files import read_object
 from ..harness.shapes import parse_shapes
 from .common import (
     UsageError,
@@ -24,7 +24,7 @@ from .common import (
     run_and_emit,
     shape_arg,
     warmup_count,
-    write_atomic,
+    write_results,
 )
 
 
@@ -43,12 +43,12 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     infos = identities()
     indices = device_indices(args.devices, infos)
     argv, child = child_argv(args, "bench", ["--devices", "--devices-serial", "--out", "--force"])
-    entries = run_devices(child, indices, infos, out[0].with_suffix(""), args.devices_serial)
+    entries = run_devices(child, indices, infos, out.json.path.with_suffix(""), args.devices_serial)
     results, labels = [], []
     for e in entries:
         path = Path(e["file"])
         if path.exists():
-            res = json.loads(path.read_text(encoding="utf-8"))
+            res = read_object(path, "a device's bench result")
             results.append(res)
             labels.append(f"dev{e['index']} {res.get('helios', {}).get('pci_bus_id') or e['uuid'][:8]}")
     summary = summarize(results, labels)
@@ -57,9 +57,10 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     )
     table = fleet_markdown(summary) if results else "no device produced a result\n"
     print(table, end="")
-    write_atomic(out[0], json.dumps(summary, indent=1))
-    write_atomic(out[1], table)
-    print(f"wrote {out[0]} and {out[1]}")
+    written, moved = write_results(out, summary, table)
+    if moved:
+        print(f"helios: {moved}; the summary is in {written}", file=sys.stderr)
+    print(f"wrote {written}" if moved else f"wrote {out.json.path} and {out.md.path}")
     rcs = [e["rc"] for e in entries]
     for e in entries:
         if e["rc"]:

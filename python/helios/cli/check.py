@@ -28,7 +28,7 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="helios-check-") as tmp:
         entries = run_devices(child, indices, infos, Path(tmp) / "check", args.devices_serial, command="check")
         for e in entries:
-            tail = Path(e["log"]).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            tail = Path(e["log"]).read_text(encoding="utf-8", errors="replace").strip().splitlines()  # files: our log
             print(
                 f"device {e['index']} ({e['name']}, {e['uuid']}): exit {e['rc']}: {tail[-1] if tail else 'no output'}"
             )

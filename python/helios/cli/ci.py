@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int, probe_writable
+from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int, target
 
 
 def _doc() -> str:
@@ -23,9 +23,9 @@ def cmd_ci(args: argparse.Namespace) -> int:
     flag_value("--shapes", parse_shapes, args.shapes)  # before either build: a bad set is refused now
     out = Path(args.out)
     for name in ("ci.json", "comment.md"):  # where the record goes: writable, before any build
-        probe_writable(out / name, "--out")
+        target(out / name, "--out")
     if args.history:
-        probe_writable(Path(args.history), "--history")
+        target(Path(args.history), "--history")
     cfg = CiConfig(
         repo=Path(args.repo).resolve(),
         out=out,
@@ -48,7 +48,7 @@ def cmd_ci(args: argparse.Namespace) -> int:
         bench_args=list(args.bench_arg or []),
     )
     rec = run_ci(cfg, say=lambda s: print(f"helios ci: {s}", flush=True))
-    print((out / "comment.md").read_text())
+    print((out / "comment.md").read_text())  # files: written by this run
     print(f"helios ci: exit {rec['exit']}: {rec.get('reason', '')}")
     return int(rec["exit"])
 

@@ -4,15 +4,15 @@ handling (checked before work, written atomically) and opening the device."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from .. import _helios
 from ..device import Device
+from ..files import Target, TargetError, dumps, write_anywhere
 from ..harness.shapes import parse_shape
 
 
@@ -127,10 +127,17 @@ class UsageError(ValueError):
     """Bad input or usage: exit status 2 with a one-line message."""
 
 
-def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
-    """(json, md) for --out, validated before any measurement: a .json name, not a
-    directory, a parent that exists or can be made and is writable, and no existing
-    file unless --force. Results are never lost at the end of a long run."""
+class OutFiles(NamedTuple):
+    """--out's two files, probed before any work: the JSON and the markdown beside it."""
+
+    json: Target
+    md: Target
+
+
+def out_paths(out: Optional[str], force: bool) -> Optional[OutFiles]:
+    """--out, validated before any measurement: a .json name, not a directory, a
+    parent that exists or can be made and is writable, and no existing file unless
+    --force. Results are never lost at the end of a long run (files.Target)."""
     if not out:
         return None
     p = Path(out)
@@ -139,24 +146,17 @@ def out_paths(out: Optional[str], force: bool) -> Optional[tuple[Path, Path]]:
             f"--out {out!r}: give the JSON file's name (ending in .json); the "
             f"markdown table is written beside it as .md"
         )
-    md = p.with_suffix(".md")
-    check_shared(p, "--out")
-    for q in (p, md):
-        try:
-            if q.is_dir():
-                raise UsageError(f"--out {out!r}: {q} is a directory")
-            if q.exists() and not force:
-                raise UsageError(f"--out {out!r}: {q} exists; pass --force to replace it")
-        except OSError as e:  # a name too long, a path through a file, ...
-            raise UsageError(f"--out {out!r}: {e.strerror or e}") from None
-    parent = p.parent if str(p.parent) else Path(".")
+    return OutFiles(target(p, "--out", force), target(p.with_suffix(".md"), "--out", force))
+
+
+def target(path: Path, flag: str, force: bool = True) -> Target:
+    """A files.Target for a flag's path, or UsageError (exit 2) before any work;
+    force False: an existing file is refused (pass --force)."""
+    check_shared(path, flag)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out!r}: cannot create {parent}: {e.strerror or e}") from None
-    for q in (p, md):  # create what writing will create (a /proc path, a name too long: refused now)
-        probe_writable(q, "--out")
-    return p, md
+        return Target(path, flag, replace=force)
+    except TargetError as e:
+        raise UsageError(str(e)) from None
 
 
 def check_shared(path: Path, flag: str) -> None:
@@ -176,63 +176,33 @@ def check_shared(path: Path, flag: str) -> None:
     )
 
 
-def probe_writable(path: Path, flag: str) -> None:
-    """UsageError unless `path` can be created or replaced: not a directory, a
-    parent that exists or can be made, and a file of that name can be created
-    beside it (a /proc path, a name too long or a read-only place fail here,
-    before any work)."""
-    check_shared(path, flag)
-    parent = path.parent if str(path.parent) else Path(".")
+def write_results(out: OutFiles, doc: dict, table: str) -> tuple[Path, Optional[str]]:
+    """Write the JSON and the markdown beside it: (the JSON's path, None) when the
+    target was written, else (where the results went, why). Measured work is never
+    lost: a file that appeared at the target during the run is not replaced (the
+    results go beside it), and a target that fails at write time (a full disk, it
+    was checked before the run) sends the JSON to a new file in the working
+    directory or the temporary directory."""
+    text = dumps(doc, indent=1)
     try:
-        if path.is_dir():
-            raise UsageError(f"{flag} {str(path)!r} is a directory")
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = _tmp_name(path)
-        probe.open("x", encoding="utf-8").close()
-        probe.unlink()
+        written = out.json.write(text)
     except OSError as e:
-        raise UsageError(f"{flag} {str(path)!r}: cannot write there ({e.strerror or e})") from None
-
-
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = _tmp_name(path)
+        where = write_anywhere(text, "helios-results-", ".json")
+        return where, f"cannot write {out.json.path} ({e.strerror or e})"
+    md = out.md
+    if written != out.json.path:
+        md = Target(written.with_suffix(".md"), "--out", must_be_new=False)
+        md.before = None  # a name Helios chose: never replace what is there
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_results(out: tuple[Path, Path], doc: dict, table: str) -> Optional[Path]:
-    """Write the JSON and the markdown beside it. Measured work is never lost: if
-    the target cannot be written after the run (it was checked before), the JSON
-    goes to a fallback file in the working directory or the temporary directory,
-    and its path is returned (None when the target was written)."""
-    text = json.dumps(doc, indent=1)
-    try:
-        write_atomic(out[0], text)
-        write_atomic(out[1], table)
-        return None
+        md.write(table)
     except OSError as e:
-        print(f"helios: cannot write {out[0]} ({e.strerror or e}); saving the results elsewhere", file=sys.stderr)
-    import tempfile
-
-    for where in (Path.cwd(), Path(tempfile.gettempdir())):
-        try:
-            fd, name = tempfile.mkstemp(prefix="helios-results-", suffix=".json", dir=where)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            return Path(name)
-        except OSError:
-            continue
-    raise OSError(
-        f"could not save the results anywhere (tried {out[0]}, the working directory and {tempfile.gettempdir()})"
-    )
+        print(f"helios: cannot write {md.path} ({e.strerror or e}); the JSON holds the results", file=sys.stderr)
+    if written != out.json.path:
+        return (
+            written,
+            f"{out.json.path} appeared during the run (another run with the same --out?) and was not replaced",
+        )
+    return written, None
 
 
 def open_device(args: argparse.Namespace) -> Device:
@@ -247,7 +217,7 @@ def child_argv(args: argparse.Namespace, command: str, drop: Sequence[str]) -> t
     return argv, strip_args(argv[argv.index(command) + 1 :] if command in argv else argv, drop)
 
 
-def run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
+def run_and_emit(run, table, out: Optional[OutFiles]) -> int:
     """A bench run: exit 2 when a reference asked for is not here (a RuntimeError
     that is not the engine's), else the table and files of _emit."""
     try:
@@ -260,15 +230,17 @@ def run_and_emit(run, table, out: Optional[tuple[Path, Path]]) -> int:
     return emit(result, table(result), out, f"run rejected: {result.get('failure')}")
 
 
-def emit(result: dict, table: str, out: Optional[tuple[Path, Path]], rejected: str) -> int:
+def emit(result: dict, table: str, out: Optional[OutFiles], rejected: str) -> int:
     """Print the table, write JSON + markdown where --out says. Exit 0 when the
     status is ok, 130 for an interrupted run (its complete rounds are written),
-    2 when the results had to go to a fallback file, else 1 (a failed gate)."""
+    2 when the results had to go elsewhere (named), else 1 (a failed gate)."""
     print(table, end="")
     fallback = None
     if out:
-        fallback = write_results(out, result, table)
-        print(f"wrote {fallback}" if fallback else f"wrote {out[0]} and {out[1]}")
+        written, fallback = write_results(out, result, table)
+        if fallback:
+            print(f"helios: {fallback}; the results are in {written}", file=sys.stderr)
+        print(f"wrote {written}" if fallback else f"wrote {out.json.path} and {out.md.path}")
     if result["status"] == "interrupted":
         print("helios: interrupted (Ctrl-C): the results hold the rounds completed before it", file=sys.stderr)
         return 130

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..jsonio import read_object
+from ..files import read_object
 from ..optional import MissingDependencyError
 from .common import expand_dirs, finite_float
 

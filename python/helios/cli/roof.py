@@ -5,31 +5,40 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..harness.results import fmt_rate
-from .common import open_device, positive_int
+from .common import open_device, positive_int, target
 
 
 def cmd_roof(args: argparse.Namespace) -> int:
     from ..harness.results import provenance
-    from ..roof import mma_roof, save_rows
+    from ..roof import cache_path, mma_roof, save_rows
 
+    if not args.no_save:  # the cache must take the rows: checked before measuring
+        target(cache_path(), "the roof cache (HELIOS_ROOF_CACHE)")
     with open_device(args) as dev:
         rows = mma_roof(dev, iters=args.iters, reps=args.reps)
-        result = {"schema": "helios-roof/1", **provenance(), "device": dev.info["name"], "rows": rows}
-        if not args.no_save:  # bench rows read it for their roofFraction
-            result["cache"] = str(save_rows(dev.info, rows))
+        info = dev.info
+    result = {"schema": "helios-roof/1", **provenance(), "device": info["name"], "rows": rows}
+    status, saved = 0, None
+    if not args.no_save:  # bench rows read it for their roofFraction
+        try:
+            saved = result["cache"] = str(save_rows(info, rows))
+        except OSError as e:  # the rows are printed below either way
+            print(f"helios: cannot write the roof cache ({e.strerror or e}); the rows follow", file=sys.stderr)
+            status = 2
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
+        return status
     print(f"MMA roof on {result['device']} (register-only loop, GPU timestamps, {args.reps} dispatches each)")
     print(f"{'shape':>10} {'acc':>4} {'TF/s median':>12} {'TF/s best':>10}")
     for r in rows:
         print(f"{r['shape']:>10} {r['acc']:>4} {fmt_rate(r['tflops']):>12} {fmt_rate(r['tflops_max']):>10}")
-    if "cache" in result:
-        print(f"stored in {result['cache']} (helios bench rows report their fraction of it)")
-    return 0
+    if saved:
+        print(f"stored in {saved} (helios bench rows report their fraction of it)")
+    return status
 
 
 def register(sub: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..check import ATOL, RTOL
@@ -17,6 +18,7 @@ from .common import (
     nonneg_int,
     out_paths,
     positive_int,
+    target,
     warmup_count,
 )
 
@@ -50,6 +52,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(f"--adapters: unknown {', '.join(bad)} for train; choose from {', '.join(TRAIN_ADAPTERS)}")
     if "torch_eager" not in adapters:
         adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
+    if args.trace is not None:  # each adapter's trace file: writable, before any training
+        for a in adapters:
+            target(Path(f"{args.trace}-{a}-rank0.json"), "--trace")
     cfg = TrainConfig(**base, lr=args.lr, seed=args.seed, adapters=adapters, command=["helios"] + list(sys.argv[1:]))
     result = run_train(cfg, log=print)
     if result.get("distributed", {}).get("rank", 0) != 0:

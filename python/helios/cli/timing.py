@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, Optional
 
 import numpy as np
 
 from ..check import ATOL, RTOL, check_close, reference_matmul
+from ..files import dumps
 from ..flops import matmul_flops
 from ..harness.results import TIME_SCHEMA, fmt_tflops, provenance, reference_fields
 from ..harness.shapes import parse_shape, parse_shapes, shape_str
 from ..matmul_timing import random_inputs
-from .common import finite_float, flag_value, launches, nonneg_int, open_device, out_paths, warmup_count, write_atomic
+from .common import finite_float, flag_value, launches, nonneg_int, open_device, out_paths, warmup_count
 
 
 def _torch_reference(uuid: str) -> Optional[Any]:
@@ -72,9 +72,8 @@ def cmd_time(args: argparse.Namespace) -> int:
             )
         info = dict(dev.info)
     if out:
-        write_atomic(
-            out[0],
-            json.dumps(
+        written = out.json.write(
+            dumps(
                 {
                     "schema": TIME_SCHEMA,
                     **provenance(),
@@ -88,7 +87,7 @@ def cmd_time(args: argparse.Namespace) -> int:
                 indent=2,
             ),
         )
-        print(f"wrote {out[0]}")
+        print(f"wrote {written}")
     return 0
 
 

@@ -18,7 +18,7 @@ from .common import (
     launches,
     nonneg_int,
     open_device,
-    probe_writable,
+    target,
     warmup_count,
 )
 
@@ -67,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         shapes = flag_value("--shapes", parse_shapes, args.shapes)
     path = Path(args.cache) if args.cache else None
     if not args.dry_run:
-        probe_writable(path or tuner_cache_path(), "--cache")
+        target(path or tuner_cache_path(), "--cache")
     with open_device(args) as dev:
         log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
         timing = {"iters": args.iters, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "seed": args.seed}

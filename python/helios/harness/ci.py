@@ -25,7 +25,6 @@ fails its gate; 2 could not run (a ref, a build, the base's gate, the bench).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..files import Target, dumps, read_object
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load, same_reason
 from .history import append_history, device_fields
 
@@ -128,7 +128,7 @@ def engine_key(repo: Path, sha: str) -> str:
 
 
 def _run(cmd: list[str], log: Path, timeout: float, env: Optional[dict] = None, cwd: Optional[Path] = None) -> int:
-    with log.open("w") as f:
+    with log.open("w") as f:  # files: a build log, written as the build runs
         try:
             return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
@@ -137,7 +137,7 @@ def _run(cmd: list[str], log: Path, timeout: float, env: Optional[dict] = None, 
 
 
 def _tail(path: Path, n: int = 12) -> str:
-    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []  # files: our log
     return "\n".join(lines[-n:])
 
 
@@ -165,7 +165,7 @@ def build(cfg: CiConfig, sha: str, say: Callable[[str], None]) -> Path:
         rc = _run(cmd + [str(src)], log, cfg.timeout_s, env=env)
         if rc != 0:
             raise CiError(f"commit {sha[:12]} does not build (pip exit {rc}; log {log}):\n{_tail(log)}")
-        (engine / ".helios-ci-ok").write_text(sha)
+        (engine / ".helios-ci-ok").write_text(sha)  # files: a build stamp
     else:
         say(f"build {sha[:12]}: engine {key} already built")
     shutil.rmtree(site, ignore_errors=True)
@@ -176,7 +176,7 @@ def build(cfg: CiConfig, sha: str, say: Callable[[str], None]) -> Path:
             dst = pkg_dst / f.relative_to(pkg_src)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, dst)
-    (site / ".helios-ci-ok").write_text(sha)
+    (site / ".helios-ci-ok").write_text(sha)  # files: a build stamp
     return site
 
 
@@ -337,8 +337,12 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                 rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
         rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": _states(bases), "head": _states(heads)}
-        if cfg.history is not None:
-            append_history(cfg.history, head_latest, head, rec["date"])
+        if cfg.history is not None:  # probed before the builds; a late failure keeps the verdicts
+            try:
+                append_history(cfg.history, head_latest, head, rec["date"])
+            except OSError as e:
+                rec["history_error"] = f"could not append to {cfg.history}: {e.strerror or e}"
+                say(f"warning: {rec['history_error']} (the verdicts stand)")
     except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
         rec.update(exit=2, reason=f"could not run: {e}")
     return _finish(cfg, rec)
@@ -360,7 +364,7 @@ def failed_checks(files: list[Path]) -> list[dict]:
     them invalid and compare leaves them out): file, shape and why."""
     out = []
     for p in files:
-        for r in json.loads(Path(p).read_text()).get("rows", []):
+        for r in read_object(p).get("rows", []):
             if r.get("valid", True):
                 continue
             bad = [c for c in r.get("check") or [] if not c.get("passed")]
@@ -425,8 +429,8 @@ def _states(results: list[dict]) -> dict:
 
 
 def _finish(cfg: CiConfig, rec: dict) -> dict:
-    (cfg.out / "ci.json").write_text(json.dumps(rec, indent=1, default=str) + "\n")
-    (cfg.out / "comment.md").write_text(comment(rec))
+    Target(cfg.out / "ci.json", "--out", replace=True).write(dumps(rec, indent=1, default=str) + "\n")
+    Target(cfg.out / "comment.md", "--out", replace=True).write(comment(rec))
     return rec
 
 

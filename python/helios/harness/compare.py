@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..jsonio import read_object
+from ..files import read_object
 from ..optional import require
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, time_as_bench
 

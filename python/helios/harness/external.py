@@ -33,12 +33,13 @@ import math
 import os
 import re
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+
+from ..files import KINDS, FileError, parse_json, read_npy, run_capture, short
 
 REQUEST_SCHEMA = "helios-adapter-request/1"
 # The original suite's variables: adapter name -> environment variable.
@@ -52,6 +53,9 @@ SEED_ENV = {
 LATENCY_KEYS = ("mean", "p50", "p95", "min", "max")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 STDERR_TAIL = 2000
+# An adapter prints one JSON line at the end; its last 16 MiB are kept, so a chatty
+# (or hostile) command cannot take the suite's memory.
+MAX_OUTPUT_BYTES = 16 << 20
 
 
 def external_adapters(specs: list[str], builtin: tuple[str, ...]) -> dict[str, str]:
@@ -102,27 +106,29 @@ def validate_report(doc: Any) -> Optional[str]:
     if not _finite_positive(doc.get("throughput_tokens_per_sec")):
         return f"throughput_tokens_per_sec must be a finite number > 0, got {doc.get('throughput_tokens_per_sec')!r}"
     pm = doc.get("peak_memory_bytes")
-    if pm is not None and (isinstance(pm, bool) or not isinstance(pm, int) or pm < 0):
-        return f"peak_memory_bytes must be an integer >= 0 or null, got {pm!r}"
+    if pm is not None and not KINDS["count"](pm):
+        return f"peak_memory_bytes must be an integer in 0..2^63-1 or null, got {short(pm)}"
     s = doc.get("samples_ms")
     if s is not None and (not isinstance(s, list) or not s or not all(_finite_positive(x) for x in s)):
         return "samples_ms must be a non-empty list of finite numbers > 0"
     return None
 
 
-def _last_json(stdout: str) -> Optional[Any]:
-    """The last line of stdout that parses as a JSON object, or the whole output."""
+def _last_json(stdout: str) -> tuple[Optional[Any], Optional[str]]:
+    """(the last line of stdout that parses as a JSON object, else the whole output;
+    bounded depth, no NaN), or (None, why the last line that looked like one failed)."""
+    why = None
     for line in reversed(stdout.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
-                return json.loads(line)
-            except ValueError:
-                continue
+                return parse_json(line, "stdout"), None
+            except FileError as e:
+                why = why or str(e).removeprefix("stdout: ")
     try:
-        return json.loads(stdout)
-    except ValueError:
-        return None
+        return parse_json(stdout, "stdout"), None
+    except FileError:
+        return None, why
 
 
 def _bare(uuid: Any) -> str:
@@ -172,28 +178,24 @@ def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: An
         np.savez(inputs, x=wl.x, w1=wl.w1, b1=wl.b1, w2=wl.w2, b2=wl.b2)
         req.update(inputs=str(inputs), output=str(output))
         try:
-            r = subprocess.run(
-                shlex.split(command) + args, input=json.dumps(req), capture_output=True, text=True, timeout=timeout_s
-            )
-        except subprocess.TimeoutExpired as e:
-            row["status"] = f"timeout: no answer within {timeout_s:g} s"
-            row["stderr_tail"] = (
-                (e.stderr or b"")[-STDERR_TAIL:].decode("utf-8", "replace")
-                if isinstance(e.stderr, bytes)
-                else (e.stderr or "")[-STDERR_TAIL:]
-            )
-            return row
+            r = run_capture(shlex.split(command) + args, json.dumps(req).encode(), timeout_s, MAX_OUTPUT_BYTES)
         except OSError as e:
             row["status"] = f"crashed: could not start ({e.strerror or e})"
             return row
+        row["stderr_tail"] = r.stderr[-STDERR_TAIL:].decode("utf-8", "replace")
+        if r.lingering:
+            row["note"] = "processes it started kept its output open after it exited; they were killed"
+        if r.returncode is None:
+            row["status"] = f"timeout: no answer within {timeout_s:g} s"
+            return row
         row["exit_status"] = r.returncode
-        row["stderr_tail"] = r.stderr[-STDERR_TAIL:]
         if r.returncode != 0:
             row["status"] = f"crashed: exit status {r.returncode}"
             return row
-        doc = _last_json(r.stdout)
+        doc, why = _last_json(r.stdout.decode("utf-8", "replace"))
         if doc is None:
-            row["status"] = "no JSON: the command printed no JSON object"
+            more = f" (only the last {MAX_OUTPUT_BYTES >> 20} MiB of its output were kept)" if r.truncated else ""
+            row["status"] = f"malformed JSON: {why}" if why else f"no JSON: the command printed no JSON object{more}"
             return row
         row["report"] = doc
         if isinstance(doc, dict) and doc.get("status") not in (None, "ok"):
@@ -208,13 +210,13 @@ def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: An
             return row
         if output.exists():
             try:
-                y = np.load(output, allow_pickle=False)
+                y = read_npy(output, 8 * wl.x.size + 4096)  # the header is checked before any allocation
                 row["check"] = (
                     gate(y, wl, cfg)
                     if y.shape == wl.x.shape
                     else {"passed": False, "why": f"output shape {y.shape}, expected {wl.x.shape}"}
                 )
-            except (OSError, ValueError) as e:
+            except FileError as e:
                 row["check"] = {"passed": False, "why": f"unreadable output ({e})"}
             if not row["check"]["passed"]:
                 row["status"] = "check failed"

@@ -96,7 +96,7 @@ def run_devices(
             f"fleet: device {i} ({infos[i]['name']}, {infos[i]['uuid']})"
             + (f" -> {path}" if command == "bench" else "")
         )
-        fh = open(logf, "w", encoding="utf-8")
+        fh = open(logf, "w", encoding="utf-8")  # files: a child's log, written as it runs
         p = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         if serial:
             entry["rc"] = p.wait()
@@ -205,7 +205,7 @@ def gpu_label(res: dict, fallback: str) -> str:
 
 
 def load_results(paths: Sequence[str]) -> list[tuple[str, dict]]:
-    from ..jsonio import read_object
+    from ..files import read_object
 
     return [(p, read_object(p, "a helios-bench result")) for p in paths]
 

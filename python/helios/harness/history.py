@@ -16,6 +16,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
+from ..files import append_lines, read_lines
+
 STEP = 0.05  # a point this far from the median of the points before it is flagged
 WINDOW = 3  # points that median is taken over
 
@@ -30,44 +32,50 @@ def device_fields(result: dict) -> dict:
 def append_history(path: Path, result: dict, commit: str, date: str) -> int:
     """Appends one line per valid row of a bench result; returns how many."""
     h = device_fields(result)
-    n = 0
+    lines = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for r in result.get("rows", []):
-            if not r.get("valid"):
-                continue
-            line = {
-                "date": date,
-                "commit": commit,
-                "gpu": h.get("name"),
-                "gpu_uuid": h.get("uuid"),
-                "driver": h.get("driver_info") or h.get("driver_version"),
-                "dtype": result.get("dtype", "float16"),
-                "shape": r["shape"],
-                "helios_ms": r.get("heliosMs"),
-                "cuda_ms": r.get("cudaMs"),
-                "speedup": r.get("speedup"),
-                "variant": r.get("variant"),
-            }
-            f.write(json.dumps(line, sort_keys=True) + "\n")
-            n += 1
-    return n
+    for r in result.get("rows", []):
+        if not r.get("valid"):
+            continue
+        line = {
+            "date": date,
+            "commit": commit,
+            "gpu": h.get("name"),
+            "gpu_uuid": h.get("uuid"),
+            "driver": h.get("driver_info") or h.get("driver_version"),
+            "dtype": result.get("dtype", "float16"),
+            "shape": r["shape"],
+            "helios_ms": r.get("heliosMs"),
+            "cuda_ms": r.get("cudaMs"),
+            "speedup": r.get("speedup"),
+            "variant": r.get("variant"),
+        }
+        lines.append(json.dumps(line, sort_keys=True))
+    append_lines(path, lines)
+    return len(lines)
+
+
+# What a history line must hold to be read (files.check kinds; '?' may be null).
+LINE_FIELDS = {
+    "shape": "str",
+    "helios_ms": "positive",
+    "cuda_ms": "positive?",
+    "speedup": "number?",
+    "date": "str?",
+    "commit": "str?",
+    "gpu": "str?",
+    "gpu_uuid": "str?",
+    "driver": "str?",
+    "dtype": "str?",
+    "variant": "str?",
+}
+MAX_HISTORY_BYTES = 256 << 20  # years of nightly lines; /dev/zero is refused, not read
 
 
 def read_history(path: Path) -> list[dict]:
-    """The lines of a history file (ValueError naming the line that is not JSON)."""
-    out = []
-    for i, text in enumerate(Path(path).read_text().splitlines(), 1):
-        if not text.strip():
-            continue
-        try:
-            item = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: not a JSON line ({e})") from None
-        if not isinstance(item, dict) or "shape" not in item or "helios_ms" not in item:
-            raise ValueError(f"{path}:{i}: not a history line (shape and helios_ms missing)")
-        out.append(item)
-    return out
+    """The readable lines of a history file; a torn, non-JSON or mistyped line is
+    skipped with one warning naming it (FileError for a file that cannot be read)."""
+    return read_lines(path, LINE_FIELDS, MAX_HISTORY_BYTES, "a Helios history (JSON lines)")
 
 
 def series(lines: list[dict]) -> dict[tuple, list[dict]]:

@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..jsonio import read_object
+from ..files import Target, read_object
 from .history import series, steps
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, reference_ms, reference_tflops
 
@@ -275,6 +275,5 @@ def render(files: Iterable[str], history: Optional[list[dict]] = None, title: st
 
 def write_html(out_dir: Path, files: list[str], history: Optional[list[dict]] = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "index.html"
-    path.write_text(render(files, history))
-    return path
+    page = render(files, history)  # everything read and rendered before the old page is touched
+    return Target(out_dir / "index.html", "--html", replace=True).write(page)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from ..jsonio import read_object
+from ..files import read_object
 from ..optional import require
 from .results import (
     BENCH_SCHEMA,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Optional
@@ -305,7 +306,10 @@ class _Tracer:
             if self.cuda:
                 self.torch.cuda.synchronize()
             self.prof.stop()
-            self.prof.export_chrome_trace(self.path)
+            try:
+                self.prof.export_chrome_trace(self.path)
+            except OSError as e:  # probed before training; say it, the measurement goes on
+                print(f"helios: cannot write the trace {self.path} ({e.strerror or e})", file=sys.stderr)
             self.prof = None
 
     def abandon(self) -> None:
