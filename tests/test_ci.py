@@ -224,8 +224,9 @@ def test_failed_checks_name_the_rows_that_failed(tmp_path):
     """A bench row whose timed output failed its check is invalid (compare leaves it
     out of the verdicts); helios ci names it, file and shape, so that a wrong result
     in one run of several cannot pass as a timing."""
-    good = {"rows": [{"shape": "64x64x64", "valid": True, "check": [{"passed": True}]}]}
+    good = {"schema": "helios-bench/1", "rows": [{"shape": "64x64x64", "valid": True, "check": [{"passed": True}]}]}
     bad = {
+        "schema": "helios-bench/1",
         "rows": [
             {"shape": "64x64x64", "valid": True, "check": [{"passed": True}]},
             {
@@ -233,7 +234,7 @@ def test_failed_checks_name_the_rows_that_failed(tmp_path):
                 "valid": False,
                 "check": [{"passed": True}, {"passed": False, "max_abs_err": 0.5, "nonfinite_total": 3}],
             },
-        ]
+        ],
     }
     files = []
     for name, doc in (("run1-head.json", good), ("run2-head.json", bad)):

@@ -228,6 +228,35 @@ def test_a_result_without_its_helios_block_is_named(tmp_path, capsys):
     assert "nohelios.json" in err and "KeyError" not in err
 
 
+RESULT = Path(__file__).resolve().parents[1] / "results" / "h100-aa-236f2f6" / "aa-1.json"
+RESULT_MUTATIONS = {
+    "heliosMs a string": lambda d: d["rows"][0].__setitem__("heliosMs", "1.0"),
+    "heliosMs a list": lambda d: d["rows"][0].__setitem__("heliosMs", [1]),
+    "shape a dict": lambda d: d["rows"][0].__setitem__("shape", {"m": 1}),
+    "samples a string": lambda d: d["rows"][0].__setitem__("heliosSamplesMs", "abc"),
+    "rows a dict": lambda d: d.__setitem__("rows", {"a": 1}),
+    "a row a string": lambda d: d["rows"].__setitem__(0, "x"),
+    "helios a string": lambda d: d.__setitem__("helios", "x"),
+    "dtype a list": lambda d: d.__setitem__("dtype", [1]),
+    "variant a list": lambda d: d["rows"][0].__setitem__("variant", [1]),
+}
+
+
+@pytest.mark.parametrize("mutate", RESULT_MUTATIONS.values(), ids=RESULT_MUTATIONS.keys())
+@pytest.mark.parametrize("cmd", [["report"], ["report", "--md"], ["compare", str(RESULT)], ["report", "--html", "H"]])
+def test_a_result_field_of_the_wrong_type_is_refused_naming_it(tmp_path, capsys, mutate, cmd):
+    """Every reader of result files reads through one typed check: exit 2 naming the
+    file (TypeError, 'unhashable type' or an internal error before)."""
+    doc = json.loads(RESULT.read_text())
+    mutate(doc)
+    p = tmp_path / "mutated.json"
+    p.write_text(json.dumps(doc))
+    argv = [str(tmp_path / "html") if a == "H" else a for a in cmd]
+    assert main([*argv, str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "mutated.json" in err and "internal error" not in err and "Error:" not in err, err
+
+
 # ---- the writer ----------------------------------------------------------------------------------
 
 

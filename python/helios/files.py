@@ -186,6 +186,7 @@ KINDS: dict[str, Callable[[Any], bool]] = {
     "number": _real,
     "positive": lambda v: _real(v) and v > 0,
     "list": lambda v: isinstance(v, list),
+    "numbers": lambda v: isinstance(v, list) and all(_real(x) for x in v),
     "object": lambda v: isinstance(v, dict),
 }
 _KIND_WORDS = {
@@ -196,6 +197,7 @@ _KIND_WORDS = {
     "number": "a finite number",
     "positive": "a finite number > 0",
     "list": "a list",
+    "numbers": "a list of finite numbers",
     "object": "an object",
 }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..check import ATOL, RTOL
-from ..files import read_object
+from ..harness.results import read_result
 from ..harness.shapes import parse_shapes
 from .common import (
     UsageError,
@@ -48,7 +48,7 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     for e in entries:
         path = Path(e["file"])
         if path.exists():
-            res = read_object(path, "a device's bench result")
+            res = read_result(path, "a device's bench result")
             results.append(res)
             labels.append(f"dev{e['index']} {res.get('helios', {}).get('pci_bus_id') or e['uuid'][:8]}")
     summary = summarize(results, labels)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..files import read_object
+from ..harness.results import read_result
 from ..optional import MissingDependencyError
 from .common import expand_dirs, finite_float
 
@@ -51,7 +51,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     try:
         files = expand_dirs(args.files)
-        files = [f for f in files if read_object(f).get("schema") != FLEET_SCHEMA] if len(files) > 1 else files
+        files = [f for f in files if read_result(f).get("schema") != FLEET_SCHEMA] if len(files) > 1 else files
         print(report(files, markdown=args.md, png_dir=args.png))
         fleet = fleet_from_files(files) if len(files) > 1 else None
         if fleet and len(fleet["gpus"]) > 1:  # several GPUs, hosts or ranks: one fleet table

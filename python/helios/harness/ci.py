@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..files import Target, dumps, read_object
+from ..files import Target, dumps
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load, same_reason
 from .history import append_history, device_fields
+from .results import read_result
 
 CI_SCHEMA = "helios-ci/1"
 COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
@@ -364,7 +365,7 @@ def failed_checks(files: list[Path]) -> list[dict]:
     them invalid and compare leaves them out): file, shape and why."""
     out = []
     for p in files:
-        for r in read_object(p).get("rows", []):
+        for r in read_result(p).get("rows", []):
             if r.get("valid", True):
                 continue
             bad = [c for c in r.get("check") or [] if not c.get("passed")]

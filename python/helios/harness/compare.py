@@ -38,9 +38,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..files import read_object
 from ..optional import require
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, time_as_bench
+from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, read_result, time_as_bench
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
@@ -180,7 +179,7 @@ def load(path: str) -> dict:
     helios-bench/1 (matmul and attention), helios-time/1 and helios-suite/1 (one
     row per adapter and token count, labelled ADAPTER@TOKENS)."""
     try:
-        data = read_object(path, "a helios result")
+        data = read_result(path)
     except ValueError as e:
         raise CompareError(str(e)) from None
     schema = data.get("schema")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .compare import CompareError, compare
-from .results import FLEET_SCHEMA, reference_ms
+from .results import FLEET_SCHEMA, read_result, reference_ms
 
 SCHEMA = FLEET_SCHEMA
 NVIDIA = 0x10DE
@@ -205,9 +205,7 @@ def gpu_label(res: dict, fallback: str) -> str:
 
 
 def load_results(paths: Sequence[str]) -> list[tuple[str, dict]]:
-    from ..files import read_object
-
-    return [(p, read_object(p, "a helios-bench result")) for p in paths]
+    return [(p, read_result(p, "a helios-bench result")) for p in paths]
 
 
 def fleet_from_files(paths: Sequence[str]) -> Optional[dict]:

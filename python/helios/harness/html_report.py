@@ -24,9 +24,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..files import Target, read_object
+from ..files import Target
 from .history import series, steps
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, reference_ms, reference_tflops
+from .results import BENCH_SCHEMA, SUITE_SCHEMA, read_result, reference_ms, reference_tflops
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")
@@ -240,7 +240,7 @@ def ci_section(d: dict, name: str) -> str:
 def render(files: Iterable[str], history: Optional[list[dict]] = None, title: str = "Helios results") -> str:
     benches, suites, cis = [], [], []
     for f in files:
-        d = read_object(f)
+        d = read_result(f)
         name = Path(f).name
         schema = d.get("schema")
         if schema == BENCH_SCHEMA:

@@ -12,7 +12,6 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from ..files import read_object
 from ..optional import require
 from .results import (
     BENCH_SCHEMA,
@@ -21,6 +20,7 @@ from .results import (
     TIME_SCHEMA,
     commit_label,
     md_cell,
+    read_result,
     reference_ms,
     reference_tflops,
     shape_flops,
@@ -36,7 +36,7 @@ def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
     bench rows' shape). Any other schema is a ValueError naming the file."""
     benches, sweeps, suites = [], [], []
     for p in paths:
-        d = read_object(p)
+        d = read_result(p)
         if not isinstance(d.get("rows", []), list) or not all(isinstance(r, dict) for r in d.get("rows", [])):
             raise ValueError(f"{p}: 'rows' must be a list of objects")
         d["_path"] = p

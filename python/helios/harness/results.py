@@ -27,6 +27,44 @@ SUITE_SCHEMA = "helios-suite/1"  # helios suite
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
 SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
 
+# A result file's fields as every reader (report, compare, the HTML page, ci, the
+# fleet summary) may use them: checked when the file is read (read_result), so a
+# hand-edited or foreign file is refused naming the file and the field, never
+# half-read. Row fields are checked where present (each schema has its own set).
+RESULT_FIELDS = {"schema": "str", "status": "str?", "helios": "object?", "dtype": "str?", "rows": "list?"}
+HELIOS_FIELDS = {"name": "str?", "uuid": "str?", "driver_info": "str?", "device_type": "str?"}
+ROW_FIELDS = {
+    **{k: "str?" for k in ("shape", "variant", "adapter", "reference", "referenceBackend", "cudaBackend", "status")},
+    **{k: "bool?" for k in ("valid", "throttled", "low_clock", "causal", "backward", "checked")},
+    **{k: "positive?" for k in ("heliosMs", "cudaMs", "referenceMs", "median_ms")},
+    **{
+        k: "number?"
+        for k in ("heliosTflops", "cudaTflops", "referenceTflops", "speedup", "roofFraction", "tflops", "batch_ms")
+    },
+    **{k: "numbers?" for k in ("heliosSamplesMs", "cudaSamplesMs", "speedup_ci95")},
+    "samples_ms": "list?",
+    **{k: "object?" for k in ("helios", "cuda", "latency_ms")},
+}
+MAX_RESULT_BYTES = 64 << 20
+
+
+def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> dict:
+    """A result file (any Helios schema), its fields checked (RESULT_FIELDS,
+    HELIOS_FIELDS, ROW_FIELDS); FileError naming the file, the row and the field."""
+    from ..files import FileError, check, read_object
+
+    where = os.fspath(path)
+    d = read_object(path, what, MAX_RESULT_BYTES)
+    check(d, RESULT_FIELDS, where)
+    if d.get("helios") is not None:
+        check(d["helios"], HELIOS_FIELDS, f"{where}: helios")
+    for i, row in enumerate(d.get("rows") or []):
+        if not isinstance(row, dict):
+            raise FileError(f"{where}: rows[{i}] must be an object, got {type(row).__name__}")
+        check(row, ROW_FIELDS, f"{where}: rows[{i}]")
+    return d
+
+
 FLUSH_BYTES = 256 << 20  # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
 
 
