@@ -404,20 +404,23 @@ def run_capture(argv: list[str], stdin: bytes, timeout_s: float, max_bytes: int)
     writer = threading.Thread(target=feed, daemon=True)
     for t in (*readers, writer):
         t.start()
-    try:
-        rc: Optional[int] = p.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        rc = None
+    rc: Optional[int] = None
     lingering = False
-    if rc is not None:  # exited: its output ends when every process holding the pipes has gone
-        for t in readers:
-            t.join(timeout=2.0)
-        lingering = any(t.is_alive() for t in readers)
     try:
-        os.killpg(p.pid, signal.SIGKILL)  # what it left behind (or itself, on timeout)
-    except (ProcessLookupError, PermissionError):
-        pass
-    p.wait()
+        try:
+            rc = p.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        if rc is not None:  # exited: its output ends when every process holding the pipes has gone
+            for t in readers:
+                t.join(timeout=2.0)
+            lingering = any(t.is_alive() for t in readers)
+    finally:  # also on Ctrl-C or SIGTERM: no process it started outlives Helios's run
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # what it left behind (or itself, on timeout)
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
     for t in (*readers, writer):
         t.join(timeout=5.0)
     for s in (p.stdout, p.stderr):
