@@ -56,10 +56,14 @@ Inside: ``_state`` (the one ``Runtime`` with everything kept across calls, the
 device of a tensor, the ordering with torch's stream), ``_staging`` (where
 operands and results live), ``_group`` (ops recorded as one ordered group),
 ``_blocks`` and ``_functions`` (the blocks' ops and their autograd functions),
+``_library`` (the single ops as torch custom operators),
 ``_params``, ``_casts`` and ``_decoder`` (the decoder stack), ``_ops`` (the
 public functions and their operand checks).
 
-``torch.compile``: these functions are excluded from tracing
+``torch.compile``: ``matmul``, ``linear`` and ``attention`` are torch custom
+operators (``torch.ops.helios.*``, ``_library``): ``torch.compile(model,
+fullgraph=True)`` traces through them and ``torch.export`` carries them. The
+blocks (``mlp``, ``self_attention``, ``decoder``) are excluded from tracing
 (``torch.compiler.disable``): a compiled model runs them eagerly between its
 compiled graphs.
 """

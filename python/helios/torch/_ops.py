@@ -6,13 +6,13 @@ from typing import Any, Optional
 
 import torch
 
+from . import _library
 from ._decoder import Decoder
-from ._functions import MLP, Attention, Linear, Matmul, SelfAttention
+from ._functions import MLP, SelfAttention
 from ._params import LAYER_PARAMS
 from ._state import ACTIVATIONS, DTYPES, TORCH_TO_HELIOS, check, same_dtype
 
 
-@torch.compiler.disable
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b for 2-D float16 or bfloat16 CUDA tensors (fp32 accumulation, rounded
     once to the inputs' type), differentiable: both gradients are Helios products."""
@@ -21,10 +21,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     same_dtype("matmul", ("a", a), ("b", b))
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"helios.torch.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not chain")
-    return Matmul.apply(a, b)
+    return _library.mm(a, b, False, False)
 
 
-@torch.compiler.disable
 def linear(
     x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, activation: Optional[str] = None
 ) -> torch.Tensor:
@@ -49,11 +48,19 @@ def linear(
             f"helios.torch.linear: x's last dimension {x.shape[-1]} is not weight's in_features {weight.shape[1]}"
         )
     lead = x.shape[:-1]
-    y = Linear.apply(x.reshape(-1, x.shape[-1]), weight, bias, activation)
+    x2 = x.reshape(-1, x.shape[-1])
+    training = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
+    if activation is None or not training:  # the activation fused in the product's epilogue
+        y = _library.linear(x2, weight, bias, activation)
+    else:
+        # Training: the pre-activation from Helios, the activation in torch (fp32), so
+        # autograd keeps the pre-activation for its derivative (recomputing it in the
+        # backward would cost a product and another CUDA <-> Vulkan hop pair).
+        z = _library.linear(x2, weight, bias, None)
+        y = ACTIVATIONS[activation](z.float()).to(z.dtype)
     return y.reshape(*lead, weight.shape[0])
 
 
-@torch.compiler.disable
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: Optional[float] = None
 ) -> torch.Tensor:
@@ -64,7 +71,8 @@ def attention(
     for name, t in (("q", q), ("k", k), ("v", v)):
         check(name, t, (4,))
     same_dtype("attention", ("q", q), ("k", k), ("v", v))
-    return Attention.apply(q, k, v, bool(causal), scale)
+    o, _ = _library.attention(q, k, v, bool(causal), None if scale is None else float(scale))
+    return o
 
 
 def linear_operands(op: str, x: torch.Tensor, pairs: tuple) -> None:
