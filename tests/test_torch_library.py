@@ -173,7 +173,8 @@ def test_opcheck_on_the_gpu(dtype):
         (_library.mm2, (a, b, False, False, b, a, True, True)),
         (_library.linear, (a, t(48, 32), t(48), None)),
         (_library.linear, (a.detach(), t(48, 32).detach(), None, "gelu_tanh")),
-        (_library.attention, (q, k, v, True, None)),
+        (_library.attention, (q, k, v, False, 0.2)),
+        (_library.attention, (q, t(1, 2, 64, 64), t(1, 2, 64, 64), True, None)),
         (_library.attention_backward, (q.detach(), k.detach(), v.detach(), o.detach(), g, lse.detach(), False, None)),
     ]
     for op, args in cases:
