@@ -283,7 +283,13 @@ class Target:
                 raise TargetError(f"{flag} {str(self.path)!r} is a directory")
             if must_be_new and not replace and self.path.exists():
                 raise TargetError(f"{flag} {str(self.path)!r}: {self.path} exists; pass --force to replace it")
+        except OSError as e:  # a name too long
+            raise TargetError(f"{flag} {str(self.path)!r}: {e.strerror or e}") from None
+        try:
             parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # a path through a file, a read-only place
+            raise TargetError(f"{flag} {str(self.path)!r}: cannot create {parent} ({e.strerror or e})") from None
+        try:
             probe = _tmp_name(self.path)
             probe.open("x", encoding="utf-8").close()
             probe.unlink()

@@ -36,6 +36,7 @@ from typing import Callable, Optional
 
 from ..files import Target, dumps
 from .compare import NOISE, CompareError, ShapeVerdict, compare, load, same_reason
+from .gpustate import side_states
 from .history import append_history, device_fields
 from .results import read_result
 
@@ -337,7 +338,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                 why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
                 rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
         rec["device"] = device_fields(heads[0])
-        rec["gpu_state"] = {"base": _states(bases), "head": _states(heads)}
+        rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
         if cfg.history is not None:  # probed before the builds; a late failure keeps the verdicts
             try:
                 append_history(cfg.history, head_latest, head, rec["date"])
@@ -400,32 +401,6 @@ def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:
         "verdict_reason": same_reason(v).strip(" ()") if v.verdict == "SAME" else "",
         "runs": [v.old.runs, v.new.runs],
         "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
-    }
-
-
-def _states(results: list[dict]) -> dict:
-    """Clocks and throttle flags over a side's rows: what the comment reports."""
-    throttled = low = 0
-    rows = 0
-    clocks: list[float] = []
-    reasons: set[str] = set()
-    for d in results:
-        for r in d.get("rows", []):
-            rows += 1
-            throttled += bool(r.get("throttled"))
-            low += bool(r.get("low_clock"))
-            for st in r.get("gpu_state") or []:
-                for when in ("before", "after"):
-                    g = st.get(when) or {}
-                    if g.get("sm_clock_mhz"):
-                        clocks.append(float(g["sm_clock_mhz"]))
-                    reasons.update(str(x) for x in g.get("throttle_reasons") or [])
-    return {
-        "rows": rows,
-        "throttled_rows": throttled,
-        "low_clock_rows": low,
-        "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
-        "throttle_reasons": sorted(reasons),
     }
 
 

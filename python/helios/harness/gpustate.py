@@ -218,3 +218,29 @@ def describe_ramp(r: dict) -> str:
         f"{how} {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after {r['work_calls']} bursts "
         f"({r['seconds']:.2f} s)"
     )
+
+
+def side_states(results: list[dict]) -> dict:
+    """Clocks and throttle flags over a side's rows: what the comment reports."""
+    throttled = low = 0
+    rows = 0
+    clocks: list[float] = []
+    reasons: set[str] = set()
+    for d in results:
+        for r in d.get("rows", []):
+            rows += 1
+            throttled += bool(r.get("throttled"))
+            low += bool(r.get("low_clock"))
+            for st in r.get("gpu_state") or []:
+                for when in ("before", "after"):
+                    g = st.get(when) or {}
+                    if g.get("sm_clock_mhz"):
+                        clocks.append(float(g["sm_clock_mhz"]))
+                    reasons.update(str(x) for x in g.get("throttle_reasons") or [])
+    return {
+        "rows": rows,
+        "throttled_rows": throttled,
+        "low_clock_rows": low,
+        "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
+        "throttle_reasons": sorted(reasons),
+    }
