@@ -42,12 +42,17 @@ def cmd_ci(args: argparse.Namespace) -> int:
         fuzz=args.fuzz,
         attention_fuzz=args.attention_fuzz,
         fail_on_regression=args.fail_on_regression,
+        gate=args.gate,
         rerun=not args.no_rerun,
         history=Path(args.history) if args.history else None,
         python=args.python or sys.executable,
         bench_args=list(args.bench_arg or []),
     )
-    rec = run_ci(cfg, say=lambda s: print(f"helios ci: {s}", flush=True))
+    say = (lambda s: print(f"helios ci: {s}", file=sys.stderr, flush=True)) if args.json else None
+    rec = run_ci(cfg, say=say or (lambda s: print(f"helios ci: {s}", flush=True)))
+    if args.json:
+        print((out / "ci.json").read_text(), end="")  # files: written by this run
+        return int(rec["exit"])
     print((out / "comment.md").read_text())  # files: written by this run
     print(f"helios ci: exit {rec['exit']}: {rec.get('reason', '')}")
     return int(rec["exit"])
@@ -94,6 +99,19 @@ def register(sub: Any) -> None:
         default=0.0,
         metavar="PCT",
         help="a SLOWER shape fails the job only beyond this many percent (default 0: any confident regression)",
+    )
+    p.add_argument(
+        "--gate",
+        choices=("plain", "normalized"),
+        default="plain",
+        help="the verdict that fails the job: plain (default), or normalized (Helios's time over "
+        "the reference's per round, where both sides timed the same reference build on the same "
+        "device; the plain verdict elsewhere)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the record (ci.json: every verdict, interval, MDE) instead of the comment",
     )
     p.add_argument("--no-rerun", action="store_true", help="do not measure a SLOWER shape again before it counts")
     p.add_argument(

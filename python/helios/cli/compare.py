@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..files import dumps
 from .common import finite_float
 
 
@@ -16,7 +17,18 @@ def _compare_doc() -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..harness.compare import CompareError, commit_line, compare, device_label, exit_status, load, table
+    from ..harness.compare import (
+        MAX_MDE,
+        NOISE,
+        CompareError,
+        commit_line,
+        compare,
+        device_label,
+        exit_status,
+        load,
+        table,
+        verdict_dict,
+    )
 
     old_files = args.old or []
     new_files = args.new or []
@@ -39,10 +51,29 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except CompareError as e:
         print(f"helios: cannot compare: {e}", file=sys.stderr)
         return 2
+    status = exit_status(verdicts, args.fail_on_regression, args.gate)
+    if args.json:
+        doc = {
+            "schema": "helios-compare/1",
+            "old": old_files,
+            "new": new_files,
+            "rule": {
+                "level": args.level,
+                "noise_floor_pct": NOISE * 100,
+                "max_mde_pct": MAX_MDE * 100,
+                "assumed_run_noise_pct": args.run_noise,
+                "gate": args.gate,
+                "fail_on_regression_pct": args.fail_on_regression,
+            },
+            "exit": status,
+            "verdicts": [verdict_dict(v) for v in verdicts],
+        }
+        print(dumps(doc, indent=1))
+        return status
     print(table(verdicts))
     print()
     print(commit_line(verdicts, device_label(new[0]), args.summary))
-    return exit_status(verdicts, args.fail_on_regression)
+    return status
 
 
 def register(sub: Any) -> None:
@@ -76,6 +107,17 @@ def register(sub: Any) -> None:
         default=0.95,
         help="confidence level of the interval (default 0.95; a CI gate over many shapes "
         "or a noisy device may want 0.99)",
+    )
+    pc.add_argument(
+        "--gate",
+        choices=("plain", "normalized"),
+        default="plain",
+        help="the verdict the exit status reads: plain (Helios's time; default), or normalized "
+        "(Helios's time over the reference's per round, where both sides timed the same reference "
+        "build on the same device; the plain verdict elsewhere)",
+    )
+    pc.add_argument(
+        "--json", action="store_true", help="print every verdict as JSON (helios-compare/1) instead of tables"
     )
     pc.add_argument(
         "--run-noise",

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..files import Target, dumps
-from .compare import NOISE, CompareError, ShapeVerdict, compare, load, same_reason
+from .compare import NOISE, CompareError, ShapeVerdict, compare, gated, load, verdict_dict
 from .gpustate import side_states
 from .history import append_history, device_fields
 from .results import read_result
@@ -72,6 +72,7 @@ class CiConfig:
     fuzz: int = 30
     attention_fuzz: int = 10
     fail_on_regression: float = 0.0  # percent a SLOWER shape must exceed to fail the job
+    gate: str = "plain"  # the verdict that fails the job: plain, or control-normalized where valid
     rerun: bool = True
     history: Optional[Path] = None
     python: str = sys.executable
@@ -279,6 +280,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         "fuzz": cfg.fuzz,
         "attention_fuzz": cfg.attention_fuzz,
         "fail_on_regression_pct": cfg.fail_on_regression,
+        "verdict_gate": cfg.gate,
         "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
         "cpu_noise": CPU_NOISE,
         "bench_args": cfg.bench_args,
@@ -323,7 +325,9 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             row = head_rows.get(v["shape"], {})
             v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
             v["roof_fraction"] = row.get("roofFraction")
-        regressions = [v for v in verdicts if v.verdict == "SLOWER" and v.pct > cfg.fail_on_regression]
+        regressions = [
+            v for v in verdicts if (g := gated(v, cfg.gate))[0] == "SLOWER" and g[1] > cfg.fail_on_regression
+        ]
         rec["exit"] = 1 if regressions else 0
         rec["reason"] = (
             f"{len(regressions)} regression(s): " + ", ".join(f"{v.shape} {v.pct:+.1f}%" for v in regressions)
@@ -388,20 +392,9 @@ def _verdicts(files: dict) -> list[ShapeVerdict]:
 
 
 def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:
-    return {
-        "shape": v.shape,
-        "base_ms": v.old_ms,
-        "head_ms": v.new_ms,
-        "change_pct": v.pct,
-        "ratio_ci95": list(v.ci95),
-        "p": v.p_value,
-        "mde_pct": v.mde * 100,
-        "noise_floor_pct": noise_floor(v.shape, device_type) * 100,
-        "verdict": v.verdict,
-        "verdict_reason": same_reason(v).strip(" ()") if v.verdict == "SAME" else "",
-        "runs": [v.old.runs, v.new.runs],
-        "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
-    }
+    d = verdict_dict(v)
+    d["base_ms"], d["head_ms"] = d.pop("old_ms"), d.pop("new_ms")
+    return d
 
 
 def _finish(cfg: CiConfig, rec: dict) -> dict:
@@ -436,19 +429,34 @@ def comment(rec: dict) -> str:
     if rec.get("verdicts"):
         lines += [
             "",
-            "| shape | base ms | head ms | change (95% CI) | verdict | head vs CUDA | roof |",
-            "|---|---|---|---|---|---|---|",
+            "| shape | base ms | head ms | change (95% CI) | verdict | control-normalized | head vs CUDA | roof |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for v in rec["verdicts"]:
             lo, hi = ((x - 1) * 100 for x in v["ratio_ci95"])
             vs_cuda = v.get("head_speedup_vs_cuda")
             roof = v.get("roof_fraction")
+            c = v.get("control")
+            normalized = "-" if not c else f"{c['change_pct']:+.1f}% {c['verdict']}"
             lines.append(
                 f"| {v['shape']} | {_ms(v['base_ms'])} | {_ms(v['head_ms'])} | {v['change_pct']:+.1f}% "
                 f"({lo:+.1f}..{hi:+.1f}) | {v['verdict']}{f' ({r})' if (r := v.get('verdict_reason')) else ''} | "
+                f"{normalized} | "
                 f"{'-' if vs_cuda is None else f'{1 / vs_cuda:.2f}x CUDA time'} | "
                 f"{'-' if roof is None else f'{roof * 100:.0f}%'} |"
             )
+        gate = rec.get("config", {}).get("verdict_gate", "plain")
+        refused = next((v["control_refused"] for v in rec["verdicts"] if v.get("control_refused")), None)
+        lines += [
+            "",
+            f"The job fails on the {gate} verdict"
+            + (
+                " (control-normalized where valid: Helios's time over the reference's, per round)"
+                if gate != "plain"
+                else ""
+            )
+            + (f". Control-normalized verdict not given: {refused}." if refused else "."),
+        ]
         if rec.get("reruns"):
             lines += ["", f"Measured again before counting: {', '.join(rec['reruns'])}."]
         lines += ["", "<details><summary>raw statistics</summary>", ""]

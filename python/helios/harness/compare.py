@@ -39,6 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ..optional import require
+from .control import ControlVerdict, control_verdicts
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, read_result, time_as_bench
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
@@ -82,6 +83,8 @@ class ShapeVerdict:
     verdict: str
     assumed_noise: bool = False  # a side had one run: its run-to-run noise was assumed, not measured
     floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
+    control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
+    control_refused: Optional[str] = None  # why there is no control-normalized verdict
 
     @property
     def pct(self) -> float:
@@ -284,36 +287,103 @@ def compare(
             + "; ".join(f"{md_cell(n)} (driver {md_cell(v)})" for n, v in sorted(keys, key=str))
             + " (use --ignore-device to compare anyway)"
         )
-    so, sn = _side(old), _side(new)
-    out = []
-    for shape, (runs_o, meds_o, n_o) in so.items():
-        if shape not in sn:
-            continue
-        runs_n, meds_n, n_n = sn[shape]
-        o = side_noise(runs_o, meds_o, n_o, run_noise)
-        n = side_noise(runs_n, meds_n, n_n, run_noise)
-        floor = noise_for(shape) if noise_for is not None else NOISE
+    floor_for = noise_for if noise_for is not None else (lambda shape: NOISE)
+
+    def judge(old_rounds: tuple, new_rounds: tuple, shape: str) -> tuple:
+        o = side_noise(old_rounds[0], old_rounds[1], old_rounds[2], run_noise)
+        n = side_noise(new_rounds[0], new_rounds[1], new_rounds[2], run_noise)
+        floor = floor_for(shape)
         verdict, ratio, ci, p, mde = classify(o, n, noise=floor, max_mde=max(MAX_MDE, floor), level=level)
-        assumed = math.isinf(o.df) or math.isinf(n.df)
-        if assumed and verdict in ("SLOWER", "FASTER"):
+        if (math.isinf(o.df) or math.isinf(n.df)) and verdict in ("SLOWER", "FASTER"):
             # With one run a side the between-run noise was assumed (--run-noise), not
             # measured: a verdict that could fail CI needs it measured (--runs 3).
             verdict = "INCONCLUSIVE"
-        # The times shown are the centres the change compares (exp of each side's level:
-        # the geometric mean over runs of a run's round medians), so that old, new and the
-        # change agree; a plain median of all rounds can sit far from them on a noisy device.
-        old_ms, new_ms = math.exp(o.level), math.exp(n.level)
-        out.append(ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor))
+        # The centres the change compares (exp of each side's level: the geometric mean
+        # over runs of a run's round medians), so that old, new and the change agree; a
+        # plain median of all rounds can sit far from them on a noisy device.
+        return verdict, ratio, ci, p, mde, math.exp(o.level), math.exp(n.level), o, n, floor
+
+    so, sn = _side(old), _side(new)
+    controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
+    out = []
+    for shape in so:
+        if shape not in sn:
+            continue
+        verdict, ratio, ci, p, mde, old_ms, new_ms, o, n, floor = judge(so[shape], sn[shape], shape)
+        assumed = math.isinf(o.df) or math.isinf(n.df)
+        v = ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor)
+        v.control = controls.get(shape)
+        v.control_refused = refused if refused else (None if v.control else "no paired reference rounds")
+        out.append(v)
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
     return out
 
 
-def exit_status(verdicts: list[ShapeVerdict], fail_on_regression: float | None = None) -> int:
+GATES = ("plain", "normalized")
+
+
+def gated(v: ShapeVerdict, gate: str = "plain") -> tuple[str, float]:
+    """(verdict, change %) a gate reads: the plain verdict, or with gate "normalized"
+    the control-normalized one where the reference could serve as a control (the
+    plain verdict where it could not)."""
+    if gate == "normalized" and v.control is not None:
+        return v.control.verdict, v.control.pct
+    return v.verdict, v.pct
+
+
+def exit_status(verdicts: list[ShapeVerdict], fail_on_regression: float | None = None, gate: str = "plain") -> int:
     """1 for a confident regression (larger than fail_on_regression percent when
-    given), else 0."""
+    given) in the verdict the gate reads, else 0."""
     limit = 0.0 if fail_on_regression is None else fail_on_regression
-    return 1 if any(v.verdict == "SLOWER" and v.pct > limit for v in verdicts) else 0
+    return 1 if any(verdict == "SLOWER" and pct > limit for verdict, pct in (gated(v, gate) for v in verdicts)) else 0
+
+
+def verdict_dict(v: ShapeVerdict) -> dict:
+    """One shape's verdicts for machines (compare --json, ci.json): every interval,
+    MDE and the rule that decided each."""
+    c = v.control
+    return {
+        "shape": v.shape,
+        "old_ms": v.old_ms,
+        "new_ms": v.new_ms,
+        "change_pct": v.pct,
+        "ratio_ci95": list(v.ci95),
+        "p": v.p_value,
+        "mde_pct": v.mde * 100,
+        "noise_floor_pct": v.floor * 100,
+        "verdict": v.verdict,
+        "verdict_reason": _reason(v),
+        "runs": [v.old.runs, v.new.runs],
+        "rounds": [v.old.rounds, v.new.rounds],
+        "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
+        "assumed_run_noise": v.assumed_noise,
+        "control": None
+        if c is None
+        else {
+            "verdict": c.verdict,
+            "change_pct": c.pct,
+            "ratio_ci95": list(c.ci95),
+            "p": c.p_value,
+            "mde_pct": c.mde * 100,
+            "old_ratio": c.old_ratio,
+            "new_ratio": c.new_ratio,
+        },
+        "control_refused": v.control_refused,
+    }
+
+
+def _reason(v: ShapeVerdict) -> str:
+    """The rule that gave the plain verdict, in words."""
+    if v.verdict == "SAME":
+        return same_reason(v).strip(" ()")
+    if v.verdict == "INCONCLUSIVE":
+        if v.assumed_noise and abs(v.pct) > v.floor * 100:
+            return "one run a side: run-to-run noise assumed, not measured"
+        if v.ci95[0] > 1 or v.ci95[1] < 1:
+            return "the interval excludes no change but the runs' ranks do not agree"
+        return f"the interval includes no change and MDE {v.mde:.1%} is above {max(MAX_MDE, v.floor):.0%}"
+    return f"the {LEVEL:.0%} interval excludes no change and |change| > the {v.floor:.0%} floor"
 
 
 def device_label(d: dict) -> str:
@@ -379,4 +449,33 @@ def table(verdicts: list[ShapeVerdict]) -> str:
             f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
             f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
         )
-    return "\n".join(lines + ["", TABLE_NOTE])
+    return "\n".join(lines + ["", TABLE_NOTE, "", control_table(verdicts)])
+
+
+CONTROL_NOTE = (
+    "control-normalized: the change of Helios's time over the reference's, per round (what moves "
+    "both, such as clocks, power or a co-tenant, cancels); valid where both sides timed the same "
+    "reference build on the same device. The plain verdict asks whether Helios got slower on this "
+    "machine; the normalized one whether it got slower against the reference beside it."
+)
+
+
+def control_table(verdicts: list[ShapeVerdict]) -> str:
+    """The control-normalized verdicts, or the reason there are none."""
+    rows = [v for v in verdicts if v.control is not None]
+    if not rows:
+        why = next((v.control_refused for v in verdicts if v.control_refused), "no paired reference rounds")
+        return f"control-normalized verdict: not given ({why})"
+    lines = [
+        "| shape | helios/ref old | helios/ref new | normalized change | ratio 95% CI | MDE | normalized verdict "
+        "| plain verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in rows:
+        c = v.control
+        assert c is not None
+        lines.append(
+            f"| {md_cell(v.shape)} | {c.old_ratio:.4f} | {c.new_ratio:.4f} | {c.pct:+.2f}% | "
+            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | **{c.verdict}** | {v.verdict} |"
+        )
+    return "\n".join(lines + ["", CONTROL_NOTE])

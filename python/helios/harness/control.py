@@ -1,0 +1,128 @@
+"""The reference as an in-run control: a control-normalized verdict for `helios
+compare` and `helios ci`.
+
+Every bench round times the reference (cuBLAS / SDPA through torch, or NumPy on a
+CPU device) beside Helios's kernel, on the same device, in the same round. What
+moves both — clocks, a power cap, thermal state, a co-tenant, a driver's mood —
+moves the ratio Helios / reference far less than either time. The normalized
+change between two sides is the change of that per-round ratio: the same noise
+model as the plain verdict (compare.py: runs, rounds, a floor, a rank test), fed
+with log(Helios round median / reference round median) instead of log(Helios
+round median).
+
+It is sound only where the reference itself did not change between the sides:
+the same reference (torch or numpy), the same build of it (torch and CUDA
+runtime versions, or NumPy's), and the same device (UUID). Otherwise the
+normalized verdict is refused and the reason given; the plain verdict stands.
+
+When each is the right one: the plain verdict answers "did Helios get slower on
+this machine", including through the environment; the normalized verdict answers
+"did Helios get slower relative to the reference measured beside it", which is
+the question a code change asks on a shared or drifting machine. A change that
+also slows the reference (a driver update) shows in the plain verdict and not in
+the normalized one; a change to Helios alone shows in both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+
+@dataclass
+class ControlVerdict:
+    """The control-normalized verdict of one shape: the change of Helios's time
+    over the reference's (new / old, as a ratio of ratios)."""
+
+    verdict: str
+    ratio: float
+    ci95: tuple[float, float]
+    p_value: float
+    mde: float
+    old_ratio: float  # each side's centre of Helios / reference time
+    new_ratio: float
+
+    @property
+    def pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+
+def reference_identity(d: dict) -> tuple:
+    """What must match for the reference to serve as a control: which reference,
+    its build, and the device it ran on."""
+    c: dict = d["cuda"] if isinstance(d.get("cuda"), dict) else {}
+    h: dict = d["helios"] if isinstance(d.get("helios"), dict) else {}
+    ref = c.get("reference") or d.get("reference")
+    build = (c.get("torch_version"), c.get("cuda_runtime"), c.get("numpy_version"))
+    device = str(c.get("gpu_uuid") or h.get("uuid") or "").lower().removeprefix("gpu-")
+    return (ref, build, device)
+
+
+def refusal(old: list[dict], new: list[dict]) -> Optional[str]:
+    """Why the reference cannot serve as a control between these sides, or None."""
+    ids = {reference_identity(d) for d in old + new}
+    refs = {i[0] for i in ids}
+    if None in refs:
+        return "a side has no reference timed beside Helios (bench --ref)"
+    if len(refs) > 1:
+        return f"the sides' references differ ({', '.join(sorted(map(str, refs)))})"
+    builds = {i[1] for i in ids}
+    if len(builds) > 1:
+        shown = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in zip(("torch", "CUDA", "numpy"), b) if v) or "unknown"
+            for b in sorted(builds, key=str)
+        )
+        return f"the reference's build differs between the sides ({shown})"
+    devices = {i[2] for i in ids}
+    if len(devices) > 1 or devices == {""}:
+        return "the sides ran on different devices (UUIDs)" if len(devices) > 1 else "no device UUID in the results"
+    return None
+
+
+def ratio_rounds(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], int]]:
+    """shape -> (per-round Helios / reference median ratios grouped by run, all of
+    them, sample count), from rows whose reference rounds pair with Helios's."""
+    grouped: dict[str, dict[tuple[int, int], list[float]]] = {}
+    ratios: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for fi, d in enumerate(files):
+        for row in d.get("rows", []):
+            h, c = row.get("helios"), row.get("cuda")
+            if not row.get("valid") or not isinstance(h, dict) or not isinstance(c, dict):
+                continue
+            hs, cs = h.get("samples_ms") or [], c.get("samples_ms") or []
+            if len(hs) != len(cs) or not hs:
+                continue
+            runs = h.get("round_runs") or [0] * len(hs)
+            for run, hr, cr in zip(runs, hs, cs):
+                if not hr or not cr:
+                    continue
+                r = float(np.median(hr)) / float(np.median(cr))
+                if not (math.isfinite(r) and r > 0):
+                    continue
+                grouped.setdefault(row["shape"], {}).setdefault((fi, run), []).append(r)
+                ratios.setdefault(row["shape"], []).append(r)
+                counts[row["shape"]] = counts.get(row["shape"], 0) + len(hr)
+    return {s: (list(g.values()), ratios[s], counts[s]) for s, g in grouped.items()}
+
+
+Rounds = tuple[list[list[float]], list[float], int]  # grouped by run, all, sample count
+# The plain verdict's judgement of one shape (compare.judge): (old rounds, new
+# rounds, shape) -> (verdict, ratio, ratio CI, p, MDE, old centre, new centre)
+Judge = Callable[[Rounds, Rounds, str], tuple[str, float, tuple[float, float], float, float, float, float]]
+
+
+def control_verdicts(old: list[dict], new: list[dict], judge: Judge) -> tuple[dict[str, ControlVerdict], Optional[str]]:
+    """(shape -> normalized verdict, None), or ({}, why it was refused). judge is the
+    plain verdict's rule, applied here to the per-round ratios."""
+    why = refusal(old, new)
+    if why:
+        return {}, why
+    so, sn = ratio_rounds(old), ratio_rounds(new)
+    out = {shape: ControlVerdict(*judge(so[shape], sn[shape], shape)) for shape in so if shape in sn}
+    if not out:
+        return {}, "no row has reference rounds that pair with Helios's"
+    return out, None

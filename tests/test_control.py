@@ -1,0 +1,134 @@
+"""Issue 52: the reference as an in-run control. Synthetic bench results with a
+known truth: a drift that moves Helios and the reference alike (clocks, power, a
+co-tenant) and a slowdown of Helios alone; the normalized verdict must call the
+first SAME where the plain verdict cannot, and both must catch the second."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from helios.cli import main
+from helios.harness.compare import compare, exit_status, table, verdict_dict
+
+UUID = "e47836ec-b0e3-3bb3-1f5b-5a19013bb117"
+
+
+def bench(seed: int, helios_ms: float, ref_ms: float, drift: float = 1.0, runs: int = 3, rounds: int = 2) -> dict:
+    """A helios-bench/1 result of one shape: per run a run effect (0.4%), per round a
+    round effect (0.3%) shared by Helios and the reference (what a clock moves), and
+    launch jitter; `drift` multiplies both sides' times."""
+    rng = np.random.default_rng(seed)
+    hs, cs, rr = [], [], []
+    for run in range(runs):
+        run_effect = np.exp(rng.normal(0, 0.004))
+        for _ in range(rounds):
+            common = drift * run_effect * np.exp(rng.normal(0, 0.003))
+            hs.append(list(helios_ms * common * np.exp(rng.normal(0, 0.002, 20))))
+            cs.append(list(ref_ms * common * np.exp(rng.normal(0, 0.002, 20))))
+            rr.append(run)
+    return {
+        "schema": "helios-bench/1",
+        "status": "ok",
+        "helios": {"name": "NVIDIA H100 80GB HBM3", "driver_version": 1, "uuid": UUID},
+        "cuda": {"reference": "torch", "torch_version": "2.11.0+cu130", "cuda_runtime": "13.0", "gpu_uuid": UUID},
+        "rows": [
+            {
+                "shape": "4096x4096x4096",
+                "valid": True,
+                "helios": {"samples_ms": hs, "round_runs": rr},
+                "cuda": {"samples_ms": cs, "round_runs": rr},
+            }
+        ],
+    }
+
+
+def test_common_drift_is_same_when_normalized_and_not_plain():
+    """A/A with 10% common drift: the plain verdict sees +10% (SLOWER); the
+    normalized one, Helios over the reference per round, SAME."""
+    [v] = compare([bench(1, 1.0, 0.5)], [bench(2, 1.0, 0.5, drift=1.10)])
+    assert v.verdict == "SLOWER" and v.pct == pytest.approx(10, abs=1.5)
+    assert v.control is not None and v.control.verdict == "SAME" and abs(v.control.pct) < 1.0
+    assert v.control.old_ratio == pytest.approx(2.0, rel=0.01)
+    assert exit_status([v]) == 1 and exit_status([v], gate="normalized") == 0
+
+
+@pytest.mark.parametrize("slow", [1.05, 1.10])
+def test_a_slowdown_of_helios_alone_is_caught_both_ways(slow):
+    [v] = compare([bench(3, 1.0, 0.5)], [bench(4, slow, 0.5)])
+    assert v.verdict == "SLOWER" and v.control.verdict == "SLOWER"
+    assert v.control.pct == pytest.approx((slow - 1) * 100, abs=1.0)
+    assert exit_status([v], gate="normalized") == 1
+
+
+def test_a_slowdown_under_drift_is_caught_normalized():
+    """Helios 5% slower while the machine drifts 12% faster: the plain verdict sees a
+    faster Helios; the normalized one the regression."""
+    [v] = compare([bench(5, 1.0, 0.5)], [bench(6, 1.05, 0.5, drift=1 / 1.12)])
+    assert v.verdict == "FASTER"
+    assert v.control.verdict == "SLOWER" and v.control.pct == pytest.approx(5, abs=1.0)
+
+
+@pytest.mark.parametrize(
+    "edit,why",
+    [
+        (lambda d: d["cuda"].__setitem__("torch_version", "2.10.0+cu128"), "build differs"),
+        (lambda d: d["cuda"].__setitem__("gpu_uuid", "00000000-0000-0000-0000-000000000000"), "different devices"),
+        (lambda d: d["cuda"].__setitem__("reference", "numpy"), "references differ"),
+        (lambda d: d.pop("cuda"), "no reference"),
+    ],
+)
+def test_the_control_is_refused_where_the_reference_changed(edit, why):
+    new = bench(8, 1.0, 0.5)
+    edit(new)
+    [v] = compare([bench(7, 1.0, 0.5)], [new])
+    assert v.control is None and why in v.control_refused
+    assert "not given" in table([v]) and why in table([v])
+    assert exit_status([v], gate="normalized") == exit_status([v])  # the plain verdict stands
+
+
+def test_unpaired_reference_rounds_give_no_control():
+    new = bench(10, 1.0, 0.5)
+    new["rows"][0]["cuda"]["samples_ms"].pop()
+    [v] = compare([bench(9, 1.0, 0.5)], [new])
+    assert v.control is None and "pair" in v.control_refused
+
+
+def test_compare_json_and_gate_flag(tmp_path, capsys):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(bench(11, 1.0, 0.5)))
+    new.write_text(json.dumps(bench(12, 1.0, 0.5, drift=1.10)))
+    assert main(["compare", str(old), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert "control-normalized" in out and "| **SAME** | SLOWER |" in out
+    assert main(["compare", str(old), str(new), "--gate", "normalized", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "helios-compare/1" and doc["rule"]["gate"] == "normalized" and doc["exit"] == 0
+    [row] = doc["verdicts"]
+    assert row["verdict"] == "SLOWER" and row["control"]["verdict"] == "SAME" and row["verdict_reason"]
+    assert set(row) >= {"ratio_ci95", "mde_pct", "p", "noise_floor_pct", "runs", "control_refused"}
+
+
+def test_verdict_dict_round_trips_through_json():
+    [v] = compare([bench(13, 1.0, 0.5)], [bench(14, 1.0, 0.5)])
+    d = json.loads(json.dumps(verdict_dict(v)))
+    assert d["verdict"] == "SAME" and d["control"]["verdict"] == "SAME"
+
+
+def test_ci_comment_shows_the_normalized_column():
+    from helios.harness.ci import _verdict_dict, comment
+
+    [v] = compare([bench(15, 1.0, 0.5)], [bench(16, 1.0, 0.5, drift=1.10)])
+    rec = {
+        "exit": 0,
+        "base": "a" * 40,
+        "head": "b" * 40,
+        "reason": "no regression",
+        "verdicts": [_verdict_dict(v, "discrete_gpu")],
+        "config": {"verdict_gate": "normalized"},
+    }
+    text = comment(copy.deepcopy(rec))
+    assert "control-normalized" in text and "SAME" in text and "fails on the normalized verdict" in text
