@@ -5,6 +5,7 @@ refusals run: every other test says why it is skipped."""
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
 
@@ -633,3 +634,19 @@ def test_ordering_and_device_for_refuse_a_cpu_tensor():
             fn(torch.zeros(2))
         with pytest.raises(TypeError, match="must be a CUDA tensor, got list"):
             fn([1.0])
+
+
+def test_a_failed_memory_pool_leaves_no_temporary_directory(tmp_path):
+    """Issue 50: a process whose memory_pool() fails leaves nothing in its temporary
+    directory once it exits (torch's own import-time directory included)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import helios.torch as ht\n"
+        "try:\n    ht.memory_pool(device=999)\nexcept Exception as e:\n    print(type(e).__name__)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    assert list(tmp_path.iterdir()) == []
