@@ -229,7 +229,10 @@ def test_accumulator_layouts_are_reported(device):
 
 def test_kernel_stats(device):
     stats = device.attention_kernel_stats(64)
+    digest = stats.pop("code_digest")  # the SPIR-V and constants the driver was given
+    assert isinstance(digest, str) and len(digest) == 16 and int(digest, 16) >= 0
     assert isinstance(stats, dict) and all(isinstance(v, float) for v in stats.values())
+    assert device.attention_kernel_stats(64, causal=True)["code_digest"] != digest  # another kernel
     assert device.attention_kernel_stats(64, "fa-scalar", causal=True) is not None
     with pytest.raises(helios.UnsupportedError):
         device.attention_kernel_stats(64, "fa-coop:8x8x8:sg4:wq1:bc256")

@@ -132,3 +132,61 @@ def test_ci_comment_shows_the_normalized_column():
     }
     text = comment(copy.deepcopy(rec))
     assert "control-normalized" in text and "SAME" in text and "fails on the normalized verdict" in text
+
+
+# ---- the kernel's identity -------------------------------------------------------------------------
+
+
+def with_kernel(doc: dict, digest) -> dict:
+    d = copy.deepcopy(doc)
+    for row in d["rows"]:
+        row["kernel"] = None if digest is None else {"code_digest": digest, "stats": [{"Register Count": 128.0}]}
+    return d
+
+
+@pytest.mark.parametrize(
+    "old_digest,new_digest,code",
+    [("00aa", "00aa", "same"), ("00aa", "00bb", "changed"), ("00aa", None, "unknown"), (None, None, "unknown")],
+)
+def test_each_row_says_whether_the_code_changed(old_digest, new_digest, code):
+    old = with_kernel(bench(17, 1.0, 0.5), old_digest)
+    new = with_kernel(bench(18, 1.08, 0.5), new_digest)
+    [v] = compare([old], [new])
+    assert v.verdict == "SLOWER" and v.code == code and verdict_dict(v)["code"] == code
+    assert ("same code: environment or noise" in table([v])) == (code == "same")
+
+
+def test_a_different_driver_or_device_is_changed_code():
+    old = with_kernel(bench(19, 1.0, 0.5), "00aa")
+    new = with_kernel(bench(20, 1.0, 0.5), "00aa")
+    new["helios"]["driver_version"] = 2
+    [v] = compare([old], [new], ignore_device=True)
+    assert v.code == "changed"
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_ci_fails_only_rows_whose_code_changed_unless_strict(strict):
+    from helios.harness.ci import failing
+
+    old = with_kernel(bench(21, 1.0, 0.5), "00aa")
+    same = compare([old], [with_kernel(bench(22, 1.08, 0.5), "00aa")])
+    changed = compare([old], [with_kernel(bench(22, 1.08, 0.5), "00bb")])
+    unknown = compare([old], [with_kernel(bench(22, 1.08, 0.5), None)])
+    for vs, fails in ((same, strict), (changed, True), (unknown, True)):
+        fail, kept = failing(vs, "plain", 0.0, strict)
+        assert bool(fail) == fails and len(fail) + len(kept) == 1
+
+
+def test_bench_rows_record_their_kernel(device, tmp_path):
+    """Each row of a real bench carries its kernel's code digest: equal for the same
+    variant in two runs, different for another variant."""
+    variants = [v for v in device.variants() if "acc=f16" not in v][:2]  # f16 sums fail the gate on random data
+    digests = []
+    for i, v in enumerate([variants[0], variants[0], variants[-1]]):
+        out = tmp_path / f"r{i}.json"
+        args = ["bench", "--shapes=40x24x16", "--iters=2", "--warmup=0", "--ref=numpy", f"--variant={v}"]
+        assert main([*args, f"--out={out}"]) == 0
+        k = json.loads(out.read_text())["rows"][0]["kernel"]
+        assert len(k["code_digest"]) == 16 and isinstance(k["stats"], list)
+        digests.append(k["code_digest"])
+    assert digests[0] == digests[1] and (digests[0] != digests[2]) == (variants[0] != variants[-1])

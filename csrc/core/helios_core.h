@@ -430,6 +430,10 @@ typedef struct hl_kernel_stat {
 typedef struct hl_kernel_stats {
     uint32_t n;
     hl_kernel_stat items[HL_MAX_STATS];
+    /* What the driver was given to compile: FNV-1a 64 over the permutation's
+     * SPIR-V, its specialization constants and the required subgroup size. Equal
+     * digests on one driver are the same kernel (a result row's identity). */
+    uint64_t code_digest;
 } hl_kernel_stats;
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
                               hl_kernel_stats *out, hl_error *err);

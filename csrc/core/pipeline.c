@@ -42,6 +42,19 @@ static void capture_stats(hl_device *dev, hl_pipeline *p) {
     }
 }
 
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The pipeline's identity: its SPIR-V, specialization constants and subgroup size. */
+static uint64_t code_digest(const hl_spirv *code, const uint32_t *spec, uint32_t n_spec, uint32_t subgroup) {
+    uint64_t h = fnv1a(0xcbf29ce484222325ULL, code->code, code->size_bytes);
+    if (n_spec) h = fnv1a(h, spec, n_spec * sizeof *spec);
+    return fnv1a(h, &subgroup, sizeof subgroup);
+}
+
 hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
                           uint32_t required_subgroup, hl_pipeline **out, hl_error *err) {
     hl_status st = HL_OK;
@@ -111,6 +124,7 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     dev->compiles_total++;
     dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
     if (dev->caps.has_pipeline_stats) capture_stats(dev, p);
+    p->stats.code_digest = code_digest(code, spec, n_spec, required_subgroup);
     hl_pipeline_ir_dump(dev, p);
     *out = p;
     return HL_OK;

@@ -278,6 +278,15 @@ PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
         }
         Py_DECREF(f);
     }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)ks->code_digest);
+    PyObject *h = PyUnicode_FromString(hex);
+    if (!h || PyDict_SetItemString(d, "code_digest", h) < 0) {
+        Py_XDECREF(h);
+        Py_DECREF(d);
+        return NULL;
+    }
+    Py_DECREF(h);
     return d;
 }
 

@@ -399,7 +399,8 @@ class Device(_helios.Device):
         backward: bool = False,
     ) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
-        kernel a variant compiles to at this head dimension; {} where none are offered.
+        kernel a variant compiles to at this head dimension (only ``code_digest``, the
+        SPIR-V and constants the driver was given, where it offers no statistics).
         backward=True: a backward variant's two kernels, {"dq": {...}, "dkdv": {...}}
         (as the backward builds them now: HELIOS_DISABLE_ATTENTION_BWD_FOLD applies)."""
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))

@@ -43,6 +43,7 @@ def cmd_ci(args: argparse.Namespace) -> int:
         attention_fuzz=args.attention_fuzz,
         fail_on_regression=args.fail_on_regression,
         gate=args.gate,
+        strict=args.strict,
         rerun=not args.no_rerun,
         history=Path(args.history) if args.history else None,
         python=args.python or sys.executable,
@@ -107,6 +108,12 @@ def register(sub: Any) -> None:
         help="the verdict that fails the job: plain (default), or normalized (Helios's time over "
         "the reference's per round, where both sides timed the same reference build on the same "
         "device; the plain verdict elsewhere)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on a regression even where the kernel is the same code (same SPIR-V and constants, "
+        "driver and device on both sides); by default such a row is reported as environment or noise",
     )
     p.add_argument(
         "--json",

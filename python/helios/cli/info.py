@@ -70,7 +70,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if ks is None:
         print("kernel stats  not offered by this driver (VK_KHR_pipeline_executable_properties)")
     else:
-        print("kernel stats  " + ", ".join(f"{k} {v:g}" for k, v in ks.items()))
+        print("kernel stats  " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in ks.items()))
     print(f"variants      {len(info['variants'])} (helios info --json lists them)")
     print(
         "attention     "

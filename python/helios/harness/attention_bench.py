@@ -46,6 +46,7 @@ from .protocol import (
 )
 from .results import (
     BENCH_SCHEMA,
+    kernel_identity,
     reference_fields,
 )
 from .stats import bootstrap_ratio_ci, summarize
@@ -374,6 +375,9 @@ def run_attention_bench(
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
         for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
             row["roofFraction"] = _roof_fraction(info, row) if dt == "float16" else None
+            row["kernel"] = kernel_identity(
+                lambda r=row: dev.attention_kernel_stats(r["head_dim"], r["variant"], cfg.causal, dt, bwd)
+            )
         return finish(result, rows)
 
 

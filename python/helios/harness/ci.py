@@ -73,6 +73,7 @@ class CiConfig:
     attention_fuzz: int = 10
     fail_on_regression: float = 0.0  # percent a SLOWER shape must exceed to fail the job
     gate: str = "plain"  # the verdict that fails the job: plain, or control-normalized where valid
+    strict: bool = False  # fail on a regression even where the kernel's code is unchanged
     rerun: bool = True
     history: Optional[Path] = None
     python: str = sys.executable
@@ -281,6 +282,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         "attention_fuzz": cfg.attention_fuzz,
         "fail_on_regression_pct": cfg.fail_on_regression,
         "verdict_gate": cfg.gate,
+        "strict": cfg.strict,
         "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
         "cpu_noise": CPU_NOISE,
         "bench_args": cfg.bench_args,
@@ -325,9 +327,8 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             row = head_rows.get(v["shape"], {})
             v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
             v["roof_fraction"] = row.get("roofFraction")
-        regressions = [
-            v for v in verdicts if (g := gated(v, cfg.gate))[0] == "SLOWER" and g[1] > cfg.fail_on_regression
-        ]
+        regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
+        rec["same_code_slower"] = [v.shape for v in same_code]
         rec["exit"] = 1 if regressions else 0
         rec["reason"] = (
             f"{len(regressions)} regression(s): " + ", ".join(f"{v.shape} {v.pct:+.1f}%" for v in regressions)
@@ -389,6 +390,19 @@ def _verdicts(files: dict) -> list[ShapeVerdict]:
     new = [load(str(p)) for p in files["head"]]
     kind = str(new[0].get("helios", {}).get("device_type", ""))
     return compare(old, new, noise_for=lambda shape: noise_floor(shape, kind))
+
+
+def failing(
+    verdicts: list[ShapeVerdict], gate: str, limit_pct: float, strict: bool
+) -> tuple[list[ShapeVerdict], list[ShapeVerdict]]:
+    """(the regressions that fail the job, the confident regressions that do not
+    because the kernel is the same code). A SLOWER verdict (the one `gate` reads)
+    beyond limit_pct fails the job only where the kernel's code changed or is not
+    known: the same SPIR-V, constants, driver and device slower is the environment
+    or noise, reported but not failed, unless strict."""
+    confident = [v for v in verdicts if (g := gated(v, gate))[0] == "SLOWER" and g[1] > limit_pct]
+    fail = [v for v in confident if strict or v.code != "same"]
+    return fail, [v for v in confident if v not in fail]
 
 
 def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:

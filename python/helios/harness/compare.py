@@ -39,7 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ..optional import require
-from .control import ControlVerdict, control_verdicts
+from .control import ControlVerdict, control_table, control_verdicts
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, read_result, time_as_bench
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
@@ -85,6 +85,7 @@ class ShapeVerdict:
     floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
     control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
     control_refused: Optional[str] = None  # why there is no control-normalized verdict
+    code: str = "unknown"  # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity)
 
     @property
     def pct(self) -> float:
@@ -247,6 +248,28 @@ def _device_key(d: dict) -> tuple:
     return (h.get("name"), h.get("driver_version"))
 
 
+def _identities(files: list[dict]) -> dict[str, set]:
+    """shape -> the (kernel code digest, driver, device UUID) its valid rows ran;
+    None in place of a row's digest where the file recorded none."""
+    out: dict[str, set] = {}
+    for d in files:
+        h: dict = d["helios"] if isinstance(d.get("helios"), dict) else {}
+        for row in d.get("rows", []):
+            if row.get("valid"):
+                k = row.get("kernel")
+                code = k.get("code_digest") if isinstance(k, dict) else None
+                out.setdefault(row["shape"], set()).add((code, h.get("driver_version"), h.get("uuid")))
+    return out
+
+
+def code_identity(old: set, new: set) -> str:
+    """'same' where both sides ran one kernel, identical in code, driver and device;
+    'changed' where they differ; 'unknown' where a side recorded no digest."""
+    if any(code is None for code, _, _ in old | new):
+        return "unknown"
+    return "same" if old == new and len(old) == 1 else "changed"
+
+
 def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], int]]:
     """shape -> (round medians grouped by run, all round medians, sample count).
     Runs of different files are different runs."""
@@ -304,6 +327,7 @@ def compare(
         return verdict, ratio, ci, p, mde, math.exp(o.level), math.exp(n.level), o, n, floor
 
     so, sn = _side(old), _side(new)
+    ids_o, ids_n = _identities(old), _identities(new)
     controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
     out = []
     for shape in so:
@@ -314,6 +338,7 @@ def compare(
         v = ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor)
         v.control = controls.get(shape)
         v.control_refused = refused if refused else (None if v.control else "no paired reference rounds")
+        v.code = code_identity(ids_o.get(shape, set()), ids_n.get(shape, set()))
         out.append(v)
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
@@ -370,6 +395,7 @@ def verdict_dict(v: ShapeVerdict) -> dict:
             "new_ratio": c.new_ratio,
         },
         "control_refused": v.control_refused,
+        "code": v.code,
     }
 
 
@@ -383,7 +409,8 @@ def _reason(v: ShapeVerdict) -> str:
         if v.ci95[0] > 1 or v.ci95[1] < 1:
             return "the interval excludes no change but the runs' ranks do not agree"
         return f"the interval includes no change and MDE {v.mde:.1%} is above {max(MAX_MDE, v.floor):.0%}"
-    return f"the {LEVEL:.0%} interval excludes no change and |change| > the {v.floor:.0%} floor"
+    same = "; same code, driver and device on both sides: environment or noise" if v.code == "same" else ""
+    return f"the {LEVEL:.0%} interval excludes no change and |change| > the {v.floor:.0%} floor{same}"
 
 
 def device_label(d: dict) -> str:
@@ -426,7 +453,9 @@ def _runs_rounds(side: SideNoise) -> str:
 
 TABLE_NOTE = (
     "old / new ms: each side's centre, the geometric mean over its runs of each run's mean round "
-    "median (what the change compares); runs x rounds: runs, and rounds in each run."
+    "median (what the change compares); runs x rounds: runs, and rounds in each run. A SLOWER or "
+    "FASTER row whose kernel (its SPIR-V and constants), driver and device are the same on both "
+    "sides says so: the change came from the environment or noise, not the code."
 )
 
 
@@ -442,6 +471,8 @@ def table(verdicts: list[ShapeVerdict]) -> str:
             why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
         elif v.verdict == "SAME":
             why = same_reason(v)
+        elif v.code == "same":
+            why = " (same code: environment or noise)"
         lines.append(
             f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
             f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
@@ -450,32 +481,3 @@ def table(verdicts: list[ShapeVerdict]) -> str:
             f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
         )
     return "\n".join(lines + ["", TABLE_NOTE, "", control_table(verdicts)])
-
-
-CONTROL_NOTE = (
-    "control-normalized: the change of Helios's time over the reference's, per round (what moves "
-    "both, such as clocks, power or a co-tenant, cancels); valid where both sides timed the same "
-    "reference build on the same device. The plain verdict asks whether Helios got slower on this "
-    "machine; the normalized one whether it got slower against the reference beside it."
-)
-
-
-def control_table(verdicts: list[ShapeVerdict]) -> str:
-    """The control-normalized verdicts, or the reason there are none."""
-    rows = [v for v in verdicts if v.control is not None]
-    if not rows:
-        why = next((v.control_refused for v in verdicts if v.control_refused), "no paired reference rounds")
-        return f"control-normalized verdict: not given ({why})"
-    lines = [
-        "| shape | helios/ref old | helios/ref new | normalized change | ratio 95% CI | MDE | normalized verdict "
-        "| plain verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for v in rows:
-        c = v.control
-        assert c is not None
-        lines.append(
-            f"| {md_cell(v.shape)} | {c.old_ratio:.4f} | {c.new_ratio:.4f} | {c.pct:+.2f}% | "
-            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | **{c.verdict}** | {v.verdict} |"
-        )
-    return "\n".join(lines + ["", CONTROL_NOTE])

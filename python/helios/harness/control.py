@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+
+from .results import md_cell
 
 
 @dataclass
@@ -126,3 +128,33 @@ def control_verdicts(old: list[dict], new: list[dict], judge: Judge) -> tuple[di
     if not out:
         return {}, "no row has reference rounds that pair with Helios's"
     return out, None
+
+
+CONTROL_NOTE = (
+    "control-normalized: the change of Helios's time over the reference's, per round (what moves "
+    "both, such as clocks, power or a co-tenant, cancels); valid where both sides timed the same "
+    "reference build on the same device. The plain verdict asks whether Helios got slower on this "
+    "machine; the normalized one whether it got slower against the reference beside it."
+)
+
+
+def control_table(verdicts: Sequence[Any]) -> str:
+    """The control-normalized verdicts of compare's ShapeVerdicts (below its plain
+    table), or the reason there are none."""
+    rows = [v for v in verdicts if v.control is not None]
+    if not rows:
+        why = next((v.control_refused for v in verdicts if v.control_refused), "no paired reference rounds")
+        return f"control-normalized verdict: not given ({why})"
+    lines = [
+        "| shape | helios/ref old | helios/ref new | normalized change | ratio 95% CI | MDE | normalized verdict "
+        "| plain verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in rows:
+        c = v.control
+        assert c is not None
+        lines.append(
+            f"| {md_cell(v.shape)} | {c.old_ratio:.4f} | {c.new_ratio:.4f} | {c.pct:+.2f}% | "
+            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | **{c.verdict}** | {v.verdict} |"
+        )
+    return "\n".join(lines + ["", CONTROL_NOTE])

@@ -38,6 +38,7 @@ from .results import (
     fmt_ms,
     fmt_ratio,
     fmt_tflops,
+    kernel_identity,
     reference_fields,
     reference_ms,
     reference_tflops,
@@ -193,6 +194,7 @@ def run_bench(
         for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
             # (the roof is measured on float16 fragments: bfloat16 rows get none)
             r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
+            r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt))
         return finish(result, rows)
 
 

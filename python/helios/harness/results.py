@@ -144,6 +144,26 @@ def reference_fields(is_cuda: bool, ms: Optional[float], flops: float) -> dict[s
     }
 
 
+def kernel_identity(stats_of: Any) -> Optional[dict]:
+    """A row's kernel as the driver was given it: ``code_digest`` (the SPIR-V of the
+    permutation with its specialization constants; an attention backward's two
+    kernels joined by '+') and the driver's statistics of the compiled code
+    (registers, shared memory, binary size: whatever it reports). stats_of() is the
+    device's kernel_stats call; None where it cannot say (the row then counts as
+    changed code in `helios ci`)."""
+    try:
+        stats = stats_of()
+    except (RuntimeError, ValueError):  # the engine's errors: an identity is a report, not a need
+        return None
+    parts = [stats["dq"], stats["dkdv"]] if "dq" in stats else [stats]
+    if not all(isinstance(p, dict) and p.get("code_digest") for p in parts):
+        return None
+    return {
+        "code_digest": "+".join(p["code_digest"] for p in parts),
+        "stats": [{k: v for k, v in p.items() if k != "code_digest"} for p in parts],
+    }
+
+
 def reference_ms(row: dict) -> Optional[float]:
     """A row's reference median: referenceMs, or cudaMs in files written before it existed."""
     v = row.get("referenceMs", row.get("cudaMs"))
