@@ -123,6 +123,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         runs=args.runs,
         flush_l2=args.flush_l2,
+        energy=args.energy,
         warmup_ms=args.warmup_ms,
         ref=args.ref,
         seed=args.seed,
@@ -162,6 +163,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         runs=args.runs,
         flush_l2=args.flush_l2,
+        energy=False,  # energy windows are the matmul workload's (attention: not yet)
         ref=args.ref,
         backends=backends,
         seed=args.seed,
@@ -286,6 +288,14 @@ def register(sub: Any) -> None:
         dest="flush_l2",
         action="store_true",
         help="cold mode: overwrite 256 MiB before each sample, outside the timed region",
+    )
+    pb.add_argument(
+        "--no-energy",
+        dest="energy",
+        action="store_false",
+        help="matmul workload: skip the energy window each row runs per side after the rounds (NVML's energy "
+        "counter: joules per operation, average watts, TF/s per watt; about 1-2 s a side where the GPU has the "
+        "counter, nothing elsewhere)",
     )
     pb.add_argument(
         "--ref",

@@ -10,16 +10,18 @@ rows carry no speed numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .. import _helios
 from ..check import check_close, reference_matmul, tolerances
 from ..device import Device
 from ..flops import matmul_flops, tflops
 from ..matmul_timing import random_inputs, warmup_launches
 from ..roof import roof_fraction
-from .gpustate import low_clock, select_gpu, throttled
+from .energy import EnergyCounter, energy_lines, row_energy
+from .gpustate import low_clock, select_gpu, selected_gpu, throttled
 from .protocol import (
     ProtocolConfig,
     Workload,
@@ -195,7 +197,34 @@ def run_bench(
             # (the roof is measured on float16 fragments: bfloat16 rows get none)
             r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
             r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt))
+        counter = EnergyCounter(selected_gpu()) if cfg.energy and rows else None
+        try:
+            for r, shape in zip(rows, done):
+                r["energy"] = _energy(dev, counter, shape, r, ref, cfg.seed + list(cfg.shapes).index(shape), dt)
+        finally:
+            if counter is not None:
+                counter.close()
         return finish(result, rows)
+
+
+def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference, seed: int, dt: str) -> dict:
+    """The row's energy windows (energy.py): the timed shape's inputs, its variant."""
+    if not row["valid"]:
+        return {"status": "not measured: the row failed its check"}
+    m, n, k = shape
+    a, b = random_inputs(m, n, k, seed=seed, dtype=dt)
+
+    def helios(count: int) -> None:
+        dev.time_matmul(m, n, k, iters=count, warmup=0, variant=row["variant"], inputs=(a, b), dtype=dt)
+
+    return row_energy(
+        counter,
+        (helios, row["heliosMs"]),
+        (lambda count: ref.time(a, b, count, 0), reference_ms(row)),
+        ref.is_cuda,
+        matmul_flops(m, n, k),
+        _helios.MAX_LAUNCHES,
+    )
 
 
 def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> dict:
@@ -288,6 +317,7 @@ def markdown(result: dict) -> str:
         fractions = [f"{r['shape']} {100 * r['roofFraction']:.0f}%" for r in result["rows"] if r.get("roofFraction")]
         if fractions:
             lines.append("of the MMA roof (helios roof): " + ", ".join(fractions))
+        lines.extend(energy_lines(result["rows"], result.get("reference")))
         per_shape = {r["variant"] for r in result["rows"]}
         if len(per_shape) == 1:
             lines.append(f"variant: {result['rows'][0]['variant']}")

@@ -66,6 +66,7 @@ class ProtocolConfig:
     repeats: int = 1
     runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
     flush_l2: bool = False
+    energy: bool = True  # an energy window per row and side where NVML has the counter (energy.py)
     ref: str = "auto"
     seed: int = 0
     device: Optional[int] = None
@@ -88,6 +89,7 @@ def result_header(cfg: ProtocolConfig, schema: str, atol: float, rtol: float) ->
         "repeats": cfg.repeats,
         "runs": cfg.runs,
         "flush_l2": cfg.flush_l2,
+        "energy": cfg.energy,
         "seed": cfg.seed,
         "command": cfg.command,
         "launcher": launcher_info(),  # rank, local rank, world size under Slurm / torchrun / mpirun

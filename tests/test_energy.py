@@ -1,0 +1,88 @@
+"""Issue 52: energy per operation (harness/energy.py) with a stand-in NVML whose
+counter advances at a known power, so the arithmetic is checked exactly; and the
+fields a row carries where there is no counter."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import types
+
+import pytest
+
+from helios.cli import main
+from helios.harness import energy
+
+
+def fake_nvml(watts: float, period_s: float = 0.01, fail: bool = False) -> types.ModuleType:
+    """A pynvml whose energy counter (mJ) grows at `watts`, in steps of period_s."""
+    m = types.ModuleType("pynvml")
+    t0 = time.perf_counter()
+
+    def total(handle):
+        if fail:
+            raise RuntimeError("not supported")
+        steps = int((time.perf_counter() - t0) / period_s)
+        return int(steps * period_s * watts * 1000)
+
+    m.nvmlInit = lambda: None
+    m.nvmlShutdown = lambda: None
+    m.nvmlDeviceGetHandleByIndex = lambda i: object()
+    m.nvmlDeviceGetHandleByUUID = lambda u: object()
+    m.nvmlDeviceGetTotalEnergyConsumption = total
+    return m
+
+
+def test_a_window_measures_joules_per_op_at_a_known_power(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(300.0))
+    monkeypatch.setattr(energy, "MIN_WINDOW_S", 0.3)
+    c = energy.EnergyCounter(0)
+    assert c.why is None and c.period_s == pytest.approx(0.01, rel=0.3)
+    op_s = 0.002
+
+    def run(n: int) -> None:
+        time.sleep(n * op_s)  # n launches of 2 ms each
+
+    w = energy.window(c, run, op_s * 1000, 1e9, 1000)
+    assert w["status"] == "ok" and w["window_s"] >= 0.3
+    assert w["watts"] == pytest.approx(300.0, rel=0.1)
+    assert w["joules_per_op"] == pytest.approx(300.0 * op_s, rel=0.15)
+    assert w["tflops_per_watt"] == pytest.approx(1e9 / w["joules_per_op"] / 1e12)
+
+
+def test_a_counter_that_does_not_advance_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(0.0))
+    monkeypatch.setattr(energy, "MIN_WINDOW_S", 0.05)
+    c = energy.EnergyCounter(0)
+    w = energy.window(c, lambda n: time.sleep(0.01), 1.0, 1e9, 10)
+    assert w["status"].startswith("the counter did not advance") and "joules_per_op" not in w
+
+
+@pytest.mark.parametrize("module", [None, "fail"])
+def test_no_counter_gives_a_reason_not_a_number(monkeypatch, module):
+    monkeypatch.setitem(sys.modules, "pynvml", None if module is None else fake_nvml(1.0, fail=True))
+    c = energy.EnergyCounter(0)
+    assert c.why and ("not installed" in c.why or "no energy counter" in c.why)
+    row = energy.row_energy(c, (lambda n: None, 1.0), (lambda n: None, 1.0), True, 1e9, 10)
+    assert row == {"status": c.why}
+
+
+def test_a_cpu_reference_gets_no_energy_figure(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(100.0))
+    monkeypatch.setattr(energy, "MIN_WINDOW_S", 0.05)
+    c = energy.EnergyCounter(0)
+    row = energy.row_energy(c, (lambda n: time.sleep(n * 0.001), 1.0), (lambda n: None, 1.0), False, 1e9, 100)
+    assert row["helios"]["status"] == "ok" and "CPU" in row["reference"]["status"]
+
+
+def test_bench_rows_carry_energy_or_why_not(device, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # as on a machine without NVML
+    out = tmp_path / "e.json"
+    base = ["bench", "--shapes=40x24x16", "--iters=2", "--warmup=0", "--ref=numpy"]
+    assert main([*base, f"--out={out}"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["energy"] is True and "not installed" in doc["rows"][0]["energy"]["status"]
+    assert "energy: not measured" in (tmp_path / "e.md").read_text()
+    assert main([*base, "--no-energy", f"--out={out}", "--force"]) == 0
+    assert json.loads(out.read_text())["rows"][0]["energy"] == {"status": "not measured (--no-energy)"}
