@@ -471,7 +471,7 @@ def table(verdicts: list[ShapeVerdict]) -> str:
             why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
         elif v.verdict == "SAME":
             why = same_reason(v)
-        elif v.code == "same":
+        elif v.code == "same" and v.verdict in ("SLOWER", "FASTER"):
             why = " (same code: environment or noise)"
         lines.append(
             f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
