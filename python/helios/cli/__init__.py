@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 
 from .. import _helios
 from ..optional import MissingDependencyError
-from . import bench, check, ci, compare, info, report, roof, suite, timing, tune
+from . import bench, bisect, check, ci, compare, info, report, roof, suite, timing, tune
 from .common import EXIT_CODES, UsageError, device_index, version_line
 
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    for command in (info, timing, bench, compare, check, tune, suite, report, roof, ci):
+    for command in (info, timing, bench, compare, check, tune, suite, report, roof, ci, bisect):
         command.register(sub)
     for name, sp in sub.choices.items():
         if not any("--device" in a.option_strings for a in sp._actions):

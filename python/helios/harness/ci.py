@@ -98,7 +98,7 @@ def noise_floor(shape: str, device_type: str = "discrete_gpu") -> float:
     return next(floor for limit, floor in NOISE_TIERS if gflop <= limit)
 
 
-def _git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str) -> str:
     r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if r.returncode != 0:
         raise CiError(f"git {' '.join(args)}: {r.stderr.strip() or r.stdout.strip()}")
@@ -106,12 +106,12 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def resolve_refs(cfg: CiConfig) -> tuple[str, str]:
-    head = _git(cfg.repo, "rev-parse", "--verify", f"{cfg.head or 'HEAD'}^{{commit}}")
+    head = git(cfg.repo, "rev-parse", "--verify", f"{cfg.head or 'HEAD'}^{{commit}}")
     if cfg.base:
-        base = _git(cfg.repo, "rev-parse", "--verify", f"{cfg.base}^{{commit}}")
+        base = git(cfg.repo, "rev-parse", "--verify", f"{cfg.base}^{{commit}}")
     else:
         try:
-            base = _git(cfg.repo, "merge-base", cfg.main, head)
+            base = git(cfg.repo, "merge-base", cfg.main, head)
         except CiError as e:
             raise CiError(f"no --base and no merge-base of {cfg.head or 'HEAD'} with {cfg.main!r}: {e}") from None
     if base == head:  # an A/A of a commit with itself would always read "no regression"
@@ -255,7 +255,7 @@ def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str)
     return out
 
 
-def _pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say) -> dict:
+def bench_pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say) -> dict:
     files: dict = {"base": [], "head": []}
     for i in range(n):
         order = ("base", "head") if i % 2 == 0 else ("head", "base")  # ABBA: drift hits both sides
@@ -304,17 +304,17 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                     rec.update(exit=1, reason="the head fails its correctness gate: nothing was timed")
                     return _finish(cfg, rec)
                 raise CiError("the base fails its correctness gate: there is nothing sound to compare against")
-        files = _pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
-        verdicts = _verdicts(files)
+        files = bench_pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
+        verdicts = verdicts_of(files)
         slower = [v.shape for v in verdicts if v.verdict == "SLOWER"]
         rec["reruns"] = []
         if slower and cfg.rerun:  # one more pair on those shapes before they count
             say(f"rerun {', '.join(slower)}")
-            more = _pairs(cfg, sites, shas, ",".join(slower), "rerun", 2, say)
+            more = bench_pairs(cfg, sites, shas, ",".join(slower), "rerun", 2, say)
             for side in files:
                 files[side] += more[side]
             rec["reruns"] = slower
-            verdicts = _verdicts(files)
+            verdicts = verdicts_of(files)
         rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
         rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
         heads = [load(str(p)) for p in files["head"]]
@@ -385,7 +385,7 @@ def failed_checks(files: list[Path]) -> list[dict]:
     return out
 
 
-def _verdicts(files: dict) -> list[ShapeVerdict]:
+def verdicts_of(files: dict) -> list[ShapeVerdict]:
     old = [load(str(p)) for p in files["base"]]
     new = [load(str(p)) for p in files["head"]]
     kind = str(new[0].get("helios", {}).get("device_type", ""))

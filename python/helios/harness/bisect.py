@@ -1,0 +1,202 @@
+"""`helios bisect GOOD BAD`: the first commit whose verdict against GOOD is SLOWER.
+
+Each step measures a commit against GOOD as `helios ci` measures a head against
+its base: both built (and reused when built before), interleaved ABBA bench
+pairs on this GPU, then `helios compare`'s verdict per shape with ci's noise
+floors (and the control-normalized verdict where `--gate normalized` asks for
+it and it is valid). The regression being bisected is BAD's: the shapes on which
+BAD is SLOWER than GOOD, measured first; a commit is
+
+* SLOWER when any of those shapes is SLOWER against GOOD,
+* not slower when every one of them is SAME or FASTER,
+* INCONCLUSIVE otherwise: the search stops there and says so, with the MDE the
+  noise allowed, rather than guess (rerun with more --runs to go on).
+
+The search is binary over the commits from GOOD (exclusive) to BAD (inclusive)
+along the first-parent ancestry path, assuming that once slower a commit stays
+slower. Every measured commit, its verdicts, intervals and MDEs go to
+OUT/bisect.json after each step; run the same command again to resume (measured
+commits are not measured again). --max-steps bounds the steps of one run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..files import FileError, Target, dumps, read_object
+from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, verdicts_of
+from .compare import ShapeVerdict, gated, verdict_dict
+
+SCHEMA = "helios-bisect/1"
+
+
+@dataclass
+class Judgment:
+    """A commit against GOOD over the shapes under bisection."""
+
+    verdict: str  # SLOWER, NOT SLOWER or INCONCLUSIVE
+    shapes: list[dict]  # verdict_dict per shape measured
+    mde_pct: float  # the largest MDE over the shapes (what the noise allowed)
+
+
+def judge(verdicts: list[ShapeVerdict], shapes: Optional[set[str]], gate: str) -> Judgment:
+    """A commit's judgment from its per-shape verdicts against GOOD; shapes: those
+    under bisection (None: all, for BAD's first measurement)."""
+    vs = [v for v in verdicts if shapes is None or v.shape in shapes]
+    if not vs:
+        raise CiError("no shape under bisection was measured")
+    kinds = [gated(v, gate)[0] for v in vs]
+    verdict = (
+        "SLOWER"
+        if "SLOWER" in kinds
+        else "NOT SLOWER"
+        if all(k in ("SAME", "FASTER") for k in kinds)
+        else "INCONCLUSIVE"
+    )
+    return Judgment(verdict, [verdict_dict(v) for v in vs], max(v.mde for v in vs) * 100)
+
+
+def search(
+    commits: list[str], measure: Callable[[str, Optional[set[str]]], Judgment], max_steps: int, record: dict
+) -> dict:
+    """Binary search over commits (GOOD's descendants, oldest first, BAD last).
+    record["steps"] holds judgments already made (resumed: not measured again) and
+    is appended to; measure(commit, shapes) judges one commit against GOOD. Returns
+    record with "status" and, where found, "first_slower"."""
+    done = {s["commit"]: s for s in record.setdefault("steps", [])}
+    made = 0
+
+    def judged(i: int, shapes: Optional[set[str]]) -> Optional[dict]:
+        nonlocal made
+        c = commits[i]
+        if c not in done:
+            if made >= max_steps:
+                return None
+            j = measure(c, shapes)
+            made += 1
+            done[c] = {"commit": c, "index": i, "verdict": j.verdict, "mde_pct": j.mde_pct, "shapes": j.shapes}
+            record["steps"].append(done[c])
+            record["measured_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            save = record.get("_save")
+            if save:
+                save(record)
+        return done[c]
+
+    bad = judged(len(commits) - 1, None)
+    if bad is None:
+        return dict(record, status="max steps: BAD not measured yet")
+    if bad["verdict"] != "SLOWER":
+        why = "INCONCLUSIVE" if bad["verdict"] == "INCONCLUSIVE" else "not slower"
+        return dict(record, status=f"BAD is {why} against GOOD (MDE {bad['mde_pct']:.1f}%): nothing to bisect")
+    shapes = {
+        s["shape"]
+        for s in bad["shapes"]
+        if s["verdict"] == "SLOWER" or (s.get("control") or {}).get("verdict") == "SLOWER"
+    }
+    record["shapes_bisected"] = sorted(shapes)
+    lo, hi = -1, len(commits) - 1  # lo: last known not slower (-1: GOOD), hi: first known slower
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        step = judged(mid, shapes)
+        if step is None:
+            return dict(record, status="max steps", range=[commits[lo] if lo >= 0 else "GOOD", commits[hi]])
+        if step["verdict"] == "SLOWER":
+            hi = mid
+        elif step["verdict"] == "NOT SLOWER":
+            lo = mid
+        else:
+            return dict(
+                record,
+                status=f"INCONCLUSIVE at {commits[mid][:12]} (MDE {step['mde_pct']:.1f}%): rerun with more --runs",
+                range=[commits[lo] if lo >= 0 else "GOOD", commits[hi]],
+            )
+    return dict(record, status="found", first_slower=commits[hi])
+
+
+def ancestry(repo: Path, good: str, bad: str) -> list[str]:
+    """The commits after GOOD up to BAD along BAD's first parents, oldest first."""
+    out = git(repo, "rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
+    if not out:
+        raise CiError(f"{bad[:12]} is not a descendant of {good[:12]}: nothing between them to bisect")
+    return out
+
+
+def run_bisect(
+    cfg: CiConfig, good_ref: str, bad_ref: str, max_steps: int, gate: str, say: Callable[[str], None]
+) -> dict:
+    """The whole bisection (resumed from cfg.out/bisect.json where it matches)."""
+    good = git(cfg.repo, "rev-parse", "--verify", f"{good_ref}^{{commit}}")
+    bad = git(cfg.repo, "rev-parse", "--verify", f"{bad_ref}^{{commit}}")
+    if good == bad:
+        raise CiError(f"GOOD and BAD are one commit ({good[:12]}): nothing to bisect")
+    commits = ancestry(cfg.repo, good, bad)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    target = Target(cfg.out / "bisect.json", "--out", replace=True)
+    record: dict = {"schema": SCHEMA, "good": good, "bad": bad, "commits": commits, "gate": gate}
+    config = {k: getattr(cfg, k) for k in ("shapes", "runs", "iters", "warmup", "repeats", "ref")}
+    record["config"] = config
+    old = _resume(target.path, good, bad, config)
+    if old:
+        record["steps"] = old
+        say(f"resuming: {len(old)} commit(s) measured before")
+
+    def save(rec: dict) -> None:
+        target.write(dumps({k: v for k, v in rec.items() if not k.startswith("_")}, indent=1) + "\n")
+
+    record["_save"] = save
+    sites: dict[str, Path] = {}
+
+    def site(sha: str) -> Path:
+        if sha not in sites:
+            say(f"build {sha[:12]}")
+            sites[sha] = build(cfg, sha, say)
+            check_side(cfg, sites[sha], sha)
+        return sites[sha]
+
+    def measure(commit: str, shapes: Optional[set[str]]) -> Judgment:
+        say(f"measure {commit[:12]} against GOOD {good[:12]}")
+        which = ",".join(sorted(shapes)) if shapes else cfg.shapes
+        shas = {"base": good, "head": commit}
+        files = bench_pairs(
+            cfg, {"base": site(good), "head": site(commit)}, shas, which, f"{commit[:8]}-", cfg.runs, say
+        )
+        j = judge(verdicts_of(files), shapes, gate)
+        say(f"{commit[:12]}: {j.verdict} (MDE {j.mde_pct:.1f}%)")
+        return j
+
+    result = search(commits, measure, max_steps, record)
+    result.pop("_save", None)
+    save(result)
+    return result
+
+
+def _resume(path: Path, good: str, bad: str, config: dict) -> Optional[list]:
+    """The steps of an earlier run of this bisection (same GOOD, BAD and settings)."""
+    if not path.exists():
+        return None
+    try:
+        old = read_object(path, "a helios bisect record")
+    except FileError:
+        return None
+    if old.get("schema") != SCHEMA or old.get("good") != good or old.get("bad") != bad or old.get("config") != config:
+        return None
+    steps = old.get("steps")
+    return steps if isinstance(steps, list) else None
+
+
+def summary(result: dict) -> str:
+    lines = [f"helios bisect {result['good'][:12]}..{result['bad'][:12]}: {result['status']}"]
+    if result.get("first_slower"):
+        lines.append(f"first SLOWER commit: {result['first_slower']}")
+    for s in sorted(result.get("steps", []), key=lambda s: s["index"]):
+        parts = ", ".join(f"{x['shape']} {x['change_pct']:+.1f}% {x['verdict']}" for x in s["shapes"])
+        lines.append(f"  {s['commit'][:12]}  {s['verdict']:<12} MDE {s['mde_pct']:.1f}%  {parts}")
+    return "\n".join(lines)
+
+
+def to_json(result: dict) -> str:
+    return json.dumps({k: v for k, v in result.items() if not k.startswith("_")}, indent=1)
