@@ -116,10 +116,12 @@ def test_default_for_shape_is_valid_and_used(device):
 def test_kernel_stats(device):
     stats = device.kernel_stats()
     assert isinstance(stats, dict)
+    digest = stats.pop("code_digest")  # always: what the driver was given (the row's identity)
+    assert isinstance(digest, str) and len(digest) == 16
     if device.info["pipeline_statistics"]:
         assert stats and all(isinstance(x, float) for x in stats.values())
     else:
-        assert stats == {}  # the driver offers none: said as an empty report
+        assert stats == {}  # the driver offers no statistics: said as an empty report
     with pytest.raises(ValueError, match="malformed"):
         device.kernel_stats("nonsense")
     with pytest.raises(ValueError, match="out_dtype"):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import finite_float, flag_value, git_ref, nonneg_int, positive_int, target
+from .common import add_gate, finite_float, flag_value, git_ref, nonneg_int, positive_int, target
 
 
 def _doc() -> str:
@@ -17,7 +17,7 @@ def _doc() -> str:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from ..harness.ci import CiConfig, run_ci
+    from ..harness.ci import run_ci
     from ..harness.shapes import parse_shapes
 
     flag_value("--shapes", parse_shapes, args.shapes)  # before either build: a bad set is refused now
@@ -26,19 +26,12 @@ def cmd_ci(args: argparse.Namespace) -> int:
         target(out / name, "--out")
     if args.history:
         target(Path(args.history), "--history")
-    cfg = CiConfig(
-        repo=Path(args.repo).resolve(),
-        out=out,
-        work=Path(args.work) if args.work else out / "work",
+    cfg = measure_config(
+        args,
+        out,
         base=args.base,
         head=args.head,
         main=args.main,
-        shapes=args.shapes,
-        runs=args.runs,
-        iters=args.iters,
-        warmup=args.warmup,
-        repeats=args.repeats,
-        ref=args.ref,
         fuzz=args.fuzz,
         attention_fuzz=args.attention_fuzz,
         fail_on_regression=args.fail_on_regression,
@@ -46,17 +39,54 @@ def cmd_ci(args: argparse.Namespace) -> int:
         strict=args.strict,
         rerun=not args.no_rerun,
         history=Path(args.history) if args.history else None,
-        python=args.python or sys.executable,
         bench_args=list(args.bench_arg or []),
     )
-    say = (lambda s: print(f"helios ci: {s}", file=sys.stderr, flush=True)) if args.json else None
-    rec = run_ci(cfg, say=say or (lambda s: print(f"helios ci: {s}", flush=True)))
+    stream = sys.stderr if args.json else sys.stdout  # --json: stdout holds the record alone
+    rec = run_ci(cfg, say=lambda s: print(f"helios ci: {s}", file=stream, flush=True))
     if args.json:
         print((out / "ci.json").read_text(), end="")  # files: written by this run
         return int(rec["exit"])
     print((out / "comment.md").read_text())  # files: written by this run
     print(f"helios ci: exit {rec['exit']}: {rec.get('reason', '')}")
     return int(rec["exit"])
+
+
+def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
+    """How commits are built and measured, shared by `helios ci` and `helios bisect`."""
+    p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
+    p.add_argument("--shapes", default="canonical", help="helios bench --shapes (default canonical)")
+    p.add_argument(
+        "--runs", type=positive_int, default=2, help=f"{pairs} pairs, alternating ABBA, each a process (default 2)"
+    )
+    p.add_argument("--iters", type=positive_int, default=50, help="timed launches per round (default 50)")
+    p.add_argument("--warmup", type=nonneg_int, default=10, help="warm-up launches (default 10)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="rounds per run (default 2)")
+    p.add_argument(
+        "--ref",
+        default="auto",
+        choices=["auto", "torch", "cublas", "numpy"],
+        help="the bench reference: auto, torch, cublas or numpy (default auto)",
+    )
+    p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
+
+
+def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
+    """The CiConfig of add_measure_args' flags (and the command's own, extra)."""
+    from ..harness.ci import CiConfig
+
+    return CiConfig(
+        repo=Path(args.repo).resolve(),
+        out=out,
+        work=Path(args.work) if args.work else out / "work",
+        shapes=args.shapes,
+        runs=args.runs,
+        iters=args.iters,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        ref=args.ref,
+        python=args.python or sys.executable,
+        **extra,
+    )
 
 
 def register(sub: Any) -> None:
@@ -76,20 +106,7 @@ def register(sub: Any) -> None:
         "--main", type=git_ref, default="main", help="the branch the merge-base is taken with (default main)"
     )
     p.add_argument("--out", default="build/ci", help="where the results, ci.json and comment.md go (default build/ci)")
-    p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
-    p.add_argument("--shapes", default="canonical", help="helios bench --shapes (default canonical)")
-    p.add_argument(
-        "--runs", type=positive_int, default=2, help="base/head pairs, alternating ABBA, each a process (default 2)"
-    )
-    p.add_argument("--iters", type=positive_int, default=50, help="timed launches per round (default 50)")
-    p.add_argument("--warmup", type=nonneg_int, default=10, help="warm-up launches (default 10)")
-    p.add_argument("--repeats", type=positive_int, default=2, help="rounds per run (default 2)")
-    p.add_argument(
-        "--ref",
-        default="auto",
-        choices=["auto", "torch", "cublas", "numpy"],
-        help="the bench reference: auto, torch, cublas or numpy (default auto)",
-    )
+    add_measure_args(p, "base/head")
     p.add_argument("--fuzz", type=positive_int, default=30, help="product fuzz cases in each side's gate (default 30)")
     p.add_argument(
         "--attention-fuzz", type=nonneg_int, default=10, help="attention fuzz cases in each gate (default 10; 0: none)"
@@ -101,14 +118,7 @@ def register(sub: Any) -> None:
         metavar="PCT",
         help="a SLOWER shape fails the job only beyond this many percent (default 0: any confident regression)",
     )
-    p.add_argument(
-        "--gate",
-        choices=("plain", "normalized"),
-        default="plain",
-        help="the verdict that fails the job: plain (default), or normalized (Helios's time over "
-        "the reference's per round, where both sides timed the same reference build on the same "
-        "device; the plain verdict elsewhere)",
-    )
+    add_gate(p, "that fails the job")
     p.add_argument(
         "--strict",
         action="store_true",
@@ -124,7 +134,6 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--history", default=None, help="append the head's rows to this JSON-lines history (main-branch runs)"
     )
-    p.add_argument("--python", default=None, help="the Python that builds and runs both sides (default this one)")
     p.add_argument(
         "--bench-arg",
         action="append",

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..files import dumps
-from .common import finite_float
+from .common import add_gate, finite_float
 
 
 def _compare_doc() -> str:
@@ -108,14 +108,7 @@ def register(sub: Any) -> None:
         help="confidence level of the interval (default 0.95; a CI gate over many shapes "
         "or a noisy device may want 0.99)",
     )
-    pc.add_argument(
-        "--gate",
-        choices=("plain", "normalized"),
-        default="plain",
-        help="the verdict the exit status reads: plain (Helios's time; default), or normalized "
-        "(Helios's time over the reference's per round, where both sides timed the same reference "
-        "build on the same device; the plain verdict elsewhere)",
-    )
+    add_gate(pc, "the exit status reads")
     pc.add_argument(
         "--json", action="store_true", help="print every verdict as JSON (helios-compare/1) instead of tables"
     )
