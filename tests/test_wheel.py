@@ -64,3 +64,37 @@ def test_wheel_needs_only_libc(wheel, tmp_path):
     syms = subprocess.run(["objdump", "-T", str(tmp_path / so)], capture_output=True, text=True).stdout
     versions = {tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_([0-9.]+)", syms)}
     assert max(versions) <= (2, 34), sorted(versions)
+
+
+def _pypi_reachable() -> bool:
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen("https://pypi.org/simple/ml-dtypes/", timeout=5).status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.long_on_cpu  # builds a wheel and installs from PyPI: make test-full and CI's end-to-end stage
+def test_the_readmes_install_block_works_in_a_clean_environment(wheel, tmp_path):
+    """`pip install helios-...whl` as the README writes it, into a new virtual
+    environment with nothing in it (no numpy, no ml_dtypes): pip brings what the wheel
+    needs and `import helios` works, bfloat16 included (issue 50: it once failed with
+    ModuleNotFoundError: ml_dtypes)."""
+    if not _pypi_reachable():
+        pytest.skip("PyPI is not reachable from here: pip could not bring numpy and ml_dtypes")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = str(venv / "bin" / "python")
+    probe = subprocess.run([py, "-c", "import numpy"], capture_output=True)
+    assert probe.returncode != 0, "the new environment must not see the system's numpy"
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", py, "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    code = "import helios, ml_dtypes, numpy; print(helios.__version__, helios.bfloat16)"
+    r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "bfloat16" in r.stdout, r.stderr[-2000:]
