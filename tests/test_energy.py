@@ -86,3 +86,51 @@ def test_bench_rows_carry_energy_or_why_not(device, tmp_path, monkeypatch):
     assert "energy: not measured" in (tmp_path / "e.md").read_text()
     assert main([*base, "--no-energy", f"--out={out}", "--force"]) == 0
     assert json.loads(out.read_text())["rows"][0]["energy"] == {"status": "not measured (--no-energy)"}
+
+
+def _bench_with_energy(seed: int, joules: float) -> dict:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    hs = [list(1.0 * np.exp(rng.normal(0, 0.002, 10))) for _ in range(2)]
+    return {
+        "schema": "helios-bench/1",
+        "status": "ok",
+        "helios": {"name": "GPU", "driver_version": 1},
+        "rows": [
+            {
+                "shape": "4096x4096x4096",
+                "valid": True,
+                "helios": {"samples_ms": hs, "round_runs": [0, 0]},
+                "energy": {"helios": {"status": "ok", "joules_per_op": joules * float(np.exp(rng.normal(0, 0.004)))}},
+            }
+        ],
+    }
+
+
+def test_compare_judges_energy_with_files_as_runs():
+    """Three files a side: Helios's J/op 10% higher on the new side is an energy
+    SLOWER (more joules) with its interval; equal energy is SAME; one file a side
+    gives no confident verdict."""
+    from helios.harness.compare import compare, table, verdict_dict
+
+    old = [_bench_with_energy(s, 0.5) for s in range(3)]
+    [v] = compare(old, [_bench_with_energy(s, 0.55) for s in range(10, 13)])
+    assert v.energy.verdict == "SLOWER" and v.energy.pct == pytest.approx(10, abs=1.5)
+    assert v.energy.old_ratio == pytest.approx(0.5, rel=0.01)
+    d = verdict_dict(v)["energy"]
+    assert d["verdict"] == "SLOWER" and d["ratio_ci95"][0] > 1.0 and "energy verdict" in table([v])
+    [same] = compare(old, [_bench_with_energy(s, 0.5) for s in range(20, 23)])
+    assert same.energy.verdict == "SAME"
+    [one] = compare(old[:1], [_bench_with_energy(30, 0.55)])
+    assert one.energy.verdict in ("INCONCLUSIVE", "SAME") and one.energy.verdict != "SLOWER"
+
+
+def test_compare_without_energy_says_nothing_about_it():
+    from helios.harness.compare import compare, table, verdict_dict
+
+    a, b = _bench_with_energy(1, 0.5), _bench_with_energy(2, 0.5)
+    for d in (a, b):
+        d["rows"][0]["energy"] = {"status": "no NVML here"}
+    [v] = compare([a], [b])
+    assert v.energy is None and verdict_dict(v)["energy"] is None and "energy verdict" not in table([v])

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..optional import require
 from .control import ControlVerdict, control_table, control_verdicts
+from .energy import energy_rounds, energy_table
 from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, read_result, time_as_bench
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
@@ -86,6 +87,7 @@ class ShapeVerdict:
     control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
     control_refused: Optional[str] = None  # why there is no control-normalized verdict
     code: str = "unknown"  # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity)
+    energy: Optional[ControlVerdict] = None  # Helios's J/op between the sides (old/new_ratio: J/op each)
 
     @property
     def pct(self) -> float:
@@ -329,6 +331,7 @@ def compare(
     so, sn = _side(old), _side(new)
     ids_o, ids_n = _identities(old), _identities(new)
     controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
+    eo, en = energy_rounds(old), energy_rounds(new)
     out = []
     for shape in so:
         if shape not in sn:
@@ -339,6 +342,8 @@ def compare(
         v.control = controls.get(shape)
         v.control_refused = refused if refused else (None if v.control else "no paired reference rounds")
         v.code = code_identity(ids_o.get(shape, set()), ids_n.get(shape, set()))
+        if shape in eo and shape in en:
+            v.energy = ControlVerdict(*judge(eo[shape], en[shape], shape)[:7])
         out.append(v)
     if not out:
         raise CompareError("the two sides share no shape with valid rows")
@@ -396,6 +401,16 @@ def verdict_dict(v: ShapeVerdict) -> dict:
         },
         "control_refused": v.control_refused,
         "code": v.code,
+        "energy": None
+        if v.energy is None
+        else {
+            "verdict": v.energy.verdict,
+            "change_pct": v.energy.pct,
+            "ratio_ci95": list(v.energy.ci95),
+            "mde_pct": v.energy.mde * 100,
+            "old_joules_per_op": v.energy.old_ratio,
+            "new_joules_per_op": v.energy.new_ratio,
+        },
     }
 
 
@@ -480,4 +495,4 @@ def table(verdicts: list[ShapeVerdict]) -> str:
             f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
             f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
         )
-    return "\n".join(lines + ["", TABLE_NOTE, "", control_table(verdicts)])
+    return "\n".join(lines + ["", TABLE_NOTE, "", control_table(verdicts)]) + energy_table(verdicts)

@@ -18,7 +18,7 @@ GPU), a row's ``energy`` says why instead of printing a number.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 MIN_WINDOW_S = 1.0
 PERIODS = 20  # counter updates a window spans at least
@@ -156,3 +156,42 @@ def energy_lines(rows: list[dict], reference: Optional[str]) -> list[str]:
         )
     out += ["", "energy: NVML's counter over a window of back-to-back launches per side after the rounds"]
     return out
+
+
+# ---- energy between two sides (helios compare) ---------------------------------------------------
+
+
+def energy_rounds(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], int]]:
+    """shape -> (Helios's joules per operation grouped by file: each file is a run,
+    all of them, how many windows), from rows whose Helios window measured."""
+    grouped: dict[str, list[list[float]]] = {}
+    for d in files:
+        for row in d.get("rows", []):
+            h = (row.get("energy") or {}).get("helios") if isinstance(row.get("energy"), dict) else None
+            j = h.get("joules_per_op") if isinstance(h, dict) and h.get("status") == "ok" else None
+            if row.get("valid") and isinstance(j, (int, float)) and j > 0:
+                grouped.setdefault(row["shape"], []).append([float(j)])
+    return {s: (g, [x[0] for x in g], len(g)) for s, g in grouped.items()}
+
+
+def energy_table(verdicts: Sequence[Any]) -> str:
+    """Helios's energy per operation between the sides, per shape with windows on both
+    (the same noise model as time: each file one run), or nothing."""
+    rows = [v for v in verdicts if getattr(v, "energy", None) is not None]
+    if not rows:
+        return ""
+    lines = [
+        "| shape | old J/op | new J/op | energy change | ratio 95% CI | MDE | energy verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in rows:
+        e = v.energy
+        lines.append(
+            f"| {v.shape} | {e.old_ratio:.4g} | {e.new_ratio:.4g} | {e.pct:+.2f}% | "
+            f"{e.ci95[0]:.4f}-{e.ci95[1]:.4f} | {e.mde:.1%} | **{e.verdict}** |"
+        )
+    note = (
+        "energy: Helios's joules per operation (NVML's counter, one window per row and file); each file "
+        "is one run, so one file a side gives an assumed run noise and no confident verdict."
+    )
+    return "\n".join(["", *lines, "", note])
