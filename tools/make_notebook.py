@@ -117,6 +117,15 @@ for run, ax in zip(runs, axes[0]):
 fig.tight_layout()
 plt.show()"""),
     new_markdown_cell(
+        "## Energy\nTF/s against average watts from each row's energy window (NVML's counter, `helios bench` on an "
+        "NVIDIA GPU): this run's rows where it has the counter, and the committed H100 set."
+    ),
+    new_code_cell("""energy_sets = [d for d in report.load(sorted(glob.glob(os.path.join(RESULTS, "*energy*", "energy*.json"))))[0]]
+fig, ax = plt.subplots(figsize=(8, 4.5))
+report.plot_energy(energy_sets + [quick], ax)
+fig.tight_layout()
+plt.show()"""),
+    new_markdown_cell(
         "## Run-to-run variance\nRound medians of each shape, normalised to their mean; the seeds treat < 2% as noise."
     ),
     new_code_cell("""fig, ax = plt.subplots(figsize=(12, 4))

@@ -340,6 +340,31 @@ def plot_variance(benches: list[dict], ax=None):
     return ax
 
 
+def plot_energy(benches: list[dict], ax=None):
+    """TF/s against average watts of each row's energy windows (bench rows with
+    ``energy``): Helios and the reference, one point per row and side."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(7, 4.5))[1]
+    for side, marker in (("helios", "o"), ("reference", "s")):
+        pts = [
+            (w["watts"], w["tflops_per_watt"] * w["watts"], r["shape"])
+            for d in benches
+            for r in d.get("rows", [])
+            if isinstance(w := (r.get("energy") or {}).get(side), dict) and w.get("status") == "ok"
+        ]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=side)
+            for x, y, shape in pts:
+                ax.annotate(shape, (x, y), fontsize=6)
+    ax.set_xlabel("average W over the energy window")
+    ax.set_ylabel("TF/s")
+    ax.set_title("Throughput against power (NVML energy windows)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return ax
+
+
 def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str]:
     plt = _plt()
     os.makedirs(outdir, exist_ok=True)
