@@ -42,7 +42,7 @@ def _attention_ref(q, k, v, causal, scale):
 def cpu_kernels():
     if CUDA:
         pytest.skip("a CUDA device is here: the real kernels are tested instead")
-    lib = torch.library.Library("helios", "IMPL")  # noqa: TOR901 -- test-only kernels, dropped with lib
+    lib = torch.library.Library("helios", "IMPL")  # test-only kernels, dropped with lib
 
     def mm(a, b, ta, tb):
         return _op(a, ta) @ _op(b, tb)
