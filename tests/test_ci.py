@@ -263,3 +263,40 @@ def test_a_rerun_keeps_every_shapes_latest_row():
     assert [(r["shape"], r["heliosMs"]) for r in got["rows"]] == [("64x64x64", 1.1), ("96x96x96", 2.2)]
     assert got["helios"] == rerun["helios"]
     assert latest_rows([run1])["rows"] == run1["rows"]
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+@pytest.mark.long_on_cpu
+def test_bisect_finds_the_slower_kernel_in_a_series(scratch):
+    """helios bisect end to end on lavapipe (issue 52): base, a documentation commit,
+    the slower kernel, two more documentation commits; builds shared with the tests
+    above. Found is the slower kernel's commit; where lavapipe's noise leaves a step
+    INCONCLUSIVE the search stops there and says so. Never another commit."""
+    from helios.harness.bisect import run_bisect
+
+    repo = scratch["repo"]
+    _git(repo, "checkout", "-q", scratch["slower"])
+    tip = scratch["slower"]
+    for i in (1, 2):
+        tip = _commit(repo, f"after the slower kernel {i}", [("README.md", "# Helios", f"# Helios{' ' * i}")])
+    _git(repo, "checkout", "-q", scratch["same"])
+    cfg = CiConfig(
+        repo=repo,
+        out=scratch["dir"] / "bisect",
+        work=scratch["work"],
+        shapes="192x192x192",
+        runs=2,
+        iters=10,
+        warmup=2,
+        repeats=2,
+        ref="numpy",
+    )
+    r = run_bisect(cfg, scratch["base"], tip, 6, "plain", lambda s: None)
+    assert r["commits"][:2] == [scratch["same"], scratch["slower"]] and len(r["commits"]) == 4
+    if r["status"] == "found":
+        assert r["first_slower"] == scratch["slower"]
+    else:
+        assert r["status"].startswith("INCONCLUSIVE at " + scratch["same"][:12]), r["status"]
+    saved = json.loads((scratch["dir"] / "bisect" / "bisect.json").read_text())
+    assert saved["status"] == r["status"] and len(saved["steps"]) == len(r["steps"]) >= 2
