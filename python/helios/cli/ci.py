@@ -68,6 +68,12 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         help="the bench reference: auto, torch, cublas or numpy (default auto)",
     )
     p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
+    p.add_argument(
+        "--energy",
+        action="store_true",
+        help="let each bench record its energy windows (helios bench's default; off here, where time is "
+        "judged: ~4 s a row on an NVIDIA GPU); compare then also judges the energy change",
+    )
 
 
 def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
@@ -85,6 +91,7 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
         repeats=args.repeats,
         ref=args.ref,
         python=args.python or sys.executable,
+        energy=args.energy,
         **extra,
     )
 
