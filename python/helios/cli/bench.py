@@ -294,7 +294,7 @@ def register(sub: Any) -> None:
         dest="energy",
         action="store_false",
         help="matmul workload: skip the energy window each row runs per side after the rounds (NVML's energy "
-        "counter: joules per operation, average watts, TF/s per watt; about 1-2 s a side where the GPU has the "
+        "counter: joules per operation, average watts, TF/s per watt; about 2 s a side and row where the GPU has the "
         "counter, nothing elsewhere)",
     )
     pb.add_argument(
