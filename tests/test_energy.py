@@ -89,23 +89,15 @@ def test_bench_rows_carry_energy_or_why_not(device, tmp_path, monkeypatch):
 
 
 def _bench_with_energy(seed: int, joules: float) -> dict:
+    """test_control's synthetic bench, its row with a Helios energy window of `joules`
+    per operation (0.4% window-to-window noise)."""
     import numpy as np
+    from test_control import bench
 
-    rng = np.random.default_rng(seed)
-    hs = [list(1.0 * np.exp(rng.normal(0, 0.002, 10))) for _ in range(2)]
-    return {
-        "schema": "helios-bench/1",
-        "status": "ok",
-        "helios": {"name": "GPU", "driver_version": 1},
-        "rows": [
-            {
-                "shape": "4096x4096x4096",
-                "valid": True,
-                "helios": {"samples_ms": hs, "round_runs": [0, 0]},
-                "energy": {"helios": {"status": "ok", "joules_per_op": joules * float(np.exp(rng.normal(0, 0.004)))}},
-            }
-        ],
-    }
+    d = bench(seed, 1.0, 0.5)
+    j = joules * float(np.exp(np.random.default_rng(seed).normal(0, 0.004)))
+    d["rows"][0]["energy"] = {"helios": {"status": "ok", "joules_per_op": j}}
+    return d
 
 
 def test_compare_judges_energy_with_files_as_runs():
