@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helios.harness.ci import COMMENT_MARKER, CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
+from helios.harness.ci import CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
+from helios.harness.ci_comment import COMMENT_MARKER
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
 # under pytest-xdist they stay on one worker. The two whose verdicts judge timings (A/A,

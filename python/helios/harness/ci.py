@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..files import Target, dumps
+from .ci_comment import comment
 from .compare import NOISE, CompareError, ShapeVerdict, compare, gated, load, verdict_dict
 from .gpustate import side_states
 from .history import append_history, device_fields
 from .results import read_result
 
 CI_SCHEMA = "helios-ci/1"
-COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
 # Noise floors by work per shape (GFLOP up to, floor): a change inside the floor is SAME.
 NOISE_TIERS = ((1.0, 0.05), (100.0, 0.03), (float("inf"), NOISE))
 # A CPU driver (lavapipe) shares its cores with everything else on the machine: its
@@ -419,84 +419,3 @@ def _finish(cfg: CiConfig, rec: dict) -> dict:
     Target(cfg.out / "ci.json", "--out", replace=True).write(dumps(rec, indent=1, default=str) + "\n")
     Target(cfg.out / "comment.md", "--out", replace=True).write(comment(rec))
     return rec
-
-
-def _ms(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.4g}"
-
-
-def comment(rec: dict) -> str:
-    """The sticky PR comment (markdown) from a helios-ci/1 record."""
-    base, head = ((rec.get(k) or "?")[:12] for k in ("base", "head"))
-    status = {0: "no regression", 1: "REGRESSION" if rec.get("verdicts") else "FAILED", 2: "could not run"}
-    lines = [COMMENT_MARKER, f"### Helios perf: head `{head}` vs base `{base}`: {status.get(rec['exit'], '?')}", ""]
-    lines.append(rec.get("reason", ""))
-    dev = rec.get("device") or {}
-    if dev:
-        lines += ["", f"GPU: {dev.get('name')} ({dev.get('uuid')}), driver {dev.get('driver_info') or '?'}"]
-    st = rec.get("gpu_state")
-    if st:
-
-        def clock(s: dict) -> str:
-            mhz = s.get("sm_clock_mhz")
-            why = f" ({', '.join(s['throttle_reasons'])})" if s.get("throttle_reasons") else ""
-            span = f"SM {mhz[0]:.0f}-{mhz[1]:.0f} MHz, " if mhz else ""
-            return f"{span}{s['throttled_rows']}/{s['rows']} rows throttled{why}, {s['low_clock_rows']} at low clock"
-
-        lines.append("Clocks: " + "; ".join(f"{side} {clock(s)}" for side, s in st.items()))
-    if rec.get("verdicts"):
-        lines += [
-            "",
-            "| shape | base ms | head ms | change (95% CI) | verdict | control-normalized | head vs CUDA | roof |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for v in rec["verdicts"]:
-            lo, hi = ((x - 1) * 100 for x in v["ratio_ci95"])
-            vs_cuda = v.get("head_speedup_vs_cuda")
-            roof = v.get("roof_fraction")
-            c = v.get("control")
-            normalized = "-" if not c else f"{c['change_pct']:+.1f}% {c['verdict']}"
-            lines.append(
-                f"| {v['shape']} | {_ms(v['base_ms'])} | {_ms(v['head_ms'])} | {v['change_pct']:+.1f}% "
-                f"({lo:+.1f}..{hi:+.1f}) | {v['verdict']}{f' ({r})' if (r := v.get('verdict_reason')) else ''} | "
-                f"{normalized} | "
-                f"{'-' if vs_cuda is None else f'{1 / vs_cuda:.2f}x CUDA time'} | "
-                f"{'-' if roof is None else f'{roof * 100:.0f}%'} |"
-            )
-        gate = rec.get("config", {}).get("verdict_gate", "plain")
-        refused = next((v["control_refused"] for v in rec["verdicts"] if v.get("control_refused")), None)
-        lines += [
-            "",
-            f"The job fails on the {gate} verdict"
-            + (
-                " (control-normalized where valid: Helios's time over the reference's, per round)"
-                if gate != "plain"
-                else ""
-            )
-            + (f". Control-normalized verdict not given: {refused}." if refused else "."),
-        ]
-        if rec.get("reruns"):
-            lines += ["", f"Measured again before counting: {', '.join(rec['reruns'])}."]
-        lines += ["", "<details><summary>raw statistics</summary>", ""]
-        lines += ["| shape | p | MDE | noise floor | runs base/head | run CV base/head |", "|---|---|---|---|---|---|"]
-        for v in rec["verdicts"]:
-            cv = "/".join("-" if c != c else f"{c:.1f}%" for c in v["run_cv_pct"])
-            lines.append(
-                f"| {v['shape']} | {v['p']:.3g} | {v['mde_pct']:.1f}% | {v['noise_floor_pct']:.0f}% | "
-                f"{v['runs'][0]}/{v['runs'][1]} | {cv} |"
-            )
-        lines += ["", "</details>"]
-    gate_rec = rec.get("gate") or {}
-    if gate_rec:
-        lines.append("")
-        for side, g in gate_rec.items():
-            steps = ", ".join(s["name"] + (" ok" if s["rc"] == 0 else f" exit {s['rc']}") for s in g["steps"])
-            lines.append(f"Gate {side}: {'passed' if g['passed'] else 'FAILED'} ({steps})")
-    c = rec.get("config", {})
-    lines += [
-        "",
-        f"<sub>helios ci: shapes {c.get('shapes')}, {c.get('runs')} base/head pairs (ABBA), "
-        f"iters {c.get('iters')}, ref {c.get('ref')}; verdicts by helios compare with per-shape noise floors.</sub>",
-        "",
-    ]
-    return "\n".join(lines)
