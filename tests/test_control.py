@@ -119,7 +119,7 @@ def test_verdict_dict_round_trips_through_json():
 
 
 def test_ci_comment_shows_the_normalized_column():
-    from helios.harness.ci import _verdict_dict, comment
+    from helios.harness.ci import comment, head_verdict
 
     [v] = compare([bench(15, 1.0, 0.5)], [bench(16, 1.0, 0.5, drift=1.10)])
     rec = {
@@ -127,7 +127,7 @@ def test_ci_comment_shows_the_normalized_column():
         "base": "a" * 40,
         "head": "b" * 40,
         "reason": "no regression",
-        "verdicts": [_verdict_dict(v, "discrete_gpu")],
+        "verdicts": [head_verdict(v)],
         "config": {"verdict_gate": "normalized"},
     }
     text = comment(copy.deepcopy(rec))

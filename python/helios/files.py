@@ -273,7 +273,9 @@ class Target:
     directory, a parent that exists or can be made, a file of its name can be
     created beside it, and (unless replace) nothing there yet. Raises TargetError."""
 
-    def __init__(self, path: PathLike, flag: str, replace: bool = False, must_be_new: bool = True):
+    def __init__(
+        self, path: PathLike, flag: str, replace: bool = False, must_be_new: bool = True, keep_existing: bool = False
+    ):
         self.path = Path(path)
         self.flag = flag
         self.replace = replace
@@ -295,7 +297,8 @@ class Target:
             probe.unlink()
         except OSError as e:  # a /proc path, a name too long, a path through a file, read-only
             raise TargetError(f"{flag} {str(self.path)!r}: cannot write there ({e.strerror or e})") from None
-        self.before = _identity(self.path)
+        # keep_existing: a name Helios chose (beside a diverted file): whatever is there stays
+        self.before = None if keep_existing else _identity(self.path)
 
     def write(self, text: str) -> Path:
         """Write text atomically; the path written. That is the target, unless a file

@@ -191,8 +191,7 @@ def write_results(out: OutFiles, doc: dict, table: str) -> tuple[Path, Optional[
         return where, f"cannot write {out.json.path} ({e.strerror or e})"
     md = out.md
     if written != out.json.path:
-        md = Target(written.with_suffix(".md"), "--out", must_be_new=False)
-        md.before = None  # a name Helios chose: never replace what is there
+        md = Target(written.with_suffix(".md"), "--out", must_be_new=False, keep_existing=True)
     try:
         md.write(table)
     except OSError as e:

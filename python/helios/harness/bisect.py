@@ -22,7 +22,6 @@ commits are not measured again). --max-steps bounds the steps of one run.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -61,12 +60,17 @@ def judge(verdicts: list[ShapeVerdict], shapes: Optional[set[str]], gate: str) -
 
 
 def search(
-    commits: list[str], measure: Callable[[str, Optional[set[str]]], Judgment], max_steps: int, record: dict
+    commits: list[str],
+    measure: Callable[[str, Optional[set[str]]], Judgment],
+    max_steps: int,
+    record: dict,
+    on_step: Callable[[dict], None] = lambda record: None,
 ) -> dict:
     """Binary search over commits (GOOD's descendants, oldest first, BAD last).
     record["steps"] holds judgments already made (resumed: not measured again) and
-    is appended to; measure(commit, shapes) judges one commit against GOOD. Returns
-    record with "status" and, where found, "first_slower"."""
+    is appended to; measure(commit, shapes) judges one commit against GOOD;
+    on_step(record) runs after each measurement (bisect.json). Returns record with
+    "status" and, where found, "first_slower"."""
     done = {s["commit"]: s for s in record.setdefault("steps", [])}
     made = 0
 
@@ -81,9 +85,7 @@ def search(
             done[c] = {"commit": c, "index": i, "verdict": j.verdict, "mde_pct": j.mde_pct, "shapes": j.shapes}
             record["steps"].append(done[c])
             record["measured_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            save = record.get("_save")
-            if save:
-                save(record)
+            on_step(record)
         return done[c]
 
     bad = judged(len(commits) - 1, None)
@@ -145,9 +147,8 @@ def run_bisect(
         say(f"resuming: {len(old)} commit(s) measured before")
 
     def save(rec: dict) -> None:
-        target.write(dumps({k: v for k, v in rec.items() if not k.startswith("_")}, indent=1) + "\n")
+        target.write(to_json(rec) + "\n")
 
-    record["_save"] = save
     sites: dict[str, Path] = {}
 
     def site(sha: str) -> Path:
@@ -168,8 +169,7 @@ def run_bisect(
         say(f"{commit[:12]}: {j.verdict} (MDE {j.mde_pct:.1f}%)")
         return j
 
-    result = search(commits, measure, max_steps, record)
-    result.pop("_save", None)
+    result = search(commits, measure, max_steps, record, save)
     save(result)
     return result
 
@@ -199,4 +199,4 @@ def summary(result: dict) -> str:
 
 
 def to_json(result: dict) -> str:
-    return json.dumps({k: v for k, v in result.items() if not k.startswith("_")}, indent=1)
+    return dumps(result, indent=1)

@@ -325,7 +325,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         bases = [load(str(p)) for p in files["base"]]
         head_latest = latest_rows(heads)
         kind = str(head_latest.get("helios", {}).get("device_type", ""))
-        rec["verdicts"] = [_verdict_dict(v, kind) for v in verdicts]
+        rec["verdicts"] = [head_verdict(v) for v in verdicts]
         head_rows = {r["shape"]: r for r in head_latest["rows"]}
         for v in rec["verdicts"]:
             row = head_rows.get(v["shape"], {})
@@ -409,7 +409,8 @@ def failing(
     return fail, [v for v in confident if v not in fail]
 
 
-def _verdict_dict(v: ShapeVerdict, device_type: str) -> dict:
+def head_verdict(v: ShapeVerdict) -> dict:
+    """compare's verdict_dict with ci's names for the sides (base_ms, head_ms)."""
     d = verdict_dict(v)
     d["base_ms"], d["head_ms"] = d.pop("old_ms"), d.pop("new_ms")
     return d
