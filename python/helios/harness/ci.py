@@ -324,7 +324,6 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         heads = [load(str(p)) for p in files["head"]]
         bases = [load(str(p)) for p in files["base"]]
         head_latest = latest_rows(heads)
-        kind = str(head_latest.get("helios", {}).get("device_type", ""))
         rec["verdicts"] = [head_verdict(v) for v in verdicts]
         head_rows = {r["shape"]: r for r in head_latest["rows"]}
         for v in rec["verdicts"]:
