@@ -94,3 +94,49 @@ def test_bisect_cli_refuses_bad_input_before_any_build(tmp_path, capsys):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2
+
+
+def test_bisect_exit_status_names_each_ending():
+    from helios.cli.bisect import exit_status
+
+    assert exit_status("found") == 0
+    assert exit_status("INCONCLUSIVE at 1234 (MDE 6.0%): rerun with more --runs") == 3
+    assert exit_status("max steps") == 1 and exit_status("BAD is not slower against GOOD (MDE 2.0%)") == 1
+
+
+def test_attention_shapes_are_checked_in_attention_grammar(tmp_path):
+    """--workload attention takes B x H x S x d shapes; a matmul shape is refused
+    before any build, as a bad shape of either grammar is."""
+    out = f"--out={tmp_path / 'o'}"
+    for wl, bad in (("attention", "64x64x64"), ("matmul", "1x2x64x64")):
+        assert main(["bisect", f"--workload={wl}", f"--shapes={bad}", "a", "b", out]) == 2
+    from helios.harness.ci import shape_specs
+
+    assert shape_specs(["1x32x2048x128-causal-bwd", "1x32x2048x128-bwd", "4x8x64x64"]) == "1x32x2048x128,4x8x64x64"
+
+
+FAKE_HELIOS = """
+import json, sys
+args = sys.argv[1:]
+if args == ["bench", "--help"]:
+    print("usage: helios bench [--shapes SHAPES]" + (" [--no-energy]" if {energy} else ""))
+    raise SystemExit(0)
+out = next(a.split("=", 1)[1] for a in args if a.startswith("--out="))
+open(out, "w").write(json.dumps({{"args": args}}))
+"""
+
+
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_a_commit_whose_bench_predates_no_energy_runs_without_it(tmp_path, has_flag):
+    """ci and bisect run each commit's own `helios bench`: --no-energy goes only to
+    a bench that has it (an older one, without energy windows, would refuse it)."""
+    from helios.harness.ci import CiConfig, bench
+
+    site = tmp_path / f"site{has_flag}"
+    (site / "helios").mkdir(parents=True)
+    (site / "helios" / "__init__.py").write_text("")
+    (site / "helios" / "__main__.py").write_text(FAKE_HELIOS.format(energy=has_flag))
+    cfg = CiConfig(repo=tmp_path, out=tmp_path / "out", work=tmp_path, workload="attention")
+    cfg.out.mkdir()
+    args = json.loads(bench(cfg, "head", "0" * 40, site, "t", "1x2x64x64").read_text())["args"]
+    assert ("--no-energy" in args) == has_flag and "--workload=attention" in args

@@ -158,6 +158,27 @@ def test_each_row_says_whether_the_code_changed(old_digest, new_digest, code):
     assert "same code" not in table([v])
 
 
+def with_machine_code(doc: dict, spirv: str, machine) -> dict:
+    d = with_kernel(doc, spirv)
+    for row in d["rows"]:
+        row["kernel"]["machine_code"] = {"digest": machine, "bytes": [4096]} if machine else {"status": "no NVML"}
+    return d
+
+
+@pytest.mark.parametrize(
+    "old,new,code",
+    [
+        (("00aa", "5a55"), ("00bb", "5a55"), "same"),  # new SPIR-V, the same machine code
+        (("00aa", "5a55"), ("00aa", "5a66"), "changed"),  # the same SPIR-V compiled to other code
+        (("00aa", "5a55"), ("00aa", None), "same"),  # a side without the machine code: SPIR-V decides
+        (("00aa", "5a55"), ("00bb", None), "changed"),
+    ],
+)
+def test_the_machine_code_decides_where_both_sides_have_it(old, new, code):
+    [v] = compare([with_machine_code(bench(23, 1.0, 0.5), *old)], [with_machine_code(bench(24, 1.08, 0.5), *new)])
+    assert v.code == code
+
+
 def test_a_different_driver_or_device_is_changed_code():
     old = with_kernel(bench(19, 1.0, 0.5), "00aa")
     new = with_kernel(bench(20, 1.0, 0.5), "00aa")

@@ -88,6 +88,21 @@ def test_bench_rows_carry_energy_or_why_not(device, tmp_path, monkeypatch):
     assert json.loads(out.read_text())["rows"][0]["energy"] == {"status": "not measured (--no-energy)"}
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_attention_rows_carry_energy_windows(device, tmp_path, monkeypatch, backward):
+    """The attention bench runs a window per row on Helios's kernel (forward, or the
+    backward when it is what was timed); a CPU reference gets the reason instead."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(200.0))
+    monkeypatch.setattr(energy, "MIN_WINDOW_S", 0.05)
+    out = tmp_path / "a.json"
+    argv = ["bench", "--workload=attention", "--shapes=1x2x64x64", "--iters=2", "--warmup=0", "--ref=numpy"]
+    assert main([*argv, *(["--backward"] if backward else []), f"--out={out}"]) == 0
+    e = json.loads(out.read_text())["rows"][0]["energy"]
+    assert e["helios"]["status"] == "ok" and e["helios"]["joules_per_op"] > 0, e
+    assert "CPU" in e["reference"]["status"]
+    assert "helios J/op" in (tmp_path / "a.md").read_text()
+
+
 def _bench_with_energy(seed: int, joules: float) -> dict:
     """test_control's synthetic bench, its row with a Helios energy window of `joules`
     per operation (0.4% window-to-window noise)."""

@@ -179,15 +179,25 @@ def test_helios_sees_what_torch_queued_before(cuda):
 @pytest.mark.timing  # a race the planted fault must lose: another process on the GPU changes who wins
 def test_the_ordering_test_catches_a_missing_wait(cuda, monkeypatch, poisoned):
     """With the stream's wait removed, an immediate read sees the poisoned output:
-    the test above would fail, so it tests the wait."""
-    a = torch.full((8192, 8192), 0.5, device=cuda, dtype=torch.float16)
+    the test above would fail, so it tests the wait. The product is long (16384 x
+    4096 x 65536: ~9 TFLOP, tens of ms) and tried up to five times: the GPU
+    time-slices the CUDA and Vulkan contexts, and a product shorter than a time slice
+    (on the H100 an 8192^3 one, ~2 ms, sometimes was) can finish before the read that
+    was queued behind nothing runs."""
+    a = torch.full((16384, 65536), 0.5, device=cuda, dtype=torch.float16)
+    b = torch.full((65536, 4096), 0.5, device=cuda, dtype=torch.float16)
     _semaphore_or_skip(a)
     monkeypatch.setattr(helios.Device, "_cuda_wait", lambda self, stream, value: None)
-    y = ht.matmul(a, a)
-    early = y.float().sum().item()
-    torch.cuda.synchronize()
+    finished = 16384 * 4096 * 65536 * 0.25
+    early = []
+    for _ in range(5):
+        y = ht.matmul(a, b)
+        early.append(y.float().sum().item())
+        torch.cuda.synchronize()
+        if early[-1] != pytest.approx(finished):
+            break
     ht.device_for(a).telemetry()  # the device is still usable
-    assert early != pytest.approx(8192 * 8192 * 2048.0)
+    assert early[-1] != pytest.approx(finished), f"every early read saw the finished product: {early}"
 
 
 def test_the_host_wait_ordering_gives_the_same_results(cuda, monkeypatch, poisoned):

@@ -434,9 +434,15 @@ typedef struct hl_kernel_stats {
      * SPIR-V, its specialization constants and the required subgroup size. Equal
      * digests on one driver are the same kernel (a result row's identity). */
     uint64_t code_digest;
+    const void *pipeline; /* the device's pipeline these describe (hl_kernel_machine_code) */
 } hl_kernel_stats;
 hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
                               hl_kernel_stats *out, hl_error *err);
+/* What the driver compiled the kernel of ks to, as its VkPipelineCache serialises it:
+ * the pipeline compiled again into an empty cache of its own, and that cache's data
+ * (header included; the format is the driver's). *data is malloc'd (free it); size 0
+ * where the driver keeps nothing in a pipeline cache. */
+hl_status hl_kernel_machine_code(hl_device *dev, const hl_kernel_stats *ks, void **data, size_t *size, hl_error *err);
 
 /* Test-only fault injection (HELIOS_FAULT=KIND:N, see fault.c): how many calls
  * of KIND ("buffer", "alloc", "map", "pipeline", "submit") the current setting saw. */

@@ -55,29 +55,15 @@ static uint64_t code_digest(const hl_spirv *code, const uint32_t *spec, uint32_t
     return fnv1a(h, &subgroup, sizeof subgroup);
 }
 
-hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
-                          uint32_t required_subgroup, hl_pipeline **out, hl_error *err) {
+/* The pipeline object of (shader, constants, subgroup size), compiled into cache.
+ * counted: a pipeline Helios keeps (the fault injection's and the telemetry's
+ * vkCreateComputePipelines); a transient one made to read its machine code is not. */
+static hl_status create(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
+                        uint32_t required_subgroup, VkPipelineCache cache, int counted, VkPipeline *out,
+                        hl_error *err) {
     hl_status st = HL_OK;
     VkShaderModule module = VK_NULL_HANDLE;
-    hl_pipeline *p = NULL;
-    if (n_spec > HL_MAX_SPEC) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
-    if ((unsigned)shader >= HL_SHADER_COUNT)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "no shader permutation for these types in this build");
-    for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
-        if (it->shader == shader && it->n_spec == n_spec && it->required_subgroup == required_subgroup &&
-            (n_spec == 0 || memcmp(it->spec, spec, n_spec * sizeof *spec) == 0)) {
-            *out = it;
-            return HL_OK;
-        }
-    }
     const hl_spirv *code = &hl_spirv_table[shader];
-    if (!code->size_bytes)
-        return hl_fail(err, HL_ERR_UNSUPPORTED,
-                       "kernel %s is not in this build: the glslc it was built with lacks %s "
-                       "(rebuild with a newer glslc, e.g. shaderc 2026.4)",
-                       code->name, code->missing);
-
-    double t0 = hl_now_ms();
     VkShaderModuleCreateInfo smci = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = code->size_bytes, .pCode = code->code};
     HL_VK(vkCreateShaderModule(dev->device, &smci, NULL, &module));
@@ -105,14 +91,40 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
                   .pName = "main",
                   .pSpecializationInfo = &si},
         .layout = dev->pipe_layout};
-    p = calloc(1, sizeof *p);
-    if (!p) {
-        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto fail;
+    if (counted)
+        HL_VK_FAULT(HL_FAULT_PIPELINE, vkCreateComputePipelines(dev->device, cache, 1, &cpci, NULL, out));
+    else
+        HL_VK(vkCreateComputePipelines(dev->device, cache, 1, &cpci, NULL, out));
+fail:
+    if (module) vkDestroyShaderModule(dev->device, module, NULL);
+    return st;
+}
+
+hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
+                          uint32_t required_subgroup, hl_pipeline **out, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_pipeline *p = NULL;
+    if (n_spec > HL_MAX_SPEC) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "too many specialization constants");
+    if ((unsigned)shader >= HL_SHADER_COUNT)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "no shader permutation for these types in this build");
+    for (hl_pipeline *it = dev->pipelines; it; it = it->next) {
+        if (it->shader == shader && it->n_spec == n_spec && it->required_subgroup == required_subgroup &&
+            (n_spec == 0 || memcmp(it->spec, spec, n_spec * sizeof *spec) == 0)) {
+            *out = it;
+            return HL_OK;
+        }
     }
-    HL_VK_FAULT(HL_FAULT_PIPELINE,
-                vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &cpci, NULL, &p->pipeline));
-    vkDestroyShaderModule(dev->device, module, NULL);
+    const hl_spirv *code = &hl_spirv_table[shader];
+    if (!code->size_bytes)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "kernel %s is not in this build: the glslc it was built with lacks %s "
+                       "(rebuild with a newer glslc, e.g. shaderc 2026.4)",
+                       code->name, code->missing);
+
+    double t0 = hl_now_ms();
+    p = calloc(1, sizeof *p);
+    if (!p) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    HL_TRY(create(dev, shader, spec, n_spec, required_subgroup, dev->pipeline_cache, 1, &p->pipeline, err));
     dev->tel.live_pipelines++;
     p->shader = shader;
     if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec); /* spec may be NULL when empty */
@@ -125,12 +137,46 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     dev->tel.pipeline_compile_ms += hl_now_ms() - t0;
     if (dev->caps.has_pipeline_stats) capture_stats(dev, p);
     p->stats.code_digest = code_digest(code, spec, n_spec, required_subgroup);
+    p->stats.pipeline = p;
     hl_pipeline_ir_dump(dev, p);
     *out = p;
     return HL_OK;
 fail:
-    if (module) vkDestroyShaderModule(dev->device, module, NULL);
     free(p);
+    return st;
+}
+
+hl_status hl_kernel_machine_code(hl_device *dev, const hl_kernel_stats *ks, void **data, size_t *size, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_pipeline *p = NULL;
+    VkPipelineCache cache = VK_NULL_HANDLE;
+    VkPipeline pipe = VK_NULL_HANDLE;
+    void *buf = NULL;
+    *data = NULL;
+    *size = 0;
+    for (const hl_pipeline *it = dev->pipelines; it && !p; it = it->next)
+        if (it == ks->pipeline) p = it;
+    if (!p) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "machine code: these statistics are not this device's");
+    /* A cache of its own, so its data is this one pipeline's (the device's holds every
+     * pipeline compiled on this driver). */
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    HL_VK(vkCreatePipelineCache(dev->device, &ci, NULL, &cache));
+    HL_TRY(create(dev, p->shader, p->spec, p->n_spec, p->required_subgroup, cache, 0, &pipe, err));
+    size_t n = 0;
+    HL_VK(vkGetPipelineCacheData(dev->device, cache, &n, NULL));
+    buf = malloc(n ? n : 1);
+    if (!buf) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    HL_VK(vkGetPipelineCacheData(dev->device, cache, &n, buf));
+    *data = buf;
+    *size = n;
+    buf = NULL;
+fail:
+    free(buf);
+    if (pipe) vkDestroyPipeline(dev->device, pipe, NULL);
+    if (cache) vkDestroyPipelineCache(dev->device, cache, NULL);
     return st;
 }
 

@@ -248,15 +248,16 @@ PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject
     return Py_BuildValue("(sN)", buf, names);
 }
 
-/* _attention_kernel_stats(d, variant=None, causal=False, dtype=None, backward=False) -> dict
- * (backward: {"dq": dict, "dkdv": dict}, the backward's two kernels) */
+/* _attention_kernel_stats(d, variant=None, causal=False, dtype=None, backward=False,
+ * machine_code=False) -> dict (backward: {"dq": dict, "dkdv": dict}, the backward's two
+ * kernels; machine_code: each with its pipeline_cache_data) */
 PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"d", "variant", "causal", "dtype", "backward", NULL};
+    static char *kwlist[] = {"d", "variant", "causal", "dtype", "backward", "machine_code", NULL};
     unsigned int d;
-    int causal = 0, backward = 0;
+    int causal = 0, backward = 0, want_code = 0;
     PyObject *variant = Py_None, *dto = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OpOp:_attention_kernel_stats", kwlist, &d, &variant, &causal, &dto,
-                                     &backward))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "I|OpOpp:_attention_kernel_stats", kwlist, &d, &variant, &causal, &dto,
+                                     &backward, &want_code))
         return NULL;
     hl_attn_variant v;
     int given;
@@ -266,19 +267,27 @@ PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyOb
     if (device_acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_kernel_stats ks[2];
+    hl_machine_code code[2] = {{0}};
     hl_status s = given      ? HL_OK
                   : backward ? hl_attn_bwd_variant_default(self->dev, d, 0, causal, in, &v, &err)
                              : hl_attn_variant_default(self->dev, d, 0, causal, in, &v, &err);
     if (s == HL_OK) {
         Py_BEGIN_ALLOW_THREADS s = backward ? hl_attn_bwd_kernel_stats(self->dev, &v, d, causal, in, ks, &err)
                                             : hl_attn_kernel_stats(self->dev, &v, d, causal, in, &ks[0], &err);
+        for (int i = 0; i < (backward ? 2 : 1) && s == HL_OK && want_code; i++)
+            s = hl_kernel_machine_code(self->dev, &ks[i], &code[i].data, &code[i].size, &err);
         Py_END_ALLOW_THREADS
     }
     device_release(self);
-    if (s != HL_OK) return raise_status(gstate(self), &err);
-    if (!backward) return kernel_stats_dict(&ks[0]);
-    PyObject *dq = kernel_stats_dict(&ks[0]), *dkdv = dq ? kernel_stats_dict(&ks[1]) : NULL;
-    PyObject *out = dkdv ? Py_BuildValue("{sOsO}", "dq", dq, "dkdv", dkdv) : NULL;
+    if (s != HL_OK) {
+        free(code[0].data);
+        free(code[1].data);
+        return raise_status(gstate(self), &err);
+    }
+    if (!backward) return kernel_stats_dict(&ks[0], want_code ? &code[0] : NULL);
+    PyObject *dq = kernel_stats_dict(&ks[0], want_code ? &code[0] : NULL);
+    PyObject *dkdv = kernel_stats_dict(&ks[1], want_code ? &code[1] : NULL); /* frees code[1] on every path */
+    PyObject *out = dq && dkdv ? Py_BuildValue("{sOsO}", "dq", dq, "dkdv", dkdv) : NULL;
     Py_XDECREF(dq);
     Py_XDECREF(dkdv);
     return out;

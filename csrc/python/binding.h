@@ -4,6 +4,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 
 #include <pythread.h>
 
@@ -103,7 +104,14 @@ PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject
 PyObject *Device_attention_variants(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_attention_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* {statistic name: value} of a pipeline's driver statistics. */
-PyObject *kernel_stats_dict(const hl_kernel_stats *ks);
+/* A kernel's machine code as the driver's pipeline cache holds it (malloc'd). */
+typedef struct hl_machine_code {
+    void *data;
+    size_t size;
+} hl_machine_code;
+/* The stats as a dict; code (NULL: not asked for) becomes pipeline_cache_data and is
+ * freed, on every path. */
+PyObject *kernel_stats_dict(const hl_kernel_stats *ks, hl_machine_code *code);
 /* Device.info (device_info.c): the capability report, built on first read. */
 PyObject *Device_info(DeviceObject *self, void *closure);
 

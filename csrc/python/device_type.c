@@ -237,12 +237,15 @@ static PyObject *Device_check_variant(DeviceObject *self, PyObject *args, PyObje
     return variant_str(&v);
 }
 
-/* kernel_stats(variant=None, out_dtype="float16") -> {name: value}: the driver's
- * statistics of the variant's main kernel ({} where the driver offers none). */
+/* kernel_stats(variant=None, out_dtype="float16", in_dtype="float16", machine_code=False)
+ * -> {name: value}: the driver's statistics of the variant's main kernel ({} where the
+ * driver offers none), its code_digest, and with machine_code its pipeline_cache_data. */
 static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"variant", "out_dtype", "in_dtype", NULL};
+    static char *kwlist[] = {"variant", "out_dtype", "in_dtype", "machine_code", NULL};
     PyObject *vo = Py_None, *dto = NULL, *ido = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOO:kernel_stats", kwlist, &vo, &dto, &ido)) return NULL;
+    int want_code = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOp:kernel_stats", kwlist, &vo, &dto, &ido, &want_code))
+        return NULL;
     hl_variant v;
     int given;
     hl_dtype out_dtype = HL_F16, in_dtype = HL_F16;
@@ -253,41 +256,51 @@ static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObjec
     if (acquire(self) < 0) return NULL;
     hl_error err = {0};
     hl_kernel_stats ks;
+    hl_machine_code code = {0};
     hl_status s = HL_OK;
     if (!given)
         s = in_dtype == HL_F16 ? hl_variant_default(self->dev, &v, &err)
                                : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in_dtype, &v, &err);
     if (s == HL_OK) {
         Py_BEGIN_ALLOW_THREADS s = hl_kernel_stats_get(self->dev, &v, in_dtype, out_dtype, &ks, &err);
+        if (s == HL_OK && want_code) s = hl_kernel_machine_code(self->dev, &ks, &code.data, &code.size, &err);
         Py_END_ALLOW_THREADS
     }
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
-    return kernel_stats_dict(&ks);
+    return kernel_stats_dict(&ks, want_code ? &code : NULL);
 }
 
-PyObject *kernel_stats_dict(const hl_kernel_stats *ks) {
-    PyObject *d = PyDict_New();
-    if (!d) return NULL;
+PyObject *kernel_stats_dict(const hl_kernel_stats *ks, hl_machine_code *code) {
+    PyObject *d = PyDict_New(), *h = NULL;
+    if (!d) goto fail;
     for (uint32_t i = 0; i < ks->n; i++) {
         PyObject *f = PyFloat_FromDouble(ks->items[i].value);
-        if (!f || PyDict_SetItemString(d, ks->items[i].name, f) < 0) {
-            Py_XDECREF(f);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(f);
+        int bad = !f || PyDict_SetItemString(d, ks->items[i].name, f) < 0;
+        Py_XDECREF(f);
+        if (bad) goto fail;
     }
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)ks->code_digest);
-    PyObject *h = PyUnicode_FromString(hex);
-    if (!h || PyDict_SetItemString(d, "code_digest", h) < 0) {
-        Py_XDECREF(h);
-        Py_DECREF(d);
-        return NULL;
+    h = PyUnicode_FromString(hex);
+    if (!h || PyDict_SetItemString(d, "code_digest", h) < 0) goto fail;
+    Py_CLEAR(h);
+    if (code) {
+        h = PyBytes_FromStringAndSize(code->data, (Py_ssize_t)code->size);
+        if (!h || PyDict_SetItemString(d, "pipeline_cache_data", h) < 0) goto fail;
+        Py_CLEAR(h);
+        free(code->data);
+        code->data = NULL;
     }
-    Py_DECREF(h);
     return d;
+fail:
+    Py_XDECREF(h);
+    Py_XDECREF(d);
+    if (code) {
+        free(code->data);
+        code->data = NULL;
+    }
+    return NULL;
 }
 
 /* ---- matmul -------------------------------------------------------------- */

@@ -49,7 +49,11 @@ class Device:
     def active_override(self) -> Optional[str]: ...
     def check_variant(self, variant: str, dtype: str = "float16") -> str: ...
     def kernel_stats(
-        self, variant: Optional[str] = None, out_dtype: Optional[str] = None, in_dtype: str = "float16"
+        self,
+        variant: Optional[str] = None,
+        out_dtype: Optional[str] = None,
+        in_dtype: str = "float16",
+        machine_code: bool = False,
     ) -> dict[str, Any]: ...
     def telemetry(self) -> dict[str, Any]: ...
     def reset_telemetry(self) -> None: ...
@@ -211,6 +215,7 @@ class Device:
         causal: bool = False,
         dtype: str = "float16",
         backward: bool = False,
+        machine_code: bool = False,
     ) -> dict[str, Any]: ...
     def _attention_variants(
         self,

@@ -397,15 +397,24 @@ class Device(_helios.Device):
         causal: bool = False,
         dtype: Any = "float16",
         backward: bool = False,
+        machine_code: bool = False,
     ) -> dict:
         """The driver's statistics (registers, shared memory, ...) of the attention
         kernel a variant compiles to at this head dimension (only ``code_digest``, the
         SPIR-V and constants the driver was given, where it offers no statistics).
         backward=True: a backward variant's two kernels, {"dq": {...}, "dkdv": {...}}
-        (as the backward builds them now: HELIOS_DISABLE_ATTENTION_BWD_FOLD applies)."""
+        (as the backward builds them now: HELIOS_DISABLE_ATTENTION_BWD_FOLD applies).
+        machine_code=True: each also with ``pipeline_cache_data``, the kernel compiled
+        again into a pipeline cache of its own and that cache's bytes
+        (helios.machine_code reads the code out of them)."""
         dt = as_dtype(dtype, "dtype", (float16, bfloat16))
         return self._attention_kernel_stats(
-            count("head_dim", head_dim, 1, 2**31), variant, bool(causal), dt.name, flag("backward", backward)
+            count("head_dim", head_dim, 1, 2**31),
+            variant,
+            bool(causal),
+            dt.name,
+            flag("backward", backward),
+            flag("machine_code", machine_code),
         )
 
     def default_attention_variant(

@@ -12,7 +12,7 @@ class MissingDependencyError(ImportError):
 
 
 # module -> the pyproject extra that installs it
-EXTRAS = {"scipy": "stats", "matplotlib": "notebook", "torch": "torch", "tqdm": "progress"}
+EXTRAS = {"scipy": "stats", "matplotlib": "notebook", "torch": "torch", "tqdm": "progress", "zstandard": "machine-code"}
 
 
 def require(module: str, feature: str) -> ModuleType:

@@ -6,11 +6,13 @@ internal representation (HELIOS_PIPELINE_IR), but its VkPipelineCache data
 (Helios's file under HELIOS_PIPELINE_CACHE) is a run of zstd frames, one per
 pipeline, each an "NVDA" container whose code section is raw SM90 SASS
 (driver 580; the code's size equals the pipeline's "Binary Size" statistic).
-For every frame this writes the code to OUT/<file>-<offset>.code and, where
+For every frame this writes the code to OUT/<file>-<frame>.code and, where
 `nvdisasm` is on PATH (CUDA toolkit; also on PyPI as nvidia-cuda-nvdisasm), its
-disassembly to OUT/<file>-<offset>.sass, and prints one instruction-mix line
+disassembly to OUT/<file>-<frame>.sass, and prints one instruction-mix line
 (HMMA, LDSM, LDG, spills...). A file that is itself one container (a frame
-opened elsewhere) is read as one. Needs the `zstandard` package for the frames.
+opened elsewhere) is read as one. The layout is helios.machine_code's (which
+bench rows use for their machine-code digest); frames need `zstandard` before
+Python 3.14. Files are named by frame number within their cache file.
 
     python3 tools/kernel/sass_from_cache.py --out /tmp/sass ~/.cache/helios/pipelines
 """
@@ -21,42 +23,13 @@ import argparse
 import hashlib
 import re
 import shutil
-import struct
 import subprocess
 from collections import Counter
 from pathlib import Path
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+from helios.machine_code import nvda_code, zstd_decompressor, zstd_frames  # the format is the product's to read
+
 SASS_OPS = ("HMMA", "LDSM", "LDS", "STS", "LDG", "STG", "BAR", "SHFL", "MUFU", "LDL", "STL", "ISETP")
-
-
-def nvda_code(data: bytes) -> bytes | None:
-    """The instruction stream of one NVIDIA compiled-shader container ("NVDA" magic):
-    its header's section table names the code's size (word 19) and offset (word 20;
-    the stream starts 8 bytes in). Read off the H100's driver 580 caches; None where
-    the layout does not fit."""
-    if not data.startswith(b"NVDA") or len(data) < 96:
-        return None
-    size, off = struct.unpack_from("<2I", data, 76)
-    start = off + 8
-    if size == 0 or size % 16 or start + size > len(data):
-        return None
-    return data[start : start + size]
-
-
-def zstd_frames(data: bytes) -> list[tuple[int, bytes]]:
-    """(offset, contents) of every zstd frame in data that opens."""
-    import zstandard
-
-    frames = []
-    at = data.find(ZSTD_MAGIC)
-    while at >= 0:
-        try:
-            frames.append((at, zstandard.ZstdDecompressor().decompressobj().decompress(data[at:])))
-        except zstandard.ZstdError:
-            pass  # the magic's bytes inside another frame's data
-        at = data.find(ZSTD_MAGIC, at + 1)
-    return frames
 
 
 def sass_summary(text: str) -> str:
@@ -89,9 +62,9 @@ def scan(path: Path, out: Path, arch: str) -> int:
     if code is not None:
         print(write_code(code, out / path.name, arch))
         return 1
-    frames = zstd_frames(data)
+    frames = zstd_frames(data, zstd_decompressor())
     found = 0
-    for at, blob in frames:
+    for at, blob in enumerate(frames):
         code = nvda_code(blob)
         if code is None:
             print(f"{path.name}-{at}: a zstd frame of {len(blob)} bytes, not a shader container")

@@ -163,7 +163,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         runs=args.runs,
         flush_l2=args.flush_l2,
-        energy=False,  # energy windows are the matmul workload's (attention: not yet)
+        energy=args.energy,
         ref=args.ref,
         backends=backends,
         seed=args.seed,
@@ -293,9 +293,9 @@ def register(sub: Any) -> None:
         "--no-energy",
         dest="energy",
         action="store_false",
-        help="matmul workload: skip the energy window each row runs per side after the rounds (NVML's energy "
+        help="skip the energy window each row runs per side after the rounds (NVML's energy "
         "counter: joules per operation, average watts, TF/s per watt; about 2 s a side and row where the GPU has the "
-        "counter, nothing elsewhere)",
+        "counter, nothing elsewhere; attention: Helios and the row's SDPA backend)",
     )
     pb.add_argument(
         "--ref",

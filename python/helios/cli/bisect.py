@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .ci import add_measure_args, measure_config
-from .common import add_gate, flag_value, git_ref, positive_int, target
+from .ci import add_measure_args, check_shapes, measure_config
+from .common import add_gate, git_ref, positive_int, target
 
 
 def _doc() -> str:
@@ -20,9 +20,8 @@ def _doc() -> str:
 def cmd_bisect(args: argparse.Namespace) -> int:
     from ..harness.bisect import run_bisect, summary, to_json
     from ..harness.ci import CiError
-    from ..harness.shapes import parse_shapes
 
-    flag_value("--shapes", parse_shapes, args.shapes)  # before any build
+    check_shapes(args)  # before any build
     out = Path(args.out)
     target(out / "bisect.json", "--out")
     cfg = measure_config(args, out.resolve())
@@ -34,23 +33,21 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"helios bisect: could not run: {e}", file=sys.stderr)
         return 2
     print(to_json(result) if args.json else summary(result))
-    return (
-        0
-        if result["status"] == "found"
-        else 1
-        if result["status"].startswith("max steps")
-        else 3
-        if result["status"].startswith("INCONCLUSIVE")
-        else 1
-    )
+    return exit_status(result["status"])
+
+
+def exit_status(status: str) -> int:
+    """0 found; 3 stopped INCONCLUSIVE (more --runs may decide); 1 not found otherwise
+    (BAD not slower, or --max-steps reached: rerun to resume)."""
+    return 0 if status == "found" else 3 if status.startswith("INCONCLUSIVE") else 1
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "bisect",
         help="the first commit between GOOD and BAD whose verdict against GOOD is SLOWER, measured as helios ci "
-        "measures; exit 0 found, 1 not found (BAD not slower, stopped INCONCLUSIVE or --max-steps reached: "
-        "the status says which), 2 could not run",
+        "measures; exit 0 found, 1 not found (BAD not slower, or --max-steps reached: the status says which), "
+        "3 stopped INCONCLUSIVE (rerun with more --runs), 2 could not run",
         description=_doc(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

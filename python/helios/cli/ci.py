@@ -18,9 +18,8 @@ def _doc() -> str:
 
 def cmd_ci(args: argparse.Namespace) -> int:
     from ..harness.ci import run_ci
-    from ..harness.shapes import parse_shapes
 
-    flag_value("--shapes", parse_shapes, args.shapes)  # before either build: a bad set is refused now
+    check_shapes(args)  # before either build: a bad set is refused now
     out = Path(args.out)
     for name in ("ci.json", "comment.md"):  # where the record goes: writable, before any build
         target(out / name, "--out")
@@ -39,7 +38,6 @@ def cmd_ci(args: argparse.Namespace) -> int:
         strict=args.strict,
         rerun=not args.no_rerun,
         history=Path(args.history) if args.history else None,
-        bench_args=list(args.bench_arg or []),
     )
     stream = sys.stderr if args.json else sys.stdout  # --json: stdout holds the record alone
     rec = run_ci(cfg, say=lambda s: print(f"helios ci: {s}", file=stream, flush=True))
@@ -51,10 +49,34 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return int(rec["exit"])
 
 
+DEFAULT_SHAPES = {"matmul": "canonical", "attention": "seed004,seed003,long"}
+
+
+def check_shapes(args: argparse.Namespace) -> None:
+    """--shapes in the workload's grammar (its default where not given), refused before any build."""
+    from ..harness.attention_bench import parse_attention_shapes
+    from ..harness.shapes import parse_shapes
+
+    args.shapes = args.shapes or DEFAULT_SHAPES[args.workload]
+    flag_value("--shapes", parse_attention_shapes if args.workload == "attention" else parse_shapes, args.shapes)
+
+
 def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
     """How commits are built and measured, shared by `helios ci` and `helios bisect`."""
     p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
-    p.add_argument("--shapes", default="canonical", help="helios bench --shapes (default canonical)")
+    p.add_argument(
+        "--workload",
+        choices=["matmul", "attention"],
+        default="matmul",
+        help="what each bench measures: matmul or attention (helios bench --workload; default matmul; "
+        "attention's direction and mask: --bench-arg=--backward, --bench-arg=--causal)",
+    )
+    p.add_argument(
+        "--shapes",
+        default=None,
+        help="helios bench --shapes in the workload's grammar (default: canonical for matmul; "
+        "seed004,seed003,long for attention)",
+    )
     p.add_argument(
         "--runs", type=positive_int, default=2, help=f"{pairs} pairs, alternating ABBA, each a process (default 2)"
     )
@@ -74,6 +96,12 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         help="let each bench record its energy windows (helios bench's default; off here, where time is "
         "judged: ~4 s a row on an NVIDIA GPU); compare then also judges the energy change",
     )
+    p.add_argument(
+        "--bench-arg",
+        action="append",
+        metavar="ARG",
+        help="an extra helios bench argument for both sides (repeatable), e.g. --bench-arg=--flush-l2",
+    )
 
 
 def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
@@ -85,6 +113,7 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
         out=out,
         work=Path(args.work) if args.work else out / "work",
         shapes=args.shapes,
+        workload=args.workload,
         runs=args.runs,
         iters=args.iters,
         warmup=args.warmup,
@@ -92,6 +121,7 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
         ref=args.ref,
         python=args.python or sys.executable,
         energy=args.energy,
+        bench_args=list(args.bench_arg or []),
         **extra,
     )
 
@@ -140,11 +170,5 @@ def register(sub: Any) -> None:
     p.add_argument("--no-rerun", action="store_true", help="do not measure a SLOWER shape again before it counts")
     p.add_argument(
         "--history", default=None, help="append the head's rows to this JSON-lines history (main-branch runs)"
-    )
-    p.add_argument(
-        "--bench-arg",
-        action="append",
-        metavar="ARG",
-        help="an extra helios bench argument for both sides (repeatable), e.g. --bench-arg=--flush-l2",
     )
     p.set_defaults(func=cmd_ci)

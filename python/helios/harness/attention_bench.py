@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .._helios import attention_variant_fields
+from .._helios import MAX_LAUNCHES, attention_variant_fields
 from ..attention import random_qkv, reference_attention, reference_attention_backward
 from ..check import check_close, tolerances
 from ..device import Device
@@ -31,7 +31,8 @@ from ..flops import (
 from ..matmul_timing import warmup_launches
 from ..roof import roof_fraction
 from .attention_refs import make_reference
-from .gpustate import low_clock, select_gpu, throttled
+from .energy import energy_of_rows, row_energy
+from .gpustate import low_clock, select_gpu, selected_gpu, throttled
 from .protocol import (
     ProtocolConfig,
     Workload,
@@ -44,11 +45,7 @@ from .protocol import (
     result_header,
     run_rounds,
 )
-from .results import (
-    BENCH_SCHEMA,
-    kernel_identity,
-    reference_fields,
-)
+from .results import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
 from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
@@ -376,9 +373,36 @@ def run_attention_bench(
         for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
             row["roofFraction"] = _roof_fraction(info, row) if dt == "float16" else None
             row["kernel"] = kernel_identity(
-                lambda r=row: dev.attention_kernel_stats(r["head_dim"], r["variant"], cfg.causal, dt, bwd)
+                lambda r=row: dev.attention_kernel_stats(
+                    r["head_dim"], r["variant"], cfg.causal, dt, bwd, machine_code=True
+                )
             )
+        energy_of_rows(
+            cfg.energy, selected_gpu(), rows, lambda counter, r, i: _energy(dev, counter, cfg, done[i], r, ref)
+        )
         return finish(result, rows)
+
+
+def _energy(dev: Any, counter: Any, cfg: AttnBenchConfig, shape: tuple[int, int, int, int], row: dict, ref) -> dict:
+    """The row's energy windows (energy.py): the timed shape's inputs, its variant, and
+    the SDPA backend that was the row's reference."""
+    (b, h, s, d), si, bwd = shape, list(cfg.shapes).index(shape), cfg.backward
+    qkv = random_qkv(b, h, s, s, d, seed=cfg.seed + si, dtype=cfg.dtype)
+    do = random_qkv(b, h, s, s, d, seed=cfg.seed + si + 104729, dtype=cfg.dtype)[0] if bwd else None
+    grad_kw = {"backward": True, "grad_output": do} if bwd else {}
+    kw = {"causal": cfg.causal, "warmup": 0}
+
+    def helios(n: int) -> None:
+        dev.time_attention(b, h, s, d, iters=n, variant=row["variant"], inputs=qkv, dtype=cfg.dtype, **kw, **grad_kw)
+
+    def reference(n: int) -> None:
+        run = ref.run_backward if bwd else ref.run
+        run(*qkv, *([do] if bwd else []), scale=1.0 / np.sqrt(d), backend=row["referenceBackend"], iters=n, **kw)
+
+    flops = (attention_backward_flops if bwd else attention_flops)(b, h, s, s, d, cfg.causal)
+    return row_energy(
+        counter, (helios, row["heliosMs"]), (reference, reference_ms(row)), ref.is_cuda, flops, MAX_LAUNCHES
+    )
 
 
 def _roof_fraction(info: dict, row: dict) -> Optional[float]:

@@ -3,6 +3,7 @@ SDPA backend beside them)."""
 
 from __future__ import annotations
 
+from .energy import energy_lines
 from .results import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, reference_ms
 
 
@@ -49,4 +50,5 @@ def attention_markdown(result: dict) -> str:
         )
     if result.get("rows"):
         lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
+    lines.extend(energy_lines(result.get("rows", []), result.get("reference")))
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..files import FileError, Target, dumps, read_object
-from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, verdicts_of
+from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, shape_specs, verdicts_of
 from .compare import ShapeVerdict, gated, verdict_dict
 
 SCHEMA = "helios-bisect/1"
@@ -139,7 +139,8 @@ def run_bisect(
     cfg.out.mkdir(parents=True, exist_ok=True)
     target = Target(cfg.out / "bisect.json", "--out", replace=True)
     record: dict = {"schema": SCHEMA, "good": good, "bad": bad, "commits": commits, "gate": gate}
-    config = {k: getattr(cfg, k) for k in ("shapes", "runs", "iters", "warmup", "repeats", "ref")}
+    config = {k: getattr(cfg, k) for k in ("shapes", "workload", "runs", "iters", "warmup", "repeats", "ref")}
+    config["bench_args"] = cfg.bench_args
     record["config"] = config
     old = _resume(target.path, good, bad, config)
     if old:
@@ -160,7 +161,7 @@ def run_bisect(
 
     def measure(commit: str, shapes: Optional[set[str]]) -> Judgment:
         say(f"measure {commit[:12]} against GOOD {good[:12]}")
-        which = ",".join(sorted(shapes)) if shapes else cfg.shapes
+        which = shape_specs(sorted(shapes)) if shapes else cfg.shapes
         shas = {"base": good, "head": commit}
         files = bench_pairs(
             cfg, {"base": site(good), "head": site(commit)}, shas, which, f"{commit[:8]}-", cfg.runs, say

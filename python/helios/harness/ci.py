@@ -64,6 +64,7 @@ class CiConfig:
     head: Optional[str] = None
     main: str = "main"
     shapes: str = "canonical"
+    workload: str = "matmul"  # helios bench --workload: matmul or attention
     runs: int = 2  # base/head pairs
     iters: int = 50
     warmup: int = 10
@@ -242,13 +243,37 @@ def gate(cfg: CiConfig, side: str, sha: str, site: Path) -> dict:
     return {"passed": all(s["rc"] == 0 for s in steps), "steps": steps}
 
 
+def shape_specs(labels: list[str]) -> str:
+    """helios bench --shapes for rows' shape labels ('1x32x2048x128-causal-bwd' is
+    measured as 1x32x2048x128: the mask and the direction are the bench's flags)."""
+    return ",".join(dict.fromkeys(label.split("-")[0] for label in labels))
+
+
+_bench_help: dict[Path, str] = {}
+
+
+def bench_accepts(cfg: CiConfig, site: Path, sha: str, flag: str) -> bool:
+    """Whether the side's own `helios bench` has flag (a commit older than the flag
+    runs without it: an older bench never did what the flag turns off)."""
+    if site not in _bench_help:
+        r = subprocess.run(
+            _helios_cmd(cfg, site, "bench", "--help"), capture_output=True, text=True, env=_env(site, sha)
+        )
+        _bench_help[site] = r.stdout if r.returncode == 0 else ""
+    return flag in _bench_help[site]
+
+
 def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str) -> Path:
     out = cfg.out / f"{side}-{tag}.json"
     args = ["bench", f"--shapes={shapes}", f"--iters={cfg.iters}", f"--warmup={cfg.warmup}"]
     args += [f"--repeats={cfg.repeats}", "--runs=1", f"--ref={cfg.ref}", f"--out={out}", "--force"]
+    if cfg.workload != "matmul":
+        args.append(f"--workload={cfg.workload}")
     # Time is what ci and bisect judge; an energy window per row and side would add
     # ~4 s a row on an NVIDIA GPU to every bench of every pair (--energy keeps them).
-    args += ([] if cfg.energy else ["--no-energy"]) + cfg.bench_args
+    if not cfg.energy and bench_accepts(cfg, site, sha, "--no-energy"):
+        args.append("--no-energy")
+    args += cfg.bench_args
     log = cfg.out / f"{side}-{tag}.log"
     rc = _run(_helios_cmd(cfg, site, *args), log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
     if rc != 0 or not out.exists():
@@ -277,6 +302,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
     rec: dict = {"schema": CI_SCHEMA, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "exit": 2}
     rec["config"] = {
         "shapes": cfg.shapes,
+        "workload": cfg.workload,
         "runs": cfg.runs,
         "iters": cfg.iters,
         "warmup": cfg.warmup,
@@ -314,7 +340,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         rec["reruns"] = []
         if slower and cfg.rerun:  # one more pair on those shapes before they count
             say(f"rerun {', '.join(slower)}")
-            more = bench_pairs(cfg, sites, shas, ",".join(slower), "rerun", 2, say)
+            more = bench_pairs(cfg, sites, shas, shape_specs(slower), "rerun", 2, say)
             for side in files:
                 files[side] += more[side]
             rec["reruns"] = slower

@@ -41,7 +41,16 @@ import numpy as np
 from ..optional import require
 from .control import ControlVerdict, control_table, control_verdicts
 from .energy import energy_rounds, energy_table
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, md_cell, read_result, time_as_bench
+from .results import (
+    BENCH_SCHEMA,
+    SUITE_SCHEMA,
+    TIME_SCHEMA,
+    code_identity,
+    md_cell,
+    read_result,
+    row_identities,
+    time_as_bench,
+)
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
@@ -250,28 +259,6 @@ def _device_key(d: dict) -> tuple:
     return (h.get("name"), h.get("driver_version"))
 
 
-def _identities(files: list[dict]) -> dict[str, set]:
-    """shape -> the (kernel code digest, driver, device UUID) its valid rows ran;
-    None in place of a row's digest where the file recorded none."""
-    out: dict[str, set] = {}
-    for d in files:
-        h: dict = d["helios"] if isinstance(d.get("helios"), dict) else {}
-        for row in d.get("rows", []):
-            if row.get("valid"):
-                k = row.get("kernel")
-                code = k.get("code_digest") if isinstance(k, dict) else None
-                out.setdefault(row["shape"], set()).add((code, h.get("driver_version"), h.get("uuid")))
-    return out
-
-
-def code_identity(old: set, new: set) -> str:
-    """'same' where both sides ran one kernel, identical in code, driver and device;
-    'changed' where they differ; 'unknown' where a side recorded no digest."""
-    if any(code is None for code, _, _ in old | new):
-        return "unknown"
-    return "same" if old == new and len(old) == 1 else "changed"
-
-
 def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], int]]:
     """shape -> (round medians grouped by run, all round medians, sample count).
     Runs of different files are different runs."""
@@ -329,7 +316,7 @@ def compare(
         return verdict, ratio, ci, p, mde, math.exp(o.level), math.exp(n.level), o, n, floor
 
     so, sn = _side(old), _side(new)
-    ids_o, ids_n = _identities(old), _identities(new)
+    ids_o, ids_n = row_identities(old), row_identities(new)
     controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
     eo, en = energy_rounds(old), energy_rounds(new)
     out = []

@@ -132,6 +132,23 @@ def row_energy(
     return {"helios": window(counter, helios[0], helios[1] or 0.0, flops, max_batch), "reference": ref}
 
 
+def energy_of_rows(
+    enabled: bool,
+    gpu: Union[int, str],
+    rows: Sequence[dict],
+    windows: Callable[[Optional[EnergyCounter], dict, int], dict],
+) -> None:
+    """Set each row's ``energy``: windows(counter, row, i) for a row that passed its
+    check (counter None: --no-energy), the reason for one that did not."""
+    counter = EnergyCounter(gpu) if enabled and rows else None
+    try:
+        for i, r in enumerate(rows):
+            r["energy"] = windows(counter, r, i) if r["valid"] else {"status": "not measured: the row failed its check"}
+    finally:
+        if counter is not None:
+            counter.close()
+
+
 def energy_lines(rows: list[dict], reference: Optional[str]) -> list[str]:
     """The markdown's energy table (rows with a measured Helios window), or one line
     saying why there is none."""

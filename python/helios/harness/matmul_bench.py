@@ -20,7 +20,7 @@ from ..device import Device
 from ..flops import matmul_flops, tflops
 from ..matmul_timing import random_inputs, warmup_launches
 from ..roof import roof_fraction
-from .energy import EnergyCounter, energy_lines, row_energy
+from .energy import energy_lines, energy_of_rows, row_energy
 from .gpustate import low_clock, select_gpu, selected_gpu, throttled
 from .protocol import (
     ProtocolConfig,
@@ -196,21 +196,20 @@ def run_bench(
         for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
             # (the roof is measured on float16 fragments: bfloat16 rows get none)
             r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
-            r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt))
-        counter = EnergyCounter(selected_gpu()) if cfg.energy and rows else None
-        try:
-            for r, shape in zip(rows, done):
-                r["energy"] = _energy(dev, counter, shape, r, ref, cfg.seed + list(cfg.shapes).index(shape), dt)
-        finally:
-            if counter is not None:
-                counter.close()
+            r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt, machine_code=True))
+        energy_of_rows(
+            cfg.energy,
+            selected_gpu(),
+            rows,
+            lambda counter, r, i: _energy(
+                dev, counter, done[i], r, ref, cfg.seed + list(cfg.shapes).index(done[i]), dt
+            ),
+        )
         return finish(result, rows)
 
 
 def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference, seed: int, dt: str) -> dict:
     """The row's energy windows (energy.py): the timed shape's inputs, its variant."""
-    if not row["valid"]:
-        return {"status": "not measured: the row failed its check"}
     m, n, k = shape
     a, b = random_inputs(m, n, k, seed=seed, dtype=dt)
 

@@ -145,12 +145,16 @@ def reference_fields(is_cuda: bool, ms: Optional[float], flops: float) -> dict[s
 
 
 def kernel_identity(stats_of: Any) -> Optional[dict]:
-    """A row's kernel as the driver was given it: ``code_digest`` (the SPIR-V of the
-    permutation with its specialization constants; an attention backward's two
-    kernels joined by '+') and the driver's statistics of the compiled code
-    (registers, shared memory, binary size: whatever it reports). stats_of() is the
-    device's kernel_stats call; None where it cannot say (the row then counts as
-    changed code in `helios ci`)."""
+    """A row's kernel as the driver was given it and as it compiled it: ``code_digest``
+    (the SPIR-V of the permutation with its specialization constants; an attention
+    backward's two kernels joined by '+'), the driver's statistics of the compiled
+    code (registers, shared memory, binary size: whatever it reports) and
+    ``machine_code`` (helios.machine_code: the digest of the code the driver's
+    pipeline cache holds, or why there is none). stats_of() is the device's
+    kernel_stats call with machine_code=True; None where it cannot say (the row then
+    counts as changed code in `helios ci`)."""
+    from ..machine_code import identify
+
     try:
         stats = stats_of()
     except (RuntimeError, ValueError):  # the engine's errors: an identity is a report, not a need
@@ -158,10 +162,43 @@ def kernel_identity(stats_of: Any) -> Optional[dict]:
     parts = [stats["dq"], stats["dkdv"]] if "dq" in stats else [stats]
     if not all(isinstance(p, dict) and p.get("code_digest") for p in parts):
         return None
+    codes = [identify(p.pop("pipeline_cache_data", b"")) for p in parts]
+    missing = next((c for c in codes if "digest" not in c), None)
     return {
         "code_digest": "+".join(p["code_digest"] for p in parts),
         "stats": [{k: v for k, v in p.items() if k != "code_digest"} for p in parts],
+        "machine_code": missing
+        or {"digest": "+".join(c["digest"] for c in codes), "bytes": [c["bytes"] for c in codes]},
     }
+
+
+def row_identities(files: list[dict]) -> dict[str, set]:
+    """shape -> the (SPIR-V digest, machine-code digest, driver, device UUID) its
+    valid rows ran; None in place of a digest a file did not record."""
+    out: dict[str, set] = {}
+    for d in files:
+        h: dict = d["helios"] if isinstance(d.get("helios"), dict) else {}
+        for row in d.get("rows", []):
+            if row.get("valid"):
+                k: dict = row["kernel"] if isinstance(row.get("kernel"), dict) else {}
+                mc: dict = k["machine_code"] if isinstance(k.get("machine_code"), dict) else {}
+                ident = (k.get("code_digest"), mc.get("digest"), h.get("driver_version"), h.get("uuid"))
+                out.setdefault(row["shape"], set()).add(ident)
+    return out
+
+
+def code_identity(old: set, new: set) -> str:
+    """'same' where both sides ran one kernel, identical in code, driver and device;
+    'changed' where they differ; 'unknown' where a side recorded no digest. The code
+    is the machine code where every row of both sides has its digest (two SPIR-V
+    builds that compile to the same code are the same kernel), else the SPIR-V with
+    its constants."""
+    both = old | new
+    if any(spirv is None for spirv, _, _, _ in both):
+        return "unknown"
+    key = 1 if all(machine is not None for _, machine, _, _ in both) else 0
+    o, n = ({(x[key], x[2], x[3]) for x in side} for side in (old, new))
+    return "same" if o == n and len(o) == 1 else "changed"
 
 
 def reference_ms(row: dict) -> Optional[float]:
