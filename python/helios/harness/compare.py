@@ -456,7 +456,8 @@ def _runs_rounds(side: SideNoise) -> str:
 TABLE_NOTE = (
     "old / new ms: each side's centre, the geometric mean over its runs of each run's mean round "
     "median (what the change compares); runs x rounds: runs, and rounds in each run. A SLOWER or "
-    "FASTER row whose kernel (its SPIR-V and constants), driver and device are the same on both "
+    "FASTER row whose kernel (its machine code where both sides recorded it, else its SPIR-V and "
+    "constants), driver and device are the same on both "
     "sides says so: the change came from the environment or noise, not the code."
 )
 
