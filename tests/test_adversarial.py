@@ -252,6 +252,10 @@ def test_threaded_stress_with_forced_variant(device, monkeypatch):
     forced = device.default_variant()
     monkeypatch.setenv("HELIOS_VARIANT", forced)
     variants = [None] + [v for v in device_variants() if "acc=f32" in v or v.startswith("scalar")][:4]
+    for v in variants:  # each kernel compiled once before the threads: on a CPU driver every
+        # device would JIT it at once otherwise (minutes cold); the threads then share the cache
+        device.matmul(small_ints((8, 8), 0), small_ints((8, 8), 1), out_dtype="float32", variant=v)
+    device.time_matmul(8, 8, 8, iters=1, warmup=0, inputs=(small_ints((8, 8), 0), small_ints((8, 8), 1)))
     errors: list[str] = []
     done = [0]
     lock = threading.Lock()

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import attention_test_variants
+from conftest import attention_test_variants, head_dims_under_test
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention
@@ -173,8 +173,8 @@ def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
     """Where the device has NV cooperative matrix 2's conversions, the rows path at d <= 128
     hands P to P V as A operands converted in registers (HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1:
     through shared memory, as everywhere else): a kernel of its own (its binary differs),
-    and both match float64 at d=64 and d=128, causal and not, with tails, large scores and
-    maxima that grow late in the row."""
+    and both match float64 at d=64 and d=128 (d=128 with --full on a CPU device), causal and
+    not, with tails, large scores and maxima that grow late in the row."""
     if not device.info["cooperative_matrix2_features"].get("conversions"):
         pytest.skip(
             "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): P goes through shared memory"
@@ -186,12 +186,15 @@ def test_p_in_registers_matches_float64(device, monkeypatch, dtype):
     for off in ("1", "0"):
         monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS", off)
         binaries.append(device.attention_kernel_stats(64, causal=True, dtype=dtype).get("Binary Size"))
+        dims = head_dims_under_test((64, 128))
         for b, h, s, skv, d, causal, seed in (
             (1, 2, 150, 150, 64, True, 31),
             (1, 2, 70, 133, 64, False, 32),
             (1, 2, 200, 200, 128, True, 33),
             (1, 2, 90, 170, 128, False, 34),
         ):
+            if d not in dims:
+                continue
             q, k, v = random_qkv(b, h, s, skv, d, seed)
             ramp = np.linspace(0.5, 6.0, skv, dtype=np.float32)[None, None, :, None]
             k = np.asarray(k, np.float32) * ramp  # late maxima, large scores
@@ -496,6 +499,31 @@ def test_bench_attention_usage_errors(device, argv, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["cpu", "discrete_gpu"])
+def test_the_fuzz_keeps_to_small_head_dims_on_a_cpu_device(kind):
+    """On a CPU device the fuzz draws d <= 64 unless head dims are named (each d is
+    minutes of JIT there); a GPU draws every head dim. A stand-in device records them."""
+    from helios.harness.attention_fuzz import CPU_HEAD_DIMS, HEAD_DIMS, attention_fuzz
+
+    seen: set[int] = set()
+
+    class Dev:
+        info = {"device_type": kind}
+
+        def attention_variants(self, d, dtype, backward):
+            return ["fa-scalar"]
+
+        def attention(self, q, k, v, causal, scale, variant):
+            seen.add(q.shape[3])
+            return reference_attention(q, k, v, causal=causal, scale=scale).astype(q.dtype)
+
+    assert all(c.passed for c in attention_fuzz(Dev(), 40, 1, matrix=False, max_seq=24))
+    assert seen == set(CPU_HEAD_DIMS if kind == "cpu" else HEAD_DIMS)
+    seen.clear()
+    assert all(c.passed for c in attention_fuzz(Dev(), 3, 1, matrix=False, max_seq=24, head_dims=(80,)))
+    assert seen == {80}
+
+
 def test_check_attention_exit_codes(device, capsys):
     argv = [
         "check",
