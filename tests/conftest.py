@@ -106,12 +106,24 @@ def _cache_state() -> str:
     return f"warm: Mesa's shader cache at {mesa} holds {size >> 20} MiB (make test about 4.5 minutes on 2 cores)"
 
 
-def pytest_report_header(config):
+def _run_line() -> str:
     full = os.environ.get("HELIOS_TEST_FULL") == "1"
-    return [
+    return (
         f"helios: {'every variant (--full)' if full else 'one variant per structural class + the small ones'}; "
         + _cache_state()
-    ]
+    )
+
+
+def pytest_report_header(config):
+    return [_run_line()]
+
+
+def pytest_sessionstart(session):
+    """The run's line before any test, also under -q (make test), where pytest prints no
+    header: whether it starts cold says what its time will be. Once, by the controller."""
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None and not hasattr(session.config, "workerinput") and session.config.option.verbose < 0:
+        tr.write_line(_run_line())
 
 
 def rand(shape, seed, dtype=np.float16):
