@@ -97,3 +97,23 @@ def test_check_says_at_once_what_it_runs_and_when_a_case_compiles(device):
     if device.info["device_type"] == "cpu":
         assert "compiles each new pipeline first" in first
         assert "case #0: the first plain product with " + v in r.stderr and "case #0 took" in r.stderr, r.stderr
+
+
+def test_check_attention_says_when_a_case_compiles(device):
+    """helios check --attention: its environment line before any case, and on a CPU device
+    each first use of a variant, head dim and mask announced before it runs, its time after."""
+    import subprocess
+    import sys
+
+    v = device.default_attention_variant(16)
+    r = subprocess.run(
+        [sys.executable, "-m", "helios", "check", "--attention", "--matrix", "none", "--fuzz", "2", "--seed", "4",
+         "--max-seq", "40", "--head-dims", "16", "--oracle", "float64", "--variant", v],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith("environment: "), r.stdout
+    if device.info["device_type"] == "cpu":
+        assert f"case #0: the first forward with {v} at d=16" in r.stderr and "case #0 took" in r.stderr, r.stderr

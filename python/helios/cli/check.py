@@ -40,6 +40,26 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     return 1 if 1 in rcs else 2 if all(r == 2 for r in rcs) else max(rcs)
 
 
+class FirstUses:
+    """On a CPU device, a case that is the first use of a kernel is announced before it
+    runs and its time said after (mostly the driver's compile: a CPU driver compiles on
+    first dispatch); elsewhere nothing. `announce` goes to the fuzz, `done` after each case."""
+
+    def __init__(self, cpu: bool) -> None:
+        self.announce = self._announce if cpu else None
+        self._started: list[float] = []
+
+    def _announce(self, line: str) -> None:
+        self._started.append(time.perf_counter())
+        print(f"  {line}", file=sys.stderr, flush=True)
+
+    def done(self, index: int) -> None:
+        if self._started:
+            print(
+                f"  case #{index} took {time.perf_counter() - self._started.pop():.1f} s", file=sys.stderr, flush=True
+            )
+
+
 def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
@@ -73,6 +93,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
         failures = n = 0
         total = args.fuzz + (2 * len(SEED003_MATRIX) if args.matrix == "seed003" else 0)
         bar = Progress(total, unit="case", log_every=10)
+        first = FirstUses(dev.info["device_type"] == "cpu")
         for case in attention_fuzz(
             dev,
             args.fuzz,
@@ -86,8 +107,10 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             head_dims=args.head_dims,
             dtype=args.dtype,
             backward=args.backward,
+            announce=first.announce,
         ):
             n += 1
+            first.done(case.index)
             if not case.passed:
                 failures += 1
                 print(
@@ -153,12 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         n = 0
         bar = Progress(args.fuzz, unit="case", log_every=25)
-        started: list[float] = []  # when the case announced as a first use began
-
-        def announce(line: str) -> None:
-            started.append(time.perf_counter())
-            print(f"  {line}", file=sys.stderr, flush=True)
-
+        first = FirstUses(cpu)
         seen_variants: set = set()
         seen_forms: set = set()
         for case in fuzz(
@@ -171,17 +189,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             rtol=rtol,
             forms=args.forms,
             dtype=args.dtype,
-            announce=announce if cpu else None,
+            announce=first.announce,
         ):
             n += 1
-            if (
-                started
-            ):  # a first use: its time is mostly the driver's compile (a CPU driver compiles on first dispatch)
-                print(
-                    f"  case #{case.index} took {time.perf_counter() - started.pop():.1f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            first.done(case.index)
             seen_variants.add(case.variant)
             seen_forms.add(case.form.split("(")[0])
             label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"

@@ -17,7 +17,7 @@ against torch SDPA's backward (autograd through its default backend)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -126,7 +126,11 @@ def attention_fuzz(
     head_dims: Optional[tuple[int, ...]] = None,
     dtype: str = "float16",
     backward: bool = False,
+    announce: Optional[Callable[[str], None]] = None,
 ) -> Iterator[AttnCase]:
+    """The fuzz's cases, each run and checked as it is yielded. announce: told before a
+    case that is the first with its variant, head dim and mask (its kernels compile
+    then unless cached: minutes on a CPU device)."""
     from .. import _helios
 
     rng = np.random.default_rng(seed)
@@ -151,6 +155,7 @@ def attention_fuzz(
     ]
     cases += [_random_case(rng, max_seq, dims) for _ in range(n)]
     per_d: dict[int, list[str]] = {}
+    first_of: set[tuple[str, int, bool]] = set()
     for i, (shape, skv, causal, scale) in enumerate(cases):
         b, h, s, d = shape
         if variant:
@@ -158,6 +163,12 @@ def attention_fuzz(
         else:
             vs = per_d.setdefault(d, dev.attention_variants(d, dtype=dtype, backward=backward))
             var = vs[i % len(vs)]
+        if announce is not None and (var, d, causal) not in first_of:
+            first_of.add((var, d, causal))
+            what = "backward" if backward else "forward"
+            announce(
+                f"case #{i}: the first {what} with {var} at d={d}{' causal' if causal else ''}: compiling unless cached"
+            )
         q, k, v = random_qkv(b, h, s, skv, d, seed=seed * 1000 + i, dtype=dtype)
         if backward:
             yield _backward_case(dev, rng, i, q, k, v, causal, scale, var, oracle, atol, rtol, seed)
