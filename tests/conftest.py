@@ -54,13 +54,17 @@ def device_variants() -> list[str]:
     return variant_classes.matmul_variants(_DEV.variants()) if _DEV is not None else []
 
 
+def cpu_default_run() -> bool:
+    """A CPU device (lavapipe) without --full: where each new pipeline is seconds to minutes of JIT."""
+    return _DEV is not None and _DEV.info["device_type"] == "cpu" and os.environ.get("HELIOS_TEST_FULL") != "1"
+
+
 def head_dims_under_test(dims: tuple[int, ...]) -> tuple[int, ...]:
     """The attention head dims a test runs: on a CPU device's default run those up to 64
     (each d is its own JIT compile there, ~35 s forward and ~180 s backward at d=128; d is a
     specialization constant of the same code: tests/variant_classes.py), all with --full and
     on a GPU."""
-    cpu_default = _DEV is not None and _DEV.info["device_type"] == "cpu" and os.environ.get("HELIOS_TEST_FULL") != "1"
-    return tuple(d for d in dims if d <= 64) if cpu_default else dims
+    return tuple(d for d in dims if d <= 64) if cpu_default_run() else dims
 
 
 def attention_test_variants(d: int, backward: bool = False) -> list[str]:

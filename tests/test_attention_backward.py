@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import attention_test_variants
+from conftest import attention_test_variants, cpu_default_run
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention, reference_attention_backward
@@ -214,25 +214,28 @@ def test_dq_key_tile_hands_ds_over_in_registers(device):
     """A variant with a dQ key tile of its own (`dq`) runs the dQ kernel with dS converted to
     A operands in registers and its masks on P's fragments: float64 with key tiles wider,
     equal and unequal to the dK/dV kernel's query tile, tails on every side, causal (the
-    diagonal inside a tile, and a tile past a subgroup's rows) and not, S_kv != S_q."""
+    diagonal inside a tile, and a tile past a subgroup's rows) and not, S_kv != S_q. The
+    head dim is a constant of the same code: a CPU device's default run takes d=16 for the
+    cases at d=32 (every dQ tile is its own JIT compile there), --full and a GPU d=32."""
     if not _ds_in_registers(device):
         pytest.skip(
             "the device offers no cooperative-matrix conversions (NV cooperative matrix 2): dS goes through "
             "shared memory and a dq tile is refused (test_dq_key_tile_refusals)"
         )
-    for i, v in enumerate(_dq_variants(device, 32)):
+    d = 16 if cpu_default_run() else 32
+    for i, v in enumerate(_dq_variants(device, d)):
         _check(device, 1, 2, 45, 45, 16, False, variant=v, seed=20 + i)
-        _check(device, 1, 1, 41, 41, 32, True, variant=v, seed=30 + i)
-        _check(device, 2, 1, 33, 50, 32, False, variant=v, seed=40 + i)
+        _check(device, 1, 1, 41, 41, d, True, variant=v, seed=30 + i)
+        _check(device, 2, 1, 33, 50, d, False, variant=v, seed=40 + i)
     # Every score far below zero and a key tail: P of a tail key would be exp(-lse) = inf
     # unmasked (its K row is zero, and inf * 0 is NaN in dS K).
-    q, k, vv, do = _inputs(1, 1, 19, 37, 32, 60)
-    q = (np.asarray(q, np.float32) * 0.1 + 8.0).astype(np.float16)
-    k = (np.asarray(k, np.float32) * 0.1 - 8.0).astype(np.float16)
+    q, k, vv, do = _inputs(1, 1, 19, 37, d, 60)
+    q = (np.asarray(q, np.float32) * 0.1 + 10.0).astype(np.float16)  # scores about -100 sqrt(d)
+    k = (np.asarray(k, np.float32) * 0.1 - 10.0).astype(np.float16)
     o, lse = device.attention(q, k, vv, return_lse=True)
     assert float(np.max(lse)) < -300.0, "scores not far enough below zero"
     want = reference_attention_backward(q, k, vv, do)
-    for v in _dq_variants(device, 32):
+    for v in _dq_variants(device, d):
         got = device.attention_backward(q, k, vv, o, do, lse, variant=v)
         for name, g, w in zip(("dq", "dk", "dv"), got, want[:3]):
             r = check_close(g, w, atol=0.02, rtol=0.01)
@@ -287,7 +290,8 @@ def test_coop_is_the_default_where_offered(device):
     if not device.info["cooperative_matrix"]:
         pytest.skip("this device offers no cooperative matrices: the fallback is the default")
     assert device.default_attention_variant(64, backward=True).startswith("fa-coop:")
-    q, k, v, do = _inputs(1, 1, 20, 20, 64, 3)
+    assert device.default_attention_variant(32, backward=True).startswith("fa-coop:")
+    q, k, v, do = _inputs(1, 1, 20, 20, 32, 3)  # d=32: kernels the other tests compile too
     o, lse = device.attention(q, k, v, return_lse=True)
     device.reset_telemetry()
     device.attention_backward(q, k, v, o, do, lse)
@@ -453,7 +457,11 @@ def test_bench_backward_gate_failure(device, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_check_backward_exit_codes(device, capsys):
+    # the default variant: with none named the fuzz cycles every variant, each its own
+    # compile on a CPU device (test_every_variant covers them)
+    v = device.default_attention_variant(16, backward=True)
     argv = ["check", "--attention", "--backward", "--matrix", "none", "--fuzz", "4", "--head-dims", "16,32"]
+    argv += ["--variant", v]
     assert main(argv + ["--oracle", "float64", "-v"]) == 0
     out = capsys.readouterr().out
     assert "4 passed, 0 failed (attention backward fuzz seed 0" in out and out.count("ok   #") == 4
