@@ -73,9 +73,13 @@ PERMUTATION_AXES: dict[str, str] = {
     "(test_attention.py, test_attention_backward.py kill-switch tests)",
 }
 
-# "Small": its pipeline compiles in a few seconds on lavapipe.
-MATMUL_SMALL_FRAGMENTS = 4  # fragments a subgroup holds (sg_m * sg_n): 4 took 4 s
-ATTENTION_SMALL_ROWS_X_KEYS = 64  # wq * bc (row tiles x keys per tile): 64 took <= 2 s at d=16
+# "Small": its pipelines compile in a few seconds on lavapipe. Each variant a per-variant
+# test runs is several pipelines there (output types, op forms, causal or not, a test each),
+# so the bound is what keeps a cold `make test` within 20 minutes with the root built:
+# at 4 fragments (23 of 27 matmul variants, 13 forward and 9 backward attention ones at
+# d=16) the whole cold run took 21 minutes on 2 cores (2026-11-28).
+MATMUL_SMALL_FRAGMENTS = 2  # fragments a subgroup holds (sg_m * sg_n): 2 took 2.3 s
+ATTENTION_SMALL_ROWS_X_KEYS = 32  # wq * bc (row tiles x keys per tile): 64 took <= 2 s at d=16
 
 
 def _matmul_cost(f: Fields) -> int:
