@@ -105,9 +105,9 @@ def _cache_state() -> str:
     if size < 8 << 20:
         return (
             f"COLD: Mesa's shader cache at {mesa} holds {size >> 20} MiB; lavapipe compiles every "
-            "pipeline once (make test about 27 minutes on 2 cores), later runs reuse them (about 4.5 minutes)"
+            "pipeline once (make test about 13 minutes on 2 cores), later runs reuse them (about 3 minutes)"
         )
-    return f"warm: Mesa's shader cache at {mesa} holds {size >> 20} MiB (make test about 4.5 minutes on 2 cores)"
+    return f"warm: Mesa's shader cache at {mesa} holds {size >> 20} MiB (make test about 3 minutes on 2 cores)"
 
 
 def _run_line() -> str:
