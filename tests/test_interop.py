@@ -113,30 +113,29 @@ def test_close_waits_for_exports_and_nothing_leaks(device):
         gc.collect()
         assert d.telemetry()["live_exports"] == 0
     assert d.closed
+
     # 1000 export/import cycles: CUDA memory, live Vulkan objects and exports come back.
     # Free memory is read after 100 cycles: the CUDA driver sets up its import
     # machinery once (92 MiB on the H100 with driver 580), which is not a leak; a leak
     # grows with the cycles that follow (each import is at least a 2 MiB allocation).
+    def cycles(d: helios.Device, n: int) -> int:
+        """n export/import cycles, then CUDA's free memory."""
+        for _ in range(n):
+            t = d.empty((64, 64), exportable=True)
+            v = torch.from_dlpack(t)
+            v.fill_(1)
+            del v, t
+        gc.collect()
+        torch.cuda.synchronize()
+        return torch.cuda.mem_get_info()[0]
+
     with helios.Device() as d:
         objects0 = d.telemetry()["live_memory"]
-        for _ in range(100):
-            t = d.empty((64, 64), exportable=True)
-            v = torch.from_dlpack(t)
-            v.fill_(1)
-            del v, t
-        gc.collect()
-        torch.cuda.synchronize()
-        free0 = torch.cuda.mem_get_info()[0]
-        for _ in range(1000):
-            t = d.empty((64, 64), exportable=True)
-            v = torch.from_dlpack(t)
-            v.fill_(1)
-            del v, t
-        gc.collect()
-        torch.cuda.synchronize()
+        free0 = cycles(d, 100)
+        free1 = cycles(d, 1000)
         tel = d.telemetry()
         assert (tel["live_exports"], tel["cuda_imports"], tel["live_memory"]) == (0, 0, objects0)
-        assert abs(torch.cuda.mem_get_info()[0] - free0) < 64 << 20
+        assert abs(free1 - free0) < 64 << 20
 
 
 def _capsule_name(cap) -> str:
