@@ -68,7 +68,12 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
     return 3 if 3 in rcs else 2 if 2 in rcs else 1 if any(rcs) else 0
 
 
-def scale_defaults(args: argparse.Namespace, gpu_shapes: str = "canonical", cpu_shapes: str = "small") -> None:
+# Each workload's default shapes on a GPU (a CPU device takes "small"); helios ci and
+# bisect default to the same.
+GPU_SHAPES = {"matmul": "canonical", "attention": "seed004,seed003,long"}
+
+
+def scale_defaults(args: argparse.Namespace, gpu_shapes: str = GPU_SHAPES["matmul"], cpu_shapes: str = "small") -> None:
     """Defaults sized to the device: on a CPU Vulkan device (lavapipe) the
     canonical cubes at 100 iterations take many minutes, so a bench given no
     --shapes / --iters / --warmup there runs the small set briefly, and says so."""
@@ -148,7 +153,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         )
     variant = None if args.variant in (None, "matmul", "default", "auto") else args.variant
     out = out_paths(args.out, args.force)
-    scale_defaults(args, "seed004,seed003,long", "small")
+    scale_defaults(args, GPU_SHAPES["attention"], "small")
     cfg = AttnBenchConfig(
         shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
         causal=args.causal,

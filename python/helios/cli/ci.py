@@ -49,15 +49,13 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return int(rec["exit"])
 
 
-DEFAULT_SHAPES = {"matmul": "canonical", "attention": "seed004,seed003,long"}
-
-
 def check_shapes(args: argparse.Namespace) -> None:
     """--shapes in the workload's grammar (its default where not given), refused before any build."""
     from ..harness.attention_bench import parse_attention_shapes
     from ..harness.shapes import parse_shapes
+    from .bench import GPU_SHAPES
 
-    args.shapes = args.shapes or DEFAULT_SHAPES[args.workload]
+    args.shapes = args.shapes or GPU_SHAPES[args.workload]
     flag_value("--shapes", parse_attention_shapes if args.workload == "attention" else parse_shapes, args.shapes)
 
 
