@@ -8,14 +8,25 @@ against ci.json; the history file. The scratch builds share one work directory
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from helios.harness.ci import CiConfig, comment, failed_checks, latest_rows, noise_floor, run_ci
+from helios.harness.ci import (
+    CiConfig,
+    comment,
+    failed_checks,
+    judge_sides,
+    latest_rows,
+    noise_floor,
+    run_ci,
+)
 from helios.harness.ci_comment import COMMENT_MARKER
+from helios.harness.compare import compare
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
 # under pytest-xdist they stay on one worker. The two whose verdicts judge timings (A/A,
@@ -182,6 +193,42 @@ def test_a_base_that_does_not_build_cannot_run(scratch):
 def test_noise_tiers():
     assert noise_floor("64x64x64") == 0.05 and noise_floor("8192x8192x8192") == 0.02
     assert noise_floor("2048x2048x2048") == 0.03 and noise_floor("4096x4096x4096", "cpu") == 0.30
+
+
+def _cpu_side(rng: np.random.Generator, level: float, run_cv: float, heavy: bool = False) -> dict:
+    """One side as helios ci pools it on a CPU device: 2 runs x 2 rounds x 10 launches
+    (the end-to-end test's --runs 2 --repeats 2 --iters 10), each run's level drawn with
+    run_cv (heavy: Student t, 3 degrees of freedom, a loaded machine's outliers)."""
+    samples, run_ids = [], []
+    for r in range(2):
+        level_r = level * math.exp(run_cv * (rng.standard_t(3) if heavy else rng.normal()))
+        for _ in range(2):
+            samples.append(list(level_r * np.exp(rng.normal(0, 0.03, 10))))
+            run_ids.append(r)
+    row = {"shape": "64x64x64", "valid": True, "heliosMs": float(np.median(samples)), "helios": {}}
+    row["helios"] = {"samples_ms": samples, "round_runs": run_ids}
+    return {"schema": "helios-bench/1", "helios": {"name": "llvmpipe", "device_type": "cpu"}, "rows": [row]}
+
+
+def test_two_cpu_runs_that_agree_do_not_make_a_verdict():
+    """A/A on lavapipe with runs swinging 20% (CV): 2 runs a side that happen to agree gave t
+    at 2 degrees of freedom a tiny spread, and a swing past the 30% floor read FASTER or
+    SLOWER (14 of these 600 pairs with compare's GPU floor of the spread; once on CI at
+    2170448). ci floors a CPU side's run spread at half its noise floor: 1 of 600 here, and
+    a 6x slower kernel is still found."""
+    rng = np.random.default_rng(5)
+    pairs = [(_cpu_side(rng, 1.0, 0.20), _cpu_side(rng, 1.0, 0.20)) for _ in range(600)]
+    claims = sum(v.verdict in ("FASTER", "SLOWER") for a, b in pairs for v in judge_sides([a], [b]))
+    gpu_rule = sum(
+        v.verdict in ("FASTER", "SLOWER") for a, b in pairs for v in compare([a], [b], noise_for=lambda s: 0.30)
+    )
+    assert claims <= 1 and gpu_rule >= 5, (claims, gpu_rule)
+    found = [
+        v.verdict
+        for _ in range(200)
+        for v in judge_sides([_cpu_side(rng, 1.0, 0.12, True)], [_cpu_side(rng, 6.74, 0.12, True)])
+    ]
+    assert found.count("SLOWER") >= 190, found  # 6.74x: test_a_slower_kernel_is_a_regression's read
 
 
 def test_history_trends_flag_step_changes(tmp_path, capsys):
