@@ -22,6 +22,9 @@ def test_full_check_2048(device):
     assert r.passed, r.line()
 
 
+# judges one timing against another: on a GPU shared with other workers' kernels (make
+# test-full's -n 16 on the H100 at c1734bb) the batch read 0.72 ms against a 0.42 ms median
+@pytest.mark.timing
 def test_timestamps_are_plausible(device):
     t = device.time_matmul(4096, 4096, 4096, iters=10, warmup=5)
     # 137 GFLOP: faster than 1000 TF/s is impossible on today's GPUs, slower than 1 TF/s is broken
