@@ -3,10 +3,12 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import device_variants
 
 from helios.cli import main
+from helios.harness.fuzz import fuzz
 
 
 @pytest.mark.every_variant
@@ -117,3 +119,34 @@ def test_check_attention_says_when_a_case_compiles(device):
     assert r.stdout.splitlines()[0].startswith("environment: "), r.stdout
     if device.info["device_type"] == "cpu":
         assert f"case #0: the first forward with {v} at d=16" in r.stderr and "case #0 took" in r.stderr, r.stderr
+
+
+class _HostProducts:
+    """A stand-in device whose products are NumPy's: the fuzz's drawing, not a kernel, is
+    under test."""
+
+    def matmul(self, a, b, out_dtype, variant, **kw):
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(out_dtype)
+
+
+def test_reused_pipelines_cover_every_variant_and_form_then_change_only_shapes():
+    """helios check on a CPU device: once every variant and op form has run, a case reuses a
+    (variant, form, output type) already compiled; every case still its own shape."""
+    vs = [f"coop:8x8x8:tile{t}x32:sg{g}:acc=f16:load=shared:stages=1:splitk=1:raster=8" for t, g in
+          (("16x32", "1x2"), ("32x16", "2x1"), ("32x32", "2x2"))]  # fmt: skip
+    forms = ("plain", "trans_a", "trans_b", "batched")
+    dev = _HostProducts()
+    fresh = list(fuzz(dev, 40, 3, variants=vs, forms=forms, max_dim=24))
+    reused = list(fuzz(dev, 40, 3, variants=vs, forms=forms, max_dim=24, reuse_pipelines=True))
+    assert all(c.passed for c in fresh + reused)
+
+    def combos(cases):
+        return {(c.variant, c.form.split("(")[0], c.out_dtype) for c in cases}
+
+    covered = next(
+        i for i in range(len(reused)) if {c.variant for c in reused[: i + 1]} == set(vs)
+        and {c.form.split("(")[0] for c in reused[: i + 1]} == set(forms)
+    )  # fmt: skip
+    assert covered < len(reused) - 10
+    assert combos(reused[covered + 1 :]) <= combos(reused[: covered + 1])
+    assert len(combos(fresh)) > len(combos(reused)) and len({c.shape for c in reused}) >= 35

@@ -171,7 +171,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(
             f"helios check: {args.fuzz} cases; {args.dtype} inputs: {len(variants)} variants on {dev.info['name']} "
             f"(seed {args.seed}; atol={atol} rtol={rtol})"
-            + ("; a CPU device compiles each new pipeline first, 1-150 s each, cached after" if cpu else ""),
+            + ("; a CPU device compiles each new pipeline first, 1-150 s each, cached after" if cpu else "")
+            + (
+                "; once every variant and op form has run, new shapes on the pipelines already compiled "
+                "(--new-pipelines: every case draws afresh)"
+                if cpu and not args.new_pipelines and args.fuzz > len(variants)
+                else ""
+            ),
             flush=True,
         )
         n = 0
@@ -190,6 +196,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             forms=args.forms,
             dtype=args.dtype,
             announce=first.announce,
+            reuse_pipelines=cpu and not args.new_pipelines,
         ):
             n += 1
             first.done(case.index)
@@ -246,6 +253,14 @@ def register(sub: Any) -> None:
     pk.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
     pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
+    pk.add_argument(
+        "--new-pipelines",
+        dest="new_pipelines",
+        action="store_true",
+        help="on a CPU device too, every case draws its variant, op form and output type afresh (by default there, "
+        "once every variant and op form has run, cases reuse the pipelines already compiled and change only the "
+        "shape: each new combination is a CPU compile of up to minutes; a GPU always draws afresh)",
+    )
     pk.add_argument(
         "--dtype",
         choices=["float16", "bfloat16"],

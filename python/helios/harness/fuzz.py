@@ -65,15 +65,21 @@ def fuzz(
     forms: tuple[str, ...] = FORMS,
     dtype: str = "float16",
     announce: Optional[Callable[[str], None]] = None,
+    reuse_pipelines: bool = False,
 ):
     """Yields one FuzzCase per case; variants default to every one the device lists
     (for bfloat16: every one valid for bfloat16 inputs). dtype: the inputs' type;
     outputs are that type or float32. announce: told before a case that is the first of
     its variant, op form and output type (its pipeline compiles first: seconds to
-    minutes on a CPU device)."""
+    minutes on a CPU device). reuse_pipelines: once every variant and op form has run,
+    each case draws its variant, op form and output type from those already run, so
+    only its shape is new (on a CPU device every new combination is a compile of up to
+    minutes)."""
     rng = np.random.default_rng(seed)
     vs = variants or bf16_aware_variants(dev, dtype)
-    first_of: set[tuple[str, str, str]] = set()
+    first_of: dict[tuple[str, str, str], None] = {}  # in first-use order
+    # coop2 runs the plain form only: where every variant is coop2, that is every form
+    every_form = {"plain"} if all(variant_fields(v)["path"] == "coop2" for v in vs) else set(forms)
     for i in range(n):
         v = vs[i % len(vs)] if i < len(vs) else vs[int(rng.integers(0, len(vs)))]
         m, nn, k = (random_dim(rng, max_dim) for _ in range(3))
@@ -81,10 +87,16 @@ def fuzz(
         fields = variant_fields(v)
         # forms cycle too, shifted each pass over the variants, so both cover everything
         form = "plain" if fields["path"] == "coop2" else forms[(i // len(vs) + i % len(vs)) % len(forms)]
+        if reuse_pipelines and {x[0] for x in first_of} >= set(vs) and {x[1] for x in first_of} >= every_form:
+            v, form, od = list(first_of)[int(rng.integers(0, len(first_of)))]
+            fields = variant_fields(v)
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
-        if announce is not None and (v, form, od) not in first_of:
-            first_of.add((v, form, od))
-            announce(f"case #{i}: the first {form} product with {v}, out={od}: its pipeline compiles now unless cached")
+        if (v, form, od) not in first_of:
+            first_of[(v, form, od)] = None
+            if announce is not None:
+                announce(
+                    f"case #{i}: the first {form} product with {v}, out={od}: its pipeline compiles now unless cached"
+                )
         if form == "batched":  # keep the work of a case near a 2-D one
             m = max(1, m // batch)
 
