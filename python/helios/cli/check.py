@@ -167,6 +167,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not variants:
             raise UsageError(f"--variant {args.variant!r} names no variant")
         cpu = dev.info["device_type"] == "cpu"
+        reuse = cpu and not args.new_pipelines  # each new combination is a CPU compile of up to minutes
         # The first line at once, so a piped run is never silent while the first pipelines compile.
         print(
             f"helios check: {args.fuzz} cases; {args.dtype} inputs: {len(variants)} variants on {dev.info['name']} "
@@ -175,7 +176,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             + (
                 "; once every variant and op form has run, new shapes on the pipelines already compiled "
                 "(--new-pipelines: every case draws afresh)"
-                if cpu and not args.new_pipelines and args.fuzz > len(variants)
+                if reuse and args.fuzz > len(variants)
                 else ""
             ),
             flush=True,
@@ -196,7 +197,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             forms=args.forms,
             dtype=args.dtype,
             announce=first.announce,
-            reuse_pipelines=cpu and not args.new_pipelines,
+            reuse_pipelines=reuse,
         ):
             n += 1
             first.done(case.index)

@@ -78,6 +78,8 @@ def fuzz(
     rng = np.random.default_rng(seed)
     vs = variants or bf16_aware_variants(dev, dtype)
     first_of: dict[tuple[str, str, str], None] = {}  # in first-use order
+    seen_variants: set[str] = set()
+    seen_forms: set[str] = set()
     # coop2 runs the plain form only: where every variant is coop2, that is every form
     every_form = {"plain"} if all(variant_fields(v)["path"] == "coop2" for v in vs) else set(forms)
     for i in range(n):
@@ -87,12 +89,14 @@ def fuzz(
         fields = variant_fields(v)
         # forms cycle too, shifted each pass over the variants, so both cover everything
         form = "plain" if fields["path"] == "coop2" else forms[(i // len(vs) + i % len(vs)) % len(forms)]
-        if reuse_pipelines and {x[0] for x in first_of} >= set(vs) and {x[1] for x in first_of} >= every_form:
+        if reuse_pipelines and seen_variants >= set(vs) and seen_forms >= every_form:
             v, form, od = list(first_of)[int(rng.integers(0, len(first_of)))]
             fields = variant_fields(v)
         batch = int(rng.integers(2, 4)) if form == "batched" else 1
         if (v, form, od) not in first_of:
             first_of[(v, form, od)] = None
+            seen_variants.add(v)
+            seen_forms.add(form)
             if announce is not None:
                 announce(
                     f"case #{i}: the first {form} product with {v}, out={od}: its pipeline compiles now unless cached"
