@@ -116,8 +116,8 @@ def test_bounded_reads_name_the_file(tmp_path):
     deep.write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(ValueError, match="deep.json.*nested too deeply"):
         read_json(deep)
-    with pytest.raises(ValueError, match="zero.*larger than"):
-        read_json("/dev/zero" if os.path.exists("/dev/zero") else deep, max_bytes=1 << 10)
+    with pytest.raises(ValueError, match="deep.json.*larger than"):
+        read_json(deep, max_bytes=1 << 10)
 
 
 @pytest.mark.parametrize("cmd", [["compare"], ["report"]])

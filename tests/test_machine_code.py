@@ -10,7 +10,7 @@ import pytest
 
 from helios import machine_code as mc
 
-NO_ZSTD = "zstandard (helios[machine-code]) is not installed here"
+NO_ZSTD = "zstandard (helios-vulkan[machine-code]) is not installed here"
 
 
 def header(vendor: int) -> bytes:

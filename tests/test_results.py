@@ -280,7 +280,7 @@ def test_report_without_matplotlib_needs_it_only_for_figures(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["report", str(out)]) == 0
     assert main(["report", str(out), "--png", str(tmp_path / "png")]) == 2
-    assert "helios[notebook]" in capsys.readouterr().err
+    assert "helios-vulkan[notebook]" in capsys.readouterr().err
 
 
 def test_compare_without_scipy_names_the_extra(tmp_path, monkeypatch, capsys):
@@ -289,7 +289,7 @@ def test_compare_without_scipy_names_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "scipy.stats", None)
     assert main(["compare", str(a), str(a)]) == 2
     err = capsys.readouterr().err
-    assert "helios[stats]" in err and "Traceback" not in err
+    assert "helios-vulkan[stats]" in err and "Traceback" not in err
 
 
 def test_bench_tables_use_one_ratio_convention(tmp_path, capsys):

@@ -68,7 +68,10 @@ def cpu_kernels():
         "CPU",
     )
     lib.impl("attention_backward", attention_backward, "CPU")
+    kernel_dtypes = _library.OP_DTYPES
+    _library.OP_DTYPES = {**kernel_dtypes, torch.float64: "float64"}  # what these kernels compute in
     yield
+    _library.OP_DTYPES = kernel_dtypes
     lib._destroy()
 
 
@@ -83,7 +86,7 @@ def test_every_op_has_a_schema_and_a_fake():
     for op in _library.OPS:
         schema = str(op._opoverload._schema)
         assert schema.startswith("helios::"), schema
-    a, b = torch.empty(5, 3, device="meta"), torch.empty(7, 3, device="meta")
+    a, b = (torch.empty(n, 3, device="meta", dtype=torch.float16) for n in (5, 7))
     assert torch.ops.helios.mm(a, b, False, True).shape == (5, 7)
     assert torch.ops.helios.mm(a, b.t(), False, False).shape == (5, 7)
     assert torch.ops.helios.linear(a, b, None, "relu").shape == (5, 7)

@@ -29,7 +29,7 @@ def wheel(tmp_path_factory):
     if r.returncode != 0 and "No module named pip" in r.stderr:
         pytest.skip("pip is not installed for this Python")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    return next(d.glob("helios-*.whl"))
+    return next(d.glob("helios_vulkan-*.whl"))
 
 
 @pytest.mark.long_on_cpu  # builds a wheel: make test-full and CI's end-to-end stage run it on a CPU device
@@ -45,7 +45,7 @@ def test_the_readmes_install_line_names_what_the_wheel_brings(wheel):
         if line.startswith("Requires-Dist:") and "extra ==" not in line
     }
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    line = next(x for x in readme.splitlines() if x.startswith("pip install helios-") and ".whl" in x)
+    line = next(x for x in readme.splitlines() if x.startswith("pip install ./helios_vulkan-") and ".whl " in x)
     said = set(re.findall(r"[a-z_]+", line.split("#", 1)[1].replace(" and ", " "))) - {"brings"}
     assert required == said == {"numpy", "ml_dtypes"}, (required, said)
 
@@ -77,7 +77,7 @@ def _pypi_reachable() -> bool:
 
 @pytest.mark.long_on_cpu  # builds a wheel and installs from PyPI: make test-full and CI's end-to-end stage
 def test_the_readmes_install_block_works_in_a_clean_environment(wheel, tmp_path):
-    """`pip install helios-...whl` as the README writes it, into a new virtual
+    """`pip install ./helios_vulkan-...whl` as the README writes it, into a new virtual
     environment with nothing in it (no numpy, no ml_dtypes): pip brings what the wheel
     needs and `import helios` works, bfloat16 included (issue 50: it once failed with
     ModuleNotFoundError: ml_dtypes)."""

@@ -23,7 +23,7 @@ trap 'rm -rf "$TMP"' EXIT
 python3 -m pip wheel --no-build-isolation --no-deps -C cmake.define.HELIOS_CUBLAS=OFF . -w "$TMP" \
   >"$TMP/build.log" 2>&1 ||
   { tail -40 "$TMP/build.log" >&2; echo "build_wheel: pip wheel failed" >&2; exit 1; }
-RAW=$(ls "$TMP"/helios-*.whl)
+RAW=$(ls "$TMP"/helios_vulkan-*.whl)
 auditwheel() { PYTHONPATH="$TOOLS${PYTHONPATH:+:$PYTHONPATH}" python3 -m auditwheel "$@"; }
 if ! auditwheel --version >/dev/null 2>&1; then   # a --target install: no venv module needed
   python3 -m pip install -q --break-system-packages --target "$TOOLS" \
@@ -38,5 +38,5 @@ case "$TAG" in
 esac
 python3 -m wheel tags --platform-tag "$TAG" --remove "$RAW" >/dev/null
 mkdir -p "$OUT"
-mv "$TMP"/helios-*.whl "$OUT"/
-ls "$OUT"/helios-*"$TAG"*.whl
+mv "$TMP"/helios_vulkan-*.whl "$OUT"/
+ls "$OUT"/helios_vulkan-*"$TAG"*.whl

@@ -23,7 +23,7 @@ echo "== build the wheel (SDK under $SDK only): tools/build_wheel.sh, auditwheel
   > /tmp/wheel.log 2>&1 || { tail -30 /tmp/wheel.log; exit 1; }
 sed -n '/is consistent/,$p' /tmp/wheel.log
 ls -la /tmp/dist
-W=$(ls /tmp/dist/helios-*.whl)
+W=$(ls /tmp/dist/helios_vulkan-*.whl)
 mkdir -p /tmp/unz && (cd /tmp/unz && python3 -m zipfile -e "$W" .)
 SO=$(ls /tmp/unz/helios/_helios*.so)
 echo "== $SO needs"; objdump -p "$SO" | grep NEEDED

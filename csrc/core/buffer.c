@@ -1,4 +1,5 @@
 /* buffer.c — storage buffers: device-local workspace and host-visible staging. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -124,8 +125,34 @@ hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buff
     return create(dev, size, 0, 1, -1, 0, 0, out, err);
 }
 
+static int keep_in_graveyard(hl_device *dev, hl_buffer *b) {
+    if (!dev->abandoned || (!b->buffer && !b->memory)) return 0;
+    if (vkGetFenceStatus(dev->device, dev->fence) == VK_SUCCESS) return 0; /* done: freed now */
+    if (dev->n_graveyard == dev->cap_graveyard) {
+        uint32_t cap = dev->cap_graveyard ? dev->cap_graveyard * 2 : 16;
+        hl_buffer *g = realloc(dev->graveyard, cap * sizeof *g);
+        if (!g) { /* no room to defer: wait for the GPU instead, then free */
+            vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, UINT64_MAX);
+            return 0;
+        }
+        dev->graveyard = g;
+        dev->cap_graveyard = cap;
+    }
+    dev->graveyard[dev->n_graveyard++] = *b;
+    memset(b, 0, sizeof *b);
+    return 1;
+}
+
+void hl_buffers_release_graveyard(hl_device *dev) {
+    for (uint32_t i = 0; i < dev->n_graveyard; i++) hl_buffer_destroy(dev, &dev->graveyard[i]);
+    free(dev->graveyard);
+    dev->graveyard = NULL;
+    dev->n_graveyard = dev->cap_graveyard = 0;
+}
+
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b) {
     if (!b) return;
+    if (keep_in_graveyard(dev, b)) return;
     if (b->mapped) vkUnmapMemory(dev->device, b->memory);
     if (b->buffer) {
         vkDestroyBuffer(dev->device, b->buffer, NULL);

@@ -323,6 +323,15 @@ fail:
 
 void hl_device_destroy(hl_device *dev) {
     if (!dev) return;
+    if (hl_device_abandon(dev)) {
+        /* The GPU still runs a submission whose wait was interrupted: freeing what it
+         * uses could crash the driver. Its tensors die (their memory goes with the
+         * device), the Vulkan objects are left to process exit. */
+        hl_tensors_detach(dev);
+        free(dev->graveyard);
+        free(dev);
+        return;
+    }
     if (dev->device) {
         vkDeviceWaitIdle(dev->device); /* best effort: nothing may be in flight */
         hl_pipelines_destroy(dev);

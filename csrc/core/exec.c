@@ -293,6 +293,7 @@ fail:
 
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
+    HL_TRY(hl_settle(dev, err)); /* scratch and staging an interrupted submission may still read */
     if (dev->group_open) return record_in_group(dev, x, err);
     if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
@@ -380,8 +381,9 @@ hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     return HL_OK;
 fail:
     /* A failed submit or wait leaves the command buffer possibly pending: wait
-     * for the device so the next call can safely reset it. */
-    if (dev->device) vkDeviceWaitIdle(dev->device);
+     * for the device so the next call can safely reset it (not after an interrupt:
+     * the next call settles the abandoned submission). */
+    if (dev->device && st != HL_ERR_INTERRUPTED) vkDeviceWaitIdle(dev->device);
     return st;
 }
 

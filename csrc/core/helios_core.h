@@ -34,6 +34,8 @@ typedef enum hl_status {
     /* 400-499: the Vulkan API failed */
     HL_ERR_VULKAN = 400,
     HL_ERR_TIMEOUT = 401,
+    /* 500-599: the host stopped the call */
+    HL_ERR_INTERRUPTED = 500, /* the host's interrupt check ended a wait on the GPU */
 } hl_status;
 
 typedef struct hl_error {
@@ -43,6 +45,13 @@ typedef struct hl_error {
 } hl_error;
 
 const char *hl_status_name(hl_status code);
+
+/* The host's interrupt check (one per process), asked every ~50 ms of a wait for the
+ * GPU: nonzero ends the wait (HL_ERR_INTERRUPTED), the work left running (interrupt.c
+ * says what then); hl_abandoned_devices: devices closed while it still ran. */
+typedef int (*hl_interrupt_fn)(void);
+void hl_set_interrupt_check(hl_interrupt_fn fn);
+int hl_abandoned_devices(void);
 const char *hl_vk_result_name(int32_t vk_result);
 /* printf-style; always returns `code` so callers can `return hl_fail(...)`. */
 hl_status hl_fail(hl_error *err, hl_status code, const char *fmt, ...)

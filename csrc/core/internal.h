@@ -93,7 +93,10 @@ typedef struct hl_buffer {
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
 /* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
+/* Frees b, or, while an abandoned submission may still use it (interrupt.c), keeps
+ * it in the device's graveyard until that is done. */
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
+void hl_buffers_release_graveyard(hl_device *dev);
 /* A buffer over `bytes` of memory exported as an opaque fd (CUDA's pool segments; a
  * dedicated Vulkan allocation with dedicated = 1): Vulkan owns fd once this
  * succeeds; the caller closes it otherwise. */
@@ -169,6 +172,11 @@ struct hl_device {
     VkCommandPool cmd_pool;
     VkCommandBuffer cmd;
     VkFence fence;
+    /* A submission whose wait the host interrupted (hl_set_interrupt_check): still
+     * running on the GPU behind `fence`; memory freed meanwhile waits in graveyard. */
+    int abandoned;
+    hl_buffer *graveyard;
+    uint32_t n_graveyard, cap_graveyard;
     VkDescriptorSetLayout ds_layout;
     VkPipelineLayout pipe_layout;
     VkDescriptorPool ds_pool; /* sets for one submission; reset before each */
@@ -261,6 +269,7 @@ struct hl_tensor {
     struct hl_tensor *prev, *next;
 };
 void hl_tensors_release(hl_device *dev); /* device close: free every tensor's memory */
+void hl_tensors_detach(hl_device *dev);  /* a device left to process exit: its tensors die, their memory stays */
 /* Whether two tensors (either may be NULL) use the same memory: the same tensor,
  * or views of one buffer. */
 int hl_tensors_share(const hl_tensor *a, const hl_tensor *b);
@@ -349,6 +358,13 @@ typedef struct hl_binding {
 void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, uint32_t n);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
 hl_status hl_submit_wait(hl_device *dev, hl_error *err);
+/* interrupt.c: the wait for dev->fence (the host's interrupt check asked between
+ * slices; HL_ERR_INTERRUPTED leaves the device abandoned), the wait for an abandoned
+ * submission before the next, and at destroy: 1 when it still runs after a grace
+ * (the caller then leaves the device's objects alone). */
+hl_status hl_wait_fence(hl_device *dev, hl_error *err);
+hl_status hl_settle(hl_device *dev, hl_error *err);
+int hl_device_abandon(hl_device *dev);
 hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);
 /* A tensor operand: alive, on this device, at least `need` bytes (NULL passes). */
 hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,

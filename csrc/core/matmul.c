@@ -400,7 +400,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     free(sets);
     return HL_OK;
 fail:
-    if (dev->device) vkDeviceWaitIdle(dev->device);
+    if (dev->device && st != HL_ERR_INTERRUPTED) vkDeviceWaitIdle(dev->device);
     free(plans);
     free(sets);
     return st;

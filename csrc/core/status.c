@@ -36,6 +36,8 @@ const char *hl_status_name(hl_status code) {
             return "HL_ERR_VULKAN";
         case HL_ERR_TIMEOUT:
             return "HL_ERR_TIMEOUT";
+        case HL_ERR_INTERRUPTED:
+            return "HL_ERR_INTERRUPTED";
     }
     return "HL_ERR_UNKNOWN";
 }

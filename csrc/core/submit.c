@@ -5,8 +5,6 @@
 
 #include "internal.h"
 
-#define WAIT_TIMEOUT_NS (600ull * 1000 * 1000 * 1000)
-
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
 
 void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
@@ -62,6 +60,7 @@ void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, ui
 
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err) {
     hl_status st = HL_OK;
+    HL_TRY(hl_settle(dev, err)); /* an interrupted submission may still hold the command buffer */
     HL_VK(vkResetCommandBuffer(dev->cmd, 0));
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
@@ -92,7 +91,7 @@ hl_status hl_submit_wait(hl_device *dev, hl_error *err) {
                        .pCommandBuffers = &dev->cmd};
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
-    HL_VK(vkWaitForFences(dev->device, 1, &dev->fence, VK_TRUE, WAIT_TIMEOUT_NS));
+    HL_TRY(hl_wait_fence(dev, err));
     dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
     return HL_OK;
 fail:

@@ -181,6 +181,15 @@ void hl_tensors_release(hl_device *dev) {
     while (dev->tensors) unlink_release(dev->tensors);
 }
 
+void hl_tensors_detach(hl_device *dev) {
+    while (dev->tensors) {
+        hl_tensor *t = dev->tensors;
+        dev->tensors = t->next;
+        t->dev = NULL;
+        t->prev = t->next = NULL;
+    }
+}
+
 int hl_tensor_alive(const hl_tensor *t) { return t && t->dev; }
 const hl_device *hl_tensor_device(const hl_tensor *t) { return t ? t->dev : NULL; }
 uint64_t hl_tensor_bytes(const hl_tensor *t) { return t ? t->bytes : 0; }

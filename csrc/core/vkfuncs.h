@@ -59,6 +59,7 @@
     X(vkDestroyFence) \
     X(vkResetFences) \
     X(vkWaitForFences) \
+    X(vkGetFenceStatus) \
     X(vkCreateQueryPool) \
     X(vkDestroyQueryPool) \
     X(vkGetQueryPoolResults) \

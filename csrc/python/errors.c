@@ -12,8 +12,19 @@ static PyObject *new_exc(PyObject *module, const char *name, const char *doc, Py
     return exc;
 }
 
+/* The core asks this about every 50 ms while it waits for the GPU with the GIL
+ * released: Python's signal handlers run (in the main thread), and an exception one
+ * raises (KeyboardInterrupt) ends the wait and stays set for the call to return. */
+static int python_interrupt_check(void) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = PyErr_CheckSignals() < 0;
+    PyGILState_Release(g);
+    return stop;
+}
+
 int errors_init(PyObject *module, module_state *st) {
     PyObject *b;
+    hl_set_interrupt_check(python_interrupt_check);
     st->HeliosError =
         new_exc(module, "helios.HeliosError", "Base of Helios's errors; Vulkan failures name the call and VkResult.",
                 PyExc_RuntimeError);
@@ -39,6 +50,10 @@ int errors_init(PyObject *module, module_state *st) {
 
 PyObject *raise_status(module_state *st, const hl_error *err) {
     PyObject *type;
+    if (err->code == HL_ERR_INTERRUPTED) { /* a signal handler's exception, set while the call waited */
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyboardInterrupt, err->message);
+        return NULL;
+    }
     switch (err->code) {
         case HL_ERR_INVALID_ARGUMENT:
         case HL_ERR_INVALID_VARIANT:

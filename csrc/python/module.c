@@ -192,7 +192,14 @@ static PyObject *env_flag(PyObject *module, PyObject *arg) {
     return PyBool_FromLong(on);
 }
 
+static PyObject *abandoned_devices(PyObject *module, PyObject *unused) {
+    return PyLong_FromLong(hl_abandoned_devices());
+}
+
 static PyMethodDef module_methods[] = {
+    {"abandoned_devices", abandoned_devices, METH_NOARGS,
+     "abandoned_devices() -> int: Devices closed while the GPU still ran work whose wait a signal interrupted; "
+     "their Vulkan objects are left to process exit (which then need not wait for that work)."},
     {"env_flag", env_flag, METH_O,
      "env_flag(name) -> bool: the HELIOS_* switch `name` (unset or empty: False; 1/true/yes/on, 0/false/no/off; "
      "ValueError naming it otherwise), parsed as the engine parses its own."},

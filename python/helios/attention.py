@@ -425,3 +425,17 @@ def reference_attention(
             p = np.divide(p, tot, out=np.zeros_like(p), where=tot > 0)
             out[i, j] = p @ v[i, j].astype(np.float64)
     return out
+
+
+def unsupported_sdpa_arguments(attn_mask: Any, dropout_p: Any) -> None:
+    """torch's scaled_dot_product_attention arguments Helios has no kernel for: taken
+    at their neutral values (no mask, no dropout), refused otherwise, naming them."""
+    if attn_mask is not None:
+        raise ValueError(
+            f"attention: attn_mask is not supported (got {type(attn_mask).__name__}); Helios masks causally "
+            "only (causal=True or is_causal=True)"
+        )
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or dropout_p != 0:
+        raise ValueError(
+            f"attention: dropout_p={dropout_p!r} is not supported; Helios runs attention without dropout (0.0)"
+        )

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from . import _helios, elementwise, gemm
-from .attention import run_attention, run_attention_backward, time_attention
+from .attention import run_attention, run_attention_backward, time_attention, unsupported_sdpa_arguments
 from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
@@ -235,7 +235,16 @@ class Device(_helios.Device):
         )
         if order is not None:
             fields.update(wait_value=int(order[0]), signal_value=int(order[1]))
-        res, _, _, _ = self._gemm(**fields)
+        try:
+            res, _, _, _ = self._gemm(**fields)
+        except _helios.DeviceMemoryError as e:  # name the operands the engine's message cannot
+            sizes = ", ".join(
+                f"{nm} {tuple(int(x) for x in np.shape(v))} {gemm.input_dtype(v, nm)} {int(np.size(v)) * 2} bytes"
+                for nm, v in (("a", a), ("b", b))
+            )
+            raise _helios.DeviceMemoryError(
+                f"matmul {'x'.join(map(str, shape))} (K={spec.k}): operands {sizes}, result {out_name}: {e}"
+            ) from None
         if out is not None:
             return out
         res = unwire(res, out_name)
@@ -303,6 +312,8 @@ class Device(_helios.Device):
         is_causal: Optional[bool] = None,
         order: Optional[tuple[int, int]] = None,
         return_lse: bool = False,
+        attn_mask: Any = None,
+        dropout_p: float = 0.0,
     ) -> Any:
         """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
         float16 or bfloat16 (float32 is rounded to float16, or to bfloat16 when an input
@@ -313,12 +324,14 @@ class Device(_helios.Device):
         Result: as matmul's (a Tensor for Tensor inputs, torch for torch, NumPy
         otherwise; float16 (bfloat16) when every input is, else float32, computed in the
         16-bit type).
-        is_causal: torch's name for causal (give one of the two). Not supported yet,
-        unlike torch's scaled_dot_product_attention: attn_mask, dropout_p and
-        grouped-query heads (k/v must have q's head count). order: as matmul's (Tensors
+        is_causal: torch's name for causal (give one of the two). attn_mask and
+        dropout_p: torch's names, taken at their neutral values (None, 0.0); a mask or
+        dropout is not supported yet (ValueError), nor grouped-query heads (k/v must
+        have q's head count). order: as matmul's (Tensors
         and out= only). return_lse: return (O, lse), lse each query row's log-sum-exp
         of the scaled scores (float32 (B, H, S_q), natural log, torch's convention),
         what :meth:`attention_backward` takes."""
+        unsupported_sdpa_arguments(attn_mask, dropout_p)
         if is_causal is not None:
             if causal is not False and bool(causal) != bool(is_causal):
                 raise ValueError("attention: causal and is_causal disagree; give one of them")

@@ -22,6 +22,7 @@ import errno
 import json
 import math
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
@@ -81,14 +82,45 @@ def parse_json(data: Union[bytes, str], where: str, max_depth: int = MAX_DEPTH) 
     return doc
 
 
-def read_bytes(path: PathLike, max_bytes: int, what: str = "a Helios file") -> bytes:
-    """The file's bytes, or FileError for one that cannot be opened or is larger
-    than max_bytes. Reads at most max_bytes + 1 bytes (safe on /dev/zero)."""
+def _open_regular(path: PathLike, what: str) -> Any:
+    """The file opened for reading, or FileError for anything but a regular file (a
+    FIFO, a device, a socket, a directory): opened without blocking and checked
+    before any read, so a FIFO with no writer or /dev/zero never hangs a reader."""
+    where = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise FileError(f"{os.fspath(path)}: cannot read ({e.strerror or e})") from None
+        raise FileError(f"{where}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a directory"
+                if stat.S_ISDIR(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file"
+            )
+            raise FileError(f"{where}: {kind}, not a regular file; not {what}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: PathLike, max_bytes: int, what: str = "a Helios file") -> bytes:
+    """The file's bytes, or FileError for one that cannot be opened, is not a regular
+    file or is larger than max_bytes. Reads at most max_bytes + 1 bytes."""
+    with _open_regular(path, what) as f:
+        try:
+            raw = f.read(max_bytes + 1)
+        except OSError as e:
+            raise FileError(f"{os.fspath(path)}: cannot read ({e.strerror or e})") from None
     if len(raw) > max_bytes:
         raise FileError(f"{os.fspath(path)}: larger than {_size(max_bytes)}; not {what}")
     return raw
@@ -152,7 +184,7 @@ def read_npy(path: PathLike, max_bytes: int) -> Any:
 
     where = os.fspath(path)
     try:
-        with open(path, "rb") as f:
+        with _open_regular(path, "a .npy file") as f:
             version = np.lib.format.read_magic(f)
             header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, _, dtype = header(f)
@@ -166,7 +198,8 @@ def read_npy(path: PathLike, max_bytes: int) -> Any:
             f"{where}: its header claims {shape} ({_size(nbytes)}), more than the {_size(max_bytes)} expected"
         )
     try:
-        return np.load(path, allow_pickle=False)
+        with _open_regular(path, "a .npy file") as f:
+            return np.load(f, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise FileError(f"{where}: not a readable .npy file ({e})") from None
 
@@ -188,6 +221,7 @@ KINDS: dict[str, Callable[[Any], bool]] = {
     "list": lambda v: isinstance(v, list),
     "numbers": lambda v: isinstance(v, list) and all(_real(x) for x in v),
     "object": lambda v: isinstance(v, dict),
+    "scalar": lambda v: isinstance(v, (str, bool)) or _real(v),
 }
 _KIND_WORDS = {
     "str": "a string",
@@ -199,6 +233,7 @@ _KIND_WORDS = {
     "list": "a list",
     "numbers": "a list of finite numbers",
     "object": "an object",
+    "scalar": "a string or a number",
 }
 
 
@@ -283,6 +318,8 @@ class Target:
         try:
             if self.path.is_dir():
                 raise TargetError(f"{flag} {str(self.path)!r} is a directory")
+            if self.path.exists() and not self.path.is_file():  # a FIFO or a device: never replaced by a file
+                raise TargetError(f"{flag} {str(self.path)!r} is not a regular file")
             if must_be_new and not replace and self.path.exists():
                 raise TargetError(f"{flag} {str(self.path)!r}: {self.path} exists; pass --force to replace it")
         except OSError as e:  # a name too long

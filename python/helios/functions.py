@@ -105,12 +105,24 @@ def attention(
     out: Any = None,
     is_causal: Optional[bool] = None,
     return_lse: bool = False,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
     device: DeviceLike = None,
 ) -> Any:
     """softmax(scale * q @ k^T) @ v on (B, H, S, d) arrays, on the default (or given)
     device, as :meth:`Device.attention`. device: a Device or an index."""
     return op_device(device, q, k, v, out).attention(
-        q, k, v, causal=causal, scale=scale, variant=variant, out=out, is_causal=is_causal, return_lse=return_lse
+        q,
+        k,
+        v,
+        causal=causal,
+        scale=scale,
+        variant=variant,
+        out=out,
+        is_causal=is_causal,
+        return_lse=return_lse,
+        attn_mask=attn_mask,
+        dropout_p=dropout_p,
     )
 
 

@@ -43,28 +43,50 @@ def nvda_code(container: bytes) -> Optional[bytes]:
     return container[start : start + size]
 
 
-def zstd_decompressor() -> Callable[[bytes], bytes]:
-    """A function that decompresses the first zstd frame of its bytes (trailing bytes
-    ignored): Python 3.14's compression.zstd, else the zstandard package."""
+# A compiled pipeline's code is a few hundred KB (the H100's default GEMM: 177 KB): a
+# frame that inflates past this is not one, and is never inflated further.
+MAX_FRAME_BYTES = 64 << 20
+# Real caches hold one frame per compiled stage; bytes with more candidate magics
+# than this are not a pipeline cache, and trying each would take long.
+MAX_FRAME_TRIES = 4096
+
+
+def zstd_decompressor() -> Callable[[memoryview, int], Optional[bytes]]:
+    """A function (data, limit) -> the first zstd frame of data inflated (trailing
+    bytes ignored), or None when it inflates past limit bytes; it raises where data
+    does not open as a frame. Python 3.14's compression.zstd, else zstandard."""
     if sys.version_info >= (3, 14):
         from compression import zstd  # type: ignore[import-not-found]
 
-        def first_frame(data: bytes) -> bytes:
-            return zstd.ZstdDecompressor().decompress(data)
+        def first_frame(data: memoryview, limit: int) -> Optional[bytes]:
+            out = zstd.ZstdDecompressor().decompress(data, max_length=limit + 1)
+            return None if len(out) > limit else out
 
         return first_frame
     zstandard = require("zstandard", "reading NVIDIA machine code from the pipeline cache")
-    return lambda data: zstandard.ZstdDecompressor().decompressobj().decompress(data)
+
+    def first_frame_zstandard(data: memoryview, limit: int) -> Optional[bytes]:
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False)
+        out = reader.read(limit + 1)  # bounded: never more than limit + 1 bytes in memory
+        return None if len(out) > limit else out
+
+    return first_frame_zstandard
 
 
-def zstd_frames(data: bytes, decompress: Callable[[bytes], bytes]) -> list[bytes]:
-    """The contents of every zstd frame in data that opens (the magic's bytes can
-    also occur inside another frame's compressed data: those do not open)."""
+def zstd_frames(data: bytes, decompress: Callable[[memoryview, int], Optional[bytes]]) -> list[bytes]:
+    """The contents of every zstd frame in data that opens within MAX_FRAME_BYTES (the
+    magic's bytes can also occur inside another frame's compressed data: those do not
+    open). Each try reads the bytes in place (no copy); at most MAX_FRAME_TRIES tries."""
     frames = []
+    view = memoryview(data)
     at = data.find(ZSTD_MAGIC)
-    while at >= 0:
+    tries = 0
+    while at >= 0 and tries < MAX_FRAME_TRIES:
+        tries += 1
         try:
-            frames.append(decompress(data[at:]))
+            out = decompress(view[at:], MAX_FRAME_BYTES)
+            if out:
+                frames.append(out)
         except Exception:  # noqa: BLE001 - zstd's errors differ by implementation: not a frame here
             pass
         at = data.find(ZSTD_MAGIC, at + 1)
@@ -73,7 +95,11 @@ def zstd_frames(data: bytes, decompress: Callable[[bytes], bytes]) -> list[bytes
 
 def identify(cache_data: bytes) -> dict[str, Any]:
     """{"digest": 16 hex of SHA-256 over the code, "bytes": its size, "containers":
-    how many} for a pipeline cache's data, or {"status": why there is none}."""
+    how many} for a pipeline cache's data (bytes, bytearray or memoryview), or
+    {"status": why there is none}."""
+    if not isinstance(cache_data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"machine code is read from bytes, got {type(cache_data).__name__}")
+    cache_data = bytes(cache_data)
     if len(cache_data) < HEADER_MIN:
         return {"status": f"the driver's pipeline cache held {len(cache_data)} bytes: no code"}
     header_size, _, vendor = struct.unpack_from("<3I", cache_data, 0)

@@ -22,5 +22,5 @@ def require(module: str, feature: str) -> ModuleType:
     except ImportError as e:
         top = module.split(".")[0]
         extra = EXTRAS.get(top)
-        how = f"pip install 'helios[{extra}]'" if extra else f"pip install {top}"
+        how = f"pip install 'helios-vulkan[{extra}]'" if extra else f"pip install {top}"
         raise MissingDependencyError(f"{feature} needs {top}, which is not installed ({how})") from e

@@ -117,6 +117,12 @@ class Tensor(_helios.Tensor):
             return self if target is self.device else dev.upload(self.numpy(), dtype=self.dtype)
         if isinstance(target, str) and target == "cpu":
             return self.numpy()
+        if isinstance(target, str) and target.split(":")[0] in ("cuda", "gpu", "vulkan", "mps", "xpu", "meta"):
+            raise ValueError(
+                f"to({target!r}): a helios.Tensor lives on a Vulkan device, which to() takes as a helios.Device; "
+                "for a torch CUDA tensor, make the Tensor with exportable=True and pass it to torch.from_dlpack "
+                "(no copy), or copy through the host: torch.from_numpy(t.numpy()).cuda()"
+            )
         return self.astype(target)
 
     def numpy(self) -> np.ndarray:
@@ -264,25 +270,45 @@ class Tensor(_helios.Tensor):
         consumer queues on the memory (a torch write) must finish before Helios
         reads it: synchronize that stream first. Other Tensors export a host copy.
         A consumer that passes ``max_version`` (1, 0) or newer gets DLPack 1.0's
-        versioned capsule (``dltensor_versioned``), else the unversioned one."""
+        versioned capsule (``dltensor_versioned``), else the unversioned one.
+        ``dl_device`` must be ``__dlpack_device__()`` where given, and a host copy
+        (``copy=False`` refused: BufferError) takes ``stream=None`` only, as DLPack
+        says of CPU memory; a CUDA export takes None or an integer stream."""
+        if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+            raise TypeError(f"__dlpack__: stream must be None or an integer, got {stream!r}")
+        if dl_device is not None:
+            if (
+                not isinstance(dl_device, (tuple, list))
+                or len(dl_device) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in dl_device)
+            ):
+                raise TypeError(f"__dlpack__: dl_device must be a (device_type, device_id) pair, got {dl_device!r}")
+            if tuple(dl_device) != self.__dlpack_device__():
+                raise BufferError(
+                    f"__dlpack__: dl_device={tuple(dl_device)}: the Tensor exports on {self.__dlpack_device__()} only"
+                )
         if not self.exportable:
+            if copy is False:
+                raise BufferError(
+                    "__dlpack__(copy=False): this Tensor is exported as a host copy only; make it with "
+                    "exportable=True for a CUDA export without a copy"
+                )
+            if stream is not None:
+                raise BufferError(f"__dlpack__: a host copy (kDLCPU) takes stream=None, got {stream!r}")
             if self.dtype == bfloat16:  # NumPy exports no bfloat16 (DLPack's kDLBfloat)
                 raise BufferError(
                     "a bfloat16 Tensor is exported through DLPack only when exportable=True (CUDA, no copy); "
                     "read it with t.numpy() (an ml_dtypes bfloat16 array)"
                 )
-            kwargs: dict = {} if stream is None else {"stream": stream}
             host = self.numpy()
             if max_version is not None:
                 try:  # NumPy >= 2.1 emits DLPack 1.0's versioned capsule where asked (flagged as a copy)
-                    return host.__dlpack__(max_version=max_version, copy=True, **kwargs)
+                    return host.__dlpack__(max_version=max_version, copy=True)
                 except TypeError:
                     pass  # an older NumPy: the unversioned capsule, as DLPack lets a producer
-            return host.__dlpack__(**kwargs)
+            return host.__dlpack__()
         if copy:
             raise BufferError("an exportable Tensor is exported without a copy (copy=True is not offered)")
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"dl_device={tuple(dl_device)}: the Tensor is on {self.__dlpack_device__()}")
         if not self.packed or self.is_slice:
             raise BufferError("only a whole, packed Tensor is exported (not a slice, transposed or pitched view)")
         if not self.computed:
@@ -323,7 +349,10 @@ def new_tensor(
     dt = as_dtype(dtype, "Tensor dtype")
     pitch = shape[-1] if pitch is None else int(pitch)
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
-    t = Tensor(dev, rows * pitch * dt.itemsize, exportable=exportable)
+    try:
+        t = Tensor(dev, rows * pitch * dt.itemsize, exportable=exportable)
+    except _helios.DeviceMemoryError as e:
+        raise _helios.DeviceMemoryError(f"a {dt.name} Tensor of shape {shape}: {e}") from None
     return t._set_meta(shape, dt, pitch, prepacked_for)
 
 
@@ -342,6 +371,11 @@ def host_array(x: Any, name: str) -> np.ndarray:
                 on_host = tuple(x.__dlpack_device__())[0] in (1, 3)  # kDLCPU, kDLCUDAHost
             except Exception:
                 on_host = False
+            if getattr(x, "requires_grad", False) is True:  # torch refuses to export a tensor autograd tracks
+                raise TypeError(
+                    f"{name}: a torch tensor that requires grad cannot be read as host data; pass "
+                    f"{name}.detach() (helios.torch's ops take CUDA tensors with autograd)"
+                ) from None
             if on_host and str(getattr(x, "dtype", "")) == "torch.bfloat16":  # NumPy has no bfloat16
                 return x.view(_torch_int16()).numpy().view(bfloat16)  # the same bits, no copy
             if on_host:  # a host array NumPy cannot represent

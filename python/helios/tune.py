@@ -149,9 +149,12 @@ def tune(
     warmup_ms: float = 200.0,
     seed: int = 0,
     log: Callable[[str], None] = lambda s: None,
+    on_pick: Callable[["TuneResult"], None] = lambda r: None,
 ) -> list[TuneResult]:
     """Check every candidate once, then time the passing ones on each shape with
-    GPU timestamps (warm-up by count and time, median of `iters`)."""
+    GPU timestamps (warm-up by count and time, median of `iters`). on_pick(result)
+    as each shape's pick is made (`helios tune` stores it then: an interrupted tune
+    keeps what it finished)."""
     cands = variants if variants is not None else candidates(dev)
     rejected: dict[str, str] = {}
     for v in cands:
@@ -183,6 +186,7 @@ def tune(
                 candidates=times,
             )
         )
+        on_pick(results[-1])
         log(f"{'x'.join(map(str, shape)):>16} {times[best]:9.4f} ms  {best}  {clock.done(i)}")
     return results
 
@@ -248,6 +252,7 @@ def tune_attention(
     warmup_ms: float = 200.0,
     seed: int = 0,
     log: Callable[[str], None] = lambda s: None,
+    on_pick: Callable[["TuneResult"], None] = lambda r: None,
 ) -> list[TuneResult]:
     """Per (B, H, S, d) shape: every coop variant the device offers for d (and the
     direction), each checked once per head dimension, the passing ones timed with
@@ -282,6 +287,7 @@ def tune_attention(
         results.append(
             TuneResult((b, h, s, d), attention_bucket(d, s, causal, backward, dtype), best, times[best], times)
         )
+        on_pick(results[-1])
         label = f"{b}x{h}x{s}x{d}{'-causal' if causal else ''}{'-bwd' if backward else ''}"
         log(f"{label} {times[best]:9.4f} ms  {best}  {clock.done(i)}")
     return results

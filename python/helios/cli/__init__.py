@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-from typing import Any, Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from .. import _helios
 from ..optional import MissingDependencyError
+from ..signals import SignalPolicy
 from . import bench, bisect, check, ci, compare, info, report, roof, suite, timing, tune
 from .common import EXIT_CODES, UsageError, device_index, version_line
 
@@ -40,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         version=version_line(),
         help="print Helios's version and the commit its engine was built from",
     )
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     for command in (info, timing, bench, compare, check, tune, suite, report, roof, ci, bisect):
         command.register(sub)
@@ -57,6 +56,32 @@ def build_parser() -> argparse.ArgumentParser:
                 + "` (default: HELIOS_DEVICE, else the best GPU)",
             )
     return p
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: an unknown flag is named even where it made argparse take a
+    positional for something else (`helios bisect --foo bad` said only that BAD was
+    missing)."""
+
+    _argv: list[str] = []
+
+    def parse_known_args(self, args: Optional[Sequence[str]] = None, namespace: Optional[argparse.Namespace] = None):  # type: ignore[override]
+        self._argv = list(args or [])
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        if "required" in message:
+            unknown = [a for a in self._argv if _is_unknown_flag(self, a)]
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        super().error(message)
+
+
+def _is_unknown_flag(p: argparse.ArgumentParser, token: str) -> bool:
+    if not token.startswith("-") or token == "-" or token == "--" or token[1:2].isdigit():
+        return False
+    name = token.split("=", 1)[0]
+    return not any(o.startswith(name) for o in p._option_string_actions)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -77,11 +102,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(parser, argv)
     args.argv = list(argv) if argv is not None else None
     where = f"helios {args.command}"
-    stop = _SignalPolicy()
+    stop = SignalPolicy()
     try:
         with stop:
             rc = int(args.func(args))
-        return stop.status if rc == 130 and stop.first is not None else rc
+        # stopped by a signal: its status, also where the command finished its work meanwhile
+        return stop.status if rc in (0, 130) and stop.first is not None else rc
     except KeyboardInterrupt:
         print(f"{where}: interrupted before any result was complete; nothing written", file=sys.stderr)
         return stop.status
@@ -110,42 +136,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"{where}: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr
         )
         return 2
-
-
-class _SignalPolicy:
-    """One signal policy for every command: SIGTERM (what Slurm, CI runners and
-    `timeout` send) is Ctrl-C: the command stops and keeps what it measured (the
-    complete rounds, marked interrupted); a second SIGINT or SIGTERM while it finishes
-    only says so, never cutting the write of what was measured. Exit 130 after SIGINT,
-    143 after SIGTERM. In the main thread only (signals are delivered there)."""
-
-    def __init__(self) -> None:
-        self.first: Optional[int] = None
-        self._saved: dict[int, Any] = {}
-
-    @property
-    def status(self) -> int:
-        return 128 + int(self.first or signal.SIGINT)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.first is None:
-            self.first = signum
-            raise KeyboardInterrupt
-        print(
-            f"helios: {signal.Signals(signum).name} again: finishing what was measured first",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def __enter__(self) -> "_SignalPolicy":
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._saved.items():
-            signal.signal(sig, old)
 
 
 def _quiet_stdout() -> None:

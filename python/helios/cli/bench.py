@@ -88,9 +88,9 @@ def scale_defaults(args: argparse.Namespace, gpu_shapes: str = GPU_SHAPES["matmu
         if k not in given:
             setattr(args, k, v)
     if cpu and len(given) < 3:
+        scaled = " ".join(f"--{k}={getattr(args, k)}" for k in ("shapes", "iters", "warmup") if k not in given)
         print(
-            f"helios bench: {name} is a CPU device: defaults scaled to --shapes={args.shapes} "
-            f"--iters={args.iters} --warmup={args.warmup} (give them to override)",
+            f"helios bench: {name} is a CPU device: defaults scaled to {scaled} (give them to override)",
             file=sys.stderr,
         )
 

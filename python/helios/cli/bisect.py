@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import signals
 from .ci import add_measure_args, check_shapes, measure_config
 from .common import add_gate, git_ref, positive_int, target
 
@@ -28,10 +29,18 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     cfg.work = cfg.work.resolve()
     say = lambda s: print(f"helios bisect: {s}", file=sys.stderr, flush=True)  # noqa: E731
     try:
-        result = run_bisect(cfg, args.good, args.bad, args.max_steps, args.gate, say)
+        result = run_bisect(cfg, args.good, args.bad, args.max_steps, args.gate, say, replace=args.force)
     except CiError as e:
         print(f"helios bisect: could not run: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        record = out / "bisect.json"
+        print(
+            f"helios bisect: interrupted ({signals.stopped_by()}); every commit measured before it is in {record}: "
+            "run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
     print(to_json(result) if args.json else summary(result))
     return exit_status(result["status"])
 
@@ -64,6 +73,12 @@ def register(sub: Any) -> None:
         type=positive_int,
         default=12,
         help="commits measured in this run at most (default 12); run again to resume from OUT/bisect.json",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT/bisect.json when it holds another bisection or cannot be read (without it: refused, "
+        "before any build)",
     )
     p.add_argument("--json", action="store_true", help="print the record (bisect.json) instead of the summary")
     p.set_defaults(func=cmd_bisect)

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from .common import add_gate, finite_float, flag_value, git_ref, nonneg_int, positive_int, target
+from .common import (
+    UsageError,
+    add_gate,
+    check_shared,
+    finite_float,
+    flag_value,
+    git_ref,
+    nonneg_int,
+    positive_int,
+    target,
+)
 
 
 def _doc() -> str:
@@ -106,10 +117,12 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
     """The CiConfig of add_measure_args' flags (and the command's own, extra)."""
     from ..harness.ci import CiConfig
 
+    work = Path(args.work) if args.work else out / "work"
+    check_work(work)
     return CiConfig(
         repo=Path(args.repo).resolve(),
         out=out,
-        work=Path(args.work) if args.work else out / "work",
+        work=work,
         shapes=args.shapes,
         workload=args.workload,
         runs=args.runs,
@@ -122,6 +135,20 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
         bench_args=list(args.bench_arg or []),
         **extra,
     )
+
+
+def check_work(work: Path) -> None:
+    """--work: a directory that exists or can be made, and is writable; refused (exit 2)
+    before any build."""
+    check_shared(work, "--work")
+    if work.exists() and not work.is_dir():
+        raise UsageError(f"--work {str(work)!r} is not a directory")
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--work {str(work)!r}: cannot create it ({e.strerror or e})") from None
+    if not os.access(work, os.W_OK | os.X_OK):
+        raise UsageError(f"--work {str(work)!r}: not writable")
 
 
 def register(sub: Any) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
-from .. import _helios
+from .. import _helios, signals
 from ..device import Device
 from ..files import Target, TargetError, dumps, write_anywhere
 from ..harness.shapes import parse_shape
@@ -117,7 +117,8 @@ EXIT_CODES = """exit status (every command):
      malformed files, non-finite/negative/empty samples, --out problems, a
      variant or size this device cannot serve, no Vulkan device
   3  the device or driver failed at run time (the message names the Vulkan call)
-  130  interrupted (Ctrl-C); bench writes what it measured, marked "interrupted"
+  130  interrupted (Ctrl-C): what was measured is written, marked "interrupted",
+     whatever phase the signal lands in (bench, suite; tune keeps every pick finished)
   143  stopped by SIGTERM (Slurm, CI runners, timeout): the same as Ctrl-C
   141  stdout closed by its reader (e.g. piped into head)
   an internal error is a one-line message and 2 (--debug shows the traceback)"""
@@ -161,12 +162,13 @@ def target(path: Path, flag: str, force: bool = True) -> Target:
 
 def check_shared(path: Path, flag: str) -> None:
     """Inside the development box (tools/dev sets HELIOS_DEV_SHARED to the host
-    folders it shares: the checkout and /tmp), a file written anywhere else would
-    stay inside the box, invisible from the host: refused, before any work."""
-    shared = [s for s in os.environ.get("HELIOS_DEV_SHARED", "").split(os.pathsep) if s]
+    folders it shares: the checkout, /tmp, its caches and the caller's working
+    directory), a file written anywhere else would stay inside the box, invisible
+    from the host: refused, before any work."""
+    shared = [os.path.realpath(s) for s in os.environ.get("HELIOS_DEV_SHARED", "").split(os.pathsep) if s]
     if not shared:
         return
-    where = os.path.abspath(path)
+    where = os.path.realpath(path)  # a symlinked parent is followed to where the file would land
     if any(where == s or where.startswith(s.rstrip("/") + "/") for s in shared):
         return
     raise UsageError(
@@ -233,6 +235,9 @@ def emit(result: dict, table: str, out: Optional[OutFiles], rejected: str) -> in
     """Print the table, write JSON + markdown where --out says. Exit 0 when the
     status is ok, 130 for an interrupted run (its complete rounds are written),
     2 when the results had to go elsewhere (named), else 1 (a failed gate)."""
+    if result["status"] == "ok" and signals.received():  # a signal while the rows were assembled
+        result["status"] = "interrupted"
+        result["failure"] = f"interrupted ({signals.stopped_by()}) after the rounds: every row is complete"
     print(table, end="")
     fallback = None
     if out:
@@ -241,7 +246,7 @@ def emit(result: dict, table: str, out: Optional[OutFiles], rejected: str) -> in
             print(f"helios: {fallback}; the results are in {written}", file=sys.stderr)
         print(f"wrote {written}" if fallback else f"wrote {out.json.path} and {out.md.path}")
     if result["status"] == "interrupted":
-        print("helios: interrupted (Ctrl-C): the results hold the rounds completed before it", file=sys.stderr)
+        print(f"helios: {result['failure']}", file=sys.stderr)
         return 130
     if fallback:
         return 2

@@ -70,7 +70,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if ks is None:
         print("kernel stats  not offered by this driver (VK_KHR_pipeline_executable_properties)")
     else:
-        print("kernel stats  " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in ks.items()))
+        print("kernel stats  " + ", ".join(stat_text(k, v, info) for k, v in ks.items()))
     print(f"variants      {len(info['variants'])} (helios info --json lists them)")
     print(
         "attention     "
@@ -80,6 +80,25 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def stat_text(name: str, value: Any, info: dict) -> str:
+    """One driver statistic in its unit: a "... Size" in bytes (B, KiB, MiB), a count
+    as an integer; a size larger than the device's memory (NVIDIA's Local Memory Size
+    reads 2^36) is said not to be plausible rather than shown as if it were spilled."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return f"{name} {value}"
+    if float(value).is_integer():
+        value = int(value)
+    if not name.lower().endswith("size"):
+        return f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+    limit = int(info.get("device_local_bytes") or 0)
+    if limit and value > limit:
+        return f"{name} not plausible (the driver reports {value} bytes, more than the device's memory)"
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if value >= 1 << shift:
+            return f"{name} {value / (1 << shift):.3g} {unit}"
+    return f"{name} {value} B"
 
 
 def register(sub: Any) -> None:

@@ -11,11 +11,13 @@ from ..check import ATOL, RTOL
 from ..harness.train import DDP_COMM_HOOKS, GRAD_SYNCS
 from .common import (
     UsageError,
+    device_index,
     emit,
     finite_float,
     flag_value,
     int_list,
     nonneg_int,
+    open_device,
     out_paths,
     positive_int,
     target,
@@ -62,11 +64,42 @@ def cmd_train(args: argparse.Namespace) -> int:
     return emit(result, train_markdown(result), out, "training rejected: an adapter failed its gate or diverged")
 
 
+# The MLP suite's workload where no flag names it: on a GPU the LLM-size block; on a
+# CPU Vulkan device (lavapipe, ~16 GFLOP/s: hours for the GPU size) or with --tiny,
+# a block small enough to finish in minutes.
+MLP_GPU = {"tokens": [512, 1024, 2048, 4096], "d_model": 4096, "hidden": 14336, "iters": 50, "warmup": 10}
+MLP_SMALL = {"tokens": [16, 64], "d_model": 256, "hidden": 896, "iters": 5, "warmup": 1}
+
+
+def scale_mlp_defaults(args: argparse.Namespace) -> None:
+    """Fills the MLP suite's flags not given: MLP_SMALL with --tiny or on a CPU device
+    (said on stderr, naming the values), else MLP_GPU."""
+    given = {k for k in MLP_GPU if getattr(args, k) is not None}
+    small = bool(args.tiny)
+    name = None
+    if not small and len(given) < len(MLP_GPU):
+        with open_device(args) as d:
+            small, name = d.info["device_type"] == "cpu", d.info["name"]
+    for k, v in (MLP_SMALL if small else MLP_GPU).items():
+        if k not in given:
+            setattr(args, k, v)
+    if small and len(given) < len(MLP_GPU):
+        why = "--tiny" if args.tiny else f"{name} is a CPU device"
+        shown = " ".join(
+            f"--{k.replace('_', '-')}={','.join(map(str, getattr(args, k))) if k == 'tokens' else getattr(args, k)}"
+            for k in MLP_SMALL
+            if k not in given
+        )
+        print(f"helios suite mlp: {why}: defaults scaled to {shown} (give them to override)", file=sys.stderr)
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
     if args.workload == "train":
         return cmd_train(args)
-    if args.d_model is None:
-        args.d_model = 4096
+    if args.suite_device is not None:  # the original suite's --device: "cuda" (the GPU) or an index
+        if args.suite_device.strip().lower() != "cuda":
+            args.device = flag_value("--device", device_index, args.suite_device)
+    scale_mlp_defaults(args)
     if args.adapters is None:
         from ..harness.suite import ADAPTERS
 
@@ -74,9 +107,6 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from ..harness.external import external_adapters
     from ..harness.suite import ADAPTERS, SuiteConfig, run_suite, suite_markdown
 
-    if args.suite_device is not None:  # the original suite's --device: "cuda" (the GPU) or an index
-        if args.suite_device.strip().lower() != "cuda":
-            args.device = flag_value("--device", int, args.suite_device)
     out = out_paths(args.out, args.force)
     adapters = [a.strip() for a in args.adapters.split(",") if a.strip()]
     try:
@@ -100,7 +130,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
         adapter_timeout_s=args.adapter_timeout,
     )
     result = run_suite(cfg, log=print)
-    return emit(result, suite_markdown(result), out, "suite rejected: an adapter failed its correctness gate")
+    return emit(
+        result, suite_markdown(result), out, "suite rejected: an adapter failed (its correctness gate or its run)"
+    )
 
 
 def suite_doc() -> str:
@@ -165,15 +197,19 @@ def register(sub: Any) -> None:
         "the last 3 warm-up steps of each adapter to PREFIX-ADAPTER-rankR.json; timed steps are never traced",
     )
     pt.add_argument("--lr", type=finite_float(), default=3e-4, help="AdamW learning rate (default 3e-4)")
-    pt.add_argument(
-        "--tiny", action="store_true", help="a model small enough for a CPU driver (lavapipe in CI), few steps"
+    ps.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a workload small enough for a CPU driver (lavapipe in CI): train a tiny model for few steps; "
+        "mlp the small block a CPU device gets by default",
     )
     ps.add_argument(
         "--tokens",
         "--batch",
         type=int_list,
-        default=[512, 1024, 2048, 4096],
-        help="token counts, comma-separated (default 512,1024,2048,4096); --batch is the same",
+        default=None,
+        help="token counts, comma-separated (default 512,1024,2048,4096; 16,64 on a CPU device or with --tiny); "
+        "--batch is the same",
     )
     ps.add_argument(
         "--device",
@@ -201,11 +237,30 @@ def register(sub: Any) -> None:
         help="seconds an external command may run per token count before its row says 'timeout' (default 600)",
     )
     ps.add_argument(
-        "--d-model", dest="d_model", type=positive_int, default=None, help="model width d (default 4096; train 1024)"
+        "--d-model",
+        dest="d_model",
+        type=positive_int,
+        default=None,
+        help="model width d (default 4096, 256 on a CPU device or with --tiny; train 1024)",
     )
-    ps.add_argument("--hidden", type=positive_int, default=14336, help="MLP hidden size (default 14336)")
-    ps.add_argument("--iters", type=positive_int, default=50, help="timed forwards per adapter (default 50)")
-    ps.add_argument("--warmup", type=warmup_count, default=10, help="untimed forwards first (default 10)")
+    ps.add_argument(
+        "--hidden",
+        type=positive_int,
+        default=None,
+        help="MLP hidden size (default 14336; 896 on a CPU device or with --tiny)",
+    )
+    ps.add_argument(
+        "--iters",
+        type=positive_int,
+        default=None,
+        help="timed forwards per adapter (default 50; 5 on a CPU device or with --tiny)",
+    )
+    ps.add_argument(
+        "--warmup",
+        type=warmup_count,
+        default=None,
+        help="untimed forwards first (default 10; 1 on a CPU device or with --tiny)",
+    )
     ps.add_argument(
         "--adapters",
         default=None,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import _helios
+from .. import _helios, signals
 from ..harness.shapes import parse_shapes, shape_str
 from ..tune_cache import cache_path as tuner_cache_path
 from .common import (
@@ -45,10 +45,9 @@ def scale_defaults(args: argparse.Namespace, attention: bool) -> None:
         if k not in given:
             setattr(args, k, defaults[k])
     if cpu:
+        scaled = " ".join(f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys if k not in given)
         print(
-            f"helios tune: {name} is a CPU device: defaults scaled to --shapes={args.shapes} --iters={args.iters} "
-            f"--warmup={args.warmup} --warmup-ms={args.warmup_ms:g} (give them to override)",
-            file=sys.stderr,
+            f"helios tune: {name} is a CPU device: defaults scaled to {scaled} (give them to override)", file=sys.stderr
         )
 
 
@@ -71,11 +70,31 @@ def cmd_tune(args: argparse.Namespace) -> int:
     with open_device(args) as dev:
         log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
         timing = {"iters": args.iters, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "seed": args.seed}
+        results: list = []
+        status = 0
+
+        def keep(pick: Any) -> None:
+            """Each pick is stored as it is made: a signal or a failure later keeps it."""
+            nonlocal status, path
+            results.append(pick)
+            if args.dry_run or status:
+                return
+            try:
+                with signals.finishing():
+                    path = tuner.store([pick], dev.info, path)
+            except OSError as e:  # checked before timing; the picks are printed below either way
+                print(
+                    f"helios tune: could not write the cache {path or tuner_cache_path()} ({e.strerror or e}); "
+                    "the picks follow",
+                    file=sys.stderr,
+                )
+                status = 2
+
         try:
             if attention:
                 cands = tuner.read_variant_list(args.candidates) if args.candidates else None
                 print(f"helios tune: attention, {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
-                results = tuner.tune_attention(
+                tuner.tune_attention(
                     dev,
                     shapes,
                     causal=args.causal,
@@ -83,6 +102,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                     dtype=args.dtype,
                     variants=cands,
                     log=log,
+                    on_pick=keep,
                     **timing,
                 )
             else:
@@ -94,25 +114,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
                     f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
                     file=sys.stderr,
                 )
-                results = tuner.tune(dev, shapes, variants=cands, log=log, **timing)
+                tuner.tune(dev, shapes, variants=cands, log=log, on_pick=keep, **timing)
         except RuntimeError as e:
             if isinstance(e, _helios.HeliosError):
                 raise
             print(f"helios: {e}", file=sys.stderr)
             return 1
-        status = 0
+        except KeyboardInterrupt:
+            kept = "not written (--dry-run)" if args.dry_run else f"in {path or tuner_cache_path()}"
+            print(
+                f"helios tune: interrupted ({signals.stopped_by()}) after {len(results)} of {len(shapes)} shapes; "
+                f"the {len(results)} picks finished are {kept}",
+                file=sys.stderr,
+            )
+            status = 130
         if args.dry_run:
             print("helios tune: --dry-run, cache not written", file=sys.stderr)
-        else:
-            try:
-                path = tuner.store(results, dev.info, path)
-                print(f"helios tune: wrote {len(results)} picks to {path}", file=sys.stderr)
-            except OSError as e:  # checked before timing; the picks are printed below either way
-                print(
-                    f"helios tune: could not write the cache {path} ({e.strerror or e}); the picks follow",
-                    file=sys.stderr,
-                )
-                status = 2
+        elif status == 0:
+            print(f"helios tune: wrote {len(results)} picks to {path or tuner_cache_path()}", file=sys.stderr)
         if args.json:
             print(
                 json.dumps(

@@ -43,6 +43,7 @@ from .protocol import (
     mark_ungated,
     record_gate,
     result_header,
+    row_extras,
     run_rounds,
 )
 from .results import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
@@ -372,14 +373,19 @@ def run_attention_bench(
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
         for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
             row["roofFraction"] = _roof_fraction(info, row) if dt == "float16" else None
-            row["kernel"] = kernel_identity(
-                lambda r=row: dev.attention_kernel_stats(
-                    r["head_dim"], r["variant"], cfg.causal, dt, bwd, machine_code=True
+
+        def extras() -> None:
+            for row in rows:
+                row["kernel"] = kernel_identity(
+                    lambda r=row: dev.attention_kernel_stats(
+                        r["head_dim"], r["variant"], cfg.causal, dt, bwd, machine_code=True
+                    )
                 )
+            energy_of_rows(
+                cfg.energy, selected_gpu(), rows, lambda counter, r, i: _energy(dev, counter, cfg, done[i], r, ref)
             )
-        energy_of_rows(
-            cfg.energy, selected_gpu(), rows, lambda counter, r, i: _energy(dev, counter, cfg, done[i], r, ref)
-        )
+
+        row_extras(result, rows, extras)
         return finish(result, rows)
 
 

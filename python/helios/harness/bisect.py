@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..files import FileError, Target, dumps, read_object
+from ..files import FileError, Target, check, dumps, read_object, short
 from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, shape_specs, verdicts_of
 from .compare import ShapeVerdict, gated, verdict_dict
 
@@ -92,8 +92,12 @@ def search(
     if bad is None:
         return dict(record, status="max steps: BAD not measured yet")
     if bad["verdict"] != "SLOWER":
-        why = "INCONCLUSIVE" if bad["verdict"] == "INCONCLUSIVE" else "not slower"
-        return dict(record, status=f"BAD is {why} against GOOD (MDE {bad['mde_pct']:.1f}%): nothing to bisect")
+        if bad["verdict"] == "INCONCLUSIVE":
+            return dict(
+                record,
+                status=f"INCONCLUSIVE: BAD against GOOD (MDE {bad['mde_pct']:.1f}%): rerun with more --runs",
+            )
+        return dict(record, status=f"BAD is not slower against GOOD (MDE {bad['mde_pct']:.1f}%): nothing to bisect")
     shapes = {
         s["shape"]
         for s in bad["shapes"]
@@ -128,9 +132,16 @@ def ancestry(repo: Path, good: str, bad: str) -> list[str]:
 
 
 def run_bisect(
-    cfg: CiConfig, good_ref: str, bad_ref: str, max_steps: int, gate: str, say: Callable[[str], None]
+    cfg: CiConfig,
+    good_ref: str,
+    bad_ref: str,
+    max_steps: int,
+    gate: str,
+    say: Callable[[str], None],
+    replace: bool = False,
 ) -> dict:
-    """The whole bisection (resumed from cfg.out/bisect.json where it matches)."""
+    """The whole bisection (resumed from cfg.out/bisect.json where it matches; a
+    record of another bisection is replaced only with replace)."""
     good = git(cfg.repo, "rev-parse", "--verify", f"{good_ref}^{{commit}}")
     bad = git(cfg.repo, "rev-parse", "--verify", f"{bad_ref}^{{commit}}")
     if good == bad:
@@ -142,7 +153,7 @@ def run_bisect(
     config = {k: getattr(cfg, k) for k in ("shapes", "workload", "runs", "iters", "warmup", "repeats", "ref")}
     config["bench_args"] = cfg.bench_args
     record["config"] = config
-    old = _resume(target.path, good, bad, config)
+    old = _resume(target.path, good, bad, config, commits, replace)
     if old:
         record["steps"] = old
         say(f"resuming: {len(old)} commit(s) measured before")
@@ -175,18 +186,56 @@ def run_bisect(
     return result
 
 
-def _resume(path: Path, good: str, bad: str, config: dict) -> Optional[list]:
-    """The steps of an earlier run of this bisection (same GOOD, BAD and settings)."""
+STEP_FIELDS = {"commit": "str", "index": "count", "verdict": "str", "mde_pct": "number", "shapes": "list"}
+SHAPE_FIELDS = {"shape": "str", "verdict": "str", "change_pct": "number"}
+VERDICTS = ("SLOWER", "NOT SLOWER", "INCONCLUSIVE")
+
+
+def _resume(path: Path, good: str, bad: str, config: dict, commits: list[str], replace: bool) -> Optional[list]:
+    """The steps of an earlier run of this bisection (same GOOD, BAD and settings),
+    each checked; None where there is no record. A record of another bisection, or
+    one that cannot be read, is never replaced silently: CiError (pass --force to
+    replace it), before anything is built."""
     if not path.exists():
         return None
     try:
         old = read_object(path, "a helios bisect record")
-    except FileError:
-        return None
-    if old.get("schema") != SCHEMA or old.get("good") != good or old.get("bad") != bad or old.get("config") != config:
-        return None
+        if old.get("schema") != SCHEMA:
+            raise FileError(f"{path}: not a {SCHEMA} record (schema {short(old.get('schema'))})")
+    except FileError as e:
+        if replace:
+            return None
+        raise CiError(f"{e}; it is not replaced without --force (or give another --out)") from None
+    if old.get("good") != good or old.get("bad") != bad or old.get("config") != config:
+        if replace:
+            return None
+        what = f"{str(old.get('good'))[:12]}..{str(old.get('bad'))[:12]}"
+        raise CiError(
+            f"{path} holds another bisection ({what}, or other settings); it is not replaced without --force "
+            "(or give another --out)"
+        )
     steps = old.get("steps")
-    return steps if isinstance(steps, list) else None
+    if not isinstance(steps, list):
+        raise CiError(f"{path}: 'steps' must be a list, got {short(steps)}")
+    for i, step in enumerate(steps):
+        where = f"{path}: steps[{i}]"
+        if not isinstance(step, dict):
+            raise CiError(f"{where} must be an object, got {short(step)}")
+        try:
+            check(step, STEP_FIELDS, where)
+            if step["commit"] not in commits or commits.index(step["commit"]) != step["index"]:
+                raise FileError(f"{where}: commit {short(step['commit'])} is not commit {step['index']} of the range")
+            if step["verdict"] not in VERDICTS:
+                raise FileError(
+                    f"{where}: 'verdict' must be one of {', '.join(VERDICTS)}, got {short(step['verdict'])}"
+                )
+            for k, x in enumerate(step["shapes"]):
+                if not isinstance(x, dict):
+                    raise FileError(f"{where}.shapes[{k}] must be an object, got {short(x)}")
+                check(x, SHAPE_FIELDS, f"{where}.shapes[{k}]")
+        except FileError as e:
+            raise CiError(f"{e} (fix or remove {path.name}, or pass --force to start again)") from None
+    return steps
 
 
 def summary(result: dict) -> str:

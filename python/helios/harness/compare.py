@@ -34,35 +34,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from ..optional import require
+from .compare_load import CompareError, load  # noqa: F401 - load: compare's reader, imported from here too
 from .control import ControlVerdict, control_table, control_verdicts
 from .energy import energy_rounds, energy_table
-from .results import (
-    BENCH_SCHEMA,
-    SUITE_SCHEMA,
-    TIME_SCHEMA,
-    code_identity,
-    md_cell,
-    read_result,
-    row_identities,
-    time_as_bench,
-)
+from .results import code_identity, md_cell, row_identities
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
 MAX_MDE = 0.05  # SAME needs a test that could have seen a 5% change
 LEVEL = 0.95
 POWER = 0.80
-COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
-
-
-class CompareError(ValueError):
-    """Inputs that cannot be compared (unreadable, wrong schema, failed run,
-    malformed or non-finite samples, other device)."""
 
 
 @dataclass
@@ -163,8 +149,8 @@ def classify(
     q = float(dist.ppf(0.5 + level / 2))
     lo, hi = d - q * se, d + q * se
     p = float(2 * dist.sf(abs(d) / se)) if se > 0 else (0.0 if d else 1.0)
-    mde = math.exp((q + float(dist.ppf(POWER))) * se) - 1.0
-    ratio = math.exp(d)
+    mde = _exp((q + float(dist.ppf(POWER))) * se) - 1.0
+    ratio = _exp(d)
     change = ratio - 1.0
     rank_ok = True
     if old.runs >= 2 and new.runs >= 2 and 2.0 / math.comb(old.runs + new.runs, old.runs) < 1.0 - level:
@@ -184,74 +170,13 @@ def classify(
         verdict = "SAME"
     else:
         verdict = "INCONCLUSIVE"
-    return verdict, ratio, (math.exp(lo), math.exp(hi)), p, mde
+    return verdict, ratio, (_exp(lo), _exp(hi)), p, mde
 
 
-def load(path: str) -> dict:
-    """A result file in the common comparable form (rows of ``shape``, ``valid``
-    and ``helios.samples_ms`` rounds; the device under ``helios``), validated far
-    enough to compare (CompareError otherwise). Reads every workload's results:
-    helios-bench/1 (matmul and attention), helios-time/1 and helios-suite/1 (one
-    row per adapter and token count, labelled ADAPTER@TOKENS)."""
-    try:
-        data = read_result(path)
-    except ValueError as e:
-        raise CompareError(str(e)) from None
-    schema = data.get("schema")
-    if schema not in COMPARABLE:
-        raise CompareError(f"{path}: schema is {schema!r}; helios compare reads {', '.join(COMPARABLE)}")
-    if data.get("status", "ok") not in ("ok", "interrupted"):
-        raise CompareError(f"{path}: the run failed ({data.get('failure')}); it has no valid timings")
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise CompareError(f"{path}: 'rows' must be a list")
-    if schema == TIME_SCHEMA:
-        data = time_as_bench(data)
-    elif schema == SUITE_SCHEMA:
-        data = dict(data, rows=[_suite_row(r) for r in rows])
-    for i, row in enumerate(data["rows"]):
-        _check_row(path, i, row)
-    dev = data.get("helios")
-    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
-        raise CompareError(
-            f"{path}: names no device (no 'helios' block with a 'name'); cannot tell "
-            f"whether it compares with the other side"
-        )
-    return data
-
-
-def _suite_row(row: Any) -> Any:
-    """helios suite: each adapter at each token count is one comparable line."""
-    if not isinstance(row, dict):
-        return row
-    label = f"{row.get('adapter')}@{row.get('tokens')}"
-    ok = row.get("status") == "ok" and row.get("samples_ms") is not None
-    return {"shape": label, "valid": ok, "helios": {"samples_ms": [row.get("samples_ms")]}}
-
-
-def _positive_finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
-def _check_row(path: str, i: int, row: Any) -> None:
-    where = f"{path}: rows[{i}]"
-    if not isinstance(row, dict) or not isinstance(row.get("shape"), str):
-        raise CompareError(f"{where}: not a result row (no 'shape')")
-    if not row.get("valid"):
-        return
-    h = row.get("helios")
-    samples = h.get("samples_ms") if isinstance(h, dict) else None
-    if not isinstance(samples, list) or not samples or not all(isinstance(r, list) and r for r in samples):
-        raise CompareError(f"{where} ({row['shape']}): helios.samples_ms must be a non-empty list of non-empty rounds")
-    bad = [x for r in samples for x in r if not _positive_finite(x)]
-    if bad:
-        raise CompareError(f"{where} ({row['shape']}): samples must be finite and > 0; got {bad[0]!r}")
-    assert isinstance(h, dict)  # samples_ms was read from it above
-    runs = h.get("round_runs")
-    if runs is not None and (
-        not isinstance(runs, list) or len(runs) != len(samples) or not all(isinstance(x, int) and x >= 0 for x in runs)
-    ):
-        raise CompareError(f"{where} ({row['shape']}): helios.round_runs must give a run index per round")
+def _exp(x: float) -> float:
+    """exp that saturates instead of raising: two extreme but valid sides (energy of
+    1e308 J against 5e-324) give a huge ratio, not an OverflowError."""
+    return math.exp(min(x, 709.0))
 
 
 def _device_key(d: dict) -> tuple:
@@ -313,7 +238,7 @@ def compare(
         # The centres the change compares (exp of each side's level: the geometric mean
         # over runs of a run's round medians), so that old, new and the change agree; a
         # plain median of all rounds can sit far from them on a noisy device.
-        return verdict, ratio, ci, p, mde, math.exp(o.level), math.exp(n.level), o, n, floor
+        return verdict, ratio, ci, p, mde, _exp(o.level), _exp(n.level), o, n, floor
 
     so, sn = _side(old), _side(new)
     ids_o, ids_n = row_identities(old), row_identities(new)

@@ -17,6 +17,7 @@ GPU), a row's ``energy`` says why instead of printing a number.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -149,12 +150,39 @@ def energy_of_rows(
             counter.close()
 
 
+WINDOW_NUMBERS = ("joules_per_op", "watts", "tflops_per_watt")
+
+
+def measured_window(row: Any, side: str, numbers: Sequence[str] = WINDOW_NUMBERS) -> Optional[dict]:
+    """A row's energy window of one side ("helios" or "reference") where it measured:
+    status "ok" and the numbers read finite and >= 0; None for anything else (no
+    window, a failed one, or a file whose energy block is junk)."""
+    e = row.get("energy") if isinstance(row, dict) else None
+    w = e.get(side) if isinstance(e, dict) else None
+    if not isinstance(w, dict) or w.get("status") != "ok":
+        return None
+    ok = all(
+        isinstance(w.get(k), (int, float)) and not isinstance(w.get(k), bool) and math.isfinite(w[k]) and w[k] >= 0
+        for k in numbers
+    )
+    return w if ok else None
+
+
+def window_status(row: Any, side: Optional[str] = None) -> Optional[str]:
+    """Why a row (or one side of it) has no measured window, as the file says, or None."""
+    e = row.get("energy") if isinstance(row, dict) else None
+    if side is not None:
+        e = e.get(side) if isinstance(e, dict) else None
+    s = e.get("status") if isinstance(e, dict) else None
+    return str(s) if s is not None else None
+
+
 def energy_lines(rows: list[dict], reference: Optional[str]) -> list[str]:
     """The markdown's energy table (rows with a measured Helios window), or one line
     saying why there is none."""
-    measured = [r for r in rows if (r.get("energy") or {}).get("helios", {}).get("status") == "ok"]
+    measured = [r for r in rows if measured_window(r, "helios")]
     if not measured:
-        whys = {str(s) for r in rows if (s := (r.get("energy") or {}).get("status"))}
+        whys = {s for r in rows if (s := window_status(r))}
         return [f"energy: not measured ({'; '.join(sorted(whys))})"] if whys else []
     out = [
         "",
@@ -162,11 +190,12 @@ def energy_lines(rows: list[dict], reference: Optional[str]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in measured:
-        h, c = r["energy"]["helios"], r["energy"]["reference"]
+        h, c = measured_window(r, "helios"), measured_window(r, "reference")
+        assert h is not None  # measured above
         ref = (
             f"{c['joules_per_op']:.4g} | {c['watts']:.0f} | {c['tflops_per_watt']:.3g}"
-            if c.get("status") == "ok"
-            else f"- | - | - ({c.get('status')})"
+            if c is not None
+            else f"- | - | - ({window_status(r, 'reference')})"
         )
         out.append(
             f"| {r['shape']} | {h['joules_per_op']:.4g} | {h['watts']:.0f} | {h['tflops_per_watt']:.3g} | {ref} |"
@@ -184,10 +213,9 @@ def energy_rounds(files: list[dict]) -> dict[str, tuple[list[list[float]], list[
     grouped: dict[str, list[list[float]]] = {}
     for d in files:
         for row in d.get("rows", []):
-            h = (row.get("energy") or {}).get("helios") if isinstance(row.get("energy"), dict) else None
-            j = h.get("joules_per_op") if isinstance(h, dict) and h.get("status") == "ok" else None
-            if row.get("valid") and isinstance(j, (int, float)) and j > 0:
-                grouped.setdefault(row["shape"], []).append([float(j)])
+            h = measured_window(row, "helios", ("joules_per_op",))
+            if row.get("valid") and h is not None and h["joules_per_op"] > 0:
+                grouped.setdefault(row["shape"], []).append([float(h["joules_per_op"])])
     return {s: (g, [x[0] for x in g], len(g)) for s, g in grouped.items()}
 
 

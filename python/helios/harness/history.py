@@ -115,7 +115,7 @@ def history_report(lines: list[dict], step: float = STEP) -> str:
             mark = f"STEP {flag * 100:+.1f}%" if flag is not None else ""
             out.append(
                 f"  {str(p.get('commit'))[:12]:<12}  {str(p.get('date'))[:20]:<20}  "
-                f"{p['helios_ms']:>9.4f}  {cuda if cuda is None else f'{cuda:9.4f}':>9}  {ratio:>11}  {mark}"
+                f"{p['helios_ms']:>9.4f}  {'-' if cuda is None else f'{cuda:9.4f}':>9}  {ratio:>11}  {mark}"
             )
         out.append("")
     flagged = sum(f is not None for pts in series(lines).values() for f in steps(pts, step))

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Optional
 
 from ..files import Target
 from .history import series, steps
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, read_result, reference_ms, reference_tflops
+from .results import BENCH_SCHEMA, SUITE_SCHEMA, fmt_rate, read_result, reference_ms, reference_tflops
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")
@@ -52,6 +52,13 @@ def _num(x: Optional[float], fmt: str = "{:.4g}") -> str:
     if x is None:
         return '<td data-value="">-</td>'
     return f'<td data-value="{float(x)!r}">{fmt.format(x)}</td>'
+
+
+def _rate(x: Optional[float]) -> str:
+    """A TF/s cell in the tables' significant digits (fmt_rate)."""
+    if x is None:
+        return '<td data-value="">-</td>'
+    return f'<td data-value="{float(x)!r}">{fmt_rate(x)}</td>'
 
 
 def line_chart(
@@ -161,9 +168,9 @@ def bench_section(d: dict, name: str) -> str:
         out.append(
             f'<tr data-shape="{_e(r.get("shape"))}"><td class="l">{_e(r.get("shape"))}</td>'
             + _num(r.get("heliosMs"))
-            + _num(r.get("heliosTflops"), "{:.1f}")
+            + _rate(r.get("heliosTflops"))
             + _num(rms)
-            + _num(reference_tflops(r), "{:.1f}")
+            + _rate(reference_tflops(r))
             + _num(ratio, "{:.2f}")
             + _num(r.get("roofFraction"), "{:.0%}")
             + f'<td class="l">{_e(flags)}</td></tr>'
@@ -215,7 +222,7 @@ def suite_section(d: dict, name: str) -> str:
         out.append(
             f'<tr>{_num(r.get("tokens"), "{:d}")}<td class="l">{_e(r.get("adapter"))}</td>'
             f'<td class="l">{_e(r.get("status", "ok"))}</td>{_num(lat.get("p50"))}'
-            f"{_num(r.get('throughput_tokens_per_sec'), '{:.0f}')}{_num(r.get('tflops'), '{:.1f}')}</tr>"
+            f"{_num(r.get('throughput_tokens_per_sec'), '{:.0f}')}{_rate(r.get('tflops'))}</tr>"
         )
     out.append("</table>")
     return "\n".join(out)

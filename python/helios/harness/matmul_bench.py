@@ -32,6 +32,7 @@ from .protocol import (
     mark_ungated,
     record_gate,
     result_header,
+    row_extras,
     run_rounds,
 )
 from .references import Reference, make_reference
@@ -196,15 +197,20 @@ def run_bench(
         for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
             # (the roof is measured on float16 fragments: bfloat16 rows get none)
             r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
-            r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt, machine_code=True))
-        energy_of_rows(
-            cfg.energy,
-            selected_gpu(),
-            rows,
-            lambda counter, r, i: _energy(
-                dev, counter, done[i], r, ref, cfg.seed + list(cfg.shapes).index(done[i]), dt
-            ),
-        )
+
+        def extras() -> None:
+            for r in rows:
+                r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt, machine_code=True))
+            energy_of_rows(
+                cfg.energy,
+                selected_gpu(),
+                rows,
+                lambda counter, r, i: _energy(
+                    dev, counter, done[i], r, ref, cfg.seed + list(cfg.shapes).index(done[i]), dt
+                ),
+            )
+
+        row_extras(result, rows, extras)
         return finish(result, rows)
 
 

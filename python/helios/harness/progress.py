@@ -24,7 +24,7 @@ class Progress:
         if enabled:
             try:
                 from tqdm import tqdm
-            except ImportError:  # optional (helios[progress]): without it, the per-step log lines only
+            except ImportError:  # optional (helios-vulkan[progress]): without it, the per-step log lines only
                 return
             self._bar = tqdm(total=total, unit=unit, file=sys.stderr, dynamic_ncols=True, leave=True)
 

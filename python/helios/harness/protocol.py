@@ -9,7 +9,9 @@ rounds the one way every result file documents:
 2. per run, the clocks ramped first (``ramp_clocks``), then ``repeats`` rounds;
    in each round every shape runs both sides, alternating which goes first, with
    the GPU state recorded around them;
-3. Ctrl-C keeps the complete rounds and marks the result interrupted;
+3. Ctrl-C or SIGTERM keeps the complete rounds and marks the result interrupted;
+   after the rounds nothing a signal does loses them (helios.signals): the rows'
+   extras (kernel identity, energy windows) stop, the rest is written;
 4. the status: failed when any timed output failed its check (``finish``).
 """
 
@@ -18,13 +20,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional, Sequence
 
+from .. import signals
 from ..check import ATOL, RTOL
 from ..launcher import launcher_info
 from .gpustate import describe_ramp, gpu_state, ramp_clocks
 from .progress import Progress
 from .results import FLUSH_BYTES, provenance
 
-INTERRUPTED = "interrupted (Ctrl-C): the rows hold the rounds completed before it"
+
+def interrupted_message() -> str:
+    return f"interrupted ({signals.stopped_by()}): the rows hold the rounds completed before it"
+
 
 # The Vulkan device's fields every result file records under "helios".
 DEVICE_FIELDS = (
@@ -205,11 +211,32 @@ def run_rounds(
                     where = f"run {run + 1}/{runs} " if runs > 1 else ""
                     bar.step(f"{w.label(shape)} {where}round {k + 1}/{repeats}")
     except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
-        result["status"], result["failure"] = "interrupted", INTERRUPTED
+        result["status"], result["failure"] = "interrupted", interrupted_message()
     finally:
         bar.close()
+        signals.measured()
     result["clock_warmup"] = result["clock_warmups"][0] if result["clock_warmups"] else None
     return acc, [s for s in w.shapes if keep_complete_rounds(acc[s])]
+
+
+def row_extras(result: dict, rows: list[dict], extras: Callable[[], None]) -> None:
+    """Run what completes the measured rows without measuring them (kernel identity,
+    energy windows). A signal stops it, also one that came during the rounds: the
+    rows stay, a row it did not reach says so, and the result is marked interrupted."""
+    for r in rows:
+        r.setdefault("kernel", None)
+    try:
+        with signals.extras():
+            extras()
+    except KeyboardInterrupt:
+        for r in rows:
+            r.setdefault("energy", {"status": "not measured: interrupted"})
+        if result["status"] == "ok":
+            result["status"] = "interrupted"
+            result["failure"] = (
+                f"interrupted ({signals.stopped_by()}) after the rounds: every row's samples are complete; "
+                "kernel identity and energy windows are missing where a row has none"
+            )
 
 
 def finish(result: dict, rows: list) -> dict:

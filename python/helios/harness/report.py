@@ -13,12 +13,14 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from ..optional import require
+from .energy import measured_window
 from .results import (
     BENCH_SCHEMA,
     SUITE_SCHEMA,
     SWEEP_SCHEMAS,
     TIME_SCHEMA,
     commit_label,
+    fmt_rate,
     md_cell,
     read_result,
     reference_ms,
@@ -129,8 +131,8 @@ def table(benches: list[dict], *, markdown: bool = True) -> str:
             f(r["helios_ms"]),
             f(r["ref_ms"]),
             f(r["ratio"], 2),
-            f(r["helios_tflops"], 1),
-            f(r["ref_tflops"], 1),
+            fmt_rate(r["helios_tflops"]),
+            fmt_rate(r["ref_tflops"]),
             f(r["helios_batch_ms"]),
             f(r["ref_batch_ms"]),
             f(r["round_cv"], 4),
@@ -347,10 +349,10 @@ def plot_energy(benches: list[dict], ax=None):
     ax = ax or plt.subplots(figsize=(7, 4.5))[1]
     for side, marker in (("helios", "o"), ("reference", "s")):
         pts = [
-            (w["watts"], w["tflops_per_watt"] * w["watts"], r["shape"])
+            (w["watts"], w["tflops_per_watt"] * w["watts"], str(r.get("shape")))
             for d in benches
             for r in d.get("rows", [])
-            if isinstance(w := (r.get("energy") or {}).get(side), dict) and w.get("status") == "ok"
+            if (w := measured_window(r, side)) is not None
         ]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=side)
@@ -399,7 +401,7 @@ def _sweep2_summary(s: dict) -> str:
         have = [r for r in timed if shape in r["timings"]]
         if have:
             best = max(have, key=lambda r: r["timings"][shape]["tflops"])
-            lines.append(f"  {shape}: best {best['variant']} {best['timings'][shape]['tflops']:.1f} TF/s")
+            lines.append(f"  {shape}: best {best['variant']} {fmt_rate(best['timings'][shape]['tflops'])} TF/s")
     return "\n".join(lines)
 
 
@@ -421,7 +423,7 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
         parts.append(
             f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "
             f"{len(s['rows']) - len(passed)} rejected"
-            + (f"; best {best['variant']} {best['tflops']:.1f} TF/s" if best else "")
+            + (f"; best {best['variant']} {fmt_rate(best['tflops'])} TF/s" if best else "")
         )
     if png_dir:
         parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir)))

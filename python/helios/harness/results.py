@@ -245,6 +245,12 @@ def fmt_rate(x: Optional[float]) -> str:
 fmt_tflops = fmt_rate  # TFLOP/s
 
 
+def fmt_mib(nbytes: Optional[float]) -> str:
+    """A memory size in MiB, in fmt_rate's digits: a small workload's 0.25 MiB reads
+    0.25, not 0."""
+    return "-" if nbytes is None else fmt_rate(nbytes / 2**20)
+
+
 def fmt_ratio(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
 

@@ -42,15 +42,16 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .. import _helios, signals
 from ..check import ATOL, RTOL, check_close
 from ..device import Device
 from ..gemm import gelu_tanh
 from ..matmul_timing import warmup_launches
 from .external import run_external
 from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
-from .protocol import INTERRUPTED
+from .protocol import interrupted_message
 from .references import queued_ms_per_call
-from .results import SUITE_SCHEMA, fmt_tflops, md_cell, provenance
+from .results import SUITE_SCHEMA, fmt_mib, fmt_tflops, md_cell, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
@@ -267,8 +268,11 @@ def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None)
 
     try:
         y = forward()
-    except Exception as e:  # no CUDA interop here (driver, exportable memory): a result, not a crash
+    except UNAVAILABLE as e:  # no CUDA interop here (driver, exportable memory): a result, not a crash
         row["status"] = f"skipped: helios.torch unavailable: {type(e).__name__}: {str(e)[:200]}"
+        return row
+    except Exception as e:  # noqa: BLE001 - the adapter failed: its row says how, the suite fails
+        row["status"] = f"failed: {type(e).__name__}: {str(e)[:200]}"
         return row
     row["check"] = gate(y.float().cpu().numpy(), wl, cfg)
     if not row["check"]["passed"]:
@@ -287,6 +291,11 @@ def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None)
     row["wall_ms"] = latency(wall)
     hdev = ht.device_for(x)
     return _finish(row, wl, samples, int(hdev.telemetry()["peak_device_bytes"]))
+
+
+# What makes the helios_torch adapter unavailable here (a skip, not a failure): no
+# CUDA interop with this driver, no exportable memory, no device.
+UNAVAILABLE = (_helios.UnsupportedError, _helios.NoDeviceError, ImportError, BufferError)
 
 
 def cuda_event_samples(torch, call: Callable[[], object], cfg: SuiteConfig, row: dict) -> list[float]:
@@ -342,8 +351,8 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
             fn(x, w1, b1, w2, b2)
             torch.cuda.synchronize()
             row["compile_s"] = time.perf_counter() - t0
-        except Exception as e:  # a broken toolchain is a result, not a crash
-            row["status"] = f"skipped: torch.compile failed: {type(e).__name__}: {str(e)[:200]}"
+        except Exception as e:  # noqa: BLE001 - a broken toolchain is a result, not a crash
+            row["status"] = f"failed: torch.compile raised {type(e).__name__}: {str(e)[:200]}"
             return row
     y = fn(x, w1, b1, w2, b2)
     torch.cuda.synchronize()
@@ -412,7 +421,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                     else:
                         row = run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
                     row["tokens"] = tokens
-                    if row.get("status") == "check failed":
+                    if row.get("status") == "check failed" or str(row.get("status")).startswith("failed"):
                         result["status"] = "failed"
                     log(
                         f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
@@ -420,7 +429,9 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                     )
                     result["rows"].append(row)
         except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
-            result["status"], result["failure"] = "interrupted", INTERRUPTED
+            result["status"], result["failure"] = "interrupted", interrupted_message()
+        finally:
+            signals.measured()
         result["gpu_state_after"] = gpu_state()
     return result
 
@@ -448,7 +459,7 @@ def suite_markdown(result: dict) -> str:
             lines.append(
                 f"| {r['tokens']} | {md_cell(r['adapter'])} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
                 f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {fmt_tflops(r['tflops'])} | "
-                f"{'-' if peak is None else f'{peak / 2**20:.0f}'} | {'' if wall is None else f'{wall:.3f}'} |"
+                f"{fmt_mib(peak)} | {'' if wall is None else f'{wall:.3f}'} |"
             )
         else:
             lines.append(f"| {r['tokens']} | {md_cell(r['adapter'])} | {md_cell(r.get('status'))} | | | | | | | |")

@@ -24,11 +24,60 @@ from torch import Tensor
 
 from ._blocks import run_product, run_products
 from ._group import Group
-from ._state import RUNTIME
+from ._state import ACTIVATIONS, DTYPES, RUNTIME, TORCH_TO_HELIOS, check, same_dtype
 
 
 def _mm_shape(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> tuple[int, int]:
     return (a.shape[1] if trans_a else a.shape[0], b.shape[0] if trans_b else b.shape[1])
+
+
+# ---- the operands each op takes: one check for the op and its fake (what torch.compile
+# traces with), so a compiled graph is refused where the op would be ----------------------------
+
+
+# The dtypes the ops compute in (the CUDA kernels': float16, bfloat16). Read at call
+# time: a test that registers float64 reference kernels for the ops widens it.
+OP_DTYPES = DTYPES
+
+
+def check_mm(op: str, a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, cuda: bool = True) -> None:
+    check("a", a, (2,), OP_DTYPES, cuda=cuda)
+    check("b", b, (2,), OP_DTYPES, cuda=cuda)
+    same_dtype(op, ("a", a), ("b", b))
+    ka, kb = (a.shape[0] if trans_a else a.shape[1]), (b.shape[1] if trans_b else b.shape[0])
+    if ka != kb:
+        raise ValueError(
+            f"helios::{op}: op(a) of {tuple(a.shape)}{'^T' if trans_a else ''} and op(b) of "
+            f"{tuple(b.shape)}{'^T' if trans_b else ''} do not chain ({ka} != {kb})"
+        )
+
+
+def check_linear(
+    x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str], cuda: bool = True
+) -> None:
+    check("x", x, (2,), OP_DTYPES, cuda=cuda)
+    check("weight", weight, (2,), OP_DTYPES, cuda=cuda)
+    same_dtype("linear", ("x", x), ("weight", weight))
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"helios::linear: activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+    if x.shape[1] != weight.shape[1]:
+        raise ValueError(f"helios::linear: x {tuple(x.shape)} and weight {tuple(weight.shape)}: in_features differ")
+    if bias is not None:
+        check("bias", bias, (1,), {**TORCH_TO_HELIOS, **OP_DTYPES}, cuda=cuda)
+        if bias.shape != (weight.shape[0],):
+            raise ValueError(f"helios::linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+
+
+def check_attention(op: str, q: Tensor, k: Tensor, v: Tensor, cuda: bool = True) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check(name, t, (4,), OP_DTYPES, cuda=cuda)
+    same_dtype(op, ("q", q), ("k", k), ("v", v))
+    b, h, _, d = q.shape
+    if k.shape != v.shape or k.shape[0] != b or k.shape[1] != h or k.shape[3] != d:
+        raise ValueError(
+            f"helios::{op}: q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}: k and v must be "
+            "(B, H, S_kv, d) with q's B, H and d"
+        )
 
 
 # ---- products ------------------------------------------------------------------------------------
@@ -36,11 +85,13 @@ def _mm_shape(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> tuple[int, 
 
 @torch.library.custom_op("helios::mm", mutates_args=(), device_types="cuda")
 def mm(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Tensor:
+    check_mm("mm", a, b, trans_a, trans_b)
     return run_product(a, b, trans_a=trans_a, trans_b=trans_b)
 
 
 @mm.register_fake
 def _(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Tensor:
+    check_mm("mm", a, b, trans_a, trans_b, cuda=False)
     return a.new_empty(_mm_shape(a, b, trans_a, trans_b))
 
 
@@ -48,12 +99,16 @@ def _(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> Tensor:
 def mm2(
     a1: Tensor, b1: Tensor, ta1: bool, tb1: bool, a2: Tensor, b2: Tensor, ta2: bool, tb2: bool
 ) -> tuple[Tensor, Tensor]:
+    check_mm("mm2", a1, b1, ta1, tb1)
+    check_mm("mm2", a2, b2, ta2, tb2)
     y1, y2 = run_products((a1, b1, {"trans_a": ta1, "trans_b": tb1}), (a2, b2, {"trans_a": ta2, "trans_b": tb2}))
     return y1, y2
 
 
 @mm2.register_fake
 def _(a1: Tensor, b1: Tensor, ta1: bool, tb1: bool, a2: Tensor, b2: Tensor, ta2: bool, tb2: bool) -> Any:
+    check_mm("mm2", a1, b1, ta1, tb1, cuda=False)
+    check_mm("mm2", a2, b2, ta2, tb2, cuda=False)
     return a1.new_empty(_mm_shape(a1, b1, ta1, tb1)), a2.new_empty(_mm_shape(a2, b2, ta2, tb2))
 
 
@@ -119,11 +174,13 @@ mm2.register_autograd(_mm2_backward, setup_context=_mm2_setup)
 
 @torch.library.custom_op("helios::linear", mutates_args=(), device_types="cuda")
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> Tensor:
+    check_linear(x, weight, bias, activation)
     return run_product(x, weight, trans_b=True, bias=bias, activation=activation)
 
 
 @linear.register_fake
 def _(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> Tensor:
+    check_linear(x, weight, bias, activation, cuda=False)
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
@@ -156,6 +213,7 @@ linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 
 @torch.library.custom_op("helios::attention", mutates_args=(), device_types="cuda")
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: Optional[float]) -> tuple[Tensor, Tensor]:
+    check_attention("attention", q, k, v)
     with RUNTIME.lock:
         group = Group(q)
         out, o = group.result(tuple(q.shape), q.dtype)
@@ -167,6 +225,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: Optional[flo
 
 @attention.register_fake
 def _(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: Optional[float]) -> Any:
+    check_attention("attention", q, k, v, cuda=False)
     return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
 
 
@@ -174,6 +233,7 @@ def _(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: Optional[float]) -> 
 def attention_backward(
     q: Tensor, k: Tensor, v: Tensor, out: Tensor, grad_out: Tensor, lse: Tensor, causal: bool, scale: Optional[float]
 ) -> tuple[Tensor, Tensor, Tensor]:
+    check_attention("attention_backward", q, k, v)
     with RUNTIME.lock:
         group = Group(q)
         gs, gts = zip(*(group.result(tuple(t.shape), t.dtype) for t in (q, k, v)))
@@ -184,6 +244,7 @@ def attention_backward(
 
 @attention_backward.register_fake
 def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, grad_out: Tensor, lse: Tensor, causal: bool, scale: Any) -> Any:
+    check_attention("attention_backward", q, k, v, cuda=False)
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 

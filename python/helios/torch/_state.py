@@ -185,12 +185,13 @@ def same_dtype(op: str, *named: tuple) -> None:
         raise TypeError(f"helios.torch.{op}: inputs must share one dtype (float16 or bfloat16), got {desc}")
 
 
-def check(name: str, t: Any, ndim: Optional[tuple] = None, dtypes: Optional[dict] = None) -> None:
-    """A torch CUDA tensor of one of `dtypes` (default: the ops' 16-bit types)."""
+def check(name: str, t: Any, ndim: Optional[tuple] = None, dtypes: Optional[dict] = None, cuda: bool = True) -> None:
+    """A torch CUDA tensor of one of `dtypes` (default: the ops' 16-bit types); cuda
+    False: any device (a custom op's fake implementation, traced on meta tensors)."""
     dtypes = DTYPES if dtypes is None else dtypes
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"helios.torch: {name} must be a torch.Tensor, not {type(t).__name__}")
-    if not t.is_cuda:
+    if cuda and not t.is_cuda:
         raise TypeError(f"helios.torch: {name} must be a CUDA tensor, got one on {t.device}")
     if t.dtype not in dtypes:
         names = " or ".join(dtypes.values())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..results import md_cell
+from ..results import fmt_mib, md_cell
 from .config import GRAD_SYNC_WORDS
 
 
@@ -41,7 +41,7 @@ def train_markdown(result: dict) -> str:
             f"{r.get('tokens_per_s_per_gpu', r['tokens_per_s']):.0f} | {r['step_ms_p50']:.3f} | "
             f"{r['forward_ms_p50']:.3f} / {r['backward_ms_p50']:.3f} / {r['optimizer_ms_p50']:.3f} | {share} | "
             f"{r['loss'][0]:.4f} | {r['loss'][-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
-            f"{'-' if peak is None else f'{peak / 2**20:.0f}'} |"
+            f"{fmt_mib(peak)} |"
         )
     inf = result.get("inference")
     if inf and "prompts" in inf:

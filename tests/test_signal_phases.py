@@ -1,0 +1,173 @@
+"""The signal policy over a command's whole life (helios/signals.py): SIGINT or
+SIGTERM in any phase after the first measurement keeps what was measured —
+during the rounds, while the rows are assembled, during their extras (kernel
+identity, energy windows) and while the files are written; tune keeps every pick
+it finished; bisect says where its steps are; and a wait on a long submission
+wakes up for the signal instead of holding it for minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_results import _bench
+
+from helios.cli import main
+
+# (module, attribute) the bench calls in each phase after its rounds; the signal is
+# sent at that call's start.
+PHASES = {
+    "row assembly": ("helios.harness.matmul_bench", "_row"),
+    "kernel identity": ("helios.harness.matmul_bench", "kernel_identity"),
+    "energy windows": ("helios.harness.matmul_bench", "energy_of_rows"),
+    "writing the files": ("helios.cli.common", "write_results"),
+}
+
+
+def _signal_at(monkeypatch, module: str, name: str, sig: int, once: bool = True) -> None:
+    import importlib
+
+    mod = importlib.import_module(module)
+    real = getattr(mod, name)
+    sent = []
+
+    def hooked(*a, **k):
+        if not (once and sent):
+            sent.append(sig)
+            os.kill(os.getpid(), sig)
+        return real(*a, **k)
+
+    monkeypatch.setattr(mod, name, hooked)
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_in_any_phase_after_the_rounds_keeps_every_row(device, tmp_path, monkeypatch, capsys, phase, sig):
+    """Before, only the round loop caught it: a signal in the later phases printed
+    'nothing written' and lost every round."""
+    _signal_at(monkeypatch, *PHASES[phase], sig)
+    rc, out = _bench(tmp_path, "b.json", "--repeats=2")
+    err = capsys.readouterr().err
+    assert rc == 128 + sig, err
+    assert "nothing written" not in err
+    res = json.loads(out.read_text())
+    assert [r["shape"] for r in res["rows"]] == ["16x16x16", "24x8x40"]
+    assert all(len(r["helios"]["samples_ms"]) == 2 for r in res["rows"])  # both rounds, every row
+    assert out.with_suffix(".md").exists()
+    if phase == "writing the files":  # everything was done: the file is whole, the exit says the signal
+        assert res["status"] == "ok"
+        return
+    named = "SIGTERM" if sig == signal.SIGTERM else "Ctrl-C"
+    assert res["status"] == "interrupted"
+    assert named in res["failure"] and named in err  # the signal as it was, not always "Ctrl-C"
+
+
+def test_a_signal_in_the_extras_leaves_rows_without_them_marked(device, tmp_path, monkeypatch):
+    _signal_at(monkeypatch, *PHASES["kernel identity"], signal.SIGTERM)
+    rc, out = _bench(tmp_path, "b.json")
+    res = json.loads(out.read_text())
+    assert rc == 143 and "kernel identity and energy windows are missing" in res["failure"]
+    assert all(r["energy"] == {"status": "not measured: interrupted"} for r in res["rows"])
+
+
+def test_tune_keeps_every_pick_it_finished(device, tmp_path, monkeypatch, capsys):
+    """SIGTERM after the first of four shapes (four buckets): that pick is in the cache,
+    exit 143 (before: zero picks)."""
+    from helios import tune
+
+    real = tune.Eta.done
+
+    def after_first(self, i):
+        if i == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, i)
+
+    monkeypatch.setattr(tune.Eta, "done", after_first)
+    cache = tmp_path / "tune.json"
+    v = device.default_variant(16, 16, 16)
+    rc = main(
+        [
+            "tune",
+            "--shapes=16x16x16,200x16x16,16x200x16,16x16x200",
+            f"--candidates={v}",
+            "--iters=1",
+            "--warmup=0",
+            "--warmup-ms=0",
+            f"--cache={cache}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 143, err
+    buckets = [b for d in json.loads(cache.read_text())["devices"].values() for b in d["buckets"]]
+    assert len(buckets) >= 1, err
+    assert "picks finished are in" in err
+
+
+def test_bisect_interrupted_says_where_its_steps_are(tmp_path, monkeypatch, capsys):
+    from helios.harness import bisect
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bisect, "run_bisect", interrupted)
+    assert main(["bisect", "HEAD~1", "HEAD", f"--out={tmp_path}"]) == 130
+    err = capsys.readouterr().err
+    assert "nothing written" not in err and "bisect.json" in err and "resume" in err
+
+
+LONG_PRODUCT = r"""
+import os, sys, time
+import numpy as np, helios
+from helios.signals import SignalPolicy
+n = int(sys.argv[1])
+with SignalPolicy() as stop:
+    dev = helios.Device()
+    v = dev.default_variant(n, n, n)
+    dev.matmul(np.ones((8, 8), np.float16), np.ones((8, 8), np.float16), variant=v)  # compiled before
+    x = np.ones((n, n), np.float16)
+    print("waiting", flush=True)
+    t0 = time.monotonic()
+    try:
+        dev.matmul(x, x, variant=v)
+        print(f"finished {time.monotonic() - t0:.1f}", flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted {time.monotonic() - t0:.1f}", flush=True)
+    dev.close()
+sys.exit(stop.status if stop.first else 0)
+"""
+
+
+@pytest.mark.timing
+def test_a_long_submission_stops_within_seconds_of_sigterm(device, tmp_path):
+    """On lavapipe a 4096^3 product takes ~15 s on two cores; its wait used to hold
+    SIGINT and SIGTERM until the GPU finished (minutes for a suite). Now the wait wakes
+    up for the signal, the device leaves the work to finish on its own, and the process
+    exits within seconds."""
+    if device.info["device_type"] != "cpu":
+        pytest.skip("a product long enough to interrupt by hand needs a CPU Vulkan device (on a GPU it takes ms)")
+    script = tmp_path / "long.py"
+    script.write_text(LONG_PRODUCT)
+    p = subprocess.Popen(
+        [sys.executable, *(["-S"] if sys.flags.no_site else []), str(script), "4096"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "waiting"
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        stopped = time.monotonic() - t0
+    finally:
+        p.kill()
+    assert out.startswith("interrupted"), out + err
+    assert p.returncode == 143, err
+    assert stopped < 6.0, f"took {stopped:.1f} s after SIGTERM to exit"
