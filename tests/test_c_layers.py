@@ -1,6 +1,8 @@
-"""The C core's files call each other without circles: a file's functions call
-only into files below it (read from the source: which file defines each non-static
-function, which other files call it). Pure source analysis: runs without a device."""
+"""The C sources call each other without circles: the core, the binding and the
+cuBLAS reference, each file's functions calling only into files below it (read from
+the source: which file defines each non-static function, which other files call
+it), and the core never calls the binding. Pure source analysis: runs without a
+device."""
 
 from __future__ import annotations
 
@@ -38,11 +40,30 @@ def _explain(graph: dict[str, dict[str, list[str]]], comp: list[str]) -> str:
     return "; ".join(f"{a} calls {b} ({', '.join(graph[a][b][:4])})" for a in comp for b in comp if b in graph[a])
 
 
-def test_the_core_has_no_call_circles():
-    graph = call_graph({p.name: p.read_text(encoding="utf-8") for p in sorted(CORE.glob("*.c"))})
-    assert len(graph) > 20 and sum(map(len, graph.values())) > 30  # the walk found the files and their calls
+CSRC = CORE.parent
+
+
+def _csrc_graph() -> dict[str, dict[str, list[str]]]:
+    return call_graph(
+        {str(p.relative_to(CSRC)): p.read_text(encoding="utf-8") for p in sorted(CSRC.glob("*/*.c"))}
+    )
+
+
+def test_no_call_circles_anywhere_in_csrc():
+    """csrc/core, csrc/python and csrc/cuda as one graph (the binding had module.c ->
+    device_type.c -> tensor_type.c -> module.c through state_from_type and text_arg)."""
+    graph = _csrc_graph()
+    dirs = {name.split("/")[0] for name in graph}
+    assert dirs == {"core", "python", "cuda"}, dirs
+    assert len(graph) > 30 and sum(map(len, graph.values())) > 60  # the walk found the files and their calls
     found = circles(graph)
     assert not found, "C call circles: " + " | ".join(_explain(graph, c) for c in found)
+
+
+def test_the_core_calls_nothing_above_it():
+    graph = _csrc_graph()
+    up = {f: sorted(t for t in to if not t.startswith("core/")) for f, to in graph.items() if f.startswith("core/")}
+    assert not any(up.values()), {f: t for f, t in up.items() if t}
 
 
 def test_the_walk_sees_a_planted_circle():

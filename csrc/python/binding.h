@@ -42,6 +42,8 @@ void device_release(DeviceObject *self);
 /* Takes the lock, waiting with the GIL released; no closed check (close, dealloc). */
 void device_lock_wait(DeviceObject *self);
 
+/* state.c: the module's state; the module's definition is module.c's. */
+extern struct PyModuleDef helios_module;
 module_state *state_from_module(PyObject *module);
 module_state *state_from_type(PyTypeObject *type);
 

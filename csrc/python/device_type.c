@@ -134,20 +134,6 @@ static PyObject *Device_exit(DeviceObject *self, PyObject *args) { return Device
 static PyObject *Device_closed(DeviceObject *self, void *c) { return PyBool_FromLong(self->dev == NULL); }
 
 /* ---- variants ------------------------------------------------------------ */
-const char *text_arg(PyObject *obj, const char *what) {
-    if (!PyUnicode_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.80s", what, Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t len;
-    const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
-    if (s && (size_t)len != strlen(s)) {
-        PyErr_Format(PyExc_ValueError, "%s contains a NUL character", what);
-        return NULL;
-    }
-    return s;
-}
-
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given) {
     *given = 0;
     if (obj == Py_None) return 0;

@@ -1,18 +1,10 @@
-/* module.c — the _helios extension module: state, exceptions, free functions. */
+/* module.c — the _helios extension module: its definition, initialisation and free
+ * functions (its state is reached through state.c). */
 #define PY_ARRAY_UNIQUE_SYMBOL helios_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include "binding.h"
 
 #include <numpy/arrayobject.h>
-
-static struct PyModuleDef helios_module;
-
-module_state *state_from_module(PyObject *module) { return (module_state *)PyModule_GetState(module); }
-
-module_state *state_from_type(PyTypeObject *type) {
-    PyObject *m = PyType_GetModuleByDef(type, &helios_module);
-    return m ? state_from_module(m) : NULL;
-}
 
 static PyObject *device_count(PyObject *module, PyObject *unused) {
     uint32_t n = 0;
@@ -280,14 +272,14 @@ static void module_free(void *module) { module_clear((PyObject *)module); }
 
 static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
 
-static struct PyModuleDef helios_module = {PyModuleDef_HEAD_INIT,
-                                           .m_name = "helios._helios",
-                                           .m_doc = "Helios's C engine: Vulkan cooperative-matrix matmul.",
-                                           .m_size = sizeof(module_state),
-                                           .m_methods = module_methods,
-                                           .m_slots = module_slots,
-                                           .m_traverse = module_traverse,
-                                           .m_clear = module_clear,
-                                           .m_free = module_free};
+struct PyModuleDef helios_module = {PyModuleDef_HEAD_INIT,
+                                    .m_name = "helios._helios",
+                                    .m_doc = "Helios's C engine: Vulkan cooperative-matrix matmul.",
+                                    .m_size = sizeof(module_state),
+                                    .m_methods = module_methods,
+                                    .m_slots = module_slots,
+                                    .m_traverse = module_traverse,
+                                    .m_clear = module_clear,
+                                    .m_free = module_free};
 
 PyMODINIT_FUNC PyInit__helios(void) { return PyModuleDef_Init(&helios_module); }
