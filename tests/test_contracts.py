@@ -201,9 +201,10 @@ def test_work_that_is_a_file_is_refused_before_any_build(command, tmp_path, caps
 def test_driver_statistics_are_shown_in_their_units():
     from helios.cli.info import stat_text
 
-    info = {"device_local_bytes": 80 << 30}
-    assert stat_text("Local Memory Size", float(2**36) * 2, info).endswith("more than the device's memory)")
-    assert "not plausible" in stat_text("Local Memory Size", float(2**37), info)
+    info = {"device_local_bytes": 141 << 30}  # an H200: 2^36 is less than its memory, still no thread's
+    assert stat_text("Local Memory Size", float(2**36), info).endswith("more than a thread's 512 KiB)")
+    assert stat_text("Stack Size", 1024.0, info) == "Stack Size 1 KiB"
+    assert stat_text("Binary Size", float(2**40), info).endswith("more than the device's memory)")
     assert stat_text("Binary Size", 177152.0, info) == "Binary Size 173 KiB"
     assert stat_text("Register Count", 238.0, info) == "Register Count 238"
     assert stat_text("Shared Memory Size", 0.0, info) == "Shared Memory Size 0 B"

@@ -82,19 +82,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+# Local memory and stack are per thread: CUDA caps a thread's local memory at 512 KiB.
+PER_THREAD_MAX_BYTES = 512 << 10
+
+
 def stat_text(name: str, value: Any, info: dict) -> str:
     """One driver statistic in its unit: a "... Size" in bytes (B, KiB, MiB), a count
-    as an integer; a size larger than the device's memory (NVIDIA's Local Memory Size
-    reads 2^36) is said not to be plausible rather than shown as if it were spilled."""
+    as an integer. A size no kernel can have is said not to be plausible rather than
+    shown as if it were spilled: a per-thread one (local memory, stack) past 512 KiB,
+    any other past the device's memory (NVIDIA 580's Local Memory Size reads 2^36)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return f"{name} {value}"
     if float(value).is_integer():
         value = int(value)
     if not name.lower().endswith("size"):
         return f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
-    limit = int(info.get("device_local_bytes") or 0)
+    per_thread = "local memory" in name.lower() or "stack" in name.lower()
+    limit = PER_THREAD_MAX_BYTES if per_thread else int(info.get("device_local_bytes") or 0)
     if limit and value > limit:
-        return f"{name} not plausible (the driver reports {value} bytes, more than the device's memory)"
+        bound = "a thread's 512 KiB" if per_thread else "the device's memory"
+        return f"{name} not plausible (the driver reports {value} bytes, more than {bound})"
     for unit, shift in (("MiB", 20), ("KiB", 10)):
         if value >= 1 << shift:
             return f"{name} {value / (1 << shift):.3g} {unit}"
