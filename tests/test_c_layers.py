@@ -44,9 +44,7 @@ CSRC = CORE.parent
 
 
 def _csrc_graph() -> dict[str, dict[str, list[str]]]:
-    return call_graph(
-        {str(p.relative_to(CSRC)): p.read_text(encoding="utf-8") for p in sorted(CSRC.glob("*/*.c"))}
-    )
+    return call_graph({str(p.relative_to(CSRC)): p.read_text(encoding="utf-8") for p in sorted(CSRC.glob("*/*.c"))})
 
 
 def test_no_call_circles_anywhere_in_csrc():

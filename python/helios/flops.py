@@ -33,11 +33,6 @@ def attention_bytes(b: int, h: int, sq: int, skv: int, d: int) -> int:
     return 2 * b * h * d * (2 * sq + 2 * skv)
 
 
-def mlp_flops(tokens: int, d_model: int, hidden: int) -> float:
-    """An MLP block x@W1 (d -> hidden) then @W2 (hidden -> d)."""
-    return matmul_flops(tokens, hidden, d_model) + matmul_flops(tokens, d_model, hidden)
-
-
 def tflops(flops: float, ms: float) -> float:
     """TFLOP/s of `flops` done in `ms` milliseconds."""
     return flops / (ms * 1e-3) / 1e12

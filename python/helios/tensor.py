@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, cast
 import numpy as np
 
 from . import _helios
-from .dtypes import HOST_FLOATS, TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, result_name, wire
+from .dtypes import HOST_FLOATS, TENSOR_DTYPES, as_dtype, bfloat16, wire
 from .validate import count
 
 
@@ -473,14 +473,6 @@ def user_stacklevel() -> int:
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(here):
         f, level = f.f_back, level + 1
     return level
-
-
-def result_dtype(*inputs: Any) -> str:
-    """The default output dtype of an op: its 16-bit compute type (float16, or
-    bfloat16 when an input is) when every input has it, else float32 (NumPy's
-    result type capped at float32: the kernels write 16-bit types or float32)."""
-    dts = [x.dtype if isinstance(x, Tensor) else host_array(x, "input").dtype for x in inputs]
-    return result_name(compute_dtype(*dts), *dts)
 
 
 def like_inputs(result: np.ndarray, *inputs: Any) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -69,33 +68,3 @@ def summarize(samples: Sequence[float]) -> dict:
         "n": int(x.size),
         "median_ci95": [lo, hi],
     }
-
-
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Mann-Whitney U p-value, normal approximation with tie correction.
-    1.0 when the samples cannot differ (all values tied)."""
-    x, y = _arr(a), _arr(b)
-    n1, n2 = x.size, y.size
-    allv = np.concatenate([x, y])
-    order = np.argsort(allv, kind="mergesort")
-    ranks = np.empty_like(allv)
-    sorted_v = allv[order]
-    # average ranks over ties
-    i = 0
-    tie_term = 0.0
-    while i < sorted_v.size:
-        j = i
-        while j + 1 < sorted_v.size and sorted_v[j + 1] == sorted_v[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        t = j - i + 1
-        tie_term += t**3 - t
-        i = j + 1
-    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
-    mu = n1 * n2 / 2.0
-    n = n1 + n2
-    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:
-        return 1.0
-    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)  # continuity correction
-    return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0))))

@@ -27,14 +27,6 @@ def run_product(a: torch.Tensor, b: torch.Tensor, **kw: Any) -> torch.Tensor:
     return run_products((a, b, kw))[0]
 
 
-def grad_products(needs: tuple, ga: tuple, gb: tuple) -> tuple:
-    """The two gradient products of a product's backward that autograd asks for
-    (needs: needs_input_grad of the two operands), as one group."""
-    specs = [spec for need, spec in zip(needs, (ga, gb)) if need]
-    outs = iter(run_products(*specs) if specs else [])
-    return tuple(next(outs) if need else None for need in needs)
-
-
 def bias_grad(g: torch.Tensor, bias: Optional[torch.Tensor], needed: bool) -> Optional[torch.Tensor]:
     """A bias's gradient: the rows of its output's gradient summed (in torch, after the group)."""
     return g.sum(0, dtype=torch.float32).to(bias.dtype) if bias is not None and needed else None

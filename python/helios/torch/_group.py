@@ -65,7 +65,7 @@ class Group:
                     self._live = False
         finally:
             self._release()
-            RUNTIME.group_done(self.count)
+            RUNTIME.groups.append(self.count)
 
     def stage(self, t: Any, dtype: Optional[str] = None) -> Any:
         """A torch tensor as a Helios operand (a Helios Tensor passes through)."""

@@ -4,6 +4,7 @@ every op shares."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import threading
@@ -25,6 +26,9 @@ from ..device import Device
 MAX_POOLED = 256
 MAX_HANDED = 4096  # entries of the handed-back, stage-memo and cast-slot maps before a sweep of dead ones
 MAX_VIEWS = 256  # operand views kept per imported segment (ops reuse them call after call)
+
+
+GROUPS_KEPT = 256  # Runtime.groups: the op counts of the last this many groups
 
 
 class Runtime:
@@ -67,9 +71,9 @@ class Runtime:
         # What each op of every group is, in recording order, while a list (a profile sets
         # it: Device._profile_start's timestamps come in the same order).
         self.profile_labels: Optional[list[str]] = None
-
-    def group_done(self, ops: int) -> None:
-        """Called with each group's op count once it is submitted (tests count groups here)."""
+        # The op count of each group submitted, the last GROUPS_KEPT (how many CUDA <->
+        # Vulkan hop pairs a model's step paid, and what each held).
+        self.groups: collections.deque[int] = collections.deque(maxlen=GROUPS_KEPT)
 
 
 RUNTIME = Runtime()
