@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helios_plan.h"
 #include "internal.h"
 
 static hl_status create_instance(VkInstance *out, hl_error *err) {
@@ -328,12 +329,14 @@ void hl_device_destroy(hl_device *dev) {
          * uses could crash the driver. Its tensors die (their memory goes with the
          * device), the Vulkan objects are left to process exit. */
         hl_tensors_detach(dev);
+        hl_plans_detach(dev);
         free(dev->graveyard);
         free(dev);
         return;
     }
     if (dev->device) {
         vkDeviceWaitIdle(dev->device); /* best effort: nothing may be in flight */
+        hl_plans_release(dev);
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);

@@ -172,10 +172,8 @@ struct hl_device {
     VkCommandPool cmd_pool;
     VkCommandBuffer cmd;
     VkFence fence;
-    /* A submission whose wait the host interrupted (hl_set_interrupt_check): still
-     * running on the GPU behind `fence`; memory freed meanwhile waits in graveyard. */
-    int abandoned;
-    hl_buffer *graveyard;
+    int abandoned;        /* a submission whose wait was interrupted still runs behind `fence` */
+    hl_buffer *graveyard; /* memory freed meanwhile, released once it is done (interrupt.c) */
     uint32_t n_graveyard, cap_graveyard;
     VkDescriptorSetLayout ds_layout;
     VkPipelineLayout pipe_layout;
@@ -203,6 +201,7 @@ struct hl_device {
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
     hl_buffer buf_rows;                 /* fp32 per attention row: a host-bound LSE, the backward's delta */
     struct hl_tensor *tensors;          /* live tensors, released when the device closes */
+    struct hl_plan *plans;              /* live plans (plan.c), released likewise */
     PFN_vkGetMemoryFdKHR get_memory_fd; /* VK_KHR_external_memory_fd, where enabled */
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
     PFN_vkWaitSemaphores wait_semaphores;
@@ -337,15 +336,16 @@ uint32_t hl_wide_tiles(uint32_t t);
 int hl_coop_shape_rank(const hl_coop_shape *s);
 /* The scalar fallback every device runs. */
 extern const hl_variant hl_scalar_variant;
-/* layout.c: probe every f16 -> f32 shape's layout (at open; failures are recorded, not
- * raised), and the probed layout of one (NULL: not probed). */
+/* layout.c: each f16 -> f32 shape's layout, probed at open (failures recorded; NULL: not probed). */
 void hl_rows_layouts_probe(hl_device *dev);
 const hl_rows_layout *hl_rows_layout_find(const hl_device *dev, uint32_t tm, uint32_t tn, uint32_t tk);
 
 /* Submissions (submit.c): what every operation's command buffer shares. */
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a);
 void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
-                    VkAccessFlags dst_access);
+                    VkAccessFlags dst_access); /* into dev->cmd; _on: into cmd */
+void hl_cmd_barrier_on(hl_device *dev, VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
+                       VkPipelineStageFlags dst, VkAccessFlags dst_access);
 void hl_compute_barrier(hl_device *dev); /* compute writes -> compute reads and writes */
 hl_status hl_ensure_queries(hl_device *dev, uint32_t count, hl_error *err);
 /* One binding of an operation: a buffer and where in it the operand starts. */
@@ -357,11 +357,11 @@ typedef struct hl_binding {
  * have stay unwritten (its shaders do not declare them). */
 void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, uint32_t n);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
-hl_status hl_submit_wait(hl_device *dev, hl_error *err);
-/* interrupt.c: the wait for dev->fence (the host's interrupt check asked between
- * slices; HL_ERR_INTERRUPTED leaves the device abandoned), the wait for an abandoned
- * submission before the next, and at destroy: 1 when it still runs after a grace
- * (the caller then leaves the device's objects alone). */
+hl_status hl_submit_wait(hl_device *dev, hl_error *err); /* dev->cmd; hl_submit_cmd: cmd, not waited for */
+hl_status hl_submit_cmd(hl_device *dev, VkCommandBuffer cmd, hl_error *err);
+/* interrupt.c: the wait for dev->fence (interruptible: HL_ERR_INTERRUPTED leaves the
+ * device abandoned), the wait for an abandoned submission before the next, and at
+ * destroy: 1 when it still runs after a grace (then its objects are left alone). */
 hl_status hl_wait_fence(hl_device *dev, hl_error *err);
 hl_status hl_settle(hl_device *dev, hl_error *err);
 int hl_device_abandon(hl_device *dev);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "product.h"
 
 #define FLAG_A_VEC 1u
 #define FLAG_B_VEC 2u
@@ -63,15 +63,7 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_d
 }
 
 /* ---- one operation: validated, its grid, constants and pipelines ---------- */
-typedef struct op_plan {
-    hl_variant v;
-    uint32_t grid[3], rgrid[2];
-    uint32_t pc[HL_PUSH_WORDS];
-    VkPipeline main_pipe, reduce_pipe; /* reduce: split-K only */
-    uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
-    int read_c; /* beta != 0: C is an input */
-    uint32_t batch;
-} op_plan;
+typedef hl_product op_plan;
 
 void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_bytes, uint64_t *c_bytes) {
     const uint64_t m = args->m, n = args->n, k = args->k, batch = args->batch ? args->batch : 1;
@@ -85,7 +77,7 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
     *c_bytes = batch * m * n * hl_dtype_size(args->out_dtype);
 }
 
-static hl_status plan_op(hl_device *dev, const hl_matmul_args *args, const char *who, op_plan *pl, hl_error *err) {
+hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *caps = &dev->caps;
     memset(pl, 0, sizeof *pl);
@@ -228,22 +220,31 @@ fail:
     return st;
 }
 
-/* One operation: the main dispatch, and for split-K the reduction behind a barrier. */
-static void record_op(hl_device *dev, const op_plan *pl, VkDescriptorSet ds) {
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->main_pipe);
-    vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
-    vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], pl->grid[2]);
+void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl, VkDescriptorSet ds) {
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->main_pipe);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
+    vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdDispatch(cmd, pl->grid[0], pl->grid[1], pl->grid[2]);
     dev->tel.dispatches++;
     if (!pl->reduce_pipe) return;
-    hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
-    vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->reduce_pipe);
-    vkCmdDispatch(dev->cmd, pl->rgrid[0], pl->rgrid[1], 1);
+    hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->reduce_pipe);
+    vkCmdDispatch(cmd, pl->rgrid[0], pl->rgrid[1], 1);
     dev->tel.dispatches++;
 }
 
-static void record_one(hl_device *dev, const void *ctx, VkDescriptorSet ds) { record_op(dev, ctx, ds); }
+static void record_one(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
+    hl_product_record(dev, dev->cmd, ctx, ds);
+}
+
+void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding bufs[HL_BIND_MATMUL_COUNT]) {
+    bufs[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(o->t_a, NULL);
+    bufs[HL_BIND_MATMUL_B] = hl_tensor_or_scratch(o->t_b, NULL);
+    bufs[HL_BIND_MATMUL_C] = hl_tensor_or_scratch(o->t_c, NULL);
+    bufs[HL_BIND_MATMUL_WORKSPACE] = (hl_binding){workspace, 0};
+    bufs[HL_BIND_MATMUL_BIAS] = o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL) : (hl_binding){workspace, 0};
+}
 
 hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
     hl_status st = HL_OK;
@@ -261,7 +262,7 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: operands a and b are required");
     op_plan pl;
     const double t_plan = hl_now_ms();
-    HL_TRY(plan_op(dev, args, "matmul", &pl, err));
+    HL_TRY(hl_product_plan(dev, args, "matmul", &pl, err));
     dev->tel.plan_ms += hl_now_ms() - t_plan;
     if (pl.read_c && !args->t_c && !args->c_in)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "matmul: beta != 0 needs an input C");
@@ -326,7 +327,7 @@ static void record_chain(hl_device *dev, const void *ctx, VkDescriptorSet unused
     const chain_ctx *c = ctx;
     for (uint32_t i = 0; i < c->n; i++) {
         if (i) hl_compute_barrier(dev);
-        record_op(dev, &c->plans[i], c->sets[i]);
+        hl_product_record(dev, dev->cmd, &c->plans[i], c->sets[i]);
     }
 }
 
@@ -362,20 +363,14 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
             st = hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: chains take tensors only (a, b, c and bias)", who);
             goto fail;
         }
-        HL_TRY(plan_op(dev, &ops[i], who, &plans[i], err));
+        HL_TRY(hl_product_plan(dev, &ops[i], who, &plans[i], err));
         if (plans[i].w_bytes > w_bytes) w_bytes = plans[i].w_bytes;
     }
     HL_TRY(hl_buffer_reserve(dev, &dev->buf_w, w_bytes, 0, err));
     HL_TRY(hl_descriptor_sets(dev, n_ops, sets, err));
     for (uint32_t i = 0; i < n_ops; i++) {
-        const hl_matmul_args *o = &ops[i];
         hl_binding bufs[HL_BIND_MATMUL_COUNT];
-        bufs[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(o->t_a, NULL);
-        bufs[HL_BIND_MATMUL_B] = hl_tensor_or_scratch(o->t_b, NULL);
-        bufs[HL_BIND_MATMUL_C] = hl_tensor_or_scratch(o->t_c, NULL);
-        bufs[HL_BIND_MATMUL_WORKSPACE] = (hl_binding){dev->buf_w.buffer, 0};
-        bufs[HL_BIND_MATMUL_BIAS] =
-            o->t_bias ? hl_tensor_or_scratch(o->t_bias, NULL) : (hl_binding){dev->buf_w.buffer, 0};
+        hl_product_bindings(&ops[i], dev->buf_w.buffer, bufs);
         hl_write_set(dev, sets[i], bufs, HL_BIND_MATMUL_COUNT);
     }
     /* Whatever wrote the tensors before (uploads) is complete: every earlier

@@ -7,12 +7,17 @@
 
 VkDeviceSize hl_align_up(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
 
-void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
-                    VkAccessFlags dst_access) {
+void hl_cmd_barrier_on(hl_device *dev, VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
+                       VkPipelineStageFlags dst, VkAccessFlags dst_access) {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = src_access, .dstAccessMask = dst_access};
-    vkCmdPipelineBarrier(dev->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+    vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
     dev->tel.barriers++;
+}
+
+void hl_cmd_barrier(hl_device *dev, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                    VkAccessFlags dst_access) {
+    hl_cmd_barrier_on(dev, dev->cmd, src, src_access, dst, dst_access);
 }
 
 void hl_compute_barrier(hl_device *dev) {
@@ -74,6 +79,16 @@ fail:
 hl_status hl_submit_wait(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     double t_sub = hl_now_ms();
+    HL_TRY(hl_submit_cmd(dev, dev->cmd, err));
+    HL_TRY(hl_wait_fence(dev, err));
+    dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_submit_cmd(hl_device *dev, VkCommandBuffer cmd, hl_error *err) {
+    hl_status st = HL_OK;
     HL_VK(vkResetFences(dev->device, 1, &dev->fence));
     /* After async submissions (async.c), start once the last of them is done: a
      * queue runs submissions in order only where something orders them. */
@@ -88,11 +103,9 @@ hl_status hl_submit_wait(hl_device *dev, hl_error *err) {
                        .pWaitSemaphores = &dev->timeline,
                        .pWaitDstStageMask = &stage,
                        .commandBufferCount = 1,
-                       .pCommandBuffers = &dev->cmd};
+                       .pCommandBuffers = &cmd};
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, dev->fence));
     dev->tel.submits++;
-    HL_TRY(hl_wait_fence(dev, err));
-    dev->tel.submit_wait_ms += hl_now_ms() - t_sub;
     return HL_OK;
 fail:
     return st;

@@ -14,7 +14,7 @@
 
 typedef struct module_state {
     PyObject *HeliosError, *DeviceMemoryError, *UnsupportedError, *DeviceLostError, *NoDeviceError, *DeviceClosedError;
-    PyTypeObject *DeviceType, *TensorType;
+    PyTypeObject *DeviceType, *TensorType, *PlanType;
 } module_state;
 
 /* helios._helios.Device (device_type.c). Calls on one Device, and on its
@@ -53,11 +53,16 @@ int errors_init(PyObject *module, module_state *st);
 
 int device_type_init(PyObject *module, module_state *st);
 int tensor_type_init(PyObject *module, module_state *st);
+int plan_type_init(PyObject *module, module_state *st);
+struct hl_plan;
+/* plan_type.c: a Plan object owning p (destroyed if it cannot be made), keeping ops alive. */
+PyObject *plan_new(DeviceObject *device, struct hl_plan *p, PyObject *ops);
 int is_tensor(module_state *st, PyObject *obj);
 
 /* gemm.c: Device._gemm and Device._chain. */
 PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_plan(DeviceObject *self, PyObject *ops);
 int dtype_arg(PyObject *obj, const char *name, hl_dtype *out);
 int npy_type_of(hl_dtype t); /* a host buffer's NumPy type at this level (bfloat16: uint16 bits) */
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);

@@ -411,6 +411,9 @@ static PyMethodDef Device_methods[] = {
      "dtype; returns its canonical form."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
+    {"_plan", (PyCFunction)Device_plan, METH_O,
+     "Low-level: _plan(ops) -> Plan: operation dicts on Tensors recorded once into a command buffer of their own "
+     "(helios.Plan builds them)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
      "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},
     {"_copy_strided", (PyCFunction)(void (*)(void))Device_copy_strided, METH_VARARGS | METH_KEYWORDS,

@@ -7,6 +7,8 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include "binding.h"
 
+#include "../core/helios_plan.h"
+
 #include <numpy/arrayobject.h>
 #include <string.h>
 
@@ -357,6 +359,56 @@ PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds) {
     return result;
 }
 
+/* Operations on Tensors only (a chain's or a plan's): parsed from a list of dicts. */
+typedef struct tensor_ops {
+    PyObject *seq;
+    Py_ssize_t n;
+    hl_matmul_args *ma;
+    op_refs *refs;
+} tensor_ops;
+
+static void free_tensor_ops(tensor_ops *t) {
+    PyMem_Free(t->ma);
+    PyMem_Free(t->refs);
+    Py_XDECREF(t->seq);
+    memset(t, 0, sizeof *t);
+}
+
+static int parse_tensor_ops(DeviceObject *self, PyObject *ops, const char *what, tensor_ops *t) {
+    memset(t, 0, sizeof *t);
+    t->seq = PySequence_Fast(ops, "ops must be a list of operation dicts");
+    if (!t->seq) return -1;
+    t->n = PySequence_Fast_GET_SIZE(t->seq);
+    if (t->n < 1 || t->n > 4096) {
+        PyErr_Format(PyExc_ValueError, "a %s holds 1..4096 operations, got %zd", what, t->n);
+        free_tensor_ops(t);
+        return -1;
+    }
+    t->ma = PyMem_Calloc((size_t)t->n, sizeof *t->ma);
+    t->refs = PyMem_Calloc((size_t)t->n, sizeof *t->refs);
+    if (!t->ma || !t->refs) {
+        PyErr_NoMemory();
+        free_tensor_ops(t);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        if (parse_op(self, PySequence_Fast_GET_ITEM(t->seq, i), &t->ma[i], &t->refs[i], 0) < 0) {
+            free_tensor_ops(t);
+            return -1;
+        }
+        if (!t->ma[i].t_a || !t->ma[i].t_b || !t->ma[i].t_c || t->ma[i].bias) {
+            PyErr_Format(
+                PyExc_TypeError,
+                "%s operation %zd: a, b, out and bias must be helios.Tensor objects (upload host arrays first)", what,
+                i);
+            free_tensor_ops(t);
+            return -1;
+        }
+        if (t->refs[i].has_variant) t->ma[i].variant = &t->refs[i].variant; /* refs moved: re-point */
+    }
+    return 0;
+}
+
 /* _chain(ops, warmup=0, iters=0) -> (samples_ms, gpu_ms): ops is a list of
  * operation dicts on Tensors; iters = 0 runs the chain once. */
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
@@ -370,32 +422,15 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
                      warmup_n);
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(ops, "_chain: ops must be a list of operation dicts");
-    if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n < 1 || n > 4096) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "a chain holds 1..4096 operations, got %zd", n);
-        return NULL;
-    }
-    hl_matmul_args *ma = PyMem_Calloc((size_t)n, sizeof *ma);
-    op_refs *refs = PyMem_Calloc((size_t)n, sizeof *refs);
+    tensor_ops t;
+    if (parse_tensor_ops(self, ops, "chain", &t) < 0) return NULL;
+    Py_ssize_t n = t.n;
+    hl_matmul_args *ma = t.ma;
     double *samples = PyMem_Calloc(iters_n ? (size_t)iters_n : 1, sizeof *samples);
     PyObject *result = NULL;
-    if (!ma || !refs || !samples) {
+    if (!samples) {
         PyErr_NoMemory();
         goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (parse_op(self, PySequence_Fast_GET_ITEM(seq, i), &ma[i], &refs[i], 0) < 0) goto done;
-        if (!ma[i].t_a || !ma[i].t_b || !ma[i].t_c || ma[i].bias) {
-            PyErr_Format(PyExc_TypeError,
-                         "chain operation %zd: a, b, out and bias must be helios.Tensor "
-                         "objects (upload host arrays first)",
-                         i);
-            goto done;
-        }
-        if (refs[i].has_variant) ma[i].variant = &refs[i].variant; /* refs moved: re-point */
     }
     if (device_acquire(self) < 0) goto done;
     hl_error err = {0};
@@ -411,9 +446,35 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
     PyObject *list = samples_list(samples, (uint32_t)iters_n);
     if (list) result = Py_BuildValue("(Nd)", list, info.gpu_ms);
 done:
-    PyMem_Free(ma);
-    PyMem_Free(refs);
     PyMem_Free(samples);
-    Py_DECREF(seq);
+    free_tensor_ops(&t);
+    return result;
+}
+
+/* _plan(ops) -> Plan: the operation dicts (on Tensors) recorded once, for replays. */
+PyObject *Device_plan(DeviceObject *self, PyObject *ops) {
+    tensor_ops t;
+    if (parse_tensor_ops(self, ops, "plan", &t) < 0) return NULL;
+    PyObject *result = NULL;
+    if (device_acquire(self) == 0) {
+        hl_error err = {0};
+        hl_plan *p = NULL;
+        hl_status s;
+        Py_BEGIN_ALLOW_THREADS s = hl_plan_create(self->dev, t.ma, (uint32_t)t.n, &p, &err);
+        Py_END_ALLOW_THREADS device_release(self);
+        if (s != HL_OK) {
+            raise_status(gstate(self), &err);
+        } else {
+            PyObject *keep = PySequence_Tuple(t.seq); /* a copy: the caller's list may change later */
+            if (keep) result = plan_new(self, p, keep);
+            if (!keep) {
+                device_lock_wait(self);
+                hl_plan_destroy(p);
+                PyThread_release_lock(self->lock);
+            }
+            Py_XDECREF(keep);
+        }
+    }
+    free_tensor_ops(&t);
     return result;
 }

@@ -31,6 +31,7 @@ from .functions import attention, default_device, matmul, tensor, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming
 from .interop import from_dlpack
 from .matmul_timing import MatmulTiming
+from .plan import Plan, PlanRun, PlanTiming
 from .tensor import Tensor
 
 __all__ = [
@@ -46,6 +47,9 @@ __all__ = [
     "HeliosError",
     "MatmulTiming",
     "NoDeviceError",
+    "Plan",
+    "PlanRun",
+    "PlanTiming",
     "Tensor",
     "UnsupportedError",
     "attention",

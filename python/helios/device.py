@@ -14,6 +14,7 @@ from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, r
 from .gemm import Chain
 from .launcher import launcher_device, launcher_info
 from .matmul_timing import out_dtype_name, time_matmul
+from .plan import Plan
 from .tensor import Tensor, float_array, like_inputs, ndim_of, new_tensor
 from .tune_cache import TunedChoice, attention_bucket
 from .validate import count, flag, real
@@ -298,6 +299,13 @@ class Device(_helios.Device):
         if self.closed:
             raise _helios.DeviceClosedError("the Device is closed")
         return Chain(self)
+
+    def plan(self) -> Plan:
+        """A Plan recording products on Tensors once, for replays of one submission and
+        one wait each (see helios.Plan): a decode step's per-token work."""
+        if self.closed:
+            raise _helios.DeviceClosedError("the Device is closed")
+        return Plan(self)
 
     def attention(
         self,

@@ -1,0 +1,26 @@
+/* product.h — a product planned once and recorded into any command buffer: what
+ * matmul.c's calls and chains and plan.c's replayable plans share. */
+#ifndef HELIOS_PRODUCT_H
+#define HELIOS_PRODUCT_H
+
+#include "internal.h"
+
+/* One product, validated: its variant, grid, push constants and pipelines. */
+typedef struct hl_product {
+    hl_variant v;
+    uint32_t grid[3], rgrid[2];
+    uint32_t pc[HL_PUSH_WORDS];
+    VkPipeline main_pipe, reduce_pipe; /* reduce: split-K only */
+    uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
+    int read_c; /* beta != 0: C is an input */
+    uint32_t batch;
+} hl_product;
+
+hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err);
+/* The main dispatch, and for split-K the reduction behind a barrier, into cmd. */
+void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl, VkDescriptorSet ds);
+/* The bindings of a product on tensors (a, b, c, the workspace, the bias or the
+ * workspace in its place). */
+void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding bufs[HL_BIND_MATMUL_COUNT]);
+
+#endif

@@ -1,0 +1,129 @@
+/* plan_type.c — helios._helios.Plan: a replayable plan (the core's helios_plan.h),
+ * holding its Device and every operation dict it was recorded from (so the Tensors
+ * it binds outlive it). Made by Device._plan (gemm.c). */
+#include "binding.h"
+
+#include "../core/helios_plan.h"
+
+typedef struct {
+    PyObject_HEAD DeviceObject *device;
+    hl_plan *p;
+    PyObject *ops; /* the recorded operation dicts: they hold the Tensors */
+} PlanObject;
+
+static module_state *plan_state(PlanObject *self) { return state_from_type(Py_TYPE(self)); }
+
+PyObject *plan_new(DeviceObject *device, hl_plan *p, PyObject *ops) {
+    module_state *st = state_from_type(Py_TYPE(device));
+    PlanObject *self = PyObject_GC_New(PlanObject, st->PlanType);
+    if (!self) {
+        device_lock_wait(device);
+        hl_plan_destroy(p);
+        PyThread_release_lock(device->lock);
+        return NULL;
+    }
+    self->device = (DeviceObject *)Py_NewRef((PyObject *)device);
+    self->p = p;
+    self->ops = Py_NewRef(ops);
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static void destroy(PlanObject *self) {
+    if (!self->p) return;
+    DeviceObject *dev = self->device;
+    if (dev && dev->lock) {
+        device_lock_wait(dev);
+        hl_plan_destroy(self->p);
+        PyThread_release_lock(dev->lock);
+    } else {
+        hl_plan_destroy(self->p);
+    }
+    self->p = NULL;
+}
+
+static void Plan_dealloc(PlanObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    destroy(self);
+    Py_CLEAR(self->ops);
+    Py_CLEAR(self->device);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->device);
+    Py_VISIT(self->ops);
+    return 0;
+}
+
+/* replay() -> (host_ms, wall_ms, gpu_ms) */
+static PyObject *Plan_replay(PlanObject *self, PyObject *unused) {
+    if (!self->p) {
+        PyErr_SetString(PyExc_ValueError, "the plan is closed");
+        return NULL;
+    }
+    if (!hl_plan_alive(self->p) || !self->device->dev) {
+        PyErr_SetString(plan_state(self)->DeviceClosedError, "the plan's Device is closed");
+        return NULL;
+    }
+    if (device_acquire(self->device) < 0) return NULL;
+    hl_error err = {0};
+    hl_plan_run run = {0};
+    hl_status s;
+    Py_BEGIN_ALLOW_THREADS s = hl_plan_replay(self->p, &run, &err);
+    Py_END_ALLOW_THREADS device_release(self->device);
+    if (s != HL_OK) return raise_status(plan_state(self), &err);
+    return Py_BuildValue("(ddd)", run.host_ms, run.wall_ms, run.gpu_ms);
+}
+
+static PyObject *Plan_close(PlanObject *self, PyObject *unused) {
+    destroy(self);
+    Py_RETURN_NONE;
+}
+
+/* counts -> (ops, dispatches, barriers) as recorded */
+static PyObject *Plan_counts(PlanObject *self, void *c) {
+    if (!self->p) Py_RETURN_NONE;
+    uint32_t ops, dispatches, barriers;
+    hl_plan_counts(self->p, &ops, &dispatches, &barriers);
+    return Py_BuildValue("(III)", ops, dispatches, barriers);
+}
+
+static PyObject *Plan_alive(PlanObject *self, void *c) { return PyBool_FromLong(self->p && hl_plan_alive(self->p)); }
+
+static PyMethodDef Plan_methods[] = {
+    {"replay", (PyCFunction)Plan_replay, METH_NOARGS,
+     "replay() -> (host_ms, wall_ms, gpu_ms): submit the recorded command buffer once and wait; host_ms up to "
+     "the submit's return, wall_ms to the end of the wait, gpu_ms between timestamps around the plan."},
+    {"close", (PyCFunction)Plan_close, METH_NOARGS, "Release the plan's command buffer, sets and workspace."},
+    {NULL}};
+
+static PyGetSetDef Plan_getset[] = {
+    {"counts", (getter)Plan_counts, NULL, "(ops, dispatches, barriers) as recorded; None once closed", NULL},
+    {"alive", (getter)Plan_alive, NULL, "False once closed or its Device closed", NULL},
+    {NULL}};
+
+static PyType_Slot Plan_slots[] = {
+    {Py_tp_dealloc, Plan_dealloc},
+    {Py_tp_traverse, Plan_traverse},
+    {Py_tp_methods, Plan_methods},
+    {Py_tp_getset, Plan_getset},
+    {Py_tp_doc, "A replayable plan (made by Device._plan): products recorded once, replayed as one submission."},
+    {0, NULL},
+};
+
+static PyType_Spec Plan_spec = {
+    .name = "helios._helios.Plan",
+    .basicsize = sizeof(PlanObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = Plan_slots,
+};
+
+int plan_type_init(PyObject *module, module_state *st) {
+    st->PlanType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &Plan_spec, NULL);
+    if (!st->PlanType) return -1;
+    return PyModule_AddType(module, st->PlanType);
+}
