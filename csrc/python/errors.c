@@ -13,9 +13,14 @@ static PyObject *new_exc(PyObject *module, const char *name, const char *doc, Py
 }
 
 /* The core asks this about every 50 ms while it waits for the GPU with the GIL
- * released: Python's signal handlers run (in the main thread), and an exception one
- * raises (KeyboardInterrupt) ends the wait and stays set for the call to return. */
+ * released. Signals are handled in the main thread only: there Python's handlers run,
+ * and an exception one raises (KeyboardInterrupt) ends the wait and stays set for the
+ * call to return. Any other thread (torch's autograd workers) is answered at once,
+ * without the GIL, which another thread may hold while it waits for this one. */
+static unsigned long main_thread;
+
 static int python_interrupt_check(void) {
+    if (PyThread_get_thread_ident() != main_thread) return 0;
     PyGILState_STATE g = PyGILState_Ensure();
     int stop = PyErr_CheckSignals() < 0;
     PyGILState_Release(g);
@@ -24,6 +29,15 @@ static int python_interrupt_check(void) {
 
 int errors_init(PyObject *module, module_state *st) {
     PyObject *b;
+    main_thread = PyThread_get_thread_ident(); /* where `import helios` ran, normally the main thread */
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    if (ident && PyLong_Check(ident)) main_thread = PyLong_AsUnsignedLong(ident);
+    Py_XDECREF(ident);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    if (PyErr_Occurred()) return -1;
     hl_set_interrupt_check(python_interrupt_check);
     st->HeliosError =
         new_exc(module, "helios.HeliosError", "Base of Helios's errors; Vulkan failures name the call and VkResult.",
