@@ -13,6 +13,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import helios
+from helios._helios import testing
 from helios.elementwise import LAYERNORM_ROWS
 from helios.gemm import gelu_tanh
 
@@ -139,21 +140,21 @@ def test_activation_into_out_and_ordered(device):
     if not device.info.get("timeline_semaphore"):
         pytest.skip("this device offers no timeline semaphores: no ordered path to test")
     with helios.Device() as dev:
-        dev._async_host()
+        testing.async_host(dev)
         z = np.linspace(-3, 3, 64).astype(np.float16)
         tz, out = dev.upload(z), dev.empty(64)
         w, s = dev._async_values()
         assert dev.activation(tz, "relu", out=out, order=(w, s)) is out  # returns at once
         with pytest.raises(helios.HeliosError, match=f"did not reach {s}"):
-            dev._host_wait(s, 50_000_000)
-        dev._host_signal(w)
-        dev._host_wait(s, 10_000_000_000)
+            testing.host_wait(dev, s, 50_000_000)
+        testing.host_signal(dev, w)
+        testing.host_wait(dev, s, 10_000_000_000)
         np.testing.assert_array_equal(out.numpy(), np.maximum(z, 0))
         q = dev.empty(32)
         w, s = dev._async_values()
         dev.copy_strided(out, q, (32,), (1,), (1,), 32, 0, order=(w, s))
-        dev._host_signal(w)
-        dev._host_wait(s, 10_000_000_000)
+        testing.host_signal(dev, w)
+        testing.host_wait(dev, s, 10_000_000_000)
         np.testing.assert_array_equal(q.numpy(), np.maximum(z, 0)[32:])
 
 

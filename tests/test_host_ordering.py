@@ -1,5 +1,5 @@
 """The ordered (asynchronous) path every helios.torch op takes on a GPU shared with
-CUDA, run here with the host standing in for the CUDA stream (Device._async_host:
+CUDA, run here with the host standing in for the CUDA stream (helios._helios.testing.async_host:
 the same ring of submissions over a timeline semaphore of the device alone), so
 that CI covers it on lavapipe: an ordered op returns before it runs, runs only
 once its wait value is signalled, signals its own when done; chains of ordered
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import helios
+from helios._helios import testing
 from helios.attention import LSE_ATOL, random_qkv, reference_attention, reference_attention_backward
 from helios.check import check_close
 from helios.gemm import gelu_tanh
@@ -27,7 +28,7 @@ def host_ordered():
     with helios.Device() as dev:
         if not dev.info.get("timeline_semaphore"):
             pytest.skip("this device offers no timeline semaphores: no ordered path to test")
-        dev._async_host()
+        testing.async_host(dev)
         yield dev
 
 
@@ -35,8 +36,8 @@ def _run(dev, op):
     """op(order) submitted, then the host signals its wait value and waits for its signal."""
     w, s = dev._async_values()
     op((w, s))
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     return s
 
 
@@ -49,9 +50,9 @@ def test_an_ordered_op_waits_for_its_signal(host_ordered):
     assert s > w  # the values between are a group's chunks
     dev.matmul(ta, tb, out=out, order=(w, s))  # returns at once: nothing signalled w yet
     with pytest.raises(helios.HeliosError, match=f"did not reach {s}"):
-        dev._host_wait(s, 50 * MS)
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+        testing.host_wait(dev, s, 50 * MS)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     assert check_close(out.numpy(), a.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -104,9 +105,9 @@ def test_values_out_of_order_and_host_calls_out_of_place(host_ordered):
         dev.matmul(np.ones((8, 8), np.float16), ta, out=out, order=dev._async_values())
     with helios.Device() as plain:
         with pytest.raises(ValueError, match="host signals drive a host-ordered device only"):
-            plain._host_signal(1)
+            testing.host_signal(plain, 1)
         with pytest.raises(ValueError, match="no ordered operation"):
-            plain._host_wait(1, MS)
+            testing.host_wait(plain, 1, MS)
 
 
 def test_nothing_left_behind(host_ordered):
@@ -136,8 +137,8 @@ def test_the_gpu_time_of_ordered_ops_is_counted(host_ordered):
     w, s = dev._async_values()
     dev.matmul(ta, ta, out=out, order=(w, s))
     assert dev.telemetry()["async_timed"] == 20  # not finished: not counted yet
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     assert dev.telemetry()["async_timed"] == 21
     dev.reset_telemetry()
     assert (dev.telemetry()["async_timed"], dev.telemetry()["async_gpu_ms"]) == (0, 0.0)
@@ -166,9 +167,9 @@ def test_a_group_is_one_submission_run_in_order(host_ordered):
         dev._group_end()
     assert dev.telemetry()["submits"] == base + 1
     with pytest.raises(helios.HeliosError, match=f"did not reach {s0}"):
-        dev._host_wait(s0, 50 * MS)  # recorded, submitted, waiting for the stream's signal
-    dev._host_signal(w0)
-    dev._host_wait(s0, DONE)
+        testing.host_wait(dev, s0, 50 * MS)  # recorded, submitted, waiting for the stream's signal
+    testing.host_signal(dev, w0)
+    testing.host_wait(dev, s0, DONE)
     zr = x.astype(np.float64) @ w.astype(np.float64)
     assert check_close(z.numpy(), zr)
     hr = gelu_tanh(z.numpy().astype(np.float64))
@@ -194,8 +195,8 @@ def test_a_group_is_one_submission_run_in_order(host_ordered):
             run_attention_backward(dev, tq, tk, tv, o, tdo, lse, causal=True, grads=gs)
     finally:
         dev._group_end()
-        dev._host_signal(w1)  # also after a failure: nothing may wait for it at close
-    dev._host_wait(s1, DONE)
+        testing.host_signal(dev, w1)  # also after a failure: nothing may wait for it at close
+    testing.host_wait(dev, s1, DONE)
     # the scratch the second backward outgrew was kept until the group ran, then freed
     assert dev.telemetry()["live_buffers"] == buffers
     for (a, b, c), (o, lse), tdo, gs in zip(((q, k, v), (q2, k2, v2)), outs, dos, grads):
@@ -225,8 +226,8 @@ def test_group_misuse_is_refused_and_a_failed_op_still_signals(host_ordered):
             dev.copy_strided(ta, out, (65,), (1,), (1,))
     finally:
         dev._group_end()
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)  # what was recorded ran and the group signalled
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)  # what was recorded ran and the group signalled
     assert np.all(out.numpy() == 8)
     with pytest.raises(ValueError, match="take them from hl_async_values"):
         dev._group_begin(w, s)  # a pair already used
@@ -250,9 +251,9 @@ def test_a_long_group_goes_in_chunks_in_order(host_ordered):
         dev._group_end()
         assert dev.telemetry()["submits"] == base + 3
         with pytest.raises(helios.HeliosError, match=f"did not reach {s}"):
-            dev._host_wait(s, 50 * MS)  # the first chunk waits for the stream's signal
-        dev._host_signal(w)
-    dev._host_wait(s, DONE)
+            testing.host_wait(dev, s, 50 * MS)  # the first chunk waits for the stream's signal
+        testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     want = np.linalg.matrix_power(m.astype(np.float64), 20)
     assert check_close(bufs[-1].numpy(), want)
 
@@ -270,7 +271,7 @@ def test_a_chunk_goes_at_once_when_the_gpu_has_run_out_of_work(host_ordered, mon
         monkeypatch.setenv("HELIOS_DISABLE_IDLE_FLUSH", fixed)
         bufs = [dev.upload(np.eye(32, dtype=np.float16))] + [dev.empty((32, 32)) for _ in range(3)]
         w, s = dev._async_values()
-        dev._host_signal(w)  # the stream's work is done before the group starts
+        testing.host_signal(dev, w)  # the stream's work is done before the group starts
         base = dev.telemetry()["submits"]
         sent = []
         dev._group_begin(w, s)
@@ -279,10 +280,10 @@ def test_a_chunk_goes_at_once_when_the_gpu_has_run_out_of_work(host_ordered, mon
                 dev.matmul(bufs[i], tm, out=bufs[i + 1])
                 sent.append(dev.telemetry()["submits"] - base)
                 if fixed == "0":
-                    dev._host_wait(w + i + 1, DONE)  # that chunk is done: the GPU is idle again
+                    testing.host_wait(dev, w + i + 1, DONE)  # that chunk is done: the GPU is idle again
         finally:
             dev._group_end()
-        dev._host_wait(s, DONE)
+        testing.host_wait(dev, s, DONE)
         assert sent == ([1, 2, 3] if fixed == "0" else [0, 0, 0])
         assert dev.telemetry()["submits"] - base == (4 if fixed == "0" else 1)  # + the group's end
         for got, ref in zip(bufs[1:], want):
@@ -291,7 +292,7 @@ def test_a_chunk_goes_at_once_when_the_gpu_has_run_out_of_work(host_ordered, mon
     w, s = dev._async_values()
     with pytest.raises(ValueError, match="HELIOS_DISABLE_IDLE_FLUSH"):
         dev._group_begin(w, s)
-    dev._host_signal(s)  # the pair is spent
+    testing.host_signal(dev, s)  # the pair is spent
 
 
 def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered, monkeypatch):
@@ -321,8 +322,8 @@ def test_a_group_puts_barriers_only_where_an_op_depends_on_another(host_ordered,
                 op()
         finally:  # also after a refusal: a later signal must not pass this group's pending one
             dev._group_end()
-            dev._host_signal(w)
-            dev._host_wait(s, DONE)
+            testing.host_signal(dev, w)
+            testing.host_wait(dev, s, DONE)
         t1 = dev.telemetry()
         return t1["barriers"] - t0["barriers"], t1["overlapped"] - t0["overlapped"]
 
@@ -389,8 +390,8 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
     assert dev.telemetry()["overlapped"] == t0["overlapped"]
     with pytest.raises(ValueError, match="profile stop: ordered work is still pending"):
         dev._profile_stop()  # the group waits for its signal: nothing ran (the profile stays on)
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     marks, dropped = dev._profile_stop()
     # ten ops in chunks of 8: two submissions
     assert [k for k, _ in marks] == ["submission"] + ["op"] * 8 + ["submission"] + ["op"] * 2
@@ -404,8 +405,8 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
     for out in outs[:5]:
         dev.matmul(ta, ta, out=out)
     dev._group_end()
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     marks, dropped = dev._profile_stop()
     assert (len(marks), dropped) == (4, 2)
     with pytest.raises(ValueError, match="capacity must be"):
@@ -420,7 +421,7 @@ def test_a_profile_times_each_op_of_a_group(host_ordered):
     dev._group_end()
     with pytest.raises(ValueError, match="profile start: ordered work is still pending"):
         dev._profile_start(64)
-    dev._host_signal(w)
-    dev._host_wait(s, DONE)
+    testing.host_signal(dev, w)
+    testing.host_wait(dev, s, DONE)
     dev._profile_start(64)
     assert dev._profile_stop() == ([], 0)

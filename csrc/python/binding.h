@@ -54,6 +54,7 @@ int errors_init(PyObject *module, module_state *st);
 int device_type_init(PyObject *module, module_state *st);
 int tensor_type_init(PyObject *module, module_state *st);
 int plan_type_init(PyObject *module, module_state *st);
+int testing_init(PyObject *module); /* testing.c: the helios._helios.testing submodule */
 struct hl_plan;
 /* plan_type.c: a Plan object owning p (destroyed if it cannot be made), keeping ops alive. */
 PyObject *plan_new(DeviceObject *device, struct hl_plan *p, PyObject *ops);
@@ -96,9 +97,6 @@ PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
-PyObject *Device_async_host(DeviceObject *self, PyObject *unused);
-PyObject *Device_host_signal(DeviceObject *self, PyObject *args);
-PyObject *Device_host_wait(DeviceObject *self, PyObject *args);
 PyObject *Device_group_begin(DeviceObject *self, PyObject *args);
 PyObject *Device_group_end(DeviceObject *self, PyObject *unused);
 PyObject *Device_semaphore_value(DeviceObject *self, PyObject *unused);

@@ -379,11 +379,6 @@ static PyMethodDef Device_methods[] = {
      "Low-level: _cuda_signal(stream, value): the CUDA stream signals the shared semaphore."},
     {"_cuda_wait", (PyCFunction)Device_cuda_wait, METH_VARARGS,
      "Low-level: _cuda_wait(stream, value): the CUDA stream waits for the shared semaphore."},
-    {"_async_host", (PyCFunction)Device_async_host, METH_NOARGS,
-     "Test-level: order operations through this device's own timeline semaphore, the host standing in for "
-     "the CUDA stream (_host_signal, _host_wait)."},
-    {"_host_signal", (PyCFunction)Device_host_signal, METH_VARARGS,
-     "Test-level: _host_signal(value): the host signals the ordering semaphore (as a CUDA stream would)."},
     {"_group_begin", (PyCFunction)Device_group_begin, METH_VARARGS,
      "Low-level: _group_begin(wait, signal): the operations until _group_end are one submission waiting for "
      "`wait` and signalling `signal` (values from _async_values); each records after the one before."},
@@ -397,8 +392,6 @@ static PyMethodDef Device_methods[] = {
      "('submission' starts, 'op' ends; ms after the first), once the work is done; dropped: past capacity."},
     {"_group_end", (PyCFunction)Device_group_end, METH_NOARGS,
      "Low-level: submit the open group (always, also after one of its operations failed)."},
-    {"_host_wait", (PyCFunction)Device_host_wait, METH_VARARGS,
-     "Test-level: _host_wait(value, timeout_ns): wait until the ordering semaphore reaches value."},
     {"default_variant", (PyCFunction)(void (*)(void))Device_default_variant, METH_VARARGS | METH_KEYWORDS,
      "default_variant(m=0, n=0, k=0, batch=1, dtype='float16'): the variant used when none is given "
      "(HELIOS_* switches applied); with a shape, the one a product (or a batch of them) of that shape "

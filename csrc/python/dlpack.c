@@ -199,43 +199,6 @@ static PyObject *stream_call(DeviceObject *self, PyObject *args, int signal) {
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args) { return stream_call(self, args, 1); }
 PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args) { return stream_call(self, args, 0); }
 
-/* Host-driven ordering (tests; devices without CUDA): _async_host() opens the ring
- * over this device's own timeline semaphore; _host_signal(value) stands in for the
- * CUDA stream's signal; _host_wait(value, timeout_ns) for its wait. */
-PyObject *Device_async_host(DeviceObject *self, PyObject *unused) {
-    if (device_acquire(self) < 0) return NULL;
-    hl_error err = {0};
-    hl_status st;
-    Py_BEGIN_ALLOW_THREADS st = hl_async_open_host(self->dev, &err);
-    Py_END_ALLOW_THREADS device_release(self);
-    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
-    Py_RETURN_NONE;
-}
-
-PyObject *Device_host_signal(DeviceObject *self, PyObject *args) {
-    unsigned long long value;
-    if (!PyArg_ParseTuple(args, "K:_host_signal", &value)) return NULL;
-    if (device_acquire(self) < 0) return NULL;
-    hl_error err = {0};
-    hl_status st;
-    Py_BEGIN_ALLOW_THREADS st = hl_device_host_signal(self->dev, value, &err);
-    Py_END_ALLOW_THREADS device_release(self);
-    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
-    Py_RETURN_NONE;
-}
-
-PyObject *Device_host_wait(DeviceObject *self, PyObject *args) {
-    unsigned long long value, timeout_ns;
-    if (!PyArg_ParseTuple(args, "KK:_host_wait", &value, &timeout_ns)) return NULL;
-    if (device_acquire(self) < 0) return NULL;
-    hl_error err = {0};
-    hl_status st;
-    Py_BEGIN_ALLOW_THREADS st = hl_device_host_wait(self->dev, value, timeout_ns, &err);
-    Py_END_ALLOW_THREADS device_release(self);
-    if (st != HL_OK) return raise_status(state_from_type(Py_TYPE(self)), &err);
-    Py_RETURN_NONE;
-}
-
 /* _group_begin(wait, signal): every operation until _group_end is recorded into one
  * submission that waits for `wait` and signals `signal` (hl_async_group_begin);
  * _group_end() submits it (always, also after an operation failed). */

@@ -228,6 +228,7 @@ static int module_exec(PyObject *module) {
     if (device_type_init(module, st) < 0) return -1;
     if (tensor_type_init(module, st) < 0) return -1;
     if (plan_type_init(module, st) < 0) return -1;
+    if (testing_init(module) < 0) return -1;
     /* The core's limits, defined once in helios_core.h. */
     if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
     if (PyModule_AddIntConstant(module, "LAYERNORM_ROWS", (long)HL_LAYERNORM_ROWS) < 0) return -1;

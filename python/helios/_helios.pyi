@@ -1,8 +1,11 @@
 """Type stub of the C extension (csrc/python): the engine's Python face."""
 
+from types import ModuleType
 from typing import Any, Mapping, Optional, Sequence, final
 
 import numpy as np
+
+testing: ModuleType  # helios._helios.testing: what tests drive (async_host, host_signal, host_wait)
 
 MAX_LAUNCHES: int
 LAYERNORM_ROWS: int
@@ -123,9 +126,6 @@ class Device:
         lse: Any = None,
         layout: Optional[tuple[int, int, int, int, int, int]] = None,
     ) -> tuple[np.ndarray, list[float], float, str]: ...
-    def _async_host(self) -> None: ...
-    def _host_signal(self, value: int) -> None: ...
-    def _host_wait(self, value: int, timeout_ns: int) -> None: ...
     def _group_begin(self, wait: int, signal: int) -> None: ...
     def _group_end(self) -> None: ...
     def _layernorm(
