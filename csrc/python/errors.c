@@ -38,7 +38,13 @@ int errors_init(PyObject *module, module_state *st) {
     Py_XDECREF(main);
     Py_XDECREF(threading);
     if (PyErr_Occurred()) return -1;
-    hl_set_interrupt_check(python_interrupt_check);
+    int off = 0;
+    hl_error err;
+    if (hl_env_flag("HELIOS_DISABLE_INTERRUPT", &off, &err) != HL_OK) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        return -1;
+    }
+    hl_set_interrupt_check(off ? NULL : python_interrupt_check);
     st->HeliosError =
         new_exc(module, "helios.HeliosError", "Base of Helios's errors; Vulkan failures name the call and VkResult.",
                 PyExc_RuntimeError);

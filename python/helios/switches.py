@@ -91,6 +91,13 @@ SWITCHES: tuple[Switch, ...] = (
     ),
     Switch("HELIOS_DISABLE_IDLE_FLUSH", "runtime", "1", "Ordered work is sent only in full chunks, never on idle."),
     Switch(
+        "HELIOS_DISABLE_INTERRUPT",
+        "runtime",
+        "1",
+        "A wait for the GPU does not wake for Ctrl-C or SIGTERM (read at import; the signal is then handled "
+        "once the GPU's work is done).",
+    ),
+    Switch(
         "HELIOS_POISON_ORDERED",
         "runtime",
         "1",
