@@ -137,3 +137,47 @@ def test_replay_after_close_is_refused(device, stack):
     p.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         p.replay()
+
+
+# ---- faults: a failed recording or replay names the call, leaks nothing, leaves the device working ------
+
+FAULTS = {"buffer": "vkCreateBuffer", "alloc": "vkAllocateMemory", "submit": "vkQueueSubmit"}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_a_failed_recording_or_replay_leaves_the_device_working(monkeypatch, kind):
+    """HELIOS_FAULT=KIND:N (csrc/core/fault.c) fails the Nth call of a kind: walked over a
+    plan's recording and two replays, each failure is the documented exception naming
+    the call, no buffer is left without its memory, and the same device then computes
+    a product right (the walk ends once N passes the last call)."""
+    from helios import _helios
+
+    a, b = (np.arange(n, dtype=np.float16).reshape(s) % 7 for n, s in ((48 * 40, (48, 40)), (32 * 40, (32, 40))))
+    want = a.astype(np.float32) @ b.astype(np.float32).T
+    failures = 0
+    for n in range(1, 30):
+        monkeypatch.setenv("HELIOS_FAULT", f"{kind}:{n}")
+        with helios.Device() as dev:
+            try:
+                ta, tb = dev.upload(a), dev.upload(b)
+                with dev.plan() as p:
+                    c = p.matmul(ta, tb, trans_b=True, out_dtype="float32")
+                p.replay()
+                p.replay()
+                got = c.numpy()
+            except helios.HeliosError as e:
+                failures += 1
+                assert FAULTS[kind] in str(e) and "VK_ERROR" in str(e), str(e)
+                t = dev.telemetry()
+                assert t["live_buffers"] == t["live_memory"], t
+                monkeypatch.delenv("HELIOS_FAULT")
+                np.testing.assert_array_equal(dev.matmul(a, b, trans_b=True, out_dtype="float32"), want)
+                continue
+            finally:
+                seen = _helios._fault_count(kind)
+            assert seen < n, f"HELIOS_FAULT={kind}:{n} was reached ({seen} calls) but nothing failed"
+            np.testing.assert_array_equal(got, want)
+            break
+    else:
+        pytest.fail(f"more than 29 {kind} calls in a plan's recording and replays")
+    assert failures >= 1
