@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..check import ATOL, RTOL
 from ..harness.results import read_result
 from ..harness.shapes import parse_shapes
 from .common import (
@@ -16,7 +15,6 @@ from .common import (
     finite_float,
     flag_value,
     launches,
-    nonneg_int,
     open_device,
     out_paths,
     parse_bool,
@@ -26,6 +24,7 @@ from .common import (
     warmup_count,
     write_results,
 )
+from .common_args import add_out, add_seed, add_tolerances
 
 
 def cmd_bench_devices(args: argparse.Namespace) -> int:
@@ -279,8 +278,7 @@ def register(sub: Any) -> None:
         default=(384, 384, 384),
         help="shape of the gate (default 384x384x384)",
     )
-    pb.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
-    pb.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"gate relative tolerance (default {RTOL})")
+    add_tolerances(pb)
     pb.add_argument(
         "--repeats",
         type=positive_int,
@@ -310,7 +308,7 @@ def register(sub: Any) -> None:
         "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
         "(torch SDPA) or numpy; auto = sdpa, else numpy",
     )
-    pb.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
+    add_seed(pb)
     pb.add_argument(
         "--runs",
         type=positive_int,
@@ -319,13 +317,12 @@ def register(sub: Any) -> None:
         "with its own clock ramp and warm-up, recorded per round "
         "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)",
     )
-    pb.add_argument(
-        "--out",
-        default=None,
-        help="write the helios-bench/1 JSON to this .json file, and the markdown table "
+    add_out(
+        pb,
+        "write the helios-bench/1 JSON to this .json file, and the markdown table "
         "beside it (.md); checked before anything is timed, written atomically",
+        force="existing --out files",
     )
-    pb.add_argument("--force", action="store_true", help="replace existing --out files")
     pb.add_argument(
         "--devices",
         default=None,

@@ -10,6 +10,7 @@ from typing import Any
 from .. import signals
 from .ci import add_measure_args, check_shapes, measure_config
 from .common import add_gate, git_ref, positive_int, target
+from .common_args import add_out
 
 
 def _doc() -> str:
@@ -63,9 +64,7 @@ def register(sub: Any) -> None:
     p.add_argument("good", type=git_ref, help="a commit known not to have the regression")
     p.add_argument("bad", type=git_ref, help="a commit that has it (a descendant of GOOD)")
     p.add_argument("--repo", default=".", help="the git checkout holding the commits (default .)")
-    p.add_argument(
-        "--out", default="build/bisect", help="where bisect.json and the bench files go (default build/bisect)"
-    )
+    add_out(p, "where bisect.json and the bench files go (default build/bisect)", default="build/bisect")
     add_measure_args(p, "GOOD/commit")
     add_gate(p, "each step reads")
     p.add_argument(

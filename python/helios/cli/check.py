@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import _helios
-from ..check import ATOL, RTOL, tolerances
+from ..check import tolerances
 from ..harness.fuzz import FORMS
 from ..harness.shapes import shape_str
-from .common import UsageError, child_argv, finite_float, int_list, nonneg_int, open_device, positive_int
+from .common import UsageError, child_argv, int_list, open_device, positive_int
+from .common_args import add_seed, add_tolerances
 
 
 def cmd_check_devices(args: argparse.Namespace) -> int:
@@ -243,7 +244,7 @@ def register(sub: Any) -> None:
         "exit 0 pass, 1 fail, 2 skipped (no device)",
     )
     pk.add_argument("--fuzz", type=positive_int, default=50, help="number of random cases (default 50)")
-    pk.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0); a failure is reproducible from it")
+    add_seed(pk, "the cases", "; a failure is reproducible from it")
     pk.add_argument(
         "--variant",
         default=None,
@@ -251,8 +252,7 @@ def register(sub: Any) -> None:
         "with --attention: one attention variant)",
     )
     pk.add_argument("--max-dim", type=positive_int, default=700, help="largest M, N, K drawn (default 700)")
-    pk.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
-    pk.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
+    add_tolerances(pk, "")
     pk.add_argument("--verbose", "-v", action="store_true", help="print passing cases too")
     pk.add_argument(
         "--new-pipelines",

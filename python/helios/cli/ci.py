@@ -19,6 +19,7 @@ from .common import (
     positive_int,
     target,
 )
+from .common_args import add_out
 
 
 def _doc() -> str:
@@ -167,7 +168,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--main", type=git_ref, default="main", help="the branch the merge-base is taken with (default main)"
     )
-    p.add_argument("--out", default="build/ci", help="where the results, ci.json and comment.md go (default build/ci)")
+    add_out(p, "where the results, ci.json and comment.md go (default build/ci)", default="build/ci")
     add_measure_args(p, "base/head")
     p.add_argument("--fuzz", type=positive_int, default=30, help="product fuzz cases in each side's gate (default 30)")
     p.add_argument(

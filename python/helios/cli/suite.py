@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..check import ATOL, RTOL
 from ..harness.train import DDP_COMM_HOOKS, GRAD_SYNCS
 from .common import (
     UsageError,
@@ -23,6 +22,7 @@ from .common import (
     target,
     warmup_count,
 )
+from .common_args import add_out, add_seed, add_tolerances
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -270,12 +270,10 @@ def register(sub: Any) -> None:
         "(a block's attention and MLP one Helios group each) and helios_per_op (each linear and the attention a "
         "Helios op of its own): what grouping saves",
     )
-    ps.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs (default 0)")
-    ps.add_argument("--atol", type=finite_float(), default=ATOL, help=f"gate absolute tolerance (default {ATOL})")
-    ps.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"gate relative tolerance (default {RTOL})")
+    add_seed(ps, "the inputs")
+    add_tolerances(ps)
     ps.add_argument(
         "--tag", default="mlp", help="label stored in the result, to tell runs of different ideas apart (default mlp)"
     )
-    ps.add_argument("--out", default=None, help="write the JSON result here and the markdown table beside it (.md)")
-    ps.add_argument("--force", action="store_true", help="replace existing --out files")
+    add_out(ps, "write the JSON result here and the markdown table beside it (.md)", force="existing --out files")
     ps.set_defaults(func=cmd_suite)

@@ -8,13 +8,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..check import ATOL, RTOL, check_close, reference_matmul
+from ..check import check_close, reference_matmul
 from ..files import dumps
 from ..flops import matmul_flops
 from ..harness.results import TIME_SCHEMA, fmt_tflops, provenance, reference_fields
 from ..harness.shapes import parse_shape, parse_shapes, shape_str
 from ..matmul_timing import random_inputs
-from .common import finite_float, flag_value, launches, nonneg_int, open_device, out_paths, warmup_count
+from .common import flag_value, launches, open_device, out_paths, warmup_count
+from .common_args import add_out, add_seed, add_tolerances
 
 
 def _torch_reference(uuid: str) -> Optional[Any]:
@@ -111,12 +112,12 @@ def register(sub: Any) -> None:
         default="384x384x384",
         help="shape of the correctness check run first (default 384x384x384)",
     )
-    pt.add_argument("--atol", type=finite_float(), default=ATOL, help=f"absolute tolerance (default {ATOL})")
-    pt.add_argument("--rtol", type=finite_float(), default=RTOL, help=f"relative tolerance (default {RTOL})")
-    pt.add_argument("--seed", type=nonneg_int, default=0, help="seed of the random inputs (default 0)")
+    add_tolerances(pt, "")
+    add_seed(pt)
     pt.add_argument("--no-cuda", action="store_true", help="do not time torch.cuda even if present")
-    pt.add_argument(
-        "--out", default=None, help="write the results as JSON to this .json file (checked before timing starts)"
+    add_out(
+        pt,
+        "write the results as JSON to this .json file (checked before timing starts)",
+        force="an existing --out file",
     )
-    pt.add_argument("--force", action="store_true", help="replace an existing --out file")
     pt.set_defaults(func=cmd_time)

@@ -16,11 +16,11 @@ from .common import (
     finite_float,
     flag_value,
     launches,
-    nonneg_int,
     open_device,
     target,
     warmup_count,
 )
+from .common_args import add_seed
 
 # What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the
 # sets the picks serve; on a CPU Vulkan device (lavapipe, ~16 GFLOP/s) those would
@@ -204,7 +204,7 @@ def register(sub: Any) -> None:
         default=None,
         help="and at least this many ms of warm-up work per candidate (default 200; 0 on a CPU device)",
     )
-    pu.add_argument("--seed", type=nonneg_int, default=0, help="seed of the inputs and checks (default 0)")
+    add_seed(pu, "the inputs and checks")
     pu.add_argument(
         "--cache", default=None, help="cache file (default: HELIOS_TUNE_CACHE, else ~/.cache/helios/tune.json)"
     )
