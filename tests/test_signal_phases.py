@@ -189,3 +189,24 @@ def test_the_kill_switch_lets_the_wait_run_to_its_end(device, tmp_path):
     seconds = out.split()[1]
     assert float(seconds) > 4.0 and stopped > 3.0, out + err  # the product's whole time, not the signal's 1 s
     assert rc == 143, err
+
+
+ATTENTION_PHASES = {k: ("helios.harness.attention_bench", v[1]) for k, v in PHASES.items() if k != "writing the files"}
+
+
+@pytest.mark.parametrize("phase", list(ATTENTION_PHASES))
+def test_the_attention_bench_keeps_every_row_too(device, tmp_path, monkeypatch, capsys, phase):
+    """The attention workload's phases after its rounds, under SIGTERM (the same
+    protocol: row_extras, then emit)."""
+    _signal_at(monkeypatch, *ATTENTION_PHASES[phase], signal.SIGTERM)
+    out = tmp_path / "a.json"
+    shapes = "1x1x16x16,1x2x24x16"
+    rc = main(
+        ["bench", "--workload=attention", f"--shapes={shapes}", "--iters=2", "--warmup=0", "--warmup-ms=0"]
+        + ["--ref=numpy", "--repeats=2", f"--out={out}"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 143, err
+    res = json.loads(out.read_text())
+    assert res["status"] == "interrupted" and "SIGTERM" in res["failure"]
+    assert len(res["rows"]) == 2 and all(len(r["helios"]["samples_ms"]) == 2 for r in res["rows"])
