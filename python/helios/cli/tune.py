@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .. import _helios, signals
 from ..harness.shapes import parse_shapes, shape_str
@@ -51,6 +51,69 @@ def scale_defaults(args: argparse.Namespace, attention: bool) -> None:
         )
 
 
+class _Picks:
+    """The picks of one tune, each stored in the cache as it is made: a signal or a
+    failure later keeps what finished."""
+
+    def __init__(self, tuner: Any, dev: Any, path: Optional[Path], dry_run: bool) -> None:
+        self.tuner, self.dev, self.path, self.dry_run = tuner, dev, path, dry_run
+        self.results: list = []
+        self.status = 0
+
+    @property
+    def where(self) -> Path:
+        return self.path or tuner_cache_path()
+
+    def keep(self, pick: Any) -> None:
+        self.results.append(pick)
+        if self.dry_run or self.status:
+            return
+        try:
+            with signals.finishing():
+                self.path = self.tuner.store([pick], self.dev.info, self.path)
+        except OSError as e:  # checked before timing; the picks are printed below either way
+            print(
+                f"helios tune: could not write the cache {self.where} ({e.strerror or e}); the picks follow",
+                file=sys.stderr,
+            )
+            self.status = 2
+
+
+def _run(tuner: Any, dev: Any, args: argparse.Namespace, attention: bool, shapes: list, keep: Any) -> None:
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    timing = {"iters": args.iters, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "seed": args.seed}
+    if attention:
+        cands = tuner.read_variant_list(args.candidates) if args.candidates else None
+        print(f"helios tune: attention, {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
+        kw = {"causal": args.causal, "backward": args.backward, "dtype": args.dtype}
+        tuner.tune_attention(dev, shapes, variants=cands, log=log, on_pick=keep, **kw, **timing)
+        return
+    if args.candidates:
+        cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
+    else:
+        cands = tuner.candidates(dev)
+    print(f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
+    tuner.tune(dev, shapes, variants=cands, log=log, on_pick=keep, **timing)
+
+
+def _print_picks(results: list, as_json: bool) -> None:
+    if as_json:
+        picks = [
+            {
+                "shape": shape_str(r.shape),
+                "bucket": r.bucket,
+                "variant": r.variant,
+                "median_ms": r.median_ms,
+                "candidates": r.candidates,
+            }
+            for r in results
+        ]
+        print(json.dumps(picks, indent=1))
+        return
+    for r in results:
+        print(f"{shape_str(r.shape):>16} {r.median_ms:9.4f} ms  {r.variant}")
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from .. import tune as tuner
 
@@ -68,90 +131,29 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not args.dry_run:
         target(path or tuner_cache_path(), "--cache")
     with open_device(args) as dev:
-        log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-        timing = {"iters": args.iters, "warmup": args.warmup, "warmup_ms": args.warmup_ms, "seed": args.seed}
-        results: list = []
-        status = 0
-
-        def keep(pick: Any) -> None:
-            """Each pick is stored as it is made: a signal or a failure later keeps it."""
-            nonlocal status, path
-            results.append(pick)
-            if args.dry_run or status:
-                return
-            try:
-                with signals.finishing():
-                    path = tuner.store([pick], dev.info, path)
-            except OSError as e:  # checked before timing; the picks are printed below either way
-                print(
-                    f"helios tune: could not write the cache {path or tuner_cache_path()} ({e.strerror or e}); "
-                    "the picks follow",
-                    file=sys.stderr,
-                )
-                status = 2
-
+        picks = _Picks(tuner, dev, path, args.dry_run)
         try:
-            if attention:
-                cands = tuner.read_variant_list(args.candidates) if args.candidates else None
-                print(f"helios tune: attention, {len(shapes)} shapes on {dev.info['name']}", file=sys.stderr)
-                tuner.tune_attention(
-                    dev,
-                    shapes,
-                    causal=args.causal,
-                    backward=args.backward,
-                    dtype=args.dtype,
-                    variants=cands,
-                    log=log,
-                    on_pick=keep,
-                    **timing,
-                )
-            else:
-                if args.candidates:
-                    cands = [dev.check_variant(v) for v in tuner.read_variant_list(args.candidates)]
-                else:
-                    cands = tuner.candidates(dev)
-                print(
-                    f"helios tune: {len(cands)} candidates x {len(shapes)} shapes on {dev.info['name']}",
-                    file=sys.stderr,
-                )
-                tuner.tune(dev, shapes, variants=cands, log=log, on_pick=keep, **timing)
+            _run(tuner, dev, args, attention, shapes, picks.keep)
         except RuntimeError as e:
             if isinstance(e, _helios.HeliosError):
                 raise
             print(f"helios: {e}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
-            kept = "not written (--dry-run)" if args.dry_run else f"in {path or tuner_cache_path()}"
+            n = len(picks.results)
+            kept = "not written (--dry-run)" if args.dry_run else f"in {picks.where}"
             print(
-                f"helios tune: interrupted ({signals.stopped_by()}) after {len(results)} of {len(shapes)} shapes; "
-                f"the {len(results)} picks finished are {kept}",
+                f"helios tune: interrupted ({signals.stopped_by()}) after {n} of {len(shapes)} shapes; "
+                f"the {n} picks finished are {kept}",
                 file=sys.stderr,
             )
-            status = 130
+            picks.status = 130
         if args.dry_run:
             print("helios tune: --dry-run, cache not written", file=sys.stderr)
-        elif status == 0:
-            print(f"helios tune: wrote {len(results)} picks to {path or tuner_cache_path()}", file=sys.stderr)
-        if args.json:
-            print(
-                json.dumps(
-                    [
-                        {
-                            "shape": shape_str(r.shape),
-                            "bucket": r.bucket,
-                            "variant": r.variant,
-                            "median_ms": r.median_ms,
-                            "candidates": r.candidates,
-                        }
-                        for r in results
-                    ],
-                    indent=1,
-                )
-            )
-        else:
-            for r in results:
-                print(f"{shape_str(r.shape):>16} {r.median_ms:9.4f} ms  {r.variant}")
-    return status
+        elif picks.status == 0:
+            print(f"helios tune: wrote {len(picks.results)} picks to {picks.where}", file=sys.stderr)
+        _print_picks(picks.results, args.json)
+    return picks.status
 
 
 def register(sub: Any) -> None:
