@@ -175,7 +175,9 @@ def gen_header(t: Any, have: dict[str, bool]) -> str:
         out.append(f"#define HL_BIND_{c_ident(group)}_COUNT {len(names)}\n")
     out.append(f"#define HL_BINDINGS {max(len(v) for v in t.BINDINGS.values())} /* the widest kind */\n\n")
     # Variant structs.
-    out.append("typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2 } hl_path;\n\n")
+    out.append(
+        "typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2, HL_PATH_GEMV = 3 } hl_path;\n\n"
+    )
     for v in t.VARIANTS:
         out.append(f"/* {v.doc} */\ntypedef struct {v.c_name} {{\n")
         for name, ctype, comment, *_ in v.fields:

@@ -47,6 +47,7 @@ SPEC_ENV = (
     (("iters",), "loop trip counts (the roof kernel)"),
     (("cols_per_thread", "residual", "rows_per_group"), "layernorm"),
     (("shared_bytes",), "the shared memory the C side counted for the kernel (SHARED_BYTES)"),
+    (("gemv_rows",), "the matrix-vector kernel: rows of A per workgroup"),
 )
 
 
@@ -103,7 +104,7 @@ MATMUL_VARIANT = VariantStruct(
         ("stages", "uint32_t", "1: load-then-compute; 2: register-prefetch pipeline"),
         ("splitk", "uint32_t", "K split into this many fp32 partial products (1: none)"),
         ("raster", "uint32_t", "block rows per rasterization group (1: plain row order)"),
-        ("threads", "uint32_t", "coop2: invocations per workgroup (workgroup-scope matrices)"),
+        ("threads", "uint32_t", "coop2 and gemv: invocations per workgroup"),
         ("direct_store", "int", "coop: 1 stores interior tiles with coopMatStore, 0 stages them", "store"),
     ),
     grammars=(
@@ -128,6 +129,13 @@ MATMUL_VARIANT = VariantStruct(
             ),
             fixed=(("stages", 1), ("splitk", 1)),
         ),
+        # Products of a few rows (M <= 8), no tiles: the weights streamed once.
+        Grammar(
+            "gemv",
+            "HL_PATH_GEMV",
+            (Num("wg", "threads", 32, 1024),),
+            fixed=(("acc", 1), ("stages", 1), ("splitk", 1), ("raster", 1)),  # acc 1: HL_F32
+        ),
         Grammar(
             "coop",
             "HL_PATH_COOP",
@@ -149,7 +157,7 @@ MATMUL_VARIANT = VariantStruct(
         ),
     ),
     example="'coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2:splitk=1:raster=8', "
-    "'coop2:tile128x128x32:wg256:acc=f32:raster=8' or 'scalar:tile64x64x16:acc=f32'",
+    "'coop2:tile128x128x32:wg256:acc=f32:raster=8', 'gemv:wg256' or 'scalar:tile64x64x16:acc=f32'",
 )
 
 ATTENTION_VARIANT = VariantStruct(
@@ -325,6 +333,22 @@ FAMILIES = (
         axes=(OUT_AXIS, IN_AXIS_SCALAR),
         skip=MIXED_16,
         doc="no cooperative matrices: the fallback (fp32 arithmetic)",
+    ),
+    Family(
+        "matmul_gemv",
+        "matmul_gemv.comp",
+        "hl_variant",
+        (
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "256", "v->threads", local_size=True),
+            Spec("ROWS", "uint", "8", "e->gemv_rows"),
+        )
+        + MATMUL_EPILOGUE,
+        "matmul",
+        axes=(OUT_AXIS, IN_AXIS_SCALAR),
+        skip=MIXED_16,
+        full_subgroups=True,
+        doc="products of M <= 8 rows: weights streamed, no tiles (fp32 arithmetic)",
     ),
     Family(
         "matmul_splitk_reduce",

@@ -342,7 +342,7 @@ def test_check_shapes_reach_the_unchecked_loop(device):
     tile (a tail-only check once passed a loop whose interior stores were wrong)."""
     for v in device.variants():
         f = helios._helios.variant_fields(v)
-        if f["path"] == "scalar":
+        if f["path"] in ("scalar", "gemv"):  # no tiles: no interior a shape must reach
             continue
         assert any(m % f["bm"] == 0 and n % f["bn"] == 0 and k % f["bk"] == 0 for m, n, k in tune.CHECK_SHAPES), v
 

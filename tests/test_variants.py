@@ -119,8 +119,11 @@ def test_env_coop_tile(device, monkeypatch):
 def test_variant_fields_are_the_parsed_variant(device):
     for v in device.variants():
         f = helios.variant_fields(v)
-        assert f["path"] in ("scalar", "coop", "coop2") and v.startswith(f["path"] + ":")
-        assert f"acc={f['acc']}" in v and f["bm"] > 0 and f["splitk"] >= 1
+        assert f["path"] in ("scalar", "coop", "coop2", "gemv") and v.startswith(f["path"] + ":")
+        if f["path"] == "gemv":  # no tiles: the workgroup size, fp32 sums
+            assert v == f"gemv:wg{f['threads']}" and f["acc"] == "f32" and f["bm"] == 0 and f["splitk"] == 1
+        else:
+            assert f"acc={f['acc']}" in v and f["bm"] > 0 and f["splitk"] >= 1
     with pytest.raises(ValueError):
         helios.variant_fields("coop:bogus")
 

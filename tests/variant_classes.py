@@ -26,7 +26,7 @@ import helios
 # field -> (its class value, or None for "not structure", and why).
 Fields = dict[str, Any]
 MATMUL_FIELDS: dict[str, tuple[Callable[[Fields], Any] | None, str]] = {
-    "path": (lambda f: f["path"], "scalar, coop and coop2 are different shaders"),
+    "path": (lambda f: f["path"], "scalar, coop, coop2 and gemv are different shaders"),
     "tm": (lambda f: (f["tm"], f["tn"], f["tk"]), "the coop shape is the cooperative-matrix type itself"),
     "tn": (lambda f: (f["tm"], f["tn"], f["tk"]), "part of the coop shape"),
     "tk": (lambda f: (f["tm"], f["tn"], f["tk"]), "part of the coop shape"),
@@ -48,7 +48,7 @@ MATMUL_FIELDS: dict[str, tuple[Callable[[Fields], Any] | None, str]] = {
     "stages": (lambda f: f["stages"], "one or two shared buffers: other code"),
     "splitk": (lambda f: f["splitk"] > 1, "split-K adds the partial-product pass and the reduce kernel"),
     "raster": (None, "the workgroup order: index arithmetic of the same code"),
-    "threads": (None, "coop2's workgroup size: a constant"),
+    "threads": (None, "coop2's and gemv's workgroup size: a constant"),
     "store": (lambda f: f["store"], "store=direct writes fragments straight to memory: other code"),
 }
 

@@ -312,6 +312,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int disable_bf16 = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_BF16_COOP", &disable_bf16, err));
     dev->bf16_coop_enabled = dev->coop_enabled && dev->caps.bf16_coop && HL_BUILT_GL_EXT_BFLOAT16 && !disable_bf16;
+    int disable_gemv = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_GEMV", &disable_gemv, err));
+    dev->gemv_enabled = dev->caps.has_subgroup_size_control && !disable_gemv;
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;

@@ -200,11 +200,11 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
  * batch rule lives (as for batch * m rows, no split-K). */
 hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch,
                                  hl_variant *out, hl_error *err);
-/* The default for inputs of type `in`: hl_variant_for_product for HL_F16; for HL_BF16
- * the same tiles on a bf16 x bf16 -> f32 coop shape, or the scalar path where the
- * device has no bfloat16 cooperative matrices (never fp16: its range is smaller). */
+/* The default for inputs of type `in`: the matrix-vector kernel for M <= 8 (B as N x K where trans_b),
+ * else hl_variant_for_product for HL_F16 and for HL_BF16 its tiles on a bf16 -> f32 coop shape, or
+ * the scalar path where the device has no bfloat16 cooperative matrices (never fp16: its range). */
 hl_status hl_variant_for_input(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch, hl_dtype in,
-                               hl_variant *out, hl_error *err);
+                               int trans_b, hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
 size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap);
 

@@ -19,15 +19,21 @@
 /* The main kernel's pipeline for a variant, layouts and epilogue: its family's
  * shader permutation and specialization constants (shaders/families.py). */
 static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
-                                  uint32_t epi, uint32_t act, int trans_a, int trans_b, int batched, hl_pipeline **out,
-                                  hl_error *err) {
+                                  uint32_t epi, uint32_t act, int trans_a, int trans_b, int batched, uint32_t m,
+                                  hl_pipeline **out, hl_error *err) {
     const hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
                            .epi = epi,
                            .act = act,
                            .trans_a = (uint32_t)!!trans_a,
                            .trans_b = (uint32_t)!!trans_b,
-                           .batched = (uint32_t)!!batched};
+                           .batched = (uint32_t)!!batched,
+                           .gemv_rows = m < HL_GEMV_MAX_ROWS ? m : HL_GEMV_MAX_ROWS};
     uint32_t spec[HL_MAX_SPEC];
+    if (v->path == HL_PATH_GEMV) {
+        hl_spec_matmul_gemv(spec, v, &e);
+        return hl_pipeline_get(dev, hl_shader_matmul_gemv(out_dtype, in_dtype), spec, HL_SPEC_MATMUL_GEMV_COUNT,
+                               e.subgroup, out, err);
+    }
     if (v->path == HL_PATH_COOP2) {
         hl_spec_matmul_coop2(spec, v, &e);
         return hl_pipeline_get(dev, hl_shader_matmul_coop2(v->acc, out_dtype), spec, HL_SPEC_MATMUL_COOP2_COUNT, 0, out,
@@ -56,7 +62,7 @@ hl_status hl_kernel_stats_get(hl_device *dev, const hl_variant *v, hl_dtype in_d
         return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "kernel stats: %s inputs give %s or f32 outputs, not %s",
                        hl_dtype_name(in_dtype), hl_dtype_name(in_dtype), hl_dtype_name(out_dtype));
     hl_pipeline *p;
-    st = variant_pipeline(dev, v, in_dtype, out_dtype, 0, 0, 0, 0, 0, &p, err);
+    st = variant_pipeline(dev, v, in_dtype, out_dtype, 0, 0, 0, 0, 0, HL_GEMV_MAX_ROWS, &p, err);
     if (st != HL_OK) return st;
     *out = p->stats;
     return HL_OK;
@@ -117,7 +123,7 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     hl_variant v;
     if (args->variant)
         v = *args->variant;
-    else { HL_TRY(hl_variant_for_input(dev, (uint32_t)m, args->n, args->k, batch, args->in_dtype, &v, err)); }
+    else { HL_TRY(hl_variant_for_input(dev, (uint32_t)m, args->n, args->k, batch, args->in_dtype, tb, &v, err)); }
     HL_TRY(hl_variant_check(dev, &v, args->in_dtype, err));
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
@@ -145,7 +151,10 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     HL_TRY(hl_check_output_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
     HL_TRY(hl_check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
 
-    uint64_t gx = (n + v.bn - 1) / v.bn, gy = (m + v.bm - 1) / v.bm;
+    /* matmul_gemv.comp: a subgroup per column of B as N x K, a lane per one as K x N */
+    const int gemv = v.path == HL_PATH_GEMV;
+    const uint64_t cols = !gemv ? v.bn : tb ? v.threads / caps->subgroup_size : caps->subgroup_size;
+    uint64_t gx = (n + cols - 1) / cols, gy = (m + (gemv ? HL_GEMV_MAX_ROWS : v.bm) - 1) / (gemv ? HL_GEMV_MAX_ROWS : v.bm);
     /* Split-K: chunks of whole K slabs; the count actually used may be lower
      * than asked for when K is short. */
     uint64_t k_chunk = k, splits = 1;
@@ -179,10 +188,11 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     /* Split-K: the main kernel writes plain partial products; the reduction
      * applies the epilogue. */
     if (splits > 1)
-        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, 0, 0, ta, tb, batch > 1, &main_p, err));
+        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, 0, 0, ta, tb, batch > 1, (uint32_t)m, &main_p,
+                                err));
     else
         HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1,
-                                &main_p, err));
+                                (uint32_t)m, &main_p, err));
     if (splits > 1) {
         const hl_spec_env e = {.epi = epi, .act = (uint32_t)args->act};
         uint32_t spec[HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT];

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "product.h"
 
 #define SCALAR_BM 64u
 #define SCALAR_BN 64u
@@ -82,6 +82,25 @@ static hl_status coop2_check(const hl_device *dev, const hl_variant *v, const ch
                    name, v->threads, hl_dtype_name(v->acc), v->bm, v->bn, v->bk);
 }
 
+/* The matrix-vector kernel: full subgroups of the device's size (subgroupAdd over a
+ * column's lanes), and shared memory for each subgroup's partial sums. */
+static hl_status gemv_check(const hl_device *dev, const hl_variant *v, const char *name, hl_error *err) {
+    const hl_caps *c = &dev->caps;
+    if (!dev->gemv_enabled)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT, "variant '%s': %s", name,
+                       c->has_subgroup_size_control
+                           ? "the matrix-vector kernel is disabled (HELIOS_DISABLE_GEMV=1)"
+                           : "the matrix-vector kernel needs subgroup size control; the device lacks it");
+    const hl_status ranges = hl_schema_check_ranges(&hl_variant_schema, v, name, err);
+    if (ranges != HL_OK) return ranges;
+    if (v->threads % c->subgroup_size || v->threads > c->max_workgroup_invocations ||
+        v->threads * HL_GEMV_MAX_ROWS * 4 > c->shared_memory_bytes)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "variant '%s': wg must be a multiple of the subgroup size %u and at most %u", name,
+                       c->subgroup_size, c->max_workgroup_invocations);
+    return HL_OK;
+}
+
 hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype in, hl_error *err) {
     const hl_caps *c = &dev->caps;
     char name[HL_VARIANT_STR_MAX];
@@ -109,6 +128,7 @@ hl_status hl_variant_check(const hl_device *dev, const hl_variant *v, hl_dtype i
         return HL_OK;
     }
     if (v->path == HL_PATH_COOP2) return coop2_check(dev, v, name, err);
+    if (v->path == HL_PATH_GEMV) return gemv_check(dev, v, name, err);
     if (!c->has_coop)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "variant '%s' needs VK_KHR_cooperative_matrix with fp16, the Vulkan memory "
@@ -367,6 +387,15 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
             if (n < cap) out[n] = v;
             n++;
         }
+    }
+    /* The matrix-vector kernel: what products of M <= 8 run by default (variant_shape.c). */
+    static const uint32_t gemv_threads[] = {64, 256};
+    for (size_t t = 0; t < sizeof gemv_threads / sizeof gemv_threads[0]; t++) {
+        const hl_variant v = {
+            .path = HL_PATH_GEMV, .threads = gemv_threads[t], .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
+        if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK) continue;
+        if (n < cap) out[n] = v;
+        n++;
     }
     if (n < cap) out[n] = hl_scalar_variant;
     n++;

@@ -4,7 +4,7 @@
  * onto bfloat16's fragment shapes. */
 #include <string.h>
 
-#include "internal.h"
+#include "product.h"
 
 /* Split-K for grids still too small to fill the device: the fewest splits
  * that give about one workgroup per SM, keeping >= 1024 of K per split. A grid
@@ -120,12 +120,32 @@ hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, u
     return st;
 }
 
+/* A product of a few rows reads each weight once and multiplies it by at most 8
+ * values: the tiles of the products above would waste 15 of every 16 rows, so the
+ * matrix-vector kernel streams B instead. With B as N x K (a subgroup per column)
+ * the workgroup shrinks until the grid gives every SM 4 workgroups; with B as
+ * K x N (a lane per column) its subgroups split K. A switch that chooses the
+ * kernel (hl_variant_override) keeps it. 1 and *out set where it applies. */
+static int gemv_for_rows(const hl_device *dev, uint32_t m, uint32_t n, int trans_b, hl_variant *out) {
+    if (m > HL_GEMV_MAX_ROWS || !dev->gemv_enabled || hl_variant_override(dev)) return 0;
+    hl_variant v = {.path = HL_PATH_GEMV, .threads = 256, .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
+    const uint32_t sg = dev->caps.subgroup_size, sms = dev->caps.sm_count;
+    while (trans_b && sms && v.threads > 64 && v.threads > sg &&
+           (uint64_t)(n + v.threads / sg - 1) / (v.threads / sg) < 4ull * sms)
+        v.threads /= 2;
+    hl_error scratch;
+    if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK) return 0;
+    *out = v;
+    return 1;
+}
+
 /* bfloat16: the fp16 choice for the shape moved onto a bf16 x bf16 -> f32 shape
  * with the same subgroup blocks (the H100 offers bf16 at 16x16x16 only, the shape
  * the fp16 defaults prefer). A switch that forces a variant (HELIOS_VARIANT...) is
  * kept as forced, so an fp16-only pick fails with its reason rather than changing. */
 hl_status hl_variant_for_input(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch, hl_dtype in,
-                               hl_variant *out, hl_error *err) {
+                               int trans_b, hl_variant *out, hl_error *err) {
+    if (gemv_for_rows(dev, m, n, trans_b, out)) return hl_variant_check(dev, out, in, err);
     hl_status st = hl_variant_for_product(dev, m, n, k, batch, out, err);
     if (st != HL_OK || in == HL_F16) return st;
     if (hl_variant_override(dev) && strcmp(hl_variant_override(dev), "disable_coop") != 0)

@@ -172,23 +172,26 @@ static PyObject *Device_variants(DeviceObject *self, PyObject *unused) {
     return list;
 }
 
-/* default_variant(m=0, n=0, k=0): with a shape, the variant a product of that
- * shape runs when none is given (split-K chosen for its grid). */
+/* default_variant(m=0, n=0, k=0, batch=1, dtype, trans_b=False): with a shape, the
+ * variant a product of that shape (B as N x K with trans_b) runs when none is given:
+ * the matrix-vector kernel for a few rows, else tiles and split-K for its grid. */
 static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"m", "n", "k", "batch", "dtype", NULL};
+    static char *kwlist[] = {"m", "n", "k", "batch", "dtype", "trans_b", NULL};
     unsigned int m = 0, n = 0, k = 0;
     unsigned long long batch = 1;
     PyObject *dto = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIKO:default_variant", kwlist, &m, &n, &k, &batch, &dto))
+    int trans_b = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIKOp:default_variant", kwlist, &m, &n, &k, &batch, &dto,
+                                     &trans_b))
         return NULL;
     hl_dtype in = HL_F16;
     if (dto && dto != Py_None && dtype_arg(dto, "dtype", &in) < 0) return NULL;
     if (acquire(self) < 0) return NULL;
     hl_variant v;
     hl_error err = {0};
-    hl_status s = m && n && k    ? hl_variant_for_input(self->dev, m, n, k, batch, in, &v, &err)
+    hl_status s = m && n && k    ? hl_variant_for_input(self->dev, m, n, k, batch, in, trans_b, &v, &err)
                   : in == HL_F16 ? hl_variant_default(self->dev, &v, &err)
-                                 : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in, &v, &err);
+                                 : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in, 0, &v, &err);
     PyThread_release_lock(self->lock);
     if (s != HL_OK) return raise_status(dev_state(self), &err);
     return variant_str(&v);
@@ -246,7 +249,7 @@ static PyObject *Device_kernel_stats(DeviceObject *self, PyObject *args, PyObjec
     hl_status s = HL_OK;
     if (!given)
         s = in_dtype == HL_F16 ? hl_variant_default(self->dev, &v, &err)
-                               : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in_dtype, &v, &err);
+                               : hl_variant_for_input(self->dev, 4096, 4096, 4096, 1, in_dtype, 0, &v, &err);
     if (s == HL_OK) {
         Py_BEGIN_ALLOW_THREADS s = hl_kernel_stats_get(self->dev, &v, in_dtype, out_dtype, &ks, &err);
         if (s == HL_OK && want_code) s = hl_kernel_machine_code(self->dev, &ks, &code.data, &code.size, &err);

@@ -214,7 +214,7 @@ static PyMethodDef module_methods[] = {
      "The fields of an attention variant string as a dict (path, tm, tn, tk, bc, nsg, wq); ValueError if "
      "malformed."},
     {"format_variant", format_variant, METH_O,
-     "The canonical matmul variant string from a dict: 'path' (coop, coop2, scalar) and the fields of "
+     "The canonical matmul variant string from a dict: 'path' (coop, coop2, gemv, scalar) and the fields of "
      "variant_fields(); fields left out take the form's defaults. ValueError naming an unknown or missing "
      "field."},
     {"canonical_variant", canonical_variant, METH_O,

@@ -348,7 +348,8 @@ class Chain:
             op["bias"] = bias if isinstance(bias, Tensor) else self._dev.upload(bias, dtype=np.float32)
         self._ops.append(op)
         self._variants.append(
-            op["variant"] or self._dev.default_variant(spec.m, spec.n, spec.k, batch=spec.batch, dtype=cdt.name)
+            op["variant"]
+            or self._dev.default_variant(spec.m, spec.n, spec.k, batch=spec.batch, dtype=cdt.name, trans_b=B.trans)
         )
         return out
 

@@ -46,6 +46,12 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("HELIOS_DISABLE_COOP", "kill switch", "1", "No cooperative-matrix kernels: the scalar fallback only."),
     Switch("HELIOS_DISABLE_COOP2", "kill switch", "1", "No NV cooperative matrix 2 (the opt-in coop2 family)."),
     Switch(
+        "HELIOS_DISABLE_GEMV",
+        "kill switch",
+        "1",
+        "Products of M <= 8 rows on the tiled kernels, not the matrix-vector kernel (gemv variants refused).",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
