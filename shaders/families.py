@@ -82,6 +82,8 @@ BINDINGS = {
     # Layout copies and elementwise activations (the ops between products).
     "copy": ("SRC", "DST"),
     "activation": ("Z", "G", "Y"),
+    # A decode step's ops besides products and norms (decode.comp); PARAMS: a plan's parameter words
+    "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK"),
     # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
     "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
@@ -486,6 +488,18 @@ FAMILIES = (
         "activation",
         axes=(IN_AXIS_SCALAR,),
         doc="an activation or its backward over 16-bit elements (fp32 arithmetic)",
+    ),
+    Family(
+        "decode",
+        "decode.comp",
+        None,
+        (
+            Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 attention combine, 3 top-1
+            Spec("D", "uint", "64", "e->d"),  # attention: head dimension (divides 256)
+        ),
+        "decode",
+        axes=(IN_AXIS_SCALAR,),
+        doc="a batch-1 decode step's embedding gather, attention over a KV cache and top-1 (fp32 arithmetic)",
     ),
     Family(
         "layernorm",

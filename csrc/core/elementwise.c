@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "plan_ops.h"
 
 #define ELEMENTWISE_THREADS 256u /* both shaders' workgroup size */
 #define VEC_ELEMS 8u             /* copy_strided.comp, activation.comp: 16 bytes per invocation where aligned */
@@ -164,7 +164,8 @@ fail:
     return st;
 }
 
-hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err) {
+hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,
+                               hl_operand ops[HL_BIND_LAYERNORM_COUNT], int *vec, hl_error *err) {
     hl_status st = HL_OK;
     static const char *who = "layernorm";
     HL_TRY(layernorm_common(dev, who, a->rows, a->d, a->dtype, err));
@@ -188,18 +189,17 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     HL_TRY(hl_check_tensor(dev, a->x_out, a->r ? n * 4 : 0, who, "x_out", err));
     HL_TRY(hl_check_tensor(dev, a->h, n * 2, who, "h", err));
     HL_TRY(hl_check_tensor(dev, a->stats, (uint64_t)a->rows * 8, who, "stats", err));
-    hl_dispatch_plan pl = {0};
-    HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl.grid, err));
-    HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl.pipe, err));
+    memset(pl, 0, sizeof *pl);
+    HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl->grid, err));
+    HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl->pipe, err));
     /* 4 columns an access where every row and tensor starts where the moves need */
-    const int vec = a->d % 4 == 0 && starts_on(a->x, 16) && starts_on(a->r, 8) && starts_on(a->gamma, 16) &&
-                    starts_on(a->beta, 16) && starts_on(a->x_out, 16) && starts_on(a->h, 8);
-    pl.pc[0] = a->rows;
-    pl.pc[1] = a->d;
-    memcpy(&pl.pc[2], &a->eps, 4);
-    pl.pc[3] = (uint32_t)vec;
+    *vec = a->d % 4 == 0 && starts_on(a->x, 16) && starts_on(a->r, 8) && starts_on(a->gamma, 16) &&
+           starts_on(a->beta, 16) && starts_on(a->x_out, 16) && starts_on(a->h, 8);
+    pl->pc[0] = a->rows;
+    pl->pc[1] = a->d;
+    memcpy(&pl->pc[2], &a->eps, 4);
+    pl->pc[3] = (uint32_t)*vec;
     /* Slots the pass does not touch are bound to x (declared, never read or written). */
-    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
         ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};
     ops[HL_BIND_LAYERNORM_R] = (hl_operand){.tensor = a->r ? a->r : a->x,
@@ -215,6 +215,17 @@ hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err
     ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->h, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_H};
     ops[HL_BIND_LAYERNORM_STATS] =
         (hl_operand){.tensor = a->stats, .bytes = (uint64_t)a->rows * 8, .poison = 1, .slot = HL_BIND_LAYERNORM_STATS};
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *a, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_dispatch_plan pl;
+    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
+    int vec;
+    HL_TRY(hl_layernorm_prepare(dev, a, &pl, ops, &vec, err));
     return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, vec ? "layernorm:vec4" : "layernorm", a->wait_value,
                     a->signal_value, err);
 fail:

@@ -1,13 +1,63 @@
-/* helios_plan.h — replayable plans: products on tensors recorded once into a
- * command buffer of their own and submitted again for each replay (one
- * vkQueueSubmit, one wait), what a decode step replays per token. What changes
- * between replays is the tensors' contents, never the recording. */
+/* helios_plan.h — replayable plans: operations on tensors (products, LayerNorm and a
+ * decode step's embedding, attention over a KV cache and top-1) recorded once into a
+ * command buffer of their own and submitted again for each replay (one vkQueueSubmit,
+ * one wait), what a decode step replays per token. What changes between replays is
+ * the tensors' contents and the plan's parameter words, never the recording. */
 #ifndef HELIOS_PLAN_H
 #define HELIOS_PLAN_H
 
 #include "helios_core.h"
 
 typedef struct hl_plan hl_plan;
+
+/* A plan's parameter words: uint32 values in host-visible memory that the decode ops
+ * read (a token id, a position) and the top-1 writes, so that what changes from token
+ * to token is written before a replay, never recorded again. */
+#define HL_PLAN_MAX_PARAMS 16u
+
+/* x_out[c] = tokens[params[token_slot] * d + c] + positions[params[pos_slot] * d + c]:
+ * fp32 tables (token_rows x d, pos_rows x d) and fp32 output (d). */
+typedef struct hl_embed_args {
+    hl_tensor *tokens, *positions, *out;
+    uint32_t d, token_rows, pos_rows, token_slot, pos_slot;
+} hl_embed_args;
+
+/* One query row per head against a KV cache, the new position's K and V appended:
+ * qkv is the row [q | k | v] (heads x head_dim each, dtype), k_cache and v_cache
+ * max_len rows of heads x head_dim (dtype), p = params[pos_slot] < max_len the new
+ * position; out (heads x head_dim, dtype) = softmax(q K[0..p]^T scale) V[0..p] per
+ * head. head_dim divides 256 (8..256). */
+typedef struct hl_attn_decode_args {
+    hl_tensor *qkv, *k_cache, *v_cache, *out;
+    uint32_t heads, head_dim, max_len, pos_slot;
+    float scale;
+    hl_dtype dtype;
+} hl_attn_decode_args;
+
+/* params[slot] = the index of the largest of x's n fp32 values (the first; NaN largest). */
+typedef struct hl_top1_args {
+    hl_tensor *x;
+    uint32_t n, slot;
+} hl_top1_args;
+
+typedef enum hl_plan_kind {
+    HL_PLAN_MATMUL,
+    HL_PLAN_LAYERNORM, /* hl_layernorm_args: the forward (wait and signal values ignored) */
+    HL_PLAN_EMBED,
+    HL_PLAN_ATTN_DECODE,
+    HL_PLAN_TOP1
+} hl_plan_kind;
+
+typedef struct hl_plan_op {
+    hl_plan_kind kind;
+    union {
+        hl_matmul_args matmul;
+        hl_layernorm_args layernorm;
+        hl_embed_args embed;
+        hl_attn_decode_args attn;
+        hl_top1_args top1;
+    };
+} hl_plan_op;
 
 /* One replay, timed by the engine: host_ms from the call to vkQueueSubmit's return
  * (what the CPU pays to launch the plan), wall_ms to the wait's end, gpu_ms between
@@ -16,10 +66,17 @@ typedef struct hl_plan_run {
     double host_ms, wall_ms, gpu_ms;
 } hl_plan_run;
 
-/* n_ops products on tensors only (every t_a, t_b, t_c set; host pointers and timing
- * fields ignored), in order, a barrier only before an operation that touches what
- * an earlier one since the last barrier wrote (or writes what it read). */
-hl_status hl_plan_create(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, hl_plan **out, hl_error *err);
+/* n_ops operations on tensors only (products: every t_a, t_b, t_c set; host pointers
+ * and timing fields ignored), in order, a barrier only before an operation that
+ * touches what an earlier one since the last barrier wrote (or writes what it read);
+ * n_params parameter words (0..HL_PLAN_MAX_PARAMS), zero at first. */
+hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, hl_plan **out,
+                         hl_error *err);
+/* Write or read parameter words first..first+n (host memory, no submission). A replay
+ * first checks every word an op reads against that op's bound (a position past the
+ * cache, a token past the table: HL_ERR_INVALID_ARGUMENT naming both). */
+hl_status hl_plan_params_write(hl_plan *p, uint32_t first, const uint32_t *words, uint32_t n, hl_error *err);
+hl_status hl_plan_params_read(const hl_plan *p, uint32_t first, uint32_t *words, uint32_t n, hl_error *err);
 hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err);
 void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers);
 int hl_plan_alive(const hl_plan *p); /* 0 once its device closed */

@@ -184,7 +184,7 @@ struct hl_device {
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
     int coop_enabled;
-    int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
+    int bf16_coop_enabled;           /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
     int coop2_enabled, gemv_enabled; /* gemv: matmul_gemv.comp runs (HELIOS_DISABLE_GEMV unset) */
     int timestamps_ok;
     hl_pipeline *pipelines;

@@ -154,7 +154,8 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     /* matmul_gemv.comp: a subgroup per column of B as N x K, a lane per one as K x N */
     const int gemv = v.path == HL_PATH_GEMV;
     const uint64_t cols = !gemv ? v.bn : tb ? v.threads / caps->subgroup_size : caps->subgroup_size;
-    uint64_t gx = (n + cols - 1) / cols, gy = (m + (gemv ? HL_GEMV_MAX_ROWS : v.bm) - 1) / (gemv ? HL_GEMV_MAX_ROWS : v.bm);
+    uint64_t gx = (n + cols - 1) / cols,
+             gy = (m + (gemv ? HL_GEMV_MAX_ROWS : v.bm) - 1) / (gemv ? HL_GEMV_MAX_ROWS : v.bm);
     /* Split-K: chunks of whole K slabs; the count actually used may be lower
      * than asked for when K is short. */
     uint64_t k_chunk = k, splits = 1;

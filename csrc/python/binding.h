@@ -63,7 +63,10 @@ int is_tensor(module_state *st, PyObject *obj);
 /* gemm.c: Device._gemm and Device._chain. */
 PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
-PyObject *Device_plan(DeviceObject *self, PyObject *ops);
+PyObject *Device_plan(DeviceObject *self, PyObject *args, PyObject *kwds);
+struct hl_plan_op;
+/* plan_ops.c: a plan's operation dict of `kind` (not "matmul") into *op; -1 with the exception set. */
+int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, struct hl_plan_op *op);
 int dtype_arg(PyObject *obj, const char *name, hl_dtype *out);
 int npy_type_of(hl_dtype t); /* a host buffer's NumPy type at this level (bfloat16: uint16 bits) */
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);

@@ -181,8 +181,7 @@ static PyObject *Device_default_variant(DeviceObject *self, PyObject *args, PyOb
     unsigned long long batch = 1;
     PyObject *dto = NULL;
     int trans_b = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIKOp:default_variant", kwlist, &m, &n, &k, &batch, &dto,
-                                     &trans_b))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|IIIKOp:default_variant", kwlist, &m, &n, &k, &batch, &dto, &trans_b))
         return NULL;
     hl_dtype in = HL_F16;
     if (dto && dto != Py_None && dtype_arg(dto, "dtype", &in) < 0) return NULL;
@@ -407,8 +406,9 @@ static PyMethodDef Device_methods[] = {
      "dtype; returns its canonical form."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
-    {"_plan", (PyCFunction)Device_plan, METH_O,
-     "Low-level: _plan(ops) -> Plan: operation dicts on Tensors recorded once into a command buffer of their own "
+    {"_plan", (PyCFunction)(void (*)(void))Device_plan, METH_VARARGS | METH_KEYWORDS,
+     "Low-level: _plan(ops, params=0) -> Plan: operation dicts on Tensors (products, layernorm, embed, "
+     "attention_decode, top1) recorded once into a command buffer of their own, with `params` parameter words "
      "(helios.Plan builds them)."},
     {"_chain", (PyCFunction)(void (*)(void))Device_chain, METH_VARARGS | METH_KEYWORDS,
      "Low-level: run a list of tensor products as one submission (helios.Chain builds it)."},

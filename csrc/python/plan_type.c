@@ -12,6 +12,7 @@ typedef struct {
 } PlanObject;
 
 static module_state *plan_state(PlanObject *self) { return state_from_type(Py_TYPE(self)); }
+static int usable(PlanObject *self);
 
 PyObject *plan_new(DeviceObject *device, hl_plan *p, PyObject *ops) {
     module_state *st = state_from_type(Py_TYPE(device));
@@ -61,15 +62,7 @@ static int Plan_traverse(PlanObject *self, visitproc visit, void *arg) {
 
 /* replay() -> (host_ms, wall_ms, gpu_ms) */
 static PyObject *Plan_replay(PlanObject *self, PyObject *unused) {
-    if (!self->p) {
-        PyErr_SetString(PyExc_ValueError, "the plan is closed");
-        return NULL;
-    }
-    if (!hl_plan_alive(self->p) || !self->device->dev) {
-        PyErr_SetString(plan_state(self)->DeviceClosedError, "the plan's Device is closed");
-        return NULL;
-    }
-    if (device_acquire(self->device) < 0) return NULL;
+    if (usable(self) < 0 || device_acquire(self->device) < 0) return NULL;
     hl_error err = {0};
     hl_plan_run run = {0};
     hl_status s;
@@ -77,6 +70,75 @@ static PyObject *Plan_replay(PlanObject *self, PyObject *unused) {
     Py_END_ALLOW_THREADS device_release(self->device);
     if (s != HL_OK) return raise_status(plan_state(self), &err);
     return Py_BuildValue("(ddd)", run.host_ms, run.wall_ms, run.gpu_ms);
+}
+
+/* The plan, open and its device alive: 0, or -1 with the exception set. */
+static int usable(PlanObject *self) {
+    if (!self->p) {
+        PyErr_SetString(PyExc_ValueError, "the plan is closed");
+        return -1;
+    }
+    if (!hl_plan_alive(self->p) || !self->device->dev) {
+        PyErr_SetString(plan_state(self)->DeviceClosedError, "the plan's Device is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* write_params(first, words): parameter words first.. set (host memory; no submission). */
+static PyObject *Plan_write_params(PlanObject *self, PyObject *args) {
+    unsigned int first;
+    PyObject *words;
+    if (!PyArg_ParseTuple(args, "IO:write_params", &first, &words) || usable(self) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(words, "words must be a sequence of ints");
+    if (!seq) return NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    uint32_t buf[HL_PLAN_MAX_PARAMS];
+    if (n > (Py_ssize_t)HL_PLAN_MAX_PARAMS) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "a plan has at most %u parameter words, got %zd", HL_PLAN_MAX_PARAMS, n);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        unsigned long long v = PyLong_Check(o) ? PyLong_AsUnsignedLongLong(o) : (unsigned long long)-1;
+        if (!PyLong_Check(o) || PyErr_Occurred() || v > UINT32_MAX) {
+            PyErr_Clear();
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_ValueError, "parameter word %u must be an int in 0..2^32-1", first + (unsigned)i);
+        }
+        buf[i] = (uint32_t)v;
+    }
+    Py_DECREF(seq);
+    if (device_acquire(self->device) < 0) return NULL;
+    hl_error err = {0};
+    hl_status s = hl_plan_params_write(self->p, first, buf, (uint32_t)n, &err);
+    device_release(self->device);
+    if (s != HL_OK) return raise_status(plan_state(self), &err);
+    Py_RETURN_NONE;
+}
+
+/* read_params(first, n) -> list of ints */
+static PyObject *Plan_read_params(PlanObject *self, PyObject *args) {
+    unsigned int first, n;
+    if (!PyArg_ParseTuple(args, "II:read_params", &first, &n) || usable(self) < 0) return NULL;
+    uint32_t buf[HL_PLAN_MAX_PARAMS];
+    if (n > HL_PLAN_MAX_PARAMS)
+        return PyErr_Format(PyExc_ValueError, "a plan has at most %u parameter words, got %u", HL_PLAN_MAX_PARAMS, n);
+    if (device_acquire(self->device) < 0) return NULL;
+    hl_error err = {0};
+    hl_status s = hl_plan_params_read(self->p, first, buf, n, &err);
+    device_release(self->device);
+    if (s != HL_OK) return raise_status(plan_state(self), &err);
+    PyObject *out = PyList_New(n);
+    for (uint32_t i = 0; out && i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(buf[i]);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
 }
 
 static PyObject *Plan_close(PlanObject *self, PyObject *unused) {
@@ -98,6 +160,10 @@ static PyMethodDef Plan_methods[] = {
     {"replay", (PyCFunction)Plan_replay, METH_NOARGS,
      "replay() -> (host_ms, wall_ms, gpu_ms): submit the recorded command buffer once and wait; host_ms up to "
      "the submit's return, wall_ms to the end of the wait, gpu_ms between timestamps around the plan."},
+    {"write_params", (PyCFunction)Plan_write_params, METH_VARARGS,
+     "write_params(first, words): set parameter words first.. (mapped host memory: no submission)."},
+    {"read_params", (PyCFunction)Plan_read_params, METH_VARARGS,
+     "read_params(first, n) -> [int]: parameter words first..first+n (what a top-1 wrote at the last replay)."},
     {"close", (PyCFunction)Plan_close, METH_NOARGS, "Release the plan's command buffer, sets and workspace."},
     {NULL}};
 
@@ -111,7 +177,7 @@ static PyType_Slot Plan_slots[] = {
     {Py_tp_traverse, Plan_traverse},
     {Py_tp_methods, Plan_methods},
     {Py_tp_getset, Plan_getset},
-    {Py_tp_doc, "A replayable plan (made by Device._plan): products recorded once, replayed as one submission."},
+    {Py_tp_doc, "A replayable plan (made by Device._plan): operations recorded once, replayed as one submission."},
     {0, NULL},
 };
 

@@ -300,12 +300,13 @@ class Device(_helios.Device):
             raise _helios.DeviceClosedError("the Device is closed")
         return Chain(self)
 
-    def plan(self) -> Plan:
-        """A Plan recording products on Tensors once, for replays of one submission and
-        one wait each (see helios.Plan): a decode step's per-token work."""
+    def plan(self, params: int = 0) -> Plan:
+        """A Plan recording operations on Tensors once, for replays of one submission
+        and one wait each (see helios.Plan): a decode step's per-token work. params:
+        its uint32 parameter words (0..16), what changes per token (token, position)."""
         if self.closed:
             raise _helios.DeviceClosedError("the Device is closed")
-        return Plan(self)
+        return Plan(self, params)
 
     def attention(
         self,

@@ -163,6 +163,26 @@ def layernorm(
     bfloat16; default residual's, else float16), the stream normalised (x_out, or x),
     and stats (rows, 2) fp32: each row's mean and 1/sqrt(var + eps) (biased
     variance, as torch), what :func:`layernorm_backward` takes."""
+    op = layernorm_operands(dev, x, gamma, beta, residual, eps, dtype, out, x_out, stats)
+    dev._layernorm(**op, **_ordered(order))
+    return op["h"], (op["x_out"] if op["x_out"] is not None else x), op["stats"]
+
+
+def layernorm_operands(
+    dev: Any,
+    x: Tensor,
+    gamma: Any,
+    beta: Any,
+    residual: Optional[Tensor],
+    eps: float,
+    dtype: Any,
+    out: Optional[Tensor],
+    x_out: Optional[Tensor],
+    stats: Optional[Tensor],
+) -> dict[str, Any]:
+    """LayerNorm's forward checked, its outputs made where not given: the core's
+    arguments by name (x, gamma, beta, h, stats, rows, d, eps, dtype, r, x_out), what
+    a call and a plan's step both take."""
     who = "layernorm"
     if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed or x.ndim < 1:
         raise TypeError(f"{who}: x must be a packed float32 helios.Tensor, got {type(x).__name__}")
@@ -180,8 +200,10 @@ def layernorm(
     h = _fresh(dev, out, tuple(x.shape), dt, "out", who)
     st = _fresh(dev, stats, (rows, 2), np.float32, "stats", who)
     stream = _fresh(dev, x_out, tuple(x.shape), np.float32, "x_out", who) if residual is not None else None
-    dev._layernorm(x, gamma, beta, h, st, rows, d, float(eps), dt.name, residual, stream, **_ordered(order))
-    return h, (stream if stream is not None else x), st
+    return dict(
+        x=x, gamma=gamma, beta=beta, h=h, stats=st, rows=rows, d=d, eps=float(eps), dtype=dt.name, r=residual,
+        x_out=stream,
+    )  # fmt: skip
 
 
 def layernorm_backward(

@@ -1,4 +1,4 @@
-"""Replayable plans: products on Tensors recorded once into a command buffer of
+"""Replayable plans: operations on Tensors recorded once into a command buffer of
 their own and replayed with one submission and one wait, what a decode step is
 per token (a Vulkan counterpart of a CUDA graph)::
 
@@ -9,10 +9,14 @@ per token (a Vulkan counterpart of a CUDA graph)::
     x.copy_(next_input); p.replay()          # new contents, the same recording
 
 A replay reads whatever the Tensors hold then: what changes between replays is
-their contents (``Tensor.copy_``), never the recording. A barrier stands only
-before a product that reads or writes what an earlier one since the last barrier
-wrote (or writes what it read). The plan holds every Tensor it binds; closing the
-Device releases it (a replay then raises DeviceClosedError).
+their contents (``Tensor.copy_``) and the plan's parameter words, never the
+recording. Besides products a plan records LayerNorm and a decode step's ops: the
+embedding gather, attention of one position over a KV cache (appending its K and
+V) and the top-1, which read the token and the position from parameter words
+(``dev.plan(params=2)``; ``p.replay(params={1: pos})``, ``p.params()``). A barrier
+stands only before an operation that reads or writes what an earlier one since the
+last barrier wrote (or writes what it read). The plan holds every Tensor it binds;
+closing the Device releases it (a replay then raises DeviceClosedError).
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _helios
+from .dtypes import bfloat16, float16
+from .elementwise import layernorm_operands
 from .gemm import Chain
+from .tensor import Tensor
 from .validate import count
 
 
@@ -50,35 +57,145 @@ class PlanTiming:
 
 
 class Plan(Chain):
-    """Products recorded like a Chain's (``matmul``), compiled into a replayable
-    plan when the with-block ends (or at ``record()``). Not run at recording."""
+    """Operations recorded like a Chain's (``matmul``, and ``layernorm``, ``embed``,
+    ``attention_decode``, ``top1``), compiled into a replayable plan when the
+    with-block ends (or at ``record()``). Not run at recording. params: how many
+    uint32 parameter words the plan has (0..16), all 0 at first."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, params: int = 0) -> None:
         super().__init__(device)
         self._plan: Optional[Any] = None
+        self._n_params = count("plan: params", params, 0, 16)
 
     def record(self) -> "Plan":
-        """Compile the recorded products into the plan (once)."""
+        """Compile the recorded operations into the plan (once)."""
         if self._plan is not None:
-            raise ValueError("plan: already recorded; record a new plan for other products")
+            raise ValueError("plan: already recorded; record a new plan for other operations")
         if not self._ops:
             raise ValueError("plan: no operations recorded")
-        self._plan = self._dev._plan(self._ops)
+        self._plan = self._dev._plan(self._ops, self._n_params)
         return self
 
-    def matmul(self, *args: Any, **kwargs: Any) -> Any:
+    def _adding(self) -> None:
         if self._plan is not None:
-            raise ValueError("plan: recorded already; products are added before the with-block ends")
+            raise ValueError("plan: recorded already; operations are added before the with-block ends")
+
+    def _add(self, kind: str, label: str, **fields: Any) -> None:
+        self._adding()
+        self._ops.append(dict(kind=kind, **fields))
+        self._variants.append(label)
+
+    def _word(self, what: str, slot: int) -> int:
+        return count(f"plan: {what}", slot, 0, self._n_params - 1) if self._n_params else self._no_words(what)
+
+    def _no_words(self, what: str) -> int:
+        raise ValueError(f"plan: {what} names a parameter word; this plan has none (Device.plan(params=N))")
+
+    def matmul(self, *args: Any, **kwargs: Any) -> Any:
+        self._adding()
         return super().matmul(*args, **kwargs)
+
+    def layernorm(
+        self,
+        x: Tensor,
+        gamma: Any,
+        beta: Any,
+        *,
+        residual: Optional[Tensor] = None,
+        eps: float = 1e-5,
+        dtype: Any = None,
+        out: Optional[Tensor] = None,
+        x_out: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor]:
+        """As Device.layernorm (the forward): returns (h, stream): with residual, the
+        stream x + residual is written to x_out (made when not given)."""
+        self._adding()
+        op = layernorm_operands(self._dev, x, gamma, beta, residual, eps, dtype, out, x_out, None)
+        self._add("layernorm", "layernorm", **op)
+        return op["h"], (op["x_out"] if op["x_out"] is not None else x)
+
+    def embed(self, tokens: Tensor, positions: Tensor, *, token: int = 0, position: int = 1, out=None) -> Tensor:
+        """out (1, d) float32 = tokens[params[token]] + positions[params[position]]:
+        float32 tables (rows, d), the rows chosen by parameter words at each replay."""
+        who = "plan.embed"
+        for name, t in (("tokens", tokens), ("positions", positions)):
+            if not isinstance(t, Tensor) or t.dtype != np.float32 or t.ndim != 2 or not t.packed:
+                raise TypeError(f"{who}: {name} must be a packed 2-D float32 helios.Tensor (rows, d)")
+        d = int(tokens.shape[1])
+        if positions.shape[1] != d:
+            raise ValueError(f"{who}: tokens {tokens.shape} and positions {positions.shape} differ in d")
+        out = out if out is not None else self._dev.empty((1, d), np.float32)
+        fields = dict(d=d, token_rows=tokens.shape[0], pos_rows=positions.shape[0])
+        slots = dict(token_slot=self._word("embed's token", token), pos_slot=self._word("embed's position", position))
+        self._add("embed", "embed", tokens=tokens, positions=positions, out=out, **fields, **slots)
+        return out
+
+    def attention_decode(
+        self,
+        qkv: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        *,
+        heads: int,
+        position: int = 1,
+        scale: Optional[float] = None,
+        out: Optional[Tensor] = None,
+    ) -> Tensor:
+        """One position's attention over a KV cache: qkv (1, 3 d) is the row [q | k | v]
+        (heads of d / heads each, float16 or bfloat16), k_cache and v_cache
+        (max_len, d) of its dtype; at each replay p = params[position] (< max_len) gets
+        qkv's K and V in row p of the caches and out (1, d) = softmax(q K[:p+1]^T
+        scale) V[:p+1] per head (scale: 1/sqrt(head_dim) by default)."""
+        who = "plan.attention_decode"
+        if not isinstance(qkv, Tensor) or qkv.dtype not in (np.dtype(float16), np.dtype(bfloat16)):
+            raise TypeError(f"{who}: qkv must be a float16 or bfloat16 helios.Tensor")
+        d3 = int(qkv.size)
+        if d3 % 3 or (d3 // 3) % heads:
+            raise ValueError(f"{who}: qkv's {d3} elements are not 3 x heads ({heads}) x head_dim")
+        d = d3 // 3
+        for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+            if not isinstance(t, Tensor) or t.dtype != qkv.dtype or t.ndim != 2 or t.shape[1] != d or not t.packed:
+                raise TypeError(f"{who}: {name} must be a packed ({'{'}max_len{'}'}, {d}) {qkv.dtype} helios.Tensor")
+        hd = d // heads
+        out = out if out is not None else self._dev.empty((1, d), qkv.dtype)
+        self._add(
+            "attention_decode", "attention_decode", qkv=qkv, k_cache=k_cache, v_cache=v_cache, out=out, heads=heads,
+            head_dim=hd, max_len=int(k_cache.shape[0]), pos_slot=self._word("attention's position", position),
+            scale=float(scale) if scale is not None else hd**-0.5, dtype=qkv.dtype.name,
+        )  # fmt: skip
+        return out
+
+    def top1(self, x: Tensor, *, into: int = 0) -> None:
+        """params[into] = the index of x's largest float32 value (the first; NaN
+        largest, as torch.argmax), read after the replay with ``params()``."""
+        if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed:
+            raise TypeError("plan.top1: x must be a packed float32 helios.Tensor")
+        self._add("top1", "top1", x=x, n=int(x.size), slot=self._word("top1's result", into))
+
+    def params(self, first: int = 0, n: Optional[int] = None) -> list[int]:
+        """Parameter words first..first+n (default: to the last), as the last replay left them."""
+        n = self._n_params - first if n is None else n
+        return list(self._recorded().read_params(first, n))
+
+    def set_params(self, words: Any) -> None:
+        """Write parameter words: a dict {word: value} or a sequence from word 0."""
+        plan = self._recorded()
+        if not isinstance(words, dict):
+            plan.write_params(0, [int(v) for v in words])
+            return
+        for k, v in words.items():
+            plan.write_params(int(k), [int(v)])
 
     @property
     def counts(self) -> tuple[int, int, int]:
-        """(products, dispatches, barriers) as recorded."""
+        """(operations, dispatches, barriers) as recorded."""
         ops, dispatches, barriers = self._recorded().counts
         return int(ops), int(dispatches), int(barriers)
 
-    def replay(self) -> PlanRun:
-        """Submit the plan once and wait for it."""
+    def replay(self, params: Any = None) -> PlanRun:
+        """Submit the plan once and wait for it; params (as set_params) written first."""
+        if params is not None:
+            self.set_params(params)
         run = PlanRun(*self._recorded().replay())
         self._mark_ran()
         return run

@@ -1,4 +1,4 @@
-"""`helios suite`: workload suites (the MLP block) across adapters."""
+"""`helios suite`: workload suites (the MLP block, training, decoding) across adapters."""
 
 from __future__ import annotations
 
@@ -93,9 +93,40 @@ def scale_mlp_defaults(args: argparse.Namespace) -> None:
         print(f"helios suite mlp: {why}: defaults scaled to {shown} (give them to override)", file=sys.stderr)
 
 
+def cmd_decode(args: argparse.Namespace) -> int:
+    from ..harness.decode import TINY, DecodeConfig, check_config, decode_markdown
+    from ..harness.decode.run import run_decode
+
+    out = out_paths(args.out, args.force)
+    given = {
+        "layers": args.layers,
+        "d_model": args.d_model,
+        "heads": args.heads,
+        "vocab": args.vocab,
+        "prompt": args.prompt,
+        "new": args.new,
+        "contexts": args.contexts,
+        "context_steps": args.context_steps,
+        "train_steps": args.train_steps,
+    }
+    base: dict[str, Any] = dict(TINY) if args.tiny else {}
+    base.update({k: v for k, v in given.items() if v is not None})
+    if args.adapters:
+        base["adapters"] = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
+    try:
+        check_config(cfg)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    result = run_decode(cfg, log=print)
+    return emit(result, decode_markdown(result), out, "decode rejected: an adapter failed or left eager's tokens")
+
+
 def cmd_suite(args: argparse.Namespace) -> int:
     if args.workload == "train":
         return cmd_train(args)
+    if args.workload == "decode":
+        return cmd_decode(args)
     if args.suite_device is not None:  # the original suite's --device: "cuda" (the GPU) or an index
         if args.suite_device.strip().lower() != "cuda":
             args.device = flag_value("--device", device_index, args.suite_device)
@@ -152,9 +183,29 @@ def register(sub: Any) -> None:
     )
     ps.add_argument(
         "workload",
-        choices=["mlp", "train"],
-        help="the workload: mlp (the MLP block per adapter) or train (a GPT-style decoder trained "
-        "through each adapter: tokens/s, step split, loss curves; helios/harness/train/)",
+        choices=["mlp", "train", "decode"],
+        help="the workload: mlp (the MLP block per adapter), train (a GPT-style decoder trained "
+        "through each adapter: tokens/s, step split, loss curves; helios/harness/train/) or decode (that "
+        "decoder generating greedily at batch 1: ms/token, tokens identical to eager; helios/harness/decode/)",
+    )
+    pd = ps.add_argument_group("decode (helios suite decode; --layers, --heads, --d-model, --vocab as for train)")
+    pd.add_argument("--prompt", type=positive_int, default=None, help="prompt tokens (default 16)")
+    pd.add_argument("--new", type=positive_int, default=None, help="tokens generated greedily (default 256)")
+    pd.add_argument(
+        "--contexts",
+        type=int_list,
+        default=None,
+        help="context lengths of the sweep: the cache filled to each, then --context-steps steps timed "
+        "(default 256,1024,4096)",
+    )
+    pd.add_argument(
+        "--context-steps", type=positive_int, default=None, help="timed steps per context length (default 32)"
+    )
+    pd.add_argument(
+        "--train-steps",
+        type=nonneg_int,
+        default=None,
+        help="torch AdamW steps on the token stream before decoding (default 100; 0: the initial, random weights)",
     )
     pt = ps.add_argument_group("train (helios suite train)")
     pt.add_argument("--layers", type=positive_int, default=None, help="decoder blocks (default 8)")
@@ -201,7 +252,7 @@ def register(sub: Any) -> None:
         "--tiny",
         action="store_true",
         help="a workload small enough for a CPU driver (lavapipe in CI): train a tiny model for few steps; "
-        "mlp the small block a CPU device gets by default",
+        "mlp the small block a CPU device gets by default; decode a tiny model (2 layers, d=64, 32 new tokens)",
     )
     ps.add_argument(
         "--tokens",
@@ -268,7 +319,8 @@ def register(sub: Any) -> None:
         "(default all; torch ones are recorded as skipped without CUDA); for train: torch_eager, "
         "torch_compile, helios (default those three; torch_eager always runs: the reference), and helios_blocks "
         "(a block's attention and MLP one Helios group each) and helios_per_op (each linear and the attention a "
-        "Helios op of its own): what grouping saves",
+        "Helios op of its own): what grouping saves; for decode: torch_eager, torch_cuda_graphs, helios_torch, "
+        "helios_plan (default all)",
     )
     add_seed(ps, "the inputs")
     add_tolerances(ps)

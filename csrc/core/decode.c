@@ -1,0 +1,175 @@
+/* decode.c — a batch-1 decode step's ops besides its products and norms
+ * (decode.comp): the embedding gather, attention of the new position over a KV
+ * cache (split over the keys, then combined) and the top-1, each validated into a
+ * plan's step (plan_ops.h). They read the token and the position from the plan's
+ * parameter words, so the step is recorded once. */
+#include <stdio.h>
+#include <string.h>
+
+#include "plan_ops.h"
+
+#define DECODE_THREADS 256u /* decode.comp's workgroup; attention's keys per split */
+enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1 };
+
+static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, VkPipeline *out, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_spec_env e = {.pass = pass, .d = d ? d : 64};
+    uint32_t spec[HL_SPEC_DECODE_COUNT];
+    hl_spec_decode(spec, &e);
+    hl_pipeline *p;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_decode(dtype), spec, HL_SPEC_DECODE_COUNT, 0, &p, err));
+    *out = p->pipeline;
+fail:
+    return st;
+}
+
+static hl_status slot_ok(uint32_t slot, uint32_t n_params, const char *who, const char *what, hl_error *err) {
+    if (slot < n_params) return HL_OK;
+    return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: %s word %u; the plan has %u parameter words", who, what, slot,
+                   n_params);
+}
+
+static void bind(hl_plan_step *s, int slot, hl_tensor *t) {
+    s->binds[slot] = hl_tensor_or_scratch(t, NULL);
+    for (uint32_t i = 0; i < sizeof s->keep / sizeof s->keep[0]; i++)
+        if (!s->keep[i] || s->keep[i] == t) {
+            s->keep[i] = t;
+            return;
+        }
+}
+
+/* A step of the decode kind: every slot bound to `fill` until set, the parameter
+ * words at theirs, no workspace. */
+static void begin(hl_plan_step *s, hl_tensor *fill) {
+    memset(s, 0, sizeof *s);
+    s->n_binds = HL_BIND_DECODE_COUNT;
+    for (int i = 0; i < (int)HL_BIND_DECODE_COUNT; i++) bind(s, i, fill);
+    s->params_slot = HL_BIND_DECODE_PARAMS;
+    s->work_slot = -1;
+    s->param_write = -1;
+    s->n_dispatch = 1;
+}
+
+hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
+                        hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->tokens || !a->positions || !a->out)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tokens, positions and out are required tensors", who);
+    if (!a->d || !a->token_rows || !a->pos_rows)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: d, token rows and position rows must be >= 1", who);
+    if ((uint64_t)a->token_rows * a->d >= UINT32_MAX || (uint64_t)a->pos_rows * a->d >= UINT32_MAX)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: a table spans 2^32 or more elements", who);
+    HL_TRY(slot_ok(a->token_slot, n_params, who, "token", err));
+    HL_TRY(slot_ok(a->pos_slot, n_params, who, "position", err));
+    if (hl_tensors_share(a->out, a->tokens) || hl_tensors_share(a->out, a->positions))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: out is also a table", who);
+    HL_TRY(hl_check_tensor(dev, a->tokens, (uint64_t)a->token_rows * a->d * 4, who, "tokens", err));
+    HL_TRY(hl_check_tensor(dev, a->positions, (uint64_t)a->pos_rows * a->d * 4, who, "positions", err));
+    HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->d * 4, who, "out", err));
+    begin(s, a->tokens);
+    HL_TRY(pipeline(dev, PASS_EMBED, 0, HL_F16, &s->pipe[0], err));
+    s->grid[0][0] = (a->d + DECODE_THREADS - 1) / DECODE_THREADS;
+    s->grid[0][1] = s->grid[0][2] = 1;
+    const uint32_t pc[] = {a->d, a->token_slot, a->pos_slot, a->token_rows, a->pos_rows};
+    memcpy(s->pc[0], pc, sizeof pc);
+    bind(s, HL_BIND_DECODE_SRC2, a->positions);
+    bind(s, HL_BIND_DECODE_OUT, a->out);
+    s->reads[0] = a->tokens;
+    s->reads[1] = a->positions;
+    s->writes[0] = a->out;
+    s->param_read[0] = a->token_slot;
+    s->param_bound[0] = a->token_rows;
+    s->param_read[1] = a->pos_slot;
+    s->param_bound[1] = a->pos_rows;
+    s->n_param_reads = 2;
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
+                              hl_plan_step *s, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->qkv || !a->k_cache || !a->v_cache || !a->out)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv, k_cache, v_cache and out are required tensors", who);
+    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(a->dtype));
+    if (!dev->caps.has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    const uint32_t hd = a->head_dim;
+    if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
+                       DECODE_THREADS);
+    if (!a->heads || !a->max_len)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: heads and max_len must be >= 1", who);
+    if (!(a->scale > 0.0f))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: scale must be positive, got %g", who, (double)a->scale);
+    const uint64_t row = (uint64_t)a->heads * hd, cache = row * a->max_len;
+    if (cache >= UINT32_MAX)
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: a cache of %u x %llu elements spans 2^32 or more", who, a->max_len,
+                       (unsigned long long)row);
+    HL_TRY(slot_ok(a->pos_slot, n_params, who, "position", err));
+    hl_tensor *const ins[3] = {a->qkv, a->k_cache, a->v_cache};
+    for (int i = 0; i < 3; i++)
+        if (hl_tensors_share(a->out, ins[i]))
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: out is also an input", who);
+    if (hl_tensors_share(a->k_cache, a->v_cache) || hl_tensors_share(a->qkv, a->k_cache) ||
+        hl_tensors_share(a->qkv, a->v_cache))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv, k_cache and v_cache must not overlap", who);
+    HL_TRY(hl_check_tensor(dev, a->qkv, 3 * row * 2, who, "qkv", err));
+    HL_TRY(hl_check_tensor(dev, a->k_cache, cache * 2, who, "k_cache", err));
+    HL_TRY(hl_check_tensor(dev, a->v_cache, cache * 2, who, "v_cache", err));
+    HL_TRY(hl_check_output_tensor(dev, a->out, row * 2, who, "out", err));
+    const uint32_t splits = (a->max_len + DECODE_THREADS - 1) / DECODE_THREADS;
+    if (a->heads > dev->caps.max_group_count[0] || splits > dev->caps.max_group_count[1])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
+                       splits);
+    begin(s, a->qkv);
+    HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, &s->pipe[1], err));
+    s->n_dispatch = 2;
+    const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
+    memcpy(s->grid, grids, sizeof grids);
+    uint32_t pc[6] = {a->heads, a->pos_slot, 0, a->max_len, splits};
+    memcpy(&pc[5], &a->scale, 4);
+    memcpy(s->pc[0], pc, sizeof pc);
+    memcpy(s->pc[1], pc, sizeof pc);
+    bind(s, HL_BIND_DECODE_KC, a->k_cache);
+    bind(s, HL_BIND_DECODE_VC, a->v_cache);
+    bind(s, HL_BIND_DECODE_OUT, a->out);
+    s->work_slot = HL_BIND_DECODE_WORK;
+    s->work_bytes = (uint64_t)a->heads * splits * (hd + 2) * 4;
+    s->reads[0] = a->qkv;
+    s->reads[1] = a->k_cache;
+    s->reads[2] = a->v_cache;
+    s->writes[0] = a->out;
+    s->writes[1] = a->k_cache; /* the new position's rows */
+    s->writes[2] = a->v_cache;
+    s->param_read[0] = a->pos_slot;
+    s->param_bound[0] = a->max_len;
+    s->n_param_reads = 1;
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
+                       hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->x) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: x is a required tensor", who);
+    if (!a->n || a->n >= UINT32_MAX)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^32-2, got %u", who, a->n);
+    HL_TRY(slot_ok(a->slot, n_params, who, "result", err));
+    HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
+    begin(s, a->x);
+    HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, &s->pipe[0], err));
+    s->grid[0][0] = s->grid[0][1] = s->grid[0][2] = 1;
+    const uint32_t pc[] = {a->n, a->slot};
+    memcpy(s->pc[0], pc, sizeof pc);
+    s->reads[0] = a->x;
+    s->param_write = (int)a->slot;
+    return HL_OK;
+fail:
+    return st;
+}

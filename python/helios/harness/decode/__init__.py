@@ -1,0 +1,118 @@
+"""`helios suite decode`: the training suite's GPT decoding greedily at batch 1,
+one table for every way to run its step on the same GPU.
+
+Model: the training suite's decoder (helios/harness/train/model.py), its weights
+from a short torch training run on the suite's Markov token stream (--train-steps;
+0 keeps the initial weights: random, where only speed is asked). Products and
+attention in bfloat16 with fp32 accumulation, LayerNorm and the residual stream in
+fp32, as the training suite computes them.
+
+Greedy run: a prompt of --prompt tokens from the stream, then --new tokens, each
+fed back; run twice per adapter (the first warms pipelines, graphs and caches), the
+second timed and compared with torch_eager's tokens: a first divergence counts as a
+tie where torch's logits for its pick and the adapter's are within one bfloat16 step
+(the training suite's rule). Context sweep: for each --contexts length L the cache
+is filled to L tokens, then --context-steps steps are timed there.
+
+Columns: tokens/s and ms/token p50 and p95 (the host clock around each step, its GPU
+work waited for), host ms/token (what launching a step costs the CPU, where the
+adapter can tell), GPU ms/token (timestamps or CUDA events around the step), the
+step's bytes (16-bit weights, and K and V of every cached position) over its time as
+a percent of the memory roof (a 1 GiB read timed with CUDA events in the same run;
+none without CUDA), tokens identical to eager, peak device memory.
+
+Adapters (helios/harness/decode/runners.py): torch_eager (on the GPU, or the CPU
+without CUDA), torch_cuda_graphs and helios_torch (these two need CUDA),
+helios_plan (any Vulkan device: the --tiny CI run on lavapipe)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..results import fmt_mib, md_cell
+
+DECODE_SCHEMA = "helios-decode/1"
+DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
+CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch"})
+TINY = {"layers": 2, "d_model": 64, "heads": 2, "vocab": 96, "prompt": 8, "new": 32, "contexts": [16, 48],
+        "context_steps": 4, "train_steps": 30}  # fmt: skip
+
+
+@dataclass
+class DecodeConfig:
+    layers: int = 8
+    d_model: int = 1024
+    heads: int = 16
+    vocab: int = 8192
+    prompt: int = 16
+    new: int = 256
+    contexts: list[int] = field(default_factory=lambda: [256, 1024, 4096])
+    context_steps: int = 32
+    train_steps: int = 100
+    seed: int = 0
+    adapters: list[str] = field(default_factory=lambda: list(DECODE_ADAPTERS))
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def max_len(self) -> int:
+        """Positions the model embeds: the greedy run's and the longest context's."""
+        return max([self.prompt + self.new] + [c + self.context_steps + 1 for c in self.contexts])
+
+
+def check_config(cfg: DecodeConfig) -> None:
+    """ValueError naming the problem before any work."""
+    if cfg.d_model % cfg.heads:
+        raise ValueError(f"decode: d_model {cfg.d_model} is not a multiple of heads {cfg.heads}")
+    hd = cfg.d_model // cfg.heads
+    if hd < 8 or 256 % hd:
+        raise ValueError(f"decode: head_dim {hd} must divide 256 (8..256): the decode attention's kernel takes those")
+    if cfg.prompt < 1 or cfg.new < 2:
+        raise ValueError("decode: --prompt >= 1 and --new >= 2")
+    bad = [a for a in cfg.adapters if a not in DECODE_ADAPTERS]
+    if bad:
+        raise ValueError(f"decode: unknown adapters {', '.join(bad)}; choose from {', '.join(DECODE_ADAPTERS)}")
+
+
+def _f(x: Optional[float], digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def decode_markdown(result: dict) -> str:
+    c = result["config"]
+    roof = result.get("roof_gb_s")
+    lines = [
+        f"Greedy decoding at batch 1 on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
+        f"{c['heads']} heads, vocab {c['vocab']}, {result.get('weight_bytes', 0) / 1e6:.1f} MB of 16-bit weights; "
+        f"prompt {c['prompt']}, {c['new']} new tokens; memory roof "
+        + (f"{roof:.0f} GB/s (1 GiB read, CUDA events)" if roof else "not measured (no CUDA)"),
+        "",
+        "| adapter | status | tokens/s | ms/token p50 | p95 | host ms | GPU ms | % roof | same tokens as eager | "
+        "peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        if "tokens_per_s" not in r:
+            lines.append(f"| {r['adapter']} | {md_cell(r.get('status'))} |" + " - |" * 8)
+            continue
+        same = r.get("same_tokens")
+        div = r.get("first_divergence")
+        same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.get("tie") else "")
+        lines.append(
+            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | {_f(r['ms_per_token_p50'])} | "
+            f"{_f(r['ms_per_token_p95'])} | {_f(r.get('host_ms_p50'), 4)} | {_f(r.get('gpu_ms_p50'))} | "
+            f"{_f(r.get('roof_pct'), 1)} | {same_s} | {fmt_mib(r.get('peak_memory_bytes'))} |"
+        )
+    ctx = [r for r in result["rows"] if r.get("contexts")]
+    if ctx:
+        lens = [x["context"] for x in ctx[0]["contexts"]]
+        lines += ["", "ms/token (p50) by context length (GPU ms, % roof):", ""]
+        lines.append("| adapter | " + " | ".join(str(n) for n in lens) + " |")
+        lines.append("|---|" + "---|" * len(lens))
+        for r in ctx:
+            cells = [
+                f"{x['ms_per_token_p50']:.3f} ({_f(x.get('gpu_ms_p50'))}, {_f(x.get('roof_pct'), 1)}%)"
+                for x in r["contexts"]
+            ]
+            lines.append(f"| {r['adapter']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,222 @@
+"""The decode suite's run (needs torch): train the model briefly, then per adapter
+the greedy run (timed the second time, judged against torch_eager's tokens) and the
+context sweep."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+
+from ..results import provenance
+from ..train.adapters import HeliosPerOpOps, TorchOps
+from ..train.config import TrainConfig, markov_stream
+from ..train.loop import lock_numerics
+from ..train.model import GPT
+from . import CUDA_ADAPTERS, DECODE_SCHEMA, DecodeConfig, check_config
+from .plan_decoder import PlanDecoder
+from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
+
+TRAIN_BATCH = 8
+
+
+def train_model(cfg: DecodeConfig, device: Any, log: Callable[[str], None]) -> tuple[Any, Any]:
+    """The GPT after cfg.train_steps AdamW steps of torch on the Markov stream, and the stream."""
+    tcfg = TrainConfig(layers=cfg.layers, d_model=cfg.d_model, heads=cfg.heads, seq=cfg.max_len, vocab=cfg.vocab,
+                       batch=TRAIN_BATCH, steps=max(cfg.train_steps, 1), seed=cfg.seed)  # fmt: skip
+    rows = TRAIN_BATCH * max(cfg.train_steps, 1) + 4
+    seq = min(cfg.max_len, 256)  # training sees short windows; positions past them keep their initial embedding
+    data = torch.from_numpy(markov_stream(cfg.vocab, rows, max(seq, cfg.max_len) + 1, cfg.seed)).to(device)
+    torch.manual_seed(cfg.seed)
+    model = GPT(tcfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    t0 = time.perf_counter()
+    for step in range(cfg.train_steps):
+        b = data[step * TRAIN_BATCH : (step + 1) * TRAIN_BATCH, : seq + 1]
+        loss = model(b[:, :-1], b[:, 1:], TorchOps())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step in (0, cfg.train_steps - 1):
+            log(f"decode: training step {step}: loss {float(loss):.3f}")
+    log(f"decode: {cfg.train_steps} training steps in {time.perf_counter() - t0:.1f} s")
+    model.eval()
+    return model, data
+
+
+def read_roof(cuda: bool) -> Optional[float]:
+    """GB/s of a 1 GiB read (torch's sum of float16 into float32), CUDA events, median of 10."""
+    if not cuda:
+        return None
+    big = torch.ones(1 << 29, dtype=torch.float16, device="cuda")
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for i in range(13):
+        e0.record()
+        big.sum(dtype=torch.float32)
+        e1.record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            ms.append(e0.elapsed_time(e1))
+    return big.numel() * 2 / float(np.median(ms)) / 1e6
+
+
+class Adapters:
+    """Makes each adapter's runner for a cache of max_len positions."""
+
+    def __init__(self, cfg: DecodeConfig, model: Any, hdev: Any, cuda: bool) -> None:
+        self.cfg, self.model, self.hdev, self.cuda = cfg, model, hdev, cuda
+        self.state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+        self.decoders: list = []
+
+    def make(self, adapter: str, max_len: int) -> Any:
+        if adapter == "torch_eager":
+            return EagerRunner(torch, self.model, TorchOps(), self.cuda)
+        if adapter == "helios_torch":
+            return EagerRunner(torch, self.model, HeliosPerOpOps(), self.cuda)
+        if adapter == "torch_cuda_graphs":
+            return GraphRunner(torch, self.model, self.cfg.heads, max_len)
+        dec = PlanDecoder(self.hdev, self.state, self.cfg.layers, self.cfg.heads, max_len)
+        self.decoders.append(dec)
+        return PlanRunner(dec)
+
+    def release(self) -> None:
+        for d in self.decoders:
+            d.close()
+        self.decoders.clear()
+
+
+def feed(runner: Any, tokens: list[int]) -> int:
+    """The tokens at positions 0..: one forward where the runner has one, else a step each."""
+    if hasattr(runner, "prefill"):
+        return runner.prefill(tokens)
+    nxt = 0
+    for i, t in enumerate(tokens):
+        nxt = runner.step(t, i)
+    return nxt
+
+
+def greedy_run(runner: Any, prompt: list[int], new: int) -> tuple[list[int], list[float], list, list]:
+    first = feed(runner, prompt)
+    toks, wall, host, gpu = timed_steps(runner, first, len(prompt), new - 1)
+    return [first] + toks, wall, host, gpu
+
+
+def judge(model: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict:
+    """Where got leaves ref, and whether torch's logits there call it a tie."""
+    div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
+    out: dict = {"same_tokens": div is None, "first_divergence": div}
+    if div is not None:
+        dev = model.tok.weight.device
+        with torch.no_grad():
+            idx = torch.tensor([prompt + ref[:div]], device=dev)
+            row = model.last_logits(idx, 0, TorchOps(), [None] * len(model.blocks))[0].float()
+        gap = float(row[ref[div]] - row[got[div]])
+        out["margin_to_pick"] = gap
+        out["tie"] = gap <= abs(float(row.max())) * 2.0**-7
+    return out
+
+
+def step_bytes(weight_bytes: int, cfg: DecodeConfig, context: int) -> int:
+    """What a step must read: the 16-bit weights, and K and V of every cached position."""
+    return weight_bytes + 2 * cfg.layers * context * cfg.d_model * 2
+
+
+def peak_reset(cuda: bool, hdev: Any) -> int:
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    return int(hdev.telemetry()["device_bytes"])
+
+
+def peak_bytes(cuda: bool, hdev: Any, adapter: str, base: int) -> Optional[int]:
+    if adapter == "helios_plan":
+        return int(hdev.telemetry()["peak_device_bytes"]) - base
+    return int(torch.cuda.max_memory_allocated()) if cuda else None
+
+
+def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int], ref: Optional[list[int]],
+                wbytes: int, roof: Optional[float], data: Any) -> dict:  # fmt: skip
+    row: dict = {"adapter": adapter, "status": "ok"}
+    base = peak_reset(ad.cuda, ad.hdev)
+    runner = ad.make(adapter, cfg.prompt + cfg.new)
+    greedy_run(runner, prompt, cfg.new)  # warm-up: pipelines, graphs, caches
+    toks, wall, host, gpu = greedy_run(runner, prompt, cfg.new)
+    row["tokens"] = toks
+    row["tokens_per_s"] = (cfg.new - 1) / (sum(wall) / 1e3)
+    row["ms_per_token_p50"] = float(np.median(wall))
+    row["ms_per_token_p95"] = float(np.percentile(wall, 95))
+    row["host_ms_p50"], row["gpu_ms_p50"] = median_or_none(host), median_or_none(gpu)
+    ctx = cfg.prompt + cfg.new // 2
+    t = row["gpu_ms_p50"] or row["ms_per_token_p50"]
+    row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
+    if ref is not None:
+        row.update(judge(ad.model, prompt, ref, toks))
+    row["contexts"] = []
+    for L in cfg.contexts:
+        runner = ad.make(adapter, L + cfg.context_steps + 1)
+        first = feed(runner, [int(x) for x in data[1, :L]])
+        _, wall, host, gpu = timed_steps(runner, first, L, cfg.context_steps)
+        g = median_or_none(gpu)
+        p50 = float(np.median(wall))
+        row["contexts"].append({
+            "context": L, "ms_per_token_p50": p50, "gpu_ms_p50": g, "host_ms_p50": median_or_none(host),
+            "roof_pct": 100 * step_bytes(wbytes, cfg, L) / ((g or p50) / 1e3) / (roof * 1e9) if roof else None,
+        })  # fmt: skip
+        ad.release()
+    row["peak_memory_bytes"] = peak_bytes(ad.cuda, ad.hdev, adapter, base)
+    ad.release()
+    return row
+
+
+def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+    check_config(cfg)
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    result: dict = {"schema": DECODE_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
+    result["numerics"] = lock_numerics(torch)
+    result["device"] = torch.cuda.get_device_name(device) if cuda else "cpu (no CUDA)"
+    if cuda:
+        from ...torch import device_for
+
+        hdev = device_for(torch.empty(0, device=device))
+    else:
+        from ...functions import default_device
+
+        hdev = default_device()
+    result["helios_device"] = hdev.info["name"]
+    model, data = train_model(cfg, device, log)
+    prompt = [int(x) for x in data[0, : cfg.prompt]]
+    result["prompt"] = prompt
+    result["roof_gb_s"] = roof = read_roof(cuda)
+    d, v, L = cfg.d_model, cfg.vocab, cfg.layers
+    result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
+    ad = Adapters(cfg, model, hdev, cuda)
+    ref: Optional[list[int]] = None
+    order = ["torch_eager"] + [a for a in cfg.adapters if a != "torch_eager"]
+    for adapter in order:
+        if adapter not in cfg.adapters and adapter != "torch_eager":
+            continue
+        if adapter in CUDA_ADAPTERS and not cuda:
+            if adapter in cfg.adapters:
+                result["rows"].append({"adapter": adapter, "status": "skipped: needs CUDA"})
+            continue
+        log(f"decode: {adapter}")
+        try:
+            row = run_adapter(ad, adapter, cfg, prompt, ref, wbytes, roof, data)
+        except Exception as e:  # a row that says why, the other adapters still run
+            ad.release()
+            row = {"adapter": adapter, "status": f"failed: {type(e).__name__}: {str(e)[:200]}"}
+            result["status"] = "failed"
+        if adapter == "torch_eager":
+            ref = row.get("tokens")
+            if adapter not in cfg.adapters:
+                continue
+        result["rows"].append(row)
+    for r in result["rows"]:
+        if r.get("same_tokens") is False and not r.get("tie"):
+            result["status"] = "failed"
+            r["status"] = f"tokens differ from eager's at {r['first_divergence']} (not a tie)"
+    return result

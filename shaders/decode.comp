@@ -1,0 +1,192 @@
+#version 460
+// decode.comp — the ops of a batch-1 decode step besides its products and norms,
+// reading what changes per token (the token id, the position) from the plan's
+// parameter words (PARAMS, host-visible: written before each replay), so that the
+// step is recorded once. One workgroup size (256) for every pass:
+//
+// PASS 0 (embed):   OUT[c] = SRC[token * d + c] + SRC2[pos * d + c], fp32 tables and
+//                   stream (the model's embeddings as torch keeps them).
+// PASS 1 (attention, split): the new position's query against keys 0..pos of one
+//   head, CHUNK keys a workgroup (grid: heads x splits; flash-decoding). SRC is the
+//   QKV row [q | k | v] (heads x D each, 16-bit); the caches KC, VC hold a row of
+//   heads x D per position. The split that owns pos writes the new K and V rows
+//   there and reads them from SRC (no other workgroup touches that row). Each
+//   writes its running max, sum and unnormalised output to WORK.
+// PASS 2 (attention, combine): per head, the splits' partials rescaled to one max
+//   and summed: OUT (heads x D, 16-bit) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+// PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
+//   values (NaN counts as largest, as torch.argmax).
+// fp32 arithmetic; 16-bit values as words (IN_BF16: bfloat16, else float16).
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_EXT_control_flow_attributes : enable
+#include "spec_decode.glsl"
+#include "bf16.glsl"
+
+layout(local_size_x = 256) in;
+const uint THREADS = 256u;
+const uint CHUNK = THREADS;  // keys per split workgroup: one a thread for the scores
+
+layout(push_constant) uniform Params {
+    uint n;      // embed: d; attention: heads; top-1: elements
+    uint slot;   // the parameter word read (token for embed, pos for attention) or written (top-1)
+    uint slot2;  // embed: the position's word
+    uint rows;   // embed: token rows; attention: cache rows (positions)
+    uint rows2;  // embed: position rows; attention: splits in WORK per head
+    float scale; // attention: 1 / sqrt(D)
+} p;
+
+layout(binding = BINDING_PARAMS) buffer Words { uint words[]; };
+layout(binding = BINDING_SRC) readonly buffer Src32 { float src32[]; };
+layout(binding = BINDING_SRC) readonly buffer Src16 { uint16_t src16[]; };
+layout(binding = BINDING_SRC2) readonly buffer Src2 { float src2[]; };
+layout(binding = BINDING_KC) buffer KCache { uint16_t kc[]; };
+layout(binding = BINDING_VC) buffer VCache { uint16_t vc[]; };
+layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
+layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
+layout(binding = BINDING_WORK) buffer Work { float work[]; };
+
+float widen(uint16_t w) {
+#ifdef IN_BF16
+    return bf16_to_f32(uint(w));
+#else
+    return float(uint16BitsToHalf(w));
+#endif
+}
+uint16_t narrow(float x) {
+#ifdef IN_BF16
+    return uint16_t(f32_to_bf16(x));
+#else
+    return halfBitsToUint16(float16_t(x));
+#endif
+}
+
+shared float q[D];
+shared float red[THREADS];
+shared uint red_i[THREADS];
+
+// The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it.
+float reduce(float v, uint op) {
+    const uint t = gl_LocalInvocationID.x;
+    red[t] = v;
+    barrier();
+    for (uint s = THREADS / 2u; s > 0u; s >>= 1) {
+        if (t < s) red[t] = op == 0u ? max(red[t], red[t + s]) : red[t] + red[t + s];
+        barrier();
+    }
+    const float r = red[0];
+    barrier();
+    return r;
+}
+
+void embed() {
+    const uint c = gl_GlobalInvocationID.x, tok = words[p.slot], pos = words[p.slot2];
+    if (c >= p.n) return;
+    const bool ok = tok < p.rows && pos < p.rows2;  // the host checks; a wrong word reads nothing
+    out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
+}
+
+void attention_split() {
+    const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
+    const uint pos = words[p.slot], d = p.n * D, j0 = split * CHUNK;
+    const uint wbase = (h * p.rows2 + split) * (D + 2u);
+    if (pos >= p.rows || j0 > pos) return;  // past the cache, or past the keys: the combine skips it
+    if (t < D) q[t] = widen(src16[h * D + t]);
+    if (pos / CHUNK == split && t < D) {  // the new row, for the tokens after this one
+        kc[pos * d + h * D + t] = src16[d + h * D + t];
+        vc[pos * d + h * D + t] = src16[2u * d + h * D + t];
+    }
+    barrier();
+    const uint j = j0 + t;
+    float s = -1.0 / 0.0;
+    if (j <= pos) {
+        float acc = 0.0;
+        for (uint c = 0; c < D; c++)
+            acc = fma(q[c], widen(j == pos ? src16[d + h * D + c] : kc[j * d + h * D + c]), acc);
+        s = acc * p.scale;
+    }
+    const float m = reduce(s, 0u);
+    const float e = j <= pos ? exp(s - m) : 0.0;
+    const float l = reduce(e, 1u);
+    red[t] = e;
+    barrier();
+    // P V: thread t takes dimension t % D of every (THREADS / D)-th key of the chunk
+    const uint c = t % D, g = t / D, groups = THREADS / D;
+    float o = 0.0;
+    for (uint jj = g; jj < CHUNK && j0 + jj <= pos; jj += groups) {
+        const uint key = j0 + jj;
+        o = fma(red[jj], widen(key == pos ? src16[2u * d + h * D + c] : vc[key * d + h * D + c]), o);
+    }
+    barrier();
+    red[t] = o;
+    barrier();
+    if (g == 0u) {
+        for (uint k = 1; k < groups; k++) o += red[k * D + c];
+        work[wbase + c] = o;
+    }
+    if (t == 0u) {
+        work[wbase + D] = m;
+        work[wbase + D + 1u] = l;
+    }
+}
+
+void attention_combine() {
+    const uint c = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, pos = words[p.slot];
+    if (c >= D) return;
+    if (pos >= p.rows) {
+        out16[h * D + c] = narrow(uintBitsToFloat(0x7FC00000u));
+        return;
+    }
+    const uint splits = pos / CHUNK + 1u;
+    float mx = -1.0 / 0.0;
+    for (uint s = 0; s < splits; s++) mx = max(mx, work[(h * p.rows2 + s) * (D + 2u) + D]);
+    float o = 0.0, l = 0.0;
+    for (uint s = 0; s < splits; s++) {
+        const uint b = (h * p.rows2 + s) * (D + 2u);
+        const float w = exp(work[b + D] - mx);
+        o += w * work[b + c];
+        l += w * work[b + D + 1u];
+    }
+    out16[h * D + c] = narrow(o / l);
+}
+
+// a beats b: larger, or NaN over a number, or equal and earlier
+bool beats(float a, uint ia, float b, uint ib) {
+    if (isnan(a) != isnan(b)) return isnan(a);
+    return a > b || (a == b && ia < ib) || (isnan(a) && ia < ib);
+}
+
+void top1() {
+    const uint t = gl_LocalInvocationID.x;
+    float best = -1.0 / 0.0;
+    uint bi = 0xFFFFFFFFu;
+    for (uint i = t; i < p.n; i += THREADS)
+        if (bi == 0xFFFFFFFFu || beats(src32[i], i, best, bi)) {
+            best = src32[i];
+            bi = i;
+        }
+    red[t] = best;
+    red_i[t] = bi;
+    barrier();
+    for (uint s = THREADS / 2u; s > 0u; s >>= 1) {
+        if (t < s && red_i[t + s] != 0xFFFFFFFFu &&
+            (red_i[t] == 0xFFFFFFFFu || beats(red[t + s], red_i[t + s], red[t], red_i[t]))) {
+            red[t] = red[t + s];
+            red_i[t] = red_i[t + s];
+        }
+        barrier();
+    }
+    if (t == 0u) words[p.slot] = red_i[0];
+}
+
+void main() {
+    if (PASS == 0u)
+        embed();
+    else if (PASS == 1u)
+        attention_split();
+    else if (PASS == 2u)
+        attention_combine();
+    else
+        top1();
+}

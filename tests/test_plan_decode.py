@@ -1,0 +1,175 @@
+"""A plan's decode ops (decode.comp): attention of one position over a KV cache
+against float64, the cache append, the embedding gather and the top-1 through the
+parameter words, LayerNorm in a plan, a replayed step against its ops one plan at a
+time, and the bounds a replay checks before it submits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import helios
+
+CHUNK = 256  # decode.comp: keys per split workgroup
+
+
+def _rand(shape, seed, dtype=np.float16):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _attention_ref(qkv, K, V, heads, p):
+    d = K.shape[1]
+    hd = d // heads
+    q = qkv[0, :d].astype(np.float64)
+    out = np.zeros(d)
+    for h in range(heads):
+        s = slice(h * hd, (h + 1) * hd)
+        sc = K[: p + 1, s].astype(np.float64) @ q[s] / np.sqrt(hd)
+        w = np.exp(sc - sc.max())
+        out[s] = (w / w.sum()) @ V[: p + 1, s].astype(np.float64)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("heads,hd", [(2, 16), (3, 64)])
+def test_attention_over_the_cache_against_float64(device, dtype, heads, hd):
+    """Positions in the first split, at its last key, past it (two splits combined)."""
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    d, rows = heads * hd, 2 * CHUNK + 20
+    K, V = _rand((rows, d), 1, dt), _rand((rows, d), 2, dt)
+    kc, vc = device.upload(K, dtype=dtype), device.upload(V, dtype=dtype)
+    qkv = device.empty((1, 3 * d), dtype)
+    with device.plan(params=2) as p:
+        out = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
+    for i, pos in enumerate([0, 7, CHUNK - 1, CHUNK, 2 * CHUNK + 19]):
+        row = _rand((1, 3 * d), 10 + i, dt)
+        qkv.copy_(row)
+        p.replay(params={1: pos})
+        K[pos], V[pos] = row[0, d : 2 * d], row[0, 2 * d :]  # what the replay appends
+        r = helios.check_close(out.numpy(), _attention_ref(row, K, V, heads, pos)[None], rtol=0.01)
+        assert r.passed, f"pos {pos}: {r.line()}"
+        np.testing.assert_array_equal(kc.numpy().view(np.uint16), K.view(np.uint16))
+        np.testing.assert_array_equal(vc.numpy().view(np.uint16), V.view(np.uint16))
+
+
+def test_embed_and_top1_through_the_parameter_words(device):
+    tok, pos = _rand((10, 40), 3, np.float32), _rand((30, 40), 4, np.float32)
+    T, P = device.upload(tok, dtype="float32"), device.upload(pos, dtype="float32")
+    scores = np.zeros((1, 50), np.float32)
+    scores[0, [7, 31]] = 2.0  # a tie: the first wins
+    S = device.upload(scores, dtype="float32")
+    with device.plan(params=3) as p:
+        x = p.embed(T, P, token=0, position=1)
+        p.top1(S, into=2)
+    for t, q in [(0, 0), (9, 29), (4, 17)]:
+        p.replay(params=[t, q])
+        np.testing.assert_array_equal(x.numpy()[0], tok[t] + pos[q])
+        assert p.params() == [t, q, 7]
+    scores[0, 45] = np.nan  # NaN counts as the largest, as torch.argmax
+    S.copy_(scores)
+    p.replay()
+    assert p.params(2) == [45]
+
+
+def test_a_replay_checks_the_words_it_reads_before_it_submits(device):
+    kc, vc = device.upload(np.zeros((16, 32), np.float16)), device.upload(np.zeros((16, 32), np.float16))
+    qkv = device.upload(np.ones((1, 96), np.float16))
+    tok = device.upload(np.zeros((5, 32)), dtype="float32")
+    with device.plan(params=2) as p:
+        p.attention_decode(qkv, kc, vc, heads=1, position=1)
+        p.embed(tok, tok, token=0, position=1)
+    with pytest.raises(ValueError, match="parameter word 1 is 5; op 1 reads it as a row of 5"):
+        p.replay(params=[0, 5])  # the embedding's 5 rows bound it tighter than the cache's 16
+    with device.plan(params=2) as alone:
+        alone.attention_decode(qkv, kc, vc, heads=1, position=1)
+    with pytest.raises(ValueError, match="parameter word 1 is 16; op 0 reads it as a row of 16"):
+        alone.replay(params=[0, 16])
+    assert not kc.numpy().any()  # nothing ran
+    with pytest.raises(ValueError, match="parameter words 1..3; the plan has 2"):
+        p._recorded().write_params(1, [0, 0])
+
+
+def test_bad_decode_ops_are_refused_naming_the_argument(device):
+    qkv = device.upload(np.zeros((1, 360), np.float16))
+    kc = device.upload(np.zeros((8, 120), np.float16))
+    p = device.plan(params=2)
+    p.attention_decode(qkv, kc, kc, heads=3, position=1)
+    with pytest.raises(ValueError, match="head_dim 40 must divide 256"):
+        p.record()
+    with pytest.raises(ValueError, match="names a parameter word; this plan has none"):
+        device.plan().top1(device.upload(np.zeros(4), dtype="float32"))
+    with pytest.raises(ValueError, match="plan: params"):
+        device.plan(params=17)
+    with pytest.raises(TypeError, match="tokens must be a packed 2-D float32"):
+        device.plan(params=2).embed(kc, kc)
+    with pytest.raises(TypeError, match="k_cache must be a packed"):
+        device.plan(params=2).attention_decode(qkv, device.upload(np.zeros((8, 120), np.float32), dtype="float32"), kc,
+                                               heads=3)  # fmt: skip
+
+
+def test_layernorm_in_a_plan_is_the_call(device):
+    x = device.upload(_rand((1, 200), 5, np.float32), dtype="float32")
+    r = device.upload(_rand((1, 200), 6))
+    g, b = (device.upload(_rand(200, i, np.float32), dtype="float32") for i in (7, 8))
+    h_call, s_call, _ = device.layernorm(x, g, b, residual=r)
+    with device.plan() as p:
+        h, s = p.layernorm(x, g, b, residual=r)
+    p.replay()
+    np.testing.assert_array_equal(h.numpy(), h_call.numpy())
+    np.testing.assert_array_equal(s.numpy(), s_call.numpy())
+
+
+def _step(device, plan, x, w, kc, vc, g, b, logits_out):
+    """A layer's worth of a decode step: norm, product, attention, product, top-1."""
+    h, _ = plan.layernorm(x, g, b)
+    qkv = plan.matmul(h, w[0], trans_b=True)
+    a = plan.attention_decode(qkv, kc, vc, heads=2, position=1)
+    plan.matmul(a, w[1], trans_b=True, out=logits_out, out_dtype="float32")
+    plan.top1(logits_out, into=0)
+
+
+def test_a_replayed_step_gives_what_its_ops_give_one_plan_at_a_time(device):
+    d = 64
+    x = device.upload(_rand((1, d), 9, np.float32), dtype="float32")
+    w = [device.upload(_rand((3 * d, d), 10) * 0.1), device.upload(_rand((70, d), 11))]
+    g, b = (device.upload(_rand(d, i, np.float32), dtype="float32") for i in (12, 13))
+    caches = [[device.upload(_rand((40, d), 14 + i)) for i in range(2)] for _ in range(2)]
+    outs = [device.empty((1, 70), "float32") for _ in range(2)]
+    with device.plan(params=2) as whole:
+        _step(device, whole, x, w, *caches[0], g, b, outs[0])
+    parts = device.plan(params=2)
+    _step(device, parts, x, w, *caches[1], g, b, outs[1])
+    singles = []
+    for op, label in zip(parts._ops, parts.variants):
+        s = device.plan(params=2)
+        s._ops.append(op)
+        s._variants.append(label)
+        singles.append(s.record())
+    for pos in (3, 4, 5):
+        whole.replay(params=[0, pos])
+        for s in singles:
+            s.replay(params=[0, pos])
+        np.testing.assert_array_equal(outs[0].numpy(), outs[1].numpy())
+        assert whole.params() == singles[-1].params()
+        for a, b_ in zip(caches[0], caches[1]):
+            np.testing.assert_array_equal(a.numpy(), b_.numpy())
+
+
+def test_greedy_tokens_match_torch_eager_on_the_cpu():
+    """The decode suite's model, trained briefly, 32 greedy tokens: the plan's equal
+    torch CPU eager's (ties aside: none on this model and seed)."""
+    torch = pytest.importorskip("torch", reason="the reference decoding is torch's")
+    from helios.harness.decode import TINY, DecodeConfig
+    from helios.harness.decode.plan_decoder import PlanDecoder
+    from helios.harness.decode.run import train_model
+    from helios.harness.train.adapters import TorchOps
+    from helios.harness.train.model import greedy
+
+    cfg = DecodeConfig(**TINY)
+    model, data = train_model(cfg, torch.device("cpu"), lambda s: None)
+    prompt = [int(t) for t in data[0, : cfg.prompt]]
+    ref, _ = greedy(model, TorchOps(), torch.tensor([prompt]), cfg.new)
+    state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    with helios.Device() as dev:
+        dec = PlanDecoder(dev, state, cfg.layers, cfg.heads, cfg.prompt + cfg.new)
+        assert dec.generate(prompt, cfg.new) == ref
