@@ -7,7 +7,8 @@
 // PASS 0 (embed):   OUT[c] = SRC[token * d + c] + SRC2[pos * d + c], fp32 tables and
 //                   stream (the model's embeddings as torch keeps them).
 // PASS 1 (attention, split): the new position's query against keys 0..pos of one
-//   head, CHUNK keys a workgroup (grid: heads x splits; flash-decoding). SRC is the
+//   head, CHUNK keys a workgroup (grid: heads x splits; flash-decoding), a key row
+//   read by D / 8 invocations in 16-byte loads. SRC is the
 //   QKV row [q | k | v] (heads x D each, 16-bit); the caches KC, VC hold a row of
 //   heads x D per position. The split that owns pos writes the new K and V rows
 //   there and reads them from SRC (no other workgroup touches that row). Each
@@ -26,7 +27,8 @@
 
 layout(local_size_x = 256) in;
 const uint THREADS = 256u;
-const uint CHUNK = THREADS;  // keys per split workgroup: one a thread for the scores
+const uint CHUNK = 64u;      // keys per split workgroup (short contexts still spread over several)
+const uint LANES = D / 8u;   // invocations a key row: 16 bytes each
 
 layout(push_constant) uniform Params {
     uint n;      // embed: d; attention: heads; top-1: elements
@@ -40,9 +42,12 @@ layout(push_constant) uniform Params {
 layout(binding = BINDING_PARAMS) buffer Words { uint words[]; };
 layout(binding = BINDING_SRC) readonly buffer Src32 { float src32[]; };
 layout(binding = BINDING_SRC) readonly buffer Src16 { uint16_t src16[]; };
+layout(binding = BINDING_SRC) readonly buffer Src128 { uvec4 src128[]; };
 layout(binding = BINDING_SRC2) readonly buffer Src2 { float src2[]; };
 layout(binding = BINDING_KC) buffer KCache { uint16_t kc[]; };
 layout(binding = BINDING_VC) buffer VCache { uint16_t vc[]; };
+layout(binding = BINDING_KC) readonly buffer KCache128 { uvec4 kc128[]; };
+layout(binding = BINDING_VC) readonly buffer VCache128 { uvec4 vc128[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
 layout(binding = BINDING_WORK) buffer Work { float work[]; };
@@ -65,6 +70,8 @@ uint16_t narrow(float x) {
 shared float q[D];
 shared float red[THREADS];
 shared uint red_i[THREADS];
+shared float sc[CHUNK];                // a split's scores, then its weights
+shared float acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
 
 // The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it.
 float reduce(float v, uint op) {
@@ -87,6 +94,17 @@ void embed() {
     out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
 }
 
+// K (or V) elements c .. c+8 of key j of head h, as fp32: the cache's row, or for the
+// new position (j == pos) the QKV row's K (part 1) or V (part 2).
+void load8(uint j, uint pos, uint h, uint c, uint part, out float v[8]) {
+    const uint d = p.n * D, at = h * D + c;
+    const uvec4 w = j == pos ? src128[(part * d + at) / 8u] : part == 1u ? kc128[(j * d + at) / 8u] : vc128[(j * d + at) / 8u];
+    [[unroll]] for (uint e = 0; e < 4u; e++) {
+        v[2u * e] = widen(uint16_t(w[e] & 0xFFFFu));
+        v[2u * e + 1u] = widen(uint16_t(w[e] >> 16));
+    }
+}
+
 void attention_split() {
     const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
     const uint pos = words[p.slot], d = p.n * D, j0 = split * CHUNK;
@@ -98,32 +116,45 @@ void attention_split() {
         vc[pos * d + h * D + t] = src16[2u * d + h * D + t];
     }
     barrier();
-    const uint j = j0 + t;
-    float s = -1.0 / 0.0;
-    if (j <= pos) {
-        float acc = 0.0;
-        for (uint c = 0; c < D; c++)
-            acc = fma(q[c], widen(j == pos ? src16[d + h * D + c] : kc[j * d + h * D + c]), acc);
-        s = acc * p.scale;
+    // Scores: LANES invocations a key, each 8 of its D elements (one 16-byte load).
+    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
+    for (uint kb = 0; kb < CHUNK; kb += THREADS / LANES) {
+        float part = 0.0;
+        if (kb + slot < keys) {
+            float k8[8];
+            load8(j0 + kb + slot, pos, h, lane * 8u, 1u, k8);
+            [[unroll]] for (uint e = 0; e < 8u; e++) part = fma(q[lane * 8u + e], k8[e], part);
+        }
+        red[t] = part;
+        barrier();
+        if (lane == 0u && kb + slot < CHUNK) {
+            float s = 0.0;
+            for (uint l = 0; l < LANES; l++) s += red[t + l];
+            sc[kb + slot] = kb + slot < keys ? s * p.scale : -1.0 / 0.0;
+        }
+        barrier();
     }
+    const float s = t < CHUNK ? sc[t] : -1.0 / 0.0;
     const float m = reduce(s, 0u);
-    const float e = j <= pos ? exp(s - m) : 0.0;
+    const float e = t < keys ? exp(s - m) : 0.0;
     const float l = reduce(e, 1u);
-    red[t] = e;
+    if (t < CHUNK) sc[t] = e;
     barrier();
-    // P V: thread t takes dimension t % D of every (THREADS / D)-th key of the chunk
-    const uint c = t % D, g = t / D, groups = THREADS / D;
-    float o = 0.0;
-    for (uint jj = g; jj < CHUNK && j0 + jj <= pos; jj += groups) {
-        const uint key = j0 + jj;
-        o = fma(red[jj], widen(key == pos ? src16[2u * d + h * D + c] : vc[key * d + h * D + c]), o);
+    // P V: the same layout, each invocation 8 of D columns over every (THREADS / LANES)-th key.
+    float o[8];
+    [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = 0.0;
+    for (uint jj = slot; jj < keys; jj += THREADS / LANES) {
+        float v8[8];
+        load8(j0 + jj, pos, h, lane * 8u, 2u, v8);
+        const float w = sc[jj];
+        [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = fma(w, v8[k], o[k]);
     }
+    [[unroll]] for (uint k = 0; k < 8u; k++) acc[slot * D + lane * 8u + k] = o[k];
     barrier();
-    red[t] = o;
-    barrier();
-    if (g == 0u) {
-        for (uint k = 1; k < groups; k++) o += red[k * D + c];
-        work[wbase + c] = o;
+    if (t < D) {
+        float sum = 0.0;
+        for (uint g = 0; g < THREADS / LANES; g++) sum += acc[g * D + t];
+        work[wbase + t] = sum;
     }
     if (t == 0u) {
         work[wbase + D] = m;

@@ -8,7 +8,8 @@
 
 #include "plan_ops.h"
 
-#define DECODE_THREADS 256u /* decode.comp's workgroup; attention's keys per split */
+#define DECODE_THREADS 256u /* decode.comp's workgroup */
+#define DECODE_CHUNK 64u    /* decode.comp: attention's keys per split workgroup */
 enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1 };
 
 static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, VkPipeline *out, hl_error *err) {
@@ -121,7 +122,7 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     HL_TRY(hl_check_tensor(dev, a->k_cache, cache * 2, who, "k_cache", err));
     HL_TRY(hl_check_tensor(dev, a->v_cache, cache * 2, who, "v_cache", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, row * 2, who, "out", err));
-    const uint32_t splits = (a->max_len + DECODE_THREADS - 1) / DECODE_THREADS;
+    const uint32_t splits = (a->max_len + DECODE_CHUNK - 1) / DECODE_CHUNK;
     if (a->heads > dev->caps.max_group_count[0] || splits > dev->caps.max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
                        splits);

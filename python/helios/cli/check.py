@@ -138,11 +138,38 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_decode(args: argparse.Namespace) -> int:
+    """--decode: exit 0 pass, 1 any failure, 2 skipped (no device)."""
+    from ..harness.decode.fuzz import decode_fuzz
+
+    try:
+        dev = open_device(args)
+    except _helios.NoDeviceError as e:
+        print(f"helios check --decode: skipped: no Vulkan device ({e})")
+        return 2
+    atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
+    failures = n = 0
+    with dev:
+        print(f"decode attention over a KV cache, {args.dtype}, on {dev.info['name']}; atol={atol} rtol={rtol}")
+        for case in decode_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype, max_seq=args.max_seq, atol=atol,
+                                rtol=rtol):  # fmt: skip
+            n += 1
+            if not case.passed:
+                failures += 1
+                print(f"FAIL #{case.index} {case.label()}: {case.line}")
+            elif args.verbose:
+                print(f"ok   #{case.index} {case.label()}")
+    print(f"{n - failures} passed, {failures} failed (decode attention fuzz seed {args.seed})")
+    return 1 if failures else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from ..harness.fuzz import fuzz
 
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
+    if args.decode:
+        return cmd_check_decode(args)
     if args.attention:
         if args.variant and "," in args.variant:
             raise UsageError("--attention fuzzes one variant (--variant V), not a list")
@@ -277,6 +304,13 @@ def register(sub: Any) -> None:
         "--fuzz random odd shapes, vs float64 and torch SDPA; exit 2 when no CUDA oracle",
     )
     pk.add_argument(
+        "--decode",
+        action="store_true",
+        help="fuzz the decode step's attention over a KV cache instead (a plan's attention_decode): random heads, "
+        "head dims dividing 256, caches of up to --max-seq rows and positions in them, vs float64, the appended "
+        "K and V compared bit for bit",
+    )
+    pk.add_argument(
         "--backward",
         action="store_true",
         help="attention: fuzz the backward (dQ, dK, dV of every backward variant, from the default forward's O "
@@ -299,7 +333,7 @@ def register(sub: Any) -> None:
         dest="max_seq",
         type=positive_int,
         default=300,
-        help="attention: longest random sequence drawn (default 300)",
+        help="attention: longest random sequence drawn; decode: the largest cache (default 300)",
     )
     pk.add_argument(
         "--head-dims",

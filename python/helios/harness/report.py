@@ -1,7 +1,8 @@
 """Tables and figures from committed results: `helios report` and the notebook.
 
-Reads helios-bench/1 (bench) and helios-sweep/1 (one shape) or helios-sweep/2
-(variants x shapes, tools/kernel/sweep.py) files. Figures
+Reads helios-bench/1 (bench), helios-sweep/1 (one shape) or helios-sweep/2
+(variants x shapes, tools/kernel/sweep.py), helios-suite/1 and helios-decode/1
+(ms/token against context length) files. Figures
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from ..optional import require
+from .decode import DECODE_SCHEMA, decode_markdown
 from .energy import measured_window
 from .results import (
     BENCH_SCHEMA,
@@ -33,7 +35,8 @@ PARITY = 1.25  # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
 
 def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(bench-like results, sweeps, suites); each dict gets a `_path`. Bench-like:
+    """(bench-like results, sweeps, suites: helios-suite/1 and helios-decode/1); each
+    dict gets a `_path`. Bench-like:
     helios-bench/1 (matmul and attention) and helios-time/1 (its rows given the
     bench rows' shape). Any other schema is a ValueError naming the file."""
     benches, sweeps, suites = [], [], []
@@ -49,12 +52,12 @@ def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
             benches.append(time_as_bench(d))
         elif schema in SWEEP_SCHEMAS:
             sweeps.append(d)
-        elif schema == SUITE_SCHEMA:
+        elif schema in (SUITE_SCHEMA, DECODE_SCHEMA):
             suites.append(d)
         else:
             raise ValueError(
                 f"{p}: schema {md_cell(schema)!r} is none of {BENCH_SCHEMA}, {TIME_SCHEMA}, "
-                f"{SUITE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}"
+                f"{SUITE_SCHEMA}, {DECODE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}"
             )
     return benches, sweeps, suites
 
@@ -63,7 +66,7 @@ def load(paths: Iterable[str]) -> tuple[list[dict], list[dict]]:
     """(bench-like results, sweeps) of load_all; suite files are refused here."""
     benches, sweeps, suites = load_all(paths)
     if suites:
-        raise ValueError(f"{suites[0]['_path']}: a {SUITE_SCHEMA} file; use load_all")
+        raise ValueError(f"{suites[0]['_path']}: a {suites[0]['schema']} file; use load_all")
     return benches, sweeps
 
 
@@ -255,6 +258,25 @@ def plot_train(result: dict, ax=None):
     return ax
 
 
+def plot_decode(result: dict, ax=None):
+    """helios-decode/1: ms/token (p50) against the context length, per adapter."""
+    plt = _plt()
+    ax = ax or plt.subplots(figsize=(10, 4))[1]
+    for r in result.get("rows", []):
+        pts = r.get("contexts") or []
+        if pts:
+            ax.plot([p["context"] for p in pts], [p["ms_per_token_p50"] for p in pts], "o-", label=r["adapter"])
+    c = result.get("config", {})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context length (cached positions)")
+    ax.set_ylabel("ms/token (p50)")
+    ax.set_title(f"{result.get('device', '?')}: {c.get('layers')} layers, d={c.get('d_model')}, batch 1", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return ax
+
+
 def plot_ratio(benches: list[dict], ax=None):
     """Helios time / reference time per shape, against the 1.25x parity line."""
     ax = _per_shape(
@@ -367,11 +389,14 @@ def plot_energy(benches: list[dict], ax=None):
     return ax
 
 
-def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str) -> list[str]:
+def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str, suites: Iterable[dict] = ()) -> list[str]:
     plt = _plt()
     os.makedirs(outdir, exist_ok=True)
     paths = []
     jobs: list[tuple[str, Callable[[Any], Any]]] = []
+    decodes = [s for s in suites if s.get("schema") == DECODE_SCHEMA]
+    for i, s in enumerate(decodes):
+        jobs.append((f"decode{i}.png", functools.partial(plot_decode, s)))
     if benches:
         jobs += [
             ("tflops.png", lambda ax: plot_tflops(benches, ax)),
@@ -413,7 +438,8 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
     for s in suites:
         from .suite import suite_markdown
 
-        parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + suite_markdown(s).rstrip())
+        text = decode_markdown(s) if s.get("schema") == DECODE_SCHEMA else suite_markdown(s)
+        parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + text.rstrip())
     for s in sweeps:
         if s.get("schema") == "helios-sweep/2":
             parts.append(_sweep2_summary(s))
@@ -426,5 +452,5 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
             + (f"; best {best['variant']} {fmt_rate(best['tflops'])} TF/s" if best else "")
         )
     if png_dir:
-        parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir)))
+        parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir, suites)))
     return "\n\n".join(parts)

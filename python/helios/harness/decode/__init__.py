@@ -12,7 +12,7 @@ fed back; run twice per adapter (the first warms pipelines, graphs and caches), 
 second timed and compared with torch_eager's tokens: a first divergence counts as a
 tie where torch's logits for its pick and the adapter's are within one bfloat16 step
 (the training suite's rule). Context sweep: for each --contexts length L the cache
-is filled to L tokens, then --context-steps steps are timed there.
+is filled to L tokens, 4 steps run untimed, then --context-steps steps are timed.
 
 Columns: tokens/s and ms/token p50 and p95 (the host clock around each step, its GPU
 work waited for), host ms/token (what launching a step costs the CPU, where the
@@ -33,6 +33,7 @@ from typing import Optional
 from ..results import fmt_mib, md_cell
 
 DECODE_SCHEMA = "helios-decode/1"
+CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
 CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch"})
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "vocab": 96, "prompt": 8, "new": 32, "contexts": [16, 48],
@@ -57,7 +58,7 @@ class DecodeConfig:
     @property
     def max_len(self) -> int:
         """Positions the model embeds: the greedy run's and the longest context's."""
-        return max([self.prompt + self.new] + [c + self.context_steps + 1 for c in self.contexts])
+        return max([self.prompt + self.new] + [c + CONTEXT_WARMUP + self.context_steps + 1 for c in self.contexts])
 
 
 def check_config(cfg: DecodeConfig) -> None:

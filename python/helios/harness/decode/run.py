@@ -16,7 +16,7 @@ from ..train.adapters import HeliosPerOpOps, TorchOps
 from ..train.config import TrainConfig, markov_stream
 from ..train.loop import lock_numerics
 from ..train.model import GPT
-from . import CUDA_ADAPTERS, DECODE_SCHEMA, DecodeConfig, check_config
+from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DECODE_SCHEMA, DecodeConfig, check_config
 from .plan_decoder import PlanDecoder
 from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
 
@@ -156,9 +156,10 @@ def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int]
         row.update(judge(ad.model, prompt, ref, toks))
     row["contexts"] = []
     for L in cfg.contexts:
-        runner = ad.make(adapter, L + cfg.context_steps + 1)
-        first = feed(runner, [int(x) for x in data[1, :L]])
-        _, wall, host, gpu = timed_steps(runner, first, L, cfg.context_steps)
+        runner = ad.make(adapter, L + CONTEXT_WARMUP + cfg.context_steps + 1)
+        first = feed(runner, [int(x) for x in data[1, :L].tolist()])
+        warm, *_ = timed_steps(runner, first, L, CONTEXT_WARMUP)
+        _, wall, host, gpu = timed_steps(runner, warm[-1], L + CONTEXT_WARMUP, cfg.context_steps)
         g = median_or_none(gpu)
         p50 = float(np.median(wall))
         row["contexts"].append({
@@ -188,7 +189,7 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
     model, data = train_model(cfg, device, log)
-    prompt = [int(x) for x in data[0, : cfg.prompt]]
+    prompt = [int(x) for x in data[0, : cfg.prompt].tolist()]
     result["prompt"] = prompt
     result["roof_gb_s"] = roof = read_roof(cuda)
     d, v, L = cfg.d_model, cfg.vocab, cfg.layers
