@@ -60,13 +60,15 @@ struct hl_plan;
 PyObject *plan_new(DeviceObject *device, struct hl_plan *p, PyObject *ops);
 int is_tensor(module_state *st, PyObject *obj);
 
-/* gemm.c: Device._gemm and Device._chain. */
+/* gemm.c: Device._gemm and Device._chain, and the product dicts a plan takes. */
 PyObject *Device_gemm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
+/* A product's dict on Tensors only (a chain's or a plan's operation i): *ma, its
+ * variant kept in *variant; -1 with the exception set. */
+int tensor_product_arg(DeviceObject *self, PyObject *d, const char *what, Py_ssize_t i, hl_matmul_args *ma,
+                       hl_variant *variant);
+/* plan_ops.c: Device._plan. */
 PyObject *Device_plan(DeviceObject *self, PyObject *args, PyObject *kwds);
-struct hl_plan_op;
-/* plan_ops.c: a plan's operation dict of `kind` (not "matmul") into *op; -1 with the exception set. */
-int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, struct hl_plan_op *op);
 int dtype_arg(PyObject *obj, const char *name, hl_dtype *out);
 int npy_type_of(hl_dtype t); /* a host buffer's NumPy type at this level (bfloat16: uint16 bits) */
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);

@@ -7,8 +7,6 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include "binding.h"
 
-#include "../core/helios_plan.h"
-
 #include <numpy/arrayobject.h>
 #include <string.h>
 
@@ -392,20 +390,27 @@ static int parse_tensor_ops(DeviceObject *self, PyObject *ops, const char *what,
         return -1;
     }
     for (Py_ssize_t i = 0; i < t->n; i++) {
-        if (parse_op(self, PySequence_Fast_GET_ITEM(t->seq, i), &t->ma[i], &t->refs[i], 0) < 0) {
+        if (tensor_product_arg(self, PySequence_Fast_GET_ITEM(t->seq, i), what, i, &t->ma[i], &t->refs[i].variant) <
+            0) {
             free_tensor_ops(t);
             return -1;
         }
-        if (!t->ma[i].t_a || !t->ma[i].t_b || !t->ma[i].t_c || t->ma[i].bias) {
-            PyErr_Format(
-                PyExc_TypeError,
-                "%s operation %zd: a, b, out and bias must be helios.Tensor objects (upload host arrays first)", what,
-                i);
-            free_tensor_ops(t);
-            return -1;
-        }
-        if (t->refs[i].has_variant) t->ma[i].variant = &t->refs[i].variant; /* refs moved: re-point */
     }
+    return 0;
+}
+
+int tensor_product_arg(DeviceObject *self, PyObject *d, const char *what, Py_ssize_t i, hl_matmul_args *ma,
+                       hl_variant *variant) {
+    op_refs refs;
+    if (parse_op(self, d, ma, &refs, 0) < 0) return -1;
+    if (!ma->t_a || !ma->t_b || !ma->t_c || ma->bias) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s operation %zd: a, b, out and bias must be helios.Tensor objects (upload host arrays first)",
+                     what, i);
+        return -1;
+    }
+    *variant = refs.variant;
+    ma->variant = refs.has_variant ? variant : NULL;
     return 0;
 }
 
@@ -448,75 +453,5 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds) {
 done:
     PyMem_Free(samples);
     free_tensor_ops(&t);
-    return result;
-}
-
-/* _plan(ops, params=0) -> Plan: the operation dicts (on Tensors) recorded once, for
- * replays; a dict's "kind" (default "matmul") names its operation (plan_ops.c). */
-PyObject *Device_plan(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"ops", "params", NULL};
-    PyObject *ops;
-    unsigned int n_params = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|I:_plan", kwlist, &ops, &n_params)) return NULL;
-    PyObject *seq = PySequence_Fast(ops, "ops must be a list of operation dicts");
-    if (!seq) return NULL;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *result = NULL;
-    hl_plan_op *po = NULL;
-    op_refs *refs = NULL;
-    if (n < 1 || n > 4096) {
-        PyErr_Format(PyExc_ValueError, "a plan holds 1..4096 operations, got %zd", n);
-        goto done;
-    }
-    po = PyMem_Calloc((size_t)n, sizeof *po);
-    refs = PyMem_Calloc((size_t)n, sizeof *refs);
-    if (!po || !refs) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *ko = PyDict_Check(d) ? PyDict_GetItemString(d, "kind") : NULL;
-        const char *kind = ko ? text_arg(ko, "kind") : "matmul";
-        if (!kind) goto done;
-        if (strcmp(kind, "matmul") != 0) {
-            if (plan_op_arg(self, d, kind, &po[i]) < 0) goto done;
-            continue;
-        }
-        po[i].kind = HL_PLAN_MATMUL;
-        if (parse_op(self, d, &po[i].matmul, &refs[i], 0) < 0) goto done;
-        hl_matmul_args *ma = &po[i].matmul;
-        if (!ma->t_a || !ma->t_b || !ma->t_c || ma->bias) {
-            PyErr_Format(PyExc_TypeError,
-                         "plan operation %zd: a, b, out and bias must be helios.Tensor objects (upload host arrays "
-                         "first)",
-                         i);
-            goto done;
-        }
-        if (refs[i].has_variant) ma->variant = &refs[i].variant;
-    }
-    if (device_acquire(self) == 0) {
-        hl_error err = {0};
-        hl_plan *p = NULL;
-        hl_status s;
-        Py_BEGIN_ALLOW_THREADS s = hl_plan_create(self->dev, po, (uint32_t)n, n_params, &p, &err);
-        Py_END_ALLOW_THREADS device_release(self);
-        if (s != HL_OK) {
-            raise_status(gstate(self), &err);
-        } else {
-            PyObject *keep = PySequence_Tuple(seq); /* a copy: the caller's list may change later */
-            if (keep) result = plan_new(self, p, keep);
-            if (!keep) {
-                device_lock_wait(self);
-                hl_plan_destroy(p);
-                PyThread_release_lock(self->lock);
-            }
-            Py_XDECREF(keep);
-        }
-    }
-done:
-    PyMem_Free(po);
-    PyMem_Free(refs);
-    Py_DECREF(seq);
     return result;
 }

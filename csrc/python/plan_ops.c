@@ -1,6 +1,6 @@
-/* plan_ops.c — a plan's operation dicts other than products (Device._plan, gemm.c):
- * LayerNorm and the decode step's embed, attention over a KV cache and top-1, each
- * parsed into its core arguments (helios_plan.h). helios.Plan builds the dicts. */
+/* plan_ops.c — Device._plan: a plan's operation dicts parsed into the core's
+ * arguments (helios_plan.h): products (gemm.c's parser), LayerNorm and the decode
+ * step's embed, attention over a KV cache and top-1. helios.Plan builds the dicts. */
 #include <string.h>
 
 #include "../core/helios_plan.h"
@@ -96,7 +96,7 @@ static int top1_op(DeviceObject *self, PyObject *d, hl_top1_args *a) {
     return 0;
 }
 
-int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, hl_plan_op *op) {
+static int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, hl_plan_op *op) {
     memset(op, 0, sizeof *op);
     if (strcmp(kind, "layernorm") == 0) {
         op->kind = HL_PLAN_LAYERNORM;
@@ -117,4 +117,65 @@ int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, hl_plan_op *o
     PyErr_Format(PyExc_ValueError,
                  "plan operation kind '%.40s': expected matmul, layernorm, embed, attention_decode or top1", kind);
     return -1;
+}
+
+/* _plan(ops, params=0) -> Plan: the operation dicts (on Tensors) recorded once, for
+ * replays; a dict's "kind" (default "matmul") names its operation (plan_ops.c). */
+PyObject *Device_plan(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"ops", "params", NULL};
+    PyObject *ops;
+    unsigned int n_params = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|I:_plan", kwlist, &ops, &n_params)) return NULL;
+    PyObject *seq = PySequence_Fast(ops, "ops must be a list of operation dicts");
+    if (!seq) return NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL;
+    hl_plan_op *po = NULL;
+    hl_variant *variants = NULL;
+    if (n < 1 || n > 4096) {
+        PyErr_Format(PyExc_ValueError, "a plan holds 1..4096 operations, got %zd", n);
+        goto done;
+    }
+    po = PyMem_Calloc((size_t)n, sizeof *po);
+    variants = PyMem_Calloc((size_t)n, sizeof *variants);
+    if (!po || !variants) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *ko = PyDict_Check(d) ? PyDict_GetItemString(d, "kind") : NULL;
+        const char *kind = ko ? text_arg(ko, "kind") : "matmul";
+        if (!kind) goto done;
+        if (strcmp(kind, "matmul") != 0) {
+            if (plan_op_arg(self, d, kind, &po[i]) < 0) goto done;
+            continue;
+        }
+        po[i].kind = HL_PLAN_MATMUL;
+        if (tensor_product_arg(self, d, "plan", i, &po[i].matmul, &variants[i]) < 0) goto done;
+    }
+    if (device_acquire(self) == 0) {
+        hl_error err = {0};
+        hl_plan *p = NULL;
+        hl_status s;
+        Py_BEGIN_ALLOW_THREADS s = hl_plan_create(self->dev, po, (uint32_t)n, n_params, &p, &err);
+        Py_END_ALLOW_THREADS device_release(self);
+        if (s != HL_OK) {
+            raise_status(state_from_type(Py_TYPE(self)), &err);
+        } else {
+            PyObject *keep = PySequence_Tuple(seq); /* a copy: the caller's list may change later */
+            if (keep) result = plan_new(self, p, keep);
+            if (!keep) {
+                device_lock_wait(self);
+                hl_plan_destroy(p);
+                PyThread_release_lock(self->lock);
+            }
+            Py_XDECREF(keep);
+        }
+    }
+done:
+    PyMem_Free(po);
+    PyMem_Free(variants);
+    Py_DECREF(seq);
+    return result;
 }
