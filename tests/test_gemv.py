@@ -129,3 +129,17 @@ def test_a_plan_replays_the_matrix_vector_products(device):
     h_ref = device.matmul(x, w1, trans_b=True, activation="relu")
     np.testing.assert_array_equal(h.numpy(), h_ref.numpy() if hasattr(h_ref, "numpy") else h_ref)
     np.testing.assert_array_equal(y.numpy(), np.asarray(device.matmul(h_ref, w2, trans_b=True)))
+
+
+def test_a_tuned_pick_for_the_bucket_leaves_few_rows_to_the_matrix_vector_kernel(device, monkeypatch):
+    """Tuned picks are measured per bucket of 128 rows: one must not move an M <= 8
+    product off the matrix-vector kernel."""
+    tiled = device.default_variant(64, 4096, 1024)
+
+    class Tuned:
+        def resolve(self, dev, shape):
+            return tiled
+
+    monkeypatch.setattr(device, "_tuned", Tuned())
+    assert device.resolve_variant(64, 4096, 1024) == tiled
+    assert device.resolve_variant(_helios.GEMV_MAX_ROWS, 4096, 1024).startswith("gemv:")

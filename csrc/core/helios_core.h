@@ -200,9 +200,10 @@ hl_status hl_variant_for_shape(const hl_device *dev, uint32_t m, uint32_t n, uin
  * batch rule lives (as for batch * m rows, no split-K). */
 hl_status hl_variant_for_product(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch,
                                  hl_variant *out, hl_error *err);
-/* The default for inputs of type `in`: the matrix-vector kernel for M <= 8 (B as N x K where trans_b),
- * else hl_variant_for_product for HL_F16 and for HL_BF16 its tiles on a bf16 -> f32 coop shape, or
- * the scalar path where the device has no bfloat16 cooperative matrices (never fp16: its range). */
+/* The default for inputs of type `in`: the matrix-vector kernel for M <= HL_GEMV_MAX_ROWS (B as N x K
+ * where trans_b), else hl_variant_for_product for HL_F16 and for HL_BF16 its tiles on a bf16 -> f32 coop
+ * shape, or the scalar path where the device has no bfloat16 cooperative matrices (never fp16: its range). */
+#define HL_GEMV_MAX_ROWS 8u /* matmul_gemv.comp also takes this many rows of A a workgroup */
 hl_status hl_variant_for_input(const hl_device *dev, uint32_t m, uint32_t n, uint32_t k, uint64_t batch, hl_dtype in,
                                int trans_b, hl_variant *out, hl_error *err);
 /* Every variant valid on this device; returns how many were written (<= cap). */
@@ -295,7 +296,6 @@ uint64_t hl_tensor_bytes(const hl_tensor *t);
 hl_status hl_tensor_view(hl_tensor *base, uint64_t offset, uint64_t bytes, hl_tensor **out, hl_error *err);
 hl_status hl_tensor_write(hl_tensor *t, uint64_t offset, const void *src, uint64_t bytes, hl_error *err);
 hl_status hl_tensor_read(hl_tensor *t, uint64_t offset, void *dst, uint64_t bytes, hl_error *err);
-
 typedef enum hl_activation { HL_ACT_NONE = 0, HL_ACT_RELU = 1, HL_ACT_GELU_TANH = 2, HL_ACT_SILU = 3 } hl_activation;
 
 /* One product, or `batch` of them:

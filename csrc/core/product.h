@@ -16,10 +16,6 @@ typedef struct hl_product {
     uint32_t batch;
 } hl_product;
 
-/* Products of at most this many rows run the matrix-vector kernel by default
- * (matmul_gemv.comp; a workgroup takes this many rows of A at a time). */
-#define HL_GEMV_MAX_ROWS 8u
-
 hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err);
 /* The main dispatch, and for split-K the reduction behind a barrier, into cmd. */
 void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl, VkDescriptorSet ds);

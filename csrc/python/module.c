@@ -231,6 +231,7 @@ static int module_exec(PyObject *module) {
     if (testing_init(module) < 0) return -1;
     /* The core's limits, defined once in helios_core.h. */
     if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "GEMV_MAX_ROWS", (long)HL_GEMV_MAX_ROWS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "LAYERNORM_ROWS", (long)HL_LAYERNORM_ROWS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "ATTENTION_MAX_HEAD_DIM", (long)HL_ATTENTION_MAX_HEAD_DIM) < 0) return -1;
     PyObject *lim = PyLong_FromUnsignedLongLong(HL_MAX_OPERAND_ELEMENTS);

@@ -8,6 +8,7 @@ import numpy as np
 testing: ModuleType  # helios._helios.testing: what tests drive (async_host, host_signal, host_wait)
 
 MAX_LAUNCHES: int
+GEMV_MAX_ROWS: int
 LAYERNORM_ROWS: int
 ATTENTION_MAX_HEAD_DIM: int
 MAX_OPERAND_ELEMENTS: int

@@ -83,6 +83,8 @@ class Device(_helios.Device):
             return variant
         if np.dtype(dt) != float16:  # tuned picks are float16 measurements; bfloat16 takes the C default
             return None
+        if m <= _helios.GEMV_MAX_ROWS:  # the engine's matrix-vector kernel, not a tiled pick from M's bucket
+            return None
         if self._tuned is None:
             self._tuned = TunedChoice()
         tuned = self._tuned.resolve(self, (int(m), int(n), int(k)))

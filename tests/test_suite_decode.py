@@ -1,0 +1,48 @@
+"""helios suite decode --tiny end to end (on lavapipe: torch CPU eager and the Helios
+plan; on a CUDA machine every adapter), its table, report and refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helios.cli import main
+
+torch = pytest.importorskip("torch", reason="helios suite decode needs torch")
+
+
+def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
+    out = tmp_path / "decode.json"
+    assert main(["suite", "decode", "--tiny", f"--out={out}"]) == 0
+    d = json.loads(out.read_text())
+    assert d["schema"] == "helios-decode/1" and d["status"] == "ok"
+    rows = {r["adapter"]: r for r in d["rows"]}
+    plan, eager = rows["helios_plan"], rows["torch_eager"]
+    assert plan["status"] == "ok" and plan["same_tokens"] is True, plan.get("first_divergence")
+    assert plan["tokens"] == eager["tokens"] and len(plan["tokens"]) == d["config"]["new"]
+    assert plan["tokens_per_s"] > 0 and plan["ms_per_token_p95"] >= plan["ms_per_token_p50"] > 0
+    assert plan["host_ms_p50"] > 0 and plan["peak_memory_bytes"] > 0
+    assert [c["context"] for c in plan["contexts"]] == d["config"]["contexts"]
+    if not torch.cuda.is_available():  # said per row, never silently left out
+        assert rows["torch_cuda_graphs"]["status"] == rows["helios_torch"]["status"] == "skipped: needs CUDA"
+        assert d["roof_gb_s"] is None and plan["roof_pct"] is None
+    md = (tmp_path / "decode.md").read_text()
+    assert md.count("| helios_plan |") == 2 and "ms/token (p50) by context length" in md
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    assert "| helios_plan | ok |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--heads", "3"], "d_model 64 is not a multiple of heads 3"),
+        (["--d-model", "96", "--heads", "2"], "head_dim 48 must divide 256"),
+        (["--adapters", "torch_compile"], "unknown adapters torch_compile"),
+        (["--new", "1"], "--new >= 2"),
+    ],
+)
+def test_bad_decode_flags_are_refused_before_any_work(argv, message, capsys):
+    assert main(["suite", "decode", "--tiny"] + argv) == 2
+    assert message in capsys.readouterr().err
