@@ -46,3 +46,25 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
 def test_bad_decode_flags_are_refused_before_any_work(argv, message, capsys):
     assert main(["suite", "decode", "--tiny"] + argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sigterm_during_the_plan_keeps_eager_row(device, tmp_path, monkeypatch):
+    """SIGTERM while the plan's adapter decodes: torch_eager's row, measured before,
+    is written, the run marked interrupted, exit 143 (the signal policy)."""
+    import os
+    import signal
+
+    from helios.harness.decode import runners
+
+    real = runners.PlanRunner.step
+
+    def step(self, token, position):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, token, position)
+
+    monkeypatch.setattr(runners.PlanRunner, "step", step)
+    out = tmp_path / "decode.json"
+    assert main(["suite", "decode", "--tiny", "--adapters", "torch_eager,helios_plan", f"--out={out}"]) == 143
+    d = json.loads(out.read_text())
+    assert d["status"] == "interrupted" and "SIGTERM" in d["failure"]
+    assert [r["adapter"] for r in d["rows"]] == ["torch_eager"] and d["rows"][0]["status"] == "ok"

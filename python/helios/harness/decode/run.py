@@ -11,6 +11,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
+from ... import signals
+from ..protocol import interrupted_message
 from ..results import provenance
 from ..train.adapters import HeliosPerOpOps, TorchOps
 from ..train.config import TrainConfig, markov_stream
@@ -195,6 +197,20 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
     d, v, L = cfg.d_model, cfg.vocab, cfg.layers
     result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
     ad = Adapters(cfg, model, hdev, cuda)
+    try:
+        measure(cfg, ad, result, prompt, wbytes, roof, data, log)
+    except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
+        ad.release()
+        result["status"], result["failure"] = "interrupted", interrupted_message()
+    finally:
+        signals.measured()
+    return result
+
+
+def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wbytes: int, roof: Optional[float],
+            data: Any, log: Callable[[str], None]) -> None:  # fmt: skip
+    """Each adapter's row into result["rows"], torch_eager's first (every row's reference)."""
+    cuda = ad.cuda
     ref: Optional[list[int]] = None
     order = ["torch_eager"] + [a for a in cfg.adapters if a != "torch_eager"]
     for adapter in order:
@@ -220,4 +236,3 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
         if r.get("same_tokens") is False and not r.get("tie"):
             result["status"] = "failed"
             r["status"] = f"tokens differ from eager's at {r['first_divergence']} (not a tie)"
-    return result
