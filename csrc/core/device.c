@@ -107,6 +107,8 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
     return HL_OK;
 }
 
+/* Long: the features a device is created with, one struct each chained through pNext (locals of
+ * this scope) and enabled where the capability report found them. */
 static hl_status create_logical(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     const hl_caps *c = &dev->caps;

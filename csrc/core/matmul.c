@@ -83,10 +83,26 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
     *c_bytes = batch * m * n * hl_dtype_size(args->out_dtype);
 }
 
-hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err) {
-    hl_status st = HL_OK;
-    const hl_caps *caps = &dev->caps;
-    memset(pl, 0, sizeof *pl);
+/* A product's row pitches (elements; 0 in args: packed) and batch strides. */
+typedef struct layout {
+    uint64_t batch, a_cols, b_cols, lda, ldb, sa, sb;
+    int ta, tb;
+} layout;
+
+static layout layout_of(const hl_matmul_args *args) {
+    layout l = {.batch = args->batch ? args->batch : 1, .ta = !!args->trans_a, .tb = !!args->trans_b};
+    l.a_cols = l.ta ? args->m : args->k;
+    l.b_cols = l.tb ? args->k : args->n;
+    l.lda = args->lda ? args->lda : l.a_cols;
+    l.ldb = args->ldb ? args->ldb : l.b_cols;
+    l.sa = l.batch > 1 ? args->stride_a : 0;
+    l.sb = l.batch > 1 ? args->stride_b : 0;
+    return l;
+}
+
+/* Dimensions, types, activation, pitches and the 32-bit indexing bound; the operand sizes into pl. */
+static hl_status check_shape(const hl_matmul_args *args, const layout *l, const char *who, hl_product *pl,
+                             hl_error *err) {
     const uint64_t m = args->m, n = args->n, k = args->k;
     if (!m || !n || !k)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s %llux%llux%llu: every dimension must be >= 1", who,
@@ -99,37 +115,129 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
                        hl_dtype_name(args->in_dtype), hl_dtype_name(args->in_dtype), hl_dtype_name(args->out_dtype));
     if ((unsigned)args->act > HL_ACT_SILU)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: unknown activation %d", who, (int)args->act);
-    const uint64_t batch = args->batch ? args->batch : 1;
-    const int ta = !!args->trans_a, tb = !!args->trans_b;
-    const uint64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
-    const uint64_t lda = args->lda ? args->lda : a_cols, ldb = args->ldb ? args->ldb : b_cols;
-    if (lda < a_cols || ldb < b_cols)
+    if (l->lda < l->a_cols || l->ldb < l->b_cols)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: row pitch lda=%llu / ldb=%llu is below the "
                        "stored rows' %llu / %llu elements",
-                       who, (unsigned long long)lda, (unsigned long long)ldb, (unsigned long long)a_cols,
-                       (unsigned long long)b_cols);
-    const uint64_t sa = batch > 1 ? args->stride_a : 0, sb = batch > 1 ? args->stride_b : 0;
+                       who, (unsigned long long)l->lda, (unsigned long long)l->ldb, (unsigned long long)l->a_cols,
+                       (unsigned long long)l->b_cols);
     hl_matmul_sizes(args, &pl->a_bytes, &pl->b_bytes, &pl->c_bytes);
-    const uint64_t a_elems = pl->a_bytes / 2, b_elems = pl->b_bytes / 2, c_elems = batch * m * n;
     const uint64_t lim = HL_MAX_OPERAND_ELEMENTS;
-    if (a_elems >= lim || b_elems >= lim || c_elems >= lim || lda >= lim || ldb >= lim)
+    if (pl->a_bytes / 2 >= lim || pl->b_bytes / 2 >= lim || l->batch * m * n >= lim || l->lda >= lim || l->ldb >= lim)
         return hl_fail(err, HL_ERR_TOO_LARGE,
                        "%s %llux%llux%llu (batch %llu): an operand spans 2^32 "
                        "or more elements; kernels index with 32 bits",
                        who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
-                       (unsigned long long)batch);
+                       (unsigned long long)l->batch);
+    return HL_OK;
+}
 
+/* The grid (split-K's parts on z with the batch), the workspace and the reduction's grid. */
+static hl_status grid_of(const hl_device *dev, const hl_matmul_args *args, const layout *l, const hl_variant *v,
+                         const char *who, hl_product *pl, uint64_t *k_chunk, uint64_t *splits, hl_error *err) {
+    const hl_caps *caps = &dev->caps;
+    const uint64_t m = args->m, n = args->n, k = args->k, batch = l->batch;
+    /* matmul_gemv.comp: a subgroup per column of B as N x K, a lane per one as K x N */
+    const int gemv = v->path == HL_PATH_GEMV;
+    const uint64_t cols = !gemv ? v->bn : l->tb ? v->threads / caps->subgroup_size : caps->subgroup_size;
+    const uint64_t rows = gemv ? HL_GEMV_MAX_ROWS : v->bm;
+    const uint64_t gx = (n + cols - 1) / cols, gy = (m + rows - 1) / rows;
+    /* Split-K: chunks of whole K slabs; the count actually used may be lower
+     * than asked for when K is short. */
+    *k_chunk = k;
+    *splits = 1;
+    if (v->path == HL_PATH_COOP && v->splitk > 1) {
+        *k_chunk = ((k + v->splitk - 1) / v->splitk + v->bk - 1) / v->bk * v->bk;
+        *splits = (k + *k_chunk - 1) / *k_chunk;
+    }
+    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] || batch * *splits > caps->max_group_count[2])
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu (batch %llu) needs a %llux%llux%llu "
+                       "grid; device allows %ux%ux%u",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                       (unsigned long long)batch, (unsigned long long)gx, (unsigned long long)gy,
+                       (unsigned long long)(batch * *splits), caps->max_group_count[0], caps->max_group_count[1],
+                       caps->max_group_count[2]);
+    const uint64_t w_elems = *splits > 1 ? batch * *splits * m * n : 4;
+    if (w_elems >= HL_MAX_OPERAND_ELEMENTS || w_elems * 4 > caps->max_storage_buffer_range)
+        return hl_fail(err, HL_ERR_TOO_LARGE,
+                       "%s %llux%llux%llu with splitk=%u needs a %llu-byte "
+                       "workspace; kernels index it with 32 bits and the device allows %llu bytes "
+                       "per buffer",
+                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k, v->splitk,
+                       (unsigned long long)(w_elems * 4), (unsigned long long)caps->max_storage_buffer_range);
+    pl->w_bytes = w_elems * 4;
+    /* The reduction: 4 elements per invocation, a 2-D grid for large products. */
+    const uint64_t r_groups = (batch * m * n + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
+    pl->rgrid[0] = (uint32_t)(r_groups < caps->max_group_count[0] ? r_groups : caps->max_group_count[0]);
+    pl->rgrid[1] = (uint32_t)((r_groups + pl->rgrid[0] - 1) / pl->rgrid[0]);
+    pl->grid[0] = (uint32_t)gx;
+    pl->grid[1] = (uint32_t)gy;
+    pl->grid[2] = (uint32_t)(batch * *splits);
+    pl->batch = (uint32_t)batch;
+    return HL_OK;
+}
+
+/* The main kernel's pipeline and, for split-K, the reduction's: with split-K the main
+ * kernel writes plain partial products and the reduction applies the epilogue. */
+static hl_status pipelines_of(hl_device *dev, const hl_matmul_args *args, const layout *l, const hl_variant *v,
+                              uint32_t epi, uint64_t splits, hl_product *pl, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_pipeline *main_p, *reduce_p = NULL;
+    const int split = splits > 1;
+    HL_TRY(variant_pipeline(dev, v, args->in_dtype, args->out_dtype, split ? 0 : epi, split ? 0 : (uint32_t)args->act,
+                            l->ta, l->tb, l->batch > 1, args->m, &main_p, err));
+    if (split) {
+        const hl_spec_env e = {.epi = epi, .act = (uint32_t)args->act};
+        uint32_t spec[HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT];
+        hl_spec_matmul_splitk_reduce(spec, &e);
+        HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_splitk_reduce(args->out_dtype), spec,
+                               HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT, 0, &reduce_p, err));
+    }
+    pl->main_pipe = main_p->pipeline;
+    pl->reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
+fail:
+    return st;
+}
+
+static void push_constants(const hl_matmul_args *args, const layout *l, uint64_t k_chunk, uint64_t splits,
+                           float alpha, float beta, uint32_t pc[HL_PUSH_WORDS]) {
+    pc[0] = args->m;
+    pc[1] = args->n;
+    pc[2] = args->k;
+    pc[4] = (uint32_t)k_chunk;
+    pc[5] = (uint32_t)splits;
+    pc[6] = (uint32_t)l->lda;
+    pc[7] = (uint32_t)l->ldb;
+    pc[8] = (uint32_t)l->sa;
+    pc[9] = (uint32_t)l->sb;
+    pc[10] = (uint32_t)l->batch;
+    memcpy(&pc[11], &alpha, 4);
+    memcpy(&pc[12], &beta, 4);
+    if (splits > 1) pc[3] |= FLAG_SPLIT;
+    if (l->lda % 8 == 0 && l->sa % 8 == 0) pc[3] |= FLAG_A_VEC;
+    if (l->ldb % 8 == 0 && l->sb % 8 == 0) pc[3] |= FLAG_B_VEC;
+    if (args->n % (args->out_dtype == HL_F32 ? 4 : 8) == 0) pc[3] |= FLAG_C_DIRECT;
+}
+
+hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err) {
+    hl_status st = HL_OK;
+    memset(pl, 0, sizeof *pl);
+    const layout l = layout_of(args);
+    HL_TRY(check_shape(args, &l, who, pl, err));
     hl_variant v;
     if (args->variant)
         v = *args->variant;
-    else { HL_TRY(hl_variant_for_input(dev, (uint32_t)m, args->n, args->k, batch, args->in_dtype, tb, &v, err)); }
+    else {
+        HL_TRY(hl_variant_for_input(dev, args->m, args->n, args->k, l.batch, args->in_dtype, l.tb, &v, err));
+    }
     HL_TRY(hl_variant_check(dev, &v, args->in_dtype, err));
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
     const int has_bias = args->bias || args->t_bias;
     uint32_t epi = (alpha != 1.0f ? EPI_ALPHA : 0) | (beta != 0.0f ? EPI_BETA : 0) | (has_bias ? EPI_BIAS : 0);
-    if (v.path == HL_PATH_COOP2 && (ta || tb || batch > 1 || epi || args->act || lda != a_cols || ldb != b_cols)) {
+    if (v.path == HL_PATH_COOP2 &&
+        (l.ta || l.tb || l.batch > 1 || epi || args->act || l.lda != l.a_cols || l.ldb != l.b_cols)) {
         char vs[HL_VARIANT_STR_MAX];
         hl_variant_format(&v, vs, sizeof vs);
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
@@ -138,7 +246,7 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
                        "need a coop or scalar variant",
                        who, vs);
     }
-    pl->bias_bytes = has_bias ? n * 4 : 0;
+    pl->bias_bytes = has_bias ? (uint64_t)args->n * 4 : 0;
     pl->read_c = beta != 0.0f;
     if (hl_tensors_share(args->t_c, args->t_a) || hl_tensors_share(args->t_c, args->t_b) ||
         hl_tensors_share(args->t_c, args->t_bias))
@@ -150,81 +258,10 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     HL_TRY(hl_check_tensor(dev, args->t_b, pl->b_bytes, who, "b", err));
     HL_TRY(hl_check_output_tensor(dev, args->t_c, pl->c_bytes, who, "c", err));
     HL_TRY(hl_check_tensor(dev, args->t_bias, pl->bias_bytes, who, "bias", err));
-
-    /* matmul_gemv.comp: a subgroup per column of B as N x K, a lane per one as K x N */
-    const int gemv = v.path == HL_PATH_GEMV;
-    const uint64_t cols = !gemv ? v.bn : tb ? v.threads / caps->subgroup_size : caps->subgroup_size;
-    uint64_t gx = (n + cols - 1) / cols,
-             gy = (m + (gemv ? HL_GEMV_MAX_ROWS : v.bm) - 1) / (gemv ? HL_GEMV_MAX_ROWS : v.bm);
-    /* Split-K: chunks of whole K slabs; the count actually used may be lower
-     * than asked for when K is short. */
-    uint64_t k_chunk = k, splits = 1;
-    if (v.path == HL_PATH_COOP && v.splitk > 1) {
-        k_chunk = ((k + v.splitk - 1) / v.splitk + v.bk - 1) / v.bk * v.bk;
-        splits = (k + k_chunk - 1) / k_chunk;
-    }
-    if (gx > caps->max_group_count[0] || gy > caps->max_group_count[1] || batch * splits > caps->max_group_count[2])
-        return hl_fail(err, HL_ERR_TOO_LARGE,
-                       "%s %llux%llux%llu (batch %llu) needs a %llux%llux%llu "
-                       "grid; device allows %ux%ux%u",
-                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
-                       (unsigned long long)batch, (unsigned long long)gx, (unsigned long long)gy,
-                       (unsigned long long)(batch * splits), caps->max_group_count[0], caps->max_group_count[1],
-                       caps->max_group_count[2]);
-    const uint64_t w_elems = splits > 1 ? batch * splits * m * n : 4;
-    if (w_elems >= lim || w_elems * 4 > caps->max_storage_buffer_range)
-        return hl_fail(err, HL_ERR_TOO_LARGE,
-                       "%s %llux%llux%llu with splitk=%u needs a %llu-byte "
-                       "workspace; kernels index it with 32 bits and the device allows %llu bytes "
-                       "per buffer",
-                       who, (unsigned long long)m, (unsigned long long)n, (unsigned long long)k, v.splitk,
-                       (unsigned long long)(w_elems * 4), (unsigned long long)caps->max_storage_buffer_range);
-    pl->w_bytes = w_elems * 4;
-    /* The reduction: 4 elements per invocation, a 2-D grid for large products. */
-    uint64_t r_groups = (c_elems + 4ull * REDUCE_THREADS - 1) / (4ull * REDUCE_THREADS);
-    pl->rgrid[0] = (uint32_t)(r_groups < caps->max_group_count[0] ? r_groups : caps->max_group_count[0]);
-    pl->rgrid[1] = (uint32_t)((r_groups + pl->rgrid[0] - 1) / pl->rgrid[0]);
-
-    hl_pipeline *main_p, *reduce_p = NULL;
-    /* Split-K: the main kernel writes plain partial products; the reduction
-     * applies the epilogue. */
-    if (splits > 1)
-        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, 0, 0, ta, tb, batch > 1, (uint32_t)m, &main_p,
-                                err));
-    else
-        HL_TRY(variant_pipeline(dev, &v, args->in_dtype, args->out_dtype, epi, (uint32_t)args->act, ta, tb, batch > 1,
-                                (uint32_t)m, &main_p, err));
-    if (splits > 1) {
-        const hl_spec_env e = {.epi = epi, .act = (uint32_t)args->act};
-        uint32_t spec[HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT];
-        hl_spec_matmul_splitk_reduce(spec, &e);
-        HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_splitk_reduce(args->out_dtype), spec,
-                               HL_SPEC_MATMUL_SPLITK_REDUCE_COUNT, 0, &reduce_p, err));
-    }
-    pl->main_pipe = main_p->pipeline;
-    pl->reduce_pipe = reduce_p ? reduce_p->pipeline : VK_NULL_HANDLE;
-    pl->grid[0] = (uint32_t)gx;
-    pl->grid[1] = (uint32_t)gy;
-    pl->grid[2] = (uint32_t)(batch * splits);
-    pl->batch = (uint32_t)batch;
-
-    uint32_t *pc = pl->pc;
-    pc[0] = args->m;
-    pc[1] = args->n;
-    pc[2] = args->k;
-    pc[4] = (uint32_t)k_chunk;
-    pc[5] = (uint32_t)splits;
-    pc[6] = (uint32_t)lda;
-    pc[7] = (uint32_t)ldb;
-    pc[8] = (uint32_t)sa;
-    pc[9] = (uint32_t)sb;
-    pc[10] = (uint32_t)batch;
-    memcpy(&pc[11], &alpha, 4);
-    memcpy(&pc[12], &beta, 4);
-    if (splits > 1) pc[3] |= FLAG_SPLIT;
-    if (lda % 8 == 0 && sa % 8 == 0) pc[3] |= FLAG_A_VEC;
-    if (ldb % 8 == 0 && sb % 8 == 0) pc[3] |= FLAG_B_VEC;
-    if (n % (args->out_dtype == HL_F32 ? 4 : 8) == 0) pc[3] |= FLAG_C_DIRECT;
+    uint64_t k_chunk, splits;
+    HL_TRY(grid_of(dev, args, &l, &v, who, pl, &k_chunk, &splits, err));
+    HL_TRY(pipelines_of(dev, args, &l, &v, epi, splits, pl, err));
+    push_constants(args, &l, k_chunk, splits, alpha, beta, pl->pc);
     pl->v = v;
     return HL_OK;
 fail:

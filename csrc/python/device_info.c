@@ -89,6 +89,7 @@ static int identity(const hl_caps *c, PyObject *d) {
     return r;
 }
 
+/* Long: the capability report, one dict entry a capability, in the order it prints. */
 static PyObject *build_info(DeviceObject *self) {
     const hl_caps *c = hl_device_caps(self->dev);
     PyObject *table = PyList_New(0);

@@ -178,6 +178,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
     return run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
 
 
+# Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
     pb = sub.add_parser(
         "bench",

@@ -262,6 +262,7 @@ def forms_arg(text: str) -> tuple[str, ...]:
     return forms
 
 
+# Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
     pk = sub.add_parser(
         "check",

@@ -172,6 +172,7 @@ def suite_doc() -> str:
     return suite.__doc__ or ""
 
 
+# Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
     ps = sub.add_parser(
         "suite",

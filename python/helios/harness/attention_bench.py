@@ -28,9 +28,9 @@ from ..flops import (
     attention_flops,
     tflops,
 )
-from ..matmul_timing import warmup_launches
 from ..roof import roof_fraction
 from .attention_refs import make_reference
+from .attention_sides import AttentionSides
 from .energy import energy_of_rows, row_energy
 from .gpustate import low_clock, select_gpu, selected_gpu, throttled
 from .protocol import (
@@ -50,8 +50,6 @@ from .results import BENCH_SCHEMA, kernel_identity, reference_fields, reference_
 from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
-ROW_CHECK_ROWS = 16  # query rows per head checked against float64 for timed shapes
-GRAD_CHECK_HEADS = 2  # (batch, head) pairs whose whole gradients are checked (backward)
 # B x H x S x d sets: seed 004's matrix, seed 003's baseline and fuzz sizes, the
 # issue's anchor table, and long context.
 NAMED_SETS: dict[str, list[tuple[int, int, int, int]]] = {
@@ -108,59 +106,6 @@ class AttnBenchConfig(ProtocolConfig):
     causal: bool = False
     backends: tuple[str, ...] = ("flash", "cudnn", "efficient", "math")  # ref: auto, sdpa or numpy
     backward: bool = False  # time dQ, dK, dV instead of O
-
-
-def _sample_rows(s: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(s, size=min(ROW_CHECK_ROWS, s), replace=False))
-
-
-def _checked(out: np.ndarray, ref_rows: np.ndarray, rows: np.ndarray, atol: float, rtol: float) -> dict:
-    r = check_close(out[:, :, rows], ref_rows, atol=atol, rtol=rtol)
-    nonfinite = int((~np.isfinite(out)).sum())
-    d = r.as_dict()
-    d.update(
-        {
-            "rows_checked_per_head": int(len(rows)),
-            "all_finite": nonfinite == 0,
-            "nonfinite_total": nonfinite,
-            "passed": r.passed and nonfinite == 0,
-        }
-    )
-    return d
-
-
-def _grad_heads(b: int, h: int, seed: int) -> list[tuple[int, int]]:
-    """The (batch, head) pairs whose gradients a backward row checks."""
-    rng = np.random.default_rng(seed)
-    picks = rng.choice(b * h, size=min(GRAD_CHECK_HEADS, b * h), replace=False)
-    return sorted((int(x) // h, int(x) % h) for x in picks)
-
-
-def _grad_reference(q, k, v, do, heads: list, causal: bool) -> list:
-    """float64 (dQ, dK, dV) of each checked head."""
-    return [
-        reference_attention_backward(*(x[i : i + 1, j : j + 1] for x in (q, k, v, do)), causal=causal)[:3]
-        for i, j in heads
-    ]
-
-
-def _checked_grads(grads, want: list, heads: list, atol: float, rtol: float) -> dict:
-    """dQ, dK, dV of the checked heads against float64 (one verdict over all three),
-    and every element of the three finite."""
-    got = np.concatenate([g[i : i + 1, j : j + 1].ravel() for i, j in heads for g in grads])
-    ref = np.concatenate([w.ravel() for ws in want for w in ws])
-    d = check_close(got, ref, atol=atol, rtol=rtol).as_dict()
-    nonfinite = int(sum((~np.isfinite(np.asarray(g, dtype=np.float32))).sum() for g in grads))
-    d.update(
-        {
-            "heads_checked": [list(x) for x in heads],
-            "all_finite": nonfinite == 0,
-            "nonfinite_total": nonfinite,
-            "passed": d["passed"] and nonfinite == 0,
-        }
-    )
-    return d
 
 
 def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool, backward: bool = False) -> dict:
@@ -228,147 +173,18 @@ def run_attention_bench(
         result["reference"] = ref.name
         backends = list(cfg.backends) if ref.is_cuda else ["numpy"]
         result["backends"] = backends
-
         # 1. The gate: every variant that will be timed, on a case with tails, causal and not.
         if cfg.check:
-            gate = {}
-            for d in sorted({s[3] for s in cfg.shapes}):
-                b, h, s, _ = GATE_SHAPE
-                q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919, dtype=dt)
-                do = random_qkv(b, h, s, s, d, seed=cfg.seed + 7920, dtype=dt)[0]
-                for causal in (False, True):
-                    if bwd:
-                        want = np.concatenate(
-                            [x.ravel() for x in reference_attention_backward(q, k, v, do, causal=causal)[:3]]
-                        )
-                    else:
-                        want = reference_attention(q, k, v, causal=causal)
-                    for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):
-                        if bwd:
-                            o, lse = dev.attention(q, k, v, causal=causal, return_lse=True)
-                            got = dev.attention_backward(q, k, v, o, do, lse, causal=causal, variant=var)
-                            r = check_close(np.concatenate([g.ravel() for g in got]), want, atol=atol, rtol=rtol)
-                        else:
-                            o = dev.attention(q, k, v, causal=causal, variant=var)
-                            r = check_close(o, want, atol=atol, rtol=rtol)
-                        gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
-                        log(
-                            f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> "
-                            f"{'PASS' if r.passed else 'FAIL'}"
-                        )
+            gate = _gate(cfg, dev, chosen, atol, rtol, log)
             gate_shape = "x".join(map(str, GATE_SHAPE[:3])) + "xd"
             if not record_gate(result, gate, gate_shape, "cases", "attention gate failed: {cases}"):
                 return result
         else:
             mark_ungated(result)
-
         # 2. Clocks up (NVIDIA; a no-op elsewhere), then rounds.
-        ramp_in: list = []
-
-        def clock_work() -> None:
-            if not ramp_in:
-                ramp_in.extend(random_qkv(8, 16, 1024, 1024, 64, seed=cfg.seed + 1, dtype=dt))
-            dev.time_attention(8, 16, 1024, 64, iters=30, warmup=0, inputs=tuple(ramp_in), dtype=dt, backward=bwd)
-
-        def new_slot(shape: tuple[int, int, int, int]) -> dict:
-            return {
-                "h": [],
-                "hb": [],
-                "hw": [],
-                "hchk": [],
-                "tel": None,
-                "r": {be: [] for be in backends},
-                "rb": {be: [] for be in backends},
-                "rchk": {be: [] for be in backends},
-                "err": {},
-                "mode": {},
-            }
-
-        def sides(shape: tuple[int, int, int, int], si: int, rnd: int, slot: dict) -> tuple:
-            b, h, s, d = shape
-            q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + si, dtype=dt)
-            if bwd:
-                do = random_qkv(b, h, s, s, d, seed=cfg.seed + si + 104729, dtype=dt)[0]
-                heads = _grad_heads(b, h, cfg.seed + rnd)
-                want: Any = _grad_reference(q, k, v, do, heads, cfg.causal)
-            else:
-                rows = _sample_rows(s, cfg.seed + rnd)
-                want = reference_attention(q, k, v, causal=cfg.causal, rows=rows)
-            grad_kw = {"backward": True, "grad_output": do} if bwd else {}
-
-            def verdict(out) -> dict:
-                if bwd:
-                    return _checked_grads(out, want, heads, atol, rtol)
-                return _checked(out, want, rows, atol, rtol)
-
-            def helios_side() -> None:
-                est = dev.time_attention(
-                    b,
-                    h,
-                    s,
-                    d,
-                    causal=cfg.causal,
-                    iters=2,
-                    warmup=1,
-                    variant=chosen[shape],
-                    inputs=(q, k, v),
-                    dtype=dt,
-                    **grad_kw,
-                )
-                w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                dev.reset_telemetry()
-                t = dev.time_attention(
-                    b,
-                    h,
-                    s,
-                    d,
-                    causal=cfg.causal,
-                    iters=cfg.iters,
-                    warmup=w,
-                    variant=chosen[shape],
-                    inputs=(q, k, v),
-                    flush_bytes=flush,
-                    dtype=dt,
-                    **grad_kw,
-                )
-                slot["hw"].append(w)
-                slot["h"].append(t.samples_ms)
-                slot["hb"].append(t.batch_ms)
-                slot["tel"] = t.telemetry
-                slot["hchk"].append(verdict(t.grads if bwd else t.output))
-
-            def ref_side() -> None:
-                for be in backends:
-                    if be in slot["err"]:
-                        continue
-                    run = ref.run_backward if bwd else ref.run
-                    args = (q, k, v, do) if bwd else (q, k, v)
-                    est = run(*args, causal=cfg.causal, scale=1.0 / np.sqrt(d), backend=be, iters=2, warmup=1)
-                    if est.timing is None:
-                        slot["err"][be] = est.error
-                        log(f"{shape_label(shape, cfg.causal, bwd)} sdpa {be}: unavailable ({est.error})")
-                        continue
-                    w = warmup_launches(float(np.median(est.timing.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                    r = run(
-                        *args,
-                        causal=cfg.causal,
-                        scale=1.0 / np.sqrt(d),
-                        backend=be,
-                        iters=cfg.iters,
-                        warmup=w,
-                        flush_bytes=flush,
-                    )
-                    if r.timing is None:
-                        slot["err"][be] = r.error
-                        continue
-                    slot["r"][be].append(r.timing.samples_ms)
-                    slot["rb"][be].append(r.timing.batch_ms)
-                    slot["mode"][be] = r.timing.batch_mode
-                    slot["rchk"][be].append(verdict(r.output))
-
-            return helios_side, ref_side
-
-        workload = Workload(cfg.shapes, new_slot, sides, lambda x: shape_label(x, cfg.causal, bwd), clock_work)
+        label = lambda x: shape_label(x, cfg.causal, bwd)  # noqa: E731
+        sides = AttentionSides(cfg, dev, ref, chosen, backends, flush, (atol, rtol), label, log)
+        workload = Workload(cfg.shapes, sides.new_slot, sides.sides, label, sides.clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
         rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
         for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
@@ -387,6 +203,33 @@ def run_attention_bench(
 
         row_extras(result, rows, extras)
         return finish(result, rows)
+
+
+def _gate(cfg: AttnBenchConfig, dev: Any, chosen: dict, atol: float, rtol: float, log: Callable[[str], None]) -> dict:
+    """Every variant that will be timed against float64 on GATE_SHAPE at each head
+    dimension, causal and not: {case label: CheckResult}."""
+    gate = {}
+    dt, bwd = cfg.dtype, cfg.backward
+    for d in sorted({s[3] for s in cfg.shapes}):
+        b, h, s, _ = GATE_SHAPE
+        q, k, v = random_qkv(b, h, s, s, d, seed=cfg.seed + 7919, dtype=dt)
+        do = random_qkv(b, h, s, s, d, seed=cfg.seed + 7920, dtype=dt)[0]
+        for causal in (False, True):
+            if bwd:
+                want = np.concatenate([x.ravel() for x in reference_attention_backward(q, k, v, do, causal=causal)[:3]])
+            else:
+                want = reference_attention(q, k, v, causal=causal)
+            for var in sorted({chosen[x] for x in cfg.shapes if x[3] == d}):
+                if bwd:
+                    o, lse = dev.attention(q, k, v, causal=causal, return_lse=True)
+                    got = dev.attention_backward(q, k, v, o, do, lse, causal=causal, variant=var)
+                    r = check_close(np.concatenate([g.ravel() for g in got]), want, atol=atol, rtol=rtol)
+                else:
+                    o = dev.attention(q, k, v, causal=causal, variant=var)
+                    r = check_close(o, want, atol=atol, rtol=rtol)
+                gate[f"{b}x{h}x{s}x{d}{'-causal' if causal else ''} {var}"] = r
+                log(f"check {b}x{h}x{s}x{d} causal={causal} {var}: {r.line()} -> {'PASS' if r.passed else 'FAIL'}")
+    return gate
 
 
 def _energy(dev: Any, counter: Any, cfg: AttnBenchConfig, shape: tuple[int, int, int, int], row: dict, ref) -> dict:
