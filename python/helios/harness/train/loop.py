@@ -41,35 +41,9 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     rank, world, local = ddp if ddp else (0, 1, 0)
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda", local) if cuda else torch.device("cpu")
-    if HELIOS_ADAPTERS & set(cfg.adapters):
-        # the buffer limit of the Helios device this rank's ops run on: with CUDA the one
-        # with its CUDA device's UUID (helios.torch's), not a launcher's guess by index
-        from ...functions import default_device
-
-        hdev = None
-        if cuda:
-            from ...torch import device_for
-
-            try:
-                hdev = device_for(torch.empty(0, device=dev))
-            except _helios.UnsupportedError:
-                pass  # no Vulkan twin: the helios rows will say so
-        check_config(cfg, int((hdev or default_device()).info["max_storage_buffer_range"]))
-    result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
-    # torch's products as Helios computes them: fp32 accumulation with no reduced-precision
-    # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
-    # curves differ by the kernels' rounding only
-    result["numerics"] = lock_numerics(torch)
+    _check_helios_limits(cfg, cuda, dev)
+    result = _result_header(cfg, cuda, dev, bool(ddp), rank, world)
     trained: Optional[Any] = None
-    result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
-    result["distributed"] = {
-        "world_size": world,
-        "rank": rank,
-        "backend": "nccl" if ddp else None,
-        "grad_sync": cfg.grad_sync if ddp else None,
-        # the CPUs this process may run on (NCCL and launchers may narrow it)
-        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-    }
     rows_per_step = cfg.batch * world  # the global batch
     data = torch.from_numpy(markov_stream(cfg.vocab, rows_per_step * cfg.steps, cfg.seq + 1, cfg.seed)).to(dev)
     torch.manual_seed(cfg.seed)
@@ -98,34 +72,15 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         result["rows"].append(row)
         tracer: Optional[_Tracer] = None
         try:
-            if adapter == "torch_compile":
-                why = compile_unavailable(torch, dev)
-                if why is not None:  # inductor's toolchain missing here (headers, a compiler): said, not run
-                    row["status"] = f"skipped: torch.compile cannot compile here: {why[0]}"
-                    row["error_log"] = why[1]
-                    continue
+            if adapter == "torch_compile" and _compile_skipped(row, dev):
+                continue
             ops = adapters.ops_for(adapter, cuda)
             row["ops"] = ops.name
             model = fresh()
             fwd = model
             if adapter == "torch_compile":
                 fwd = torch.compile(model)
-            # gate: the first step against torch_eager's
-            loss = fwd(x0, y0, ops)
-            loss.backward()
-            g = _grads(model)
-            worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
-            loss_err = abs(float(loss.detach()) - ref_loss_v) / abs(ref_loss_v)
-            finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss.detach()))
-            row["gate"] = {
-                "loss": float(loss.detach()),
-                "loss_rel_err": loss_err,
-                "worst_grad_rel_err": worst,
-                "finite": finite,
-                "loss_rtol": GATE_LOSS_RTOL,
-                "grad_rtol": GATE_GRAD_RTOL,
-                "passed": finite and loss_err <= GATE_LOSS_RTOL and worst <= GATE_GRAD_RTOL,
-            }
+            row["gate"] = _gate(fwd, model, x0, y0, ops, ref_grads, ref_loss_v)
             if not row["gate"]["passed"]:
                 row["status"] = "gate failed"
                 result["status"] = "failed"
@@ -133,106 +88,210 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             model.zero_grad(set_to_none=True)
             model.load_state_dict(state0)
             if ddp and cfg.grad_sync == "ddp":  # the gate above ran the replica alone
-                fwd = wrap_ddp(torch, model, cfg, [local], adapter)
-                row["ddp_comm_hook"] = comm_hook_for(cfg, adapter)
-                if adapter == "torch_compile":
-                    fwd = torch.compile(fwd)
+                fwd = _ddp_forward(model, cfg, local, adapter, row)
             opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
             # Helios's GPU time per step: the timestamps around each ordered submission
             # (the semaphore path helios.torch takes with CUDA; None elsewhere)
             hdev = _ordered_helios_device(x0) if adapter in HELIOS_ADAPTERS and cuda else None
-            losses, norms, fwd_ms, bwd_ms, opt_ms, step_ms, helios_ms = [], [], [], [], [], [], []
-            host_fwd_ms, host_bwd_ms = [], []  # how long the forward and backward calls hold the host
             tracer = _Tracer(torch, cuda, cfg, adapter, rank)
-            for step in range(cfg.steps):
-                tracer.before(step)
-                h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
-                xb, yb = batch(step)
-                marks = _marks(torch, cuda, 4)
-                _mark(torch, cuda, marks, 0)
-                t0 = time.perf_counter()
-                loss = fwd(xb, yb, ops)
-                t1 = time.perf_counter()
-                _mark(torch, cuda, marks, 1)
-                loss.backward()
-                if ddp and cfg.grad_sync == "after-backward":
-                    average_grads(torch, model, world)
-                t2 = time.perf_counter()
-                _mark(torch, cuda, marks, 2)
-                host_fwd_ms.append((t1 - t0) * 1e3)
-                host_bwd_ms.append((t2 - t1) * 1e3)
-                norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                _mark(torch, cuda, marks, 3)
-                losses.append(loss.detach())
-                f, b, o = _spans(torch, cuda, marks)
-                fwd_ms.append(f)
-                bwd_ms.append(b)
-                opt_ms.append(o)
-                step_ms.append(f + b + o)
-                if hdev:
-                    helios_ms.append(hdev.telemetry()["async_gpu_ms"] - h0)
-                tracer.after(step)
-                if step % 10 == 0 or step == cfg.steps - 1:
-                    log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
-            stacked = torch.stack(losses).float()
-            if ddp:  # the global batch's loss: the mean of the ranks' (equal micro-batches)
-                torch.distributed.all_reduce(stacked)
-                stacked /= world
-            curve = [float(v) for v in stacked]
-            gnorms = [float(v) for v in norms]
-            timed = step_ms[cfg.warmup_steps :] or step_ms
-            med = float(np.median(timed))
-            row.update(
-                status="ok" if all(map(math.isfinite, curve + gnorms)) else "non-finite",
-                tokens_per_s=world * cfg.batch * cfg.seq / (med / 1e3),
-                tokens_per_s_per_gpu=cfg.batch * cfg.seq / (med / 1e3),
-                step_ms_p50=med,
-                forward_ms_p50=float(np.median(fwd_ms[cfg.warmup_steps :] or fwd_ms)),
-                backward_ms_p50=float(np.median(bwd_ms[cfg.warmup_steps :] or bwd_ms)),
-                optimizer_ms_p50=float(np.median(opt_ms[cfg.warmup_steps :] or opt_ms)),
-                helios_kernel_ms_p50=float(np.median(helios_ms[cfg.warmup_steps :] or helios_ms))
-                if helios_ms
-                else None,
-                host_forward_ms_p50=float(np.median(host_fwd_ms[cfg.warmup_steps :] or host_fwd_ms)),
-                host_backward_ms_p50=float(np.median(host_bwd_ms[cfg.warmup_steps :] or host_bwd_ms)),
-                peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
-                loss=curve,
-                grad_norm=gnorms,
-            )
+            steps = _timed_steps(cfg, fwd, model, opt, ops, batch, hdev, tracer, log, adapter, bool(ddp), world)
+            curve = _summarize(row, cfg, steps, world, bool(ddp), cuda)
             if row["status"] != "ok":
                 result["status"] = "failed"
             if adapter == "torch_eager":
                 eager_curve = curve
                 trained = model
             elif eager_curve is not None:
-                start = 20 if cfg.steps > 40 else cfg.warmup_steps
-                devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager_curve[start:])]
-                row["loss_max_rel_dev_vs_eager"] = max(devs) if devs else None
+                row["loss_max_rel_dev_vs_eager"] = _max_deviation(cfg, curve, eager_curve)
         except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
-            if tracer is not None:
-                tracer.abandon()
-            # one line for the table (a compiler's error can run to pages); the whole text kept
-            row["status"] = f"error: {type(e).__name__}: {first_line(e)}"
-            row["error_log"] = str(e)[:ERROR_LOG_CHARS]
-            if adapter == "torch_eager":
-                result["status"] = "failed"
+            _failed(row, e, tracer, result)
     if trained is not None and "helios" in cfg.adapters:
-        try:
-            hops = adapters.ops_for("helios", cuda)
-            result["inference"] = inference_smoke(cfg, trained, adapters.TorchOps(), hops, data, cuda)
-            log(f"inference: same tokens {result['inference']['same_tokens']}")
-        except Exception as e:  # reported, not fatal: training results stand
-            result["inference"] = {
-                "error": f"{type(e).__name__}: {first_line(e)}",
-                "error_log": str(e)[:ERROR_LOG_CHARS],
-            }
+        result["inference"] = _inference(cfg, trained, data, cuda, log)
     if ddp:
         torch.distributed.destroy_process_group()
     return result
+
+
+def _failed(row: dict, e: Exception, tracer: Optional["_Tracer"], result: dict) -> None:
+    """An adapter's error in its row: one line for the table (a compiler's error can run
+    to pages), the whole text kept; torch_eager's fails the run."""
+    if tracer is not None:
+        tracer.abandon()
+    row["status"] = f"error: {type(e).__name__}: {first_line(e)}"
+    row["error_log"] = str(e)[:ERROR_LOG_CHARS]
+    if row["adapter"] == "torch_eager":
+        result["status"] = "failed"
+
+
+def _compile_skipped(row: dict, dev: Any) -> bool:
+    """torch.compile's toolchain missing here (inductor's headers, a compiler): the row
+    says so, not run."""
+    why = compile_unavailable(torch, dev)
+    if why is None:
+        return False
+    row["status"] = f"skipped: torch.compile cannot compile here: {why[0]}"
+    row["error_log"] = why[1]
+    return True
+
+
+def _ddp_forward(model: Any, cfg: TrainConfig, local: int, adapter: str, row: dict) -> Any:
+    """The replica wrapped in DistributedDataParallel (compiled again for torch_compile)."""
+    fwd = wrap_ddp(torch, model, cfg, [local], adapter)
+    row["ddp_comm_hook"] = comm_hook_for(cfg, adapter)
+    return torch.compile(fwd) if adapter == "torch_compile" else fwd
+
+
+def _check_helios_limits(cfg: TrainConfig, cuda: bool, dev: Any) -> None:
+    """check_config against the buffer limit of the Helios device this rank's ops run
+    on: with CUDA the one with its CUDA device's UUID (helios.torch's), not a
+    launcher's guess by index."""
+    if not HELIOS_ADAPTERS & set(cfg.adapters):
+        return
+    from ...functions import default_device
+
+    hdev = None
+    if cuda:
+        from ...torch import device_for
+
+        try:
+            hdev = device_for(torch.empty(0, device=dev))
+        except _helios.UnsupportedError:
+            pass  # no Vulkan twin: the helios rows will say so
+    check_config(cfg, int((hdev or default_device()).info["max_storage_buffer_range"]))
+
+
+def _result_header(cfg: TrainConfig, cuda: bool, dev: Any, ddp: bool, rank: int, world: int) -> dict:
+    result: dict = {"schema": TRAIN_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
+    # torch's products as Helios computes them: fp32 accumulation with no reduced-precision
+    # (bf16/fp16) split-K reductions and no TF32 (the bench's rule), so that the loss
+    # curves differ by the kernels' rounding only
+    result["numerics"] = lock_numerics(torch)
+    result["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu (no CUDA: the --tiny CI run)"
+    result["distributed"] = {
+        "world_size": world,
+        "rank": rank,
+        "backend": "nccl" if ddp else None,
+        "grad_sync": cfg.grad_sync if ddp else None,
+        # the CPUs this process may run on (NCCL and launchers may narrow it)
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
+    return result
+
+
+def _max_deviation(cfg: TrainConfig, curve: list[float], eager: list[float]) -> Optional[float]:
+    """The largest relative deviation from eager's loss at equal steps (after step 20,
+    or after the warm-up steps in shorter runs)."""
+    start = 20 if cfg.steps > 40 else cfg.warmup_steps
+    devs = [abs(a - b) / abs(b) for a, b in zip(curve[start:], eager[start:])]
+    return max(devs) if devs else None
+
+
+def _inference(cfg: TrainConfig, trained: Any, data: Any, cuda: bool, log: Callable[[str], None]) -> dict:
+    """The inference smoke on the trained weights; an error is reported, not fatal."""
+    try:
+        hops = adapters.ops_for("helios", cuda)
+        out = inference_smoke(cfg, trained, adapters.TorchOps(), hops, data, cuda)
+        log(f"inference: same tokens {out['same_tokens']}")
+        return out
+    except Exception as e:  # the training results stand
+        return {"error": f"{type(e).__name__}: {first_line(e)}", "error_log": str(e)[:ERROR_LOG_CHARS]}
+
+
+def _gate(fwd: Any, model: Any, x0: Any, y0: Any, ops: Any, ref_grads: dict, ref_loss_v: float) -> dict:
+    """The adapter's first step (loss and every gradient) against torch_eager's."""
+    loss = fwd(x0, y0, ops)
+    loss.backward()
+    g = _grads(model)
+    worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
+    loss_err = abs(float(loss.detach()) - ref_loss_v) / abs(ref_loss_v)
+    finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss.detach()))
+    return {
+        "loss": float(loss.detach()),
+        "loss_rel_err": loss_err,
+        "worst_grad_rel_err": worst,
+        "finite": finite,
+        "loss_rtol": GATE_LOSS_RTOL,
+        "grad_rtol": GATE_GRAD_RTOL,
+        "passed": finite and loss_err <= GATE_LOSS_RTOL and worst <= GATE_GRAD_RTOL,
+    }
+
+
+def _timed_steps(cfg: TrainConfig, fwd: Any, model: Any, opt: Any, ops: Any, batch: Callable, hdev: Any,
+                 tracer: "_Tracer", log: Callable[[str], None], adapter: str, ddp: bool,
+                 world: int) -> dict[str, list]:  # fmt: skip
+    """cfg.steps training steps, each timed: its loss and gradient norm, forward,
+    backward and optimizer spans (CUDA events, or the host clock), how long the forward
+    and backward calls held the host, Helios's GPU time (hdev: its ordered submissions)."""
+    cuda = torch.cuda.is_available()
+    t: dict[str, list] = {
+        k: [] for k in ("loss", "norm", "fwd", "bwd", "opt", "step", "helios", "host_fwd", "host_bwd")
+    }
+    for step in range(cfg.steps):
+        tracer.before(step)
+        h0 = hdev.telemetry()["async_gpu_ms"] if hdev else 0.0
+        xb, yb = batch(step)
+        marks = _marks(torch, cuda, 4)
+        _mark(torch, cuda, marks, 0)
+        t0 = time.perf_counter()
+        loss = fwd(xb, yb, ops)
+        t1 = time.perf_counter()
+        _mark(torch, cuda, marks, 1)
+        loss.backward()
+        if ddp and cfg.grad_sync == "after-backward":
+            average_grads(torch, model, world)
+        t2 = time.perf_counter()
+        _mark(torch, cuda, marks, 2)
+        t["host_fwd"].append((t1 - t0) * 1e3)
+        t["host_bwd"].append((t2 - t1) * 1e3)
+        t["norm"].append(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        _mark(torch, cuda, marks, 3)
+        t["loss"].append(loss.detach())
+        f, b, o = _spans(torch, cuda, marks)
+        t["fwd"].append(f)
+        t["bwd"].append(b)
+        t["opt"].append(o)
+        t["step"].append(f + b + o)
+        if hdev:
+            t["helios"].append(hdev.telemetry()["async_gpu_ms"] - h0)
+        tracer.after(step)
+        if step % 10 == 0 or step == cfg.steps - 1:
+            log(f"{adapter} step {step}: loss {float(loss.detach()):.4f}")
+    return t
+
+
+def _summarize(row: dict, cfg: TrainConfig, t: dict[str, list], world: int, ddp: bool, cuda: bool) -> list[float]:
+    """The row's figures (medians after the warm-up steps) and curves; returns the loss curve."""
+    stacked = torch.stack(t["loss"]).float()
+    if ddp:  # the global batch's loss: the mean of the ranks' (equal micro-batches)
+        torch.distributed.all_reduce(stacked)
+        stacked /= world
+    curve = [float(v) for v in stacked]
+    gnorms = [float(v) for v in t["norm"]]
+
+    def p50(xs: list) -> float:
+        return float(np.median(xs[cfg.warmup_steps :] or xs))
+
+    med = p50(t["step"])
+    row.update(
+        status="ok" if all(map(math.isfinite, curve + gnorms)) else "non-finite",
+        tokens_per_s=world * cfg.batch * cfg.seq / (med / 1e3),
+        tokens_per_s_per_gpu=cfg.batch * cfg.seq / (med / 1e3),
+        step_ms_p50=med,
+        forward_ms_p50=p50(t["fwd"]),
+        backward_ms_p50=p50(t["bwd"]),
+        optimizer_ms_p50=p50(t["opt"]),
+        helios_kernel_ms_p50=p50(t["helios"]) if t["helios"] else None,
+        host_forward_ms_p50=p50(t["host_fwd"]),
+        host_backward_ms_p50=p50(t["host_bwd"]),
+        peak_memory_bytes=int(torch.cuda.max_memory_allocated()) if cuda else None,
+        loss=curve,
+        grad_norm=gnorms,
+    )
+    return curve
 
 
 ERROR_LOG_CHARS = 20000  # of an adapter's error text kept in its row (error_log)
