@@ -111,87 +111,19 @@ def run_bench(
         # 1. The gate: nothing is timed unless the check shape passes, on every
         #    variant that will be timed.
         if cfg.check:
-            m, n, k = cfg.check_shape
-            a, b = random_inputs(m, n, k, seed=cfg.seed + 7919, dtype=dt)
-            ref_c = reference_matmul(a, b)
-            gate = {}
-            for v in [variant] + [x for x in result["helios"]["variants"] if x != variant]:
-                c = dev.matmul(a, b, out_dtype=dt, variant=v)
-                gate[v] = check_close(c, ref_c, atol=atol, rtol=rtol)
-                log(
-                    f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> "
-                    f"{'PASS' if gate[v].passed else 'FAIL'}"
-                )
+            gate = _gate(
+                cfg, dev, [variant] + [x for x in result["helios"]["variants"] if x != variant], atol, rtol, log
+            )
             failure = f"correctness check {shape_str(cfg.check_shape)} failed for {{cases}}: {{worst}}"
             if not record_gate(result, gate, shape_str(cfg.check_shape), "variants", failure):
                 return result
         else:
             mark_ungated(result)
-
-        # 2. Clocks up before anything is timed (NVIDIA GPUs; a no-op elsewhere).
-        warm_inputs: list = []
-
-        def clock_work() -> None:
-            if not warm_inputs:
-                warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1, dtype=dt))
-            dev.time_matmul(
-                2048,
-                2048,
-                2048,
-                iters=100,
-                warmup=0,
-                variant=chosen.get((2048, 2048, 2048), variant),
-                inputs=tuple(warm_inputs),
-                dtype=dt,
-            )
-
-        # 3. Timing, interleaved per shape over rounds; --runs repeats the whole
-        #    protocol (clock ramp included) and records which run each round is from.
-        def new_slot(shape: tuple[int, int, int]) -> dict:
-            keys = ("h", "r", "hb", "rb", "hmed", "rmed", "hw", "rw", "hchk", "rchk")
-            return {**{key: [] for key in keys}, "tel": None, "batch_mode": None}
-
-        def sides(shape: tuple[int, int, int], si: int, rnd: int, slot: dict) -> tuple:
-            m, n, k = shape
-            shape_variant = chosen[shape]
-            a, b = random_inputs(m, n, k, seed=cfg.seed + si, dtype=dt)
-
-            def helios_side() -> None:
-                est = dev.time_matmul(m, n, k, iters=2, warmup=1, variant=shape_variant, inputs=(a, b), dtype=dt)
-                w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
-                dev.reset_telemetry()
-                t = dev.time_matmul(
-                    m,
-                    n,
-                    k,
-                    iters=cfg.iters,
-                    warmup=w,
-                    variant=shape_variant,
-                    inputs=(a, b),
-                    flush_bytes=flush,
-                    dtype=dt,
-                )
-                slot["hw"].append(w)
-                slot["h"].append(t.samples_ms)
-                slot["hb"].append(t.batch_ms)
-                slot["hmed"].append(float(np.median(t.samples_ms)))
-                slot["tel"] = t.telemetry
-                slot["hchk"].append(_row_check(t.output, a, b, atol, rtol, cfg.seed + rnd))
-
-            def ref_side() -> None:
-                est = ref.time(a, b, 2, 1)
-                w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
-                t = ref.time(a, b, cfg.iters, w, flush)
-                slot["rw"].append(w)
-                slot["r"].append(list(t.samples_ms))
-                slot["rb"].append(t.batch_ms)
-                slot["rmed"].append(float(np.median(t.samples_ms)))
-                slot["batch_mode"] = t.batch_mode
-                slot["rchk"].append(_row_check(t.output, a, b, atol, rtol, cfg.seed + rnd))
-
-            return helios_side, ref_side
-
-        workload = Workload(cfg.shapes, new_slot, sides, shape_str, clock_work)
+        # 2. Clocks up before anything is timed (NVIDIA GPUs; a no-op elsewhere). 3. Timing,
+        #    interleaved per shape over rounds; --runs repeats the whole protocol (clock ramp
+        #    included) and records which run each round is from.
+        sides = MatmulSides(cfg, dev, ref, chosen, variant, flush, (atol, rtol))
+        workload = Workload(cfg.shapes, sides.new_slot, sides.sides, shape_str, sides.clock_work)
         acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
         rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
         for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
@@ -212,6 +144,76 @@ def run_bench(
 
         row_extras(result, rows, extras)
         return finish(result, rows)
+
+
+def _gate(cfg: BenchConfig, dev: Any, variants: list[str], atol: float, rtol: float,
+          log: Callable[[str], None]) -> dict:  # fmt: skip
+    """Each variant that will be timed against float64 on the check shape: {variant: CheckResult}."""
+    m, n, k = cfg.check_shape
+    a, b = random_inputs(m, n, k, seed=cfg.seed + 7919, dtype=cfg.dtype)
+    ref_c = reference_matmul(a, b)
+    gate = {}
+    for v in variants:
+        c = dev.matmul(a, b, out_dtype=cfg.dtype, variant=v)
+        gate[v] = check_close(c, ref_c, atol=atol, rtol=rtol)
+        log(f"check {shape_str(cfg.check_shape)} {v}: {gate[v].line()} -> {'PASS' if gate[v].passed else 'FAIL'}")
+    return gate
+
+
+class MatmulSides:
+    """One bench run's rounds: the clock ramp, the slot a shape's samples collect in,
+    and per round the Helios and reference sides on the shape's seeded inputs (every
+    timed output checked: sampled rows against float64, all finite)."""
+
+    def __init__(self, cfg: BenchConfig, dev: Any, ref: Reference, chosen: dict, variant: str, flush: int,
+                 tolerances: tuple[float, float]) -> None:  # fmt: skip
+        self.cfg, self.dev, self.ref, self.chosen, self.variant = cfg, dev, ref, chosen, variant
+        self.flush, (self.atol, self.rtol) = flush, tolerances
+        self.warm_inputs: list = []
+
+    def clock_work(self) -> None:
+        cfg = self.cfg
+        if not self.warm_inputs:
+            self.warm_inputs.extend(random_inputs(2048, 2048, 2048, seed=cfg.seed + 1, dtype=cfg.dtype))
+        self.dev.time_matmul(2048, 2048, 2048, iters=100, warmup=0,
+                             variant=self.chosen.get((2048, 2048, 2048), self.variant),
+                             inputs=tuple(self.warm_inputs), dtype=cfg.dtype)  # fmt: skip
+
+    def new_slot(self, shape: tuple[int, int, int]) -> dict:
+        keys = ("h", "r", "hb", "rb", "hmed", "rmed", "hw", "rw", "hchk", "rchk")
+        return {**{key: [] for key in keys}, "tel": None, "batch_mode": None}
+
+    def sides(self, shape: tuple[int, int, int], si: int, rnd: int, slot: dict) -> tuple:
+        m, n, k = shape
+        a, b = random_inputs(m, n, k, seed=self.cfg.seed + si, dtype=self.cfg.dtype)
+        check = lambda out: _row_check(out, a, b, self.atol, self.rtol, self.cfg.seed + rnd)  # noqa: E731
+        return (lambda: self.helios_side(shape, a, b, slot, check)), (lambda: self.ref_side(a, b, slot, check))
+
+    def helios_side(self, shape: tuple[int, int, int], a: Any, b: Any, slot: dict, check: Callable) -> None:
+        cfg, dev = self.cfg, self.dev
+        kw = dict(variant=self.chosen[shape], inputs=(a, b), dtype=cfg.dtype)
+        est = dev.time_matmul(*shape, iters=2, warmup=1, **kw)
+        w = warmup_launches(est.median_ms, cfg.warmup, cfg.warmup_ms)
+        dev.reset_telemetry()
+        t = dev.time_matmul(*shape, iters=cfg.iters, warmup=w, flush_bytes=self.flush, **kw)
+        slot["hw"].append(w)
+        slot["h"].append(t.samples_ms)
+        slot["hb"].append(t.batch_ms)
+        slot["hmed"].append(float(np.median(t.samples_ms)))
+        slot["tel"] = t.telemetry
+        slot["hchk"].append(check(t.output))
+
+    def ref_side(self, a: Any, b: Any, slot: dict, check: Callable) -> None:
+        cfg = self.cfg
+        est = self.ref.time(a, b, 2, 1)
+        w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
+        t = self.ref.time(a, b, cfg.iters, w, self.flush)
+        slot["rw"].append(w)
+        slot["r"].append(list(t.samples_ms))
+        slot["rb"].append(t.batch_ms)
+        slot["rmed"].append(float(np.median(t.samples_ms)))
+        slot["batch_mode"] = t.batch_mode
+        slot["rchk"].append(check(t.output))
 
 
 def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference, seed: int, dt: str) -> dict:
