@@ -17,7 +17,6 @@ MARK = "Long:"
 # "path:function": its length when listed. To be split (#61, item 4).
 PENDING = {
     "python/helios/device.py:matmul": 156,
-    "python/helios/attention.py:time_attention": 107,
     "python/helios/torch/_ops.py:decoder": 102,
     "python/helios/harness/external.py:run_external": 99,
     "python/helios/torch/_decoder.py:backward": 91,

@@ -277,55 +277,17 @@ def time_attention(
             f"bytes; the device has {dev.info['device_local_bytes']}"
         )
     dt = as_dtype(dtype, "time_attention: dtype", INPUT_DTYPES)
-    if inputs is None:
-        q, k, v = random_qkv(b, h, sq, skv, d, seed, dt)
-    else:
-        q, k, v = (_operand(x, nm, dt) for x, nm in zip(inputs, ("q", "k", "v")))
-        if q.shape != (b, h, sq, d) or k.shape != (b, h, skv, d) or v.shape != k.shape:
-            raise ValueError(
-                f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
-                f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}"
-            )
+    q, k, v = _timing_inputs(inputs, (b, h, sq, skv, d), seed, dt)
     grads = None
+    timing = {"warmup": warmup, "iters": iters, "flush_bytes": flush_bytes}
     if flag("backward", backward):
-        ts = [dev.upload(x, dtype=dt) for x in (q, k, v)]
-        o_t, lse_t = dev.attention(*ts, causal=causal, scale=scale, return_lse=True)
-        if grad_output is None:
-            grad_output = np.random.default_rng(seed + 1).standard_normal((b, h, sq, d), dtype=np.float32)
-        do_t = dev.upload(_operand(grad_output, "grad_output", dt), dtype=dt)
-        if do_t.shape != (b, h, sq, d):
-            raise ValueError(f"time_attention: grad_output {do_t.shape} must have q's shape {(b, h, sq, d)}")
-        dq, dk, dv, (samples, batch_ms, used) = run_attention_backward(
-            dev,
-            ts[0],
-            ts[1],
-            ts[2],
-            o_t,
-            do_t,
-            lse_t,
-            causal=causal,
-            scale=scale,
-            variant=variant,
-            timing={"warmup": warmup, "iters": iters, "flush_bytes": flush_bytes},
+        o, grads, (samples, batch_ms, used) = _timed_backward(
+            dev, (q, k, v), grad_output, causal, scale, variant, seed, dt, timing
         )
-        o = o_t.numpy()
-        grads = (dq.numpy(), dk.numpy(), dv.numpy())
     else:
         o, samples, batch_ms, used = _call(
-            dev,
-            q,
-            k,
-            v,
-            b * h,
-            d,
-            causal,
-            resolve_scale(scale, d),
-            variant,
-            dt,
-            warmup=warmup,
-            iters=iters,
-            flush_bytes=flush_bytes,
-        )
+            dev, q, k, v, b * h, d, causal, resolve_scale(scale, d), variant, dt, **timing
+        )  # fmt: skip
         o = unwire(o, dt).reshape(b, h, sq, d)
     return AttentionTiming(
         batch=b,
@@ -345,6 +307,39 @@ def time_attention(
         backward=bool(backward),
         grads=grads,
     )
+
+
+def _timing_inputs(inputs: Optional[Sequence[np.ndarray]], dims: tuple, seed: int, dt: Any) -> tuple:
+    """time_attention's Q, K, V: seeded standard normals, or the given arrays checked
+    against B, H, S, S_kv, d."""
+    b, h, sq, skv, d = dims
+    if inputs is None:
+        return random_qkv(b, h, sq, skv, d, seed, dt)
+    q, k, v = (_operand(x, nm, dt) for x, nm in zip(inputs, ("q", "k", "v")))
+    if q.shape != (b, h, sq, d) or k.shape != (b, h, skv, d) or v.shape != k.shape:
+        raise ValueError(
+            f"time_attention: inputs {q.shape}, {k.shape}, {v.shape} do not match "
+            f"B, H, S, S_kv, d = {b}, {h}, {sq}, {skv}, {d}"
+        )
+    return q, k, v
+
+
+def _timed_backward(dev: Any, qkv: tuple, grad_output: Optional[np.ndarray], causal: bool, scale: Optional[float],
+                    variant: Optional[str], seed: int, dt: Any, timing: dict) -> tuple:  # fmt: skip
+    """The backward timed (the forward once, untimed, for O and the log-sum-exp):
+    (O, (dQ, dK, dV), (samples, batch_ms, variant))."""
+    b, h, sq, d = qkv[0].shape
+    ts = [dev.upload(x, dtype=dt) for x in qkv]
+    o_t, lse_t = dev.attention(*ts, causal=causal, scale=scale, return_lse=True)
+    if grad_output is None:
+        grad_output = np.random.default_rng(seed + 1).standard_normal((b, h, sq, d), dtype=np.float32)
+    do_t = dev.upload(_operand(grad_output, "grad_output", dt), dtype=dt)
+    if do_t.shape != (b, h, sq, d):
+        raise ValueError(f"time_attention: grad_output {do_t.shape} must have q's shape {(b, h, sq, d)}")
+    dq, dk, dv, timed = run_attention_backward(
+        dev, ts[0], ts[1], ts[2], o_t, do_t, lse_t, causal=causal, scale=scale, variant=variant, timing=timing
+    )
+    return o_t.numpy(), (dq.numpy(), dk.numpy(), dv.numpy()), timed
 
 
 def reference_attention_backward(
