@@ -309,24 +309,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
     cfg.out.mkdir(parents=True, exist_ok=True)
     cfg.work.mkdir(parents=True, exist_ok=True)
     rec: dict = {"schema": CI_SCHEMA, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "exit": 2}
-    rec["config"] = {
-        "shapes": cfg.shapes,
-        "workload": cfg.workload,
-        "runs": cfg.runs,
-        "iters": cfg.iters,
-        "warmup": cfg.warmup,
-        "repeats": cfg.repeats,
-        "ref": cfg.ref,
-        "fuzz": cfg.fuzz,
-        "attention_fuzz": cfg.attention_fuzz,
-        "fail_on_regression_pct": cfg.fail_on_regression,
-        "verdict_gate": cfg.gate,
-        "strict": cfg.strict,
-        "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
-        "cpu_noise": CPU_NOISE,
-        "cpu_run_noise": CPU_RUN_NOISE,
-        "bench_args": cfg.bench_args,
-    }
+    rec["config"] = _config_record(cfg)
     try:
         base, head = resolve_refs(cfg)
         rec.update(base=base, head=head)
@@ -355,32 +338,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                 files[side] += more[side]
             rec["reruns"] = slower
             verdicts = verdicts_of(files)
-        rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
-        rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
-        heads = [load(str(p)) for p in files["head"]]
-        bases = [load(str(p)) for p in files["base"]]
-        head_latest = latest_rows(heads)
-        rec["verdicts"] = [head_verdict(v) for v in verdicts]
-        head_rows = {r["shape"]: r for r in head_latest["rows"]}
-        for v in rec["verdicts"]:
-            row = head_rows.get(v["shape"], {})
-            v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
-            v["roof_fraction"] = row.get("roofFraction")
-        regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
-        rec["same_code_slower"] = [v.shape for v in same_code]
-        rec["exit"] = 1 if regressions else 0
-        rec["reason"] = (
-            f"{len(regressions)} regression(s): " + ", ".join(f"{v.shape} {v.pct:+.1f}%" for v in regressions)
-            if regressions
-            else "no regression"
-        )
-        # A timed row whose output failed its check is a wrong result, whatever the
-        # timings of the other runs say: the head fails, a base cannot be compared against.
-        for side, code in (("head", 1), ("base", 2)):  # a failing base wins: nothing sound to compare
-            bad = rec["failed_checks"][side]
-            if bad:
-                why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
-                rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
+        heads, bases, head_latest = _judge(cfg, rec, files, verdicts)
         rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
         if cfg.history is not None:  # probed before the builds; a late failure keeps the verdicts
@@ -392,6 +350,60 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
     except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
         rec.update(exit=2, reason=f"could not run: {e}")
     return _finish(cfg, rec)
+
+
+def _config_record(cfg: CiConfig) -> dict:
+    """ci.json's config: the protocol and the rules the verdicts were judged by."""
+    return {
+        "shapes": cfg.shapes,
+        "workload": cfg.workload,
+        "runs": cfg.runs,
+        "iters": cfg.iters,
+        "warmup": cfg.warmup,
+        "repeats": cfg.repeats,
+        "ref": cfg.ref,
+        "fuzz": cfg.fuzz,
+        "attention_fuzz": cfg.attention_fuzz,
+        "fail_on_regression_pct": cfg.fail_on_regression,
+        "verdict_gate": cfg.gate,
+        "strict": cfg.strict,
+        "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
+        "cpu_noise": CPU_NOISE,
+        "cpu_run_noise": CPU_RUN_NOISE,
+        "bench_args": cfg.bench_args,
+    }
+
+
+def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list, list, dict]:
+    """The verdicts, the failed checks and the exit status into rec; returns the head's
+    and the base's results and the head's latest rows."""
+    rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
+    rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
+    heads = [load(str(p)) for p in files["head"]]
+    bases = [load(str(p)) for p in files["base"]]
+    head_latest = latest_rows(heads)
+    rec["verdicts"] = [head_verdict(v) for v in verdicts]
+    head_rows = {r["shape"]: r for r in head_latest["rows"]}
+    for v in rec["verdicts"]:
+        row = head_rows.get(v["shape"], {})
+        v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
+        v["roof_fraction"] = row.get("roofFraction")
+    regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
+    rec["same_code_slower"] = [v.shape for v in same_code]
+    rec["exit"] = 1 if regressions else 0
+    rec["reason"] = (
+        f"{len(regressions)} regression(s): " + ", ".join(f"{v.shape} {v.pct:+.1f}%" for v in regressions)
+        if regressions
+        else "no regression"
+    )
+    # A timed row whose output failed its check is a wrong result, whatever the
+    # timings of the other runs say: the head fails, a base cannot be compared against.
+    for side, code in (("head", 1), ("base", 2)):  # a failing base wins: nothing sound to compare
+        bad = rec["failed_checks"][side]
+        if bad:
+            why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
+            rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
+    return heads, bases, head_latest
 
 
 def latest_rows(results: list[dict]) -> dict:
