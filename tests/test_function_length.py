@@ -20,7 +20,6 @@ PENDING = {
     "python/helios/torch/_ops.py:decoder": 102,
     "python/helios/harness/external.py:run_external": 99,
     "python/helios/torch/_decoder.py:backward": 91,
-    "python/helios/cli/check.py:cmd_check": 83,
     "csrc/core/caps.c:hl_query_caps": 195,
     "csrc/core/attention_bwd.c:hl_attention_backward": 128,
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,

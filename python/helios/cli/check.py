@@ -164,8 +164,6 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ..harness.fuzz import fuzz
-
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
     if args.decode:
@@ -182,9 +180,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"helios check: skipped: no Vulkan device ({e})")
         return 2
     from ..harness.fuzz import bf16_aware_variants
-    from ..harness.progress import Progress
 
-    failures = 0
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     with dev:
         variants = (
@@ -209,36 +205,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             ),
             flush=True,
         )
-        n = 0
-        bar = Progress(args.fuzz, unit="case", log_every=25)
-        first = FirstUses(cpu)
-        seen_variants: set = set()
-        seen_forms: set = set()
-        for case in fuzz(
-            dev,
-            args.fuzz,
-            args.seed,
-            variants=variants,
-            max_dim=args.max_dim,
-            atol=atol,
-            rtol=rtol,
-            forms=args.forms,
-            dtype=args.dtype,
-            announce=first.announce,
-            reuse_pipelines=reuse,
-        ):
-            n += 1
-            first.done(case.index)
-            seen_variants.add(case.variant)
-            seen_forms.add(case.form.split("(")[0])
-            label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"
-            if not case.passed:
-                failures += 1
-                print(f"FAIL {label}: {case.line}")
-            elif args.verbose:
-                print(f"ok   {label}")
-            bar.step(label)
-        bar.close()
+        n, failures, seen_variants, seen_forms = _run_fuzz(args, dev, variants, (atol, rtol), cpu, reuse)
     print(
         f"covered {len(seen_variants)} of {len(variants)} variants"
         + ("" if len(seen_variants) == len(variants) else f" (--fuzz {len(variants)} or more covers all)")
@@ -246,6 +213,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     print(f"{n - failures} passed, {failures} failed (fuzz seed {args.seed})")
     return 1 if failures else 0
+
+
+def _run_fuzz(args: argparse.Namespace, dev: Any, variants: list[str], tolerances: tuple[float, float], cpu: bool,
+              reuse: bool) -> tuple[int, int, set, set]:  # fmt: skip
+    """The cases, a line for each failure (and each pass with --verbose) and a progress
+    bar: (cases, failures, variants seen, op forms seen)."""
+    from ..harness.fuzz import fuzz
+    from ..harness.progress import Progress
+
+    n = failures = 0
+    bar = Progress(args.fuzz, unit="case", log_every=25)
+    first = FirstUses(cpu)
+    seen_variants: set = set()
+    seen_forms: set = set()
+    atol, rtol = tolerances
+    for case in fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim, atol=atol, rtol=rtol,
+                     forms=args.forms, dtype=args.dtype, announce=first.announce, reuse_pipelines=reuse):  # fmt: skip
+        n += 1
+        first.done(case.index)
+        seen_variants.add(case.variant)
+        seen_forms.add(case.form.split("(")[0])
+        label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"
+        if not case.passed:
+            failures += 1
+            print(f"FAIL {label}: {case.line}")
+        elif args.verbose:
+            print(f"ok   {label}")
+        bar.step(label)
+    bar.close()
+    return n, failures, seen_variants, seen_forms
 
 
 def head_dims_arg(text: str) -> tuple[int, ...]:
