@@ -18,7 +18,6 @@ MARK = "Long:"
 PENDING = {
     "python/helios/device.py:matmul": 156,
     "python/helios/torch/_ops.py:decoder": 102,
-    "python/helios/harness/external.py:run_external": 99,
     "python/helios/torch/_decoder.py:backward": 91,
     "csrc/core/caps.c:hl_query_caps": 195,
     "csrc/core/attention_bwd.c:hl_attention_backward": 128,

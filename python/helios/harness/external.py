@@ -136,9 +136,8 @@ def _bare(uuid: Any) -> str:
     return u[4:] if u.startswith("gpu-") else u.replace("-", "")
 
 
-def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: Any, timeout_s: float) -> dict:
-    """One external adapter at one token count: its row (status says what happened)."""
-    row: dict = {"adapter": name, "external": True, "command": command, "timer": "reported by the adapter"}
+def _request(wl: Any, cfg: Any, uuid: str) -> tuple[dict, list[str]]:
+    """The workload as the adapter receives it: the JSON on its stdin and its arguments."""
     req = {
         "schema": REQUEST_SCHEMA,
         "workload": "mlp",
@@ -152,27 +151,70 @@ def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: An
         "seed": cfg.seed,
         "device_uuid": uuid,
     }
-    args = [
-        "--workload",
-        "mlp",
-        "--batch",
-        str(wl.tokens),
-        "--d-model",
-        str(req["d_model"]),
-        "--hidden",
-        str(req["hidden"]),
-        "--dtype",
-        "float16",
-        "--iters",
-        str(cfg.iters),
-        "--warmup",
-        str(cfg.warmup),
-        "--seed",
-        str(cfg.seed),
-        "--device-uuid",
-        uuid,
-        "--json",
-    ]
+    args = ["--workload", "mlp", "--batch", str(wl.tokens), "--d-model", str(req["d_model"]),
+            "--hidden", str(req["hidden"]), "--dtype", "float16", "--iters", str(cfg.iters), "--warmup",
+            str(cfg.warmup), "--seed", str(cfg.seed), "--device-uuid", uuid, "--json"]  # fmt: skip
+    return req, args
+
+
+def _report(row: dict, r: Any, timeout_s: float, uuid: str) -> Any:
+    """The adapter's run into the row: its JSON report when it ran, answered and ran on
+    the GPU under test; None (row["status"] saying why) otherwise."""
+    row["stderr_tail"] = r.stderr[-STDERR_TAIL:].decode("utf-8", "replace")
+    if r.lingering:
+        row["note"] = "processes it started kept its output open after it exited; they were killed"
+    if r.returncode is None:
+        row["status"] = f"timeout: no answer within {timeout_s:g} s"
+        return None
+    row["exit_status"] = r.returncode
+    if r.returncode != 0:
+        row["status"] = f"crashed: exit status {r.returncode}"
+        return None
+    doc, why = _last_json(r.stdout.decode("utf-8", "replace"))
+    if doc is None:
+        more = f" (only the last {MAX_OUTPUT_BYTES >> 20} MiB of its output were kept)" if r.truncated else ""
+        row["status"] = f"malformed JSON: {why}" if why else f"no JSON: the command printed no JSON object{more}"
+        return None
+    row["report"] = doc
+    if isinstance(doc, dict) and doc.get("status") not in (None, "ok"):
+        row["status"] = f"reported: {str(doc.get('status'))[:200]}"
+        return None
+    why = validate_report(doc)
+    if why:
+        row["status"] = f"malformed JSON: {why}"
+        return None
+    if doc.get("gpu_uuid") and _bare(doc["gpu_uuid"]) != _bare(uuid):
+        row["status"] = f"refused: it ran on GPU {doc['gpu_uuid']}, not the GPU under test ({uuid})"
+        return None
+    return doc
+
+
+def _checked_output(row: dict, output: Path, wl: Any, cfg: Any, gate: Any) -> bool:
+    """The adapter's saved output through the gate (row["check"]); False when it fails.
+    No output: its timings are recorded as not correctness-gated."""
+    if not output.exists():
+        row["check"] = None
+        row["untrusted"] = "the adapter saved no output: its timings are not correctness-gated"
+        return True
+    try:
+        y = read_npy(output, 8 * wl.x.size + 4096)  # the header is checked before any allocation
+        row["check"] = (
+            gate(y, wl, cfg)
+            if y.shape == wl.x.shape
+            else {"passed": False, "why": f"output shape {y.shape}, expected {wl.x.shape}"}
+        )
+    except FileError as e:
+        row["check"] = {"passed": False, "why": f"unreadable output ({e})"}
+    if not row["check"]["passed"]:
+        row["status"] = "check failed"
+        return False
+    return True
+
+
+def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: Any, timeout_s: float) -> dict:
+    """One external adapter at one token count: its row (status says what happened)."""
+    row: dict = {"adapter": name, "external": True, "command": command, "timer": "reported by the adapter"}
+    req, args = _request(wl, cfg, uuid)
     with tempfile.TemporaryDirectory(prefix=f"helios-adapter-{name}-") as tmp:
         inputs, output = Path(tmp) / "inputs.npz", Path(tmp) / "y.npy"
         np.savez(inputs, x=wl.x, w1=wl.w1, b1=wl.b1, w2=wl.w2, b2=wl.b2)
@@ -182,48 +224,9 @@ def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: An
         except OSError as e:
             row["status"] = f"crashed: could not start ({e.strerror or e})"
             return row
-        row["stderr_tail"] = r.stderr[-STDERR_TAIL:].decode("utf-8", "replace")
-        if r.lingering:
-            row["note"] = "processes it started kept its output open after it exited; they were killed"
-        if r.returncode is None:
-            row["status"] = f"timeout: no answer within {timeout_s:g} s"
+        doc = _report(row, r, timeout_s, uuid)
+        if doc is None or not _checked_output(row, output, wl, cfg, gate):
             return row
-        row["exit_status"] = r.returncode
-        if r.returncode != 0:
-            row["status"] = f"crashed: exit status {r.returncode}"
-            return row
-        doc, why = _last_json(r.stdout.decode("utf-8", "replace"))
-        if doc is None:
-            more = f" (only the last {MAX_OUTPUT_BYTES >> 20} MiB of its output were kept)" if r.truncated else ""
-            row["status"] = f"malformed JSON: {why}" if why else f"no JSON: the command printed no JSON object{more}"
-            return row
-        row["report"] = doc
-        if isinstance(doc, dict) and doc.get("status") not in (None, "ok"):
-            row["status"] = f"reported: {str(doc.get('status'))[:200]}"
-            return row
-        why = validate_report(doc)
-        if why:
-            row["status"] = f"malformed JSON: {why}"
-            return row
-        if doc.get("gpu_uuid") and _bare(doc["gpu_uuid"]) != _bare(uuid):
-            row["status"] = f"refused: it ran on GPU {doc['gpu_uuid']}, not the GPU under test ({uuid})"
-            return row
-        if output.exists():
-            try:
-                y = read_npy(output, 8 * wl.x.size + 4096)  # the header is checked before any allocation
-                row["check"] = (
-                    gate(y, wl, cfg)
-                    if y.shape == wl.x.shape
-                    else {"passed": False, "why": f"output shape {y.shape}, expected {wl.x.shape}"}
-                )
-            except FileError as e:
-                row["check"] = {"passed": False, "why": f"unreadable output ({e})"}
-            if not row["check"]["passed"]:
-                row["status"] = "check failed"
-                return row
-        else:
-            row["check"] = None
-            row["untrusted"] = "the adapter saved no output: its timings are not correctness-gated"
     lat = {k: float(doc["latency_ms"][k]) for k in LATENCY_KEYS}
     row.update(
         status="ok",
