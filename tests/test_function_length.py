@@ -1,5 +1,5 @@
-"""Functions a reader can hold: none over 80 lines in python/helios or csrc unless the
-comment right above it says why, starting "Long:". The ones still over the bound
+"""Functions a reader can hold: none over 80 lines (a docstring not counted) in
+python/helios or csrc unless the comment right above it says why, starting "Long:". The ones still over the bound
 when the rule came are listed in PENDING with their length; the list only shrinks:
 a new long function fails, and so does a listed one that changed length (split it
 further or take it off the list)."""
@@ -16,8 +16,7 @@ MARK = "Long:"
 
 # "path:function": its length when listed. To be split (#61, item 4).
 PENDING = {
-    "python/helios/device.py:matmul": 156,
-    "python/helios/torch/_ops.py:decoder": 102,
+    "python/helios/torch/_ops.py:decoder": 83,
     "python/helios/torch/_decoder.py:backward": 91,
     "csrc/core/caps.c:hl_query_caps": 195,
     "csrc/core/attention_bwd.c:hl_attention_backward": 128,
@@ -32,7 +31,8 @@ PENDING = {
 
 
 def python_functions(path: Path) -> list[tuple[str, int, str]]:
-    """(name, lines, the comment lines right above it) of every function in a module."""
+    """(name, lines without its docstring, the comment lines right above it) of every
+    function in a module."""
     lines = path.read_text().splitlines()
     out = []
     for node in ast.walk(ast.parse("\n".join(lines))):
@@ -42,7 +42,9 @@ def python_functions(path: Path) -> list[tuple[str, int, str]]:
             while first > 0 and lines[first - 1].strip().startswith("#"):
                 first -= 1
                 above.insert(0, lines[first].strip())
-            out.append((node.name, node.end_lineno - node.lineno + 1, "\n".join(above)))
+            doc = node.body[0] if node.body and isinstance(node.body[0], ast.Expr) else None
+            doc_lines = doc.end_lineno - doc.lineno + 1 if doc and isinstance(doc.value, ast.Constant) else 0
+            out.append((node.name, node.end_lineno - node.lineno + 1 - doc_lines, "\n".join(above)))
     return out
 
 
@@ -100,7 +102,8 @@ def test_the_scanners_see_a_planted_long_function():
     assert c_functions("/* Long: a table. */\n" + c.split("\n", 1)[1])[0][2] == "/* Long: a table. */"
     py = ROOT / "build" / "planted_long.py"
     py.parent.mkdir(exist_ok=True)
-    py.write_text("# Long: planted.\ndef f():\n" + "\n".join(f"    x = {i}" for i in range(LIMIT)) + "\n")
+    body = "\n".join(f"    x = {i}" for i in range(LIMIT))
+    py.write_text(f'# Long: planted.\ndef f():\n    """Doc,\n    two lines."""\n{body}\n')
     try:
         assert python_functions(py) == [("f", LIMIT + 1, "# Long: planted.")]
     finally:

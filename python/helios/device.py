@@ -144,34 +144,8 @@ class Device(_helios.Device):
         alpha = real("alpha", alpha)
         beta = None if beta is None else real("beta", beta)
         if isinstance(out, np.ndarray):  # NumPy's out=: the result is written into it and returned
-            host_out = out
-            if not host_out.flags.writeable or host_out.dtype not in TENSOR_DTYPES:
-                raise TypeError(
-                    f"out: a writeable float16, bfloat16 or float32 array, got {host_out.dtype}"
-                    f"{'' if host_out.flags.writeable else ' (read-only)'}"
-                )
-            if out_dtype is not None and as_dtype(out_dtype, "out_dtype") != host_out.dtype:
-                raise ValueError(f"out_dtype {out_dtype} differs from out's {host_out.dtype}")
-            if c is None and beta is not None and float(beta) != 0.0:
-                c = host_out.copy()  # as with a Tensor out=, beta reads out's contents
-            res = self.matmul(
-                a,
-                b,
-                trans_a=trans_a,
-                trans_b=trans_b,
-                bias=bias,
-                activation=activation,
-                alpha=alpha,
-                beta=beta,
-                c=c,
-                out_dtype=host_out.dtype,
-                variant=variant,
-            )
-            res = res.numpy() if isinstance(res, Tensor) else np.asarray(res)
-            if res.shape != host_out.shape:
-                raise ValueError(f"out has shape {host_out.shape}; the product is {res.shape}")
-            host_out[...] = res
-            return host_out
+            kw = dict(trans_a=trans_a, trans_b=trans_b, bias=bias, activation=activation, alpha=alpha, beta=beta)
+            return self._matmul_into(out, a, b, c, out_dtype, variant, kw)
         given = (a, b)  # the caller's objects: the result's array type follows them
         a, b, final = gemm.numpy_layout(a, b, flag("trans_a", trans_a), flag("trans_b", trans_b))
         dts = (gemm.input_dtype(a, "a"), gemm.input_dtype(b, "b"))
@@ -191,39 +165,15 @@ class Device(_helios.Device):
         beta_v = float(beta) if beta is not None else (1.0 if c is not None else 0.0)
         if c is not None and out is not None:
             raise ValueError("matmul: give c (a host C) or out (a Tensor, read when beta != 0), not both")
-        c_in = None
-        if c is not None and beta_v != 0.0:
-            c_arr = float_array(c, "c", "matmul")
-            if final is not None and c_arr.shape == final:
-                c_arr = c_arr.reshape(shape)  # C in the caller's (numpy.matmul) shape
-            if c_arr.shape != shape:
-                raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
-            c_in = np.ascontiguousarray(c_arr, dtype=as_dtype(out_name))
-        elif beta_v != 0.0 and out is None:
-            raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
+        c_in = _c_input(c, beta_v, out, final, shape, out_name)
         bias_v = gemm.bias_array(bias, spec.n) if bias is not None else None
         empty = 0 in (spec.m, spec.n, spec.k, spec.batch)
         if device_resident and not empty:  # Tensor in, Tensor out (C uploaded into it)
             out = self.upload(c_in, dtype=out_name) if c_in is not None else self.empty(shape, out_name)
             c_in = None
         if empty:  # as NumPy: an empty result, or (K == 0) the epilogue of zeros
-            if self.closed:
-                raise _helios.DeviceClosedError("the Device is closed")
-            if variant is not None and variant != "auto":
-                self.check_variant(variant)  # an invalid variant is an error whatever the shape
-            res = gemm.host_epilogue(
-                np.zeros(shape),
-                bias=bias_v,
-                act=act,
-                alpha=float(alpha),
-                beta=beta_v,
-                c=c_in if out is None else out.numpy(),
-            )
-            res = res.astype(as_dtype(out_name))
-            if out is not None:
-                out._write(0, wire(np.ascontiguousarray(res)))
-                return out
-            return like_inputs(res if final is None else res.reshape(final), *given)
+            res = self._empty_product(shape, variant, bias_v, act, alpha, beta_v, c_in, out, out_name)
+            return res if isinstance(res, Tensor) else like_inputs(res if final is None else res.reshape(final), *given)
         fields = spec.fields(A, B)
         fields.update(
             in_dtype=cdt.name,
@@ -238,21 +188,59 @@ class Device(_helios.Device):
         )
         if order is not None:
             fields.update(wait_value=int(order[0]), signal_value=int(order[1]))
+        res = self._gemm_named(fields, a, b, shape, spec.k, out_name)
+        if out is not None:
+            return out
+        res = unwire(res, out_name)
+        res = res if spec.batched else res[0]
+        return like_inputs(res if final is None else res.reshape(final), *given)
+
+    def _matmul_into(self, host_out: np.ndarray, a: Any, b: Any, c: Any, out_dtype: Any, variant: Optional[str],
+                     kw: dict) -> np.ndarray:  # fmt: skip
+        """matmul with NumPy's out=: the result written into host_out and returned."""
+        if not host_out.flags.writeable or host_out.dtype not in TENSOR_DTYPES:
+            raise TypeError(
+                f"out: a writeable float16, bfloat16 or float32 array, got {host_out.dtype}"
+                f"{'' if host_out.flags.writeable else ' (read-only)'}"
+            )
+        if out_dtype is not None and as_dtype(out_dtype, "out_dtype") != host_out.dtype:
+            raise ValueError(f"out_dtype {out_dtype} differs from out's {host_out.dtype}")
+        if c is None and kw["beta"] is not None and float(kw["beta"]) != 0.0:
+            c = host_out.copy()  # as with a Tensor out=, beta reads out's contents
+        res = self.matmul(a, b, c=c, out_dtype=host_out.dtype, variant=variant, **kw)
+        res = res.numpy() if isinstance(res, Tensor) else np.asarray(res)
+        if res.shape != host_out.shape:
+            raise ValueError(f"out has shape {host_out.shape}; the product is {res.shape}")
+        host_out[...] = res
+        return host_out
+
+    def _empty_product(self, shape: tuple, variant: Optional[str], bias_v: Any, act: int, alpha: float, beta_v: float,
+                       c_in: Any, out: Optional[Tensor], out_name: str) -> Any:  # fmt: skip
+        """As NumPy: an empty result, or (K == 0) the epilogue of zeros; into out where given."""
+        if self.closed:
+            raise _helios.DeviceClosedError("the Device is closed")
+        if variant is not None and variant != "auto":
+            self.check_variant(variant)  # an invalid variant is an error whatever the shape
+        c = c_in if out is None else out.numpy()
+        res = gemm.host_epilogue(np.zeros(shape), bias=bias_v, act=act, alpha=float(alpha), beta=beta_v, c=c)
+        res = res.astype(as_dtype(out_name))
+        if out is not None:
+            out._write(0, wire(np.ascontiguousarray(res)))
+            return out
+        return res
+
+    def _gemm_named(self, fields: dict, a: Any, b: Any, shape: tuple, k: int, out_name: str) -> Any:
+        """The engine's product; out of device memory, the message names the operands."""
         try:
-            res, _, _, _ = self._gemm(**fields)
+            return self._gemm(**fields)[0]
         except _helios.DeviceMemoryError as e:  # name the operands the engine's message cannot
             sizes = ", ".join(
                 f"{nm} {tuple(int(x) for x in np.shape(v))} {gemm.input_dtype(v, nm)} {int(np.size(v)) * 2} bytes"
                 for nm, v in (("a", a), ("b", b))
             )
             raise _helios.DeviceMemoryError(
-                f"matmul {'x'.join(map(str, shape))} (K={spec.k}): operands {sizes}, result {out_name}: {e}"
+                f"matmul {'x'.join(map(str, shape))} (K={k}): operands {sizes}, result {out_name}: {e}"
             ) from None
-        if out is not None:
-            return out
-        res = unwire(res, out_name)
-        res = res if spec.batched else res[0]
-        return like_inputs(res if final is None else res.reshape(final), *given)
 
     def upload(self, x: Any, *, dtype: Any = None, out: Optional[Tensor] = None, exportable: bool = False) -> Tensor:
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
@@ -494,3 +482,17 @@ def identities() -> list[dict]:
                 d.close()
         _identities = out
     return _identities
+
+
+def _c_input(c: Any, beta_v: float, out: Any, final: Optional[tuple], shape: tuple, out_name: str) -> Any:
+    """The host C a product with beta != 0 reads (None without one), in the result's shape and type."""
+    if c is not None and beta_v != 0.0:
+        c_arr = float_array(c, "c", "matmul")
+        if final is not None and c_arr.shape == final:
+            c_arr = c_arr.reshape(shape)  # C in the caller's (numpy.matmul) shape
+        if c_arr.shape != shape:
+            raise ValueError(f"c has shape {c_arr.shape}; the product is {shape}")
+        return np.ascontiguousarray(c_arr, dtype=as_dtype(out_name))
+    if beta_v != 0.0 and out is None:
+        raise ValueError(f"matmul: beta={beta_v} needs c= (or out= holding C)")
+    return None
