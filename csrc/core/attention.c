@@ -128,45 +128,53 @@ hl_status hl_attn_kernel_stats(hl_device *dev, const hl_attn_variant *v, uint32_
     return HL_OK;
 }
 
-hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
+/* The call's checks: sizes, the variant (the default where none is given), the row
+ * layout, the tensors and their spans (into *span). */
+static hl_status check_call(hl_device *dev, const hl_attention_args *args, hl_attn_variant *v, hl_attn_spans *span,
+                            hl_error *err) {
     hl_status st = HL_OK;
-    const hl_caps *caps = &dev->caps;
     const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
     HL_TRY(hl_attn_check_call(dev, "attention", bh, sq, skv, d, args->causal, args->scale, args->warmup, args->iters,
                               args->samples_ms, err));
     if ((!args->q && !args->t_q) || (!args->k && !args->t_k) || (!args->v && !args->t_v))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention: q, k and v are required");
-    hl_attn_variant v;
     if (args->variant)
-        v = *args->variant;
+        *v = *args->variant;
     else
-        HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
-    HL_TRY(hl_attn_variant_check(dev, &v, (uint32_t)d, args->dtype, err));
-    hl_attn_spans span;
-    HL_TRY(hl_attn_layout_check(dev, "attention", &args->layout, bh, sq, skv, d, &span, err));
+        HL_TRY(hl_attn_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, v, err));
+    HL_TRY(hl_attn_variant_check(dev, v, (uint32_t)d, args->dtype, err));
+    HL_TRY(hl_attn_layout_check(dev, "attention", &args->layout, bh, sq, skv, d, span, err));
     const int rows_layout = args->layout.qkv_rs || args->layout.o_rs;
     if (rows_layout && (!args->t_q || !args->t_k || !args->t_v || !args->t_o))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "attention: a row layout takes tensors (q, k, v and o), not "
                        "host arrays");
-    const uint64_t q_bytes = span.q, kv_bytes = span.kv;
     const hl_tensor *ts[4] = {args->t_q, args->t_k, args->t_v, args->t_o};
     for (int i = 0; i < 3; i++)
         if (hl_tensors_share(args->t_o, ts[i]) || hl_tensors_share(args->t_lse, ts[i]))
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "attention: the output tensor is also an input; "
                            "attention does not run in place");
-    HL_TRY(hl_check_tensor(dev, args->t_q, q_bytes, "attention", "q", err));
-    HL_TRY(hl_check_tensor(dev, args->t_k, kv_bytes, "attention", "k", err));
-    HL_TRY(hl_check_tensor(dev, args->t_v, kv_bytes, "attention", "v", err));
-    HL_TRY(hl_check_output_tensor(dev, args->t_o, span.o, "attention", "o", err));
+    HL_TRY(hl_check_tensor(dev, args->t_q, span->q, "attention", "q", err));
+    HL_TRY(hl_check_tensor(dev, args->t_k, span->kv, "attention", "k", err));
+    HL_TRY(hl_check_tensor(dev, args->t_v, span->kv, "attention", "v", err));
+    HL_TRY(hl_check_output_tensor(dev, args->t_o, span->o, "attention", "o", err));
+    HL_TRY(hl_check_output_tensor(dev, args->t_lse, bh * sq * 4, "attention", "lse", err));
+fail:
+    return st;
+}
 
-    hl_dispatch_plan pl = {0};
+/* The forward's pipeline for the variant, its grid (query blocks x heads) and push constants. */
+static hl_status dispatch_of(hl_device *dev, const hl_attention_args *args, const hl_attn_variant *v,
+                             hl_dispatch_plan *pl, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *caps = &dev->caps;
+    const uint64_t bh = args->batch_heads, sq = args->sq;
     uint32_t rows;
     hl_pipeline *pipe;
     const int want_lse = args->lse || args->t_lse;
-    HL_TRY(hl_check_output_tensor(dev, args->t_lse, bh * sq * 4, "attention", "lse", err));
-    HL_TRY(attn_pipeline(dev, &v, (uint32_t)d, args->causal, want_lse, args->dtype, &args->layout, &pipe, &rows, err));
+    HL_TRY(attn_pipeline(dev, v, (uint32_t)args->d, args->causal, want_lse, args->dtype, &args->layout, &pipe, &rows,
+                         err));
     const uint64_t gx = (sq + rows - 1) / rows;
     if (gx > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,
@@ -174,15 +182,29 @@ hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *
                        "device's %ux%u workgroup grid",
                        (unsigned long long)gx, (unsigned long long)bh, caps->max_group_count[0],
                        caps->max_group_count[1]);
-    pl.pipe = pipe->pipeline;
-    pl.grid[0] = (uint32_t)gx;
-    pl.grid[1] = (uint32_t)bh;
+    memset(pl, 0, sizeof *pl);
+    pl->pipe = pipe->pipeline;
+    pl->grid[0] = (uint32_t)gx;
+    pl->grid[1] = (uint32_t)bh;
     const float scale_log2 = args->scale * 1.4426950408889634f;
-    pl.pc[0] = (uint32_t)bh;
-    pl.pc[1] = (uint32_t)sq;
-    pl.pc[2] = (uint32_t)skv;
-    memcpy(&pl.pc[3], &scale_log2, 4);
-    hl_attn_layout_push(&args->layout, &pl.pc[4]);
+    pl->pc[0] = (uint32_t)bh;
+    pl->pc[1] = (uint32_t)sq;
+    pl->pc[2] = (uint32_t)args->skv;
+    memcpy(&pl->pc[3], &scale_log2, 4);
+    hl_attn_layout_push(&args->layout, &pl->pc[4]);
+fail:
+    return st;
+}
+
+hl_status hl_attention(hl_device *dev, const hl_attention_args *args, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_attn_variant v;
+    hl_attn_spans span;
+    hl_dispatch_plan pl;
+    HL_TRY(check_call(dev, args, &v, &span, err));
+    HL_TRY(dispatch_of(dev, args, &v, &pl, err));
+    const uint64_t bh = args->batch_heads, sq = args->sq, q_bytes = span.q, kv_bytes = span.kv;
+    const int want_lse = args->lse || args->t_lse;
 
     /* Host operands go through the scratch buffers: Q, K, O, V in buf_a, buf_b,
      * buf_c, buf_w. O is poisoned; an O tensor is never a view (offset 0). */
