@@ -19,7 +19,6 @@ PENDING = {
     "python/helios/torch/_ops.py:decoder": 83,
     "python/helios/torch/_decoder.py:backward": 91,
     "csrc/core/caps.c:hl_query_caps": 195,
-    "csrc/core/attention_bwd.c:hl_attention_backward": 128,
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,
     "csrc/core/exec.c:hl_exec_run": 95,
     "csrc/core/variant.c:hl_variant_list": 90,

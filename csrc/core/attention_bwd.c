@@ -147,35 +147,13 @@ fail:
     return st;
 }
 
-hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err) {
-    hl_status st = HL_OK;
-    const hl_caps *caps = &dev->caps;
-    const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
-    HL_TRY(hl_attn_check_call(dev, "attention backward", bh, sq, skv, d, args->causal, args->scale, args->warmup,
-                              args->iters, args->samples_ms, err));
-    hl_tensor *const ins[6] = {args->t_q, args->t_k, args->t_v, args->t_o, args->t_do, args->t_lse};
-    hl_tensor *const outs[3] = {args->t_dq, args->t_dk, args->t_dv};
-    static const char *in_names[6] = {"q", "k", "v", "o", "do", "lse"}, *out_names[3] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 6; i++)
-        if (!ins[i])
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", in_names[i]);
-    for (int i = 0; i < 3; i++)
-        if (!outs[i])
-            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", out_names[i]);
-    hl_attn_variant v;
-    if (args->variant)
-        v = *args->variant;
-    else
-        HL_TRY(hl_attn_bwd_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, &v, err));
-    HL_TRY(hl_attn_check(dev, &v, (uint32_t)d, args->dtype, 1, err));
+static const char *const in_names[6] = {"q", "k", "v", "o", "do", "lse"}, *const out_names[3] = {"dq", "dk", "dv"};
 
-    hl_attn_spans span;
-    HL_TRY(hl_attn_layout_check(dev, "attention backward", &args->layout, bh, sq, skv, d, &span, err));
-    const uint64_t q_bytes = span.q, kv_bytes = span.kv, row_bytes = bh * sq * 4;
-    const uint64_t in_bytes[6] = {q_bytes, kv_bytes, kv_bytes, span.o, span.o, row_bytes};
-    const uint64_t out_bytes[3] = {q_bytes, kv_bytes, kv_bytes};
-    for (int i = 0; i < 6; i++)
-        HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
+/* The outputs: whole tensors of their spans, none of them an input, and none sharing
+ * memory unless a row layout puts them a row's heads apart in one tensor. */
+static hl_status check_outputs(hl_device *dev, const hl_attention_bwd_args *args, hl_tensor *const ins[6],
+                               hl_tensor *const outs[3], const uint64_t out_bytes[3], hl_error *err) {
+    hl_status st = HL_OK;
     for (int i = 0; i < 3; i++) {
         HL_TRY(hl_check_output_tensor(dev, outs[i], out_bytes[i], "attention backward", out_names[i], err));
         for (int j = 0; j < 6; j++)
@@ -188,7 +166,7 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
         const uint32_t offs[3] = {args->layout.q_off, args->layout.k_off, args->layout.v_off};
         for (int j = 0; j < i; j++) {
             const uint32_t gap = offs[i] > offs[j] ? offs[i] - offs[j] : offs[j] - offs[i];
-            const int apart = args->layout.qkv_rs && gap >= (uint64_t)args->layout.heads * d;
+            const int apart = args->layout.qkv_rs && gap >= (uint64_t)args->layout.heads * args->d;
             if (hl_tensors_share(outs[i], outs[j]) && (!apart || outs[i] != outs[j]))
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                                "attention backward: %s and %s are the same memory (one tensor only in a row layout, "
@@ -196,13 +174,53 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
                                out_names[j], out_names[i]);
         }
     }
+fail:
+    return st;
+}
 
+/* The call's checks: sizes, every operand a tensor, the variant (the default where none
+ * is given), the layout's spans (into *span), inputs and outputs. */
+static hl_status check_call(hl_device *dev, const hl_attention_bwd_args *args, hl_attn_variant *v, hl_attn_spans *span,
+                            hl_error *err) {
+    hl_status st = HL_OK;
+    const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv, d = args->d;
+    HL_TRY(hl_attn_check_call(dev, "attention backward", bh, sq, skv, d, args->causal, args->scale, args->warmup,
+                              args->iters, args->samples_ms, err));
+    hl_tensor *const ins[6] = {args->t_q, args->t_k, args->t_v, args->t_o, args->t_do, args->t_lse};
+    hl_tensor *const outs[3] = {args->t_dq, args->t_dk, args->t_dv};
+    for (int i = 0; i < 6; i++)
+        if (!ins[i])
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", in_names[i]);
+    for (int i = 0; i < 3; i++)
+        if (!outs[i])
+            return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: %s is required (a tensor)", out_names[i]);
+    if (args->variant)
+        *v = *args->variant;
+    else
+        HL_TRY(hl_attn_bwd_variant_default(dev, (uint32_t)d, (uint32_t)skv, args->causal, args->dtype, v, err));
+    HL_TRY(hl_attn_check(dev, v, (uint32_t)d, args->dtype, 1, err));
+    HL_TRY(hl_attn_layout_check(dev, "attention backward", &args->layout, bh, sq, skv, d, span, err));
+    const uint64_t in_bytes[6] = {span->q, span->kv, span->kv, span->o, span->o, bh * sq * 4};
+    const uint64_t out_bytes[3] = {span->q, span->kv, span->kv};
+    for (int i = 0; i < 6; i++)
+        HL_TRY(hl_check_tensor(dev, ins[i], in_bytes[i], "attention backward", in_names[i], err));
+    HL_TRY(check_outputs(dev, args, ins, outs, out_bytes, err));
     if (args->passes > 3)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "attention backward: passes must be 0..3, got %u", args->passes);
-    bwd_plan pl = {.passes = args->passes ? args->passes : 3u};
+fail:
+    return st;
+}
+
+/* The two kernels' pipelines, grids (query blocks, key blocks; x heads) and push constants. */
+static hl_status plan_of(hl_device *dev, const hl_attention_bwd_args *args, const hl_attn_variant *v, bwd_plan *pl,
+                         hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_caps *caps = &dev->caps;
+    const uint64_t bh = args->batch_heads, sq = args->sq, skv = args->skv;
+    *pl = (bwd_plan){.passes = args->passes ? args->passes : 3u};
     hl_pipeline *pipes[2];
     uint32_t rows;
-    HL_TRY(bwd_pipelines(dev, &v, (uint32_t)d, args->causal, args->dtype, &args->layout, pipes, &rows, err));
+    HL_TRY(bwd_pipelines(dev, v, (uint32_t)args->d, args->causal, args->dtype, &args->layout, pipes, &rows, err));
     const uint64_t gq = (sq + rows - 1) / rows, gk = (skv + rows - 1) / rows;
     if (gq > caps->max_group_count[0] || gk > caps->max_group_count[0] || bh > caps->max_group_count[1])
         return hl_fail(err, HL_ERR_TOO_LARGE,
@@ -210,18 +228,29 @@ hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *arg
                        (unsigned long long)(gq > gk ? gq : gk), (unsigned long long)bh, caps->max_group_count[0],
                        caps->max_group_count[1]);
     for (int i = 0; i < 2; i++) {
-        pl.pipe[i] = pipes[i]->pipeline;
-        pl.grid[i][0] = (uint32_t)(i ? gk : gq);
-        pl.grid[i][1] = (uint32_t)bh;
+        pl->pipe[i] = pipes[i]->pipeline;
+        pl->grid[i][0] = (uint32_t)(i ? gk : gq);
+        pl->grid[i][1] = (uint32_t)bh;
     }
     const float scale = args->scale, scale_log2 = args->scale * 1.4426950408889634f;
-    pl.pc[0] = (uint32_t)bh;
-    pl.pc[1] = (uint32_t)sq;
-    pl.pc[2] = (uint32_t)skv;
-    memcpy(&pl.pc[3], &scale_log2, 4);
-    memcpy(&pl.pc[4], &scale, 4);
-    hl_attn_layout_push(&args->layout, &pl.pc[5]);
+    pl->pc[0] = (uint32_t)bh;
+    pl->pc[1] = (uint32_t)sq;
+    pl->pc[2] = (uint32_t)skv;
+    memcpy(&pl->pc[3], &scale_log2, 4);
+    memcpy(&pl->pc[4], &scale, 4);
+    hl_attn_layout_push(&args->layout, &pl->pc[5]);
+fail:
+    return st;
+}
 
+hl_status hl_attention_backward(hl_device *dev, const hl_attention_bwd_args *args, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_attn_variant v;
+    hl_attn_spans span;
+    bwd_plan pl;
+    HL_TRY(check_call(dev, args, &v, &span, err));
+    HL_TRY(plan_of(dev, args, &v, &pl, err));
+    const uint64_t q_bytes = span.q, kv_bytes = span.kv, row_bytes = args->batch_heads * args->sq * 4;
     /* Outputs are poisoned: an element a kernel fails to write cannot pass a check. */
     hl_operand ops[HL_BIND_ATTENTION_BWD_COUNT] = {
         [HL_BIND_ATTENTION_BWD_Q] = {.tensor = args->t_q,
