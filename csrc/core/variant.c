@@ -311,9 +311,18 @@ static int listed(const hl_variant *vs, size_t n, const hl_variant *v) {
     return 0;
 }
 
-size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
-    /* Tiles per subgroup for the 2x2-subgroup family; then the wide family's
-     * alternatives (stages, load path, split-K, raster, BK, 8 subgroups, store path). */
+/* Appends v to out (up to cap; *n counts every one) where the device takes it and it is not there yet. */
+static void offer(const hl_device *dev, const hl_variant *v, hl_variant *out, size_t cap, size_t *n) {
+    hl_error scratch;
+    if (hl_variant_check(dev, v, HL_F16, &scratch) != HL_OK || listed(out, *n < cap ? *n : cap, v)) return;
+    if (*n < cap) out[*n] = *v;
+    (*n)++;
+}
+
+/* The coop family for one (coop shape, accumulator): tiles per subgroup for the 2x2-subgroup
+ * family, then the wide family's alternatives (stages, load path, split-K, raster, BK, 8
+ * subgroups, store path). */
+static void list_coop(const hl_device *dev, const hl_variant *base, hl_variant *out, size_t cap, size_t *n) {
     static const uint32_t sgs[][2] = {{1, 2}, {2, 1}, {2, 2}, {3, 4}, {4, 1}, {4, 4}};
     enum {
         WIDE_DEFAULT,
@@ -327,75 +336,68 @@ size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
         WIDE_DIRECT_STORE,
         N_WIDE
     };
+    for (size_t t = 0; t < sizeof sgs / sizeof sgs[0] + N_WIDE; t++) {
+        hl_variant v = *base;
+        if (t < sizeof sgs / sizeof sgs[0]) {
+            fill_tiling(&v, 2, 2, sgs[t][0], sgs[t][1]);
+        } else {
+            int w = (int)(t - sizeof sgs / sizeof sgs[0]);
+            uint32_t wm = w == WIDE_4X2 ? 4 : 2, wn = w == WIDE_2X4 ? 4 : 2;
+            fill_wide(&v, wm, wn);
+            if (w == WIDE_STAGES1) v.stages = 1;
+            v.direct_load = w == WIDE_DIRECT;
+            v.splitk = w == WIDE_SPLIT2 ? 2 : 1;
+            v.raster = w == WIDE_NORASTER ? 1 : 8;
+            v.direct_store = w == WIDE_DIRECT_STORE;
+            if (w == WIDE_BK32) {
+                if (v.bk == 32) continue;
+                v.bk = 32;
+            }
+        }
+        offer(dev, &v, out, cap, n);
+    }
+}
+
+size_t hl_variant_list(const hl_device *dev, hl_variant *out, size_t cap) {
     const hl_caps *c = &dev->caps;
     size_t n = 0;
-    hl_error scratch;
-    if (dev->coop_enabled) {
-        for (uint32_t i = 0; i < c->n_coop_shapes; i++) {
-            const hl_coop_shape *s = &c->coop_shapes[i];
-            for (int acc = HL_F16; acc <= HL_F32; acc++) {
-                /* first table row of each (shape, acc) only */
-                if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F16, (hl_dtype)acc) != s) continue;
-                hl_variant base = {.path = HL_PATH_COOP,
-                                   .tm = s->m,
-                                   .tn = s->n,
-                                   .tk = s->k,
-                                   .acc = (hl_dtype)acc,
-                                   .stages = 1,
-                                   .splitk = 1,
-                                   .raster = 8};
-                for (size_t t = 0; t < sizeof sgs / sizeof sgs[0] + N_WIDE; t++) {
-                    hl_variant v = base;
-                    if (t < sizeof sgs / sizeof sgs[0]) {
-                        fill_tiling(&v, 2, 2, sgs[t][0], sgs[t][1]);
-                    } else {
-                        int w = (int)(t - sizeof sgs / sizeof sgs[0]);
-                        uint32_t wm = w == WIDE_4X2 ? 4 : 2, wn = w == WIDE_2X4 ? 4 : 2;
-                        fill_wide(&v, wm, wn);
-                        if (w == WIDE_STAGES1) v.stages = 1;
-                        v.direct_load = w == WIDE_DIRECT;
-                        v.splitk = w == WIDE_SPLIT2 ? 2 : 1;
-                        v.raster = w == WIDE_NORASTER ? 1 : 8;
-                        v.direct_store = w == WIDE_DIRECT_STORE;
-                        if (w == WIDE_BK32) {
-                            if (v.bk == 32) continue;
-                            v.bk = 32;
-                        }
-                    }
-                    if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK || listed(out, n < cap ? n : cap, &v))
-                        continue;
-                    if (n < cap) out[n] = v;
-                    n++;
-                }
-            }
+    for (uint32_t i = 0; dev->coop_enabled && i < c->n_coop_shapes; i++) {
+        const hl_coop_shape *s = &c->coop_shapes[i];
+        for (int acc = HL_F16; acc <= HL_F32; acc++) {
+            /* first table row of each (shape, acc) only */
+            if (hl_find_coop_shape(c, s->m, s->n, s->k, HL_F16, (hl_dtype)acc) != s) continue;
+            const hl_variant base = {.path = HL_PATH_COOP,
+                                     .tm = s->m,
+                                     .tn = s->n,
+                                     .tk = s->k,
+                                     .acc = (hl_dtype)acc,
+                                     .stages = 1,
+                                     .splitk = 1,
+                                     .raster = 8};
+            list_coop(dev, &base, out, cap, &n);
         }
     }
     /* The opt-in coop2 family: never a default, listed where the device takes it. */
     static const uint32_t c2[][4] = {{128, 128, 32, 256}, {128, 128, 64, 256}, {64, 64, 32, 128}};
-    for (int acc = HL_F16; dev->coop2_enabled && acc <= HL_F32; acc++) {
+    for (int acc = HL_F16; dev->coop2_enabled && acc <= HL_F32; acc++)
         for (size_t t = 0; t < sizeof c2 / sizeof c2[0]; t++) {
-            hl_variant v = {.path = HL_PATH_COOP2,
-                            .bm = c2[t][0],
-                            .bn = c2[t][1],
-                            .bk = c2[t][2],
-                            .threads = c2[t][3],
-                            .acc = (hl_dtype)acc,
-                            .stages = 1,
-                            .splitk = 1,
-                            .raster = 8};
-            if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK) continue;
-            if (n < cap) out[n] = v;
-            n++;
+            const hl_variant v = {.path = HL_PATH_COOP2,
+                                  .bm = c2[t][0],
+                                  .bn = c2[t][1],
+                                  .bk = c2[t][2],
+                                  .threads = c2[t][3],
+                                  .acc = (hl_dtype)acc,
+                                  .stages = 1,
+                                  .splitk = 1,
+                                  .raster = 8};
+            offer(dev, &v, out, cap, &n);
         }
-    }
     /* The matrix-vector kernel: what products of M <= 8 run by default (variant_shape.c). */
     static const uint32_t gemv_threads[] = {64, 256};
     for (size_t t = 0; t < sizeof gemv_threads / sizeof gemv_threads[0]; t++) {
         const hl_variant v = {
             .path = HL_PATH_GEMV, .threads = gemv_threads[t], .acc = HL_F32, .stages = 1, .splitk = 1, .raster = 1};
-        if (hl_variant_check(dev, &v, HL_F16, &scratch) != HL_OK) continue;
-        if (n < cap) out[n] = v;
-        n++;
+        offer(dev, &v, out, cap, &n);
     }
     if (n < cap) out[n] = hl_scalar_variant;
     n++;
