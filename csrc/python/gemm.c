@@ -146,13 +146,8 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
 
 /* One operation from a dict of OP_KEYS. want_host_out: allocate a host C when
  * no `out` tensor is given (a single product; chains take tensors only). */
-static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs *refs, int want_host_out) {
-    memset(ma, 0, sizeof *ma);
-    memset(refs, 0, sizeof *refs);
-    if (!PyDict_Check(d)) {
-        PyErr_Format(PyExc_TypeError, "an operation must be a dict, not %.80s", Py_TYPE(d)->tp_name);
-        return -1;
-    }
+/* The dict's keys all known, its sizes, layouts, epilogue, types and variant into *ma. */
+static int op_fields(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs *refs) {
     PyObject *key, *val;
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &key, &val)) {
@@ -191,23 +186,12 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
     PyObject *vo = PyDict_GetItemString(d, "variant");
     if (variant_arg(self, vo ? vo : Py_None, &refs->variant, &refs->has_variant) < 0) return -1;
     if (refs->has_variant) ma->variant = &refs->variant;
+    return 0;
+}
 
-    uint64_t a_bytes, b_bytes, c_bytes;
-    hl_matmul_sizes(ma, &a_bytes, &b_bytes, &c_bytes);
-    PyObject *ao = PyDict_GetItemString(d, "a"), *bo = PyDict_GetItemString(d, "b");
-    if (!ao || !bo) {
-        PyErr_SetString(PyExc_TypeError, "an operation needs a and b");
-        return -1;
-    }
-    if (operand_arg(self, ao, "a", npy_type_of(ma->in_dtype), a_bytes, &ma->a, &ma->t_a) < 0 ||
-        operand_arg(self, bo, "b", npy_type_of(ma->in_dtype), b_bytes, &ma->b, &ma->t_b) < 0)
-        return -1;
-    PyObject *bias = PyDict_GetItemString(d, "bias");
-    if (bias && bias != Py_None) {
-        const void *hb;
-        if (operand_arg(self, bias, "bias", NPY_FLOAT32, (uint64_t)ma->n * 4, &hb, &ma->t_bias) < 0) return -1;
-        ma->bias = hb;
-    }
+/* The C operands: a host c_in, a Tensor out, or (want_host_out) a new host array. */
+static int op_outputs(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs *refs, uint64_t c_bytes,
+                      int want_host_out) {
     const int out_type = npy_type_of(ma->out_dtype);
     PyObject *cin = PyDict_GetItemString(d, "c_in");
     if (cin && cin != Py_None) {
@@ -233,6 +217,33 @@ static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs
         ma->c = PyArray_DATA(refs->host_out);
     }
     return 0;
+}
+
+static int parse_op(DeviceObject *self, PyObject *d, hl_matmul_args *ma, op_refs *refs, int want_host_out) {
+    memset(ma, 0, sizeof *ma);
+    memset(refs, 0, sizeof *refs);
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "an operation must be a dict, not %.80s", Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    if (op_fields(self, d, ma, refs) < 0) return -1;
+    uint64_t a_bytes, b_bytes, c_bytes;
+    hl_matmul_sizes(ma, &a_bytes, &b_bytes, &c_bytes);
+    PyObject *ao = PyDict_GetItemString(d, "a"), *bo = PyDict_GetItemString(d, "b");
+    if (!ao || !bo) {
+        PyErr_SetString(PyExc_TypeError, "an operation needs a and b");
+        return -1;
+    }
+    if (operand_arg(self, ao, "a", npy_type_of(ma->in_dtype), a_bytes, &ma->a, &ma->t_a) < 0 ||
+        operand_arg(self, bo, "b", npy_type_of(ma->in_dtype), b_bytes, &ma->b, &ma->t_b) < 0)
+        return -1;
+    PyObject *bias = PyDict_GetItemString(d, "bias");
+    if (bias && bias != Py_None) {
+        const void *hb;
+        if (operand_arg(self, bias, "bias", NPY_FLOAT32, (uint64_t)ma->n * 4, &hb, &ma->t_bias) < 0) return -1;
+        ma->bias = hb;
+    }
+    return op_outputs(self, d, ma, refs, c_bytes, want_host_out);
 }
 
 PyObject *samples_list(const double *samples, uint32_t n) {
