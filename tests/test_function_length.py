@@ -22,7 +22,6 @@ PENDING = {
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,
     "csrc/core/exec.c:hl_exec_run": 95,
     "csrc/core/attention_variant.c:hl_attn_check": 90,
-    "csrc/core/buffer.c:create": 84,
 }
 
 

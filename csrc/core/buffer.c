@@ -19,6 +19,18 @@ static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
 
 /* import_fd >= 0: the buffer's memory is that opaque fd's (of import_bytes bytes),
  * imported instead of allocated; Vulkan owns the fd once the import succeeds. */
+/* The memory type for a buffer: host-visible coherent (cached where offered), or
+ * device-local, or on a device with no such type (a CPU device) any; -1: none. */
+static int memory_type(const hl_device *dev, uint32_t type_bits, int host_visible) {
+    VkMemoryPropertyFlags want = host_visible
+                                     ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+                                     : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    VkMemoryPropertyFlags prefer = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : 0;
+    int type = find_memory_type(&dev->mem_props, type_bits, want, prefer | want);
+    if (type < 0 && !host_visible) type = find_memory_type(&dev->mem_props, type_bits, 0, 0);
+    return type;
+}
+
 static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int exportable, int import_fd,
                         VkDeviceSize import_bytes, int import_dedicated, hl_buffer *out, hl_error *err) {
     hl_status st = HL_OK;
@@ -42,13 +54,7 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
     dev->tel.live_buffers++;
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(dev->device, out->buffer, &req);
-    VkMemoryPropertyFlags want = host_visible
-                                     ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
-                                     : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
-    VkMemoryPropertyFlags prefer = host_visible ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : 0;
-    int type = find_memory_type(&dev->mem_props, req.memoryTypeBits, want, prefer | want);
-    if (type < 0 && !host_visible) /* e.g. a CPU device: any type will do */
-        type = find_memory_type(&dev->mem_props, req.memoryTypeBits, 0, 0);
+    const int type = memory_type(dev, req.memoryTypeBits, host_visible);
     if (type < 0) {
         st = hl_fail(err, HL_ERR_UNSUPPORTED, "no %s memory type for a storage buffer",
                      host_visible ? "host-visible coherent" : "device-local");
