@@ -21,7 +21,6 @@ PENDING = {
     "csrc/core/caps.c:hl_query_caps": 195,
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,
     "csrc/core/exec.c:hl_exec_run": 95,
-    "csrc/core/attention_variant.c:hl_attn_check": 90,
 }
 
 

@@ -114,6 +114,32 @@ hl_status hl_attn_variant_check(const hl_device *dev, const hl_attn_variant *v, 
     return hl_attn_check(dev, v, d, in, 0, err);
 }
 
+/* The backward's own rules (its query tile, a dQ key tile of its own) and the shared
+ * memory of its larger kernel into *smem. lpr: invocations a row. */
+static hl_status backward_rules(const hl_device *dev, const hl_attn_variant *v, uint32_t d, const char *vs,
+                                uint32_t lpr, uint32_t *smem, hl_error *err) {
+    const uint32_t sg = dev->caps.subgroup_size;
+    if (v->bc > v->nsg * sg)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)", vs,
+                       v->bc, v->nsg * sg);
+    hl_attn_bwd_kernels k;
+    hl_status st = hl_attn_bwd_kernels_of(dev, v, d, &k, err);
+    if (st != HL_OK) return st;
+    if (v->dq_bc && k.dq_regs_why)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention backward variant %s: a dQ key tile of its own (dq%u) hands dS over in registers, "
+                       "which needs %s",
+                       vs, v->dq_bc, k.dq_regs_why);
+    if (v->dq_bc % v->tn || v->dq_bc % v->tk || (v->dq_bc / lpr) % 8 || v->dq_bc % lpr)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
+                       "attention backward variant %s: the dQ key tile (dq%u) must be a multiple of TN and TK "
+                       "that splits into 8-column parts over a row's %u invocation(s)",
+                       vs, v->dq_bc, lpr);
+    *smem = k.dq_shared_bytes > k.dkdv_shared_bytes ? k.dq_shared_bytes : k.dkdv_shared_bytes;
+    return HL_OK;
+}
+
 hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t d, hl_dtype in, int backward,
                         hl_error *err) {
     char vs[HL_VARIANT_STR_MAX];
@@ -174,29 +200,9 @@ hl_status hl_attn_check(const hl_device *dev, const hl_attn_variant *v, uint32_t
                        "the forward takes the same variant without ':dq%u'",
                        vs, v->dq_bc, v->dq_bc);
     uint32_t smem;
-    if (backward) {
-        if (v->bc > v->nsg * sg)
-            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                           "attention backward variant %s: the %u-query tile needs at least as many invocations (%u)",
-                           vs, v->bc, v->nsg * sg);
-        hl_attn_bwd_kernels k;
-        hl_status st = hl_attn_bwd_kernels_of(dev, v, d, &k, err);
-        if (st != HL_OK) return st;
-        if (v->dq_bc && k.dq_regs_why)
-            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                           "attention backward variant %s: a dQ key tile of its own (dq%u) hands dS over in registers, "
-                           "which needs %s",
-                           vs, v->dq_bc, k.dq_regs_why);
-        if (v->dq_bc % v->tn || v->dq_bc % v->tk || (v->dq_bc / lpr) % 8 || v->dq_bc % lpr)
-            return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
-                           "attention backward variant %s: the dQ key tile (dq%u) must be a multiple of TN and TK "
-                           "that splits into 8-column parts over a row's %u invocation(s)",
-                           vs, v->dq_bc, lpr);
-        smem = k.dq_shared_bytes > k.dkdv_shared_bytes ? k.dq_shared_bytes : k.dkdv_shared_bytes;
-    } else {
-        hl_status st = hl_attn_fwd_shared_bytes(dev, v, d, &smem, err);
-        if (st != HL_OK) return st;
-    }
+    const hl_status st =
+        backward ? backward_rules(dev, v, d, vs, lpr, &smem, err) : hl_attn_fwd_shared_bytes(dev, v, d, &smem, err);
+    if (st != HL_OK) return st;
     if (smem > c->shared_memory_bytes)
         return hl_fail(err, HL_ERR_UNSUPPORTED_VARIANT,
                        "attention %svariant %s at head dimension %u needs "
