@@ -1,4 +1,4 @@
-"""Adversarial inputs (issue 11): every case ends in the documented exception or
+"""Adversarial inputs: every case ends in the documented exception or
 exit status with a one-line message, fast, and never a traceback for a user
 error; the C core's variant parsing under threads with HELIOS_VARIANT set."""
 
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import device_variants, small_ints
+from helpers import device_variants, small_ints
 
 import helios
 from helios import _helios

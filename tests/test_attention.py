@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import attention_test_variants, head_dims_under_test
+from helpers import attention_test_variants, head_dims_under_test
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention

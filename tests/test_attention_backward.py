@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import attention_test_variants, cpu_default_run
+from helpers import attention_test_variants, cpu_default_run
 
 import helios
 from helios.attention import LSE_ATOL, random_qkv, reference_attention, reference_attention_backward

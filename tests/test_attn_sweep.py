@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import TOP
+from helpers import TOP
 from tools.kernel import attn_sweep
 
 SCRIPT = os.path.join(TOP, "tools/kernel", "attn_sweep.py")

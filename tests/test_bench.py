@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import UNDER_ASAN
+from helpers import UNDER_ASAN
 
 from helios.cli import main
 

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import rand
+from helpers import rand
 
 import helios
 from helios.check import check_close, reference_matmul, tolerances

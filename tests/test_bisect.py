@@ -1,4 +1,4 @@
-"""Issue 52: helios bisect's search on synthetic series of commits with a planted
+"""helios bisect's search on synthetic series of commits with a planted
 regression (measurements made from synthetic bench results with known noise, the
 same compare rules as a real run)."""
 

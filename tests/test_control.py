@@ -1,4 +1,4 @@
-"""Issue 52: the reference as an in-run control. Synthetic bench results with a
+"""The reference as an in-run control. Synthetic bench results with a
 known truth: a drift that moves Helios and the reference alike (clocks, power, a
 co-tenant) and a slowdown of Helios alone; the normalized verdict must call the
 first SAME where the plain verdict cannot, and both must catch the second."""

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import small_ints
+from helpers import small_ints
 
 import helios
 

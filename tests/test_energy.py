@@ -1,4 +1,4 @@
-"""Issue 52: energy per operation (harness/energy.py) with a stand-in NVML whose
+"""Energy per operation (harness/energy.py) with a stand-in NVML whose
 counter advances at a known power, so the arithmetic is checked exactly; and the
 fields a row carries where there is no counter."""
 

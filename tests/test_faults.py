@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import small_ints
+from helpers import small_ints
 
 import helios
 from helios import _helios

@@ -1,4 +1,4 @@
-"""Every GPU of a host and fleets (#13): --devices runs one pinned bench per
+"""Every GPU of a host and fleets: --devices runs one pinned bench per
 device and summarizes them; ranks started by a launcher (as Slurm, torchrun or
 mpirun start them: here local processes with their environment) take their
 device from the launcher, name their results by host/UUID/rank, and

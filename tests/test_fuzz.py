@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import device_variants
+from helpers import device_variants
 
 from helios.cli import main
 from helios.harness.fuzz import fuzz

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import assert_layouts_exact, rand, small_ints
+from helpers import assert_layouts_exact, rand, small_ints
 
 import helios
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import assert_layouts_exact, rand
+from helpers import assert_layouts_exact, rand
 
 import helios
 

@@ -1,4 +1,4 @@
-"""Defects a new user or a hostile input found (issues 19 and 20): each test
+"""Defects a new user or a hostile input found: each test
 fails on the old behaviour. Generated inputs (hypothesis) cover the readers of
 files Helios did not write, the --out templates and the numeric flags."""
 

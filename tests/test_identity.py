@@ -1,4 +1,4 @@
-"""Device identity (#13): the Vulkan device's UUID, LUID and PCI address in
+"""Device identity: the Vulkan device's UUID, LUID and PCI address in
 Device.info, and references / GPU state chosen by that UUID, never by index: a
 CUDA reference on another GPU is refused (exit 2 from helios bench), numpy is
 not a CUDA reference and stays allowed."""

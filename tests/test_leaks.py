@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import UNDER_ASAN, small_ints
+from helpers import UNDER_ASAN, small_ints
 
 import helios
 

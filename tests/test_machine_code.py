@@ -1,4 +1,4 @@
-"""Issue 52: the kernel's machine code as its identity (helios.machine_code): the
+"""The kernel's machine code as its identity (helios.machine_code): the
 engine hands back a pipeline cache holding one kernel; the reader finds the code
 in NVIDIA's layout and says why not elsewhere."""
 

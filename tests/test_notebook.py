@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ASAN_DRAW_SKIP
+from helpers import ASAN_DRAW_SKIP
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 NB = os.path.join(ROOT, "notebooks", "explore.ipynb")

@@ -5,7 +5,7 @@ import json
 import os
 
 import pytest
-from conftest import ASAN_DRAW_SKIP
+from helpers import ASAN_DRAW_SKIP
 
 from helios.cli import main
 from helios.harness.report import load, summary_rows, sweep_matrix, table

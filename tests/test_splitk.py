@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import rand, small_ints
+from helpers import rand, small_ints
 
 import helios
 

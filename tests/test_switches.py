@@ -26,6 +26,7 @@ SOURCES = [
     "Makefile",
     "tools",
     "tests/conftest.py",
+    "tests/helpers.py",
     "tests/variant_classes.py",
 ]
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TOP
+from helpers import TOP
 from tools.kernel import trace_kernels
 
 SCRIPT = os.path.join(TOP, "tools/kernel", "trace_kernels.py")

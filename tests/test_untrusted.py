@@ -1,4 +1,4 @@
-"""Issue 51: every file Helios reads is untrusted, nothing measured is lost after
+"""Every file Helios reads is untrusted, nothing measured is lost after
 the run. One test per input that found a defect (each failed on 89c21a3's
 behaviour), then generated inputs (hypothesis) over the one reader
 (helios.files), the one writer's races and the append-only store."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import variant_classes as vc
-from conftest import attention_test_variants, device_variants
+from helpers import attention_test_variants, device_variants
 
 import helios
 

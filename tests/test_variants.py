@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import device_variants, small_ints
+from helpers import device_variants, small_ints
 
 import helios
 

@@ -1,4 +1,4 @@
-"""The wheel (#13): built by pip from this tree, it carries the kernels (SPIR-V
+"""The wheel: built by pip from this tree, it carries the kernels (SPIR-V
 compiled in) and needs nothing at load time beyond libc with symbols up to
 glibc 2.34 (Ubuntu 22.04 has 2.35): the Vulkan loader is opened at run time."""
 
