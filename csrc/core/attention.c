@@ -11,7 +11,7 @@
 
 #define SCALAR_THREADS 64u /* attention_scalar.comp: one query row per invocation */
 
-/* Measured on the H100 (benchmarks/results/h100-attn-c39e6dc, the issue's shapes
+/* Measured on the H100 (results/h100-attn-c39e6dc, the issue's shapes
  * and seed 004's): two row tiles per subgroup and four subgroups (128 query rows
  * per workgroup) won every shape; 16x16x16 fragments without a mask, 16x8x16
  * with the causal one; 16-key tiles, except 32 at d <= 64 and S_kv <= 256

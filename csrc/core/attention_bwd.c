@@ -10,7 +10,7 @@
 
 #define SCALAR_THREADS 64u /* attention_bwd_scalar.comp: one row per invocation */
 
-/* Measured on the H100 (benchmarks/results/h100-attn-bwd-2ad617a, every backward
+/* Measured on the H100 (results/h100-attn-bwd-2ad617a, every backward
  * variant at 1x32x2048x128 causal and not, and 4x16x1024x64): 16x16x16 fragments,
  * four subgroups; two row tiles per subgroup at d <= 64 with 32-query tiles, one
  * at larger d (two spill there: the dK/dV kernel holds K and V fragments and two

@@ -19,7 +19,7 @@ hl_status hl_attn_variant_parse(const char *s, hl_attn_variant *out, hl_error *e
 
 /* Whether the forward at head dimension d folds each row's running max into its
  * score product (attention_coop.comp's FOLD; HELIOS_DISABLE_ATTENTION_FOLD=1 turns
- * it off). Measured on the H100 (benchmarks/results/h100-attn-fold-05f8336/): at
+ * it off). Measured on the H100 (results/h100-attn-fold-05f8336/): at
  * d <= 64 it wins wherever it leaves the workgroups per SM as they were (6-19%);
  * at d = 128 the two-row-tile variants, at 255 registers already, spill with it
  * (0.50 against 0.32 ms at 1x32x2048x128) and one row tile gains nothing. */
@@ -37,7 +37,7 @@ static hl_status fold_forward(uint32_t d, int *on, hl_error *err) {
  * build whose glslc had them, on a fragment shape with TN == TK, at d <= 128;
  * HELIOS_DISABLE_ATTENTION_P_IN_REGISTERS=1 turns it off. Read for every coop variant (a
  * bad value is refused wherever the switch could apply). Measured on the H100
- * (benchmarks/results/h100-attn-p-regs-56c7eb7/, the switch at 1 and 0 in one process):
+ * (results/h100-attn-p-regs-56c7eb7/, the switch at 1 and 0 in one process):
  * 32x8x512x64 0.0815 against 0.0877 ms, 16x16x640x64 0.1185 against 0.1266, causal
  * 8x16x1024x64 0.1175 against 0.1268 (bf16 0.1161 against 0.1234). At d = 128 it loses
  * with two row tiles a subgroup (causal 1x32x2048x128 0.2640 against 0.2421, 255 registers
@@ -58,7 +58,7 @@ static hl_status p_regs_possible(const hl_device *dev, const hl_attn_variant *v,
  * any d, and at any d where P can stay in registers too (p_regs_possible);
  * HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1 turns it off (the fold or the row-wise path
  * through shared memory, as before). Measured on the H100
- * (benchmarks/results/h100-attn-rows-session19/, models against the kernel in one call):
+ * (results/h100-attn-rows-session19/, models against the kernel in one call):
  * 32x8x512x64 0.0886 against the fold's 0.0961 ms, 16x16x640x64 0.1283 against 0.1390;
  * causal 1x32x2048x128 0.2482 (16x16x16) against the row-wise 16x8x16 path's ~0.26. Not
  * at d = 128 without a mask with P through shared memory: 0.3055 against 0.2991 (255

@@ -32,7 +32,7 @@ ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1
 def pass_order(items: list, passes: int) -> list[tuple[int, object]]:
     """(pass, item) in the order a shape times them: the list as given, then reversed, then
     as given... so that no item always holds the slot after the previous shape (a first
-    slot read 8% slow once: h100-bwd-dq-139779d/COMMANDS.md in the archive at 89c21a3)."""
+    slot read 8% slow once: results/h100-bwd-dq-139779d/COMMANDS.md)."""
     return [(p, x) for p in range(passes) for x in (items if p % 2 == 0 else items[::-1])]
 
 
