@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.results import read_result
-from ..harness.shapes import parse_shapes
 from .common import (
     UsageError,
     child_argv,
     finite_float,
-    flag_value,
     launches,
     open_device,
     out_paths,
@@ -24,7 +22,7 @@ from .common import (
     warmup_count,
     write_results,
 )
-from .common_args import add_out, add_seed, add_tolerances
+from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
 
 
 def cmd_bench_devices(args: argparse.Namespace) -> int:
@@ -115,7 +113,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.out = expand_out(args.out, uuid, launcher_info())
     out = out_paths(args.out, args.force)
     cfg = BenchConfig(
-        shapes=flag_value("--shapes", parse_shapes, args.shapes),
+        shapes=shapes_of(args.shapes),
         iters=args.iters,
         warmup=args.warmup,
         dtype=args.dtype,
@@ -138,7 +136,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_attention(args: argparse.Namespace) -> int:
-    from ..harness.attention_bench import AttnBenchConfig, parse_attention_shapes, run_attention_bench
+    from ..harness.attention_bench import AttnBenchConfig, run_attention_bench
     from ..harness.attention_report import attention_markdown
     from ..harness.sdpa import BACKENDS
 
@@ -154,7 +152,7 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
     out = out_paths(args.out, args.force)
     scale_defaults(args, GPU_SHAPES["attention"], "small")
     cfg = AttnBenchConfig(
-        shapes=flag_value("--shapes", parse_attention_shapes, args.shapes),
+        shapes=shapes_of(args.shapes, "attention"),
         causal=args.causal,
         backward=args.backward,
         iters=args.iters,
@@ -194,16 +192,7 @@ def register(sub: Any) -> None:
         choices=["matmul", "attention"],
         help="matmul (default), or attention: Helios's flash-attention forward vs every torch SDPA backend",
     )
-    pb.add_argument(
-        "--shapes",
-        default=None,
-        help="matmul: comma list of MxNxK and/or named sets: canonical (1024/2048/3072 cubes), "
-        "large (4096/8192), llm (transformer projections), small; default canonical "
-        "(small on a CPU device). attention: BxHxSxd and/or sets seed004 (short sequences, "
-        "S=128..256, d=64), seed003 (32x8x512x64), anchor (the table ggml's Vulkan attention "
-        "is measured on), long (S=2048..8192, d=128), small; default seed004,seed003,long "
-        "(small on a CPU device)",
-    )
+    add_shapes(pb, "canonical for matmul, seed004,seed003,long for attention (small on a CPU device)", attention=True)
     pb.add_argument(
         "--causal",
         action="store_true",

@@ -13,13 +13,12 @@ from .common import (
     add_gate,
     check_shared,
     finite_float,
-    flag_value,
     git_ref,
     nonneg_int,
     positive_int,
     target,
 )
-from .common_args import add_out
+from .common_args import add_out, add_shapes, shapes_of
 
 
 def _doc() -> str:
@@ -63,12 +62,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 def check_shapes(args: argparse.Namespace) -> None:
     """--shapes in the workload's grammar (its default where not given), refused before any build."""
-    from ..harness.attention_bench import parse_attention_shapes
-    from ..harness.shapes import parse_shapes
     from .bench import GPU_SHAPES
 
     args.shapes = args.shapes or GPU_SHAPES[args.workload]
-    flag_value("--shapes", parse_attention_shapes if args.workload == "attention" else parse_shapes, args.shapes)
+    shapes_of(args.shapes, args.workload)
 
 
 def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
@@ -81,12 +78,7 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         help="what each bench measures: matmul or attention (helios bench --workload; default matmul; "
         "attention's direction and mask: --bench-arg=--backward, --bench-arg=--causal)",
     )
-    p.add_argument(
-        "--shapes",
-        default=None,
-        help="helios bench --shapes in the workload's grammar (default: canonical for matmul; "
-        "seed004,seed003,long for attention)",
-    )
+    add_shapes(p, "canonical for matmul, seed004,seed003,long for attention", attention=True)
     p.add_argument(
         "--runs", type=positive_int, default=2, help=f"{pairs} pairs, alternating ABBA, each a process (default 2)"
     )

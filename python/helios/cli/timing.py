@@ -12,10 +12,10 @@ from ..check import check_close, reference_matmul
 from ..files import dumps
 from ..flops import matmul_flops
 from ..harness.results import TIME_SCHEMA, fmt_tflops, provenance, reference_fields
-from ..harness.shapes import parse_shape, parse_shapes, shape_str
+from ..harness.shapes import parse_shape, shape_str
 from ..matmul_timing import random_inputs
 from .common import flag_value, launches, open_device, out_paths, warmup_count
-from .common_args import add_out, add_seed, add_tolerances
+from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
 
 
 def _torch_reference(uuid: str) -> Optional[Any]:
@@ -31,7 +31,7 @@ def _torch_reference(uuid: str) -> Optional[Any]:
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    shapes = flag_value("--shapes", parse_shapes, args.shapes)
+    shapes = shapes_of(args.shapes)
     out = out_paths(args.out, args.force)
     results = []
     with open_device(args) as dev:
@@ -97,11 +97,7 @@ def register(sub: Any) -> None:
         "time",
         help="GPU-timed matmul per shape, gated by a correctness check; torch.cuda timed the same way when available",
     )
-    pt.add_argument(
-        "--shapes",
-        default="small",
-        help="comma list of MxNxK and/or named sets (small, canonical, large, llm); default: small",
-    )
+    add_shapes(pt, "small", default="small")
     pt.add_argument("--iters", type=launches, default=20, help="timed iterations per shape (default 20)")
     pt.add_argument("--warmup", type=warmup_count, default=5, help="untimed warm-up iterations (default 5)")
     pt.add_argument("--variant", default=None, help="kernel variant string (default: the device's default)")

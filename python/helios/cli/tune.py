@@ -9,18 +9,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import _helios, signals
-from ..harness.shapes import parse_shapes, shape_str
+from ..harness.shapes import shape_str
 from ..tune_cache import cache_path as tuner_cache_path
 from .common import (
     UsageError,
     finite_float,
-    flag_value,
     launches,
     open_device,
     target,
     warmup_count,
 )
-from .common_args import add_seed
+from .common_args import add_seed, add_shapes, shapes_of
 
 # What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the
 # sets the picks serve; on a CPU Vulkan device (lavapipe, ~16 GFLOP/s) those would
@@ -121,12 +120,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not attention and (args.causal or args.backward or args.dtype != "float16"):
         raise UsageError("--causal, --backward and --dtype belong to --workload=attention (products tune float16)")
     scale_defaults(args, attention)
-    if attention:
-        from ..harness.attention_bench import parse_attention_shapes
-
-        shapes = flag_value("--shapes", parse_attention_shapes, args.shapes)
-    else:
-        shapes = flag_value("--shapes", parse_shapes, args.shapes)
+    shapes = shapes_of(args.shapes, "attention" if attention else "matmul")
     path = Path(args.cache) if args.cache else None
     if not args.dry_run:
         target(path or tuner_cache_path(), "--cache")
@@ -169,13 +163,8 @@ def register(sub: Any) -> None:
         help="matmul (default): product variants per shape bucket; attention: attention variants per "
         "head dimension, S_kv bucket (a power of two), mask, direction and dtype",
     )
-    pu.add_argument(
-        "--shapes",
-        default=None,
-        help="shapes to tune: MxNxK and/or named sets (default canonical,large,llm; small on a CPU device); "
-        "each pick serves its bucket (every dimension rounded up to a multiple of 128). attention: "
-        "BxHxSxd and/or the bench's sets (default anchor; small on a CPU device)",
-    )
+    add_shapes(pu, "canonical,large,llm for matmul, anchor for attention (small on a CPU device); each pick serves "
+               "its bucket (every dimension rounded up to a multiple of 128)", attention=True)  # fmt: skip
     pu.add_argument("--causal", action="store_true", help="attention: tune the causal kernels")
     pu.add_argument("--backward", action="store_true", help="attention: tune the backward's variants")
     pu.add_argument(

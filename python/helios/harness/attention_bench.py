@@ -47,49 +47,12 @@ from .protocol import (
     run_rounds,
 )
 from .results import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
+from .shapes import ATTENTION_SETS as NAMED_SETS  # noqa: F401  (the bench's sets, as before)
+from .shapes import parse_attention_shapes  # noqa: F401  (helios.harness re-exports it)
 from .stats import bootstrap_ratio_ci, summarize
 
 WORKLOAD = "attention"
-# B x H x S x d sets: seed 004's matrix, seed 003's baseline and fuzz sizes, the
-# issue's anchor table, and long context.
-NAMED_SETS: dict[str, list[tuple[int, int, int, int]]] = {
-    "seed004": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
-    "seed003": [(32, 8, 512, 64)],
-    "anchor": [
-        (32, 8, 256, 64),
-        (32, 8, 512, 64),
-        (16, 16, 640, 64),
-        (48, 4, 448, 64),
-        (1, 32, 2048, 128),
-        (1, 32, 4096, 128),
-        (4, 32, 4096, 128),
-    ],
-    "long": [(1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (4, 32, 4096, 128)],
-    "small": [(1, 2, 64, 64), (2, 1, 77, 32)],
-}
 GATE_SHAPE = (2, 2, 97, 64)  # odd S: tails on every side; small enough for the float64 reference
-
-
-def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
-    """'seed004,1x32x2048x128' -> B x H x S x d shapes in order, duplicates dropped."""
-    out: list[tuple[int, int, int, int]] = []
-    for item in (x.strip().lower() for x in spec.split(",")):
-        if not item:
-            continue
-        if item in NAMED_SETS:
-            shapes = NAMED_SETS[item]
-        else:
-            parts = item.split("x")
-            if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
-                raise ValueError(
-                    f"bad attention shape {item!r}: expected BxHxSxd with positive integers "
-                    f"(e.g. 32x8x512x64) or a set: {', '.join(NAMED_SETS)}"
-                )
-            shapes = [tuple(int(p) for p in parts)]  # type: ignore[list-item]
-        out.extend(s for s in shapes if s not in out)
-    if not out:
-        raise ValueError(f"no shapes in {spec!r}")
-    return out
 
 
 def shape_label(shape: tuple[int, int, int, int], causal: bool, backward: bool = False) -> str:

@@ -1,4 +1,5 @@
-"""Shape strings: '2048x2048x2048' (M x N x K), lists, and named sets."""
+"""Shape strings: products' '2048x2048x2048' (M x N x K) and attention's '32x8x512x64'
+(B x H x S x d), lists, and the named sets of each (what --shapes takes)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,60 @@ def parse_shapes(spec: str) -> list[tuple[int, int, int]]:
 
 def shape_str(shape: tuple[int, ...]) -> str:
     return "x".join(str(x) for x in shape)
+
+
+# B x H x S x d sets: seed 004's matrix (short sequences), seed 003's baseline, the
+# shapes ggml's Vulkan attention anchor is measured on, and long context.
+ATTENTION_SETS: dict[str, list[tuple[int, int, int, int]]] = {
+    "seed004": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
+    "seed003": [(32, 8, 512, 64)],
+    "anchor": [
+        (32, 8, 256, 64),
+        (32, 8, 512, 64),
+        (16, 16, 640, 64),
+        (48, 4, 448, 64),
+        (1, 32, 2048, 128),
+        (1, 32, 4096, 128),
+        (4, 32, 4096, 128),
+    ],
+    "long": [(1, 32, 2048, 128), (1, 32, 4096, 128), (1, 32, 8192, 128), (4, 32, 4096, 128)],
+    "small": [(1, 2, 64, 64), (2, 1, 77, 32)],
+}
+
+
+def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
+    """'seed004,1x32x2048x128' -> B x H x S x d shapes in order, duplicates dropped."""
+    out: list[tuple[int, int, int, int]] = []
+    for item in (x.strip().lower() for x in spec.split(",")):
+        if not item:
+            continue
+        if item in ATTENTION_SETS:
+            shapes = ATTENTION_SETS[item]
+        else:
+            parts = item.split("x")
+            if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise ValueError(
+                    f"bad attention shape {item!r}: expected BxHxSxd with positive integers "
+                    f"(e.g. 32x8x512x64) or a set: {', '.join(ATTENTION_SETS)}"
+                )
+            shapes = [tuple(int(p) for p in parts)]  # type: ignore[list-item]
+        out.extend(s for s in shapes if s not in out)
+    if not out:
+        raise ValueError(f"no shapes in {spec!r}")
+    return out
+
+
+# What each named set is, in a few words (--shapes' help says them).
+SET_NOTES = {
+    "canonical": "1024/2048/3072 cubes",
+    "large": "4096/8192 cubes",
+    "llm": "transformer projections",
+    "small": "64-256",
+}
+ATTENTION_SET_NOTES = {
+    "seed004": "S=128..256, d=64",
+    "seed003": "32x8x512x64",
+    "anchor": "the shapes ggml's Vulkan attention is measured on",
+    "long": "S=2048..8192, d=128",
+    "small": "S=64..77",
+}
