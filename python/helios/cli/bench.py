@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from ..harness.results import read_result
 from .common import (
@@ -92,6 +92,15 @@ def scale_defaults(args: argparse.Namespace, gpu_shapes: str = GPU_SHAPES["matmu
         )
 
 
+def protocol_fields(args: argparse.Namespace, variant: Optional[str]) -> dict[str, Any]:
+    """The protocol's configuration (harness/protocol.py ProtocolConfig), built once from
+    the flags both workloads take."""
+    keys = ("iters", "warmup", "warmup_ms", "dtype", "check", "atol", "rtol", "repeats", "runs", "flush_l2", "energy",
+            "ref", "seed", "device")  # fmt: skip
+    command = ["helios"] + list(sys.argv[1:] if args.argv is None else args.argv)
+    return {**{k: getattr(args, k) for k in keys}, "variant": variant, "command": command}
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..harness.matmul_bench import BenchConfig, markdown, run_bench
 
@@ -112,26 +121,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             uuid = d.info["uuid"]
         args.out = expand_out(args.out, uuid, launcher_info())
     out = out_paths(args.out, args.force)
-    cfg = BenchConfig(
-        shapes=shapes_of(args.shapes),
-        iters=args.iters,
-        warmup=args.warmup,
-        dtype=args.dtype,
-        variant=variant,
-        check=args.check,
-        check_shape=args.check_shape,
-        atol=args.atol,
-        rtol=args.rtol,
-        repeats=args.repeats,
-        runs=args.runs,
-        flush_l2=args.flush_l2,
-        energy=args.energy,
-        warmup_ms=args.warmup_ms,
-        ref=args.ref,
-        seed=args.seed,
-        device=args.device,
-        command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv),
-    )
+    cfg = BenchConfig(shapes=shapes_of(args.shapes), check_shape=args.check_shape, **protocol_fields(args, variant))
     return run_and_emit(lambda: run_bench(cfg, log=print), markdown, out)
 
 
@@ -155,23 +145,8 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
         shapes=shapes_of(args.shapes, "attention"),
         causal=args.causal,
         backward=args.backward,
-        iters=args.iters,
-        warmup=args.warmup,
-        warmup_ms=args.warmup_ms,
-        variant=variant,
-        check=args.check,
-        atol=args.atol,
-        rtol=args.rtol,
-        repeats=args.repeats,
-        runs=args.runs,
-        flush_l2=args.flush_l2,
-        energy=args.energy,
-        ref=args.ref,
         backends=backends,
-        seed=args.seed,
-        device=args.device,
-        dtype=args.dtype,
-        command=["helios"] + list(sys.argv[1:] if args.argv is None else args.argv),
+        **protocol_fields(args, variant),
     )
     return run_and_emit(lambda: run_attention_bench(cfg, log=print), attention_markdown, out)
 
