@@ -18,7 +18,6 @@ MARK = "Long:"
 PENDING = {
     "python/helios/torch/_ops.py:decoder": 83,
     "python/helios/torch/_decoder.py:backward": 91,
-    "csrc/core/caps.c:hl_query_caps": 195,
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,
     "csrc/core/exec.c:hl_exec_run": 95,
 }

@@ -84,31 +84,113 @@ static hl_status read_properties(hl_device *dev, hl_error *err) {
     return HL_OK;
 }
 
-hl_status hl_query_caps(hl_device *dev, hl_error *err) {
+/* The device's cooperative-matrix table (VK_KHR_cooperative_matrix), every row kept:
+ * those with types the kernels do not use (int8, fp8...) are still reported. */
+static hl_status read_coop_table(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     hl_caps *c = &dev->caps;
-    VkExtensionProperties *exts = NULL;
     VkCooperativeMatrixPropertiesKHR *props = NULL;
-
-    HL_TRY(read_properties(dev, err));
-
-    uint32_t n_ext = 0;
-    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, NULL));
-    exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
-    if (!exts) {
-        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto fail;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get_props =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+            dev->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (get_props) {
+        HL_VK(get_props(dev->phys, &n, NULL));
+        props = calloc(n ? n : 1, sizeof *props);
+        if (!props) {
+            st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto fail;
+        }
+        for (uint32_t i = 0; i < n; i++) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+        HL_VK(get_props(dev->phys, &n, props));
     }
-    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &n_ext, exts));
-    int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
-    c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
-    c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
-    int ext_sem_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
-    int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    c->global_priority_ext = has_ext(exts, n_ext, VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME)   ? 1
-                             : has_ext(exts, n_ext, VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME) ? 2
-                                                                                           : 0;
+    for (uint32_t i = 0; i < n && c->n_coop_shapes < HL_MAX_COOP_SHAPES; i++) {
+        hl_coop_shape *s = &c->coop_shapes[c->n_coop_shapes];
+        memset(s, 0, sizeof *s);
+        s->m = props[i].MSize;
+        s->n = props[i].NSize;
+        s->k = props[i].KSize;
+        s->a_raw = props[i].AType;
+        s->b_raw = props[i].BType;
+        s->c_raw = props[i].CType;
+        s->result_raw = props[i].ResultType;
+        s->saturating = props[i].saturatingAccumulation;
+        s->scope = props[i].scope;
+        /* Rows with types we do not use (int8, fp8...) are still reported. */
+        if (!map_component(s->a_raw, &s->a)) s->a = (hl_dtype)-1;
+        if (!map_component(s->b_raw, &s->b)) s->b = (hl_dtype)-1;
+        if (!map_component(s->c_raw, &s->c)) s->c = (hl_dtype)-1;
+        if (!map_component(s->result_raw, &s->result)) s->result = (hl_dtype)-1;
+        c->n_coop_shapes++;
+    }
+fail:
+    free(props);
+    return st;
+}
+
+#ifdef VK_NV_cooperative_matrix2
+/* NV cooperative matrix 2: its flexible-dimension rows with fp16 inputs and the
+ * workgroup-scope size limit. */
+static hl_status read_coop2_table(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_caps *c = &dev->caps;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get_flex =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+            dev->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    uint32_t n = 0;
+    if (get_flex && get_flex(dev->phys, &n, NULL) == VK_SUCCESS) c->n_coop2_flex = n;
+    if (get_flex && n) {
+        VkCooperativeMatrixFlexibleDimensionsPropertiesNV *rows = calloc(n, sizeof *rows);
+        if (!rows) {
+            st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto fail;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            rows[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+        if (get_flex(dev->phys, &n, rows) == VK_SUCCESS) {
+            for (uint32_t i = 0; i < n && c->n_coop2_flex_f16 < HL_MAX_COOP_SHAPES; i++) {
+                hl_dtype a, b, cc, r;
+                if (!map_component(rows[i].AType, &a) || !map_component(rows[i].BType, &b) ||
+                    !map_component(rows[i].CType, &cc) || !map_component(rows[i].ResultType, &r) || a != HL_F16 ||
+                    b != HL_F16)
+                    continue;
+                struct hl_coop2_flex *f = &c->coop2_flex[c->n_coop2_flex_f16++];
+                f->m_gran = rows[i].MGranularity;
+                f->n_gran = rows[i].NGranularity;
+                f->k_gran = rows[i].KGranularity;
+                f->invocations = rows[i].workgroupInvocations;
+                f->c = cc;
+                f->result = r;
+                f->scope = rows[i].scope;
+            }
+        }
+        free(rows);
+    }
+    VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2nv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+    ext_properties(dev->phys, &p2nv);
+    c->coop2_workgroup_scope_max_invocations = p2nv.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    return HL_OK;
+fail:
+    return st;
+}
+#endif
+
+/* A timeline semaphore the device can export as an opaque fd (ordering with CUDA). */
+static int timeline_exportable(const hl_device *dev) {
+    VkSemaphoreTypeCreateInfo tl = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                    .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkPhysicalDeviceExternalSemaphoreInfo si = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_SEMAPHORE_INFO,
+                                                .pNext = &tl,
+                                                .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+    VkExternalSemaphoreProperties sp = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_SEMAPHORE_PROPERTIES};
+    vkGetPhysicalDeviceExternalSemaphoreProperties(dev->phys, &si, &sp);
+    return (sp.externalSemaphoreFeatures & VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT) != 0;
+}
+
+/* The SM count (VK_NV_shader_sm_builtins) and the PCI address, where the device reports them. */
+static void read_identity(hl_device *dev, const VkExtensionProperties *exts, uint32_t n_ext) {
+    hl_caps *c = &dev->caps;
 #ifdef VK_NV_shader_sm_builtins
     if (has_ext(exts, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
         VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
@@ -127,6 +209,58 @@ hl_status hl_query_caps(hl_device *dev, hl_error *err) {
         c->pci_device = pci.pciDevice;
         c->pci_function = pci.pciFunction;
     }
+}
+
+/* The device's extensions (*exts: malloc'd, the caller frees it). */
+static hl_status read_extensions(hl_device *dev, VkExtensionProperties **exts, uint32_t *n_ext, hl_error *err) {
+    hl_status st = HL_OK;
+    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, n_ext, NULL));
+    *exts = calloc(*n_ext ? *n_ext : 1, sizeof **exts);
+    if (!*exts) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    HL_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, n_ext, *exts));
+fail:
+    return st;
+}
+
+/* A bf16 x bf16 -> f32 row at subgroup scope in the coop table. */
+static int has_bf16_row(const hl_caps *c) {
+    int row = 0;
+    for (uint32_t i = 0; i < c->n_coop_shapes; i++)
+        row |= c->coop_shapes[i].a == HL_BF16 && c->coop_shapes[i].b == HL_BF16 && c->coop_shapes[i].c == HL_F32 &&
+               c->coop_shapes[i].scope == VK_SCOPE_SUBGROUP_KHR;
+    return row;
+}
+
+#ifdef VK_NV_cooperative_matrix2
+/* NV cooperative matrix 2's features, and whether the coop2 GEMM path can use them. */
+static void coop2_features(hl_caps *c, const VkPhysicalDeviceCooperativeMatrix2FeaturesNV *f) {
+    c->coop2_workgroup_scope = f->cooperativeMatrixWorkgroupScope;
+    c->coop2_flexible_dimensions = f->cooperativeMatrixFlexibleDimensions;
+    c->coop2_tensor_addressing = f->cooperativeMatrixTensorAddressing;
+    c->coop2_conversions = f->cooperativeMatrixConversions;
+    c->coop2_usable = c->coop2_workgroup_scope && c->coop2_flexible_dimensions && c->coop2_tensor_addressing;
+}
+#endif
+
+hl_status hl_query_caps(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_caps *c = &dev->caps;
+    VkExtensionProperties *exts = NULL;
+
+    HL_TRY(read_properties(dev, err));
+
+    uint32_t n_ext = 0;
+    HL_TRY(read_extensions(dev, &exts, &n_ext, err));
+    int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    c->has_coop2 = has_ext(exts, n_ext, "VK_NV_cooperative_matrix2");
+    c->has_bf16 = has_ext(exts, n_ext, "VK_KHR_shader_bfloat16");
+    c->external_memory_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+    int ext_sem_fd = has_ext(exts, n_ext, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+    int ext_stats = has_ext(exts, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    c->global_priority_ext = has_ext(exts, n_ext, VK_KHR_GLOBAL_PRIORITY_EXTENSION_NAME)   ? 1
+                             : has_ext(exts, n_ext, VK_EXT_GLOBAL_PRIORITY_EXTENSION_NAME) ? 2
+                                                                                           : 0;
+    read_identity(dev, exts, n_ext);
 
 #ifdef VK_NV_cooperative_matrix2
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV fcoop2 = {
@@ -164,26 +298,11 @@ hl_status hl_query_caps(hl_device *dev, hl_error *err) {
     c->has_timeline = f12.timelineSemaphore == VK_TRUE;
     /* Ordering with CUDA without host waits: a timeline semaphore both can signal and wait on. */
     c->external_semaphore_fd = c->external_memory_fd && ext_sem_fd && f12.timelineSemaphore;
-    if (c->external_semaphore_fd) { /* and a timeline semaphore it can export as an opaque fd */
-        VkSemaphoreTypeCreateInfo tl = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
-        VkPhysicalDeviceExternalSemaphoreInfo si = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_SEMAPHORE_INFO,
-                                                    .pNext = &tl,
-                                                    .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
-        VkExternalSemaphoreProperties sp = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_SEMAPHORE_PROPERTIES};
-        vkGetPhysicalDeviceExternalSemaphoreProperties(dev->phys, &si, &sp);
-        c->external_semaphore_fd = (sp.externalSemaphoreFeatures & VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT) != 0;
-    }
+    if (c->external_semaphore_fd) c->external_semaphore_fd = timeline_exportable(dev);
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
 #ifdef VK_NV_cooperative_matrix2
-    if (c->has_coop2) {
-        c->coop2_workgroup_scope = fcoop2.cooperativeMatrixWorkgroupScope;
-        c->coop2_flexible_dimensions = fcoop2.cooperativeMatrixFlexibleDimensions;
-        c->coop2_tensor_addressing = fcoop2.cooperativeMatrixTensorAddressing;
-        c->coop2_conversions = fcoop2.cooperativeMatrixConversions;
-    }
-    c->coop2_usable = c->coop2_workgroup_scope && c->coop2_flexible_dimensions && c->coop2_tensor_addressing;
+    if (c->has_coop2) coop2_features(c, &fcoop2);
 #endif
     c->has_coop = ext_coop && fcoop.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel &&
                   c->has_subgroup_size_control;
@@ -191,92 +310,15 @@ hl_status hl_query_caps(hl_device *dev, hl_error *err) {
     c->bf16_coop =
         c->has_coop && c->has_bf16 && c->has_int16 && fbf16.shaderBFloat16Type && fbf16.shaderBFloat16CooperativeMatrix;
 
-    if (ext_coop) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get_props =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
-                dev->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
-        uint32_t n = 0;
-        if (get_props) {
-            HL_VK(get_props(dev->phys, &n, NULL));
-            props = calloc(n ? n : 1, sizeof *props);
-            if (!props) {
-                st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-                goto fail;
-            }
-            for (uint32_t i = 0; i < n; i++) props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-            HL_VK(get_props(dev->phys, &n, props));
-        }
-        for (uint32_t i = 0; i < n && c->n_coop_shapes < HL_MAX_COOP_SHAPES; i++) {
-            hl_coop_shape *s = &c->coop_shapes[c->n_coop_shapes];
-            memset(s, 0, sizeof *s);
-            s->m = props[i].MSize;
-            s->n = props[i].NSize;
-            s->k = props[i].KSize;
-            s->a_raw = props[i].AType;
-            s->b_raw = props[i].BType;
-            s->c_raw = props[i].CType;
-            s->result_raw = props[i].ResultType;
-            s->saturating = props[i].saturatingAccumulation;
-            s->scope = props[i].scope;
-            /* Rows with types we do not use (int8, fp8...) are still reported. */
-            if (!map_component(s->a_raw, &s->a)) s->a = (hl_dtype)-1;
-            if (!map_component(s->b_raw, &s->b)) s->b = (hl_dtype)-1;
-            if (!map_component(s->c_raw, &s->c)) s->c = (hl_dtype)-1;
-            if (!map_component(s->result_raw, &s->result)) s->result = (hl_dtype)-1;
-            c->n_coop_shapes++;
-        }
-    }
-    int bf16_row = 0;
-    for (uint32_t i = 0; i < c->n_coop_shapes; i++)
-        bf16_row |= c->coop_shapes[i].a == HL_BF16 && c->coop_shapes[i].b == HL_BF16 && c->coop_shapes[i].c == HL_F32 &&
-                    c->coop_shapes[i].scope == VK_SCOPE_SUBGROUP_KHR;
-    c->bf16_coop = c->bf16_coop && bf16_row;
+    if (ext_coop) HL_TRY(read_coop_table(dev, err));
+    c->bf16_coop = c->bf16_coop && has_bf16_row(c);
 #ifdef VK_NV_cooperative_matrix2
-    if (c->has_coop2) {
-        PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get_flex =
-            (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
-                dev->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
-        uint32_t n = 0;
-        if (get_flex && get_flex(dev->phys, &n, NULL) == VK_SUCCESS) c->n_coop2_flex = n;
-        if (get_flex && n) {
-            VkCooperativeMatrixFlexibleDimensionsPropertiesNV *rows = calloc(n, sizeof *rows);
-            if (!rows) {
-                st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-                goto fail;
-            }
-            for (uint32_t i = 0; i < n; i++)
-                rows[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
-            if (get_flex(dev->phys, &n, rows) == VK_SUCCESS) {
-                for (uint32_t i = 0; i < n && c->n_coop2_flex_f16 < HL_MAX_COOP_SHAPES; i++) {
-                    hl_dtype a, b, cc, r;
-                    if (!map_component(rows[i].AType, &a) || !map_component(rows[i].BType, &b) ||
-                        !map_component(rows[i].CType, &cc) || !map_component(rows[i].ResultType, &r) || a != HL_F16 ||
-                        b != HL_F16)
-                        continue;
-                    struct hl_coop2_flex *f = &c->coop2_flex[c->n_coop2_flex_f16++];
-                    f->m_gran = rows[i].MGranularity;
-                    f->n_gran = rows[i].NGranularity;
-                    f->k_gran = rows[i].KGranularity;
-                    f->invocations = rows[i].workgroupInvocations;
-                    f->c = cc;
-                    f->result = r;
-                    f->scope = rows[i].scope;
-                }
-            }
-            free(rows);
-        }
-        VkPhysicalDeviceCooperativeMatrix2PropertiesNV p2nv = {
-            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
-        ext_properties(dev->phys, &p2nv);
-        c->coop2_workgroup_scope_max_invocations = p2nv.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
-    }
+    if (c->has_coop2) HL_TRY(read_coop2_table(dev, err));
 #endif
     free(exts);
-    free(props);
     return HL_OK;
 fail:
     free(exts);
-    free(props);
     return st;
 }
 
