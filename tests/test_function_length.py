@@ -19,7 +19,6 @@ PENDING = {
     "python/helios/torch/_ops.py:decoder": 83,
     "python/helios/torch/_decoder.py:backward": 91,
     "csrc/cuda/cublas_ref.c:hc_matmul": 115,
-    "csrc/core/exec.c:hl_exec_run": 95,
 }
 
 

@@ -291,43 +291,41 @@ fail:
     return st;
 }
 
-hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
+/* Device memory first: scratch buffers for host operands (+16: shaders read 16-byte
+ * vectors), then staging regions, 256-byte aligned, for every operand that moves
+ * through the host (their offsets into stage_off), and the flush buffer. */
+static hl_status reserve(hl_device *dev, const hl_exec *x, VkDeviceSize stage_off[], VkDeviceSize *stage_bytes,
+                         hl_error *err) {
     hl_status st = HL_OK;
-    HL_TRY(hl_settle(dev, err)); /* scratch and staging an interrupted submission may still read */
-    if (dev->group_open) return record_in_group(dev, x, err);
-    if (x->signal_value) return run_async(dev, x, err);
-    VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
-    VkDeviceSize stage_bytes = 0;
-    uint64_t up = 0, down = 0;
-    if (x->n_operands > HL_EXEC_MAX_OPERANDS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "an operation takes at most %u operands", HL_EXEC_MAX_OPERANDS);
-    /* Device memory first: scratch buffers for host operands (+16: shaders read
-     * 16-byte vectors), then staging regions, 256-byte aligned, for every
-     * operand that moves through the host. */
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->tensor && o->scratch) HL_TRY(hl_buffer_reserve(dev, o->scratch, hl_align_up(o->bytes, 16), 0, err));
-        stage_off[i] = stage_bytes;
-        if (o->upload || o->download) stage_bytes = hl_align_up(stage_bytes + o->bytes, 256);
+        stage_off[i] = *stage_bytes;
+        if (o->upload || o->download) *stage_bytes = hl_align_up(*stage_bytes + o->bytes, 256);
     }
-    if (stage_bytes) HL_TRY(hl_buffer_reserve(dev, &dev->staging, stage_bytes + 16, 1, err));
+    if (*stage_bytes) HL_TRY(hl_buffer_reserve(dev, &dev->staging, *stage_bytes + 16, 1, err));
     if (x->record && x->iters && x->flush_bytes)
         HL_TRY(hl_buffer_reserve(dev, &dev->flush, hl_align_up(x->flush_bytes, 4), 0, err));
-    const uint32_t n_queries = x->record ? hl_timed_queries(x->iters) : 0;
-    if (dev->timestamps_ok && n_queries) HL_TRY(hl_ensure_queries(dev, n_queries, err));
-    VkDescriptorSet ds = VK_NULL_HANDLE;
-    if (x->n_slots) {
-        hl_binding bufs[HL_BINDINGS] = {{0}};
-        HL_TRY(hl_descriptor_sets(dev, 1, &ds, err));
-        for (uint32_t i = 0; i < x->n_operands; i++)
-            if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
-                bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
-        hl_write_set(dev, ds, bufs, x->n_slots);
-    }
+fail:
+    return st;
+}
 
-    const double t_rec = hl_now_ms();
-    uint8_t *stage = dev->staging.mapped;
-    HL_TRY(hl_begin_commands(dev, n_queries, err));
+/* A descriptor set with every operand at its slot. */
+static hl_status bind_operands(hl_device *dev, const hl_exec *x, VkDescriptorSet *ds, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_binding bufs[HL_BINDINGS] = {{0}};
+    HL_TRY(hl_descriptor_sets(dev, 1, ds, err));
+    for (uint32_t i = 0; i < x->n_operands; i++)
+        if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
+            bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
+    hl_write_set(dev, *ds, bufs, x->n_slots);
+fail:
+    return st;
+}
+
+/* Uploads through the staging buffer and poisoned outputs, into dev->cmd; the bytes uploaded. */
+static uint64_t record_inputs(hl_device *dev, const hl_exec *x, uint8_t *stage, const VkDeviceSize stage_off[]) {
+    uint64_t up = 0;
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         const hl_binding b = binding_of(o);
@@ -342,6 +340,29 @@ hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
             vkCmdFillBuffer(dev->cmd, b.buffer, b.offset, hl_align_up(o->bytes, 4), 0xffffffffu);
         }
     }
+    return up;
+}
+
+hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
+    HL_TRY(hl_settle(dev, err)); /* scratch and staging an interrupted submission may still read */
+    if (dev->group_open) return record_in_group(dev, x, err);
+    if (x->signal_value) return run_async(dev, x, err);
+    VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
+    VkDeviceSize stage_bytes = 0;
+    uint64_t up = 0, down = 0;
+    if (x->n_operands > HL_EXEC_MAX_OPERANDS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "an operation takes at most %u operands", HL_EXEC_MAX_OPERANDS);
+    HL_TRY(reserve(dev, x, stage_off, &stage_bytes, err));
+    const uint32_t n_queries = x->record ? hl_timed_queries(x->iters) : 0;
+    if (dev->timestamps_ok && n_queries) HL_TRY(hl_ensure_queries(dev, n_queries, err));
+    VkDescriptorSet ds = VK_NULL_HANDLE;
+    if (x->n_slots) HL_TRY(bind_operands(dev, x, &ds, err));
+
+    const double t_rec = hl_now_ms();
+    uint8_t *stage = dev->staging.mapped;
+    HL_TRY(hl_begin_commands(dev, n_queries, err));
+    up = record_inputs(dev, x, stage, stage_off);
     if (x->record) {
         hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
