@@ -199,7 +199,6 @@ def decoder(
         raise ValueError(f"helios.torch.decoder: heads must be a positive int dividing D={d}, got {heads!r}")
     if activation not in ACTIVATIONS or activation is None:
         raise ValueError(f"helios.torch.decoder: activation must be one of {[a for a in ACTIVATIONS if a]}")
-    fp32 = {torch.float32: "float32"}
     dtype = compute_dtype or (
         layers[0][2].dtype if layers else (head_weight.dtype if head_weight is not None else torch.bfloat16)
     )
@@ -211,35 +210,50 @@ def decoder(
     # the types a product weight may have: the compute type, and fp32 masters with compute_dtype
     weight_types = {dtype: TORCH_TO_HELIOS[dtype], **({torch.float32: "float32"} if compute_dtype else {})}
     for i, layer in enumerate(layers):
-        named = dict(zip(LAYER_PARAMS, layer))
-        for nm in ("ln1_w", "ln1_b", "ln2_w", "ln2_b"):
-            check(f"layers[{i}].{nm}", named[nm], (1,), fp32)
-            if named[nm].shape != (d,):
-                raise ValueError(f"helios.torch.decoder: layers[{i}].{nm} must be ({d},), got {tuple(named[nm].shape)}")
-        hidden = named["w_up"].shape[0] if isinstance(named["w_up"], torch.Tensor) else 0
-        for wn, bn, rows, cols in (
-            ("w_qkv", "b_qkv", 3 * d, d),
-            ("w_out", "b_out", d, d),
-            ("w_up", "b_up", hidden, d),
-            ("w_down", "b_down", d, hidden),
-        ):
-            check(f"layers[{i}].{wn}", named[wn], (2,), {**DTYPES, **weight_types})
-            if named[wn].dtype not in weight_types:
-                raise TypeError(
-                    f"helios.torch.decoder: layers[{i}].{wn} is {named[wn].dtype}; the weights share {dtype}"
-                    + ("" if compute_dtype else " (fp32 master weights need compute_dtype)")
-                )
-            if tuple(named[wn].shape) != (rows, cols):
-                raise ValueError(
-                    f"helios.torch.decoder: layers[{i}].{wn} must be ({rows}, {cols}), got {tuple(named[wn].shape)}"
-                )
-            bias = named[bn]
-            if bias is not None:
-                check(f"layers[{i}].{bn}", bias, (1,), TORCH_TO_HELIOS)
-                if bias.shape != (rows,):
-                    raise ValueError(
-                        f"helios.torch.decoder: layers[{i}].{bn} must be ({rows},), got {tuple(bias.shape)}"
-                    )
+        _check_layer(i, dict(zip(LAYER_PARAMS, layer)), d, dtype, weight_types, compute_dtype)
+    _check_tail(final_norm, head_weight, d, dtype, weight_types)
+    flat = (
+        [t for layer in layers for t in layer] + list(final_norm) + ([head_weight] if head_weight is not None else [])
+    )
+    cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype, compute_dtype)
+    return Decoder.apply(x.contiguous(), cfg, *flat)
+
+
+def _check_layer(i: int, named: dict, d: int, dtype: Any, weight_types: dict, compute_dtype: Any) -> None:
+    """decoder's layer i: LayerNorm weights fp32 (D,), product weights (out, in) of the
+    weights' type (or fp32 masters with compute_dtype), biases (out,) or None."""
+    fp32 = {torch.float32: "float32"}
+    for nm in ("ln1_w", "ln1_b", "ln2_w", "ln2_b"):
+        check(f"layers[{i}].{nm}", named[nm], (1,), fp32)
+        if named[nm].shape != (d,):
+            raise ValueError(f"helios.torch.decoder: layers[{i}].{nm} must be ({d},), got {tuple(named[nm].shape)}")
+    hidden = named["w_up"].shape[0] if isinstance(named["w_up"], torch.Tensor) else 0
+    for wn, bn, rows, cols in (
+        ("w_qkv", "b_qkv", 3 * d, d),
+        ("w_out", "b_out", d, d),
+        ("w_up", "b_up", hidden, d),
+        ("w_down", "b_down", d, hidden),
+    ):
+        check(f"layers[{i}].{wn}", named[wn], (2,), {**DTYPES, **weight_types})
+        if named[wn].dtype not in weight_types:
+            raise TypeError(
+                f"helios.torch.decoder: layers[{i}].{wn} is {named[wn].dtype}; the weights share {dtype}"
+                + ("" if compute_dtype else " (fp32 master weights need compute_dtype)")
+            )
+        if tuple(named[wn].shape) != (rows, cols):
+            raise ValueError(
+                f"helios.torch.decoder: layers[{i}].{wn} must be ({rows}, {cols}), got {tuple(named[wn].shape)}"
+            )
+        bias = named[bn]
+        if bias is not None:
+            check(f"layers[{i}].{bn}", bias, (1,), TORCH_TO_HELIOS)
+            if bias.shape != (rows,):
+                raise ValueError(f"helios.torch.decoder: layers[{i}].{bn} must be ({rows},), got {tuple(bias.shape)}")
+
+
+def _check_tail(final_norm: tuple, head_weight: Optional[torch.Tensor], d: int, dtype: Any, weight_types: dict) -> None:
+    """decoder's final LayerNorm (weight, bias) fp32 (D,) and the head weight (V, D)."""
+    fp32 = {torch.float32: "float32"}
     if len(final_norm) != 2:
         raise ValueError("helios.torch.decoder: final_norm is (weight, bias)")
     for nm, t in zip(("final_norm weight", "final_norm bias"), final_norm):
@@ -252,11 +266,6 @@ def decoder(
             raise ValueError(
                 f"helios.torch.decoder: head_weight must be (V, {d}) {dtype}, got {tuple(head_weight.shape)} {head_weight.dtype}"
             )
-    flat = (
-        [t for layer in layers for t in layer] + list(final_norm) + ([head_weight] if head_weight is not None else [])
-    )
-    cfg = (len(layers), heads, bool(causal), float(eps), activation, head_weight is not None, dtype, compute_dtype)
-    return Decoder.apply(x.contiguous(), cfg, *flat)
 
 
 # Unannotated on purpose: DistributedDataParallel.register_comm_hook compares the
