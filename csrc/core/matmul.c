@@ -200,8 +200,8 @@ fail:
     return st;
 }
 
-static void push_constants(const hl_matmul_args *args, const layout *l, uint64_t k_chunk, uint64_t splits,
-                           float alpha, float beta, uint32_t pc[HL_PUSH_WORDS]) {
+static void push_constants(const hl_matmul_args *args, const layout *l, uint64_t k_chunk, uint64_t splits, float alpha,
+                           float beta, uint32_t pc[HL_PUSH_WORDS]) {
     pc[0] = args->m;
     pc[1] = args->n;
     pc[2] = args->k;
@@ -228,9 +228,7 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     hl_variant v;
     if (args->variant)
         v = *args->variant;
-    else {
-        HL_TRY(hl_variant_for_input(dev, args->m, args->n, args->k, l.batch, args->in_dtype, l.tb, &v, err));
-    }
+    else { HL_TRY(hl_variant_for_input(dev, args->m, args->n, args->k, l.batch, args->in_dtype, l.tb, &v, err)); }
     HL_TRY(hl_variant_check(dev, &v, args->in_dtype, err));
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
