@@ -24,6 +24,7 @@ import statistics
 import numpy as np
 
 import helios
+from helios.harness.decode.runners import capture_graph
 
 SHAPES = [(1, 1024, 1024), (1, 3072, 1024), (1, 4096, 1024), (1, 1024, 4096), (1, 4096, 4096), (1, 14336, 4096),
           (1, 4096, 14336), (8, 4096, 4096), (8, 1024, 4096)]  # fmt: skip
@@ -31,15 +32,7 @@ WEIGHTS_BYTES = 256 << 20
 
 
 def cuda_ms(torch, fn, reps: int) -> float:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
+    g = capture_graph(torch, fn)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     out = []
     for i in range(reps + 5):

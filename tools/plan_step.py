@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 import helios
+from helios.harness.decode.runners import capture_graph
 
 
 def products(layers: int, d: int) -> list[tuple[str, int, int, bool]]:
@@ -146,15 +147,7 @@ def main() -> int:
             torch.cuda.synchronize()
 
         rows["torch eager"] = {"wall_ms": wall(eager, args.tokens, args.warmup)}
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                torch_step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            torch_step()
+        g = capture_graph(torch, torch_step)
 
         def graph():
             g.replay()

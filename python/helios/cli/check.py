@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .. import _helios
 from ..check import tolerances
@@ -61,16 +61,23 @@ class FirstUses:
             )
 
 
+def _device_or_skip(args: argparse.Namespace, who: str) -> Optional[Any]:
+    """The device the check runs on, or None having said the check is skipped (no device)."""
+    try:
+        return open_device(args)
+    except _helios.NoDeviceError as e:
+        print(f"{who}: skipped: no Vulkan device ({e})")
+        return None
+
+
 def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
     from ..harness.attention_fuzz import SEED003_MATRIX, SdpaOracle, attention_fuzz
     from ..harness.progress import Progress
 
-    try:
-        dev = open_device(args)
-    except _helios.NoDeviceError as e:
-        print(f"helios check --attention: skipped: no Vulkan device ({e})")
+    dev = _device_or_skip(args, "helios check --attention")
+    if dev is None:
         return 2
     oracle, why = None, None
     with dev:
@@ -142,10 +149,8 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
     """--decode: exit 0 pass, 1 any failure, 2 skipped (no device)."""
     from ..harness.decode.fuzz import decode_fuzz
 
-    try:
-        dev = open_device(args)
-    except _helios.NoDeviceError as e:
-        print(f"helios check --decode: skipped: no Vulkan device ({e})")
+    dev = _device_or_skip(args, "helios check --decode")
+    if dev is None:
         return 2
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     failures = n = 0
@@ -174,10 +179,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_attention(args)
     if args.backward:
         raise UsageError("--backward belongs to --attention (the attention backward's fuzz)")
-    try:
-        dev = open_device(args)
-    except _helios.NoDeviceError as e:
-        print(f"helios check: skipped: no Vulkan device ({e})")
+    dev = _device_or_skip(args, "helios check")
+    if dev is None:
         return 2
     from ..harness.fuzz import bf16_aware_variants
 

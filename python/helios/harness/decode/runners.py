@@ -15,7 +15,7 @@ helios_plan        one Helios plan per step (plan_decoder.py): no CUDA in the st
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -83,15 +83,7 @@ class GraphRunner:
             self.out.copy_(logits.argmax(-1))
 
         with torch.no_grad():
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    step()
-            torch.cuda.current_stream().wait_stream(s)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                step()
+            self.graph = capture_graph(torch, step)
         self.e0 = torch.cuda.Event(enable_timing=True)
         self.e1 = torch.cuda.Event(enable_timing=True)
         self.host_ms: Optional[float] = None
@@ -108,6 +100,21 @@ class GraphRunner:
         nxt = int(self.out.item())
         self.gpu_ms = self.e0.elapsed_time(self.e1)
         return nxt
+
+
+def capture_graph(torch: Any, fn: Callable[[], Any], warmup: int = 3) -> Any:
+    """fn captured in a CUDA graph after `warmup` runs on a side stream (what capture
+    needs: the allocator and the libraries' workspaces set up outside it)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
 
 
 class PlanRunner:
