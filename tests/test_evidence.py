@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SET = re.compile(r"\b((?:h100|h200|h100x2|h200x2)-[a-z0-9-]*?-[0-9a-f]{7})\b")
+# GPU, topic, then the commit measured (7 hex digits) or a session's name (session19)
+SET = re.compile(r"\b((?:h100|h200|h100x2|h200x2)-[a-z0-9-]*?-(?:[0-9a-f]{7}|session\d+))\b")
 SOURCES = ("README.md", "CHANGELOG.md", "docs", "csrc", "shaders", "python/helios", "tools")
 
 
