@@ -25,27 +25,26 @@ from .common import (
 from .common_args import add_out, add_seed, add_tolerances
 
 
+def workload_base(args: argparse.Namespace, tiny: dict[str, Any], **flags: str) -> dict[str, Any]:
+    """A workload's configuration fields from its flags (field=the flag's dest): --tiny's
+    values first, then every flag given."""
+    base: dict[str, Any] = dict(tiny) if args.tiny else {}
+    base.update({field: getattr(args, dest) for field, dest in flags.items() if getattr(args, dest) is not None})
+    return base
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, train_markdown
     from ..harness.train.loop import run_train
 
     out = out_paths(args.out, args.force)
-    given = {
-        "layers": args.layers,
-        "d_model": args.d_model,
-        "heads": args.heads,
-        "seq": args.seq,
-        "batch": args.micro_batch,
-        "vocab": args.vocab,
-        "steps": args.steps,
-        "warmup_steps": args.train_warmup,
-        "ddp_bucket_mb": args.ddp_bucket_mb,
-        "grad_sync": args.grad_sync,
-        "ddp_comm_hook": args.ddp_comm_hook,
-        "trace": args.trace,
-    }
-    base: dict[str, Any] = dict(TINY) if args.tiny else {}
-    base.update({k: v for k, v in given.items() if v is not None})
+    base = workload_base(
+        args,
+        TINY,
+        layers="layers", d_model="d_model", heads="heads", seq="seq", batch="micro_batch", vocab="vocab",
+        steps="steps", warmup_steps="train_warmup", ddp_bucket_mb="ddp_bucket_mb", grad_sync="grad_sync",
+        ddp_comm_hook="ddp_comm_hook", trace="trace",
+    )  # fmt: skip
     adapters = (
         [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(DEFAULT_TRAIN_ADAPTERS)
     )
@@ -98,19 +97,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from ..harness.decode.run import run_decode
 
     out = out_paths(args.out, args.force)
-    given = {
-        "layers": args.layers,
-        "d_model": args.d_model,
-        "heads": args.heads,
-        "vocab": args.vocab,
-        "prompt": args.prompt,
-        "new": args.new,
-        "contexts": args.contexts,
-        "context_steps": args.context_steps,
-        "train_steps": args.train_steps,
-    }
-    base: dict[str, Any] = dict(TINY) if args.tiny else {}
-    base.update({k: v for k, v in given.items() if v is not None})
+    base = workload_base(
+        args,
+        TINY,
+        layers="layers", d_model="d_model", heads="heads", vocab="vocab", prompt="prompt", new="new",
+        contexts="contexts", context_steps="context_steps", train_steps="train_steps",
+    )  # fmt: skip
     if args.adapters:
         base["adapters"] = [a.strip() for a in args.adapters.split(",") if a.strip()]
     cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
