@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import helios
-from helios.harness.gpustate import gpu_state, ramp_clocks, select_gpu
-from helios.harness.shapes import parse_shapes
+from helios.harness.protocol.gpustate import gpu_state, ramp_clocks, select_gpu
+from helios.harness.protocol.shapes import parse_shapes
 
 QUICK = "64x64x64,127x129x65"
 FULL = "canonical,4096x4096x4096"
@@ -120,7 +120,7 @@ _RAMP_INPUTS: list = []
 
 
 def clocks_up(dev) -> dict:
-    """Bring NVIDIA clocks up before a measurement (see helios.harness.gpustate.ramp_clocks);
+    """Bring NVIDIA clocks up before a measurement (see helios.harness.protocol.gpustate.ramp_clocks);
     one NVML read when they already are. A no-op without an NVIDIA GPU."""
 
     def work():

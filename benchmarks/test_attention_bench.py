@@ -15,8 +15,8 @@ from gpuclock import CLOCK, replay
 from helios.attention import random_qkv, reference_attention
 from helios.check import check_close
 from helios.flops import attention_flops
-from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks
-from helios.harness.sdpa import BACKENDS
+from helios.harness.protocol.gpustate import gpu_state, low_clock, ramp_clocks
+from helios.harness.workloads.sdpa import BACKENDS
 from helios.matmul_timing import warmup_launches
 
 CPU_SHAPES = [(1, 2, 64, 64)]
@@ -65,7 +65,7 @@ def test_attention(benchmark, dev, attn_shape, impl):
         )
         samples, out, variant, source = t.samples_ms, t.output, t.variant, "vulkan timestamps"
     else:
-        from helios.harness.sdpa import SdpaReference
+        from helios.harness.workloads.sdpa import SdpaReference
 
         try:
             ref = SdpaReference(dev.info["uuid"])

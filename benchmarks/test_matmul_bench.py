@@ -9,7 +9,7 @@ from conftest import WARMUP_MS, clocks_up, inputs, np_check, rounds, tflops
 from gpuclock import CLOCK, replay
 
 import helios
-from helios.harness.gpustate import gpu_state, low_clock
+from helios.harness.protocol.gpustate import gpu_state, low_clock
 from helios.matmul_timing import warmup_launches
 
 # The seeds' switches, each as an implementation of its own.
@@ -84,8 +84,8 @@ def test_helios(benchmark, dev, shape, impl, flush_bytes, monkeypatch):
 @pytest.mark.benchmark(group="matmul", timer=CLOCK, disable_gc=True)
 @pytest.mark.parametrize("ref_name", ["torch", "cublas"])
 def test_reference(benchmark, dev, shape, ref_name, flush_bytes):
-    """The CUDA references through helios.harness.references: the very code helios bench uses."""
-    from helios.harness.references import make_reference
+    """The CUDA references through helios.harness.workloads.references: the very code helios bench uses."""
+    from helios.harness.workloads.references import make_reference
 
     try:
         ref = make_reference(ref_name, dev.info["uuid"])

@@ -11,7 +11,7 @@ import pytest
 from conftest import rounds
 from gpuclock import CLOCK, replay
 
-from helios.harness import suite
+from helios.harness.workloads import suite
 
 
 def _config(dev) -> tuple[suite.SuiteConfig, int]:

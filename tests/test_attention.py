@@ -503,7 +503,7 @@ def test_bench_attention_usage_errors(device, argv, capsys):
 def test_the_fuzz_keeps_to_small_head_dims_on_a_cpu_device(kind):
     """On a CPU device the fuzz draws d <= 64 unless head dims are named (each d is
     minutes of JIT there); a GPU draws every head dim. A stand-in device records them."""
-    from helios.harness.attention_fuzz import CPU_HEAD_DIMS, HEAD_DIMS, attention_fuzz
+    from helios.harness.workloads.attention_fuzz import CPU_HEAD_DIMS, HEAD_DIMS, attention_fuzz
 
     seen: set[int] = set()
 
@@ -558,7 +558,7 @@ def test_check_attention_exit_codes(device, capsys):
 
 def test_check_attention_reports_failures(device, capsys, monkeypatch):
     """A wrong kernel is caught: exit 1 and the failing case named."""
-    import helios.harness.attention_fuzz as af
+    import helios.harness.workloads.attention_fuzz as af
 
     real = af.reference_attention
     monkeypatch.setattr(af, "reference_attention", lambda *a, **kw: real(*a, **kw) + 0.5)

@@ -430,7 +430,7 @@ def test_bench_backward_json(device, tmp_path):
 
 def test_bench_backward_gate_failure(device, tmp_path, monkeypatch):
     """A backward whose gradients are wrong fails the gate before anything is timed."""
-    import helios.harness.attention_bench as ab
+    import helios.harness.workloads.attention as ab
 
     real = ab.reference_attention_backward
     monkeypatch.setattr(ab, "reference_attention_backward", lambda *a, **k: tuple(x + 1.0 for x in real(*a, **k)))
@@ -473,7 +473,7 @@ def test_check_backward_exit_codes(device, capsys):
 
 
 def test_check_backward_reports_failures(device, capsys, monkeypatch):
-    import helios.harness.attention_fuzz as af
+    import helios.harness.workloads.attention_fuzz as af
 
     real = af.reference_attention_backward
     monkeypatch.setattr(af, "reference_attention_backward", lambda *a, **k: tuple(x * 1.5 for x in real(*a, **k)))

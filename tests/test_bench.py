@@ -218,8 +218,8 @@ def test_real_aa_pairs_on_this_device_are_not_regressions(device, report):
     10 was seen in 2 of about 10 sessions' runs, so at most 1 of 10 may be
     SLOWER; two or more (a chance near 1% at the rate seen) fail, as would any
     systematic bias of the protocol."""
-    from helios.harness.compare import compare, exit_status
-    from helios.harness.matmul_bench import BenchConfig, run_bench
+    from helios.harness.results.compare import compare, exit_status
+    from helios.harness.workloads.matmul import BenchConfig, run_bench
 
     cfg = BenchConfig(
         shapes=[(96, 96, 96)],

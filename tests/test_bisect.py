@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.harness.bisect import judge, search
-from helios.harness.compare import compare
+from helios.harness.results.compare import compare
+from helios.harness.runs.bisect import judge, search
 
 COMMITS = [f"{i:040x}" for i in range(1, 12)]  # after GOOD; the last is BAD
 
@@ -110,7 +110,7 @@ def test_attention_shapes_are_checked_in_attention_grammar(tmp_path):
     out = f"--out={tmp_path / 'o'}"
     for wl, bad in (("attention", "64x64x64"), ("matmul", "1x2x64x64")):
         assert main(["bisect", f"--workload={wl}", f"--shapes={bad}", "a", "b", out]) == 2
-    from helios.harness.ci import shape_specs
+    from helios.harness.runs.ci import shape_specs
 
     assert shape_specs(["1x32x2048x128-causal-bwd", "1x32x2048x128-bwd", "4x8x64x64"]) == "1x32x2048x128,4x8x64x64"
 
@@ -130,7 +130,7 @@ open(out, "w").write(json.dumps({{"args": args}}))
 def test_a_commit_whose_bench_predates_no_energy_runs_without_it(tmp_path, has_flag):
     """ci and bisect run each commit's own `helios bench`: --no-energy goes only to
     a bench that has it (an older one, without energy windows, would refuse it)."""
-    from helios.harness.ci import CiConfig, bench
+    from helios.harness.runs.ci import CiConfig, bench
 
     site = tmp_path / f"site{has_flag}"
     (site / "helios").mkdir(parents=True)

@@ -16,17 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helios.harness.ci import (
-    CiConfig,
-    comment,
-    failed_checks,
-    judge_sides,
-    latest_rows,
-    noise_floor,
-    run_ci,
-)
-from helios.harness.ci_comment import COMMENT_MARKER
-from helios.harness.compare import compare
+from helios.harness.results.ci_comment import COMMENT_MARKER
+from helios.harness.results.compare import compare
+from helios.harness.runs.ci import CiConfig, comment, failed_checks, judge_sides, latest_rows, noise_floor, run_ci
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
 # under pytest-xdist they stay on one worker. The two whose verdicts judge timings (A/A,
@@ -233,7 +225,7 @@ def test_two_cpu_runs_that_agree_do_not_make_a_verdict():
 
 def test_history_trends_flag_step_changes(tmp_path, capsys):
     from helios.cli import main
-    from helios.harness.history import read_history, steps
+    from helios.harness.results.history import read_history, steps
 
     path = tmp_path / "history.jsonl"
     ms = [1.00, 1.01, 0.99, 1.00, 1.30, 1.31]  # a 30% step at the fifth commit
@@ -321,7 +313,7 @@ def test_bisect_finds_the_slower_kernel_in_a_series(scratch):
     the slower kernel, two more documentation commits; builds shared with the tests
     above. Found is the slower kernel's commit; where lavapipe's noise leaves a step
     INCONCLUSIVE the search stops there and says so. Never another commit."""
-    from helios.harness.bisect import run_bisect
+    from helios.harness.runs.bisect import run_bisect
 
     repo = scratch["repo"]
     _git(repo, "checkout", "-q", scratch["slower"])

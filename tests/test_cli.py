@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from helios.cli import build_parser, main
-from helios.harness.shapes import parse_shapes
+from helios.harness.protocol.shapes import parse_shapes
 
 
 def test_help_lists_every_flag(capsys):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.harness.compare import (
+from helios.harness.results.compare import (
     MAX_MDE,
     CompareError,
     ShapeVerdict,
@@ -242,7 +242,7 @@ def test_the_table_agrees_with_itself():
     """Three runs of two rounds a side whose runs differ (a noisy device): the shown old and
     new ms, the change and the runs x rounds column must agree (they used to show the median
     of all rounds beside a change between run means, and runs x all rounds: '3x6')."""
-    from helios.harness.compare import table
+    from helios.harness.results.compare import table
 
     old = fake_result({"128x128x128": [[1.0], [1.02], [0.70], [0.71], [0.76], [0.77]]}, runs=[0, 0, 1, 1, 2, 2])
     new = fake_result({"128x128x128": [[0.66], [0.67], [0.72], [0.73], [0.75], [0.76]]}, runs=[0, 0, 1, 1, 2, 2])

@@ -243,10 +243,10 @@ def test_the_suite_sizes_its_mlp_to_the_device(device, capsys):
 
 
 def test_an_adapter_that_raises_is_failed_not_skipped():
-    from helios.harness.suite import UNAVAILABLE
+    from helios.harness.workloads.suite import UNAVAILABLE
 
     assert issubclass(helios.UnsupportedError, UNAVAILABLE) and not issubclass(RuntimeError, UNAVAILABLE)
-    src = (ROOT / "python/helios/harness/suite.py").read_text()
+    src = (ROOT / "python/helios/harness/workloads/suite.py").read_text()
     assert 'f"failed: {type(e).__name__}' in src and "skipped: torch.compile failed" not in src
 
 
@@ -276,7 +276,7 @@ def test_report_shows_a_cpu_devices_rates_not_zero(device, tmp_path, capsys):
 
     from test_results import _bench
 
-    from helios.harness.results import fmt_rate
+    from helios.harness.results.format import fmt_rate
 
     rc, out = _bench(tmp_path, "b.json")
     assert rc == 0
@@ -292,7 +292,7 @@ def test_report_shows_a_cpu_devices_rates_not_zero(device, tmp_path, capsys):
 
 
 def test_peak_memory_under_a_mib_is_shown():
-    from helios.harness.results import fmt_mib
+    from helios.harness.results.format import fmt_mib
 
     assert fmt_mib(256 << 10) == "0.25" and fmt_mib(14 << 30) == "14336.0"
     assert fmt_mib(None) == "-"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.harness.compare import compare, exit_status, table, verdict_dict
+from helios.harness.results.compare import compare, exit_status, table, verdict_dict
 
 UUID = "e47836ec-b0e3-3bb3-1f5b-5a19013bb117"
 
@@ -119,7 +119,7 @@ def test_verdict_dict_round_trips_through_json():
 
 
 def test_ci_comment_shows_the_normalized_column():
-    from helios.harness.ci import comment, head_verdict
+    from helios.harness.runs.ci import comment, head_verdict
 
     [v] = compare([bench(15, 1.0, 0.5)], [bench(16, 1.0, 0.5, drift=1.10)])
     rec = {
@@ -189,7 +189,7 @@ def test_a_different_driver_or_device_is_changed_code():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_ci_fails_only_rows_whose_code_changed_unless_strict(strict):
-    from helios.harness.ci import failing
+    from helios.harness.runs.ci import failing
 
     old = with_kernel(bench(21, 1.0, 0.5), "00aa")
     same = compare([old], [with_kernel(bench(22, 1.08, 0.5), "00aa")])

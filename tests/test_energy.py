@@ -1,4 +1,4 @@
-"""Energy per operation (harness/energy.py) with a stand-in NVML whose
+"""Energy per operation (harness/protocol/energy.py) with a stand-in NVML whose
 counter advances at a known power, so the arithmetic is checked exactly; and the
 fields a row carries where there is no counter."""
 
@@ -12,7 +12,7 @@ import types
 import pytest
 
 from helios.cli import main
-from helios.harness import energy
+from helios.harness.protocol import energy
 
 
 def fake_nvml(watts: float, period_s: float = 0.01, fail: bool = False) -> types.ModuleType:
@@ -119,7 +119,7 @@ def test_compare_judges_energy_with_files_as_runs():
     """Three files a side: Helios's J/op 10% higher on the new side is an energy
     SLOWER (more joules) with its interval; equal energy is SAME; one file a side
     gives no confident verdict."""
-    from helios.harness.compare import compare, table, verdict_dict
+    from helios.harness.results.compare import compare, table, verdict_dict
 
     old = [_bench_with_energy(s, 0.5) for s in range(3)]
     [v] = compare(old, [_bench_with_energy(s, 0.55) for s in range(10, 13)])
@@ -134,7 +134,7 @@ def test_compare_judges_energy_with_files_as_runs():
 
 
 def test_compare_without_energy_says_nothing_about_it():
-    from helios.harness.compare import compare, table, verdict_dict
+    from helios.harness.results.compare import compare, table, verdict_dict
 
     a, b = _bench_with_energy(1, 0.5), _bench_with_energy(2, 0.5)
     for d in (a, b):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helios.cli import main
-from helios.harness.external import external_adapters, validate_report
+from helios.harness.workloads.external import external_adapters, validate_report
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = f"{sys.executable} {ROOT / 'tools' / 'adapters' / 'template_numpy.py'}"

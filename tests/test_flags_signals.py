@@ -94,7 +94,7 @@ def test_an_adapter_variable_that_cannot_be_split_is_named_before_any_work(monke
 def test_sigterm_keeps_what_was_measured(device, tmp_path, monkeypatch):
     """SIGTERM (Slurm, CI runners) in the second round: the complete round is written,
     status interrupted, exit 143 (it used to kill the bench with everything it measured)."""
-    from helios.harness import protocol
+    from helios.harness.protocol import rounds as protocol
 
     calls = {"n": 0}
     real = protocol.gpu_state
@@ -118,7 +118,7 @@ def test_a_second_signal_does_not_cut_the_write(device, tmp_path, monkeypatch, c
     """Two signals close together used to lose the completed rounds ("nothing written"):
     the second, arriving while the result is written, only says so."""
     from helios.cli import common
-    from helios.harness import protocol
+    from helios.harness.protocol import rounds as protocol
 
     calls = {"n": 0}
     real_state, real_write = protocol.gpu_state, common.write_results

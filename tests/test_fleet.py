@@ -16,7 +16,7 @@ import pytest
 from test_compare import fake_result
 
 from helios.cli import main
-from helios.harness.fleet import device_indices, fleet_markdown, strip_args, summarize
+from helios.harness.runs.fleet import device_indices, fleet_markdown, strip_args, summarize
 from helios.launcher import expand_out, launcher_device, launcher_info
 
 

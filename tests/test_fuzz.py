@@ -8,13 +8,13 @@ import pytest
 from helpers import device_variants
 
 from helios.cli import main
-from helios.harness.fuzz import fuzz
+from helios.harness.workloads.fuzz import fuzz
 
 
 @pytest.mark.every_variant
 @pytest.mark.slow
 def test_fuzz_passes_on_every_variant(device, capsys):
-    # acc=f16 variants are fuzzed with exact small-integer inputs (see helios/harness/fuzz.py).
+    # acc=f16 variants are fuzzed with exact small-integer inputs (see helios/harness/workloads/fuzz.py).
     # Plain products here (each variant's kernel is compiled once for the suite);
     # the other op forms are fuzzed below on one variant: on a CPU driver every form
     # of every variant is its own JIT compile (minutes on a cold cache). The variants:

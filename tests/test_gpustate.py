@@ -1,6 +1,6 @@
 """GPU-state flags on synthetic snapshots (no NVIDIA GPU needed)."""
 
-from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, throttled
+from helios.harness.protocol.gpustate import gpu_state, low_clock, ramp_clocks, throttled
 
 
 def snap(clk, top=1980, reasons=()):

@@ -20,7 +20,7 @@ import helios
 from helios import tune_cache
 from helios.cli import main
 from helios.files import read_json
-from helios.harness.compare import CompareError, load
+from helios.harness.results.compare_load import CompareError, load
 from helios.launcher import expand_out
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -132,7 +132,7 @@ def test_cli_readers_exit_2_without_traceback(tmp_path, capsys, cmd):
 
 
 def test_markdown_cells_are_escaped():
-    from helios.harness.results import md_cell
+    from helios.harness.results.format import md_cell
 
     assert md_cell("a|b\nc") == "a\\|b\\nc"
     assert len(md_cell("x" * 1000)) == 200

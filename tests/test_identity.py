@@ -13,8 +13,8 @@ import pytest
 
 import helios
 from helios.cli import main
-from helios.harness import gpustate
-from helios.harness.references import DeviceMismatch, NumpyReference, TorchReference, make_reference
+from helios.harness.protocol import gpustate
+from helios.harness.workloads.references import DeviceMismatch, NumpyReference, TorchReference, make_reference
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -80,7 +80,7 @@ def test_torch_reference_follows_the_uuid(monkeypatch, device):
 def no_cublas(monkeypatch):
     """Where the cuBLASLt module was built, it runs on the real GPU 0: take it away so
     that the fake torch is the only CUDA here."""
-    import helios.harness.references as ref
+    import helios.harness.workloads.references as ref
 
     def unavailable(uuid=None):
         raise ImportError("taken away by the test")

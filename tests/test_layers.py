@@ -1,5 +1,6 @@
 """The package's layers, read from the source (ast): cli -> harness -> API ->
-_helios, imports only downward, no import circles, no module reaching into
+_helios, and inside the harness its folders by role (runs -> workloads, train ->
+results -> protocol); imports only downward, no import circles, no module reaching into
 another's private names, and `import helios` loading neither the harness nor
 torch. Pure source analysis: runs without a device."""
 
@@ -15,6 +16,9 @@ from graphs import circles
 
 PKG = Path(__file__).resolve().parents[1] / "python" / "helios"
 RANK = {"api": 0, "harness": 1, "cli": 2}
+# The harness's floors: how a measurement is taken, what it leaves, what is measured,
+# measurements made of measurements; the package and its pytest plugin on top.
+HARNESS_RANK = {"protocol": 0, "results": 1, "workloads": 2, "train": 2, "runs": 3, "": 4}
 
 
 def _modules() -> dict[str, Path]:
@@ -75,6 +79,32 @@ def imports(src: str) -> list[tuple[str, list[str], int]]:
             if plain:
                 out.append((target, plain, node.lineno))
     return out
+
+
+def floor(mod: str) -> str:
+    """The harness folder a module lies in ("" for the package and its plugin)."""
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 3 or mod.endswith(tuple(f".{f}" for f in HARNESS_RANK if f)) else ""
+
+
+HARNESS = sorted(m for m in MODULES if layer(m) == "harness")
+
+
+def test_every_harness_module_lies_in_a_role_folder():
+    loose = [m for m in HARNESS if floor(m) not in HARNESS_RANK]
+    top = [m for m in HARNESS if floor(m) == ""]
+    assert not loose, f"harness modules outside the role folders: {loose}"
+    assert top == ["helios.harness", "helios.harness.pytest_plugin"], top
+
+
+@pytest.mark.parametrize("src", HARNESS)
+def test_harness_floors_go_downward_only(src):
+    bad = [
+        f"line {ln}: {src} ({floor(src) or 'top'}) imports {t} ({floor(t) or 'top'})"
+        for t, _, ln in imports(src)
+        if layer(t) == "harness" and t in MODULES and HARNESS_RANK[floor(t)] > HARNESS_RANK[floor(src)]
+    ]
+    assert not bad, "\n".join(bad)
 
 
 def test_the_package_has_three_layers():
@@ -157,3 +187,20 @@ def test_import_helios_stays_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"import helios also loaded: {out}"
+
+
+def test_the_floor_check_sees_a_protocol_module_reading_results(tmp_path, monkeypatch):
+    fake = {
+        "helios.harness": PKG / "harness" / "__init__.py",
+        "helios.harness.protocol": PKG / "harness" / "protocol" / "__init__.py",
+        "helios.harness.protocol.x": tmp_path / "x.py",
+        "helios.harness.results": PKG / "harness" / "results" / "__init__.py",
+        "helios.harness.results.y": tmp_path / "y.py",
+    }
+    (tmp_path / "x.py").write_text("from ..results import y\n")
+    (tmp_path / "y.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", fake)
+    with pytest.raises(
+        AssertionError, match=r"protocol\.x \(protocol\) imports helios\.harness\.results\.y \(results\)"
+    ):
+        test_harness_floors_go_downward_only("helios.harness.protocol.x")

@@ -69,7 +69,7 @@ def test_the_engine_returns_one_kernels_pipeline_cache(device):
     """kernel_stats(machine_code=True): the kernel compiled into a cache of its own,
     whose header names this device's vendor; the row's identity carries the reader's
     answer (lavapipe keeps no code in a pipeline cache: the reason)."""
-    from helios.harness.results import kernel_identity
+    from helios.harness.results.rows import kernel_identity
 
     s = device.kernel_stats(machine_code=True)
     data = s["pipeline_cache_data"]

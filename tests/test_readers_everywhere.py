@@ -284,7 +284,7 @@ def _record(**over) -> dict:
 
 
 def _resume(tmp_path: Path, doc, replace: bool = False):
-    from helios.harness.bisect import _resume as resume
+    from helios.harness.runs.bisect import _resume as resume
 
     p = tmp_path / "bisect.json"
     p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
@@ -305,7 +305,7 @@ def test_a_record_of_this_bisection_resumes(tmp_path):
     ],
 )
 def test_a_record_that_is_not_this_bisection_is_never_replaced_silently(tmp_path, doc, why):
-    from helios.harness.ci import CiError
+    from helios.harness.runs.ci import CiError
 
     with pytest.raises(CiError, match=why) as e:
         _resume(tmp_path, doc)
@@ -328,7 +328,7 @@ def test_a_record_that_is_not_this_bisection_is_never_replaced_silently(tmp_path
 )
 def test_a_malformed_step_is_named_with_its_file(tmp_path, over, field):
     """Each was a different Python error (string indices, KeyError, format codes)."""
-    from helios.harness.ci import CiError
+    from helios.harness.runs.ci import CiError
 
     with pytest.raises(CiError) as e:
         _resume(tmp_path, _record(**over))
@@ -338,7 +338,7 @@ def test_a_malformed_step_is_named_with_its_file(tmp_path, over, field):
 def test_bisect_stopped_inconclusive_at_bad_exits_3():
     """The case more runs would decide: exit 3 as documented, not 1 ("not found")."""
     from helios.cli.bisect import exit_status
-    from helios.harness.bisect import Judgment, search
+    from helios.harness.runs.bisect import Judgment, search
 
     record = search(COMMITS, lambda c, s: Judgment("INCONCLUSIVE", [], 30.0), 5, {})
     assert "INCONCLUSIVE" in record["status"] and "more --runs" in record["status"]
@@ -361,7 +361,7 @@ JUNK_ENERGY = [
 
 @pytest.mark.parametrize("energy", JUNK_ENERGY, ids=range(len(JUNK_ENERGY)))
 def test_energy_readers_take_junk_as_no_window(energy):
-    from helios.harness.energy import energy_lines, energy_rounds
+    from helios.harness.protocol.energy import energy_lines, energy_rounds
 
     rows = [{"shape": "8x8x8", "valid": True, "energy": energy}]
     lines = energy_lines(rows, "torch")
@@ -375,7 +375,7 @@ def test_plot_energy_takes_junk_as_no_point(energy):
     import matplotlib
 
     matplotlib.use("Agg")
-    from helios.harness.report import plot_energy
+    from helios.harness.results.report import plot_energy
 
     ax = plot_energy([{"rows": [{"shape": "8x8x8", "energy": energy}]}])
     assert ax is not None

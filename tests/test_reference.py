@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import helios
-from helios.harness.references import NumpyReference, make_reference
+from helios.harness.workloads.references import NumpyReference, make_reference
 from helios.matmul_timing import random_inputs
 
 

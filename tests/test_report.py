@@ -8,7 +8,7 @@ import pytest
 from helpers import ASAN_DRAW_SKIP
 
 from helios.cli import main
-from helios.harness.report import load, summary_rows, sweep_matrix, table
+from helios.harness.results.report import load, summary_rows, sweep_matrix, table
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "results")
 BENCH = sorted(glob.glob(os.path.join(RESULTS, "*gemm*", "gemm*.json")))

@@ -14,7 +14,8 @@ import pytest
 
 import helios
 from helios.cli import main
-from helios.harness.compare import compare, exit_status, load
+from helios.harness.results.compare import compare, exit_status
+from helios.harness.results.compare_load import load
 
 
 def _bench(tmp_path, name, *extra):
@@ -175,7 +176,7 @@ def test_attention_time_and_suite_results_compare(tmp_path, capsys):
 
 def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
     """Ctrl-C in the second round: the file holds round one, status interrupted, exit 130."""
-    from helios.harness import protocol
+    from helios.harness.protocol import rounds as protocol
 
     calls = {"n": 0}
     real = protocol.gpu_state
@@ -197,7 +198,7 @@ def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
 def test_interrupted_suite_keeps_the_adapters_measured(tmp_path, monkeypatch):
     """Ctrl-C during the second token count: the file holds the first, exit 130."""
     from helios.cli import main
-    from helios.harness import suite
+    from helios.harness.workloads import suite
 
     real = suite.run_helios
 
@@ -306,7 +307,7 @@ def test_np_operations_stay_exact(device):
 
 def test_shape_flops_reads_every_label():
     from helios.flops import attention_backward_flops, attention_flops, matmul_flops
-    from helios.harness.results import shape_flops
+    from helios.harness.results.rows import shape_flops
 
     assert shape_flops("64x32x16") == matmul_flops(64, 32, 16)
     assert shape_flops("2x3x128x64") == attention_flops(2, 3, 128, 128, 64)
@@ -320,14 +321,14 @@ def test_shape_flops_reads_every_label():
 
 def test_rates_keep_significant_digits():
     """A CPU device's figures (0.0123 TF/s, 0.4 GB/s) read as numbers, not 0.0 or 0."""
-    from helios.harness.results import fmt_rate, fmt_tflops
+    from helios.harness.results.format import fmt_rate, fmt_tflops
 
     assert fmt_rate(0.01234) == "0.0123" and fmt_rate(0.4) == "0.4" and fmt_rate(12.345) == "12.3"
     assert fmt_rate(312.44) == "312.4" and fmt_rate(None) == "-" and fmt_tflops is fmt_rate
 
 
 def test_the_attention_table_shows_a_small_bandwidth():
-    from helios.harness.attention_report import attention_markdown
+    from helios.harness.results.attention_table import attention_markdown
 
     row = {
         "shape": "1x1x16x16",

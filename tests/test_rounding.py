@@ -12,7 +12,7 @@ import pytest
 
 import helios
 from helios.dtypes import as_dtype
-from helios.harness.fuzz import bf16_aware_variants
+from helios.harness.workloads.fuzz import bf16_aware_variants
 
 SHAPES = [(128, 128, 128), (127, 129, 96)]  # whole tiles (the fragment store), and tails
 

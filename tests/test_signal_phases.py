@@ -22,9 +22,9 @@ from helios.cli import main
 # (module, attribute) the bench calls in each phase after its rounds; the signal is
 # sent at that call's start.
 PHASES = {
-    "row assembly": ("helios.harness.matmul_bench", "_row"),
-    "kernel identity": ("helios.harness.matmul_bench", "kernel_identity"),
-    "energy windows": ("helios.harness.matmul_bench", "energy_of_rows"),
+    "row assembly": ("helios.harness.workloads.matmul", "_row"),
+    "kernel identity": ("helios.harness.workloads.matmul", "kernel_identity"),
+    "energy windows": ("helios.harness.workloads.matmul", "energy_of_rows"),
     "writing the files": ("helios.cli.common", "write_results"),
 }
 
@@ -109,7 +109,7 @@ def test_tune_keeps_every_pick_it_finished(device, tmp_path, monkeypatch, capsys
 
 
 def test_bisect_interrupted_says_where_its_steps_are(tmp_path, monkeypatch, capsys):
-    from helios.harness import bisect
+    from helios.harness.runs import bisect
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -191,7 +191,9 @@ def test_the_kill_switch_lets_the_wait_run_to_its_end(device, tmp_path):
     assert rc == 143, err
 
 
-ATTENTION_PHASES = {k: ("helios.harness.attention_bench", v[1]) for k, v in PHASES.items() if k != "writing the files"}
+ATTENTION_PHASES = {
+    k: ("helios.harness.workloads.attention", v[1]) for k, v in PHASES.items() if k != "writing the files"
+}
 
 
 @pytest.mark.parametrize("phase", list(ATTENTION_PHASES))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helios.harness.stats import bootstrap_median_ci, bootstrap_ratio_ci, summarize
+from helios.harness.protocol.stats import bootstrap_median_ci, bootstrap_ratio_ci, summarize
 
 
 def test_summarize_known_values():

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.harness.suite import SuiteConfig, latency, make_workload, run_suite, suite_markdown
+from helios.harness.results.suite_tables import suite_markdown
+from helios.harness.workloads.suite import SuiteConfig, latency, make_workload, run_suite
 
 
 def test_suite_small_mlp(device, tmp_path, capsys, report):
@@ -64,7 +65,7 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
 
 def test_suite_gate_rejects_a_wrong_result(device, monkeypatch):
     """A broken adapter output fails the gate, marks the run failed, gets no numbers."""
-    import helios.harness.suite as suite
+    import helios.harness.workloads.suite as suite
 
     real = suite.gate
 

@@ -54,7 +54,7 @@ def test_sigterm_during_the_plan_keeps_eager_row(device, tmp_path, monkeypatch):
     import os
     import signal
 
-    from helios.harness.decode import runners
+    from helios.harness.workloads.decode import runners
 
     real = runners.PlanRunner.step
 

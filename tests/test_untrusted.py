@@ -190,7 +190,7 @@ def test_a_history_that_is_not_a_file_is_refused_bounded(capsys):
 
 
 def test_appending_after_a_torn_line_starts_a_fresh_one(tmp_path):
-    from helios.harness.history import append_history, read_history
+    from helios.harness.results.history import append_history, read_history
 
     p = _history(tmp_path, BAD_LINES["torn last line"])
     result = {"helios": {"name": "gpu"}, "rows": [{"valid": True, "shape": "8x8x8", "heliosMs": 2.0}]}
@@ -320,7 +320,7 @@ def test_history_reader_on_generated_lines(tmp_path_factory, lines):
     """Any mix of byte strings and objects: the lines that pass the declared types,
     each as written, and nothing raised."""
     from helios.files import FileError, check
-    from helios.harness.history import LINE_FIELDS, read_history
+    from helios.harness.results.history import LINE_FIELDS, read_history
 
     p = tmp_path_factory.mktemp("h") / "h.jsonl"
     raw = [x if isinstance(x, bytes) else json.dumps(x).encode() for x in lines]

@@ -18,7 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from helios.harness.compare import compare, load
+from helios.harness.results.compare import compare
+from helios.harness.results.compare_load import load
 
 
 def planted(doc: dict, factor: float) -> dict:

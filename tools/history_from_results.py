@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from helios.files import read_object
-from helios.harness.history import append_history
+from helios.harness.results.history import append_history
 
 
 def main() -> int:

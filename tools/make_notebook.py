@@ -14,7 +14,7 @@ lavapipe with small shapes (`HELIOS_NOTEBOOK_QUICK=1`), so it cannot rot."""),
     new_code_cell("""import glob, json, os
 import matplotlib.pyplot as plt
 import helios
-from helios.harness import report
+from helios.harness.results import report
 from helios.harness import BenchConfig, bench_markdown, run_bench
 
 dev = helios.Device()

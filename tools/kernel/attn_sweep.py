@@ -23,7 +23,7 @@ import helios
 from helios.attention import random_qkv, reference_attention, reference_attention_backward
 from helios.check import check_close, tolerances
 from helios.flops import attention_backward_flops, attention_flops
-from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from helios.harness.protocol.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from helios.matmul_timing import warmup_launches
 
 ISSUE_SHAPES = "32x8x256x64,32x8x512x64,16x16x640x64,48x4x448x64,1x32x2048x128,1x32x4096x128,4x32x4096x128"
@@ -92,7 +92,7 @@ def main() -> int:
         select_gpu(dev.info["uuid"])
     sdpa = None
     if not a.no_sdpa:
-        from helios.harness.sdpa import BACKENDS, SdpaReference
+        from helios.harness.workloads.sdpa import BACKENDS, SdpaReference
 
         sdpa = SdpaReference(dev.info["uuid"])
     rows = []

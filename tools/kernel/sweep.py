@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 import helios
-from helios.harness.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
-from helios.harness.shapes import parse_shapes, shape_str
+from helios.harness.protocol.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from helios.harness.protocol.shapes import parse_shapes, shape_str
 from helios.matmul_timing import random_inputs, warmup_launches
 from helios.tune import CHECK_SHAPES, check_candidate, read_variant_list
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ..harness.results import read_result
+from ..harness.results.rows import read_result
 from .common import (
     UsageError,
     child_argv,
@@ -28,7 +28,7 @@ from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_o
 def cmd_bench_devices(args: argparse.Namespace) -> int:
     """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
     from ..device import identities
-    from ..harness.fleet import device_indices, fleet_markdown, run_devices, summarize
+    from ..harness.runs.fleet import device_indices, fleet_markdown, run_devices, summarize
 
     if not args.out:
         raise UsageError(
@@ -93,7 +93,7 @@ def scale_defaults(args: argparse.Namespace, gpu_shapes: str = GPU_SHAPES["matmu
 
 
 def protocol_fields(args: argparse.Namespace, variant: Optional[str]) -> dict[str, Any]:
-    """The protocol's configuration (harness/protocol.py ProtocolConfig), built once from
+    """The protocol's configuration (harness/protocol/rounds.py ProtocolConfig), built once from
     the flags both workloads take."""
     keys = ("iters", "warmup", "warmup_ms", "dtype", "check", "atol", "rtol", "repeats", "runs", "flush_l2", "energy",
             "ref", "seed", "device")  # fmt: skip
@@ -102,7 +102,7 @@ def protocol_fields(args: argparse.Namespace, variant: Optional[str]) -> dict[st
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..harness.matmul_bench import BenchConfig, markdown, run_bench
+    from ..harness.workloads.matmul import BenchConfig, markdown, run_bench
 
     if args.devices:
         return cmd_bench_devices(args)
@@ -126,9 +126,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_attention(args: argparse.Namespace) -> int:
-    from ..harness.attention_bench import AttnBenchConfig, run_attention_bench
-    from ..harness.attention_report import attention_markdown
-    from ..harness.sdpa import BACKENDS
+    from ..harness.results.attention_table import attention_markdown
+    from ..harness.workloads.attention import AttnBenchConfig, run_attention_bench
+    from ..harness.workloads.sdpa import BACKENDS
 
     if args.ref in ("torch", "cublas"):
         raise UsageError(f"--ref={args.ref} is a matmul reference; attention takes auto, sdpa or numpy")

@@ -1,4 +1,4 @@
-"""`helios bisect GOOD BAD`: the first commit whose verdict against GOOD is SLOWER (helios/harness/bisect.py)."""
+"""`helios bisect GOOD BAD`: the first commit whose verdict against GOOD is SLOWER (helios/harness/runs/bisect.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from .common_args import add_out
 
 
 def _doc() -> str:
-    from ..harness import bisect
+    from ..harness.runs import bisect
 
     return bisect.__doc__ or ""
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from ..harness.bisect import run_bisect, summary, to_json
-    from ..harness.ci import CiError
+    from ..harness.runs.bisect import run_bisect, summary, to_json
+    from ..harness.runs.ci import CiError
 
     check_shapes(args)  # before any build
     out = Path(args.out)

@@ -10,8 +10,8 @@ from typing import Any, Optional
 
 from .. import _helios
 from ..check import tolerances
-from ..harness.fuzz import FORMS
-from ..harness.shapes import shape_str
+from ..harness.protocol.shapes import shape_str
+from ..harness.workloads.fuzz import FORMS
 from .common import UsageError, child_argv, int_list, open_device, positive_int
 from .common_args import add_seed, add_tolerances
 
@@ -21,7 +21,7 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..device import identities
-    from ..harness.fleet import device_indices, run_devices
+    from ..harness.runs.fleet import device_indices, run_devices
 
     infos = identities()
     indices = device_indices(args.devices, infos)
@@ -73,8 +73,8 @@ def _device_or_skip(args: argparse.Namespace, who: str) -> Optional[Any]:
 def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
-    from ..harness.attention_fuzz import SEED003_MATRIX, SdpaOracle, attention_fuzz
-    from ..harness.progress import Progress
+    from ..harness.protocol.progress import Progress
+    from ..harness.workloads.attention_fuzz import SEED003_MATRIX, SdpaOracle, attention_fuzz
 
     dev = _device_or_skip(args, "helios check --attention")
     if dev is None:
@@ -147,7 +147,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
 
 def cmd_check_decode(args: argparse.Namespace) -> int:
     """--decode: exit 0 pass, 1 any failure, 2 skipped (no device)."""
-    from ..harness.decode.fuzz import decode_fuzz
+    from ..harness.workloads.decode.fuzz import decode_fuzz
 
     dev = _device_or_skip(args, "helios check --decode")
     if dev is None:
@@ -182,7 +182,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     dev = _device_or_skip(args, "helios check")
     if dev is None:
         return 2
-    from ..harness.fuzz import bf16_aware_variants
+    from ..harness.workloads.fuzz import bf16_aware_variants
 
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     with dev:
@@ -222,8 +222,8 @@ def _run_fuzz(args: argparse.Namespace, dev: Any, variants: list[str], tolerance
               reuse: bool) -> tuple[int, int, set, set]:  # fmt: skip
     """The cases, a line for each failure (and each pass with --verbose) and a progress
     bar: (cases, failures, variants seen, op forms seen)."""
-    from ..harness.fuzz import fuzz
-    from ..harness.progress import Progress
+    from ..harness.protocol.progress import Progress
+    from ..harness.workloads.fuzz import fuzz
 
     n = failures = 0
     bar = Progress(args.fuzz, unit="case", log_every=25)

@@ -1,4 +1,4 @@
-"""`helios ci`: base vs head on this GPU in one job (see helios/harness/ci.py)."""
+"""`helios ci`: base vs head on this GPU in one job (see helios/harness/runs/ci.py)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import (
-    UsageError,
-    add_gate,
-    check_shared,
-    finite_float,
-    git_ref,
-    nonneg_int,
-    positive_int,
-    target,
-)
+from .common import UsageError, add_gate, check_shared, finite_float, git_ref, nonneg_int, positive_int, target
 from .common_args import add_out, add_shapes, shapes_of
 
 
 def _doc() -> str:
-    from ..harness import ci
+    from ..harness.runs import ci
 
     return ci.__doc__ or ""
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from ..harness.ci import run_ci
+    from ..harness.runs.ci import run_ci
 
     check_shapes(args)  # before either build: a bad set is refused now
     out = Path(args.out)
@@ -108,7 +99,7 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
 
 def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
     """The CiConfig of add_measure_args' flags (and the command's own, extra)."""
-    from ..harness.ci import CiConfig
+    from ..harness.runs.ci import CiConfig
 
     work = Path(args.work) if args.work else out / "work"
     check_work(work)

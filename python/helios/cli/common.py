@@ -13,7 +13,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 from .. import _helios, signals
 from ..device import Device
 from ..files import Target, TargetError, dumps, write_anywhere
-from ..harness.shapes import parse_shape
+from ..harness.protocol.shapes import parse_shape
 
 
 def parse_bool(s: str) -> bool:
@@ -212,7 +212,7 @@ def open_device(args: argparse.Namespace) -> Device:
 
 def child_argv(args: argparse.Namespace, command: str, drop: Sequence[str]) -> tuple[list[str], list[str]]:
     """(this command line, the subcommand's arguments without `drop`) for --devices children."""
-    from ..harness.fleet import strip_args
+    from ..harness.runs.fleet import strip_args
 
     argv = list(sys.argv[1:] if args.argv is None else args.argv)
     return argv, strip_args(argv[argv.index(command) + 1 :] if command in argv else argv, drop)

@@ -7,7 +7,7 @@ import argparse
 from typing import Iterable, Optional
 
 from ..check import ATOL, RTOL
-from ..harness.shapes import (
+from ..harness.protocol.shapes import (
     ATTENTION_SET_NOTES,
     ATTENTION_SETS,
     NAMED_SETS,
@@ -43,7 +43,7 @@ def add_shapes(
 ) -> None:
     """--shapes: products as MxNxK and/or the named sets, and for a command that also
     takes attention, BxHxSxd and/or the attention sets (both lists from the tables in
-    helios/harness/shapes.py); defaults: what the command takes without the flag."""
+    helios/harness/protocol/shapes.py); defaults: what the command takes without the flag."""
 
     def sets(names: Iterable[str], notes: dict[str, str]) -> str:
         return ", ".join(f"{n} ({notes[n]})" if n in notes else n for n in names)

@@ -11,13 +11,13 @@ from .common import add_gate, finite_float
 
 
 def _compare_doc() -> str:
-    from ..harness import compare
+    from ..harness.results import compare
 
     return compare.__doc__ or ""
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..harness.compare import (
+    from ..harness.results.compare import (
         MAX_MDE,
         NOISE,
         CompareError,
@@ -25,10 +25,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         compare,
         device_label,
         exit_status,
-        load,
         table,
         verdict_dict,
     )
+    from ..harness.results.compare_load import load
 
     old_files = args.old or []
     new_files = args.new or []

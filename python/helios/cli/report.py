@@ -6,21 +6,21 @@ import argparse
 import sys
 from typing import Any
 
-from ..harness.results import read_result
+from ..harness.results.rows import read_result
 from ..optional import MissingDependencyError
 from .common import expand_dirs, finite_float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..harness.fleet import fleet_from_files, fleet_markdown
-    from ..harness.report import report
-    from ..harness.results import FLEET_SCHEMA
+    from ..harness.results.report import report
+    from ..harness.results.rows import FLEET_SCHEMA
+    from ..harness.runs.fleet import fleet_from_files, fleet_markdown
 
     if args.html:
         from pathlib import Path
 
-        from ..harness.history import read_history
-        from ..harness.html_report import write_html
+        from ..harness.results.history import read_history
+        from ..harness.results.html import write_html
 
         try:
             hist = read_history(Path(args.history)) if args.history else None
@@ -35,7 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.history:
         from pathlib import Path
 
-        from ..harness.history import history_report, read_history
+        from ..harness.results.history import history_report, read_history
 
         try:
             print(history_report(read_history(Path(args.history)), step=args.step / 100.0))

@@ -8,12 +8,12 @@ import json
 import sys
 from typing import Any
 
-from ..harness.results import fmt_rate
+from ..harness.results.format import fmt_rate
 from .common import open_device, positive_int, target
 
 
 def cmd_roof(args: argparse.Namespace) -> int:
-    from ..harness.results import provenance
+    from ..harness.protocol.provenance import provenance
     from ..roof import cache_path, mma_roof, save_rows
 
     if not args.no_save:  # the cache must take the rows: checked before measuring

@@ -93,8 +93,9 @@ def scale_mlp_defaults(args: argparse.Namespace) -> None:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    from ..harness.decode import TINY, DecodeConfig, check_config, decode_markdown
-    from ..harness.decode.run import run_decode
+    from ..harness.results.suite_tables import decode_markdown
+    from ..harness.workloads.decode import TINY, DecodeConfig, check_config
+    from ..harness.workloads.decode.run import run_decode
 
     out = out_paths(args.out, args.force)
     base = workload_base(
@@ -124,11 +125,12 @@ def cmd_suite(args: argparse.Namespace) -> int:
             args.device = flag_value("--device", device_index, args.suite_device)
     scale_mlp_defaults(args)
     if args.adapters is None:
-        from ..harness.suite import ADAPTERS
+        from ..harness.workloads.suite import ADAPTERS
 
         args.adapters = ",".join(ADAPTERS)
-    from ..harness.external import external_adapters
-    from ..harness.suite import ADAPTERS, SuiteConfig, run_suite, suite_markdown
+    from ..harness.results.suite_tables import suite_markdown
+    from ..harness.workloads.external import external_adapters
+    from ..harness.workloads.suite import ADAPTERS, SuiteConfig, run_suite
 
     out = out_paths(args.out, args.force)
     adapters = [a.strip() for a in args.adapters.split(",") if a.strip()]
@@ -159,7 +161,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def suite_doc() -> str:
-    from ..harness import suite
+    from ..harness.workloads import suite
 
     return suite.__doc__ or ""
 
@@ -179,7 +181,7 @@ def register(sub: Any) -> None:
         choices=["mlp", "train", "decode"],
         help="the workload: mlp (the MLP block per adapter), train (a GPT-style decoder trained "
         "through each adapter: tokens/s, step split, loss curves; helios/harness/train/) or decode (that "
-        "decoder generating greedily at batch 1: ms/token, tokens identical to eager; helios/harness/decode/)",
+        "decoder generating greedily at batch 1: ms/token, tokens identical to eager; helios/harness/workloads/decode/)",
     )
     pd = ps.add_argument_group("decode (helios suite decode; --layers, --heads, --d-model, --vocab as for train)")
     pd.add_argument("--prompt", type=positive_int, default=None, help="prompt tokens (default 16)")

@@ -11,8 +11,10 @@ import numpy as np
 from ..check import check_close, reference_matmul
 from ..files import dumps
 from ..flops import matmul_flops
-from ..harness.results import TIME_SCHEMA, fmt_tflops, provenance, reference_fields
-from ..harness.shapes import parse_shape, shape_str
+from ..harness.protocol.provenance import provenance
+from ..harness.protocol.shapes import parse_shape, shape_str
+from ..harness.results.format import fmt_tflops
+from ..harness.results.rows import TIME_SCHEMA, reference_fields
 from ..matmul_timing import random_inputs
 from .common import flag_value, launches, open_device, out_paths, warmup_count
 from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
@@ -22,7 +24,7 @@ def _torch_reference(uuid: str) -> Optional[Any]:
     """torch.cuda on the Vulkan device's CUDA twin, timed by the references' one
     protocol (CUDA events per launch, queued behind a spin kernel); None where
     torch or CUDA is absent, or CUDA is on other GPUs only."""
-    from ..harness.references import TorchReference
+    from ..harness.workloads.references import TorchReference
 
     try:
         return TorchReference(uuid)

@@ -9,16 +9,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import _helios, signals
-from ..harness.shapes import shape_str
+from ..harness.protocol.shapes import shape_str
 from ..tune_cache import cache_path as tuner_cache_path
-from .common import (
-    UsageError,
-    finite_float,
-    launches,
-    open_device,
-    target,
-    warmup_count,
-)
+from .common import UsageError, finite_float, launches, open_device, target, warmup_count
 from .common_args import add_seed, add_shapes, shapes_of
 
 # What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the

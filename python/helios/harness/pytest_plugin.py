@@ -43,7 +43,7 @@ def _cuda_reason(info: Optional[dict], why: str) -> str:
     """'' when a CUDA reference runs on the device's GPU, else the reason it does not."""
     if info is None:
         return why
-    from .references import make_reference
+    from .workloads.references import make_reference
 
     try:
         ref = make_reference("auto", info["uuid"])
@@ -85,7 +85,7 @@ def helios_cuda_reference(helios_device: helios.Device) -> Any:
     """The CUDA reference on the GPU helios_device runs on (torch.cuda, else the cuBLASLt
     module; matched by UUID, never by index): ``.matmul(a, b)`` and its metadata. The
     test is skipped, saying why, where there is none (lavapipe, no torch.cuda)."""
-    from .references import make_reference
+    from .workloads.references import make_reference
 
     try:
         ref = make_reference("auto", helios_device.info["uuid"])

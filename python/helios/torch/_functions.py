@@ -7,13 +7,7 @@ from typing import Any, Optional
 
 import torch
 
-from ._blocks import (
-    attention_backward,
-    attention_forward,
-    bias_grad,
-    mlp_backward,
-    mlp_forward,
-)
+from ._blocks import attention_backward, attention_forward, bias_grad, mlp_backward, mlp_forward
 from ._group import Group
 from ._state import RUNTIME
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ... import _helios
-from ..results import provenance
+from ..protocol.provenance import provenance
 from . import adapters
 from .config import (
     GATE_GRAD_RTOL,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..results import fmt_mib, md_cell
+from ..results.format import fmt_mib, md_cell
 from .config import GRAD_SYNC_WORDS
 
 

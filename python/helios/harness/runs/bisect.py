@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..files import FileError, Target, check, dumps, read_object, short
+from ...files import FileError, Target, check, dumps, read_object, short
+from ..results.compare import ShapeVerdict, gated, verdict_dict
 from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, shape_specs, verdicts_of
-from .compare import ShapeVerdict, gated, verdict_dict
 
 SCHEMA = "helios-bisect/1"
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional, Sequence
 
-from .. import signals
-from ..check import ATOL, RTOL
-from ..launcher import launcher_info
+from ... import signals
+from ...check import ATOL, RTOL
+from ...launcher import launcher_info
 from .gpustate import describe_ramp, gpu_state, ramp_clocks
 from .progress import Progress
-from .results import FLUSH_BYTES, provenance
+from .provenance import FLUSH_BYTES, provenance
 
 
 def interrupted_message() -> str:

@@ -21,18 +21,14 @@ step's bytes (16-bit weights, and K and V of every cached position) over its tim
 a percent of the memory roof (a 1 GiB read timed with CUDA events in the same run;
 none without CUDA), tokens identical to eager, peak device memory.
 
-Adapters (helios/harness/decode/runners.py): torch_eager (on the GPU, or the CPU
+Adapters (helios/harness/workloads/decode/runners.py): torch_eager (on the GPU, or the CPU
 without CUDA), torch_cuda_graphs and helios_torch (these two need CUDA),
 helios_plan (any Vulkan device: the --tiny CI run on lavapipe)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
-from ..results import fmt_mib, md_cell
-
-DECODE_SCHEMA = "helios-decode/1"
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
 CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch"})
@@ -73,47 +69,3 @@ def check_config(cfg: DecodeConfig) -> None:
     bad = [a for a in cfg.adapters if a not in DECODE_ADAPTERS]
     if bad:
         raise ValueError(f"decode: unknown adapters {', '.join(bad)}; choose from {', '.join(DECODE_ADAPTERS)}")
-
-
-def _f(x: Optional[float], digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def decode_markdown(result: dict) -> str:
-    c = result["config"]
-    roof = result.get("roof_gb_s")
-    lines = [
-        f"Greedy decoding at batch 1 on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
-        f"{c['heads']} heads, vocab {c['vocab']}, {result.get('weight_bytes', 0) / 1e6:.1f} MB of 16-bit weights; "
-        f"prompt {c['prompt']}, {c['new']} new tokens; memory roof "
-        + (f"{roof:.0f} GB/s (1 GiB read, CUDA events)" if roof else "not measured (no CUDA)"),
-        "",
-        "| adapter | status | tokens/s | ms/token p50 | p95 | host ms | GPU ms | % roof | same tokens as eager | "
-        "peak MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in result["rows"]:
-        if "tokens_per_s" not in r:
-            lines.append(f"| {r['adapter']} | {md_cell(r.get('status'))} |" + " - |" * 8)
-            continue
-        same = r.get("same_tokens")
-        div = r.get("first_divergence")
-        same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.get("tie") else "")
-        lines.append(
-            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | {_f(r['ms_per_token_p50'])} | "
-            f"{_f(r['ms_per_token_p95'])} | {_f(r.get('host_ms_p50'), 4)} | {_f(r.get('gpu_ms_p50'))} | "
-            f"{_f(r.get('roof_pct'), 1)} | {same_s} | {fmt_mib(r.get('peak_memory_bytes'))} |"
-        )
-    ctx = [r for r in result["rows"] if r.get("contexts")]
-    if ctx:
-        lens = [x["context"] for x in ctx[0]["contexts"]]
-        lines += ["", "ms/token (p50) by context length (GPU ms, % roof):", ""]
-        lines.append("| adapter | " + " | ".join(str(n) for n in lens) + " |")
-        lines.append("|---|" + "---|" * len(lens))
-        for r in ctx:
-            cells = [
-                f"{x['ms_per_token_p50']:.3f} ({_f(x.get('gpu_ms_p50'))}, {_f(x.get('roof_pct'), 1)}%)"
-                for x in r["contexts"]
-            ]
-            lines.append(f"| {r['adapter']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import Device
-from ...dtypes import as_dtype, bfloat16, float16
+from .... import Device
+from ....dtypes import as_dtype, bfloat16, float16
 
 TOKEN, POSITION = 0, 1  # the plan's parameter words
 

@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..files import KINDS, FileError, parse_json, read_npy, run_capture, short
+from ...files import KINDS, FileError, parse_json, read_npy, run_capture, short
 
 REQUEST_SCHEMA = "helios-adapter-request/1"
 # The original suite's variables: adapter name -> environment variable.

@@ -23,7 +23,7 @@ Adapters, on the same GPU and inputs:
   torch_compile    the same function through torch.compile, CUDA events
   any other        an external command (TVM_BENCH_CMD, ..., --adapter-cmd NAME=COMMAND):
                    its reported timings, gated when it saves its output
-                   (helios/harness/external.py has the contract)
+                   (helios/harness/workloads/external.py has the contract)
 Each adapter's output passes the gate (sampled rows vs a float64 reference and
 every element finite) before it is timed; a failing adapter gets no numbers.
 GELU is the tanh form everywhere; the hidden activation is stored as float16 by
@@ -42,16 +42,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .. import _helios, signals
-from ..check import ATOL, RTOL, check_close
-from ..device import Device
-from ..gemm import gelu_tanh
-from ..matmul_timing import warmup_launches
+from ... import _helios, signals
+from ...check import ATOL, RTOL, check_close
+from ...device import Device
+from ...gemm import gelu_tanh
+from ...matmul_timing import warmup_launches
+from ..protocol.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
+from ..protocol.provenance import provenance
+from ..protocol.rounds import interrupted_message
+from ..results.rows import SUITE_SCHEMA
 from .external import run_external
-from .gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
-from .protocol import interrupted_message
 from .references import queued_ms_per_call
-from .results import SUITE_SCHEMA, fmt_mib, fmt_tflops, md_cell, provenance
 
 ADAPTERS = ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
@@ -73,7 +74,7 @@ class SuiteConfig:
     device: Optional[int] = None
     tag: str = "mlp"
     command: list[str] = field(default_factory=list)
-    external: dict[str, str] = field(default_factory=dict)  # adapter name -> command (harness/external.py)
+    external: dict[str, str] = field(default_factory=dict)  # adapter name -> command (harness/workloads/external.py)
     adapter_timeout_s: float = 600.0
 
 
@@ -248,7 +249,7 @@ def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None)
     if found is None:
         return row
     torch, dev = found
-    from .. import torch as ht  # helios.torch (needs torch: imported only here)
+    from ... import torch as ht  # helios.torch (needs torch: imported only here)
 
     # Weights and input in helios.torch.memory_pool() where the GPU offers it: Helios
     # reads them in place; elsewhere they are copied device to device every call.
@@ -434,46 +435,3 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
             signals.measured()
         result["gpu_state_after"] = gpu_state()
     return result
-
-
-def suite_markdown(result: dict) -> str:
-    w = result["workload"]
-    lines = [
-        f"# helios suite mlp ({result['tag']}): {w['formula']}, d={w['d_model']}, hidden={w['hidden']}",
-        "",
-        f"device: {result.get('helios', {}).get('name')}; iters {result['iters']}, "
-        f"warmup {result['warmup']}; commit {result['git'].get('commit')}",
-        "",
-        "| tokens | adapter | status | p50 ms | p95 ms | mean ms | tokens/s | TF/s | peak memory MiB | "
-        "host wall p50 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in result["rows"]:
-        lat = r.get("latency_ms")
-        if lat:
-            peak = r.get("peak_memory_bytes")
-            wall = r.get("wall_ms", {}).get("p50")
-            status = "ok, low clock" if r.get("low_clock") else "ok"
-            if r.get("untrusted"):
-                status += ", not gated"
-            lines.append(
-                f"| {r['tokens']} | {md_cell(r['adapter'])} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
-                f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {fmt_tflops(r['tflops'])} | "
-                f"{fmt_mib(peak)} | {'' if wall is None else f'{wall:.3f}'} |"
-            )
-        else:
-            lines.append(f"| {r['tokens']} | {md_cell(r['adapter'])} | {md_cell(r.get('status'))} | | | | | | | |")
-    lines += [
-        "",
-        "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
-        "wall clock (uploads + downloads included); helios_torch: CUDA events on torch's stream like "
-        "torch_*, forwards queued back to back (device-to-device staging, and per forward one pair of "
-        "switches between the CUDA and the Vulkan context, included; ordered without host waits where the "
-        "device shares a semaphore with CUDA), its host wall column one forward waited for alone. Peak memory: Helios's device-local "
-        "allocations (weights, activations, workspace), torch.cuda.max_memory_allocated for torch.",
-    ]
-    ext = result.get("external_adapters") or {}
-    if ext:
-        lines += ["", "External adapters (their own timers, as each reports; 'not gated': it saved no output):"]
-        lines += [f"- {md_cell(n)}: `{md_cell(c)}`" for n, c in ext.items()]
-    return "\n".join(lines) + "\n"

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..files import Target, dumps
-from .ci_comment import comment
-from .compare import NOISE, RUN_NOISE, CompareError, ShapeVerdict, compare, gated, load, verdict_dict
-from .gpustate import side_states
-from .history import append_history, device_fields
-from .results import read_result
+from ...files import Target, dumps
+from ..protocol.gpustate import side_states
+from ..results.ci_comment import comment
+from ..results.compare import NOISE, RUN_NOISE, CompareError, ShapeVerdict, compare, gated, verdict_dict
+from ..results.compare_load import load
+from ..results.history import append_history, device_fields
+from ..results.rows import read_result
 
 CI_SCHEMA = "helios-ci/1"
 # Noise floors by work per shape (GFLOP up to, floor): a change inside the floor is SAME.

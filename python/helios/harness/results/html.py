@@ -24,9 +24,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..files import Target
+from ...files import Target
+from .format import fmt_rate
 from .history import series, steps
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, fmt_rate, read_result, reference_ms, reference_tflops
+from .rows import BENCH_SCHEMA, SUITE_SCHEMA, read_result, reference_ms, reference_tflops
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")

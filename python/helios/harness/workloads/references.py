@@ -20,8 +20,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..dtypes import bfloat16
-from .gpustate import bare_uuid
+from ...dtypes import bfloat16
+from ..protocol.gpustate import bare_uuid
 
 
 @dataclass
@@ -214,7 +214,7 @@ class CublasReference(Reference):
     def __init__(self, uuid: Optional[str] = None) -> None:
         """Runs on CUDA device 0 of this process; with uuid, refuses (DeviceMismatch)
         unless that is the Vulkan device."""
-        from .. import _cublas  # type: ignore[attr-defined]  # ImportError where the toolkit was absent at build
+        from ... import _cublas  # type: ignore[attr-defined]  # ImportError where the toolkit was absent at build
 
         self.mod = _cublas
         self.info = _cublas.info()

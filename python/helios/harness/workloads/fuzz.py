@@ -13,11 +13,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .._helios import variant_fields
-from ..check import check_close, reference_matmul
-from ..device import Device
-from ..dtypes import as_dtype
-from ..gemm import ACTIVATIONS, activation_code, host_epilogue
+from ..._helios import variant_fields
+from ...check import check_close, reference_matmul
+from ...device import Device
+from ...dtypes import as_dtype
+from ...gemm import ACTIVATIONS, activation_code, host_epilogue
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
 # fp16 accumulators cannot meet the gate on random normals (docs/perf-notes.md at 89c21a3). They
@@ -138,7 +138,7 @@ def bf16_aware_variants(dev: Device, dtype: str) -> list[str]:
     """The device's variants that take inputs of dtype (all of them for float16)."""
     if dtype == "float16":
         return dev.variants()
-    from .._helios import UnsupportedError
+    from ..._helios import UnsupportedError
 
     out = []
     for v in dev.variants():

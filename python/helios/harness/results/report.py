@@ -13,23 +13,23 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from ..optional import require
-from .decode import DECODE_SCHEMA, decode_markdown
-from .energy import measured_window
-from .results import (
+from ...optional import require
+from ..protocol.energy import measured_window
+from .format import fmt_rate, md_cell
+from .rows import (
     BENCH_SCHEMA,
+    DECODE_SCHEMA,
     SUITE_SCHEMA,
     SWEEP_SCHEMAS,
     TIME_SCHEMA,
     commit_label,
-    fmt_rate,
-    md_cell,
     read_result,
     reference_ms,
     reference_tflops,
     shape_flops,
     time_as_bench,
 )
+from .suite_tables import decode_markdown
 
 PARITY = 1.25  # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
@@ -436,7 +436,7 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
     if benches:
         parts.append(table(benches, markdown=markdown))
     for s in suites:
-        from .suite import suite_markdown
+        from .suite_tables import suite_markdown
 
         text = decode_markdown(s) if s.get("schema") == DECODE_SCHEMA else suite_markdown(s)
         parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + text.rstrip())

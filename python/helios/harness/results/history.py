@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Optional
 
-from ..files import append_lines, read_lines
+from ...files import append_lines, read_lines
 
 STEP = 0.05  # a point this far from the median of the points before it is flagged
 WINDOW = 3  # points that median is taken over

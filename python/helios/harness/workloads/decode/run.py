@@ -11,14 +11,15 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from ... import signals
-from ..protocol import interrupted_message
-from ..results import provenance
-from ..train.adapters import HeliosPerOpOps, TorchOps
-from ..train.config import TrainConfig, markov_stream
-from ..train.loop import lock_numerics
-from ..train.model import GPT
-from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DECODE_SCHEMA, DecodeConfig, check_config
+from .... import signals
+from ...protocol.provenance import provenance
+from ...protocol.rounds import interrupted_message
+from ...results.rows import DECODE_SCHEMA
+from ...train.adapters import HeliosPerOpOps, TorchOps
+from ...train.config import TrainConfig, markov_stream
+from ...train.loop import lock_numerics
+from ...train.model import GPT
+from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DecodeConfig, check_config
 from .plan_decoder import PlanDecoder
 from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
 
@@ -182,11 +183,11 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
     result["numerics"] = lock_numerics(torch)
     result["device"] = torch.cuda.get_device_name(device) if cuda else "cpu (no CUDA)"
     if cuda:
-        from ...torch import device_for
+        from ....torch import device_for
 
         hdev = device_for(torch.empty(0, device=device))
     else:
-        from ...functions import default_device
+        from ....functions import default_device
 
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]

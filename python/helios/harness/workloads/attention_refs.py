@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..attention import reference_attention, reference_attention_backward
+from ...attention import reference_attention, reference_attention_backward
 
 
 class NumpyAttention:

@@ -38,11 +38,12 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..optional import require
-from .compare_load import CompareError, load  # noqa: F401 - load: compare's reader, imported from here too
+from ...optional import require
+from ..protocol.energy import energy_rounds, energy_table
+from .compare_load import CompareError
 from .control import ControlVerdict, control_table, control_verdicts
-from .energy import energy_rounds, energy_table
-from .results import code_identity, md_cell, row_identities
+from .format import md_cell
+from .rows import code_identity, row_identities
 
 NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated

@@ -3,8 +3,9 @@ SDPA backend beside them)."""
 
 from __future__ import annotations
 
-from .energy import energy_lines
-from .results import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, reference_ms
+from ..protocol.energy import energy_lines
+from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops
+from .rows import reference_ms
 
 
 def attention_markdown(result: dict) -> str:

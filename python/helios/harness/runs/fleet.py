@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .compare import CompareError, compare
-from .results import FLEET_SCHEMA, read_result, reference_ms
+from ..results.compare import CompareError, compare
+from ..results.rows import FLEET_SCHEMA, read_result, reference_ms
 
 SCHEMA = FLEET_SCHEMA
 NVIDIA = 0x10DE

@@ -14,15 +14,15 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .. import _helios
-from ..check import check_close, reference_matmul, tolerances
-from ..device import Device
-from ..flops import matmul_flops, tflops
-from ..matmul_timing import random_inputs, warmup_launches
-from ..roof import roof_fraction
-from .energy import energy_lines, energy_of_rows, row_energy
-from .gpustate import low_clock, select_gpu, selected_gpu, throttled
-from .protocol import (
+from ... import _helios
+from ...check import check_close, reference_matmul, tolerances
+from ...device import Device
+from ...flops import matmul_flops, tflops
+from ...matmul_timing import random_inputs, warmup_launches
+from ...roof import roof_fraction
+from ..protocol.energy import energy_lines, energy_of_rows, row_energy
+from ..protocol.gpustate import low_clock, select_gpu, selected_gpu, throttled
+from ..protocol.rounds import (
     ProtocolConfig,
     Workload,
     check_counts,
@@ -35,19 +35,11 @@ from .protocol import (
     row_extras,
     run_rounds,
 )
+from ..protocol.shapes import shape_str
+from ..protocol.stats import bootstrap_ratio_ci, summarize
+from ..results.format import fmt_ms, fmt_ratio, fmt_tflops
+from ..results.rows import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms, reference_tflops
 from .references import Reference, make_reference
-from .results import (
-    BENCH_SCHEMA,
-    fmt_ms,
-    fmt_ratio,
-    fmt_tflops,
-    kernel_identity,
-    reference_fields,
-    reference_ms,
-    reference_tflops,
-)
-from .shapes import shape_str
-from .stats import bootstrap_ratio_ci, summarize
 
 ROW_CHECK_ROWS = 64  # timed shapes: this many random rows vs float64, + all finite
 
@@ -79,7 +71,7 @@ def run_bench(
     """Run the protocol; returns the helios-bench/1 dict (result["status"] is
     "ok" or "failed")."""
     if cfg.dtype not in ("float16", "bfloat16"):
-        from .._helios import UnsupportedError
+        from ..._helios import UnsupportedError
 
         raise UnsupportedError(f"dtype {cfg.dtype!r}: helios bench times float16 or bfloat16 inputs")
     check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
@@ -217,7 +209,7 @@ class MatmulSides:
 
 
 def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference, seed: int, dt: str) -> dict:
-    """The row's energy windows (energy.py): the timed shape's inputs, its variant."""
+    """The row's energy windows (protocol/energy.py): the timed shape's inputs, its variant."""
     m, n, k = shape
     a, b = random_inputs(m, n, k, seed=seed, dtype=dt)
 

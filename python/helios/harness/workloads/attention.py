@@ -17,23 +17,15 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .._helios import MAX_LAUNCHES, attention_variant_fields
-from ..attention import random_qkv, reference_attention, reference_attention_backward
-from ..check import check_close, tolerances
-from ..device import Device
-from ..flops import (
-    attention_backward_bytes,
-    attention_backward_flops,
-    attention_bytes,
-    attention_flops,
-    tflops,
-)
-from ..roof import roof_fraction
-from .attention_refs import make_reference
-from .attention_sides import AttentionSides
-from .energy import energy_of_rows, row_energy
-from .gpustate import low_clock, select_gpu, selected_gpu, throttled
-from .protocol import (
+from ..._helios import MAX_LAUNCHES, attention_variant_fields
+from ...attention import random_qkv, reference_attention, reference_attention_backward
+from ...check import check_close, tolerances
+from ...device import Device
+from ...flops import attention_backward_bytes, attention_backward_flops, attention_bytes, attention_flops, tflops
+from ...roof import roof_fraction
+from ..protocol.energy import energy_of_rows, row_energy
+from ..protocol.gpustate import low_clock, select_gpu, selected_gpu, throttled
+from ..protocol.rounds import (
     ProtocolConfig,
     Workload,
     check_counts,
@@ -46,10 +38,10 @@ from .protocol import (
     row_extras,
     run_rounds,
 )
-from .results import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
-from .shapes import ATTENTION_SETS as NAMED_SETS  # noqa: F401  (the bench's sets, as before)
-from .shapes import parse_attention_shapes  # noqa: F401  (helios.harness re-exports it)
-from .stats import bootstrap_ratio_ci, summarize
+from ..protocol.stats import bootstrap_ratio_ci, summarize
+from ..results.rows import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
+from .attention_refs import make_reference
+from .attention_sides import AttentionSides
 
 WORKLOAD = "attention"
 GATE_SHAPE = (2, 2, 97, 64)  # odd S: tails on every side; small enough for the float64 reference
@@ -196,7 +188,7 @@ def _gate(cfg: AttnBenchConfig, dev: Any, chosen: dict, atol: float, rtol: float
 
 
 def _energy(dev: Any, counter: Any, cfg: AttnBenchConfig, shape: tuple[int, int, int, int], row: dict, ref) -> dict:
-    """The row's energy windows (energy.py): the timed shape's inputs, its variant, and
+    """The row's energy windows (protocol/energy.py): the timed shape's inputs, its variant, and
     the SDPA backend that was the row's reference."""
     (b, h, s, d), si, bwd = shape, list(cfg.shapes).index(shape), cfg.backward
     qkv = random_qkv(b, h, s, s, d, seed=cfg.seed + si, dtype=cfg.dtype)

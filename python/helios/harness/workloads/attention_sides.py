@@ -1,4 +1,4 @@
-"""The attention bench's rounds (attention_bench.py): each shape's inputs, its two
+"""The attention bench's rounds (attention.py): each shape's inputs, its two
 sides (Helios, timed with GPU timestamps; every SDPA backend, with CUDA events) and
 the check of every timed output (sampled query rows, or for a backward sampled
 heads' whole gradients, against float64; every element finite)."""
@@ -9,9 +9,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..attention import random_qkv, reference_attention, reference_attention_backward
-from ..check import check_close
-from ..matmul_timing import warmup_launches
+from ...attention import random_qkv, reference_attention, reference_attention_backward
+from ...check import check_close
+from ...matmul_timing import warmup_launches
 
 ROW_CHECK_ROWS = 16  # query rows per head checked against float64 for timed shapes
 GRAD_CHECK_HEADS = 2  # (batch, head) pairs whose whole gradients are checked (backward)

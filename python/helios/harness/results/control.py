@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .results import md_cell
+from .format import md_cell
 
 
 @dataclass

@@ -12,8 +12,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ...check import check_close
-from ...dtypes import as_dtype, bfloat16, float16
+from ....check import check_close
+from ....dtypes import as_dtype, bfloat16, float16
 
 HEAD_DIMS = (8, 16, 32, 64, 128, 256)
 CPU_HEAD_DIMS = (8, 16, 32, 64)  # each d is a pipeline compile on a CPU device

@@ -21,8 +21,8 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from ..attention import random_qkv, reference_attention, reference_attention_backward
-from ..check import check_close
+from ...attention import random_qkv, reference_attention, reference_attention_backward
+from ...check import check_close
 from .fuzz import random_dim
 
 SEED003_MATRIX = [(b, h, s, 64) for s in (448, 512, 640) for b in (16, 32, 48) for h in (4, 8, 16)]
@@ -131,7 +131,7 @@ def attention_fuzz(
     """The fuzz's cases, each run and checked as it is yielded. announce: told before a
     case that is the first with its variant, head dim and mask (its kernels compile
     then unless cached: minutes on a CPU device)."""
-    from .. import _helios
+    from ... import _helios
 
     rng = np.random.default_rng(seed)
     dims = asked = tuple(head_dims) if head_dims else default_head_dims(dev)

@@ -1,5 +1,5 @@
-"""What a result file is: schema ids, provenance, and the row fields every
-workload shares.
+"""What a result file is: schema ids, the row fields every workload shares, and
+reading a file with its fields checked.
 
 Naming rule for result fields: the fields the user's original protocol named
 keep their names verbatim (camelCase: ``shape``, ``heliosMs``,
@@ -10,20 +10,15 @@ working; every field Helios added is snake_case.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import platform
-import subprocess
 from typing import Any, Optional
 
-import numpy as np
-
-from .. import __version__, _helios
-from ..flops import attention_backward_flops, attention_flops, matmul_flops, tflops
+from ...flops import attention_backward_flops, attention_flops, matmul_flops, tflops
 
 BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
-SUITE_SCHEMA = "helios-suite/1"  # helios suite
+SUITE_SCHEMA = "helios-suite/1"  # helios suite mlp
+DECODE_SCHEMA = "helios-decode/1"  # helios suite decode
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
 SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
 
@@ -51,7 +46,7 @@ MAX_RESULT_BYTES = 64 << 20
 def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> dict:
     """A result file (any Helios schema), its fields checked (RESULT_FIELDS,
     HELIOS_FIELDS, ROW_FIELDS); FileError naming the file, the row and the field."""
-    from ..files import FileError, check, read_object
+    from ...files import FileError, check, read_object
 
     where = os.fspath(path)
     d = read_object(path, what, MAX_RESULT_BYTES)
@@ -63,66 +58,6 @@ def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> 
             raise FileError(f"{where}: rows[{i}] must be an object, got {type(row).__name__}")
         check(row, ROW_FIELDS, f"{where}: rows[{i}]")
     return d
-
-
-FLUSH_BYTES = 256 << 20  # --flush-l2: larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def helios_build() -> dict:
-    """The Helios that measured: its version and the commit its engine was built
-    from (baked in at build time; "+dirty" when the tree had local changes)."""
-    return {"version": __version__, "build_commit": _helios.BUILD_COMMIT}
-
-
-def _cwd_git() -> Optional[dict]:
-    """The commit of the working directory's checkout, where there is one: the
-    user's project, not necessarily Helios. HELIOS_COMMIT overrides."""
-    env = os.environ.get("HELIOS_COMMIT")
-    if env:
-        return {"commit": env, "dirty": None, "source": "HELIOS_COMMIT"}
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
-        if not commit:
-            return None
-        dirty = (
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
-            ).stdout.strip()
-            != ""
-        )
-        return {"commit": commit, "dirty": dirty, "source": "git", "cwd": os.getcwd()}
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def provenance() -> dict:
-    """Fields every result file starts with: when, which Helios (``helios_build``),
-    the working directory's checkout (``cwd_git``, labelled: it is the caller's
-    project), and the host. ``git`` keeps the old field for readers of older
-    files: the Helios build commit."""
-    build = helios_build()
-    commit = build["build_commit"]
-    known = commit != "unknown"
-    return {
-        "timestamp": now(),
-        "helios_build": build,
-        "git": {
-            "commit": commit.removesuffix("+dirty") if known else None,
-            "dirty": commit.endswith("+dirty") if known else None,
-            "source": "helios build",
-        },
-        "cwd_git": _cwd_git(),
-        "host": {
-            "hostname": platform.node(),
-            "os": platform.platform(),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-        },
-    }
 
 
 def commit_label(result: dict) -> str:
@@ -153,7 +88,7 @@ def kernel_identity(stats_of: Any) -> Optional[dict]:
     pipeline cache holds, or why there is none). stats_of() is the device's
     kernel_stats call with machine_code=True; None where it cannot say (the row then
     counts as changed code in `helios ci`)."""
-    from ..machine_code import identify
+    from ...machine_code import identify
 
     try:
         stats = stats_of()
@@ -227,42 +162,6 @@ def shape_flops(shape: str) -> float:
     if len(dims) == 3:
         return matmul_flops(*dims)
     raise ValueError(f"shape {shape!r}: expected MxNxK or BxHxSxd")
-
-
-def fmt_ms(x: Optional[float]) -> str:
-    """Milliseconds in tables: 4 decimals (what the seeds' tables show)."""
-    return "-" if x is None else f"{x:.4f}"
-
-
-def fmt_rate(x: Optional[float]) -> str:
-    """A rate in tables (TFLOP/s, GB/s): 3 significant digits, so small shapes on a CPU
-    device read 0.0123, not 0.0; one decimal from 100 up."""
-    if x is None:
-        return "-"
-    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
-
-
-fmt_tflops = fmt_rate  # TFLOP/s
-
-
-def fmt_mib(nbytes: Optional[float]) -> str:
-    """A memory size in MiB, in fmt_rate's digits: a small workload's 0.25 MiB reads
-    0.25, not 0."""
-    return "-" if nbytes is None else fmt_rate(nbytes / 2**20)
-
-
-def fmt_ratio(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
-def md_cell(x: Any) -> str:
-    """Text from a result file made safe for one markdown table cell (and one
-    terminal line): pipes escaped, line breaks and control characters shown as
-    escapes, at most 200 characters."""
-    text = str(x)
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    text = text.replace("|", "\\|")
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def time_as_bench(doc: dict) -> dict:

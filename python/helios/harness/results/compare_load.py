@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from ..files import FileError, check, short
-from .results import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, read_result, time_as_bench
+from ...files import FileError, check, short
+from .rows import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, read_result, time_as_bench
 
 COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
 

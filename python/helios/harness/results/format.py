@@ -1,0 +1,42 @@
+"""Cells of the tables every report prints: times, rates, sizes, ratios, and text made
+safe for a markdown cell."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def fmt_ms(x: Optional[float]) -> str:
+    """Milliseconds in tables: 4 decimals (what the seeds' tables show)."""
+    return "-" if x is None else f"{x:.4f}"
+
+
+def fmt_rate(x: Optional[float]) -> str:
+    """A rate in tables (TFLOP/s, GB/s): 3 significant digits, so small shapes on a CPU
+    device read 0.0123, not 0.0; one decimal from 100 up."""
+    if x is None:
+        return "-"
+    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
+fmt_tflops = fmt_rate  # TFLOP/s
+
+
+def fmt_mib(nbytes: Optional[float]) -> str:
+    """A memory size in MiB, in fmt_rate's digits: a small workload's 0.25 MiB reads
+    0.25, not 0."""
+    return "-" if nbytes is None else fmt_rate(nbytes / 2**20)
+
+
+def fmt_ratio(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def md_cell(x: Any) -> str:
+    """Text from a result file made safe for one markdown table cell (and one
+    terminal line): pipes escaped, line breaks and control characters shown as
+    escapes, at most 200 characters."""
+    text = str(x)
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = text.replace("|", "\\|")
+    return text if len(text) <= 200 else text[:197] + "..."
