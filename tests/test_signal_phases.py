@@ -19,12 +19,12 @@ from test_results import _bench
 
 from helios.cli import main
 
-# (module, attribute) the bench calls in each phase after its rounds; the signal is
-# sent at that call's start.
+# (module, attribute) the bench calls in each phase after its rounds (the workload's
+# rows, the driver's extras, the command's files); the signal is sent at that call's start.
 PHASES = {
     "row assembly": ("helios.harness.workloads.matmul", "_row"),
-    "kernel identity": ("helios.harness.workloads.matmul", "kernel_identity"),
-    "energy windows": ("helios.harness.workloads.matmul", "energy_of_rows"),
+    "kernel identity": ("helios.harness.workloads.bench", "kernel_identity"),
+    "energy windows": ("helios.harness.workloads.bench", "energy_of_rows"),
     "writing the files": ("helios.cli.common", "write_results"),
 }
 
@@ -192,7 +192,9 @@ def test_the_kill_switch_lets_the_wait_run_to_its_end(device, tmp_path):
 
 
 ATTENTION_PHASES = {
-    k: ("helios.harness.workloads.attention", v[1]) for k, v in PHASES.items() if k != "writing the files"
+    k: ("helios.harness.workloads.attention", v[1]) if k == "row assembly" else v
+    for k, v in PHASES.items()
+    if k != "writing the files"
 }
 
 

@@ -14,7 +14,8 @@ from ..flops import matmul_flops
 from ..harness.protocol.provenance import provenance
 from ..harness.protocol.shapes import parse_shape, shape_str
 from ..harness.results.format import fmt_tflops
-from ..harness.results.rows import TIME_SCHEMA, reference_fields
+from ..harness.results.rows import TIME_SCHEMA, TimeRow, reference_fields
+from ..harness.results.schema import to_row
 from ..matmul_timing import random_inputs
 from .common import flag_value, launches, open_device, out_paths, warmup_count
 from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
@@ -53,16 +54,18 @@ def cmd_time(args: argparse.Namespace) -> int:
             t = dev.time_matmul(m, n, k, iters=args.iters, warmup=args.warmup, variant=args.variant, inputs=(a, b))
             ref = list(torch_ref.time(a, b, args.iters, args.warmup).samples_ms) if torch_ref else None
             cuda_ms = float(np.median(ref)) if ref else None
-            row = {
-                "shape": shape_str(shape),
-                "heliosMs": t.median_ms,
-                "heliosTflops": t.tflops,
-                "heliosBatchMs": t.batch_ms,
-                "heliosSamplesMs": t.samples_ms,
-                **reference_fields(True, cuda_ms, matmul_flops(m, n, k)),
-                "cudaSamplesMs": ref,
-                "variant": t.variant,
-            }
+            row = to_row(
+                TimeRow(
+                    shape=shape_str(shape),
+                    heliosMs=t.median_ms,
+                    heliosTflops=t.tflops,
+                    heliosBatchMs=t.batch_ms,
+                    heliosSamplesMs=t.samples_ms,
+                    **reference_fields(True, cuda_ms, matmul_flops(m, n, k)),
+                    cudaSamplesMs=ref,
+                    variant=t.variant,
+                )
+            )
             results.append(row)
             cuda_txt = (
                 f"{cuda_ms:9.4f} {fmt_tflops(row['cudaTflops']):>8} {t.median_ms / cuda_ms:6.2f}"

@@ -11,9 +11,11 @@ working; every field Helios added is snake_case.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ...flops import attention_backward_flops, attention_flops, matmul_flops, tflops
+from .schema import ABSENT, col, reader_fields
 
 BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
@@ -22,24 +24,109 @@ DECODE_SCHEMA = "helios-decode/1"  # helios suite decode
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
 SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
 
+SHAPE_PATTERN = "^[0-9]+(x[0-9]+){2,3}(-causal)?(-bwd)?$"  # MxNxK, or BxHxSxd[-causal][-bwd]
+
+
+@dataclass(slots=True, kw_only=True)
+class BenchRow:
+    """A row of helios-bench/1: one shape timed on both sides (the matmul and the
+    attention workloads).
+
+    Fields with no default every writer sets; ABSENT ones only the attention workload
+    or the extras after the rounds (kernel identity, energy windows)."""
+
+    shape: str = col("str", "MxNxK, or BxHxSxd[-causal][-bwd] (attention)", required=True,
+                     schema={"type": "string", "pattern": SHAPE_PATTERN})  # fmt: skip
+    batch: int = col("count", "attention: B", default=ABSENT)
+    heads: int = col("count", "attention: H", default=ABSENT)
+    seq: int = col("count", "attention: S (queries and keys)", default=ABSENT)
+    head_dim: int = col("count", "attention: d", default=ABSENT)
+    causal: bool = col("bool", "attention: the causal mask", default=ABSENT)
+    backward: bool = col("bool", "attention: dQ, dK, dV timed instead of O", default=ABSENT)
+    heliosMs: Optional[float] = col("positive?", "Helios's median ms (null: the row failed its check)", required=True)
+    heliosTflops: Optional[float] = col("number?", "Helios's TFLOP/s at that median", required=True)
+    cudaMs: Optional[float] = col("positive?", "the reference's median ms where it ran on CUDA, else null",
+                                  required=True)  # fmt: skip
+    cudaTflops: Optional[float] = col("number?", "cudaMs as TFLOP/s", required=True)
+    referenceMs: Optional[float] = col("positive?", "the reference's median ms, whatever ran it", required=True)
+    referenceTflops: Optional[float] = col("number?", "referenceMs as TFLOP/s", required=True)
+    cudaBackend: Optional[str] = col("str?", "attention: the fastest valid SDPA backend (CUDA only)", default=ABSENT)
+    referenceBackend: Optional[str] = col("str?", "attention: the backend referenceMs is of", default=ABSENT)
+    speedup: Optional[float] = col("number?", "reference ms / Helios ms", required=True)
+    speedup_ci95: Optional[list] = col("numbers?", "the speedup's 95% bootstrap interval", required=True,
+                                       schema={"type": "array", "items": {"type": "number"}, "minItems": 2,
+                                               "maxItems": 2})  # fmt: skip
+    valid: bool = col("bool", "every timed output of Helios passed its check", required=True)
+    throttled: bool = col("bool", "a clock-throttle reason was seen around a round", required=True)
+    low_clock: bool = col("bool", "the SM clock was low around a round", default=False)
+    variant: str = col("str", "the variant this row ran (per shape)", required=True)
+    reference: str = col("str", "what timed the other side: torch, cublas, sdpa or numpy", required=True)
+    helios: dict = col("object", "Helios's side: statistics, samples per round, checks, telemetry", required=True,
+                       schema={"allOf": [{"$ref": "#/$defs/side"}, {"required": ["telemetry"]}]})  # fmt: skip
+    cuda: dict = col("object", "the reference's side (named before other references existed)", required=True,
+                     schema={"$ref": "#/$defs/reference_side"})  # fmt: skip
+    backends: dict = col("object", "attention: every SDPA backend's side, or why it did not run", default=ABSENT)
+    gpu_state: list = col("list", "the GPU's state before and after each round", required=True,
+                          schema={"type": "array", "items": {"type": "object",
+                                                             "required": ["round", "before", "after"]}})  # fmt: skip
+    roofFraction: Optional[float] = col("number?", "Helios's TFLOP/s over helios roof's ceiling (float16)",
+                                        default=ABSENT)  # fmt: skip
+    kernel: Optional[dict] = col("object?", "the kernel's identity: SPIR-V and machine-code digests",
+                                 default=ABSENT)  # fmt: skip
+    energy: Optional[dict] = col("object?", "energy windows per side (NVML), or why none", default=ABSENT)
+
+
+@dataclass(slots=True, kw_only=True)
+class TimeRow:
+    """A row of helios-time/1: one shape, Helios's launches and torch's, not interleaved."""
+
+    shape: str = col("str", "MxNxK", required=True)
+    heliosMs: float = col("positive", "Helios's median ms", required=True)
+    heliosTflops: float = col("number", "Helios's TFLOP/s", required=True)
+    heliosBatchMs: Optional[float] = col("number?", "ms per launch of one batch timed as a whole", required=True)
+    heliosSamplesMs: list = col("numbers", "Helios's per-launch ms", required=True)
+    cudaMs: Optional[float] = col("positive?", "torch's median ms (null: not timed)", required=True)
+    cudaTflops: Optional[float] = col("number?", "cudaMs as TFLOP/s", required=True)
+    referenceMs: Optional[float] = col("positive?", "the same as cudaMs", required=True)
+    referenceTflops: Optional[float] = col("number?", "the same as cudaTflops", required=True)
+    cudaSamplesMs: Optional[list] = col("numbers?", "torch's per-launch ms", required=True)
+    variant: str = col("str", "the variant that ran", required=True)
+
+
+@dataclass(slots=True, kw_only=True)
+class SuiteRow:
+    """The fields of a helios-suite/1 row that the readers use (the adapters write more)."""
+
+    adapter: str = col("str", "helios, helios_per_call, helios_torch, torch_* or an external adapter")
+    status: Optional[str] = col("str?", "ok, or why the adapter has no numbers")
+    latency_ms: Optional[dict] = col("object?", "p50, p95, mean ... of a forward")
+    tflops: Optional[float] = col("number?", "TFLOP/s at the p50")
+    low_clock: Optional[bool] = col("bool?", "the SM clock was low around the adapter's run")
+
+
+@dataclass(slots=True, kw_only=True)
+class SweepRow:
+    """The fields of a helios-sweep row (tools/kernel/sweep.py) that helios report reads."""
+
+    median_ms: Optional[float] = col("positive?", "the variant's median ms")
+    tflops: Optional[float] = col("number?", "its TFLOP/s")
+    batch_ms: Optional[float] = col("number?", "ms per launch of one batch timed as a whole")
+    samples_ms: Optional[list] = col("list?", "per-launch ms")
+    checked: Optional[bool] = col("bool?", "its output passed the check")
+
+
+ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRow,
+             **{s: SweepRow for s in SWEEP_SCHEMAS}}  # fmt: skip
+
 # A result file's fields as every reader (report, compare, the HTML page, ci, the
 # fleet summary) may use them: checked when the file is read (read_result), so a
 # hand-edited or foreign file is refused naming the file and the field, never
-# half-read. Row fields are checked where present (each schema has its own set).
+# half-read. Row fields are checked where present: the kinds the file's row type
+# declares (READER_FIELDS), or every type's for another schema (ROW_FIELDS).
 RESULT_FIELDS = {"schema": "str", "status": "str?", "helios": "object?", "dtype": "str?", "rows": "list?"}
 HELIOS_FIELDS = {"name": "str?", "uuid": "str?", "driver_info": "str?", "device_type": "str?"}
-ROW_FIELDS = {
-    **{k: "str?" for k in ("shape", "variant", "adapter", "reference", "referenceBackend", "cudaBackend", "status")},
-    **{k: "bool?" for k in ("valid", "throttled", "low_clock", "causal", "backward", "checked")},
-    **{k: "positive?" for k in ("heliosMs", "cudaMs", "referenceMs", "median_ms")},
-    **{
-        k: "number?"
-        for k in ("heliosTflops", "cudaTflops", "referenceTflops", "speedup", "roofFraction", "tflops", "batch_ms")
-    },
-    **{k: "numbers?" for k in ("heliosSamplesMs", "cudaSamplesMs", "speedup_ci95")},
-    "samples_ms": "list?",
-    **{k: "object?" for k in ("helios", "cuda", "latency_ms")},
-}
+ROW_FIELDS = reader_fields(BenchRow, TimeRow, SuiteRow, SweepRow)
+READER_FIELDS = {schema: reader_fields(t) for schema, t in ROW_TYPES.items()}
 MAX_RESULT_BYTES = 64 << 20
 
 
@@ -53,10 +140,11 @@ def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> 
     check(d, RESULT_FIELDS, where)
     if d.get("helios") is not None:
         check(d["helios"], HELIOS_FIELDS, f"{where}: helios")
+    fields = READER_FIELDS.get(d["schema"], ROW_FIELDS)
     for i, row in enumerate(d.get("rows") or []):
         if not isinstance(row, dict):
             raise FileError(f"{where}: rows[{i}] must be an object, got {type(row).__name__}")
-        check(row, ROW_FIELDS, f"{where}: rows[{i}]")
+        check(row, fields, f"{where}: rows[{i}]")
     return d
 
 

@@ -19,29 +19,21 @@ import numpy as np
 
 from ..._helios import MAX_LAUNCHES, attention_variant_fields
 from ...attention import random_qkv, reference_attention, reference_attention_backward
-from ...check import check_close, tolerances
-from ...device import Device
+from ...check import check_close
 from ...flops import attention_backward_bytes, attention_backward_flops, attention_bytes, attention_flops, tflops
 from ...roof import roof_fraction
-from ..protocol.energy import energy_of_rows, row_energy
-from ..protocol.gpustate import low_clock, select_gpu, selected_gpu, throttled
+from ..protocol.energy import row_energy
+from ..protocol.gpustate import low_clock, throttled
 from ..protocol.rounds import (
     ProtocolConfig,
     Workload,
-    check_counts,
-    device_fields,
-    finish,
-    flush_bytes,
-    mark_ungated,
-    record_gate,
-    result_header,
-    row_extras,
-    run_rounds,
 )
 from ..protocol.stats import bootstrap_ratio_ci, summarize
-from ..results.rows import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms
+from ..results.rows import BenchRow, reference_fields, reference_ms
+from ..results.schema import to_row
 from .attention_refs import make_reference
 from .attention_sides import AttentionSides
+from .bench import run_workload
 
 WORKLOAD = "attention"
 GATE_SHAPE = (2, 2, 97, 64)  # odd S: tails on every side; small enough for the float64 reference
@@ -89,32 +81,45 @@ def _seed_metrics(stats: dict, shape: tuple[int, int, int, int], causal: bool, b
 def run_attention_bench(
     cfg: AttnBenchConfig, *, progress: Optional[bool] = None, log: Callable[[str], None] = lambda s: None
 ) -> dict:
-    check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
-    dt = cfg.dtype
-    if dt not in ("float16", "bfloat16"):
-        raise ValueError(f"attention bench dtype {dt!r}: float16 or bfloat16")
-    atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
-    result = result_header(cfg, BENCH_SCHEMA, atol, rtol)
-    result.update(
-        workload=WORKLOAD,
-        causal=cfg.causal,
-        backward=cfg.backward,
-        environment={
-            "dtype": dt,
-            "tf32": False,
-            "scale": "1/sqrt(d)",
-            "layout": "(B, H, S, d) contiguous",
-            "flops": "4*B*H*S^2*d (halved when causal)" + (" x 2.5 (backward)" if cfg.backward else ""),
-        },
-    )
-    with Device(cfg.device) as dev:
-        info = dict(dev.info)
-        ref = make_reference(cfg.ref, info["uuid"])
-        select_gpu(info["uuid"])
-        flush = flush_bytes(cfg, info)
-        result["flush_bytes"] = flush
-        bwd = cfg.backward
-        chosen = {
+    """Run the protocol over attention shapes; returns the helios-bench/1 dict."""
+    return run_workload(AttentionWorkload(cfg), progress=progress, log=log)
+
+
+class AttentionWorkload:
+    """The attention workload of the bench's driver (bench.py): BxHxSxd shapes, the
+    variant per shape (given or the default for its d and S), every SDPA backend
+    opposite (NumPy without CUDA), forward or backward."""
+
+    def __init__(self, cfg: AttnBenchConfig) -> None:
+        self.cfg = cfg
+        self.label = lambda x: shape_label(x, cfg.causal, cfg.backward)
+        self.backends: list[str] = list(cfg.backends)  # numpy alone where the reference is not CUDA
+
+    def check_config(self) -> None:
+        if self.cfg.dtype not in ("float16", "bfloat16"):
+            raise ValueError(f"attention bench dtype {self.cfg.dtype!r}: float16 or bfloat16")
+
+    def header(self) -> dict:
+        cfg = self.cfg
+        return {
+            "workload": WORKLOAD,
+            "causal": cfg.causal,
+            "backward": cfg.backward,
+            "environment": {
+                "dtype": cfg.dtype,
+                "tf32": False,
+                "scale": "1/sqrt(d)",
+                "layout": "(B, H, S, d) contiguous",
+                "flops": "4*B*H*S^2*d (halved when causal)" + (" x 2.5 (backward)" if cfg.backward else ""),
+            },
+        }
+
+    def reference(self, uuid: str) -> Any:
+        return make_reference(self.cfg.ref, uuid)
+
+    def choose(self, dev: Any) -> dict:
+        cfg, dt, bwd = self.cfg, self.cfg.dtype, self.cfg.backward
+        return {
             s: (
                 dev._attention_variants(s[3], cfg.variant, dtype=dt, backward=bwd)[0]
                 if cfg.variant
@@ -122,42 +127,37 @@ def run_attention_bench(
             )
             for s in cfg.shapes
         }
-        result["helios"] = device_fields(info)
-        result["helios"]["variants"] = sorted(set(chosen.values()))
-        result["cuda"] = ref.metadata()
-        result["reference"] = ref.name
-        backends = list(cfg.backends) if ref.is_cuda else ["numpy"]
-        result["backends"] = backends
-        # 1. The gate: every variant that will be timed, on a case with tails, causal and not.
-        if cfg.check:
-            gate = _gate(cfg, dev, chosen, atol, rtol, log)
-            gate_shape = "x".join(map(str, GATE_SHAPE[:3])) + "xd"
-            if not record_gate(result, gate, gate_shape, "cases", "attention gate failed: {cases}"):
-                return result
-        else:
-            mark_ungated(result)
-        # 2. Clocks up (NVIDIA; a no-op elsewhere), then rounds.
-        label = lambda x: shape_label(x, cfg.causal, bwd)  # noqa: E731
-        sides = AttentionSides(cfg, dev, ref, chosen, backends, flush, (atol, rtol), label, log)
-        workload = Workload(cfg.shapes, sides.new_slot, sides.sides, label, sides.clock_work)
-        acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
-        rows = [_row(x, acc[x], chosen[x], cfg.causal, ref, bwd) for x in done]
-        for row in rows:  # fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)
-            row["roofFraction"] = _roof_fraction(info, row) if dt == "float16" else None
 
-        def extras() -> None:
-            for row in rows:
-                row["kernel"] = kernel_identity(
-                    lambda r=row: dev.attention_kernel_stats(
-                        r["head_dim"], r["variant"], cfg.causal, dt, bwd, machine_code=True
-                    )
-                )
-            energy_of_rows(
-                cfg.energy, selected_gpu(), rows, lambda counter, r, i: _energy(dev, counter, cfg, done[i], r, ref)
-            )
+    def variant_fields(self, dev: Any, chosen: dict, ref: Any) -> tuple[dict, dict]:
+        self.backends = list(self.cfg.backends) if ref.is_cuda else ["numpy"]
+        return {"variants": sorted(set(chosen.values()))}, {"backends": self.backends}
 
-        row_extras(result, rows, extras)
-        return finish(result, rows)
+    def gate(self, dev: Any, chosen: dict, atol: float, rtol: float,
+             log: Callable[[str], None]) -> tuple[dict, str, str, str]:  # fmt: skip
+        """A case with tails on every side, causal and not, for every variant that will be timed."""
+        gate = _gate(self.cfg, dev, chosen, atol, rtol, log)
+        return gate, "x".join(map(str, GATE_SHAPE[:3])) + "xd", "cases", "attention gate failed: {cases}"
+
+    def rounds(self, dev: Any, ref: Any, chosen: dict, flush: int, tol: tuple[float, float],
+               log: Callable[[str], None]) -> Workload:  # fmt: skip
+        sides = AttentionSides(self.cfg, dev, ref, chosen, self.backends, flush, tol, self.label, log)
+        return Workload(self.cfg.shapes, sides.new_slot, sides.sides, self.label, sides.clock_work)
+
+    def row(self, shape: tuple[int, int, int, int], slot: dict, variant: str, ref: Any) -> dict:
+        return _row(shape, slot, variant, self.cfg.causal, ref, self.cfg.backward)
+
+    def roof_fraction(self, info: dict, row: dict) -> Optional[float]:
+        """fa-coop:TMxTNxTK... runs f16 x f16 -> f32 fragments (the roof measures f16 only)."""
+        return _roof_fraction(info, row)
+
+    def kernel_stats(self, dev: Any, row: dict) -> dict:
+        cfg = self.cfg
+        return dev.attention_kernel_stats(
+            row["head_dim"], row["variant"], cfg.causal, cfg.dtype, cfg.backward, machine_code=True
+        )
+
+    def energy(self, dev: Any, counter: Any, shape: tuple[int, int, int, int], row: dict, ref: Any) -> dict:
+        return _energy(dev, counter, self.cfg, shape, row, ref)
 
 
 def _gate(cfg: AttnBenchConfig, dev: Any, chosen: dict, atol: float, rtol: float, log: Callable[[str], None]) -> dict:
@@ -248,47 +248,49 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
         if best and valid
         else None
     )
-    return {
-        "shape": shape_label(shape, causal, backward),
-        "batch": b,
-        "heads": h,
-        "seq": sq,
-        "head_dim": d,
-        "causal": causal,
-        "backward": backward,
-        "heliosMs": hmed if valid else None,
-        "heliosTflops": tflops(flops, hmed) if valid else None,
-        **reference_fields(ref.is_cuda, cuda_ms, flops),
-        # the seeds' cudaBackend only where the reference ran on CUDA (null for NumPy, whose
-        # time is never labelled CUDA); referenceBackend always
-        "cudaBackend": best if ref.is_cuda else None,
-        "referenceBackend": best,
-        "speedup": cuda_ms / hmed if valid and cuda_ms else None,
-        "speedup_ci95": list(ci) if ci else None,
-        "valid": valid,
-        "throttled": throttled(*states),
-        "low_clock": low_clock(*states),
-        "variant": variant,
-        "reference": ref.name,
-        "helios": {
-            "stats": hs,
-            **_seed_metrics(hs, shape, causal, backward),
-            "samples_ms": s["h"],
-            "batch_ms": s["hb"],
-            "warmup_launches": s["hw"],
-            "round_runs": s["run"],
-            "round_medians_ms": [float(np.median(r)) for r in s["h"]],
-            "check": s["hchk"],
-            "telemetry": s["tel"],
-        },
-        "cuda": {
-            "backend": best,
-            "samples_ms": usable[best]["samples_ms"] if best else [],
-            "batch_ms": usable[best]["batch_ms"] if best else [],
-            "round_medians_ms": [float(np.median(r)) for r in usable[best]["samples_ms"]] if best else [],
-            "round_runs": s["run"] if best else [],
-            **({"stats": usable[best]["stats"]} if best else {}),
-        },
-        "backends": per_backend,
-        "gpu_state": s["state"],
-    }
+    return to_row(
+        BenchRow(
+            shape=shape_label(shape, causal, backward),
+            batch=b,
+            heads=h,
+            seq=sq,
+            head_dim=d,
+            causal=causal,
+            backward=backward,
+            heliosMs=hmed if valid else None,
+            heliosTflops=tflops(flops, hmed) if valid else None,
+            **reference_fields(ref.is_cuda, cuda_ms, flops),
+            # the seeds' cudaBackend only where the reference ran on CUDA (null for NumPy, whose
+            # time is never labelled CUDA); referenceBackend always
+            cudaBackend=best if ref.is_cuda else None,
+            referenceBackend=best,
+            speedup=cuda_ms / hmed if valid and cuda_ms else None,
+            speedup_ci95=list(ci) if ci else None,
+            valid=valid,
+            throttled=throttled(*states),
+            low_clock=low_clock(*states),
+            variant=variant,
+            reference=ref.name,
+            helios={
+                "stats": hs,
+                **_seed_metrics(hs, shape, causal, backward),
+                "samples_ms": s["h"],
+                "batch_ms": s["hb"],
+                "warmup_launches": s["hw"],
+                "round_runs": s["run"],
+                "round_medians_ms": [float(np.median(r)) for r in s["h"]],
+                "check": s["hchk"],
+                "telemetry": s["tel"],
+            },
+            cuda={
+                "backend": best,
+                "samples_ms": usable[best]["samples_ms"] if best else [],
+                "batch_ms": usable[best]["batch_ms"] if best else [],
+                "round_medians_ms": [float(np.median(r)) for r in usable[best]["samples_ms"]] if best else [],
+                "round_runs": s["run"] if best else [],
+                **({"stats": usable[best]["stats"]} if best else {}),
+            },
+            backends=per_backend,
+            gpu_state=s["state"],
+        )
+    )

@@ -15,30 +15,22 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ... import _helios
-from ...check import check_close, reference_matmul, tolerances
-from ...device import Device
+from ...check import check_close, reference_matmul
 from ...flops import matmul_flops, tflops
 from ...matmul_timing import random_inputs, warmup_launches
 from ...roof import roof_fraction
-from ..protocol.energy import energy_lines, energy_of_rows, row_energy
-from ..protocol.gpustate import low_clock, select_gpu, selected_gpu, throttled
+from ..protocol.energy import energy_lines, row_energy
+from ..protocol.gpustate import low_clock, throttled
 from ..protocol.rounds import (
     ProtocolConfig,
     Workload,
-    check_counts,
-    device_fields,
-    finish,
-    flush_bytes,
-    mark_ungated,
-    record_gate,
-    result_header,
-    row_extras,
-    run_rounds,
 )
 from ..protocol.shapes import shape_str
 from ..protocol.stats import bootstrap_ratio_ci, summarize
 from ..results.format import fmt_ms, fmt_ratio, fmt_tflops
-from ..results.rows import BENCH_SCHEMA, kernel_identity, reference_fields, reference_ms, reference_tflops
+from ..results.rows import BenchRow, reference_fields, reference_ms, reference_tflops
+from ..results.schema import to_row
+from .bench import run_workload
 from .references import Reference, make_reference
 
 ROW_CHECK_ROWS = 64  # timed shapes: this many random rows vs float64, + all finite
@@ -70,72 +62,68 @@ def run_bench(
 ) -> dict:
     """Run the protocol; returns the helios-bench/1 dict (result["status"] is
     "ok" or "failed")."""
-    if cfg.dtype not in ("float16", "bfloat16"):
-        from ..._helios import UnsupportedError
+    return run_workload(MatmulWorkload(cfg), progress=progress, log=log)
 
-        raise UnsupportedError(f"dtype {cfg.dtype!r}: helios bench times float16 or bfloat16 inputs")
-    check_counts(cfg.iters, cfg.warmup, cfg.repeats, cfg.runs)
-    dt = cfg.dtype
-    atol, rtol = tolerances(dt, cfg.atol, cfg.rtol)
-    result = result_header(cfg, BENCH_SCHEMA, atol, rtol)
-    result["out_dtype"] = cfg.dtype
-    with Device(cfg.device) as dev:
-        info = dict(dev.info)
-        # The reference and the GPU state follow the Vulkan device's UUID, never
-        # an index (CUDA's, NVML's and Vulkan's orders differ).
-        ref = make_reference(cfg.ref, info["uuid"])
-        select_gpu(info["uuid"])
-        flush = flush_bytes(cfg, info)
-        result["flush_bytes"] = flush
-        # Per shape: the given variant, else the tuned pick or the default for the shape.
-        chosen = {shape: dev.resolve_variant(*shape, variant=cfg.variant, dtype=dt) for shape in cfg.shapes}
-        variant = (
+
+class MatmulWorkload:
+    """The matmul workload of the bench's driver (bench.py): products MxNxK, the
+    variant per shape (given, tuned or the default), cuBLAS/torch or NumPy opposite."""
+
+    def __init__(self, cfg: BenchConfig) -> None:
+        self.cfg = cfg
+        self.variant = ""  # the device default at the check shape, once chosen
+
+    def check_config(self) -> None:
+        if self.cfg.dtype not in ("float16", "bfloat16"):
+            from ..._helios import UnsupportedError
+
+            raise UnsupportedError(f"dtype {self.cfg.dtype!r}: helios bench times float16 or bfloat16 inputs")
+
+    def header(self) -> dict:
+        return {"out_dtype": self.cfg.dtype}
+
+    def reference(self, uuid: str) -> Reference:
+        return make_reference(self.cfg.ref, uuid)
+
+    def choose(self, dev: Any) -> dict:
+        cfg, dt = self.cfg, self.cfg.dtype
+        self.variant = (
             dev.resolve_variant(*cfg.check_shape, variant=cfg.variant, dtype=dt)
             if cfg.variant not in (None, "auto")
             else dev.default_variant(*cfg.check_shape, dtype=dt)
         )
-        result["helios"] = device_fields(info)
-        result["helios"]["variant"] = variant  # the device default; rows[].variant is per shape
-        result["helios"]["variants"] = sorted(set(chosen.values()))
-        result["cuda"] = ref.metadata()
-        result["reference"] = ref.name
+        # Per shape: the given variant, else the tuned pick or the default for the shape.
+        return {shape: dev.resolve_variant(*shape, variant=cfg.variant, dtype=dt) for shape in cfg.shapes}
 
-        # 1. The gate: nothing is timed unless the check shape passes, on every
-        #    variant that will be timed.
-        if cfg.check:
-            gate = _gate(
-                cfg, dev, [variant] + [x for x in result["helios"]["variants"] if x != variant], atol, rtol, log
-            )
-            failure = f"correctness check {shape_str(cfg.check_shape)} failed for {{cases}}: {{worst}}"
-            if not record_gate(result, gate, shape_str(cfg.check_shape), "variants", failure):
-                return result
-        else:
-            mark_ungated(result)
-        # 2. Clocks up before anything is timed (NVIDIA GPUs; a no-op elsewhere). 3. Timing,
-        #    interleaved per shape over rounds; --runs repeats the whole protocol (clock ramp
-        #    included) and records which run each round is from.
-        sides = MatmulSides(cfg, dev, ref, chosen, variant, flush, (atol, rtol))
-        workload = Workload(cfg.shapes, sides.new_slot, sides.sides, shape_str, sides.clock_work)
-        acc, done = run_rounds(result, workload, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
-        rows = [_row(shape, acc[shape], chosen[shape], ref) for shape in done]
-        for r in rows:  # against `helios roof`'s cached ceiling for the variant's fragments, where measured
-            # (the roof is measured on float16 fragments: bfloat16 rows get none)
-            r["roofFraction"] = roof_fraction(info, r["variant"], r["heliosTflops"]) if dt == "float16" else None
+    def variant_fields(self, dev: Any, chosen: dict, ref: Reference) -> tuple[dict, dict]:
+        # variant: the device default; rows[].variant is per shape
+        return {"variant": self.variant, "variants": sorted(set(chosen.values()))}, {}
 
-        def extras() -> None:
-            for r in rows:
-                r["kernel"] = kernel_identity(lambda v=r["variant"]: dev.kernel_stats(v, dt, dt, machine_code=True))
-            energy_of_rows(
-                cfg.energy,
-                selected_gpu(),
-                rows,
-                lambda counter, r, i: _energy(
-                    dev, counter, done[i], r, ref, cfg.seed + list(cfg.shapes).index(done[i]), dt
-                ),
-            )
+    def gate(self, dev: Any, chosen: dict, atol: float, rtol: float,
+             log: Callable[[str], None]) -> tuple[dict, str, str, str]:  # fmt: skip
+        timed = sorted(set(chosen.values()))
+        gate = _gate(self.cfg, dev, [self.variant] + [x for x in timed if x != self.variant], atol, rtol, log)
+        label = shape_str(self.cfg.check_shape)
+        return gate, label, "variants", f"correctness check {label} failed for {{cases}}: {{worst}}"
 
-        row_extras(result, rows, extras)
-        return finish(result, rows)
+    def rounds(self, dev: Any, ref: Reference, chosen: dict, flush: int, tol: tuple[float, float],
+               log: Callable[[str], None]) -> Workload:  # fmt: skip
+        sides = MatmulSides(self.cfg, dev, ref, chosen, self.variant, flush, tol)
+        return Workload(self.cfg.shapes, sides.new_slot, sides.sides, shape_str, sides.clock_work)
+
+    def row(self, shape: tuple[int, int, int], slot: dict, variant: str, ref: Reference) -> dict:
+        return _row(shape, slot, variant, ref)
+
+    def roof_fraction(self, info: dict, row: dict) -> Optional[float]:
+        """Against `helios roof`'s cached ceiling for the variant's fragments, where measured."""
+        return roof_fraction(info, row["variant"], row["heliosTflops"])
+
+    def kernel_stats(self, dev: Any, row: dict) -> dict:
+        return dev.kernel_stats(row["variant"], self.cfg.dtype, self.cfg.dtype, machine_code=True)
+
+    def energy(self, dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference) -> dict:
+        seed = self.cfg.seed + list(self.cfg.shapes).index(shape)
+        return _energy(dev, counter, shape, row, ref, seed, self.cfg.dtype)
 
 
 def _gate(cfg: BenchConfig, dev: Any, variants: list[str], atol: float, rtol: float,
@@ -235,41 +223,42 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
     states = [st[w] for st in s["state"] for w in ("before", "after")]
     thr = throttled(*states)
     lo, hi = bootstrap_ratio_ci(c, h)  # speedup = cuda time / helios time
-    row = {
-        "shape": shape_str(shape),
-        "heliosMs": hs["median"] if valid else None,
-        "heliosTflops": tflops(flops, hs["median"]) if valid else None,
-        **reference_fields(ref.is_cuda, cs["median"], flops),
-        "speedup": cs["median"] / hs["median"] if valid else None,
-        "speedup_ci95": [lo, hi] if valid else None,
-        "valid": valid,
-        "throttled": thr,
-        "low_clock": low_clock(*states),
-        "variant": variant,
-        "reference": ref.name,
-        "helios": {
-            "stats": hs,
-            "samples_ms": s["h"],
-            "batch_ms": s["hb"],
-            "warmup_launches": s["hw"],
-            "round_medians_ms": s["hmed"],
-            "round_runs": s["run"],
-            "check": s["hchk"],
-            "telemetry": s["tel"],
-        },
-        "cuda": {
-            "stats": cs,
-            "samples_ms": s["r"],
-            "batch_ms": s["rb"],
-            "batch_mode": s["batch_mode"],
-            "warmup_launches": s["rw"],
-            "round_medians_ms": s["rmed"],
-            "round_runs": s["run"],
-            "check": s["rchk"],
-        },
-        "gpu_state": s["state"],
-    }
-    return row
+    return to_row(
+        BenchRow(
+            shape=shape_str(shape),
+            heliosMs=hs["median"] if valid else None,
+            heliosTflops=tflops(flops, hs["median"]) if valid else None,
+            **reference_fields(ref.is_cuda, cs["median"], flops),
+            speedup=cs["median"] / hs["median"] if valid else None,
+            speedup_ci95=[lo, hi] if valid else None,
+            valid=valid,
+            throttled=thr,
+            low_clock=low_clock(*states),
+            variant=variant,
+            reference=ref.name,
+            helios={
+                "stats": hs,
+                "samples_ms": s["h"],
+                "batch_ms": s["hb"],
+                "warmup_launches": s["hw"],
+                "round_medians_ms": s["hmed"],
+                "round_runs": s["run"],
+                "check": s["hchk"],
+                "telemetry": s["tel"],
+            },
+            cuda={
+                "stats": cs,
+                "samples_ms": s["r"],
+                "batch_ms": s["rb"],
+                "batch_mode": s["batch_mode"],
+                "warmup_launches": s["rw"],
+                "round_medians_ms": s["rmed"],
+                "round_runs": s["run"],
+                "check": s["rchk"],
+            },
+            gpu_state=s["state"],
+        )
+    )
 
 
 def markdown(result: dict) -> str:

@@ -1,0 +1,134 @@
+"""The row types are the one description of a result row: the reader's check
+(ROW_FIELDS) and the published JSON Schema come from them, a row cannot be built
+without a required field or with one the type does not declare, and the committed
+schema file is what the type generates."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helios.files import FileError, check
+from helios.harness.results.rows import ROW_FIELDS, BenchRow, SuiteRow, SweepRow, TimeRow
+from helios.harness.results.schema import ABSENT, col, json_schema, reader_fields, to_row
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_FILE = ROOT / "docs" / "reference" / "helios-bench-1.schema.json"
+
+
+def _bench_row(**over) -> BenchRow:
+    base = dict(
+        shape="64x64x64", heliosMs=1.0, heliosTflops=0.5, cudaMs=None, cudaTflops=None, referenceMs=2.0,
+        referenceTflops=0.25, speedup=2.0, speedup_ci95=[1.9, 2.1], valid=True, throttled=False,
+        variant="coop:64x64x32", reference="numpy", helios={}, cuda={}, gpu_state=[],
+    )  # fmt: skip
+    return BenchRow(**{**base, **over})
+
+
+def test_the_committed_schema_file_is_what_the_type_generates():
+    committed = json.loads(SCHEMA_FILE.read_text())
+    assert committed["$defs"]["row"] == json_schema(BenchRow), "stale: run python3 tools/bench_schema.py"
+
+
+def test_the_schema_tool_reports_a_stale_file(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import bench_schema
+    finally:
+        sys.path.pop(0)
+    stale = json.loads(SCHEMA_FILE.read_text())
+    del stale["$defs"]["row"]["properties"]["low_clock"]
+    fake = tmp_path / "schema.json"
+    fake.write_text(json.dumps(stale, indent=2) + "\n")
+    monkeypatch.setattr(bench_schema, "PATH", fake)
+    assert bench_schema.main(["--check"]) == 1
+    assert bench_schema.main([]) == 0 and bench_schema.main(["--check"]) == 0
+
+
+def test_a_field_added_to_the_type_reaches_both_descriptions():
+    """Adding a measurement field is one declaration: the reader's kinds and the JSON
+    Schema both carry it (a drift the committed-file test would then catch)."""
+
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class Wider(BenchRow):
+        l2_hit_rate: float = col("number?", "a new measurement", default=ABSENT)
+
+    assert reader_fields(Wider)["l2_hit_rate"] == "number?"
+    assert "l2_hit_rate" in json_schema(Wider)["properties"]
+    assert json_schema(Wider) != json.loads(SCHEMA_FILE.read_text())["$defs"]["row"]
+
+
+def test_the_reader_checks_every_declared_field():
+    assert ROW_FIELDS == reader_fields(BenchRow, TimeRow, SuiteRow, SweepRow)
+    with pytest.raises(FileError, match="'head_dim' must be an integer >= 0"):
+        check({"head_dim": -1}, ROW_FIELDS, "f.json: rows[0]")
+    with pytest.raises(FileError, match="'kernel' must be an object"):
+        check({"kernel": "sha"}, ROW_FIELDS, "f.json: rows[0]")
+
+
+def test_two_types_declaring_one_field_differently_are_refused():
+    @dataclasses.dataclass(kw_only=True)
+    class Other:
+        shape: int = col("int", "a shape as a number")
+
+    with pytest.raises(TypeError, match="'shape'"):
+        reader_fields(BenchRow, Other)
+
+
+def test_a_row_needs_its_required_fields_and_no_others():
+    with pytest.raises(TypeError, match="variant"):
+        BenchRow(**{k: v for k, v in dataclasses.asdict(_bench_row()).items() if k not in ("variant", "batch")})
+    with pytest.raises(TypeError, match="heliosMilliseconds"):
+        _bench_row(heliosMilliseconds=1.0)
+    row = _bench_row()
+    with pytest.raises(AttributeError):
+        row.undeclared = 1  # slots: an attribute the type does not declare
+
+
+def test_absent_fields_stay_out_of_the_json_and_null_ones_stay_in():
+    d = to_row(_bench_row())
+    assert "batch" not in d and "kernel" not in d and "roofFraction" not in d
+    assert d["cudaMs"] is None and d["low_clock"] is False
+    assert to_row(_bench_row(batch=2, causal=True))["batch"] == 2
+
+
+def test_a_built_row_validates_against_the_published_schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed: schema not validated here")
+    schema = json.loads(SCHEMA_FILE.read_text())
+    row_schema = {"$defs": schema["$defs"], **schema["$defs"]["row"]}
+    side = {"stats": None, "samples_ms": [[1.0]], "batch_ms": [], "round_medians_ms": [1.0], "check": []}
+    good = to_row(_bench_row(helios={**side, "telemetry": None}, cuda=side, shape="1x2x97x64-causal"))
+    good["helios"]["stats"] = good["cuda"]["stats"] = {
+        "median": 1, "mean": 1, "min": 1, "max": 1, "p95": 1, "p99": 1, "cv": 0, "n": 1, "median_ci95": [1, 1]
+    }  # fmt: skip
+    jsonschema.validate(good, row_schema)
+    for bad in ({"shape": "64x64"}, {"heliosMs": 0}, {"speedup_ci95": [1.0]}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**good, **bad}, row_schema)
+
+
+def test_the_tool_runs_as_documented():
+    rc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_schema.py"), "--check"], cwd=ROOT)
+    assert rc.returncode == 0
+
+
+def test_a_file_is_checked_with_its_own_row_type(tmp_path):
+    """helios-time/1 rows by TimeRow's kinds, helios-suite/1 rows by SuiteRow's (a
+    suite's gpu_state is an object, a bench's a list)."""
+    from helios.harness.results.rows import read_result
+
+    def doc(schema: str, row: dict) -> Path:
+        p = tmp_path / f"{len(list(tmp_path.iterdir()))}.json"
+        p.write_text(json.dumps({"schema": schema, "rows": [row]}))
+        return p
+
+    with pytest.raises(FileError, match="'heliosSamplesMs' must be a list of finite numbers"):
+        read_result(doc("helios-time/1", {"heliosSamplesMs": "abc"}))
+    with pytest.raises(FileError, match="'gpu_state' must be a list"):
+        read_result(doc("helios-bench/1", {"gpu_state": {"before": None}}))
+    assert read_result(doc("helios-suite/1", {"adapter": "helios", "gpu_state": {"before": None}}))["rows"]
