@@ -146,3 +146,33 @@ def test_ci_out_that_cannot_be_written_is_refused_before_any_build(capsys):
     assert main(["ci", "--out=/proc/helios-ci", "--base=HEAD~1"]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "internal error" not in err
+
+
+SHARED_FLAGS = ("--shapes", "--out", "--force", "--iters", "--warmup", "--repeats", "--runs", "--ref", "--gate",
+                "--atol", "--rtol", "--seed")  # fmt: skip
+
+
+def test_shared_flags_are_declared_in_one_place():
+    """The flags several commands take are declared by cli/common_args.py's groups only:
+    no command declares one itself, and every command that takes one takes it with
+    the group's type (a launch count is bounded in bench, ci, bisect and time alike)."""
+    import ast
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[1] / "python" / "helios" / "cli"
+    own = []
+    for path in sorted(cli.glob("*.py")):
+        if path.name in ("common_args.py", "roof.py"):  # roof's --iters counts MMAs in a chain, not launches
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                own += [f"{path.name}:{node.lineno} {n}" for n in names if n in SHARED_FLAGS]
+    assert not own, f"declared outside cli/common_args.py: {own}"
+    types = {}
+    for _name, parser in _parsers():
+        for a in parser._actions:
+            for flag in set(a.option_strings) & {"--iters", "--warmup", "--repeats", "--runs"}:
+                types.setdefault(flag, set()).add(getattr(a.type, "__name__", repr(a.type)))
+    assert types["--iters"] == {"launches", "positive_int"}, types  # positive_int: roof's MMAs a chain
+    assert types["--warmup"] == {"warmup_count"} and types["--runs"] == {"positive_int"}, types

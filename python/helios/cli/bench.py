@@ -12,17 +12,23 @@ from .common import (
     UsageError,
     child_argv,
     finite_float,
-    launches,
     open_device,
     out_paths,
     parse_bool,
-    positive_int,
     run_and_emit,
     shape_arg,
-    warmup_count,
     write_results,
 )
-from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
+from .common_args import (
+    add_launches,
+    add_out,
+    add_reference,
+    add_rounds,
+    add_seed,
+    add_shapes,
+    add_tolerances,
+    shapes_of,
+)
 
 
 def cmd_bench_devices(args: argparse.Namespace) -> int:
@@ -187,17 +193,12 @@ def register(sub: Any) -> None:
         help="attention: torch SDPA backends to time, comma list of flash, cudnn, efficient, "
         "math (default all; one that refuses a shape is recorded as unavailable)",
     )
-    pb.add_argument(
-        "--iters",
-        type=launches,
-        default=None,
-        help="timed iterations per side, shape and round (default 100; 10 on a CPU device)",
-    )
-    pb.add_argument(
-        "--warmup",
-        type=warmup_count,
-        default=None,
-        help="untimed warm-up launches before them, at least (default 10; 3 on a CPU device)",
+    add_launches(
+        pb,
+        None,
+        None,
+        iters_help="timed iterations per side, shape and round (default 100; 10 on a CPU device)",
+        warmup_help="untimed warm-up launches before them, at least (default 10; 3 on a CPU device)",
     )
     pb.add_argument(
         "--warmup-ms",
@@ -245,12 +246,6 @@ def register(sub: Any) -> None:
     )
     add_tolerances(pb)
     pb.add_argument(
-        "--repeats",
-        type=positive_int,
-        default=1,
-        help="rounds; each round times every shape on both sides, alternating which goes first (default 1)",
-    )
-    pb.add_argument(
         "--flush-l2",
         "--flushL2",
         dest="flush_l2",
@@ -265,22 +260,22 @@ def register(sub: Any) -> None:
         "counter: joules per operation, average watts, TF/s per watt; about 2 s a side and row where the GPU has the "
         "counter, nothing elsewhere; attention: Helios and the row's SDPA backend)",
     )
-    pb.add_argument(
-        "--ref",
-        default="auto",
-        choices=["auto", "torch", "cublas", "numpy", "sdpa"],
-        help="reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
+    add_reference(
+        pb,
+        ["auto", "torch", "cublas", "numpy", "sdpa"],
+        "reference: torch.cuda, the built-in cuBLASLt module, or numpy on the CPU "
         "(labelled NOT CUDA); auto = torch, else cublas, else numpy. attention: sdpa "
         "(torch SDPA) or numpy; auto = sdpa, else numpy",
     )
     add_seed(pb)
-    pb.add_argument(
-        "--runs",
-        type=positive_int,
-        default=1,
-        help="independent runs in one invocation (3 for a comparison that can gate CI): each "
+    add_rounds(
+        pb,
+        1,
+        1,
+        repeats_help="rounds; each round times every shape on both sides, alternating which goes first",
+        runs_help="independent runs in one invocation (3 for a comparison that can gate CI): each "
         "with its own clock ramp and warm-up, recorded per round "
-        "(rows[].helios.round_runs) so compare sees run-to-run noise (default 1)",
+        "(rows[].helios.round_runs) so compare sees run-to-run noise",
     )
     add_out(
         pb,

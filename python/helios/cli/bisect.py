@@ -9,8 +9,8 @@ from typing import Any
 
 from .. import signals
 from .ci import add_measure_args, check_shapes, measure_config
-from .common import add_gate, git_ref, positive_int, target
-from .common_args import add_out
+from .common import git_ref, positive_int, target
+from .common_args import add_gate, add_out
 
 
 def _doc() -> str:
@@ -64,7 +64,13 @@ def register(sub: Any) -> None:
     p.add_argument("good", type=git_ref, help="a commit known not to have the regression")
     p.add_argument("bad", type=git_ref, help="a commit that has it (a descendant of GOOD)")
     p.add_argument("--repo", default=".", help="the git checkout holding the commits (default .)")
-    add_out(p, "where bisect.json and the bench files go (default build/bisect)", default="build/bisect")
+    add_out(
+        p,
+        "where bisect.json and the bench files go (default build/bisect)",
+        default="build/bisect",
+        force="OUT/bisect.json when it holds another bisection or cannot be read (without it: refused, before any "
+        "build)",
+    )
     add_measure_args(p, "GOOD/commit")
     add_gate(p, "each step reads")
     p.add_argument(
@@ -72,12 +78,6 @@ def register(sub: Any) -> None:
         type=positive_int,
         default=12,
         help="commits measured in this run at most (default 12); run again to resume from OUT/bisect.json",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace OUT/bisect.json when it holds another bisection or cannot be read (without it: refused, "
-        "before any build)",
     )
     p.add_argument("--json", action="store_true", help="print the record (bisect.json) instead of the summary")
     p.set_defaults(func=cmd_bisect)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import UsageError, add_gate, check_shared, finite_float, git_ref, nonneg_int, positive_int, target
-from .common_args import add_out, add_shapes, shapes_of
+from .common import UsageError, check_shared, finite_float, git_ref, nonneg_int, positive_int, target
+from .common_args import add_gate, add_launches, add_out, add_reference, add_rounds, add_shapes, shapes_of
 
 
 def _doc() -> str:
@@ -70,17 +70,12 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         "attention's direction and mask: --bench-arg=--backward, --bench-arg=--causal)",
     )
     add_shapes(p, "canonical for matmul, seed004,seed003,long for attention", attention=True)
-    p.add_argument(
-        "--runs", type=positive_int, default=2, help=f"{pairs} pairs, alternating ABBA, each a process (default 2)"
+    add_rounds(p, 2, 2, repeats_help="rounds per run", runs_help=f"{pairs} pairs, alternating ABBA, each a process")
+    add_launches(
+        p, 50, 10, iters_help="timed launches per round (default 50)", warmup_help="warm-up launches (default 10)"
     )
-    p.add_argument("--iters", type=positive_int, default=50, help="timed launches per round (default 50)")
-    p.add_argument("--warmup", type=nonneg_int, default=10, help="warm-up launches (default 10)")
-    p.add_argument("--repeats", type=positive_int, default=2, help="rounds per run (default 2)")
-    p.add_argument(
-        "--ref",
-        default="auto",
-        choices=["auto", "torch", "cublas", "numpy"],
-        help="the bench reference: auto, torch, cublas or numpy (default auto)",
+    add_reference(
+        p, ["auto", "torch", "cublas", "numpy"], "the bench reference: auto, torch, cublas or numpy (default auto)"
     )
     p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
     p.add_argument(

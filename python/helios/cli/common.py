@@ -278,14 +278,3 @@ def expand_dirs(paths: Sequence[str]) -> list[str]:
         else:
             out.append(p)
     return out
-
-
-GATE_HELP = (
-    "plain (Helios's time; default), or normalized (Helios's time over the reference's per round, "
-    "where both sides timed the same reference build on the same device; the plain verdict elsewhere)"
-)
-
-
-def add_gate(p: argparse.ArgumentParser, reads: str) -> None:
-    """--gate, the verdict `reads` (what the command decides with it)."""
-    p.add_argument("--gate", choices=("plain", "normalized"), default="plain", help=f"the verdict {reads}: {GATE_HELP}")

@@ -15,7 +15,7 @@ from ..harness.protocol.shapes import (
     parse_attention_shapes,
     parse_shapes,
 )
-from .common import finite_float, flag_value, nonneg_int
+from .common import finite_float, flag_value, launches, nonneg_int, positive_int, warmup_count
 
 
 def add_tolerances(p: argparse.ArgumentParser, what: str = "gate") -> None:
@@ -57,3 +57,35 @@ def add_shapes(
 def shapes_of(spec: str, workload: str = "matmul") -> list:
     """--shapes parsed in the workload's grammar; a bad one is a usage error naming the flag."""
     return flag_value("--shapes", parse_attention_shapes if workload == "attention" else parse_shapes, spec)
+
+
+def add_launches(p: argparse.ArgumentParser, iters: Optional[int], warmup: Optional[int], *, iters_help: str,
+                 warmup_help: str) -> None:  # fmt: skip
+    """--iters (timed launches, 1..MAX_LAUNCHES) and --warmup (untimed launches before
+    them, 0..MAX_LAUNCHES): the protocol's counts; the helps say what a launch is to the
+    command and its defaults."""
+    p.add_argument("--iters", type=launches, default=iters, help=iters_help)
+    p.add_argument("--warmup", type=warmup_count, default=warmup, help=warmup_help)
+
+
+def add_rounds(p: argparse.ArgumentParser, repeats: int, runs: int, *, repeats_help: str, runs_help: str) -> None:
+    """--repeats (rounds per run) and --runs (runs, each with its own clock ramp): the
+    protocol's repetition, integers >= 1."""
+    p.add_argument("--repeats", type=positive_int, default=repeats, help=f"{repeats_help} (default {repeats})")
+    p.add_argument("--runs", type=positive_int, default=runs, help=f"{runs_help} (default {runs})")
+
+
+def add_reference(p: argparse.ArgumentParser, choices: Iterable[str], help: str) -> None:
+    """--ref: what times the other side (default auto)."""
+    p.add_argument("--ref", default="auto", choices=list(choices), help=help)
+
+
+GATE_HELP = (
+    "plain (Helios's time; default), or normalized (Helios's time over the reference's per round, "
+    "where both sides timed the same reference build on the same device; the plain verdict elsewhere)"
+)
+
+
+def add_gate(p: argparse.ArgumentParser, reads: str) -> None:
+    """--gate, the verdict `reads` (what the command decides with it)."""
+    p.add_argument("--gate", choices=("plain", "normalized"), default="plain", help=f"the verdict {reads}: {GATE_HELP}")

@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from ..files import dumps
-from .common import add_gate, finite_float
+from .common import finite_float
+from .common_args import add_gate
 
 
 def _compare_doc() -> str:

@@ -20,9 +20,8 @@ from .common import (
     out_paths,
     positive_int,
     target,
-    warmup_count,
 )
-from .common_args import add_out, add_seed, add_tolerances
+from .common_args import add_launches, add_out, add_seed, add_tolerances
 
 
 def workload_base(args: argparse.Namespace, tiny: dict[str, Any], **flags: str) -> dict[str, Any]:
@@ -295,17 +294,12 @@ def register(sub: Any) -> None:
         default=None,
         help="MLP hidden size (default 14336; 896 on a CPU device or with --tiny)",
     )
-    ps.add_argument(
-        "--iters",
-        type=positive_int,
-        default=None,
-        help="timed forwards per adapter (default 50; 5 on a CPU device or with --tiny)",
-    )
-    ps.add_argument(
-        "--warmup",
-        type=warmup_count,
-        default=None,
-        help="untimed forwards first (default 10; 1 on a CPU device or with --tiny)",
+    add_launches(
+        ps,
+        None,
+        None,
+        iters_help="timed forwards per adapter (default 50; 5 on a CPU device or with --tiny)",
+        warmup_help="untimed forwards first (default 10; 1 on a CPU device or with --tiny)",
     )
     ps.add_argument(
         "--adapters",

@@ -17,8 +17,8 @@ from ..harness.results.format import fmt_tflops
 from ..harness.results.rows import TIME_SCHEMA, TimeRow, reference_fields
 from ..harness.results.schema import to_row
 from ..matmul_timing import random_inputs
-from .common import flag_value, launches, open_device, out_paths, warmup_count
-from .common_args import add_out, add_seed, add_shapes, add_tolerances, shapes_of
+from .common import flag_value, open_device, out_paths
+from .common_args import add_launches, add_out, add_seed, add_shapes, add_tolerances, shapes_of
 
 
 def _torch_reference(uuid: str) -> Optional[Any]:
@@ -103,8 +103,13 @@ def register(sub: Any) -> None:
         help="GPU-timed matmul per shape, gated by a correctness check; torch.cuda timed the same way when available",
     )
     add_shapes(pt, "small", default="small")
-    pt.add_argument("--iters", type=launches, default=20, help="timed iterations per shape (default 20)")
-    pt.add_argument("--warmup", type=warmup_count, default=5, help="untimed warm-up iterations (default 5)")
+    add_launches(
+        pt,
+        20,
+        5,
+        iters_help="timed iterations per shape (default 20)",
+        warmup_help="untimed warm-up iterations (default 5)",
+    )
     pt.add_argument("--variant", default=None, help="kernel variant string (default: the device's default)")
     pt.add_argument(
         "--check-shape",

@@ -11,8 +11,8 @@ from typing import Any, Optional
 from .. import _helios, signals
 from ..harness.protocol.shapes import shape_str
 from ..tune_cache import cache_path as tuner_cache_path
-from .common import UsageError, finite_float, launches, open_device, target, warmup_count
-from .common_args import add_seed, add_shapes, shapes_of
+from .common import UsageError, finite_float, open_device, target
+from .common_args import add_launches, add_seed, add_shapes, shapes_of
 
 # What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the
 # sets the picks serve; on a CPU Vulkan device (lavapipe, ~16 GFLOP/s) those would
@@ -172,14 +172,12 @@ def register(sub: Any) -> None:
         help="comma-separated variant strings or @FILE (default: the built-in templates "
         "for this device's coop shapes, plus the default)",
     )
-    pu.add_argument(
-        "--iters",
-        type=launches,
-        default=None,
-        help="timed launches per candidate and shape (default 20; 5 on a CPU device)",
-    )
-    pu.add_argument(
-        "--warmup", type=warmup_count, default=None, help="minimum warm-up launches (default 5; 1 on a CPU device)"
+    add_launches(
+        pu,
+        None,
+        None,
+        iters_help="timed launches per candidate and shape (default 20; 5 on a CPU device)",
+        warmup_help="minimum warm-up launches (default 5; 1 on a CPU device)",
     )
     pu.add_argument(
         "--warmup-ms",
