@@ -1,24 +1,48 @@
-"""Every file Helios reads is untrusted, nothing measured is lost after
-the run. One test per input that found a defect (each failed on 89c21a3's
-behaviour), then generated inputs (hypothesis) over the one reader
-(helios.files), the one writer's races and the append-only store."""
+"""Files Helios reads are untrusted and files it writes are never half-written:
+result files, the tune and roof caches, the history store, external adapters'
+output, --out targets and templates; hand-written cases for each defect found,
+then generated inputs (hypothesis) over the one reader (helios.files), the one
+writer's races and the append-only store."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_external import GOOD, run_suite, script
 
+import helios
+from helios import tune_cache
 from helios.cli import main
+from helios.files import read_json
+from helios.harness.results.compare_load import CompareError, load
+from helios.launcher import expand_out
+
+HOSTILE_EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _cache_with(tmp_path, content: bytes):
+    p = tmp_path / "tune.json"
+    p.write_bytes(content)
+    return p
+
+
+json_trees = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=8) | st.integers(),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    max_leaves=20,
+)
+
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -32,9 +56,6 @@ def strict_json(path: Path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-# ---- the roof cache ------------------------------------------------------------------------------
-
-
 def _roof_cache(device, tmp_path, entry) -> Path:
     from helios.tune_cache import device_key
 
@@ -45,6 +66,8 @@ def _roof_cache(device, tmp_path, entry) -> Path:
 
 
 ROOF_ROW = {"shape": "8x8x8", "acc": "f32", "tflops_max": 1.0}
+
+
 BAD_ROOFS = {
     "entry a string": "junk",
     "rows not objects": {"rows": [["x", 1, None]]},
@@ -53,6 +76,202 @@ BAD_ROOFS = {
     "tflops negative": {"rows": [{**ROOF_ROW, "tflops": -3.0}]},
     "tflops a string": {"rows": [{**ROOF_ROW, "tflops": "9"}]},
 }
+
+
+NEST = 100_000
+
+
+ADAPTER_OUTPUTS = {
+    "non-utf8 stdout": (f"sys.stdout.buffer.write(b'\\xff\\xfe junk\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
+    "non-utf8 stderr": (f"sys.stderr.buffer.write(b'\\xff\\xfe\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
+    "deep json": (f"print('{{\"a\":' * {NEST} + '1' + '}}' * {NEST})\n", "malformed JSON: JSON nested too deeply"),
+    "npy claims 2^40": (
+        "import numpy as np\n"
+        "h = np.lib.format\n"
+        "f = open(req['output'], 'wb'); h.write_array_header_1_0(f, {'descr': '<f2', 'fortran_order': False, "
+        "'shape': (1 << 20, 1 << 20)}); f.close()\n"
+        f"print(json.dumps({GOOD!r}))\n",
+        "check failed",
+    ),
+    "peak memory 10**400": (
+        f"g = {GOOD!r}\nprint(json.dumps(g)[:-1] + ', \"peak_memory_bytes\": 1' + '0' * 400 + '}}')\n",
+        "malformed JSON",
+    ),
+    "40 MB of stdout": (f"sys.stdout.write('x' * (40 << 20) + '\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
+}
+
+
+LINE = {"shape": "64x64x64", "helios_ms": 1.0, "cuda_ms": 0.5, "date": "2026-01-01", "commit": "a" * 40}
+
+
+def _history(tmp_path, extra: bytes) -> Path:
+    p = tmp_path / "h.jsonl"
+    good = b"".join(json.dumps({**LINE, "date": f"2026-01-0{i}"}).encode() + b"\n" for i in (1, 2))
+    p.write_bytes(good + extra)
+    return p
+
+
+BAD_LINES = {
+    "torn last line": b'{"shape": "64x64x64", "helios_',
+    "helios_ms a string": json.dumps({**LINE, "helios_ms": "1.0"}).encode() + b"\n",
+    "helios_ms a list": json.dumps({**LINE, "helios_ms": [1]}).encode() + b"\n",
+    "shape a dict": json.dumps({**LINE, "shape": {"m": 1}}).encode() + b"\n",
+    "deep": b"[" * NEST + b"]" * NEST + b"\n",
+    "not utf-8": b'{"shape": "\xff", "helios_ms": 1}\n',
+    "NaN": b'{"shape": "64x64x64", "helios_ms": NaN}\n',
+}
+
+
+RESULT = Path(__file__).resolve().parents[1] / "results" / "h100-aa-236f2f6" / "aa-1.json"
+
+
+RESULT_MUTATIONS = {
+    "heliosMs a string": lambda d: d["rows"][0].__setitem__("heliosMs", "1.0"),
+    "heliosMs a list": lambda d: d["rows"][0].__setitem__("heliosMs", [1]),
+    "shape a dict": lambda d: d["rows"][0].__setitem__("shape", {"m": 1}),
+    "interval a string": lambda d: d["rows"][0].__setitem__("speedup_ci95", "abc"),
+    "kernel a string": lambda d: d["rows"][0].__setitem__("kernel", "abc"),
+    "rows a dict": lambda d: d.__setitem__("rows", {"a": 1}),
+    "a row a string": lambda d: d["rows"].__setitem__(0, "x"),
+    "helios a string": lambda d: d.__setitem__("helios", "x"),
+    "dtype a list": lambda d: d.__setitem__("dtype", [1]),
+    "variant a list": lambda d: d["rows"][0].__setitem__("variant", [1]),
+}
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+
+
+json_values = st.recursive(
+    json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=12
+)
+
+
+history_fields = st.sampled_from(["shape", "helios_ms", "cuda_ms", "date", "commit", "gpu", "dtype", "speedup"])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe",
+        b"{",
+        b"[]",
+        b"null",
+        b"[" * 100000 + b"]" * 100000,
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": []}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": []}}}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": {"buckets": {"1x1x1": 5}}}}).encode(),
+        json.dumps({"schema": tune_cache.SCHEMA, "devices": {"k": 3}}).encode(),
+    ],
+)
+def test_a_bad_tune_cache_never_breaks_an_op(device, tmp_path, monkeypatch, content):
+    p = _cache_with(tmp_path, content)
+    monkeypatch.setenv("HELIOS_TUNE_CACHE", str(p))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with helios.Device() as d:
+            # 16 rows: past the matrix-vector kernel's 8, where the tune cache is read
+            c = d.matmul(np.ones((16, 4), np.float16), np.ones((4, 8), np.float16), out_dtype="float32")
+    assert (c == 4).all()
+    assert any("tune cache" in str(x.message) and str(p) in str(x.message) for x in w), [str(x.message) for x in w]
+
+
+@HOSTILE_EXAMPLES
+@given(st.binary(max_size=300))
+def test_tune_cache_reader_on_any_bytes(tmp_path_factory, data):
+    p = tmp_path_factory.mktemp("c") / "t.json"
+    p.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        doc = tune_cache.load(p)
+    assert doc["schema"] == tune_cache.SCHEMA and isinstance(doc["devices"], dict)
+
+
+@HOSTILE_EXAMPLES
+@given(st.dictionaries(st.sampled_from(["schema", "status", "rows", "helios", "device", "x"]), json_trees, max_size=5))
+def test_compare_reader_on_generated_documents(tmp_path_factory, doc):
+    """Any JSON object: a loaded comparable result or a CompareError, nothing else."""
+    p = tmp_path_factory.mktemp("r") / "r.json"
+    p.write_text(json.dumps(doc))
+    try:
+        load(str(p))
+    except CompareError:
+        pass
+
+
+def test_bounded_reads_name_the_file(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(ValueError, match="deep.json.*nested too deeply"):
+        read_json(deep)
+    with pytest.raises(ValueError, match="deep.json.*larger than"):
+        read_json(deep, max_bytes=1 << 10)
+
+
+@pytest.mark.parametrize("cmd", [["compare"], ["report"]])
+def test_cli_readers_exit_2_without_traceback(tmp_path, capsys, cmd):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    args = cmd + [str(deep)] + ([str(deep)] if cmd == ["compare"] else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "deep.json" in err and "Traceback" not in err
+
+
+def test_markdown_cells_are_escaped():
+    from helios.harness.results.format import md_cell
+
+    assert md_cell("a|b\nc") == "a\\|b\\nc"
+    assert len(md_cell("x" * 1000)) == 200
+
+
+@pytest.mark.parametrize("out", ["/proc/helios-r.json", "x" * 300 + ".json"])
+def test_out_targets_are_probed_before_any_work(out, capsys):
+    assert main(["bench", "--shapes=16x16x16", "--iters=1", "--warmup=0", f"--out={out}"]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "Traceback" not in err
+
+
+def test_out_outside_the_dev_boxs_shared_folders_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """Inside tools/dev only the checkout and /tmp reach the host (HELIOS_DEV_SHARED): a
+    result file elsewhere would land inside the box, invisible; refused, nothing created."""
+    monkeypatch.setenv("HELIOS_DEV_SHARED", f"{tmp_path / 'checkout'}:{tmp_path / 'tmp'}")
+    target = tmp_path / "elsewhere" / "dir" / "x.json"
+    assert main(["bench", "--shapes=16x16x16", "--iters=1", "--warmup=0", f"--out={target}"]) == 2
+    err = capsys.readouterr().err
+    assert "development box" in err and str(tmp_path / "checkout") in err and "Traceback" not in err
+    assert not (tmp_path / "elsewhere").exists()
+    inside = tmp_path / "tmp" / "x.json"
+    from helios.cli.common import check_shared
+
+    check_shared(inside, "--out")  # under a shared folder: accepted
+    check_shared(tmp_path / "checkout", "--out")
+
+
+@HOSTILE_EXAMPLES
+@given(st.text(alphabet="{}abc_.x0/", max_size=24))
+def test_out_templates_substitute_text_only(template):
+    try:
+        out = expand_out(template + ".json", "uuid", None)
+    except ValueError as e:
+        assert "--out" in str(e)
+        return
+    assert "{" not in out and "}" not in out and "<class" not in out
+
+
+@pytest.mark.parametrize("cache_arg", ["DIR", "FILE/x.json", "/proc/h/t.json"])
+def test_tune_cache_target_checked_before_timing(tmp_path, capsys, cache_arg):
+    (tmp_path / "FILE").write_text("")
+    (tmp_path / "DIR").mkdir()
+    target = cache_arg if cache_arg.startswith("/") else str(tmp_path / cache_arg)
+    assert main(["tune", "--shapes=16x16x16", "--iters=1", "--cache", target]) == 2
+    err = capsys.readouterr().err
+    assert "--cache" in err and "Traceback" not in err
+
+
+def test_missing_candidates_file_is_a_usage_error(capsys):
+    assert main(["tune", "--shapes=16x16x16", "--candidates=@/nonexistent/c.txt", "--dry-run"]) == 2
+    assert "/nonexistent/c.txt" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("entry", BAD_ROOFS.values(), ids=BAD_ROOFS.keys())
@@ -92,29 +311,6 @@ def test_roof_refuses_an_unwritable_cache_before_measuring(monkeypatch, capsys):
     assert "roof cache" in capsys.readouterr().err
 
 
-# ---- external adapters ---------------------------------------------------------------------------
-
-NEST = 100_000
-ADAPTER_OUTPUTS = {
-    "non-utf8 stdout": (f"sys.stdout.buffer.write(b'\\xff\\xfe junk\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
-    "non-utf8 stderr": (f"sys.stderr.buffer.write(b'\\xff\\xfe\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
-    "deep json": (f"print('{{\"a\":' * {NEST} + '1' + '}}' * {NEST})\n", "malformed JSON: JSON nested too deeply"),
-    "npy claims 2^40": (
-        "import numpy as np\n"
-        "h = np.lib.format\n"
-        "f = open(req['output'], 'wb'); h.write_array_header_1_0(f, {'descr': '<f2', 'fortran_order': False, "
-        "'shape': (1 << 20, 1 << 20)}); f.close()\n"
-        f"print(json.dumps({GOOD!r}))\n",
-        "check failed",
-    ),
-    "peak memory 10**400": (
-        f"g = {GOOD!r}\nprint(json.dumps(g)[:-1] + ', \"peak_memory_bytes\": 1' + '0' * 400 + '}}')\n",
-        "malformed JSON",
-    ),
-    "40 MB of stdout": (f"sys.stdout.write('x' * (40 << 20) + '\\n')\nprint(json.dumps({GOOD!r}))\n", "ok"),
-}
-
-
 @pytest.mark.parametrize("body,status", ADAPTER_OUTPUTS.values(), ids=ADAPTER_OUTPUTS.keys())
 def test_a_hostile_adapter_output_is_its_rows_status(tmp_path, body, status):
     rc, res = run_suite(tmp_path, "--adapter-cmd", f"x={script(tmp_path, 'x', body)}", "--adapter-timeout", "60")
@@ -151,29 +347,6 @@ def test_an_adapters_children_do_not_outlive_the_suite(tmp_path):
         pytest.fail("the adapter's child outlived the suite")
 
 
-# ---- the history store ---------------------------------------------------------------------------
-
-LINE = {"shape": "64x64x64", "helios_ms": 1.0, "cuda_ms": 0.5, "date": "2026-01-01", "commit": "a" * 40}
-
-
-def _history(tmp_path, extra: bytes) -> Path:
-    p = tmp_path / "h.jsonl"
-    good = b"".join(json.dumps({**LINE, "date": f"2026-01-0{i}"}).encode() + b"\n" for i in (1, 2))
-    p.write_bytes(good + extra)
-    return p
-
-
-BAD_LINES = {
-    "torn last line": b'{"shape": "64x64x64", "helios_',
-    "helios_ms a string": json.dumps({**LINE, "helios_ms": "1.0"}).encode() + b"\n",
-    "helios_ms a list": json.dumps({**LINE, "helios_ms": [1]}).encode() + b"\n",
-    "shape a dict": json.dumps({**LINE, "shape": {"m": 1}}).encode() + b"\n",
-    "deep": b"[" * NEST + b"]" * NEST + b"\n",
-    "not utf-8": b'{"shape": "\xff", "helios_ms": 1}\n',
-    "NaN": b'{"shape": "64x64x64", "helios_ms": NaN}\n',
-}
-
-
 @pytest.mark.parametrize("bad", BAD_LINES.values(), ids=BAD_LINES.keys())
 def test_a_bad_history_line_is_skipped_and_named(tmp_path, capsys, bad):
     p = _history(tmp_path, bad)
@@ -203,7 +376,6 @@ def test_appending_after_a_torn_line_starts_a_fresh_one(tmp_path):
 def test_concurrent_appends_never_interleave(tmp_path):
     """Lines of 3 KB from 4 processes at once (longer than a pipe's atomic write): every
     line whole."""
-    import subprocess
 
     p = tmp_path / "h.jsonl"
     code = (
@@ -217,30 +389,12 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert len(lines) == 400 and all(json.loads(x)["pad"] for x in lines)
 
 
-# ---- result files --------------------------------------------------------------------------------
-
-
 def test_a_result_without_its_helios_block_is_named(tmp_path, capsys):
     p = tmp_path / "nohelios.json"
     p.write_text(json.dumps({"schema": "helios-bench/1", "rows": []}))
     assert main(["compare", str(p), str(p)]) == 2
     err = capsys.readouterr().err
     assert "nohelios.json" in err and "KeyError" not in err
-
-
-RESULT = Path(__file__).resolve().parents[1] / "results" / "h100-aa-236f2f6" / "aa-1.json"
-RESULT_MUTATIONS = {
-    "heliosMs a string": lambda d: d["rows"][0].__setitem__("heliosMs", "1.0"),
-    "heliosMs a list": lambda d: d["rows"][0].__setitem__("heliosMs", [1]),
-    "shape a dict": lambda d: d["rows"][0].__setitem__("shape", {"m": 1}),
-    "interval a string": lambda d: d["rows"][0].__setitem__("speedup_ci95", "abc"),
-    "kernel a string": lambda d: d["rows"][0].__setitem__("kernel", "abc"),
-    "rows a dict": lambda d: d.__setitem__("rows", {"a": 1}),
-    "a row a string": lambda d: d["rows"].__setitem__(0, "x"),
-    "helios a string": lambda d: d.__setitem__("helios", "x"),
-    "dtype a list": lambda d: d.__setitem__("dtype", [1]),
-    "variant a list": lambda d: d["rows"][0].__setitem__("variant", [1]),
-}
 
 
 @pytest.mark.parametrize("mutate", RESULT_MUTATIONS.values(), ids=RESULT_MUTATIONS.keys())
@@ -256,9 +410,6 @@ def test_a_result_field_of_the_wrong_type_is_refused_naming_it(tmp_path, capsys,
     assert main([*argv, str(p)]) == 2
     err = capsys.readouterr().err
     assert "mutated.json" in err and "internal error" not in err and "Error:" not in err, err
-
-
-# ---- the writer ----------------------------------------------------------------------------------
 
 
 def test_a_file_that_appears_during_the_run_is_not_replaced(tmp_path):
@@ -304,15 +455,6 @@ def test_train_trace_target_is_probed_before_training(capsys):
     pytest.importorskip("torch")
     assert main(["suite", "train", "--tiny", "--trace=/proc/helios-x"]) == 2
     assert "--trace" in capsys.readouterr().err
-
-
-# ---- generated inputs ----------------------------------------------------------------------------
-
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
-json_values = st.recursive(
-    json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=12
-)
-history_fields = st.sampled_from(["shape", "helios_ms", "cuda_ms", "date", "commit", "gpu", "dtype", "speedup"])
 
 
 @FAST
@@ -416,7 +558,3 @@ def test_the_readers_of_helios_all_go_through_files():
             if pattern.search(line) and "# files: " not in line:
                 found.append(f"{f.relative_to(root)}:{i}: {line.strip()}")
     assert not found, "\n".join(found)
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))

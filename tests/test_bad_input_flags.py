@@ -1,25 +1,168 @@
-"""Every flag validated before any work, by the declared types of helios/cli/common.py
-(a walk over every command's parser fails on a numeric flag without one), and one
-signal policy for every command (SIGTERM is Ctrl-C; a second signal never cuts the
-write of what was measured)."""
+"""Bad flags: every command's flags validated before any work by the declared
+types (a walk over every parser fails on a numeric flag without one), usage
+errors exit 2 with one line and no traceback, the shared flags declared once."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from test_results import _bench
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+import helios
 from helios.cli import build_parser, main
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helios", *args], capture_output=True, text=True, timeout=300)
+
+
+HOSTILE_EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+BAD_FLAGS = [
+    ["bench", "--warmup-ms=nan"],
+    ["bench", "--warmup-ms=-5"],
+    ["bench", "--warmup-ms=inf"],
+    ["bench", "--atol=nan"],
+    ["bench", "--suite=bogus"],
+    ["bench", "--seed=-1"],
+    ["bench", "--iters=0"],
+    ["bench", "--shapes=99999999999999999999x1x1"],
+    ["tune", "--warmup-ms=nan"],
+    ["compare", "--fail-on-regression=-5", "a.json", "b.json"],
+    ["compare", "--run-noise=nan", "a.json", "b.json"],
+    ["compare", "--level=1.5", "a.json", "b.json"],
+    ["check", "--max-dim=0"],
+    ["check", "--seed=-1"],
+]
 
 
 def _parsers():
     top = build_parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     return [("helios", top), *((f"helios {n}", p) for n, p in sub.choices.items())]
+
+
+SHARED_FLAGS = ("--shapes", "--out", "--force", "--iters", "--warmup", "--repeats", "--runs", "--ref", "--gate",
+                "--atol", "--rtol", "--seed")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--fuzz=-5"],
+        ["check", "--fuzz=0"],
+        ["bench", "--runs=0"],
+        ["bench", "--repeats=x"],
+        ["nosuchcommand"],
+        ["bench", "--no-such-flag"],
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(args):
+    r = _run_cli(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[]",
+        "42",
+        '"a string"',
+        "{bad json",
+        json.dumps({"schema": "helios-bench/1", "rows": [{"shape": 5}]}),
+        json.dumps({"schema": "helios-bench/1", "rows": "x"}),
+    ],
+)
+def test_report_on_malformed_files_exits_2_one_line(tmp_path, content):
+    p = tmp_path / "r.json"
+    p.write_text(content)
+    r = _run_cli("report", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_report_on_non_utf8_exits_2(tmp_path, capsys):
+    p = tmp_path / "r.json"
+    p.write_bytes(b"\xff\xfe\x00")
+    assert main(["report", str(p)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_help_documents_exit_codes():
+    r = _run_cli("--help")
+    assert r.returncode == 0 and "exit status" in r.stdout and "3  the device or driver failed" in r.stdout
+
+
+@pytest.mark.parametrize("argv", BAD_FLAGS, ids=lambda a: " ".join(a))
+def test_bad_flags_exit_2_before_any_work(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    flag = argv[1].split("=")[0]
+    assert flag in err and "Traceback" not in err
+
+
+@HOSTILE_EXAMPLES
+@given(
+    st.sampled_from(["--warmup-ms", "--atol", "--rtol"]),
+    st.one_of(st.floats(), st.text(alphabet="0123456789.e-+naif", max_size=6)),
+)
+def test_numeric_flags_are_finite_or_refused(flag, value):
+    from helios.cli import build_parser
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(["bench", f"{flag}={value}"])
+    except SystemExit as e:
+        assert e.code == 2
+        return
+    v = getattr(args, flag.lstrip("-").replace("-", "_"))
+    assert math.isfinite(v) and v >= 0
+
+
+def test_broken_pipe_is_not_a_traceback():
+    r = subprocess.run(
+        f"{sys.executable} -m helios info --json | head -1", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+def test_internal_error_is_one_line_and_exit_2(monkeypatch, capsys):
+    import helios.cli.info as info_cmd
+
+    def boom(args):
+        raise KeyError("planted")
+
+    monkeypatch.setattr(info_cmd, "cmd_info", boom)
+    from helios.cli import build_parser
+
+    args = build_parser().parse_args(["info"])
+    args.func = boom
+    monkeypatch.setattr(
+        "helios.cli.build_parser", lambda: type("P", (), {"parse_known_args": lambda s, a: (args, [])})()
+    )
+    assert main(["info"]) == 2
+    err = capsys.readouterr().err
+    assert "internal error" in err and "KeyError" in err and "Traceback" not in err
+
+
+def test_version_names_the_build(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert helios.__version__ in out and helios._helios.BUILD_COMMIT in out
 
 
 def test_every_numeric_flag_declares_its_range():
@@ -91,56 +234,6 @@ def test_an_adapter_variable_that_cannot_be_split_is_named_before_any_work(monke
     assert "TVM_BENCH_CMD" in err and "cannot split" in err
 
 
-def test_sigterm_keeps_what_was_measured(device, tmp_path, monkeypatch):
-    """SIGTERM (Slurm, CI runners) in the second round: the complete round is written,
-    status interrupted, exit 143 (it used to kill the bench with everything it measured)."""
-    from helios.harness.protocol import rounds as protocol
-
-    calls = {"n": 0}
-    real = protocol.gpu_state
-
-    def terminated(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 5:  # round 2's first shape
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real(*a, **k)
-
-    monkeypatch.setattr(protocol, "gpu_state", terminated)
-    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
-    assert rc == 143
-    res = json.loads(out.read_text())
-    assert res["status"] == "interrupted" and res["rows"]
-    assert all(len(r["helios"]["samples_ms"]) >= 1 for r in res["rows"])
-    assert signal.getsignal(signal.SIGTERM) is not None  # the handler is given back
-
-
-def test_a_second_signal_does_not_cut_the_write(device, tmp_path, monkeypatch, capsys):
-    """Two signals close together used to lose the completed rounds ("nothing written"):
-    the second, arriving while the result is written, only says so."""
-    from helios.cli import common
-    from helios.harness.protocol import rounds as protocol
-
-    calls = {"n": 0}
-    real_state, real_write = protocol.gpu_state, common.write_results
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            os.kill(os.getpid(), signal.SIGINT)
-        return real_state(*a, **k)
-
-    def write_under_fire(*a, **k):
-        os.kill(os.getpid(), signal.SIGTERM)  # the second signal, while writing
-        return real_write(*a, **k)
-
-    monkeypatch.setattr(protocol, "gpu_state", interrupted)
-    monkeypatch.setattr(common, "write_results", write_under_fire)
-    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
-    assert rc == 130
-    assert json.loads(out.read_text())["status"] == "interrupted"
-    assert "SIGTERM again" in capsys.readouterr().err
-
-
 def test_ci_out_that_cannot_be_written_is_refused_before_any_build(capsys):
     """`helios ci --out /proc/x` ended as an internal error after the work."""
     assert main(["ci", "--out=/proc/helios-ci", "--base=HEAD~1"]) == 2
@@ -148,16 +241,11 @@ def test_ci_out_that_cannot_be_written_is_refused_before_any_build(capsys):
     assert "--out" in err and "internal error" not in err
 
 
-SHARED_FLAGS = ("--shapes", "--out", "--force", "--iters", "--warmup", "--repeats", "--runs", "--ref", "--gate",
-                "--atol", "--rtol", "--seed")  # fmt: skip
-
-
 def test_shared_flags_are_declared_in_one_place():
     """The flags several commands take are declared by cli/common_args.py's groups only:
     no command declares one itself, and every command that takes one takes it with
     the group's type (a launch count is bounded in bench, ci, bisect and time alike)."""
     import ast
-    from pathlib import Path
 
     cli = Path(__file__).resolve().parents[1] / "python" / "helios" / "cli"
     own = []

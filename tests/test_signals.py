@@ -1,4 +1,5 @@
-"""The signal policy over a command's whole life (helios/signals.py): SIGINT or
+"""The signal policy over a command's whole life (helios/signals.py): SIGTERM is
+Ctrl-C, a second signal never cuts the write of what was measured, and SIGINT or
 SIGTERM in any phase after the first measurement keeps what was measured —
 during the rounds, while the rows are assembled, during their extras (kernel
 identity, energy windows) and while the files are written; tune keeps every pick
@@ -18,6 +19,57 @@ import pytest
 from test_results import _bench
 
 from helios.cli import main
+
+
+def test_sigterm_keeps_what_was_measured(device, tmp_path, monkeypatch):
+    """SIGTERM (Slurm, CI runners) in the second round: the complete round is written,
+    status interrupted, exit 143 (it used to kill the bench with everything it measured)."""
+    from helios.harness.protocol import rounds as protocol
+
+    calls = {"n": 0}
+    real = protocol.gpu_state
+
+    def terminated(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 5:  # round 2's first shape
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(protocol, "gpu_state", terminated)
+    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
+    assert rc == 143
+    res = json.loads(out.read_text())
+    assert res["status"] == "interrupted" and res["rows"]
+    assert all(len(r["helios"]["samples_ms"]) >= 1 for r in res["rows"])
+    assert signal.getsignal(signal.SIGTERM) is not None  # the handler is given back
+
+
+def test_a_second_signal_does_not_cut_the_write(device, tmp_path, monkeypatch, capsys):
+    """Two signals close together used to lose the completed rounds ("nothing written"):
+    the second, arriving while the result is written, only says so."""
+    from helios.cli import common
+    from helios.harness.protocol import rounds as protocol
+
+    calls = {"n": 0}
+    real_state, real_write = protocol.gpu_state, common.write_results
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_state(*a, **k)
+
+    def write_under_fire(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)  # the second signal, while writing
+        return real_write(*a, **k)
+
+    monkeypatch.setattr(protocol, "gpu_state", interrupted)
+    monkeypatch.setattr(common, "write_results", write_under_fire)
+    rc, out = _bench(tmp_path, "b.json", "--repeats=3")
+    assert rc == 130
+    assert json.loads(out.read_text())["status"] == "interrupted"
+    assert "SIGTERM again" in capsys.readouterr().err
+
 
 # (module, attribute) the bench calls in each phase after its rounds (the workload's
 # rows, the driver's extras, the command's files); the signal is sent at that call's start.
