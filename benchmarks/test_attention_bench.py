@@ -2,7 +2,7 @@
 pytest-benchmark suite: Helios's flash-attention forward (GPU timestamps) and
 each torch SDPA backend (CUDA events), each output checked against float64
 (sampled rows, all finite) before its samples are replayed as rounds.
-Sizes: 1x2x64x64 on a CPU Vulkan device; seed 003's 32x8x512x64 and
+Sizes: 1x2x64x64 on a CPU Vulkan device; the baseline 32x8x512x64 and
 1x32x4096x128 on a GPU."""
 
 from __future__ import annotations

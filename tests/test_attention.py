@@ -585,7 +585,7 @@ def test_check_attention_reports_failures(device, capsys, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_check_attention_seed003_matrix_gpu(device, capsys):
+def test_check_attention_grid_gpu(device, capsys):
     assert main(["check", "--attention", "--fuzz", "20"]) == 0, capsys.readouterr().out
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from helios.cli import build_parser, main
-from helios.harness.protocol.shapes import parse_shapes
+from helios.harness.protocol.shapes import parse_attention_shapes, parse_shapes
 
 
 def test_help_lists_every_flag(capsys):
@@ -124,6 +124,20 @@ def test_named_shape_sets():
     assert len(parse_shapes("canonical,1024x1024x1024,large")) == 5
     with pytest.raises(ValueError):
         parse_shapes("huge")
+
+
+def test_attention_sets_by_name_and_by_their_playbook_names():
+    assert parse_attention_shapes("baseline") == [(32, 8, 512, 64)]
+    assert parse_attention_shapes("seed004,seed003") == parse_attention_shapes("short,baseline")
+    with pytest.raises(ValueError, match="short, baseline, anchor, long, small"):
+        parse_attention_shapes("seed005")
+
+
+def test_the_check_matrix_takes_its_old_name():
+    from helios.cli import build_parser
+
+    args = build_parser().parse_args(["check", "--attention", "--matrix", "seed003"])
+    assert args.matrix == "grid"
 
 
 @pytest.mark.parametrize(

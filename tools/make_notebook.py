@@ -70,7 +70,7 @@ plt.show()"""),
         "the gate, then GPU-timed medians per shape. Without CUDA the reference is numpy on the CPU, labelled so."
     ),
     new_code_cell("""from helios.harness import AttnBenchConfig, attention_markdown, parse_attention_shapes, run_attention_bench
-attn = run_attention_bench(AttnBenchConfig(shapes=parse_attention_shapes("small" if QUICK else "seed004,seed003,anchor"),
+attn = run_attention_bench(AttnBenchConfig(shapes=parse_attention_shapes("small" if QUICK else "short,baseline,anchor"),
                                            iters=3 if QUICK else 50, warmup=1 if QUICK else 10,
                                            warmup_ms=0 if QUICK else 200), progress=False)
 print(attention_markdown(attn))

@@ -73,7 +73,7 @@ def cmd_bench_devices(args: argparse.Namespace) -> int:
 
 # Each workload's default shapes on a GPU (a CPU device takes "small"); helios ci and
 # bisect default to the same.
-GPU_SHAPES = {"matmul": "canonical", "attention": "seed004,seed003,long"}
+GPU_SHAPES = {"matmul": "canonical", "attention": "short,baseline,long"}
 
 
 def scale_defaults(args: argparse.Namespace, gpu_shapes: str = GPU_SHAPES["matmul"], cpu_shapes: str = "small") -> None:
@@ -173,7 +173,7 @@ def register(sub: Any) -> None:
         choices=["matmul", "attention"],
         help="matmul (default), or attention: Helios's flash-attention forward vs every torch SDPA backend",
     )
-    add_shapes(pb, "canonical for matmul, seed004,seed003,long for attention (small on a CPU device)", attention=True)
+    add_shapes(pb, "canonical for matmul, short,baseline,long for attention (small on a CPU device)", attention=True)
     pb.add_argument(
         "--causal",
         action="store_true",

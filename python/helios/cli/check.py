@@ -74,7 +74,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
     """--attention: exit 0 pass, 1 any failure, 2 skipped (no device, or no CUDA
     oracle with --oracle=sdpa: the float64 checks still run and a failure is still 1)."""
     from ..harness.protocol.progress import Progress
-    from ..harness.workloads.attention_fuzz import SEED003_MATRIX, SdpaOracle, attention_fuzz
+    from ..harness.workloads.attention_fuzz import GRID_MATRIX, SdpaOracle, attention_fuzz
 
     dev = _device_or_skip(args, "helios check --attention")
     if dev is None:
@@ -99,14 +99,14 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
             flush=True,
         )
         failures = n = 0
-        total = args.fuzz + (2 * len(SEED003_MATRIX) if args.matrix == "seed003" else 0)
+        total = args.fuzz + (2 * len(GRID_MATRIX) if args.matrix == "grid" else 0)
         bar = Progress(total, unit="case", log_every=10)
         first = FirstUses(dev.info["device_type"] == "cpu")
         for case in attention_fuzz(
             dev,
             args.fuzz,
             args.seed,
-            matrix=args.matrix == "seed003",
+            matrix=args.matrix == "grid",
             variant=args.variant,
             oracle=oracle,
             max_seq=args.max_seq,
@@ -132,7 +132,7 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
     print(
         f"{n - failures} passed, {failures} failed (attention{' backward' if args.backward else ''} fuzz seed "
         f"{args.seed}"
-        f"{', seed 003 matrix' if args.matrix == 'seed003' else ''})"
+        f"{', the 27-case grid' if args.matrix == 'grid' else ''})"
     )
     if failures:
         return 1
@@ -319,9 +319,11 @@ def register(sub: Any) -> None:
     )
     pk.add_argument(
         "--matrix",
-        default="seed003",
-        choices=["seed003", "none"],
-        help="attention: run the 27-config matrix first (default; its name, seed003, is the protocol it comes from) or not",
+        default="grid",
+        type=lambda s: {"seed003": "grid"}.get(s, s),
+        choices=["grid", "none"],
+        help="attention: run the grid of 27 cases first (S 448/512/640 x B 16/32/48 x H 4/8/16, d 64; "
+        "default; seed003 is its old name) or not",
     )
     pk.add_argument(
         "--oracle",

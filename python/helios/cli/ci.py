@@ -69,7 +69,7 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         help="what each bench measures: matmul or attention (helios bench --workload; default matmul; "
         "attention's direction and mask: --bench-arg=--backward, --bench-arg=--causal)",
     )
-    add_shapes(p, "canonical for matmul, seed004,seed003,long for attention", attention=True)
+    add_shapes(p, "canonical for matmul, short,baseline,long for attention", attention=True)
     add_rounds(p, 2, 2, repeats_help="rounds per run", runs_help=f"{pairs} pairs, alternating ABBA, each a process")
     add_launches(
         p, 50, 10, iters_help="timed launches per round (default 50)", warmup_help="warm-up launches (default 10)"

@@ -54,11 +54,11 @@ def shape_str(shape: tuple[int, ...]) -> str:
     return "x".join(str(x) for x in shape)
 
 
-# B x H x S x d sets: seed 004's matrix (short sequences), seed 003's baseline, the
-# shapes ggml's Vulkan attention anchor is measured on, and long context.
+# B x H x S x d sets: short sequences, the baseline shape the attention protocol was
+# validated on, the shapes ggml's Vulkan attention anchor is measured on, and long context.
 ATTENTION_SETS: dict[str, list[tuple[int, int, int, int]]] = {
-    "seed004": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
-    "seed003": [(32, 8, 512, 64)],
+    "short": [(1, 1, 128, 64), (8, 4, 128, 64), (32, 8, 128, 64), (32, 8, 256, 64)],
+    "baseline": [(32, 8, 512, 64)],
     "anchor": [
         (32, 8, 256, 64),
         (32, 8, 512, 64),
@@ -72,13 +72,18 @@ ATTENTION_SETS: dict[str, list[tuple[int, int, int, int]]] = {
     "small": [(1, 2, 64, 64), (2, 1, 77, 32)],
 }
 
+# The names the sets had in the playbooks they come from, still taken by --shapes.
+ATTENTION_SET_ALIASES = {"seed004": "short", "seed003": "baseline"}
+
 
 def parse_attention_shapes(spec: str) -> list[tuple[int, int, int, int]]:
-    """'seed004,1x32x2048x128' -> B x H x S x d shapes in order, duplicates dropped."""
+    """'short,1x32x2048x128' -> B x H x S x d shapes in order, duplicates dropped (a set
+    also by its old name: ATTENTION_SET_ALIASES)."""
     out: list[tuple[int, int, int, int]] = []
     for item in (x.strip().lower() for x in spec.split(",")):
         if not item:
             continue
+        item = ATTENTION_SET_ALIASES.get(item, item)
         if item in ATTENTION_SETS:
             shapes = ATTENTION_SETS[item]
         else:
@@ -103,8 +108,8 @@ SET_NOTES = {
     "small": "64-256",
 }
 ATTENTION_SET_NOTES = {
-    "seed004": "S=128..256, d=64",
-    "seed003": "32x8x512x64",
+    "short": "S=128..256, d=64; also seed004",
+    "baseline": "32x8x512x64; also seed003",
     "anchor": "the shapes ggml's Vulkan attention is measured on",
     "long": "S=2048..8192, d=128",
     "small": "S=64..77",

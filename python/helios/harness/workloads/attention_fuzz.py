@@ -1,4 +1,5 @@
-"""`helios check --attention`: seed 003's correctness fuzz for attention.
+"""`helios check --attention`: the attention correctness fuzz, after the grid of 27 cases
+the attention protocol was validated with.
 
 Seed 003's matrix (S in {448, 512, 640} x B in {16, 32, 48} x H in {4, 8, 16},
 d = 64), causal and not, then N random cases with odd shapes (tails on every
@@ -25,7 +26,7 @@ from ...attention import random_qkv, reference_attention, reference_attention_ba
 from ...check import check_close
 from .fuzz import random_dim
 
-SEED003_MATRIX = [(b, h, s, 64) for s in (448, 512, 640) for b in (16, 32, 48) for h in (4, 8, 16)]
+GRID_MATRIX = [(b, h, s, 64) for s in (448, 512, 640) for b in (16, 32, 48) for h in (4, 8, 16)]
 HEAD_DIMS = (16, 32, 40, 64, 80, 96, 128)
 # On a CPU device (lavapipe) each head dimension's kernels are their own JIT compile,
 # growing with d (the forward ~15 s at d=64 and ~35 s at d=128, the backward ~55 and
@@ -148,10 +149,10 @@ def attention_fuzz(
         if not dims or (matrix and 64 not in dims):
             raise _helios.UnsupportedError(
                 f"attention variant {variant} takes none of the fuzz's head "
-                f"dimensions {asked} (the seed 003 matrix needs d=64)"
+                f"dimensions {asked} (the 27-case grid needs d=64)"
             )
     cases: list[tuple[tuple[int, int, int, int], int, bool, Optional[float]]] = [
-        (shape, shape[2], causal, None) for shape in (SEED003_MATRIX if matrix else []) for causal in (False, True)
+        (shape, shape[2], causal, None) for shape in (GRID_MATRIX if matrix else []) for causal in (False, True)
     ]
     cases += [_random_case(rng, max_seq, dims) for _ in range(n)]
     per_d: dict[int, list[str]] = {}
