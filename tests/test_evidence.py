@@ -35,3 +35,45 @@ def test_every_result_set_says_how_it_was_made():
     sets = [p for p in (ROOT / "results").iterdir() if p.is_dir()]
     unsaid = [p.name for p in sets if not any((p / f).is_file() for f in ("COMMANDS.md", "RESTORED.md", "README.md"))]
     assert sets and not unsaid, f"result sets without COMMANDS.md (or RESTORED.md): {unsaid}"
+
+
+# A path into the tree as the docs, comments and tools write it; one written as
+# `git show COMMIT:PATH` points into history on purpose and is left alone.
+PATH = re.compile(r"(?<![\w/.:-])((?:scripts|tools|results|docs|tests|benchmarks|csrc|shaders|notebooks)/[\w./-]*\w)")
+PATH_SOURCES = (*SOURCES, "benchmarks", "tests")
+
+
+def missing_paths(root: Path = ROOT) -> dict[str, set[str]]:
+    """{cited path that is not in the tree: the files citing it}."""
+    out: dict[str, set[str]] = {}
+    for top in PATH_SOURCES:
+        base = root / top
+        if not base.exists():
+            continue
+        files = [base] if base.is_file() else sorted(x for x in base.rglob("*") if x.is_file())
+        for p in (f for f in files if "__pycache__" not in f.parts and f.name != "test_evidence.py"):  # plants
+            text = p.read_text(errors="ignore")
+            for m in PATH.finditer(text):
+                path = m.group(1)
+                if re.search(r"git show [0-9a-f]{7,40}:$", text[max(0, m.start() - 60) : m.start()]):
+                    continue
+                if not (root / path).exists():
+                    out.setdefault(path, set()).add(str(p.relative_to(root)))
+    return out
+
+
+def test_every_cited_path_is_in_the_tree():
+    """A script, guide or result named in the manual or a comment exists; one that left
+    the tree is cited as `git show COMMIT:PATH`."""
+    missing = {k: sorted(v) for k, v in missing_paths().items()}
+    assert not missing, f"paths cited but not in the tree (cite them as `git show COMMIT:PATH`): {missing}"
+
+
+def test_the_path_walk_sees_a_missing_path_and_spares_history(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "here.py").write_text("")
+    (tmp_path / "docs" / "a.md").write_text(
+        "run `tools/here.py`, then `tools/gone.py`; the old one: `git show 89c21a3:scripts/old.py`\n"
+    )
+    assert missing_paths(tmp_path) == {"tools/gone.py": {"docs/a.md"}}

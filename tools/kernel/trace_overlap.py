@@ -3,7 +3,7 @@
 stream that ran the most kernels (torch's: Helios's Vulkan work leaves such gaps),
 and every kernel of another stream (NCCL's, under DDP) that overlaps one of them,
 with how long. A kernel beside Helios's work shares the GPU with it by time slices
-(scripts/cuda_beside_vulkan.py, a one-off probe at 89c21a3).
+(a one-off probe: git show 89c21a3:scripts/cuda_beside_vulkan.py).
 
     python3 tools/kernel/trace_overlap.py TRACE.json [--gap-ms 0.5]
 """
