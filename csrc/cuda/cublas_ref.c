@@ -25,119 +25,148 @@
         }                                                                                                              \
     } while (0)
 
-int hc_matmul(const hc_args *x, char *msg, size_t cap) {
-    int rc = -1;
-    const size_t a_bytes = (size_t)x->m * x->k * 2, b_bytes = (size_t)x->k * x->n * 2,
-                 c_bytes = (size_t)x->m * x->n * 2, ws_bytes = 32u << 20;
-    void *da = NULL, *db = NULL, *dc = NULL, *ws = NULL, *flush = NULL;
-    cudaStream_t stream = NULL;
-    cudaEvent_t *ev = NULL;
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    cublasLtHandle_t lt = NULL;
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    const uint32_t n_ev = 2 * x->iters + 2;
-
-    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CU(cudaMalloc(&da, a_bytes));
-    CU(cudaMalloc(&db, b_bytes));
-    CU(cudaMalloc(&dc, c_bytes));
-    CU(cudaMalloc(&ws, ws_bytes));
-    if (x->flush_bytes) CU(cudaMalloc(&flush, x->flush_bytes));
-    CU(cudaMemcpyAsync(da, x->a, a_bytes, cudaMemcpyHostToDevice, stream));
-    CU(cudaMemcpyAsync(db, x->b, b_bytes, cudaMemcpyHostToDevice, stream));
-    CU(cudaMemsetAsync(dc, 0xff, c_bytes, stream)); /* poison: NaN in fp16 */
-
-    /* Row-major C = A B is column-major C^T = B^T A^T: pass B first, no transposes. */
-    LT(cublasLtCreate(&lt));
-    LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, x->n, x->k, x->n));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, x->k, x->m, x->k));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, x->n, x->m, x->n));
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    size_t wsz = ws_bytes;
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
+/* One product's CUDA state: what hc_matmul creates, released by hc_release whatever
+ * was reached. */
+typedef struct hc_state {
+    size_t a_bytes, b_bytes, c_bytes, ws_bytes;
+    void *da, *db, *dc, *ws, *flush;
+    cudaStream_t stream;
+    cudaEvent_t *ev;
+    uint32_t n_ev;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulPreference_t pref;
     cublasLtMatmulHeuristicResult_t heur;
+} hc_state;
+
+static const float ALPHA = 1.0f, BETA = 0.0f;
+
+/* Row-major C = A B is column-major C^T = B^T A^T: B first, no transposes. */
+#define HC_GEMM(s)                                                                                                     \
+    cublasLtMatmul((s)->lt, (s)->op, &ALPHA, (s)->db, (s)->la, (s)->da, (s)->lb, &BETA, (s)->dc, (s)->lc, (s)->dc,     \
+                   (s)->lc, &(s)->heur.algo, (s)->ws, (s)->ws_bytes, (s)->stream)
+
+/* The operands on the device (C poisoned), cuBLASLt's descriptors and its pick. */
+static int hc_setup(const hc_args *x, hc_state *s, char *msg, size_t cap) {
+    int rc = -1;
+    CU(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    CU(cudaMalloc(&s->da, s->a_bytes));
+    CU(cudaMalloc(&s->db, s->b_bytes));
+    CU(cudaMalloc(&s->dc, s->c_bytes));
+    CU(cudaMalloc(&s->ws, s->ws_bytes));
+    if (x->flush_bytes) CU(cudaMalloc(&s->flush, x->flush_bytes));
+    CU(cudaMemcpyAsync(s->da, x->a, s->a_bytes, cudaMemcpyHostToDevice, s->stream));
+    CU(cudaMemcpyAsync(s->db, x->b, s->b_bytes, cudaMemcpyHostToDevice, s->stream));
+    CU(cudaMemsetAsync(s->dc, 0xff, s->c_bytes, s->stream)); /* poison: NaN in fp16 */
+    LT(cublasLtCreate(&s->lt));
+    LT(cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatrixLayoutCreate(&s->la, CUDA_R_16F, x->n, x->k, x->n));
+    LT(cublasLtMatrixLayoutCreate(&s->lb, CUDA_R_16F, x->k, x->m, x->k));
+    LT(cublasLtMatrixLayoutCreate(&s->lc, CUDA_R_16F, x->n, x->m, x->n));
+    LT(cublasLtMatmulPreferenceCreate(&s->pref));
+    size_t wsz = s->ws_bytes;
+    LT(cublasLtMatmulPreferenceSetAttribute(s->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
     int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found));
+    LT(cublasLtMatmulAlgoGetHeuristic(s->lt, s->op, s->la, s->lb, s->lc, s->lc, s->pref, 1, &s->heur, &found));
     if (!found) {
         snprintf(msg, cap, "cuBLASLt found no algorithm for %ux%ux%u fp16", x->m, x->n, x->k);
         goto done;
     }
-    const float alpha = 1.0f, beta = 0.0f;
-#define GEMM()                                                                                                         \
-    LT(cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &heur.algo, ws, ws_bytes, stream))
-    GEMM(); /* the output read back is this first launch's: checked as Helios's is */
-    if (x->c) {
-        CU(cudaMemcpyAsync(x->c, dc, c_bytes, cudaMemcpyDeviceToHost, stream));
-        CU(cudaStreamSynchronize(stream));
+    rc = 0;
+done:
+    return rc;
+}
+
+/* x->iters launches each between two events (the L2 flushed before each where asked),
+ * then the same launches as one CUDA graph between two events (the batch time). */
+static int hc_timed(const hc_args *x, hc_state *s, char *msg, size_t cap) {
+    int rc = -1;
+    s->n_ev = 2 * x->iters + 2;
+    s->ev = calloc(s->n_ev, sizeof *s->ev);
+    if (!s->ev) {
+        snprintf(msg, cap, "out of host memory");
+        goto done;
     }
-    if (x->iters) {
-        ev = calloc(n_ev, sizeof *ev);
-        if (!ev) {
-            snprintf(msg, cap, "out of host memory");
+    for (uint32_t i = 0; i < s->n_ev; i++) CU(cudaEventCreate(&s->ev[i]));
+    for (uint32_t i = 0; i < x->warmup; i++) LT(HC_GEMM(s));
+    for (uint32_t i = 0; i < x->iters; i++) {
+        if (s->flush) CU(cudaMemsetAsync(s->flush, (int)(i & 0xff), x->flush_bytes, s->stream));
+        CU(cudaEventRecord(s->ev[2 * i], s->stream));
+        LT(HC_GEMM(s));
+        CU(cudaEventRecord(s->ev[2 * i + 1], s->stream));
+    }
+    CU(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+    for (uint32_t i = 0; i < x->iters; i++) {
+        cublasStatus_t st = HC_GEMM(s);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            cudaStreamEndCapture(s->stream, &s->graph);
+            snprintf(msg, cap, "cublasLtMatmul in graph capture failed: %s", cublasLtGetStatusName(st));
             goto done;
         }
-        for (uint32_t i = 0; i < n_ev; i++) CU(cudaEventCreate(&ev[i]));
-        for (uint32_t i = 0; i < x->warmup; i++) GEMM();
-        for (uint32_t i = 0; i < x->iters; i++) {
-            if (flush) CU(cudaMemsetAsync(flush, (int)(i & 0xff), x->flush_bytes, stream));
-            CU(cudaEventRecord(ev[2 * i], stream));
-            GEMM();
-            CU(cudaEventRecord(ev[2 * i + 1], stream));
-        }
-        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        for (uint32_t i = 0; i < x->iters; i++) {
-            cublasStatus_t s =
-                cublasLtMatmul(lt, op, &alpha, db, la, da, lb, &beta, dc, lc, dc, lc, &heur.algo, ws, ws_bytes, stream);
-            if (s != CUBLAS_STATUS_SUCCESS) {
-                cudaStreamEndCapture(stream, &graph);
-                snprintf(msg, cap, "cublasLtMatmul in graph capture failed: %s", cublasLtGetStatusName(s));
-                goto done;
-            }
-        }
-        CU(cudaStreamEndCapture(stream, &graph));
-        CU(cudaGraphInstantiate(&exec, graph, 0));
-        CU(cudaGraphLaunch(exec, stream)); /* untimed: first replay uploads the graph */
-        CU(cudaEventRecord(ev[2 * x->iters], stream));
-        CU(cudaGraphLaunch(exec, stream));
-        CU(cudaEventRecord(ev[2 * x->iters + 1], stream));
-        CU(cudaStreamSynchronize(stream));
-        for (uint32_t i = 0; i < x->iters; i++) {
-            float ms;
-            CU(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-            x->samples_ms[i] = ms;
-        }
-        float ms;
-        CU(cudaEventElapsedTime(&ms, ev[2 * x->iters], ev[2 * x->iters + 1]));
-        if (x->batch_ms) *x->batch_ms = ms / x->iters;
     }
-#undef GEMM
+    CU(cudaStreamEndCapture(s->stream, &s->graph));
+    CU(cudaGraphInstantiate(&s->exec, s->graph, 0));
+    CU(cudaGraphLaunch(s->exec, s->stream)); /* untimed: first replay uploads the graph */
+    CU(cudaEventRecord(s->ev[2 * x->iters], s->stream));
+    CU(cudaGraphLaunch(s->exec, s->stream));
+    CU(cudaEventRecord(s->ev[2 * x->iters + 1], s->stream));
+    CU(cudaStreamSynchronize(s->stream));
+    for (uint32_t i = 0; i < x->iters; i++) {
+        float ms;
+        CU(cudaEventElapsedTime(&ms, s->ev[2 * i], s->ev[2 * i + 1]));
+        x->samples_ms[i] = ms;
+    }
+    float ms;
+    CU(cudaEventElapsedTime(&ms, s->ev[2 * x->iters], s->ev[2 * x->iters + 1]));
+    if (x->batch_ms) *x->batch_ms = ms / x->iters;
+    rc = 0;
+done:
+    return rc;
+}
+
+static void hc_release(hc_state *s) {
+    if (s->stream) cudaStreamSynchronize(s->stream);
+    if (s->exec) cudaGraphExecDestroy(s->exec);
+    if (s->graph) cudaGraphDestroy(s->graph);
+    if (s->ev) {
+        for (uint32_t i = 0; i < s->n_ev; i++)
+            if (s->ev[i]) cudaEventDestroy(s->ev[i]);
+        free(s->ev);
+    }
+    if (s->pref) cublasLtMatmulPreferenceDestroy(s->pref);
+    if (s->lc) cublasLtMatrixLayoutDestroy(s->lc);
+    if (s->lb) cublasLtMatrixLayoutDestroy(s->lb);
+    if (s->la) cublasLtMatrixLayoutDestroy(s->la);
+    if (s->op) cublasLtMatmulDescDestroy(s->op);
+    if (s->lt) cublasLtDestroy(s->lt);
+    cudaFree(s->flush);
+    cudaFree(s->ws);
+    cudaFree(s->dc);
+    cudaFree(s->db);
+    cudaFree(s->da);
+    if (s->stream) cudaStreamDestroy(s->stream);
+}
+
+int hc_matmul(const hc_args *x, char *msg, size_t cap) {
+    int rc = -1;
+    hc_state s = {.a_bytes = (size_t)x->m * x->k * 2,
+                  .b_bytes = (size_t)x->k * x->n * 2,
+                  .c_bytes = (size_t)x->m * x->n * 2,
+                  .ws_bytes = 32u << 20};
+    if (hc_setup(x, &s, msg, cap) != 0) goto done;
+    LT(HC_GEMM(&s)); /* the output read back is this first launch's: checked as Helios's is */
+    if (x->c) {
+        CU(cudaMemcpyAsync(x->c, s.dc, s.c_bytes, cudaMemcpyDeviceToHost, s.stream));
+        CU(cudaStreamSynchronize(s.stream));
+    }
+    if (x->iters && hc_timed(x, &s, msg, cap) != 0) goto done;
     CU(cudaGetLastError());
     rc = 0;
 done:
-    if (stream) cudaStreamSynchronize(stream);
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    if (ev) {
-        for (uint32_t i = 0; i < n_ev; i++)
-            if (ev[i]) cudaEventDestroy(ev[i]);
-        free(ev);
-    }
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
-    if (lt) cublasLtDestroy(lt);
-    cudaFree(flush);
-    cudaFree(ws);
-    cudaFree(dc);
-    cudaFree(db);
-    cudaFree(da);
-    if (stream) cudaStreamDestroy(stream);
+    hc_release(&s);
     return rc;
 }
 

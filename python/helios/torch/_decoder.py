@@ -113,61 +113,69 @@ class Decoder(torch.autograd.Function):
                 )
                 sums.append(((tail(n_layers, FINAL_W), tail(n_layers, FINAL_B)), pf))
                 for li in reversed(range(n_layers)):
-                    p = layers[li]
                     rec = saved[li * per_layer : (li + 1) * per_layer]
-                    stream_in, st1, h1 = rec[0:3]
-                    ka = 3 + KEPT_ATTENTION
-                    kept_a = tuple(rec[3:ka])
-                    mid, st2, h2 = rec[ka : ka + 3]
-                    kept_m = tuple(rec[ka + 3 : ka + 3 + KEPT_MLP])
-                    gh2, _, gw_up, gw_down, gz = mlp_backward(
-                        group, g_branch, h2, p["w_up"], p["w_down"], kept_m, act, (True,) * 3, export=False
+                    g_stream, g_stream_t, g_branch, g_branch_t = _layer_backward(
+                        group, li, layers[li], rec, (g_stream, g_branch, g_branch_t), ctx.cfg, (b, s, d), gflat, sums
                     )
-                    gflat[index(li, "w_up")], gflat[index(li, "w_down")] = gw_up, gw_down
-                    sums += [((index(li, "b_up"),), gz), ((index(li, "b_down"),), g_branch_t)]
-                    g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(
-                        gh2, mid, st2, p["ln2_w"], g_stream, export_gx=False
-                    )
-                    sums.append(((index(li, "ln2_w"), index(li, "ln2_b")), p2))
-                    gh1, _, gw_qkv, gw_out, g_qkv = attention_backward(
-                        group,
-                        g_a,
-                        h1,
-                        p["w_qkv"],
-                        p["w_out"],
-                        kept_a,
-                        (b, s, d),
-                        heads,
-                        causal,
-                        None,
-                        (True,) * 3,
-                        export=False,
-                    )
-                    gflat[index(li, "w_qkv")], gflat[index(li, "w_out")] = gw_qkv, gw_out
-                    sums += [((index(li, "b_qkv"),), g_qkv), ((index(li, "b_out"),), g_a_t)]
-                    g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
-                        gh1,
-                        stream_in,
-                        st1,
-                        p["ln1_w"],
-                        g_mid,
-                        export_gx=li == 0,  # layer 0's: the input's gradient
-                    )
-                    sums.append(((index(li, "ln1_w"), index(li, "ln1_b")), p1))
         g_x = g_stream_t
-        for at, t in sums:  # bias and LayerNorm gradients: row sums, in torch after the group
-            if len(at) == 2:  # LayerNorm partials: (groups, 2, d) -> gamma's and beta's gradients
-                both = t.sum(0)
-                gflat[at[0]], gflat[at[1]] = both[0].to(flat[at[0]].dtype), both[1].to(flat[at[1]].dtype)
-            elif flat[at[0]] is not None:
-                gflat[at[0]] = t.sum(0, dtype=torch.float32).to(flat[at[0]].dtype)  # fp32 sums, no fp32 copy
         needs = ctx.needs_input_grad
-        gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
-        # fp32 master weights (cast in forward): their gradients back in fp32, in one call
-        widen = [i for i, gv in enumerate(gflat) if gv is not None and gv.dtype != ctx.flat_dtypes[i]]
-        if widen:
-            wide = [torch.empty(gflat[i].shape, dtype=ctx.flat_dtypes[i], device=gflat[i].device) for i in widen]
-            torch._foreach_copy_(wide, [gflat[i] for i in widen])
-            for i, gv in zip(widen, wide):
-                gflat[i] = gv
+        gflat = _finish_grads(gflat, sums, flat, ctx.flat_dtypes, needs)
         return (g_x.reshape(b, s, d) if needs[0] else None, None, *gflat)
+
+
+def _layer_backward(group: Any, li: int, p: dict, rec: Any, g_in: tuple, cfg: tuple, bsd: tuple,
+                    gflat: list, sums: list) -> tuple:  # fmt: skip
+    """Layer li's backward inside the group (the MLP, LayerNorm 2, attention, LayerNorm
+    1) from g_in, the gradients of the stream and of the branch (and the branch's torch
+    view); fills the layer's weight gradients into gflat and its bias and LayerNorm
+    partial sums into sums; returns (stream, its torch view, branch, its torch view)
+    for the layer below."""
+    _, heads, causal, _, act, _, _, _ = cfg
+    g_stream, g_branch, g_branch_t = g_in
+    stream_in, st1, h1 = rec[0:3]
+    ka = 3 + KEPT_ATTENTION
+    kept_a = tuple(rec[3:ka])
+    mid, st2, h2 = rec[ka : ka + 3]
+    kept_m = tuple(rec[ka + 3 : ka + 3 + KEPT_MLP])
+    gh2, _, gw_up, gw_down, gz = mlp_backward(
+        group, g_branch, h2, p["w_up"], p["w_down"], kept_m, act, (True,) * 3, export=False
+    )
+    gflat[index(li, "w_up")], gflat[index(li, "w_down")] = gw_up, gw_down
+    sums += [((index(li, "b_up"),), gz), ((index(li, "b_down"),), g_branch_t)]
+    g_mid, _, g_a, g_a_t, p2 = group.layernorm_backward(gh2, mid, st2, p["ln2_w"], g_stream, export_gx=False)
+    sums.append(((index(li, "ln2_w"), index(li, "ln2_b")), p2))
+    gh1, _, gw_qkv, gw_out, g_qkv = attention_backward(
+        group, g_a, h1, p["w_qkv"], p["w_out"], kept_a, bsd, heads, causal, None, (True,) * 3, export=False
+    )
+    gflat[index(li, "w_qkv")], gflat[index(li, "w_out")] = gw_qkv, gw_out
+    sums += [((index(li, "b_qkv"),), g_qkv), ((index(li, "b_out"),), g_a_t)]
+    g_stream, g_stream_t, g_branch, g_branch_t, p1 = group.layernorm_backward(
+        gh1,
+        stream_in,
+        st1,
+        p["ln1_w"],
+        g_mid,
+        export_gx=li == 0,  # layer 0's: the input's gradient
+    )
+    sums.append(((index(li, "ln1_w"), index(li, "ln1_b")), p1))
+    return g_stream, g_stream_t, g_branch, g_branch_t
+
+
+def _finish_grads(gflat: list, sums: list, flat: Any, flat_dtypes: Any, needs: Any) -> list:
+    """After the group: the bias and LayerNorm gradients as row sums in torch (fp32
+    sums, no fp32 copy), the gradients not asked for dropped, and those of fp32 master
+    weights (cast in the forward) widened back to fp32 in one call."""
+    for at, t in sums:
+        if len(at) == 2:  # LayerNorm partials: (groups, 2, d) -> gamma's and beta's gradients
+            both = t.sum(0)
+            gflat[at[0]], gflat[at[1]] = both[0].to(flat[at[0]].dtype), both[1].to(flat[at[1]].dtype)
+        elif flat[at[0]] is not None:
+            gflat[at[0]] = t.sum(0, dtype=torch.float32).to(flat[at[0]].dtype)
+    gflat = [gv if needs[2 + i] else None for i, gv in enumerate(gflat)]
+    widen = [i for i, gv in enumerate(gflat) if gv is not None and gv.dtype != flat_dtypes[i]]
+    if widen:
+        wide = [torch.empty(gflat[i].shape, dtype=flat_dtypes[i], device=gflat[i].device) for i in widen]
+        torch._foreach_copy_(wide, [gflat[i] for i in widen])
+        for i, gv in zip(widen, wide):
+            gflat[i] = gv
+    return gflat
