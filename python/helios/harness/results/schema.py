@@ -72,7 +72,9 @@ def json_schema(row_type: type) -> dict[str, Any]:
     fs = _fields(row_type)
     return {
         "type": "object",
-        "description": (row_type.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "),
+        # the docstring's first paragraph, its whitespace normalized (Python 3.13 strips
+        # docstring indentation when compiling, earlier versions keep it)
+        "description": " ".join((row_type.__doc__ or "").strip().split("\n\n")[0].split()),
         "required": [f.name for f in fs if f.metadata["required"]],
         "properties": {f.name: _field_schema(f) for f in fs},
     }
