@@ -92,7 +92,6 @@ PyObject *timed_call(DeviceObject *self, timed_fn fn, void *args, double **sampl
 /* dlpack.c: Tensor._dlpack and Tensor._cuda_device (CUDA interop). */
 PyObject *Tensor_dlpack(TensorObject *self, PyObject *args);
 PyObject *Tensor_cuda_device(TensorObject *self, PyObject *unused);
-PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
 /* elementwise.c: Device._copy_strided and Device._activation. */
 PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds);
@@ -100,6 +99,8 @@ PyObject *Device_layernorm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* roof.c */
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
+/* ordering.c: ordering with CUDA streams, groups, the engine's per-op timestamps. */
+PyObject *Device_async_values(DeviceObject *self, PyObject *unused);
 PyObject *Device_cuda_signal(DeviceObject *self, PyObject *args);
 PyObject *Device_cuda_wait(DeviceObject *self, PyObject *args);
 PyObject *Device_group_begin(DeviceObject *self, PyObject *args);
