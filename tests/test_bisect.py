@@ -16,12 +16,12 @@ from helios.harness.runs.bisect import judge, search
 COMMITS = [f"{i:040x}" for i in range(1, 12)]  # after GOOD; the last is BAD
 
 
-def doc(seed: int, factor: float, noise: float, shapes=("4096x4096x4096", "2048x2048x2048")) -> dict:
+def doc(seed: int, factor: float, noise: float, shapes=("4096x4096x4096", "2048x2048x2048"), runs=3) -> dict:
     rng = np.random.default_rng(seed)
     rows = []
     for si, shape in enumerate(shapes):
         hs, rr = [], []
-        for run in range(3):
+        for run in range(runs):
             run_effect = np.exp(rng.normal(0, noise))
             for _ in range(2):
                 hs.append(list((1.0 + si) * factor * run_effect * np.exp(rng.normal(0, 0.002, 10))))
@@ -30,7 +30,7 @@ def doc(seed: int, factor: float, noise: float, shapes=("4096x4096x4096", "2048x
     return {"schema": "helios-bench/1", "status": "ok", "helios": {"name": "GPU", "driver_version": 1}, "rows": rows}
 
 
-def series(first_slow: int, slow: float, noise: float = 0.003):
+def series(first_slow: int, slow: float, noise: float = 0.003, runs: int = 3):
     """measure(commit, shapes) for COMMITS where commit index >= first_slow is
     `slow` times slower on 4096^3 only; counts the measurements."""
     calls: list[str] = []
@@ -39,8 +39,8 @@ def series(first_slow: int, slow: float, noise: float = 0.003):
     def measure(commit, shapes):
         calls.append(commit)
         i = COMMITS.index(commit)
-        old = doc(next(seeds), 1.0, noise)
-        new = doc(next(seeds), 1.0, noise)
+        old = doc(next(seeds), 1.0, noise, runs=runs)
+        new = doc(next(seeds), 1.0, noise, runs=runs)
         if i >= first_slow:
             new["rows"][0]["helios"]["samples_ms"] = [
                 [x * slow for x in r] for r in new["rows"][0]["helios"]["samples_ms"]
@@ -69,9 +69,13 @@ def test_a_change_below_the_mde_is_inconclusive_not_a_guess():
 
 
 def test_no_regression_means_nothing_to_bisect():
-    measure, calls = series(99, 1.10)
+    """BAD is not slower only where its intervals lie below the floor: 8 runs a side here;
+    with 3 the floor cannot be ruled out and the search says to rerun."""
+    measure, calls = series(99, 1.10, runs=8)
     r = search(COMMITS, measure, 20, {})
     assert r["status"].startswith("BAD is not slower") and len(calls) == 1
+    measure, calls = series(99, 1.10, runs=3)
+    assert search(COMMITS, measure, 20, {})["status"].startswith("INCONCLUSIVE: BAD against GOOD")
 
 
 def test_max_steps_then_resume_without_measuring_again():

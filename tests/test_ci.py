@@ -11,6 +11,7 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +124,7 @@ def _run(s: dict, name: str, base: str, head: str, shapes: str = SHAPES, **kw) -
         warmup=2,
         repeats=2,
         ref="numpy",
-        **{"fuzz": 4, "attention_fuzz": 2, **kw},
+        **{"fuzz": 4, "attention_fuzz": 2, "max_pairs": 3, **kw},
     )
     return run_ci(cfg)
 
@@ -340,3 +341,44 @@ def test_bisect_finds_the_slower_kernel_in_a_series(scratch):
         assert r["status"].startswith("INCONCLUSIVE at " + scratch["same"][:12]), r["status"]
     saved = json.loads((scratch["dir"] / "bisect" / "bisect.json").read_text())
     assert saved["status"] == r["status"] and len(saved["steps"]) == len(r["steps"]) >= 2
+
+
+def test_pairs_are_added_until_the_shapes_are_decided(tmp_path, monkeypatch):
+    """The stopping rule (pairs_until_decided): one more pair, on the undecided shapes
+    only, while any is INCONCLUSIVE; it stops when all are decided, at --max-pairs, or
+    when --max-time is spent, and says which."""
+    from types import SimpleNamespace
+
+    from helios.harness.runs import ci
+
+    asked: list = []
+    state = {"open_after": 3}  # pairs after which the shape is decided
+
+    def fake_pairs(cfg, sites, shas, shapes, tag, n, say, start=0):
+        asked.append((shapes, tag, start))
+        return {"base": [tag], "head": [tag]}
+
+    def fake_verdicts(files):
+        decided = len(files["head"]) >= state["open_after"]
+        return [SimpleNamespace(shape="64x64x64", verdict="SAME" if decided else "INCONCLUSIVE"),
+                SimpleNamespace(shape="96x96x96", verdict="SAME")]  # fmt: skip
+
+    monkeypatch.setattr(ci, "bench_pairs", fake_pairs)
+    monkeypatch.setattr(ci, "verdicts_of", fake_verdicts)
+    undecided = lambda vs: [v.shape for v in vs if v.verdict == "INCONCLUSIVE"]  # noqa: E731
+    cfg = CiConfig(repo=tmp_path, out=tmp_path, work=tmp_path, max_pairs=8, max_time_s=900.0)
+    start = {"base": ["r1", "r2"], "head": ["r1", "r2"]}
+    files, verdicts, why = ci.pairs_until_decided(cfg, {}, {}, start, undecided, time.monotonic(), lambda s: None)
+    assert why["stopped_by"] == "decided" and why["pairs"] == 3 and len(files["head"]) == 3
+    assert asked == [("64x64x64", "pair3-", 2)]  # the undecided shape only, keeping ABBA's order
+    state["open_after"] = 99
+    _, _, why = ci.pairs_until_decided(
+        CiConfig(repo=tmp_path, out=tmp_path, work=tmp_path, max_pairs=4), {}, {}, {"base": ["a"], "head": ["a"]},
+        undecided, time.monotonic(), lambda s: None,
+    )  # fmt: skip
+    assert why["stopped_by"] == "4 pairs" and why["undecided"] == ["64x64x64"]
+    _, _, why = ci.pairs_until_decided(
+        CiConfig(repo=tmp_path, out=tmp_path, work=tmp_path, max_time_s=5.0), {}, {}, {"base": ["a"], "head": ["a"]},
+        undecided, time.monotonic() - 10, lambda s: None,
+    )  # fmt: skip
+    assert why["stopped_by"] == "5 s" and why["pairs"] == 1

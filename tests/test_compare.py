@@ -11,16 +11,16 @@ import pytest
 
 from helios.cli import main
 from helios.harness.results.compare import (
-    MAX_MDE,
+    NOISE,
     CompareError,
     ShapeVerdict,
     SideNoise,
     classify,
-    commit_line,
     compare,
     exit_status,
     side_noise,
 )
+from helios.harness.results.compare_table import commit_line
 
 
 def fake_result(rounds_by_shape, name="NVIDIA H100 80GB HBM3", driver=1, runs=None):
@@ -115,13 +115,37 @@ def test_classify_bands():
         )
 
     tiny = 0.001**2
-    assert classify(side(1.0, tiny), side(1.015, tiny))[0] == "SAME"  # within the 2% floor
+    assert classify(side(1.0, tiny), side(1.015, tiny))[0] == "SAME"  # the interval within the 2% floor
     assert classify(side(1.0, tiny), side(1.10, tiny))[0] == "SLOWER"
     assert classify(side(1.0, tiny), side(0.90, tiny))[0] == "FASTER"
     verdict, _, (lo, hi), p, mde = classify(side(1.0, 0.05**2), side(1.04, 0.05**2))
-    assert verdict == "INCONCLUSIVE" and lo < 1 < hi and mde > MAX_MDE  # too noisy to say SAME
-    verdict, *_, mde = classify(side(1.0, 0.01**2), side(1.025, 0.01**2))
-    assert verdict == "SAME" and mde <= MAX_MDE  # < MDE at this noise
+    assert verdict == "INCONCLUSIVE" and lo < 1 < hi  # too noisy to say SAME
+    # The old rule's SAMEs: a point inside the floor with an interval far outside it, and a
+    # change below the MDE; neither rules a change out.
+    verdict, _, (lo, hi), _, mde = classify(side(1.0, 0.3**2), side(1.005, 0.3**2))
+    assert verdict == "INCONCLUSIVE" and hi > 2 and mde > 1, (lo, hi, mde)
+    assert classify(side(1.0, 0.01**2), side(1.025, 0.01**2))[0] == "INCONCLUSIVE"
+    # a real change smaller than the floor, measured tightly: SAME
+    assert classify(side(1.0, tiny), side(1.012, tiny))[0] == "SAME"
+
+
+def test_no_same_whose_interval_reaches_beyond_the_floor():
+    """Whatever the sides, SAME means the whole interval lies within the floor."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def side(level, sd, runs):
+        return SideNoise(math.log(level), [math.log(level)] * runs, sd**2, runs - 1 if runs > 1 else math.inf,
+                         runs, runs, sd, float("nan"), level, 100)  # fmt: skip
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.floats(0.8, 1.2), st.floats(1e-4, 0.5), st.floats(1e-4, 0.5), st.integers(1, 12))
+    def check(change, sd_old, sd_new, runs):
+        verdict, _, (lo, hi), _, _ = classify(side(1.0, sd_old, runs), side(change, sd_new, runs))
+        if verdict == "SAME":
+            assert 1 - NOISE <= lo and hi <= 1 + NOISE, (lo, hi)
+
+    check()
 
 
 def _write(tmp_path, name, data):
@@ -133,8 +157,8 @@ def _write(tmp_path, name, data):
     return str(p)
 
 
-def _three_runs(level, seed):
-    return simulate(np.random.default_rng(seed), level, run_cv=0.005)
+def _three_runs(level, seed, runs=3):
+    return simulate(np.random.default_rng(seed), level, runs=runs, run_cv=0.005)
 
 
 def test_cli_exit_codes_gate_and_commit_line(tmp_path, capsys):
@@ -148,8 +172,13 @@ def test_cli_exit_codes_gate_and_commit_line(tmp_path, capsys):
     assert main(["compare", old, fast, "--summary", "double buffering"]) == 0
     out = capsys.readouterr().out
     assert "FASTER" in out and re.search(r"perf: double buffering \(H100: 2048 [01]\.\d+->0\.\d+ -(19|20|21)\.\d%", out)
-    assert main(["compare", old, old]) == 0
+    # SAME needs the interval inside the 2% floor: 8 runs a side at this noise (3 cannot)
+    eight, eight_b = (_write(tmp_path, f"e{i}.json", _three_runs(1.0, 10 + i, runs=8)) for i in range(2))
+    assert main(["compare", eight, eight_b]) == 0
     assert "net ~0%, correctness preserved" in capsys.readouterr().out
+    assert main(["compare", old, old]) == 0
+    out = capsys.readouterr().out  # a file against itself, 3 runs: nothing ruled out
+    assert "INCONCLUSIVE" in out and "runs a side would decide" in out and "net ~0%" not in out
     # the CI gate: a confident +6% regression fails at 5%, passes at 10%
     assert main(["compare", old, slight, "--fail-on-regression", "5"]) == 1
     assert main(["compare", old, slight, "--fail-on-regression", "10"]) == 0
@@ -157,11 +186,16 @@ def test_cli_exit_codes_gate_and_commit_line(tmp_path, capsys):
 
 
 def test_pooling_several_files_counts_runs(tmp_path):
+    """Each file is a run: three a side cannot rule out a 2% change, eight can."""
     rng = np.random.default_rng(5)
-    olds = [fake_result({"1024x1024x1024": [np.exp(rng.normal(0, 0.01, 20))]}) for _ in range(3)]
-    news = [fake_result({"1024x1024x1024": [np.exp(rng.normal(0, 0.01, 20))]}) for _ in range(3)]
-    (v,) = compare(olds, news)
-    assert v.n_old == 60 and v.n_new == 60 and v.old.runs == 3 and v.verdict == "SAME"
+
+    def files(n):
+        return [fake_result({"1024x1024x1024": [np.exp(rng.normal(0, 0.01, 20))]}) for _ in range(n)]
+
+    (v,) = compare(files(3), files(3))
+    assert v.n_old == 60 and v.n_new == 60 and v.old.runs == 3 and v.verdict == "INCONCLUSIVE"
+    (v,) = compare(files(8), files(8))
+    assert v.old.runs == 8 and v.verdict == "SAME"
 
 
 def test_refuses_other_device_and_failed_runs(tmp_path, capsys):
@@ -242,7 +276,7 @@ def test_the_table_agrees_with_itself():
     """Three runs of two rounds a side whose runs differ (a noisy device): the shown old and
     new ms, the change and the runs x rounds column must agree (they used to show the median
     of all rounds beside a change between run means, and runs x all rounds: '3x6')."""
-    from helios.harness.results.compare import table
+    from helios.harness.results.compare_table import table
 
     old = fake_result({"128x128x128": [[1.0], [1.02], [0.70], [0.71], [0.76], [0.77]]}, runs=[0, 0, 1, 1, 2, 2])
     new = fake_result({"128x128x128": [[0.66], [0.67], [0.72], [0.73], [0.75], [0.76]]}, runs=[0, 0, 1, 1, 2, 2])
@@ -253,3 +287,44 @@ def test_the_table_agrees_with_itself():
     assert change == pytest.approx((new_ms / old_ms - 1) * 100, abs=0.02)
     assert cells[6] == "3x2 / 3x2"
     assert "geometric mean" in table([v])
+
+
+def test_a_run_counts_once(tmp_path, capsys):
+    """`--old A A A A --new B B B B` used to read FASTER from a 2-run INCONCLUSIVE
+    (runs [8, 8]): a file repeated on a side, or a copy of it, is counted once, with a
+    note naming both."""
+    a = _write(tmp_path, "a.json", _three_runs(1.0, 21, runs=2))
+    b = _write(tmp_path, "b.json", _three_runs(0.95, 22, runs=2))
+    a_copy = _write(tmp_path, "a-copy.json", json.loads(open(a).read()))
+    assert main(["compare", "--json", a, b]) == 0
+    once = json.loads(capsys.readouterr().out)
+    assert main(["compare", "--json", "--old", a, a, a_copy, a, "--new", b, b, b, b]) == 0
+    captured = capsys.readouterr()
+    many = json.loads(captured.out)
+    assert many["verdicts"][0]["runs"] == once["verdicts"][0]["runs"] == [2, 2]
+    assert many["verdicts"][0]["verdict"] == once["verdicts"][0]["verdict"]
+    assert many["verdicts"][0]["p"] == once["verdicts"][0]["p"]
+    assert f"{a_copy} holds the same runs as {a}: counted once" in captured.err
+    assert len(many["notes"]) == 6
+
+
+def test_the_table_and_the_json_agree_on_runs_and_rounds(tmp_path, capsys):
+    """The table's 'runs x rounds' and --json's runs, rounds_per_run and rounds say the
+    same (the table read 2x1 beside "rounds": [2, 2])."""
+    a = _write(tmp_path, "a.json", simulate(np.random.default_rng(1), 1.0, runs=2, rounds=1))
+    b = _write(tmp_path, "b.json", simulate(np.random.default_rng(2), 1.0, runs=3, rounds=2))
+    main(["compare", a, b])
+    assert "| 2x1 / 3x2 |" in capsys.readouterr().out
+    main(["compare", "--json", a, b])
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert v["runs"] == [2, 3] and v["rounds_per_run"] == [1, 2] and v["rounds"] == [2, 6]
+
+
+def test_an_inconclusive_row_says_how_many_runs_would_decide():
+    rng = np.random.default_rng(9)
+    (v,) = compare([simulate(rng, 1.0, runs=3)], [simulate(rng, 1.0, runs=3)])
+    from helios.harness.results.compare import runs_to_decide
+    from helios.harness.results.compare_table import verdict_dict
+
+    assert v.verdict == "INCONCLUSIVE" and runs_to_decide(v) > 3
+    assert "runs a side would decide" in verdict_dict(v)["verdict_reason"]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helios.cli import main
-from helios.harness.results.compare import compare, exit_status, table, verdict_dict
+from helios.harness.results.compare import compare, exit_status
+from helios.harness.results.compare_table import table, verdict_dict
 
 UUID = "e47836ec-b0e3-3bb3-1f5b-5a19013bb117"
 
@@ -48,8 +49,9 @@ def bench(seed: int, helios_ms: float, ref_ms: float, drift: float = 1.0, runs: 
 
 def test_common_drift_is_same_when_normalized_and_not_plain():
     """A/A with 10% common drift: the plain verdict sees +10% (SLOWER); the
-    normalized one, Helios over the reference per round, SAME."""
-    [v] = compare([bench(1, 1.0, 0.5)], [bench(2, 1.0, 0.5, drift=1.10)])
+    normalized one, Helios over the reference per round, SAME (10 runs a side: enough
+    for its interval to fit inside the 2% floor)."""
+    [v] = compare([bench(1, 1.0, 0.5, runs=10)], [bench(2, 1.0, 0.5, drift=1.10, runs=10)])
     assert v.verdict == "SLOWER" and v.pct == pytest.approx(10, abs=1.5)
     assert v.control is not None and v.control.verdict == "SAME" and abs(v.control.pct) < 1.0
     assert v.control.old_ratio == pytest.approx(2.0, rel=0.01)
@@ -99,8 +101,8 @@ def test_unpaired_reference_rounds_give_no_control():
 
 def test_compare_json_and_gate_flag(tmp_path, capsys):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
-    old.write_text(json.dumps(bench(11, 1.0, 0.5)))
-    new.write_text(json.dumps(bench(12, 1.0, 0.5, drift=1.10)))
+    old.write_text(json.dumps(bench(11, 1.0, 0.5, runs=10)))
+    new.write_text(json.dumps(bench(12, 1.0, 0.5, drift=1.10, runs=10)))
     assert main(["compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     assert "control-normalized" in out and "| **SAME** | SLOWER |" in out
@@ -113,7 +115,7 @@ def test_compare_json_and_gate_flag(tmp_path, capsys):
 
 
 def test_verdict_dict_round_trips_through_json():
-    [v] = compare([bench(13, 1.0, 0.5)], [bench(14, 1.0, 0.5)])
+    [v] = compare([bench(13, 1.0, 0.5, runs=10)], [bench(14, 1.0, 0.5, runs=10)])
     d = json.loads(json.dumps(verdict_dict(v)))
     assert d["verdict"] == "SAME" and d["control"]["verdict"] == "SAME"
 
@@ -121,7 +123,7 @@ def test_verdict_dict_round_trips_through_json():
 def test_ci_comment_shows_the_normalized_column():
     from helios.harness.runs.ci import comment, head_verdict
 
-    [v] = compare([bench(15, 1.0, 0.5)], [bench(16, 1.0, 0.5, drift=1.10)])
+    [v] = compare([bench(15, 1.0, 0.5, runs=10)], [bench(16, 1.0, 0.5, drift=1.10, runs=10)])
     rec = {
         "exit": 0,
         "base": "a" * 40,
@@ -213,3 +215,27 @@ def test_bench_rows_record_their_kernel(device, tmp_path):
         assert len(k["code_digest"]) == 16 and isinstance(k["stats"], list)
         digests.append(k["code_digest"])
     assert digests[0] == digests[1] and (digests[0] != digests[2]) == (variants[0] != variants[-1])
+
+
+def test_the_normalized_verdict_is_offered_only_where_it_lowers_the_variance(capsys, tmp_path):
+    """A reference whose own run-to-run noise (3%) is not Helios's: dividing by it adds
+    that noise, var(ratio) / var(plain) > 1, and the normalized verdict is not offered
+    (the gate reads the plain one); with shared drift the ratio is below 1 and it is."""
+    from helios.harness.results.compare import gated, normalizing_helps
+
+    def noisy_reference(doc: dict, seed: int) -> dict:
+        rng = np.random.default_rng(seed)
+        cuda = doc["rows"][0]["cuda"]
+        per_run = {run: float(np.exp(rng.normal(0, 0.03))) for run in set(cuda["round_runs"])}
+        cuda["samples_ms"] = [[x * per_run[run] for x in r] for r, run in zip(cuda["samples_ms"], cuda["round_runs"])]
+        return doc
+
+    [v] = compare([noisy_reference(bench(41, 1.0, 0.5, runs=6), 1)], [noisy_reference(bench(42, 1.0, 0.5, runs=6), 2)])
+    assert v.control is not None and v.control_var_ratio > 1 and not normalizing_helps(v)
+    assert gated(v, "normalized") == (v.verdict, v.pct)
+    assert "not offered: the control adds noise here" in table([v])
+    [shared] = compare([bench(43, 1.0, 0.5, runs=6)], [bench(44, 1.0, 0.5, drift=1.05, runs=6)])
+    assert shared.control_var_ratio < 1 and normalizing_helps(shared)
+    assert gated(shared, "normalized")[0] == shared.control.verdict
+    d = verdict_dict(v)
+    assert d["control_offered"] is False and d["control_var_ratio"] > 1

@@ -117,9 +117,10 @@ def _bench_with_energy(seed: int, joules: float) -> dict:
 
 def test_compare_judges_energy_with_files_as_runs():
     """Three files a side: Helios's J/op 10% higher on the new side is an energy
-    SLOWER (more joules) with its interval; equal energy is SAME; one file a side
-    gives no confident verdict."""
-    from helios.harness.results.compare import compare, table, verdict_dict
+    SLOWER (more joules) with its interval; equal energy is SAME with ten a side (three
+    cannot rule out 2%); one file a side gives no confident verdict."""
+    from helios.harness.results.compare import compare
+    from helios.harness.results.compare_table import table, verdict_dict
 
     old = [_bench_with_energy(s, 0.5) for s in range(3)]
     [v] = compare(old, [_bench_with_energy(s, 0.55) for s in range(10, 13)])
@@ -128,13 +129,17 @@ def test_compare_judges_energy_with_files_as_runs():
     d = verdict_dict(v)["energy"]
     assert d["verdict"] == "SLOWER" and d["ratio_ci95"][0] > 1.0 and "energy verdict" in table([v])
     [same] = compare(old, [_bench_with_energy(s, 0.5) for s in range(20, 23)])
+    assert same.energy.verdict == "INCONCLUSIVE"
+    ten = [_bench_with_energy(s, 0.5) for s in range(40, 50)]
+    [same] = compare(ten, [_bench_with_energy(s, 0.5) for s in range(20, 30)])
     assert same.energy.verdict == "SAME"
     [one] = compare(old[:1], [_bench_with_energy(30, 0.55)])
     assert one.energy.verdict in ("INCONCLUSIVE", "SAME") and one.energy.verdict != "SLOWER"
 
 
 def test_compare_without_energy_says_nothing_about_it():
-    from helios.harness.results.compare import compare, table, verdict_dict
+    from helios.harness.results.compare import compare
+    from helios.harness.results.compare_table import table, verdict_dict
 
     a, b = _bench_with_energy(1, 0.5), _bench_with_energy(2, 0.5)
     for d in (a, b):

@@ -20,12 +20,14 @@ from .common import (
     write_results,
 )
 from .common_args import (
+    add_budget,
     add_launches,
     add_out,
     add_reference,
     add_rounds,
     add_seed,
     add_shapes,
+    add_target_mde,
     add_tolerances,
     shapes_of,
 )
@@ -102,9 +104,11 @@ def protocol_fields(args: argparse.Namespace, variant: Optional[str]) -> dict[st
     """The protocol's configuration (harness/protocol/rounds.py ProtocolConfig), built once from
     the flags both workloads take."""
     keys = ("iters", "warmup", "warmup_ms", "dtype", "check", "atol", "rtol", "repeats", "runs", "flush_l2", "energy",
-            "ref", "seed", "device")  # fmt: skip
+            "ref", "seed", "device", "target_mde")  # fmt: skip
+    if args.max_time is not None and args.target_mde is None:
+        raise UsageError("--max-time bounds the runs --target-mde adds: give --target-mde too")
     command = ["helios"] + list(sys.argv[1:] if args.argv is None else args.argv)
-    return {**{k: getattr(args, k) for k in keys}, "variant": variant, "command": command}
+    return {**{k: getattr(args, k) for k in keys}, "max_time_s": args.max_time, "variant": variant, "command": command}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -277,6 +281,8 @@ def register(sub: Any) -> None:
         "with its own clock ramp and warm-up, recorded per round "
         "(rows[].helios.round_runs) so compare sees run-to-run noise",
     )
+    add_target_mde(pb)
+    add_budget(pb, None, "with --target-mde: no run is added after this many seconds from the first round")
     add_out(
         pb,
         "write the helios-bench/1 JSON to this .json file, and the markdown table "

@@ -9,7 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from .common import UsageError, check_shared, finite_float, git_ref, nonneg_int, positive_int, target
-from .common_args import add_gate, add_launches, add_out, add_reference, add_rounds, add_shapes, shapes_of
+from .common_args import (
+    add_budget,
+    add_gate,
+    add_launches,
+    add_out,
+    add_reference,
+    add_rounds,
+    add_shapes,
+    shapes_of,
+)
 
 
 def _doc() -> str:
@@ -77,6 +86,14 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
     add_reference(
         p, ["auto", "torch", "cublas", "numpy"], "the bench reference: auto, torch, cublas or numpy (default auto)"
     )
+    p.add_argument(
+        "--max-pairs",
+        type=positive_int,
+        default=8,
+        help=f"while a shape is INCONCLUSIVE, one more {pairs} pair is measured on the undecided shapes, up to "
+        "this many pairs in all (default 8; --runs of them first)",
+    )
+    add_budget(p, 900.0, f"no {pairs} pair starts after this many seconds of benches")
     p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
     p.add_argument(
         "--energy",
@@ -109,6 +126,8 @@ def measure_config(args: argparse.Namespace, out: Path, **extra: Any) -> Any:
         warmup=args.warmup,
         repeats=args.repeats,
         ref=args.ref,
+        max_pairs=max(args.max_pairs, args.runs),
+        max_time_s=args.max_time,
         python=args.python or sys.executable,
         energy=args.energy,
         bench_args=list(args.bench_arg or []),

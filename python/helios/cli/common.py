@@ -55,8 +55,10 @@ def warmup_count(s: str) -> int:
     return _int_in(s, 0, _helios.MAX_LAUNCHES, f"an integer in 0..{_helios.MAX_LAUNCHES}")
 
 
-def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number in [lo, hi] ([lo, hi) with hi_open);
+def finite_float(
+    lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = False, lo_open: bool = False
+) -> Callable[[str], float]:
+    """An argparse type: a finite number in [lo, hi] (an open end with hi_open, lo_open);
     NaN and infinities are refused (they would end up in the JSON)."""
 
     def parse(s: str) -> float:
@@ -66,9 +68,10 @@ def finite_float(lo: float = 0.0, hi: float = float("inf"), *, hi_open: bool = F
             raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
         if not math.isfinite(v):
             raise argparse.ArgumentTypeError(f"expected a finite number, got {s!r}")
-        if v < lo or v > hi or (hi_open and v >= hi):
+        if v < lo or v > hi or (hi_open and v >= hi) or (lo_open and v <= lo):
+            bottom = f"> {lo:g}" if lo_open else f">= {lo:g}"
             top = "" if math.isinf(hi) else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
-            raise argparse.ArgumentTypeError(f"expected a number >= {lo:g}{top}, got {s!r}")
+            raise argparse.ArgumentTypeError(f"expected a number {bottom}{top}, got {s!r}")
         return v
 
     parse.__name__ = "number"

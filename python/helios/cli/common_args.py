@@ -89,3 +89,27 @@ GATE_HELP = (
 def add_gate(p: argparse.ArgumentParser, reads: str) -> None:
     """--gate, the verdict `reads` (what the command decides with it)."""
     p.add_argument("--gate", choices=("plain", "normalized"), default="plain", help=f"the verdict {reads}: {GATE_HELP}")
+
+
+MAX_TIME_S = 86400.0  # --max-time's ceiling: a day
+
+
+def add_budget(p: argparse.ArgumentParser, default_s: Optional[float], what: str) -> None:
+    """--max-time SECONDS: the budget for the measuring `what` adds until its question is
+    answered (a finite number in (0, a day]); None: no budget unless given."""
+    shown = "none" if default_s is None else f"{default_s:g}"
+    p.add_argument("--max-time", type=finite_float(1.0, MAX_TIME_S), default=default_s, metavar="SECONDS",
+                   help=f"{what} (default {shown})")  # fmt: skip
+
+
+def add_target_mde(p: argparse.ArgumentParser) -> None:
+    """--target-mde PCT: bench adds runs until every row's MDE is at or below it."""
+    p.add_argument(
+        "--target-mde",
+        type=finite_float(0.0, 100.0, lo_open=True),
+        default=None,
+        metavar="PCT",
+        help="add interleaved runs, a few at a time, until every row's MDE (the change an A/A comparison of "
+        "this file's runs could detect, 95%% interval, 80%% power) is at or below PCT percent, or --max-time "
+        "is spent (then the rows that did not reach it say so); in (0, 100]",
+    )

@@ -18,18 +18,9 @@ def _compare_doc() -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ..harness.results.compare import (
-        MAX_MDE,
-        NOISE,
-        CompareError,
-        commit_line,
-        compare,
-        device_label,
-        exit_status,
-        table,
-        verdict_dict,
-    )
+    from ..harness.results.compare import NOISE, CompareError, compare, distinct_runs, exit_status
     from ..harness.results.compare_load import load
+    from ..harness.results.compare_table import commit_line, device_label, table, verdict_dict
 
     old_files = args.old or []
     new_files = args.new or []
@@ -42,8 +33,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print("helios: error: give OLD.json NEW.json, or --old FILE... --new FILE...", file=sys.stderr)
         return 2
     try:
-        old = [load(p) for p in old_files]
-        new = [load(p) for p in new_files]
+        old, old_notes = distinct_runs([load(p) for p in old_files], old_files)
+        new, new_notes = distinct_runs([load(p) for p in new_files], new_files)
+        for note in old_notes + new_notes:
+            print(f"helios: note: {note}", file=sys.stderr)
         if not 0.5 <= args.level < 1.0:
             raise CompareError(f"--level must be in [0.5, 1), got {args.level}")
         verdicts = compare(
@@ -58,10 +51,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "schema": "helios-compare/1",
             "old": old_files,
             "new": new_files,
+            "notes": old_notes + new_notes,
             "rule": {
                 "level": args.level,
                 "noise_floor_pct": NOISE * 100,
-                "max_mde_pct": MAX_MDE * 100,
+                "same": "the whole interval within the noise floor (equivalence)",
                 "assumed_run_noise_pct": args.run_noise,
                 "gate": args.gate,
                 "fail_on_regression_pct": args.fail_on_regression,

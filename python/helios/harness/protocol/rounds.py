@@ -17,6 +17,7 @@ rounds the one way every result file documents:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional, Sequence
 
@@ -71,6 +72,8 @@ class ProtocolConfig:
     rtol: float = RTOL
     repeats: int = 1
     runs: int = 1  # independent runs (own clock ramp), rounds grouped by run
+    target_mde: Optional[float] = None  # percent: runs are added until every row's MDE is at or below it
+    max_time_s: Optional[float] = None  # the budget for the added runs (seconds from the first round)
     flush_l2: bool = False
     energy: bool = True  # an energy window per row and side where NVML has the counter (energy.py)
     ref: str = "auto"
@@ -178,27 +181,37 @@ class Workload:
     clock_work: Callable[[], None]
 
 
+# A stopping rule: (the slots so far, runs done, seconds since the first round) -> whether
+# to run once more. The protocol asks it after the runs it was given.
+MoreRuns = Callable[[dict, int, float], bool]
+
+
 def run_rounds(
     result: dict,
     w: Workload,
     *,
     repeats: int,
     runs: int = 1,
+    more: Optional[MoreRuns] = None,
     progress: Optional[bool] = None,
     log: Callable[[str], None] = lambda s: None,
 ) -> tuple[dict, list]:
-    """Run the timed rounds; returns (slot per shape, the shapes with complete
-    rounds). Records result["clock_warmups"] (one ramp per run) and
-    result["clock_warmup"] (the first), and on Ctrl-C the interrupted status."""
+    """Run the timed rounds, `runs` runs and then, one at a time, as many more as
+    `more` asks for; returns (slot per shape, the shapes with complete rounds).
+    Records result["clock_warmups"] (one ramp per run) and result["clock_warmup"]
+    (the first), and on Ctrl-C the interrupted status."""
     acc = {s: {**w.new_slot(s), "state": [], "run": []} for s in w.shapes}
     bar = Progress(len(w.shapes) * repeats * runs, progress)
     result["clock_warmups"] = []
+    started = time.monotonic()
+    of = f"/{runs}" if more is None else ""  # "run 2/3", or "run 4" where runs are added
     try:
-        for run in range(runs):
+        run = 0
+        while run < runs or (more is not None and more(acc, run, time.monotonic() - started)):
             for k in range(repeats):
                 if k == 0:
                     result["clock_warmups"].append(ramp_clocks(w.clock_work))
-                    log(f"run {run + 1}/{runs} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
+                    log(f"run {run + 1}{of} clock warm-up: {describe_ramp(result['clock_warmups'][-1])}")
                 rnd = run * repeats + k  # the round's index over all runs
                 for si, shape in enumerate(w.shapes):
                     slot = acc[shape]
@@ -208,8 +221,9 @@ def run_rounds(
                         side()
                     slot["run"].append(run)
                     slot["state"].append({"round": rnd, "run": run, "before": before, "after": gpu_state()})
-                    where = f"run {run + 1}/{runs} " if runs > 1 else ""
+                    where = f"run {run + 1}{of} " if runs > 1 or more is not None else ""
                     bar.step(f"{w.label(shape)} {where}round {k + 1}/{repeats}")
+            run += 1
     except KeyboardInterrupt:  # keep what was measured: whole rounds, marked interrupted
         result["status"], result["failure"] = "interrupted", interrupted_message()
     finally:

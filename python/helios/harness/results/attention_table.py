@@ -4,7 +4,7 @@ SDPA backend beside them)."""
 from __future__ import annotations
 
 from ..protocol.energy import energy_lines
-from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops
+from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, stopping_line
 from .rows import reference_ms
 
 
@@ -25,7 +25,7 @@ def attention_markdown(result: dict) -> str:
 
     f = fmt_ms
     lines.append(
-        "| B x H x S x d | helios ms | TFLOP/s | "
+        "| B x H x S x d | helios median ms | TFLOP/s | "
         + " | ".join(f"{b} ms" for b in backends)
         + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |"
     )
@@ -52,4 +52,7 @@ def attention_markdown(result: dict) -> str:
     if result.get("rows"):
         lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
     lines.extend(energy_lines(result.get("rows", []), result.get("reference")))
+    stop = stopping_line(result)
+    if stop:
+        lines.append(stop)
     return "\n".join(lines) + "\n"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .format import md_cell
+
 COMMENT_MARKER = "<!-- helios-ci comment -->"  # the workflow finds and updates the comment carrying it
 
 
@@ -81,10 +83,16 @@ def comment(rec: dict) -> str:
             steps = ", ".join(s["name"] + (" ok" if s["rc"] == 0 else f" exit {s['rc']}") for s in g["steps"])
             lines.append(f"Gate {side}: {'passed' if g['passed'] else 'FAILED'} ({steps})")
     c = rec.get("config", {})
+    stop = rec.get("stopping") if isinstance(rec.get("stopping"), dict) else {}
+    pairs = f"{c.get('runs')} base/head pairs (ABBA)"
+    if stop:
+        undecided = ", ".join(md_cell(s) for s in stop.get("undecided") or []) or "none"
+        pairs += f", {stop.get('pairs')} in all (stopped: {md_cell(stop.get('stopped_by'))}; undecided: {undecided})"
     lines += [
         "",
-        f"<sub>helios ci: shapes {c.get('shapes')}, {c.get('runs')} base/head pairs (ABBA), "
-        f"iters {c.get('iters')}, ref {c.get('ref')}; verdicts by helios compare with per-shape noise floors.</sub>",
+        f"<sub>helios ci: shapes {c.get('shapes')}, {pairs}, iters {c.get('iters')}, ref {c.get('ref')}; "
+        "verdicts by helios compare with per-shape noise floors: SAME only where the interval lies "
+        "inside the floor.</sub>",
         "",
     ]
     return "\n".join(lines)

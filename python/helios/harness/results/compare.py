@@ -19,12 +19,14 @@ p: Student t on the pooled run variance when both sides have several runs
 runs happen to agree from looking certain), normal quantiles otherwise. MDE is the change this noise would
 detect with 80% power. Verdicts:
 
-* SLOWER / FASTER: the interval excludes 0 and |change| > NOISE (2%, the seeds' floor),
-  and, where both sides have enough runs for it to reach the level (4+ a side at
-  95%), a rank test on the run means agrees (distribution-free: a heavy-tailed
+* SLOWER / FASTER: the interval excludes no change and |change| > NOISE (2%, the seeds'
+  floor), and, where both sides have enough runs for it to reach the level (4+ a side
+  at 95%), a rank test on the run means agrees (distribution-free: a heavy-tailed
   device such as a CPU driver cannot fake confidence with runs that happen to agree);
-* SAME: |change| <= NOISE, or the interval includes 0 and MDE <= MAX_MDE (5%);
-* INCONCLUSIVE: the interval includes 0 but MDE > MAX_MDE (too noisy to say SAME).
+* SAME: the whole interval lies within +-NOISE (an equivalence test: the runs rule out
+  any change beyond the floor, not merely fail to show one);
+* INCONCLUSIVE: anything else, with the MDE and the runs a side it would take to decide
+  (``runs_to_decide``).
 
 Exit status of the CLI: 0 no confident regression, 1 a confident regression
 (larger than --fail-on-regression PCT when given), 2 bad input.
@@ -32,6 +34,8 @@ Exit status of the CLI: 0 no confident regression, 1 a confident regression
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -39,15 +43,15 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ...optional import require
-from ..protocol.energy import energy_rounds, energy_table
+from ..protocol.energy import energy_rounds
 from .compare_load import CompareError
-from .control import ControlVerdict, control_table, control_verdicts
+from .control import ControlVerdict, control_verdicts, ratio_rounds
 from .format import md_cell
 from .rows import code_identity, row_identities
 
-NOISE = 0.02  # the seeds' noise floor: changes within 2% are SAME
+NOISE = 0.02  # the seeds' noise floor: SAME when the interval rules out changes beyond 2%
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
-MAX_MDE = 0.05  # SAME needs a test that could have seen a 5% change
+MAX_RUNS_TO_DECIDE = 1000  # runs_to_decide's answer above this: "more than 1000"
 LEVEL = 0.95
 POWER = 0.80
 
@@ -82,6 +86,9 @@ class ShapeVerdict:
     floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
     control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
     control_refused: Optional[str] = None  # why there is no control-normalized verdict
+    # var(normalized level) / var(plain level) from the runs: the normalized verdict is
+    # offered only where it is below 1 (where the control's noise cancels Helios's)
+    control_var_ratio: Optional[float] = None
     code: str = "unknown"  # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity)
     energy: Optional[ControlVerdict] = None  # Helios's J/op between the sides (old/new_ratio: J/op each)
 
@@ -135,7 +142,7 @@ def side_noise(
 
 
 def classify(
-    old: SideNoise, new: SideNoise, *, noise: float = NOISE, max_mde: float = MAX_MDE, level: float = LEVEL
+    old: SideNoise, new: SideNoise, *, noise: float = NOISE, level: float = LEVEL
 ) -> tuple[str, float, tuple[float, float], float, float]:
     """(verdict, ratio, ratio CI, p, MDE) from the two sides' noise models."""
     stats = require("scipy.stats", "helios compare (Student t intervals)")
@@ -159,19 +166,24 @@ def classify(
         p_rank = float(stats.mannwhitneyu(new.run_means, old.run_means, alternative="two-sided", method="exact").pvalue)
         rank_ok = p_rank < 1.0 - level
         p = max(p, p_rank)
-    if abs(change) <= noise:
-        verdict = "SAME"
-    elif lo > 0 and rank_ok:
+    if abs(change) > noise and lo > 0 and rank_ok:
         verdict = "SLOWER"
-    elif hi < 0 and rank_ok:
+    elif abs(change) > noise and hi < 0 and rank_ok:
         verdict = "FASTER"
-    elif lo > 0 or hi < 0:
-        verdict = "INCONCLUSIVE"  # the interval says so, the runs' ranks do not
-    elif mde <= max_mde:
-        verdict = "SAME"
+    elif math.log1p(-noise) <= lo and hi <= math.log1p(noise):
+        verdict = "SAME"  # equivalence: the whole interval inside the floor
     else:
         verdict = "INCONCLUSIVE"
     return verdict, ratio, (_exp(lo), _exp(hi)), p, mde
+
+
+def aa_mde(side: SideNoise, level: float = LEVEL) -> float:
+    """The MDE of comparing a side with another of the same noise (an A/A of these runs):
+    the change such a comparison would detect with 80% power at `level`."""
+    stats = require("scipy.stats", "the MDE of a side (Student t quantiles)")
+    se = math.sqrt(2.0 * side.var)
+    dist = stats.norm if math.isinf(side.df) else stats.t(2.0 * side.df)
+    return _exp((float(dist.ppf(0.5 + level / 2)) + float(dist.ppf(POWER))) * se) - 1.0
 
 
 def _exp(x: float) -> float:
@@ -205,6 +217,56 @@ def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], 
     return {s: (list(g.values()), meds[s], counts[s]) for s, g in grouped.items()}
 
 
+def run_identity(d: dict) -> str:
+    """A file's runs by their content (each row's shape and Helios samples): two files
+    with one identity hold the same runs, however they were named or copied."""
+    h = hashlib.sha256()
+    for row in d.get("rows", []):
+        if isinstance(row, dict):
+            helios: dict = row["helios"] if isinstance(row.get("helios"), dict) else {}
+            h.update(json.dumps([row.get("shape"), helios.get("samples_ms")], default=str).encode())
+    return h.hexdigest()
+
+
+def distinct_runs(files: list[dict], labels: Optional[Sequence[str]] = None) -> tuple[list[dict], list[str]]:
+    """The files of one side with each run counted once: a file whose runs an earlier
+    file already holds is dropped, with a note naming both (a repeated file, or a glob
+    that matched a copy, must not pass for more evidence)."""
+    names = list(labels) if labels is not None else [f"file {i + 1}" for i in range(len(files))]
+    seen: dict[str, str] = {}
+    out, notes = [], []
+    for d, name in zip(files, names):
+        key = run_identity(d)
+        if key in seen:
+            notes.append(f"{name} holds the same runs as {seen[key]}: counted once")
+            continue
+        seen[key] = name
+        out.append(d)
+    return out, notes
+
+
+def _pooled_run_var(sides: tuple) -> Optional[float]:
+    """The variance of the run means of log values, pooled over the two sides (each a
+    list of runs, each a list of values); None where a side has one run."""
+    num, dof = 0.0, 0
+    for runs in sides:
+        means = np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
+        if means.size < 2:
+            return None
+        num += float(((means - means.mean()) ** 2).sum())
+        dof += means.size - 1
+    return num / dof
+
+
+def _var_ratio(normalized: tuple, plain: tuple) -> Optional[float]:
+    """var(normalized run means) / var(plain run means), unfloored (compare's floor on the
+    run noise would hide which is noisier); None where a side has one run."""
+    vn, vp = _pooled_run_var(normalized), _pooled_run_var(plain)
+    if vn is None or vp is None:
+        return None
+    return vn / vp if vp > 0 else math.inf
+
+
 def compare(
     old: list[dict],
     new: list[dict],
@@ -218,6 +280,7 @@ def compare(
     helios ci gives small, noisier shapes a wider one), NOISE otherwise."""
     if not old or not new:
         raise CompareError("need at least one result file on each side")
+    old, new = distinct_runs(old)[0], distinct_runs(new)[0]  # a run counts once
     keys = {_device_key(d) for d in old + new}
     if len(keys) > 1 and not ignore_device:
         raise CompareError(
@@ -231,7 +294,7 @@ def compare(
         o = side_noise(old_rounds[0], old_rounds[1], old_rounds[2], run_noise)
         n = side_noise(new_rounds[0], new_rounds[1], new_rounds[2], run_noise)
         floor = floor_for(shape)
-        verdict, ratio, ci, p, mde = classify(o, n, noise=floor, max_mde=max(MAX_MDE, floor), level=level)
+        verdict, ratio, ci, p, mde = classify(o, n, noise=floor, level=level)
         if (math.isinf(o.df) or math.isinf(n.df)) and verdict in ("SLOWER", "FASTER"):
             # With one run a side the between-run noise was assumed (--run-noise), not
             # measured: a verdict that could fail CI needs it measured (--runs 3).
@@ -244,6 +307,7 @@ def compare(
     so, sn = _side(old), _side(new)
     ids_o, ids_n = row_identities(old), row_identities(new)
     controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
+    ro, rn = (ratio_rounds(old), ratio_rounds(new)) if controls else ({}, {})
     eo, en = energy_rounds(old), energy_rounds(new)
     out = []
     for shape in so:
@@ -254,6 +318,8 @@ def compare(
         v = ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor)
         v.control = controls.get(shape)
         v.control_refused = refused if refused else (None if v.control else "no paired reference rounds")
+        if v.control is not None:
+            v.control_var_ratio = _var_ratio((ro[shape][0], rn[shape][0]), (so[shape][0], sn[shape][0]))
         v.code = code_identity(ids_o.get(shape, set()), ids_n.get(shape, set()))
         if shape in eo and shape in en:
             v.energy = ControlVerdict(*judge(eo[shape], en[shape], shape)[:7])
@@ -266,11 +332,18 @@ def compare(
 GATES = ("plain", "normalized")
 
 
+def normalizing_helps(v: ShapeVerdict) -> bool:
+    """The control-normalized verdict is offered for this row: the reference could serve
+    as a control, and dividing by it lowered the variance of the level (var ratio < 1;
+    where the reference's noise is not Helios's, dividing by it only adds noise)."""
+    return v.control is not None and v.control_var_ratio is not None and v.control_var_ratio < 1.0
+
+
 def gated(v: ShapeVerdict, gate: str = "plain") -> tuple[str, float]:
     """(verdict, change %) a gate reads: the plain verdict, or with gate "normalized"
-    the control-normalized one where the reference could serve as a control (the
-    plain verdict where it could not)."""
-    if gate == "normalized" and v.control is not None:
+    the control-normalized one where it is offered (normalizing_helps; the plain
+    verdict elsewhere)."""
+    if gate == "normalized" and v.control is not None and normalizing_helps(v):
         return v.control.verdict, v.control.pct
     return v.verdict, v.pct
 
@@ -282,131 +355,19 @@ def exit_status(verdicts: list[ShapeVerdict], fail_on_regression: float | None =
     return 1 if any(verdict == "SLOWER" and pct > limit for verdict, pct in (gated(v, gate) for v in verdicts)) else 0
 
 
-def verdict_dict(v: ShapeVerdict) -> dict:
-    """One shape's verdicts for machines (compare --json, ci.json): every interval,
-    MDE and the rule that decided each."""
-    c = v.control
-    return {
-        "shape": v.shape,
-        "old_ms": v.old_ms,
-        "new_ms": v.new_ms,
-        "change_pct": v.pct,
-        "ratio_ci95": list(v.ci95),
-        "p": v.p_value,
-        "mde_pct": v.mde * 100,
-        "noise_floor_pct": v.floor * 100,
-        "verdict": v.verdict,
-        "verdict_reason": _reason(v),
-        "runs": [v.old.runs, v.new.runs],
-        "rounds": [v.old.rounds, v.new.rounds],
-        "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
-        "assumed_run_noise": v.assumed_noise,
-        "control": None
-        if c is None
-        else {
-            "verdict": c.verdict,
-            "change_pct": c.pct,
-            "ratio_ci95": list(c.ci95),
-            "p": c.p_value,
-            "mde_pct": c.mde * 100,
-            "old_ratio": c.old_ratio,
-            "new_ratio": c.new_ratio,
-        },
-        "control_refused": v.control_refused,
-        "code": v.code,
-        "energy": None
-        if v.energy is None
-        else {
-            "verdict": v.energy.verdict,
-            "change_pct": v.energy.pct,
-            "ratio_ci95": list(v.energy.ci95),
-            "mde_pct": v.energy.mde * 100,
-            "old_joules_per_op": v.energy.old_ratio,
-            "new_joules_per_op": v.energy.new_ratio,
-        },
-    }
-
-
-def _reason(v: ShapeVerdict) -> str:
-    """The rule that gave the plain verdict, in words."""
-    if v.verdict == "SAME":
-        return same_reason(v).strip(" ()")
-    if v.verdict == "INCONCLUSIVE":
-        if v.assumed_noise and abs(v.pct) > v.floor * 100:
-            return "one run a side: run-to-run noise assumed, not measured"
-        if v.ci95[0] > 1 or v.ci95[1] < 1:
-            return "the interval excludes no change but the runs' ranks do not agree"
-        return f"the interval includes no change and MDE {v.mde:.1%} is above {max(MAX_MDE, v.floor):.0%}"
-    same = "; same code, driver and device on both sides: environment or noise" if v.code == "same" else ""
-    return f"the {LEVEL:.0%} interval excludes no change and |change| > the {v.floor:.0%} floor{same}"
-
-
-def device_label(d: dict) -> str:
-    name = (d.get("helios", {}).get("name") or "GPU").replace("NVIDIA ", "")
-    return name.split()[0]
-
-
-def _shape_label(shape: str) -> str:
-    """A cube's edge ('2048' for 2048x2048x2048), else the label as it is."""
-    dims = shape.split("x")
-    return dims[0] if len(dims) == 3 and len(set(dims)) == 1 else shape
-
-
-def commit_line(verdicts: list[ShapeVerdict], gpu: str, summary: str = "<change summary>") -> str:
-    """The seeds' commit-message line."""
-    if all(v.verdict == "SAME" for v in verdicts):
-        return f"perf: {summary} ({gpu} net ~0%, correctness preserved)"
-    parts = [f"{_shape_label(v.shape)} {v.old_ms:.4g}->{v.new_ms:.4g} {v.pct:+.1f}%" for v in verdicts]
-    return f"perf: {summary} ({gpu}: {', '.join(parts)})"
-
-
-def _cv(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x * 100:.1f}%"
-
-
-def same_reason(v: ShapeVerdict) -> str:
-    """Why a change is SAME: inside the noise floor it was judged with (say which: 30% on a
-    CPU device reads very differently from 2%), or below what this noise could detect."""
-    if abs(v.pct) <= v.floor * 100:
-        return f" (within the {v.floor:.0%} noise floor)"
-    return f" (< MDE {v.mde:.1%} at this noise)"
-
-
-def _runs_rounds(side: SideNoise) -> str:
-    """'3x2': three runs of two rounds each; '3 runs, 7 rounds' where runs differ."""
-    if side.rounds % side.runs == 0:
-        return f"{side.runs}x{side.rounds // side.runs}"
-    return f"{side.runs} runs, {side.rounds} rounds"
-
-
-TABLE_NOTE = (
-    "old / new ms: each side's centre, the geometric mean over its runs of each run's mean round "
-    "median (what the change compares); runs x rounds: runs, and rounds in each run. A SLOWER or "
-    "FASTER row whose kernel (its machine code where both sides recorded it, else its SPIR-V and "
-    "constants), driver and device are the same on both "
-    "sides says so: the change came from the environment or noise, not the code."
-)
-
-
-def table(verdicts: list[ShapeVerdict]) -> str:
-    lines = [
-        "| shape | old ms | new ms | change | ratio 95% CI | p | runs x rounds old / new "
-        "| run CV old / new | round CV old / new | MDE | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for v in verdicts:
-        why = ""
-        if v.verdict == "INCONCLUSIVE" and v.assumed_noise and abs(v.pct) > v.floor * 100:
-            why = " (one run a side: run-to-run noise assumed, not measured; rerun with --runs 3)"
-        elif v.verdict == "SAME":
-            why = same_reason(v)
-        elif v.code == "same" and v.verdict in ("SLOWER", "FASTER"):
-            why = " (same code: environment or noise)"
-        lines.append(
-            f"| {md_cell(v.shape)} | {v.old_ms:.4f} | {v.new_ms:.4f} | {v.pct:+.2f}% | "
-            f"{v.ci95[0]:.4f}-{v.ci95[1]:.4f} | {v.p_value:.3g} | "
-            f"{_runs_rounds(v.old)} / {_runs_rounds(v.new)} | "
-            f"{_cv(v.old.run_cv)} / {_cv(v.new.run_cv)} | "
-            f"{_cv(v.old.round_cv)} / {_cv(v.new.round_cv)} | {v.mde:.1%} | **{v.verdict}**{why} |"
-        )
-    return "\n".join(lines + ["", TABLE_NOTE, "", control_table(verdicts)]) + energy_table(verdicts)
+def runs_to_decide(v: ShapeVerdict) -> Optional[int]:
+    """About how many runs a side (both alike) would decide an INCONCLUSIVE shape at its
+    noise: the interval's half-width shrinks as 1/sqrt(runs) and must fall below the
+    change (to exclude no change, the change beyond the floor) or below the floor's
+    distance from the change (for SAME). None where the verdict is decided;
+    MAX_RUNS_TO_DECIDE + 1 for more than that (a change sitting on the floor never
+    decides)."""
+    if v.verdict != "INCONCLUSIVE":
+        return None
+    lo, hi, d = math.log(v.ci95[0]), math.log(v.ci95[1]), math.log(v.ratio)
+    half, floor = (hi - lo) / 2, math.log1p(v.floor)
+    room = abs(d) if abs(d) > floor else floor - abs(d)
+    runs = min(v.old.runs, v.new.runs)
+    if room <= 0 or half <= 0:
+        return MAX_RUNS_TO_DECIDE + 1
+    return min(max(math.ceil(runs * (half / room) ** 2), runs + 1), MAX_RUNS_TO_DECIDE + 1)

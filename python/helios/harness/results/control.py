@@ -138,6 +138,12 @@ CONTROL_NOTE = (
 )
 
 
+VAR_NOTE = (
+    "var ratio: the variance of the normalized level over the plain one's, from the runs; the "
+    "normalized verdict is offered (and --gate normalized reads it) only where it is below 1."
+)
+
+
 def control_table(verdicts: Sequence[Any]) -> str:
     """The control-normalized verdicts of compare's ShapeVerdicts (below its plain
     table), or the reason there are none."""
@@ -146,15 +152,19 @@ def control_table(verdicts: Sequence[Any]) -> str:
         why = next((v.control_refused for v in verdicts if v.control_refused), "no paired reference rounds")
         return f"control-normalized verdict: not given ({why})"
     lines = [
-        "| shape | helios/ref old | helios/ref new | normalized change | ratio 95% CI | MDE | normalized verdict "
-        "| plain verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| shape | helios/ref old | helios/ref new | normalized change | ratio 95% CI | MDE | var ratio "
+        "| normalized verdict | plain verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for v in rows:
         c = v.control
         assert c is not None
+        vr = v.control_var_ratio
+        helps = vr is not None and vr < 1.0
+        shown = f"**{c.verdict}**" if helps else f"not offered: the control adds noise here ({c.verdict})"
         lines.append(
             f"| {md_cell(v.shape)} | {c.old_ratio:.4f} | {c.new_ratio:.4f} | {c.pct:+.2f}% | "
-            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | **{c.verdict}** | {v.verdict} |"
+            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | {'-' if vr is None else f'{vr:.2f}'} | {shown} "
+            f"| {v.verdict} |"
         )
-    return "\n".join(lines + ["", CONTROL_NOTE])
+    return "\n".join(lines + ["", CONTROL_NOTE, VAR_NOTE])

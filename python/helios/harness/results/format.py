@@ -40,3 +40,15 @@ def md_cell(x: Any) -> str:
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     text = text.replace("|", "\\|")
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def stopping_line(result: dict) -> Optional[str]:
+    """--target-mde's outcome in one line (None without it): the target, the runs, what
+    stopped them, and the rows that did not reach it."""
+    s = result.get("stopping")
+    if not isinstance(s, dict):
+        return None
+    runs = len(result.get("clock_warmups") or [])
+    missed = s.get("not_reached") or []
+    tail = f"; not reached: {', '.join(md_cell(x) for x in missed)}" if missed else "; every row reached it"
+    return f"target MDE {s.get('target_mde_pct'):g}%: {runs} runs, stopped by {md_cell(s.get('stopped_by'))}{tail}"

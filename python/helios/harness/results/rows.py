@@ -74,6 +74,8 @@ class BenchRow:
     kernel: Optional[dict] = col("object?", "the kernel's identity: SPIR-V and machine-code digests",
                                  default=ABSENT)  # fmt: skip
     energy: Optional[dict] = col("object?", "energy windows per side (NVML), or why none", default=ABSENT)
+    mde_target: Optional[dict] = col("object?", "--target-mde: the target, the row's MDE and whether it reached it",
+                                     default=ABSENT)  # fmt: skip
 
 
 @dataclass(slots=True, kw_only=True)

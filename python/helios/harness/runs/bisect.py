@@ -8,7 +8,9 @@ it and it is valid). The regression being bisected is BAD's: the shapes on which
 BAD is SLOWER than GOOD, measured first; a commit is
 
 * SLOWER when any of those shapes is SLOWER against GOOD,
-* not slower when every one of them is SAME or FASTER,
+* not slower when on every one of them the interval rules the regression out: its
+  upper bound lies below half of BAD's change there (BAD itself is not slower when
+  no shape is SLOWER and every interval lies below the noise floor),
 * INCONCLUSIVE otherwise: the search stops there and says so, with the MDE the
   noise allowed, rather than guess (rerun with more --runs to go on).
 
@@ -22,13 +24,15 @@ commits are not measured again). --max-steps bounds the steps of one run.
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from ...files import FileError, Target, check, dumps, read_object, short
-from ..results.compare import ShapeVerdict, gated, verdict_dict
-from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, shape_specs, verdicts_of
+from ..results.compare import ShapeVerdict, gated
+from ..results.compare_table import verdict_dict
+from .ci import CiConfig, CiError, bench_pairs, build, check_side, git, pairs_until_decided, shape_specs
 
 SCHEMA = "helios-bisect/1"
 
@@ -42,26 +46,41 @@ class Judgment:
     mde_pct: float  # the largest MDE over the shapes (what the noise allowed)
 
 
-def judge(verdicts: list[ShapeVerdict], shapes: Optional[set[str]], gate: str) -> Judgment:
-    """A commit's judgment from its per-shape verdicts against GOOD; shapes: those
-    under bisection (None: all, for BAD's first measurement)."""
+def _upper(v: ShapeVerdict, gate: str) -> float:
+    """The upper bound of the interval the gate reads (a ratio of times)."""
+    if gate == "normalized" and v.control is not None:
+        return v.control.ci95[1]
+    return v.ci95[1]
+
+
+def judge(verdicts: list[ShapeVerdict], shapes: Optional[dict[str, float]], gate: str) -> Judgment:
+    """A commit's judgment from its per-shape verdicts against GOOD. shapes: the shapes
+    under bisection with BAD's change on each (%), or None for BAD's own measurement
+    (every shape; not slower only where every interval lies below the noise floor)."""
     vs = [v for v in verdicts if shapes is None or v.shape in shapes]
     if not vs:
         raise CiError("no shape under bisection was measured")
     kinds = [gated(v, gate)[0] for v in vs]
-    verdict = (
-        "SLOWER"
-        if "SLOWER" in kinds
-        else "NOT SLOWER"
-        if all(k in ("SAME", "FASTER") for k in kinds)
-        else "INCONCLUSIVE"
-    )
+    if shapes is None:
+        ruled_out = all(_upper(v, gate) <= 1 + v.floor for v in vs)
+    else:  # the regression ruled out: below half of BAD's change on each shape
+        ruled_out = all(_upper(v, gate) < 1 + shapes[v.shape] / 200 for v in vs)
+    verdict = "SLOWER" if "SLOWER" in kinds else "NOT SLOWER" if ruled_out else "INCONCLUSIVE"
     return Judgment(verdict, [verdict_dict(v) for v in vs], max(v.mde for v in vs) * 100)
+
+
+def open_shapes(verdicts: list[ShapeVerdict], shapes: Optional[dict[str, float]], gate: str) -> list[str]:
+    """The shapes that keep a commit's judgment INCONCLUSIVE: neither SLOWER nor ruled
+    out by judge's rule (more runs on them may decide it); [] once decided."""
+    if judge(verdicts, shapes, gate).verdict != "INCONCLUSIVE":
+        return []
+    vs = [v for v in verdicts if shapes is None or v.shape in shapes]
+    return [v.shape for v in vs if _upper(v, gate) >= (1 + v.floor if shapes is None else 1 + shapes[v.shape] / 200)]
 
 
 def search(
     commits: list[str],
-    measure: Callable[[str, Optional[set[str]]], Judgment],
+    measure: Callable[[str, Optional[dict[str, float]]], Judgment],
     max_steps: int,
     record: dict,
     on_step: Callable[[dict], None] = lambda record: None,
@@ -74,7 +93,7 @@ def search(
     done = {s["commit"]: s for s in record.setdefault("steps", [])}
     made = 0
 
-    def judged(i: int, shapes: Optional[set[str]]) -> Optional[dict]:
+    def judged(i: int, shapes: Optional[dict[str, float]]) -> Optional[dict]:
         nonlocal made
         c = commits[i]
         if c not in done:
@@ -98,8 +117,8 @@ def search(
                 status=f"INCONCLUSIVE: BAD against GOOD (MDE {bad['mde_pct']:.1f}%): rerun with more --runs",
             )
         return dict(record, status=f"BAD is not slower against GOOD (MDE {bad['mde_pct']:.1f}%): nothing to bisect")
-    shapes = {
-        s["shape"]
+    shapes = {  # BAD's regression: the shapes it is SLOWER on, with its change there (%)
+        s["shape"]: max(s["change_pct"], (s.get("control") or {}).get("change_pct") or 0.0)
         for s in bad["shapes"]
         if s["verdict"] == "SLOWER" or (s.get("control") or {}).get("verdict") == "SLOWER"
     }
@@ -170,14 +189,17 @@ def run_bisect(
             check_side(cfg, sites[sha], sha)
         return sites[sha]
 
-    def measure(commit: str, shapes: Optional[set[str]]) -> Judgment:
+    def measure(commit: str, shapes: Optional[dict[str, float]]) -> Judgment:
         say(f"measure {commit[:12]} against GOOD {good[:12]}")
         which = shape_specs(sorted(shapes)) if shapes else cfg.shapes
         shas = {"base": good, "head": commit}
-        files = bench_pairs(
-            cfg, {"base": site(good), "head": site(commit)}, shas, which, f"{commit[:8]}-", cfg.runs, say
+        sides = {"base": site(good), "head": site(commit)}
+        started = time.monotonic()
+        files = bench_pairs(cfg, sides, shas, which, f"{commit[:8]}-", cfg.runs, say)
+        files, verdicts, _ = pairs_until_decided(
+            cfg, sides, shas, files, lambda vs: open_shapes(vs, shapes, gate), started, say, f"{commit[:8]}-"
         )
-        j = judge(verdicts_of(files), shapes, gate)
+        j = judge(verdicts, shapes, gate)
         say(f"{commit[:12]}: {j.verdict} (MDE {j.mde_pct:.1f}%)")
         return j
 

@@ -37,22 +37,14 @@ from typing import Callable, Optional
 from ...files import Target, dumps
 from ..protocol.gpustate import side_states
 from ..results.ci_comment import comment
-from ..results.compare import NOISE, RUN_NOISE, CompareError, ShapeVerdict, compare, gated, verdict_dict
+from ..results.compare import CompareError, ShapeVerdict, compare, gated
 from ..results.compare_load import load
+from ..results.compare_table import verdict_dict
 from ..results.history import append_history, device_fields
 from ..results.rows import read_result
+from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS, noise_floor, run_noise_floor
 
 CI_SCHEMA = "helios-ci/1"
-# Noise floors by work per shape (GFLOP up to, floor): a change inside the floor is SAME.
-NOISE_TIERS = ((1.0, 0.05), (100.0, 0.03), (float("inf"), NOISE))
-# A CPU driver (lavapipe) shares its cores with everything else on the machine: its
-# timings of one build swing by tens of percent between runs (A/A on CI's 2 cores),
-# so there only a change beyond this floor is a verdict.
-CPU_NOISE = 0.30
-# ... and its runs' spread is never taken as below half that floor: two runs a side that
-# happen to agree (t at 2 degrees of freedom) otherwise made a 30%+ A/A swing FASTER on CI
-# (seen once at 2170448). With 4 runs a side the floor, not this, is what a change must pass.
-CPU_RUN_NOISE = CPU_NOISE / 2
 ENGINE_PATHS = ("csrc", "shaders", "cmake", "CMakeLists.txt", "pyproject.toml")
 
 
@@ -82,32 +74,12 @@ class CiConfig:
     strict: bool = False  # fail on a regression even where the kernel's code is unchanged
     energy: bool = False  # the benches record energy windows (bench's default; off here: time is judged)
     rerun: bool = True
+    max_pairs: int = 8  # pairs a shape may get in all, adding one at a time while it is INCONCLUSIVE
+    max_time_s: float = 900.0  # the benches' budget: no pair starts after it
     history: Optional[Path] = None
     python: str = sys.executable
     bench_args: list[str] = field(default_factory=list)
     timeout_s: float = 3600.0
-
-
-def noise_floor(shape: str, device_type: str = "discrete_gpu") -> float:
-    """The noise floor of a shape's tier (by its FLOPs), CPU_NOISE on a CPU device."""
-    if device_type == "cpu":
-        return CPU_NOISE
-    try:
-        dims = [int(x) for x in shape.split("-")[0].split("x")]
-    except ValueError:
-        return NOISE
-    if len(dims) == 3:  # a product M x N x K
-        gflop = 2.0 * dims[0] * dims[1] * dims[2] / 1e9
-    elif len(dims) == 4:  # attention B x H x S x d
-        gflop = 4.0 * dims[0] * dims[1] * dims[2] ** 2 * dims[3] / 1e9
-    else:
-        return NOISE
-    return next(floor for limit, floor in NOISE_TIERS if gflop <= limit)
-
-
-def run_noise_floor(device_type: str) -> float:
-    """The least between-run sd of log time compare assumes on this kind of device."""
-    return CPU_RUN_NOISE if device_type == "cpu" else RUN_NOISE
 
 
 def git(repo: Path, *args: str) -> str:
@@ -294,14 +266,48 @@ def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str)
     return out
 
 
-def bench_pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say) -> dict:
+def bench_pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say, start: int = 0) -> dict:
+    """n base/head pairs, alternating which goes first (ABBA: drift hits both sides);
+    start: the pairs already measured, so that added pairs keep alternating."""
     files: dict = {"base": [], "head": []}
     for i in range(n):
-        order = ("base", "head") if i % 2 == 0 else ("head", "base")  # ABBA: drift hits both sides
+        order = ("base", "head") if (start + i) % 2 == 0 else ("head", "base")
         for side in order:
             say(f"bench {side} {tag}{i + 1}/{n}")
             files[side].append(bench(cfg, side, shas[side], sites[side], f"{tag}{i + 1}", shapes))
     return files
+
+
+def pairs_until_decided(
+    cfg: CiConfig, sites: dict, shas: dict, files: dict, undecided: Callable[[list], list[str]], started: float, say,
+    prefix: str = "",
+) -> tuple[dict, list[ShapeVerdict], dict]:  # fmt: skip
+    """The stopping rule of ci and bisect: while `undecided(verdicts)` names shapes, one
+    more pair on those shapes, until cfg.max_pairs pairs or cfg.max_time_s seconds of
+    benches (from `started`). Returns the files, the verdicts and what stopped it;
+    prefix: the added files' names start with it."""
+    pairs = len(files["head"])
+    verdicts = verdicts_of(files)
+    while True:
+        open_shapes = undecided(verdicts)
+        spent = time.monotonic() - started
+        why = (
+            "decided"
+            if not open_shapes
+            else f"{cfg.max_pairs} pairs"
+            if pairs >= cfg.max_pairs
+            else f"{cfg.max_time_s:g} s"
+            if spent >= cfg.max_time_s
+            else None
+        )
+        if why:
+            return files, verdicts, {"pairs": pairs, "stopped_by": why, "undecided": open_shapes, "seconds": spent}
+        say(f"INCONCLUSIVE {', '.join(open_shapes)}: pair {pairs + 1} on them")
+        more = bench_pairs(cfg, sites, shas, shape_specs(open_shapes), f"{prefix}pair{pairs + 1}-", 1, say, start=pairs)
+        for side in files:
+            files[side] += more[side]
+        pairs += 1
+        verdicts = verdicts_of(files)
 
 
 def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
@@ -328,8 +334,10 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                     rec.update(exit=1, reason="the head fails its correctness gate: nothing was timed")
                     return _finish(cfg, rec)
                 raise CiError("the base fails its correctness gate: there is nothing sound to compare against")
+        started = time.monotonic()
         files = bench_pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
-        verdicts = verdicts_of(files)
+        undecided = lambda vs: [v.shape for v in vs if gated(v, cfg.gate)[0] == "INCONCLUSIVE"]  # noqa: E731
+        files, verdicts, rec["stopping"] = pairs_until_decided(cfg, sites, shas, files, undecided, started, say)
         slower = [v.shape for v in verdicts if v.verdict == "SLOWER"]
         rec["reruns"] = []
         if slower and cfg.rerun:  # one more pair on those shapes before they count
@@ -359,6 +367,8 @@ def _config_record(cfg: CiConfig) -> dict:
         "shapes": cfg.shapes,
         "workload": cfg.workload,
         "runs": cfg.runs,
+        "max_pairs": cfg.max_pairs,
+        "max_time_s": cfg.max_time_s,
         "iters": cfg.iters,
         "warmup": cfg.warmup,
         "repeats": cfg.repeats,

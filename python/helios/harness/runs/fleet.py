@@ -170,7 +170,7 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
 
 def fleet_markdown(summary: dict) -> str:
     lines = [
-        "| shape | GPU | helios ms | reference ms | ratio | vs peers | SM MHz | power W | throttle |",
+        "| shape | GPU | helios median ms | reference median ms | ratio | vs peers (centres) | SM MHz | power W | throttle |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summary["shapes"]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Protocol
 
+import numpy as np
+
 from ...check import tolerances
 from ...device import Device
 from ..protocol.energy import energy_of_rows
@@ -33,6 +35,7 @@ from ..protocol.rounds import (
     row_extras,
     run_rounds,
 )
+from ..results.compare import aa_mde, side_noise
 from ..results.rows import BENCH_SCHEMA, kernel_identity
 
 
@@ -58,6 +61,56 @@ class BenchWorkload(Protocol):
     def roof_fraction(self, info: dict, row: dict) -> Optional[float]: ...
     def kernel_stats(self, dev: Any, row: dict) -> dict: ...
     def energy(self, dev: Any, counter: Any, shape: Any, row: dict, ref: Any) -> dict: ...
+
+
+MAX_ADDED_RUNS = 64  # a target no number of runs reaches stops here, whatever the budget
+
+
+class MdeTarget:
+    """The stopping rule of --target-mde: after the runs asked for, one more run while
+    some shape's MDE (aa_mde of its Helios round medians, grouped by run) is above the
+    target, until --max-time (seconds from the first round) or MAX_ADDED_RUNS."""
+
+    def __init__(self, target_pct: float, max_time_s: Optional[float], log: Callable[[str], None]) -> None:
+        self.target, self.max_time_s, self.log = target_pct / 100.0, max_time_s, log
+        self.mde: dict = {}
+        self.stopped_by = ""
+
+    def mdes(self, acc: dict) -> dict:
+        out = {}
+        for shape, slot in acc.items():
+            by_run: dict[int, list[float]] = {}
+            for run, samples in zip(slot["run"], slot["h"]):
+                by_run.setdefault(run, []).append(float(np.median(samples)))
+            if by_run:
+                meds = [m for r in by_run.values() for m in r]
+                out[shape] = aa_mde(side_noise(list(by_run.values()), meds, len(meds)))
+        return out
+
+    def __call__(self, acc: dict, runs_done: int, elapsed: float) -> bool:
+        self.mde = self.mdes(acc)
+        above = [s for s, m in self.mde.items() if m > self.target]
+        if not above:
+            self.stopped_by = "target"
+        elif self.max_time_s is not None and elapsed >= self.max_time_s:
+            self.stopped_by = f"--max-time {self.max_time_s:g} s"
+        elif runs_done >= MAX_ADDED_RUNS:
+            self.stopped_by = f"{MAX_ADDED_RUNS} runs"
+        else:
+            worst = max(self.mde[s] for s in above)
+            self.log(f"{len(above)} shape(s) above the target MDE (worst {worst:.1%}): run {runs_done + 1}")
+            return True
+        return False
+
+    def mark(self, result: dict, rows: list[dict], done: list) -> None:
+        """Each row's MDE against the target, and what stopped the runs."""
+        for r, shape in zip(rows, done):
+            m = self.mde.get(shape)
+            r["mde_target"] = {"target_pct": self.target * 100, "mde_pct": None if m is None else m * 100,
+                               "reached": m is not None and m <= self.target}  # fmt: skip
+        result["stopping"] = {"target_mde_pct": self.target * 100, "max_time_s": self.max_time_s,
+                              "stopped_by": self.stopped_by or "interrupted",
+                              "not_reached": [r["shape"] for r in rows if not r["mde_target"]["reached"]]}  # fmt: skip
 
 
 def run_workload(w: BenchWorkload, *, progress: Optional[bool], log: Callable[[str], None]) -> dict:
@@ -88,8 +141,13 @@ def run_workload(w: BenchWorkload, *, progress: Optional[bool], log: Callable[[s
         else:
             mark_ungated(result)
         rounds = w.rounds(dev, ref, chosen, flush, (atol, rtol), log)
-        acc, done = run_rounds(result, rounds, repeats=cfg.repeats, runs=cfg.runs, progress=progress, log=log)
+        target = MdeTarget(cfg.target_mde, cfg.max_time_s, log) if cfg.target_mde is not None else None
+        acc, done = run_rounds(
+            result, rounds, repeats=cfg.repeats, runs=cfg.runs, more=target, progress=progress, log=log
+        )
         rows = [w.row(shape, acc[shape], chosen[shape], ref) for shape in done]
+        if target is not None:
+            target.mark(result, rows, done)
         for r in rows:  # the roof is measured on float16 fragments: bfloat16 rows get none
             r["roofFraction"] = w.roof_fraction(info, r) if cfg.dtype == "float16" else None
 

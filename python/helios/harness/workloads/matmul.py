@@ -27,7 +27,7 @@ from ..protocol.rounds import (
 )
 from ..protocol.shapes import shape_str
 from ..protocol.stats import bootstrap_ratio_ci, summarize
-from ..results.format import fmt_ms, fmt_ratio, fmt_tflops
+from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, stopping_line
 from ..results.rows import BenchRow, reference_fields, reference_ms, reference_tflops
 from ..results.schema import to_row
 from .bench import run_workload
@@ -277,7 +277,7 @@ def markdown(result: dict) -> str:
         lines.append(f"**FAILED**: {result.get('failure')}")
         lines.append("")
     lines.append(
-        f"| shape | helios ms | TFLOP/s | {ref} ms | TFLOP/s | helios/{ref} time | its 95% CI "
+        f"| shape | helios median ms | TFLOP/s | {ref} median ms | TFLOP/s | helios/{ref} time | its 95% CI "
         f"| helios batch ms | {ref} batch ms | CV h / r | flags |"
     )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -306,6 +306,9 @@ def markdown(result: dict) -> str:
         if fractions:
             lines.append("of the MMA roof (helios roof): " + ", ".join(fractions))
         lines.extend(energy_lines(result["rows"], result.get("reference")))
+        stop = stopping_line(result)
+        if stop:
+            lines.append(stop)
         per_shape = {r["variant"] for r in result["rows"]}
         if len(per_shape) == 1:
             lines.append(f"variant: {result['rows'][0]['variant']}")
