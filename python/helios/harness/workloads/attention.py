@@ -33,7 +33,7 @@ from ..results.rows import BenchRow, reference_fields, reference_ms
 from ..results.schema import to_row
 from .attention_refs import make_reference
 from .attention_sides import AttentionSides
-from .bench import run_workload
+from .bench import helios_side, run_workload
 
 WORKLOAD = "attention"
 GATE_SHAPE = (2, 2, 97, 64)  # odd S: tails on every side; small enough for the float64 reference
@@ -271,17 +271,9 @@ def _row(shape: tuple[int, int, int, int], s: dict, variant: str, causal: bool, 
             low_clock=low_clock(*states),
             variant=variant,
             reference=ref.name,
-            helios={
-                "stats": hs,
-                **_seed_metrics(hs, shape, causal, backward),
-                "samples_ms": s["h"],
-                "batch_ms": s["hb"],
-                "warmup_launches": s["hw"],
-                "round_runs": s["run"],
-                "round_medians_ms": [float(np.median(r)) for r in s["h"]],
-                "check": s["hchk"],
-                "telemetry": s["tel"],
-            },
+            helios=helios_side(
+                hs, s, [float(np.median(r)) for r in s["h"]], **_seed_metrics(hs, shape, causal, backward)
+            ),
             cuda={
                 "backend": best,
                 "samples_ms": usable[best]["samples_ms"] if best else [],

@@ -63,6 +63,23 @@ class BenchWorkload(Protocol):
     def energy(self, dev: Any, counter: Any, shape: Any, row: dict, ref: Any) -> dict: ...
 
 
+def helios_side(stats: dict, slot: dict, round_medians: list, **extra: Any) -> dict:
+    """A row's Helios block, the same for every workload: its statistics (and the
+    workload's extra metrics), samples and batch times per round, warm-up launches,
+    round medians and runs, checks and telemetry."""
+    return {
+        "stats": stats,
+        **extra,
+        "samples_ms": slot["h"],
+        "batch_ms": slot["hb"],
+        "warmup_launches": slot["hw"],
+        "round_medians_ms": round_medians,
+        "round_runs": slot["run"],
+        "check": slot["hchk"],
+        "telemetry": slot["tel"],
+    }
+
+
 MAX_ADDED_RUNS = 64  # a target no number of runs reaches stops here, whatever the budget
 
 

@@ -30,7 +30,7 @@ from ..protocol.stats import bootstrap_ratio_ci, summarize
 from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, stopping_line
 from ..results.rows import BenchRow, reference_fields, reference_ms, reference_tflops
 from ..results.schema import to_row
-from .bench import run_workload
+from .bench import helios_side, run_workload
 from .references import Reference, make_reference
 
 ROW_CHECK_ROWS = 64  # timed shapes: this many random rows vs float64, + all finite
@@ -236,16 +236,7 @@ def _row(shape: tuple[int, int, int], s: dict, variant: str, ref: Reference) -> 
             low_clock=low_clock(*states),
             variant=variant,
             reference=ref.name,
-            helios={
-                "stats": hs,
-                "samples_ms": s["h"],
-                "batch_ms": s["hb"],
-                "warmup_launches": s["hw"],
-                "round_medians_ms": s["hmed"],
-                "round_runs": s["run"],
-                "check": s["hchk"],
-                "telemetry": s["tel"],
-            },
+            helios=helios_side(hs, s, s["hmed"]),
             cuda={
                 "stats": cs,
                 "samples_ms": s["r"],
