@@ -156,8 +156,8 @@ def bench_section(d: dict, name: str) -> str:
     rows = d.get("rows", [])
     out = [
         f"<h3>{_e(name)}: {_e(work)} on {_e(h.get('name'))}, {_e(d.get('dtype', 'float16'))}, reference {_e(ref)}</h3>",
-        f'<table class="bench" data-file="{_e(name)}"><tr><th class="l">shape</th><th>Helios ms</th>'
-        "<th>Helios TF/s</th><th>reference ms</th><th>reference TF/s</th><th>Helios/reference time</th>"
+        f'<table class="bench" data-file="{_e(name)}"><tr><th class="l">shape</th><th>Helios median ms</th>'
+        "<th>Helios TF/s</th><th>reference median ms</th><th>reference TF/s</th><th>Helios/reference time</th>"
         '<th>roof</th><th class="l">flags</th></tr>',
     ]
     for r in rows:

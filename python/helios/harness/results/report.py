@@ -113,8 +113,8 @@ def table(benches: list[dict], *, markdown: bool = True) -> str:
     head = [
         "file",
         "shape",
-        "helios ms",
-        "ref ms",
+        "helios median ms",
+        "ref median ms",
         "helios/ref",
         "helios TF/s",
         "ref TF/s",
