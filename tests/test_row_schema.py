@@ -30,24 +30,27 @@ def _bench_row(**over) -> BenchRow:
     return BenchRow(**{**base, **over})
 
 
-def test_the_committed_schema_file_is_what_the_type_generates():
+def test_the_committed_schema_files_are_what_the_types_generate():
     committed = json.loads(SCHEMA_FILE.read_text())
-    assert committed["$defs"]["row"] == json_schema(BenchRow), "stale: run python3 tools/bench_schema.py"
+    assert committed["$defs"]["row"] == json_schema(BenchRow), "stale: run python3 tools/result_schemas.py"
+    time_file = json.loads((ROOT / "docs" / "reference" / "helios-time-1.schema.json").read_text())
+    assert time_file["$defs"]["row"] == json_schema(TimeRow), "stale: run python3 tools/result_schemas.py"
 
 
 def test_the_schema_tool_reports_a_stale_file(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        import bench_schema
+        import result_schemas
     finally:
         sys.path.pop(0)
     stale = json.loads(SCHEMA_FILE.read_text())
     del stale["$defs"]["row"]["properties"]["low_clock"]
-    fake = tmp_path / "schema.json"
+    fake, fake_time = tmp_path / "schema.json", tmp_path / "time.json"
     fake.write_text(json.dumps(stale, indent=2) + "\n")
-    monkeypatch.setattr(bench_schema, "PATH", fake)
-    assert bench_schema.main(["--check"]) == 1
-    assert bench_schema.main([]) == 0 and bench_schema.main(["--check"]) == 0
+    monkeypatch.setattr(result_schemas, "BENCH", fake)
+    monkeypatch.setattr(result_schemas, "TIME", fake_time)  # missing: stale too
+    assert result_schemas.main(["--check"]) == 1
+    assert result_schemas.main([]) == 0 and result_schemas.main(["--check"]) == 0
 
 
 def test_a_field_added_to_the_type_reaches_both_descriptions():
@@ -113,7 +116,7 @@ def test_a_built_row_validates_against_the_published_schema():
 
 
 def test_the_tool_runs_as_documented():
-    rc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_schema.py"), "--check"], cwd=ROOT)
+    rc = subprocess.run([sys.executable, str(ROOT / "tools" / "result_schemas.py"), "--check"], cwd=ROOT)
     assert rc.returncode == 0
 
 
@@ -132,3 +135,17 @@ def test_a_file_is_checked_with_its_own_row_type(tmp_path):
     with pytest.raises(FileError, match="'gpu_state' must be a list"):
         read_result(doc("helios-bench/1", {"gpu_state": {"before": None}}))
     assert read_result(doc("helios-suite/1", {"adapter": "helios", "gpu_state": {"before": None}}))["rows"]
+
+
+def test_a_time_file_validates_against_its_published_schema(tmp_path, device):
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed: schema not validated here")
+    from helios.cli import main
+
+    out = tmp_path / "t.json"
+    assert main(["time", "--shapes=8x8x8,16x16x32", "--no-cuda", "--iters=3", "--warmup=1", f"--out={out}"]) == 0
+    schema = json.loads((ROOT / "docs" / "reference" / "helios-time-1.schema.json").read_text())
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, schema)
+    doc["rows"][0]["heliosMs"] = -1.0  # the schema must be able to fail
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema)
