@@ -45,7 +45,7 @@ import numpy as np
 from ...optional import require
 from ..protocol.energy import energy_rounds
 from .compare_load import CompareError
-from .control import ControlVerdict, control_verdicts, ratio_rounds
+from .control import ControlVerdict, control_verdicts
 from .format import md_cell
 from .rows import code_identity, row_identities
 
@@ -86,15 +86,17 @@ class ShapeVerdict:
     floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
     control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
     control_refused: Optional[str] = None  # why there is no control-normalized verdict
-    # var(normalized level) / var(plain level) from the runs: the normalized verdict is
-    # offered only where it is below 1 (where the control's noise cancels Helios's)
-    control_var_ratio: Optional[float] = None
     code: str = "unknown"  # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity)
     energy: Optional[ControlVerdict] = None  # Helios's J/op between the sides (old/new_ratio: J/op each)
 
     @property
     def pct(self) -> float:
         return (self.ratio - 1.0) * 100.0
+
+    @property
+    def control_var_ratio(self) -> Optional[float]:
+        """var(normalized level) / var(plain level) from the runs (control.py)."""
+        return None if self.control is None else self.control.var_ratio
 
     @property
     def n_old(self) -> int:
@@ -245,28 +247,6 @@ def distinct_runs(files: list[dict], labels: Optional[Sequence[str]] = None) -> 
     return out, notes
 
 
-def _pooled_run_var(sides: tuple) -> Optional[float]:
-    """The variance of the run means of log values, pooled over the two sides (each a
-    list of runs, each a list of values); None where a side has one run."""
-    num, dof = 0.0, 0
-    for runs in sides:
-        means = np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
-        if means.size < 2:
-            return None
-        num += float(((means - means.mean()) ** 2).sum())
-        dof += means.size - 1
-    return num / dof
-
-
-def _var_ratio(normalized: tuple, plain: tuple) -> Optional[float]:
-    """var(normalized run means) / var(plain run means), unfloored (compare's floor on the
-    run noise would hide which is noisier); None where a side has one run."""
-    vn, vp = _pooled_run_var(normalized), _pooled_run_var(plain)
-    if vn is None or vp is None:
-        return None
-    return vn / vp if vp > 0 else math.inf
-
-
 def compare(
     old: list[dict],
     new: list[dict],
@@ -306,8 +286,7 @@ def compare(
 
     so, sn = _side(old), _side(new)
     ids_o, ids_n = row_identities(old), row_identities(new)
-    controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7])
-    ro, rn = (ratio_rounds(old), ratio_rounds(new)) if controls else ({}, {})
+    controls, refused = control_verdicts(old, new, lambda a, b, s: judge(a, b, s)[:7], (so, sn))
     eo, en = energy_rounds(old), energy_rounds(new)
     out = []
     for shape in so:
@@ -318,8 +297,6 @@ def compare(
         v = ShapeVerdict(shape, old_ms, new_ms, ratio, ci, p, mde, o, n, verdict, assumed, floor)
         v.control = controls.get(shape)
         v.control_refused = refused if refused else (None if v.control else "no paired reference rounds")
-        if v.control is not None:
-            v.control_var_ratio = _var_ratio((ro[shape][0], rn[shape][0]), (so[shape][0], sn[shape][0]))
         v.code = code_identity(ids_o.get(shape, set()), ids_n.get(shape, set()))
         if shape in eo and shape in en:
             v.energy = ControlVerdict(*judge(eo[shape], en[shape], shape)[:7])

@@ -46,6 +46,9 @@ class ControlVerdict:
     mde: float
     old_ratio: float  # each side's centre of Helios / reference time
     new_ratio: float
+    # var(normalized level) / var(plain level) from the runs: the normalized verdict is
+    # offered only where it is below 1 (where the control's noise cancels Helios's)
+    var_ratio: Optional[float] = None
 
     @property
     def pct(self) -> float:
@@ -117,14 +120,49 @@ Rounds = tuple[list[list[float]], list[float], int]  # grouped by run, all, samp
 Judge = Callable[[Rounds, Rounds, str], tuple[str, float, tuple[float, float], float, float, float, float]]
 
 
-def control_verdicts(old: list[dict], new: list[dict], judge: Judge) -> tuple[dict[str, ControlVerdict], Optional[str]]:
+def _pooled_run_var(sides: tuple) -> Optional[float]:
+    """The variance of the run means of log values, pooled over the two sides (each a
+    list of runs, each a list of values); None where a side has one run."""
+    num, dof = 0.0, 0
+    for runs in sides:
+        means = np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
+        if means.size < 2:
+            return None
+        num += float(((means - means.mean()) ** 2).sum())
+        dof += means.size - 1
+    return num / dof
+
+
+def _var_ratio(normalized: tuple, plain: tuple) -> Optional[float]:
+    """var(normalized run means) / var(plain run means), unfloored (compare's floor on the
+    run noise would hide which is noisier); None where a side has one run."""
+    vn, vp = _pooled_run_var(normalized), _pooled_run_var(plain)
+    if vn is None or vp is None:
+        return None
+    return vn / vp if vp > 0 else math.inf
+
+
+def control_verdicts(
+    old: list[dict], new: list[dict], judge: Judge, plain: tuple[dict, dict]
+) -> tuple[dict[str, ControlVerdict], Optional[str]]:
     """(shape -> normalized verdict, None), or ({}, why it was refused). judge is the
-    plain verdict's rule, applied here to the per-round ratios."""
+    plain verdict's rule, applied here to the per-round ratios; plain: the sides' plain
+    rounds (compare's), for each verdict's variance ratio."""
     why = refusal(old, new)
     if why:
         return {}, why
     so, sn = ratio_rounds(old), ratio_rounds(new)
-    out = {shape: ControlVerdict(*judge(so[shape], sn[shape], shape)) for shape in so if shape in sn}
+    po, pn = plain
+    out = {
+        shape: ControlVerdict(
+            *judge(so[shape], sn[shape], shape),
+            var_ratio=_var_ratio((so[shape][0], sn[shape][0]), (po[shape][0], pn[shape][0]))
+            if shape in po and shape in pn
+            else None,
+        )
+        for shape in so
+        if shape in sn
+    }
     if not out:
         return {}, "no row has reference rounds that pair with Helios's"
     return out, None
