@@ -264,7 +264,7 @@ hl_status hl_variant_default(const hl_device *dev, hl_variant *out, hl_error *er
         out->tk = best->k;
     }
     /* 2x2 subgroups, each a 64x64 block, register prefetch, raster groups of 8
-     * block rows: the loop that measured fastest on the H100 (git show 89c21a3:docs/perf-notes.md). */
+     * block rows: the loop that measured fastest on the H100. */
     fill_wide(out, 2, 2);
     uint32_t sg[2];
     const char *sgs = getenv("HELIOS_COOP_F16IN_SUBGROUP_TILES");

@@ -20,7 +20,7 @@ from .matmul_timing import random_inputs, warmup_launches
 from .tune_cache import attention_bucket, bucket, device_key, load, save
 
 # Candidate templates, in elements: block M, N, K; subgroup block M, N; stages; split-K.
-# From the H100 rounds (git show 89c21a3:docs/perf-notes.md): 128x128x64 led from 2048^3 up, 96x128
+# From the H100 rounds: 128x128x64 led from 2048^3 up, 96x128
 # at 3072^3, 64x64 at 1024^3, split-K where even 64x64 blocks leave SMs idle.
 TEMPLATES: list[tuple[int, int, int, int, int, int, int]] = [
     (128, 128, 64, 64, 64, 2, 1),

@@ -1,6 +1,6 @@
 """Where torch's GPU time goes in a `helios suite train --trace` file: every CUDA kernel
 (and device copy or memset) summed by name, per traced step, largest first, with its
-launches a step and its mean duration. Set beside `git show 89c21a3:scripts/train_profile.py` --decoder
+launches a step and its mean duration. Set beside a step profiled with `Device._profile_start`
 (Helios's ops each alone), it splits a step between cuBLAS, SDPA, the elementwise work
 and the optimizer on one side and Helios's products and attention on the other.
 

@@ -2,8 +2,7 @@
 --trace` file: the gaps of at least --gap-ms between consecutive kernels on the
 stream that ran the most kernels (torch's: Helios's Vulkan work leaves such gaps),
 and every kernel of another stream (NCCL's, under DDP) that overlaps one of them,
-with how long. A kernel beside Helios's work shares the GPU with it by time slices
-(a one-off probe: git show 89c21a3:scripts/cuda_beside_vulkan.py).
+with how long. A kernel beside Helios's work shares the GPU with it by time slices.
 
     python3 tools/kernel/trace_overlap.py TRACE.json [--gap-ms 0.5]
 """

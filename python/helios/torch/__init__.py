@@ -12,7 +12,7 @@ Helios as one group per direction.
 
 Groups: each op, or block, is one group of Helios submissions ordered with torch's
 stream, and every group costs one pair of switches of the GPU between the CUDA and
-the Vulkan context (about 0.3 ms on the H100: a one-off probe, ``git show 89c21a3:scripts/semaphore_latency.py``),
+the Vulkan context (about 0.3 ms on the H100),
 while ops inside a group cost only their kernels. Calling the block ops instead of
 chains of ``linear`` and torch ops between is what makes a model fast here
 (``helios suite train``: per op, per block, whole decoder). Inside a group the ops

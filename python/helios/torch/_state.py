@@ -22,7 +22,7 @@ from ..device import Device
 # layer; a whole decoder as one group holds five (B*S, D) activations per layer at
 # once), and a result the pool cannot hand back is a new exportable allocation and
 # CUDA import: with 8 per shape the suite's grouped step took 112-125 ms, with 64
-# 68-70 ms (a one-off profile: git show 89c21a3:scripts/train_profile.py).
+# 68-70 ms.
 MAX_POOLED = 256
 MAX_HANDED = 4096  # entries of the handed-back, stage-memo and cast-slot maps before a sweep of dead ones
 MAX_VIEWS = 256  # operand views kept per imported segment (ops reuse them call after call)

@@ -76,6 +76,12 @@ def comment(rec: dict) -> str:
                 f"{v['runs'][0]}/{v['runs'][1]} | {cv} |"
             )
         lines += ["", "</details>"]
+    return "\n".join(lines + _footer(rec))
+
+
+def _footer(rec: dict) -> list[str]:
+    """The gates' steps and the settings the job ran with (pairs, and what stopped them)."""
+    lines: list[str] = []
     gate_rec = rec.get("gate") or {}
     if gate_rec:
         lines.append("")
@@ -88,11 +94,10 @@ def comment(rec: dict) -> str:
     if stop:
         undecided = ", ".join(md_cell(s) for s in stop.get("undecided") or []) or "none"
         pairs += f", {stop.get('pairs')} in all (stopped: {md_cell(stop.get('stopped_by'))}; undecided: {undecided})"
-    lines += [
+    return lines + [
         "",
         f"<sub>helios ci: shapes {c.get('shapes')}, {pairs}, iters {c.get('iters')}, ref {c.get('ref')}; "
         "verdicts by helios compare with per-shape noise floors: SAME only where the interval lies "
         "inside the floor.</sub>",
         "",
     ]
-    return "\n".join(lines)

@@ -9,7 +9,7 @@ runs the protocol the same way for each.
    float64 (unless --check=false, which marks the file ungated).
 4. The rounds (protocol/rounds.py): clocks up, then per round and shape the two sides,
    alternating which goes first; --runs repeats the whole protocol.
-5. The rows (harness/results/rows.py BenchRow), each with its roof fraction; then the extras a
+5. The rows (BenchRow, in the results folder's rows module), each with its roof fraction; then the extras a
    signal may stop (kernel identity, energy windows); then the file's status."""
 
 from __future__ import annotations

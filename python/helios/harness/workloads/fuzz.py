@@ -20,7 +20,7 @@ from ...dtypes import as_dtype
 from ...gemm import ACTIVATIONS, activation_code, host_epilogue
 
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 131, 251, 257, 383, 509, 521, 631, 701]
-# fp16 accumulators cannot meet the gate on random normals (git show 89c21a3:docs/perf-notes.md). They
+# fp16 accumulators cannot meet the gate on random normals. They
 # get inputs in {-1, 0, 1} instead: every partial sum is an integer below 2048, exact
 # in fp16, so any indexing or tail error still fails.
 
