@@ -290,3 +290,23 @@ def test_bad_stopping_flags_are_refused_before_any_work(flags, capsys):
         rc = e.code
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and ("--target-mde" in err or "--max-time" in err), err
+
+
+def test_a_timed_row_check_computes_its_float64_rows_once(monkeypatch):
+    """Both sides of a run's rounds are checked against one float64 reference (B's
+    conversion is most of a check's host time); a wrong output still fails."""
+    import numpy as np
+
+    from helios.harness.workloads import matmul
+
+    calls = []
+    real = matmul.reference_matmul
+    monkeypatch.setattr(matmul, "reference_matmul", lambda a, b: calls.append(1) or real(a, b))
+    a, b = matmul.random_inputs(96, 40, 72, seed=3)
+    check = matmul.RowCheck(a, b, 0.02, 0.01, seed=5)
+    good = real(a, b).astype(np.float16)
+    assert check(good)["passed"] and check(good)["passed"]
+    bad = good.copy()
+    bad[check.rows[0], 7] += 1.0
+    assert not check(bad)["passed"]
+    assert len(calls) == 1

@@ -146,3 +146,14 @@ def test_compare_without_energy_says_nothing_about_it():
         d["rows"][0]["energy"] = {"status": "no NVML here"}
     [v] = compare([a], [b])
     assert v.energy is None and verdict_dict(v)["energy"] is None and "energy verdict" not in table([v])
+
+
+def test_no_energy_asks_no_window():
+    """--no-energy: no row's windows run (they draw the row's inputs again, seconds a
+    large row), a valid row says why, a failed one keeps its own reason."""
+    asked = []
+    rows = [{"valid": True}, {"valid": False}]
+    energy.energy_of_rows(False, 0, rows, lambda counter, r, i: asked.append(i) or {"status": "ok"})
+    assert asked == []
+    assert rows[0]["energy"] == {"status": "not measured (--no-energy)"}
+    assert rows[1]["energy"]["status"] == "not measured: the row failed its check"

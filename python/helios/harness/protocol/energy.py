@@ -112,6 +112,9 @@ def window(counter: EnergyCounter, run: Callable[[int], Any], per_op_ms: float, 
     }
 
 
+NO_ENERGY = {"status": "not measured (--no-energy)"}
+
+
 def row_energy(
     counter: Optional[EnergyCounter],
     helios: tuple[Callable[[int], Any], Optional[float]],
@@ -122,7 +125,7 @@ def row_energy(
 ) -> dict:
     """A row's ``energy``: each side's window ((run, median ms) each), or why not."""
     if counter is None:
-        return {"status": "not measured (--no-energy)"}
+        return dict(NO_ENERGY)
     if counter.why:
         return {"status": counter.why}
     ref = (
@@ -140,11 +143,15 @@ def energy_of_rows(
     windows: Callable[[Optional[EnergyCounter], dict, int], dict],
 ) -> None:
     """Set each row's ``energy``: windows(counter, row, i) for a row that passed its
-    check (counter None: --no-energy), the reason for one that did not."""
+    check, the reason for one that did not. With --no-energy no window is asked for
+    (a workload's windows draw the row's inputs again: seconds a row for large shapes)."""
     counter = EnergyCounter(gpu) if enabled and rows else None
     try:
         for i, r in enumerate(rows):
-            r["energy"] = windows(counter, r, i) if r["valid"] else {"status": "not measured: the row failed its check"}
+            if not r["valid"]:
+                r["energy"] = {"status": "not measured: the row failed its check"}
+            else:
+                r["energy"] = windows(counter, r, i) if enabled else dict(NO_ENERGY)
     finally:
         if counter is not None:
             counter.close()

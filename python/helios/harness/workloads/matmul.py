@@ -86,6 +86,7 @@ class MatmulWorkload:
     def __init__(self, cfg: BenchConfig) -> None:
         self.cfg = cfg
         self.variant = ""  # the device default at the check shape, once chosen
+        self.sides: Optional[MatmulSides] = None  # the rounds' sides, once the rounds are set up
 
     def check_config(self) -> None:
         if self.cfg.dtype not in ("float16", "bfloat16"):
@@ -122,7 +123,7 @@ class MatmulWorkload:
 
     def rounds(self, dev: Any, ref: Reference, chosen: dict, flush: int, tol: tuple[float, float],
                log: Callable[[str], None]) -> Workload:  # fmt: skip
-        sides = MatmulSides(self.cfg, dev, ref, chosen, self.variant, flush, tol)
+        self.sides = sides = MatmulSides(self.cfg, dev, ref, chosen, self.variant, flush, tol)
         return Workload(self.cfg.shapes, sides.new_slot, sides.sides, shape_str, sides.clock_work)
 
     def row(self, shape: tuple[int, int, int], slot: dict, variant: str, ref: Reference) -> dict:
@@ -136,8 +137,9 @@ class MatmulWorkload:
         return dev.kernel_stats(row["variant"], self.cfg.dtype, self.cfg.dtype, machine_code=True)
 
     def energy(self, dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference) -> dict:
-        seed = self.cfg.seed + list(self.cfg.shapes).index(shape)
-        return _energy(dev, counter, shape, row, ref, seed, self.cfg.dtype)
+        assert self.sides is not None, "energy windows come after the rounds"
+        a, b = self.sides.shape_inputs(shape, list(self.cfg.shapes).index(shape))  # the timed inputs
+        return _energy(dev, counter, shape, (a, b), row, ref, self.cfg.dtype)
 
 
 def _gate(cfg: BenchConfig, dev: Any, variants: list[str], atol: float, rtol: float,
@@ -212,7 +214,7 @@ class MatmulSides:
 
     def ref_side(self, a: Any, b: Any, slot: dict, check: Callable) -> None:
         cfg = self.cfg
-        est = self.ref.time(a, b, 2, 1)
+        est = self.ref.time(a, b, 2, 1, batch=False)
         w = warmup_launches(float(np.median(est.samples_ms)), cfg.warmup, cfg.warmup_ms)
         t = self.ref.time(a, b, cfg.iters, w, self.flush)
         slot["rw"].append(w)
@@ -223,10 +225,11 @@ class MatmulSides:
         slot["rchk"].append(check(t.output))
 
 
-def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref: Reference, seed: int, dt: str) -> dict:
+def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], inputs: tuple[np.ndarray, np.ndarray], row: dict,
+            ref: Reference, dt: str) -> dict:  # fmt: skip
     """The row's energy windows (protocol/energy.py): the timed shape's inputs, its variant."""
     m, n, k = shape
-    a, b = random_inputs(m, n, k, seed=seed, dtype=dt)
+    a, b = inputs
 
     def helios(count: int) -> None:
         dev.time_matmul(m, n, k, iters=count, warmup=0, variant=row["variant"], inputs=(a, b), dtype=dt)
@@ -234,7 +237,7 @@ def _energy(dev: Any, counter: Any, shape: tuple[int, int, int], row: dict, ref:
     return row_energy(
         counter,
         (helios, row["heliosMs"]),
-        (lambda count: ref.time(a, b, count, 0), reference_ms(row)),
+        (lambda count: ref.time(a, b, count, 0, batch=False), reference_ms(row)),
         ref.is_cuda,
         matmul_flops(m, n, k),
         _helios.MAX_LAUNCHES,

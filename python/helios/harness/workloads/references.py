@@ -41,8 +41,12 @@ class Reference(abc.ABC):
         """torch_version, cuda_runtime, gpu (None where not CUDA) and a label."""
 
     @abc.abstractmethod
-    def time(self, a: np.ndarray, b: np.ndarray, iters: int, warmup: int, flush_bytes: int = 0) -> RefTiming:
-        """Samples after warm-up, a batch figure and one launch's output."""
+    def time(
+        self, a: np.ndarray, b: np.ndarray, iters: int, warmup: int, flush_bytes: int = 0, batch: bool = True
+    ) -> RefTiming:
+        """Samples after warm-up, a batch figure and one launch's output. batch False:
+        no batch figure where it costs time of its own (a CUDA graph's capture, ~0.3 s),
+        as for an estimate of a launch's time."""
 
 
 def torch_block(torch, launches: int) -> bool:
@@ -139,13 +143,13 @@ class TorchReference(Reference):
             "cublas_handle": "torch default",
         }
 
-    def time(self, a, b, iters, warmup, flush_bytes=0):
+    def time(self, a, b, iters, warmup, flush_bytes=0, batch=True):
         t = self.torch
         ta, tb = to_torch(t, a).cuda(), to_torch(t, b).cuda()
         tc = t.full((a.shape[0], b.shape[1]), float("nan"), dtype=ta.dtype, device="cuda")
         t.matmul(ta, tb, out=tc)
         out = from_torch(t, tc)
-        timing = time_torch_launches(t, lambda: t.matmul(ta, tb, out=tc), iters, warmup, flush_bytes)
+        timing = time_torch_launches(t, lambda: t.matmul(ta, tb, out=tc), iters, warmup, flush_bytes, batch)
         self.queued_ahead = timing.queued_ahead
         return RefTiming(timing.samples_ms, timing.batch_ms, out, timing.batch_mode)
 
@@ -153,12 +157,12 @@ class TorchReference(Reference):
 @dataclass
 class LaunchTiming:
     samples_ms: list[float]
-    batch_ms: float
-    batch_mode: str  # "cuda_graph" or "back_to_back"
+    batch_ms: Optional[float]
+    batch_mode: str  # "cuda_graph", "back_to_back" or "none" (not asked for)
     queued_ahead: bool
 
 
-def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0) -> LaunchTiming:
+def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0, batch: bool = True) -> LaunchTiming:
     """The CUDA side's protocol for any torch launch: `warmup` launches, then
     `iters` each between two CUDA events, enqueued behind a spin kernel (no host
     gaps), with an optional L2 flush before each outside its events; then a batch
@@ -176,6 +180,8 @@ def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0
         e.record()
     t.cuda.synchronize()
     samples = [s.elapsed_time(e) for s, e in ev]
+    if not batch:
+        return LaunchTiming(samples, None, "none", queued)
     mode = "cuda_graph"
     try:
         g = t.cuda.CUDAGraph()
@@ -188,11 +194,11 @@ def time_torch_launches(t, launch, iters: int, warmup: int, flush_bytes: int = 0
         g.replay()
         e.record()
         t.cuda.synchronize()
-        batch = s.elapsed_time(e) / iters
+        batch_ms = s.elapsed_time(e) / iters
     except RuntimeError:  # capture refused: back-to-back launches, labelled so
         mode = "back_to_back"
-        batch = queued_ms_per_call(t, launch, iters)
-    return LaunchTiming(samples, batch, mode, queued)
+        batch_ms = queued_ms_per_call(t, launch, iters)
+    return LaunchTiming(samples, batch_ms, mode, queued)
 
 
 def queued_ms_per_call(t, call, n: int) -> float:
@@ -239,7 +245,7 @@ class CublasReference(Reference):
             "cublaslt_version": self.info["cublaslt_version"],
         }
 
-    def time(self, a, b, iters, warmup, flush_bytes=0):
+    def time(self, a, b, iters, warmup, flush_bytes=0, batch=True):
         if a.dtype != np.float16:
             raise RuntimeError(f"--ref=cublas times float16 GEMMs only (got {a.dtype}); use --ref=torch")
         c, samples, batch = self.mod.matmul(a, b, warmup, iters, flush_bytes)
@@ -261,7 +267,7 @@ class NumpyReference(Reference):
             "numpy_version": np.__version__,
         }
 
-    def time(self, a, b, iters, warmup, flush_bytes=0):
+    def time(self, a, b, iters, warmup, flush_bytes=0, batch=True):
         a32, b32 = a.astype(np.float32), b.astype(np.float32)
         out = (a32 @ b32).astype(a.dtype)
         for _ in range(warmup):
