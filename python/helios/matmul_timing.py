@@ -3,7 +3,10 @@ after a warm-up), the warm-up rule and the seeded inputs every timer shares."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -165,10 +168,46 @@ def warmup_launches(estimate_ms: float, min_count: int, min_ms: float, cap: int 
     return int(min(cap, max(min_count, -(-min_ms // estimate_ms))))
 
 
+# How random_inputs draws, in the input cache's key: change it with the drawing below,
+# or a process of the new code reads what the old code drew.
+INPUT_DRAW = "normal-f32-v1"
+
+
 def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -> tuple[np.ndarray, np.ndarray]:
     """Seeded standard-normal operands of dtype (float16 or bfloat16; never zeros:
-    they hide bugs and time faster). The same seed gives the same normals in both."""
+    they hide bugs and time faster). The same seed gives the same normals in both.
+    With HELIOS_INPUT_CACHE set to a directory, they are read from there where an
+    earlier process drew them (drawing is ~20 ns an element: seconds for a large shape,
+    in every process of a series of runs) and written there where not."""
+    cache = os.environ.get("HELIOS_INPUT_CACHE", "").strip()
+    key = f"{m}x{n}x{k}-seed{seed}-{np.dtype(dtype).name}-{INPUT_DRAW}-numpy{np.__version__}"
+    path = Path(cache) / f"{key}.npz" if cache else None
+    if path is not None and path.exists():
+        try:
+            with np.load(path) as z:  # 16-bit words: bfloat16 is no dtype .npz stores
+                a, b = z["a"].view(dtype), z["b"].view(dtype)
+            if a.shape == (m, k) and b.shape == (k, n):
+                return a, b
+        except (OSError, ValueError, KeyError):
+            pass  # unreadable or cut short: drawn again and rewritten below
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((k, n), dtype=np.float32).astype(dtype)
+    if path is not None:
+        _write_inputs(path, a, b)
     return a, b
+
+
+def _write_inputs(path: Path, a: np.ndarray, b: np.ndarray) -> None:
+    """Written whole under another name, then renamed: a reader never sees half a file,
+    and processes drawing the same inputs at once each rename a complete one."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:  # files: the input cache, a cache of our own
+            np.savez(f, a=a.view(np.uint16), b=b.view(np.uint16))
+        os.replace(tmp, path)
+    except OSError:  # a cache that cannot be written costs the next process a draw, nothing else
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

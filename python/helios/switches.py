@@ -144,6 +144,13 @@ SWITCHES: tuple[Switch, ...] = (
         "directory",
         "Every pipeline compiled is also written there with the driver's internal representations, where offered.",
     ),
+    Switch(
+        "HELIOS_INPUT_CACHE",
+        "cache",
+        "directory",
+        "Seeded benchmark inputs are kept here and read back by later processes instead of drawn again "
+        "(`helios ci` and `helios bisect` set it in their work directory); unset: always drawn.",
+    ),
     Switch("HELIOS_TUNE_CACHE", "cache", "path", "The tuner's cache file (default $XDG_CACHE_HOME/helios/tune.json)."),
     Switch("HELIOS_ROOF_CACHE", "cache", "path", "The roof cache file (default $XDG_CACHE_HOME/helios/roof.json)."),
     # ---- the harness ----------------------------------------------------------------

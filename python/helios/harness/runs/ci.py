@@ -257,7 +257,9 @@ def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str)
         args.append("--no-energy")
     args += cfg.bench_args
     log = cfg.out / f"{side}-{tag}.log"
-    rc = _run(_helios_cmd(cfg, site, *args), log, cfg.timeout_s, env=_env(site, sha), cwd=cfg.work)
+    # Every run of every pair times the same seeded inputs: drawn once, read back after.
+    env = {"HELIOS_INPUT_CACHE": str(cfg.work / "inputs"), **_env(site, sha)}
+    rc = _run(_helios_cmd(cfg, site, *args), log, cfg.timeout_s, env=env, cwd=cfg.work)
     if rc != 0 or not out.exists():
         raise CiError(f"helios bench on {side} ({sha[:12]}) exited {rc}:\n{_tail(log)}")
     md = out.with_suffix(".md")
