@@ -184,7 +184,7 @@ def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -
     path = Path(cache) / f"{key}.npz" if cache else None
     if path is not None and path.exists():
         try:
-            with np.load(path) as z:  # 16-bit words: bfloat16 is no dtype .npz stores
+            with np.load(path) as z:  # files: the input cache, 16-bit words (.npz stores no bfloat16)
                 a, b = z["a"].view(dtype), z["b"].view(dtype)
             if a.shape == (m, k) and b.shape == (k, n):
                 return a, b
