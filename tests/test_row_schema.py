@@ -149,3 +149,17 @@ def test_a_time_file_validates_against_its_published_schema(tmp_path, device):
     doc["rows"][0]["heliosMs"] = -1.0  # the schema must be able to fail
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema)
+
+
+def test_a_row_read_back_has_every_declared_field():
+    """read_row: the file's fields as attributes; one the file lacks reads as its
+    default (None where the field has none or is left out); undeclared keys are not read."""
+    from helios.harness.results.rows import bench_rows, read_row
+
+    row = read_row(BenchRow, {"shape": "8x8x8", "heliosMs": 0.5, "valid": True, "extra": 1})
+    assert (row.shape, row.heliosMs, row.valid) == ("8x8x8", 0.5, True)
+    assert row.low_clock is False  # its declared default
+    assert row.roofFraction is None and row.kernel is None and row.cudaMs is None  # ABSENT / no default
+    assert not hasattr(row, "extra")
+    assert [r.shape for r in bench_rows({"rows": [{"shape": "1x2x3"}, {"shape": "4x5x6"}]})] == ["1x2x3", "4x5x6"]
+    assert bench_rows({}) == []

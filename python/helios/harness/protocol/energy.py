@@ -163,8 +163,9 @@ WINDOW_NUMBERS = ("joules_per_op", "watts", "tflops_per_watt")
 def measured_window(row: Any, side: str, numbers: Sequence[str] = WINDOW_NUMBERS) -> Optional[dict]:
     """A row's energy window of one side ("helios" or "reference") where it measured:
     status "ok" and the numbers read finite and >= 0; None for anything else (no
-    window, a failed one, or a file whose energy block is junk)."""
-    e = row.get("energy") if isinstance(row, dict) else None
+    window, a failed one, or a file whose energy block is junk). row: a row as written
+    (a dict) or as read back (a results row type)."""
+    e = row.get("energy") if isinstance(row, dict) else getattr(row, "energy", None)
     w = e.get(side) if isinstance(e, dict) else None
     if not isinstance(w, dict) or w.get("status") != "ok":
         return None

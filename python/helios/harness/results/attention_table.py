@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..protocol.energy import energy_lines
 from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, stopping_line
-from .rows import reference_ms
+from .rows import bench_rows, reference_ms
 
 
 def attention_markdown(result: dict) -> str:
@@ -30,27 +30,25 @@ def attention_markdown(result: dict) -> str:
         + " | best | helios/best time | GB/s h | queries/s h | p95 / p99 h ms | flags |"
     )
     lines.append("|---" * (9 + len(backends)) + "|")
-    for r in result.get("rows", []):
+    for r in bench_rows(result):
         cells = []
         for be in backends:
-            x = r["backends"].get(be, {})
+            x = (r.backends or {}).get(be, {})
             cells.append(f(x["median_ms"]) if x.get("available") and x.get("valid") else "n/a")
         ref_ms = reference_ms(r)
-        ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
+        ratio = r.heliosMs / ref_ms if r.heliosMs and ref_ms else None
         flags = ",".join(
-            x
-            for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]), ("low_clock", r.get("low_clock")))
-            if on
+            x for x, on in (("INVALID", not r.valid), ("throttled", r.throttled), ("low_clock", r.low_clock)) if on
         )
-        hh = r["helios"]
+        hh = r.helios
         lines.append(
-            f"| {r['shape']} | {f(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
+            f"| {r.shape} | {f(r.heliosMs)} | {fmt_tflops(r.heliosTflops)} | "
             + " | ".join(cells)
-            + f" | {r.get('referenceBackend', r.get('cudaBackend')) or '-'} | {fmt_ratio(ratio)} | {fmt_rate(hh['bandwidth_gbs'])} | "
+            + f" | {r.referenceBackend or r.cudaBackend or '-'} | {fmt_ratio(ratio)} | {fmt_rate(hh['bandwidth_gbs'])} | "
             f"{hh['queries_per_s']:.3g} | {f(hh['p95_ms'])} / {f(hh['p99_ms'])} | {flags} |"
         )
     if result.get("rows"):
-        lines += ["", "variants:"] + [f"- {r['shape']}: {r['variant']}" for r in result["rows"]]
+        lines += ["", "variants:"] + [f"- {r.shape}: {r.variant}" for r in bench_rows(result)]
     lines.extend(energy_lines(result.get("rows", []), result.get("reference")))
     stop = stopping_line(result)
     if stop:

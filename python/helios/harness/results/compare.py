@@ -47,7 +47,7 @@ from ..protocol.energy import energy_rounds
 from .compare_load import CompareError
 from .control import ControlVerdict, control_verdicts
 from .format import md_cell
-from .rows import code_identity, row_identities
+from .rows import bench_rows, code_identity, row_identities
 
 NOISE = 0.02  # the seeds' noise floor: SAME when the interval rules out changes beyond 2%
 RUN_NOISE = 0.015  # assumed between-run sd of log time (~1.5% CV) where it cannot be estimated
@@ -206,16 +206,16 @@ def _side(files: list[dict]) -> dict[str, tuple[list[list[float]], list[float], 
     meds: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     for fi, d in enumerate(files):
-        for row in d.get("rows", []):
-            if not row.get("valid"):
+        for row in bench_rows(d):
+            if not row.valid:
                 continue
-            h = row["helios"]
+            h = row.helios
             runs = h.get("round_runs") or [0] * len(h["samples_ms"])
             for run, rnd in zip(runs, h["samples_ms"]):
                 m = float(np.median(rnd))
-                grouped.setdefault(row["shape"], {}).setdefault((fi, run), []).append(m)
-                meds.setdefault(row["shape"], []).append(m)
-                counts[row["shape"]] = counts.get(row["shape"], 0) + len(rnd)
+                grouped.setdefault(row.shape, {}).setdefault((fi, run), []).append(m)
+                meds.setdefault(row.shape, []).append(m)
+                counts[row.shape] = counts.get(row.shape, 0) + len(rnd)
     return {s: (list(g.values()), meds[s], counts[s]) for s, g in grouped.items()}
 
 
@@ -223,10 +223,9 @@ def run_identity(d: dict) -> str:
     """A file's runs by their content (each row's shape and Helios samples): two files
     with one identity hold the same runs, however they were named or copied."""
     h = hashlib.sha256()
-    for row in d.get("rows", []):
-        if isinstance(row, dict):
-            helios: dict = row["helios"] if isinstance(row.get("helios"), dict) else {}
-            h.update(json.dumps([row.get("shape"), helios.get("samples_ms")], default=str).encode())
+    for row in bench_rows(d):
+        helios: dict = row.helios if isinstance(row.helios, dict) else {}
+        h.update(json.dumps([row.shape, helios.get("samples_ms")], default=str).encode())
     return h.hexdigest()
 
 

@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from .format import md_cell
+from .rows import bench_rows
 
 
 @dataclass
@@ -94,9 +95,9 @@ def ratio_rounds(files: list[dict]) -> dict[str, tuple[list[list[float]], list[f
     ratios: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
     for fi, d in enumerate(files):
-        for row in d.get("rows", []):
-            h, c = row.get("helios"), row.get("cuda")
-            if not row.get("valid") or not isinstance(h, dict) or not isinstance(c, dict):
+        for row in bench_rows(d):
+            h, c = row.helios, row.cuda
+            if not row.valid or not isinstance(h, dict) or not isinstance(c, dict):
                 continue
             hs, cs = h.get("samples_ms") or [], c.get("samples_ms") or []
             if len(hs) != len(cs) or not hs:
@@ -108,9 +109,9 @@ def ratio_rounds(files: list[dict]) -> dict[str, tuple[list[list[float]], list[f
                 r = float(np.median(hr)) / float(np.median(cr))
                 if not (math.isfinite(r) and r > 0):
                     continue
-                grouped.setdefault(row["shape"], {}).setdefault((fi, run), []).append(r)
-                ratios.setdefault(row["shape"], []).append(r)
-                counts[row["shape"]] = counts.get(row["shape"], 0) + len(hr)
+                grouped.setdefault(row.shape, {}).setdefault((fi, run), []).append(r)
+                ratios.setdefault(row.shape, []).append(r)
+                counts[row.shape] = counts.get(row.shape, 0) + len(hr)
     return {s: (list(g.values()), ratios[s], counts[s]) for s, g in grouped.items()}
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ...files import append_lines, read_lines
+from .rows import bench_rows
 
 STEP = 0.05  # a point this far from the median of the points before it is flagged
 WINDOW = 3  # points that median is taken over
@@ -34,8 +35,8 @@ def append_history(path: Path, result: dict, commit: str, date: str) -> int:
     h = device_fields(result)
     lines = []
     path.parent.mkdir(parents=True, exist_ok=True)
-    for r in result.get("rows", []):
-        if not r.get("valid"):
+    for r in bench_rows(result):
+        if not r.valid:
             continue
         line = {
             "date": date,
@@ -44,11 +45,11 @@ def append_history(path: Path, result: dict, commit: str, date: str) -> int:
             "gpu_uuid": h.get("uuid"),
             "driver": h.get("driver_info") or h.get("driver_version"),
             "dtype": result.get("dtype", "float16"),
-            "shape": r["shape"],
-            "helios_ms": r.get("heliosMs"),
-            "cuda_ms": r.get("cudaMs"),
-            "speedup": r.get("speedup"),
-            "variant": r.get("variant"),
+            "shape": r.shape,
+            "helios_ms": r.heliosMs,
+            "cuda_ms": r.cudaMs,
+            "speedup": r.speedup,
+            "variant": r.variant,
         }
         lines.append(json.dumps(line, sort_keys=True))
     append_lines(path, lines)

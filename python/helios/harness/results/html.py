@@ -27,7 +27,7 @@ from typing import Any, Iterable, Optional
 from ...files import Target
 from .format import fmt_rate
 from .history import series, steps
-from .rows import BENCH_SCHEMA, SUITE_SCHEMA, read_result, reference_ms, reference_tflops
+from .rows import BENCH_SCHEMA, SUITE_SCHEMA, bench_rows, read_result, reference_ms, reference_tflops
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")
@@ -153,7 +153,7 @@ def bench_section(d: dict, name: str) -> str:
     h = d.get("helios", {})
     work = d.get("workload", "matmul")
     ref = d.get("reference", "?")
-    rows = d.get("rows", [])
+    rows = bench_rows(d)
     out = [
         f"<h3>{_e(name)}: {_e(work)} on {_e(h.get('name'))}, {_e(d.get('dtype', 'float16'))}, reference {_e(ref)}</h3>",
         f'<table class="bench" data-file="{_e(name)}"><tr><th class="l">shape</th><th>Helios median ms</th>'
@@ -162,18 +162,18 @@ def bench_section(d: dict, name: str) -> str:
     ]
     for r in rows:
         rms = reference_ms(r)
-        ratio = r["heliosMs"] / rms if r.get("heliosMs") and rms else None
-        flags = ", ".join(f for f in ("throttled", "low_clock") if r.get(f)) or (
-            "" if r.get("valid", True) else "invalid"
+        ratio = r.heliosMs / rms if r.heliosMs and rms else None
+        flags = ", ".join(f for f, on in (("throttled", r.throttled), ("low_clock", r.low_clock)) if on) or (
+            "" if r.valid or r.valid is None else "invalid"
         )
         out.append(
-            f'<tr data-shape="{_e(r.get("shape"))}"><td class="l">{_e(r.get("shape"))}</td>'
-            + _num(r.get("heliosMs"))
-            + _rate(r.get("heliosTflops"))
+            f'<tr data-shape="{_e(r.shape)}"><td class="l">{_e(r.shape)}</td>'
+            + _num(r.heliosMs)
+            + _rate(r.heliosTflops)
             + _num(rms)
             + _rate(reference_tflops(r))
             + _num(ratio, "{:.2f}")
-            + _num(r.get("roofFraction"), "{:.0%}")
+            + _num(r.roofFraction, "{:.0%}")
             + f'<td class="l">{_e(flags)}</td></tr>'
         )
     out.append("</table>")
@@ -187,10 +187,10 @@ def fleet_section(benches: list[tuple[str, dict]]) -> str:
     for _, d in benches:
         h = d.get("helios", {})
         uuid = str(h.get("uuid"))
-        for r in d.get("rows", []):
-            if r.get("heliosMs"):
-                key = (str(h.get("name")), d.get("dtype", "float16"), d.get("workload", "matmul"), r["shape"])
-                groups.setdefault(key, {})[uuid] = r["heliosMs"]
+        for r in bench_rows(d):
+            if r.heliosMs:
+                key = (str(h.get("name")), d.get("dtype", "float16"), d.get("workload", "matmul"), r.shape)
+                groups.setdefault(key, {})[uuid] = r.heliosMs
     rows = {k: v for k, v in groups.items() if len(v) >= 2}
     if not rows:
         return ""

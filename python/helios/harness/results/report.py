@@ -22,6 +22,8 @@ from .rows import (
     SUITE_SCHEMA,
     SWEEP_SCHEMAS,
     TIME_SCHEMA,
+    BenchRow,
+    bench_rows,
     commit_label,
     read_result,
     reference_ms,
@@ -78,30 +80,33 @@ def _label(d: dict) -> str:
     return f"{md_cell(os.path.basename(d['_path']))} ({commit_label(d)}, vs {md_cell(d.get('reference'))})"
 
 
+def _ratio(r: BenchRow) -> Optional[float]:
+    """Helios time over the reference's, where both were measured."""
+    ref = reference_ms(r)
+    return r.heliosMs / ref if r.heliosMs and ref else None
+
+
 def summary_rows(benches: list[dict]) -> list[dict]:
     """One row per (file, shape) with medians, ratio, batch and run-to-run CV."""
     out = []
     for d in benches:
-        for r in d.get("rows", []):
-            hm = r["helios"]["round_medians_ms"]
+        for r in bench_rows(d):
+            hm = r.helios["round_medians_ms"]
+            ref_batch = [x for x in r.cuda["batch_ms"] if x is not None]
             out.append(
                 {
                     "file": _label(d),
-                    "shape": md_cell(r["shape"]),
-                    "helios_ms": r["heliosMs"],
+                    "shape": md_cell(r.shape),
+                    "helios_ms": r.heliosMs,
                     "ref_ms": reference_ms(r),
-                    "ratio": (r["heliosMs"] / reference_ms(r)) if r["heliosMs"] and reference_ms(r) else None,
-                    "helios_tflops": r["heliosTflops"],
+                    "ratio": _ratio(r),
+                    "helios_tflops": r.heliosTflops,
                     "ref_tflops": reference_tflops(r),
-                    "helios_batch_ms": float(np.median(r["helios"]["batch_ms"])) if r["helios"]["batch_ms"] else None,
-                    "ref_batch_ms": (
-                        float(np.median([x for x in r["cuda"]["batch_ms"] if x is not None]))
-                        if any(x is not None for x in r["cuda"]["batch_ms"])
-                        else None
-                    ),
+                    "helios_batch_ms": float(np.median(r.helios["batch_ms"])) if r.helios["batch_ms"] else None,
+                    "ref_batch_ms": float(np.median(ref_batch)) if ref_batch else None,
                     "round_cv": float(np.std(hm, ddof=1) / np.mean(hm)) if len(hm) > 1 else None,
-                    "valid": r["valid"],
-                    "throttled": r["throttled"],
+                    "valid": r.valid,
+                    "throttled": r.throttled,
                     "reference": d.get("reference"),
                 }
             )
@@ -164,7 +169,7 @@ def _plt():
 
 
 def _shapes(benches: list[dict]) -> list[str]:
-    shapes = {r["shape"] for d in benches for r in d.get("rows", [])}
+    shapes = {r.shape for d in benches for r in bench_rows(d)}
     return sorted(shapes, key=shape_flops)
 
 
@@ -176,7 +181,7 @@ def _per_shape(benches: list[dict], ax, series, ylabel: str, title: str):
     shapes = _shapes(benches)
     x = np.arange(len(shapes))
     for d in benches:
-        by = {r["shape"]: r for r in d.get("rows", [])}
+        by = {r.shape: r for r in bench_rows(d)}
         for label, value, style in series:
             y = [(value(by[s]) if s in by else None) for s in shapes]
             ax.plot(x, [np.nan if v is None else v for v in y], style, label=label(d))
@@ -193,7 +198,7 @@ def plot_tflops(benches: list[dict], ax=None):
         benches,
         ax,
         [
-            (lambda d: f"Helios: {_label(d)}", lambda r: r["heliosTflops"], "o-"),
+            (lambda d: f"Helios: {_label(d)}", lambda r: r.heliosTflops, "o-"),
             (lambda d: f"{d.get('reference')}: {_label(d)}", reference_tflops, "s--"),
         ],
         "TFLOP/s (median)",
@@ -208,7 +213,7 @@ def plot_attention(result: dict, ax=None):
     torch SDPA backend (a missing bar: the backend refused the shape)."""
     plt = _plt()
     ax = ax or plt.subplots(figsize=(10, 4))[1]
-    rows = result.get("rows", [])
+    rows = bench_rows(result)
     sides = ["helios"] + list(result.get("backends", []))
     x = np.arange(len(rows))
     width = 0.8 / max(1, len(sides))
@@ -216,18 +221,18 @@ def plot_attention(result: dict, ax=None):
         ys = []
         for r in rows:
             if side == "helios":
-                ys.append(r["heliosTflops"] or np.nan)
+                ys.append(r.heliosTflops or np.nan)
             else:
-                b = r["backends"].get(side, {})
+                b = (r.backends or {}).get(side, {})
                 ys.append(
-                    shape_flops(r["shape"]) / (b["median_ms"] * 1e-3) / 1e12
+                    shape_flops(r.shape) / (b["median_ms"] * 1e-3) / 1e12
                     if b.get("available") and b.get("valid")
                     else np.nan
                 )
         ax.bar(
             x + (i - (len(sides) - 1) / 2) * width, ys, width, label="Helios" if side == "helios" else f"SDPA {side}"
         )
-    ax.set_xticks(x, [r["shape"] for r in rows], rotation=25, fontsize=8)
+    ax.set_xticks(x, [r.shape for r in rows], rotation=25, fontsize=8)
     ax.set_ylabel("TFLOP/s (median)")
     ax.set_title(f"Attention on {result.get('helios', {}).get('name', '?')}")
     ax.grid(alpha=0.3, axis="y")
@@ -282,7 +287,7 @@ def plot_ratio(benches: list[dict], ax=None):
     ax = _per_shape(
         benches,
         ax,
-        [(_label, lambda r: r["heliosMs"] / reference_ms(r) if r["heliosMs"] and reference_ms(r) else None, "o-")],
+        [(_label, _ratio, "o-")],
         "Helios time / reference time",
         "Distance to parity (lower is better)",
     )
@@ -348,9 +353,13 @@ def plot_variance(benches: list[dict], ax=None):
     ax = ax or plt.subplots(figsize=(8, 4))[1]
     data, labels = [], []
     for s in _shapes(benches):
-        for side, key in (("helios", "helios"), ("ref", "cuda")):
+        for side in ("helios", "ref"):
             meds = [
-                m for d in benches for r in d.get("rows", []) if r["shape"] == s for m in r[key]["round_medians_ms"]
+                m
+                for d in benches
+                for r in bench_rows(d)
+                if r.shape == s
+                for m in (r.helios if side == "helios" else r.cuda)["round_medians_ms"]
             ]
             if len(meds) > 1:
                 data.append(np.asarray(meds) / np.mean(meds))
@@ -371,9 +380,9 @@ def plot_energy(benches: list[dict], ax=None):
     ax = ax or plt.subplots(figsize=(7, 4.5))[1]
     for side, marker in (("helios", "o"), ("reference", "s")):
         pts = [
-            (w["watts"], w["tflops_per_watt"] * w["watts"], str(r.get("shape")))
+            (w["watts"], w["tflops_per_watt"] * w["watts"], str(r.shape))
             for d in benches
-            for r in d.get("rows", [])
+            for r in bench_rows(d)
             if (w := measured_window(r, side)) is not None
         ]
         if pts:

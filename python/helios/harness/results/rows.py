@@ -10,9 +10,10 @@ working; every field Helios added is snake_case.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from ...flops import attention_backward_flops, attention_flops, matmul_flops, tflops
 from .schema import ABSENT, col, reader_fields
@@ -23,6 +24,8 @@ SUITE_SCHEMA = "helios-suite/1"  # helios suite mlp
 DECODE_SCHEMA = "helios-decode/1"  # helios suite decode
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
 SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
+
+R = TypeVar("R")
 
 SHAPE_PATTERN = "^[0-9]+(x[0-9]+){2,3}(-causal)?(-bwd)?$"  # MxNxK, or BxHxSxd[-causal][-bwd]
 
@@ -150,6 +153,24 @@ def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> 
     return d
 
 
+def read_row(row_type: type[R], row: Any) -> R:
+    """A file's row as its type, for the readers: each declared field from the row,
+    a field the row lacks (an older file, another workload's row) as its default, or
+    None where it has none or is left out (ABSENT). read_result checked the kinds."""
+    d = row if isinstance(row, dict) else {}
+    kw = {}
+    for f in dataclasses.fields(row_type):  # type: ignore[arg-type]
+        default = f.default if f.default is not dataclasses.MISSING and f.default is not ABSENT else None
+        kw[f.name] = d.get(f.name, default)
+    return row_type(**kw)
+
+
+def bench_rows(result: dict) -> list[BenchRow]:
+    """The rows of a bench-like result (helios-bench/1, or helios-time/1 and suite rows
+    as time_as_bench and compare's loader give them) as BenchRow."""
+    return [read_row(BenchRow, r) for r in result.get("rows") or []]
+
+
 def commit_label(result: dict) -> str:
     """A short commit for tables: the Helios build commit (older files: git.commit)."""
     c = (result.get("helios_build") or {}).get("build_commit") or (result.get("git") or {}).get("commit")
@@ -203,12 +224,12 @@ def row_identities(files: list[dict]) -> dict[str, set]:
     out: dict[str, set] = {}
     for d in files:
         h: dict = d["helios"] if isinstance(d.get("helios"), dict) else {}
-        for row in d.get("rows", []):
-            if row.get("valid"):
-                k: dict = row["kernel"] if isinstance(row.get("kernel"), dict) else {}
+        for row in bench_rows(d):
+            if row.valid:
+                k: dict = row.kernel if isinstance(row.kernel, dict) else {}
                 mc: dict = k["machine_code"] if isinstance(k.get("machine_code"), dict) else {}
                 ident = (k.get("code_digest"), mc.get("digest"), h.get("driver_version"), h.get("uuid"))
-                out.setdefault(row["shape"], set()).add(ident)
+                out.setdefault(row.shape, set()).add(ident)
     return out
 
 
@@ -226,15 +247,19 @@ def code_identity(old: set, new: set) -> str:
     return "same" if o == n and len(o) == 1 else "changed"
 
 
-def reference_ms(row: dict) -> Optional[float]:
+def _number(v: Any) -> Optional[float]:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def reference_ms(row: BenchRow | dict) -> Optional[float]:
     """A row's reference median: referenceMs, or cudaMs in files written before it existed."""
-    v = row.get("referenceMs", row.get("cudaMs"))
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    r = row if isinstance(row, BenchRow) else read_row(BenchRow, row)
+    return _number(r.referenceMs if r.referenceMs is not None else r.cudaMs)
 
 
-def reference_tflops(row: dict) -> Optional[float]:
-    v = row.get("referenceTflops", row.get("cudaTflops"))
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def reference_tflops(row: BenchRow | dict) -> Optional[float]:
+    r = row if isinstance(row, BenchRow) else read_row(BenchRow, row)
+    return _number(r.referenceTflops if r.referenceTflops is not None else r.cudaTflops)
 
 
 def shape_flops(shape: str) -> float:

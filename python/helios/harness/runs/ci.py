@@ -41,7 +41,7 @@ from ..results.compare import CompareError, ShapeVerdict, compare, gated
 from ..results.compare_load import load
 from ..results.compare_table import verdict_dict
 from ..results.history import append_history, device_fields
-from ..results.rows import read_result
+from ..results.rows import bench_rows, read_result
 from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS, noise_floor, run_noise_floor
 
 CI_SCHEMA = "helios-ci/1"
@@ -396,11 +396,11 @@ def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list,
     bases = [load(str(p)) for p in files["base"]]
     head_latest = latest_rows(heads)
     rec["verdicts"] = [head_verdict(v) for v in verdicts]
-    head_rows = {r["shape"]: r for r in head_latest["rows"]}
+    head_rows = {r.shape: r for r in bench_rows(head_latest)}
     for v in rec["verdicts"]:
-        row = head_rows.get(v["shape"], {})
-        v["head_speedup_vs_cuda"] = row.get("speedup") if row.get("cudaMs") is not None else None
-        v["roof_fraction"] = row.get("roofFraction")
+        row = head_rows.get(v["shape"])
+        v["head_speedup_vs_cuda"] = row.speedup if row is not None and row.cudaMs is not None else None
+        v["roof_fraction"] = row.roofFraction if row is not None else None
     regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
     rec["same_code_slower"] = [v.shape for v in same_code]
     rec["exit"] = 1 if regressions else 0

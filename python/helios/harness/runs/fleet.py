@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..results.compare import CompareError, compare
-from ..results.rows import FLEET_SCHEMA, read_result, reference_ms
+from ..results.rows import FLEET_SCHEMA, BenchRow, bench_rows, read_result, reference_ms
 
 SCHEMA = FLEET_SCHEMA
 NVIDIA = 0x10DE
@@ -110,9 +110,9 @@ def run_devices(
     return entries
 
 
-def _state(row: dict) -> dict:
+def _state(row: BenchRow) -> dict:
     """The GPU state around a row's last round: clocks, power, throttle reasons."""
-    states = row.get("gpu_state") or []
+    states = row.gpu_state or []
     last = states[-1] if isinstance(states, list) and states else {}
     after = (last or {}).get("after") or {}
     return {
@@ -126,23 +126,24 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
     SLOWER than the others pooled, by the compare noise model)."""
     shapes: dict[str, dict] = {}
     for res, label in zip(results, labels):
-        for row in res.get("rows", []):
-            if not row.get("valid"):
+        for row in bench_rows(res):
+            if not row.valid:
                 continue
-            s = shapes.setdefault(row["shape"], {"shape": row["shape"], "gpus": []})
+            ref_ms = reference_ms(row)
+            s = shapes.setdefault(row.shape, {"shape": row.shape, "gpus": []})
             s["gpus"].append(
                 {
                     "gpu": label,
                     "uuid": res.get("helios", {}).get("uuid"),
-                    "helios_ms": row["heliosMs"],
+                    "helios_ms": row.heliosMs,
                     # the reference's time, and which reference it is (a NumPy time is never
                     # shown as CUDA's); cuda_ms only where it ran on CUDA
                     "reference": res.get("reference"),
-                    "reference_ms": reference_ms(row),
-                    "cuda_ms": row.get("cudaMs"),
-                    "ratio": (row["heliosMs"] / reference_ms(row)) if reference_ms(row) else None,
-                    "throttled": row.get("throttled"),
-                    "low_clock": row.get("low_clock"),
+                    "reference_ms": ref_ms,
+                    "cuda_ms": row.cudaMs,
+                    "ratio": row.heliosMs / ref_ms if row.heliosMs and ref_ms else None,
+                    "throttled": row.throttled,
+                    "low_clock": row.low_clock,
                     "state": _state(row),
                 }
             )

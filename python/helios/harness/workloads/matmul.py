@@ -28,7 +28,7 @@ from ..protocol.rounds import (
 from ..protocol.shapes import shape_str
 from ..protocol.stats import bootstrap_ratio_ci, summarize
 from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, stopping_line
-from ..results.rows import BenchRow, reference_fields, reference_ms, reference_tflops
+from ..results.rows import BenchRow, bench_rows, reference_fields, reference_ms, reference_tflops
 from ..results.schema import to_row
 from .bench import helios_side, run_workload
 from .references import Reference, make_reference
@@ -302,38 +302,37 @@ def markdown(result: dict) -> str:
         f"| helios batch ms | {ref} batch ms | CV h / r | flags |"
     )
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in result.get("rows", []):
-        side = r["cuda"]  # the reference side's raw block (named before other references existed)
-        hb = np.median(r["helios"]["batch_ms"]) if r["helios"]["batch_ms"] else None
+    rows = bench_rows(result)
+    for r in rows:
+        side = r.cuda  # the reference side's raw block (named before other references existed)
+        hb = np.median(r.helios["batch_ms"]) if r.helios["batch_ms"] else None
         cb = [x for x in side["batch_ms"] if x is not None]
         flags = ",".join(
-            x
-            for x, on in (("INVALID", not r["valid"]), ("throttled", r["throttled"]), ("low_clock", r.get("low_clock")))
-            if on
+            x for x, on in (("INVALID", not r.valid), ("throttled", r.throttled), ("low_clock", r.low_clock)) if on
         )
         ref_ms = reference_ms(r)
-        ratio = r["heliosMs"] / ref_ms if r["heliosMs"] and ref_ms else None
+        ratio = r.heliosMs / ref_ms if r.heliosMs and ref_ms else None
         # speedup_ci95 is of reference/helios; the table shows helios/reference throughout
-        ci = f"{1 / r['speedup_ci95'][1]:.3f}-{1 / r['speedup_ci95'][0]:.3f}" if r["speedup_ci95"] else "-"
+        ci = f"{1 / r.speedup_ci95[1]:.3f}-{1 / r.speedup_ci95[0]:.3f}" if r.speedup_ci95 else "-"
         lines.append(
-            f"| {r['shape']} | {fmt_ms(r['heliosMs'])} | {fmt_tflops(r['heliosTflops'])} | "
+            f"| {r.shape} | {fmt_ms(r.heliosMs)} | {fmt_tflops(r.heliosTflops)} | "
             f"{fmt_ms(ref_ms)} | {fmt_tflops(reference_tflops(r))} | {fmt_ratio(ratio)} | {ci} | "
             f"{fmt_ms(hb)} | {fmt_ms(float(np.median(cb)) if cb else None)} | "
-            f"{r['helios']['stats']['cv']:.3f} / {side['stats']['cv']:.3f} | {flags} |"
+            f"{r.helios['stats']['cv']:.3f} / {side['stats']['cv']:.3f} | {flags} |"
         )
-    if result.get("rows"):
+    if rows:
         lines.append("")
-        fractions = [f"{r['shape']} {100 * r['roofFraction']:.0f}%" for r in result["rows"] if r.get("roofFraction")]
+        fractions = [f"{r.shape} {100 * r.roofFraction:.0f}%" for r in rows if r.roofFraction]
         if fractions:
             lines.append("of the MMA roof (helios roof): " + ", ".join(fractions))
         lines.extend(energy_lines(result["rows"], result.get("reference")))
         stop = stopping_line(result)
         if stop:
             lines.append(stop)
-        per_shape = {r["variant"] for r in result["rows"]}
+        per_shape = {r.variant for r in rows}
         if len(per_shape) == 1:
-            lines.append(f"variant: {result['rows'][0]['variant']}")
+            lines.append(f"variant: {rows[0].variant}")
         else:
             lines.append("variants:")
-            lines.extend(f"- {r['shape']}: {r['variant']}" for r in result["rows"])
+            lines.extend(f"- {r.shape}: {r.variant}" for r in rows)
     return "\n".join(lines) + "\n"
