@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helios.files import FileError, check
-from helios.harness.results.rows import ROW_FIELDS, BenchRow, SuiteRow, SweepRow, TimeRow
+from helios.harness.results.rows import ROW_FIELDS, BenchRow, SweepRow, TimeRow
 from helios.harness.results.schema import ABSENT, col, json_schema, reader_fields, to_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def test_a_field_added_to_the_type_reaches_both_descriptions():
 
 
 def test_the_reader_checks_every_declared_field():
-    assert ROW_FIELDS == reader_fields(BenchRow, TimeRow, SuiteRow, SweepRow)
+    assert ROW_FIELDS == reader_fields(BenchRow, TimeRow, SweepRow)
     with pytest.raises(FileError, match="'head_dim' must be an integer >= 0"):
         check({"head_dim": -1}, ROW_FIELDS, "f.json: rows[0]")
     with pytest.raises(FileError, match="'kernel' must be an object"):
@@ -163,3 +163,35 @@ def test_a_row_read_back_has_every_declared_field():
     assert not hasattr(row, "extra")
     assert [r.shape for r in bench_rows({"rows": [{"shape": "1x2x3"}, {"shape": "4x5x6"}]})] == ["1x2x3", "4x5x6"]
     assert bench_rows({}) == []
+
+
+def test_suite_and_decode_rows_are_written_through_their_types():
+    """A suite's row is built field by field and checked against its type before it is
+    written: an undeclared field (a typo, a field no reader knows) or a missing required
+    one is a TypeError; every committed suite and decode result fits its type."""
+    from helios.harness.results.rows import DecodeRow, SuiteRow, read_result
+    from helios.harness.results.schema import written_row
+
+    row = {"adapter": "helios", "tokens": 16, "latency_ms": {"p50": 0.2}}
+    assert written_row(SuiteRow, row) is row
+    with pytest.raises(TypeError, match="latncy_ms"):
+        written_row(SuiteRow, {"adapter": "helios", "latncy_ms": {}})
+    with pytest.raises(TypeError, match="status"):
+        written_row(DecodeRow, {"adapter": "helios_plan"})
+    jsonschema = pytest.importorskip("jsonschema", reason="validates files against the published schemas")
+    types = {"helios-suite/1": SuiteRow, "helios-decode/1": DecodeRow}
+    published = {
+        s: json.loads((ROOT / "docs" / "reference" / f"{s.replace('/', '-')}.schema.json").read_text()) for s in types
+    }
+    for s, t in types.items():
+        assert published[s]["$defs"]["row"] == json_schema(t), "stale: run python3 tools/result_schemas.py"
+    seen = 0
+    for path in sorted((ROOT / "results").rglob("*.json")):
+        doc = json.loads(path.read_text())
+        if isinstance(doc, dict) and doc.get("schema") in types:
+            read_result(path)  # the reader's kinds, from the same type
+            for r in doc["rows"]:
+                written_row(types[doc["schema"]], r)
+            jsonschema.validate(doc, published[doc["schema"]])
+            seen += 1
+    assert seen >= 2

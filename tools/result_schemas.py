@@ -1,8 +1,9 @@
 """Writes the published JSON Schemas of result files from their row types
 (helios.harness.results.rows): the row part of docs/reference/helios-bench-1.schema.json
 (BenchRow; the file's top level is written by hand) and the whole of
-docs/reference/helios-time-1.schema.json (TimeRow). tests/test_row_schema.py fails when
-a committed file and its type differ.
+docs/reference/helios-time-1.schema.json (TimeRow), helios-suite-1.schema.json (SuiteRow)
+and helios-decode-1.schema.json (DecodeRow). tests/test_row_schema.py fails when a
+committed file and its type differ.
 
   python3 tools/result_schemas.py            # rewrite the files
   python3 tools/result_schemas.py --check    # exit 1 if one is stale"""
@@ -13,12 +14,22 @@ import json
 import sys
 from pathlib import Path
 
-from helios.harness.results.rows import TIME_SCHEMA, BenchRow, TimeRow
+from helios.harness.results.rows import (
+    DECODE_SCHEMA,
+    SUITE_SCHEMA,
+    TIME_SCHEMA,
+    BenchRow,
+    DecodeRow,
+    SuiteRow,
+    TimeRow,
+)
 from helios.harness.results.schema import json_schema
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference"
 BENCH = REFERENCE / "helios-bench-1.schema.json"
 TIME = REFERENCE / "helios-time-1.schema.json"
+SUITE = REFERENCE / "helios-suite-1.schema.json"
+DECODE = REFERENCE / "helios-decode-1.schema.json"
 
 
 def bench_text() -> str:
@@ -51,8 +62,38 @@ def time_text() -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def suite_text(schema: str, row_type: type, title: str, description: str, required: list[str]) -> str:
+    """A suite's file: its rows' part from the row type; the top level names the fields
+    every such file has (the rest, the workload's configuration, is open)."""
+    doc = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema,
+        "title": title,
+        "description": description,
+        "type": "object",
+        "required": ["schema", "status", *required, "rows"],
+        "properties": {
+            "schema": {"const": schema},
+            "status": {"type": "string"},
+            "rows": {"type": "array", "items": {"$ref": "#/$defs/row"}},
+        },
+        "$defs": {"row": json_schema(row_type)},
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def files() -> dict[Path, str]:
-    return {BENCH: bench_text(), TIME: time_text()}
+    suite = suite_text(
+        SUITE_SCHEMA, SuiteRow, "helios suite mlp result",
+        "Written by `helios suite mlp --out`: provenance, the workload, iters, warmup, and a row per adapter "
+        "and token count.", ["workload", "iters", "warmup"],
+    )  # fmt: skip
+    decode = suite_text(
+        DECODE_SCHEMA, DecodeRow, "helios suite decode result",
+        "Written by `helios suite decode --out`: provenance, the model's configuration, the memory roof, "
+        "and a row per adapter.", ["config"],
+    )  # fmt: skip
+    return {BENCH: bench_text(), TIME: time_text(), SUITE: suite, DECODE: decode}
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ import math
 from typing import Any, Optional
 
 from ...files import FileError, check, short
-from .rows import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, read_result, time_as_bench
+from .rows import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, SuiteRow, read_result, read_row, time_as_bench
 
 COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
 
@@ -57,9 +57,9 @@ def _suite_row(row: Any) -> Any:
     """helios suite: each adapter at each token count is one comparable line."""
     if not isinstance(row, dict):
         return row
-    label = f"{row.get('adapter')}@{row.get('tokens')}"
-    ok = row.get("status") == "ok" and row.get("samples_ms") is not None
-    return {"shape": label, "valid": ok, "helios": {"samples_ms": [row.get("samples_ms")]}}
+    r = read_row(SuiteRow, row)
+    ok = r.status == "ok" and r.samples_ms is not None
+    return {"shape": f"{r.adapter}@{r.tokens}", "valid": ok, "helios": {"samples_ms": [r.samples_ms]}}
 
 
 # What a sample in ms can be: a kernel between a picosecond and eleven days. Outside

@@ -27,7 +27,16 @@ from typing import Any, Iterable, Optional
 from ...files import Target
 from .format import fmt_rate
 from .history import series, steps
-from .rows import BENCH_SCHEMA, SUITE_SCHEMA, bench_rows, read_result, reference_ms, reference_tflops
+from .rows import (
+    BENCH_SCHEMA,
+    SUITE_SCHEMA,
+    SuiteRow,
+    bench_rows,
+    read_result,
+    read_row,
+    reference_ms,
+    reference_tflops,
+)
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")
@@ -218,12 +227,12 @@ def suite_section(d: dict, name: str) -> str:
         '<table class="suite"><tr><th>tokens</th><th class="l">adapter</th><th class="l">status</th><th>p50 ms</th>'
         "<th>tokens/s</th><th>TF/s</th></tr>",
     ]
-    for r in d.get("rows", []):
-        lat = r.get("latency_ms") or {}
+    for r in (read_row(SuiteRow, x) for x in d.get("rows", [])):
+        lat = r.latency_ms or {}
         out.append(
-            f'<tr>{_num(r.get("tokens"), "{:d}")}<td class="l">{_e(r.get("adapter"))}</td>'
-            f'<td class="l">{_e(r.get("status", "ok"))}</td>{_num(lat.get("p50"))}'
-            f"{_num(r.get('throughput_tokens_per_sec'), '{:.0f}')}{_rate(r.get('tflops'))}</tr>"
+            f'<tr>{_num(r.tokens, "{:d}")}<td class="l">{_e(r.adapter)}</td>'
+            f'<td class="l">{_e("ok" if r.status is None else r.status)}</td>{_num(lat.get("p50"))}'
+            f"{_num(r.throughput_tokens_per_sec, '{:.0f}')}{_rate(r.tflops)}</tr>"
         )
     out.append("</table>")
     return "\n".join(out)

@@ -23,9 +23,11 @@ from .rows import (
     SWEEP_SCHEMAS,
     TIME_SCHEMA,
     BenchRow,
+    DecodeRow,
     bench_rows,
     commit_label,
     read_result,
+    read_row,
     reference_ms,
     reference_tflops,
     shape_flops,
@@ -267,10 +269,10 @@ def plot_decode(result: dict, ax=None):
     """helios-decode/1: ms/token (p50) against the context length, per adapter."""
     plt = _plt()
     ax = ax or plt.subplots(figsize=(10, 4))[1]
-    for r in result.get("rows", []):
-        pts = r.get("contexts") or []
+    for r in (read_row(DecodeRow, x) for x in result.get("rows", [])):
+        pts = r.contexts or []
         if pts:
-            ax.plot([p["context"] for p in pts], [p["ms_per_token_p50"] for p in pts], "o-", label=r["adapter"])
+            ax.plot([p["context"] for p in pts], [p["ms_per_token_p50"] for p in pts], "o-", label=r.adapter)
     c = result.get("config", {})
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -100,13 +100,60 @@ class TimeRow:
 
 @dataclass(slots=True, kw_only=True)
 class SuiteRow:
-    """The fields of a helios-suite/1 row that the readers use (the adapters write more)."""
+    """A row of helios-suite/1: one adapter's forwards at one token count (helios suite mlp).
 
-    adapter: str = col("str", "helios, helios_per_call, helios_torch, torch_* or an external adapter")
-    status: Optional[str] = col("str?", "ok, or why the adapter has no numbers")
-    latency_ms: Optional[dict] = col("object?", "p50, p95, mean ... of a forward")
-    tflops: Optional[float] = col("number?", "TFLOP/s at the p50")
-    low_clock: Optional[bool] = col("bool?", "the SM clock was low around the adapter's run")
+    An adapter fills it field by field as it runs; the fields it did not reach (a
+    skipped or failed adapter) are left out."""
+
+    adapter: str = col("str", "helios, helios_per_call, helios_torch, torch_* or an external adapter", required=True)
+    tokens: int = col("count", "tokens per forward (rows of x)", default=ABSENT)
+    status: Optional[str] = col("str?", "ok, or why the adapter has no numbers", default=ABSENT)
+    timer: str = col("str", "what timed the forwards", default=ABSENT)
+    check: dict = col("object", "the gate of its output against float64 (passed, errors)", default=ABSENT)
+    variants: list = col("list", "helios: the variant of each product in the chain", default=ABSENT)
+    operands: str = col("str", "helios_torch: where its operands lived", default=ABSENT)
+    torch: str = col("str", "torch_*: torch's version", default=ABSENT)
+    compile_s: float = col("number", "torch_compile: seconds to compile", default=ABSENT)
+    gpu: str = col("str", "torch_*: the CUDA device's name", default=ABSENT)
+    gpu_uuid: Optional[str] = col("str?", "torch_*: the CUDA device's UUID", default=ABSENT)
+    clock_warmup: dict = col("object", "the clock ramp before timing", default=ABSENT)
+    warmup_launches: int = col("count", "warm-up forwards before the timed ones", default=ABSENT)
+    gpu_state: dict = col("object", "the GPU's state before and after the timed forwards", default=ABSENT)
+    wall_ms: dict = col("object", "host wall clock of one forward waited for alone: p50, p95 ...", default=ABSENT)
+    low_clock: Optional[bool] = col("bool?", "the SM clock was low around the adapter's run", default=ABSENT)
+    latency_ms: Optional[dict] = col("object?", "p50, p95, mean ... of a forward", default=ABSENT)
+    samples_ms: Optional[list] = col("numbers?", "each timed forward's ms", default=ABSENT)
+    throughput_tokens_per_sec: float = col("number", "tokens / p50", default=ABSENT)
+    tflops: Optional[float] = col("number?", "TFLOP/s at the p50", default=ABSENT)
+    peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)
+    external: bool = col("bool", "an external adapter (--adapter NAME=COMMAND)", default=ABSENT)
+    command: str = col("str", "external: the command run", default=ABSENT)
+    exit_status: Optional[int] = col("int?", "external: the command's exit status", default=ABSENT)
+    report: Optional[dict] = col("object?", "external: the JSON report it printed", default=ABSENT)
+    note: str = col("str", "external: what Helios made of its report", default=ABSENT)
+    stderr_tail: str = col("str", "external: the end of its stderr", default=ABSENT)
+    untrusted: bool = col("bool", "external: saved no output, so no gate judged it", default=ABSENT)
+
+
+@dataclass(slots=True, kw_only=True)
+class DecodeRow:
+    """A row of helios-decode/1: one adapter decoding greedily at batch 1 (helios suite decode)."""
+
+    adapter: str = col("str", "torch_eager, torch_cuda_graphs, helios_torch or helios_plan", required=True)
+    status: str = col("str", "ok, or why the adapter has no numbers", required=True)
+    tokens: list = col("list", "the tokens it generated", default=ABSENT)
+    tokens_per_s: float = col("number", "new tokens per second of wall time", default=ABSENT)
+    ms_per_token_p50: float = col("number", "wall ms per token, median", default=ABSENT)
+    ms_per_token_p95: float = col("number", "wall ms per token, 95th percentile", default=ABSENT)
+    host_ms_p50: Optional[float] = col("number?", "host ms per token (helios_plan: record and submit)", default=ABSENT)
+    gpu_ms_p50: Optional[float] = col("number?", "GPU ms per token where the adapter times it", default=ABSENT)
+    roof_pct: Optional[float] = col("number?", "percent of the memory roof at the middle context", default=ABSENT)
+    same_tokens: bool = col("bool", "the tokens are torch_eager's", default=ABSENT)
+    first_divergence: Optional[int] = col("count?", "the first token that differs from eager's", default=ABSENT)
+    margin_to_pick: float = col("number", "eager's logit margin at the first divergence", default=ABSENT)
+    tie: bool = col("bool", "that margin is within bfloat16 rounding: a tie, not an error", default=ABSENT)
+    contexts: list = col("list", "ms per token at each context length", default=ABSENT)
+    peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -120,7 +167,7 @@ class SweepRow:
     checked: Optional[bool] = col("bool?", "its output passed the check")
 
 
-ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRow,
+ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRow, DECODE_SCHEMA: DecodeRow,
              **{s: SweepRow for s in SWEEP_SCHEMAS}}  # fmt: skip
 
 # A result file's fields as every reader (report, compare, the HTML page, ci, the
@@ -130,7 +177,7 @@ ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRo
 # declares (READER_FIELDS), or every type's for another schema (ROW_FIELDS).
 RESULT_FIELDS = {"schema": "str", "status": "str?", "helios": "object?", "dtype": "str?", "rows": "list?"}
 HELIOS_FIELDS = {"name": "str?", "uuid": "str?", "driver_info": "str?", "device_type": "str?"}
-ROW_FIELDS = reader_fields(BenchRow, TimeRow, SuiteRow, SweepRow)
+ROW_FIELDS = reader_fields(BenchRow, TimeRow, SweepRow)  # the suites' rows name other things alike
 READER_FIELDS = {schema: reader_fields(t) for schema, t in ROW_TYPES.items()}
 MAX_RESULT_BYTES = 64 << 20
 

@@ -84,3 +84,11 @@ def to_row(row: Any) -> dict[str, Any]:
     """A typed row as the JSON dict written to a result file: fields in declaration
     order, ABSENT ones left out."""
     return {f.name: getattr(row, f.name) for f in _fields(type(row)) if getattr(row, f.name) is not ABSENT}
+
+
+def written_row(row_type: type, row: dict[str, Any]) -> dict[str, Any]:
+    """A row built as a dict, field by field as a workload runs, checked against its
+    type before it is written: a key the type does not declare, or a required field
+    left out, is a TypeError. The dict is returned as it was built."""
+    row_type(**row)
+    return row

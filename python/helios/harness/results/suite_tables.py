@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .format import fmt_mib, fmt_tflops, md_cell
+from .rows import DecodeRow, SuiteRow, read_row
 
 
 def suite_markdown(result: dict) -> str:
@@ -20,21 +21,20 @@ def suite_markdown(result: dict) -> str:
         "host wall p50 ms |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
-        lat = r.get("latency_ms")
+    for r in (read_row(SuiteRow, x) for x in result["rows"]):
+        lat = r.latency_ms
         if lat:
-            peak = r.get("peak_memory_bytes")
-            wall = r.get("wall_ms", {}).get("p50")
-            status = "ok, low clock" if r.get("low_clock") else "ok"
-            if r.get("untrusted"):
+            wall = (r.wall_ms or {}).get("p50")
+            status = "ok, low clock" if r.low_clock else "ok"
+            if r.untrusted:
                 status += ", not gated"
             lines.append(
-                f"| {r['tokens']} | {md_cell(r['adapter'])} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
-                f"{lat['mean']:.4f} | {r['throughput_tokens_per_sec']:.0f} | {fmt_tflops(r['tflops'])} | "
-                f"{fmt_mib(peak)} | {'' if wall is None else f'{wall:.3f}'} |"
+                f"| {r.tokens} | {md_cell(r.adapter)} | {status} | {lat['p50']:.4f} | {lat['p95']:.4f} | "
+                f"{lat['mean']:.4f} | {r.throughput_tokens_per_sec:.0f} | {fmt_tflops(r.tflops)} | "
+                f"{fmt_mib(r.peak_memory_bytes)} | {'' if wall is None else f'{wall:.3f}'} |"
             )
         else:
-            lines.append(f"| {r['tokens']} | {md_cell(r['adapter'])} | {md_cell(r.get('status'))} | | | | | | | |")
+            lines.append(f"| {r.tokens} | {md_cell(r.adapter)} | {md_cell(r.status)} | | | | | | | |")
     lines += [
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
@@ -68,28 +68,28 @@ def decode_markdown(result: dict) -> str:
         "peak MiB |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
-        if "tokens_per_s" not in r:
-            lines.append(f"| {r['adapter']} | {md_cell(r.get('status'))} |" + " - |" * 8)
+    rows = [read_row(DecodeRow, x) for x in result["rows"]]
+    for r in rows:
+        if r.tokens_per_s is None:
+            lines.append(f"| {r.adapter} | {md_cell(r.status)} |" + " - |" * 8)
             continue
-        same = r.get("same_tokens")
-        div = r.get("first_divergence")
-        same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.get("tie") else "")
+        same, div = r.same_tokens, r.first_divergence
+        same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.tie else "")
         lines.append(
-            f"| {r['adapter']} | {r['status']} | {r['tokens_per_s']:.0f} | {_f(r['ms_per_token_p50'])} | "
-            f"{_f(r['ms_per_token_p95'])} | {_f(r.get('host_ms_p50'), 4)} | {_f(r.get('gpu_ms_p50'))} | "
-            f"{_f(r.get('roof_pct'), 1)} | {same_s} | {fmt_mib(r.get('peak_memory_bytes'))} |"
+            f"| {r.adapter} | {r.status} | {r.tokens_per_s:.0f} | {_f(r.ms_per_token_p50)} | "
+            f"{_f(r.ms_per_token_p95)} | {_f(r.host_ms_p50, 4)} | {_f(r.gpu_ms_p50)} | "
+            f"{_f(r.roof_pct, 1)} | {same_s} | {fmt_mib(r.peak_memory_bytes)} |"
         )
-    ctx = [r for r in result["rows"] if r.get("contexts")]
+    ctx = [r for r in rows if r.contexts]
     if ctx:
-        lens = [x["context"] for x in ctx[0]["contexts"]]
+        lens = [x["context"] for x in ctx[0].contexts]
         lines += ["", "ms/token (p50) by context length (GPU ms, % roof):", ""]
         lines.append("| adapter | " + " | ".join(str(n) for n in lens) + " |")
         lines.append("|---|" + "---|" * len(lens))
         for r in ctx:
             cells = [
                 f"{x['ms_per_token_p50']:.3f} ({_f(x.get('gpu_ms_p50'))}, {_f(x.get('roof_pct'), 1)}%)"
-                for x in r["contexts"]
+                for x in r.contexts
             ]
-            lines.append(f"| {r['adapter']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {r.adapter} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

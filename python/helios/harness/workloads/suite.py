@@ -50,7 +50,8 @@ from ...matmul_timing import warmup_launches
 from ..protocol.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from ..protocol.provenance import provenance
 from ..protocol.rounds import interrupted_message
-from ..results.rows import SUITE_SCHEMA
+from ..results.rows import SUITE_SCHEMA, SuiteRow
+from ..results.schema import written_row
 from .external import run_external
 from .references import queued_ms_per_call
 
@@ -428,7 +429,7 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
                         f"suite mlp: tokens={tokens} {adapter}: {row.get('status')}"
                         + (f", p50 {row['latency_ms']['p50']:.4f} ms" if "latency_ms" in row else "")
                     )
-                    result["rows"].append(row)
+                    result["rows"].append(written_row(SuiteRow, row))
         except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
             result["status"], result["failure"] = "interrupted", interrupted_message()
         finally:

@@ -14,7 +14,8 @@ import torch
 from .... import signals
 from ...protocol.provenance import provenance
 from ...protocol.rounds import interrupted_message
-from ...results.rows import DECODE_SCHEMA
+from ...results.rows import DECODE_SCHEMA, DecodeRow
+from ...results.schema import written_row
 from ...train.adapters import HeliosPerOpOps, TorchOps
 from ...train.config import TrainConfig, markov_stream
 from ...train.loop import lock_numerics
@@ -219,7 +220,7 @@ def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wb
             continue
         if adapter in CUDA_ADAPTERS and not cuda:
             if adapter in cfg.adapters:
-                result["rows"].append({"adapter": adapter, "status": "skipped: needs CUDA"})
+                result["rows"].append(written_row(DecodeRow, {"adapter": adapter, "status": "skipped: needs CUDA"}))
             continue
         log(f"decode: {adapter}")
         try:
@@ -232,7 +233,7 @@ def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wb
             ref = row.get("tokens")
             if adapter not in cfg.adapters:
                 continue
-        result["rows"].append(row)
+        result["rows"].append(written_row(DecodeRow, row))
     for r in result["rows"]:
         if r.get("same_tokens") is False and not r.get("tie"):
             result["status"] = "failed"
