@@ -169,7 +169,7 @@ def test_suite_and_decode_rows_are_written_through_their_types():
     """A suite's row is built field by field and checked against its type before it is
     written: an undeclared field (a typo, a field no reader knows) or a missing required
     one is a TypeError; every committed suite and decode result fits its type."""
-    from helios.harness.results.rows import DecodeRow, SuiteRow, read_result
+    from helios.harness.results.rows import SWEEP_SCHEMAS, DecodeRow, SuiteRow, read_result
     from helios.harness.results.schema import written_row
 
     row = {"adapter": "helios", "tokens": 16, "latency_ms": {"p50": 0.2}}
@@ -194,4 +194,9 @@ def test_suite_and_decode_rows_are_written_through_their_types():
                 written_row(types[doc["schema"]], r)
             jsonschema.validate(doc, published[doc["schema"]])
             seen += 1
-    assert seen >= 2
+        elif isinstance(doc, dict) and doc.get("schema") in SWEEP_SCHEMAS:  # tools/kernel/sweep.py's rows
+            read_result(path)
+            for r in doc["rows"]:
+                written_row(SweepRow, r)
+            seen += 1
+    assert seen >= 3

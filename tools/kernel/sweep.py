@@ -30,6 +30,8 @@ import numpy as np
 import helios
 from helios.harness.protocol.gpustate import gpu_state, low_clock, ramp_clocks, select_gpu
 from helios.harness.protocol.shapes import parse_shapes, shape_str
+from helios.harness.results.rows import SweepRow
+from helios.harness.results.schema import written_row
 from helios.matmul_timing import random_inputs, warmup_launches
 from helios.tune import CHECK_SHAPES, check_candidate, read_variant_list
 
@@ -83,7 +85,7 @@ def main() -> int:
                 row["kernel_stats"] = dev.kernel_stats(v)
             except helios.HeliosError as e:
                 row.update(check_fails=-1, error=f"{type(e).__name__}: {e}")
-            rows.append(row)
+            rows.append(row)  # checked against SweepRow before the file is written
             if row["check_fails"] != 0:
                 print(f"{v:<84} REJECTED {row.get('error') or row.get('check_failure')}", flush=True)
                 continue
@@ -121,7 +123,7 @@ def main() -> int:
         "warmup": args.warmup,
         "device": info,
         "seconds": time.time() - t_start,
-        "rows": rows,
+        "rows": [written_row(SweepRow, r) for r in rows],
     }
     if args.out:
         with open(args.out, "w") as f:

@@ -24,6 +24,7 @@ from .rows import (
     TIME_SCHEMA,
     BenchRow,
     DecodeRow,
+    SweepRow,
     bench_rows,
     commit_label,
     read_result,
@@ -303,32 +304,31 @@ def sweep_matrix(sweep: dict) -> tuple[list[str], list[str], np.ndarray]:
     """helios-sweep/1: rows are coop shape + accumulator, columns subgroup tiling, load
     path, stages. helios-sweep/2: rows are variants, columns shapes. TF/s (NaN:
     rejected or absent)."""
+    variants = [read_row(SweepRow, r) for r in sweep["rows"]]
     if sweep.get("schema") == "helios-sweep/2":
         shapes = list(sweep["shapes"])
-        rows = [
-            r["variant"].replace("coop:", "").replace(":acc=f32", "").replace(":load=shared", "") for r in sweep["rows"]
-        ]
+        rows = [r.variant.replace("coop:", "").replace(":acc=f32", "").replace(":load=shared", "") for r in variants]
         m = np.full((len(rows), len(shapes)), np.nan)
-        for i, r in enumerate(sweep["rows"]):
+        for i, r in enumerate(variants):
             for j, s in enumerate(shapes):
-                t = (r.get("timings") or {}).get(s)
-                if r.get("check_fails") == 0 and t:
+                t = (r.timings or {}).get(s)
+                if r.check_fails == 0 and t:
                     m[i, j] = t["tflops"]
         return rows, shapes, m
     cells: dict[tuple[str, str], float] = {}
-    for r in sweep["rows"]:
-        parts = r["variant"].split(":")
+    for r in variants:
+        parts = r.variant.split(":")
         if parts[0] == "scalar":
             row, col = "scalar", "scalar"
         else:
             row = f"{parts[1]} {parts[4]}"
             col = " ".join([parts[3], parts[5].replace("load=", ""), parts[6]])
-        cells[(row, col)] = r.get("tflops", np.nan) if r.get("check_fails", 1) == 0 else np.nan
+        cells[(row, col)] = (np.nan if r.tflops is None else r.tflops) if r.check_fails == 0 else np.nan
     rows = sorted({k[0] for k in cells})
     cols = sorted({k[1] for k in cells})
     m = np.full((len(rows), len(cols)), np.nan)
-    for (r, c), v in cells.items():
-        m[rows.index(r), cols.index(c)] = v
+    for (name, c), v in cells.items():
+        m[rows.index(name), cols.index(c)] = v
     return rows, cols, m
 
 
@@ -428,16 +428,16 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str, suites: Ite
 
 
 def _sweep2_summary(s: dict) -> str:
-    timed = [r for r in s["rows"] if r.get("check_fails") == 0 and r.get("timings")]
+    timed = [r for r in (read_row(SweepRow, x) for x in s["rows"]) if r.check_fails == 0 and r.timings]
     lines = [
         f"sweep {os.path.basename(s['_path'])}: {len(s['rows'])} variants x {len(s['shapes'])} shapes, "
         f"{len(s['rows']) - len(timed)} rejected"
     ]
     for shape in s["shapes"]:
-        have = [r for r in timed if shape in r["timings"]]
+        have = [r for r in timed if shape in r.timings]
         if have:
-            best = max(have, key=lambda r: r["timings"][shape]["tflops"])
-            lines.append(f"  {shape}: best {best['variant']} {fmt_rate(best['timings'][shape]['tflops'])} TF/s")
+            best = max(have, key=lambda r: r.timings[shape]["tflops"])
+            lines.append(f"  {shape}: best {best.variant} {fmt_rate(best.timings[shape]['tflops'])} TF/s")
     return "\n".join(lines)
 
 
@@ -455,12 +455,12 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
         if s.get("schema") == "helios-sweep/2":
             parts.append(_sweep2_summary(s))
             continue
-        passed = [r for r in s["rows"] if r.get("check_fails") == 0 and "tflops" in r]
-        best = max(passed, key=lambda r: r["tflops"]) if passed else None
+        passed = [r for r in (read_row(SweepRow, x) for x in s["rows"]) if r.check_fails == 0 and r.tflops is not None]
+        best = max(passed, key=lambda r: r.tflops or 0.0) if passed else None
         parts.append(
             f"sweep {os.path.basename(s['_path'])} at {s.get('shape')}: {len(s['rows'])} variants, "
             f"{len(s['rows']) - len(passed)} rejected"
-            + (f"; best {best['variant']} {fmt_rate(best['tflops'])} TF/s" if best else "")
+            + (f"; best {best.variant} {fmt_rate(best.tflops)} TF/s" if best else "")
         )
     if png_dir:
         parts.append("\n".join(f"wrote {p}" for p in write_pngs(benches, sweeps, png_dir, suites)))

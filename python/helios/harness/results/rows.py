@@ -158,13 +158,20 @@ class DecodeRow:
 
 @dataclass(slots=True, kw_only=True)
 class SweepRow:
-    """The fields of a helios-sweep row (tools/kernel/sweep.py) that helios report reads."""
+    """A row of helios-sweep (tools/kernel/sweep.py): one variant, checked, then timed
+    at each shape (helios-sweep/2's timings) or at one (helios-sweep/1's numbers)."""
 
-    median_ms: Optional[float] = col("positive?", "the variant's median ms")
-    tflops: Optional[float] = col("number?", "its TFLOP/s")
-    batch_ms: Optional[float] = col("number?", "ms per launch of one batch timed as a whole")
-    samples_ms: Optional[list] = col("list?", "per-launch ms")
-    checked: Optional[bool] = col("bool?", "its output passed the check")
+    variant: str = col("str", "the variant", required=True)
+    checked: Optional[bool] = col("bool?", "it was checked (false: --no-check)", default=ABSENT)
+    check_fails: int = col("int", "0 passed; 1 a shape failed its check; -1 the variant could not run", default=ABSENT)
+    check_failure: str = col("str", "why its check failed", default=ABSENT)
+    error: str = col("str", "the engine's error where it could not run", default=ABSENT)
+    kernel_stats: dict = col("object", "the driver's statistics of its compiled code", default=ABSENT)
+    timings: dict = col("object", "helios-sweep/2: per shape, its median ms, TF/s, samples, GPU state", default=ABSENT)
+    median_ms: Optional[float] = col("positive?", "helios-sweep/1: the median ms", default=ABSENT)
+    tflops: Optional[float] = col("number?", "helios-sweep/1: TF/s at that median", default=ABSENT)
+    batch_ms: Optional[float] = col("number?", "helios-sweep/1: ms per launch of one batch timed whole", default=ABSENT)
+    samples_ms: Optional[list] = col("list?", "helios-sweep/1: per-launch ms", default=ABSENT)
 
 
 ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRow, DECODE_SCHEMA: DecodeRow,
