@@ -169,7 +169,7 @@ def test_suite_and_decode_rows_are_written_through_their_types():
     """A suite's row is built field by field and checked against its type before it is
     written: an undeclared field (a typo, a field no reader knows) or a missing required
     one is a TypeError; every committed suite and decode result fits its type."""
-    from helios.harness.results.rows import SWEEP_SCHEMAS, DecodeRow, SuiteRow, read_result
+    from helios.harness.results.rows import SWEEP_SCHEMAS, DecodeRow, SuiteRow, TrainRow, read_result
     from helios.harness.results.schema import written_row
 
     row = {"adapter": "helios", "tokens": 16, "latency_ms": {"p50": 0.2}}
@@ -179,7 +179,7 @@ def test_suite_and_decode_rows_are_written_through_their_types():
     with pytest.raises(TypeError, match="status"):
         written_row(DecodeRow, {"adapter": "helios_plan"})
     jsonschema = pytest.importorskip("jsonschema", reason="validates files against the published schemas")
-    types = {"helios-suite/1": SuiteRow, "helios-decode/1": DecodeRow}
+    types = {"helios-suite/1": SuiteRow, "helios-decode/1": DecodeRow, "helios-train/1": TrainRow}
     published = {
         s: json.loads((ROOT / "docs" / "reference" / f"{s.replace('/', '-')}.schema.json").read_text()) for s in types
     }
@@ -199,4 +199,4 @@ def test_suite_and_decode_rows_are_written_through_their_types():
             for r in doc["rows"]:
                 written_row(SweepRow, r)
             seen += 1
-    assert seen >= 3
+    assert seen >= 4

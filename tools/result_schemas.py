@@ -2,7 +2,7 @@
 (helios.harness.results.rows): the row part of docs/reference/helios-bench-1.schema.json
 (BenchRow; the file's top level is written by hand) and the whole of
 docs/reference/helios-time-1.schema.json (TimeRow), helios-suite-1.schema.json (SuiteRow)
-and helios-decode-1.schema.json (DecodeRow). tests/test_row_schema.py fails when a
+helios-decode-1.schema.json (DecodeRow) and helios-train-1.schema.json (TrainRow). tests/test_row_schema.py fails when a
 committed file and its type differ.
 
   python3 tools/result_schemas.py            # rewrite the files
@@ -18,10 +18,12 @@ from helios.harness.results.rows import (
     DECODE_SCHEMA,
     SUITE_SCHEMA,
     TIME_SCHEMA,
+    TRAIN_SCHEMA,
     BenchRow,
     DecodeRow,
     SuiteRow,
     TimeRow,
+    TrainRow,
 )
 from helios.harness.results.schema import json_schema
 
@@ -30,6 +32,7 @@ BENCH = REFERENCE / "helios-bench-1.schema.json"
 TIME = REFERENCE / "helios-time-1.schema.json"
 SUITE = REFERENCE / "helios-suite-1.schema.json"
 DECODE = REFERENCE / "helios-decode-1.schema.json"
+TRAIN = REFERENCE / "helios-train-1.schema.json"
 
 
 def bench_text() -> str:
@@ -93,7 +96,12 @@ def files() -> dict[Path, str]:
         "Written by `helios suite decode --out`: provenance, the model's configuration, the memory roof, "
         "and a row per adapter.", ["config"],
     )  # fmt: skip
-    return {BENCH: bench_text(), TIME: time_text(), SUITE: suite, DECODE: decode}
+    train = suite_text(
+        TRAIN_SCHEMA, TrainRow, "helios suite train result",
+        "Written by `helios suite train --out`: provenance, the model's configuration, the distributed "
+        "setup, a row per adapter and the inference smoke.", ["config"],
+    )  # fmt: skip
+    return {BENCH: bench_text(), TIME: time_text(), SUITE: suite, DECODE: decode, TRAIN: train}
 
 
 def main(argv: list[str]) -> int:

@@ -25,6 +25,7 @@ from .rows import (
     BenchRow,
     DecodeRow,
     SweepRow,
+    TrainRow,
     bench_rows,
     commit_label,
     read_result,
@@ -248,12 +249,12 @@ def plot_train(result: dict, ax=None):
     train), its largest deviation from torch_eager's in the legend."""
     plt = _plt()
     ax = ax or plt.subplots(figsize=(10, 4))[1]
-    for r in result.get("rows", []):
-        if "loss" not in r:
+    for r in (read_row(TrainRow, x) for x in result.get("rows", [])):
+        if r.loss is None:
             continue
-        dev = r.get("loss_max_rel_dev_vs_eager")
+        dev = r.loss_max_rel_dev_vs_eager
         extra = f" (max dev {dev * 100:.2f}%)" if dev is not None else ""
-        ax.plot(np.arange(len(r["loss"])), r["loss"], label=f"{r['adapter']}{extra}", lw=1.2)
+        ax.plot(np.arange(len(r.loss)), r.loss, label=f"{r.adapter}{extra}", lw=1.2)
     c = result.get("config", {})
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats)")

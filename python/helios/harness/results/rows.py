@@ -22,6 +22,7 @@ BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
 SUITE_SCHEMA = "helios-suite/1"  # helios suite mlp
 DECODE_SCHEMA = "helios-decode/1"  # helios suite decode
+TRAIN_SCHEMA = "helios-train/1"  # helios suite train
 FLEET_SCHEMA = "helios-fleet/1"  # helios bench --devices: the per-GPU summary
 SWEEP_SCHEMAS = ("helios-sweep/1", "helios-sweep/2")  # tools/kernel/sweep.py
 
@@ -157,6 +158,36 @@ class DecodeRow:
 
 
 @dataclass(slots=True, kw_only=True)
+class TrainRow:
+    """A row of helios-train/1: one adapter training the suite's GPT (helios suite train).
+
+    An adapter fills it as it runs: its gate, then the timed steps' numbers, or why it
+    stopped (status, error_log)."""
+
+    adapter: str = col("str", "torch_eager, torch_compile, helios, helios_blocks or helios_per_op", required=True)
+    ops: str = col("str", "the ops the adapter's model calls", default=ABSENT)
+    gate: dict = col("object", "the first step against torch_eager's: loss and gradient errors, passed", default=ABSENT)
+    status: str = col("str", "ok, non-finite, gate failed, skipped or error: why", default=ABSENT)
+    error_log: str = col("str", "the error's whole text (its first line is in status)", default=ABSENT)
+    ddp_comm_hook: str = col("str", "under DDP: the gradient all-reduce's comm hook", default=ABSENT)
+    tokens_per_s: float = col("number", "tokens per second of the step, over every GPU", default=ABSENT)
+    tokens_per_s_per_gpu: float = col("number", "tokens per second of one GPU", default=ABSENT)
+    step_ms_p50: float = col("number", "ms per step, median over the timed steps", default=ABSENT)
+    forward_ms_p50: float = col("number", "ms of the forward", default=ABSENT)
+    backward_ms_p50: float = col("number", "ms of the backward", default=ABSENT)
+    optimizer_ms_p50: float = col("number", "ms of the optimizer step", default=ABSENT)
+    helios_kernel_ms_p50: Optional[float] = col("number?", "the step's ordered Helios submissions, summed",
+                                                default=ABSENT)  # fmt: skip
+    host_forward_ms_p50: float = col("number", "host ms to issue the forward", default=ABSENT)
+    host_backward_ms_p50: float = col("number", "host ms to issue the backward", default=ABSENT)
+    peak_memory_bytes: Optional[int] = col("count?", "torch's peak CUDA memory (null without CUDA)", default=ABSENT)
+    loss: list = col("numbers", "the loss at every step", default=ABSENT)
+    grad_norm: list = col("numbers", "the gradient norm at every step", default=ABSENT)
+    loss_max_rel_dev_vs_eager: float = col("number", "the loss curve's largest relative distance from eager's",
+                                           default=ABSENT)  # fmt: skip
+
+
+@dataclass(slots=True, kw_only=True)
 class SweepRow:
     """A row of helios-sweep (tools/kernel/sweep.py): one variant, checked, then timed
     at each shape (helios-sweep/2's timings) or at one (helios-sweep/1's numbers)."""
@@ -175,7 +206,7 @@ class SweepRow:
 
 
 ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRow, DECODE_SCHEMA: DecodeRow,
-             **{s: SweepRow for s in SWEEP_SCHEMAS}}  # fmt: skip
+             TRAIN_SCHEMA: TrainRow, **{s: SweepRow for s in SWEEP_SCHEMAS}}  # fmt: skip
 
 # A result file's fields as every reader (report, compare, the HTML page, ci, the
 # fleet summary) may use them: checked when the file is read (read_result), so a

@@ -61,6 +61,7 @@ torch) and ``report`` (the markdown). Importing the package loads no torch.
 
 from __future__ import annotations
 
+from ..results.rows import TRAIN_SCHEMA
 from .config import (
     DDP_COMM_HOOKS,
     DEFAULT_TRAIN_ADAPTERS,
@@ -68,7 +69,6 @@ from .config import (
     TINY,
     TRACE_STEPS,
     TRAIN_ADAPTERS,
-    TRAIN_SCHEMA,
     TrainConfig,
     check_config,
     markov_stream,

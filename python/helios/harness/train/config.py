@@ -10,7 +10,6 @@ import numpy as np
 
 from ... import _helios
 
-TRAIN_SCHEMA = "helios-train/1"
 TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_blocks", "helios_per_op")
 DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:3]  # helios_blocks, helios_per_op: asked for by name (grouping's comparison)
 HELIOS_ADAPTERS = {"helios", "helios_blocks", "helios_per_op"}

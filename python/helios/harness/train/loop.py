@@ -16,13 +16,14 @@ import torch
 
 from ... import _helios
 from ..protocol.provenance import provenance
+from ..results.rows import TRAIN_SCHEMA, TrainRow
+from ..results.schema import written_row
 from . import adapters
 from .config import (
     GATE_GRAD_RTOL,
     GATE_LOSS_RTOL,
     HELIOS_ADAPTERS,
     TRACE_STEPS,
-    TRAIN_SCHEMA,
     TrainConfig,
     check_config,
     markov_stream,
@@ -107,6 +108,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
                 row["loss_max_rel_dev_vs_eager"] = _max_deviation(cfg, curve, eager_curve)
         except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
             _failed(row, e, tracer, result)
+    result["rows"] = [written_row(TrainRow, r) for r in result["rows"]]
     if trained is not None and "helios" in cfg.adapters:
         result["inference"] = _inference(cfg, trained, data, cuda, log)
     if ddp:
