@@ -435,17 +435,18 @@ def failed_checks(files: list[Path]) -> list[dict]:
     them invalid and compare leaves them out): file, shape and why."""
     out = []
     for p in files:
-        for r in read_result(p).get("rows", []):
-            if r.get("valid", True):
+        for r in bench_rows(read_result(p)):
+            if r.valid is not False:
                 continue
-            bad = [c for c in r.get("check") or [] if not c.get("passed")]
+            checks = r.helios.get("check") if isinstance(r.helios, dict) else None
+            bad = [c for c in checks or [] if isinstance(c, dict) and not c.get("passed")]
             why = (
                 ", ".join(
                     f"max abs err {c.get('max_abs_err')}, {c.get('nonfinite_total', 0)} non-finite" for c in bad[:2]
                 )
                 or "no passing check"
             )
-            out.append({"file": Path(p).name, "shape": r.get("shape"), "why": why})
+            out.append({"file": Path(p).name, "shape": r.shape, "why": why})
     return out
 
 
