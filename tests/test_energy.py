@@ -1,6 +1,6 @@
-"""Energy per operation (harness/protocol/energy.py) with a stand-in NVML whose
-counter advances at a known power, so the arithmetic is checked exactly; and the
-fields a row carries where there is no counter."""
+"""Energy per operation (harness/protocol/energy.py; read back by harness/results/energy.py)
+with a stand-in NVML whose counter advances at a known power, so the arithmetic is
+checked exactly; and the fields a row carries where there is no counter."""
 
 from __future__ import annotations
 

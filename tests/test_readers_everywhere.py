@@ -361,7 +361,7 @@ JUNK_ENERGY = [
 
 @pytest.mark.parametrize("energy", JUNK_ENERGY, ids=range(len(JUNK_ENERGY)))
 def test_energy_readers_take_junk_as_no_window(energy):
-    from helios.harness.protocol.energy import energy_lines, energy_rounds
+    from helios.harness.results.energy import energy_lines, energy_rounds
 
     rows = [{"shape": "8x8x8", "valid": True, "energy": energy}]
     lines = energy_lines(rows, "torch")

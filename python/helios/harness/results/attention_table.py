@@ -3,7 +3,7 @@ SDPA backend beside them)."""
 
 from __future__ import annotations
 
-from ..protocol.energy import energy_lines
+from .energy import energy_lines
 from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, stopping_line
 from .rows import bench_rows, reference_ms
 

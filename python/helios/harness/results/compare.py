@@ -43,9 +43,9 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ...optional import require
-from ..protocol.energy import energy_rounds
 from .compare_load import CompareError
 from .control import ControlVerdict, control_verdicts
+from .energy import energy_rounds
 from .format import md_cell
 from .rows import bench_rows, code_identity, row_identities
 

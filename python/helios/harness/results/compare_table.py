@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from ..protocol.energy import energy_table
 from .compare import LEVEL, MAX_RUNS_TO_DECIDE, ShapeVerdict, SideNoise, normalizing_helps, runs_to_decide
 from .control import control_table
+from .energy import energy_table
 from .format import md_cell
 
 

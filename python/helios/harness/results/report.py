@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from ...optional import require
-from ..protocol.energy import measured_window
+from .energy import measured_window
 from .format import fmt_rate, md_cell
 from .rows import (
     BENCH_SCHEMA,

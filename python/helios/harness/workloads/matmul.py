@@ -19,7 +19,7 @@ from ...check import check_close, reference_matmul
 from ...flops import matmul_flops, tflops
 from ...matmul_timing import random_inputs, warmup_launches
 from ...roof import roof_fraction
-from ..protocol.energy import energy_lines, row_energy
+from ..protocol.energy import row_energy
 from ..protocol.gpustate import low_clock, throttled
 from ..protocol.rounds import (
     ProtocolConfig,
@@ -27,6 +27,7 @@ from ..protocol.rounds import (
 )
 from ..protocol.shapes import shape_str
 from ..protocol.stats import bootstrap_ratio_ci, summarize
+from ..results.energy import energy_lines
 from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, stopping_line
 from ..results.rows import BenchRow, bench_rows, reference_fields, reference_ms, reference_tflops
 from ..results.schema import to_row
