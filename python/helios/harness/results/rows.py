@@ -373,16 +373,16 @@ def time_as_bench(doc: dict) -> dict:
         if not isinstance(r, dict):
             rows.append(r)  # the reader reports it as malformed
             continue
-        samples = r.get("heliosSamplesMs")
+        t = read_row(TimeRow, r)
         rows.append(
             {
                 **r,
-                "valid": samples is not None,
+                "valid": t.heliosSamplesMs is not None,
                 "throttled": False,
                 "helios": {
-                    "samples_ms": [samples],
-                    "round_medians_ms": [r["heliosMs"]] if r.get("heliosMs") else [],
-                    "batch_ms": [r["heliosBatchMs"]] if r.get("heliosBatchMs") else [],
+                    "samples_ms": [t.heliosSamplesMs],
+                    "round_medians_ms": [t.heliosMs] if t.heliosMs else [],
+                    "batch_ms": [t.heliosBatchMs] if t.heliosBatchMs else [],
                 },
                 "cuda": {"batch_ms": []},
             }
