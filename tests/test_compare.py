@@ -330,26 +330,42 @@ def test_an_inconclusive_row_says_how_many_runs_would_decide():
     assert "runs a side would decide" in verdict_dict(v)["verdict_reason"]
 
 
-def _sequential(rng, change: float, run_cv: float, start: int = 2, most: int = 8) -> str:
+def _sequential(rng, change: float, run_cv: float, start: int = 2, most: int = 8, rerun: int = 2) -> str:
     """helios ci's stopping rule on simulated pairs: each pair one run (2 rounds) a side,
-    one more while the shape is INCONCLUSIVE, up to `most` pairs."""
-    old = [simulate(rng, 1.0, runs=1, rounds=2, run_cv=run_cv) for _ in range(start)]
-    new = [simulate(rng, 1.0 + change, runs=1, rounds=2, run_cv=run_cv) for _ in range(start)]
+    one more while the shape is INCONCLUSIVE, up to `most` pairs; a shape found SLOWER
+    is measured `rerun` pairs more and judged again (ci's rerun)."""
+
+    def pair() -> None:
+        old.append(simulate(rng, 1.0, runs=1, rounds=2, run_cv=run_cv))
+        new.append(simulate(rng, 1.0 + change, runs=1, rounds=2, run_cv=run_cv))
+
+    old: list = []
+    new: list = []
+    for _ in range(start):
+        pair()
     while True:
         (v,) = compare(old, new)
         if v.verdict != "INCONCLUSIVE" or len(old) >= most:
-            return v.verdict
-        old.append(simulate(rng, 1.0, runs=1, rounds=2, run_cv=run_cv))
-        new.append(simulate(rng, 1.0 + change, runs=1, rounds=2, run_cv=run_cv))
+            break
+        pair()
+    if v.verdict == "SLOWER" and rerun:
+        for _ in range(rerun):
+            pair()
+        (v,) = compare(old, new)
+    return v.verdict
 
 
 def test_the_stopping_rule_keeps_false_alarms_rare_and_catches_3pct():
     """Adding pairs until decided looks again after each pair; at 1% run noise the 2%
-    floor keeps the repeated looks from making noise a verdict. Simulated (fixed seed,
-    200 series each, 2 to 8 pairs): A/A at 1% run noise is never SLOWER or FASTER and
-    SAME in most series; a real +3% at 1% noise is SLOWER in >= 90%, +5% at 2% in >= 90%.
-    The known cost of looking again: at 2% run noise an A/A reads SLOWER or FASTER in
-    about 6-10% of series (bounded here; a group-sequential boundary would lower it)."""
+    floor keeps the repeated looks from making noise a verdict. Simulated as helios ci
+    runs it (fixed seed, 200 series each, 2 to 8 pairs, a SLOWER shape measured 2 pairs
+    more): A/A at 1% run noise is never SLOWER or FASTER and SAME in most series; a real
+    +3% at 1% noise is SLOWER in >= 90%, +2% in about half, +5% at 2% in >= 85%. 1% is
+    above what an H200 shows between processes (0.1-0.5%, results/h200x2-ci-series-903218e),
+    and below RUN_NOISE, the least run noise compare assumes, which the verdicts then
+    follow. The known cost of looking again: at 2% run noise an A/A reads SLOWER or
+    FASTER in about 5% of series (bounded here); a stricter level for SLOWER and FASTER
+    (99%) cuts that below 1% but catches +2% in about 30% and +3% in about 90%."""
     rng = np.random.default_rng(17)
 
     def rates(change, run_cv, n=200):
@@ -357,8 +373,9 @@ def test_the_stopping_rule_keeps_false_alarms_rare_and_catches_3pct():
         return {k: got.count(k) / n for k in ("SAME", "SLOWER", "FASTER", "INCONCLUSIVE")}
 
     aa = rates(0.0, 0.01)
-    assert aa["SLOWER"] + aa["FASTER"] < 0.02 and aa["SAME"] > 0.5, aa
+    assert aa["SLOWER"] + aa["FASTER"] < 0.01 and aa["SAME"] > 0.5, aa
     assert rates(0.03, 0.01)["SLOWER"] >= 0.90
-    assert rates(0.05, 0.02)["SLOWER"] >= 0.90
+    assert rates(0.02, 0.01)["SLOWER"] >= 0.45  # measured 0.52 at 400 series
+    assert rates(0.05, 0.02)["SLOWER"] >= 0.85
     noisy = rates(0.0, 0.02)
     assert noisy["SLOWER"] + noisy["FASTER"] < 0.15, noisy
