@@ -239,3 +239,43 @@ def test_the_normalized_verdict_is_offered_only_where_it_lowers_the_variance(cap
     assert gated(shared, "normalized")[0] == shared.control.verdict
     d = verdict_dict(v)
     assert d["control_offered"] is False and d["control_var_ratio"] > 1
+
+
+def _runs(seed: int, shared: float, own_helios: float, own_ref: float, runs: int = 6, rounds: int = 2) -> dict:
+    """bench()'s file with run effects of given sizes: one shared by Helios and the
+    reference, and one each of their own."""
+    rng = np.random.default_rng(seed)
+    doc = bench(seed, 1.0, 0.5, runs=runs, rounds=rounds)
+    hs, cs = doc["rows"][0]["helios"]["samples_ms"], doc["rows"][0]["cuda"]["samples_ms"]
+    rr = doc["rows"][0]["helios"]["round_runs"]
+    effects = {r: (rng.normal(0, shared), rng.normal(0, own_helios), rng.normal(0, own_ref)) for r in set(rr)}
+    for i, run in enumerate(rr):
+        s, h, c = effects[run]
+        hs[i] = [x * np.exp(s + h) for x in hs[i]]
+        cs[i] = [x * np.exp(s + c) for x in cs[i]]
+    return doc
+
+
+def test_the_normalized_verdict_needs_the_runs_to_show_it_helps():
+    """Offered only where the runs show (one-sided p < 0.05, a paired-variance test) that
+    dividing by the reference lowers the variance: a ratio under 1 by chance is not
+    enough. A control whose noise is its own (true ratio 1.5) is offered in at most 5% of
+    A/A pairs, where "ratio < 1" offered it in about 30%; one sharing most of
+    Helios's noise is offered in nearly all."""
+    from helios.harness.results.compare import normalizing_helps
+
+    def rates(shared: float, own_helios: float, own_ref: float, n: int = 120) -> tuple[float, float]:
+        offered = below_one = 0
+        for i in range(n):
+            [v] = compare([_runs(2 * i, shared, own_helios, own_ref)], [_runs(2 * i + 1, shared, own_helios, own_ref)])
+            offered += normalizing_helps(v)
+            below_one += v.control_var_ratio < 1
+        return offered / n, below_one / n
+
+    own, own_below_one = rates(0.0, 0.01, 0.007)
+    assert own <= 0.05 and own_below_one > 0.1, (own, own_below_one)
+    shared, _ = rates(0.01, 0.003, 0.003)
+    assert shared >= 0.9, shared
+    # one run a side: no test, not offered
+    [v] = compare([_runs(1, 0.01, 0.003, 0.003, runs=1)], [_runs(2, 0.01, 0.003, 0.003, runs=1)])
+    assert v.control is not None and v.control.helps_p is None and not normalizing_helps(v)

@@ -310,9 +310,10 @@ GATES = ("plain", "normalized")
 
 def normalizing_helps(v: ShapeVerdict) -> bool:
     """The control-normalized verdict is offered for this row: the reference could serve
-    as a control, and dividing by it lowered the variance of the level (var ratio < 1;
-    where the reference's noise is not Helios's, dividing by it only adds noise)."""
-    return v.control is not None and v.control_var_ratio is not None and v.control_var_ratio < 1.0
+    as a control, and the runs show that dividing by it lowers the variance of the level
+    (ControlVerdict.offered; where the reference's noise is not Helios's, dividing by it
+    only adds noise)."""
+    return v.control is not None and v.control.offered
 
 
 def gated(v: ShapeVerdict, gate: str = "plain") -> tuple[str, float]:

@@ -46,6 +46,7 @@ def verdict_dict(v: ShapeVerdict) -> dict:
         },
         "control_refused": v.control_refused,
         "control_var_ratio": v.control_var_ratio,
+        "control_helps_p": None if c is None else c.helps_p,
         "control_offered": normalizing_helps(v),
         "code": v.code,
         "energy": None

@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from ...optional import require
 from .format import md_cell
 from .rows import bench_rows
 
@@ -47,13 +48,22 @@ class ControlVerdict:
     mde: float
     old_ratio: float  # each side's centre of Helios / reference time
     new_ratio: float
-    # var(normalized level) / var(plain level) from the runs: the normalized verdict is
-    # offered only where it is below 1 (where the control's noise cancels Helios's)
+    # var(normalized level) / var(plain level) from the runs (shown), and the one-sided
+    # p that the normalized run means truly vary less (helps_p): the normalized verdict
+    # is offered only where that is shown at OFFER_LEVEL
     var_ratio: Optional[float] = None
+    helps_p: Optional[float] = None
 
     @property
     def pct(self) -> float:
         return (self.ratio - 1.0) * 100.0
+
+    @property
+    def offered(self) -> bool:
+        """Dividing by the control is shown to lower the variance here (helps_p below
+        1 - OFFER_LEVEL): a ratio under 1 estimated from a few runs is not enough (an
+        H200 A/A pair was offered at 0.97 and read a false SLOWER)."""
+        return self.helps_p is not None and self.helps_p < 1.0 - OFFER_LEVEL
 
 
 def reference_identity(d: dict) -> tuple:
@@ -134,6 +144,41 @@ def _pooled_run_var(sides: tuple) -> Optional[float]:
     return num / dof
 
 
+OFFER_LEVEL = 0.95  # how sure the runs must make it that normalizing lowers the variance
+
+
+def _run_means(runs: list) -> np.ndarray:
+    return np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
+
+
+def _helps_p(normalized: tuple, plain: tuple) -> Optional[float]:
+    """One-sided p that the normalized run means vary less than the plain ones. The two
+    come from the same runs, so the test is Pitman and Morgan's for paired variances:
+    var(N) < var(P) exactly when corr(N + P, N - P) < 0; N and P are each run's mean log
+    value, centred on its side's mean, the two sides pooled. None where the runs do not
+    pair (a side's normalized and plain runs differ in number) or are too few (a side
+    with one run; with two a side one degree of freedom is left, and only a near-perfect
+    correlation passes)."""
+    stats = require("scipy.stats", "the control's variance test (Student t)")
+    xs, ys = [], []
+    for n_runs, p_runs in zip(normalized, plain):
+        n, p = _run_means(n_runs), _run_means(p_runs)
+        if n.size != p.size or n.size < 2:
+            return None
+        n, p = n - n.mean(), p - p.mean()
+        xs.append(n + p)
+        ys.append(n - p)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    df = x.size - len(xs) - 1  # each side's mean spent, and the correlation's own
+    sx, sy = float(np.sqrt((x**2).sum())), float(np.sqrt((y**2).sum()))
+    if df < 1 or sx == 0.0 or sy == 0.0:
+        return None
+    r = float((x * y).sum()) / (sx * sy)
+    if r <= -1.0 or r >= 1.0:
+        return 0.0 if r < 0 else 1.0
+    return float(stats.t.cdf(r * math.sqrt(df / (1.0 - r * r)), df))
+
+
 def _var_ratio(normalized: tuple, plain: tuple) -> Optional[float]:
     """var(normalized run means) / var(plain run means), unfloored (compare's floor on the
     run noise would hide which is noisier); None where a side has one run."""
@@ -154,16 +199,17 @@ def control_verdicts(
         return {}, why
     so, sn = ratio_rounds(old), ratio_rounds(new)
     po, pn = plain
-    out = {
-        shape: ControlVerdict(
+    out = {}
+    for shape in so:
+        if shape not in sn:
+            continue
+        paired = shape in po and shape in pn
+        sides = ((so[shape][0], sn[shape][0]), (po[shape][0], pn[shape][0]))
+        out[shape] = ControlVerdict(
             *judge(so[shape], sn[shape], shape),
-            var_ratio=_var_ratio((so[shape][0], sn[shape][0]), (po[shape][0], pn[shape][0]))
-            if shape in po and shape in pn
-            else None,
+            var_ratio=_var_ratio(*sides) if paired else None,
+            helps_p=_helps_p(*sides) if paired else None,
         )
-        for shape in so
-        if shape in sn
-    }
     if not out:
         return {}, "no row has reference rounds that pair with Helios's"
     return out, None
@@ -179,7 +225,8 @@ CONTROL_NOTE = (
 
 VAR_NOTE = (
     "var ratio: the variance of the normalized level over the plain one's, from the runs; the "
-    "normalized verdict is offered (and --gate normalized reads it) only where it is below 1."
+    f"normalized verdict is offered (and --gate normalized reads it) only where the runs show it below 1 "
+    f"(one-sided p < {1 - OFFER_LEVEL:.2g}, p in brackets)."
 )
 
 
@@ -199,11 +246,11 @@ def control_table(verdicts: Sequence[Any]) -> str:
         c = v.control
         assert c is not None
         vr = v.control_var_ratio
-        helps = vr is not None and vr < 1.0
-        shown = f"**{c.verdict}**" if helps else f"not offered: the control adds noise here ({c.verdict})"
+        why_not = "the control adds noise here" if vr is None or vr >= 1.0 else "the runs do not show it helps"
+        shown = f"**{c.verdict}**" if c.offered else f"not offered: {why_not} ({c.verdict})"
+        ratio = "-" if vr is None else f"{vr:.2f}" + ("" if c.helps_p is None else f" (p {c.helps_p:.2g})")
         lines.append(
             f"| {md_cell(v.shape)} | {c.old_ratio:.4f} | {c.new_ratio:.4f} | {c.pct:+.2f}% | "
-            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | {'-' if vr is None else f'{vr:.2f}'} | {shown} "
-            f"| {v.verdict} |"
+            f"{c.ci95[0]:.4f}-{c.ci95[1]:.4f} | {c.mde:.1%} | {ratio} | {shown} | {v.verdict} |"
         )
     return "\n".join(lines + ["", CONTROL_NOTE, VAR_NOTE])
