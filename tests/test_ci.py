@@ -209,9 +209,9 @@ def _cpu_side(rng: np.random.Generator, level: float, run_cv: float, heavy: bool
 def test_two_cpu_runs_that_agree_do_not_make_a_verdict():
     """A/A on lavapipe with runs swinging 20% (CV): 2 runs a side that happen to agree gave t
     at 2 degrees of freedom a tiny spread, and a swing past the 30% floor read FASTER or
-    SLOWER (14 of these 600 pairs with compare's GPU floor of the spread; once on CI at
-    2170448). ci floors a CPU side's run spread at half its noise floor: 1 of 600 here, and
-    a 6x slower kernel is still found."""
+    SLOWER (14 of these 600 pairs with compare's GPU floor of the spread). ci floors a CPU
+    side's run spread at half its noise floor: 1 of 600 here, and a 6x slower kernel is
+    still found."""
     rng = np.random.default_rng(5)
     pairs = [(_cpu_side(rng, 1.0, 0.20), _cpu_side(rng, 1.0, 0.20)) for _ in range(600)]
     claims = sum(v.verdict in ("FASTER", "SLOWER") for a, b in pairs for v in judge_sides([a], [b]))

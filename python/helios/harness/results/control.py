@@ -131,12 +131,17 @@ Rounds = tuple[list[list[float]], list[float], int]  # grouped by run, all, samp
 Judge = Callable[[Rounds, Rounds, str], tuple[str, float, tuple[float, float], float, float, float, float]]
 
 
+def _run_means(runs: list) -> np.ndarray:
+    """Each run's mean log value (runs: lists of values > 0)."""
+    return np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
+
+
 def _pooled_run_var(sides: tuple) -> Optional[float]:
     """The variance of the run means of log values, pooled over the two sides (each a
     list of runs, each a list of values); None where a side has one run."""
     num, dof = 0.0, 0
     for runs in sides:
-        means = np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
+        means = _run_means(runs)
         if means.size < 2:
             return None
         num += float(((means - means.mean()) ** 2).sum())
@@ -145,10 +150,6 @@ def _pooled_run_var(sides: tuple) -> Optional[float]:
 
 
 OFFER_LEVEL = 0.95  # how sure the runs must make it that normalizing lowers the variance
-
-
-def _run_means(runs: list) -> np.ndarray:
-    return np.array([np.log(np.asarray(r, dtype=np.float64)).mean() for r in runs if len(r)])
 
 
 def _helps_p(normalized: tuple, plain: tuple) -> Optional[float]:

@@ -12,8 +12,8 @@ NOISE_TIERS = ((1.0, 0.05), (100.0, 0.03), (float("inf"), NOISE))
 # so there only a change beyond this floor is a verdict.
 CPU_NOISE = 0.30
 # ... and its runs' spread is never taken as below half that floor: two runs a side that
-# happen to agree (t at 2 degrees of freedom) otherwise made a 30%+ A/A swing FASTER on CI
-# (seen once at 2170448). With 4 runs a side the floor, not this, is what a change must pass.
+# happen to agree (t at 2 degrees of freedom) otherwise can make a 30%+ A/A swing FASTER
+# (tests/test_ci.py simulates it). With 4 runs a side the floor, not this, is what a change must pass.
 CPU_RUN_NOISE = CPU_NOISE / 2
 
 
