@@ -188,7 +188,8 @@ def test_a_base_that_does_not_build_cannot_run(scratch):
 
 def test_noise_tiers():
     assert noise_floor("64x64x64") == 0.05 and noise_floor("8192x8192x8192") == 0.02
-    assert noise_floor("2048x2048x2048") == 0.03 and noise_floor("4096x4096x4096", "cpu") == 0.30
+    assert noise_floor("2048x2048x2048") == 0.02 and noise_floor("4096x4096x4096", "cpu") == 0.30
+    assert noise_floor("512x512x512") == 0.05 and noise_floor("1024x1024x1024") == 0.02
 
 
 def _cpu_side(rng: np.random.Generator, level: float, run_cv: float, heavy: bool = False) -> dict:

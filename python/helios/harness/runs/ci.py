@@ -12,7 +12,7 @@
 4. Timing: `helios bench` with base and head alternating (ABBA...: --runs pairs,
    each run a separate process with its own clock ramp), so drift hits both sides.
 5. Verdicts: `helios compare` on the pooled runs, with a noise floor per shape
-   tier (small shapes are noisier: NOISE_TIERS). A shape found SLOWER is measured
+   tier (launch-bound shapes are noisier: NOISE_TIERS). A shape found SLOWER is measured
    once more (another base/head pair on that shape alone) before it counts.
 6. Output (--out): the runs' JSON, ci.json (helios-ci/1: refs, builds, gates,
    verdicts, exit status), comment.md (the sticky PR comment), and with --history
