@@ -200,6 +200,9 @@ def test_ci_fails_only_rows_whose_code_changed_unless_strict(strict):
     for vs, fails in ((same, strict), (changed, True), (unknown, True)):
         fail, kept = failing(vs, "plain", 0.0, strict)
         assert bool(fail) == fails and len(fail) + len(kept) == 1
+    # the same kernel code from another engine build: the host may launch it otherwise
+    fail, kept = failing(same, "plain", 0.0, strict, same_engine=False)
+    assert len(fail) == 1 and not kept
 
 
 def test_bench_rows_record_their_kernel(device, tmp_path):

@@ -401,7 +401,9 @@ def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list,
         row = head_rows.get(v["shape"])
         v["head_speedup_vs_cuda"] = row.speedup if row is not None and row.cudaMs is not None else None
         v["roof_fraction"] = row.roofFraction if row is not None else None
-    regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
+    engines = rec.get("engines", {})
+    same_engine = bool(engines) and engines.get("base") == engines.get("head")
+    regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict, same_engine)
     rec["same_code_slower"] = [v.shape for v in same_code]
     rec["exit"] = 1 if regressions else 0
     rec["reason"] = (
@@ -462,15 +464,16 @@ def judge_sides(old: list[dict], new: list[dict]) -> list[ShapeVerdict]:
 
 
 def failing(
-    verdicts: list[ShapeVerdict], gate: str, limit_pct: float, strict: bool
+    verdicts: list[ShapeVerdict], gate: str, limit_pct: float, strict: bool, same_engine: bool = True
 ) -> tuple[list[ShapeVerdict], list[ShapeVerdict]]:
     """(the regressions that fail the job, the confident regressions that do not
-    because the kernel is the same code). A SLOWER verdict (the one `gate` reads)
-    beyond limit_pct fails the job only where the kernel's code changed or is not
-    known: the same SPIR-V, constants, driver and device slower is the environment
-    or noise, reported but not failed, unless strict."""
+    because nothing that runs on the GPU changed). A SLOWER verdict (the one `gate`
+    reads) beyond limit_pct fails the job unless the kernel is the same code (the
+    same SPIR-V, constants, driver and device) and the engine (its C and shaders,
+    which choose each launch's grid and push constants) is the same build on both
+    sides: then it is the environment or noise, reported but not failed, unless strict."""
     confident = [v for v in verdicts if (g := gated(v, gate))[0] == "SLOWER" and g[1] > limit_pct]
-    fail = [v for v in confident if strict or v.code != "same"]
+    fail = [v for v in confident if strict or not same_engine or v.code != "same"]
     return fail, [v for v in confident if v not in fail]
 
 
