@@ -17,6 +17,10 @@
 //   and summed: OUT (heads x D, 16-bit) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
 //   values (NaN counts as largest, as torch.argmax).
+// PASS 4 (attention, fused): PASS 1, then each workgroup counts itself in on its
+//   head's word of COUNTERS (zeroed by the plan before each replay); the last of the
+//   head's splits to arrive combines them as PASS 2 does. One dispatch, no barrier
+//   between the split and the combine.
 // fp32 arithmetic; 16-bit values as words (IN_BF16: bfloat16, else float16).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -50,7 +54,8 @@ layout(binding = BINDING_KC) readonly buffer KCache128 { uvec4 kc128[]; };
 layout(binding = BINDING_VC) readonly buffer VCache128 { uvec4 vc128[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
-layout(binding = BINDING_WORK) buffer Work { float work[]; };
+layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coherent: PASS 4 reads other workgroups' partials
+layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
 
 float widen(uint16_t w) {
 #ifdef IN_BF16
@@ -72,6 +77,7 @@ shared float red[THREADS];
 shared uint red_i[THREADS];
 shared float sc[CHUNK];                // a split's scores, then its weights
 shared float acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
+shared bool last_split;                // PASS 4: this workgroup is its head's last to arrive
 
 // The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it.
 float reduce(float v, uint op) {
@@ -182,6 +188,20 @@ void attention_combine() {
     out16[h * D + c] = narrow(o / l);
 }
 
+// Every workgroup of the grid counts in, those with no keys too, so the last to arrive
+// knows that each split's partials are written.
+void attention_fused() {
+    attention_split();
+    memoryBarrierBuffer();  // this workgroup's partials, before its arrival is counted
+    barrier();
+    if (gl_LocalInvocationID.x == 0u)
+        last_split = atomicAdd(counters[gl_WorkGroupID.x], 1u) == gl_NumWorkGroups.y - 1u;
+    barrier();
+    if (!last_split) return;
+    memoryBarrierBuffer();  // the other splits' partials, after their arrivals
+    attention_combine();
+}
+
 // a beats b: larger, or NaN over a number, or equal and earlier
 bool beats(float a, uint ia, float b, uint ib) {
     if (isnan(a) != isnan(b)) return isnan(a);
@@ -218,6 +238,8 @@ void main() {
         attention_split();
     else if (PASS == 2u)
         attention_combine();
-    else
+    else if (PASS == 3u)
         top1();
+    else
+        attention_fused();
 }

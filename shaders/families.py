@@ -376,7 +376,7 @@ FAMILIES = (
         "decode.comp",
         None,
         (
-            Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 attention combine, 3 top-1
+            Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 combine, 3 top-1, 4 split + combine
             Spec("D", "uint", "64", "e->d"),  # attention: head dimension (divides 256)
         ),
         "decode",

@@ -52,6 +52,39 @@ def test_attention_over_the_cache_against_float64(device, dtype, heads, hd):
         np.testing.assert_array_equal(vc.numpy().view(np.uint16), V.view(np.uint16))
 
 
+def _attention_replays(dev, heads, hd, positions):
+    """One plan's attention outputs (as uint16 bits) and caches after replays at
+    `positions`, each with a fresh QKV row; and the plan's (ops, dispatches, barriers)."""
+    d, rows = heads * hd, 3 * CHUNK + 5
+    kc, vc = dev.upload(_rand((rows, d), 21)), dev.upload(_rand((rows, d), 22))
+    qkv = dev.empty((1, 3 * d), "float16")
+    with dev.plan(params=2) as p:
+        out = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
+    outs = []
+    for i, pos in enumerate(positions):
+        qkv.copy_(_rand((1, 3 * d), 30 + i))
+        p.replay(params={1: pos})
+        outs.append(out.numpy().view(np.uint16).copy())
+    return outs, kc.numpy(), vc.numpy(), p.counts
+
+
+def test_one_dispatch_attention_is_the_two_dispatch_one_bit_for_bit(device, monkeypatch):
+    """The last split to arrive combines in the same dispatch: the same sums as the
+    combine dispatch, over repeated replays (the plan zeroes the arrival counts before
+    each), with one dispatch and no barrier fewer for the step."""
+    positions = [3 * CHUNK + 4, 0, CHUNK, 2 * CHUNK + 1, 2 * CHUNK + 1, 3 * CHUNK + 4]
+    fused = _attention_replays(device, 3, 32, positions)
+    monkeypatch.setenv("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", "1")
+    with helios.Device() as dev:
+        two = _attention_replays(dev, 3, 32, positions)
+    for i, (a, b) in enumerate(zip(fused[0], two[0])):
+        np.testing.assert_array_equal(a, b, err_msg=f"replay {i} at position {positions[i]}")
+    np.testing.assert_array_equal(fused[1].view(np.uint16), two[1].view(np.uint16))
+    np.testing.assert_array_equal(fused[2].view(np.uint16), two[2].view(np.uint16))
+    (ops_f, disp_f, bar_f), (ops_t, disp_t, bar_t) = fused[3], two[3]
+    assert ops_f == ops_t == 1 and (disp_f, disp_t) == (1, 2) and bar_t == bar_f + 1
+
+
 def test_embed_and_top1_through_the_parameter_words(device):
     tok, pos = _rand((10, 40), 3, np.float32), _rand((30, 40), 4, np.float32)
     T, P = device.upload(tok, dtype="float32"), device.upload(pos, dtype="float32")

@@ -1,8 +1,9 @@
 /* decode.c — a batch-1 decode step's ops besides its products and norms
  * (decode.comp): the embedding gather, attention of the new position over a KV
- * cache (split over the keys, then combined) and the top-1, each validated into a
- * plan's step (plan_ops.h). They read the token and the position from the plan's
- * parameter words, so the step is recorded once. */
+ * cache (split over the keys, then combined: by the last split workgroup of each
+ * head to finish, or by a second dispatch under HELIOS_DISABLE_DECODE_ATTENTION_FUSION)
+ * and the top-1, each validated into a plan's step (plan_ops.h). They read the token
+ * and the position from the plan's parameter words, so the step is recorded once. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 #define DECODE_THREADS 256u /* decode.comp's workgroup */
 #define DECODE_CHUNK 64u    /* decode.comp: attention's keys per split workgroup */
-enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1 };
+enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED };
 
 static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, VkPipeline *out, hl_error *err) {
     hl_status st = HL_OK;
@@ -127,9 +128,15 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
                        splits);
     begin(s, a->qkv);
-    HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, &s->pipe[0], err));
-    HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, &s->pipe[1], err));
-    s->n_dispatch = 2;
+    if (dev->decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
+        HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, &s->pipe[0], err));
+        s->counter_words = a->heads;
+        s->counter_slot = HL_BIND_DECODE_SRC2;
+    } else {
+        HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, &s->pipe[0], err));
+        HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, &s->pipe[1], err));
+        s->n_dispatch = 2;
+    }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
     uint32_t pc[6] = {a->heads, a->pos_slot, 0, a->max_len, splits};

@@ -317,6 +317,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int disable_gemv = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_GEMV", &disable_gemv, err));
     dev->gemv_enabled = dev->caps.has_subgroup_size_control && !disable_gemv;
+    int two_pass = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", &two_pass, err));
+    dev->decode_attention_fused = !two_pass;
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;

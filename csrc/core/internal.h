@@ -184,8 +184,8 @@ struct hl_device {
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
     int coop_enabled;
-    int bf16_coop_enabled;           /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
-    int coop2_enabled, gemv_enabled; /* gemv: matmul_gemv.comp runs (HELIOS_DISABLE_GEMV unset) */
+    int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
+    int coop2_enabled, gemv_enabled, decode_attention_fused; /* each path on: its HELIOS_DISABLE_* unset */
     int timestamps_ok;
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */

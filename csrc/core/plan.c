@@ -19,6 +19,7 @@ struct hl_plan {
     VkQueryPool queries; /* two timestamps around the plan, where the queue has them */
     hl_buffer workspace; /* split-K and attention partial sums, the slot a product without a bias binds */
     hl_buffer params;    /* the parameter words, host-visible and mapped */
+    hl_buffer counters;  /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
     uint32_t n_params;
     uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS]; /* each word's tightest bound (0: none) */
     hl_tensor **tensors; /* every tensor bound, checked before each replay */
@@ -42,7 +43,9 @@ static int touches(const hl_tensor *const *set, uint32_t n, const hl_tensor *t) 
     return 0;
 }
 
-static int uses_workspace(const hl_plan_step *s) { return s->n_dispatch == 2 && s->work_bytes > 16; }
+/* Split-K's and attention's partial sums; a product without split-K binds 16 bytes of it
+ * only in place of a bias. */
+static int uses_workspace(const hl_plan_step *s) { return s->work_bytes > 16; }
 
 static int needs_barrier(const hazards *h, const hl_plan_step *s) {
     for (uint32_t i = 0; i < HL_STEP_READS; i++)
@@ -98,6 +101,7 @@ static void release(hl_plan *p) {
     if (p->queries) vkDestroyQueryPool(dev->device, p->queries, NULL);
     hl_buffer_destroy(dev, &p->workspace);
     hl_buffer_destroy(dev, &p->params);
+    hl_buffer_destroy(dev, &p->counters);
     p->cmd = VK_NULL_HANDLE;
     p->pool = VK_NULL_HANDLE;
     p->queries = VK_NULL_HANDLE;
@@ -128,7 +132,9 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
         vkCmdResetQueryPool(p->cmd, p->queries, 0, 2);
         vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->queries, 0);
     }
-    /* What earlier submissions wrote (uploads, copies, the last replay) is read now. */
+    if (p->counters.buffer) vkCmdFillBuffer(p->cmd, p->counters.buffer, 0, VK_WHOLE_SIZE, 0);
+    /* What earlier submissions wrote (uploads, copies, the last replay) and the zeroed
+     * counters are read now. */
     hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
@@ -238,11 +244,17 @@ static hl_status op_step(hl_plan *p, const hl_plan_op *op, uint32_t i, hl_plan_s
 static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, VkDescriptorSet *sets, hl_error *err) {
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
-    uint64_t w_bytes = 16;
+    uint64_t w_bytes = 16, c_bytes = 0;
+    VkDeviceSize *c_offset = calloc(p->ops, sizeof *c_offset);
+    if (!c_offset) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
         HL_TRY(op_step(p, &ops[i], i, s, err));
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
+        if (s->counter_words) {
+            c_offset[i] = hl_align_up(c_bytes, dev->caps.storage_offset_alignment);
+            c_bytes = c_offset[i] + 4ull * s->counter_words;
+        }
         for (uint32_t k = 0; k < PLAN_KEEP; k++) keep_tensor(p, s->keep[k]);
         for (uint32_t r = 0; r < s->n_param_reads; r++) {
             const uint32_t w = s->param_read[r];
@@ -254,6 +266,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     }
     HL_TRY(hl_buffer_create(dev, w_bytes, 0, &p->workspace, err));
     HL_TRY(hl_buffer_create(dev, 16 + 4ull * HL_PLAN_MAX_PARAMS, 1, &p->params, err));
+    if (c_bytes) HL_TRY(hl_buffer_create(dev, c_bytes, 0, &p->counters, err));
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * p->ops};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
@@ -271,6 +284,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         if (ops[i].kind == HL_PLAN_MATMUL) hl_product_bindings(&ops[i].matmul, p->workspace.buffer, s->binds);
         if (s->work_slot >= 0) s->binds[s->work_slot] = (hl_binding){p->workspace.buffer, 0};
         if (s->params_slot >= 0) s->binds[s->params_slot] = (hl_binding){p->params.buffer, 0};
+        if (s->counter_words) s->binds[s->counter_slot] = (hl_binding){p->counters.buffer, c_offset[i]};
         hl_write_set(dev, sets[i], s->binds, s->n_binds);
     }
     if (dev->timestamps_ok) {
@@ -284,11 +298,14 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
                                        .commandBufferCount = 1};
     HL_VK(vkAllocateCommandBuffers(dev->device, &cai, &p->cmd));
     hazards *h = calloc(1, sizeof *h);
-    if (!h) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!h) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
     st = record(p, steps, sets, h, err);
     free(h);
-    return st;
 fail:
+    free(c_offset);
     return st;
 }
 

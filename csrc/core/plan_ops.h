@@ -22,7 +22,9 @@ typedef struct hl_plan_step {
     const hl_tensor *reads[HL_STEP_READS], *writes[3];
     uint32_t param_read[2], param_bound[2], n_param_reads; /* words read, each below its bound */
     int param_write;                                       /* the word written, -1: none */
-    hl_tensor *keep[8];                                    /* every tensor bound */
+    uint32_t counter_words; /* words of its own the plan zeroes before each replay (arrival counters) */
+    int counter_slot;       /* their binding slot, where counter_words > 0 */
+    hl_tensor *keep[8];     /* every tensor bound */
 } hl_plan_step;
 
 /* LayerNorm's forward as a dispatch and its operands (hl_layernorm runs the same). */

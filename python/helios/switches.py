@@ -52,6 +52,12 @@ SWITCHES: tuple[Switch, ...] = (
         "Products of M <= 8 rows on the tiled kernels, not the matrix-vector kernel (gemv variants refused).",
     ),
     Switch(
+        "HELIOS_DISABLE_DECODE_ATTENTION_FUSION",
+        "kill switch",
+        "1",
+        "A plan's decode attention as two dispatches (split, then combine), not one whose last split combines.",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
