@@ -182,8 +182,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="fail on a regression even where the kernel is the same code (same SPIR-V and constants, "
-        "driver and device on both sides); by default such a row is reported as environment or noise",
+        help="fail on a regression even where nothing that runs on the GPU changed (the same kernel code, "
+        "driver and device, and the same engine build on both sides); by default such a row is reported "
+        "as environment or noise",
     )
     p.add_argument(
         "--json",
