@@ -93,7 +93,9 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
         help=f"while a shape is INCONCLUSIVE, one more {pairs} pair is measured on the undecided shapes, up to "
         "this many pairs in all (default 8; --runs of them first)",
     )
-    add_budget(p, 900.0, f"no {pairs} pair starts after this many seconds of benches")
+    from ..harness.runs.ci import BENCH_BUDGET_S
+
+    add_budget(p, BENCH_BUDGET_S, f"no {pairs} pair starts after this many seconds of benches")
     p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
     p.add_argument(
         "--energy",
