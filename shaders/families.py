@@ -68,6 +68,9 @@ COMPILER_FEATURES = {
 # Storage-buffer slots per kernel kind (one descriptor set).
 BINDINGS = {
     "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
+    # A product of one row and the LayerNorm its output feeds (matmul_gemv_ln.comp): the
+    # product's slots, then the norm's stream, weights and outputs, and the arrival count
+    "matmul_ln": ("A", "B", "C", "WORKSPACE", "BIAS", "X", "GAMMA", "BETA", "XOUT", "H", "STATS", "ARRIVED"),
     "attention": ("Q", "K", "O", "V", "LSE"),
     # The backward's two kernels (dQ, then dK and dV) share one set: DELTA is the
     # rowsum(dO * O) the first writes and the second reads.
@@ -93,6 +96,13 @@ MATMUL_EPILOGUE = (
     Spec("BATCHED", "bool", "false", "e->batched"),  # batch > 1 (grid z = batch * splits)
 )
 
+# The matrix-vector kernel's constants, with and without its LayerNorm tail.
+GEMV_SPEC = (
+    Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+    Spec("THREADS_X", "uint", "256", "v->threads", local_size=True),
+    Spec("ROWS", "uint", "8", "e->gemv_rows"),
+) + MATMUL_EPILOGUE
+
 # The cooperative-matrix fragment shape, ids 0-2 of every family that multiplies
 # fragments of a variant's coop shape.
 COOP_FRAGMENT = (
@@ -102,6 +112,7 @@ COOP_FRAGMENT = (
 )
 
 OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16"), ("HL_BF16", "-DOUT_BF16")))
+OUT_AXIS_16 = ("out", "hl_dtype", (("HL_F16", "-DOUT_F16"), ("HL_BF16", "-DOUT_BF16")))
 ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
 # Input element type. bfloat16 on cooperative matrices needs GL_EXT_bfloat16;
 # the scalar kernels read bfloat16 as 16-bit words and compute in fp32 (any glslc).
@@ -222,17 +233,23 @@ FAMILIES = (
         "matmul_gemv",
         "matmul_gemv.comp",
         "hl_variant",
-        (
-            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
-            Spec("THREADS_X", "uint", "256", "v->threads", local_size=True),
-            Spec("ROWS", "uint", "8", "e->gemv_rows"),
-        )
-        + MATMUL_EPILOGUE,
+        GEMV_SPEC,
         "matmul",
         axes=(OUT_AXIS, IN_AXIS_SCALAR),
         skip=MIXED_16,
         full_subgroups=True,
         doc="products of M <= 8 rows: weights streamed, no tiles (fp32 arithmetic)",
+    ),
+    Family(
+        "matmul_gemv_ln",
+        "matmul_gemv_ln.comp",
+        "hl_variant",
+        GEMV_SPEC,
+        "matmul_ln",
+        axes=(OUT_AXIS_16, IN_AXIS_SCALAR),
+        skip=MIXED_16,
+        full_subgroups=True,
+        doc="a product of one row and the LayerNorm its output feeds, in one dispatch (fp32 arithmetic)",
     ),
     Family(
         "matmul_splitk_reduce",

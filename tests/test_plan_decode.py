@@ -152,6 +152,53 @@ def test_layernorm_in_a_plan_is_the_call(device):
     np.testing.assert_array_equal(s.numpy(), s_call.numpy())
 
 
+def _product_then_norm(dev, dtype, n, k, seed):
+    """A plan of a one-row product with a bias (the branch) and the LayerNorm that adds
+    it to an fp32 stream; replayed with two inputs. Returns the norm's outputs (h as
+    float64, the stream), the inputs and the plan's counts."""
+    x0 = _rand((1, n), seed, np.float32)
+    a0, w0 = _rand((1, k), seed + 1), _rand((n, k), seed + 2)
+    bias = _rand(n, seed + 3, np.float32)
+    g0, b0 = _rand(n, seed + 4, np.float32), _rand(n, seed + 5, np.float32)
+    a, w = dev.upload(a0, dtype=dtype), dev.upload(w0, dtype=dtype)
+    x = dev.upload(x0, dtype="float32")
+    g, b = dev.upload(g0, dtype="float32"), dev.upload(b0, dtype="float32")
+    with dev.plan() as p:
+        r = p.matmul(a, w, trans_b=True, bias=bias)
+        h, stream = p.layernorm(x, g, b, residual=r, dtype=dtype)
+    outs = []
+    for i in range(2):
+        a.copy_(_rand((1, k), seed + 10 + i))
+        p.replay()
+        outs.append((h.numpy().astype(np.float64), stream.numpy(), r.numpy().astype(np.float64)))
+    return outs, x0, g0, b0, p.counts
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n,k", [(200, 72), (1000, 40)])
+def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dtype, n, k):
+    """The LayerNorm that adds a one-row product's output to the stream runs in the
+    product's dispatch (the last workgroup normalizes): the stream equals the two
+    dispatches' bit for bit, h agrees to the 16-bit type's rounding and with float64;
+    one dispatch and one barrier fewer."""
+    fused = _product_then_norm(device, dtype, n, k, 40)
+    monkeypatch.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
+    with helios.Device() as dev:
+        apart = _product_then_norm(dev, dtype, n, k, 40)
+    x0, g0, b0 = fused[1:4]
+    tol = 1e-2 if dtype == "bfloat16" else 2e-3
+    for i, ((h, s, r), (h2, s2, r2)) in enumerate(zip(fused[0], apart[0])):
+        np.testing.assert_array_equal(r, r2, err_msg=f"replay {i}: the product")
+        np.testing.assert_array_equal(s, s2, err_msg=f"replay {i}: the stream")
+        v = x0.astype(np.float64) + r
+        ref = (v - v.mean()) / np.sqrt(v.var() + 1e-5) * g0 + b0
+        for got in (h, h2):
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=f"replay {i}")
+        np.testing.assert_allclose(h, h2, rtol=tol, atol=tol)
+    (ops_f, disp_f, bar_f), (ops_a, disp_a, bar_a) = fused[4], apart[4]
+    assert ops_f == ops_a == 2 and disp_f == disp_a - 1 and bar_f == bar_a - 1
+
+
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):
     """A layer's worth of a decode step: norm, product, attention, product, top-1."""
     h, _ = plan.layernorm(x, g, b)

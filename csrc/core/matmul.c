@@ -18,16 +18,21 @@
 
 /* The main kernel's pipeline for a variant, layouts and epilogue: its family's
  * shader permutation and specialization constants (shaders/families.py). */
+static hl_spec_env spec_env(const hl_device *dev, uint32_t epi, uint32_t act, int trans_a, int trans_b, int batched,
+                            uint32_t m) {
+    return (hl_spec_env){.subgroup = dev->caps.subgroup_size,
+                         .epi = epi,
+                         .act = act,
+                         .trans_a = (uint32_t)!!trans_a,
+                         .trans_b = (uint32_t)!!trans_b,
+                         .batched = (uint32_t)!!batched,
+                         .gemv_rows = m < HL_GEMV_MAX_ROWS ? m : HL_GEMV_MAX_ROWS};
+}
+
 static hl_status variant_pipeline(hl_device *dev, const hl_variant *v, hl_dtype in_dtype, hl_dtype out_dtype,
                                   uint32_t epi, uint32_t act, int trans_a, int trans_b, int batched, uint32_t m,
                                   hl_pipeline **out, hl_error *err) {
-    const hl_spec_env e = {.subgroup = dev->caps.subgroup_size,
-                           .epi = epi,
-                           .act = act,
-                           .trans_a = (uint32_t)!!trans_a,
-                           .trans_b = (uint32_t)!!trans_b,
-                           .batched = (uint32_t)!!batched,
-                           .gemv_rows = m < HL_GEMV_MAX_ROWS ? m : HL_GEMV_MAX_ROWS};
+    const hl_spec_env e = spec_env(dev, epi, act, trans_a, trans_b, batched, m);
     uint32_t spec[HL_MAX_SPEC];
     if (v->path == HL_PATH_GEMV) {
         hl_spec_matmul_gemv(spec, v, &e);
@@ -261,7 +266,24 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     HL_TRY(pipelines_of(dev, args, &l, &v, epi, splits, pl, err));
     push_constants(args, &l, k_chunk, splits, alpha, beta, pl->pc);
     pl->v = v;
+    pl->epi = epi;
     return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_product_ln_pipeline(hl_device *dev, const hl_matmul_args *args, const hl_product *pl, VkPipeline *out,
+                                 hl_error *err) {
+    hl_status st = HL_OK;
+    if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || args->m != 1 || pl->batch > 1)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a LayerNorm tail needs a one-row matrix-vector product");
+    const hl_spec_env e = spec_env(dev, pl->epi, (uint32_t)args->act, args->trans_a, args->trans_b, 0, 1);
+    uint32_t spec[HL_SPEC_MATMUL_GEMV_LN_COUNT];
+    hl_spec_matmul_gemv_ln(spec, &pl->v, &e);
+    hl_pipeline *p;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_ln(args->out_dtype, args->in_dtype), spec,
+                           HL_SPEC_MATMUL_GEMV_LN_COUNT, e.subgroup, &p, err));
+    *out = p->pipeline;
 fail:
     return st;
 }

@@ -32,7 +32,7 @@ struct hl_plan {
  * only when it reads or writes what they wrote, or writes what they read (tensors,
  * the shared workspace, the parameter words). */
 typedef struct hazards {
-    const hl_tensor *read[HL_STEP_READS * PLAN_MAX_OPS], *written[3 * PLAN_MAX_OPS];
+    const hl_tensor *read[HL_STEP_READS * PLAN_MAX_OPS], *written[HL_STEP_WRITES * PLAN_MAX_OPS];
     uint32_t n_read, n_written;
     int workspace, params_written, params_read;
 } hazards;
@@ -50,7 +50,7 @@ static int uses_workspace(const hl_plan_step *s) { return s->work_bytes > 16; }
 static int needs_barrier(const hazards *h, const hl_plan_step *s) {
     for (uint32_t i = 0; i < HL_STEP_READS; i++)
         if (touches(h->written, h->n_written, s->reads[i])) return 1;
-    for (uint32_t i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
         if (touches(h->written, h->n_written, s->writes[i]) || touches(h->read, h->n_read, s->writes[i])) return 1;
     if (h->params_written && s->n_param_reads) return 1;
     if ((h->params_read || h->params_written) && s->param_write >= 0) return 1;
@@ -60,7 +60,7 @@ static int needs_barrier(const hazards *h, const hl_plan_step *s) {
 static void note(hazards *h, const hl_plan_step *s) {
     for (uint32_t i = 0; i < HL_STEP_READS; i++)
         if (s->reads[i]) h->read[h->n_read++] = s->reads[i];
-    for (uint32_t i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
         if (s->writes[i]) h->written[h->n_written++] = s->writes[i];
     h->workspace |= uses_workspace(s);
     h->params_read |= s->n_param_reads > 0;
@@ -110,6 +110,7 @@ static void release(hl_plan *p) {
 }
 
 static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, VkDescriptorSet ds) {
+    if (!s->n_dispatch) return; /* a norm run as its product's tail */
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
     for (uint32_t d = 0; d < s->n_dispatch; d++) {
         if (d)
@@ -221,6 +222,41 @@ fail:
     return st;
 }
 
+/* A one-row product on the matrix-vector kernel followed by the LayerNorm that adds its
+ * output to the stream: one dispatch, the norm as the kernel's tail
+ * (matmul_gemv_ln.comp); the norm's step then records nothing. Anything else, or
+ * HELIOS_DISABLE_PLAN_NORM_FUSION, keeps the two steps. */
+static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *s, hl_plan_step *norm_s, hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_matmul_args *m = &op[0].matmul;
+    const hl_layernorm_args *a = &op[1].layernorm;
+    if (!dev->norm_fused || op[0].kind != HL_PLAN_MATMUL || op[1].kind != HL_PLAN_LAYERNORM || !m->t_c ||
+        a->r != m->t_c || !a->stats || !a->x_out || a->rows != 1 || a->d != m->n || a->dtype != m->out_dtype ||
+        m->m != 1 || s->n_dispatch != 1 || s->reads[3])
+        return HL_OK;
+    hl_product pl;
+    HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
+    if (pl.v.path != HL_PATH_GEMV || pl.batch > 1) return HL_OK;
+    HL_TRY(hl_product_ln_pipeline(dev, m, &pl, &s->pipe[0], err));
+    s->n_binds = HL_BIND_MATMUL_LN_COUNT;
+    hl_tensor *const norm[6] = {a->x, a->gamma, a->beta, a->x_out, a->h, a->stats};
+    for (int k = 0; k < 6; k++) s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k], NULL);
+    s->counter_words = 1;
+    s->counter_slot = HL_BIND_MATMUL_LN_ARRIVED;
+    memcpy(&s->pc[0][13], &a->eps, 4);
+    s->reads[3] = a->x;
+    s->reads[4] = a->gamma;
+    s->reads[5] = a->beta;
+    s->writes[1] = a->x_out;
+    s->writes[2] = a->h;
+    s->writes[3] = a->stats;
+    norm_s->n_dispatch = 0;
+    memset(norm_s->reads, 0, sizeof norm_s->reads);
+    memset(norm_s->writes, 0, sizeof norm_s->writes);
+fail:
+    return st;
+}
+
 static hl_status op_step(hl_plan *p, const hl_plan_op *op, uint32_t i, hl_plan_step *s, hl_error *err) {
     char who[64];
     static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
@@ -251,6 +287,10 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         hl_plan_step *s = &steps[i];
         HL_TRY(op_step(p, &ops[i], i, s, err));
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
+    }
+    for (uint32_t i = 0; i + 1 < p->ops; i++) HL_TRY(fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
+    for (uint32_t i = 0; i < p->ops; i++) {
+        hl_plan_step *s = &steps[i];
         if (s->counter_words) {
             c_offset[i] = hl_align_up(c_bytes, dev->caps.storage_offset_alignment);
             c_bytes = c_offset[i] + 4ull * s->counter_words;

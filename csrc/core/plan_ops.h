@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #define HL_STEP_READS 6u
+#define HL_STEP_WRITES 4u
 
 typedef struct hl_plan_step {
     uint32_t n_dispatch; /* 1, or 2: the second behind a barrier (split-K's sum, attention's combine) */
@@ -19,7 +20,7 @@ typedef struct hl_plan_step {
     uint32_t n_binds;
     int work_slot, params_slot; /* binding slots of the workspace and the parameter words, -1: none */
     uint64_t work_bytes;        /* of the plan's workspace (0: none) */
-    const hl_tensor *reads[HL_STEP_READS], *writes[3];
+    const hl_tensor *reads[HL_STEP_READS], *writes[HL_STEP_WRITES];
     uint32_t param_read[2], param_bound[2], n_param_reads; /* words read, each below its bound */
     int param_write;                                       /* the word written, -1: none */
     uint32_t counter_words; /* words of its own the plan zeroes before each replay (arrival counters) */

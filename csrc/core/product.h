@@ -12,7 +12,8 @@ typedef struct hl_product {
     uint32_t pc[HL_PUSH_WORDS];
     VkPipeline main_pipe, reduce_pipe; /* reduce: split-K only */
     uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
-    int read_c; /* beta != 0: C is an input */
+    int read_c;   /* beta != 0: C is an input */
+    uint32_t epi; /* EPI_* bits of the main kernel's epilogue */
     uint32_t batch;
 } hl_product;
 
@@ -22,5 +23,10 @@ void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl
 /* The bindings of a product on tensors (a, b, c, the workspace, the bias or the
  * workspace in its place). */
 void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding bufs[HL_BIND_MATMUL_COUNT]);
+/* A one-row product on the matrix-vector kernel (no split-K) with the LayerNorm its
+ * output feeds as the kernel's tail (matmul_gemv_ln.comp; bindings HL_BIND_MATMUL_LN_*,
+ * the norm's epsilon in push word 13). */
+hl_status hl_product_ln_pipeline(hl_device *dev, const hl_matmul_args *args, const hl_product *pl, VkPipeline *out,
+                                 hl_error *err);
 
 #endif

@@ -58,6 +58,12 @@ SWITCHES: tuple[Switch, ...] = (
         "A plan's decode attention as two dispatches (split, then combine), not one whose last split combines.",
     ),
     Switch(
+        "HELIOS_DISABLE_PLAN_NORM_FUSION",
+        "kill switch",
+        "1",
+        "A plan's LayerNorm after a one-row product as its own dispatch, not as the product kernel's tail.",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),

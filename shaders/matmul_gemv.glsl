@@ -1,0 +1,129 @@
+// matmul_gemv.glsl — the matrix-vector kernel's body (matmul_gemv.comp describes it),
+// shared with matmul_gemv_ln.comp, which adds a LayerNorm tail.
+#include "matmul_common.glsl"
+
+const uint NSG = gl_WorkGroupSize.x / SUBGROUP;  // subgroups per workgroup (THREADS_X)
+const uint UNROLL = 4u;                 // 16-byte loads of B in flight per lane (TRANS_B)
+
+shared float partial[NSG * ROWS * SUBGROUP];  // B as K x N: each subgroup's partial sums
+
+uint abase, bbase;
+
+float a_at(uint r, uint k) { return in_a(abase + (TRANS_A ? k * p.lda + r : r * p.lda + k)); }
+
+// Eight 16-bit elements (one 16-byte word) as fp32.
+void widen8(uvec4 w, out float v[8]) {
+    [[unroll]] for (uint j = 0; j < 4u; j++) {
+#ifdef IN_BF16
+        v[2u * j] = bf16_to_f32(w[j] & 0xFFFFu);
+        v[2u * j + 1u] = bf16_to_f32(w[j] >> 16);
+#else
+        const vec2 h = unpackHalf2x16(w[j]);
+        v[2u * j] = h.x;
+        v[2u * j + 1u] = h.y;
+#endif
+    }
+}
+
+// acc[r] += A[m0 + r, k .. k+8) . b[0..8), for the rows that exist.
+void fma8(inout float acc[ROWS], uint m0, uint k, float b[8]) {
+    const bool a_vec = !TRANS_A && (p.flags & FLAG_A_VEC) != 0u;
+    [[unroll]] for (uint r = 0; r < ROWS; r++) {
+        if (m0 + r >= p.M) break;
+        float a[8];
+        if (a_vec) {
+            widen8(a128[(abase + (m0 + r) * p.lda + k) / 8u], a);
+        } else {
+            [[unroll]] for (uint j = 0; j < 8u; j++) a[j] = a_at(m0 + r, k + j);
+        }
+        [[unroll]] for (uint j = 0; j < 8u; j++) acc[r] = fma(a[j], b[j], acc[r]);
+    }
+}
+
+void store_rows(float acc[ROWS], uint m0, uint n) {
+    const uint cbase = gl_WorkGroupID.z * p.M * p.N;
+    [[unroll]] for (uint r = 0; r < ROWS; r++) {
+        if (m0 + r >= p.M) break;
+        const uint ci = cbase + (m0 + r) * p.N + n;
+        store_c(ci, epilogue(acc[r], ci, n));
+    }
+}
+
+// B as N x K: the subgroup's column n, lanes along K.
+void rows_of_b(uint m0) {
+    const uint n = gl_WorkGroupID.x * NSG + gl_SubgroupID;
+    if (n >= p.N) return;  // a whole subgroup: no barrier below
+    const uint lane = gl_SubgroupInvocationID;
+    const uint row = bbase + n * p.ldb;
+    float acc[ROWS];
+    [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = 0.0;
+    uint k = 0;
+    if ((p.flags & FLAG_B_VEC) != 0u) {
+        // Whole 8-element words: UNROLL per lane per step, then one per lane.
+        const uint words = p.K / 8u, step = SUBGROUP * UNROLL;
+        uint w = 0;
+        for (; w + step <= words; w += step) {
+            uvec4 bw[UNROLL];
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row / 8u + w + u * SUBGROUP + lane];
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) {
+                float b[8];
+                widen8(bw[u], b);
+                fma8(acc, m0, (w + u * SUBGROUP + lane) * 8u, b);
+            }
+        }
+        for (uint i = w + lane; i < words; i += SUBGROUP) {
+            float b[8];
+            widen8(b128[row / 8u + i], b);
+            fma8(acc, m0, i * 8u, b);
+        }
+        k = words * 8u;
+    }
+    for (uint i = k + lane; i < p.K; i += SUBGROUP) {
+        const float b = in_b(row + i);
+        [[unroll]] for (uint r = 0; r < ROWS; r++)
+            if (m0 + r < p.M) acc[r] = fma(a_at(m0 + r, i), b, acc[r]);
+    }
+    [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = subgroupAdd(acc[r]);
+    if (lane == 0u) store_rows(acc, m0, n);
+}
+
+// B as K x N: a lane per column, the subgroups taking every NSG-th k.
+void cols_of_b(uint m0) {
+    const uint lane = gl_LocalInvocationID.x % SUBGROUP, sg = gl_LocalInvocationID.x / SUBGROUP;
+    const uint n = gl_WorkGroupID.x * SUBGROUP + lane;
+    float acc[ROWS];
+    [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = 0.0;
+    if (n < p.N) {
+        for (uint k = sg; k < p.K; k += NSG) {
+            const float b = in_b(bbase + k * p.ldb + n);
+            [[unroll]] for (uint r = 0; r < ROWS; r++)
+                if (m0 + r < p.M) acc[r] = fma(a_at(m0 + r, k), b, acc[r]);
+        }
+    }
+    [[unroll]] for (uint r = 0; r < ROWS; r++) partial[(sg * ROWS + r) * SUBGROUP + lane] = acc[r];
+    barrier();
+    if (sg != 0u || n >= p.N) return;
+    [[unroll]] for (uint r = 0; r < ROWS; r++) {
+        float s = 0.0;
+        for (uint g = 0; g < NSG; g++) s += partial[(g * ROWS + r) * SUBGROUP + lane];
+        acc[r] = s;
+    }
+    store_rows(acc, m0, n);
+}
+
+#ifdef LN_TAIL
+#include "matmul_gemv_ln_tail.glsl"
+#endif
+
+void main() {
+    abase = gl_WorkGroupID.z * p.sa;
+    bbase = gl_WorkGroupID.z * p.sb;
+    const uint m0 = gl_WorkGroupID.y * ROWS;
+    if (TRANS_B)
+        rows_of_b(m0);
+    else
+        cols_of_b(m0);
+#ifdef LN_TAIL
+    ln_tail();
+#endif
+}
