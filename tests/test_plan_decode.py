@@ -152,19 +152,19 @@ def test_layernorm_in_a_plan_is_the_call(device):
     np.testing.assert_array_equal(s.numpy(), s_call.numpy())
 
 
-def _product_then_norm(dev, dtype, n, k, seed):
+def _product_then_norm(dev, dtype, n, k, seed, trans_b=True):
     """A plan of a one-row product with a bias (the branch) and the LayerNorm that adds
     it to an fp32 stream; replayed with two inputs. Returns the norm's outputs (h as
     float64, the stream), the inputs and the plan's counts."""
     x0 = _rand((1, n), seed, np.float32)
-    a0, w0 = _rand((1, k), seed + 1), _rand((n, k), seed + 2)
+    a0, w0 = _rand((1, k), seed + 1), _rand((n, k) if trans_b else (k, n), seed + 2)
     bias = _rand(n, seed + 3, np.float32)
     g0, b0 = _rand(n, seed + 4, np.float32), _rand(n, seed + 5, np.float32)
     a, w = dev.upload(a0, dtype=dtype), dev.upload(w0, dtype=dtype)
     x = dev.upload(x0, dtype="float32")
     g, b = dev.upload(g0, dtype="float32"), dev.upload(b0, dtype="float32")
     with dev.plan() as p:
-        r = p.matmul(a, w, trans_b=True, bias=bias)
+        r = p.matmul(a, w, trans_b=trans_b, bias=bias)
         h, stream = p.layernorm(x, g, b, residual=r, dtype=dtype)
     outs = []
     for i in range(2):
@@ -175,16 +175,16 @@ def _product_then_norm(dev, dtype, n, k, seed):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n,k", [(200, 72), (1000, 40)])
-def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dtype, n, k):
+@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (300, 48, False)])
+def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dtype, n, k, trans_b):
     """The LayerNorm that adds a one-row product's output to the stream runs in the
     product's dispatch (the last workgroup normalizes): the stream equals the two
     dispatches' bit for bit, h agrees to the 16-bit type's rounding and with float64;
     one dispatch and one barrier fewer."""
-    fused = _product_then_norm(device, dtype, n, k, 40)
+    fused = _product_then_norm(device, dtype, n, k, 40, trans_b)
     monkeypatch.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
     with helios.Device() as dev:
-        apart = _product_then_norm(dev, dtype, n, k, 40)
+        apart = _product_then_norm(dev, dtype, n, k, 40, trans_b)
     x0, g0, b0 = fused[1:4]
     tol = 1e-2 if dtype == "bfloat16" else 2e-3
     for i, ((h, s, r), (h2, s2, r2)) in enumerate(zip(fused[0], apart[0])):
@@ -197,6 +197,21 @@ def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dt
         np.testing.assert_allclose(h, h2, rtol=tol, atol=tol)
     (ops_f, disp_f, bar_f), (ops_a, disp_a, bar_a) = fused[4], apart[4]
     assert ops_f == ops_a == 2 and disp_f == disp_a - 1 and bar_f == bar_a - 1
+
+
+def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
+    """Two rows, or a branch the previous operation did not write: two dispatches."""
+    w = device.upload(_rand((64, 32), 50))
+    g, b = (device.upload(_rand(64, i, np.float32), dtype="float32") for i in (51, 52))
+    for rows, between in ((2, False), (1, True)):
+        a = device.upload(_rand((rows, 32), 53))
+        x = device.upload(_rand((rows, 64), 54, np.float32), dtype="float32")
+        with device.plan() as p:
+            r = p.matmul(a, w, trans_b=True)
+            if between:
+                p.matmul(a, w, trans_b=True)
+            p.layernorm(x, g, b, residual=r)
+        assert p.counts[1] == p.counts[0], (rows, between, p.counts)
 
 
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):
