@@ -28,7 +28,9 @@ layout(push_constant) uniform Params {
     uint sa, sb;    // elements between batches of A and B (0: one operand broadcast to every batch)
     uint batch;     // products in this dispatch (grid z = batch * splits)
     float alpha, beta;
-    float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon
+#ifdef LN_TAIL
+    float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon (the other kernels' SPIR-V stays as it was)
+#endif
 } p;
 
 const uint FLAG_A_VEC = 1u;     // A's rows and batches are 16-byte aligned
