@@ -35,6 +35,11 @@ void store_h(uint i, float v) {
 #endif
 }
 
+// Row elements per invocation, held in registers so that every load of the row is in
+// flight at once (the tail runs in one workgroup: its loads' latency is its time). The
+// plan fuses rows of at most LN_PER x the workgroup's size (plan.c, GEMV_LN_PER).
+const uint LN_PER = 16u;
+
 void ln_tail() {
     memoryBarrierBuffer();  // this workgroup's outputs, before its arrival is counted
     barrier();
@@ -44,19 +49,26 @@ void ln_tail() {
     if (!ln_last) return;
     memoryBarrierBuffer();  // the other workgroups' outputs, after their arrivals
     const uint t = gl_LocalInvocationID.x, d = p.N, step = gl_WorkGroupSize.x;
+    float v[LN_PER];
     float s = 0.0;
-    for (uint j = t; j < d; j += step) s += ln_x[j] + load_c(j);
+    [[unroll]] for (uint i = 0u; i < LN_PER; i++) {
+        const uint j = i * step + t;
+        v[i] = j < d ? ln_x[j] + load_c(j) : 0.0;
+        s += v[i];
+    }
     const float mean = ln_sum(s) / float(d);
     s = 0.0;
-    for (uint j = t; j < d; j += step) {
-        const float v = ln_x[j] + load_c(j) - mean;
-        s += v * v;
+    [[unroll]] for (uint i = 0u; i < LN_PER; i++) {
+        const float e = i * step + t < d ? v[i] - mean : 0.0;
+        s += e * e;
     }
     const float rstd = inversesqrt(ln_sum(s) / float(d) + p.ln_eps);
-    for (uint j = t; j < d; j += step) {
-        const float v = ln_x[j] + load_c(j);
-        ln_xout[j] = v;
-        store_h(j, (v - mean) * rstd * ln_gamma[j] + ln_beta[j]);
+    [[unroll]] for (uint i = 0u; i < LN_PER; i++) {
+        const uint j = i * step + t;
+        if (j < d) {
+            ln_xout[j] = v[i];
+            store_h(j, (v[i] - mean) * rstd * ln_gamma[j] + ln_beta[j]);
+        }
     }
     if (t == 0u) {
         ln_stats[0] = mean;

@@ -175,7 +175,7 @@ def _product_then_norm(dev, dtype, n, k, seed, trans_b=True):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (300, 48, False)])
+@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (4000, 24, True), (300, 48, False)])
 def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dtype, n, k, trans_b):
     """The LayerNorm that adds a one-row product's output to the stream runs in the
     product's dispatch (the last workgroup normalizes): the stream equals the two
@@ -200,18 +200,19 @@ def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dt
 
 
 def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
-    """Two rows, or a branch the previous operation did not write: two dispatches."""
-    w = device.upload(_rand((64, 32), 50))
-    g, b = (device.upload(_rand(64, i, np.float32), dtype="float32") for i in (51, 52))
-    for rows, between in ((2, False), (1, True)):
+    """Two rows, a branch the previous operation did not write, or a row wider than the
+    tail holds (16 elements an invocation; the default product has 256): two dispatches."""
+    for rows, between, n in ((2, False, 64), (1, True, 64), (1, False, 8192)):
+        w = device.upload(_rand((n, 32), 50))
+        g, b = (device.upload(_rand(n, i, np.float32), dtype="float32") for i in (51, 52))
         a = device.upload(_rand((rows, 32), 53))
-        x = device.upload(_rand((rows, 64), 54, np.float32), dtype="float32")
+        x = device.upload(_rand((rows, n), 54, np.float32), dtype="float32")
         with device.plan() as p:
             r = p.matmul(a, w, trans_b=True)
             if between:
                 p.matmul(a, w, trans_b=True)
             p.layernorm(x, g, b, residual=r)
-        assert p.counts[1] == p.counts[0], (rows, between, p.counts)
+        assert p.counts[1] == p.counts[0], (rows, between, n, p.counts)
 
 
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):

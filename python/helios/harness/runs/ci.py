@@ -52,12 +52,13 @@ class CiError(RuntimeError):
     """Could not run (exit 2): the message says which step and why."""
 
 
-# The benches' budget by default: no pair starts after it. On an H200 a pair of the
+# The benches' budget by default, the rerun of SLOWER shapes included. On an H200 a pair of the
 # 12-shape set takes about 57 s, the first 76 s as it fills the input cache
 # (results/h200-ci-series-d4b8122), so a job that spends it ends, builds and gates
 # included, within 10 minutes; what is still undecided then reads INCONCLUSIVE with the
 # runs it would take.
 BENCH_BUDGET_S = 480.0
+RERUN_PAIRS = 2  # the pairs that measure a SLOWER shape again before it counts
 
 
 @dataclass
@@ -83,7 +84,7 @@ class CiConfig:
     energy: bool = False  # the benches record energy windows (bench's default; off here: time is judged)
     rerun: bool = True
     max_pairs: int = 8  # pairs a shape may get in all, adding one at a time while it is INCONCLUSIVE
-    max_time_s: float = BENCH_BUDGET_S  # the benches' budget: no pair starts after it
+    max_time_s: float = BENCH_BUDGET_S  # the benches' budget: a pair starts only if it and the rerun fit
     history: Optional[Path] = None
     python: str = sys.executable
     bench_args: list[str] = field(default_factory=list)
@@ -290,30 +291,37 @@ def bench_pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n
 
 def pairs_until_decided(
     cfg: CiConfig, sites: dict, shas: dict, files: dict, undecided: Callable[[list], list[str]], started: float, say,
-    prefix: str = "",
+    prefix: str = "", rerun: Callable[[list], list[str]] = lambda vs: [],
 ) -> tuple[dict, list[ShapeVerdict], dict]:  # fmt: skip
     """The stopping rule of ci and bisect: while `undecided(verdicts)` names shapes, one
-    more pair on those shapes, until cfg.max_pairs pairs or cfg.max_time_s seconds of
-    benches (from `started`). Returns the files, the verdicts and what stopped it;
+    more pair on those shapes, until cfg.max_pairs pairs, or until the next pair and the
+    rerun that `rerun(verdicts)` asks for (RERUN_PAIRS pairs on its shapes) would not fit
+    in cfg.max_time_s seconds of benches from `started`: a pair is expected to take what
+    the last one took per shape. Returns the files, the verdicts and what stopped it;
     prefix: the added files' names start with it."""
     pairs = len(files["head"])
     verdicts = verdicts_of(files)
+    # seconds a pair took per shape, from the last pair (at first, the opening pairs)
+    per_shape = (time.monotonic() - started) / max(1, pairs) / max(1, len(verdicts))
     while True:
         open_shapes = undecided(verdicts)
         spent = time.monotonic() - started
+        expected = per_shape * (len(open_shapes) + RERUN_PAIRS * len(rerun(verdicts)))
         why = (
             "decided"
             if not open_shapes
             else f"{cfg.max_pairs} pairs"
             if pairs >= cfg.max_pairs
             else f"{cfg.max_time_s:g} s"
-            if spent >= cfg.max_time_s
+            if spent + expected > cfg.max_time_s
             else None
         )
         if why:
             return files, verdicts, {"pairs": pairs, "stopped_by": why, "undecided": open_shapes, "seconds": spent}
         say(f"INCONCLUSIVE {', '.join(open_shapes)}: pair {pairs + 1} on them")
+        t = time.monotonic()
         more = bench_pairs(cfg, sites, shas, shape_specs(open_shapes), f"{prefix}pair{pairs + 1}-", 1, say, start=pairs)
+        per_shape = (time.monotonic() - t) / len(open_shapes)
         for side in files:
             files[side] += more[side]
         pairs += 1
@@ -347,12 +355,15 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         started = time.monotonic()
         files = bench_pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
         undecided = lambda vs: [v.shape for v in vs if gated(v, cfg.gate)[0] == "INCONCLUSIVE"]  # noqa: E731
-        files, verdicts, rec["stopping"] = pairs_until_decided(cfg, sites, shas, files, undecided, started, say)
-        slower = [v.shape for v in verdicts if v.verdict == "SLOWER"]
+        rerun = lambda vs: [v.shape for v in vs if v.verdict == "SLOWER"] if cfg.rerun else []  # noqa: E731
+        files, verdicts, rec["stopping"] = pairs_until_decided(
+            cfg, sites, shas, files, undecided, started, say, rerun=rerun
+        )
+        slower = rerun(verdicts)
         rec["reruns"] = []
-        if slower and cfg.rerun:  # one more pair on those shapes before they count
+        if slower:  # measured again before they count
             say(f"rerun {', '.join(slower)}")
-            more = bench_pairs(cfg, sites, shas, shape_specs(slower), "rerun", 2, say)
+            more = bench_pairs(cfg, sites, shas, shape_specs(slower), "rerun", RERUN_PAIRS, say)
             for side in files:
                 files[side] += more[side]
             rec["reruns"] = slower
