@@ -38,7 +38,7 @@ void store_h(uint i, float v) {
 // Row elements per invocation, held in registers so that every load of the row is in
 // flight at once (the tail runs in one workgroup: its loads' latency is its time). The
 // plan fuses rows of at most LN_PER x the workgroup's size (plan.c, GEMV_LN_PER).
-const uint LN_PER = 16u;
+const uint LN_PER = 32u;
 
 void ln_tail() {
     memoryBarrierBuffer();  // this workgroup's outputs, before its arrival is counted

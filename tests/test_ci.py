@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helios.harness.results.ci_comment import COMMENT_MARKER
+from helios.harness.results.ci_comment import COMMENT_MARKER, comment
 from helios.harness.results.compare import compare
-from helios.harness.runs.ci import CiConfig, comment, failed_checks, judge_sides, latest_rows, noise_floor, run_ci
+from helios.harness.runs.ci import CiConfig, run_ci
+from helios.harness.runs.ci_verdicts import failed_checks, judge_sides, latest_rows
+from helios.harness.runs.floors import noise_floor
 
 # The end-to-end tests share one scratch repository and its builds (a module fixture):
 # under pytest-xdist they stay on one worker. The two whose verdicts judge timings (A/A,
@@ -359,9 +361,11 @@ def test_pairs_are_added_until_the_shapes_are_decided(tmp_path, monkeypatch):
     asked: list = []
     state = {"open_after": 3}  # pairs after which the shape is decided
 
-    def fake_pairs(cfg, sites, shas, shapes, tag, n, say, start=0):
+    def fake_pairs(cfg, sites, shas, shapes, tag, n, say, start=0, into=None):
         asked.append((shapes, tag, start))
-        return {"base": [tag], "head": [tag]}
+        for side in into:
+            into[side].append(tag)
+        return into
 
     def fake_verdicts(files):
         decided = len(files["head"]) >= state["open_after"]
@@ -387,3 +391,49 @@ def test_pairs_are_added_until_the_shapes_are_decided(tmp_path, monkeypatch):
         undecided, time.monotonic() - 10, lambda s: None,
     )  # fmt: skip
     assert why["stopped_by"] == "5 s" and why["pairs"] == 1
+    # 10 s for the opening pair of 2 shapes: 5 s a shape. A pair on the open shape fits
+    # 20 s; with the rerun of a SLOWER shape (2 pairs more) it would not.
+    for rerun, pairs in ((lambda vs: [], 4), (lambda vs: ["96x96x96"], 1)):
+        _, _, why = ci.pairs_until_decided(
+            CiConfig(repo=tmp_path, out=tmp_path, work=tmp_path, max_pairs=4, max_time_s=20.0), {}, {},
+            {"base": ["a"], "head": ["a"]}, undecided, time.monotonic() - 10, lambda s: None, rerun=rerun,
+        )  # fmt: skip
+        assert why["pairs"] == pairs, why
+
+
+def test_an_interrupted_job_judges_the_runs_it_finished(tmp_path, monkeypatch):
+    """SIGTERM during the third bench: ci.json and the comment hold the verdicts of the
+    two runs that finished, marked interrupted, and the job exits 143."""
+    import os
+    import signal
+
+    from test_control import bench as synthetic
+
+    from helios.harness.runs import ci
+    from helios.signals import SignalPolicy
+
+    ran: list = []
+
+    def fake_bench(cfg, side, sha, site, tag, shapes):
+        if len(ran) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        out = cfg.out / f"{side}-{tag}.json"
+        out.write_text(json.dumps(synthetic(len(ran), 1.0, 0.5, runs=1)))
+        ran.append(out)
+        return out
+
+    monkeypatch.setattr(ci, "resolve_refs", lambda cfg: ("a" * 40, "b" * 40))
+    monkeypatch.setattr(ci, "build", lambda cfg, sha, say: tmp_path)
+    monkeypatch.setattr(ci, "engine_key", lambda repo, sha: "e1")
+    monkeypatch.setattr(ci, "check_side", lambda cfg, site, sha: {})
+    monkeypatch.setattr(ci, "gate", lambda cfg, side, sha, site: {"passed": True, "steps": []})
+    monkeypatch.setattr(ci, "bench", fake_bench)
+    cfg = CiConfig(repo=tmp_path, out=tmp_path / "out", work=tmp_path / "work", runs=2)
+    with SignalPolicy():
+        rec = run_ci(cfg)
+    assert rec["exit"] == 143 and rec["interrupted"] == "SIGTERM", rec.get("reason")
+    assert rec["files"] == {"base": ["base-run1.json"], "head": ["head-run1.json"]}
+    assert [v["shape"] for v in rec["verdicts"]] == ["4096x4096x4096"]
+    assert "stopped by SIGTERM after 1 base and 1 head runs" in rec["reason"]
+    saved = json.loads((cfg.out / "ci.json").read_text())
+    assert saved["exit"] == 143 and "INTERRUPTED by SIGTERM" in (cfg.out / "comment.md").read_text()

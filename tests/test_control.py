@@ -121,7 +121,8 @@ def test_verdict_dict_round_trips_through_json():
 
 
 def test_ci_comment_shows_the_normalized_column():
-    from helios.harness.runs.ci import comment, head_verdict
+    from helios.harness.results.ci_comment import comment
+    from helios.harness.runs.ci_verdicts import head_verdict
 
     [v] = compare([bench(15, 1.0, 0.5, runs=10)], [bench(16, 1.0, 0.5, drift=1.10, runs=10)])
     rec = {
@@ -191,7 +192,7 @@ def test_a_different_driver_or_device_is_changed_code():
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_ci_fails_only_rows_whose_code_changed_unless_strict(strict):
-    from helios.harness.runs.ci import failing
+    from helios.harness.runs.ci_verdicts import failing
 
     old = with_kernel(bench(21, 1.0, 0.5), "00aa")
     same = compare([old], [with_kernel(bench(22, 1.08, 0.5), "00aa")])
@@ -200,9 +201,22 @@ def test_ci_fails_only_rows_whose_code_changed_unless_strict(strict):
     for vs, fails in ((same, strict), (changed, True), (unknown, True)):
         fail, kept = failing(vs, "plain", 0.0, strict)
         assert bool(fail) == fails and len(fail) + len(kept) == 1
-    # the same kernel code from another engine build: the host may launch it otherwise
-    fail, kept = failing(same, "plain", 0.0, strict, same_engine=False)
-    assert len(fail) == 1 and not kept
+
+
+def test_ci_fails_the_same_kernel_from_another_engine_build():
+    """The host may launch the same kernel code otherwise (grid, push constants): ci
+    marks it "launch" and fails it, and its reason does not blame the environment."""
+    from helios.harness.results.compare_table import _reason
+    from helios.harness.runs.ci_verdicts import failing, mark_launches
+
+    old = with_kernel(bench(21, 1.0, 0.5), "00aa")
+    cases = (({"base": "e1", "head": "e1"}, "same", False), ({"base": "e1", "head": "e2"}, "launch", True),
+             ({}, "launch", True))  # fmt: skip
+    for engines, code, fails in cases:
+        verdicts = compare([old], [with_kernel(bench(22, 1.08, 0.5), "00aa")])
+        mark_launches(verdicts, engines)
+        assert verdicts[0].code == code and bool(failing(verdicts, "plain", 0.0, False)[0]) == fails
+        assert ("environment or noise" in _reason(verdicts[0])) == (not fails)
 
 
 def test_bench_rows_record_their_kernel(device, tmp_path):

@@ -174,17 +174,25 @@ def _product_then_norm(dev, dtype, n, k, seed, trans_b=True):
     return outs, x0, g0, b0, p.counts
 
 
+@pytest.fixture(scope="module")
+def norm_fused_device():
+    """A Device whose plans run a norm as its product's tail (HELIOS_PLAN_NORM_FUSION=1,
+    opt-in: read when the Device opens)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELIOS_PLAN_NORM_FUSION", "1")
+        with helios.Device() as dev:
+            yield dev
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (4000, 24, True), (300, 48, False)])
-def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dtype, n, k, trans_b):
-    """The LayerNorm that adds a one-row product's output to the stream runs in the
-    product's dispatch (the last workgroup normalizes): the stream equals the two
-    dispatches' bit for bit, h agrees to the 16-bit type's rounding and with float64;
-    one dispatch and one barrier fewer."""
-    fused = _product_then_norm(device, dtype, n, k, 40, trans_b)
-    monkeypatch.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
-    with helios.Device() as dev:
-        apart = _product_then_norm(dev, dtype, n, k, 40, trans_b)
+def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, norm_fused_device, dtype, n, k, trans_b):
+    """Opted in, the LayerNorm that adds a one-row product's output to the stream runs in
+    the product's dispatch (the last workgroup normalizes): the stream equals the two
+    dispatches' (the default) bit for bit, h agrees to the 16-bit type's rounding and
+    with float64; one dispatch and one barrier fewer."""
+    fused = _product_then_norm(norm_fused_device, dtype, n, k, 40, trans_b)
+    apart = _product_then_norm(device, dtype, n, k, 40, trans_b)
     x0, g0, b0 = fused[1:4]
     tol = 1e-2 if dtype == "bfloat16" else 2e-3
     for i, ((h, s, r), (h2, s2, r2)) in enumerate(zip(fused[0], apart[0])):
@@ -199,20 +207,24 @@ def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, monkeypatch, dt
     assert ops_f == ops_a == 2 and disp_f == disp_a - 1 and bar_f == bar_a - 1
 
 
-def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
-    """Two rows, a branch the previous operation did not write, or a row wider than the
-    tail holds (16 elements an invocation; the default product has 256): two dispatches."""
-    for rows, between, n in ((2, False, 64), (1, True, 64), (1, False, 8192)):
-        w = device.upload(_rand((n, 32), 50))
-        g, b = (device.upload(_rand(n, i, np.float32), dtype="float32") for i in (51, 52))
-        a = device.upload(_rand((rows, 32), 53))
-        x = device.upload(_rand((rows, n), 54, np.float32), dtype="float32")
-        with device.plan() as p:
-            r = p.matmul(a, w, trans_b=True)
+def test_a_norm_stays_apart_where_its_product_cannot_carry_it(norm_fused_device):
+    """Opted in: two rows, a branch the previous operation did not write, or a row wider
+    than the tail holds (32 elements an invocation: 2048 on gemv:wg64) keep two
+    dispatches; the same wide row on the default gemv:wg256 fuses."""
+    dev = norm_fused_device
+    cases = ((2, False, 64, None, 0), (1, True, 64, None, 0), (1, False, 4096, "gemv:wg64", 0),
+             (1, False, 4096, None, 1))  # fmt: skip
+    for rows, between, n, variant, fewer in cases:
+        w = dev.upload(_rand((n, 32), 50))
+        g, b = (dev.upload(_rand(n, i, np.float32), dtype="float32") for i in (51, 52))
+        a = dev.upload(_rand((rows, 32), 53))
+        x = dev.upload(_rand((rows, n), 54, np.float32), dtype="float32")
+        with dev.plan() as p:
+            r = p.matmul(a, w, trans_b=True, variant=variant)
             if between:
                 p.matmul(a, w, trans_b=True)
             p.layernorm(x, g, b, residual=r)
-        assert p.counts[1] == p.counts[0], (rows, between, n, p.counts)
+        assert p.counts[1] == p.counts[0] - fewer, (rows, between, n, variant, p.counts)
 
 
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):

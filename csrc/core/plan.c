@@ -10,8 +10,8 @@
 #include "product.h"
 
 #define PLAN_MAX_OPS 4096
-#define PLAN_KEEP 8 /* tensors a step binds, at most */
-#define GEMV_LN_PER 16u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_PER */
+#define PLAN_KEEP 8     /* tensors a step binds, at most */
+#define GEMV_LN_PER 32u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_PER */
 
 struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
@@ -225,8 +225,8 @@ fail:
 
 /* A one-row product on the matrix-vector kernel followed by the LayerNorm that adds its
  * output to the stream: one dispatch, the norm as the kernel's tail
- * (matmul_gemv_ln.comp); the norm's step then records nothing. Anything else, or
- * HELIOS_DISABLE_PLAN_NORM_FUSION, keeps the two steps. */
+ * (matmul_gemv_ln.comp); the norm's step then records nothing. Opt-in
+ * (HELIOS_PLAN_NORM_FUSION=1); anything else keeps the two steps. */
 static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *s, hl_plan_step *norm_s, hl_error *err) {
     hl_status st = HL_OK;
     const hl_matmul_args *m = &op[0].matmul;

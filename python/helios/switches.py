@@ -58,12 +58,6 @@ SWITCHES: tuple[Switch, ...] = (
         "A plan's decode attention as two dispatches (split, then combine), not one whose last split combines.",
     ),
     Switch(
-        "HELIOS_DISABLE_PLAN_NORM_FUSION",
-        "kill switch",
-        "1",
-        "A plan's LayerNorm after a one-row product as its own dispatch, not as the product kernel's tail.",
-    ),
-    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
@@ -106,6 +100,13 @@ SWITCHES: tuple[Switch, ...] = (
         "runtime",
         "1",
         "A barrier before and after every op of a group, so no two ops overlap on the GPU.",
+    ),
+    Switch(
+        "HELIOS_PLAN_NORM_FUSION",
+        "runtime",
+        "1",
+        "A plan's LayerNorm after a one-row product runs as the product kernel's tail (one dispatch fewer); "
+        "opt-in until timed on a GPU at its current form.",
     ),
     Switch("HELIOS_DISABLE_IDLE_FLUSH", "runtime", "1", "Ordered work is sent only in full chunks, never on idle."),
     Switch(

@@ -19,7 +19,8 @@ def comment(rec: dict) -> str:
     """The sticky PR comment (markdown) from a helios-ci/1 record."""
     base, head = ((rec.get(k) or "?")[:12] for k in ("base", "head"))
     status = {0: "no regression", 1: "REGRESSION" if rec.get("verdicts") else "FAILED", 2: "could not run"}
-    lines = [COMMENT_MARKER, f"### Helios perf: head `{head}` vs base `{base}`: {status.get(rec['exit'], '?')}", ""]
+    said = f"INTERRUPTED by {rec['interrupted']}" if rec.get("interrupted") else status.get(rec["exit"], "?")
+    lines = [COMMENT_MARKER, f"### Helios perf: head `{head}` vs base `{base}`: {said}", ""]
     lines.append(rec.get("reason", ""))
     dev = rec.get("device") or {}
     if dev:
@@ -70,7 +71,7 @@ def comment(rec: dict) -> str:
         lines += ["", "<details><summary>raw statistics</summary>", ""]
         lines += ["| shape | p | MDE | noise floor | runs base/head | run CV base/head |", "|---|---|---|---|---|---|"]
         for v in rec["verdicts"]:
-            cv = "/".join("-" if c != c else f"{c:.1f}%" for c in v["run_cv_pct"])
+            cv = "/".join("-" if c is None or c != c else f"{c:.1f}%" for c in v["run_cv_pct"])
             lines.append(
                 f"| {v['shape']} | {v['p']:.3g} | {v['mde_pct']:.1f}% | {v['noise_floor_pct']:.0f}% | "
                 f"{v['runs'][0]}/{v['runs'][1]} | {cv} |"

@@ -86,7 +86,9 @@ class ShapeVerdict:
     floor: float = NOISE  # the noise floor this shape was judged with (helios ci: per tier and device)
     control: Optional[ControlVerdict] = None  # the reference as an in-run control (control.py)
     control_refused: Optional[str] = None  # why there is no control-normalized verdict
-    code: str = "unknown"  # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity)
+    # "same" / "changed" / "unknown": the kernel that ran on each side (code_identity);
+    # ci's "launch": the same kernel from two engine builds
+    code: str = "unknown"
     energy: Optional[ControlVerdict] = None  # Helios's J/op between the sides (old/new_ratio: J/op each)
 
     @property

@@ -31,7 +31,7 @@ def verdict_dict(v: ShapeVerdict) -> dict:
         "runs": [v.old.runs, v.new.runs],
         "rounds": [v.old.rounds, v.new.rounds],
         "rounds_per_run": [_per_run(v.old), _per_run(v.new)],
-        "run_cv_pct": [v.old.run_cv * 100, v.new.run_cv * 100],
+        "run_cv_pct": [None if math.isnan(cv) else cv * 100 for cv in (v.old.run_cv, v.new.run_cv)],  # one run: none
         "assumed_run_noise": v.assumed_noise,
         "control": None
         if c is None
@@ -80,7 +80,10 @@ def _reason(v: ShapeVerdict) -> str:
             f"{v.floor:.0%} floor nor lies within it (MDE {v.mde:.1%}); {_runs_words(runs_to_decide(v))} runs a "
             "side would decide"
         )
-    same = "; same code, driver and device on both sides: environment or noise" if v.code == "same" else ""
+    same = {
+        "same": "; same code, driver and device on both sides: environment or noise",
+        "launch": "; the same kernel code, launched by another engine build",
+    }.get(v.code, "")
     return f"the {LEVEL:.0%} interval excludes no change and |change| > the {v.floor:.0%} floor{same}"
 
 

@@ -12,14 +12,17 @@
 4. Timing: `helios bench` with base and head alternating (ABBA...: --runs pairs,
    each run a separate process with its own clock ramp), so drift hits both sides.
 5. Verdicts: `helios compare` on the pooled runs, with a noise floor per shape
-   tier (launch-bound shapes are noisier: NOISE_TIERS). A shape found SLOWER is measured
-   once more (another base/head pair on that shape alone) before it counts.
+   tier (launch-bound shapes are noisier: NOISE_TIERS), judged in ci_verdicts.py; pairs
+   are added on the undecided shapes within the budget (pairs_until_decided), and a
+   shape found SLOWER is measured again (RERUN_PAIRS pairs on those shapes) before it counts.
 6. Output (--out): the runs' JSON, ci.json (helios-ci/1: refs, builds, gates,
    verdicts, exit status), comment.md (the sticky PR comment), and with --history
    one JSON line per head row appended to that file (the history store).
 
 Exit: 0 no regression; 1 a regression beyond --fail-on-regression, or the head
-fails its gate; 2 could not run (a ref, a build, the base's gate, the bench).
+fails its gate; 2 could not run (a ref, a build, the base's gate, the bench); 130 or
+143 Ctrl-C or SIGTERM during the benches (ci.json and comment.md then hold the
+verdicts of the runs that finished, marked interrupted).
 """
 
 from __future__ import annotations
@@ -34,15 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ... import signals
 from ...files import Target, dumps
 from ..protocol.gpustate import side_states
 from ..results.ci_comment import comment
-from ..results.compare import CompareError, ShapeVerdict, compare, gated
+from ..results.compare import CompareError, ShapeVerdict, gated
 from ..results.compare_load import load
-from ..results.compare_table import verdict_dict
 from ..results.history import append_history, device_fields
-from ..results.rows import bench_rows, read_result
-from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS, noise_floor, run_noise_floor
+from ..results.rows import bench_rows
+from .ci_verdicts import failed_checks, failing, head_verdict, latest_rows, mark_launches, verdicts_of
+from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS
 
 CI_SCHEMA = "helios-ci/1"
 ENGINE_PATHS = ("csrc", "shaders", "cmake", "CMakeLists.txt", "pyproject.toml")
@@ -277,10 +281,15 @@ def bench(cfg: CiConfig, side: str, sha: str, site: Path, tag: str, shapes: str)
     return out
 
 
-def bench_pairs(cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say, start: int = 0) -> dict:
+def bench_pairs(
+    cfg: CiConfig, sites: dict, shas: dict, shapes: str, tag: str, n: int, say, start: int = 0,
+    into: Optional[dict] = None,
+) -> dict:  # fmt: skip
     """n base/head pairs, alternating which goes first (ABBA: drift hits both sides);
-    start: the pairs already measured, so that added pairs keep alternating."""
-    files: dict = {"base": [], "head": []}
+    start: the pairs already measured, so that added pairs keep alternating. Each file is
+    added to `into` (or a new {"base": [], "head": []}) as its run ends, so an
+    interrupted call leaves the complete runs there."""
+    files: dict = into if into is not None else {"base": [], "head": []}
     for i in range(n):
         order = ("base", "head") if (start + i) % 2 == 0 else ("head", "base")
         for side in order:
@@ -320,10 +329,8 @@ def pairs_until_decided(
             return files, verdicts, {"pairs": pairs, "stopped_by": why, "undecided": open_shapes, "seconds": spent}
         say(f"INCONCLUSIVE {', '.join(open_shapes)}: pair {pairs + 1} on them")
         t = time.monotonic()
-        more = bench_pairs(cfg, sites, shas, shape_specs(open_shapes), f"{prefix}pair{pairs + 1}-", 1, say, start=pairs)
+        bench_pairs(cfg, sites, shas, shape_specs(open_shapes), f"{prefix}pair{pairs + 1}-", 1, say, pairs, files)
         per_shape = (time.monotonic() - t) / len(open_shapes)
-        for side in files:
-            files[side] += more[side]
         pairs += 1
         verdicts = verdicts_of(files)
 
@@ -352,22 +359,12 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                     rec.update(exit=1, reason="the head fails its correctness gate: nothing was timed")
                     return _finish(cfg, rec)
                 raise CiError("the base fails its correctness gate: there is nothing sound to compare against")
-        started = time.monotonic()
-        files = bench_pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say)
-        undecided = lambda vs: [v.shape for v in vs if gated(v, cfg.gate)[0] == "INCONCLUSIVE"]  # noqa: E731
-        rerun = lambda vs: [v.shape for v in vs if v.verdict == "SLOWER"] if cfg.rerun else []  # noqa: E731
-        files, verdicts, rec["stopping"] = pairs_until_decided(
-            cfg, sites, shas, files, undecided, started, say, rerun=rerun
-        )
-        slower = rerun(verdicts)
-        rec["reruns"] = []
-        if slower:  # measured again before they count
-            say(f"rerun {', '.join(slower)}")
-            more = bench_pairs(cfg, sites, shas, shape_specs(slower), "rerun", RERUN_PAIRS, say)
-            for side in files:
-                files[side] += more[side]
-            rec["reruns"] = slower
-            verdicts = verdicts_of(files)
+        files: dict = {"base": [], "head": []}
+        try:
+            verdicts = _measure(cfg, rec, sites, shas, files, say)
+        except KeyboardInterrupt:  # judge the complete runs, marked interrupted
+            signals.measured()
+            return _interrupted(cfg, rec, files)
         heads, bases, head_latest = _judge(cfg, rec, files, verdicts)
         rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
@@ -379,6 +376,42 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
                 say(f"warning: {rec['history_error']} (the verdicts stand)")
     except (CiError, CompareError, ValueError, OSError, subprocess.CalledProcessError) as e:
         rec.update(exit=2, reason=f"could not run: {e}")
+    return _finish(cfg, rec)
+
+
+def _measure(cfg: CiConfig, rec: dict, sites: dict, shas: dict, files: dict, say) -> list[ShapeVerdict]:
+    """The benches into `files`: --runs pairs, pairs on the undecided shapes within the
+    budget, and the rerun of the SLOWER ones; returns the verdicts."""
+    started = time.monotonic()
+    bench_pairs(cfg, sites, shas, cfg.shapes, "run", cfg.runs, say, into=files)
+    undecided = lambda vs: [v.shape for v in vs if gated(v, cfg.gate)[0] == "INCONCLUSIVE"]  # noqa: E731
+    rerun = lambda vs: [v.shape for v in vs if v.verdict == "SLOWER"] if cfg.rerun else []  # noqa: E731
+    _, verdicts, rec["stopping"] = pairs_until_decided(cfg, sites, shas, files, undecided, started, say, rerun=rerun)
+    slower = rerun(verdicts)
+    rec["reruns"] = []
+    if slower:  # measured again before they count
+        say(f"rerun {', '.join(slower)}")
+        bench_pairs(cfg, sites, shas, shape_specs(slower), "rerun", RERUN_PAIRS, say, into=files)
+        rec["reruns"] = slower
+        verdicts = verdicts_of(files)
+    return verdicts
+
+
+def _interrupted(cfg: CiConfig, rec: dict, files: dict) -> dict:
+    """A signal during the benches: the verdicts of the complete runs, the job's exit
+    the signal's status (a SLOWER row may not have been measured again)."""
+    policy = signals.active()
+    rec["interrupted"] = signals.stopped_by()
+    runs = f"{len(files['base'])} base and {len(files['head'])} head runs"
+    if files["base"] and files["head"]:
+        try:
+            _judge(cfg, rec, files, verdicts_of(files))
+            rec["reason"] = f"stopped by {rec['interrupted']} after {runs}; verdicts so far: {rec['reason']}"
+        except (CompareError, ValueError, OSError) as e:
+            rec["reason"] = f"stopped by {rec['interrupted']} after {runs}; they could not be judged: {e}"
+    else:
+        rec["reason"] = f"stopped by {rec['interrupted']} after {runs}: nothing to judge"
+    rec["exit"] = policy.status if policy is not None else 130
     return _finish(cfg, rec)
 
 
@@ -414,15 +447,14 @@ def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list,
     heads = [load(str(p)) for p in files["head"]]
     bases = [load(str(p)) for p in files["base"]]
     head_latest = latest_rows(heads)
+    mark_launches(verdicts, rec.get("engines", {}))
     rec["verdicts"] = [head_verdict(v) for v in verdicts]
     head_rows = {r.shape: r for r in bench_rows(head_latest)}
     for v in rec["verdicts"]:
         row = head_rows.get(v["shape"])
         v["head_speedup_vs_cuda"] = row.speedup if row is not None and row.cudaMs is not None else None
         v["roof_fraction"] = row.roofFraction if row is not None else None
-    engines = rec.get("engines", {})
-    same_engine = bool(engines) and engines.get("base") == engines.get("head")
-    regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict, same_engine)
+    regressions, same_code = failing(verdicts, cfg.gate, cfg.fail_on_regression, cfg.strict)
     rec["same_code_slower"] = [v.shape for v in same_code]
     rec["exit"] = 1 if regressions else 0
     rec["reason"] = (
@@ -438,69 +470,6 @@ def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list,
             why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
             rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
     return heads, bases, head_latest
-
-
-def latest_rows(results: list[dict]) -> dict:
-    """The last result with its rows replaced by each shape's row from the last result
-    that measured it, in the order shapes were first measured: a rerun measures only
-    the shapes that read SLOWER, so its file alone would leave the others out."""
-    rows: dict = {}
-    for res in results:
-        for r in res.get("rows", []):
-            rows[r["shape"]] = r
-    return {**results[-1], "rows": list(rows.values())}
-
-
-def failed_checks(files: list[Path]) -> list[dict]:
-    """The rows of bench files whose timed output failed its check (the bench marks
-    them invalid and compare leaves them out): file, shape and why."""
-    out = []
-    for p in files:
-        for r in bench_rows(read_result(p)):
-            if r.valid is not False:
-                continue
-            checks = r.helios.get("check") if isinstance(r.helios, dict) else None
-            bad = [c for c in checks or [] if isinstance(c, dict) and not c.get("passed")]
-            why = (
-                ", ".join(
-                    f"max abs err {c.get('max_abs_err')}, {c.get('nonfinite_total', 0)} non-finite" for c in bad[:2]
-                )
-                or "no passing check"
-            )
-            out.append({"file": Path(p).name, "shape": r.shape, "why": why})
-    return out
-
-
-def verdicts_of(files: dict) -> list[ShapeVerdict]:
-    return judge_sides([load(str(p)) for p in files["base"]], [load(str(p)) for p in files["head"]])
-
-
-def judge_sides(old: list[dict], new: list[dict]) -> list[ShapeVerdict]:
-    """compare's verdicts with ci's noise for the head's kind of device: each shape's
-    floor (noise_floor) and the least run spread (run_noise_floor)."""
-    kind = str(new[0].get("helios", {}).get("device_type", ""))
-    return compare(old, new, noise_for=lambda shape: noise_floor(shape, kind), run_noise=run_noise_floor(kind))
-
-
-def failing(
-    verdicts: list[ShapeVerdict], gate: str, limit_pct: float, strict: bool, same_engine: bool = True
-) -> tuple[list[ShapeVerdict], list[ShapeVerdict]]:
-    """(the regressions that fail the job, the confident regressions that do not
-    because nothing that runs on the GPU changed). A SLOWER verdict (the one `gate`
-    reads) beyond limit_pct fails the job unless the kernel is the same code (the
-    same SPIR-V, constants, driver and device) and the engine (its C and shaders,
-    which choose each launch's grid and push constants) is the same build on both
-    sides: then it is the environment or noise, reported but not failed, unless strict."""
-    confident = [v for v in verdicts if (g := gated(v, gate))[0] == "SLOWER" and g[1] > limit_pct]
-    fail = [v for v in confident if strict or not same_engine or v.code != "same"]
-    return fail, [v for v in confident if v not in fail]
-
-
-def head_verdict(v: ShapeVerdict) -> dict:
-    """compare's verdict_dict with ci's names for the sides (base_ms, head_ms)."""
-    d = verdict_dict(v)
-    d["base_ms"], d["head_ms"] = d.pop("old_ms"), d.pop("new_ms")
-    return d
 
 
 def _finish(cfg: CiConfig, rec: dict) -> dict:
