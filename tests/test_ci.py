@@ -413,9 +413,10 @@ def test_an_interrupted_job_judges_the_runs_it_finished(tmp_path, monkeypatch):
     from helios.signals import SignalPolicy
 
     ran: list = []
+    signal_at = {"bench": 2}
 
     def fake_bench(cfg, side, sha, site, tag, shapes):
-        if len(ran) == 2:
+        if len(ran) == signal_at["bench"]:
             os.kill(os.getpid(), signal.SIGTERM)
         out = cfg.out / f"{side}-{tag}.json"
         out.write_text(json.dumps(synthetic(len(ran), 1.0, 0.5, runs=1)))
@@ -437,3 +438,13 @@ def test_an_interrupted_job_judges_the_runs_it_finished(tmp_path, monkeypatch):
     assert "stopped by SIGTERM after 1 base and 1 head runs" in rec["reason"]
     saved = json.loads((cfg.out / "ci.json").read_text())
     assert saved["exit"] == 143 and "INTERRUPTED by SIGTERM" in (cfg.out / "comment.md").read_text()
+    # after the benches, a signal no longer cuts the job: every run judged and written
+    ran.clear()
+    signal_at["bench"] = -1
+    real_fields = ci.device_fields
+    monkeypatch.setattr(ci, "device_fields", lambda r: (os.kill(os.getpid(), signal.SIGTERM), real_fields(r))[1])
+    (cfg.out / "ci.json").unlink()
+    with SignalPolicy() as stop:
+        rec = run_ci(cfg)
+    assert stop.first == signal.SIGTERM and "interrupted" not in rec and len(rec["files"]["head"]) >= 2
+    assert json.loads((cfg.out / "ci.json").read_text())["files"] == rec["files"]

@@ -365,6 +365,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
         except KeyboardInterrupt:  # judge the complete runs, marked interrupted
             signals.measured()
             return _interrupted(cfg, rec, files)
+        signals.measured()  # from here a signal is recorded, never raised: the verdicts get written
         heads, bases, head_latest = _judge(cfg, rec, files, verdicts)
         rec["device"] = device_fields(heads[0])
         rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
