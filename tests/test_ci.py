@@ -401,6 +401,24 @@ def test_pairs_are_added_until_the_shapes_are_decided(tmp_path, monkeypatch):
         assert why["pairs"] == pairs, why
 
 
+def test_the_pace_of_a_pair_is_a_start_up_and_a_time_per_shape():
+    """A pair's seconds as a + b x shapes, from the pairs so far: the H200 jobs' pairs
+    took about 18 s plus 3.5 s a shape (results/h200-ci-plants-76e4d11/c40_1.log)."""
+    from helios.harness.runs.pace import PairPace
+
+    pace = PairPace()
+    pace.add(12, 60.0)
+    assert pace.expect(3) == pytest.approx(15.0)  # one shape count: proportional
+    for n in (11, 8, 7, 3):
+        pace.add(n, 18 + 3.5 * n)
+    pace.pairs[0] = (12, 18 + 3.5 * 12)
+    assert pace.expect(9) == pytest.approx(18 + 3.5 * 9)
+    slower_with_more = PairPace()
+    for n, t in ((12, 30.0), (3, 40.0)):  # a negative time per shape: proportional again
+        slower_with_more.add(n, t)
+    assert slower_with_more.expect(3) == pytest.approx(70.0 / 15 * 3)
+
+
 def test_an_interrupted_job_judges_the_runs_it_finished(tmp_path, monkeypatch):
     """SIGTERM during the third bench: ci.json and the comment hold the verdicts of the
     two runs that finished, marked interrupted, and the job exits 143."""

@@ -96,8 +96,8 @@ def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
     from ..harness.runs.ci import BENCH_BUDGET_S
 
     add_budget(
-        p, BENCH_BUDGET_S, f"seconds of benches: a {pairs} pair starts only if it is expected (at the last pair's "
-        "pace) to end within them, with ci's rerun of the shapes that read SLOWER",
+        p, BENCH_BUDGET_S, f"seconds of benches: a {pairs} pair starts only if it is expected (at the pace of the "
+        "pairs so far) to end within them, with ci's rerun of the shapes that read SLOWER",
     )  # fmt: skip
     p.add_argument("--python", default=None, help="the Python that builds and runs each commit (default this one)")
     p.add_argument(

@@ -47,6 +47,7 @@ from ..results.history import append_history, device_fields
 from ..results.rows import bench_rows
 from .ci_verdicts import failed_checks, failing, head_verdict, latest_rows, mark_launches, verdicts_of
 from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS
+from .pace import PairPace
 
 CI_SCHEMA = "helios-ci/1"
 ENGINE_PATHS = ("csrc", "shaders", "cmake", "CMakeLists.txt", "pyproject.toml")
@@ -305,17 +306,18 @@ def pairs_until_decided(
     """The stopping rule of ci and bisect: while `undecided(verdicts)` names shapes, one
     more pair on those shapes, until cfg.max_pairs pairs, or until the next pair and the
     rerun that `rerun(verdicts)` asks for (RERUN_PAIRS pairs on its shapes) would not fit
-    in cfg.max_time_s seconds of benches from `started`: a pair is expected to take what
-    the last one took per shape. Returns the files, the verdicts and what stopped it;
-    prefix: the added files' names start with it."""
+    in cfg.max_time_s seconds of benches from `started`, at the pace of the pairs so far
+    (PairPace). Returns the files, the verdicts and what stopped it; prefix: the added
+    files' names start with it."""
     pairs = len(files["head"])
     verdicts = verdicts_of(files)
-    # seconds a pair took per shape, from the last pair (at first, the opening pairs)
-    per_shape = (time.monotonic() - started) / max(1, pairs) / max(1, len(verdicts))
+    pace = PairPace()
+    pace.add(len(verdicts), (time.monotonic() - started) / max(1, pairs))
     while True:
         open_shapes = undecided(verdicts)
         spent = time.monotonic() - started
-        expected = per_shape * (len(open_shapes) + RERUN_PAIRS * len(rerun(verdicts)))
+        slower = rerun(verdicts)
+        expected = pace.expect(len(open_shapes)) + (RERUN_PAIRS * pace.expect(len(slower)) if slower else 0.0)
         why = (
             "decided"
             if not open_shapes
@@ -330,7 +332,7 @@ def pairs_until_decided(
         say(f"INCONCLUSIVE {', '.join(open_shapes)}: pair {pairs + 1} on them")
         t = time.monotonic()
         bench_pairs(cfg, sites, shas, shape_specs(open_shapes), f"{prefix}pair{pairs + 1}-", 1, say, pairs, files)
-        per_shape = (time.monotonic() - t) / len(open_shapes)
+        pace.add(len(open_shapes), time.monotonic() - t)
         pairs += 1
         verdicts = verdicts_of(files)
 
