@@ -24,11 +24,15 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     assert plan["tokens_per_s"] > 0 and plan["ms_per_token_p95"] >= plan["ms_per_token_p50"] > 0
     assert plan["host_ms_p50"] > 0 and plan["peak_memory_bytes"] > 0
     assert [c["context"] for c in plan["contexts"]] == d["config"]["contexts"]
+    # a layer's norm, QKV, attention (one dispatch), projection, norm, up and down; then
+    # the embedding, the last norm, the logits and the top-1
+    assert plan["dispatches"] == 7 * d["config"]["layers"] + 4 and 0 < plan["barriers"] <= plan["dispatches"] + 2
     if not torch.cuda.is_available():  # said per row, never silently left out
         assert rows["torch_cuda_graphs"]["status"] == rows["helios_torch"]["status"] == "skipped: needs CUDA"
         assert d["roof_gb_s"] is None and plan["roof_pct"] is None
     md = (tmp_path / "decode.md").read_text()
     assert md.count("| helios_plan |") == 2 and "ms/token (p50) by context length" in md
+    assert f"helios_plan: {plan['dispatches']} dispatches and {plan['barriers']} barriers a step" in md
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert "| helios_plan | ok |" in capsys.readouterr().out

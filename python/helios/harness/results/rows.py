@@ -155,6 +155,8 @@ class DecodeRow:
     tie: bool = col("bool", "that margin is within bfloat16 rounding: a tie, not an error", default=ABSENT)
     contexts: list = col("list", "ms per token at each context length", default=ABSENT)
     peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)
+    dispatches: int = col("count", "helios_plan: the dispatches its recorded step runs", default=ABSENT)
+    barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
 
 
 @dataclass(slots=True, kw_only=True)

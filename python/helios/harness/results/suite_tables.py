@@ -92,4 +92,6 @@ def decode_markdown(result: dict) -> str:
                 for x in r.contexts
             ]
             lines.append(f"| {r.adapter} | " + " | ".join(cells) + " |")
+    lines += [f"\n{r.adapter}: {r.dispatches} dispatches and {r.barriers} barriers a step" for r in rows
+              if r.dispatches is not None]  # fmt: skip
     return "\n".join(lines) + "\n"

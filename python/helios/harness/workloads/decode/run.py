@@ -148,6 +148,8 @@ def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int]
     runner = ad.make(adapter, cfg.prompt + cfg.new)
     greedy_run(runner, prompt, cfg.new)  # warm-up: pipelines, graphs, caches
     toks, wall, host, gpu = greedy_run(runner, prompt, cfg.new)
+    if isinstance(runner, PlanRunner):  # what the fusions left: one dispatch and barrier count a step
+        _, row["dispatches"], row["barriers"] = runner.decoder.plan.counts
     row["tokens"] = toks
     row["tokens_per_s"] = (cfg.new - 1) / (sum(wall) / 1e3)
     row["ms_per_token_p50"] = float(np.median(wall))
