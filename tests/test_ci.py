@@ -452,7 +452,7 @@ def test_an_interrupted_job_judges_the_runs_it_finished(tmp_path, monkeypatch):
         rec = run_ci(cfg)
     assert rec["exit"] == 143 and rec["interrupted"] == "SIGTERM", rec.get("reason")
     assert rec["files"] == {"base": ["base-run1.json"], "head": ["head-run1.json"]}
-    assert [v["shape"] for v in rec["verdicts"]] == ["4096x4096x4096"]
+    assert [v["shape"] for v in rec["verdicts"]] == ["4096x4096x4096"] and rec["device"]["name"]
     assert "stopped by SIGTERM after 1 base and 1 head runs" in rec["reason"]
     saved = json.loads((cfg.out / "ci.json").read_text())
     assert saved["exit"] == 143 and "INTERRUPTED by SIGTERM" in (cfg.out / "comment.md").read_text()

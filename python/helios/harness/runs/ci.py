@@ -368,9 +368,7 @@ def run_ci(cfg: CiConfig, say: Callable[[str], None] = lambda s: None) -> dict:
             signals.measured()
             return _interrupted(cfg, rec, files)
         signals.measured()  # from here a signal is recorded, never raised: the verdicts get written
-        heads, bases, head_latest = _judge(cfg, rec, files, verdicts)
-        rec["device"] = device_fields(heads[0])
-        rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
+        head_latest = _judge(cfg, rec, files, verdicts)
         if cfg.history is not None:  # probed before the builds; a late failure keeps the verdicts
             try:
                 append_history(cfg.history, head_latest, head, rec["date"])
@@ -442,14 +440,16 @@ def _config_record(cfg: CiConfig) -> dict:
     }
 
 
-def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list, list, dict]:
-    """The verdicts, the failed checks and the exit status into rec; returns the head's
-    and the base's results and the head's latest rows."""
+def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> dict:
+    """The verdicts, the failed checks, the device, the GPU's state and the exit status
+    into rec; returns the head's latest rows."""
     rec["files"] = {side: [p.name for p in fs] for side, fs in files.items()}
     rec["failed_checks"] = {side: failed_checks(fs) for side, fs in files.items()}
     heads = [load(str(p)) for p in files["head"]]
     bases = [load(str(p)) for p in files["base"]]
     head_latest = latest_rows(heads)
+    rec["device"] = device_fields(heads[0])
+    rec["gpu_state"] = {"base": side_states(bases), "head": side_states(heads)}
     mark_launches(verdicts, rec.get("engines", {}))
     rec["verdicts"] = [head_verdict(v) for v in verdicts]
     head_rows = {r.shape: r for r in bench_rows(head_latest)}
@@ -472,7 +472,7 @@ def _judge(cfg: CiConfig, rec: dict, files: dict, verdicts: list) -> tuple[list,
         if bad:
             why = "; ".join(f"{b['shape']} ({b['file']}: {b['why']})" for b in bad)
             rec.update(exit=code, reason=f"the {side}'s timed outputs failed their check: {why}")
-    return heads, bases, head_latest
+    return head_latest
 
 
 def _finish(cfg: CiConfig, rec: dict) -> dict:
