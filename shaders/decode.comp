@@ -8,13 +8,15 @@
 //                   stream (the model's embeddings as torch keeps them).
 // PASS 1 (attention, split): the new position's query against keys 0..pos of one
 //   head, CHUNK keys a workgroup (grid: heads x splits; flash-decoding), a key row
-//   read by D / 8 invocations in 16-byte loads. SRC is the
+//   read by D / 8 invocations in 16-byte loads, every K and V word of the split in
+//   flight before the first is used. SRC is the
 //   QKV row [q | k | v] (heads x D each, 16-bit); the caches KC, VC hold a row of
 //   heads x D per position. The split that owns pos writes the new K and V rows
 //   there and reads them from SRC (no other workgroup touches that row). Each
 //   writes its running max, sum and unnormalised output to WORK.
 // PASS 2 (attention, combine): per head, the splits' partials rescaled to one max
-//   and summed: OUT (heads x D, 16-bit) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+//   and summed: OUT (heads x D, 16-bit) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s,
+//   THREADS / D invocations a column each summing every (THREADS / D)-th split.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
 //   values (NaN counts as largest, as torch.argmax).
 // PASS 4 (attention, fused): PASS 1, then each workgroup counts itself in on its
@@ -72,11 +74,18 @@ uint16_t narrow(float x) {
 #endif
 }
 
+const uint KPP = THREADS / LANES;             // keys a pass of the workgroup
+const uint PASSES = (CHUNK + KPP - 1u) / KPP;  // passes over a split's keys
+const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
+
 shared float q[D];
 shared float red[THREADS];
 shared uint red_i[THREADS];
-shared float sc[CHUNK];                // a split's scores, then its weights
+shared float part[PASSES * THREADS];   // each invocation's share of its keys' scores
+shared float sc[CHUNK];                // a split's scores
+shared float wt[CHUNK];                // a split's weights e^(score - max)
 shared float acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
+shared float lsum[GROUPS];             // combine: each group's share of the denominator
 shared bool last_split;                // PASS 4: this workgroup is its head's last to arrive
 
 // The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it.
@@ -100,11 +109,14 @@ void embed() {
     out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
 }
 
-// K (or V) elements c .. c+8 of key j of head h, as fp32: the cache's row, or for the
-// new position (j == pos) the QKV row's K (part 1) or V (part 2).
-void load8(uint j, uint pos, uint h, uint c, uint part, out float v[8]) {
+// Elements c .. c+8 of key j of head h as one 16-byte word: K (part 1) or V (part 2)
+// from the cache's row, or for the new position (j == pos) from the QKV row.
+uvec4 word8(uint j, uint pos, uint h, uint c, uint part) {
     const uint d = p.n * D, at = h * D + c;
-    const uvec4 w = j == pos ? src128[(part * d + at) / 8u] : part == 1u ? kc128[(j * d + at) / 8u] : vc128[(j * d + at) / 8u];
+    return j == pos ? src128[(part * d + at) / 8u] : part == 1u ? kc128[(j * d + at) / 8u] : vc128[(j * d + at) / 8u];
+}
+
+void widen8(uvec4 w, out float v[8]) {
     [[unroll]] for (uint e = 0; e < 4u; e++) {
         v[2u * e] = widen(uint16_t(w[e] & 0xFFFFu));
         v[2u * e + 1u] = widen(uint16_t(w[e] >> 16));
@@ -116,76 +128,98 @@ void attention_split() {
     const uint pos = words[p.slot], d = p.n * D, j0 = split * CHUNK;
     const uint wbase = (h * p.rows2 + split) * (D + 2u);
     if (pos >= p.rows || j0 > pos) return;  // past the cache, or past the keys: the combine skips it
+    // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
+    // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
+    // loaded before any is used: the split waits on memory once, not once a pass.
+    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
+    uvec4 kw[PASSES], vw[PASSES];
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        kw[i] = jj < keys ? word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
+        vw[i] = jj < keys ? word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
+    }
     if (t < D) q[t] = widen(src16[h * D + t]);
     if (pos / CHUNK == split && t < D) {  // the new row, for the tokens after this one
         kc[pos * d + h * D + t] = src16[d + h * D + t];
         vc[pos * d + h * D + t] = src16[2u * d + h * D + t];
     }
     barrier();
-    // Scores: LANES invocations a key, each 8 of its D elements (one 16-byte load).
-    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
-    for (uint kb = 0; kb < CHUNK; kb += THREADS / LANES) {
-        float part = 0.0;
-        if (kb + slot < keys) {
-            float k8[8];
-            load8(j0 + kb + slot, pos, h, lane * 8u, 1u, k8);
-            [[unroll]] for (uint e = 0; e < 8u; e++) part = fma(q[lane * 8u + e], k8[e], part);
-        }
-        red[t] = part;
-        barrier();
-        if (lane == 0u && kb + slot < CHUNK) {
-            float s = 0.0;
-            for (uint l = 0; l < LANES; l++) s += red[t + l];
-            sc[kb + slot] = kb + slot < keys ? s * p.scale : -1.0 / 0.0;
-        }
-        barrier();
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        float k8[8];
+        widen8(kw[i], k8);
+        float s = 0.0;
+        [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(q[lane * 8u + e], k8[e], s);
+        part[i * THREADS + t] = s;
     }
-    const float s = t < CHUNK ? sc[t] : -1.0 / 0.0;
-    const float m = reduce(s, 0u);
-    const float e = t < keys ? exp(s - m) : 0.0;
-    const float l = reduce(e, 1u);
-    if (t < CHUNK) sc[t] = e;
     barrier();
-    // P V: the same layout, each invocation 8 of D columns over every (THREADS / LANES)-th key.
+    if (t < CHUNK) {
+        const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
+        float s = 0.0;
+        for (uint l = 0; l < LANES; l++) s += part[b + l];
+        sc[t] = t < keys ? s * p.scale : -1.0 / 0.0;
+    }
+    barrier();
+    float m = -1.0 / 0.0;
+    for (uint j = 0; j < keys; j++) m = max(m, sc[j]);
+    if (t < CHUNK) wt[t] = t < keys ? exp(sc[t] - m) : 0.0;
+    barrier();
+    // P V: each invocation 8 columns over its keys, the V words already in registers.
     float o[8];
     [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = 0.0;
-    for (uint jj = slot; jj < keys; jj += THREADS / LANES) {
-        float v8[8];
-        load8(j0 + jj, pos, h, lane * 8u, 2u, v8);
-        const float w = sc[jj];
-        [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = fma(w, v8[k], o[k]);
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        if (jj < keys) {
+            float v8[8];
+            widen8(vw[i], v8);
+            const float w = wt[jj];
+            [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = fma(w, v8[k], o[k]);
+        }
     }
     [[unroll]] for (uint k = 0; k < 8u; k++) acc[slot * D + lane * 8u + k] = o[k];
     barrier();
     if (t < D) {
         float sum = 0.0;
-        for (uint g = 0; g < THREADS / LANES; g++) sum += acc[g * D + t];
+        for (uint g = 0; g < KPP; g++) sum += acc[g * D + t];
         work[wbase + t] = sum;
     }
     if (t == 0u) {
+        float l = 0.0;
+        for (uint j = 0; j < keys; j++) l += wt[j];
         work[wbase + D] = m;
         work[wbase + D + 1u] = l;
     }
 }
 
+// Column c = t % D of head h, the splits shared among GROUPS invocations a column so
+// that their partials are read side by side.
 void attention_combine() {
-    const uint c = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, pos = words[p.slot];
-    if (c >= D) return;
+    const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, pos = words[p.slot];
+    const uint c = t % D, g = t / D;
     if (pos >= p.rows) {
-        out16[h * D + c] = narrow(uintBitsToFloat(0x7FC00000u));
+        if (t < D) out16[h * D + t] = narrow(uintBitsToFloat(0x7FC00000u));
         return;
     }
     const uint splits = pos / CHUNK + 1u;
     float mx = -1.0 / 0.0;
-    for (uint s = 0; s < splits; s++) mx = max(mx, work[(h * p.rows2 + s) * (D + 2u) + D]);
+    for (uint s = t; s < splits; s += THREADS) mx = max(mx, work[(h * p.rows2 + s) * (D + 2u) + D]);
+    mx = reduce(mx, 0u);
     float o = 0.0, l = 0.0;
-    for (uint s = 0; s < splits; s++) {
+    for (uint s = g; s < splits; s += GROUPS) {
         const uint b = (h * p.rows2 + s) * (D + 2u);
         const float w = exp(work[b + D] - mx);
         o += w * work[b + c];
         l += w * work[b + D + 1u];
     }
-    out16[h * D + c] = narrow(o / l);
+    acc[t] = o;
+    if (c == 0u) lsum[g] = l;
+    barrier();
+    if (t >= D) return;
+    float os = 0.0, ls = 0.0;
+    for (uint i = 0; i < GROUPS; i++) {
+        os += acc[i * D + t];
+        ls += lsum[i];
+    }
+    out16[h * D + t] = narrow(os / ls);
 }
 
 // Every workgroup of the grid counts in, those with no keys too, so the last to arrive

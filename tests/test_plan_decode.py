@@ -185,7 +185,7 @@ def norm_fused_device():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (4000, 24, True), (300, 48, False)])
+@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (4000, 24, True), (296, 48, False)])
 def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, norm_fused_device, dtype, n, k, trans_b):
     """Opted in, the LayerNorm that adds a one-row product's output to the stream runs in
     the product's dispatch (the last workgroup normalizes): the stream equals the two
@@ -208,12 +208,13 @@ def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, norm_fused_devi
 
 
 def test_a_norm_stays_apart_where_its_product_cannot_carry_it(norm_fused_device):
-    """Opted in: two rows, a branch the previous operation did not write, or a row wider
-    than the tail holds (32 elements an invocation: 2048 on gemv:wg64) keep two
-    dispatches; the same wide row on the default gemv:wg256 fuses."""
+    """Opted in: two rows, a branch the previous operation did not write, a row wider
+    than the tail holds (32 elements an invocation: 2048 on gemv:wg64) or one not of
+    whole 16-byte words (300 elements) keep two dispatches; the same wide row on the
+    default gemv:wg256 fuses."""
     dev = norm_fused_device
     cases = ((2, False, 64, None, 0), (1, True, 64, None, 0), (1, False, 4096, "gemv:wg64", 0),
-             (1, False, 4096, None, 1))  # fmt: skip
+             (1, False, 300, None, 0), (1, False, 4096, None, 1))  # fmt: skip
     for rows, between, n, variant, fewer in cases:
         w = dev.upload(_rand((n, 32), 50))
         g, b = (dev.upload(_rand(n, i, np.float32), dtype="float32") for i in (51, 52))

@@ -11,7 +11,7 @@
 
 #define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8     /* tensors a step binds, at most */
-#define GEMV_LN_PER 32u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_PER */
+#define GEMV_LN_PER 32u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_GROUPS x 8 */
 
 struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
@@ -237,7 +237,10 @@ static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *s
         return HL_OK;
     hl_product pl;
     HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
-    if (pl.v.path != HL_PATH_GEMV || pl.batch > 1 || a->d > GEMV_LN_PER * pl.v.threads) return HL_OK;
+    if (pl.v.path != HL_PATH_GEMV || pl.batch > 1 || a->d > GEMV_LN_PER * pl.v.threads || a->d % 8) return HL_OK;
+    const hl_tensor *const moved[6] = {m->t_c, a->x, a->gamma, a->beta, a->x_out, a->h}; /* in 16-byte words */
+    for (int k = 0; k < 6; k++)
+        if (moved[k]->offset % 16) return HL_OK;
     HL_TRY(hl_product_ln_pipeline(dev, m, &pl, &s->pipe[0], err));
     s->n_binds = HL_BIND_MATMUL_LN_COUNT;
     hl_tensor *const norm[6] = {a->x, a->gamma, a->beta, a->x_out, a->h, a->stats};
