@@ -8,6 +8,7 @@ import json
 import pytest
 
 from helios.cli import main
+from helios.harness.results.suite_tables import decode_markdown
 
 torch = pytest.importorskip("torch", reason="helios suite decode needs torch")
 
@@ -29,10 +30,13 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     assert plan["dispatches"] == 7 * d["config"]["layers"] + 4 and 0 < plan["barriers"] <= plan["dispatches"] + 2
     if not torch.cuda.is_available():  # said per row, never silently left out
         assert rows["torch_cuda_graphs"]["status"] == rows["helios_torch"]["status"] == "skipped: needs CUDA"
-        assert d["roof_gb_s"] is None and plan["roof_pct"] is None
+        assert d["roof_gb_s"] is None and d["roof_clock_warmup"] is None and plan["roof_pct"] is None
     md = (tmp_path / "decode.md").read_text()
     assert md.count("| helios_plan |") == 2 and "ms/token (p50) by context length" in md
     assert f"helios_plan: {plan['dispatches']} dispatches and {plan['barriers']} barriers a step" in md
+    ramp = {"done": True, "reached": True, "sm_clock_mhz": 1980.0, "max_sm_clock_mhz": 1980.0}
+    head = decode_markdown({**d, "roof_gb_s": 4000.0, "roof_clock_warmup": ramp}).splitlines()[0]
+    assert head.endswith("memory roof 4000 GB/s (1 GiB read, CUDA events; SM clock 1980 of 1980 MHz after the ramp)")
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert "| helios_plan | ok |" in capsys.readouterr().out

@@ -55,6 +55,13 @@ def _f(x: Optional[float], digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _ramp(r: Optional[dict]) -> str:
+    """The SM clock the roof's read ran at, where a ramp read it."""
+    if not r or not r.get("done"):
+        return ""
+    return f"; SM clock {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after the ramp"
+
+
 def decode_markdown(result: dict) -> str:
     c = result["config"]
     roof = result.get("roof_gb_s")
@@ -62,7 +69,11 @@ def decode_markdown(result: dict) -> str:
         f"Greedy decoding at batch 1 on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
         f"{c['heads']} heads, vocab {c['vocab']}, {result.get('weight_bytes', 0) / 1e6:.1f} MB of 16-bit weights; "
         f"prompt {c['prompt']}, {c['new']} new tokens; memory roof "
-        + (f"{roof:.0f} GB/s (1 GiB read, CUDA events)" if roof else "not measured (no CUDA)"),
+        + (
+            f"{roof:.0f} GB/s (1 GiB read, CUDA events{_ramp(result.get('roof_clock_warmup'))})"
+            if roof
+            else "not measured (no CUDA)"
+        ),
         "",
         "| adapter | status | tokens/s | ms/token p50 | p95 | host ms | GPU ms | % roof | same tokens as eager | "
         "peak MiB |",

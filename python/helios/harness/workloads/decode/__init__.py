@@ -18,8 +18,9 @@ Columns: tokens/s and ms/token p50 and p95 (the host clock around each step, its
 work waited for), host ms/token (what launching a step costs the CPU, where the
 adapter can tell), GPU ms/token (timestamps or CUDA events around the step), the
 step's bytes (16-bit weights, and K and V of every cached position) over its time as
-a percent of the memory roof (a 1 GiB read timed with CUDA events in the same run;
-none without CUDA), tokens identical to eager, peak device memory.
+a percent of the memory roof (a 1 GiB read timed with CUDA events in the same run,
+once the SM clock ramped; none without CUDA), tokens identical to eager, peak device
+memory.
 
 Adapters (helios/harness/workloads/decode/runners.py): torch_eager (on the GPU, or the CPU
 without CUDA), torch_cuda_graphs and helios_torch (these two need CUDA),
