@@ -32,19 +32,6 @@ float ln_sum(float v) {
     return s;
 }
 
-void unpack8_out(uvec4 w, out float v[8]) {
-    [[unroll]] for (uint e = 0; e < 4u; e++) {
-#ifdef OUT_BF16
-        v[2u * e] = bf16_to_f32(w[e] & 0xFFFFu);
-        v[2u * e + 1u] = bf16_to_f32(w[e] >> 16);
-#else
-        const vec2 h = unpackHalf2x16(w[e]);
-        v[2u * e] = h.x;
-        v[2u * e + 1u] = h.y;
-#endif
-    }
-}
-
 // 8-element groups of the row an invocation holds in registers, so that every load of
 // the row is in flight at once (the tail runs in one workgroup: its loads' latency is
 // its time). plan.c's GEMV_LN_PER is LN_GROUPS x 8.
@@ -64,7 +51,7 @@ void ln_tail() {
     [[unroll]] for (uint i = 0u; i < LN_GROUPS; i++) {
         const uint g = i * step + t;
         float c[8];
-        unpack8_out(g < groups ? ln_c8[g] : uvec4(0u), c);
+        widen8(g < groups ? ln_c8[g] : uvec4(0u), c);  // C is of A's 16-bit type (families.py)
         const vec4 x0 = g < groups ? ln_x4[2u * g] : vec4(0.0), x1 = g < groups ? ln_x4[2u * g + 1u] : vec4(0.0);
         [[unroll]] for (uint e = 0u; e < 4u; e++) {
             v[8u * i + e] = x0[e] + c[e];

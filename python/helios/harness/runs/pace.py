@@ -3,6 +3,8 @@ stopping rule (ci.pairs_until_decided) weighs against the budget."""
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class PairPace:
     """The seconds a base/head pair takes on n shapes, a + b n: each bench is a process
@@ -20,9 +22,7 @@ class PairPace:
         ns = [n for n, _ in self.pairs]
         ts = [t for _, t in self.pairs]
         if len(set(ns)) > 1:
-            mn, mt = sum(ns) / len(ns), sum(ts) / len(ts)
-            b = sum((n - mn) * (t - mt) for n, t in self.pairs) / sum((n - mn) ** 2 for n in ns)
-            a = mt - b * mn
+            b, a = (float(c) for c in np.polyfit(ns, ts, 1))
             if a >= 0 and b >= 0:
                 return a + b * shapes
         return sum(ts) / sum(ns) * shapes
