@@ -43,16 +43,12 @@ layout(push_constant) uniform Params {
     uint rows;   // embed: token rows; attention: cache rows (positions)
     uint rows2;  // embed: position rows; attention: splits in WORK per head
     float scale; // attention: 1 / sqrt(D)
-    layout(offset = 56) uint sync_wait;  // stage_sync.glsl's words
-    uint sync_count, sync_signal, sync_flags;
 } p;
 
-// The parameter words and SRC are read through coherent bindings: in a plan, the stage
-// before may have just written them (stage_sync.glsl).
-layout(binding = BINDING_PARAMS) coherent buffer Words { uint words[]; };
-layout(binding = BINDING_SRC) coherent readonly buffer Src32 { float src32[]; };
-layout(binding = BINDING_SRC) coherent readonly buffer Src16 { uint16_t src16[]; };
-layout(binding = BINDING_SRC) coherent readonly buffer Src128 { uvec4 src128[]; };
+layout(binding = BINDING_PARAMS) buffer Words { uint words[]; };
+layout(binding = BINDING_SRC) readonly buffer Src32 { float src32[]; };
+layout(binding = BINDING_SRC) readonly buffer Src16 { uint16_t src16[]; };
+layout(binding = BINDING_SRC) readonly buffer Src128 { uvec4 src128[]; };
 layout(binding = BINDING_SRC2) readonly buffer Src2 { float src2[]; };
 layout(binding = BINDING_KC) buffer KCache { uint16_t kc[]; };
 layout(binding = BINDING_VC) buffer VCache { uint16_t vc[]; };
@@ -62,8 +58,6 @@ layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
 layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coherent: PASS 4 reads other workgroups' partials
 layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
-
-#include "stage_sync.glsl"
 
 float widen(uint16_t w) {
 #ifdef IN_BF16
@@ -109,11 +103,17 @@ float reduce(float v, uint op) {
 }
 
 void embed() {
-    stage_wait();
     const uint c = gl_GlobalInvocationID.x, tok = words[p.slot], pos = words[p.slot2];
     if (c >= p.n) return;
     const bool ok = tok < p.rows && pos < p.rows2;  // the host checks; a wrong word reads nothing
     out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
+}
+
+// Elements c .. c+8 of key j of head h as one 16-byte word: K (part 1) or V (part 2)
+// from the cache's row, or for the new position (j == pos) from the QKV row.
+uvec4 word8(uint j, uint pos, uint h, uint c, uint part) {
+    const uint d = p.n * D, at = h * D + c;
+    return j == pos ? src128[(part * d + at) / 8u] : part == 1u ? kc128[(j * d + at) / 8u] : vc128[(j * d + at) / 8u];
 }
 
 void widen8(uvec4 w, out float v[8]) {
@@ -125,32 +125,18 @@ void widen8(uvec4 w, out float v[8]) {
 
 void attention_split() {
     const uint t = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    if (!stage_early()) stage_wait();  // the position's word may be written in the plan
     const uint pos = words[p.slot], d = p.n * D, j0 = split * CHUNK;
     const uint wbase = (h * p.rows2 + split) * (D + 2u);
-    // Past the cache, or past the keys: no keys (the combine skips the split).
-    const uint keys = pos < p.rows && j0 <= pos ? min(CHUNK, pos + 1u - j0) : 0u;
+    if (pos >= p.rows || j0 > pos) return;  // past the cache, or past the keys: the combine skips it
     // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
     // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
-    // loaded before any is used: the split waits on memory once, not once a pass. The
-    // cache's rows go out before a plan's wait (no other stage writes them); the new
-    // position's row comes from the QKV row, after it.
-    const uint lane = t % LANES, slot = t / LANES, at = h * D + lane * 8u;
+    // loaded before any is used: the split waits on memory once, not once a pass.
+    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
     uvec4 kw[PASSES], vw[PASSES];
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
-        const uint jj = i * KPP + slot, j = j0 + jj;
-        const bool cached = jj < keys && j != pos;
-        kw[i] = cached ? kc128[(j * d + at) / 8u] : uvec4(0u);
-        vw[i] = cached ? vc128[(j * d + at) / 8u] : uvec4(0u);
-    }
-    if (stage_early()) stage_wait();
-    if (keys == 0u) return;  // uniform per workgroup
-    [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
-        if (jj < keys && j0 + jj == pos) {
-            kw[i] = src128[(d + at) / 8u];
-            vw[i] = src128[(2u * d + at) / 8u];
-        }
+        kw[i] = jj < keys ? word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
+        vw[i] = jj < keys ? word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
     }
     if (t < D) q[t] = widen(src16[h * D + t]);
     if (pos / CHUNK == split && t < D) {  // the new row, for the tokens after this one
@@ -257,7 +243,6 @@ bool beats(float a, uint ia, float b, uint ib) {
 }
 
 void top1() {
-    stage_wait();
     const uint t = gl_LocalInvocationID.x;
     float best = -1.0 / 0.0;
     uint bi = 0xFFFFFFFFu;
@@ -291,5 +276,4 @@ void main() {
         top1();
     else
         attention_fused();
-    stage_signal();
 }

@@ -67,8 +67,7 @@ COMPILER_FEATURES = {
 
 # Storage-buffer slots per kernel kind (one descriptor set).
 BINDINGS = {
-    # STAGES: a plan's stage words (stage_sync.glsl), where the kernel waits and counts in
-    "matmul": ("A", "B", "C", "WORKSPACE", "BIAS", "STAGES"),
+    "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
     # A product of one row and the LayerNorm its output feeds (matmul_gemv_ln.comp): the
     # product's slots, then the norm's stream, weights and outputs, and the arrival count
     "matmul_ln": ("A", "B", "C", "WORKSPACE", "BIAS", "X", "GAMMA", "BETA", "XOUT", "H", "STATS", "ARRIVED"),
@@ -81,9 +80,9 @@ BINDINGS = {
     "copy": ("SRC", "DST"),
     "activation": ("Z", "G", "Y"),
     # A decode step's ops besides products and norms (decode.comp); PARAMS: a plan's parameter words
-    "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK", "STAGES"),
+    "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK"),
     # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
-    "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL", "STAGES"),
+    "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
 
 

@@ -13,9 +13,7 @@
 //   gradient reaching the stream from above: RESIDUAL), written in fp32 to GX and
 //   rounded to GX16; per workgroup the column sums of GH xhat and GH (the partial
 //   gamma and beta gradients) to PARTIAL[g] (2 x D), summed over workgroups after.
-// fp32 arithmetic throughout; bfloat16 (IN_BF16) as 16-bit words. X and R are read
-// once each, through coherent bindings: a plan may overlap the forward with the
-// stage that writes them (stage_sync.glsl).
+// fp32 arithmetic throughout; bfloat16 (IN_BF16) as 16-bit words.
 // p.vec = 1 (D % 4 == 0, fp32 tensors on 16 bytes, 16-bit ones on 8): each
 // invocation holds groups of 4 consecutive columns and moves them in one 16-byte
 // (fp32) or 8-byte (16-bit) access, a quarter of the requests of the scalar path.
@@ -33,14 +31,10 @@ layout(push_constant) uniform Params {
     uint rows, d;
     float eps;
     uint vec;  // 1: the 4-column path (above)
-    layout(offset = 56) uint sync_wait;  // stage_sync.glsl's words (the forward in a plan)
-    uint sync_count, sync_signal, sync_flags;
 } p;
 
-#include "stage_sync.glsl"
-
-layout(binding = BINDING_X) coherent readonly buffer X { float x[]; };
-layout(binding = BINDING_R) coherent readonly buffer R16 { uint16_t r16[]; };  // forward: the branch added
+layout(binding = BINDING_X) readonly buffer X { float x[]; };
+layout(binding = BINDING_R) readonly buffer R16 { uint16_t r16[]; };     // forward: the branch added
 layout(binding = BINDING_GAMMA) readonly buffer Gamma { float gamma[]; };
 layout(binding = BINDING_BETA) readonly buffer Beta { float beta[]; };
 layout(binding = BINDING_XOUT) writeonly buffer XOut { float xout[]; };  // forward: X + R
@@ -51,8 +45,8 @@ layout(binding = BINDING_GX) writeonly buffer GX { float gx[]; };
 layout(binding = BINDING_GX16) writeonly buffer GX16 { uint16_t gx16[]; };
 layout(binding = BINDING_PARTIAL) writeonly buffer Partial { float partial[]; };
 // The same buffers 4 columns an element (p.vec).
-layout(binding = BINDING_X) coherent readonly buffer X4 { vec4 x4[]; };
-layout(binding = BINDING_R) coherent readonly buffer R4 { uvec2 r4[]; };
+layout(binding = BINDING_X) readonly buffer X4 { vec4 x4[]; };
+layout(binding = BINDING_R) readonly buffer R4 { uvec2 r4[]; };
 layout(binding = BINDING_GAMMA) readonly buffer Gamma4 { vec4 gamma4[]; };
 layout(binding = BINDING_BETA) readonly buffer Beta4 { vec4 beta4[]; };
 layout(binding = BINDING_XOUT) writeonly buffer XOut4 { vec4 xout4[]; };
@@ -219,14 +213,11 @@ void main() {
     const uint g = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint t = gl_LocalInvocationID.x;
     if (PASS == 0u) {
-        stage_wait();
-        if (g < p.rows) {  // uniform per workgroup
-            if (p.vec != 0u)
-                forward_row4(g);
-            else
-                forward_row(g);
-        }
-        stage_signal();
+        if (g >= p.rows) return;  // uniform per workgroup
+        if (p.vec != 0u)
+            forward_row4(g);
+        else
+            forward_row(g);
         return;
     }
     if (p.vec != 0u) {

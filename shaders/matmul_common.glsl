@@ -31,10 +31,6 @@ layout(push_constant) uniform Params {
 #ifdef LN_TAIL
     float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon (the other kernels' SPIR-V stays as it was)
 #endif
-#ifdef STAGE_SYNC
-    layout(offset = 56) uint sync_wait;  // matmul_gemv.comp in a plan: stage_sync.glsl's words
-    uint sync_count, sync_signal, sync_flags;
-#endif
 } p;
 
 const uint FLAG_A_VEC = 1u;     // A's rows and batches are 16-byte aligned

@@ -10,10 +10,6 @@
 // B stored K x N: a lane per column (consecutive lanes, consecutive addresses), the
 //   workgroup's subgroups splitting K; the partial sums meet in shared memory.
 // Layouts, batches and the epilogue as in matmul_common.glsl; fp32 arithmetic.
-// A of at most A_STAGED elements in 16-byte words is read once per workgroup into
-// shared memory (through a coherent binding: in a plan, the stage before may have
-// just written it); B's first words are in flight before a plan's wait.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "spec_matmul_gemv.glsl"
-#define STAGE_SYNC  // a plan may overlap it with the stages around it (stage_sync.glsl)
 #include "matmul_gemv.glsl"

@@ -66,9 +66,7 @@ def test_a_barrier_only_where_a_product_depends_on_an_earlier_one(device, stack)
         p.matmul(g, w2, trans_b=True)  # g was written before that barrier: none
     ops, dispatches, barriers = p.counts
     assert ops == 4 and dispatches >= 4
-    # the barrier before the plan (earlier submissions' writes), and before h's reader a
-    # barrier or, where the plan overlaps stages (lavapipe), a wait in the kernels
-    assert barriers + p.waits == 2, (p.counts, p.waits)
+    assert barriers == 2  # the one before the plan (earlier submissions' writes) and the one before h's reader
     p.replay()
     assert np.array_equal(g.numpy(), h.numpy())
 

@@ -56,7 +56,6 @@ static hl_status read_properties(hl_device *dev, hl_error *err) {
     snprintf(c->driver_name, sizeof c->driver_name, "%s", drv.driverName);
     snprintf(c->driver_info, sizeof c->driver_info, "%s", drv.driverInfo);
     c->vendor_id = p->vendorID;
-    c->driver_id = (uint32_t)drv.driverID;
     c->device_id = p->deviceID;
     c->driver_version = p->driverVersion;
     c->api_version = p->apiVersion;

@@ -50,7 +50,6 @@ static void begin(hl_plan_step *s, hl_tensor *fill) {
     s->work_slot = -1;
     s->param_write = -1;
     s->n_dispatch = 1;
-    s->stage_slot = HL_BIND_DECODE_STAGES;
 }
 
 hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
@@ -79,7 +78,6 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     bind(s, HL_BIND_DECODE_OUT, a->out);
     s->reads[0] = a->tokens;
     s->reads[1] = a->positions;
-    s->plain_reads[0] = a->positions;
     s->writes[0] = a->out;
     s->param_read[0] = a->token_slot;
     s->param_bound[0] = a->token_rows;
@@ -138,7 +136,6 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
         HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, &s->pipe[0], err));
         HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, &s->pipe[1], err));
         s->n_dispatch = 2;
-        s->stage_slot = 0; /* a barrier between its two dispatches */
     }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
@@ -157,8 +154,6 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     s->writes[0] = a->out;
     s->writes[1] = a->k_cache; /* the new position's rows */
     s->writes[2] = a->v_cache;
-    s->plain_reads[0] = a->k_cache; /* the rows before the position */
-    s->plain_reads[1] = a->v_cache;
     s->param_read[0] = a->pos_slot;
     s->param_bound[0] = a->max_len;
     s->n_param_reads = 1;

@@ -321,13 +321,6 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", &two_pass, err));
     dev->decode_attention_fused = !two_pass;
     HL_TRY(hl_env_flag("HELIOS_PLAN_NORM_FUSION", &dev->norm_fused, err));
-    /* Only where a dispatch's workgroups are known to launch after all of those of the
-     * dispatches before it (NVIDIA's hardware queues; lavapipe runs one dispatch at a
-     * time): elsewhere a waiting workgroup might hold back the ones it waits for. */
-    int no_overlap = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_OVERLAP", &no_overlap, err));
-    dev->plan_overlap = !no_overlap && (dev->caps.driver_id == (uint32_t)VK_DRIVER_ID_NVIDIA_PROPRIETARY ||
-                                        dev->caps.driver_id == (uint32_t)VK_DRIVER_ID_MESA_LLVMPIPE);
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;

@@ -87,7 +87,7 @@ typedef struct hl_coop_shape { /* one VkCooperativeMatrixPropertiesKHR row */
 #define HL_MAX_COOP_SHAPES 64
 typedef struct hl_caps {
     char name[256];
-    uint32_t vendor_id, device_id, driver_version, api_version, driver_id; /* driver_id: a VkDriverId */
+    uint32_t vendor_id, device_id, driver_version, api_version;
     char driver_name[256], driver_info[256];
     int device_type; /* raw VkPhysicalDeviceType */
     uint32_t subgroup_size, min_subgroup_size, max_subgroup_size;

@@ -114,7 +114,7 @@ typedef struct hl_spirv {
 } hl_spirv;
 extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
 
-#define HL_PUSH_WORDS 18 /* M N K flags k_chunk splits lda ldb sa sb batch alpha beta ln_eps; stage words */
+#define HL_PUSH_WORDS 14 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta, ln_eps */
 #define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 #define HL_RING_SLOTS 16     /* async submissions in flight at most (the oldest is waited for) */
@@ -185,7 +185,7 @@ struct hl_device {
     hl_caps caps;
     int coop_enabled;
     int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
-    int coop2_enabled, gemv_enabled, decode_attention_fused, norm_fused, plan_overlap; /* switches.py */
+    int coop2_enabled, gemv_enabled, decode_attention_fused, norm_fused; /* their switches: switches.py */
     int timestamps_ok;
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */

@@ -370,11 +370,6 @@ hl_status hl_matmul(hl_device *dev, const hl_matmul_args *args, hl_error *err) {
                                  .bytes = bias_host ? pl.bias_bytes : 16,
                                  .slot = HL_BIND_MATMUL_BIAS,
                                  .access = HL_ACCESS_READ},
-        /* a plan's stage words; anywhere else a placeholder the shader never touches */
-        [HL_BIND_MATMUL_STAGES] = {.scratch = &dev->buf_w,
-                                   .bytes = 16,
-                                   .slot = HL_BIND_MATMUL_STAGES,
-                                   .access = HL_ACCESS_READ},
     };
     /* (With beta != 0 a repeated product reads the C the previous one wrote:
      * the timing is the same work, the output of one dispatch is what counts.) */
@@ -444,7 +439,6 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     for (uint32_t i = 0; i < n_ops; i++) {
         hl_binding bufs[HL_BIND_MATMUL_COUNT];
         hl_product_bindings(&ops[i], dev->buf_w.buffer, bufs);
-        bufs[HL_BIND_MATMUL_STAGES] = (hl_binding){dev->buf_w.buffer, 0}; /* declared, never touched */
         hl_write_set(dev, sets[i], bufs, HL_BIND_MATMUL_COUNT);
     }
     /* Whatever wrote the tensors before (uploads) is complete: every earlier

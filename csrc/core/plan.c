@@ -9,6 +9,7 @@
 #include "plan_ops.h"
 #include "product.h"
 
+#define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8     /* tensors a step binds, at most */
 #define GEMV_LN_PER 32u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_GROUPS x 8 */
 
@@ -16,12 +17,10 @@ struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
     VkCommandBuffer cmd;
     VkDescriptorPool pool;
-    VkQueryPool queries;       /* two timestamps around the plan, where the queue has them */
-    hl_buffer workspace;       /* split-K and attention partial sums, the slot a product without a bias binds */
-    hl_buffer params;          /* the parameter words, host-visible and mapped */
-    hl_buffer counters;        /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
-    VkDeviceSize stage_offset; /* of the stage words in counters: word 0 the fault word, then a word a stage */
-    uint32_t waits;            /* stages that wait on the one before in their kernels, not behind a barrier */
+    VkQueryPool queries; /* two timestamps around the plan, where the queue has them */
+    hl_buffer workspace; /* split-K and attention partial sums, the slot a product without a bias binds */
+    hl_buffer params;    /* the parameter words, host-visible and mapped */
+    hl_buffer counters;  /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
     uint32_t n_params;
     uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS]; /* each word's tightest bound (0: none) */
     hl_tensor **tensors; /* every tensor bound, checked before each replay */
@@ -29,6 +28,45 @@ struct hl_plan {
     uint32_t ops, dispatches, barriers;
     struct hl_plan *prev, *next;
 };
+
+/* What the steps since the last barrier touched: the next one waits behind a barrier
+ * only when it reads or writes what they wrote, or writes what they read (tensors,
+ * the shared workspace, the parameter words). */
+typedef struct hazards {
+    const hl_tensor *read[HL_STEP_READS * PLAN_MAX_OPS], *written[HL_STEP_WRITES * PLAN_MAX_OPS];
+    uint32_t n_read, n_written;
+    int workspace, params_written, params_read;
+} hazards;
+
+static int touches(const hl_tensor *const *set, uint32_t n, const hl_tensor *t) {
+    for (uint32_t i = 0; t && i < n; i++)
+        if (hl_tensors_share(set[i], t)) return 1;
+    return 0;
+}
+
+/* Split-K's and attention's partial sums; a product without split-K binds 16 bytes of it
+ * only in place of a bias. */
+static int uses_workspace(const hl_plan_step *s) { return s->work_bytes > 16; }
+
+static int needs_barrier(const hazards *h, const hl_plan_step *s) {
+    for (uint32_t i = 0; i < HL_STEP_READS; i++)
+        if (touches(h->written, h->n_written, s->reads[i])) return 1;
+    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
+        if (touches(h->written, h->n_written, s->writes[i]) || touches(h->read, h->n_read, s->writes[i])) return 1;
+    if (h->params_written && s->n_param_reads) return 1;
+    if ((h->params_read || h->params_written) && s->param_write >= 0) return 1;
+    return uses_workspace(s) && h->workspace;
+}
+
+static void note(hazards *h, const hl_plan_step *s) {
+    for (uint32_t i = 0; i < HL_STEP_READS; i++)
+        if (s->reads[i]) h->read[h->n_read++] = s->reads[i];
+    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
+        if (s->writes[i]) h->written[h->n_written++] = s->writes[i];
+    h->workspace |= uses_workspace(s);
+    h->params_read |= s->n_param_reads > 0;
+    h->params_written |= s->param_write >= 0;
+}
 
 static void keep_tensor(hl_plan *p, hl_tensor *t) {
     if (!t) return;
@@ -86,8 +124,7 @@ static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step 
     }
 }
 
-static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescriptorSet *sets, const hl_plan_stages *stg,
-                        hl_error *err) {
+static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescriptorSet *sets, hazards *h, hl_error *err) {
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
     const uint64_t barriers0 = dev->tel.barriers, dispatches0 = dev->tel.dispatches;
@@ -105,23 +142,17 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     int params_written = 0;
     for (uint32_t i = 0; i < p->ops; i++) {
-        if (i && stg->stage[i] != stg->stage[i - 1] && !stg->overlapped[stg->stage[i]])
+        if (needs_barrier(h, &steps[i])) {
             hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+            memset(h, 0, sizeof *h);
+        }
+        note(h, &steps[i]);
         params_written |= steps[i].param_write >= 0;
         record_step(dev, p->cmd, &steps[i], sets[i]);
     }
-    if (p->waits) { /* the fault word, into the parameter buffer's spare word the host reads */
-        hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                          VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
-        const VkBufferCopy fault = {p->stage_offset, 4ull * HL_PLAN_MAX_PARAMS, 4};
-        vkCmdCopyBuffer(p->cmd, p->counters.buffer, p->params.buffer, 1, &fault);
-        hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                          VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                          VK_ACCESS_HOST_READ_BIT);
-        dev->tel.barriers -= params_written ? 1 : 2; /* counted as the ending without waits: counts compare */
-    } else if (params_written)                       /* the words the host reads after the wait */
+    if (params_written) /* the words the host reads after the wait */
         hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     if (p->queries) vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->queries, 1);
@@ -159,10 +190,6 @@ static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char
     s->work_bytes = pl.w_bytes;
     const hl_tensor *reads[4] = {o->t_a, o->t_b, o->t_bias, pl.read_c ? o->t_c : NULL};
     memcpy(s->reads, reads, sizeof reads);
-    if (pl.v.path == HL_PATH_GEMV && !pl.reduce_pipe) { /* matmul_gemv.comp reads A coherently */
-        s->stage_slot = HL_BIND_MATMUL_STAGES;
-        memcpy(s->plain_reads, &reads[1], 3 * sizeof reads[0]);
-    }
     s->writes[0] = o->t_c;
     hl_tensor *keep[4] = {o->t_a, o->t_b, o->t_c, o->t_bias};
     memcpy(s->keep, keep, sizeof keep);
@@ -188,9 +215,6 @@ static hl_status layernorm_step(hl_device *dev, const hl_layernorm_args *a, hl_p
     s->work_slot = s->params_slot = s->param_write = -1;
     const hl_tensor *reads[4] = {a->x, a->r, a->gamma, a->beta};
     memcpy(s->reads, reads, sizeof reads);
-    s->stage_slot = HL_BIND_LAYERNORM_STAGES; /* layernorm.comp reads X and R coherently */
-    s->plain_reads[0] = a->gamma;
-    s->plain_reads[1] = a->beta;
     const hl_tensor *writes[3] = {a->h, a->stats, a->x_out};
     memcpy(s->writes, writes, sizeof writes);
     hl_tensor *keep[7] = {a->x, a->r, a->gamma, a->beta, a->h, a->stats, a->x_out};
@@ -223,7 +247,6 @@ static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *s
     for (int k = 0; k < 6; k++) s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k], NULL);
     s->counter_words = 1;
     s->counter_slot = HL_BIND_MATMUL_LN_ARRIVED;
-    s->stage_slot = 0; /* matmul_gemv_ln.comp neither waits nor counts in */
     memcpy(&s->pc[0][13], &a->eps, 4);
     s->reads[3] = a->x;
     s->reads[4] = a->gamma;
@@ -262,7 +285,6 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
     uint64_t w_bytes = 16, c_bytes = 0;
-    hl_plan_stages stg = {0};
     VkDeviceSize *c_offset = calloc(p->ops, sizeof *c_offset);
     if (!c_offset) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t i = 0; i < p->ops; i++) {
@@ -271,8 +293,6 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
     }
     for (uint32_t i = 0; i + 1 < p->ops; i++) HL_TRY(fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
-    HL_TRY(hl_plan_stages_plan(dev, steps, p->ops, &stg, err));
-    p->waits = stg.waits;
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
         if (s->counter_words) {
@@ -287,10 +307,6 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
                 p->bound_op[w] = i;
             }
         }
-    }
-    if (p->waits) {
-        p->stage_offset = hl_align_up(c_bytes, dev->caps.storage_offset_alignment);
-        c_bytes = p->stage_offset + 4ull * (stg.n_stages + 1);
     }
     HL_TRY(hl_buffer_create(dev, w_bytes, 0, &p->workspace, err));
     HL_TRY(hl_buffer_create(dev, 16 + 4ull * HL_PLAN_MAX_PARAMS, 1, &p->params, err));
@@ -313,10 +329,6 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         if (s->work_slot >= 0) s->binds[s->work_slot] = (hl_binding){p->workspace.buffer, 0};
         if (s->params_slot >= 0) s->binds[s->params_slot] = (hl_binding){p->params.buffer, 0};
         if (s->counter_words) s->binds[s->counter_slot] = (hl_binding){p->counters.buffer, c_offset[i]};
-        if (s->pc[0][14] || s->pc[0][16])
-            s->binds[s->stage_slot] = (hl_binding){p->counters.buffer, p->stage_offset};
-        else if (ops[i].kind == HL_PLAN_MATMUL && s->n_binds == HL_BIND_MATMUL_COUNT)
-            s->binds[HL_BIND_MATMUL_STAGES] = (hl_binding){p->workspace.buffer, 0}; /* not waiting: untouched */
         hl_write_set(dev, sets[i], s->binds, s->n_binds);
     }
     if (dev->timestamps_ok) {
@@ -329,10 +341,15 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
     HL_VK(vkAllocateCommandBuffers(dev->device, &cai, &p->cmd));
-    st = record(p, steps, sets, &stg, err);
+    hazards *h = calloc(1, sizeof *h);
+    if (!h) {
+        st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    st = record(p, steps, sets, h, err);
+    free(h);
 fail:
     free(c_offset);
-    hl_plan_stages_free(&stg);
     return st;
 }
 
@@ -341,8 +358,8 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
     hl_status st = HL_OK;
     *out = NULL;
     if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: no operations recorded");
-    if (n_ops > HL_PLAN_MAX_OPS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, HL_PLAN_MAX_OPS);
+    if (n_ops > PLAN_MAX_OPS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, PLAN_MAX_OPS);
     if (n_params > HL_PLAN_MAX_PARAMS)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
                        HL_PLAN_MAX_PARAMS);
@@ -420,16 +437,6 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
     HL_TRY(hl_submit_cmd(dev, p->cmd, err));
     const double t_sub = hl_now_ms();
     HL_TRY(hl_wait_fence(dev, err));
-    uint32_t *fault = (uint32_t *)p->params.mapped + HL_PLAN_MAX_PARAMS; /* stage_sync.glsl's fault word */
-    if (p->waits && *fault) {
-        const uint32_t g = *fault;
-        *fault = 0;
-        return hl_fail(err, HL_ERR_TIMEOUT,
-                       "plan: stage %u gave up waiting for stage %u in its kernels, so this replay's results are wrong "
-                       "(the driver did not run the two side by side); HELIOS_DISABLE_PLAN_OVERLAP=1 puts barriers "
-                       "between stages instead",
-                       g, g - 1);
-    }
     run->host_ms = t_sub - t0;
     run->wall_ms = hl_now_ms() - t0;
     run->gpu_ms = 0.0;
@@ -447,11 +454,10 @@ fail:
     return st;
 }
 
-void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *waits) {
+void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers) {
     *ops = p->ops;
     *dispatches = p->dispatches;
     *barriers = p->barriers;
-    *waits = p->waits;
 }
 
 int hl_plan_alive(const hl_plan *p) { return p && p->dev; }

@@ -25,24 +25,8 @@ typedef struct hl_plan_step {
     int param_write;                                       /* the word written, -1: none */
     uint32_t counter_words; /* words of its own the plan zeroes before each replay (arrival counters) */
     int counter_slot;       /* their binding slot, where counter_words > 0 */
-    int stage_slot;         /* binding slot of the plan's stage words where its kernel waits and counts in
-                             * (stage_sync.glsl, push words 14-17); 0 (never a stage slot): barriers around it */
-    const hl_tensor *plain_reads[HL_STEP_READS]; /* read through non-coherent bindings: overlapped only
-                                                  * where no other step writes them */
-    hl_tensor *keep[8];                          /* every tensor bound */
+    hl_tensor *keep[8];     /* every tensor bound */
 } hl_plan_step;
-
-/* plan_stages.c: each step's stage (a new one where a step depends on the steps since
- * the last began) and the stages that wait for the one before in their kernels. */
-#define HL_PLAN_MAX_OPS 4096
-typedef struct hl_plan_stages {
-    uint32_t n_stages, waits; /* waits: stages overlapped with the one before */
-    uint32_t *stage;          /* of each step */
-    int *overlapped;          /* of each stage: it waits in its kernels, no barrier before it */
-} hl_plan_stages;
-hl_status hl_plan_stages_plan(const hl_device *dev, hl_plan_step *steps, uint32_t n, hl_plan_stages *out,
-                              hl_error *err);
-void hl_plan_stages_free(hl_plan_stages *s);
 
 /* LayerNorm's forward as a dispatch and its operands (hl_layernorm runs the same). */
 hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,

@@ -146,12 +146,12 @@ static PyObject *Plan_close(PlanObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* counts -> (ops, dispatches, barriers, waits) as recorded */
+/* counts -> (ops, dispatches, barriers) as recorded */
 static PyObject *Plan_counts(PlanObject *self, void *c) {
     if (!self->p) Py_RETURN_NONE;
-    uint32_t ops, dispatches, barriers, waits;
-    hl_plan_counts(self->p, &ops, &dispatches, &barriers, &waits);
-    return Py_BuildValue("(IIII)", ops, dispatches, barriers, waits);
+    uint32_t ops, dispatches, barriers;
+    hl_plan_counts(self->p, &ops, &dispatches, &barriers);
+    return Py_BuildValue("(III)", ops, dispatches, barriers);
 }
 
 static PyObject *Plan_alive(PlanObject *self, void *c) { return PyBool_FromLong(self->p && hl_plan_alive(self->p)); }
@@ -168,7 +168,7 @@ static PyMethodDef Plan_methods[] = {
     {NULL}};
 
 static PyGetSetDef Plan_getset[] = {
-    {"counts", (getter)Plan_counts, NULL, "(ops, dispatches, barriers, waits) as recorded; None once closed", NULL},
+    {"counts", (getter)Plan_counts, NULL, "(ops, dispatches, barriers) as recorded; None once closed", NULL},
     {"alive", (getter)Plan_alive, NULL, "False once closed or its Device closed", NULL},
     {NULL}};
 

@@ -189,15 +189,8 @@ class Plan(Chain):
     @property
     def counts(self) -> tuple[int, int, int]:
         """(operations, dispatches, barriers) as recorded."""
-        ops, dispatches, barriers, _ = self._recorded().counts
+        ops, dispatches, barriers = self._recorded().counts
         return int(ops), int(dispatches), int(barriers)
-
-    @property
-    def waits(self) -> int:
-        """Stages that wait for the stage before inside their kernels, where the plan
-        overlaps them instead of recording a barrier between them (the kill switch
-        HELIOS_DISABLE_PLAN_OVERLAP=1 records barriers)."""
-        return int(self._recorded().counts[3])
 
     def replay(self, params: Any = None) -> PlanRun:
         """Submit the plan once and wait for it; params (as set_params) written first."""

@@ -58,13 +58,6 @@ SWITCHES: tuple[Switch, ...] = (
         "A plan's decode attention as two dispatches (split, then combine), not one whose last split combines.",
     ),
     Switch(
-        "HELIOS_DISABLE_PLAN_OVERLAP",
-        "kill switch",
-        "1",
-        "A plan's stages wait for each other behind pipeline barriers, not inside their kernels "
-        "(the overlap runs where the driver is NVIDIA's or lavapipe).",
-    ),
-    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
