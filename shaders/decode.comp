@@ -28,6 +28,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "spec_decode.glsl"
 #include "bf16.glsl"
 
@@ -82,22 +83,19 @@ shared float q[D];
 shared float red[THREADS];
 shared uint red_i[THREADS];
 shared float part[PASSES * THREADS];   // each invocation's share of its keys' scores
-shared float sc[CHUNK];                // a split's scores
 shared float wt[CHUNK];                // a split's weights e^(score - max)
 shared float acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
 shared float lsum[GROUPS];             // combine: each group's share of the denominator
 shared bool last_split;                // PASS 4: this workgroup is its head's last to arrive
 
-// The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it.
+// The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it (uniform
+// control flow): within subgroups first, then their results side by side.
 float reduce(float v, uint op) {
-    const uint t = gl_LocalInvocationID.x;
-    red[t] = v;
+    v = op == 0u ? subgroupMax(v) : subgroupAdd(v);
+    if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;
     barrier();
-    for (uint s = THREADS / 2u; s > 0u; s >>= 1) {
-        if (t < s) red[t] = op == 0u ? max(red[t], red[t + s]) : red[t] + red[t + s];
-        barrier();
-    }
-    const float r = red[0];
+    float r = red[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) r = op == 0u ? max(r, red[i]) : r + red[i];
     barrier();
     return r;
 }
@@ -152,17 +150,20 @@ void attention_split() {
         part[i * THREADS + t] = s;
     }
     barrier();
-    if (t < CHUNK) {
+    // Key t's score, its weight e^(score - max) and the split's max and sum of weights
+    // as workgroup reductions (keys <= CHUNK: invocations past the split's keys give
+    // -inf and 0).
+    float score = -1.0 / 0.0;
+    if (t < keys) {
         const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
         float s = 0.0;
         for (uint l = 0; l < LANES; l++) s += part[b + l];
-        sc[t] = t < keys ? s * p.scale : -1.0 / 0.0;
+        score = s * p.scale;
     }
-    barrier();
-    float m = -1.0 / 0.0;
-    for (uint j = 0; j < keys; j++) m = max(m, sc[j]);
-    if (t < CHUNK) wt[t] = t < keys ? exp(sc[t] - m) : 0.0;
-    barrier();
+    const float m = reduce(score, 0u);
+    const float weight = t < keys ? exp(score - m) : 0.0;
+    if (t < CHUNK) wt[t] = weight;
+    const float l = reduce(weight, 1u);  // its barriers also order wt[] before P V reads it
     // P V: each invocation 8 columns over its keys, the V words already in registers.
     float o[8];
     [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = 0.0;
@@ -183,8 +184,6 @@ void attention_split() {
         work[wbase + t] = sum;
     }
     if (t == 0u) {
-        float l = 0.0;
-        for (uint j = 0; j < keys; j++) l += wt[j];
         work[wbase + D] = m;
         work[wbase + D + 1u] = l;
     }
