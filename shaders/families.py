@@ -68,9 +68,10 @@ COMPILER_FEATURES = {
 # Storage-buffer slots per kernel kind (one descriptor set).
 BINDINGS = {
     "matmul": ("A", "B", "C", "WORKSPACE", "BIAS"),
-    # A product of one row and the LayerNorm its output feeds (matmul_gemv_ln.comp): the
-    # product's slots, then the norm's stream, weights and outputs, and the arrival count
-    "matmul_ln": ("A", "B", "C", "WORKSPACE", "BIAS", "X", "GAMMA", "BETA", "XOUT", "H", "STATS", "ARRIVED"),
+    # A LayerNorm of one row and the product that reads its output (matmul_gemv_ln.comp):
+    # the product's slots (A: the norm's output, which the kernel writes through H), then
+    # the norm's stream, branch, weights and outputs
+    "matmul_ln": ("A", "B", "C", "WORKSPACE", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS"),
     "attention": ("Q", "K", "O", "V", "LSE"),
     # The backward's two kernels (dQ, then dK and dV) share one set: DELTA is the
     # rowsum(dO * O) the first writes and the second reads.
@@ -96,7 +97,7 @@ MATMUL_EPILOGUE = (
     Spec("BATCHED", "bool", "false", "e->batched"),  # batch > 1 (grid z = batch * splits)
 )
 
-# The matrix-vector kernel's constants, with and without its LayerNorm tail.
+# The matrix-vector kernel's constants, with and without its LayerNorm head.
 GEMV_SPEC = (
     Spec("SUBGROUP", "uint", "32", "e->subgroup"),
     Spec("THREADS_X", "uint", "256", "v->threads", local_size=True),
@@ -112,7 +113,6 @@ COOP_FRAGMENT = (
 )
 
 OUT_AXIS = ("out", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DOUT_F16"), ("HL_BF16", "-DOUT_BF16")))
-OUT_AXIS_16 = ("out", "hl_dtype", (("HL_F16", "-DOUT_F16"), ("HL_BF16", "-DOUT_BF16")))
 ACC_AXIS = ("acc", "hl_dtype", (("HL_F32", ""), ("HL_F16", "-DACC_F16")))
 # Input element type. bfloat16 on cooperative matrices needs GL_EXT_bfloat16;
 # the scalar kernels read bfloat16 as 16-bit words and compute in fp32 (any glslc).
@@ -246,10 +246,10 @@ FAMILIES = (
         "hl_variant",
         GEMV_SPEC,
         "matmul_ln",
-        axes=(OUT_AXIS_16, IN_AXIS_SCALAR),
+        axes=(OUT_AXIS, IN_AXIS_SCALAR),
         skip=MIXED_16,
         full_subgroups=True,
-        doc="a product of one row and the LayerNorm its output feeds, in one dispatch (fp32 arithmetic)",
+        doc="a LayerNorm of one row and the product that reads it, in one dispatch (fp32 arithmetic)",
     ),
     Family(
         "matmul_splitk_reduce",

@@ -23,9 +23,9 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : enable
 #include "spec_layernorm.glsl"
-#include "bf16.glsl"
+#include "layernorm_row.glsl"
 
-layout(local_size_x = 256) in;
+layout(local_size_x = LN_THREADS) in;
 
 layout(push_constant) uniform Params {
     uint rows, d;
@@ -73,40 +73,12 @@ uint16_t store16(float v) {
 #endif
 }
 
-vec4 load16x4(uvec2 w) {
-#ifdef IN_BF16
-    return vec4(bf16_to_f32(w.x & 0xFFFFu), bf16_to_f32(w.x >> 16), bf16_to_f32(w.y & 0xFFFFu), bf16_to_f32(w.y >> 16));
-#else
-    return vec4(unpackFloat2x16(w.x), unpackFloat2x16(w.y));
-#endif
-}
-uvec2 store16x4(vec4 v) {
-#ifdef IN_BF16
-    return uvec2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
-#else
-    return uvec2(packFloat2x16(f16vec2(v.xy)), packFloat2x16(f16vec2(v.zw)));
-#endif
-}
-
-shared vec2 red[64];
-
-// The sum of v over the workgroup, in every invocation (uniform control flow).
-vec2 wg_sum(vec2 v) {
-    v = subgroupAdd(v);
-    if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;
-    barrier();
-    vec2 s = vec2(0.0);
-    for (uint i = 0u; i < gl_NumSubgroups; i++) s += red[i];
-    barrier();
-    return s;
-}
-
 void forward_row(uint row) {
     const uint t = gl_LocalInvocationID.x, base = row * p.d;
     float v[CPT];
     vec2 acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < CPT; c++) {
-        const uint j = t + 256u * c;
+        const uint j = t + LN_THREADS * c;
         v[c] = 0.0;
         if (j < p.d) {
             v[c] = x[base + j];
@@ -120,10 +92,10 @@ void forward_row(uint row) {
     const float mean = wg_sum(acc).x / float(p.d);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < CPT; c++)
-        if (t + 256u * c < p.d) acc.x += (v[c] - mean) * (v[c] - mean);
+        if (t + LN_THREADS * c < p.d) acc.x += (v[c] - mean) * (v[c] - mean);
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
     [[unroll]] for (uint c = 0u; c < CPT; c++) {
-        const uint j = t + 256u * c;
+        const uint j = t + LN_THREADS * c;
         if (j < p.d) h16[base + j] = store16((v[c] - mean) * rstd * gamma[j] + beta[j]);
     }
     if (t == 0u) {
@@ -137,7 +109,7 @@ void forward_row4(uint row) {
     vec4 v[C4];
     vec2 acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < C4; c++) {
-        const uint j = t + 256u * c;
+        const uint j = t + LN_THREADS * c;
         v[c] = vec4(0.0);
         if (j < d4) {
             v[c] = x4[base + j];
@@ -145,17 +117,17 @@ void forward_row4(uint row) {
                 v[c] += load16x4(r4[base + j]);
                 xout4[base + j] = v[c];
             }
-            acc.x += (v[c].x + v[c].y) + (v[c].z + v[c].w);
+            acc.x += ln_sum4(v[c]);
         }
     }
     const float mean = wg_sum(acc).x / float(p.d);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < C4; c++)
-        if (t + 256u * c < d4) acc.x += dot(v[c] - mean, v[c] - mean);
+        if (t + LN_THREADS * c < d4) acc.x += ln_square4(v[c], mean);
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
     [[unroll]] for (uint c = 0u; c < C4; c++) {
-        const uint j = t + 256u * c;
-        if (j < d4) h4[base + j] = store16x4((v[c] - mean) * rstd * gamma4[j] + beta4[j]);
+        const uint j = t + LN_THREADS * c;
+        if (j < d4) h4[base + j] = store16x4(ln_affine4(v[c], mean, rstd, gamma4[j], beta4[j]));
     }
     if (t == 0u) {
         stats[2u * row] = mean;
@@ -177,7 +149,7 @@ void backward4(uint g) {
         vec4 xhat[C4], gg[C4];
         vec2 acc = vec2(0.0);
         [[unroll]] for (uint c = 0u; c < C4; c++) {
-            const uint j = t + 256u * c;
+            const uint j = t + LN_THREADS * c;
             xhat[c] = vec4(0.0);
             gg[c] = vec4(0.0);
             if (j < d4) {
@@ -191,7 +163,7 @@ void backward4(uint g) {
         }
         const vec2 s = wg_sum(acc) / float(p.d);
         [[unroll]] for (uint c = 0u; c < C4; c++) {
-            const uint j = t + 256u * c;
+            const uint j = t + LN_THREADS * c;
             if (j < d4) {
                 vec4 v = rstd * (gg[c] - s.x - xhat[c] * s.y);
                 if (RESIDUAL != 0u) v += gres4[base + j];
@@ -201,7 +173,7 @@ void backward4(uint g) {
         }
     }
     [[unroll]] for (uint c = 0u; c < C4; c++) {
-        const uint j = t + 256u * c;
+        const uint j = t + LN_THREADS * c;
         if (j < d4) {
             partial4[(2u * g) * d4 + j] = dgamma[c];
             partial4[(2u * g + 1u) * d4 + j] = dbeta[c];
@@ -236,7 +208,7 @@ void main() {
         float xhat[CPT], gg[CPT];
         vec2 acc = vec2(0.0);
         [[unroll]] for (uint c = 0u; c < CPT; c++) {
-            const uint j = t + 256u * c;
+            const uint j = t + LN_THREADS * c;
             xhat[c] = 0.0;
             gg[c] = 0.0;
             if (j < p.d) {
@@ -250,7 +222,7 @@ void main() {
         }
         const vec2 s = wg_sum(acc) / float(p.d);
         [[unroll]] for (uint c = 0u; c < CPT; c++) {
-            const uint j = t + 256u * c;
+            const uint j = t + LN_THREADS * c;
             if (j < p.d) {
                 float v = rstd * (gg[c] - s.x - xhat[c] * s.y);
                 if (RESIDUAL != 0u) v += gres[base + j];
@@ -260,7 +232,7 @@ void main() {
         }
     }
     [[unroll]] for (uint c = 0u; c < CPT; c++) {
-        const uint j = t + 256u * c;
+        const uint j = t + LN_THREADS * c;
         if (j < p.d) {
             partial[(2u * g) * p.d + j] = dgamma[c];
             partial[(2u * g + 1u) * p.d + j] = dbeta[c];

@@ -28,7 +28,7 @@ layout(push_constant) uniform Params {
     uint sa, sb;    // elements between batches of A and B (0: one operand broadcast to every batch)
     uint batch;     // products in this dispatch (grid z = batch * splits)
     float alpha, beta;
-#ifdef LN_TAIL
+#ifdef LN_HEAD
     float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon (the other kernels' SPIR-V stays as it was)
 #endif
 } p;
@@ -51,11 +51,8 @@ layout(binding = BINDING_A) readonly buffer AH { float16_t ah[]; };
 layout(binding = BINDING_B) readonly buffer B16 { uint16_t b16[]; };
 layout(binding = BINDING_B) readonly buffer B128 { uvec4 b128[]; };
 layout(binding = BINDING_B) readonly buffer BH { float16_t bh[]; };
-#ifndef C_COHERENT
-#define C_COHERENT
-#endif
-layout(binding = BINDING_C) C_COHERENT writeonly buffer C { OUT_T c[]; };
-layout(binding = BINDING_C) C_COHERENT readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
+layout(binding = BINDING_C) writeonly buffer C { OUT_T c[]; };
+layout(binding = BINDING_C) readonly buffer CIn { OUT_T c_in[]; };   // beta * C reads it first
 layout(binding = BINDING_C) writeonly buffer C128 { uvec4 c128[]; };    // 8 halfs (or 4 floats) per store
 layout(binding = BINDING_C) writeonly buffer C4 { vec4 c4[]; };
 // Split-K workspace: batch * splits fp32 partial products of M x N, one after another.

@@ -1,6 +1,9 @@
 // matmul_gemv.glsl — the matrix-vector kernel's body (matmul_gemv.comp describes it),
-// shared with matmul_gemv_ln.comp, which adds a LayerNorm tail.
+// shared with matmul_gemv_ln.comp, which adds a LayerNorm head (LN_HEAD).
 #include "matmul_common.glsl"
+#ifdef LN_HEAD
+#include "matmul_gemv_ln_head.glsl"
+#endif
 
 const uint NSG = gl_WorkGroupSize.x / SUBGROUP;  // subgroups per workgroup (THREADS_X)
 const uint UNROLL = 4u;                 // 16-byte loads of B in flight per lane (TRANS_B)
@@ -8,6 +11,8 @@ const uint UNROLL = 4u;                 // 16-byte loads of B in flight per lane
 shared float partial[NSG * ROWS * SUBGROUP];  // B as K x N: each subgroup's partial sums
 
 uint abase, bbase;
+uvec4 bw[UNROLL];    // B as N x K: the step's weight words
+bool ahead = false;  // bw already holds the column's first step (LN_HEAD)
 
 float a_at(uint r, uint k) { return in_a(abase + (TRANS_A ? k * p.lda + r : r * p.lda + k)); }
 
@@ -31,11 +36,15 @@ void fma8(inout float acc[ROWS], uint m0, uint k, float b[8]) {
     [[unroll]] for (uint r = 0; r < ROWS; r++) {
         if (m0 + r >= p.M) break;
         float a[8];
+#ifdef LN_HEAD
+        ln_a8(k, a);
+#else
         if (a_vec) {
             widen8(a128[(abase + (m0 + r) * p.lda + k) / 8u], a);
         } else {
             [[unroll]] for (uint j = 0; j < 8u; j++) a[j] = a_at(m0 + r, k + j);
         }
+#endif
         [[unroll]] for (uint j = 0; j < 8u; j++) acc[r] = fma(a[j], b[j], acc[r]);
     }
 }
@@ -49,10 +58,13 @@ void store_rows(float acc[ROWS], uint m0, uint n) {
     }
 }
 
-// B as N x K: the subgroup's column n, lanes along K.
-void rows_of_b(uint m0) {
-    const uint n = gl_WorkGroupID.x * NSG + gl_SubgroupID;
-    if (n >= p.N) return;  // a whole subgroup: no barrier below
+// B as N x K: one step's words of column n's row (at word row8) into bw.
+void load_step(uint row8, uint w, uint lane) {
+    [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row8 + w + u * SUBGROUP + lane];
+}
+
+// B as N x K: column n, the subgroup's lanes along K.
+void column_of_b(uint m0, uint n) {
     const uint lane = gl_SubgroupInvocationID;
     const uint row = bbase + n * p.ldb;
     float acc[ROWS];
@@ -63,8 +75,8 @@ void rows_of_b(uint m0) {
         const uint words = p.K / 8u, step = SUBGROUP * UNROLL;
         uint w = 0;
         for (; w + step <= words; w += step) {
-            uvec4 bw[UNROLL];
-            [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row / 8u + w + u * SUBGROUP + lane];
+            if (!ahead) load_step(row / 8u, w, lane);
+            ahead = false;
             [[unroll]] for (uint u = 0; u < UNROLL; u++) {
                 float b[8];
                 widen8(bw[u], b);
@@ -85,6 +97,21 @@ void rows_of_b(uint m0) {
     }
     [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = subgroupAdd(acc[r]);
     if (lane == 0u) store_rows(acc, m0, n);
+}
+
+// B as N x K: a subgroup per column. With the LayerNorm head the workgroups step over
+// the columns by the grid's width, the first column's first step loading while the
+// workgroup normalizes A (plan.c: one row, B in whole words, K a multiple of 8).
+void rows_of_b(uint m0) {
+    uint n = gl_WorkGroupID.x * NSG + gl_SubgroupID;
+#ifdef LN_HEAD
+    ahead = n < p.N && SUBGROUP * UNROLL <= p.K / 8u;
+    if (ahead) load_step((bbase + n * p.ldb) / 8u, 0u, gl_SubgroupInvocationID);
+    ln_head();
+    for (; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(m0, n);
+#else
+    if (n < p.N) column_of_b(m0, n);  // a whole subgroup: no barrier below
+#endif
 }
 
 // B as K x N: a lane per column, the subgroups taking every NSG-th k.
@@ -111,10 +138,6 @@ void cols_of_b(uint m0) {
     store_rows(acc, m0, n);
 }
 
-#ifdef LN_TAIL
-#include "matmul_gemv_ln_tail.glsl"
-#endif
-
 void main() {
     abase = gl_WorkGroupID.z * p.sa;
     bbase = gl_WorkGroupID.z * p.sb;
@@ -123,7 +146,4 @@ void main() {
         rows_of_b(m0);
     else
         cols_of_b(m0);
-#ifdef LN_TAIL
-    ln_tail();
-#endif
 }

@@ -152,80 +152,92 @@ def test_layernorm_in_a_plan_is_the_call(device):
     np.testing.assert_array_equal(s.numpy(), s_call.numpy())
 
 
-def _product_then_norm(dev, dtype, n, k, seed, trans_b=True):
-    """A plan of a one-row product with a bias (the branch) and the LayerNorm that adds
-    it to an fp32 stream; replayed with two inputs. Returns the norm's outputs (h as
-    float64, the stream), the inputs and the plan's counts."""
-    x0 = _rand((1, n), seed, np.float32)
-    a0, w0 = _rand((1, k), seed + 1), _rand((n, k) if trans_b else (k, n), seed + 2)
-    bias = _rand(n, seed + 3, np.float32)
-    g0, b0 = _rand(n, seed + 4, np.float32), _rand(n, seed + 5, np.float32)
-    a, w = dev.upload(a0, dtype=dtype), dev.upload(w0, dtype=dtype)
-    x = dev.upload(x0, dtype="float32")
+def _norm_then_product(dev, dtype, d, n, seed, residual=True, out_dtype=None, act=None, variant=None):
+    """A plan of a one-row LayerNorm (the branch added to an fp32 stream, or none) and
+    the product with a bias that reads its output, replayed with two inputs. Returns
+    per replay (h, the stream, the product) as float64, the inputs and the plan's counts."""
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    g0, b0 = _rand(d, seed, np.float32), _rand(d, seed + 1, np.float32)
+    w0, bias = _rand((n, d), seed + 2, dt), _rand(n, seed + 3, np.float32)
+    x = dev.upload(_rand((1, d), seed + 4, np.float32), dtype="float32")
+    r = dev.upload(_rand((1, d), seed + 5, dt), dtype=dtype)
     g, b = dev.upload(g0, dtype="float32"), dev.upload(b0, dtype="float32")
+    w = dev.upload(w0, dtype=dtype)
     with dev.plan() as p:
-        r = p.matmul(a, w, trans_b=trans_b, bias=bias)
-        h, stream = p.layernorm(x, g, b, residual=r, dtype=dtype)
-    outs = []
+        h, stream = p.layernorm(x, g, b, residual=r if residual else None, dtype=dtype)
+        y = p.matmul(h, w, trans_b=True, bias=bias, out_dtype=out_dtype, activation=act, variant=variant)
+    outs, ins = [], []
     for i in range(2):
-        a.copy_(_rand((1, k), seed + 10 + i))
+        x0, r0 = _rand((1, d), seed + 10 + i, np.float32), _rand((1, d), seed + 20 + i, dt)
+        x.copy_(x0)
+        r.copy_(r0)
         p.replay()
-        outs.append((h.numpy().astype(np.float64), stream.numpy(), r.numpy().astype(np.float64)))
-    return outs, x0, g0, b0, p.counts
+        outs.append(tuple(t.numpy().astype(np.float64) for t in (h, stream, y)))
+        ins.append((x0.astype(np.float64) + (r.numpy().astype(np.float64) if residual else 0.0)))
+    return outs, ins, (g0, b0, w.numpy().astype(np.float64), bias), p.counts
 
 
 @pytest.fixture(scope="module")
-def norm_fused_device():
-    """A Device whose plans run a norm as its product's tail (HELIOS_PLAN_NORM_FUSION=1,
-    opt-in: read when the Device opens)."""
+def norm_apart_device():
+    """A Device whose plans keep each norm in its own dispatch
+    (HELIOS_DISABLE_PLAN_NORM_FUSION=1, read when the Device opens)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HELIOS_PLAN_NORM_FUSION", "1")
+        mp.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
         with helios.Device() as dev:
             yield dev
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n,k,trans_b", [(200, 72, True), (1000, 40, True), (4000, 24, True), (296, 48, False)])
-def test_a_norm_after_a_one_row_product_runs_as_its_tail(device, norm_fused_device, dtype, n, k, trans_b):
-    """Opted in, the LayerNorm that adds a one-row product's output to the stream runs in
-    the product's dispatch (the last workgroup normalizes): the stream equals the two
-    dispatches' (the default) bit for bit, h agrees to the 16-bit type's rounding and
-    with float64; one dispatch and one barrier fewer."""
-    fused = _product_then_norm(norm_fused_device, dtype, n, k, 40, trans_b)
-    apart = _product_then_norm(device, dtype, n, k, 40, trans_b)
-    x0, g0, b0 = fused[1:4]
+@pytest.mark.parametrize(
+    "d,n,residual,out_dtype,act",
+    [(72, 40, True, None, None), (1024, 300, True, "float32", "gelu"), (4096, 24, False, None, None),
+     (64, 4200, True, None, None)],
+)  # fmt: skip
+def test_a_norm_before_a_one_row_product_runs_as_its_head(device, norm_apart_device, dtype, d, n, residual,
+                                                         out_dtype, act):  # fmt: skip
+    """By default the LayerNorm whose output a one-row product reads runs in the product's
+    dispatch (each workgroup normalizes the row; 4200 columns: more than the grid's
+    workgroups cover at once on any device): the stream equals the two dispatches' bit
+    for bit, h and the product agree with them and with float64; one dispatch and one
+    barrier fewer."""
+    fused = _norm_then_product(device, dtype, d, n, 60, residual, out_dtype, act)
+    apart = _norm_then_product(norm_apart_device, dtype, d, n, 60, residual, out_dtype, act)
+    g0, b0, w, bias = fused[2]
     tol = 1e-2 if dtype == "bfloat16" else 2e-3
-    for i, ((h, s, r), (h2, s2, r2)) in enumerate(zip(fused[0], apart[0])):
-        np.testing.assert_array_equal(r, r2, err_msg=f"replay {i}: the product")
+    for i, ((h, s, y), (h2, s2, y2), v) in enumerate(zip(fused[0], apart[0], fused[1])):
         np.testing.assert_array_equal(s, s2, err_msg=f"replay {i}: the stream")
-        v = x0.astype(np.float64) + r
         ref = (v - v.mean()) / np.sqrt(v.var() + 1e-5) * g0 + b0
-        for got in (h, h2):
-            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=f"replay {i}")
-        np.testing.assert_allclose(h, h2, rtol=tol, atol=tol)
-    (ops_f, disp_f, bar_f), (ops_a, disp_a, bar_a) = fused[4], apart[4]
+        np.testing.assert_allclose(h, ref, rtol=tol, atol=tol, err_msg=f"replay {i}: h")
+        np.testing.assert_allclose(h, h2, rtol=tol, atol=tol, err_msg=f"replay {i}: h against apart")
+        z = h @ w.T + bias  # from the h the kernel wrote: the product's own error only
+        if act == "gelu":
+            z = 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z**3)))
+        scale = np.abs(z).max()
+        np.testing.assert_allclose(y, z, rtol=tol, atol=tol * scale, err_msg=f"replay {i}: the product")
+        np.testing.assert_allclose(y, y2, rtol=tol, atol=tol * scale, err_msg=f"replay {i}: against apart")
+    (ops_f, disp_f, bar_f), (ops_a, disp_a, bar_a) = fused[3], apart[3]
     assert ops_f == ops_a == 2 and disp_f == disp_a - 1 and bar_f == bar_a - 1
 
 
-def test_a_norm_stays_apart_where_its_product_cannot_carry_it(norm_fused_device):
-    """Opted in: two rows, a branch the previous operation did not write, a row wider
-    than the tail holds (32 elements an invocation: 2048 on gemv:wg64) or one not of
-    whole 16-byte words (300 elements) keep two dispatches; the same wide row on the
-    default gemv:wg256 fuses."""
-    dev = norm_fused_device
-    cases = ((2, False, 64, None, 0), (1, True, 64, None, 0), (1, False, 4096, "gemv:wg64", 0),
-             (1, False, 300, None, 0), (1, False, 4096, None, 1))  # fmt: skip
-    for rows, between, n, variant, fewer in cases:
-        w = dev.upload(_rand((n, 32), 50))
-        g, b = (dev.upload(_rand(n, i, np.float32), dtype="float32") for i in (51, 52))
-        a = dev.upload(_rand((rows, 32), 53))
-        x = dev.upload(_rand((rows, n), 54, np.float32), dtype="float32")
+def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
+    """Two rows, another product between the norm and the one reading it, a row wider than
+    the head holds (4104 elements: 4096 at most) or not of whole 16-byte words (300),
+    B as K x N, a chosen variant of another workgroup size: two dispatches; the default
+    fuses."""
+    dev = device
+    cases = ((2, False, 64, True, None, 0), (1, True, 64, True, None, 0), (1, False, 4104, True, None, 0),
+             (1, False, 300, True, None, 0), (1, False, 64, False, None, 0), (1, False, 64, True, "gemv:wg64", 0),
+             (1, False, 64, True, "gemv:wg256", 1), (1, False, 64, True, None, 1))  # fmt: skip
+    for rows, between, d, trans_b, variant, fewer in cases:
+        w = dev.upload(_rand((32, d) if trans_b else (d, 32), 50))
+        g, b = (dev.upload(_rand(d, i, np.float32), dtype="float32") for i in (51, 52))
+        x = dev.upload(_rand((rows, d), 54, np.float32), dtype="float32")
         with dev.plan() as p:
-            r = p.matmul(a, w, trans_b=True, variant=variant)
+            h, _ = p.layernorm(x, g, b)
             if between:
-                p.matmul(a, w, trans_b=True)
-            p.layernorm(x, g, b, residual=r)
-        assert p.counts[1] == p.counts[0] - fewer, (rows, between, n, variant, p.counts)
+                p.matmul(dev.upload(_rand((rows, d), 55)), w, trans_b=trans_b)
+            p.matmul(h, w, trans_b=trans_b, variant=variant)
+        assert p.counts[1] == p.counts[0] - fewer, (rows, between, d, trans_b, variant, p.counts)
 
 
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):

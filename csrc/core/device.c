@@ -320,7 +320,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int two_pass = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", &two_pass, err));
     dev->decode_attention_fused = !two_pass;
-    HL_TRY(hl_env_flag("HELIOS_PLAN_NORM_FUSION", &dev->norm_fused, err));
+    int norm_apart = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_NORM_FUSION", &norm_apart, err));
+    dev->norm_fused = !norm_apart;
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;

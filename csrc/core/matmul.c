@@ -11,10 +11,17 @@
 #define FLAG_B_VEC 2u
 #define FLAG_C_DIRECT 4u
 #define FLAG_SPLIT 8u
+#define FLAG_LN_RESIDUAL 16u /* matmul_gemv_ln_head.glsl: the norm adds its branch */
 #define EPI_ALPHA 1u
 #define EPI_BETA 2u
 #define EPI_BIAS 4u
-#define REDUCE_THREADS 256u /* matmul_splitk_reduce.comp: 4 elements per invocation */
+#define REDUCE_THREADS 256u  /* matmul_splitk_reduce.comp: 4 elements per invocation */
+#define LN_HEAD_THREADS 256u /* matmul_gemv_ln.comp: layernorm_row.glsl's LN_THREADS */
+/* Its workgroups per SM: each normalizes the row (about 14 bytes of L2 reads per
+ * element of it), so the grid is a few per SM stepping over the columns, not a
+ * workgroup per 8 columns. */
+#define LN_HEAD_PER_SM 4u
+#define LN_HEAD_GRID 128u /* where the device does not report its SM count */
 
 /* The main kernel's pipeline for a variant, layouts and epilogue: its family's
  * shader permutation and specialization constants (shaders/families.py). */
@@ -272,18 +279,31 @@ fail:
     return st;
 }
 
-hl_status hl_product_ln_pipeline(hl_device *dev, const hl_matmul_args *args, const hl_product *pl, VkPipeline *out,
-                                 hl_error *err) {
+hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, float eps,
+                             int *applies, hl_error *err) {
     hl_status st = HL_OK;
-    if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || args->m != 1 || pl->batch > 1)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a LayerNorm tail needs a one-row matrix-vector product");
+    const uint32_t sg = dev->caps.subgroup_size;
+    *applies = 0;
+    if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || args->m != 1 || pl->batch > 1 || !args->trans_b ||
+        !(pl->pc[3] & FLAG_B_VEC) || (args->variant && pl->v.threads != LN_HEAD_THREADS) || !sg || LN_HEAD_THREADS % sg)
+        return HL_OK;
+    hl_variant v = pl->v;
+    v.threads = LN_HEAD_THREADS;
     const hl_spec_env e = spec_env(dev, pl->epi, (uint32_t)args->act, args->trans_a, args->trans_b, 0, 1);
     uint32_t spec[HL_SPEC_MATMUL_GEMV_LN_COUNT];
-    hl_spec_matmul_gemv_ln(spec, &pl->v, &e);
+    hl_spec_matmul_gemv_ln(spec, &v, &e);
     hl_pipeline *p;
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_ln(args->out_dtype, args->in_dtype), spec,
                            HL_SPEC_MATMUL_GEMV_LN_COUNT, e.subgroup, &p, err));
-    *out = p->pipeline;
+    const uint64_t cols = LN_HEAD_THREADS / sg, gx = (args->n + cols - 1) / cols;
+    const uint64_t most = dev->caps.sm_count ? (uint64_t)LN_HEAD_PER_SM * dev->caps.sm_count : LN_HEAD_GRID;
+    pl->v = v;
+    pl->main_pipe = p->pipeline;
+    pl->grid[0] = (uint32_t)(most < gx ? most : gx);
+    pl->grid[1] = pl->grid[2] = 1;
+    pl->pc[3] |= residual ? FLAG_LN_RESIDUAL : 0u;
+    memcpy(&pl->pc[13], &eps, 4);
+    *applies = 1;
 fail:
     return st;
 }

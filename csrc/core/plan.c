@@ -10,8 +10,8 @@
 #include "product.h"
 
 #define PLAN_MAX_OPS 4096
-#define PLAN_KEEP 8     /* tensors a step binds, at most */
-#define GEMV_LN_PER 32u /* a fused norm's row elements per invocation: matmul_gemv_ln_tail.glsl's LN_GROUPS x 8 */
+#define PLAN_KEEP 8       /* tensors a step binds, at most */
+#define GEMV_LN_MAX 4096u /* a fused norm's widest row: matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS */
 
 struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
@@ -111,7 +111,7 @@ static void release(hl_plan *p) {
 }
 
 static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, VkDescriptorSet ds) {
-    if (!s->n_dispatch) return; /* a norm run as its product's tail */
+    if (!s->n_dispatch) return; /* a norm run as its product's head */
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
     for (uint32_t d = 0; d < s->n_dispatch; d++) {
         if (d)
@@ -223,37 +223,42 @@ fail:
     return st;
 }
 
-/* A one-row product on the matrix-vector kernel followed by the LayerNorm that adds its
- * output to the stream: one dispatch, the norm as the kernel's tail
- * (matmul_gemv_ln.comp); the norm's step then records nothing. Opt-in
- * (HELIOS_PLAN_NORM_FUSION=1); anything else keeps the two steps. */
-static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *s, hl_plan_step *norm_s, hl_error *err) {
+/* A LayerNorm of one row followed by the one-row product that reads its output, on
+ * the matrix-vector kernel: one dispatch, every workgroup normalizing the row itself
+ * as the kernel's head (matmul_gemv_ln.comp), workgroup 0 writing the norm's outputs;
+ * the norm's step then records nothing. Rows of a multiple of 8 elements up to
+ * GEMV_LN_MAX, fp32 tensors on 16 bytes and 16-bit ones on 8, and the product's own
+ * conditions (hl_product_ln_head); anything else, or
+ * HELIOS_DISABLE_PLAN_NORM_FUSION=1, keeps the two steps. */
+static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *norm_s, hl_plan_step *s, hl_error *err) {
     hl_status st = HL_OK;
-    const hl_matmul_args *m = &op[0].matmul;
-    const hl_layernorm_args *a = &op[1].layernorm;
-    if (!dev->norm_fused || op[0].kind != HL_PLAN_MATMUL || op[1].kind != HL_PLAN_LAYERNORM || !m->t_c ||
-        a->r != m->t_c || !a->stats || !a->x_out || a->rows != 1 || a->d != m->n || a->dtype != m->out_dtype ||
-        m->m != 1 || s->n_dispatch != 1 || s->reads[3])
+    const hl_layernorm_args *a = &op[0].layernorm;
+    const hl_matmul_args *m = &op[1].matmul;
+    if (!dev->norm_fused || op[0].kind != HL_PLAN_LAYERNORM || op[1].kind != HL_PLAN_MATMUL || m->t_a != a->h ||
+        a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
+        (a->r && !a->x_out) || s->n_dispatch != 1)
         return HL_OK;
+    const hl_tensor *const wide[4] = {a->x, a->gamma, a->beta, a->x_out}, *const narrow[2] = {a->r, a->h};
+    for (int k = 0; k < 4; k++)
+        if (wide[k] && wide[k]->offset % 16) return HL_OK;
+    for (int k = 0; k < 2; k++)
+        if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
     hl_product pl;
+    int applies;
     HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
-    if (pl.v.path != HL_PATH_GEMV || pl.batch > 1 || a->d > GEMV_LN_PER * pl.v.threads || a->d % 8) return HL_OK;
-    const hl_tensor *const moved[6] = {m->t_c, a->x, a->gamma, a->beta, a->x_out, a->h}; /* in 16-byte words */
-    for (int k = 0; k < 6; k++)
-        if (moved[k]->offset % 16) return HL_OK;
-    HL_TRY(hl_product_ln_pipeline(dev, m, &pl, &s->pipe[0], err));
+    HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
+    if (!applies) return HL_OK;
+    s->pipe[0] = pl.main_pipe;
+    memcpy(s->grid[0], pl.grid, sizeof pl.grid);
+    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
     s->n_binds = HL_BIND_MATMUL_LN_COUNT;
-    hl_tensor *const norm[6] = {a->x, a->gamma, a->beta, a->x_out, a->h, a->stats};
-    for (int k = 0; k < 6; k++) s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k], NULL);
-    s->counter_words = 1;
-    s->counter_slot = HL_BIND_MATMUL_LN_ARRIVED;
-    memcpy(&s->pc[0][13], &a->eps, 4);
-    s->reads[3] = a->x;
-    s->reads[4] = a->gamma;
-    s->reads[5] = a->beta;
-    s->writes[1] = a->x_out;
-    s->writes[2] = a->h;
-    s->writes[3] = a->stats;
+    hl_tensor *const norm[7] = {a->x, a->r, a->gamma, a->beta, a->x_out, a->h, a->stats};
+    for (int k = 0; k < 7; k++) /* no branch: its slots bind the stream, never read or written */
+        s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k] ? norm[k] : a->x, NULL);
+    const hl_tensor *reads[HL_STEP_READS] = {a->x, a->r, a->gamma, a->beta, m->t_b, m->t_bias};
+    const hl_tensor *writes[HL_STEP_WRITES] = {m->t_c, a->h, a->x_out, a->stats};
+    memcpy(s->reads, reads, sizeof reads);
+    memcpy(s->writes, writes, sizeof writes);
     norm_s->n_dispatch = 0;
     memset(norm_s->reads, 0, sizeof norm_s->reads);
     memset(norm_s->writes, 0, sizeof norm_s->writes);

@@ -23,10 +23,13 @@ void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl
 /* The bindings of a product on tensors (a, b, c, the workspace, the bias or the
  * workspace in its place). */
 void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding bufs[HL_BIND_MATMUL_COUNT]);
-/* A one-row product on the matrix-vector kernel (no split-K) with the LayerNorm its
- * output feeds as the kernel's tail (matmul_gemv_ln.comp; bindings HL_BIND_MATMUL_LN_*,
- * the norm's epsilon in push word 13). */
-hl_status hl_product_ln_pipeline(hl_device *dev, const hl_matmul_args *args, const hl_product *pl, VkPipeline *out,
-                                 hl_error *err);
+/* A one-row product on the matrix-vector kernel, B as N x K in whole 16-byte words,
+ * with the LayerNorm that makes its A as the kernel's head (matmul_gemv_ln.comp,
+ * bindings HL_BIND_MATMUL_LN_*): pl's pipeline, grid and push constants moved to it
+ * (residual: the norm adds its branch; eps in push word 13). *applies 0, pl as it
+ * was, for a product the head cannot carry (another path, split-K, a batch, B as
+ * K x N or not in whole words, a chosen variant of another workgroup size). */
+hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, float eps,
+                             int *applies, hl_error *err);
 
 #endif

@@ -102,11 +102,11 @@ SWITCHES: tuple[Switch, ...] = (
         "A barrier before and after every op of a group, so no two ops overlap on the GPU.",
     ),
     Switch(
-        "HELIOS_PLAN_NORM_FUSION",
+        "HELIOS_DISABLE_PLAN_NORM_FUSION",
         "runtime",
         "1",
-        "A plan's LayerNorm after a one-row product runs as the product kernel's tail (one dispatch fewer); "
-        "opt-in: on an H200 the tail costs about what the separate norm does.",
+        "A plan's LayerNorm of one row keeps its own dispatch and barrier, not run as the head of the "
+        "matrix-vector product that reads its output.",
     ),
     Switch("HELIOS_DISABLE_IDLE_FLUSH", "runtime", "1", "Ordered work is sent only in full chunks, never on idle."),
     Switch(

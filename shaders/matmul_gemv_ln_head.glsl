@@ -1,0 +1,74 @@
+// matmul_gemv_ln_head.glsl — the LayerNorm whose output is a one-row product's A, as
+// the matrix-vector kernel's head (matmul_gemv_ln.comp): every workgroup normalizes
+// the row itself, as layernorm.comp's forward does (layernorm_row.glsl), into shared
+// memory, where its subgroups read A; workgroup 0 also writes the norm's outputs.
+// v = X (+ R, the 16-bit branch added to the fp32 stream, with FLAG_LN_RESIDUAL; then
+// XOUT = v), STATS = (mean, rstd), rstd = 1/sqrt(biased variance + eps), H = (v -
+// mean) * rstd * GAMMA + BETA in A's type. The row is K wide: a multiple of 8, at most
+// LN_THREADS x 4 x LN_GROUPS; X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
+// (plan.c fuses only such rows).
+#include "layernorm_row.glsl"
+
+layout(binding = BINDING_X) readonly buffer LnX { vec4 ln_x4[]; };
+layout(binding = BINDING_R) readonly buffer LnR { uvec2 ln_r4[]; };
+layout(binding = BINDING_GAMMA) readonly buffer LnGamma { vec4 ln_gamma4[]; };
+layout(binding = BINDING_BETA) readonly buffer LnBeta { vec4 ln_beta4[]; };
+layout(binding = BINDING_XOUT) writeonly buffer LnXOut { vec4 ln_xout4[]; };
+layout(binding = BINDING_H) writeonly buffer LnH { uvec2 ln_h4[]; };
+layout(binding = BINDING_STATS) writeonly buffer LnStats { float ln_stats[]; };
+
+const uint FLAG_LN_RESIDUAL = 16u;  // R is added to X (plan.c sets it in p.flags)
+// Groups of 4 columns an invocation holds: rows of up to 4096 (plan.c's GEMV_LN_MAX).
+const uint LN_GROUPS = 4u;
+
+shared uvec2 ln_a[LN_GROUPS * LN_THREADS];  // the normalized row, A's type, 4 a word
+
+// Eight elements of the normalized row from k (a multiple of 8) as fp32.
+void ln_a8(uint k, out float a[8]) {
+    const vec4 lo = load16x4(ln_a[k / 4u]), hi = load16x4(ln_a[k / 4u + 1u]);
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+        a[j] = lo[j];
+        a[4u + j] = hi[j];
+    }
+}
+
+// Every invocation (barriers): the row normalized into ln_a. The loads of X, R, GAMMA
+// and BETA are all in flight before the first sum.
+void ln_head() {
+    const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
+    const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
+    vec4 v[LN_GROUPS], g[LN_GROUPS], b[LN_GROUPS];
+    vec2 acc = vec2(0.0);
+    [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
+        const uint j = t + LN_THREADS * c;
+        v[c] = g[c] = b[c] = vec4(0.0);
+        if (j < d4) {
+            v[c] = ln_x4[j];
+            if (residual) v[c] += load16x4(ln_r4[j]);
+            g[c] = ln_gamma4[j];
+            b[c] = ln_beta4[j];
+            acc.x += ln_sum4(v[c]);
+        }
+    }
+    const float mean = wg_sum(acc).x / float(p.K);
+    acc = vec2(0.0);
+    [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++)
+        if (t + LN_THREADS * c < d4) acc.x += ln_square4(v[c], mean);
+    const float rstd = inversesqrt(wg_sum(acc).x / float(p.K) + p.ln_eps);
+    [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
+        const uint j = t + LN_THREADS * c;
+        if (j < d4) {
+            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c]));
+            ln_a[j] = h;
+            if (writer) {
+                ln_h4[j] = h;
+                if (residual) ln_xout4[j] = v[c];
+            }
+        }
+    }
+    if (writer && t == 0u) {
+        ln_stats[0] = mean;
+        ln_stats[1] = rstd;
+    }
+    barrier();  // the row in shared memory before any subgroup reads it
+}
