@@ -17,10 +17,12 @@
 #define EPI_BIAS 4u
 #define REDUCE_THREADS 256u  /* matmul_splitk_reduce.comp: 4 elements per invocation */
 #define LN_HEAD_THREADS 256u /* matmul_gemv_ln.comp: layernorm_row.glsl's LN_THREADS */
-/* Its workgroups per SM: each normalizes the row (about 14 bytes of L2 reads per
- * element of it), so the grid is a few per SM stepping over the columns, not a
- * workgroup per 8 columns. */
-#define LN_HEAD_PER_SM 4u
+/* Its workgroups per SM, at most: each normalizes the row (about 14 bytes of L2
+ * reads per element of it), so the grid is a few per SM stepping over the columns,
+ * not a workgroup per 8 columns. On an H200 the 24-layer d=2048 step took 1.488 GPU
+ * ms with 3, 1.514-1.563 with 2, 4 or 6, 1.540 with a workgroup per 8 columns
+ * (results/h200-norm-head/). */
+#define LN_HEAD_PER_SM 3u
 #define LN_HEAD_GRID 128u /* where the device does not report its SM count */
 
 /* The main kernel's pipeline for a variant, layouts and epilogue: its family's
@@ -295,11 +297,14 @@ hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_prod
     hl_pipeline *p;
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_ln(args->out_dtype, args->in_dtype), spec,
                            HL_SPEC_MATMUL_GEMV_LN_COUNT, e.subgroup, &p, err));
+    /* As many columns for every subgroup: a grid of at most `most`, no workgroup
+     * stepping once more than the others. */
     const uint64_t cols = LN_HEAD_THREADS / sg, gx = (args->n + cols - 1) / cols;
     const uint64_t most = dev->caps.sm_count ? (uint64_t)LN_HEAD_PER_SM * dev->caps.sm_count : LN_HEAD_GRID;
+    const uint64_t steps = (gx + most - 1) / most;
     pl->v = v;
     pl->main_pipe = p->pipeline;
-    pl->grid[0] = (uint32_t)(most < gx ? most : gx);
+    pl->grid[0] = (uint32_t)((gx + steps - 1) / steps);
     pl->grid[1] = pl->grid[2] = 1;
     pl->pc[3] |= residual ? FLAG_LN_RESIDUAL : 0u;
     memcpy(&pl->pc[13], &eps, 4);
