@@ -21,7 +21,7 @@
  * reads per element of it), so the grid is a few per SM stepping over the columns,
  * not a workgroup per 8 columns. On an H200 the 24-layer d=2048 step took 1.488 GPU
  * ms with 3, 1.514-1.563 with 2, 4 or 6, 1.540 with a workgroup per 8 columns
- * (results/h200-norm-head/). */
+ * (results/h200-norm-head/balanced-grid/). */
 #define LN_HEAD_PER_SM 3u
 #define LN_HEAD_GRID 128u /* where the device does not report its SM count */
 
