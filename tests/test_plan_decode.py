@@ -85,6 +85,45 @@ def test_one_dispatch_attention_is_the_two_dispatch_one_bit_for_bit(device, monk
     assert ops_f == ops_t == 1 and (disp_f, disp_t) == (1, 2) and bar_t == bar_f + 1
 
 
+def test_attention_grid_sized_to_the_position_is_the_full_grid_bit_for_bit(device, monkeypatch):
+    """The attention's grid holds the splits up to the position, read at each replay
+    (the host writes the dispatch arguments with the word): the results of the grid
+    over the whole cache (HELIOS_DISABLE_DECODE_ATTENTION_GRID=1), over repeated
+    replays at positions in the first, a middle and the last split."""
+    positions = [3 * CHUNK + 4, 0, CHUNK - 1, CHUNK, 2 * CHUNK + 1, 0, 3 * CHUNK + 4]
+    sized = _attention_replays(device, 3, 32, positions)
+    monkeypatch.setenv("HELIOS_DISABLE_DECODE_ATTENTION_GRID", "1")
+    with helios.Device() as dev:
+        full = _attention_replays(dev, 3, 32, positions)
+    for i, (a, b) in enumerate(zip(sized[0], full[0])):
+        np.testing.assert_array_equal(a, b, err_msg=f"replay {i} at position {positions[i]}")
+    np.testing.assert_array_equal(sized[1].view(np.uint16), full[1].view(np.uint16))
+    assert sized[3] == full[3]
+
+
+def test_a_position_an_op_writes_keeps_the_full_attention_grid(device):
+    """A top-1 writing the word the attention reads as its position, earlier in the same
+    replay: the host cannot size the grid from the word before the submission, so the
+    attention keeps the grid over the whole cache and attends up to the written
+    position (150: three splits, where the word held 0 before the replay)."""
+    heads, hd = 2, 32
+    d, rows, pos = heads * hd, 3 * CHUNK + 5, 150
+    K, V = _rand((rows, d), 41), _rand((rows, d), 42)
+    kc, vc = device.upload(K), device.upload(V)
+    row = _rand((1, 3 * d), 43)
+    qkv = device.upload(row)
+    scores = np.zeros((1, 200), np.float32)
+    scores[0, pos] = 1.0
+    with device.plan(params=2) as p:
+        p.top1(device.upload(scores, dtype="float32"), into=1)
+        out = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
+    p.replay(params=[0, 0])
+    assert p.params() == [0, pos]
+    K[pos], V[pos] = row[0, d : 2 * d], row[0, 2 * d :]
+    r = helios.check_close(out.numpy(), _attention_ref(row, K, V, heads, pos)[None], rtol=0.01)
+    assert r.passed, r.line()
+
+
 def test_embed_and_top1_through_the_parameter_words(device):
     tok, pos = _rand((10, 40), 3, np.float32), _rand((30, 40), 4, np.float32)
     T, P = device.upload(tok, dtype="float32"), device.upload(pos, dtype="float32")

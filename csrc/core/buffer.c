@@ -47,8 +47,10 @@ static hl_status create(hl_device *dev, VkDeviceSize size, int host_visible, int
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                               .pNext = exportable || import_fd >= 0 ? &ebci : NULL,
                               .size = size,
+                              /* host-visible: also a plan's dispatch arguments (plan.c) */
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                       (host_visible ? VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT : 0),
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     HL_VK_FAULT(HL_FAULT_BUFFER, vkCreateBuffer(dev->device, &bci, NULL, &out->buffer));
     dev->tel.live_buffers++;

@@ -157,6 +157,10 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     s->param_read[0] = a->pos_slot;
     s->param_bound[0] = a->max_len;
     s->n_param_reads = 1;
+    if (dev->decode_grid_sized) { /* the splits up to the position only (the cache's size otherwise) */
+        s->grid_slot = a->pos_slot;
+        s->grid_div = DECODE_CHUNK;
+    }
     return HL_OK;
 fail:
     return st;

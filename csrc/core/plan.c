@@ -10,8 +10,8 @@
 #include "product.h"
 
 #define PLAN_MAX_OPS 4096
-#define PLAN_KEEP 8       /* tensors a step binds, at most */
-#define GEMV_LN_MAX 4096u /* a fused norm's widest row: matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS */
+#define PLAN_KEEP 8                                /* tensors a step binds, at most */
+#define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
 
 struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
@@ -19,13 +19,14 @@ struct hl_plan {
     VkDescriptorPool pool;
     VkQueryPool queries; /* two timestamps around the plan, where the queue has them */
     hl_buffer workspace; /* split-K and attention partial sums, the slot a product without a bias binds */
-    hl_buffer params;    /* the parameter words, host-visible and mapped */
+    hl_buffer params;    /* the parameter words and the grids' arguments, host-visible and mapped */
     hl_buffer counters;  /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
     uint32_t n_params;
     uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS]; /* each word's tightest bound (0: none) */
     hl_tensor **tensors; /* every tensor bound, checked before each replay */
     uint32_t n_tensors;
     uint32_t ops, dispatches, barriers;
+    uint32_t *grids, n_grids; /* per grid read at replay: its x, parameter word and divisor */
     struct hl_plan *prev, *next;
 };
 
@@ -110,7 +111,10 @@ static void release(hl_plan *p) {
     p->dev = NULL;
 }
 
-static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, VkDescriptorSet ds) {
+/* args: the buffer holding the first dispatch's arguments at offset at (VK_NULL_HANDLE:
+ * its grid as recorded). */
+static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, VkDescriptorSet ds, VkBuffer args,
+                        VkDeviceSize at) {
     if (!s->n_dispatch) return; /* a norm run as its product's head */
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
     for (uint32_t d = 0; d < s->n_dispatch; d++) {
@@ -119,7 +123,10 @@ static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step 
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, s->pipe[d]);
         vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, s->pc[d]);
-        vkCmdDispatch(cmd, s->grid[d][0], s->grid[d][1], s->grid[d][2]);
+        if (d == 0 && args)
+            vkCmdDispatchIndirect(cmd, args, at);
+        else
+            vkCmdDispatch(cmd, s->grid[d][0], s->grid[d][1], s->grid[d][2]);
         dev->tel.dispatches++;
     }
 }
@@ -141,6 +148,7 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     int params_written = 0;
+    uint32_t grid = 0;
     for (uint32_t i = 0; i < p->ops; i++) {
         if (needs_barrier(h, &steps[i])) {
             hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -150,7 +158,10 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
         }
         note(h, &steps[i]);
         params_written |= steps[i].param_write >= 0;
-        record_step(dev, p->cmd, &steps[i], sets[i]);
+        const int read_grid = steps[i].grid_div > 0;
+        record_step(dev, p->cmd, &steps[i], sets[i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
+                    PARAM_BYTES + 12ull * grid);
+        grid += read_grid;
     }
     if (params_written) /* the words the host reads after the wait */
         hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -166,124 +177,28 @@ fail:
     return st;
 }
 
-/* A product as a step: its main dispatch and, for split-K, the sum behind a barrier. */
-static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char *who, hl_plan_step *s, hl_error *err) {
-    hl_status st = HL_OK;
-    if (!o->t_a || !o->t_b || !o->t_c || o->bias || o->c_in || o->signal_value)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: plans take tensors only (a, b, c and bias)", who);
-    hl_product pl;
-    HL_TRY(hl_product_plan(dev, o, who, &pl, err));
-    memset(s, 0, sizeof *s);
-    s->n_dispatch = pl.reduce_pipe ? 2 : 1;
-    s->pipe[0] = pl.main_pipe;
-    s->pipe[1] = pl.reduce_pipe;
-    memcpy(s->grid[0], pl.grid, sizeof pl.grid);
-    s->grid[1][0] = pl.rgrid[0];
-    s->grid[1][1] = pl.rgrid[1];
-    s->grid[1][2] = 1;
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
-    memcpy(s->pc[1], pl.pc, sizeof pl.pc);
-    s->n_binds = HL_BIND_MATMUL_COUNT;
-    s->work_slot = HL_BIND_MATMUL_WORKSPACE;
-    s->params_slot = -1;
-    s->param_write = -1;
-    s->work_bytes = pl.w_bytes;
-    const hl_tensor *reads[4] = {o->t_a, o->t_b, o->t_bias, pl.read_c ? o->t_c : NULL};
-    memcpy(s->reads, reads, sizeof reads);
-    s->writes[0] = o->t_c;
-    hl_tensor *keep[4] = {o->t_a, o->t_b, o->t_c, o->t_bias};
-    memcpy(s->keep, keep, sizeof keep);
-fail:
-    return st;
-}
-
-static hl_status layernorm_step(hl_device *dev, const hl_layernorm_args *a, hl_plan_step *s, hl_error *err) {
-    hl_status st = HL_OK;
-    hl_dispatch_plan pl;
-    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
-    int vec;
-    HL_TRY(hl_layernorm_prepare(dev, a, &pl, ops, &vec, err));
-    memset(s, 0, sizeof *s);
-    s->n_dispatch = 1;
-    s->pipe[0] = pl.pipe;
-    s->grid[0][0] = pl.grid[0];
-    s->grid[0][1] = pl.grid[1];
-    s->grid[0][2] = 1;
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
-    s->n_binds = HL_BIND_LAYERNORM_COUNT;
-    for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++) s->binds[i] = hl_tensor_or_scratch(ops[i].tensor, NULL);
-    s->work_slot = s->params_slot = s->param_write = -1;
-    const hl_tensor *reads[4] = {a->x, a->r, a->gamma, a->beta};
-    memcpy(s->reads, reads, sizeof reads);
-    const hl_tensor *writes[3] = {a->h, a->stats, a->x_out};
-    memcpy(s->writes, writes, sizeof writes);
-    hl_tensor *keep[7] = {a->x, a->r, a->gamma, a->beta, a->h, a->stats, a->x_out};
-    memcpy(s->keep, keep, sizeof keep);
-fail:
-    return st;
-}
-
-/* A LayerNorm of one row followed by the one-row product that reads its output, on
- * the matrix-vector kernel: one dispatch, every workgroup normalizing the row itself
- * as the kernel's head (matmul_gemv_ln.comp), workgroup 0 writing the norm's outputs;
- * the norm's step then records nothing. Rows of a multiple of 8 elements up to
- * GEMV_LN_MAX, fp32 tensors on 16 bytes and 16-bit ones on 8, and the product's own
- * conditions (hl_product_ln_head); anything else, or
- * HELIOS_DISABLE_PLAN_NORM_FUSION=1, keeps the two steps. */
-static hl_status fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *norm_s, hl_plan_step *s, hl_error *err) {
-    hl_status st = HL_OK;
-    const hl_layernorm_args *a = &op[0].layernorm;
-    const hl_matmul_args *m = &op[1].matmul;
-    if (!dev->norm_fused || op[0].kind != HL_PLAN_LAYERNORM || op[1].kind != HL_PLAN_MATMUL || m->t_a != a->h ||
-        a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
-        (a->r && !a->x_out) || s->n_dispatch != 1)
-        return HL_OK;
-    const hl_tensor *const wide[4] = {a->x, a->gamma, a->beta, a->x_out}, *const narrow[2] = {a->r, a->h};
-    for (int k = 0; k < 4; k++)
-        if (wide[k] && wide[k]->offset % 16) return HL_OK;
-    for (int k = 0; k < 2; k++)
-        if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
-    hl_product pl;
-    int applies;
-    HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
-    HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
-    if (!applies) return HL_OK;
-    s->pipe[0] = pl.main_pipe;
-    memcpy(s->grid[0], pl.grid, sizeof pl.grid);
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
-    s->n_binds = HL_BIND_MATMUL_LN_COUNT;
-    hl_tensor *const norm[7] = {a->x, a->r, a->gamma, a->beta, a->x_out, a->h, a->stats};
-    for (int k = 0; k < 7; k++) /* no branch: its slots bind the stream, never read or written */
-        s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k] ? norm[k] : a->x, NULL);
-    const hl_tensor *reads[HL_STEP_READS] = {a->x, a->r, a->gamma, a->beta, m->t_b, m->t_bias};
-    const hl_tensor *writes[HL_STEP_WRITES] = {m->t_c, a->h, a->x_out, a->stats};
-    memcpy(s->reads, reads, sizeof reads);
-    memcpy(s->writes, writes, sizeof writes);
-    norm_s->n_dispatch = 0;
-    memset(norm_s->reads, 0, sizeof norm_s->reads);
-    memset(norm_s->writes, 0, sizeof norm_s->writes);
-fail:
-    return st;
-}
-
-static hl_status op_step(hl_plan *p, const hl_plan_op *op, uint32_t i, hl_plan_step *s, hl_error *err) {
-    char who[64];
-    static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
-    if ((unsigned)op->kind > HL_PLAN_TOP1)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan op %u: unknown kind %d", i, (int)op->kind);
-    snprintf(who, sizeof who, "plan op %u (%s)", i, names[op->kind]);
-    switch (op->kind) {
-        case HL_PLAN_MATMUL:
-            return matmul_step(p->dev, &op->matmul, who, s, err);
-        case HL_PLAN_LAYERNORM:
-            return layernorm_step(p->dev, &op->layernorm, s, err);
-        case HL_PLAN_EMBED:
-            return hl_embed_step(p->dev, &op->embed, p->n_params, who, s, err);
-        case HL_PLAN_ATTN_DECODE:
-            return hl_attn_decode_step(p->dev, &op->attn, p->n_params, who, s, err);
-        default:
-            return hl_top1_step(p->dev, &op->top1, p->n_params, who, s, err);
+/* The grids read at replay: a step's, where no step writes the word it is sized by (the
+ * host writes the arguments before the submission, from the word as it is then). */
+static hl_status grids_of(hl_plan *p, hl_plan_step *steps, hl_error *err) {
+    uint32_t written = 0;
+    for (uint32_t i = 0; i < p->ops; i++)
+        if (steps[i].param_write >= 0) written |= 1u << steps[i].param_write;
+    for (uint32_t i = 0; i < p->ops; i++) {
+        hl_plan_step *s = &steps[i];
+        if (s->grid_div && (written >> s->grid_slot & 1u)) s->grid_div = 0;
+        p->n_grids += s->grid_div > 0;
     }
+    if (!p->n_grids) return HL_OK;
+    p->grids = malloc(3ull * p->n_grids * sizeof *p->grids);
+    if (!p->grids) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t i = 0, g = 0; i < p->ops; i++) {
+        if (!steps[i].grid_div) continue;
+        p->grids[3 * g] = steps[i].grid[0][0];
+        p->grids[3 * g + 1] = steps[i].grid_slot;
+        p->grids[3 * g + 2] = steps[i].grid_div;
+        g++;
+    }
+    return HL_OK;
 }
 
 static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, VkDescriptorSet *sets, hl_error *err) {
@@ -294,10 +209,11 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     if (!c_offset) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
-        HL_TRY(op_step(p, &ops[i], i, s, err));
+        HL_TRY(hl_plan_op_step(dev, &ops[i], i, p->n_params, s, err));
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
     }
-    for (uint32_t i = 0; i + 1 < p->ops; i++) HL_TRY(fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
+    for (uint32_t i = 0; i + 1 < p->ops; i++) HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
+    HL_TRY(grids_of(p, steps, err));
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
         if (s->counter_words) {
@@ -314,7 +230,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         }
     }
     HL_TRY(hl_buffer_create(dev, w_bytes, 0, &p->workspace, err));
-    HL_TRY(hl_buffer_create(dev, 16 + 4ull * HL_PLAN_MAX_PARAMS, 1, &p->params, err));
+    HL_TRY(hl_buffer_create(dev, PARAM_BYTES + 12ull * p->n_grids, 1, &p->params, err));
     if (c_bytes) HL_TRY(hl_buffer_create(dev, c_bytes, 0, &p->counters, err));
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * p->ops};
@@ -439,6 +355,13 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
                            w, v, p->bound_op[w], p->bound[w]);
     }
     HL_TRY(hl_settle(dev, err)); /* the command buffer and fence may still be an interrupted replay's */
+    uint32_t *args = (uint32_t *)((char *)p->params.mapped + PARAM_BYTES);
+    for (uint32_t g = 0; g < p->n_grids; g++) {
+        const uint32_t *gr = &p->grids[3 * g], word = ((const uint32_t *)p->params.mapped)[gr[1]];
+        args[3 * g] = gr[0];
+        args[3 * g + 1] = word / gr[2] + 1;
+        args[3 * g + 2] = 1;
+    }
     HL_TRY(hl_submit_cmd(dev, p->cmd, err));
     const double t_sub = hl_now_ms();
     HL_TRY(hl_wait_fence(dev, err));
@@ -471,6 +394,7 @@ void hl_plan_destroy(hl_plan *p) {
     if (!p) return;
     release(p);
     free(p->tensors);
+    free(p->grids);
     free(p);
 }
 

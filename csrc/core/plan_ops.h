@@ -1,7 +1,8 @@
 /* plan_ops.h — what a plan records for each operation (plan.c): its dispatches, the
  * tensors it binds, reads and writes, the parameter words it reads or writes and the
- * workspace it needs. Products (product.h) and LayerNorm (elementwise.c) are
- * validated where their calls are; the decode ops live in decode.c. */
+ * workspace it needs. Operations become steps in plan_steps.c: products (product.h)
+ * and LayerNorm (elementwise.c) are validated where their calls are; the decode ops
+ * live in decode.c. */
 #ifndef HELIOS_PLAN_OPS_H
 #define HELIOS_PLAN_OPS_H
 
@@ -26,7 +27,20 @@ typedef struct hl_plan_step {
     uint32_t counter_words; /* words of its own the plan zeroes before each replay (arrival counters) */
     int counter_slot;       /* their binding slot, where counter_words > 0 */
     hl_tensor *keep[8];     /* every tensor bound */
+    /* grid_div > 0: the first dispatch's grid is read at replay from arguments the host
+     * writes before the submission, {grid[0][0], params[grid_slot] / grid_div + 1, 1},
+     * where no step writes that word (plan.c); 0: the grid as recorded. */
+    uint32_t grid_slot, grid_div;
 } hl_plan_step;
+
+/* Operation i of a plan with n_params parameter words as a step. */
+hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
+                          hl_error *err);
+/* ops[0..1] a LayerNorm and the product after it: where the product reads the norm's
+ * output on the matrix-vector kernel, the norm runs as that kernel's head (s then
+ * records both, norm_s nothing); otherwise both stay as they are. */
+hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step *norm_s, hl_plan_step *s,
+                            hl_error *err);
 
 /* LayerNorm's forward as a dispatch and its operands (hl_layernorm runs the same). */
 hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,

@@ -72,6 +72,7 @@
     X(vkCmdBindDescriptorSets) \
     X(vkCmdPushConstants) \
     X(vkCmdDispatch) \
+    X(vkCmdDispatchIndirect) \
     X(vkCreatePipelineCache) \
     X(vkDestroyPipelineCache) \
     X(vkGetPipelineCacheData)

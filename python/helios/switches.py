@@ -58,6 +58,20 @@ SWITCHES: tuple[Switch, ...] = (
         "A plan's decode attention as two dispatches (split, then combine), not one whose last split combines.",
     ),
     Switch(
+        "HELIOS_DISABLE_DECODE_ATTENTION_GRID",
+        "kill switch",
+        "1",
+        "A plan's decode attention dispatches a workgroup for every split of the whole cache, not only "
+        "the splits up to the position (the grid the host writes before each replay).",
+    ),
+    Switch(
+        "HELIOS_DISABLE_PLAN_NORM_FUSION",
+        "kill switch",
+        "1",
+        "A plan's LayerNorm of one row keeps its own dispatch and barrier, not run as the head of the "
+        "matrix-vector product that reads its output.",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),
@@ -100,13 +114,6 @@ SWITCHES: tuple[Switch, ...] = (
         "runtime",
         "1",
         "A barrier before and after every op of a group, so no two ops overlap on the GPU.",
-    ),
-    Switch(
-        "HELIOS_DISABLE_PLAN_NORM_FUSION",
-        "runtime",
-        "1",
-        "A plan's LayerNorm of one row keeps its own dispatch and barrier, not run as the head of the "
-        "matrix-vector product that reads its output.",
     ),
     Switch("HELIOS_DISABLE_IDLE_FLUSH", "runtime", "1", "Ordered work is sent only in full chunks, never on idle."),
     Switch(

@@ -1,0 +1,132 @@
+/* plan_steps.c — a plan's operations validated into steps (plan_ops.h): products,
+ * LayerNorm, and the decode ops through decode.c; and the fusion of a one-row
+ * LayerNorm into the product that reads its output. plan.c records the steps. */
+#include <stdio.h>
+#include <string.h>
+
+#include "plan_ops.h"
+#include "product.h"
+
+#define GEMV_LN_MAX 4096u /* a fused norm's widest row: matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS */
+
+/* A product as a step: its main dispatch and, for split-K, the sum behind a barrier. */
+static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char *who, hl_plan_step *s, hl_error *err) {
+    hl_status st = HL_OK;
+    if (!o->t_a || !o->t_b || !o->t_c || o->bias || o->c_in || o->signal_value)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: plans take tensors only (a, b, c and bias)", who);
+    hl_product pl;
+    HL_TRY(hl_product_plan(dev, o, who, &pl, err));
+    memset(s, 0, sizeof *s);
+    s->n_dispatch = pl.reduce_pipe ? 2 : 1;
+    s->pipe[0] = pl.main_pipe;
+    s->pipe[1] = pl.reduce_pipe;
+    memcpy(s->grid[0], pl.grid, sizeof pl.grid);
+    s->grid[1][0] = pl.rgrid[0];
+    s->grid[1][1] = pl.rgrid[1];
+    s->grid[1][2] = 1;
+    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
+    memcpy(s->pc[1], pl.pc, sizeof pl.pc);
+    s->n_binds = HL_BIND_MATMUL_COUNT;
+    s->work_slot = HL_BIND_MATMUL_WORKSPACE;
+    s->params_slot = -1;
+    s->param_write = -1;
+    s->work_bytes = pl.w_bytes;
+    const hl_tensor *reads[4] = {o->t_a, o->t_b, o->t_bias, pl.read_c ? o->t_c : NULL};
+    memcpy(s->reads, reads, sizeof reads);
+    s->writes[0] = o->t_c;
+    hl_tensor *keep[4] = {o->t_a, o->t_b, o->t_c, o->t_bias};
+    memcpy(s->keep, keep, sizeof keep);
+fail:
+    return st;
+}
+
+static hl_status layernorm_step(hl_device *dev, const hl_layernorm_args *a, hl_plan_step *s, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_dispatch_plan pl;
+    hl_operand ops[HL_BIND_LAYERNORM_COUNT];
+    int vec;
+    HL_TRY(hl_layernorm_prepare(dev, a, &pl, ops, &vec, err));
+    memset(s, 0, sizeof *s);
+    s->n_dispatch = 1;
+    s->pipe[0] = pl.pipe;
+    s->grid[0][0] = pl.grid[0];
+    s->grid[0][1] = pl.grid[1];
+    s->grid[0][2] = 1;
+    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
+    s->n_binds = HL_BIND_LAYERNORM_COUNT;
+    for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++) s->binds[i] = hl_tensor_or_scratch(ops[i].tensor, NULL);
+    s->work_slot = s->params_slot = s->param_write = -1;
+    const hl_tensor *reads[4] = {a->x, a->r, a->gamma, a->beta};
+    memcpy(s->reads, reads, sizeof reads);
+    const hl_tensor *writes[3] = {a->h, a->stats, a->x_out};
+    memcpy(s->writes, writes, sizeof writes);
+    hl_tensor *keep[7] = {a->x, a->r, a->gamma, a->beta, a->h, a->stats, a->x_out};
+    memcpy(s->keep, keep, sizeof keep);
+fail:
+    return st;
+}
+
+/* A LayerNorm of one row followed by the one-row product that reads its output, on
+ * the matrix-vector kernel: one dispatch, every workgroup normalizing the row itself
+ * as the kernel's head (matmul_gemv_ln.comp), workgroup 0 writing the norm's outputs;
+ * the norm's step then records nothing. Rows of a multiple of 8 elements up to
+ * GEMV_LN_MAX, fp32 tensors on 16 bytes and 16-bit ones on 8, and the product's own
+ * conditions (hl_product_ln_head); anything else, or
+ * HELIOS_DISABLE_PLAN_NORM_FUSION=1, keeps the two steps. */
+hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *norm_s, hl_plan_step *s,
+                            hl_error *err) {
+    hl_status st = HL_OK;
+    const hl_layernorm_args *a = &op[0].layernorm;
+    const hl_matmul_args *m = &op[1].matmul;
+    if (!dev->norm_fused || op[0].kind != HL_PLAN_LAYERNORM || op[1].kind != HL_PLAN_MATMUL || m->t_a != a->h ||
+        a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
+        (a->r && !a->x_out) || s->n_dispatch != 1)
+        return HL_OK;
+    const hl_tensor *const wide[4] = {a->x, a->gamma, a->beta, a->x_out}, *const narrow[2] = {a->r, a->h};
+    for (int k = 0; k < 4; k++)
+        if (wide[k] && wide[k]->offset % 16) return HL_OK;
+    for (int k = 0; k < 2; k++)
+        if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
+    hl_product pl;
+    int applies;
+    HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
+    HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
+    if (!applies) return HL_OK;
+    s->pipe[0] = pl.main_pipe;
+    memcpy(s->grid[0], pl.grid, sizeof pl.grid);
+    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
+    s->n_binds = HL_BIND_MATMUL_LN_COUNT;
+    hl_tensor *const norm[7] = {a->x, a->r, a->gamma, a->beta, a->x_out, a->h, a->stats};
+    for (int k = 0; k < 7; k++) /* no branch: its slots bind the stream, never read or written */
+        s->binds[HL_BIND_MATMUL_LN_X + k] = hl_tensor_or_scratch(norm[k] ? norm[k] : a->x, NULL);
+    const hl_tensor *reads[HL_STEP_READS] = {a->x, a->r, a->gamma, a->beta, m->t_b, m->t_bias};
+    const hl_tensor *writes[HL_STEP_WRITES] = {m->t_c, a->h, a->x_out, a->stats};
+    memcpy(s->reads, reads, sizeof reads);
+    memcpy(s->writes, writes, sizeof writes);
+    norm_s->n_dispatch = 0;
+    memset(norm_s->reads, 0, sizeof norm_s->reads);
+    memset(norm_s->writes, 0, sizeof norm_s->writes);
+fail:
+    return st;
+}
+
+hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
+                          hl_error *err) {
+    char who[64];
+    static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
+    if ((unsigned)op->kind > HL_PLAN_TOP1)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan op %u: unknown kind %d", i, (int)op->kind);
+    snprintf(who, sizeof who, "plan op %u (%s)", i, names[op->kind]);
+    switch (op->kind) {
+        case HL_PLAN_MATMUL:
+            return matmul_step(dev, &op->matmul, who, s, err);
+        case HL_PLAN_LAYERNORM:
+            return layernorm_step(dev, &op->layernorm, s, err);
+        case HL_PLAN_EMBED:
+            return hl_embed_step(dev, &op->embed, n_params, who, s, err);
+        case HL_PLAN_ATTN_DECODE:
+            return hl_attn_decode_step(dev, &op->attn, n_params, who, s, err);
+        default:
+            return hl_top1_step(dev, &op->top1, n_params, who, s, err);
+    }
+}
