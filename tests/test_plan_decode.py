@@ -68,20 +68,29 @@ def _attention_replays(dev, heads, hd, positions):
     return outs, kc.numpy(), vc.numpy(), p.counts
 
 
+def _against_switch(device, monkeypatch, switch, positions):
+    """The attention replays of `_attention_replays` on the default device and on one
+    opened with `switch`=1: outputs and caches equal bit for bit. Returns both plans'
+    counts."""
+    default = _attention_replays(device, 3, 32, positions)
+    monkeypatch.setenv(switch, "1")
+    with helios.Device() as dev:
+        switched = _attention_replays(dev, 3, 32, positions)
+    for i, (a, b) in enumerate(zip(default[0], switched[0])):
+        np.testing.assert_array_equal(a, b, err_msg=f"replay {i} at position {positions[i]}")
+    np.testing.assert_array_equal(default[1].view(np.uint16), switched[1].view(np.uint16))
+    np.testing.assert_array_equal(default[2].view(np.uint16), switched[2].view(np.uint16))
+    return default[3], switched[3]
+
+
 def test_one_dispatch_attention_is_the_two_dispatch_one_bit_for_bit(device, monkeypatch):
     """The last split to arrive combines in the same dispatch: the same sums as the
     combine dispatch, over repeated replays (the plan zeroes the arrival counts before
     each), with one dispatch and no barrier fewer for the step."""
     positions = [3 * CHUNK + 4, 0, CHUNK, 2 * CHUNK + 1, 2 * CHUNK + 1, 3 * CHUNK + 4]
-    fused = _attention_replays(device, 3, 32, positions)
-    monkeypatch.setenv("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", "1")
-    with helios.Device() as dev:
-        two = _attention_replays(dev, 3, 32, positions)
-    for i, (a, b) in enumerate(zip(fused[0], two[0])):
-        np.testing.assert_array_equal(a, b, err_msg=f"replay {i} at position {positions[i]}")
-    np.testing.assert_array_equal(fused[1].view(np.uint16), two[1].view(np.uint16))
-    np.testing.assert_array_equal(fused[2].view(np.uint16), two[2].view(np.uint16))
-    (ops_f, disp_f, bar_f), (ops_t, disp_t, bar_t) = fused[3], two[3]
+    (ops_f, disp_f, bar_f), (ops_t, disp_t, bar_t) = _against_switch(
+        device, monkeypatch, "HELIOS_DISABLE_DECODE_ATTENTION_FUSION", positions
+    )
     assert ops_f == ops_t == 1 and (disp_f, disp_t) == (1, 2) and bar_t == bar_f + 1
 
 
@@ -91,14 +100,8 @@ def test_attention_grid_sized_to_the_position_is_the_full_grid_bit_for_bit(devic
     over the whole cache (HELIOS_DISABLE_DECODE_ATTENTION_GRID=1), over repeated
     replays at positions in the first, a middle and the last split."""
     positions = [3 * CHUNK + 4, 0, CHUNK - 1, CHUNK, 2 * CHUNK + 1, 0, 3 * CHUNK + 4]
-    sized = _attention_replays(device, 3, 32, positions)
-    monkeypatch.setenv("HELIOS_DISABLE_DECODE_ATTENTION_GRID", "1")
-    with helios.Device() as dev:
-        full = _attention_replays(dev, 3, 32, positions)
-    for i, (a, b) in enumerate(zip(sized[0], full[0])):
-        np.testing.assert_array_equal(a, b, err_msg=f"replay {i} at position {positions[i]}")
-    np.testing.assert_array_equal(sized[1].view(np.uint16), full[1].view(np.uint16))
-    assert sized[3] == full[3]
+    sized, full = _against_switch(device, monkeypatch, "HELIOS_DISABLE_DECODE_ATTENTION_GRID", positions)
+    assert sized == full
 
 
 def test_a_position_an_op_writes_keeps_the_full_attention_grid(device):
