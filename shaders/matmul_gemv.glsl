@@ -101,7 +101,7 @@ void column_of_b(uint m0, uint n) {
 
 // B as N x K: a subgroup per column. With the LayerNorm head the workgroups step over
 // the columns by the grid's width, the first column's first step loading while the
-// workgroup normalizes A (plan.c: one row, B in whole words, K a multiple of 8).
+// workgroup normalizes A (plan_steps.c and hl_product_ln_head: one row, B in whole words, K a multiple of 8).
 void rows_of_b(uint m0) {
     uint n = gl_WorkGroupID.x * NSG + gl_SubgroupID;
 #ifdef LN_HEAD

@@ -6,7 +6,7 @@
 // XOUT = v), STATS = (mean, rstd), rstd = 1/sqrt(biased variance + eps), H = (v -
 // mean) * rstd * GAMMA + BETA in A's type. The row is K wide: a multiple of 8, at most
 // LN_THREADS x 4 x LN_GROUPS; X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
-// (plan.c fuses only such rows).
+// (plan_steps.c fuses only such rows).
 #include "layernorm_row.glsl"
 
 layout(binding = BINDING_X) readonly buffer LnX { vec4 ln_x4[]; };
@@ -17,8 +17,8 @@ layout(binding = BINDING_XOUT) writeonly buffer LnXOut { vec4 ln_xout4[]; };
 layout(binding = BINDING_H) writeonly buffer LnH { uvec2 ln_h4[]; };
 layout(binding = BINDING_STATS) writeonly buffer LnStats { float ln_stats[]; };
 
-const uint FLAG_LN_RESIDUAL = 16u;  // R is added to X (plan.c sets it in p.flags)
-// Groups of 4 columns an invocation holds: rows of up to 4096 (plan.c's GEMV_LN_MAX).
+const uint FLAG_LN_RESIDUAL = 16u;  // R is added to X (hl_product_ln_head sets it in p.flags)
+// Groups of 4 columns an invocation holds: rows of up to 4096 (plan_steps.c's GEMV_LN_MAX).
 const uint LN_GROUPS = 4u;
 
 shared uvec2 ln_a[LN_GROUPS * LN_THREADS];  // the normalized row, A's type, 4 a word

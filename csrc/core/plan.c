@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "plan_ops.h"
-#include "product.h"
 
 #define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */

@@ -7,7 +7,7 @@
 #define HELIOS_PLAN_OPS_H
 
 #include "helios_plan.h"
-#include "internal.h"
+#include "product.h"
 
 #define HL_STEP_READS 6u
 #define HL_STEP_WRITES 4u
@@ -31,6 +31,7 @@ typedef struct hl_plan_step {
      * writes before the submission, {grid[0][0], params[grid_slot] / grid_div + 1, 1},
      * where no step writes that word (plan.c); 0: the grid as recorded. */
     uint32_t grid_slot, grid_div;
+    hl_product product; /* a product's plan, as its step was made from it */
 } hl_plan_step;
 
 /* Operation i of a plan with n_params parameter words as a step. */

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "plan_ops.h"
-#include "product.h"
 
 #define GEMV_LN_MAX 4096u /* a fused norm's widest row: matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS */
 
@@ -17,6 +16,7 @@ static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char
     hl_product pl;
     HL_TRY(hl_product_plan(dev, o, who, &pl, err));
     memset(s, 0, sizeof *s);
+    s->product = pl;
     s->n_dispatch = pl.reduce_pipe ? 2 : 1;
     s->pipe[0] = pl.main_pipe;
     s->pipe[1] = pl.reduce_pipe;
@@ -87,9 +87,8 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
         if (wide[k] && wide[k]->offset % 16) return HL_OK;
     for (int k = 0; k < 2; k++)
         if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
-    hl_product pl;
+    hl_product pl = s->product; /* s is m's step (matmul_step) */
     int applies;
-    HL_TRY(hl_product_plan(dev, m, "plan", &pl, err));
     HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
     if (!applies) return HL_OK;
     s->pipe[0] = pl.main_pipe;
