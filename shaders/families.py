@@ -72,6 +72,11 @@ BINDINGS = {
     # the product's slots (A: the norm's output, which the kernel writes through H), then
     # the norm's stream, branch, weights and outputs
     "matmul_ln": ("A", "B", "C", "WORKSPACE", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS"),
+    # Consecutive one-row products as one persistent dispatch (matmul_gemv_persist.comp):
+    # the members' shapes, the grid barrier's counter, the plan's parameter words (its
+    # fault word); each member's buffers sit in the PERSIST array binding after every
+    # kind's slots, PERSIST_ROLES to a member
+    "matmul_persist": ("TABLE", "COUNTERS", "PARAMS"),
     "attention": ("Q", "K", "O", "V", "LSE"),
     # The backward's two kernels (dQ, then dK and dV) share one set: DELTA is the
     # rowsum(dO * O) the first writes and the second reads.
@@ -85,6 +90,14 @@ BINDINGS = {
     # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
     "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
+
+
+# A persistent run's members (at most PERSIST_MEMBERS) and the buffers each binds, in
+# this order, in the array binding HL_BIND_PERSIST: a product's (A, B, C, BIAS) and its
+# LayerNorm head's (matmul_gemv_ln_head.glsl); an attention's QKV row, caches, output
+# and partials take A, B, C, BIAS and X (matmul_gemv_persist.comp).
+PERSIST_MEMBERS = 16
+PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS")
 
 
 # The epilogue and layout constants every matmul family declares (matmul_common.glsl
@@ -250,6 +263,21 @@ FAMILIES = (
         skip=MIXED_16,
         full_subgroups=True,
         doc="a LayerNorm of one row and the product that reads it, in one dispatch (fp32 arithmetic)",
+    ),
+    Family(
+        "matmul_gemv_persist",
+        "matmul_gemv_persist.comp",
+        None,
+        (
+            Spec("SUBGROUP", "uint", "32", "e->subgroup"),
+            Spec("THREADS_X", "uint", "256", "256u", local_size=True),
+            Spec("D", "uint", "64", "e->d"),  # its attention members' head dimension
+        ),
+        "matmul_persist",
+        axes=(OUT_AXIS, IN_AXIS_SCALAR),
+        skip=MIXED_16,
+        full_subgroups=True,
+        doc="one-row products and decode attentions one after another in one dispatch, a grid barrier between",
     ),
     Family(
         "matmul_splitk_reduce",

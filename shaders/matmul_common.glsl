@@ -19,6 +19,16 @@
 #define OUT_T float
 #endif
 
+#ifdef PERSIST
+// matmul_gemv_persist.comp: a member's words (what a product pushes) from its row of the
+// run's table, EPI and ACT with them (persist_member; the shader declares those).
+struct Params {
+    uint M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch;
+    float alpha, beta, ln_eps;
+};
+Params p;
+const bool TRANS_A = false, TRANS_B = true, BATCHED = false;
+#else
 layout(push_constant) uniform Params {
     uint M, N, K;
     uint flags;     // FLAG_* below, computed on the host from the shapes
@@ -32,6 +42,7 @@ layout(push_constant) uniform Params {
     float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon (the other kernels' SPIR-V stays as it was)
 #endif
 } p;
+#endif
 
 const uint FLAG_A_VEC = 1u;     // A's rows and batches are 16-byte aligned
 const uint FLAG_B_VEC = 2u;     // B's rows and batches are 16-byte aligned
@@ -43,8 +54,36 @@ const uint FLAG_SPLIT = 8u;     // write fp32 partial products to the workspace,
 // spec_<family>.glsl that each shader includes before this file, so that a plain
 // product compiles to the same code as before they existed.
 const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
+#ifndef PERSIST
 const bool EPILOGUE = EPI != 0u || ACT != 0u;
+#endif
 
+#ifdef PERSIST
+// A member's buffers: slots pm + PERSIST_* of the PERSIST array. What a member reads that
+// an earlier one may have written goes around L1 (coherent): a workgroup's L1 could
+// hold the line from before.
+layout(binding = BINDING_PERSIST) coherent readonly buffer A16 { uint16_t v[]; } ps_a16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent readonly buffer A64 { uvec2 v[]; } ps_a64[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent readonly buffer AH { float16_t v[]; } ps_ah[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) readonly buffer B16 { uint16_t v[]; } ps_b16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) readonly buffer B128 { uvec4 v[]; } ps_b128[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) readonly buffer BH { float16_t v[]; } ps_bh[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent buffer C { OUT_T v[]; } ps_c[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) readonly buffer Bias { float v[]; } ps_bias[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent readonly buffer A128 { uvec4 v[]; } ps_a128[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent buffer KV16 { uint16_t v[]; } ps_kv16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent buffer Work { float v[]; } ps_work[PERSIST_MEMBERS * PERSIST_ROLES];
+uint pm;  // the member's first slot in PERSIST
+#define a16 ps_a16[pm + PERSIST_A].v
+#define a64 ps_a64[pm + PERSIST_A].v
+#define ah ps_ah[pm + PERSIST_A].v
+#define b16 ps_b16[pm + PERSIST_B].v
+#define b128 ps_b128[pm + PERSIST_B].v
+#define bh ps_bh[pm + PERSIST_B].v
+#define C_AT(i) ps_c[pm + PERSIST_C].v[i]
+#define C_IN_AT(i) ps_c[pm + PERSIST_C].v[i]
+#define BIAS_AT(i) ps_bias[pm + PERSIST_BIAS].v[i]
+#else
 layout(binding = BINDING_A) readonly buffer A16 { uint16_t a16[]; };
 layout(binding = BINDING_A) readonly buffer A128 { uvec4 a128[]; };
 layout(binding = BINDING_A) readonly buffer AH { float16_t ah[]; };
@@ -59,20 +98,24 @@ layout(binding = BINDING_C) writeonly buffer C4 { vec4 c4[]; };
 layout(binding = BINDING_WORKSPACE) buffer W { float ws[]; };
 layout(binding = BINDING_WORKSPACE) buffer W4 { vec4 ws4[]; };
 layout(binding = BINDING_BIAS) readonly buffer Bias { float bias[]; };   // N values, fp32
+#define C_AT(i) c[i]
+#define C_IN_AT(i) c_in[i]
+#define BIAS_AT(i) bias[i]
+#endif
 
 // One element of C, in and out, as fp32.
 float load_c(uint i) {
 #ifdef OUT_BF16
-    return bf16_to_f32(uint(c_in[i]));
+    return bf16_to_f32(uint(C_IN_AT(i)));
 #else
-    return float(c_in[i]);
+    return float(C_IN_AT(i));
 #endif
 }
 void store_c(uint i, float v) {
 #ifdef OUT_BF16
-    c[i] = uint16_t(f32_to_bf16(v));
+    C_AT(i) = uint16_t(f32_to_bf16(v));
 #else
-    c[i] = OUT_T(v);
+    C_AT(i) = OUT_T(v);
 #endif
 }
 // Eight consecutive 16-bit outputs packed for one 16-byte store.
@@ -107,10 +150,11 @@ float in_b(uint i) {
 float epilogue(float x, uint ci, uint col) {
     if ((EPI & EPI_ALPHA) != 0u) x *= p.alpha;
     if ((EPI & EPI_BETA) != 0u) x += p.beta * load_c(ci);
-    if ((EPI & EPI_BIAS) != 0u) x += bias[col];
+    if ((EPI & EPI_BIAS) != 0u) x += BIAS_AT(col);
     return activate(x);
 }
 
+#ifndef PERSIST
 // Eight consecutive elements of C at element ci (column q) from their fp32 values:
 // the epilogue applied, then one 16-byte store (two for fp32 output).
 void store8_c(uint ci, uint q, float v[8]) {
@@ -122,3 +166,4 @@ void store8_c(uint ci, uint q, float v[8]) {
     c4[ci / 4u + 1u] = vec4(v[4], v[5], v[6], v[7]);
 #endif
 }
+#endif

@@ -1,5 +1,6 @@
 // matmul_gemv.glsl — the matrix-vector kernel's body (matmul_gemv.comp describes it),
-// shared with matmul_gemv_ln.comp, which adds a LayerNorm head (LN_HEAD).
+// shared with matmul_gemv_ln.comp, which adds a LayerNorm head (LN_HEAD), and with
+// matmul_gemv_persist.comp, which runs products one after another (PERSIST, with LN_HEAD).
 #include "matmul_common.glsl"
 #ifdef LN_HEAD
 #include "matmul_gemv_ln_head.glsl"
@@ -138,6 +139,148 @@ void cols_of_b(uint m0) {
     store_rows(acc, m0, n);
 }
 
+#ifdef PERSIST
+layout(push_constant) uniform PersistPush {
+    uint members;     // in the run, at most PERSIST_MEMBERS
+    uint fault_word;  // the PARAMS word a grid barrier that gave up sets
+} pp;
+layout(binding = BINDING_TABLE) readonly buffer PersistTable { uint table[]; };  // PERSIST_ROW words a member
+layout(binding = BINDING_COUNTERS) coherent buffer PersistCounters { uint arrivals[]; };  // zeroed before each replay
+layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
+
+// A member's table row: a product's N, K, flags, ldb, EPI, ACT, its norm's eps; an
+// attention's heads, cache rows, flags, splits a head in the partials, its position's
+// parameter word, scale and first arrival counter.
+const uint PERSIST_ROW = 8u;
+const uint FLAG_PERSIST_LN = 32u;     // the member's A is its LayerNorm head's output (else A is bound)
+const uint FLAG_PERSIST_ATTN = 64u;   // the member is a decode attention (decode_attention.glsl)
+const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (a second or so)
+
+uint att_heads, att_rows, att_splits, att_counters;
+float att_scale;
+#define ATT_HEADS att_heads
+#define ATT_ROWS att_rows
+#define ATT_SPLITS att_splits
+#define ATT_SCALE att_scale
+#define ATT_SRC16(i) ps_a16[pm + PERSIST_A].v[i]
+#define ATT_SRC128(i) ps_a128[pm + PERSIST_A].v[i]
+#define ATT_KC(i) ps_kv16[pm + PERSIST_B].v[i]
+#define ATT_VC(i) ps_kv16[pm + PERSIST_C].v[i]
+#define ATT_KC128(i) ps_b128[pm + PERSIST_B].v[i]
+#define ATT_VC128(i) ps_b128[pm + PERSIST_C].v[i]
+#define ATT_WORK(i) ps_work[pm + PERSIST_X].v[i]
+#define ATT_OUT16(i) ps_kv16[pm + PERSIST_BIAS].v[i]
+#include "decode_attention.glsl"
+shared bool att_last;  // this workgroup's split is its head's last to arrive
+
+// Member m's words and slots (a member is one row of A, B as N x K in whole words).
+void persist_member(uint m) {
+    const uint r = m * PERSIST_ROW;
+    p.M = 1u;
+    p.N = table[r];
+    p.K = table[r + 1u];
+    p.flags = table[r + 2u];
+    p.ldb = table[r + 3u];
+    EPI = table[r + 4u];
+    ACT = table[r + 5u];
+    p.ln_eps = uintBitsToFloat(table[r + 6u]);
+    p.lda = p.K;
+    p.k_chunk = p.K;
+    p.splits = p.batch = 1u;
+    p.sa = p.sb = 0u;
+    p.alpha = 1.0;
+    p.beta = 0.0;
+    pm = m * PERSIST_ROLES;
+    att_heads = p.N;
+    att_rows = p.K;
+    att_splits = p.ldb;
+    att_scale = uintBitsToFloat(table[r + 5u]);
+    att_counters = table[r + 6u];
+}
+
+// Every invocation: an attention member at position pos, the grid stepping over its
+// heads' splits up to the position; the last split of a head to arrive combines them
+// (decode.comp's PASS 4, each split counted on its head's word).
+void persist_attention(uint pos) {
+    const uint t = gl_LocalInvocationID.x;
+    if (pos >= att_rows) {  // past the cache (the host checks): NaN, as decode.comp writes
+        for (uint h = gl_WorkGroupID.x; h < att_heads; h += gl_NumWorkGroups.x) attention_combine(h, pos);
+        return;
+    }
+    const uint splits = pos / CHUNK + 1u;
+    for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
+        const uint h = task / splits;
+        attention_split(h, task % splits, pos);
+        memoryBarrierBuffer();  // this split's partials, before its arrival is counted
+        barrier();
+        if (t == 0u) att_last = atomicAdd(arrivals[att_counters + h], 1u) == splits - 1u;
+        barrier();
+        if (att_last) {
+            memoryBarrierBuffer();  // the other splits' partials, after their arrivals
+            attention_combine(h, pos);
+        }
+        barrier();  // shared memory free for the next task
+    }
+}
+
+// Every invocation: A's K elements into ln_a, where fma8 reads them.
+void persist_stage_a() {
+    for (uint j = gl_LocalInvocationID.x; j < p.K / 4u; j += gl_WorkGroupSize.x) ln_a[j] = a64[j];
+    barrier();
+}
+
+// Every invocation, after the workgroup's last write of a member: counted in.
+void grid_arrive() {
+    memoryBarrierBuffer();
+    barrier();
+    if (gl_LocalInvocationIndex == 0u) atomicAdd(arrivals[0], 1u);
+}
+
+// Every invocation: until every workgroup has counted itself in `done` times. Polled
+// with atomics (a plain load in a loop may be hoisted out of it). One that gives up
+// sets the fault word, which the replay reports.
+void grid_wait(uint done) {
+    if (gl_LocalInvocationIndex == 0u) {
+        const uint want = done * gl_NumWorkGroups.x;
+        uint polls = 0u;
+        while (atomicAdd(arrivals[0], 0u) < want) {
+            if (++polls == PERSIST_SPIN_LIMIT) {
+                words[pp.fault_word] = 1u;
+                break;
+            }
+        }
+        memoryBarrierBuffer();
+    }
+    barrier();
+}
+
+// The members in turn, the workgroups stepping over each one's columns by the grid's
+// width. A member's first weight words go out before the barrier: nothing in the
+// run writes them (plan_persist.c).
+void main() {
+    abase = bbase = 0u;
+    const uint lane = gl_SubgroupInvocationID, first = gl_WorkGroupID.x * NSG + gl_SubgroupID;
+    for (uint m = 0u; m < pp.members; m++) {
+        persist_member(m);
+        if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
+            const uint pos = words[table[m * PERSIST_ROW + 4u]];  // the host's word, written before the submit
+            if (m > 0u) grid_wait(m);
+            persist_attention(pos);
+            if (m + 1u < pp.members) grid_arrive();
+            continue;
+        }
+        ahead = first < p.N && SUBGROUP * UNROLL <= p.K / 8u;
+        if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
+        if (m > 0u) grid_wait(m);
+        if ((p.flags & FLAG_PERSIST_LN) != 0u)
+            ln_head();
+        else
+            persist_stage_a();
+        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
+        if (m + 1u < pp.members) grid_arrive();
+    }
+}
+#else
 void main() {
     abase = gl_WorkGroupID.z * p.sa;
     bbase = gl_WorkGroupID.z * p.sb;
@@ -147,3 +290,4 @@ void main() {
     else
         cols_of_b(m0);
 }
+#endif

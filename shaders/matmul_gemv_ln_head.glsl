@@ -9,6 +9,23 @@
 // (plan_steps.c fuses only such rows).
 #include "layernorm_row.glsl"
 
+#ifdef PERSIST
+// A run member's norm (matmul_gemv_persist.comp): the stream and the branch may be an
+// earlier member's outputs, read around L1.
+layout(binding = BINDING_PERSIST) coherent readonly buffer LnX { vec4 v[]; } ps_ln_x4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent readonly buffer LnR { uvec2 v[]; } ps_ln_r4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) readonly buffer LnGamma { vec4 v[]; } ps_ln_gamma4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent writeonly buffer LnXOut { vec4 v[]; } ps_ln_xout4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent writeonly buffer LnH { uvec2 v[]; } ps_ln_h4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(binding = BINDING_PERSIST) coherent writeonly buffer LnStats { float v[]; } ps_ln_stats[PERSIST_MEMBERS * PERSIST_ROLES];
+#define ln_x4 ps_ln_x4[pm + PERSIST_X].v
+#define ln_r4 ps_ln_r4[pm + PERSIST_R].v
+#define ln_gamma4 ps_ln_gamma4[pm + PERSIST_GAMMA].v
+#define ln_beta4 ps_ln_gamma4[pm + PERSIST_BETA].v
+#define ln_xout4 ps_ln_xout4[pm + PERSIST_XOUT].v
+#define ln_h4 ps_ln_h4[pm + PERSIST_H].v
+#define ln_stats ps_ln_stats[pm + PERSIST_STATS].v
+#else
 layout(binding = BINDING_X) readonly buffer LnX { vec4 ln_x4[]; };
 layout(binding = BINDING_R) readonly buffer LnR { uvec2 ln_r4[]; };
 layout(binding = BINDING_GAMMA) readonly buffer LnGamma { vec4 ln_gamma4[]; };
@@ -17,11 +34,22 @@ layout(binding = BINDING_XOUT) writeonly buffer LnXOut { vec4 ln_xout4[]; };
 layout(binding = BINDING_H) writeonly buffer LnH { uvec2 ln_h4[]; };
 layout(binding = BINDING_STATS) writeonly buffer LnStats { float ln_stats[]; };
 
+#endif
+
 const uint FLAG_LN_RESIDUAL = 16u;  // R is added to X (hl_product_ln_head sets it in p.flags)
 // Groups of 4 columns an invocation holds: rows of up to 4096 (plan_steps.c's GEMV_LN_MAX).
+#ifdef PERSIST
+const uint LN_GROUPS = 2u;  // a run member's norm: rows of up to 2048, fewer registers (plan_persist.c)
+#else
 const uint LN_GROUPS = 4u;
+#endif
 
-shared uvec2 ln_a[LN_GROUPS * LN_THREADS];  // the normalized row, A's type, 4 a word
+#ifdef PERSIST
+const uint LN_A_WORDS = 2048u;  // a run member's A (its norm's output or a copy of A): rows of up to 8192
+#else
+const uint LN_A_WORDS = LN_GROUPS * LN_THREADS;
+#endif
+shared uvec2 ln_a[LN_A_WORDS];  // the normalized row, A's type, 4 a word
 
 // Eight elements of the normalized row from k (a multiple of 8) as fp32.
 void ln_a8(uint k, out float a[8]) {

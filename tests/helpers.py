@@ -86,3 +86,13 @@ def assert_layouts_exact(dev: helios.Device, variant: str, shapes) -> None:
 
 def is_hardware(dev: helios.Device) -> bool:
     return dev.info["device_type"] != "cpu"
+
+
+def persistent_runs(dev: helios.Device) -> bool:
+    """Whether dev's plans run consecutive one-row products as one persistent dispatch
+    (on where the device reports its SMs, or HELIOS_PLAN_PERSISTENT_GRID asks): two
+    chained products then record one dispatch."""
+    a, w = dev.upload(rand((1, 64), 1)), dev.upload(rand((64, 64), 2))
+    with dev.plan() as p:
+        p.matmul(p.matmul(a, w, trans_b=True), w, trans_b=True)
+    return p.counts[1] == 1

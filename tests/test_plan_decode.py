@@ -223,10 +223,11 @@ def _norm_then_product(dev, dtype, d, n, seed, residual=True, out_dtype=None, ac
 def norm_apart_device():
     """A Device whose plans keep each norm in its own dispatch
     (HELIOS_DISABLE_PLAN_NORM_FUSION=1, read when the Device opens)."""
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:  # unset again for the module's other devices
         mp.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
-        with helios.Device() as dev:
-            yield dev
+        dev = helios.Device()
+    with dev:
+        yield dev
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -261,12 +262,13 @@ def test_a_norm_before_a_one_row_product_runs_as_its_head(device, norm_apart_dev
     assert ops_f == ops_a == 2 and disp_f == disp_a - 1 and bar_f == bar_a - 1
 
 
-def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
+def test_a_norm_stays_apart_where_its_product_cannot_carry_it(monkeypatch):
     """Two rows, another product between the norm and the one reading it, a row wider than
     the head holds (4104 elements: 4096 at most) or not of whole 16-byte words (300),
     B as K x N, a chosen variant of another workgroup size: two dispatches; the default
-    fuses."""
-    dev = device
+    fuses. (Persistent runs off: the counts are the norm's alone.)"""
+    monkeypatch.setenv("HELIOS_DISABLE_PLAN_PERSISTENT", "1")
+    dev = helios.Device()
     cases = ((2, False, 64, True, None, 0), (1, True, 64, True, None, 0), (1, False, 4104, True, None, 0),
              (1, False, 300, True, None, 0), (1, False, 64, False, None, 0), (1, False, 64, True, "gemv:wg64", 0),
              (1, False, 64, True, "gemv:wg256", 1), (1, False, 64, True, None, 1))  # fmt: skip
@@ -280,6 +282,7 @@ def test_a_norm_stays_apart_where_its_product_cannot_carry_it(device):
                 p.matmul(dev.upload(_rand((rows, d), 55)), w, trans_b=trans_b)
             p.matmul(h, w, trans_b=trans_b, variant=variant)
         assert p.counts[1] == p.counts[0] - fewer, (rows, between, d, trans_b, variant, p.counts)
+    dev.close()
 
 
 def _step(device, plan, x, w, kc, vc, g, b, logits_out):

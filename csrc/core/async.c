@@ -63,7 +63,7 @@ static hl_status async_open(hl_device *dev, int host, hl_error *err) {
     HL_VK(vkAllocateCommandBuffers(dev->device, &cai, cmds));
     /* a set per operation: one for a lone submission, up to HL_GROUP_MAX_OPS for a group */
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                               .descriptorCount = HL_BINDINGS * HL_GROUP_MAX_OPS};
+                               .descriptorCount = HL_SET_DESCRIPTORS * HL_GROUP_MAX_OPS};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .maxSets = HL_GROUP_MAX_OPS,
                                        .poolSizeCount = 1,

@@ -295,6 +295,7 @@ hl_status hl_query_caps(hl_device *dev, hl_error *err) {
     }
     c->has_fp16 = f12.shaderFloat16;
     c->has_int16 = f2.features.shaderInt16 == VK_TRUE;
+    c->has_buffer_arrays = f2.features.shaderStorageBufferArrayDynamicIndexing == VK_TRUE;
     c->has_timeline = f12.timelineSemaphore == VK_TRUE;
     /* Ordering with CUDA without host waits: a timeline semaphore both can signal and wait on. */
     c->external_semaphore_fd = c->external_memory_fd && ext_sem_fd && f12.timelineSemaphore;

@@ -107,6 +107,22 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
     return HL_OK;
 }
 
+/* A plan's persistent runs of products (plan_persist.c): PERSIST_PER_SM workgroups an SM, where the
+ * device reports its SMs, indexes arrays of buffers and has 16-bit integers; HELIOS_PLAN_PERSISTENT_GRID sets the
+ * grid on any device (lavapipe runs a workgroup a thread); HELIOS_DISABLE_PLAN_PERSISTENT=1
+ * turns them off. Two an SM: results/h200-persist/probe. */
+#define PERSIST_PER_SM 2u
+static hl_status persist_switches(hl_device *dev, hl_error *err) {
+    hl_status st = HL_OK;
+    int off = 0, grid = -1;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_PERSISTENT", &off, err));
+    HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
+    dev->persist_grid = grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
+    if (off || !dev->caps.has_buffer_arrays || !dev->caps.has_int16 || !dev->gemv_enabled) dev->persist_grid = 0;
+fail:
+    return st;
+}
+
 /* Long: the features a device is created with, one struct each chained through pNext (locals of
  * this scope) and enabled where the capability report found them. */
 static hl_status create_logical(hl_device *dev, hl_error *err) {
@@ -160,6 +176,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11};
     f2.features.shaderInt16 = (VkBool32)c->has_int16;
+    f2.features.shaderStorageBufferArrayDynamicIndexing = (VkBool32)c->has_buffer_arrays;
     const char *exts[7]; /* (the last for the queue priority) */
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
@@ -242,15 +259,17 @@ static hl_status create_command_objects(hl_device *dev, hl_error *err) {
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateFence(dev->device, &fci, NULL, &dev->fence));
 
     /* One layout for every kernel: A, B, C, the split-K workspace and the bias as
-     * storage buffers; shapes, layouts and the epilogue's scalars as push constants. */
-    VkDescriptorSetLayoutBinding binds[HL_BINDINGS];
-    for (uint32_t i = 0; i < HL_BINDINGS; i++)
+     * storage buffers (each kind its slots), then a persistent run's members' buffers
+     * as one array; shapes, layouts and the epilogue's scalars as push constants. */
+    VkDescriptorSetLayoutBinding binds[HL_BINDINGS + 1];
+    for (uint32_t i = 0; i <= HL_BINDINGS; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
                                                   .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  .descriptorCount = 1,
+                                                  .descriptorCount = i == HL_BIND_PERSIST ? HL_PERSIST_SLOTS : 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo dslci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS, .pBindings = binds};
+    VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                             .bindingCount = HL_BINDINGS + 1,
+                                             .pBindings = binds};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = HL_PUSH_BYTES};
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
@@ -326,6 +345,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int full_grid = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_GRID", &full_grid, err));
     dev->decode_grid_sized = !full_grid;
+    HL_TRY(persist_switches(dev, err));
     hl_rows_layouts_probe(dev);
     free(phys);
     *out = dev;

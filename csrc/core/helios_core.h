@@ -98,7 +98,7 @@ typedef struct hl_caps {
     float timestamp_period_ns;
     uint32_t timestamp_valid_bits;
     int has_coop, has_coop2, has_bf16, has_fp16, has_subgroup_size_control;
-    int has_int16; /* shaderInt16: the kernels that store bfloat16 one element at a time */
+    int has_int16, has_buffer_arrays; /* shaderInt16; buffer arrays indexed (persistent runs) */
     /* VK_KHR_shader_bfloat16 with shaderBFloat16Type and shaderBFloat16CooperativeMatrix
      * (the table then has bf16 rows): the bfloat16 cooperative-matrix kernels can run */
     int bf16_coop;

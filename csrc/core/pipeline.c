@@ -203,7 +203,8 @@ hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *ou
         if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
         dev->ds_pool = VK_NULL_HANDLE;
         dev->ds_capacity = 0;
-        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * cap};
+        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                   .descriptorCount = HL_SET_DESCRIPTORS * cap};
         VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                            .maxSets = cap,
                                            .poolSizeCount = 1,

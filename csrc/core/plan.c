@@ -11,15 +11,26 @@
 #define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
+#define ATTN_CHUNK 64u                             /* decode_attention.glsl's CHUNK: keys a split */
+/* A run's attention past this many passes of the grid over its splits is slower than
+ * one of its own (results/h200-persist: 1.03 passes faster at context 1024, 3.9 slower
+ * at 4096). */
+#define LONG_ROUNDS 2u
 
 struct hl_plan {
     hl_device *dev; /* NULL once the device closed */
     VkCommandBuffer cmd;
     VkDescriptorPool pool;
-    VkQueryPool queries; /* two timestamps around the plan, where the queue has them */
-    hl_buffer workspace; /* split-K and attention partial sums, the slot a product without a bias binds */
-    hl_buffer params;    /* the parameter words and the grids' arguments, host-visible and mapped */
-    hl_buffer counters;  /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
+    VkQueryPool queries;     /* two timestamps around the plan, where the queue has them */
+    hl_buffer workspace;     /* split-K and attention partial sums, the slot a product without a bias binds */
+    hl_buffer params;        /* the parameter words and the grids' arguments, host-visible and mapped */
+    hl_buffer counters;      /* the steps' own words, zeroed at the start of each replay (0 bytes: none) */
+    hl_buffer persist_table; /* the persistent runs' tables (plan_persist.c), written at the start of each replay */
+    uint32_t *persist_host, persist_bytes;
+    hl_plan_runs runs;     /* its persistent runs: how many, their attentions */
+    int persist_attention; /* attentions may be members (the plan; not its long-context twin) */
+    struct hl_plan *twin;  /* the same ops with no attention in a run, replayed past LONG_ROUNDS */
+    struct hl_plan *last;  /* the one replayed last: its parameter words are the ones written */
     uint32_t n_params;
     uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS]; /* each word's tightest bound (0: none) */
     hl_tensor **tensors; /* every tensor bound, checked before each replay */
@@ -103,6 +114,7 @@ static void release(hl_plan *p) {
     hl_buffer_destroy(dev, &p->workspace);
     hl_buffer_destroy(dev, &p->params);
     hl_buffer_destroy(dev, &p->counters);
+    hl_buffer_destroy(dev, &p->persist_table);
     p->cmd = VK_NULL_HANDLE;
     p->pool = VK_NULL_HANDLE;
     p->queries = VK_NULL_HANDLE;
@@ -141,6 +153,10 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
         vkCmdWriteTimestamp(p->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->queries, 0);
     }
     if (p->counters.buffer) vkCmdFillBuffer(p->cmd, p->counters.buffer, 0, VK_WHOLE_SIZE, 0);
+    for (uint32_t at = 0; at < p->persist_bytes; at += 65536) /* vkCmdUpdateBuffer's most */
+        vkCmdUpdateBuffer(p->cmd, p->persist_table.buffer, at,
+                          p->persist_bytes - at < 65536 ? p->persist_bytes - at : 65536,
+                          (const char *)p->persist_host + at);
     /* What earlier submissions wrote (uploads, copies, the last replay) and the zeroed
      * counters are read now. */
     hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
@@ -149,18 +165,26 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
     int params_written = 0;
     uint32_t grid = 0;
     for (uint32_t i = 0; i < p->ops; i++) {
-        if (needs_barrier(h, &steps[i])) {
+        /* a persistent run: one dispatch for the steps it spans, its own grid barriers
+         * between them, a pipeline barrier before it where any of them needs one */
+        const uint32_t span = steps[i].persist_len ? steps[i].persist_len : 1;
+        int barrier = 0;
+        for (uint32_t j = i; j < i + span; j++) barrier |= needs_barrier(h, &steps[j]);
+        if (barrier) {
             hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
             memset(h, 0, sizeof *h);
         }
-        note(h, &steps[i]);
-        params_written |= steps[i].param_write >= 0;
+        for (uint32_t j = i; j < i + span; j++) {
+            note(h, &steps[j]);
+            params_written |= steps[j].param_write >= 0;
+        }
         const int read_grid = steps[i].grid_div > 0;
         record_step(dev, p->cmd, &steps[i], sets[i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
                     PARAM_BYTES + 12ull * grid);
         grid += read_grid;
+        i += span - 1;
     }
     if (params_written) /* the words the host reads after the wait */
         hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -204,15 +228,22 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
     uint64_t w_bytes = 16, c_bytes = 0;
-    VkDeviceSize *c_offset = calloc(p->ops, sizeof *c_offset);
-    if (!c_offset) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    VkDeviceSize *c_offset = calloc(p->ops, sizeof *c_offset), *t_offset = calloc(p->ops, sizeof *t_offset);
+    if (!c_offset || !t_offset) {
+        free(c_offset);
+        free(t_offset);
+        return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
         HL_TRY(hl_plan_op_step(dev, &ops[i], i, p->n_params, s, err));
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
     }
     for (uint32_t i = 0; i + 1 < p->ops; i++) HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
+    HL_TRY(hl_plan_persist_runs(dev, ops, steps, p->ops, p->persist_attention, &p->runs, err)); /* grids: after */
     HL_TRY(grids_of(p, steps, err));
+    HL_TRY(hl_plan_persist_tables(steps, p->ops, dev->caps.storage_offset_alignment, t_offset, &p->persist_host,
+                                  &p->persist_bytes, err));
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
         if (s->counter_words) {
@@ -231,8 +262,16 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     HL_TRY(hl_buffer_create(dev, w_bytes, 0, &p->workspace, err));
     HL_TRY(hl_buffer_create(dev, PARAM_BYTES + 12ull * p->n_grids, 1, &p->params, err));
     if (c_bytes) HL_TRY(hl_buffer_create(dev, c_bytes, 0, &p->counters, err));
+    if (p->persist_bytes) HL_TRY(hl_buffer_create(dev, p->persist_bytes, 0, &p->persist_table, err));
+    for (uint32_t i = 0; i < p->ops; i++)
+        if (ops[i].kind == HL_PLAN_MATMUL) hl_product_bindings(&ops[i].matmul, p->workspace.buffer, steps[i].binds);
+    for (uint32_t i = 0; i < p->ops; i++)
+        if (steps[i].persist_len)
+            hl_plan_persist_bind(steps, i, (hl_binding){p->persist_table.buffer, t_offset[i]},
+                                 (hl_binding){p->workspace.buffer, 0});
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = HL_BINDINGS * p->ops};
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                               .descriptorCount = HL_SET_DESCRIPTORS * p->ops};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .maxSets = p->ops,
                                        .poolSizeCount = 1,
@@ -245,11 +284,11 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
                                             .descriptorSetCount = 1,
                                             .pSetLayouts = &dev->ds_layout};
         HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &sets[i]));
-        if (ops[i].kind == HL_PLAN_MATMUL) hl_product_bindings(&ops[i].matmul, p->workspace.buffer, s->binds);
         if (s->work_slot >= 0) s->binds[s->work_slot] = (hl_binding){p->workspace.buffer, 0};
         if (s->params_slot >= 0) s->binds[s->params_slot] = (hl_binding){p->params.buffer, 0};
         if (s->counter_words) s->binds[s->counter_slot] = (hl_binding){p->counters.buffer, c_offset[i]};
         hl_write_set(dev, sets[i], s->binds, s->n_binds);
+        if (s->persist_len) hl_plan_persist_write(dev, sets[i], s);
     }
     if (dev->timestamps_ok) {
         VkQueryPoolCreateInfo qci = {
@@ -270,22 +309,14 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     free(h);
 fail:
     free(c_offset);
+    free(t_offset);
     return st;
 }
 
-hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, hl_plan **out,
-                         hl_error *err) {
+/* One recording of the ops (attention: its decode attentions may be members of runs). */
+static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, int attention,
+                            hl_plan **out, hl_error *err) {
     hl_status st = HL_OK;
-    *out = NULL;
-    if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: no operations recorded");
-    if (n_ops > PLAN_MAX_OPS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, PLAN_MAX_OPS);
-    if (n_params > HL_PLAN_MAX_PARAMS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
-                       HL_PLAN_MAX_PARAMS);
-    if (dev->group_open)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: recorded outside an open group (it is a submission)");
-    HL_TRY(hl_settle(dev, err));
     hl_plan *p = calloc(1, sizeof *p);
     hl_plan_step *steps = calloc(n_ops, sizeof *steps);
     VkDescriptorSet *sets = calloc(n_ops, sizeof *sets);
@@ -299,12 +330,39 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
         p->dev = dev;
         p->ops = n_ops;
         p->n_params = n_params;
+        p->persist_attention = attention;
         link(p);
         st = build(p, ops, steps, sets, err);
     }
     free(steps);
     free(sets);
     if (st != HL_OK) {
+        hl_plan_destroy(p);
+        return st;
+    }
+    *out = p;
+    return HL_OK;
+}
+
+/* Where its runs hold attentions, a plan is recorded twice: the attentions in the runs,
+ * and a twin with each attention a dispatch of its own, which a replay takes once the
+ * attentions' splits are more than LONG_ROUNDS passes of the run's grid. */
+hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, hl_plan **out,
+                         hl_error *err) {
+    hl_status st = HL_OK;
+    *out = NULL;
+    if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: no operations recorded");
+    if (n_ops > PLAN_MAX_OPS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, PLAN_MAX_OPS);
+    if (n_params > HL_PLAN_MAX_PARAMS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
+                       HL_PLAN_MAX_PARAMS);
+    if (dev->group_open)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: recorded outside an open group (it is a submission)");
+    HL_TRY(hl_settle(dev, err));
+    hl_plan *p;
+    HL_TRY(create_one(dev, ops, n_ops, n_params, 1, &p, err));
+    if (p->runs.attentions && (st = create_one(dev, ops, n_ops, n_params, 0, &p->twin, err)) != HL_OK) {
         hl_plan_destroy(p);
         return st;
     }
@@ -324,6 +382,7 @@ hl_status hl_plan_params_write(hl_plan *p, uint32_t first, const uint32_t *words
         (void)hl_settle(p->dev, &ignored); /* an interrupted replay may still read them */
     }
     memcpy((uint32_t *)p->params.mapped + first, words, 4ull * n);
+    if (p->twin) memcpy((uint32_t *)p->twin->params.mapped + first, words, 4ull * n);
     return HL_OK;
 }
 
@@ -332,11 +391,11 @@ hl_status hl_plan_params_read(const hl_plan *p, uint32_t first, uint32_t *words,
     if (first > p->n_params || n > p->n_params - first)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: parameter words %u..%u; the plan has %u", first, first + n,
                        p->n_params);
-    memcpy(words, (const uint32_t *)p->params.mapped + first, 4ull * n);
+    memcpy(words, (const uint32_t *)(p->last ? p->last : p)->params.mapped + first, 4ull * n);
     return HL_OK;
 }
 
-hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
+static hl_status replay_one(hl_plan *p, hl_plan_run *run, hl_error *err) {
     hl_status st = HL_OK;
     const double t0 = hl_now_ms();
     hl_device *dev = p ? p->dev : NULL;
@@ -361,9 +420,16 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
         args[3 * g + 1] = word / gr[2] + 1;
         args[3 * g + 2] = 1;
     }
+    uint32_t *fault = (uint32_t *)p->params.mapped + HL_PLAN_FAULT_WORD;
+    *fault = 0;
     HL_TRY(hl_submit_cmd(dev, p->cmd, err));
     const double t_sub = hl_now_ms();
     HL_TRY(hl_wait_fence(dev, err));
+    if (*fault)
+        return hl_fail(err, HL_ERR_TIMEOUT,
+                       "plan: a persistent run's workgroups were not all resident (its grid barrier gave up): its "
+                       "outputs are wrong; HELIOS_PLAN_PERSISTENT_GRID=n sets a smaller grid, "
+                       "HELIOS_DISABLE_PLAN_PERSISTENT=1 runs the products apart");
     run->host_ms = t_sub - t0;
     run->wall_ms = hl_now_ms() - t0;
     run->gpu_ms = 0.0;
@@ -381,6 +447,19 @@ fail:
     return st;
 }
 
+hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
+    hl_plan *q = p;
+    if (p && p->dev && p->twin) {
+        const uint64_t pos = ((const uint32_t *)p->params.mapped)[p->runs.pos_slot];
+        if ((uint64_t)p->runs.heads * (pos / ATTN_CHUNK + 1) > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
+    }
+    if (p && p->last && p->last != q && p->last->dev) /* the words the other one's ops wrote */
+        memcpy(q->params.mapped, p->last->params.mapped, 4ull * p->n_params);
+    hl_status st = replay_one(q, run, err);
+    if (st == HL_OK) p->last = q;
+    return st;
+}
+
 void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers) {
     *ops = p->ops;
     *dispatches = p->dispatches;
@@ -391,9 +470,11 @@ int hl_plan_alive(const hl_plan *p) { return p && p->dev; }
 
 void hl_plan_destroy(hl_plan *p) {
     if (!p) return;
+    hl_plan_destroy(p->twin);
     release(p);
     free(p->tensors);
     free(p->grids);
+    free(p->persist_host);
     free(p);
 }
 

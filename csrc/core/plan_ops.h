@@ -11,6 +11,8 @@
 
 #define HL_STEP_READS 6u
 #define HL_STEP_WRITES 4u
+#define HL_PERSIST_ROW 8u                     /* matmul_gemv_persist.comp's table words a member */
+#define HL_PLAN_FAULT_WORD HL_PLAN_MAX_PARAMS /* set by a persistent run's grid barrier that gave up */
 
 typedef struct hl_plan_step {
     uint32_t n_dispatch; /* 1, or 2: the second behind a barrier (split-K's sum, attention's combine) */
@@ -32,6 +34,11 @@ typedef struct hl_plan_step {
      * where no step writes that word (plan.c); 0: the grid as recorded. */
     uint32_t grid_slot, grid_div;
     hl_product product; /* a product's plan, as its step was made from it */
+    /* A persistent run's first step (plan_persist.c): the steps the run spans (its members
+     * and the norms they head; 0: none), its members, their table rows and buffers. */
+    uint32_t persist_len, persist_members, persist_member[HL_PERSIST_MEMBERS];
+    uint32_t persist_table[HL_PERSIST_MEMBERS * HL_PERSIST_ROW];
+    hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
 
 /* Operation i of a plan with n_params parameter words as a step. */
@@ -42,6 +49,28 @@ hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint
  * records both, norm_s nothing); otherwise both stay as they are. */
 hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step *norm_s, hl_plan_step *s,
                             hl_error *err);
+
+/* A plan's persistent runs: how many, their grid, and of the attentions they hold the
+ * most heads and the parameter word of their position. */
+typedef struct hl_plan_runs {
+    uint32_t n, grid, attentions, heads, pos_slot;
+} hl_plan_runs;
+
+/* plan_persist.c: the runs of consecutive one-row products, and decode attentions where
+ * `attention` allows (none where persist_grid is 0), each recorded as its first step's
+ * dispatch, the other steps recording none. */
+hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t n_ops,
+                               int attention, hl_plan_runs *runs, hl_error *err);
+/* The runs' tables side by side, each on `align` (offset[i]: step i's, where it heads a
+ * run), in *host (*bytes; NULL and 0: no run). */
+hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,
+                                 uint32_t **host, uint32_t *bytes, hl_error *err);
+/* Run `head`'s buffers, its members' binds complete: theirs into its array, the plan's
+ * workspace as an attention's partials and in the slots no member has; the table at
+ * its slot. */
+void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, hl_binding workspace);
+/* The array binding of a run's set. */
+void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_step *s);
 
 /* LayerNorm's forward as a dispatch and its operands (hl_layernorm runs the same). */
 hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,

@@ -67,6 +67,7 @@
     X(vkCmdWriteTimestamp) \
     X(vkCmdCopyBuffer) \
     X(vkCmdFillBuffer) \
+    X(vkCmdUpdateBuffer) \
     X(vkCmdPipelineBarrier) \
     X(vkCmdBindPipeline) \
     X(vkCmdBindDescriptorSets) \

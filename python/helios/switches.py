@@ -72,6 +72,21 @@ SWITCHES: tuple[Switch, ...] = (
         "matrix-vector product that reads its output.",
     ),
     Switch(
+        "HELIOS_DISABLE_PLAN_PERSISTENT",
+        "kill switch",
+        "1",
+        "A plan's consecutive one-row products each keep their own dispatch and barrier, not run one after "
+        "another in one persistent dispatch with a grid barrier between them.",
+    ),
+    Switch(
+        "HELIOS_PLAN_PERSISTENT_GRID",
+        "runtime",
+        "workgroups",
+        "The grid of a plan's persistent runs of products (default: two workgroups an SM where the device "
+        "reports its SMs, else no runs; 0: none). Every workgroup must be resident at once: a grid barrier "
+        "that gives up fails the replay.",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),

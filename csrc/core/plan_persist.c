@@ -1,0 +1,239 @@
+/* plan_persist.c — a plan's consecutive one-row products and decode attentions as one
+ * persistent dispatch (matmul_gemv_persist.comp). A decode step's layers (QKV with its
+ * norm as head, attention, projection, the MLP's two) then run HL_PERSIST_MEMBERS ops
+ * at a time in one grid of a few workgroups an SM, a grid barrier between them in
+ * place of a pipeline barrier and a dispatch: each product's first weight words are in
+ * flight while the grid waits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_ops.h"
+
+#define FLAG_B_VEC 2u         /* matmul_common.glsl: B's rows in whole 16-byte words */
+#define FLAG_PERSIST_LN 32u   /* matmul_gemv_persist.comp: the member's A is its norm's output */
+#define PERSIST_A_MAX 8192u   /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
+#define EPI_BIAS 4u           /* matmul_common.glsl: the one epilogue term a member may have */
+#define FLAG_PERSIST_ATTN 64u /* matmul_gemv_persist.comp: the member is a decode attention */
+#define PERSIST_LN_MAX 2048u  /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
+
+static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
+
+static int is_attention(const hl_plan_op *o) { return o->kind == HL_PLAN_ATTN_DECODE; }
+
+/* Whether step s can be a member: a product of one row on the matrix-vector kernel (or
+ * its norm head), B as N x K in whole words, no split-K, an epilogue of a bias and an
+ * activation at most, A on 8 bytes where the member copies it; or a decode attention
+ * in one dispatch. */
+static int can_be_member(const hl_plan_op *o, const hl_plan_step *s) {
+    if (s->n_dispatch != 1) return 0;
+    if (is_attention(o)) return 1;
+    if (o->kind != HL_PLAN_MATMUL) return 0;
+    const hl_product *pl = &s->product;
+    const hl_matmul_args *m = &o->matmul;
+    if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || m->m != 1 || pl->batch > 1 || !m->trans_b || m->trans_a)
+        return 0;
+    if (!(pl->pc[3] & FLAG_B_VEC) || m->k % 8 || m->k > PERSIST_A_MAX || (pl->epi & ~EPI_BIAS)) return 0;
+    return has_head(s) ? m->k <= PERSIST_LN_MAX : m->t_a->offset % 8 == 0;
+}
+
+/* The element types a member reads and writes (an attention: its dtype both ways), and
+ * an attention's head dimension (0: a product). */
+static void member_types(const hl_plan_op *o, hl_dtype *in, hl_dtype *out, uint32_t *d) {
+    *in = is_attention(o) ? o->attn.dtype : o->matmul.in_dtype;
+    *out = is_attention(o) ? o->attn.dtype : o->matmul.out_dtype;
+    *d = is_attention(o) ? o->attn.head_dim : 0;
+}
+
+/* Whether t is written by a step of first..last (members, and the norms they head). */
+static int written_in(const hl_plan_step *steps, uint32_t first, uint32_t last, const hl_tensor *t) {
+    for (uint32_t i = first; t && i <= last; i++)
+        for (uint32_t w = 0; w < HL_STEP_WRITES; w++)
+            if (hl_tensors_share(steps[i].writes[w], t)) return 1;
+    return 0;
+}
+
+/* Whether step j can join the run of mem[0..n-1] (first..last): the same element types
+ * (one kernel), one head dimension, and none of what it reads around the coherent path
+ * written by the run (a product's B, before the barrier, its bias and its norm's
+ * weights; an attention's caches). */
+static int can_join(const hl_plan_op *ops, const hl_plan_step *steps, const uint32_t *mem, uint32_t n, uint32_t last,
+                    uint32_t j) {
+    hl_dtype in, out, in_j, out_j;
+    uint32_t d, d_j;
+    member_types(&ops[j], &in_j, &out_j, &d_j);
+    for (uint32_t k = 0; k < n; k++) {
+        member_types(&ops[mem[k]], &in, &out, &d);
+        if (in != in_j || (!is_attention(&ops[mem[k]]) && !is_attention(&ops[j]) && out != out_j) ||
+            (d && d_j && d != d_j))
+            return 0;
+    }
+    const uint32_t first = mem[0];
+    if (is_attention(&ops[j]))
+        return !written_in(steps, first, last, ops[j].attn.k_cache) &&
+               !written_in(steps, first, last, ops[j].attn.v_cache);
+    const hl_matmul_args *b = &ops[j].matmul;
+    const hl_tensor *plain[2] = {b->t_b, b->t_bias};
+    for (int k = 0; k < 2; k++)
+        if (written_in(steps, first, last, plain[k])) return 0;
+    /* a head's gamma and beta: its step reads them as reads[2] and reads[3] (plan_steps.c) */
+    return !has_head(&steps[j]) ||
+           (!written_in(steps, first, last, steps[j].reads[2]) && !written_in(steps, first, last, steps[j].reads[3]));
+}
+
+/* Member k's table row: a product's shape and epilogue, an attention's cache and words. */
+static void table_row(const hl_plan_op *o, const hl_plan_step *s, uint32_t counters, uint32_t *row) {
+    if (is_attention(o)) {
+        const hl_attn_decode_args *a = &o->attn;
+        row[0] = a->heads;
+        row[1] = a->max_len;
+        row[2] = FLAG_PERSIST_ATTN;
+        row[3] = s->pc[0][4]; /* splits a head in the partials (decode.c) */
+        row[4] = a->pos_slot;
+        memcpy(&row[5], &a->scale, 4);
+        row[6] = counters;
+        return;
+    }
+    const hl_matmul_args *m = &o->matmul;
+    row[0] = (uint32_t)m->n;
+    row[1] = (uint32_t)m->k;
+    row[2] = s->pc[0][3] | (has_head(s) ? FLAG_PERSIST_LN : 0u);
+    row[3] = s->pc[0][7]; /* ldb */
+    row[4] = s->product.epi;
+    row[5] = (uint32_t)m->act;
+    row[6] = has_head(s) ? s->pc[0][13] : 0u; /* the norm's eps */
+}
+
+/* Run first..last (members mem[0..n-1]) as step first's dispatch. */
+static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t first, uint32_t last,
+                          const uint32_t *mem, uint32_t n, hl_error *err) {
+    hl_status st = HL_OK;
+    hl_plan_step *h = &steps[first];
+    hl_dtype in, out, in_k, out_k;
+    uint32_t d = 64, d_k, products = 0, counters = 1; /* counter 0: the grid's arrivals */
+    member_types(&ops[mem[0]], &in, &out, &d_k);
+    for (uint32_t k = 0; k < n; k++) { /* the kernel's output type: its products' */
+        member_types(&ops[mem[k]], &in_k, &out_k, &d_k);
+        if (d_k) d = d_k;
+        if (!d_k && !products++) out = out_k;
+    }
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d};
+    uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
+    hl_spec_matmul_gemv_persist(spec, &e);
+    hl_pipeline *pipe;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in), spec, HL_SPEC_MATMUL_GEMV_PERSIST_COUNT,
+                           e.subgroup, &pipe, err));
+    memset(h->persist_table, 0, sizeof h->persist_table);
+    for (uint32_t k = 0; k < n; k++) {
+        table_row(&ops[mem[k]], &steps[mem[k]], counters, &h->persist_table[k * HL_PERSIST_ROW]);
+        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
+        h->persist_member[k] = mem[k];
+    }
+    h->persist_members = n;
+    h->persist_len = last - first + 1;
+    h->pipe[0] = pipe->pipeline;
+    h->grid[0][0] = (uint32_t)dev->persist_grid;
+    h->grid[0][1] = h->grid[0][2] = 1;
+    memset(h->pc[0], 0, sizeof h->pc[0]);
+    h->pc[0][0] = n;
+    h->pc[0][1] = HL_PLAN_FAULT_WORD;
+    h->work_slot = -1;
+    h->counter_words = counters;
+    h->counter_slot = HL_BIND_MATMUL_PERSIST_COUNTERS;
+    h->params_slot = HL_BIND_MATMUL_PERSIST_PARAMS;
+    for (uint32_t i = first; i <= last; i++) steps[i].grid_div = 0; /* the run's grid is its own */
+    for (uint32_t i = first + 1; i <= last; i++) steps[i].n_dispatch = 0;
+fail:
+    return st;
+}
+
+hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t n_ops,
+                               int attention, hl_plan_runs *runs, hl_error *err) {
+    hl_status st = HL_OK;
+    memset(runs, 0, sizeof *runs);
+    runs->grid = (uint32_t)dev->persist_grid;
+    if (!dev->persist_grid) return HL_OK;
+    for (uint32_t i = 0; i < n_ops; i++) {
+        if (!can_be_member(&ops[i], &steps[i]) || (!attention && is_attention(&ops[i]))) continue;
+        uint32_t mem[HL_PERSIST_MEMBERS] = {i}, n = 1, last = i;
+        for (uint32_t j = i + 1; j < n_ops && n < HL_PERSIST_MEMBERS; j++) {
+            if (!steps[j].n_dispatch && ops[j].kind == HL_PLAN_LAYERNORM) continue; /* a member's head */
+            if (!can_be_member(&ops[j], &steps[j]) || (!attention && is_attention(&ops[j])) ||
+                !can_join(ops, steps, mem, n, last, j))
+                break;
+            mem[n++] = j;
+            last = j;
+        }
+        if (n < 2) continue;
+        HL_TRY(make_run(dev, ops, steps, i, last, mem, n, err));
+        runs->n++;
+        for (uint32_t k = 0; k < n; k++) {
+            if (!is_attention(&ops[mem[k]])) continue;
+            const hl_attn_decode_args *a = &ops[mem[k]].attn;
+            if (!runs->attentions++ || a->heads > runs->heads) {
+                runs->heads = a->heads;
+                runs->pos_slot = a->pos_slot;
+            }
+        }
+        i = last;
+    }
+fail:
+    return st;
+}
+
+hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,
+                                 uint32_t **host, uint32_t *bytes, hl_error *err) {
+    const uint64_t row = 4ull * HL_PERSIST_ROW;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_ops; i++)
+        if (steps[i].persist_len) {
+            offset[i] = hl_align_up(total, align);
+            total = offset[i] + row * steps[i].persist_members;
+        }
+    if (!total) return HL_OK;
+    *host = calloc(1, total);
+    if (!*host) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    *bytes = (uint32_t)total;
+    for (uint32_t i = 0; i < n_ops; i++)
+        if (steps[i].persist_len)
+            memcpy((char *)*host + offset[i], steps[i].persist_table, row * steps[i].persist_members);
+    return HL_OK;
+}
+
+void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, hl_binding workspace) {
+    hl_plan_step *h = &steps[head];
+    for (uint32_t k = 0; k < HL_PERSIST_MEMBERS; k++) {
+        hl_binding *slots = &h->persist[k * HL_PERSIST_ROLES];
+        for (uint32_t r = 0; r < HL_PERSIST_ROLES; r++) slots[r] = workspace;
+        if (k >= h->persist_members) continue;
+        const hl_plan_step *s = &steps[h->persist_member[k]];
+        if (s->n_binds == HL_BIND_DECODE_COUNT) { /* an attention: decode.c's slots, the partials in the workspace */
+            slots[HL_PERSIST_A] = s->binds[HL_BIND_DECODE_SRC];
+            slots[HL_PERSIST_B] = s->binds[HL_BIND_DECODE_KC];
+            slots[HL_PERSIST_C] = s->binds[HL_BIND_DECODE_VC];
+            slots[HL_PERSIST_BIAS] = s->binds[HL_BIND_DECODE_OUT];
+            slots[HL_PERSIST_X] = workspace;
+            continue;
+        }
+        slots[HL_PERSIST_A] = s->binds[HL_BIND_MATMUL_A];
+        slots[HL_PERSIST_B] = s->binds[HL_BIND_MATMUL_B];
+        slots[HL_PERSIST_C] = s->binds[HL_BIND_MATMUL_C];
+        slots[HL_PERSIST_BIAS] = s->binds[HL_BIND_MATMUL_BIAS];
+        if (!has_head(s)) continue;
+        for (uint32_t r = 0; r < 7; r++) slots[HL_PERSIST_X + r] = s->binds[HL_BIND_MATMUL_LN_X + r];
+    }
+    h->n_binds = HL_BIND_MATMUL_PERSIST_COUNT;
+    h->binds[HL_BIND_MATMUL_PERSIST_TABLE] = table;
+}
+
+void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_step *s) {
+    VkDescriptorBufferInfo dbi[HL_PERSIST_SLOTS];
+    for (uint32_t i = 0; i < HL_PERSIST_SLOTS; i++)
+        dbi[i] = (VkDescriptorBufferInfo){s->persist[i].buffer, s->persist[i].offset, VK_WHOLE_SIZE};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                              .dstSet = ds,
+                              .dstBinding = HL_BIND_PERSIST,
+                              .descriptorCount = HL_PERSIST_SLOTS,
+                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                              .pBufferInfo = dbi};
+    vkUpdateDescriptorSets(dev->device, 1, &w, 0, NULL);
+}

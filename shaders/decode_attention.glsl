@@ -1,0 +1,175 @@
+// decode_attention.glsl — a decode step's attention over a KV cache (flash-decoding),
+// shared by decode.comp (a dispatch of its own) and matmul_gemv_persist.comp (a member
+// of a persistent run): one head's split of CHUNK keys a workgroup, the new position's
+// query against keys 0..pos, every K and V word of the split in flight before the
+// first is used, its running max, sum and unnormalised output to the partials; and the
+// combine of a head's splits: OUT = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+// The split that owns pos writes the new K and V rows there and reads them from the
+// QKV row (no other workgroup touches that row).
+//
+// The includer runs THREADS invocations, declares D (the head dimension) and IN_BF16
+// where the values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
+// ATT_SPLITS (splits a head in the partials); ATT_SRC16(i), ATT_SRC128(i) (the QKV row
+// [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the caches' 16-bit elements, a
+// row of heads x D a position), ATT_KC128(i), ATT_VC128(i), ATT_WORK(i) (fp32
+// partials, coherent), ATT_OUT16(i). fp32 arithmetic.
+#ifndef HELIOS_DECODE_ATTENTION_GLSL
+#define HELIOS_DECODE_ATTENTION_GLSL
+#include "bf16.glsl"
+
+const uint THREADS = 256u;
+const uint CHUNK = 64u;      // keys per split workgroup (short contexts still spread over several)
+const uint LANES = D / 8u;   // invocations a key row: 16 bytes each
+const uint KPP = THREADS / LANES;             // keys a pass of the workgroup
+const uint PASSES = (CHUNK + KPP - 1u) / KPP;  // passes over a split's keys
+const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
+
+shared float att_q[D];
+shared float att_red[THREADS];
+shared float att_part[PASSES * THREADS];   // each invocation's share of its keys' scores
+shared float att_wt[CHUNK];                // a split's weights e^(score - max)
+shared float att_acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
+shared float att_lsum[GROUPS];             // combine: each group's share of the denominator
+
+float att_widen(uint16_t w) {
+#ifdef IN_BF16
+    return bf16_to_f32(uint(w));
+#else
+    return float(uint16BitsToHalf(w));
+#endif
+}
+uint16_t att_narrow(float x) {
+#ifdef IN_BF16
+    return uint16_t(f32_to_bf16(x));
+#else
+    return halfBitsToUint16(float16_t(x));
+#endif
+}
+
+// The workgroup's max (op 0) or sum (op 1) of v; every invocation gets it (uniform
+// control flow): within subgroups first, then their results side by side.
+float att_reduce(float v, uint op) {
+    v = op == 0u ? subgroupMax(v) : subgroupAdd(v);
+    if (gl_SubgroupInvocationID == 0u) att_red[gl_SubgroupID] = v;
+    barrier();
+    float r = att_red[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) r = op == 0u ? max(r, att_red[i]) : r + att_red[i];
+    barrier();
+    return r;
+}
+
+// Elements c .. c+8 of key j of head h as one 16-byte word: K (part 1) or V (part 2)
+// from the cache's row, or for the new position (j == pos) from the QKV row.
+uvec4 att_word8(uint j, uint pos, uint h, uint c, uint part) {
+    const uint d = ATT_HEADS * D, at = h * D + c;
+    return j == pos ? ATT_SRC128((part * d + at) / 8u)
+                    : part == 1u ? ATT_KC128((j * d + at) / 8u) : ATT_VC128((j * d + at) / 8u);
+}
+
+void att_widen8(uvec4 w, out float v[8]) {
+    [[unroll]] for (uint e = 0; e < 4u; e++) {
+        v[2u * e] = att_widen(uint16_t(w[e] & 0xFFFFu));
+        v[2u * e + 1u] = att_widen(uint16_t(w[e] >> 16));
+    }
+}
+
+// Every invocation: head h's split at position pos (< ATT_ROWS, split * CHUNK <= pos).
+void attention_split(uint h, uint split, uint pos) {
+    const uint t = gl_LocalInvocationID.x, d = ATT_HEADS * D, j0 = split * CHUNK;
+    const uint wbase = (h * ATT_SPLITS + split) * (D + 2u);
+    // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
+    // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
+    // loaded before any is used: the split waits on memory once, not once a pass.
+    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
+    uvec4 kw[PASSES], vw[PASSES];
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        kw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
+        vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
+    }
+    if (t < D) att_q[t] = att_widen(ATT_SRC16(h * D + t));
+    if (pos / CHUNK == split && t < D) {  // the new row, for the tokens after this one
+        ATT_KC(pos * d + h * D + t) = ATT_SRC16(d + h * D + t);
+        ATT_VC(pos * d + h * D + t) = ATT_SRC16(2u * d + h * D + t);
+    }
+    barrier();
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        float k8[8];
+        att_widen8(kw[i], k8);
+        float s = 0.0;
+        [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(att_q[lane * 8u + e], k8[e], s);
+        att_part[i * THREADS + t] = s;
+    }
+    barrier();
+    // Key t's score, its weight e^(score - max) and the split's max and sum of weights
+    // as workgroup reductions (keys <= CHUNK: invocations past the split's keys give
+    // -inf and 0).
+    float score = -1.0 / 0.0;
+    if (t < keys) {
+        const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
+        float s = 0.0;
+        for (uint l = 0; l < LANES; l++) s += att_part[b + l];
+        score = s * ATT_SCALE;
+    }
+    const float m = att_reduce(score, 0u);
+    const float weight = t < keys ? exp(score - m) : 0.0;
+    if (t < CHUNK) att_wt[t] = weight;
+    const float l = att_reduce(weight, 1u);  // its barriers also order att_wt[] before P V reads it
+    // P V: each invocation 8 columns over its keys, the V words already in registers.
+    float o[8];
+    [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = 0.0;
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        if (jj < keys) {
+            float v8[8];
+            att_widen8(vw[i], v8);
+            const float w = att_wt[jj];
+            [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = fma(w, v8[k], o[k]);
+        }
+    }
+    [[unroll]] for (uint k = 0; k < 8u; k++) att_acc[slot * D + lane * 8u + k] = o[k];
+    barrier();
+    if (t < D) {
+        float sum = 0.0;
+        for (uint g = 0; g < KPP; g++) sum += att_acc[g * D + t];
+        ATT_WORK(wbase + t) = sum;
+    }
+    if (t == 0u) {
+        ATT_WORK(wbase + D) = m;
+        ATT_WORK(wbase + D + 1u) = l;
+    }
+}
+
+// Every invocation: head h's splits 0..pos / CHUNK combined into OUT (pos >= ATT_ROWS:
+// NaN). Column c = t % D, the splits shared among GROUPS invocations a column so that
+// their partials are read side by side.
+void attention_combine(uint h, uint pos) {
+    const uint t = gl_LocalInvocationID.x, c = t % D, g = t / D;
+    if (pos >= ATT_ROWS) {
+        if (t < D) ATT_OUT16(h * D + t) = att_narrow(uintBitsToFloat(0x7FC00000u));
+        return;
+    }
+    const uint splits = pos / CHUNK + 1u;
+    float mx = -1.0 / 0.0;
+    for (uint s = t; s < splits; s += THREADS) mx = max(mx, ATT_WORK((h * ATT_SPLITS + s) * (D + 2u) + D));
+    mx = att_reduce(mx, 0u);
+    float o = 0.0, l = 0.0;
+    for (uint s = g; s < splits; s += GROUPS) {
+        const uint b = (h * ATT_SPLITS + s) * (D + 2u);
+        const float w = exp(ATT_WORK(b + D) - mx);
+        o += w * ATT_WORK(b + c);
+        l += w * ATT_WORK(b + D + 1u);
+    }
+    att_acc[t] = o;
+    if (c == 0u) att_lsum[g] = l;
+    barrier();
+    if (t >= D) return;
+    float os = 0.0, ls = 0.0;
+    for (uint i = 0; i < GROUPS; i++) {
+        os += att_acc[i * D + t];
+        ls += att_lsum[i];
+    }
+    ATT_OUT16(h * D + t) = att_narrow(os / ls);
+}
+
+#endif

@@ -1,0 +1,245 @@
+"""A plan's persistent runs (plan_persist.c, matmul_gemv_persist.comp): consecutive
+one-row products and decode attentions in one dispatch, a grid barrier between them. On lavapipe a run's
+workgroups are threads: HELIOS_PLAN_PERSISTENT_GRID sets how many (the default there
+is none, the device reporting no SMs). Each run must give what the products give apart
+(HELIOS_DISABLE_PLAN_PERSISTENT=1) bit for bit, since its members compute each column as
+the matrix-vector kernel does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import helios
+
+
+def _rand(shape, seed, dtype=np.float16):
+    return (np.random.default_rng(seed).standard_normal(shape) * 0.5).astype(dtype)
+
+
+def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
+    """A decode layer's products between two attentions: the projection, the norm and
+    the up product (gelu), the down product, the next norm and QKV. Replayed with fresh
+    inputs; returns each replay's outputs as bits, and the plan's counts."""
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    bits = np.uint16
+
+    def w(n, k, s):
+        return dev.upload(_rand((n, k), s, dt) * (1.0 / np.sqrt(k)), dtype=dtype)
+
+    def vec(n, s):
+        return dev.upload(_rand(n, s, np.float32), dtype="float32")
+
+    a = dev.upload(_rand((1, d), seed, dt), dtype=dtype)
+    x = dev.upload(_rand((1, d), seed + 1, np.float32), dtype="float32")
+    with dev.plan() as p:
+        proj = p.matmul(a, w(d, d, seed + 2), trans_b=True, bias=vec(d, seed + 3))
+        h, x2 = p.layernorm(x, vec(d, seed + 4), vec(d, seed + 5), residual=proj, dtype=dtype)
+        up = p.matmul(h, w(4 * d, d, seed + 6), trans_b=True, bias=vec(4 * d, seed + 7), activation="gelu")
+        down = p.matmul(up, w(d, 4 * d, seed + 8), trans_b=True, bias=vec(d, seed + 9))
+        h2, x3 = p.layernorm(x2, vec(d, seed + 10), vec(d, seed + 11), residual=down, dtype=dtype)
+        qkv = p.matmul(h2, w(3 * d, d, seed + 12), trans_b=True, bias=vec(3 * d, seed + 13))
+    outs = []
+    for i in range(replays):
+        a.copy_(_rand((1, d), seed + 20 + i, dt))
+        x.copy_(_rand((1, d), seed + 30 + i, np.float32))
+        p.replay()
+        outs.append([t.numpy().view(np.uint32 if t.dtype == "float32" else bits).copy()
+                     for t in (proj, h, x2, up, down, h2, x3, qkv)])  # fmt: skip
+    return outs, p.counts
+
+
+def _device_with(monkeypatch, **env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return helios.Device()
+
+
+@pytest.fixture(scope="module")
+def apart_device():
+    """A Device whose plans run each product in its own dispatch (the switch is read
+    when the Device opens, and unset again for the tests' own devices)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELIOS_DISABLE_PLAN_PERSISTENT", "1")
+        dev = helios.Device()
+    with dev:
+        yield dev
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("grid,d", [(1, 64), (2, 64), (2, 512), (2, 136)])
+def test_a_persistent_run_is_the_products_apart_bit_for_bit(apart_device, monkeypatch, dtype, grid, d):
+    """Four products and their two norms as one dispatch: every output of two replays
+    equals the products' apart bit for bit, grids of one and two workgroups stepping over
+    the columns (d=512: K of 2048 in the down product, the first weight words in flight
+    across each barrier; d=136: rows of 17 words), with three dispatches and three
+    barriers fewer. lavapipe runs a workgroup a thread, so a grid needs as many cores."""
+    if grid > (os.cpu_count() or 1):
+        pytest.skip(f"a grid of {grid} needs {grid} lavapipe threads; this machine has {os.cpu_count()} cores")
+    apart, counts_apart = _layer(apart_device, dtype, d, 70)
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=str(grid)) as dev:
+        run, counts_run = _layer(dev, dtype, d, 70)
+    names = ("proj", "h", "stream", "up", "down", "h2", "stream2", "qkv")
+    for i, (ra, rr) in enumerate(zip(apart, run)):
+        for name, ta, tr in zip(names, ra, rr):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i}: {name}")
+    ops_a, disp_a, bar_a = counts_apart
+    ops_r, disp_r, bar_r = counts_run
+    assert ops_a == ops_r == 6 and (disp_a, disp_r) == (4, 1) and bar_r == bar_a - 3, (counts_apart, counts_run)
+
+
+def _attention_layer(dev, dtype: str, heads: int, hd: int, positions):
+    """QKV, the attention over a cache of 3 splits and 5 rows and the projection, replayed
+    at `positions` with fresh inputs: the outputs and caches (bits) after each, and the
+    plan's counts."""
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    d, rows = heads * hd, 3 * 64 + 5
+    kc = dev.upload(_rand((rows, d), 1, dt), dtype=dtype)
+    vc = dev.upload(_rand((rows, d), 2, dt), dtype=dtype)
+    a = dev.upload(_rand((1, d), 3, dt), dtype=dtype)
+    wq = dev.upload(_rand((3 * d, d), 4, dt) * 0.1, dtype=dtype)
+    wo = dev.upload(_rand((d, d), 5, dt) * 0.1, dtype=dtype)
+    with dev.plan(params=2) as p:
+        qkv = p.matmul(a, wq, trans_b=True)
+        att = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
+        out = p.matmul(att, wo, trans_b=True)
+    got = []
+    for i, pos in enumerate(positions):
+        a.copy_(_rand((1, d), 10 + i, dt))
+        p.replay(params={1: pos})
+        got.append([t.numpy().view(np.uint16).copy() for t in (qkv, att, out, kc, vc)])
+    return got, p.counts
+
+
+@pytest.mark.parametrize("dtype,heads,hd", [("float16", 3, 32), ("bfloat16", 2, 64), ("float16", 1, 128)])
+def test_an_attention_in_a_run_is_the_attention_apart_bit_for_bit(apart_device, monkeypatch, dtype, heads, hd):
+    """A product, the decode attention and a product as one run: over positions in the
+    first, second and last split, and again at one (the arrival counts zeroed before each
+    replay), the outputs and both caches equal the ops' apart bit for bit."""
+    positions = [3 * 64 + 4, 0, 64, 2 * 64 + 1, 2 * 64 + 1, 3 * 64 + 4]
+    apart, counts_apart = _attention_layer(apart_device, dtype, heads, hd, positions)
+    grid = min(2, os.cpu_count() or 1)
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=str(grid)) as dev:
+        run, counts_run = _attention_layer(dev, dtype, heads, hd, positions)
+    for i, (ra, rr) in enumerate(zip(apart, run)):
+        for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i} at {positions[i]}: {name}")
+    assert (counts_apart[1], counts_run[1]) == (3, 1), (counts_apart, counts_run)
+
+
+def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
+    """Past two passes of the grid over an attention's splits a replay takes the plan's
+    twin (the attention a dispatch of its own): the token the top-1 wrote in one replay
+    is the one the embedding reads in the next, whichever of the two ran each; every
+    output and word equals the ops' apart."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("a grid of 2 needs 2 lavapipe threads; this machine has 1 core")
+    heads, hd = 2, 32
+    d = heads * hd
+    rng = np.random.default_rng(3)
+    tok = rng.standard_normal((50, d)).astype(np.float32)
+    pos_t = rng.standard_normal((200, d)).astype(np.float32)
+
+    def run(dev):
+        T, P = dev.upload(tok, dtype="float32"), dev.upload(pos_t, dtype="float32")
+        kc, vc = dev.upload(_rand((200, d), 1)), dev.upload(_rand((200, d), 2))
+        a = dev.upload(_rand((1, d), 3))
+        wq, wo, wl = (dev.upload(_rand((n, d), 4 + i) * 0.2) for i, n in enumerate((3 * d, d, 50)))
+        with dev.plan(params=2) as p:
+            x = p.embed(T, P, token=0, position=1)
+            att = p.attention_decode(p.matmul(a, wq, trans_b=True), kc, vc, heads=heads, position=1)
+            logits = p.matmul(p.matmul(att, wo, trans_b=True), wl, trans_b=True, out_dtype="float32")
+            p.top1(logits, into=0)
+        got = []
+        p.set_params([7, 0])
+        for position in (1, 150, 2, 151):  # runs, twin, runs, twin (grid 2, two heads)
+            p.set_params({1: position})
+            p.replay()
+            got.append((x.numpy().copy(), logits.numpy().copy(), p.params()))
+        return got
+
+    with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
+        apart = run(dev)
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID="2") as dev:
+        runs = run(dev)
+    for i, ((xa, la, wa), (xr, lr, wr)) in enumerate(zip(apart, runs)):
+        np.testing.assert_array_equal(xr, xa, err_msg=f"replay {i}: the embedding of the word the last top-1 wrote")
+        np.testing.assert_array_equal(lr, la, err_msg=f"replay {i}: logits")
+        assert wr == wa, (i, wr, wa)
+    assert len({w[0] for _, _, w in apart}) > 1  # the token word changed along the way
+
+
+def test_a_run_stops_where_a_product_cannot_join(monkeypatch):
+    """A product with fp32 output (another kernel), B as K x N, or weights an earlier
+    member wrote (read before the barrier) does not join the run before it; two rows
+    make no run. The products after it form their own."""
+    d = 64
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID="1") as dev:
+        a = dev.upload(_rand((1, d), 1))
+        w0, w1, w2 = (dev.upload(_rand((d, d), 2 + i) * 0.1) for i in range(3))
+        big = dev.upload(_rand((d * d, d), 9) * 0.1)
+        written = dev.empty((1, d * d), "float16")
+        cases = {  # the product after a . w0, and the plan's dispatches
+            "fp32 output": (lambda p, x: p.matmul(x, w1, trans_b=True, out_dtype="float32"), 3),
+            "B as K x N": (lambda p, x: p.matmul(x, w1), 3),
+            "B written by a member": (lambda p, x: p.matmul(a, written.reshape(d, d), trans_b=True), 2),
+        }
+        for name, (breaker, dispatches) in cases.items():
+            with dev.plan() as p:
+                x = p.matmul(a, big if name == "B written by a member" else w0, trans_b=True,
+                             out=written if name == "B written by a member" else None)  # fmt: skip
+                breaker(p, x)
+                y = p.matmul(a, w2, trans_b=True)
+                p.matmul(y, w2, trans_b=True)
+            assert p.counts[1] == dispatches, (name, p.counts)
+        two = dev.upload(_rand((2, d), 3))
+        with dev.plan() as p:
+            p.matmul(p.matmul(two, w0, trans_b=True), w1, trans_b=True)
+        assert p.counts[1] == 2, p.counts
+
+
+def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
+    """A device that reports no SMs (lavapipe) has no runs unless
+    HELIOS_PLAN_PERSISTENT_GRID asks: a grid too large to be resident would stall."""
+    monkeypatch.delenv("HELIOS_PLAN_PERSISTENT_GRID", raising=False)
+    with helios.Device() as dev:
+        if dev.info.get("sm_count"):
+            pytest.skip(f"{dev.info['name']} reports {dev.info['sm_count']} SMs: runs are on by default there")
+        _, counts = _layer(dev, "float16", 64, 5, replays=1)
+    assert counts[1] == 4, counts
+
+
+def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on():
+    """One lavapipe thread and a grid of three: the grid barrier gives up, the replay
+    raises naming the switches, and the same device then replays a plan of one product
+    (no run) right."""
+    code = (
+        "import numpy as np, helios\n"
+        "from tests.test_plan_persist import _layer\n"
+        "dev = helios.Device()\n"
+        "print('DEVICE', dev.info['name'], dev.info.get('sm_count'))\n"
+        "try:\n"
+        "    _layer(dev, 'float16', 64, 5, replays=1)\n"
+        "    print('REPLAYED')\n"
+        "except helios.HeliosError as e:\n"
+        "    print('RAISED', e)\n"
+        "a, w = np.ones((1, 64), np.float16), np.full((32, 64), 0.5, np.float16)\n"
+        "with dev.plan() as p:\n"
+        "    y = p.matmul(dev.upload(a), dev.upload(w), trans_b=True)\n"
+        "p.replay()\n"
+        "print('AFTER', p.counts, float(y.numpy().astype(np.float64).sum()))\n"
+        "dev.close()\n"
+    )
+    env = dict(os.environ, LP_NUM_THREADS="1", HELIOS_PLAN_PERSISTENT_GRID="3")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    if "llvmpipe" not in out:
+        pytest.skip("not lavapipe: its one thread is what makes the grid too large to be resident")
+    assert "RAISED" in r.stdout and "HELIOS_DISABLE_PLAN_PERSISTENT" in r.stdout, out
+    assert "AFTER (1, 1, 1) 1024.0" in r.stdout, out
