@@ -224,6 +224,18 @@ static hl_status grids_of(hl_plan *p, hl_plan_step *steps, hl_error *err) {
     return HL_OK;
 }
 
+/* The products' buffers, then each persistent run's: its members' and its table. */
+static void bind_products(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, const VkDeviceSize *t_offset) {
+    for (uint32_t i = 0; i < p->ops; i++)
+        if (ops[i].kind == HL_PLAN_MATMUL) hl_product_bindings(&ops[i].matmul, p->workspace.buffer, steps[i].binds);
+    for (uint32_t i = 0; i < p->ops; i++)
+        if (steps[i].persist_len)
+            hl_plan_persist_bind(steps, i, (hl_binding){p->persist_table.buffer, t_offset[i]},
+                                 (hl_binding){p->workspace.buffer, 0});
+}
+
+/* Long: a plan made in the order each part needs the last (steps, fusions, runs, grids,
+ * buffers, bindings, sets, the recording), one flow read top to bottom. */
 static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, VkDescriptorSet *sets, hl_error *err) {
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
@@ -263,12 +275,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     HL_TRY(hl_buffer_create(dev, PARAM_BYTES + 12ull * p->n_grids, 1, &p->params, err));
     if (c_bytes) HL_TRY(hl_buffer_create(dev, c_bytes, 0, &p->counters, err));
     if (p->persist_bytes) HL_TRY(hl_buffer_create(dev, p->persist_bytes, 0, &p->persist_table, err));
-    for (uint32_t i = 0; i < p->ops; i++)
-        if (ops[i].kind == HL_PLAN_MATMUL) hl_product_bindings(&ops[i].matmul, p->workspace.buffer, steps[i].binds);
-    for (uint32_t i = 0; i < p->ops; i++)
-        if (steps[i].persist_len)
-            hl_plan_persist_bind(steps, i, (hl_binding){p->persist_table.buffer, t_offset[i]},
-                                 (hl_binding){p->workspace.buffer, 0});
+    bind_products(p, ops, steps, t_offset);
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                .descriptorCount = HL_SET_DESCRIPTORS * p->ops};
