@@ -96,7 +96,7 @@ void forward_row(uint row) {
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
     [[unroll]] for (uint c = 0u; c < CPT; c++) {
         const uint j = t + LN_THREADS * c;
-        if (j < p.d) h16[base + j] = store16((v[c] - mean) * rstd * gamma[j] + beta[j]);
+        if (j < p.d) h16[base + j] = store16(ln_affine(v[c], mean, rstd, gamma[j], beta[j]));
     }
     if (t == 0u) {
         stats[2u * row] = mean;

@@ -40,6 +40,9 @@ vec2 wg_sum(vec2 v) {
 
 float ln_sum4(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 float ln_square4(vec4 v, float mean) { return dot(v - mean, v - mean); }
-vec4 ln_affine4(vec4 v, float mean, float rstd, vec4 gamma, vec4 beta) { return (v - mean) * rstd * gamma + beta; }
+// The norm's output, one formula for an element and for a group of 4.
+#define LN_AFFINE(v, mean, rstd, gamma, beta) (((v) - (mean)) * (rstd) * (gamma) + (beta))
+float ln_affine(float v, float mean, float rstd, float gamma, float beta) { return LN_AFFINE(v, mean, rstd, gamma, beta); }
+vec4 ln_affine4(vec4 v, float mean, float rstd, vec4 gamma, vec4 beta) { return LN_AFFINE(v, mean, rstd, gamma, beta); }
 
 #endif

@@ -243,3 +243,16 @@ def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on(
         pytest.skip("not lavapipe: its one thread is what makes the grid too large to be resident")
     assert "RAISED" in r.stdout and "HELIOS_DISABLE_PLAN_PERSISTENT" in r.stdout, out
     assert "AFTER (1, 1, 1) 1024.0" in r.stdout, out
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [("HELIOS_PLAN_PERSISTENT_GRID", "two"), ("HELIOS_PLAN_PERSISTENT_GRID", "-1"),
+     ("HELIOS_PLAN_PERSISTENT_GRID", "99999"), ("HELIOS_DISABLE_PLAN_PERSISTENT", "maybe")],
+)  # fmt: skip
+def test_the_switches_are_read_strictly(monkeypatch, name, value):
+    """A grid that is not a workgroup count (0..1024), or a kill switch that is not a
+    yes or a no, is refused naming the switch when the Device opens."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        helios.Device()
