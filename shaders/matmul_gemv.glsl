@@ -173,7 +173,8 @@ float att_scale;
 #include "decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
-// Member m's words and slots (a member is one row of A, B as N x K in whole words).
+// Member m's words and slots: a product's (one row of A, B as N x K in whole words), or
+// an attention's from the same row.
 void persist_member(uint m) {
     const uint r = m * PERSIST_ROW;
     p.M = 1u;
@@ -263,7 +264,7 @@ void main() {
     for (uint m = 0u; m < pp.members; m++) {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
-            const uint pos = words[table[m * PERSIST_ROW + 4u]];  // the host's word, written before the submit
+            const uint pos = words[table[m * PERSIST_ROW + 4u]];  // no member writes it: read before the wait
             if (m > 0u) grid_wait(m);
             persist_attention(pos);
             if (m + 1u < pp.members) grid_arrive();
