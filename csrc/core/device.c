@@ -110,7 +110,7 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
 /* A plan's persistent runs of products (plan_persist.c): PERSIST_PER_SM workgroups an SM, where the
  * device reports its SMs, indexes arrays of buffers and has 16-bit integers; HELIOS_PLAN_PERSISTENT_GRID sets the
  * grid on any device (lavapipe runs a workgroup a thread); HELIOS_DISABLE_PLAN_PERSISTENT=1
- * turns them off. Two an SM: results/h200-persist/probe. */
+ * turns them off. Two an SM: three were not resident on an H200 (results/h200-persist). */
 #define PERSIST_PER_SM 2u
 static hl_status persist_switches(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;

@@ -22,11 +22,11 @@ static int is_attention(const hl_plan_op *o) { return o->kind == HL_PLAN_ATTN_DE
 
 /* Whether step s can be a member: a product of one row on the matrix-vector kernel (or
  * its norm head), B as N x K in whole words, no split-K, an epilogue of a bias and an
- * activation at most, A on 8 bytes where the member copies it; or a decode attention
- * in one dispatch. */
-static int can_be_member(const hl_plan_op *o, const hl_plan_step *s) {
+ * activation at most, A on 8 bytes where the member copies it; or, where `attention`
+ * allows, a decode attention in one dispatch. */
+static int can_be_member(const hl_plan_op *o, const hl_plan_step *s, int attention) {
     if (s->n_dispatch != 1) return 0;
-    if (is_attention(o)) return 1;
+    if (is_attention(o)) return attention;
     if (o->kind != HL_PLAN_MATMUL) return 0;
     const hl_product *pl = &s->product;
     const hl_matmul_args *m = &o->matmul;
@@ -153,13 +153,11 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
     runs->grid = (uint32_t)dev->persist_grid;
     if (!dev->persist_grid) return HL_OK;
     for (uint32_t i = 0; i < n_ops; i++) {
-        if (!can_be_member(&ops[i], &steps[i]) || (!attention && is_attention(&ops[i]))) continue;
+        if (!can_be_member(&ops[i], &steps[i], attention)) continue;
         uint32_t mem[HL_PERSIST_MEMBERS] = {i}, n = 1, last = i;
         for (uint32_t j = i + 1; j < n_ops && n < HL_PERSIST_MEMBERS; j++) {
             if (!steps[j].n_dispatch && ops[j].kind == HL_PLAN_LAYERNORM) continue; /* a member's head */
-            if (!can_be_member(&ops[j], &steps[j]) || (!attention && is_attention(&ops[j])) ||
-                !can_join(ops, steps, mem, n, last, j))
-                break;
+            if (!can_be_member(&ops[j], &steps[j], attention) || !can_join(ops, steps, mem, n, last, j)) break;
             mem[n++] = j;
             last = j;
         }
