@@ -6,8 +6,9 @@
 //
 // PASS 0 (embed):   OUT[c] = SRC[token * d + c] + SRC2[pos * d + c], fp32 tables and
 //                   stream (the model's embeddings as torch keeps them).
-// PASS 1 (attention, split): one head's split of CHUNK keys a workgroup (grid: heads
-//   x splits; decode_attention.glsl, which a persistent run's attention shares).
+// PASS 1 (attention, split): one head's split of keys a workgroup (grid: heads x
+//   splits of the shorter size; decode_attention.glsl, which a persistent run's
+//   attention shares).
 //   SRC is the QKV row, KC and VC the caches, WORK the splits' partials.
 // PASS 2 (attention, combine): per head, the splits' partials combined into OUT.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
@@ -34,6 +35,7 @@ layout(push_constant) uniform Params {
     uint rows;   // embed: token rows; attention: cache rows (positions)
     uint rows2;  // embed: position rows; attention: splits in WORK per head
     float scale; // attention: 1 / sqrt(D)
+    uint fit;    // attention: ATT_FIT (decode_attention.glsl's att_split_keys)
 } p;
 
 layout(binding = BINDING_PARAMS) buffer Words { uint words[]; };
@@ -54,6 +56,7 @@ layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  /
 #define ATT_ROWS p.rows
 #define ATT_SPLITS p.rows2
 #define ATT_SCALE p.scale
+#define ATT_FIT p.fit
 #define ATT_SRC16(i) src16[i]
 #define ATT_SRC128(i) src128[i]
 #define ATT_KC(i) kc[i]
@@ -75,11 +78,11 @@ void embed() {
     out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
 }
 
-// Grid: heads x splits; a split past the cache or past the keys writes nothing (the
-// combine skips it).
+// Grid: heads x splits of the shorter size; a split past the cache or past the keys
+// writes nothing (the combine skips it).
 void attention_split() {
     const uint pos = words[p.slot], h = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    if (pos < p.rows && split * CHUNK <= pos) attention_split(h, split, pos);
+    if (pos < p.rows && split <= att_split_of(pos)) attention_split(h, split, pos);
 }
 
 // Every workgroup of the grid counts in, those with no keys too, so the last to arrive

@@ -1,15 +1,16 @@
 // decode_attention.glsl — a decode step's attention over a KV cache (flash-decoding),
 // shared by decode.comp (a dispatch of its own) and matmul_gemv_persist.comp (a member
-// of a persistent run): one head's split of CHUNK keys a workgroup, the new position's
-// query against keys 0..pos, every K and V word of the split in flight before the
-// first is used, its running max, sum and unnormalised output to the partials; and the
-// combine of a head's splits: OUT = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+// of a persistent run): one head's split of keys a workgroup, the new position's query
+// against keys 0..pos, every K and V word of the split in flight before the first is
+// used, its running max, sum and unnormalised output to the partials; and the combine
+// of a head's splits: OUT = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
 // The split that owns pos writes the new K and V rows there and reads them from the
 // QKV row (no other workgroup touches that row).
 //
 // The includer runs THREADS invocations, declares D (the head dimension) and IN_BF16
 // where the values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
-// ATT_SPLITS (splits a head in the partials); ATT_SRC16(i), ATT_SRC128(i) (the QKV row
+// ATT_SPLITS (splits a head in the partials), ATT_FIT (att_split_keys); ATT_SRC16(i),
+// ATT_SRC128(i) (the QKV row
 // [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the caches' 16-bit elements, a
 // row of heads x D a position), ATT_KC128(i), ATT_VC128(i), ATT_WORK(i) (fp32
 // partials, coherent), ATT_OUT16(i). fp32 arithmetic.
@@ -18,16 +19,21 @@
 #include "bf16.glsl"
 
 const uint THREADS = 256u;
-const uint CHUNK = 64u;      // keys per split workgroup (short contexts still spread over several)
-const uint LANES = D / 8u;   // invocations a key row: 16 bytes each
-const uint KPP = THREADS / LANES;             // keys a pass of the workgroup
-const uint PASSES = (CHUNK + KPP - 1u) / KPP;  // passes over a split's keys
+const uint LANES = D / 8u;         // invocations a key row: 16 bytes each
+const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
+// Keys a split: SPLIT_SHORT (short contexts still spread over several workgroups), or
+// SPLIT_LONG, as many as 8 passes hold (16 words of K and V an invocation) up to 96:
+// with D = 128, 6 passes keep a run's kernel within the registers of two workgroups
+// an SM (128 an invocation on an H200; 8 passes took 129).
+const uint SPLIT_SHORT = 64u;
+const uint SPLIT_LONG = 8u * KPP < 96u ? 8u * KPP : 96u;
+const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
 const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
 
 shared float att_q[D];
 shared float att_red[THREADS];
 shared float att_part[PASSES * THREADS];   // each invocation's share of its keys' scores
-shared float att_wt[CHUNK];                // a split's weights e^(score - max)
+shared float att_wt[SPLIT_LONG];           // a split's weights e^(score - max)
 shared float att_acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
 shared float att_lsum[GROUPS];             // combine: each group's share of the denominator
 
@@ -73,14 +79,23 @@ void att_widen8(uvec4 w, out float v[8]) {
     }
 }
 
-// Every invocation: head h's split at position pos (< ATT_ROWS, split * CHUNK <= pos).
+// Keys a split at position pos: SPLIT_SHORT while a head's splits of that many are
+// at most ATT_FIT (the host's: those that fit one pass of a persistent run's grid),
+// SPLIT_LONG after, so that a pass of the grid still holds every split. decode.c's
+// hl_decode_splits is the same rule. att_split_of: the split holding pos (divisions by
+// constants, which cost no registers to speak of).
+uint att_split_keys(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? SPLIT_SHORT : SPLIT_LONG; }
+uint att_split_of(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? pos / SPLIT_SHORT : pos / SPLIT_LONG; }
+
+// Every invocation: head h's split at position pos (< ATT_ROWS, split *
+// att_split_keys(pos) <= pos).
 void attention_split(uint h, uint split, uint pos) {
-    const uint t = gl_LocalInvocationID.x, d = ATT_HEADS * D, j0 = split * CHUNK;
+    const uint t = gl_LocalInvocationID.x, d = ATT_HEADS * D, span = att_split_keys(pos), j0 = split * span;
     const uint wbase = (h * ATT_SPLITS + split) * (D + 2u);
     // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
     // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
     // loaded before any is used: the split waits on memory once, not once a pass.
-    const uint lane = t % LANES, slot = t / LANES, keys = min(CHUNK, pos + 1u - j0);
+    const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
     uvec4 kw[PASSES], vw[PASSES];
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
@@ -88,7 +103,7 @@ void attention_split(uint h, uint split, uint pos) {
         vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
     }
     if (t < D) att_q[t] = att_widen(ATT_SRC16(h * D + t));
-    if (pos / CHUNK == split && t < D) {  // the new row, for the tokens after this one
+    if (att_split_of(pos) == split && t < D) {  // the new row, for the tokens after this one
         ATT_KC(pos * d + h * D + t) = ATT_SRC16(d + h * D + t);
         ATT_VC(pos * d + h * D + t) = ATT_SRC16(2u * d + h * D + t);
     }
@@ -102,8 +117,8 @@ void attention_split(uint h, uint split, uint pos) {
     }
     barrier();
     // Key t's score, its weight e^(score - max) and the split's max and sum of weights
-    // as workgroup reductions (keys <= CHUNK: invocations past the split's keys give
-    // -inf and 0).
+    // as workgroup reductions (keys <= SPLIT_LONG: invocations past the split's keys
+    // give -inf and 0).
     float score = -1.0 / 0.0;
     if (t < keys) {
         const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
@@ -113,7 +128,7 @@ void attention_split(uint h, uint split, uint pos) {
     }
     const float m = att_reduce(score, 0u);
     const float weight = t < keys ? exp(score - m) : 0.0;
-    if (t < CHUNK) att_wt[t] = weight;
+    if (t < SPLIT_LONG) att_wt[t] = weight;
     const float l = att_reduce(weight, 1u);  // its barriers also order att_wt[] before P V reads it
     // P V: each invocation 8 columns over its keys, the V words already in registers.
     float o[8];
@@ -140,16 +155,16 @@ void attention_split(uint h, uint split, uint pos) {
     }
 }
 
-// Every invocation: head h's splits 0..pos / CHUNK combined into OUT (pos >= ATT_ROWS:
-// NaN). Column c = t % D, the splits shared among GROUPS invocations a column so that
-// their partials are read side by side.
+// Every invocation: head h's splits up to position pos combined into OUT (pos >=
+// ATT_ROWS: NaN). Column c = t % D, the splits shared among GROUPS invocations a column
+// so that their partials are read side by side.
 void attention_combine(uint h, uint pos) {
     const uint t = gl_LocalInvocationID.x, c = t % D, g = t / D;
     if (pos >= ATT_ROWS) {
         if (t < D) ATT_OUT16(h * D + t) = att_narrow(uintBitsToFloat(0x7FC00000u));
         return;
     }
-    const uint splits = pos / CHUNK + 1u;
+    const uint splits = att_split_of(pos) + 1u;
     float mx = -1.0 / 0.0;
     for (uint s = t; s < splits; s += THREADS) mx = max(mx, ATT_WORK((h * ATT_SPLITS + s) * (D + 2u) + D));
     mx = att_reduce(mx, 0u);

@@ -150,18 +150,19 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 
 // A member's table row: a product's N, K, flags, ldb, EPI, ACT, its norm's eps; an
 // attention's heads, cache rows, flags, splits a head in the partials, its position's
-// parameter word, scale and first arrival counter.
+// parameter word, scale, first arrival counter and ATT_FIT.
 const uint PERSIST_ROW = 8u;
 const uint FLAG_PERSIST_LN = 32u;     // the member's A is its LayerNorm head's output (else A is bound)
 const uint FLAG_PERSIST_ATTN = 64u;   // the member is a decode attention (decode_attention.glsl)
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (a second or so)
 
-uint att_heads, att_rows, att_splits, att_counters;
+uint att_heads, att_rows, att_splits, att_counters, att_fit;
 float att_scale;
 #define ATT_HEADS att_heads
 #define ATT_ROWS att_rows
 #define ATT_SPLITS att_splits
 #define ATT_SCALE att_scale
+#define ATT_FIT att_fit
 #define ATT_SRC16(i) ps_a16[pm + PERSIST_A].v[i]
 #define ATT_SRC128(i) ps_a128[pm + PERSIST_A].v[i]
 #define ATT_KC(i) ps_kv16[pm + PERSIST_B].v[i]
@@ -197,6 +198,7 @@ void persist_member(uint m) {
     att_splits = p.ldb;
     att_scale = uintBitsToFloat(table[r + 5u]);
     att_counters = table[r + 6u];
+    att_fit = table[r + 7u];
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its
@@ -208,7 +210,7 @@ void persist_attention(uint pos) {
         for (uint h = gl_WorkGroupID.x; h < att_heads; h += gl_NumWorkGroups.x) attention_combine(h, pos);
         return;
     }
-    const uint splits = pos / CHUNK + 1u;
+    const uint splits = att_split_of(pos) + 1u;
     for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
         const uint h = task / splits;
         attention_split(h, task % splits, pos);
@@ -230,29 +232,31 @@ void persist_stage_a() {
     barrier();
 }
 
-// Every invocation, after the workgroup's last write of a member: counted in.
+// Every invocation, after the workgroup's last write of a member: counted in. The
+// workgroup's writes are ordered before the count by the barrier, the count releases
+// them at device scope.
 void grid_arrive() {
-    memoryBarrierBuffer();
-    barrier();
-    if (gl_LocalInvocationIndex == 0u) atomicAdd(arrivals[0], 1u);
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    if (gl_LocalInvocationIndex == 0u)
+        atomicAdd(arrivals[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
 }
 
-// Every invocation: until every workgroup has counted itself in `done` times. Polled
-// with atomics (a plain load in a loop may be hoisted out of it). One that gives up
-// sets the fault word, which the replay reports.
+// Every invocation: until every workgroup has counted itself in `done` times, polled
+// with acquire loads. One that gives up sets the fault word, which the replay reports.
 void grid_wait(uint done) {
     if (gl_LocalInvocationIndex == 0u) {
         const uint want = done * gl_NumWorkGroups.x;
         uint polls = 0u;
-        while (atomicAdd(arrivals[0], 0u) < want) {
+        while (atomicLoad(arrivals[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
             if (++polls == PERSIST_SPIN_LIMIT) {
                 words[pp.fault_word] = 1u;
                 break;
             }
         }
-        memoryBarrierBuffer();
     }
-    barrier();
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
 }
 
 // The members in turn, the workgroups stepping over each one's columns by the grid's

@@ -8,6 +8,7 @@
 // A plain member copies its A into shared memory, as a head normalizes into it. An
 // attention member (decode_attention.glsl) steps over its heads' splits.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require  // the attention's 16-bit words
 #include "spec_matmul_gemv_persist.glsl"
 const uint ROWS = 1u;

@@ -10,7 +10,7 @@ import pytest
 
 import helios
 
-CHUNK = 64  # decode.comp: keys per split workgroup
+CHUNK = 64  # decode_attention.glsl's SPLIT_SHORT: keys a split while the heads' splits fit the grid
 
 
 def _rand(shape, seed, dtype=np.float16):
@@ -32,8 +32,22 @@ def _attention_ref(qkv, K, V, heads, p):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("heads,hd", [(2, 8), (2, 16), (3, 64), (1, 256)])
-def test_attention_over_the_cache_against_float64(device, dtype, heads, hd):
-    """Positions in the first split, at its last key, past it (two splits combined)."""
+@pytest.mark.parametrize("width", [None, 1])
+def test_attention_over_the_cache_against_float64(device, monkeypatch, dtype, heads, hd, width):
+    """Positions in the first split, at its last key, past it (two splits combined).
+    Splits of 64 keys where the device sizes them for no grid (lavapipe's default); of
+    96 from the first position on where they are sized for a grid of `width` workgroups
+    (HELIOS_PLAN_PERSISTENT_GRID) that fits fewer than one a head, as the head
+    dimension allows (every one but 256): the new row past a split's 64th key."""
+    if width is None:
+        _attention_against_float64(device, dtype, heads, hd)
+        return
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(width))
+    with helios.Device() as dev:
+        _attention_against_float64(dev, dtype, heads, hd)
+
+
+def _attention_against_float64(device, dtype, heads, hd):
     dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
     d, rows = heads * hd, 4 * CHUNK + 20
     K, V = _rand((rows, d), 1, dt), _rand((rows, d), 2, dt)
@@ -41,7 +55,7 @@ def test_attention_over_the_cache_against_float64(device, dtype, heads, hd):
     qkv = device.empty((1, 3 * d), dtype)
     with device.plan(params=2) as p:
         out = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
-    for i, pos in enumerate([0, 7, CHUNK - 1, CHUNK, 4 * CHUNK + 19]):
+    for i, pos in enumerate([0, 7, CHUNK - 1, CHUNK, 2 * CHUNK - 1, 3 * CHUNK + 2, 4 * CHUNK + 19]):
         row = _rand((1, 3 * d), 10 + i, dt)
         qkv.copy_(row)
         p.replay(params={1: pos})

@@ -94,8 +94,8 @@ def test_a_persistent_run_is_the_products_apart_bit_for_bit(apart_device, monkey
 
 def _attention_layer(dev, dtype: str, heads: int, hd: int, positions):
     """QKV, the attention over a cache of 3 splits and 5 rows and the projection, replayed
-    at `positions` with fresh inputs: the outputs and caches (bits) after each, and the
-    plan's counts."""
+    at `positions` with fresh inputs: the outputs and caches (bits) after each, the
+    plan's counts and the dispatches each replay ran."""
     dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
     d, rows = heads * hd, 3 * 64 + 5
     kc = dev.upload(_rand((rows, d), 1, dt), dtype=dtype)
@@ -107,28 +107,54 @@ def _attention_layer(dev, dtype: str, heads: int, hd: int, positions):
         qkv = p.matmul(a, wq, trans_b=True)
         att = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
         out = p.matmul(att, wo, trans_b=True)
-    got = []
+    got, dispatches = [], []
     for i, pos in enumerate(positions):
         a.copy_(_rand((1, d), 10 + i, dt))
+        before = dev.telemetry()["dispatches"]
         p.replay(params={1: pos})
+        dispatches.append(dev.telemetry()["dispatches"] - before)
         got.append([t.numpy().view(np.uint16).copy() for t in (qkv, att, out, kc, vc)])
-    return got, p.counts
+    return got, p.counts, dispatches
 
 
 @pytest.mark.parametrize("dtype,heads,hd", [("float16", 3, 32), ("bfloat16", 2, 64), ("float16", 1, 128)])
-def test_an_attention_in_a_run_is_the_attention_apart_bit_for_bit(apart_device, monkeypatch, dtype, heads, hd):
+def test_an_attention_in_a_run_is_the_attention_apart_bit_for_bit(monkeypatch, dtype, heads, hd):
     """A product, the decode attention and a product as one run: over positions in the
     first, second and last split, and again at one (the arrival counts zeroed before each
-    replay), the outputs and both caches equal the ops' apart bit for bit."""
+    replay), the outputs and both caches equal the ops' apart bit for bit. Both devices
+    size the attention's splits for the same grid."""
     positions = [3 * 64 + 4, 0, 64, 2 * 64 + 1, 2 * 64 + 1, 3 * 64 + 4]
-    apart, counts_apart = _attention_layer(apart_device, dtype, heads, hd, positions)
     grid = min(2, os.cpu_count() or 1)
-    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=str(grid)) as dev:
-        run, counts_run = _attention_layer(dev, dtype, heads, hd, positions)
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(grid))
+    with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
+        apart, counts_apart, _ = _attention_layer(dev, dtype, heads, hd, positions)
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
+    with helios.Device() as dev:
+        run, counts_run, _ = _attention_layer(dev, dtype, heads, hd, positions)
     for i, (ra, rr) in enumerate(zip(apart, run)):
         for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
             np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i} at {positions[i]}: {name}")
     assert (counts_apart[1], counts_run[1]) == (3, 1), (counts_apart, counts_run)
+
+
+def test_an_attention_s_splits_grow_before_the_twin_takes_over(monkeypatch):
+    """A grid of one workgroup and one head of 128: the attention's splits hold 64 keys
+    up to position 63 and 96 from 64 on (decode_attention.glsl's att_split_keys), so at
+    positions 130 and 191 its 2 splits are within two passes of the grid and a replay
+    stays the run's one dispatch (3 splits of 64 would take the twin's three). Each
+    replay equals the ops apart on a device whose splits are sized for the same grid,
+    bit for bit."""
+    positions = [63, 64, 130, 5, 191]
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", "1")
+    with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
+        apart, _, _ = _attention_layer(dev, "float16", 1, 128, positions)
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
+    with helios.Device() as dev:
+        run, _, dispatches = _attention_layer(dev, "float16", 1, 128, positions)
+    assert dispatches == [1] * len(positions), dispatches
+    for i, (ra, rr) in enumerate(zip(apart, run)):
+        for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i} at {positions[i]}: {name}")
 
 
 def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
@@ -138,7 +164,7 @@ def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
     output and word equals the ops' apart."""
     if (os.cpu_count() or 1) < 2:
         pytest.skip("a grid of 2 needs 2 lavapipe threads; this machine has 1 core")
-    heads, hd = 2, 32
+    heads, hd = 3, 32
     d = heads * hd
     rng = np.random.default_rng(3)
     tok = rng.standard_normal((50, d)).astype(np.float32)
@@ -148,7 +174,7 @@ def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
         T, P = dev.upload(tok, dtype="float32"), dev.upload(pos_t, dtype="float32")
         kc, vc = dev.upload(_rand((200, d), 1)), dev.upload(_rand((200, d), 2))
         a = dev.upload(_rand((1, d), 3))
-        wq, wo, wl = (dev.upload(_rand((n, d), 4 + i) * 0.2) for i, n in enumerate((3 * d, d, 50)))
+        wq, wo, wl = (dev.upload(_rand((n, d), 70 + i) * 0.2) for i, n in enumerate((3 * d, d, 50)))
         with dev.plan(params=2) as p:
             x = p.embed(T, P, token=0, position=1)
             att = p.attention_decode(p.matmul(a, wq, trans_b=True), kc, vc, heads=heads, position=1)
@@ -156,22 +182,26 @@ def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
             p.top1(logits, into=0)
         got = []
         p.set_params([7, 0])
-        for position in (1, 150, 2, 151):  # runs, twin, runs, twin (grid 2, two heads)
+        for position in (1, 150, 2, 151):  # runs, twin, runs, twin (grid 2, three heads: splits of 96)
             p.set_params({1: position})
+            before = dev.telemetry()["dispatches"]
             p.replay()
-            got.append((x.numpy().copy(), logits.numpy().copy(), p.params()))
+            got.append((x.numpy().copy(), logits.numpy().copy(), p.params(), dev.telemetry()["dispatches"] - before))
         return got
 
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", "2")  # the splits' size, runs or not
     with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
         apart = run(dev)
     monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
-    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID="2") as dev:
+    with helios.Device() as dev:
         runs = run(dev)
-    for i, ((xa, la, wa), (xr, lr, wr)) in enumerate(zip(apart, runs)):
+    for i, ((xa, la, wa, _), (xr, lr, wr, _)) in enumerate(zip(apart, runs)):
         np.testing.assert_array_equal(xr, xa, err_msg=f"replay {i}: the embedding of the word the last top-1 wrote")
         np.testing.assert_array_equal(lr, la, err_msg=f"replay {i}: logits")
         assert wr == wa, (i, wr, wa)
-    assert len({w[0] for _, _, w in apart}) > 1  # the token word changed along the way
+    assert len({w[0] for _, _, w, _ in apart}) > 1  # the token word changed along the way
+    ran = [n for *_, n in runs]
+    assert ran[0] == ran[2] < ran[1] == ran[3], f"dispatches a replay: {ran} (runs, twin, runs, twin)"
 
 
 def test_a_run_stops_where_a_product_cannot_join(monkeypatch):

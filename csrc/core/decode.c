@@ -10,7 +10,8 @@
 #include "plan_ops.h"
 
 #define DECODE_THREADS 256u /* decode.comp's workgroup */
-#define DECODE_CHUNK 64u    /* decode.comp: attention's keys per split workgroup */
+#define DECODE_CHUNK 64u    /* decode_attention.glsl's SPLIT_SHORT: the most splits a head */
+#define DECODE_LONG 96u     /* its SPLIT_LONG's most */
 enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED };
 
 static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, VkPipeline *out, hl_error *err) {
@@ -89,6 +90,12 @@ fail:
     return st;
 }
 
+uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
+    const uint32_t passes = 8u * (DECODE_THREADS / (head_dim / 8u)); /* keys 8 passes hold */
+    const uint32_t span = pos / DECODE_CHUNK < fit ? DECODE_CHUNK : passes < DECODE_LONG ? passes : DECODE_LONG;
+    return pos / span + 1;
+}
+
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
                               hl_plan_step *s, hl_error *err) {
     hl_status st = HL_OK;
@@ -139,8 +146,9 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
-    uint32_t pc[6] = {a->heads, a->pos_slot, 0, a->max_len, splits};
+    uint32_t pc[7] = {a->heads, a->pos_slot, 0, a->max_len, splits};
     memcpy(&pc[5], &a->scale, 4);
+    pc[6] = dev->split_width ? (uint32_t)dev->split_width / a->heads : UINT32_MAX; /* ATT_FIT */
     memcpy(s->pc[0], pc, sizeof pc);
     memcpy(s->pc[1], pc, sizeof pc);
     bind(s, HL_BIND_DECODE_KC, a->k_cache);

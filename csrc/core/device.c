@@ -110,14 +110,16 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
 /* A plan's persistent runs of products (plan_persist.c): PERSIST_PER_SM workgroups an SM, where the
  * device reports its SMs, indexes arrays of buffers and has 16-bit integers; HELIOS_PLAN_PERSISTENT_GRID sets the
  * grid on any device (lavapipe runs a workgroup a thread); HELIOS_DISABLE_PLAN_PERSISTENT=1
- * turns them off. Two an SM: three were not resident on an H200 (results/h200-persist). */
+ * turns them off. Two an SM: three were not resident on an H200 (results/h200-persist).
+ * Decode attentions size their splits for that grid whether runs are on or off
+ * (split_width, decode.c), so that an attention in a run and apart are the same. */
 #define PERSIST_PER_SM 2u
 static hl_status persist_switches(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     int off = 0, grid = -1;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_PERSISTENT", &off, err));
     HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
-    dev->persist_grid = grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
+    dev->persist_grid = dev->split_width = grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
     if (off || !dev->caps.has_buffer_arrays || !dev->caps.has_int16 || !dev->gemv_enabled) dev->persist_grid = 0;
 fail:
     return st;

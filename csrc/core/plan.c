@@ -11,7 +11,6 @@
 #define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
-#define ATTN_CHUNK 64u                             /* decode_attention.glsl's CHUNK: keys a split */
 /* A run's attention past this many passes of the grid over its splits is slower than
  * one of its own (results/h200-persist: 1.03 passes faster at context 1024, 3.9 slower
  * at 4096). */
@@ -458,7 +457,8 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
     hl_plan *q = p;
     if (p && p->dev && p->twin) {
         const uint64_t pos = ((const uint32_t *)p->params.mapped)[p->runs.pos_slot];
-        if ((uint64_t)p->runs.heads * (pos / ATTN_CHUNK + 1) > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
+        const uint64_t splits = hl_decode_splits((uint32_t)pos, p->runs.fit, p->runs.head_dim);
+        if (p->runs.heads * splits > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
     }
     if (p && p->last && p->last != q && p->last->dev) /* the words the other one's ops wrote */
         memcpy(q->params.mapped, p->last->params.mapped, 4ull * p->n_params);

@@ -51,9 +51,9 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step 
                             hl_error *err);
 
 /* A plan's persistent runs: how many, their grid, and of the attentions they hold the
- * most heads and the parameter word of their position. */
+ * one of most heads: its heads, head dimension, ATT_FIT and its position's parameter word. */
 typedef struct hl_plan_runs {
-    uint32_t n, grid, attentions, heads, pos_slot;
+    uint32_t n, grid, attentions, heads, head_dim, fit, pos_slot;
 } hl_plan_runs;
 
 /* plan_persist.c: the runs of consecutive one-row products, and decode attentions where
@@ -81,6 +81,9 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
                         hl_error *err);
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
                               hl_plan_step *s, hl_error *err);
+/* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT
+ * (decode_attention.glsl's att_split_keys). */
+uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
 hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
                        hl_error *err);
 

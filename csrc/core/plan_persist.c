@@ -91,6 +91,7 @@ static void table_row(const hl_plan_op *o, const hl_plan_step *s, uint32_t count
         row[4] = a->pos_slot;
         memcpy(&row[5], &a->scale, 4);
         row[6] = counters;
+        row[7] = s->pc[0][6]; /* ATT_FIT (decode.c) */
         return;
     }
     const hl_matmul_args *m = &o->matmul;
@@ -169,6 +170,8 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
             const hl_attn_decode_args *a = &ops[mem[k]].attn;
             if (!runs->attentions++ || a->heads > runs->heads) {
                 runs->heads = a->heads;
+                runs->head_dim = a->head_dim;
+                runs->fit = steps[mem[k]].pc[0][6];
                 runs->pos_slot = a->pos_slot;
             }
         }
