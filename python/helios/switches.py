@@ -84,7 +84,8 @@ SWITCHES: tuple[Switch, ...] = (
         "workgroups",
         "The grid of a plan's persistent runs of products (default: two workgroups an SM where the device "
         "reports its SMs, else no runs; 0: none). Every workgroup must be resident at once: a grid barrier "
-        "that gives up fails the replay.",
+        "that gives up fails the replay. Decode attentions size their key splits for this grid, runs or not "
+        "(longer splits once a pass of the grid no longer holds the short ones).",
     ),
     Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
