@@ -10,10 +10,9 @@
 // The includer runs THREADS invocations, declares D (the head dimension) and IN_BF16
 // where the values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
 // ATT_SPLITS (splits a head in the partials), ATT_FIT (att_split_keys); ATT_SRC16(i),
-// ATT_SRC128(i) (the QKV row
-// [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the caches' 16-bit elements, a
-// row of heads x D a position), ATT_KC128(i), ATT_VC128(i), ATT_WORK(i) (fp32
-// partials, coherent), ATT_OUT16(i). fp32 arithmetic.
+// ATT_SRC128(i) (the QKV row [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the
+// caches' 16-bit elements, a row of heads x D a position), ATT_KC128(i), ATT_VC128(i),
+// ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
 #include "bf16.glsl"
@@ -22,9 +21,10 @@ const uint THREADS = 256u;
 const uint LANES = D / 8u;         // invocations a key row: 16 bytes each
 const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
 // Keys a split: SPLIT_SHORT (short contexts still spread over several workgroups), or
-// SPLIT_LONG, as many as 8 passes hold (16 words of K and V an invocation) up to 96:
-// with D = 128, 6 passes keep a run's kernel within the registers of two workgroups
-// an SM (128 an invocation on an H200; 8 passes took 129).
+// SPLIT_LONG, as many as 8 passes hold (16 words of K and V an invocation) up to 96.
+// At D = 128 that is 6 passes, which keep a run's kernel within the registers of two
+// workgroups an SM: at most 128 an invocation on an H200, where 8 passes need 129
+// (results/h200-splits).
 const uint SPLIT_SHORT = 64u;
 const uint SPLIT_LONG = 8u * KPP < 96u ? 8u * KPP : 96u;
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
@@ -82,8 +82,7 @@ void att_widen8(uvec4 w, out float v[8]) {
 // Keys a split at position pos: SPLIT_SHORT while a head's splits of that many are
 // at most ATT_FIT (the host's: those that fit one pass of a persistent run's grid),
 // SPLIT_LONG after, so that a pass of the grid still holds every split. decode.c's
-// hl_decode_splits is the same rule. att_split_of: the split holding pos (divisions by
-// constants, which cost no registers to speak of).
+// hl_decode_splits is the same rule. att_split_of: the split holding pos.
 uint att_split_keys(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? SPLIT_SHORT : SPLIT_LONG; }
 uint att_split_of(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? pos / SPLIT_SHORT : pos / SPLIT_LONG; }
 
