@@ -12,8 +12,8 @@
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
 /* A run's attention past this many passes of the grid over its splits is slower than
- * one of its own (results/h200-persist: 1.03 passes faster at context 1024, 3.9 slower
- * at 4096). */
+ * one of its own (results/h200-splits/twin-edge: even at 2.06 passes, 2% slower at 2.1,
+ * 5% at 2.6). */
 #define LONG_ROUNDS 2u
 
 struct hl_plan {
