@@ -7,8 +7,9 @@
 // The split that owns pos writes the new K and V rows there and reads them from the
 // QKV row (no other workgroup touches that row).
 //
-// The includer runs THREADS invocations, declares D (the head dimension) and IN_BF16
-// where the values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
+// The includer runs THREADS invocations, declares D (the head dimension), LONG_SPLITS
+// (0: every split holds SPLIT_SHORT keys, ATT_FIT never reached) and IN_BF16 where the
+// values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
 // ATT_SPLITS (splits a head in the partials), ATT_FIT (att_split_keys); ATT_SRC16(i),
 // ATT_SRC128(i) (the QKV row [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the
 // caches' 16-bit elements, a row of heads x D a position), ATT_KC128(i), ATT_VC128(i),
@@ -24,9 +25,9 @@ const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
 // SPLIT_LONG, as many as 8 passes hold (16 words of K and V an invocation) up to 96.
 // At D = 128 that is 6 passes, which keep a run's kernel within the registers of two
 // workgroups an SM: at most 128 an invocation on an H200, where 8 passes need 129
-// (results/h200-splits).
+// (results/h200-splits). Where splits never grow the registers hold SPLIT_SHORT keys.
 const uint SPLIT_SHORT = 64u;
-const uint SPLIT_LONG = 8u * KPP < 96u ? 8u * KPP : 96u;
+const uint SPLIT_LONG = LONG_SPLITS == 0u ? SPLIT_SHORT : 8u * KPP < 96u ? 8u * KPP : 96u;
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
 const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
 

@@ -42,6 +42,7 @@ SPEC_ENV = (
     (("cols_per_thread", "residual", "rows_per_group"), "layernorm"),
     (("shared_bytes",), "the shared memory the C side counted for the kernel (SHARED_BYTES)"),
     (("gemv_rows",), "the matrix-vector kernel: rows of A per workgroup"),
+    (("long_splits",), "decode attention: whether a split may hold SPLIT_LONG keys (decode_attention.glsl)"),
 )
 
 
@@ -423,6 +424,7 @@ FAMILIES = (
         (
             Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 combine, 3 top-1, 4 split + combine
             Spec("D", "uint", "64", "e->d"),  # attention: head dimension (divides 256)
+            Spec("LONG_SPLITS", "uint", "1", "e->long_splits"),  # attention: 0 where splits never grow
         ),
         "decode",
         axes=(IN_AXIS_SCALAR,),

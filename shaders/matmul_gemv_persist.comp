@@ -12,6 +12,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require  // the attention's 16-bit words
 #include "spec_matmul_gemv_persist.glsl"
 const uint ROWS = 1u;
+const uint LONG_SPLITS = 1u;  // a run's attentions: the device sizes splits for the run's grid
 uint EPI, ACT;  // the member's epilogue bits and activation (persist_member)
 #define PERSIST
 #define LN_HEAD

@@ -14,9 +14,12 @@
 #define DECODE_LONG 96u     /* its SPLIT_LONG's most */
 enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED };
 
-static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, VkPipeline *out, hl_error *err) {
+/* decode.comp's pass; an attention's splits may grow (long_splits) where the device
+ * sizes them for a grid (ATT_FIT below). */
+static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, uint32_t long_splits,
+                          VkPipeline *out, hl_error *err) {
     hl_status st = HL_OK;
-    const hl_spec_env e = {.pass = pass, .d = d ? d : 64};
+    const hl_spec_env e = {.pass = pass, .d = d ? d : 64, .long_splits = long_splits};
     uint32_t spec[HL_SPEC_DECODE_COUNT];
     hl_spec_decode(spec, &e);
     hl_pipeline *p;
@@ -70,7 +73,7 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     HL_TRY(hl_check_tensor(dev, a->positions, (uint64_t)a->pos_rows * a->d * 4, who, "positions", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->d * 4, who, "out", err));
     begin(s, a->tokens);
-    HL_TRY(pipeline(dev, PASS_EMBED, 0, HL_F16, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_EMBED, 0, HL_F16, 0, &s->pipe[0], err));
     s->grid[0][0] = (a->d + DECODE_THREADS - 1) / DECODE_THREADS;
     s->grid[0][1] = s->grid[0][2] = 1;
     const uint32_t pc[] = {a->d, a->token_slot, a->pos_slot, a->token_rows, a->pos_rows};
@@ -135,20 +138,21 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
                        splits);
     begin(s, a->qkv);
+    const uint32_t fit = dev->split_width ? (uint32_t)dev->split_width / a->heads : UINT32_MAX; /* ATT_FIT */
+    const uint32_t grow = fit != UINT32_MAX;
     if (dev->decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
-        HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, &s->pipe[0], err));
+        HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, grow, &s->pipe[0], err));
         s->counter_words = a->heads;
         s->counter_slot = HL_BIND_DECODE_SRC2;
     } else {
-        HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, &s->pipe[0], err));
-        HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, &s->pipe[1], err));
+        HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, grow, &s->pipe[0], err));
+        HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, grow, &s->pipe[1], err));
         s->n_dispatch = 2;
     }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
-    uint32_t pc[7] = {a->heads, a->pos_slot, 0, a->max_len, splits};
+    uint32_t pc[7] = {a->heads, a->pos_slot, 0, a->max_len, splits, 0, fit};
     memcpy(&pc[5], &a->scale, 4);
-    pc[6] = dev->split_width ? (uint32_t)dev->split_width / a->heads : UINT32_MAX; /* ATT_FIT */
     memcpy(s->pc[0], pc, sizeof pc);
     memcpy(s->pc[1], pc, sizeof pc);
     bind(s, HL_BIND_DECODE_KC, a->k_cache);
@@ -183,7 +187,7 @@ hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params,
     HL_TRY(slot_ok(a->slot, n_params, who, "result", err));
     HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
     begin(s, a->x);
-    HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, 0, &s->pipe[0], err));
     s->grid[0][0] = s->grid[0][1] = s->grid[0][2] = 1;
     const uint32_t pc[] = {a->n, a->slot};
     memcpy(s->pc[0], pc, sizeof pc);
