@@ -181,6 +181,9 @@ def gen_header(t: Any, have: dict[str, bool]) -> str:
     out.append(
         "#define HL_BIND_PERSIST HL_BINDINGS\n#define HL_PERSIST_SLOTS (HL_PERSIST_MEMBERS * HL_PERSIST_ROLES)\n"
     )
+    out.append("/* a decode attention's keys a split */\n")
+    for n, v in t.DECODE_SPLIT.items():
+        out.append(f"#define HL_DECODE_SPLIT_{n} {v}u\n")
     out.append("/* the descriptors a set of the one layout holds */\n")
     out.append("#define HL_SET_DESCRIPTORS (HL_BINDINGS + HL_PERSIST_SLOTS)\n\n")
     # Variant structs.
@@ -240,6 +243,9 @@ def gen_glsl(t: Any, fam: Any) -> str:
         out.append(f"#define PERSIST_MEMBERS {t.PERSIST_MEMBERS}u\n#define PERSIST_ROLES {len(t.PERSIST_ROLES)}u\n")
         for i, n in enumerate(t.PERSIST_ROLES):
             out.append(f"#define PERSIST_{n} {i}u\n")
+    if fam.bindings in ("decode", "matmul_persist"):  # decode_attention.glsl's includers
+        for n, v in t.DECODE_SPLIT.items():
+            out.append(f"#define DECODE_SPLIT_{n} {v}u\n")
     return "".join(out)
 
 

@@ -21,13 +21,14 @@
 const uint THREADS = 256u;
 const uint LANES = D / 8u;         // invocations a key row: 16 bytes each
 const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
-// Keys a split: SPLIT_SHORT (short contexts still spread over several workgroups), or
-// SPLIT_LONG, as many as 8 passes hold (16 words of K and V an invocation) up to 96.
-// At D = 128 that is 6 passes, which keep a run's kernel within the registers of two
-// workgroups an SM: at most 128 an invocation on an H200, where 8 passes need 129
-// (results/h200-splits). Where splits never grow the registers hold SPLIT_SHORT keys.
-const uint SPLIT_SHORT = 64u;
-const uint SPLIT_LONG = LONG_SPLITS == 0u ? SPLIT_SHORT : 8u * KPP < 96u ? 8u * KPP : 96u;
+// Keys a split (shaders/families.py's DECODE_SPLIT): SPLIT_SHORT (short contexts still
+// spread over several workgroups), or SPLIT_LONG, at most what DECODE_SPLIT_PASSES
+// passes hold. Where splits never grow the registers hold SPLIT_SHORT keys.
+const uint SPLIT_SHORT = DECODE_SPLIT_SHORT;
+const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_PASSES * KPP;
+const uint SPLIT_LONG = LONG_SPLITS == 0u                        ? SPLIT_SHORT
+                        : SPLIT_PASSES_KEYS < DECODE_SPLIT_LONG ? SPLIT_PASSES_KEYS
+                                                                 : DECODE_SPLIT_LONG;
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
 const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
 

@@ -100,6 +100,13 @@ BINDINGS = {
 PERSIST_MEMBERS = 16
 PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS")
 
+# A decode attention's keys a split (decode_attention.glsl; decode.c's hl_decode_splits):
+# SHORT while the heads' splits of that many fit one pass of a persistent run's grid,
+# then LONG, at most what PASSES passes of the workgroup hold. LONG is 96: at head
+# dimension 128 its 6 passes keep a run's kernel within the registers of two workgroups
+# an SM on an H200, where 128 keys took 129 (results/h200-splits).
+DECODE_SPLIT = {"SHORT": 64, "LONG": 96, "PASSES": 8}
+
 
 # The epilogue and layout constants every matmul family declares (matmul_common.glsl
 # reads them); the split-K kernel applies the epilogue, the main kernel then runs plain.

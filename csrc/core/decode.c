@@ -9,9 +9,8 @@
 
 #include "plan_ops.h"
 
-#define DECODE_THREADS 256u /* decode.comp's workgroup */
-#define DECODE_CHUNK 64u    /* decode_attention.glsl's SPLIT_SHORT: the most splits a head */
-#define DECODE_LONG 96u     /* its SPLIT_LONG's most */
+#define DECODE_THREADS 256u                /* decode.comp's workgroup */
+#define DECODE_CHUNK HL_DECODE_SPLIT_SHORT /* keys a split at most (the most splits a head) */
 enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED };
 
 /* decode.comp's pass; an attention's splits may grow (long_splits) where the device
@@ -94,8 +93,10 @@ fail:
 }
 
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
-    const uint32_t passes = 8u * (DECODE_THREADS / (head_dim / 8u)); /* keys 8 passes hold */
-    const uint32_t span = pos / DECODE_CHUNK < fit ? DECODE_CHUNK : passes < DECODE_LONG ? passes : DECODE_LONG;
+    const uint32_t passes = HL_DECODE_SPLIT_PASSES * (DECODE_THREADS / (head_dim / 8u)); /* keys they hold */
+    const uint32_t span = pos / DECODE_CHUNK < fit        ? DECODE_CHUNK
+                          : passes < HL_DECODE_SPLIT_LONG ? passes
+                                                          : HL_DECODE_SPLIT_LONG;
     return pos / span + 1;
 }
 
