@@ -16,7 +16,7 @@ import helios
 from helios import _helios
 
 
-@pytest.mark.parametrize("name", ["HELIOS_DISABLE_COOP", "HELIOS_DISABLE_COOP2"])
+@pytest.mark.parametrize("name", ["HELIOS_DISABLE_COOP", "HELIOS_DISABLE_COOP2", "HELIOS_DISABLE_INTERRUPT"])
 @pytest.mark.parametrize(
     "value,ok",
     [
@@ -38,6 +38,21 @@ def test_boolean_switches_are_strict(monkeypatch, name, value, ok):
     else:
         with pytest.raises(ValueError, match=f"{name}='{value}'"):
             helios.Device()
+
+
+@pytest.mark.parametrize("command", [["info"], ["compare", "--help"]])
+def test_a_bad_interrupt_switch_is_one_line_not_a_failed_import(command):
+    """Read as a device opens: a command that opens one says so in one line, exit 2; one that
+    does not (compare's help) is not stopped by it."""
+    env = {**os.environ, "HELIOS_DISABLE_INTERRUPT": "junk"}
+    r = subprocess.run([sys.executable, "-m", "helios", *command], env=env, capture_output=True, text=True, timeout=120)
+    if command == ["info"]:
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip().splitlines() == [
+            "helios info: error: HELIOS_DISABLE_INTERRUPT='junk': expected 1/true/yes/on or 0/false/no/off"
+        ]
+    else:
+        assert r.returncode == 0 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("value", ["urgent", "1", "high ", "512"])

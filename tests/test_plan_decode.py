@@ -196,6 +196,57 @@ def test_bad_decode_ops_are_refused_naming_the_argument(device):
                                                heads=3)  # fmt: skip
 
 
+BAD_PARAMS = [
+    ([1.9, 0], TypeError, "parameter word 0 must be an int, not float"),
+    ("12", TypeError, "params must be a dict .* not str"),
+    (b"\x01\x02", TypeError, "params must be a dict .* not bytes"),
+    ([0, "3"], TypeError, "parameter word 1 must be an int, not str"),
+    ([0, True], TypeError, "parameter word 1 must be an int, not bool"),
+    ([0, -1], ValueError, "parameter word 1 must be in 0..4294967295, got -1"),
+    ([0, 2**32], ValueError, "parameter word 1 must be in 0..4294967295, got 4294967296"),
+    ({1.0: 3}, TypeError, "parameter word index must be an int, not float"),
+    ({5: 3}, ValueError, "parameter word index must be in 0..1, got 5"),
+    ([0, 1, 2], ValueError, "3 parameter words given; this plan has 2"),
+    (np.array([0.0, 1.0]), TypeError, "parameter word 0 must be an int, not float"),
+    ({0, 1}, TypeError, "params must be a dict .* not set"),
+]
+
+
+@pytest.mark.parametrize("params,exc,msg", BAD_PARAMS, ids=[repr(b[0])[:24] for b in BAD_PARAMS])
+def test_replay_params_are_integers_named_by_their_word(device, params, exc, msg):
+    kc, vc = device.upload(np.zeros((16, 32), np.float16)), device.upload(np.zeros((16, 32), np.float16))
+    qkv = device.upload(np.ones((1, 96), np.float16))
+    with device.plan(params=2) as p:
+        p.attention_decode(qkv, kc, vc, heads=1, position=1)
+    with pytest.raises(exc, match=msg):
+        p.replay(params=params)
+    p.replay(params=[np.int64(0), np.uint32(3)])  # NumPy integers are integers
+    assert p.params() == [0, 3]
+    p.replay(params=np.array([0, 4], np.int32))
+    assert p.params() == [0, 4]
+
+
+BAD_DECODE_ARGS = [
+    (dict(heads=0), ValueError, "heads must be in 1..32, got 0"),
+    (dict(heads=True), TypeError, "heads must be an int, not bool"),
+    (dict(heads="4"), TypeError, "heads must be an int, not str"),
+    (dict(heads=1, scale=float("inf")), ValueError, "scale must be finite"),
+    (dict(heads=1, scale=1e300), ValueError, "scale must be positive and finite as a float32"),
+    (dict(heads=1, scale=-0.5), ValueError, "scale must be positive"),
+    (dict(heads=1, scale=0.0), ValueError, "scale must be positive"),
+    (dict(heads=1, scale="x"), TypeError, "scale must be a real number, not str"),
+    (dict(heads=1, scale=True), TypeError, "scale must be a real number, not bool"),
+]
+
+
+@pytest.mark.parametrize("kw,exc,msg", BAD_DECODE_ARGS, ids=[repr(b[0]) for b in BAD_DECODE_ARGS])
+def test_attention_decode_arguments_follow_the_api_rules(device, kw, exc, msg):
+    kc = device.upload(np.zeros((8, 32), np.float16))
+    qkv = device.upload(np.zeros((1, 96), np.float16))
+    with pytest.raises(exc, match=f"plan.attention_decode: {msg}"):
+        device.plan(params=2).attention_decode(qkv, kc, kc, **kw)
+
+
 def test_layernorm_in_a_plan_is_the_call(device):
     x = device.upload(_rand((1, 200), 5, np.float32), dtype="float32")
     r = device.upload(_rand((1, 200), 6))

@@ -50,6 +50,8 @@ module_state *state_from_type(PyTypeObject *type);
 /* Raises the exception matching err->code; returns NULL for `return raise_status(...)`. */
 PyObject *raise_status(module_state *st, const hl_error *err);
 int errors_init(PyObject *module, module_state *st);
+/* HELIOS_DISABLE_INTERRUPT, read as a device opens: -1 with the exception set for a bad value. */
+int errors_read_interrupt_switch(module_state *st);
 
 int device_type_init(PyObject *module, module_state *st);
 int tensor_type_init(PyObject *module, module_state *st);

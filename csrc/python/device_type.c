@@ -60,6 +60,7 @@ static PyObject *Device_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         opt.index = (int)idx;
     }
     module_state *st = state_from_type(type);
+    if (errors_read_interrupt_switch(st) < 0) return NULL;
     DeviceObject *self = (DeviceObject *)type->tp_alloc(type, 0);
     if (!self) return NULL;
     self->lock = PyThread_allocate_lock();

@@ -38,13 +38,7 @@ int errors_init(PyObject *module, module_state *st) {
     Py_XDECREF(main);
     Py_XDECREF(threading);
     if (PyErr_Occurred()) return -1;
-    int off = 0;
-    hl_error err;
-    if (hl_env_flag("HELIOS_DISABLE_INTERRUPT", &off, &err) != HL_OK) {
-        PyErr_SetString(PyExc_ValueError, err.message);
-        return -1;
-    }
-    hl_set_interrupt_check(off ? NULL : python_interrupt_check);
+    hl_set_interrupt_check(python_interrupt_check);
     st->HeliosError =
         new_exc(module, "helios.HeliosError", "Base of Helios's errors; Vulkan failures name the call and VkResult.",
                 PyExc_RuntimeError);
@@ -65,6 +59,19 @@ int errors_init(PyObject *module, module_state *st) {
         NULL)
     SUB(DeviceClosedError, "helios.DeviceClosedError", "The Device was closed; open a new one.", PyExc_ValueError)
 #undef SUB
+    return 0;
+}
+
+/* Read when a device opens (waits need one), not at import: a bad value is then the
+   switch layer's ValueError from Device(), never an import that fails. */
+int errors_read_interrupt_switch(module_state *st) {
+    int off = 0;
+    hl_error err = {0};
+    if (hl_env_flag("HELIOS_DISABLE_INTERRUPT", &off, &err) != HL_OK) {
+        raise_status(st, &err);
+        return -1;
+    }
+    hl_set_interrupt_check(off ? NULL : python_interrupt_check);
     return 0;
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -13,6 +14,7 @@ import numpy as np
 
 from . import _helios
 from .dtypes import as_dtype, bfloat16, float16, unwire, wire
+from .files import FileError, read_npy
 from .flops import matmul_flops, tflops
 from .tensor import input_array
 from .validate import count
@@ -178,24 +180,60 @@ def random_inputs(m: int, n: int, k: int, seed: int = 0, dtype: Any = float16) -
     they hide bugs and time faster). The same seed gives the same normals in both.
     With HELIOS_INPUT_CACHE set to a directory, they are read from there where an
     earlier process drew them (drawing is ~20 ns an element: seconds for a large shape,
-    in every process of a series of runs) and written there where not."""
+    in every process of a series of runs) and written there where not. An entry that is
+    not a regular file is refused (FileError); one that is cut, of the wrong size or holds
+    what no draw gives (non-finite, or far outside a normal's range) is named in a
+    warning, discarded and drawn again."""
     cache = os.environ.get("HELIOS_INPUT_CACHE", "").strip()
     key = f"{m}x{n}x{k}-seed{seed}-{np.dtype(dtype).name}-{INPUT_DRAW}-numpy{np.__version__}"
-    path = Path(cache) / f"{key}.npz" if cache else None
-    if path is not None and path.exists():
-        try:
-            with np.load(path) as z:  # files: the input cache, 16-bit words (.npz stores no bfloat16)
-                a, b = z["a"].view(dtype), z["b"].view(dtype)
-            if a.shape == (m, k) and b.shape == (k, n):
-                return a, b
-        except (OSError, ValueError, KeyError):
-            pass  # unreadable or cut short: drawn again and rewritten below
+    path = Path(cache) / f"{key}.npy" if cache else None
+    if path is not None and os.path.lexists(path):
+        cached = _read_inputs(path, (m, k), (k, n), dtype)
+        if cached is not None:
+            return cached
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((k, n), dtype=np.float32).astype(dtype)
     if path is not None:
         _write_inputs(path, a, b)
     return a, b
+
+
+# |x| of a standard normal past this has odds below 1e-15 a draw: a cached entry holding
+# one was not drawn by random_inputs.
+_DRAW_BOUND = 9.0
+
+
+def _read_inputs(path: Path, a_shape: tuple[int, int], b_shape: tuple[int, int], dtype: Any) -> Optional[tuple]:
+    """The cached operands, None for an entry to draw again (named in a warning and
+    removed), FileError for a path that is not a regular file."""
+    words = a_shape[0] * a_shape[1] + b_shape[0] * b_shape[1]
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO, a device, a directory
+        raise FileError(f"{path}: not a regular file; not an entry of the input cache (HELIOS_INPUT_CACHE)")
+    try:
+        flat = read_npy(path, max_bytes=2 * words)  # bounded by the shape before any allocation
+    except FileError as e:
+        return _discard(path, str(e))
+    if flat.dtype != np.uint16 or flat.shape != (words,):
+        return _discard(path, f"holds {flat.dtype} {flat.shape}, not the {words} 16-bit words of this shape")
+    cut = a_shape[0] * a_shape[1]
+    a, b = flat[:cut].view(dtype).reshape(a_shape), flat[cut:].view(dtype).reshape(b_shape)
+    for x in (a, b):
+        if x.size and not np.isfinite(x).all():
+            return _discard(path, "holds non-finite values, which no draw gives")
+        if x.size and float(np.abs(x).max()) > _DRAW_BOUND:
+            return _discard(path, f"holds values past +-{_DRAW_BOUND:g}, which no standard-normal draw gives")
+    return a, b
+
+
+def _discard(path: Path, why: str) -> Optional[tuple]:
+    """None, once the entry is named in a warning and removed."""
+    warnings.warn(f"helios: input cache entry {path}: {why}; discarded and drawn again", stacklevel=3)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # rewritten by the draw's rename, where it can be
+    return None
 
 
 def _write_inputs(path: Path, a: np.ndarray, b: np.ndarray) -> None:
@@ -206,7 +244,9 @@ def _write_inputs(path: Path, a: np.ndarray, b: np.ndarray) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:  # files: the input cache, a cache of our own
-            np.savez(f, a=a.view(np.uint16), b=b.view(np.uint16))
+            # one array of 16-bit words (.npy stores no bfloat16), a's then b's, so that
+            # files.read_npy bounds it by the shape before reading
+            np.save(f, np.concatenate([a.view(np.uint16).ravel(), b.view(np.uint16).ravel()]))
         os.replace(tmp, path)
     except OSError:  # a cache that cannot be written costs the next process a draw, nothing else
         if tmp is not None and os.path.exists(tmp):

@@ -31,7 +31,7 @@ from .dtypes import bfloat16, float16
 from .elementwise import layernorm_operands
 from .gemm import Chain
 from .tensor import Tensor
-from .validate import count
+from .validate import count, real
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,11 @@ class Plan(Chain):
         if not isinstance(qkv, Tensor) or qkv.dtype not in (np.dtype(float16), np.dtype(bfloat16)):
             raise TypeError(f"{who}: qkv must be a float16 or bfloat16 helios.Tensor")
         d3 = int(qkv.size)
+        heads = count(f"{who}: heads", heads, 1, max(d3 // 3, 1))
+        if scale is not None:
+            scale = real(f"{who}: scale", scale)
+            if not 0 < scale <= float(np.finfo(np.float32).max):  # the kernel reads a float32
+                raise ValueError(f"{who}: scale must be positive and finite as a float32, got {scale}")
         if d3 % 3 or (d3 // 3) % heads:
             raise ValueError(f"{who}: qkv's {d3} elements are not 3 x heads ({heads}) x head_dim")
         d = d3 // 3
@@ -178,13 +183,26 @@ class Plan(Chain):
         return list(self._recorded().read_params(first, n))
 
     def set_params(self, words: Any) -> None:
-        """Write parameter words: a dict {word: value} or a sequence from word 0."""
+        """Write parameter words: a dict {word: value} or a sequence from word 0 (a list,
+        tuple or 1-D integer array). Words and values are ints (NumPy integers too),
+        values in 0..2^32-1; anything else is a TypeError or ValueError naming the word."""
         plan = self._recorded()
-        if not isinstance(words, dict):
-            plan.write_params(0, [int(v) for v in words])
-            return
-        for k, v in words.items():
-            plan.write_params(int(k), [int(v)])
+        if not self._n_params:
+            self._no_words("params")
+        last = self._n_params - 1
+        if isinstance(words, dict):
+            items = [(count("plan: parameter word index", k, 0, last), v) for k, v in words.items()]
+        elif isinstance(words, (list, tuple)) or (isinstance(words, np.ndarray) and words.ndim == 1):
+            if len(words) > self._n_params:
+                raise ValueError(f"plan: {len(words)} parameter words given; this plan has {self._n_params}")
+            items = list(enumerate(words.tolist() if isinstance(words, np.ndarray) else words))
+        else:
+            raise TypeError(
+                f"plan: params must be a dict {{word: value}} or a sequence of ints from word 0, "
+                f"not {type(words).__name__}"
+            )
+        for k, v in items:
+            plan.write_params(k, [count(f"plan: parameter word {k}", v, 0, 2**32 - 1)])
 
     @property
     def counts(self) -> tuple[int, int, int]:

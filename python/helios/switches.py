@@ -136,7 +136,7 @@ SWITCHES: tuple[Switch, ...] = (
         "HELIOS_DISABLE_INTERRUPT",
         "runtime",
         "1",
-        "A wait for the GPU does not wake for Ctrl-C or SIGTERM (read at import; the signal is then handled "
+        "A wait for the GPU does not wake for Ctrl-C or SIGTERM (read as a device opens; the signal is then handled "
         "once the GPU's work is done).",
     ),
     Switch(
