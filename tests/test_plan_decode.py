@@ -191,6 +191,10 @@ def test_bad_decode_ops_are_refused_naming_the_argument(device):
         device.plan(params=17)
     with pytest.raises(TypeError, match="tokens must be a packed 2-D float32"):
         device.plan(params=2).embed(kc, kc)
+    tok16 = device.upload(np.zeros((5, 120), np.float32))  # float16: upload's default, whatever the array's dtype
+    with pytest.raises(TypeError, match=r"got a \(5, 120\) float16 Tensor \(Device.upload makes float16 unless told: "
+                                        r"upload\(x, dtype=np.float32\)\)"):  # fmt: skip
+        device.plan(params=2).embed(tok16, tok16)
     with pytest.raises(TypeError, match="k_cache must be a packed"):
         device.plan(params=2).attention_decode(qkv, device.upload(np.zeros((8, 120), np.float32), dtype="float32"), kc,
                                                heads=3)  # fmt: skip

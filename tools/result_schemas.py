@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 from helios.harness.results.rows import (
+    CONTEXT_FIELDS,
     DECODE_SCHEMA,
+    FILE_FIELDS,
+    NESTED_FIELDS,
     SUITE_SCHEMA,
     TIME_SCHEMA,
     TRAIN_SCHEMA,
@@ -25,7 +28,7 @@ from helios.harness.results.rows import (
     TimeRow,
     TrainRow,
 )
-from helios.harness.results.schema import json_schema
+from helios.harness.results.schema import fields_schema, json_schema
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference"
 BENCH = REFERENCE / "helios-bench-1.schema.json"
@@ -78,10 +81,16 @@ def suite_text(schema: str, row_type: type, title: str, description: str, requir
         "properties": {
             "schema": {"const": schema},
             "status": {"type": "string"},
+            **fields_schema(FILE_FIELDS.get(schema, {}))["properties"],
             "rows": {"type": "array", "items": {"$ref": "#/$defs/row"}},
         },
         "$defs": {"row": json_schema(row_type)},
     }
+    for (of, name), fields in NESTED_FIELDS.items():  # the objects the readers check, still open to more
+        if of == schema:
+            doc["properties"][name] = fields_schema(fields) | {"type": "object"}
+    if schema == DECODE_SCHEMA:
+        doc["$defs"]["row"]["properties"]["contexts"]["items"] = fields_schema(CONTEXT_FIELDS)
     return json.dumps(doc, indent=2) + "\n"
 
 

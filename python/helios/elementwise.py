@@ -14,7 +14,7 @@ from . import _helios
 from .dtypes import as_dtype, bfloat16, float16
 from .gemm import activation_code
 from .tensor import Tensor, new_tensor
-from .validate import count
+from .validate import count, got_tensor
 
 _SIXTEEN = (np.dtype(float16), np.dtype(bfloat16))
 _U32 = 2**32 - 1
@@ -127,7 +127,7 @@ def _fp32(dev: Any, t: Any, name: str, who: str, n: int) -> Tensor:
     if not isinstance(t, Tensor) or t.device is not dev:
         raise TypeError(f"{who}: {name} must be a helios.Tensor of this Device, not {type(t).__name__}")
     if t.dtype != np.float32 or t.size != n or not t.packed:
-        raise ValueError(f"{who}: {name} must be a packed float32 Tensor of {n} elements, got {t.shape} {t.dtype}")
+        raise ValueError(f"{who}: {name} must be a packed float32 Tensor of {n} elements; {got_tensor(t)}")
     return t
 
 
@@ -185,7 +185,7 @@ def layernorm_operands(
     a call and a plan's step both take."""
     who = "layernorm"
     if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed or x.ndim < 1:
-        raise TypeError(f"{who}: x must be a packed float32 helios.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{who}: x must be a packed float32 helios.Tensor; {got_tensor(x)}")
     d = int(x.shape[-1])
     rows = x.size // d
     gamma, beta = _fp32(dev, gamma, "gamma", who, d), _fp32(dev, beta, "beta", who, d)

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import stat
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -208,7 +209,10 @@ def read_npy(path: PathLike, max_bytes: int) -> Any:
 
 
 def _real(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= 1e300
+    """A finite JSON number (every double; an integer literal past a double's range is not)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return abs(v) <= sys.float_info.max if isinstance(v, int) else math.isfinite(v)
 
 
 KINDS: dict[str, Callable[[Any], bool]] = {

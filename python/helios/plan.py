@@ -31,7 +31,7 @@ from .dtypes import bfloat16, float16
 from .elementwise import layernorm_operands
 from .gemm import Chain
 from .tensor import Tensor
-from .validate import count, real
+from .validate import count, got_tensor, real
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class Plan(Chain):
         who = "plan.embed"
         for name, t in (("tokens", tokens), ("positions", positions)):
             if not isinstance(t, Tensor) or t.dtype != np.float32 or t.ndim != 2 or not t.packed:
-                raise TypeError(f"{who}: {name} must be a packed 2-D float32 helios.Tensor (rows, d)")
+                raise TypeError(f"{who}: {name} must be a packed 2-D float32 helios.Tensor (rows, d); {got_tensor(t)}")
         d = int(tokens.shape[1])
         if positions.shape[1] != d:
             raise ValueError(f"{who}: tokens {tokens.shape} and positions {positions.shape} differ in d")
@@ -174,7 +174,7 @@ class Plan(Chain):
         """params[into] = the index of x's largest float32 value (the first; NaN
         largest, as torch.argmax), read after the replay with ``params()``."""
         if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed:
-            raise TypeError("plan.top1: x must be a packed float32 helios.Tensor")
+            raise TypeError(f"plan.top1: x must be a packed float32 helios.Tensor; {got_tensor(x)}")
         self._add("top1", "top1", x=x, n=int(x.size), slot=self._word("top1's result", into))
 
     def params(self, first: int = 0, n: Optional[int] = None) -> list[int]:

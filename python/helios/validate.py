@@ -38,3 +38,15 @@ def flag(name: str, v: Any) -> bool:
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     raise TypeError(f"{name} must be True or False, not {type(v).__name__} {v!r}")
+
+
+def got_tensor(t: Any) -> str:
+    """What an argument that must be a float32 Tensor got instead, with the hint for the
+    usual cause: Device.upload makes float16 Tensors unless given dtype=np.float32."""
+    dt = getattr(t, "dtype", None)
+    if dt is None or not hasattr(t, "shape"):
+        return f"got {type(t).__name__}"
+    text = f"got a {tuple(t.shape)} {dt} {type(t).__name__}"
+    if np.dtype(dt) != np.float32:
+        text += " (Device.upload makes float16 unless told: upload(x, dtype=np.float32))"
+    return text

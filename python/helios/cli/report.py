@@ -8,11 +8,13 @@ from typing import Any
 
 from ..harness.results.rows import read_result
 from ..optional import MissingDependencyError
-from .common import expand_dirs, finite_float
+from .common import UsageError, expand_dirs, finite_float
+
+DEFAULT_STEP_PCT = 5.0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..harness.results.report import report
+    from ..harness.results.report import REPORT_SCHEMAS, report
     from ..harness.results.rows import FLEET_SCHEMA
     from ..harness.runs.fleet import fleet_from_files, fleet_markdown
 
@@ -32,13 +34,20 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         print(f"wrote {page}")
         return 0
+    if args.step is not None and not args.history:
+        raise UsageError("--step flags steps in a --history; give --history FILE with it")
     if args.history:
         from pathlib import Path
 
         from ..harness.results.history import history_report, read_history
 
         try:
-            print(history_report(read_history(Path(args.history)), step=args.step / 100.0))
+            print(
+                history_report(
+                    read_history(Path(args.history)),
+                    step=(args.step if args.step is not None else DEFAULT_STEP_PCT) / 100.0,
+                )
+            )
         except BrokenPipeError:
             raise
         except (OSError, ValueError) as e:
@@ -67,7 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (KeyError, TypeError, IndexError, AttributeError) as e:
         print(
             f"helios: error: a result file is malformed ({type(e).__name__}: {e}); "
-            f"expected helios-bench/1 or helios-sweep/1-2 files as written by helios",
+            f"expected {', '.join(REPORT_SCHEMAS)} files as written by helios",
             file=sys.stderr,
         )
         return 2
@@ -77,8 +86,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     pr = sub.add_parser(
         "report",
-        help="tables and figures from bench (helios-bench/1) and sweep "
-        "(helios-sweep/1, /2) result files; exit 2 for unreadable or malformed files",
+        help="tables and figures from result files: bench (helios-bench/1), time (helios-time/1), the suites "
+        "(helios-suite/1 mlp, helios-decode/1, helios-train/1) and sweeps (helios-sweep/1, /2); "
+        "exit 2 for unreadable or malformed files",
     )
     pr.add_argument(
         "files",
@@ -92,7 +102,8 @@ def register(sub: Any) -> None:
         metavar="DIR",
         default=None,
         help="also write figures to DIR: TFLOP/s by shape, ratio vs the 1.25x parity line, "
-        "run-to-run variance, and a heatmap per sweep file",
+        "run-to-run variance, a heatmap per sweep file, ms/token by context per decode file and the loss "
+        "curves per train file",
     )
     pr.add_argument(
         "--history",
@@ -111,8 +122,8 @@ def register(sub: Any) -> None:
     pr.add_argument(
         "--step",
         type=finite_float(0.01, 1000.0),
-        default=5.0,
+        default=None,
         metavar="PCT",
-        help="with --history: flag a point this many percent from the median of the 3 before it (default 5)",
+        help=f"with --history: flag a point this many percent from the median of the 3 before it (default {DEFAULT_STEP_PCT:g})",
     )
     pr.set_defaults(func=cmd_report)

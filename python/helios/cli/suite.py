@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..harness.train import DDP_COMM_HOOKS, GRAD_SYNCS
+from ..optional import require
 from .common import (
     UsageError,
     device_index,
@@ -24,32 +25,67 @@ from .common import (
 from .common_args import add_launches, add_out, add_seed, add_tolerances
 
 
-def workload_base(args: argparse.Namespace, tiny: dict[str, Any], **flags: str) -> dict[str, Any]:
-    """A workload's configuration fields from its flags (field=the flag's dest): --tiny's
-    values first, then every flag given."""
-    base: dict[str, Any] = dict(tiny) if args.tiny else {}
-    base.update({field: getattr(args, dest) for field, dest in flags.items() if getattr(args, dest) is not None})
+def workload_base(args: argparse.Namespace, workload: str, small: dict[str, Any], **flags: str) -> dict[str, Any]:
+    """A workload's configuration fields from its flags (field=the flag's dest): `small`'s
+    values first with --tiny or on a CPU Vulkan device (the GPU-sized defaults would take
+    hours there; the values not given are said on stderr), then every flag given."""
+    given = {field: getattr(args, dest) for field, dest in flags.items() if getattr(args, dest) is not None}
+    scaled = bool(args.tiny)
+    if not scaled and any(f not in given for f in small):
+        with open_device(args) as d:
+            if d.info["device_type"] == "cpu":
+                scaled = True
+                shown = " ".join(
+                    f"--{dest.replace('_', '-')}={_flag_text(small[f])}"
+                    for f, dest in flags.items()
+                    if f in small and f not in given
+                )
+                print(f"helios suite {workload}: {d.info['name']} is a CPU device: defaults scaled to {shown} "
+                      "(give them to override)", file=sys.stderr)  # fmt: skip
+    base: dict[str, Any] = dict(small) if scaled else {}
+    base.update(given)
     return base
 
 
+def _flag_text(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def adapter_list(text: Any, choices: Any, default: Any, workload: str) -> list[str]:
+    """--adapters as a list: the default where not given; UsageError for an empty list or
+    a name not in choices."""
+    if text is None:
+        return list(default)
+    names = [a.strip() for a in str(text).split(",") if a.strip()]
+    if not names:
+        raise UsageError(f"--adapters {text!r} names no adapter; choose from {', '.join(choices or default)}")
+    bad = [a for a in names if choices is not None and a not in choices]
+    if bad:
+        raise UsageError(f"--adapters: unknown {', '.join(bad)} for {workload}; choose from {', '.join(choices)}")
+    return names
+
+
+def no_tag(args: argparse.Namespace, workload: str) -> None:
+    if args.tag is not None:
+        raise UsageError(f"--tag is stored by `helios suite mlp` only; suite {workload} results have no tag")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    require("torch", "helios suite train")
     from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, train_markdown
     from ..harness.train.loop import run_train
 
+    no_tag(args, "train")
     out = out_paths(args.out, args.force)
     base = workload_base(
         args,
+        "train",
         TINY,
         layers="layers", d_model="d_model", heads="heads", seq="seq", batch="micro_batch", vocab="vocab",
         steps="steps", warmup_steps="train_warmup", ddp_bucket_mb="ddp_bucket_mb", grad_sync="grad_sync",
         ddp_comm_hook="ddp_comm_hook", trace="trace",
     )  # fmt: skip
-    adapters = (
-        [a.strip() for a in args.adapters.split(",") if a.strip()] if args.adapters else list(DEFAULT_TRAIN_ADAPTERS)
-    )
-    bad = [a for a in adapters if a not in TRAIN_ADAPTERS]
-    if bad:
-        raise UsageError(f"--adapters: unknown {', '.join(bad)} for train; choose from {', '.join(TRAIN_ADAPTERS)}")
+    adapters = adapter_list(args.adapters, TRAIN_ADAPTERS, DEFAULT_TRAIN_ADAPTERS, "train")
     if "torch_eager" not in adapters:
         adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
     if args.trace is not None:  # each adapter's trace file: writable, before any training
@@ -93,18 +129,20 @@ def scale_mlp_defaults(args: argparse.Namespace) -> None:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from ..harness.results.suite_tables import decode_markdown
-    from ..harness.workloads.decode import TINY, DecodeConfig, check_config
+    from ..harness.workloads.decode import DECODE_ADAPTERS, TINY, DecodeConfig, check_config
     from ..harness.workloads.decode.run import run_decode
 
+    no_tag(args, "decode")
     out = out_paths(args.out, args.force)
     base = workload_base(
         args,
+        "decode",
         TINY,
         layers="layers", d_model="d_model", heads="heads", vocab="vocab", prompt="prompt", new="new",
         contexts="contexts", context_steps="context_steps", train_steps="train_steps",
     )  # fmt: skip
-    if args.adapters:
-        base["adapters"] = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    base["adapters"] = adapter_list(args.adapters, DECODE_ADAPTERS, DECODE_ADAPTERS, "decode")
+    require("torch", "helios suite decode (its model is the training suite's torch GPT)")
     cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
     try:
         check_config(cfg)
@@ -123,16 +161,12 @@ def cmd_suite(args: argparse.Namespace) -> int:
         if args.suite_device.strip().lower() != "cuda":
             args.device = flag_value("--device", device_index, args.suite_device)
     scale_mlp_defaults(args)
-    if args.adapters is None:
-        from ..harness.workloads.suite import ADAPTERS
-
-        args.adapters = ",".join(ADAPTERS)
     from ..harness.results.suite_tables import suite_markdown
     from ..harness.workloads.external import external_adapters
     from ..harness.workloads.suite import ADAPTERS, SuiteConfig, run_suite
 
     out = out_paths(args.out, args.force)
-    adapters = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    adapters = adapter_list(args.adapters, None, ADAPTERS, "mlp")  # names checked with the external ones
     try:
         external = external_adapters(args.adapter_cmd, ADAPTERS)
     except ValueError as e:  # the message names --adapter-cmd and the spec
@@ -148,7 +182,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
         atol=args.atol,
         rtol=args.rtol,
         device=args.device,
-        tag=args.tag,
+        tag=args.tag if args.tag is not None else "mlp",
         command=["helios"] + list(sys.argv[1:]),
         external=external,
         adapter_timeout_s=args.adapter_timeout,
@@ -314,7 +348,10 @@ def register(sub: Any) -> None:
     add_seed(ps, "the inputs")
     add_tolerances(ps)
     ps.add_argument(
-        "--tag", default="mlp", help="label stored in the result, to tell runs of different ideas apart (default mlp)"
+        "--tag",
+        default=None,
+        help="mlp: a label stored in the result, to tell runs of different ideas apart (default mlp); "
+        "train and decode refuse it",
     )
     add_out(ps, "write the JSON result here and the markdown table beside it (.md)", force="existing --out files")
     ps.set_defaults(func=cmd_suite)

@@ -5,11 +5,24 @@ so a hand-edited or foreign file is refused naming the file and the field."""
 
 from __future__ import annotations
 
+import re
+
 import math
 from typing import Any, Optional
 
 from ...files import FileError, check, short
-from .rows import BENCH_SCHEMA, SUITE_SCHEMA, TIME_SCHEMA, SuiteRow, read_result, read_row, time_as_bench
+from .rows import (
+    BENCH_SCHEMA,
+    DECODE_SCHEMA,
+    SHAPE_PATTERN,
+    SUITE_SCHEMA,
+    TIME_SCHEMA,
+    TRAIN_SCHEMA,
+    SuiteRow,
+    read_result,
+    read_row,
+    time_as_bench,
+)
 
 COMPARABLE = (BENCH_SCHEMA, TIME_SCHEMA, SUITE_SCHEMA)
 
@@ -30,6 +43,11 @@ def load(path: str) -> dict:
     except ValueError as e:
         raise CompareError(str(e)) from None
     schema = data.get("schema")
+    if schema in (DECODE_SCHEMA, TRAIN_SCHEMA):
+        raise CompareError(
+            f"{path}: a {schema} file; helios compare judges repeated timing samples per shape "
+            f"({', '.join(COMPARABLE)}), which suite {schema[7:-2]} results do not hold: read them with helios report"
+        )
     if schema not in COMPARABLE:
         raise CompareError(f"{path}: schema is {schema!r}; helios compare reads {', '.join(COMPARABLE)}")
     if data.get("status", "ok") not in ("ok", "interrupted"):
@@ -44,6 +62,8 @@ def load(path: str) -> dict:
     _check_identities(path, data)
     for i, row in enumerate(data["rows"]):
         _check_row(path, i, row)
+        if schema != SUITE_SCHEMA and not re.fullmatch(SHAPE_PATTERN, row["shape"]):
+            raise CompareError(f"{path}: rows[{i}]: shape {short(row['shape'])} is not MxNxK or BxHxSxd[-causal][-bwd]")
     dev = data.get("helios")
     if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
         raise CompareError(

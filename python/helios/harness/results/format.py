@@ -52,3 +52,13 @@ def stopping_line(result: dict) -> Optional[str]:
     missed = s.get("not_reached") or []
     tail = f"; not reached: {', '.join(md_cell(x) for x in missed)}" if missed else "; every row reached it"
     return f"target MDE {s.get('target_mde_pct'):g}%: {runs} runs, stopped by {md_cell(s.get('stopped_by'))}{tail}"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    """A number to `digits` places, '-' for none (a field a row or file left out)."""
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def fmt_field(x: Any) -> str:
+    """A configuration value as a table shows it: '?' where the file left it out."""
+    return "?" if x is None else md_cell(x)

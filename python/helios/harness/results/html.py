@@ -30,6 +30,7 @@ from .history import series, steps
 from .rows import (
     BENCH_SCHEMA,
     SUITE_SCHEMA,
+    SUITE_SCHEMAS,
     SuiteRow,
     bench_rows,
     read_result,
@@ -37,6 +38,7 @@ from .rows import (
     reference_ms,
     reference_tflops,
 )
+from .suite_tables import suite_text
 
 CI_SCHEMA = "helios-ci/1"
 COLORS = ("#1f6feb", "#d1242f", "#1a7f37", "#8250df")
@@ -238,6 +240,30 @@ def suite_section(d: dict, name: str) -> str:
     return "\n".join(out)
 
 
+def markdown_section(text: str, title: str) -> str:
+    """A suite's markdown (report's tables of a decode or train file) as HTML: its tables
+    as tables, its other lines as paragraphs."""
+    out, table = [f"<h3>{_e(title)}</h3>"], False
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells is not None and all(set(c) <= set("-:") and c for c in cells):
+            continue  # the header's rule
+        if cells is not None:
+            tag = "th" if not table else "td"
+            out.append(("<table class=\"suite\">" if not table else "") + "<tr>"
+                       + "".join(f'<{tag} class="l">{_e(c)}</{tag}>' for c in cells) + "</tr>")  # fmt: skip
+            table = True
+            continue
+        if table:
+            out.append("</table>")
+            table = False
+        if line.strip():
+            out.append(f"<p>{_e(line.strip())}</p>")
+    if table:
+        out.append("</table>")
+    return "\n".join(out)
+
+
 def ci_section(d: dict, name: str) -> str:
     out = [
         f"<h3>{_e(name)}: head {_e(str(d.get('head'))[:12])} vs base {_e(str(d.get('base'))[:12])}: "
@@ -262,12 +288,12 @@ def render(files: Iterable[str], history: Optional[list[dict]] = None, title: st
         schema = d.get("schema")
         if schema == BENCH_SCHEMA:
             benches.append((name, d))
-        elif schema == SUITE_SCHEMA:
+        elif schema in SUITE_SCHEMAS:
             suites.append((name, d))
         elif schema == CI_SCHEMA:
             cis.append((name, d))
         else:
-            raise ValueError(f"{f}: schema {schema!r}: the page takes {BENCH_SCHEMA}, {SUITE_SCHEMA}, {CI_SCHEMA}")
+            raise ValueError(f"{f}: schema {schema!r}: the page takes {', '.join((BENCH_SCHEMA, *SUITE_SCHEMAS, CI_SCHEMA))}")
     body = [f"<h1>{_e(title)}</h1>"]
     if cis:
         body.append("<h2>helios ci</h2>")
@@ -278,7 +304,9 @@ def render(files: Iterable[str], history: Optional[list[dict]] = None, title: st
         body.append(fleet_section(benches))
     if suites:
         body.append("<h2>Suites</h2>")
-        body += [suite_section(d, n) for n, d in suites]
+        body += [suite_section(d, n) if d["schema"] == SUITE_SCHEMA else
+                 markdown_section(suite_text(d), f"{n}: suite {d['schema'].split('-')[1].split('/')[0]}")
+                 for n, d in suites]  # fmt: skip
     body.append(history_section(history or []))  # last: one chart per series, the longest part
     meta = json.dumps({"files": [n for n, _ in benches + suites + cis], "history_points": len(history or [])})
     return (
@@ -291,6 +319,6 @@ def render(files: Iterable[str], history: Optional[list[dict]] = None, title: st
 
 
 def write_html(out_dir: Path, files: list[str], history: Optional[list[dict]] = None) -> Path:
+    page = render(files, history)  # everything read and rendered before the folder or the old page is touched
     out_dir.mkdir(parents=True, exist_ok=True)
-    page = render(files, history)  # everything read and rendered before the old page is touched
     return Target(out_dir / "index.html", "--html", replace=True).write(page)

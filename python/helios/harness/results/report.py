@@ -1,8 +1,9 @@
 """Tables and figures from committed results: `helios report` and the notebook.
 
-Reads helios-bench/1 (bench), helios-sweep/1 (one shape) or helios-sweep/2
-(variants x shapes, tools/kernel/sweep.py), helios-suite/1 and helios-decode/1
-(ms/token against context length) files. Figures
+Reads helios-bench/1 (bench), helios-time/1, helios-sweep/1 (one shape) or
+helios-sweep/2 (variants x shapes, tools/kernel/sweep.py), and the suites'
+helios-suite/1, helios-decode/1 (ms/token against context length) and
+helios-train/1 (loss curves) files. Figures
 need matplotlib (the [notebook] extra); tables need nothing beyond NumPy."""
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from .format import fmt_rate, md_cell
 from .rows import (
     BENCH_SCHEMA,
     DECODE_SCHEMA,
-    SUITE_SCHEMA,
+    SUITE_SCHEMAS,
     SWEEP_SCHEMAS,
     TIME_SCHEMA,
+    TRAIN_SCHEMA,
     BenchRow,
     DecodeRow,
     SweepRow,
@@ -35,13 +37,14 @@ from .rows import (
     shape_flops,
     time_as_bench,
 )
-from .suite_tables import decode_markdown
+from .suite_tables import suite_text
 
+REPORT_SCHEMAS = (BENCH_SCHEMA, TIME_SCHEMA, *SUITE_SCHEMAS, *SWEEP_SCHEMAS)  # what report reads
 PARITY = 1.25  # the seeds' target: helios_ms <= 1.25 * cuda_ms
 
 
 def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(bench-like results, sweeps, suites: helios-suite/1 and helios-decode/1); each
+    """(bench-like results, sweeps, suites: helios-suite/1, helios-decode/1, helios-train/1); each
     dict gets a `_path`. Bench-like:
     helios-bench/1 (matmul and attention) and helios-time/1 (its rows given the
     bench rows' shape). Any other schema is a ValueError naming the file."""
@@ -58,13 +61,10 @@ def load_all(paths: Iterable[str]) -> tuple[list[dict], list[dict], list[dict]]:
             benches.append(time_as_bench(d))
         elif schema in SWEEP_SCHEMAS:
             sweeps.append(d)
-        elif schema in (SUITE_SCHEMA, DECODE_SCHEMA):
+        elif schema in SUITE_SCHEMAS:
             suites.append(d)
         else:
-            raise ValueError(
-                f"{p}: schema {md_cell(schema)!r} is none of {BENCH_SCHEMA}, {TIME_SCHEMA}, "
-                f"{SUITE_SCHEMA}, {DECODE_SCHEMA}, {', '.join(SWEEP_SCHEMAS)}"
-            )
+            raise ValueError(f"{p}: schema {md_cell(schema)!r} is none of {', '.join(REPORT_SCHEMAS)}")
     return benches, sweeps, suites
 
 
@@ -409,6 +409,9 @@ def write_pngs(benches: list[dict], sweeps: list[dict], outdir: str, suites: Ite
     decodes = [s for s in suites if s.get("schema") == DECODE_SCHEMA]
     for i, s in enumerate(decodes):
         jobs.append((f"decode{i}.png", functools.partial(plot_decode, s)))
+    trains = [s for s in suites if s.get("schema") == TRAIN_SCHEMA]
+    for i, s in enumerate(trains):
+        jobs.append((f"train{i}.png", functools.partial(plot_train, s)))
     if benches:
         jobs += [
             ("tflops.png", lambda ax: plot_tflops(benches, ax)),
@@ -448,10 +451,7 @@ def report(paths: list[str], *, markdown: bool = False, png_dir: Optional[str] =
     if benches:
         parts.append(table(benches, markdown=markdown))
     for s in suites:
-        from .suite_tables import suite_markdown
-
-        text = decode_markdown(s) if s.get("schema") == DECODE_SCHEMA else suite_markdown(s)
-        parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + text.rstrip())
+        parts.append(f"{md_cell(os.path.basename(s['_path']))} ({commit_label(s)}):\n" + suite_text(s).rstrip())
     for s in sweeps:
         if s.get("schema") == "helios-sweep/2":
             parts.append(_sweep2_summary(s))

@@ -218,7 +218,30 @@ ROW_TYPES = {BENCH_SCHEMA: BenchRow, TIME_SCHEMA: TimeRow, SUITE_SCHEMA: SuiteRo
 RESULT_FIELDS = {"schema": "str", "status": "str?", "helios": "object?", "dtype": "str?", "rows": "list?"}
 HELIOS_FIELDS = {"name": "str?", "uuid": "str?", "driver_info": "str?", "device_type": "str?"}
 ROW_FIELDS = reader_fields(BenchRow, TimeRow, SweepRow)  # the suites' rows name other things alike
-READER_FIELDS = {schema: reader_fields(t) for schema, t in ROW_TYPES.items()}
+# The suites' files are read by their own row types, their required fields required.
+SUITE_SCHEMAS = (SUITE_SCHEMA, DECODE_SCHEMA, TRAIN_SCHEMA)
+READER_FIELDS = {schema: reader_fields(t, required=schema in SUITE_SCHEMAS) for schema, t in ROW_TYPES.items()}
+# Beyond the rows: what a suite's file holds that its tables read, checked as the rows
+# are (helios.files' kinds) and published in its JSON Schema (tools/result_schemas.py).
+DECODE_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?", "vocab": "count?",
+                        "prompt": "count?", "new": "count?", "contexts": "numbers?", "context_steps": "count?",
+                        "train_steps": "count?", "seed": "int?", "adapters": "list?"}  # fmt: skip
+TRAIN_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?", "seq": "count?",
+                       "batch": "count?", "vocab": "count?", "steps": "count?", "warmup_steps": "count?",
+                       "seed": "int?", "adapters": "list?"}  # fmt: skip
+FILE_FIELDS = {
+    DECODE_SCHEMA: {"config": "object", "device": "str?", "roof_gb_s": "positive?", "weight_bytes": "count?",
+                    "prompt": "list?", "helios_device": "str?"},  # fmt: skip
+    TRAIN_SCHEMA: {"config": "object", "device": "str?", "distributed": "object?", "inference": "object?"},
+}
+NESTED_FIELDS = {  # a file's objects: (schema, the object's path) -> its fields
+    (DECODE_SCHEMA, "config"): DECODE_CONFIG_FIELDS,
+    (TRAIN_SCHEMA, "config"): TRAIN_CONFIG_FIELDS,
+    (TRAIN_SCHEMA, "distributed"): {"world_size": "count?", "rank": "int?", "grad_sync": "str?"},
+}
+# a decode row's contexts[] entries
+CONTEXT_FIELDS = {"context": "count", "ms_per_token_p50": "positive", "gpu_ms_p50": "positive?",
+                  "host_ms_p50": "number?", "roof_pct": "number?"}  # fmt: skip
 MAX_RESULT_BYTES = 64 << 20
 
 
@@ -232,11 +255,23 @@ def read_result(path: str | os.PathLike[str], what: str = "a helios result") -> 
     check(d, RESULT_FIELDS, where)
     if d.get("helios") is not None:
         check(d["helios"], HELIOS_FIELDS, f"{where}: helios")
-    fields = READER_FIELDS.get(d["schema"], ROW_FIELDS)
+    schema = d["schema"]
+    check(d, FILE_FIELDS.get(schema, {}), where)
+    for (of, name), fields in NESTED_FIELDS.items():
+        if of == schema and isinstance(d.get(name), dict):
+            check(d[name], fields, f"{where}: {name}")
+    if schema in SUITE_SCHEMAS and not isinstance(d.get("rows"), list):
+        raise FileError(f"{where}: {schema} needs 'rows', a list of objects")
+    fields = READER_FIELDS.get(schema, ROW_FIELDS)
     for i, row in enumerate(d.get("rows") or []):
         if not isinstance(row, dict):
             raise FileError(f"{where}: rows[{i}] must be an object, got {type(row).__name__}")
         check(row, fields, f"{where}: rows[{i}]")
+        if schema == DECODE_SCHEMA:
+            for j, entry in enumerate(row.get("contexts") or []):
+                if not isinstance(entry, dict):
+                    raise FileError(f"{where}: rows[{i}].contexts[{j}] must be an object, got {type(entry).__name__}")
+                check(entry, CONTEXT_FIELDS, f"{where}: rows[{i}].contexts[{j}]")
     return d
 
 

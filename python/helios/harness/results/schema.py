@@ -47,13 +47,14 @@ def _fields(row_type: type) -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(row_type)
 
 
-def reader_fields(*row_types: type) -> dict[str, str]:
+def reader_fields(*row_types: type, required: bool = False) -> dict[str, str]:
     """The kinds a reader checks in a row of any of `row_types`: every field optional
-    (an older file may lack one), its kind one for all the types that declare it."""
+    (an older file may lack one), its kind one for all the types that declare it;
+    with `required`, the fields every file has (``required=True``) must be there."""
     out: dict[str, str] = {}
     for t in row_types:
         for f in _fields(t):
-            kind = f.metadata["kind"].rstrip("?") + "?"
+            kind = f.metadata["kind"].rstrip("?") + ("" if required and f.metadata["required"] else "?")
             if out.setdefault(f.name, kind) != kind:
                 raise TypeError(f"row field {f.name!r}: {kind} in {t.__name__}, {out[f.name]} elsewhere")
     return out
@@ -92,3 +93,15 @@ def written_row(row_type: type, row: dict[str, Any]) -> dict[str, Any]:
     left out, is a TypeError. The dict is returned as it was built."""
     row_type(**row)
     return row
+
+
+def fields_schema(fields: dict[str, str], docs: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """A JSON object's schema from helios.files.check's kinds (a '?' kind may be null or
+    left out; the others are required)."""
+    props: dict[str, Any] = {}
+    for name, kind in fields.items():
+        base = dict(KIND_SCHEMA[kind.rstrip("?")])
+        props[name] = {"oneOf": [{"type": "null"}, base]} if kind.endswith("?") else base
+        if docs and name in docs:
+            props[name]["description"] = docs[name]
+    return {"type": "object", "required": [n for n, k in fields.items() if not k.endswith("?")], "properties": props}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .format import fmt_mib, fmt_tflops, md_cell
-from .rows import DecodeRow, SuiteRow, read_row
+from .format import fmt_field, fmt_mib, fmt_num, fmt_tflops, md_cell
+from .rows import DECODE_SCHEMA, TRAIN_SCHEMA, DecodeRow, SuiteRow, TrainRow, read_row
 
 
 def suite_markdown(result: dict) -> str:
@@ -51,8 +51,7 @@ def suite_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _f(x: Optional[float], digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
+_f = fmt_num
 
 
 def _ramp(r: Optional[dict]) -> str:
@@ -63,12 +62,16 @@ def _ramp(r: Optional[dict]) -> str:
 
 
 def decode_markdown(result: dict) -> str:
-    c = result["config"]
+    """The decode suite's tables; a field the file leaves out (its schema's config is
+    open) shows as '?' or '-'."""
+    c = {k: fmt_field(v) for k, v in (result.get("config") or {}).items()}
+    c = {k: c.get(k, "?") for k in ("layers", "d_model", "heads", "vocab", "prompt", "new")}
     roof = result.get("roof_gb_s")
+    wbytes = result.get("weight_bytes")
     lines = [
-        f"Greedy decoding at batch 1 on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
-        f"{c['heads']} heads, vocab {c['vocab']}, {result.get('weight_bytes', 0) / 1e6:.1f} MB of 16-bit weights; "
-        f"prompt {c['prompt']}, {c['new']} new tokens; memory roof "
+        f"Greedy decoding at batch 1 on {md_cell(result.get('device'))}: {c['layers']} layers, d={c['d_model']}, "
+        f"{c['heads']} heads, vocab {c['vocab']}, {'?' if wbytes is None else f'{wbytes / 1e6:.1f}'} MB of 16-bit "
+        f"weights; prompt {c['prompt']}, {c['new']} new tokens; memory roof "
         + (
             f"{roof:.0f} GB/s (1 GiB read, CUDA events{_ramp(result.get('roof_clock_warmup'))})"
             if roof
@@ -82,27 +85,122 @@ def decode_markdown(result: dict) -> str:
     rows = [read_row(DecodeRow, x) for x in result["rows"]]
     for r in rows:
         if r.tokens_per_s is None:
-            lines.append(f"| {r.adapter} | {md_cell(r.status)} |" + " - |" * 8)
+            lines.append(f"| {md_cell(r.adapter)} | {md_cell(r.status)} |" + " - |" * 8)
             continue
         same, div = r.same_tokens, r.first_divergence
         same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.tie else "")
         lines.append(
-            f"| {r.adapter} | {r.status} | {r.tokens_per_s:.0f} | {_f(r.ms_per_token_p50)} | "
+            f"| {md_cell(r.adapter)} | {md_cell(r.status)} | {_f(r.tokens_per_s, 0)} | {_f(r.ms_per_token_p50)} | "
             f"{_f(r.ms_per_token_p95)} | {_f(r.host_ms_p50, 4)} | {_f(r.gpu_ms_p50)} | "
             f"{_f(r.roof_pct, 1)} | {same_s} | {fmt_mib(r.peak_memory_bytes)} |"
         )
     ctx = [r for r in rows if r.contexts]
     if ctx:
-        lens = [x["context"] for x in ctx[0].contexts]
+        lens = sorted({x["context"] for r in ctx for x in r.contexts})
         lines += ["", "ms/token (p50) by context length (GPU ms, % roof):", ""]
         lines.append("| adapter | " + " | ".join(str(n) for n in lens) + " |")
         lines.append("|---|" + "---|" * len(lens))
         for r in ctx:
+            at = {x["context"]: x for x in r.contexts}
             cells = [
-                f"{x['ms_per_token_p50']:.3f} ({_f(x.get('gpu_ms_p50'))}, {_f(x.get('roof_pct'), 1)}%)"
-                for x in r.contexts
+                f"{at[n]['ms_per_token_p50']:.3f} ({_f(at[n].get('gpu_ms_p50'))}, {_f(at[n].get('roof_pct'), 1)}%)"
+                if n in at
+                else "-"
+                for n in lens
             ]
-            lines.append(f"| {r.adapter} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md_cell(r.adapter)} | " + " | ".join(cells) + " |")
     lines += [f"\n{r.adapter}: {r.dispatches} dispatches and {r.barriers} barriers a step" for r in rows
               if r.dispatches is not None]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+# How a training run averaged gradients (helios-train/1's distributed.grad_sync).
+GRAD_SYNC_WORDS = {
+    "ddp": "DistributedDataParallel",
+    "after-backward": "one all-reduce of the gradients after the backward",
+    "none": "no gradient averaging (the replicas drift apart)",
+}
+
+
+def train_markdown(result: dict) -> str:
+    c = {k: fmt_field(v) for k, v in (result.get("config") or {}).items()}
+    c = {k: c.get(k, "?") for k in ("layers", "d_model", "heads", "seq", "batch", "vocab", "steps")}
+    batch = (result.get("config") or {}).get("batch")
+    rows = [read_row(TrainRow, r) for r in result["rows"]]
+    lines = [
+        f"Training through each adapter on {result.get('device')}: {c['layers']} layers, d={c['d_model']}, "
+        f"{c['heads']} heads, seq {c['seq']}, batch {c['batch']}, vocab {c['vocab']}, {c['steps']} steps "
+        f"(bf16 products, fp32 master weights, AdamW)"
+        + (
+            f"; {world} GPUs, {GRAD_SYNC_WORDS.get(dist.get('grad_sync') or 'ddp', md_cell(dist.get('grad_sync')))} over NCCL, "
+            f"global batch {'?' if batch is None else world * batch}"
+            + (
+                "; comm hooks: " + ", ".join(f"{r.adapter} {r.ddp_comm_hook}" for r in hooked)
+                if (hooked := [r for r in rows if r.ddp_comm_hook])
+                else ""
+            )
+            if (world := (dist := result.get("distributed") or {}).get("world_size") or 1) > 1
+            else ""
+        ),
+        "",
+        "| adapter | status | tokens/s | per GPU | step ms | fwd / bwd / opt ms | Helios GPU spans | first loss | "
+        "last loss | max dev vs eager | peak MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if not r.loss or r.step_ms_p50 is None:
+            lines.append(f"| {r.adapter} | {md_cell(r.status)} | - | - | - | - | - | - | - | - | - |")
+            continue
+        hk, dev = r.helios_kernel_ms_p50, r.loss_max_rel_dev_vs_eager
+        share = f"{hk:.3f} ms ({hk / r.step_ms_p50 * 100:.0f}%)" if hk is not None and r.step_ms_p50 else "-"
+        per_gpu = r.tokens_per_s if r.tokens_per_s_per_gpu is None else r.tokens_per_s_per_gpu
+        lines.append(
+            f"| {md_cell(r.adapter)} | {md_cell(r.status)} | {_f(r.tokens_per_s, 0)} | {_f(per_gpu, 0)} | "
+            f"{r.step_ms_p50:.3f} | {_f(r.forward_ms_p50)} / {_f(r.backward_ms_p50)} / "
+            f"{_f(r.optimizer_ms_p50)} | {share} | "
+            f"{r.loss[0]:.4f} | {r.loss[-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
+            f"{fmt_mib(r.peak_memory_bytes)} |"
+        )
+    inf = result.get("inference")
+    if inf and _smoke_readable(inf):
+        divs = [e["first_divergence"] for e in inf["prompts"]]
+        rates = inf["decode_tokens_per_s"]
+        lines += [
+            "",
+            f"Inference smoke (greedy, KV cache, {inf['new_tokens']} new tokens from each of 3 prompts, the "
+            f"torch_eager-trained weights): same tokens: {inf['same_tokens']} (first divergence per prompt: "
+            f"{divs}{'; each at a tie of torch logits' if not inf['same_tokens'] and inf.get('same_tokens_up_to_ties') else ''}"
+            f"); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
+        ]
+    elif inf:
+        lines += ["", f"Inference smoke: {md_cell(inf.get('error'))}"]
+    if any(r.helios_kernel_ms_p50 is not None for r in rows):
+        lines += [
+            "",
+            "Helios GPU spans: the step's ordered Helios submissions, timestamp to timestamp, summed (p50 "
+            "over the timed steps) and as a share of the step. Each span also holds the GPU's switches "
+            "between the CUDA and the Vulkan context and any CUDA work time-sliced into it: an upper "
+            "bound on the time in Helios kernels, not its measure.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _smoke_readable(inf: dict) -> bool:
+    """The inference smoke's block has what its line reads (an open part of the schema)."""
+    prompts, rates = inf.get("prompts"), inf.get("decode_tokens_per_s")
+    return (
+        isinstance(prompts, list)
+        and all(isinstance(e, dict) and "first_divergence" in e for e in prompts)
+        and isinstance(rates, dict)
+        and all(isinstance(rates.get(k), (int, float)) for k in ("torch", "helios"))
+        and "new_tokens" in inf
+        and "same_tokens" in inf
+    )
+
+
+def suite_text(result: dict) -> str:
+    """A suite file's markdown tables, by its schema."""
+    schema = result.get("schema")
+    if schema == DECODE_SCHEMA:
+        return decode_markdown(result)
+    return train_markdown(result) if schema == TRAIN_SCHEMA else suite_markdown(result)

@@ -48,11 +48,6 @@ class TrainConfig:
 # flattened, after loss.backward() returns, on torch's stream), "none" (no averaging: the
 # replicas drift apart; for timing what the averaging costs).
 GRAD_SYNCS = ("ddp", "after-backward", "none")
-GRAD_SYNC_WORDS = {
-    "ddp": "DistributedDataParallel",
-    "after-backward": "one all-reduce of the gradients after the backward",
-    "none": "no gradient averaging (the replicas drift apart)",
-}
 # DistributedDataParallel's communication hook (grad_sync "ddp"): "auto" (helios.torch's
 # ddp_comm_hook for the Helios adapters, torch's own for the others), "torch" (torch's
 # default all-reduce hook, every adapter), "helios" (helios.torch.ddp_comm_hook, every

@@ -28,6 +28,7 @@ helios_plan (any Vulkan device: the --tiny CI run on lavapipe)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
@@ -70,3 +71,52 @@ def check_config(cfg: DecodeConfig) -> None:
     bad = [a for a in cfg.adapters if a not in DECODE_ADAPTERS]
     if bad:
         raise ValueError(f"decode: unknown adapters {', '.join(bad)}; choose from {', '.join(DECODE_ADAPTERS)}")
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def host_memory_bytes() -> int:
+    """This machine's physical memory (the bound the host-side arrays must stay under)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def check_limits(cfg: DecodeConfig, info: dict, host_bytes: int) -> None:
+    """ValueError naming the flag whose size the Vulkan device (info: Device.info) or this
+    machine (host_bytes) cannot hold, before any work: the largest buffer a kernel binds
+    (the float32 position and token tables, a layer's K or V cache), the device memory
+    all of them take, and the host's arrays (the token stream, the model's tables and
+    AdamW's moments, their float32 copies for the plan)."""
+    d, n, v, layers = cfg.d_model, cfg.max_len, cfg.vocab, cfg.layers
+    longest = "--contexts" if cfg.contexts and n > cfg.prompt + cfg.new else "--prompt/--new"
+    binds = min(int(info["max_storage_buffer_range"]), int(info.get("max_allocation_bytes") or 1 << 62))
+    for what, flag, nbytes in (
+        (f"the float32 position table ({n} positions x d_model {d})", longest, 4 * n * d),
+        (f"the float32 token table (vocab {v} x d_model {d})", "--vocab", 4 * v * d),
+        (f"a layer's 16-bit K cache ({n} positions x d_model {d})", longest, 2 * n * d),
+        (f"a 16-bit weight (4 d_model x d_model, d_model {d})", "--d-model", 8 * d * d),
+    ):
+        if nbytes > binds:
+            raise ValueError(
+                f"decode: {flag}: {what} takes {_size(nbytes)}; {info.get('name', 'the device')} binds at most "
+                f"{_size(binds)} a buffer (max_storage_buffer_range)"
+            )
+    weights = 2 * (layers * 12 * d * d + v * d)
+    device = weights + 2 * layers * n * d * 2 + 4 * (n + v) * d
+    have = int(info.get("device_local_bytes") or 1 << 62)
+    if device > have:
+        raise ValueError(
+            f"decode: {longest}, --layers, --d-model: the plan's weights, KV caches and tables take {_size(device)}; "
+            f"{info.get('name', 'the device')} has {_size(have)} of device memory"
+        )
+    rows = 8 * max(cfg.train_steps, 1) + 4  # run.train_model's stream: TRAIN_BATCH windows a step, and 4 more
+    host = 8 * rows * (n + 1) + 4 * 4 * (n + v) * d + 4 * 4 * layers * 12 * d * d  # tables x4: weights, grads, moments
+    if host > host_bytes:
+        raise ValueError(
+            f"decode: {longest}, --train-steps, --layers, --d-model: the token stream and the model on the host take "
+            f"about {_size(host)}; this machine has {_size(host_bytes)}"
+        )

@@ -20,6 +20,16 @@ CPU_HEAD_DIMS = (8, 16, 32, 64)  # each d is a pipeline compile on a CPU device
 SPLIT = 64  # decode.comp: keys per split workgroup
 
 
+MAX_HEADS = 8  # decode_fuzz draws 1..8 heads
+
+
+def most_rows(info: dict) -> int:
+    """The largest cache decode_fuzz can draw on this device: a (rows, heads x head_dim)
+    16-bit cache at the widest draw within what one buffer binds (max_storage_buffer_range)."""
+    dims = CPU_HEAD_DIMS if info["device_type"] == "cpu" else HEAD_DIMS
+    return int(info["max_storage_buffer_range"]) // (2 * MAX_HEADS * max(dims))
+
+
 @dataclass
 class DecodeCase:
     index: int
@@ -56,7 +66,7 @@ def decode_fuzz(dev, n: int, seed: int, *, dtype: str = "float16", max_seq: int 
     rng = np.random.default_rng(seed)
     dims = CPU_HEAD_DIMS if dev.info["device_type"] == "cpu" else HEAD_DIMS
     for i in range(n):
-        heads, hd = int(rng.integers(1, 9)), int(dims[i % len(dims)])
+        heads, hd = int(rng.integers(1, MAX_HEADS + 1)), int(dims[i % len(dims)])
         d, rows = heads * hd, int(rng.integers(1, max_seq + 1))
         K = rng.standard_normal((rows, d)).astype(dt)
         V = rng.standard_normal((rows, d)).astype(dt)

@@ -21,7 +21,7 @@ from ...train.adapters import HeliosPerOpOps, TorchOps
 from ...train.config import TrainConfig, markov_stream
 from ...train.loop import lock_numerics
 from ...train.model import GPT
-from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DecodeConfig, check_config
+from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DecodeConfig, check_config, check_limits, host_memory_bytes
 from .plan_decoder import PlanDecoder
 from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
 
@@ -204,6 +204,7 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
 
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
+    check_limits(cfg, hdev.info, host_memory_bytes())
     model, data = train_model(cfg, device, log)
     prompt = [int(x) for x in data[0, : cfg.prompt].tolist()]
     result["prompt"] = prompt
