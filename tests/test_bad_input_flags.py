@@ -264,3 +264,50 @@ def test_shared_flags_are_declared_in_one_place():
                 types.setdefault(flag, set()).add(getattr(a.type, "__name__", repr(a.type)))
     assert types["--iters"] == {"launches", "positive_int"}, types  # positive_int: roof's MMAs a chain
     assert types["--warmup"] == {"warmup_count"} and types["--runs"] == {"positive_int"}, types
+
+
+# Each: the command line, what stderr names. Refused before any work (no training, no
+# device allocation), exit 2, one line.
+REFUSED_BEFORE_WORK = [
+    (["suite", "decode", "--tiny", "--contexts=3000000"], "--contexts: the float32 position table"),
+    (["suite", "decode", "--tiny", "--contexts=70000000"], "--contexts: the float32 position table"),
+    (["suite", "decode", "--tiny", "--vocab=2000000000"], "--vocab: the float32 token table"),
+    (["check", "--decode", "--max-seq=100000000"], "--max-seq 100000000"),
+    (["check", "--decode", "--attention"], "--attention does not apply"),
+    (["check", "--decode", "--backward", "--forms=plain"], "--backward, --forms do not apply"),
+    (["check", "--decode", "--head-dims=16"], "--head-dims does not apply"),
+    (["suite", "decode", "--tiny", "--adapters=,"], "--adapters ',' names no adapter"),
+    (["suite", "train", "--tiny", "--adapters= , "], "names no adapter"),
+    (["suite", "mlp", "--tiny", "--adapters=,"], "names no adapter"),
+    (["suite", "train", "--tiny", "--tag=x"], "--tag is stored by `helios suite mlp` only"),
+    (["suite", "decode", "--tiny", "--tag=x"], "--tag is stored by `helios suite mlp` only"),
+    (["report", "--step", "3", "x.json"], "--step flags steps in a --history"),
+]
+
+
+@pytest.mark.parametrize("argv,says", REFUSED_BEFORE_WORK, ids=[" ".join(a) for a, _ in REFUSED_BEFORE_WORK])
+def test_sizes_and_flags_that_cannot_apply_are_refused_before_any_work(argv, says, capsys, device):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert says in err and "Traceback" not in err and "training step" not in out, err
+
+
+@pytest.mark.parametrize("workload", ["decode", "train"])
+def test_the_suites_without_torch_say_what_to_install(workload, monkeypatch, capsys, device):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert main(["suite", workload, "--tiny"]) == 2
+    err = capsys.readouterr().err
+    assert f"helios suite {workload}" in err and "pip install 'helios-vulkan[torch]'" in err
+    assert "internal error" not in err and "ModuleNotFoundError" not in err
+
+
+def test_decode_and_train_scale_their_defaults_to_a_cpu_device(device, capsys):
+    from helios.cli.suite import workload_base
+
+    if device.info["device_type"] != "cpu":
+        pytest.skip(f"{device.info['name']} is not a CPU device: the GPU-sized defaults stand")
+    args = build_parser().parse_args(["suite", "decode", "--layers=3"])
+    base = workload_base(args, "decode", {"layers": 2, "d_model": 64}, layers="layers", d_model="d_model")
+    assert base == {"layers": 3, "d_model": 64}  # given flags win over the scaled values
+    err = capsys.readouterr().err
+    assert "is a CPU device: defaults scaled to --d-model=64 (give them to override)" in err

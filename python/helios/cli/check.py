@@ -153,16 +153,19 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
                                     ("--forms", args.forms != FORMS), ("--head-dims", args.head_dims is not None),
                                     ("--matrix", args.matrix != "grid"), ("--oracle", args.oracle != "sdpa")) if on]  # fmt: skip
     if given:
-        raise UsageError(f"--decode fuzzes the decode attention alone; {', '.join(given)} do not apply to it")
+        raise UsageError(
+            f"--decode fuzzes the decode attention alone; {', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to it"
+        )
     dev = _device_or_skip(args, "helios check --decode")
     if dev is None:
         return 2
     if args.max_seq > most_rows(dev.info):
-        dev.close()
-        raise UsageError(
+        why = (
             f"--max-seq {args.max_seq}: a cache of that many rows at the widest draw is past what "
             f"{dev.info['name']} binds a buffer (max_storage_buffer_range); at most {most_rows(dev.info)}"
         )
+        dev.close()
+        raise UsageError(why)
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
     failures = n = 0
     with dev:

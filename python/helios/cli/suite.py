@@ -76,6 +76,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..harness.train.loop import run_train
 
     no_tag(args, "train")
+    adapters = adapter_list(args.adapters, TRAIN_ADAPTERS, DEFAULT_TRAIN_ADAPTERS, "train")
     out = out_paths(args.out, args.force)
     base = workload_base(
         args,
@@ -85,7 +86,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps="steps", warmup_steps="train_warmup", ddp_bucket_mb="ddp_bucket_mb", grad_sync="grad_sync",
         ddp_comm_hook="ddp_comm_hook", trace="trace",
     )  # fmt: skip
-    adapters = adapter_list(args.adapters, TRAIN_ADAPTERS, DEFAULT_TRAIN_ADAPTERS, "train")
     if "torch_eager" not in adapters:
         adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
     if args.trace is not None:  # each adapter's trace file: writable, before any training
@@ -133,6 +133,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from ..harness.workloads.decode.run import run_decode
 
     no_tag(args, "decode")
+    adapters = adapter_list(args.adapters, DECODE_ADAPTERS, DECODE_ADAPTERS, "decode")
     out = out_paths(args.out, args.force)
     base = workload_base(
         args,
@@ -141,7 +142,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         layers="layers", d_model="d_model", heads="heads", vocab="vocab", prompt="prompt", new="new",
         contexts="contexts", context_steps="context_steps", train_steps="train_steps",
     )  # fmt: skip
-    base["adapters"] = adapter_list(args.adapters, DECODE_ADAPTERS, DECODE_ADAPTERS, "decode")
+    base["adapters"] = adapters
     require("torch", "helios suite decode (its model is the training suite's torch GPT)")
     cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
     try:
