@@ -48,7 +48,7 @@ def test_report_png_draws_decode_and_train(tmp_path, capsys):
 def test_report_html_shows_decode_and_train(tmp_path, capsys):
     assert main(["report", DECODE, TRAIN, f"--html={tmp_path / 'page'}"]) == 0
     page = (tmp_path / "page" / "index.html").read_text()
-    assert "suite decode" in page and "suite train" in page and "<td class=\"l\">helios_plan</td>" in page
+    assert "suite decode" in page and "suite train" in page and '<td class="l">helios_plan</td>' in page
 
 
 def test_a_refused_file_leaves_no_html_folder(tmp_path, capsys):
@@ -75,9 +75,16 @@ BAD = {
     "config junk": (DECODE, lambda d: d["config"].update(layers="eight"), "config: 'layers' must be an integer"),
     "roof junk": (DECODE, lambda d: d.update(roof_gb_s=[1]), "'roof_gb_s' must be a finite number > 0"),
     "config not an object": (DECODE, lambda d: d.update(config=[1]), "'config' must be an object"),
-    "contexts entry junk": (DECODE, lambda d: d["rows"][0]["contexts"][0].update(ms_per_token_p50="x"),
-                            "rows[0].contexts[0]: 'ms_per_token_p50' must be a finite number > 0"),  # fmt: skip
-    "contexts not objects": (DECODE, lambda d: d["rows"][0].update(contexts=[3]), "rows[0].contexts[0] must be an object"),
+    "contexts entry junk": (
+        DECODE,
+        lambda d: d["rows"][0]["contexts"][0].update(ms_per_token_p50="x"),
+        "rows[0].contexts[0]: 'ms_per_token_p50' must be a finite number > 0",
+    ),  # fmt: skip
+    "contexts not objects": (
+        DECODE,
+        lambda d: d["rows"][0].update(contexts=[3]),
+        "rows[0].contexts[0] must be an object",
+    ),
     "no adapter": (DECODE, lambda d: d["rows"][0].pop("adapter"), "rows[0]: no 'adapter'"),
     "no status": (DECODE, lambda d: d["rows"][1].pop("status"), "rows[1]: no 'status'"),
     "train no adapter": (TRAIN, lambda d: d["rows"][0].pop("adapter"), "rows[0]: no 'adapter'"),
@@ -117,4 +124,4 @@ def test_compare_refuses_a_shape_the_schema_refuses(tmp_path, capsys):
     doc["rows"][0]["shape"] = "big"
     path = _write(tmp_path, "shape.json", doc)
     assert main(["compare", src, path]) == 2
-    assert "shape \"big\" is not MxNxK" in capsys.readouterr().err
+    assert 'shape "big" is not MxNxK' in capsys.readouterr().err

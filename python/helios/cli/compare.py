@@ -113,7 +113,7 @@ def register(sub: Any) -> None:
         type=finite_float(0.0, 100.0),
         default=1.5,
         metavar="PCT",
-        help="between-run noise (CV, percent) assumed for a side with a single run, and "
-        "the least assumed with several (default 1.5)",
+        help="between-run noise (CV, percent) assumed for a side with a single run (default 1.5); "
+        "with several runs their measured spread is taken, at least 0.25%%",
     )
     pc.set_defaults(func=cmd_compare)

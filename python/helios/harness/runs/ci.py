@@ -46,7 +46,7 @@ from ..results.compare_load import load
 from ..results.history import append_history, device_fields
 from ..results.rows import bench_rows
 from .ci_verdicts import failed_checks, failing, head_verdict, latest_rows, mark_launches, verdicts_of
-from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS
+from .floors import CPU_NOISE, CPU_RUN_NOISE, NOISE_TIERS, RUN_NOISE_FLOOR
 from .pace import PairPace
 
 CI_SCHEMA = "helios-ci/1"
@@ -436,6 +436,7 @@ def _config_record(cfg: CiConfig) -> dict:
         "noise_tiers": [[lim if lim != float("inf") else None, f] for lim, f in NOISE_TIERS],
         "cpu_noise": CPU_NOISE,
         "cpu_run_noise": CPU_RUN_NOISE,
+        "run_noise_floor": RUN_NOISE_FLOOR,
         "bench_args": cfg.bench_args,
     }
 

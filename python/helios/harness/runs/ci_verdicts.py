@@ -9,7 +9,7 @@ from ..results.compare import ShapeVerdict, compare, gated
 from ..results.compare_load import load
 from ..results.compare_table import verdict_dict
 from ..results.rows import bench_rows, read_result
-from .floors import noise_floor, run_noise_floor
+from .floors import assumed_run_noise, noise_floor, run_noise_floor
 
 
 def latest_rows(results: list[dict]) -> dict:
@@ -51,7 +51,13 @@ def judge_sides(old: list[dict], new: list[dict]) -> list[ShapeVerdict]:
     """compare's verdicts with ci's noise for the head's kind of device: each shape's
     floor (noise_floor) and the least run spread (run_noise_floor)."""
     kind = str(new[0].get("helios", {}).get("device_type", ""))
-    return compare(old, new, noise_for=lambda shape: noise_floor(shape, kind), run_noise=run_noise_floor(kind))
+    return compare(
+        old,
+        new,
+        noise_for=lambda shape: noise_floor(shape, kind),
+        run_noise=assumed_run_noise(kind),
+        run_floor=run_noise_floor(kind),
+    )
 
 
 def mark_launches(verdicts: list[ShapeVerdict], engines: dict) -> None:

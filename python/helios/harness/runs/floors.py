@@ -3,7 +3,7 @@ and on a CPU driver (lavapipe) one wide floor and a least run spread."""
 
 from __future__ import annotations
 
-from ..results.compare import NOISE, RUN_NOISE
+from ..results.compare import NOISE, RUN_NOISE, RUN_NOISE_FLOOR
 
 # Noise floors by work per shape (GFLOP up to, floor): SAME where the interval lies inside the floor.
 # Under 1 GFLOP a launch lasts a few microseconds and its time is the launch's as much as
@@ -39,5 +39,11 @@ def noise_floor(shape: str, device_type: str = "discrete_gpu") -> float:
 
 
 def run_noise_floor(device_type: str) -> float:
-    """The least between-run sd of log time compare assumes on this kind of device."""
-    return CPU_RUN_NOISE if device_type == "cpu" else RUN_NOISE
+    """The least between-run sd of log time compare takes from measured runs on this kind
+    of device."""
+    return CPU_RUN_NOISE if device_type == "cpu" else RUN_NOISE_FLOOR
+
+
+def assumed_run_noise(device_type: str) -> float:
+    """The between-run sd compare assumes where a side has one run (nothing measured)."""
+    return max(RUN_NOISE, run_noise_floor(device_type))
