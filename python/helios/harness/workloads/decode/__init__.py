@@ -12,7 +12,10 @@ fed back; run twice per adapter (the first warms pipelines, graphs and caches), 
 second timed and compared with torch_eager's tokens: a first divergence counts as a
 tie where torch's logits for its pick and the adapter's are within one bfloat16 step
 (the training suite's rule). Context sweep: for each --contexts length L the cache
-is filled to L tokens, 4 steps run untimed, then --context-steps steps are timed.
+is filled to L tokens and the steps to be timed run once untimed (a first step at a
+new key length costs more: torch's cuDNN attention builds a plan per length); the
+cache is filled again, 4 steps run untimed, then --context-steps steps are timed, the
+positions the greedy run's rule would time after its own untimed pass.
 
 Columns: tokens/s and ms/token p50 and p95 (the host clock around each step, its GPU
 work waited for), host ms/token (what launching a step costs the CPU, where the

@@ -119,6 +119,20 @@ def greedy_run(runner: Any, prompt: list[int], new: int) -> tuple[list[int], lis
     return [first] + toks, wall, host, gpu
 
 
+def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], list[float], list, list]:
+    """n steps timed after the cache is filled with `context`, as the greedy run times its
+    steps: after an untimed pass over the same positions. A step at a key length the
+    process has not run yet can cost far more than the next one (torch's cuDNN attention
+    builds a plan per length: 45-70 ms a step against 3-6 on an H100,
+    results/h100-eager-sweep-probe), so the pass runs the CONTEXT_WARMUP steps and the
+    n timed ones once, then the cache is filled again and the timed steps repeat them."""
+    first = feed(runner, context)
+    timed_steps(runner, first, len(context), CONTEXT_WARMUP + n)
+    first = feed(runner, context)
+    warm, *_ = timed_steps(runner, first, len(context), CONTEXT_WARMUP)
+    return timed_steps(runner, warm[-1], len(context) + CONTEXT_WARMUP, n)
+
+
 def judge(model: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict:
     """Where got leaves ref, and whether torch's logits there call it a tie."""
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
@@ -173,9 +187,7 @@ def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int]
     row["contexts"] = []
     for L in cfg.contexts:
         runner = ad.make(adapter, L + CONTEXT_WARMUP + cfg.context_steps + 1)
-        first = feed(runner, [int(x) for x in data[1, :L].tolist()])
-        warm, *_ = timed_steps(runner, first, L, CONTEXT_WARMUP)
-        _, wall, host, gpu = timed_steps(runner, warm[-1], L + CONTEXT_WARMUP, cfg.context_steps)
+        _, wall, host, gpu = context_steps(runner, [int(x) for x in data[1, :L].tolist()], cfg.context_steps)
         g = median_or_none(gpu)
         p50 = float(np.median(wall))
         row["contexts"].append({
