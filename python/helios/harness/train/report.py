@@ -1,4 +1,4 @@
-"""The training result as a markdown table (results/suite_tables.py, beside the other suites')."""
+"""The training result as a markdown table: helios.harness.results.suite_tables, beside the other suites'."""
 
 from __future__ import annotations
 
