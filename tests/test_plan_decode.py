@@ -167,11 +167,11 @@ def test_a_replay_checks_the_words_it_reads_before_it_submits(device):
     with device.plan(params=2) as p:
         p.attention_decode(qkv, kc, vc, heads=1, position=1)
         p.embed(tok, tok, token=0, position=1)
-    with pytest.raises(ValueError, match="parameter word 1 is 5; op 1 reads it as a row of 5"):
+    with pytest.raises(ValueError, match=r"parameter word 1 is 5; op 1 \(embed\) reads it as a row of 5"):
         p.replay(params=[0, 5])  # the embedding's 5 rows bound it tighter than the cache's 16
     with device.plan(params=2) as alone:
         alone.attention_decode(qkv, kc, vc, heads=1, position=1)
-    with pytest.raises(ValueError, match="parameter word 1 is 16; op 0 reads it as a row of 16"):
+    with pytest.raises(ValueError, match=r"parameter word 1 is 16; op 0 \(attention_decode\) reads it as a row of 16"):
         alone.replay(params=[0, 16])
     assert not kc.numpy().any()  # nothing ran
     with pytest.raises(ValueError, match="parameter words 1..3; the plan has 2"):

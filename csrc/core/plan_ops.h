@@ -42,6 +42,8 @@ typedef struct hl_plan_step {
 } hl_plan_step;
 
 /* Operation i of a plan with n_params parameter words as a step. */
+/* An op kind's name as the API spells it (plan.py's methods). */
+const char *hl_plan_kind_name(hl_plan_kind kind);
 hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
                           hl_error *err);
 /* ops[0..1] a LayerNorm and the product after it: where the product reads the norm's

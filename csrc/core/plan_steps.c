@@ -109,13 +109,17 @@ fail:
     return st;
 }
 
+const char *hl_plan_kind_name(hl_plan_kind kind) {
+    static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
+    return (unsigned)kind <= HL_PLAN_TOP1 ? names[kind] : "unknown";
+}
+
 hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
                           hl_error *err) {
     char who[64];
-    static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
     if ((unsigned)op->kind > HL_PLAN_TOP1)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan op %u: unknown kind %d", i, (int)op->kind);
-    snprintf(who, sizeof who, "plan op %u (%s)", i, names[op->kind]);
+    snprintf(who, sizeof who, "plan op %u (%s)", i, hl_plan_kind_name(op->kind));
     switch (op->kind) {
         case HL_PLAN_MATMUL:
             return matmul_step(dev, &op->matmul, who, s, err);

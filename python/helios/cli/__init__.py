@@ -108,8 +108,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             rc = int(args.func(args))
         # stopped by a signal: its status, also where the command finished its work meanwhile
         return stop.status if rc in (0, 130) and stop.first is not None else rc
-    except KeyboardInterrupt:
-        print(f"{where}: interrupted before any result was complete; nothing written", file=sys.stderr)
+    except KeyboardInterrupt as e:  # a command that got somewhere says how far (interrupted_after)
+        print(f"{where}: {e or 'interrupted before any result was complete; nothing written'}", file=sys.stderr)
         return stop.status
     except BrokenPipeError:  # the reader went away (`helios info --json | head -1`): not an error of ours
         _quiet_stdout()

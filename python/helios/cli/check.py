@@ -102,32 +102,35 @@ def cmd_check_attention(args: argparse.Namespace) -> int:
         total = args.fuzz + (2 * len(GRID_MATRIX) if args.matrix == "grid" else 0)
         bar = Progress(total, unit="case", log_every=10)
         first = FirstUses(dev.info["device_type"] == "cpu")
-        for case in attention_fuzz(
-            dev,
-            args.fuzz,
-            args.seed,
-            matrix=args.matrix == "grid",
-            variant=args.variant,
-            oracle=oracle,
-            max_seq=args.max_seq,
-            atol=atol,
-            rtol=rtol,
-            head_dims=args.head_dims,
-            dtype=args.dtype,
-            backward=args.backward,
-            announce=first.announce,
-        ):
-            n += 1
-            first.done(case.index)
-            if not case.passed:
-                failures += 1
-                print(
-                    f"FAIL #{case.index} {case.label()}: float64 {case.float64}"
-                    + (f"; sdpa {case.sdpa}" if case.sdpa else "")
-                )
-            elif args.verbose:
-                print(f"ok   #{case.index} {case.label()}")
-            bar.step(case.label())
+        try:
+            for case in attention_fuzz(
+                dev,
+                args.fuzz,
+                args.seed,
+                matrix=args.matrix == "grid",
+                variant=args.variant,
+                oracle=oracle,
+                max_seq=args.max_seq,
+                atol=atol,
+                rtol=rtol,
+                head_dims=args.head_dims,
+                dtype=args.dtype,
+                backward=args.backward,
+                announce=first.announce,
+            ):
+                n += 1
+                first.done(case.index)
+                if not case.passed:
+                    failures += 1
+                    print(
+                        f"FAIL #{case.index} {case.label()}: float64 {case.float64}"
+                        + (f"; sdpa {case.sdpa}" if case.sdpa else "")
+                    )
+                elif args.verbose:
+                    print(f"ok   #{case.index} {case.label()}")
+                bar.step(case.label())
+        except KeyboardInterrupt:
+            raise interrupted_after(n, failures, f"attention fuzz seed {args.seed}") from None
         bar.close()
     print(
         f"{n - failures} passed, {failures} failed (attention{' backward' if args.backward else ''} fuzz seed "
@@ -170,14 +173,17 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
     failures = n = 0
     with dev:
         print(f"decode attention over a KV cache, {args.dtype}, on {dev.info['name']}; atol={atol} rtol={rtol}")
-        for case in decode_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype, max_seq=args.max_seq, atol=atol,
-                                rtol=rtol):  # fmt: skip
-            n += 1
-            if not case.passed:
-                failures += 1
-                print(f"FAIL #{case.index} {case.label()}: {case.line}")
-            elif args.verbose:
-                print(f"ok   #{case.index} {case.label()}")
+        try:
+            for case in decode_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype, max_seq=args.max_seq, atol=atol,
+                                    rtol=rtol):  # fmt: skip
+                n += 1
+                if not case.passed:
+                    failures += 1
+                    print(f"FAIL #{case.index} {case.label()}: {case.line}")
+                elif args.verbose:
+                    print(f"ok   #{case.index} {case.label()}")
+        except KeyboardInterrupt:
+            raise interrupted_after(n, failures, f"decode attention fuzz seed {args.seed}") from None
     print(f"{n - failures} passed, {failures} failed (decode attention fuzz seed {args.seed})")
     return 1 if failures else 0
 
@@ -239,27 +245,40 @@ def _run_fuzz(args: argparse.Namespace, dev: Any, variants: list[str], tolerance
     from ..harness.protocol.progress import Progress
     from ..harness.workloads.fuzz import fuzz
 
-    n = failures = 0
+    n = failures = done = 0
     bar = Progress(args.fuzz, unit="case", log_every=25)
     first = FirstUses(cpu)
     seen_variants: set = set()
     seen_forms: set = set()
     atol, rtol = tolerances
-    for case in fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim, atol=atol, rtol=rtol,
-                     forms=args.forms, dtype=args.dtype, announce=first.announce, reuse_pipelines=reuse):  # fmt: skip
-        n += 1
-        first.done(case.index)
-        seen_variants.add(case.variant)
-        seen_forms.add(case.form.split("(")[0])
-        label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"
-        if not case.passed:
-            failures += 1
-            print(f"FAIL {label}: {case.line}")
-        elif args.verbose:
-            print(f"ok   {label}")
-        bar.step(label)
-    bar.close()
+    cases = fuzz(dev, args.fuzz, args.seed, variants=variants, max_dim=args.max_dim, atol=atol, rtol=rtol,
+                 forms=args.forms, dtype=args.dtype, announce=first.announce, reuse_pipelines=reuse)  # fmt: skip
+    try:
+        for case in cases:
+            n += 1
+            first.done(case.index)
+            seen_variants.add(case.variant)
+            seen_forms.add(case.form.split("(")[0])
+            label = f"#{case.index} {shape_str(case.shape)} {case.form} out={case.out_dtype} {case.variant}"
+            if not case.passed:
+                failures += 1
+                print(f"FAIL {label}: {case.line}")
+            elif args.verbose:
+                print(f"ok   {label}")
+            bar.step(label)
+            done = n
+    except KeyboardInterrupt:
+        raise interrupted_after(done, failures, f"fuzz seed {args.seed}") from None
+    finally:
+        bar.close()
     return n, failures, seen_variants, seen_forms
+
+
+def interrupted_after(n: int, failures: int, what: str) -> KeyboardInterrupt:
+    """The interrupt, saying how far the cases got (check writes no file)."""
+    return KeyboardInterrupt(
+        f"interrupted after {n} cases: {n - failures} passed, {failures} failed ({what}); check writes no file"
+    )
 
 
 def head_dims_arg(text: str) -> tuple[int, ...]:

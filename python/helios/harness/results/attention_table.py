@@ -4,7 +4,7 @@ SDPA backend beside them)."""
 from __future__ import annotations
 
 from .energy import energy_lines
-from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, stopping_line
+from .format import fmt_ms, fmt_rate, fmt_ratio, fmt_tflops, status_word, stopping_line
 from .rows import bench_rows, reference_ms
 
 
@@ -20,7 +20,7 @@ def attention_markdown(result: dict) -> str:
     if result.get("check"):
         lines += [f"gate: {result['check']['line']}", ""]
     if result["status"] != "ok":
-        lines += [f"**FAILED**: {result.get('failure')}", ""]
+        lines += [f"**{status_word(result['status'])}**: {result.get('failure')}", ""]
     backends = result.get("backends", [])
 
     f = fmt_ms

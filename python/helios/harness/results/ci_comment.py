@@ -58,7 +58,7 @@ def comment(rec: dict) -> str:
         refused = next((v["control_refused"] for v in rec["verdicts"] if v.get("control_refused")), None)
         lines += [
             "",
-            f"The job fails on the {gate} verdict"
+            f"The job's exit status reads the {gate} verdict (a SLOWER row there fails it)"
             + (
                 " (control-normalized where valid: Helios's time over the reference's, per round)"
                 if gate != "plain"

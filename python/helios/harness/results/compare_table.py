@@ -18,8 +18,10 @@ def verdict_dict(v: ShapeVerdict) -> dict:
     c = v.control
     return {
         "shape": v.shape,
-        "old_ms": v.old_ms,
-        "new_ms": v.new_ms,
+        # each side's centre (the geometric mean over runs of a run's round medians: the
+        # level the change compares), not a pooled median of samples like bench's heliosMs
+        "old_centre_ms": v.old_ms,
+        "new_centre_ms": v.new_ms,
         "change_pct": v.pct,
         "ratio_ci95": list(v.ci95),
         "p": v.p_value,

@@ -62,3 +62,9 @@ def fmt_num(x: Any, digits: int = 3) -> str:
 def fmt_field(x: Any) -> str:
     """A configuration value as a table shows it: '?' where the file left it out."""
     return "?" if x is None else md_cell(x)
+
+
+def status_word(status: str) -> str:
+    """A result's status as its table's headline word: INTERRUPTED for a run stopped by a
+    signal (its rows hold what completed), FAILED for one that failed."""
+    return "INTERRUPTED" if status == "interrupted" else "FAILED"

@@ -86,5 +86,5 @@ def failing(
 def head_verdict(v: ShapeVerdict) -> dict:
     """compare's verdict_dict with ci's names for the sides (base_ms, head_ms)."""
     d = verdict_dict(v)
-    d["base_ms"], d["head_ms"] = d.pop("old_ms"), d.pop("new_ms")
+    d["base_ms"], d["head_ms"] = d.pop("old_centre_ms"), d.pop("new_centre_ms")  # ci.json's names: the centres
     return d

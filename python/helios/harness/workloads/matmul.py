@@ -28,7 +28,7 @@ from ..protocol.rounds import (
 from ..protocol.shapes import shape_str
 from ..protocol.stats import bootstrap_ratio_ci, summarize
 from ..results.energy import energy_lines
-from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, stopping_line
+from ..results.format import fmt_ms, fmt_ratio, fmt_tflops, status_word, stopping_line
 from ..results.rows import BenchRow, bench_rows, reference_fields, reference_ms, reference_tflops
 from ..results.schema import to_row
 from .bench import helios_side, run_workload
@@ -296,7 +296,7 @@ def markdown(result: dict) -> str:
         lines.append(f"check {result['check']['shape']}: {result['check']['line']}")
         lines.append("")
     if result["status"] != "ok":
-        lines.append(f"**FAILED**: {result.get('failure')}")
+        lines.append(f"**{status_word(result['status'])}**: {result.get('failure')}")
         lines.append("")
     lines.append(
         f"| shape | helios median ms | TFLOP/s | {ref} median ms | TFLOP/s | helios/{ref} time | its 95% CI "
