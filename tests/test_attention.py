@@ -302,7 +302,11 @@ def test_module_function_and_time_attention(device):
 
 
 BAD = [
-    (lambda d, q, k, v: d.attention(q[0], k, v), ValueError, r"q must be 4-D \(B, H, S, d\), got shape \(2, 5, 16\)"),
+    (
+        lambda d, q, k, v: d.attention(q[0], k, v),
+        ValueError,
+        r"q must be 4-D \(B, H, S, d\) or, as torch SDPA's unbatched form, 3-D \(N, S, d\), got shape \(2, 5, 16\)",
+    ),
     (
         lambda d, q, k, v: d.attention(q, np.concatenate([k, k]), np.concatenate([v, v])),
         ValueError,
@@ -619,3 +623,13 @@ def test_default_follows_the_shape(device, monkeypatch):
     monkeypatch.setenv("HELIOS_DISABLE_ATTENTION_FOLD", "1")  # the unfolded kernel's preferences
     assert device.default_attention_variant(64, 4096) == "fa-coop:16x16x16:sg4:wq2:bc16"
     assert device.default_attention_variant(64, 4096, causal=True) == "fa-coop:16x8x16:sg4:wq2:bc16"
+
+
+def test_unbatched_inputs_as_torch_sdpa_takes_them(device):
+    """(N, S, d) host arrays are SDPA's unbatched form: one batch of N heads, O (N, S, d)."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((3, 40, 32)).astype(np.float16) for _ in range(3))
+    o3 = device.attention(q, k, v, is_causal=True)
+    o4 = device.attention(q[None], k[None], v[None], is_causal=True)
+    assert o3.shape == (3, 40, 32) and o3.dtype == np.float16
+    np.testing.assert_array_equal(o3, o4[0])

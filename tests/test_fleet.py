@@ -182,3 +182,21 @@ def test_check_fuzz_on_every_device(device, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "device 0" in out and device.info["uuid"] in out and "3 passed, 0 failed (fuzz seed 4)" in out
+
+
+def test_two_runs_of_one_gpu_are_one_gpu(tmp_path):
+    """Two bench files of the same GPU (host, UUID) are its runs, not two GPUs: the summary
+    lists one GPU (report draws a fleet table only for several) whose rows say which run."""
+    from helios.harness.runs.fleet import fleet_from_files
+
+    rng = np.random.default_rng(1)
+    paths = []
+    for i in range(2):
+        res = fake_result({"64x64x64": [list(rng.normal(1.0, 0.002, 10)) for _ in range(2)]})
+        res["helios"]["uuid"], res["host"] = "1234abcd-0000", {"hostname": "box"}
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(res))
+    s = fleet_from_files([str(p) for p in paths])
+    assert s is not None and s["gpus"] == ["box/1234abcd"]
+    assert [g["run"] for g in s["shapes"][0]["gpus"]] == [1, 2]
+    assert "box/1234abcd run 2" in fleet_markdown(s)

@@ -67,7 +67,8 @@ def _operand(x: Any, name: str, dt: Any = float16) -> Any:
         return x
     arr = host_array(x, f"attention: {name}")
     if arr.ndim != 4:
-        raise ValueError(f"attention: {name} must be 4-D (B, H, S, d), got shape {arr.shape}")
+        raise ValueError(f"attention: {name} must be 4-D (B, H, S, d) or, as torch SDPA's unbatched form, 3-D "
+                         f"(N, S, d), got shape {arr.shape}")  # fmt: skip
     return input_array(arr, f"attention: {name}", "attention", dt)
 
 
@@ -136,6 +137,10 @@ def run_attention(
     if dev.closed:
         raise _helios.DeviceClosedError("the Device is closed")
     dt = compute_dtype(_dtype_of(q, "q"), _dtype_of(k, "k"), _dtype_of(v, "v"))
+    # torch SDPA's unbatched form: (N, S, d) host arrays, one batch of N heads
+    unbatched = lse is None and all(not isinstance(x, Tensor) and len(np.shape(x)) == 3 for x in (q, k, v))
+    if unbatched:
+        q, k, v = (host_array(x, f"attention: {n}")[None] for x, n in ((q, "q"), (k, "k"), (v, "v")))
     q, k, v = _operand(q, "q", dt), _operand(k, "k", dt), _operand(v, "v", dt)
     check_shapes(q.shape, k.shape, v.shape)
     b, h, sq, d = (int(s) for s in q.shape)
@@ -151,7 +156,7 @@ def run_attention(
     o, _, _, _ = _call(dev, q, k, v, b * h, d, causal, resolve_scale(scale, d), variant, dt, out=out, **ordered)
     if out is not None:
         return out
-    return unwire(o, dt).reshape(b, h, sq, d)
+    return unwire(o, dt).reshape((h, sq, d) if unbatched else (b, h, sq, d))
 
 
 def _check_lse(lse: Any, b: int, h: int, sq: int) -> None:

@@ -315,8 +315,8 @@ class Device(_helios.Device):
         attn_mask: Any = None,
         dropout_p: float = 0.0,
     ) -> Any:
-        """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays:
-        float16 or bfloat16 (float32 is rounded to float16, or to bfloat16 when an input
+        """O = softmax(scale * q @ k^T) @ v per (batch, head) on (B, H, S, d) arrays (host
+        arrays also as SDPA's (N, S, d)): float16 or bfloat16 (float32 rounded to float16, or bf16 if an input
         is bfloat16), host arrays or 4-D Tensors (then O is a Tensor,
         or `out`). S_kv may differ from S_q unless causal; causal masks key j > query i
         (torch's is_causal). scale: default 1/sqrt(d). variant: an attention variant

@@ -204,9 +204,10 @@ def suite_doc() -> str:
 def register(sub: Any) -> None:
     ps = sub.add_parser(
         "suite",
-        help="workload suite, every stack on one table: a transformer MLP block "
-        "(gelu(x@W1+b1)@W2+b2) through Helios (resident chain, and per call), torch eager "
-        "and torch.compile; p50/p95 latency, tokens/s, peak memory; JSON + markdown",
+        help="workload suites, every stack on one table: mlp (a transformer MLP block through Helios, "
+        "torch eager and torch.compile: p50/p95 latency, tokens/s), train (a GPT-style decoder trained "
+        "through each adapter: tokens/s, step split, loss curves) and decode (that decoder generating at "
+        "batch 1: ms/token, tokens identical to eager); JSON + markdown",
         description=suite_doc(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

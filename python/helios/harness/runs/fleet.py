@@ -125,7 +125,10 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
     """Per shape: each GPU's median and ratio, the spread, and outliers (a GPU
     SLOWER than the others pooled, by the compare noise model)."""
     shapes: dict[str, dict] = {}
+    repeats = {lab: labels.count(lab) for lab in labels}
+    nth: dict[str, int] = {}
     for res, label in zip(results, labels):
+        nth[label] = nth.get(label, 0) + 1
         for row in bench_rows(res):
             if not row.valid:
                 continue
@@ -134,6 +137,7 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
             s["gpus"].append(
                 {
                     "gpu": label,
+                    "run": nth[label] if repeats[label] > 1 else None,  # several runs of one GPU: which
                     "uuid": res.get("helios", {}).get("uuid"),
                     "helios_ms": row.heliosMs,
                     # the reference's time, and which reference it is (a NumPy time is never
@@ -166,7 +170,7 @@ def summarize(results: Sequence[dict], labels: Sequence[str]) -> dict:
                 g["change_vs_peers_pct"] = v[0].pct
                 if v[0].verdict == "SLOWER":
                     s["outliers"].append(g["gpu"])
-    return {"schema": SCHEMA, "gpus": list(labels), "shapes": list(shapes.values())}
+    return {"schema": SCHEMA, "gpus": list(dict.fromkeys(labels)), "shapes": list(shapes.values())}
 
 
 def fleet_markdown(summary: dict) -> str:
@@ -183,8 +187,9 @@ def fleet_markdown(summary: dict) -> str:
             ratio = f"{g['ratio']:.2f}" if g["ratio"] else "-"
             ref_ms = g.get("reference_ms", g.get("cuda_ms"))
             cuda = f"{ref_ms:.4f} ({g.get('reference') or 'cuda'})" if ref_ms else "-"
+            gpu = g["gpu"] if not g.get("run") else f"{g['gpu']} run {g['run']}"
             lines.append(
-                f"| {s['shape']} | {g['gpu']} | {g['helios_ms']:.4f} | {cuda} | {ratio} | {vs} | "
+                f"| {s['shape']} | {gpu} | {g['helios_ms']:.4f} | {cuda} | {ratio} | {vs} | "
                 f"{st.get('sm_clock_mhz') or '-'} | {st.get('power_w') or '-'} | "
                 f"{','.join(st.get('throttle_reasons') or []) or '-'} |"
             )
@@ -213,10 +218,7 @@ def fleet_from_files(paths: Sequence[str]) -> Optional[dict]:
     results = [r for _, r in load_results(paths) if r.get("schema") == "helios-bench/1"]
     if not results:
         return None
-    labels = []
-    for i, r in enumerate(results):
-        lab = gpu_label(r, f"result{i}")
-        while lab in labels:
-            lab += "'"
-        labels.append(lab)
+    # one label per GPU: several runs of one GPU (the same host, PCI address or UUID and
+    # rank) are that GPU's runs, compared with the other GPUs' together
+    labels = [gpu_label(r, f"result{i}") for i, r in enumerate(results)]
     return summarize(results, labels)
