@@ -154,7 +154,7 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 const uint PERSIST_ROW = 8u;
 const uint FLAG_PERSIST_LN = 32u;     // the member's A is its LayerNorm head's output (else A is bound)
 const uint FLAG_PERSIST_ATTN = 64u;   // the member is a decode attention (decode_attention.glsl)
-const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (a second or so)
+const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
 uint att_heads, att_rows, att_splits, att_counters, att_fit;
 float att_scale;
@@ -243,14 +243,20 @@ void grid_arrive() {
 }
 
 // Every invocation: until every workgroup has counted itself in `done` times, polled
-// with acquire loads. One that gives up sets the fault word, which the replay reports.
+// with acquire loads. One that gives up sets the fault word, which the replay reports;
+// once it is set, the other barriers of the replay give up at their next look at it
+// (every 4096 polls), so that a grid too large fails in one barrier's time, not in
+// every barrier's.
 void grid_wait(uint done) {
     if (gl_LocalInvocationIndex == 0u) {
         const uint want = done * gl_NumWorkGroups.x;
         uint polls = 0u;
         while (atomicLoad(arrivals[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
-            if (++polls == PERSIST_SPIN_LIMIT) {
-                words[pp.fault_word] = 1u;
+            ++polls;
+            if (polls == PERSIST_SPIN_LIMIT ||
+                ((polls & 4095u) == 0u && atomicLoad(words[pp.fault_word], gl_ScopeDevice, 0,
+                                                     gl_SemanticsRelaxed) != 0u)) {
+                atomicStore(words[pp.fault_word], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
                 break;
             }
         }

@@ -265,7 +265,7 @@ def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on(
         "print('AFTER', p.counts, float(y.numpy().astype(np.float64).sum()))\n"
         "dev.close()\n"
     )
-    env = dict(os.environ, LP_NUM_THREADS="1", HELIOS_PLAN_PERSISTENT_GRID="3")
+    env = dict(os.environ, LP_NUM_THREADS="1", HELIOS_PLAN_PERSISTENT_GRID="3", HELIOS_TEST_UNBOUNDED_GRID="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
@@ -273,6 +273,18 @@ def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on(
         pytest.skip("not lavapipe: its one thread is what makes the grid too large to be resident")
     assert "RAISED" in r.stdout and "HELIOS_DISABLE_PLAN_PERSISTENT" in r.stdout, out
     assert "AFTER (1, 1, 1) 1024.0" in r.stdout, out
+
+
+def test_a_grid_larger_than_the_device_holds_is_refused_when_it_opens(monkeypatch):
+    """A grid past what the device holds resident would stall every replay until its barrier
+    gives up: refused when the Device opens, naming the switch and the bound (lavapipe: a
+    workgroup a thread, LP_NUM_THREADS or the cores; a GPU: two an SM)."""
+    monkeypatch.setenv("LP_NUM_THREADS", "2")
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", "1024")
+    with pytest.raises(ValueError, match=r"HELIOS_PLAN_PERSISTENT_GRID=1024: '.*' holds at most \d+ workgroups"):
+        helios.Device()
+    monkeypatch.setenv("HELIOS_TEST_UNBOUNDED_GRID", "1")  # the tests' way past the bound
+    helios.Device().close()
 
 
 @pytest.mark.parametrize(

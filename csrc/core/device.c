@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helios_plan.h"
 #include "internal.h"
@@ -114,11 +115,34 @@ static hl_status pick_queue(hl_device *dev, hl_error *err) {
  * Decode attentions size their splits for that grid whether runs are on or off
  * (split_width, decode.c), so that an attention in a run and apart are the same. */
 #define PERSIST_PER_SM 2u
+
+/* The most workgroups the device holds resident at once, as far as it can be known (0:
+ * not known). A GPU reporting its SMs: PERSIST_PER_SM an SM. A CPU device (lavapipe)
+ * runs a workgroup on a thread: LP_NUM_THREADS where set, else the CPU's cores. */
+static uint32_t resident_workgroups(const hl_device *dev) {
+    if (dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        const char *lp = getenv("LP_NUM_THREADS");
+        long n = lp && *lp ? strtol(lp, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (uint32_t)n : 1u;
+    }
+    return PERSIST_PER_SM * dev->caps.sm_count;
+}
+
 static hl_status persist_switches(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
-    int off = 0, grid = -1;
+    int off = 0, grid = -1, unbounded = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_PERSISTENT", &off, err));
     HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
+    HL_TRY(hl_env_flag("HELIOS_TEST_UNBOUNDED_GRID", &unbounded, err));
+    const uint32_t resident = resident_workgroups(dev);
+    if (grid > 0 && resident && (uint32_t)grid > resident && !unbounded)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "HELIOS_PLAN_PERSISTENT_GRID=%d: '%s' holds at most %u workgroups at once (%s); a larger "
+                       "grid's barrier would wait on workgroups that cannot run",
+                       grid, dev->caps.name, resident,
+                       dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU
+                           ? "a CPU device runs one a thread: LP_NUM_THREADS, else the cores"
+                           : "two an SM");
     dev->persist_grid = dev->split_width = grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
     if (off || !dev->caps.has_buffer_arrays || !dev->caps.has_int16 || !dev->gemv_enabled) dev->persist_grid = 0;
 fail:

@@ -83,9 +83,10 @@ SWITCHES: tuple[Switch, ...] = (
         "runtime",
         "workgroups",
         "The grid of a plan's persistent runs of products (default: two workgroups an SM where the device "
-        "reports its SMs, else no runs; 0: none). Every workgroup must be resident at once: a grid barrier "
-        "that gives up fails the replay. Decode attentions size their key splits for this grid, runs or not "
-        "(longer splits once a pass of the grid no longer holds the short ones).",
+        "reports its SMs, else no runs; 0: none). Every workgroup must be resident at once: a grid larger than "
+        "the device holds is refused when it opens (two an SM; on a CPU device, lavapipe, one a thread: "
+        "LP_NUM_THREADS, else the cores, and the grid that pays there is the cores). Decode attentions size "
+        "their key splits for this grid, runs or not.",
     ),
     Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
@@ -243,6 +244,13 @@ SWITCHES: tuple[Switch, ...] = (
         "test",
         "KIND:N",
         "Fault injection for tests: the Nth call of that kind fails as the driver would (csrc/core/fault.c).",
+    ),
+    Switch(
+        "HELIOS_TEST_UNBOUNDED_GRID",
+        "test",
+        "1",
+        "HELIOS_PLAN_PERSISTENT_GRID is not checked against the workgroups the device holds at once, so "
+        "that tests can run a grid too large and see its barrier give up and the replay raise.",
     ),
     Switch(
         "HELIOS_TEST_FULL",

@@ -32,14 +32,14 @@ def fmt_ratio(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def md_cell(x: Any) -> str:
+def md_cell(x: Any, limit: int = 200) -> str:
     """Text from a result file made safe for one markdown table cell (and one
     terminal line): pipes escaped, line breaks and control characters shown as
-    escapes, at most 200 characters."""
+    escapes, at most `limit` characters (a status that carries advice: more)."""
     text = str(x)
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     text = text.replace("|", "\\|")
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def stopping_line(result: dict) -> Optional[str]:
@@ -68,3 +68,6 @@ def status_word(status: str) -> str:
     """A result's status as its table's headline word: INTERRUPTED for a run stopped by a
     signal (its rows hold what completed), FAILED for one that failed."""
     return "INTERRUPTED" if status == "interrupted" else "FAILED"
+
+
+STATUS_CELL = 640  # a suite row's status cell: a failure's whole message (the engine's are at most 640)

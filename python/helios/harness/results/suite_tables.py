@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .format import fmt_field, fmt_mib, fmt_num, fmt_tflops, md_cell
+from .format import STATUS_CELL, fmt_field, fmt_mib, fmt_num, fmt_tflops, md_cell
 from .rows import DECODE_SCHEMA, TRAIN_SCHEMA, DecodeRow, SuiteRow, TrainRow, read_row
 
 
@@ -34,7 +34,7 @@ def suite_markdown(result: dict) -> str:
                 f"{fmt_mib(r.peak_memory_bytes)} | {'' if wall is None else f'{wall:.3f}'} |"
             )
         else:
-            lines.append(f"| {r.tokens} | {md_cell(r.adapter)} | {md_cell(r.status)} | | | | | | | |")
+            lines.append(f"| {r.tokens} | {md_cell(r.adapter)} | {md_cell(r.status, STATUS_CELL)} | | | | | | | |")
     lines += [
         "",
         "helios, torch_*: GPU time per forward (timestamps / CUDA events); helios_per_call: host "
@@ -85,12 +85,12 @@ def decode_markdown(result: dict) -> str:
     rows = [read_row(DecodeRow, x) for x in result["rows"]]
     for r in rows:
         if r.tokens_per_s is None:
-            lines.append(f"| {md_cell(r.adapter)} | {md_cell(r.status)} |" + " - |" * 8)
+            lines.append(f"| {md_cell(r.adapter)} | {md_cell(r.status, STATUS_CELL)} |" + " - |" * 8)
             continue
         same, div = r.same_tokens, r.first_divergence
         same_s = "-" if same is None else "yes" if same else f"no: at {div}" + (" (a tie)" if r.tie else "")
         lines.append(
-            f"| {md_cell(r.adapter)} | {md_cell(r.status)} | {_f(r.tokens_per_s, 0)} | {_f(r.ms_per_token_p50)} | "
+            f"| {md_cell(r.adapter)} | {md_cell(r.status, STATUS_CELL)} | {_f(r.tokens_per_s, 0)} | {_f(r.ms_per_token_p50)} | "
             f"{_f(r.ms_per_token_p95)} | {_f(r.host_ms_p50, 4)} | {_f(r.gpu_ms_p50)} | "
             f"{_f(r.roof_pct, 1)} | {same_s} | {fmt_mib(r.peak_memory_bytes)} |"
         )
@@ -149,13 +149,13 @@ def train_markdown(result: dict) -> str:
     ]
     for r in rows:
         if not r.loss or r.step_ms_p50 is None:
-            lines.append(f"| {r.adapter} | {md_cell(r.status)} | - | - | - | - | - | - | - | - | - |")
+            lines.append(f"| {r.adapter} | {md_cell(r.status, STATUS_CELL)} | - | - | - | - | - | - | - | - | - |")
             continue
         hk, dev = r.helios_kernel_ms_p50, r.loss_max_rel_dev_vs_eager
         share = f"{hk:.3f} ms ({hk / r.step_ms_p50 * 100:.0f}%)" if hk is not None and r.step_ms_p50 else "-"
         per_gpu = r.tokens_per_s if r.tokens_per_s_per_gpu is None else r.tokens_per_s_per_gpu
         lines.append(
-            f"| {md_cell(r.adapter)} | {md_cell(r.status)} | {_f(r.tokens_per_s, 0)} | {_f(per_gpu, 0)} | "
+            f"| {md_cell(r.adapter)} | {md_cell(r.status, STATUS_CELL)} | {_f(r.tokens_per_s, 0)} | {_f(per_gpu, 0)} | "
             f"{r.step_ms_p50:.3f} | {_f(r.forward_ms_p50)} / {_f(r.backward_ms_p50)} / "
             f"{_f(r.optimizer_ms_p50)} | {share} | "
             f"{r.loss[0]:.4f} | {r.loss[-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "

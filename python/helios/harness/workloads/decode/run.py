@@ -253,7 +253,10 @@ def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wb
             row = run_adapter(ad, adapter, cfg, prompt, ref, wbytes, roof, data)
         except Exception as e:  # a row that says why, the other adapters still run
             ad.release()
-            row = {"adapter": adapter, "status": f"failed: {type(e).__name__}: {str(e)[:200]}"}
+            row = {
+                "adapter": adapter,
+                "status": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            }
             result["status"] = "failed"
         if adapter == "torch_eager":
             ref = row.get("tokens")
