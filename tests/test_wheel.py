@@ -98,3 +98,15 @@ def test_the_readmes_install_block_works_in_a_clean_environment(wheel, tmp_path)
     code = "import helios, ml_dtypes, numpy; print(helios.__version__, helios.bfloat16)"
     r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0 and "bfloat16" in r.stdout, r.stderr[-2000:]
+
+
+def test_a_virtual_environment_with_pip_works_in_the_development_box(tmp_path):
+    """`python3 -m venv` with its pip, as a user of the box makes one to try the wheel
+    (the root ships python3-venv); elsewhere it is the machine's own business."""
+    if not os.environ.get("HELIOS_DEV_BUILD"):
+        pytest.skip("not inside tools/dev's root: the machine's own Python decides whether venv works")
+    venv = tmp_path / "venv"
+    r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "pip" in r.stdout, r.stderr

@@ -40,3 +40,6 @@ python3 -m wheel tags --platform-tag "$TAG" --remove "$RAW" >/dev/null
 mkdir -p "$OUT"
 mv "$TMP"/helios_vulkan-*.whl "$OUT"/
 ls "$OUT"/helios_vulkan-*"$TAG"*.whl
+PY=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+echo "build_wheel: a wheel for CPython $PY only (pip refuses it in another Python); for another Python," \
+  "run tools/build_wheel.sh with that Python where glslc and Vulkan >= 1.3.255 headers are" >&2
