@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
@@ -88,7 +89,7 @@ def host_memory_bytes() -> int:
         return 1 << 62
 
 
-def check_limits(cfg: DecodeConfig, info: dict, host_bytes: int) -> None:
+def check_limits(cfg: DecodeConfig, info: Mapping[str, Any], host_bytes: int) -> None:
     """ValueError naming the flag whose size the Vulkan device (info: Device.info) or this
     machine (host_bytes) cannot hold, before any work: the largest buffer a kernel binds
     (the float32 position and token tables, a layer's K or V cache), the device memory
