@@ -134,7 +134,7 @@ def test_ci_comment_shows_the_normalized_column():
         "config": {"verdict_gate": "normalized"},
     }
     text = comment(copy.deepcopy(rec))
-    assert "control-normalized" in text and "SAME" in text and "fails on the normalized verdict" in text
+    assert "control-normalized" in text and "SAME" in text and "exit status reads the normalized verdict" in text
 
 
 # ---- the kernel's identity -------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from helios.harness.results.rows import (
-    CONTEXT_FIELDS,
     DECODE_SCHEMA,
     FILE_FIELDS,
     NESTED_FIELDS,
@@ -89,8 +88,6 @@ def suite_text(schema: str, row_type: type, title: str, description: str, requir
     for (of, name), fields in NESTED_FIELDS.items():  # the objects the readers check, still open to more
         if of == schema:
             doc["properties"][name] = fields_schema(fields) | {"type": "object"}
-    if schema == DECODE_SCHEMA:
-        doc["$defs"]["row"]["properties"]["contexts"]["items"] = fields_schema(CONTEXT_FIELDS)
     return json.dumps(doc, indent=2) + "\n"
 
 

@@ -31,8 +31,8 @@ struct hl_plan {
     struct hl_plan *twin;  /* the same ops with no attention in a run, replayed past LONG_ROUNDS */
     struct hl_plan *last;  /* the one replayed last: its parameter words are the ones written */
     uint32_t n_params;
-    uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS]; /* each word's tightest bound (0: none) */
-    hl_plan_kind bound_kind[HL_PLAN_MAX_PARAMS];                      /* and the kind of the op that sets it */
+    /* each word's tightest bound (0: none), the op that sets it and that op's kind */
+    uint32_t bound[HL_PLAN_MAX_PARAMS], bound_op[HL_PLAN_MAX_PARAMS], bound_kind[HL_PLAN_MAX_PARAMS];
     hl_tensor **tensors; /* every tensor bound, checked before each replay */
     uint32_t n_tensors;
     uint32_t ops, dispatches, barriers;
@@ -268,7 +268,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
             if (!p->bound[w] || s->param_bound[r] < p->bound[w]) {
                 p->bound[w] = s->param_bound[r];
                 p->bound_op[w] = i;
-                p->bound_kind[w] = ops[i].kind;
+                p->bound_kind[w] = (uint32_t)ops[i].kind;
             }
         }
     }
@@ -365,10 +365,8 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
     if (n_params > HL_PLAN_MAX_PARAMS)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
                        HL_PLAN_MAX_PARAMS);
-    if (dev->group_open)
-        return hl_fail(
-            err, HL_ERR_INVALID_ARGUMENT,
-            "plan: recorded inside an open group; a plan is a submission of its own: record it after the group closes");
+    if (dev->group_open) /* a plan is a submission of its own */
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: recorded inside an open group; record it after it closes");
     HL_TRY(hl_settle(dev, err));
     hl_plan *p;
     HL_TRY(create_one(dev, ops, n_ops, n_params, 1, &p, err));
@@ -420,7 +418,7 @@ static hl_status replay_one(hl_plan *p, hl_plan_run *run, hl_error *err) {
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "plan: parameter word %u is %u; op %u (%s) reads it as a row of %u (a position past its "
                            "cache or a token past its table)",
-                           w, v, p->bound_op[w], hl_plan_kind_name(p->bound_kind[w]), p->bound[w]);
+                           w, v, p->bound_op[w], hl_plan_kind_name((hl_plan_kind)p->bound_kind[w]), p->bound[w]);
     }
     HL_TRY(hl_settle(dev, err)); /* the command buffer and fence may still be an interrupted replay's */
     uint32_t *args = (uint32_t *)((char *)p->params.mapped + PARAM_BYTES);

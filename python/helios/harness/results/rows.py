@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from ...flops import attention_backward_flops, attention_flops, matmul_flops, tflops
-from .schema import ABSENT, col, reader_fields
+from .schema import ABSENT, col, fields_schema, reader_fields
 
 BENCH_SCHEMA = "helios-bench/1"  # helios bench (matmul and attention workloads)
 TIME_SCHEMA = "helios-time/1"  # helios time
@@ -136,6 +136,11 @@ class SuiteRow:
     untrusted: bool = col("bool", "external: saved no output, so no gate judged it", default=ABSENT)
 
 
+# a decode row's contexts[] entries (read_result checks them; DecodeRow publishes them)
+CONTEXT_FIELDS = {"context": "count", "ms_per_token_p50": "positive", "gpu_ms_p50": "positive?",
+                  "host_ms_p50": "number?", "roof_pct": "number?"}  # fmt: skip
+
+
 @dataclass(slots=True, kw_only=True)
 class DecodeRow:
     """A row of helios-decode/1: one adapter decoding greedily at batch 1 (helios suite decode)."""
@@ -153,7 +158,8 @@ class DecodeRow:
     first_divergence: Optional[int] = col("count?", "the first token that differs from eager's", default=ABSENT)
     margin_to_pick: float = col("number", "eager's logit margin at the first divergence", default=ABSENT)
     tie: bool = col("bool", "that margin is within bfloat16 rounding: a tie, not an error", default=ABSENT)
-    contexts: list = col("list", "ms per token at each context length", default=ABSENT)
+    contexts: list = col("list", "ms per token at each context length", default=ABSENT,
+                         schema={"type": "array", "items": fields_schema(CONTEXT_FIELDS)})  # fmt: skip
     peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)
     dispatches: int = col("count", "helios_plan: the dispatches its recorded step runs", default=ABSENT)
     barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
@@ -239,9 +245,6 @@ NESTED_FIELDS = {  # a file's objects: (schema, the object's path) -> its fields
     (TRAIN_SCHEMA, "config"): TRAIN_CONFIG_FIELDS,
     (TRAIN_SCHEMA, "distributed"): {"world_size": "count?", "rank": "int?", "grad_sync": "str?"},
 }
-# a decode row's contexts[] entries
-CONTEXT_FIELDS = {"context": "count", "ms_per_token_p50": "positive", "gpu_ms_p50": "positive?",
-                  "host_ms_p50": "number?", "roof_pct": "number?"}  # fmt: skip
 MAX_RESULT_BYTES = 64 << 20
 
 
