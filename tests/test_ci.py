@@ -146,7 +146,7 @@ def test_aa_claims_no_difference_and_the_comment_matches_the_json(scratch):
     assert len(verdicts) == 2 and set(verdicts) <= {"SAME", "INCONCLUSIVE"}, verdicts
     assert rec["engines"]["base"] == rec["engines"]["head"]  # Python-only difference: one build
     # The runs' inputs were drawn once and read back by the later runs' processes.
-    cached = {p.name.split("-")[0] for p in (scratch["work"] / "inputs").glob("*.npz")}
+    cached = {p.name.split("-")[0] for p in (scratch["work"] / "inputs").glob("*.npy")}
     assert set(SHAPES.split(",")) <= cached, cached
     out = scratch["dir"] / "aa"
     saved = json.loads((out / "ci.json").read_text())
