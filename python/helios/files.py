@@ -123,7 +123,7 @@ def read_bytes(path: PathLike, max_bytes: int, what: str = "a Helios file") -> b
         except OSError as e:
             raise FileError(f"{os.fspath(path)}: cannot read ({e.strerror or e})") from None
     if len(raw) > max_bytes:
-        raise FileError(f"{os.fspath(path)}: larger than {_size(max_bytes)}; not {what}")
+        raise FileError(f"{os.fspath(path)}: larger than {size_text(max_bytes)}; not {what}")
     return raw
 
 
@@ -196,7 +196,7 @@ def read_npy(path: PathLike, max_bytes: int) -> Any:
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > max_bytes:
         raise FileError(
-            f"{where}: its header claims {shape} ({_size(nbytes)}), more than the {_size(max_bytes)} expected"
+            f"{where}: its header claims {shape} ({size_text(nbytes)}), more than the {size_text(max_bytes)} expected"
         )
     try:
         with _open_regular(path, "a .npy file") as f:
@@ -261,7 +261,8 @@ def short(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """A byte count as people read it ('768 MiB', '1.5 GiB')."""
     for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << shift:
             return f"{n / (1 << shift):.3g} {unit}"

@@ -35,6 +35,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ....files import size_text
+
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
 CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch"})
@@ -77,10 +79,6 @@ def check_config(cfg: DecodeConfig) -> None:
         raise ValueError(f"decode: unknown adapters {', '.join(bad)}; choose from {', '.join(DECODE_ADAPTERS)}")
 
 
-def _size(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
 def host_memory_bytes() -> int:
     """This machine's physical memory (the bound the host-side arrays must stay under)."""
     try:
@@ -106,21 +104,21 @@ def check_limits(cfg: DecodeConfig, info: Mapping[str, Any], host_bytes: int) ->
     ):
         if nbytes > binds:
             raise ValueError(
-                f"decode: {flag}: {what} takes {_size(nbytes)}; {info.get('name', 'the device')} binds at most "
-                f"{_size(binds)} a buffer (max_storage_buffer_range)"
+                f"decode: {flag}: {what} takes {size_text(nbytes)}; {info.get('name', 'the device')} binds at most "
+                f"{size_text(binds)} a buffer (max_storage_buffer_range)"
             )
     weights = 2 * (layers * 12 * d * d + v * d)
     device = weights + 2 * layers * n * d * 2 + 4 * (n + v) * d
     have = int(info.get("device_local_bytes") or 1 << 62)
     if device > have:
         raise ValueError(
-            f"decode: {longest}, --layers, --d-model: the plan's weights, KV caches and tables take {_size(device)}; "
-            f"{info.get('name', 'the device')} has {_size(have)} of device memory"
+            f"decode: {longest}, --layers, --d-model: the plan's weights, KV caches and tables take {size_text(device)}; "
+            f"{info.get('name', 'the device')} has {size_text(have)} of device memory"
         )
     rows = 8 * max(cfg.train_steps, 1) + 4  # run.train_model's stream: TRAIN_BATCH windows a step, and 4 more
     host = 8 * rows * (n + 1) + 4 * 4 * (n + v) * d + 4 * 4 * layers * 12 * d * d  # tables x4: weights, grads, moments
     if host > host_bytes:
         raise ValueError(
             f"decode: {longest}, --train-steps, --layers, --d-model: the token stream and the model on the host take "
-            f"about {_size(host)}; this machine has {_size(host_bytes)}"
+            f"about {size_text(host)}; this machine has {size_text(host_bytes)}"
         )
