@@ -301,6 +301,24 @@ def test_the_suites_without_torch_say_what_to_install(workload, monkeypatch, cap
     assert "internal error" not in err and "ModuleNotFoundError" not in err
 
 
+def test_decoding_through_a_plan_needs_no_torch(monkeypatch, tmp_path, capsys, device):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    out = tmp_path / "decode.json"
+    assert main(["suite", "decode", "--tiny", "--adapters=helios_plan", f"--out={out}"]) == 0
+    err = capsys.readouterr().err
+    assert "torch is not installed: --adapters helios_plan decodes the model's initial (random) weights" in err
+    assert "4/4 phases" in err and "helios_plan: context 48" in err  # progress: 2 greedy runs, 2 contexts
+    d = json.loads(out.read_text())
+    assert d["status"] == "ok" and d["config"]["train_steps"] == 0 and "numerics" not in d
+    (row,) = d["rows"]
+    assert row["adapter"] == "helios_plan" and row["status"] == "ok" and "same_tokens" not in row
+    assert len(row["tokens"]) == d["config"]["new"] and all(0 <= t < d["config"]["vocab"] for t in row["tokens"])
+    assert [c["context"] for c in row["contexts"]] == [16, 48] and row["peak_memory_bytes"] > 0
+    # training the weights needs torch: said, not skipped
+    assert main(["suite", "decode", "--tiny", "--adapters=helios_plan", "--train-steps=5"]) == 2
+    assert "pip install 'helios-vulkan[torch]'" in capsys.readouterr().err
+
+
 def test_decode_and_train_scale_their_defaults_to_a_cpu_device(device, capsys):
     from helios.cli.suite import workload_base
 

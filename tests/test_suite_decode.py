@@ -24,6 +24,7 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     assert plan["status"] == "ok" and plan["same_tokens"] is True, plan.get("first_divergence")
     assert plan["tokens"] == eager["tokens"] and len(plan["tokens"]) == d["config"]["new"]
     assert plan["tokens_per_s"] > 0 and plan["ms_per_token_p95"] >= plan["ms_per_token_p50"] > 0
+    assert "decode: training step 10:" in capsys.readouterr().out  # progress while training
     assert plan["host_ms_p50"] > 0 and plan["peak_memory_bytes"] > 0
     assert [c["context"] for c in plan["contexts"]] == d["config"]["contexts"]
     # a layer's norm with QKV (the norm as the product's head), attention (one dispatch),
@@ -51,6 +52,25 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert "| helios_plan | ok |" in capsys.readouterr().out
+
+
+def test_the_numpy_initial_weights_are_the_models_names_shapes_and_rule():
+    from helios.harness.train.config import TrainConfig
+    from helios.harness.train.model import GPT
+    from helios.harness.workloads.decode.weights import INIT_STD, initial_state
+
+    torch.manual_seed(0)
+    ref = GPT(TrainConfig(layers=3, d_model=32, heads=2, seq=40, vocab=50)).state_dict()
+    got = initial_state(3, 32, 50, 40, seed=0)
+    assert list(got) == list(ref) and {k: v.shape for k, v in got.items()} == {
+        k: tuple(v.shape) for k, v in ref.items()
+    }
+    for name, w in got.items():
+        r = ref[name].numpy()
+        if w.ndim == 2:  # both N(0, 0.02): the same spread, not the same draws
+            assert abs(float(w.std()) - INIT_STD) < 0.1 * INIT_STD and abs(float(r.std()) - INIT_STD) < 0.1 * INIT_STD
+        else:
+            assert (w == r).all(), name  # biases 0, LayerNorm weights 1
 
 
 @pytest.mark.parametrize(

@@ -130,7 +130,7 @@ def scale_mlp_defaults(args: argparse.Namespace) -> None:
 def cmd_decode(args: argparse.Namespace) -> int:
     from ..harness.results.suite_tables import decode_markdown
     from ..harness.workloads.decode import DECODE_ADAPTERS, TINY, DecodeConfig, check_config
-    from ..harness.workloads.decode.run import run_decode
+    from ..harness.workloads.decode.run import run_decode, torch_or_none
 
     no_tag(args, "decode")
     adapters = adapter_list(args.adapters, DECODE_ADAPTERS, DECODE_ADAPTERS, "decode")
@@ -143,7 +143,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
         contexts="contexts", context_steps="context_steps", train_steps="train_steps",
     )  # fmt: skip
     base["adapters"] = adapters
-    require("torch", "helios suite decode (its model is the training suite's torch GPT)")
+    if adapters != ["helios_plan"] or args.train_steps:
+        require("torch", "helios suite decode (its model is the training suite's torch GPT, trained by torch)")
+    elif torch_or_none() is None:
+        base["train_steps"] = 0
+        print("helios suite decode: torch is not installed: --adapters helios_plan decodes the model's initial "
+              "(random) weights, --train-steps=0 (install 'helios-vulkan[torch]' to train and judge them)",
+              file=sys.stderr)  # fmt: skip
     cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
     try:
         check_config(cfg)

@@ -1,6 +1,7 @@
-"""The decode suite's run (needs torch): train the model briefly, then per adapter
-the greedy run (timed the second time, judged against torch_eager's tokens) and the
-context sweep."""
+"""The decode suite's run: train the model briefly, then per adapter the greedy run
+(timed the second time, judged against torch_eager's tokens) and the context sweep.
+Where torch is not installed only helios_plan runs, on the model's initial weights
+drawn with NumPy (weights.py), with no reference to judge its tokens against."""
 
 from __future__ import annotations
 
@@ -9,27 +10,30 @@ from dataclasses import asdict
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch
 
 from .... import signals
 from ...protocol.gpustate import ramp_clocks
+from ...protocol.progress import Progress
 from ...protocol.provenance import provenance
 from ...protocol.rounds import interrupted_message
 from ...results.rows import DECODE_SCHEMA, DecodeRow
 from ...results.schema import written_row
-from ...train.adapters import HeliosPerOpOps, TorchOps
 from ...train.config import TrainConfig, markov_stream
-from ...train.loop import lock_numerics
-from ...train.model import GPT
 from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DecodeConfig, check_config, check_limits, host_memory_bytes
 from .plan_decoder import PlanDecoder
 from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
+from .weights import initial_state
 
 TRAIN_BATCH = 8
 
 
 def train_model(cfg: DecodeConfig, device: Any, log: Callable[[str], None]) -> tuple[Any, Any]:
     """The GPT after cfg.train_steps AdamW steps of torch on the Markov stream, and the stream."""
+    import torch
+
+    from ...train.adapters import TorchOps
+    from ...train.model import GPT
+
     tcfg = TrainConfig(layers=cfg.layers, d_model=cfg.d_model, heads=cfg.heads, seq=cfg.max_len, vocab=cfg.vocab,
                        batch=TRAIN_BATCH, steps=max(cfg.train_steps, 1), seed=cfg.seed)  # fmt: skip
     rows = TRAIN_BATCH * max(cfg.train_steps, 1) + 4
@@ -45,7 +49,7 @@ def train_model(cfg: DecodeConfig, device: Any, log: Callable[[str], None]) -> t
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step in (0, cfg.train_steps - 1):
+        if step % 10 == 0 or step == cfg.train_steps - 1:
             log(f"decode: training step {step}: loss {float(loss):.3f}")
     log(f"decode: {cfg.train_steps} training steps in {time.perf_counter() - t0:.1f} s")
     model.eval()
@@ -58,6 +62,8 @@ def read_roof(cuda: bool) -> tuple[Optional[float], Optional[dict]]:
     starts at 345 MHz, and the 13 sums are about 4 ms of work); with the ramp's record."""
     if not cuda:
         return None, None
+    import torch
+
     big = torch.ones(1 << 29, dtype=torch.float16, device="cuda")
 
     def burst() -> None:  # about 30 ms on an H200
@@ -79,14 +85,22 @@ def read_roof(cuda: bool) -> tuple[Optional[float], Optional[dict]]:
 
 
 class Adapters:
-    """Makes each adapter's runner for a cache of max_len positions."""
+    """Makes each adapter's runner for a cache of max_len positions. model: the torch GPT,
+    or None where torch is not installed (then state holds the weights, helios_plan only)."""
 
-    def __init__(self, cfg: DecodeConfig, model: Any, hdev: Any, cuda: bool) -> None:
+    def __init__(self, cfg: DecodeConfig, model: Any, hdev: Any, cuda: bool,
+                 state: Optional[dict[str, np.ndarray]] = None) -> None:  # fmt: skip
         self.cfg, self.model, self.hdev, self.cuda = cfg, model, hdev, cuda
-        self.state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+        if state is None:
+            state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+        self.state = state
         self.decoders: list = []
 
     def make(self, adapter: str, max_len: int) -> Any:
+        if adapter != "helios_plan":
+            import torch
+
+            from ...train.adapters import HeliosPerOpOps, TorchOps
         if adapter == "torch_eager":
             return EagerRunner(torch, self.model, TorchOps(), self.cuda)
         if adapter == "helios_torch":
@@ -138,6 +152,10 @@ def judge(model: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
     out: dict = {"same_tokens": div is None, "first_divergence": div}
     if div is not None:
+        import torch
+
+        from ...train.adapters import TorchOps
+
         dev = model.tok.weight.device
         with torch.no_grad():
             idx = torch.tensor([prompt + ref[:div]], device=dev)
@@ -155,6 +173,8 @@ def step_bytes(weight_bytes: int, cfg: DecodeConfig, context: int) -> int:
 
 def peak_reset(cuda: bool, hdev: Any) -> int:
     if cuda:
+        import torch
+
         torch.cuda.reset_peak_memory_stats()
     return int(hdev.telemetry()["device_bytes"])
 
@@ -162,16 +182,30 @@ def peak_reset(cuda: bool, hdev: Any) -> int:
 def peak_bytes(cuda: bool, hdev: Any, adapter: str, base: int) -> Optional[int]:
     if adapter == "helios_plan":
         return int(hdev.telemetry()["peak_device_bytes"]) - base
-    return int(torch.cuda.max_memory_allocated()) if cuda else None
+    if not cuda:
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated())
 
 
 def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int], ref: Optional[list[int]],
                 wbytes: int, roof: Optional[float], data: Any) -> dict:  # fmt: skip
     row: dict = {"adapter": adapter, "status": "ok"}
+    with Progress(2 + len(cfg.contexts), unit="phase", log_every=1) as bar:
+        measure_adapter(ad, adapter, cfg, prompt, ref, wbytes, roof, data, row, bar)
+    return row
+
+
+def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int], ref: Optional[list[int]],
+                    wbytes: int, roof: Optional[float], data: Any, row: dict, bar: Progress) -> None:  # fmt: skip
+    """run_adapter's work, each phase (the two greedy runs, each context) a step of bar."""
     base = peak_reset(ad.cuda, ad.hdev)
     runner = ad.make(adapter, cfg.prompt + cfg.new)
     greedy_run(runner, prompt, cfg.new)  # warm-up: pipelines, graphs, caches
+    bar.step(f"{adapter}: greedy run, untimed")
     toks, wall, host, gpu = greedy_run(runner, prompt, cfg.new)
+    bar.step(f"{adapter}: greedy run, timed")
     if isinstance(runner, PlanRunner):  # what the fusions left: one dispatch and barrier count a step
         _, row["dispatches"], row["barriers"] = runner.decoder.plan.counts
     row["tokens"] = toks
@@ -195,36 +229,59 @@ def run_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[int]
             "roof_pct": 100 * step_bytes(wbytes, cfg, L) / ((g or p50) / 1e3) / (roof * 1e9) if roof else None,
         })  # fmt: skip
         ad.release()
+        bar.step(f"{adapter}: context {L}")
     row["peak_memory_bytes"] = peak_bytes(ad.cuda, ad.hdev, adapter, base)
     ad.release()
-    return row
+
+
+def torch_or_none() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
 
 def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+    """The suite's result. Without torch, cfg.adapters must be helios_plan alone and
+    cfg.train_steps 0 (ValueError otherwise; the CLI says what to install)."""
     check_config(cfg)
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda") if cuda else torch.device("cpu")
+    torch = torch_or_none()
+    if torch is None and (cfg.adapters != ["helios_plan"] or cfg.train_steps):
+        raise ValueError("decode: without torch only --adapters helios_plan with --train-steps 0 runs")
+    cuda = torch is not None and torch.cuda.is_available()
     result: dict = {"schema": DECODE_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
-    result["numerics"] = lock_numerics(torch)
-    result["device"] = torch.cuda.get_device_name(device) if cuda else "cpu (no CUDA)"
+    if torch is not None:
+        from ...train.loop import lock_numerics
+
+        result["numerics"] = lock_numerics(torch)
+    result["device"] = torch.cuda.get_device_name(torch.device("cuda")) if cuda else "cpu (no CUDA)"
     if cuda:
         from ....torch import device_for
 
-        hdev = device_for(torch.empty(0, device=device))
+        hdev = device_for(torch.empty(0, device="cuda"))
     else:
         from ....functions import default_device
 
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
     check_limits(cfg, hdev.info, host_memory_bytes())
-    model, data = train_model(cfg, device, log)
+    state = None
+    model: Any = None
+    data: Any = None  # the token stream: a torch tensor, or a NumPy array without torch
+    if torch is None:
+        data = markov_stream(cfg.vocab, TRAIN_BATCH + 4, cfg.max_len + 1, cfg.seed)
+        state = initial_state(cfg.layers, cfg.d_model, cfg.vocab, cfg.max_len, cfg.seed)
+        log("decode: torch is not installed: helios_plan decodes the model's initial (random) weights, unjudged")
+    else:
+        model, data = train_model(cfg, torch.device("cuda" if cuda else "cpu"), log)
     prompt = [int(x) for x in data[0, : cfg.prompt].tolist()]
     result["prompt"] = prompt
     roof, result["roof_clock_warmup"] = read_roof(cuda)
     result["roof_gb_s"] = roof
     d, v, L = cfg.d_model, cfg.vocab, cfg.layers
     result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
-    ad = Adapters(cfg, model, hdev, cuda)
+    ad = Adapters(cfg, model, hdev, cuda, state)
     try:
         measure(cfg, ad, result, prompt, wbytes, roof, data, log)
     except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
@@ -240,7 +297,7 @@ def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wb
     """Each adapter's row into result["rows"], torch_eager's first (every row's reference)."""
     cuda = ad.cuda
     ref: Optional[list[int]] = None
-    order = ["torch_eager"] + [a for a in cfg.adapters if a != "torch_eager"]
+    order = (["torch_eager"] if ad.model is not None else []) + [a for a in cfg.adapters if a != "torch_eager"]
     for adapter in order:
         if adapter not in cfg.adapters and adapter != "torch_eager":
             continue
