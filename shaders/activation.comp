@@ -15,10 +15,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform Params {
-    uint n;    // elements
-    uint vec;  // 1: 8 elements an invocation in 16-byte moves (n % 8 == 0, 16-byte aligned tensors)
-} p;
+#include "push_activation.glsl"  // the push words (shaders/layouts.py)
 
 layout(binding = BINDING_Z) readonly buffer Z32 { uint z32[]; };
 layout(binding = BINDING_Z) readonly buffer Z16 { uint16_t z16[]; };

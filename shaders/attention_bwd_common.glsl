@@ -17,14 +17,7 @@
 #endif
 #include "bf16.glsl"
 
-layout(push_constant) uniform Push {
-    uint heads;        // B * H
-    uint sq, skv;      // query and key rows per head
-    float scale_log2;  // scale * log2(e): scores go through exp2
-    float scale;       // dQ and dK carry it (d(scale * Q K^T))
-    uint nh;                       // heads per batch element (rows layouts)
-    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
-} p;
+#include "push_attention_bwd.glsl"  // the push words (shaders/layouts.py)
 #include "attention_layout.glsl"
 
 layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };

@@ -14,14 +14,7 @@
 layout(local_size_x = 64) in;
 #include "spec_attention_bwd_scalar.glsl"   // D, CAUSAL, PASS (shaders/families.py)
 
-layout(push_constant) uniform Push {
-    uint heads;
-    uint sq, skv;
-    float scale_log2;
-    float scale;
-    uint nh;                       // heads per batch element (rows layouts)
-    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
-} p;
+#include "push_attention_bwd.glsl"  // the push words (shaders/layouts.py)
 #include "attention_layout.glsl"
 
 #include "bf16.glsl"

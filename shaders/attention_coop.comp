@@ -63,13 +63,7 @@
 #include "spec_attention_coop.glsl"
 const float RESCALE_SLACK = 8.0;                  // see the softmax below
 
-layout(push_constant) uniform Push {
-    uint heads;        // B * H
-    uint sq, skv;      // query and key rows per head
-    float scale_log2;  // scale * log2(e): scores go through exp2
-    uint nh;                       // heads per batch element (rows layouts)
-    uint q_off, k_off, v_off;      // where Q, K, V (dQ, dK, dV) start in their rows
-} p;
+#include "push_attention.glsl"  // the push words (shaders/layouts.py)
 #include "attention_layout.glsl"
 
 layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };

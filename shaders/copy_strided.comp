@@ -13,13 +13,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform Params {
-    uint size0, size1, size2, size3;  // outermost first
-    uint src_s0, src_s1, src_s2;      // element strides of dimensions 0-2 (dimension 3: 1)
-    uint dst_s0, dst_s1, dst_s2;
-    uint src_off, dst_off;            // elements from each binding's start
-    uint vec;                         // 1: eight elements per invocation
-} p;
+#include "push_copy_strided.glsl"  // the push words (shaders/layouts.py)
 
 layout(binding = BINDING_SRC) readonly buffer S16 { uint16_t s16[]; };
 layout(binding = BINDING_SRC) readonly buffer S128 { uvec4 s128[]; };

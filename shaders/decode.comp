@@ -28,15 +28,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform Params {
-    uint n;      // embed: d; attention: heads; top-1: elements
-    uint slot;   // the parameter word read (token for embed, pos for attention) or written (top-1)
-    uint slot2;  // embed: the position's word
-    uint rows;   // embed: token rows; attention: cache rows (positions)
-    uint rows2;  // embed: position rows; attention: splits in WORK per head
-    float scale; // attention: 1 / sqrt(D)
-    uint fit;    // attention: ATT_FIT (decode_attention.glsl's att_split_keys)
-} p;
+#include "push_decode.glsl"  // the push words (shaders/layouts.py)
 
 layout(binding = BINDING_PARAMS) buffer Words { uint words[]; };
 layout(binding = BINDING_SRC) readonly buffer Src32 { float src32[]; };

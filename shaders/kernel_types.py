@@ -106,3 +106,77 @@ class Family:
     skip: tuple[tuple[tuple[str, str], ...], ...] = ()
     full_subgroups: bool = False  # cooperative matrices: required subgroup size, full subgroups
     doc: str = field(default="")
+
+
+# ---- host/shader contracts (layouts.py) ---------------------------------------
+# Generated into hl_layouts.h for C and one GLSL file each, so that the host writes
+# `pc.matmul.ldb`, never `pc[7]`, and a reordered word changes both sides at once.
+
+
+@dataclass(frozen=True)
+class Word:
+    """One 32-bit word: its name on both sides, its GLSL type (uint, int, float; C:
+    uint32_t, int32_t, float), the comment both sides carry. `only`: a define the GLSL
+    declares it under (C always has the word; the kernels without the define keep
+    their block as it was)."""
+
+    name: str
+    type: str = "uint"
+    doc: str = ""
+    only: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class View:
+    """One meaning of a block's or a row's words: a name per word, in order (None: a
+    word this meaning leaves unused; the words past the last are unused too). A block
+    read under several meanings is a C union of its views: which one a dispatch
+    writes is decided by its kernel (a decode pass, a run member's kind)."""
+
+    name: str
+    doc: str
+    words: tuple[Optional[Word], ...]
+
+
+@dataclass(frozen=True)
+class Push:
+    """A push-constant block: C `hl_push_<name>` (the struct of `words`, or the union
+    of `views` over them), GLSL `push_<name>.glsl` declaring `block` as `instance`.
+    `local_under`: a define under which the GLSL holds the words as a plain struct
+    variable the shader fills itself (a persistent run's member reads them from its
+    table row), every word declared."""
+
+    name: str
+    doc: str
+    block: str
+    instance: str
+    words: tuple[Word, ...]
+    views: tuple[View, ...] = ()
+    local_under: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table of rows of `words` 32-bit words a kernel reads from a buffer (`array`,
+    uint[]): C `hl_<name>_row`, the union of its views; GLSL accessors
+    `<VIEW>_<WORD>(r)` for the word of the row starting at element r."""
+
+    name: str
+    doc: str
+    words: int
+    array: str
+    views: tuple[View, ...]
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant both sides use: C `#define HL_<name>`, GLSL `const uint <name>` in
+    the file `glsl` names (one of the generated push_*.glsl or rows files); `only`: a
+    define the GLSL declares it under (the kernels that never test it keep their
+    SPIR-V as it was)."""
+
+    name: str
+    value: int
+    doc: str
+    glsl: str
+    only: Optional[str] = None

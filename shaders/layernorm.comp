@@ -27,11 +27,7 @@
 
 layout(local_size_x = LN_THREADS) in;
 
-layout(push_constant) uniform Params {
-    uint rows, d;
-    float eps;
-    uint vec;  // 1: the 4-column path (above)
-} p;
+#include "push_layernorm.glsl"  // the push words (shaders/layouts.py)
 
 layout(binding = BINDING_X) readonly buffer X { float x[]; };
 layout(binding = BINDING_R) readonly buffer R16 { uint16_t r16[]; };     // forward: the branch added

@@ -19,41 +19,18 @@
 #define OUT_T float
 #endif
 
+// The words every product kernel reads (push_matmul.glsl, from shaders/layouts.py) and
+// the FLAG_* and EPI_* bits: pushed, or in matmul_gemv_persist.comp a member's words from
+// its row of the run's table (persist_member fills p; EPI and ACT with them).
+#include "push_matmul.glsl"
 #ifdef PERSIST
-// matmul_gemv_persist.comp: a member's words (what a product pushes) from its row of the
-// run's table, EPI and ACT with them (persist_member; the shader declares those).
-struct Params {
-    uint M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch;
-    float alpha, beta, ln_eps;
-};
-Params p;
 const bool TRANS_A = false, TRANS_B = true, BATCHED = false;
-#else
-layout(push_constant) uniform Params {
-    uint M, N, K;
-    uint flags;     // FLAG_* below, computed on the host from the shapes
-    uint k_chunk;   // split-K: K elements per split (a multiple of the tile's K); K without split
-    uint splits;    // split-K: number of partial products per batch in the workspace (1: none)
-    uint lda, ldb;  // row pitch (elements) of A and B as stored
-    uint sa, sb;    // elements between batches of A and B (0: one operand broadcast to every batch)
-    uint batch;     // products in this dispatch (grid z = batch * splits)
-    float alpha, beta;
-#ifdef LN_HEAD
-    float ln_eps;   // matmul_gemv_ln.comp: its LayerNorm's epsilon (the other kernels' SPIR-V stays as it was)
 #endif
-} p;
-#endif
-
-const uint FLAG_A_VEC = 1u;     // A's rows and batches are 16-byte aligned
-const uint FLAG_B_VEC = 2u;     // B's rows and batches are 16-byte aligned
-const uint FLAG_C_DIRECT = 4u;  // C rows aligned for cooperative stores
-const uint FLAG_SPLIT = 8u;     // write fp32 partial products to the workspace, not C
 
 // The epilogue and layouts are specialization constants (EPI, ACT, TRANS_A, TRANS_B,
 // BATCHED), declared with every family's constants in the generated
 // spec_<family>.glsl that each shader includes before this file, so that a plain
 // product compiles to the same code as before they existed.
-const uint EPI_ALPHA = 1u, EPI_BETA = 2u, EPI_BIAS = 4u;
 #ifndef PERSIST
 const bool EPILOGUE = EPI != 0u || ACT != 0u;
 #endif

@@ -140,20 +140,14 @@ void cols_of_b(uint m0) {
 }
 
 #ifdef PERSIST
-layout(push_constant) uniform PersistPush {
-    uint members;     // in the run, at most PERSIST_MEMBERS
-    uint fault_word;  // the PARAMS word a grid barrier that gave up sets
-} pp;
+#include "push_persist.glsl"
 layout(binding = BINDING_TABLE) readonly buffer PersistTable { uint table[]; };  // PERSIST_ROW words a member
 layout(binding = BINDING_COUNTERS) coherent buffer PersistCounters { uint arrivals[]; };  // zeroed before each replay
 layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 
-// A member's table row: a product's N, K, flags, ldb, EPI, ACT, its norm's eps; an
-// attention's heads, cache rows, flags, splits a head in the partials, its position's
-// parameter word, scale, first arrival counter and ATT_FIT.
-const uint PERSIST_ROW = 8u;
-const uint FLAG_PERSIST_LN = 32u;     // the member's A is its LayerNorm head's output (else A is bound)
-const uint FLAG_PERSIST_ATTN = 64u;   // the member is a decode attention (decode_attention.glsl)
+// A member's table row (persist_row.glsl, from shaders/layouts.py): a product's words or
+// an attention's, FLAG_PERSIST_ATTN in the flags word both share saying which.
+#include "persist_row.glsl"
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
 uint att_heads, att_rows, att_splits, att_counters, att_fit;
@@ -179,13 +173,13 @@ shared bool att_last;  // this workgroup's split is its head's last to arrive
 void persist_member(uint m) {
     const uint r = m * PERSIST_ROW;
     p.M = 1u;
-    p.N = table[r];
-    p.K = table[r + 1u];
-    p.flags = table[r + 2u];
-    p.ldb = table[r + 3u];
-    EPI = table[r + 4u];
-    ACT = table[r + 5u];
-    p.ln_eps = uintBitsToFloat(table[r + 6u]);
+    p.N = PERSIST_PRODUCT_N(r);
+    p.K = PERSIST_PRODUCT_K(r);
+    p.flags = PERSIST_PRODUCT_FLAGS(r);
+    p.ldb = PERSIST_PRODUCT_LDB(r);
+    EPI = PERSIST_PRODUCT_EPI(r);
+    ACT = PERSIST_PRODUCT_ACT(r);
+    p.ln_eps = PERSIST_PRODUCT_LN_EPS(r);
     p.lda = p.K;
     p.k_chunk = p.K;
     p.splits = p.batch = 1u;
@@ -193,12 +187,12 @@ void persist_member(uint m) {
     p.alpha = 1.0;
     p.beta = 0.0;
     pm = m * PERSIST_ROLES;
-    att_heads = p.N;
-    att_rows = p.K;
-    att_splits = p.ldb;
-    att_scale = uintBitsToFloat(table[r + 5u]);
-    att_counters = table[r + 6u];
-    att_fit = table[r + 7u];
+    att_heads = PERSIST_ATTENTION_HEADS(r);
+    att_rows = PERSIST_ATTENTION_ROWS(r);
+    att_splits = PERSIST_ATTENTION_SPLITS(r);
+    att_scale = PERSIST_ATTENTION_SCALE(r);
+    att_counters = PERSIST_ATTENTION_COUNTERS(r);
+    att_fit = PERSIST_ATTENTION_FIT(r);
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its

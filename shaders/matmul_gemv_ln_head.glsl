@@ -36,7 +36,6 @@ layout(binding = BINDING_STATS) writeonly buffer LnStats { float ln_stats[]; };
 
 #endif
 
-const uint FLAG_LN_RESIDUAL = 16u;  // R is added to X (hl_product_ln_head sets it in p.flags)
 // Groups of 4 columns an invocation holds: rows of up to 4096 (plan_steps.c's GEMV_LN_MAX).
 #ifdef PERSIST
 const uint LN_GROUPS = 2u;  // a run member's norm: rows of up to 2048, fewer registers (plan_persist.c)

@@ -187,11 +187,15 @@ static hl_status dispatch_of(hl_device *dev, const hl_attention_args *args, cons
     pl->grid[0] = (uint32_t)gx;
     pl->grid[1] = (uint32_t)bh;
     const float scale_log2 = args->scale * 1.4426950408889634f;
-    pl->pc[0] = (uint32_t)bh;
-    pl->pc[1] = (uint32_t)sq;
-    pl->pc[2] = (uint32_t)args->skv;
-    memcpy(&pl->pc[3], &scale_log2, 4);
-    hl_attn_layout_push(&args->layout, &pl->pc[4]);
+    const hl_attn_rows at = hl_attn_layout_rows(&args->layout);
+    pl->pc.attention = (hl_push_attention){.heads = (uint32_t)bh,
+                                           .sq = (uint32_t)sq,
+                                           .skv = (uint32_t)args->skv,
+                                           .scale_log2 = scale_log2,
+                                           .nh = at.nh,
+                                           .q_off = at.q_off,
+                                           .k_off = at.k_off,
+                                           .v_off = at.v_off};
 fail:
     return st;
 }

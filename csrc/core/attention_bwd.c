@@ -81,7 +81,7 @@ typedef struct bwd_plan {
     uint32_t passes;    /* bit i: record pass i */
     VkPipeline pipe[2]; /* dQ pass, dK/dV pass */
     uint32_t grid[2][2];
-    uint32_t pc[HL_PUSH_WORDS];
+    hl_push pc; /* pc.attention_bwd */
 } bwd_plan;
 
 static void record_backward(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
@@ -91,7 +91,7 @@ static void record_backward(hl_device *dev, const void *ctx, VkDescriptorSet ds)
         if (i && (pl->passes & 1u)) hl_compute_barrier(dev); /* delta written by the first, read by the second */
         vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe[i]);
         vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-        vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+        vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc.words);
         vkCmdDispatch(dev->cmd, pl->grid[i][0], pl->grid[i][1], 1);
         dev->tel.dispatches++;
     }
@@ -233,12 +233,16 @@ static hl_status plan_of(hl_device *dev, const hl_attention_bwd_args *args, cons
         pl->grid[i][1] = (uint32_t)bh;
     }
     const float scale = args->scale, scale_log2 = args->scale * 1.4426950408889634f;
-    pl->pc[0] = (uint32_t)bh;
-    pl->pc[1] = (uint32_t)sq;
-    pl->pc[2] = (uint32_t)skv;
-    memcpy(&pl->pc[3], &scale_log2, 4);
-    memcpy(&pl->pc[4], &scale, 4);
-    hl_attn_layout_push(&args->layout, &pl->pc[5]);
+    const hl_attn_rows at = hl_attn_layout_rows(&args->layout);
+    pl->pc.attention_bwd = (hl_push_attention_bwd){.heads = (uint32_t)bh,
+                                                   .sq = (uint32_t)sq,
+                                                   .skv = (uint32_t)skv,
+                                                   .scale_log2 = scale_log2,
+                                                   .scale = scale,
+                                                   .nh = at.nh,
+                                                   .q_off = at.q_off,
+                                                   .k_off = at.k_off,
+                                                   .v_off = at.v_off};
 fail:
     return st;
 }

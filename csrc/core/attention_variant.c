@@ -366,9 +366,6 @@ hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_a
     return HL_OK;
 }
 
-void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc) {
-    pc[0] = l->heads ? l->heads : 1u;
-    pc[1] = l->q_off;
-    pc[2] = l->k_off;
-    pc[3] = l->v_off;
+hl_attn_rows hl_attn_layout_rows(const hl_attn_layout *l) {
+    return (hl_attn_rows){.nh = l->heads ? l->heads : 1u, .q_off = l->q_off, .k_off = l->k_off, .v_off = l->v_off};
 }

@@ -75,8 +75,11 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     HL_TRY(pipeline(dev, PASS_EMBED, 0, HL_F16, 0, &s->pipe[0], err));
     s->grid[0][0] = (a->d + DECODE_THREADS - 1) / DECODE_THREADS;
     s->grid[0][1] = s->grid[0][2] = 1;
-    const uint32_t pc[] = {a->d, a->token_slot, a->pos_slot, a->token_rows, a->pos_rows};
-    memcpy(s->pc[0], pc, sizeof pc);
+    s->pc[0].decode.embed = (hl_push_decode_embed){.d = a->d,
+                                                   .token_slot = a->token_slot,
+                                                   .pos_slot = a->pos_slot,
+                                                   .token_rows = a->token_rows,
+                                                   .pos_rows = a->pos_rows};
     bind(s, HL_BIND_DECODE_SRC2, a->positions);
     bind(s, HL_BIND_DECODE_OUT, a->out);
     s->reads[0] = a->tokens;
@@ -152,18 +155,19 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
-    uint32_t pc[7] = {a->heads, a->pos_slot, 0, a->max_len, splits, 0, fit};
-    memcpy(&pc[5], &a->scale, 4);
-    memcpy(s->pc[0], pc, sizeof pc);
-    memcpy(s->pc[1], pc, sizeof pc);
+    const hl_push_decode_attention pc = {.heads = a->heads,
+                                         .pos_slot = a->pos_slot,
+                                         .cache_rows = a->max_len,
+                                         .splits = splits,
+                                         .scale = a->scale,
+                                         .fit = fit};
+    s->pc[0].decode.attention = s->pc[1].decode.attention = pc;
     bind(s, HL_BIND_DECODE_KC, a->k_cache);
     bind(s, HL_BIND_DECODE_VC, a->v_cache);
     bind(s, HL_BIND_DECODE_OUT, a->out);
     s->work_slot = HL_BIND_DECODE_WORK;
     s->work_bytes = (uint64_t)a->heads * splits * (hd + 2) * 4;
-    s->reads[0] = a->qkv;
-    s->reads[1] = a->k_cache;
-    s->reads[2] = a->v_cache;
+    for (int i = 0; i < 3; i++) s->reads[i] = ins[i];
     s->writes[0] = a->out;
     s->writes[1] = a->k_cache; /* the new position's rows */
     s->writes[2] = a->v_cache;
@@ -190,8 +194,7 @@ hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params,
     begin(s, a->x);
     HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, 0, &s->pipe[0], err));
     s->grid[0][0] = s->grid[0][1] = s->grid[0][2] = 1;
-    const uint32_t pc[] = {a->n, a->slot};
-    memcpy(s->pc[0], pc, sizeof pc);
+    s->pc[0].decode.top1 = (hl_push_decode_top1){.n = a->n, .slot = a->slot};
     s->reads[0] = a->x;
     s->param_write = (int)a->slot;
     return HL_OK;

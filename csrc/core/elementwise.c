@@ -59,12 +59,19 @@ hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *a, hl_error *err) 
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_copy_strided(), NULL, 0, 0, &pipe, err));
     pl.pipe = pipe->pipeline;
-    const uint32_t pc[] = {a->sizes[0],       a->sizes[1],       a->sizes[2],       a->sizes[3],
-                           a->src_strides[0], a->src_strides[1], a->src_strides[2], a->dst_strides[0],
-                           a->dst_strides[1], a->dst_strides[2], a->src_offset,     a->dst_offset,
-                           (uint32_t)vec};
-    _Static_assert(sizeof pc <= sizeof pl.pc, "copy_strided's push constants exceed HL_PUSH_WORDS");
-    memcpy(pl.pc, pc, sizeof pc);
+    pl.pc.copy_strided = (hl_push_copy_strided){.size0 = a->sizes[0],
+                                                .size1 = a->sizes[1],
+                                                .size2 = a->sizes[2],
+                                                .size3 = a->sizes[3],
+                                                .src_s0 = a->src_strides[0],
+                                                .src_s1 = a->src_strides[1],
+                                                .src_s2 = a->src_strides[2],
+                                                .dst_s0 = a->dst_strides[0],
+                                                .dst_s1 = a->dst_strides[1],
+                                                .dst_s2 = a->dst_strides[2],
+                                                .src_off = a->src_offset,
+                                                .dst_off = a->dst_offset,
+                                                .vec = (uint32_t)vec};
     hl_operand ops[HL_BIND_COPY_COUNT] = {
         [HL_BIND_COPY_SRC] = {.tensor = a->src,
                               .bytes = (src_last + 1) * 2,
@@ -101,7 +108,7 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *a, hl_error *err
     /* 8 elements an invocation where every operand starts on 16 bytes */
     const int vec = a->n % VEC_ELEMS == 0 && a->z->offset % 16 == 0 && a->y->offset % 16 == 0 &&
                     (!a->grad || a->grad->offset % 16 == 0);
-    hl_dispatch_plan pl = {.pc = {(uint32_t)a->n, (uint32_t)vec}};
+    hl_dispatch_plan pl = {.pc.activation = {.n = (uint32_t)a->n, .vec = (uint32_t)vec}};
     HL_TRY(grid_for(dev, vec ? a->n / VEC_ELEMS : (a->n + 1) / 2, who, pl.grid, err));
     const hl_spec_env e = {.act = (uint32_t)a->act, .pass = a->grad ? 1u : 0u};
     uint32_t spec[HL_SPEC_ACTIVATION_COUNT];
@@ -195,10 +202,7 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
     /* 4 columns an access where every row and tensor starts where the moves need */
     *vec = a->d % 4 == 0 && starts_on(a->x, 16) && starts_on(a->r, 8) && starts_on(a->gamma, 16) &&
            starts_on(a->beta, 16) && starts_on(a->x_out, 16) && starts_on(a->h, 8);
-    pl->pc[0] = a->rows;
-    pl->pc[1] = a->d;
-    memcpy(&pl->pc[2], &a->eps, 4);
-    pl->pc[3] = (uint32_t)*vec;
+    pl->pc.layernorm = (hl_push_layernorm){.rows = a->rows, .d = a->d, .eps = a->eps, .vec = (uint32_t)*vec};
     /* Slots the pass does not touch are bound to x (declared, never read or written). */
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
         ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};
@@ -262,9 +266,8 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
     const int vec = a->d % 4 == 0 && starts_on(a->grad_h, 8) && starts_on(a->x, 16) && starts_on(a->gamma, 16) &&
                     starts_on(a->grad_res, 16) && starts_on(a->gx, 16) && starts_on(a->gx16, 8) &&
                     starts_on(a->partial, 16);
-    pl.pc[0] = a->rows;
-    pl.pc[1] = a->d;
-    pl.pc[3] = (uint32_t)vec;
+    pl.pc.layernorm = (hl_push_layernorm){
+        .rows = a->rows, .d = a->d, .vec = (uint32_t)vec}; /* no eps: it reads the forward's stats */
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++)
         ops[i] = (hl_operand){.tensor = a->x, .bytes = n * 4, .slot = (int)i, .access = HL_ACCESS_READ};

@@ -7,6 +7,7 @@
 #include "grammar.h"
 #include "helios_attention.h"
 #include "helios_core.h"
+#include "hl_layouts.h"
 #include "vkfuncs.h"
 
 /* VK_KHR_shader_bfloat16 (Vulkan headers from 1.4.311 on): declared here for older
@@ -113,9 +114,6 @@ typedef struct hl_spirv {
     const char *missing; /* no code: the compiler feature the build's glslc lacked */
 } hl_spirv;
 extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
-
-#define HL_PUSH_WORDS 14 /* M, N, K, flags, k_chunk, splits, lda, ldb, sa, sb, batch, alpha, beta, ln_eps */
-#define HL_PUSH_BYTES (HL_PUSH_WORDS * 4)
 
 #define HL_RING_SLOTS 16     /* async submissions in flight at most (the oldest is waited for) */
 #define HL_GROUP_MAX_OPS 256 /* operations one ring slot records (its descriptor sets) */
@@ -385,7 +383,7 @@ typedef void (*hl_record_fn)(hl_device *dev, const void *ctx, VkDescriptorSet ds
 typedef struct hl_dispatch_plan {
     VkPipeline pipe;
     uint32_t grid[2];
-    uint32_t pc[HL_PUSH_WORDS];
+    hl_push pc;
 } hl_dispatch_plan;
 void hl_record_dispatch(hl_device *dev, const void *ctx, VkDescriptorSet ds);
 uint32_t hl_timed_queries(uint32_t iters);
@@ -477,9 +475,11 @@ typedef struct hl_attn_spans {
 } hl_attn_spans;
 hl_status hl_attn_layout_check(const hl_device *dev, const char *who, const hl_attn_layout *l, uint64_t bh, uint64_t sq,
                                uint64_t skv, uint64_t d, hl_attn_spans *out, hl_error *err);
-/* The layout's push-constant words (the shaders' nh, q_off, k_off, v_off; the row strides are spec
- * constants: hl_spec_env's qkv_rs and o_rs). */
-void hl_attn_layout_push(const hl_attn_layout *l, uint32_t *pc);
+/* The layout's push words in both attention blocks (row strides: spec constants qkv_rs, o_rs). */
+typedef struct hl_attn_rows {
+    uint32_t nh, q_off, k_off, v_off;
+} hl_attn_rows;
+hl_attn_rows hl_attn_layout_rows(const hl_attn_layout *l);
 /* The backward kernels a coop variant runs: whether they fold the rows'
  * statistics into their products (HELIOS_DISABLE_ATTENTION_BWD_FOLD), and whether the dQ
  * kernel hands dS to dS K in registers with a compact scratch (a variant with a dQ key tile

@@ -7,14 +7,6 @@
 
 #include "product.h"
 
-#define FLAG_A_VEC 1u
-#define FLAG_B_VEC 2u
-#define FLAG_C_DIRECT 4u
-#define FLAG_SPLIT 8u
-#define FLAG_LN_RESIDUAL 16u /* matmul_gemv_ln_head.glsl: the norm adds its branch */
-#define EPI_ALPHA 1u
-#define EPI_BETA 2u
-#define EPI_BIAS 4u
 #define REDUCE_THREADS 256u  /* matmul_splitk_reduce.comp: 4 elements per invocation */
 #define LN_HEAD_THREADS 256u /* matmul_gemv_ln.comp: layernorm_row.glsl's LN_THREADS */
 /* Its workgroups per SM, at most: each normalizes the row (about 14 bytes of L2
@@ -215,23 +207,23 @@ fail:
 }
 
 static void push_constants(const hl_matmul_args *args, const layout *l, uint64_t k_chunk, uint64_t splits, float alpha,
-                           float beta, uint32_t pc[HL_PUSH_WORDS]) {
-    pc[0] = args->m;
-    pc[1] = args->n;
-    pc[2] = args->k;
-    pc[4] = (uint32_t)k_chunk;
-    pc[5] = (uint32_t)splits;
-    pc[6] = (uint32_t)l->lda;
-    pc[7] = (uint32_t)l->ldb;
-    pc[8] = (uint32_t)l->sa;
-    pc[9] = (uint32_t)l->sb;
-    pc[10] = (uint32_t)l->batch;
-    memcpy(&pc[11], &alpha, 4);
-    memcpy(&pc[12], &beta, 4);
-    if (splits > 1) pc[3] |= FLAG_SPLIT;
-    if (l->lda % 8 == 0 && l->sa % 8 == 0) pc[3] |= FLAG_A_VEC;
-    if (l->ldb % 8 == 0 && l->sb % 8 == 0) pc[3] |= FLAG_B_VEC;
-    if (args->n % (args->out_dtype == HL_F32 ? 4 : 8) == 0) pc[3] |= FLAG_C_DIRECT;
+                           float beta, hl_push_matmul *pc) {
+    pc->M = args->m;
+    pc->N = args->n;
+    pc->K = args->k;
+    pc->k_chunk = (uint32_t)k_chunk;
+    pc->splits = (uint32_t)splits;
+    pc->lda = (uint32_t)l->lda;
+    pc->ldb = (uint32_t)l->ldb;
+    pc->sa = (uint32_t)l->sa;
+    pc->sb = (uint32_t)l->sb;
+    pc->batch = (uint32_t)l->batch;
+    pc->alpha = alpha;
+    pc->beta = beta;
+    if (splits > 1) pc->flags |= HL_FLAG_SPLIT;
+    if (l->lda % 8 == 0 && l->sa % 8 == 0) pc->flags |= HL_FLAG_A_VEC;
+    if (l->ldb % 8 == 0 && l->sb % 8 == 0) pc->flags |= HL_FLAG_B_VEC;
+    if (args->n % (args->out_dtype == HL_F32 ? 4 : 8) == 0) pc->flags |= HL_FLAG_C_DIRECT;
 }
 
 hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char *who, hl_product *pl, hl_error *err) {
@@ -247,7 +239,7 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     const int scale = !!args->scale;
     const float alpha = scale ? args->alpha : 1.0f, beta = scale ? args->beta : 0.0f;
     const int has_bias = args->bias || args->t_bias;
-    uint32_t epi = (alpha != 1.0f ? EPI_ALPHA : 0) | (beta != 0.0f ? EPI_BETA : 0) | (has_bias ? EPI_BIAS : 0);
+    uint32_t epi = (alpha != 1.0f ? HL_EPI_ALPHA : 0) | (beta != 0.0f ? HL_EPI_BETA : 0) | (has_bias ? HL_EPI_BIAS : 0);
     if (v.path == HL_PATH_COOP2 &&
         (l.ta || l.tb || l.batch > 1 || epi || args->act || l.lda != l.a_cols || l.ldb != l.b_cols)) {
         char vs[HL_VARIANT_STR_MAX];
@@ -273,7 +265,7 @@ hl_status hl_product_plan(hl_device *dev, const hl_matmul_args *args, const char
     uint64_t k_chunk, splits;
     HL_TRY(grid_of(dev, args, &l, &v, who, pl, &k_chunk, &splits, err));
     HL_TRY(pipelines_of(dev, args, &l, &v, epi, splits, pl, err));
-    push_constants(args, &l, k_chunk, splits, alpha, beta, pl->pc);
+    push_constants(args, &l, k_chunk, splits, alpha, beta, &pl->pc.matmul);
     pl->v = v;
     pl->epi = epi;
     return HL_OK;
@@ -287,7 +279,8 @@ hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_prod
     const uint32_t sg = dev->caps.subgroup_size;
     *applies = 0;
     if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || args->m != 1 || pl->batch > 1 || !args->trans_b ||
-        !(pl->pc[3] & FLAG_B_VEC) || (args->variant && pl->v.threads != LN_HEAD_THREADS) || !sg || LN_HEAD_THREADS % sg)
+        !(pl->pc.matmul.flags & HL_FLAG_B_VEC) || (args->variant && pl->v.threads != LN_HEAD_THREADS) || !sg ||
+        LN_HEAD_THREADS % sg)
         return HL_OK;
     hl_variant v = pl->v;
     v.threads = LN_HEAD_THREADS;
@@ -306,8 +299,8 @@ hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_prod
     pl->main_pipe = p->pipeline;
     pl->grid[0] = (uint32_t)((gx + steps - 1) / steps);
     pl->grid[1] = pl->grid[2] = 1;
-    pl->pc[3] |= residual ? FLAG_LN_RESIDUAL : 0u;
-    memcpy(&pl->pc[13], &eps, 4);
+    pl->pc.matmul.flags |= residual ? HL_FLAG_LN_RESIDUAL : 0u;
+    pl->pc.matmul.ln_eps = eps;
     *applies = 1;
 fail:
     return st;
@@ -316,7 +309,7 @@ fail:
 void hl_product_record(hl_device *dev, VkCommandBuffer cmd, const hl_product *pl, VkDescriptorSet ds) {
     vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->main_pipe);
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-    vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc.words);
     vkCmdDispatch(cmd, pl->grid[0], pl->grid[1], pl->grid[2]);
     dev->tel.dispatches++;
     if (!pl->reduce_pipe) return;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helios_kernels.h"
 #include "internal.h"
 
 /* The driver's statistics for the pipeline's first executable (registers,
@@ -224,4 +225,12 @@ hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *ou
     return HL_OK;
 fail:
     return st;
+}
+
+int hl_kernel_spirv(uint32_t i, const char **name, const uint32_t **code, size_t *bytes) {
+    if (i >= HL_SHADER_COUNT) return 0;
+    *name = hl_spirv_table[i].name;
+    *code = hl_spirv_table[i].code;
+    *bytes = hl_spirv_table[i].code ? hl_spirv_table[i].size_bytes : 0;
+    return 1;
 }

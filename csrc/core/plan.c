@@ -133,7 +133,7 @@ static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step 
             hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, s->pipe[d]);
-        vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, s->pc[d]);
+        vkCmdPushConstants(cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, s->pc[d].words);
         if (d == 0 && args)
             vkCmdDispatchIndirect(cmd, args, at);
         else

@@ -11,14 +11,13 @@
 
 #define HL_STEP_READS 6u
 #define HL_STEP_WRITES 4u
-#define HL_PERSIST_ROW 8u                     /* matmul_gemv_persist.comp's table words a member */
 #define HL_PLAN_FAULT_WORD HL_PLAN_MAX_PARAMS /* set by a persistent run's grid barrier that gave up */
 
 typedef struct hl_plan_step {
     uint32_t n_dispatch; /* 1, or 2: the second behind a barrier (split-K's sum, attention's combine) */
     VkPipeline pipe[2];
     uint32_t grid[2][3];
-    uint32_t pc[2][HL_PUSH_WORDS];
+    hl_push pc[2];
     hl_binding binds[HL_BINDINGS]; /* the plan fills the workspace and parameter slots */
     uint32_t n_binds;
     int work_slot, params_slot; /* binding slots of the workspace and the parameter words, -1: none */
@@ -37,7 +36,7 @@ typedef struct hl_plan_step {
     /* A persistent run's first step (plan_persist.c): the steps the run spans (its members
      * and the norms they head; 0: none), its members, their table rows and buffers. */
     uint32_t persist_len, persist_members, persist_member[HL_PERSIST_MEMBERS];
-    uint32_t persist_table[HL_PERSIST_MEMBERS * HL_PERSIST_ROW];
+    hl_persist_row persist_table[HL_PERSIST_MEMBERS];
     hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
 

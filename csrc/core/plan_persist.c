@@ -9,12 +9,8 @@
 
 #include "plan_ops.h"
 
-#define FLAG_B_VEC 2u         /* matmul_common.glsl: B's rows in whole 16-byte words */
-#define FLAG_PERSIST_LN 32u   /* matmul_gemv_persist.comp: the member's A is its norm's output */
-#define PERSIST_A_MAX 8192u   /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
-#define EPI_BIAS 4u           /* matmul_common.glsl: the one epilogue term a member may have */
-#define FLAG_PERSIST_ATTN 64u /* matmul_gemv_persist.comp: the member is a decode attention */
-#define PERSIST_LN_MAX 2048u  /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
+#define PERSIST_A_MAX 8192u  /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
+#define PERSIST_LN_MAX 2048u /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
 
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
 
@@ -32,7 +28,8 @@ static int can_be_member(const hl_plan_op *o, const hl_plan_step *s, int attenti
     const hl_matmul_args *m = &o->matmul;
     if (pl->v.path != HL_PATH_GEMV || pl->reduce_pipe || m->m != 1 || pl->batch > 1 || !m->trans_b || m->trans_a)
         return 0;
-    if (!(pl->pc[3] & FLAG_B_VEC) || m->k % 8 || m->k > PERSIST_A_MAX || (pl->epi & ~EPI_BIAS)) return 0;
+    if (!(pl->pc.matmul.flags & HL_FLAG_B_VEC) || m->k % 8 || m->k > PERSIST_A_MAX || (pl->epi & ~HL_EPI_BIAS))
+        return 0;
     return has_head(s) ? m->k <= PERSIST_LN_MAX : m->t_a->offset % 8 == 0;
 }
 
@@ -80,28 +77,28 @@ static int can_join(const hl_plan_op *ops, const hl_plan_step *steps, const uint
            (!written_in(steps, first, last, steps[j].reads[2]) && !written_in(steps, first, last, steps[j].reads[3]));
 }
 
-/* Member k's table row: a product's shape and epilogue, an attention's cache and words. */
-static void table_row(const hl_plan_op *o, const hl_plan_step *s, uint32_t counters, uint32_t *row) {
+/* Member k's table row: a product's shape and epilogue, an attention's cache and words
+ * (its splits and fit as its own dispatch pushes them, decode.c). */
+static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint32_t counters) {
     if (is_attention(o)) {
-        const hl_attn_decode_args *a = &o->attn;
-        row[0] = a->heads;
-        row[1] = a->max_len;
-        row[2] = FLAG_PERSIST_ATTN;
-        row[3] = s->pc[0][4]; /* splits a head in the partials (decode.c) */
-        row[4] = a->pos_slot;
-        memcpy(&row[5], &a->scale, 4);
-        row[6] = counters;
-        row[7] = s->pc[0][6]; /* ATT_FIT (decode.c) */
-        return;
+        const hl_push_decode_attention *pc = &s->pc[0].decode.attention;
+        return (hl_persist_row){.attention = {.heads = o->attn.heads,
+                                              .rows = o->attn.max_len,
+                                              .flags = HL_FLAG_PERSIST_ATTN,
+                                              .splits = pc->splits,
+                                              .pos_slot = o->attn.pos_slot,
+                                              .scale = o->attn.scale,
+                                              .counters = counters,
+                                              .fit = pc->fit}};
     }
-    const hl_matmul_args *m = &o->matmul;
-    row[0] = (uint32_t)m->n;
-    row[1] = (uint32_t)m->k;
-    row[2] = s->pc[0][3] | (has_head(s) ? FLAG_PERSIST_LN : 0u);
-    row[3] = s->pc[0][7]; /* ldb */
-    row[4] = s->product.epi;
-    row[5] = (uint32_t)m->act;
-    row[6] = has_head(s) ? s->pc[0][13] : 0u; /* the norm's eps */
+    const hl_push_matmul *pc = &s->pc[0].matmul;
+    return (hl_persist_row){.product = {.n = (uint32_t)o->matmul.n,
+                                        .k = (uint32_t)o->matmul.k,
+                                        .flags = pc->flags | (has_head(s) ? HL_FLAG_PERSIST_LN : 0u),
+                                        .ldb = pc->ldb,
+                                        .epi = s->product.epi,
+                                        .act = (uint32_t)o->matmul.act,
+                                        .ln_eps = has_head(s) ? pc->ln_eps : 0.0f}};
 }
 
 /* Run first..last (members mem[0..n-1]) as step first's dispatch. */
@@ -125,7 +122,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
                            e.subgroup, &pipe, err));
     memset(h->persist_table, 0, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) {
-        table_row(&ops[mem[k]], &steps[mem[k]], counters, &h->persist_table[k * HL_PERSIST_ROW]);
+        h->persist_table[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
         if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
         h->persist_member[k] = mem[k];
     }
@@ -134,9 +131,8 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     h->pipe[0] = pipe->pipeline;
     h->grid[0][0] = (uint32_t)dev->persist_grid;
     h->grid[0][1] = h->grid[0][2] = 1;
-    memset(h->pc[0], 0, sizeof h->pc[0]);
-    h->pc[0][0] = n;
-    h->pc[0][1] = HL_PLAN_FAULT_WORD;
+    memset(&h->pc[0], 0, sizeof h->pc[0]);
+    h->pc[0].persist = (hl_push_persist){.members = n, .fault_word = HL_PLAN_FAULT_WORD};
     h->work_slot = -1;
     h->counter_words = counters;
     h->counter_slot = HL_BIND_MATMUL_PERSIST_COUNTERS;
@@ -171,7 +167,7 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
             if (!runs->attentions++ || a->heads > runs->heads) {
                 runs->heads = a->heads;
                 runs->head_dim = a->head_dim;
-                runs->fit = steps[mem[k]].pc[0][6];
+                runs->fit = steps[mem[k]].pc[0].decode.attention.fit;
                 runs->pos_slot = a->pos_slot;
             }
         }

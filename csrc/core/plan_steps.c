@@ -24,8 +24,7 @@ static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char
     s->grid[1][0] = pl.rgrid[0];
     s->grid[1][1] = pl.rgrid[1];
     s->grid[1][2] = 1;
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
-    memcpy(s->pc[1], pl.pc, sizeof pl.pc);
+    s->pc[0] = s->pc[1] = pl.pc;
     s->n_binds = HL_BIND_MATMUL_COUNT;
     s->work_slot = HL_BIND_MATMUL_WORKSPACE;
     s->params_slot = -1;
@@ -52,7 +51,7 @@ static hl_status layernorm_step(hl_device *dev, const hl_layernorm_args *a, hl_p
     s->grid[0][0] = pl.grid[0];
     s->grid[0][1] = pl.grid[1];
     s->grid[0][2] = 1;
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
+    s->pc[0] = pl.pc;
     s->n_binds = HL_BIND_LAYERNORM_COUNT;
     for (uint32_t i = 0; i < HL_BIND_LAYERNORM_COUNT; i++) s->binds[i] = hl_tensor_or_scratch(ops[i].tensor, NULL);
     s->work_slot = s->params_slot = s->param_write = -1;
@@ -93,7 +92,7 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
     if (!applies) return HL_OK;
     s->pipe[0] = pl.main_pipe;
     memcpy(s->grid[0], pl.grid, sizeof pl.grid);
-    memcpy(s->pc[0], pl.pc, sizeof pl.pc);
+    s->pc[0] = pl.pc;
     s->n_binds = HL_BIND_MATMUL_LN_COUNT;
     hl_tensor *const norm[7] = {a->x, a->r, a->gamma, a->beta, a->x_out, a->h, a->stats};
     for (int k = 0; k < 7; k++) /* no branch: its slots bind the stream, never read or written */

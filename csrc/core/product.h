@@ -9,7 +9,7 @@
 typedef struct hl_product {
     hl_variant v;
     uint32_t grid[3], rgrid[2];
-    uint32_t pc[HL_PUSH_WORDS];
+    hl_push pc;                        /* pc.matmul */
     VkPipeline main_pipe, reduce_pipe; /* reduce: split-K only */
     uint64_t a_bytes, b_bytes, c_bytes, w_bytes, bias_bytes;
     int read_c;   /* beta != 0: C is an input */
@@ -26,7 +26,7 @@ void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding
 /* A one-row product on the matrix-vector kernel, B as N x K in whole 16-byte words,
  * with the LayerNorm that makes its A as the kernel's head (matmul_gemv_ln.comp,
  * bindings HL_BIND_MATMUL_LN_*): pl's pipeline, grid and push constants moved to it
- * (residual: the norm adds its branch; eps in push word 13). *applies 0, pl as it
+ * (residual: the norm adds its branch; eps in pc.matmul.ln_eps). *applies 0, pl as it
  * was, for a product the head cannot carry (another path, split-K, a batch, B as
  * K x N or not in whole words, a chosen variant of another workgroup size). */
 hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, float eps,

@@ -207,7 +207,7 @@ void hl_record_dispatch(hl_device *dev, const void *ctx, VkDescriptorSet ds) {
     const hl_dispatch_plan *pl = ctx;
     vkCmdBindPipeline(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl->pipe);
     vkCmdBindDescriptorSets(dev->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
-    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc);
+    vkCmdPushConstants(dev->cmd, dev->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, HL_PUSH_BYTES, pl->pc.words);
     vkCmdDispatch(dev->cmd, pl->grid[0], pl->grid[1], 1);
     dev->tel.dispatches++;
 }

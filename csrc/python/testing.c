@@ -2,7 +2,8 @@
  * kept out of Device's method table. The host stands in for a CUDA stream in the
  * ordering protocol (devices without CUDA): async_host opens the ring over the
  * device's own timeline semaphore, host_signal and host_wait are the stream's
- * signal and wait. */
+ * signal and wait. kernels: the build's SPIR-V, which tests hold to the tables. */
+#include "../core/helios_kernels.h"
 #include "binding.h"
 
 static DeviceObject *device_arg(PyObject *obj) {
@@ -57,7 +58,23 @@ static PyObject *host_wait(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* kernels(): {name: SPIR-V bytes, or None where the build lacks the permutation}. */
+static PyObject *kernels(PyObject *module, PyObject *unused) {
+    PyObject *out = PyDict_New();
+    const char *name;
+    const uint32_t *code;
+    size_t bytes;
+    for (uint32_t i = 0; out && hl_kernel_spirv(i, &name, &code, &bytes); i++) {
+        PyObject *v = code ? PyBytes_FromStringAndSize((const char *)code, (Py_ssize_t)bytes) : Py_NewRef(Py_None);
+        if (!v || PyDict_SetItemString(out, name, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
 static PyMethodDef testing_methods[] = {
+    {"kernels", kernels, METH_NOARGS,
+     "kernels(): {name: SPIR-V bytes, or None where the build lacks the permutation} for every kernel permutation."},
     {"async_host", async_host, METH_O,
      "async_host(device): order the device's operations through its own timeline semaphore, the host standing "
      "in for the CUDA stream (host_signal, host_wait)."},

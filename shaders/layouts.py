@@ -1,0 +1,235 @@
+"""The contracts between the host and the shaders, each declared once: every kernel
+family's push-constant block, the persistent runs' table row, and the flag and
+epilogue bits both sides test.
+
+`cmake/gen_layouts.py` (run by `cmake/gen_kernels.py`) generates from this table:
+
+- `hl_layouts.h` for C: `hl_push_<name>` per block (a union of named views where a
+  block's words mean different things per pass), `hl_push` (every block over the
+  HL_PUSH_WORDS words the pipeline layout pushes), `hl_persist_row`, the constants
+  as `HL_<NAME>`, and each word's offset checked at compile time;
+- `push_<name>.glsl` with the block as the shaders declare it, and `persist_row.glsl`
+  with the row's accessors, which the shaders include where they declare them.
+
+A new push word: a Word here (its block's shaders then see it by name) and its
+write on the host (`pc.<block>.<word>`). tests/test_layouts.py reads every compiled
+kernel's push block back from its SPIR-V and fails where it differs from this table.
+"""
+
+from __future__ import annotations
+
+from kernel_types import Const, Push, Row, View, Word  # noqa: E402  (shaders/, beside this file)
+
+_U = Word  # a uint word
+
+MATMUL = Push(
+    "matmul",
+    "every product kernel (matmul_common.glsl), the split-K reduction and the norm-headed product",
+    "Params",
+    "p",
+    (
+        _U("M"),
+        _U("N"),
+        _U("K"),
+        _U("flags", doc="FLAG_* bits, computed on the host from the shapes"),
+        _U("k_chunk", doc="split-K: K elements per split (a multiple of the tile's K); K without split"),
+        _U("splits", doc="split-K: number of partial products per batch in the workspace (1: none)"),
+        _U("lda", doc="row pitch (elements) of A as stored"),
+        _U("ldb", doc="row pitch (elements) of B as stored"),
+        _U("sa", doc="elements between batches of A (0: one A broadcast to every batch)"),
+        _U("sb", doc="elements between batches of B (0: one B broadcast to every batch)"),
+        _U("batch", doc="products in this dispatch (grid z = batch * splits)"),
+        Word("alpha", "float"),
+        Word("beta", "float"),
+        Word("ln_eps", "float", "matmul_gemv_ln.comp: its LayerNorm's epsilon", only="LN_HEAD"),
+    ),
+    local_under="PERSIST",
+)
+
+# The attention forward's block and the backward's: rows of each side, the scale, and
+# where the operands' rows lie (attention_layout.glsl; hl_attn_layout on the host).
+_HEADS = (
+    _U("heads", doc="B * H"),
+    _U("sq", doc="query rows per head"),
+    _U("skv", doc="key rows per head"),
+    Word("scale_log2", "float", "scale * log2(e): scores go through exp2"),
+)
+_ROWS = (
+    _U("nh", doc="heads per batch element (rows layouts)"),
+    _U("q_off", doc="where Q (dQ) starts in its rows"),
+    _U("k_off", doc="where K (dK) starts in its rows"),
+    _U("v_off", doc="where V (dV) starts in its rows"),
+)
+ATTENTION = Push("attention", "the attention forward (coop and scalar)", "Push", "p", _HEADS + _ROWS)
+ATTENTION_BWD = Push(
+    "attention_bwd",
+    "the attention backward's kernels (dQ, dK and dV; scalar)",
+    "Push",
+    "p",
+    _HEADS + (Word("scale", "float", "dQ and dK carry it (d(scale * Q K^T))"),) + _ROWS,
+)
+
+COPY_STRIDED = Push(
+    "copy_strided",
+    "a strided copy of up to 4 dimensions (copy_strided.comp), outermost first",
+    "Params",
+    "p",
+    tuple(_U(f"size{i}") for i in range(4))
+    + tuple(_U(f"src_s{i}", doc="element strides of dimensions 0-2 (dimension 3: 1)") for i in range(3))
+    + tuple(_U(f"dst_s{i}") for i in range(3))
+    + (
+        _U("src_off", doc="elements from the source binding's start"),
+        _U("dst_off", doc="elements from the destination binding's start"),
+        _U("vec", doc="1: eight elements per invocation"),
+    ),
+)
+
+ACTIVATION = Push(
+    "activation",
+    "elementwise activations and their gradients (activation.comp)",
+    "Params",
+    "p",
+    (
+        _U("n", doc="elements"),
+        _U("vec", doc="1: 8 elements an invocation in 16-byte moves (n % 8 == 0, 16-byte aligned tensors)"),
+    ),
+)
+
+LAYERNORM = Push(
+    "layernorm",
+    "LayerNorm over an fp32 residual stream, both directions (layernorm.comp)",
+    "Params",
+    "p",
+    (_U("rows"), _U("d"), Word("eps", "float"), _U("vec", doc="1: the 4-column path")),
+)
+
+# decode.comp's passes read one block under three meanings: the shader names the words
+# by position (n, slot, ...), the host writes the pass's view.
+_SLOT = "a parameter word's index (PARAMS)"
+DECODE = Push(
+    "decode",
+    "a decode step's ops besides products and norms (decode.comp): the pass's view",
+    "Params",
+    "p",
+    (
+        _U("n", doc="embed: d; attention: heads; top-1: elements"),
+        _U("slot", doc="the parameter word read (token for embed, pos for attention) or written (top-1)"),
+        _U("slot2", doc="embed: the position's word"),
+        _U("rows", doc="embed: token rows; attention: cache rows (positions)"),
+        _U("rows2", doc="embed: position rows; attention: splits in WORK per head"),
+        Word("scale", "float", "attention: 1 / sqrt(D)"),
+        _U("fit", doc="attention: ATT_FIT (decode_attention.glsl's att_split_keys)"),
+    ),
+    views=(
+        View(
+            "embed",
+            "PASS 0: the token's and the position's rows summed",
+            (
+                _U("d", doc="the rows' width"),
+                _U("token_slot", doc=_SLOT),
+                _U("pos_slot", doc=_SLOT),
+                _U("token_rows", doc="rows of the token table"),
+                _U("pos_rows", doc="rows of the position table"),
+            ),
+        ),
+        View(
+            "attention",
+            "PASSES 1, 2 and 4: one query row over the cache",
+            (
+                _U("heads"),
+                _U("pos_slot", doc=_SLOT),
+                None,
+                _U("cache_rows", doc="positions the caches hold"),
+                _U("splits", doc="splits a head in WORK"),
+                Word("scale", "float", "1 / sqrt(D)"),
+                _U("fit", doc="ATT_FIT (decode_attention.glsl's att_split_keys)"),
+            ),
+        ),
+        View("top1", "PASS 3: the largest of n fp32 values", (_U("n", doc="elements"), _U("slot", doc=_SLOT))),
+    ),
+)
+
+PERSIST = Push(
+    "persist",
+    "a persistent run (matmul_gemv_persist.comp): its members' words are table rows",
+    "PersistPush",
+    "pp",
+    (
+        _U("members", doc="in the run, at most PERSIST_MEMBERS"),
+        _U("fault_word", doc="the PARAMS word a grid barrier that gave up sets"),
+    ),
+)
+
+PUSH_LAYOUTS = (MATMUL, ATTENTION, ATTENTION_BWD, COPY_STRIDED, ACTIVATION, LAYERNORM, DECODE, PERSIST)
+
+# Each family's block (a family absent here pushes nothing its shader reads).
+FAMILY_PUSH = {
+    "matmul_coop": "matmul",
+    "matmul_coop2": "matmul",
+    "matmul_scalar": "matmul",
+    "matmul_gemv": "matmul",
+    "matmul_gemv_ln": "matmul",
+    "matmul_splitk_reduce": "matmul",
+    "matmul_gemv_persist": "persist",
+    "attention_coop": "attention",
+    "attention_scalar": "attention",
+    "attention_bwd_dq": "attention_bwd",
+    "attention_bwd_dkdv": "attention_bwd",
+    "attention_bwd_scalar": "attention_bwd",
+    "copy_strided": "copy_strided",
+    "activation": "activation",
+    "layernorm": "layernorm",
+    "decode": "decode",
+}
+
+# A persistent run's member: a row of the run's table (TABLE binding), its kind in the
+# flags word both views share.
+PERSIST_ROW = Row(
+    "persist",
+    "a persistent run's member (plan_persist.c writes it, matmul_gemv.glsl's persist_member reads it)",
+    8,
+    "table",
+    (
+        View(
+            "product",
+            "a one-row product on the matrix-vector kernel, B as N x K",
+            (
+                _U("n", doc="N"),
+                _U("k", doc="K"),
+                _U("flags", doc="the product's FLAG_* bits, FLAG_PERSIST_LN with a norm head"),
+                _U("ldb", doc="B's row pitch"),
+                _U("epi", doc="EPI_* bits"),
+                _U("act", doc="ACT_*"),
+                Word("ln_eps", "float", "the norm head's epsilon (0 without one)"),
+                None,
+            ),
+        ),
+        View(
+            "attention",
+            "a decode attention (decode_attention.glsl)",
+            (
+                _U("heads"),
+                _U("rows", doc="cache rows (positions)"),
+                _U("flags", doc="FLAG_PERSIST_ATTN"),
+                _U("splits", doc="splits a head in the partials"),
+                _U("pos_slot", doc="its position's parameter word"),
+                Word("scale", "float", "1 / sqrt(D)"),
+                _U("counters", doc="its first arrival counter (a word a head)"),
+                _U("fit", doc="ATT_FIT"),
+            ),
+        ),
+    ),
+)
+
+CONSTS = (
+    Const("FLAG_A_VEC", 1, "A's rows and batches are 16-byte aligned", "push_matmul"),
+    Const("FLAG_B_VEC", 2, "B's rows and batches are 16-byte aligned", "push_matmul"),
+    Const("FLAG_C_DIRECT", 4, "C rows aligned for cooperative stores", "push_matmul"),
+    Const("FLAG_SPLIT", 8, "write fp32 partial products to the workspace, not C", "push_matmul"),
+    Const("FLAG_LN_RESIDUAL", 16, "the norm head adds its branch R to X", "push_matmul", only="LN_HEAD"),
+    Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
+    Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
+    Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
+    Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
+    Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),
+)
