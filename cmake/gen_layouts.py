@@ -1,10 +1,12 @@
 """Generate the host/shader contracts from shaders/layouts.py (see its docstring):
-`hl_layouts.h` for C, `push_<block>.glsl` and `persist_row.glsl` for the shaders.
+`hl_layouts.h` for C, `push_<block>.glsl`, `persist_row.glsl` and `decode_split.glsl`
+for the shaders.
 Called by gen_kernels.py, which loads the table with shaders/ on the import path."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -145,7 +147,11 @@ def gen_c(t: Any) -> str:
     out += [f"    {rname}_{v.name} {v.name};\n" for v in row.views]
     out.append(f"}} {rname};\n")
     out.append(f'_Static_assert(sizeof({rname}) == 4 * HL_PERSIST_ROW, "a view longer than the row");\n\n')
-    out.append("#endif\n")
+    for r in t.SPLIT_RULES:
+        params = ", ".join(f"uint32_t {p}" for p in r.params)
+        expr = re.sub(r"\bDECODE_SPLIT_(\w+)", r"HL_DECODE_SPLIT_\1", r.expr)
+        out.append(f"/* {r.doc} */\nstatic inline uint32_t hl_{r.name}({params}) {{ return {expr}; }}\n")
+    out.append("\n#endif\n")
     return "".join(out)
 
 
@@ -199,8 +205,19 @@ def gen_glsl_row(t: Any) -> str:
     return "".join(out)
 
 
+def gen_glsl_rules(t: Any) -> str:
+    out = [f"// {ORIGIN}\n// The rules C computes with the same expressions (hl_layouts.h).\n"]
+    for r in t.SPLIT_RULES:
+        expr = r.expr
+        for p in r.params:
+            expr = re.sub(rf"\b{p}\b", f"({p})", expr)
+        out.append(f"// {r.doc}\n#define {r.name.upper()}({', '.join(r.params)}) ({expr})\n")
+    return "".join(out)
+
+
 def write_layouts(t: Any, out_dir: Path, write: Any) -> None:
     write(out_dir / "hl_layouts.h", gen_c(t))
     for p in t.PUSH_LAYOUTS:
         write(out_dir / f"push_{p.name}.glsl", gen_glsl_push(t, p))
     write(out_dir / f"{t.PERSIST_ROW.name}_row.glsl", gen_glsl_row(t))
+    write(out_dir / "decode_split.glsl", gen_glsl_rules(t))

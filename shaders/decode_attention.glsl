@@ -21,14 +21,14 @@
 const uint THREADS = 256u;
 const uint LANES = D / 8u;         // invocations a key row: 16 bytes each
 const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
-// Keys a split (shaders/families.py's DECODE_SPLIT): SPLIT_SHORT (short contexts still
-// spread over several workgroups), or SPLIT_LONG, at most what DECODE_SPLIT_PASSES
-// passes hold. Where splits never grow the registers hold SPLIT_SHORT keys.
+// Keys a split (shaders/families.py's DECODE_SPLIT, the rule in shaders/layouts.py's
+// SPLIT_RULES, which the host computes too): SPLIT_SHORT (short contexts still spread
+// over several workgroups), or SPLIT_LONG. Where splits never grow the registers hold
+// SPLIT_SHORT keys.
+#include "decode_split.glsl"
 const uint SPLIT_SHORT = DECODE_SPLIT_SHORT;
-const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_PASSES * KPP;
-const uint SPLIT_LONG = LONG_SPLITS == 0u                        ? SPLIT_SHORT
-                        : SPLIT_PASSES_KEYS < DECODE_SPLIT_LONG ? SPLIT_PASSES_KEYS
-                                                                 : DECODE_SPLIT_LONG;
+const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_HELD(KPP);
+const uint SPLIT_LONG = LONG_SPLITS == 0u ? SPLIT_SHORT : DECODE_SPLIT_LONG_KEYS(SPLIT_PASSES_KEYS);
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
 const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
 
@@ -81,12 +81,10 @@ void att_widen8(uvec4 w, out float v[8]) {
     }
 }
 
-// Keys a split at position pos: SPLIT_SHORT while a head's splits of that many are
-// at most ATT_FIT (the host's: those that fit one pass of a persistent run's grid),
-// SPLIT_LONG after, so that a pass of the grid still holds every split. decode.c's
-// hl_decode_splits is the same rule. att_split_of: the split holding pos.
-uint att_split_keys(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? SPLIT_SHORT : SPLIT_LONG; }
-uint att_split_of(uint pos) { return pos / SPLIT_SHORT < ATT_FIT ? pos / SPLIT_SHORT : pos / SPLIT_LONG; }
+// Keys a split at position pos, and the split holding pos: SPLIT_SHORT keys while a
+// head's splits of that many are at most ATT_FIT, SPLIT_LONG after (decode_split.glsl).
+uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, ATT_FIT, SPLIT_LONG); }
+uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); }
 
 // Every invocation: head h's split at position pos (< ATT_ROWS, split *
 // att_split_keys(pos) <= pos).

@@ -100,7 +100,7 @@ BINDINGS = {
 PERSIST_MEMBERS = 16
 PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS")
 
-# A decode attention's keys a split (decode_attention.glsl; decode.c's hl_decode_splits):
+# A decode attention's keys a split (the rule: layouts.py's SPLIT_RULES, for C and GLSL):
 # SHORT while the heads' splits of that many fit one pass of a persistent run's grid,
 # then LONG, at most what PASSES passes of the workgroup hold. LONG is 96: at head
 # dimension 128 its 6 passes keep a run's kernel within the registers of two workgroups

@@ -180,3 +180,16 @@ class Const:
     doc: str
     glsl: str
     only: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule both sides compute, as one expression in the syntax C and GLSL share
+    (unsigned integer arithmetic, comparisons, ?:) over `params` and the table's
+    DECODE_SPLIT_* constants: C `static inline uint32_t hl_<name>(...)`, GLSL a macro
+    `<NAME>(...)` (usable in constant expressions; its arguments parenthesized)."""
+
+    name: str
+    doc: str
+    params: tuple[str, ...]
+    expr: str

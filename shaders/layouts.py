@@ -8,8 +8,9 @@ epilogue bits both sides test.
   block's words mean different things per pass), `hl_push` (every block over the
   HL_PUSH_WORDS words the pipeline layout pushes), `hl_persist_row`, the constants
   as `HL_<NAME>`, and each word's offset checked at compile time;
-- `push_<name>.glsl` with the block as the shaders declare it, and `persist_row.glsl`
-  with the row's accessors, which the shaders include where they declare them.
+- `push_<name>.glsl` with the block as the shaders declare it, `persist_row.glsl`
+  with the row's accessors and `decode_split.glsl` with the split rule's macros,
+  which the shaders include where they declare them.
 
 A new push word: a Word here (its block's shaders then see it by name) and its
 write on the host (`pc.<block>.<word>`). tests/test_layouts.py reads every compiled
@@ -18,7 +19,7 @@ kernel's push block back from its SPIR-V and fails where it differs from this ta
 
 from __future__ import annotations
 
-from kernel_types import Const, Push, Row, View, Word  # noqa: E402  (shaders/, beside this file)
+from kernel_types import Const, Push, Row, Rule, View, Word  # noqa: E402  (shaders/, beside this file)
 
 _U = Word  # a uint word
 
@@ -232,4 +233,32 @@ CONSTS = (
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),
+)
+
+# How a decode attention splits a head's keys (shaders/families.py's DECODE_SPLIT sizes;
+# decode_attention.glsl runs the splits, decode.c and plan.c count them on the host).
+# fit: the splits of DECODE_SPLIT_SHORT keys that fit one pass of a persistent run's grid
+# (ATT_FIT); past them a split holds long_keys, so that a pass still holds every split.
+SPLIT_RULES = (
+    Rule(
+        "decode_split_held", "keys DECODE_SPLIT_PASSES passes of kpp keys hold", ("kpp",), "DECODE_SPLIT_PASSES * kpp"
+    ),
+    Rule(
+        "decode_split_long_keys",
+        "keys a split holds once splits grow: what the passes hold, at most DECODE_SPLIT_LONG",
+        ("held",),
+        "held < DECODE_SPLIT_LONG ? held : DECODE_SPLIT_LONG",
+    ),
+    Rule(
+        "decode_split_keys",
+        "keys a split at position pos",
+        ("pos", "fit", "long_keys"),
+        "pos / DECODE_SPLIT_SHORT < fit ? DECODE_SPLIT_SHORT : long_keys",
+    ),
+    Rule(
+        "decode_split_of",
+        "the split holding position pos (its splits: this + 1)",
+        ("pos", "fit", "long_keys"),
+        "pos / DECODE_SPLIT_SHORT < fit ? pos / DECODE_SPLIT_SHORT : pos / long_keys",
+    ),
 )

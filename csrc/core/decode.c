@@ -96,11 +96,8 @@ fail:
 }
 
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
-    const uint32_t passes = HL_DECODE_SPLIT_PASSES * (DECODE_THREADS / (head_dim / 8u)); /* keys they hold */
-    const uint32_t span = pos / DECODE_CHUNK < fit        ? DECODE_CHUNK
-                          : passes < HL_DECODE_SPLIT_LONG ? passes
-                                                          : HL_DECODE_SPLIT_LONG;
-    return pos / span + 1;
+    const uint32_t kpp = DECODE_THREADS / (head_dim / 8u); /* keys a pass of the workgroup */
+    return hl_decode_split_of(pos, fit, hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
 }
 
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,

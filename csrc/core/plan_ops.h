@@ -82,8 +82,8 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
                         hl_error *err);
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
                               hl_plan_step *s, hl_error *err);
-/* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT
- * (decode_attention.glsl's att_split_keys). */
+/* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT: the
+ * rule the shader runs (shaders/layouts.py's SPLIT_RULES, generated for both). */
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
 hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
                        hl_error *err);
