@@ -193,3 +193,38 @@ class Rule:
     doc: str
     params: tuple[str, ...]
     expr: str
+
+
+# ---- plan operations (ops.py) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a plan operation: its key in the op dict and its field in the C
+    struct, its type (tensor: an hl_tensor *; u32; f32; dtype: an hl_dtype from a
+    NumPy dtype name), what it is, and whether the dict may leave it out (a tensor
+    then NULL)."""
+
+    name: str
+    type: str
+    doc: str = ""
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class PlanOp:
+    """A plan operation: its name, C kind, argument struct and hl_plan_op member, its
+    step function (`hl_status step(hl_device *, const <c_struct> *, uint32_t n_params,
+    const char *who, hl_plan_step *, hl_error *)`), what it computes, its arguments.
+    declare: the struct is generated from `args` (else the core's API declares it);
+    product: the arguments are a product's, parsed as Device.matmul's."""
+
+    name: str
+    kind: str
+    c_struct: str
+    member: str
+    step: str
+    doc: str
+    args: tuple[Arg, ...]
+    declare: bool = False
+    product: bool = False

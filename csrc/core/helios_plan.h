@@ -1,5 +1,5 @@
-/* helios_plan.h — replayable plans: operations on tensors (products, LayerNorm and a
- * decode step's embedding, attention over a KV cache and top-1) recorded once into a
+/* helios_plan.h — replayable plans: operations on tensors (shaders/ops.py: products,
+ * LayerNorm and a decode step's embedding, attention over a KV cache and top-1) recorded once into a
  * command buffer of their own and submitted again for each replay (one vkQueueSubmit,
  * one wait), what a decode step replays per token. What changes between replays is
  * the tensors' contents and the plan's parameter words, never the recording. */
@@ -15,49 +15,10 @@ typedef struct hl_plan hl_plan;
  * to token is written before a replay, never recorded again. */
 #define HL_PLAN_MAX_PARAMS 16u
 
-/* x_out[c] = tokens[params[token_slot] * d + c] + positions[params[pos_slot] * d + c]:
- * fp32 tables (token_rows x d, pos_rows x d) and fp32 output (d). */
-typedef struct hl_embed_args {
-    hl_tensor *tokens, *positions, *out;
-    uint32_t d, token_rows, pos_rows, token_slot, pos_slot;
-} hl_embed_args;
-
-/* One query row per head against a KV cache, the new position's K and V appended:
- * qkv is the row [q | k | v] (heads x head_dim each, dtype), k_cache and v_cache
- * max_len rows of heads x head_dim (dtype), p = params[pos_slot] < max_len the new
- * position; out (heads x head_dim, dtype) = softmax(q K[0..p]^T scale) V[0..p] per
- * head. head_dim divides 256 (8..256). */
-typedef struct hl_attn_decode_args {
-    hl_tensor *qkv, *k_cache, *v_cache, *out;
-    uint32_t heads, head_dim, max_len, pos_slot;
-    float scale;
-    hl_dtype dtype;
-} hl_attn_decode_args;
-
-/* params[slot] = the index of the largest of x's n fp32 values (the first; NaN largest). */
-typedef struct hl_top1_args {
-    hl_tensor *x;
-    uint32_t n, slot;
-} hl_top1_args;
-
-typedef enum hl_plan_kind {
-    HL_PLAN_MATMUL,
-    HL_PLAN_LAYERNORM, /* hl_layernorm_args: the forward (wait and signal values ignored) */
-    HL_PLAN_EMBED,
-    HL_PLAN_ATTN_DECODE,
-    HL_PLAN_TOP1
-} hl_plan_kind;
-
-typedef struct hl_plan_op {
-    hl_plan_kind kind;
-    union {
-        hl_matmul_args matmul;
-        hl_layernorm_args layernorm;
-        hl_embed_args embed;
-        hl_attn_decode_args attn;
-        hl_top1_args top1;
-    };
-} hl_plan_op;
+/* The operations a plan records: their argument structs, kinds (hl_plan_kind), the
+ * hl_plan_op union and how the binding reads them (hl_plan_op_schemas), generated from
+ * shaders/ops.py. */
+#include "hl_plan_ops.h"
 
 /* One replay, timed by the engine: host_ms from the call to vkQueueSubmit's return
  * (what the CPU pays to launch the plan), wall_ms to the wait's end, gpu_ms between

@@ -40,11 +40,14 @@ typedef struct hl_plan_step {
     hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
 
-/* Operation i of a plan with n_params parameter words as a step. */
-/* An op kind's name as the API spells it (plan.py's methods). */
+/* plan_ops_table.c (generated from shaders/ops.py): an op kind's name as the API spells
+ * it (plan.py's methods), and operation i of a plan with n_params parameter words as a
+ * step, through its step function (hl_plan_steps.h: plan_steps.c's and decode.c's, the
+ * parameter words' slots < n_params). */
 const char *hl_plan_kind_name(hl_plan_kind kind);
 hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
                           hl_error *err);
+#include "hl_plan_steps.h"
 /* ops[0..1] a LayerNorm and the product after it: where the product reads the norm's
  * output on the matrix-vector kernel, the norm runs as that kernel's head (s then
  * records both, norm_s nothing); otherwise both stay as they are. */
@@ -77,15 +80,8 @@ void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_ste
 hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,
                                hl_operand ops[HL_BIND_LAYERNORM_COUNT], int *vec, hl_error *err);
 
-/* decode.c: each op validated into its step (the parameter words' slots < n_params). */
-hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
-                        hl_error *err);
-hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
-                              hl_plan_step *s, hl_error *err);
 /* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT: the
  * rule the shader runs (shaders/layouts.py's SPLIT_RULES, generated for both). */
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
-hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
-                       hl_error *err);
 
 #endif

@@ -1,6 +1,6 @@
-/* plan_steps.c — a plan's operations validated into steps (plan_ops.h): products,
- * LayerNorm, and the decode ops through decode.c; and the fusion of a one-row
- * LayerNorm into the product that reads its output. plan.c records the steps. */
+/* plan_steps.c — the step functions of products and LayerNorm (shaders/ops.py names
+ * each op's; the decode ops' are decode.c's), and the fusion of a one-row LayerNorm
+ * into the product that reads its output. plan.c records the steps. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,7 +9,8 @@
 #define GEMV_LN_MAX 4096u /* a fused norm's widest row: matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS */
 
 /* A product as a step: its main dispatch and, for split-K, the sum behind a barrier. */
-static hl_status matmul_step(hl_device *dev, const hl_matmul_args *o, const char *who, hl_plan_step *s, hl_error *err) {
+hl_status hl_plan_matmul_step(hl_device *dev, const hl_matmul_args *o, uint32_t n_params, const char *who,
+                              hl_plan_step *s, hl_error *err) {
     hl_status st = HL_OK;
     if (!o->t_a || !o->t_b || !o->t_c || o->bias || o->c_in || o->signal_value)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: plans take tensors only (a, b, c and bias)", who);
@@ -39,7 +40,8 @@ fail:
     return st;
 }
 
-static hl_status layernorm_step(hl_device *dev, const hl_layernorm_args *a, hl_plan_step *s, hl_error *err) {
+hl_status hl_plan_layernorm_step(hl_device *dev, const hl_layernorm_args *a, uint32_t n_params, const char *who,
+                                 hl_plan_step *s, hl_error *err) {
     hl_status st = HL_OK;
     hl_dispatch_plan pl;
     hl_operand ops[HL_BIND_LAYERNORM_COUNT];
@@ -86,7 +88,7 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
         if (wide[k] && wide[k]->offset % 16) return HL_OK;
     for (int k = 0; k < 2; k++)
         if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
-    hl_product pl = s->product; /* s is m's step (matmul_step) */
+    hl_product pl = s->product; /* s is m's step (hl_plan_matmul_step) */
     int applies;
     HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
     if (!applies) return HL_OK;
@@ -106,29 +108,4 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
     memset(norm_s->writes, 0, sizeof norm_s->writes);
 fail:
     return st;
-}
-
-const char *hl_plan_kind_name(hl_plan_kind kind) {
-    static const char *const names[] = {"matmul", "layernorm", "embed", "attention_decode", "top1"};
-    return (unsigned)kind <= HL_PLAN_TOP1 ? names[kind] : "unknown";
-}
-
-hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint32_t n_params, hl_plan_step *s,
-                          hl_error *err) {
-    char who[64];
-    if ((unsigned)op->kind > HL_PLAN_TOP1)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan op %u: unknown kind %d", i, (int)op->kind);
-    snprintf(who, sizeof who, "plan op %u (%s)", i, hl_plan_kind_name(op->kind));
-    switch (op->kind) {
-        case HL_PLAN_MATMUL:
-            return matmul_step(dev, &op->matmul, who, s, err);
-        case HL_PLAN_LAYERNORM:
-            return layernorm_step(dev, &op->layernorm, s, err);
-        case HL_PLAN_EMBED:
-            return hl_embed_step(dev, &op->embed, n_params, who, s, err);
-        case HL_PLAN_ATTN_DECODE:
-            return hl_attn_decode_step(dev, &op->attn, n_params, who, s, err);
-        default:
-            return hl_top1_step(dev, &op->top1, n_params, who, s, err);
-    }
 }

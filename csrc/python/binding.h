@@ -69,8 +69,9 @@ PyObject *Device_chain(DeviceObject *self, PyObject *args, PyObject *kwds);
  * variant kept in *variant; -1 with the exception set. */
 int tensor_product_arg(DeviceObject *self, PyObject *d, const char *what, Py_ssize_t i, hl_matmul_args *ma,
                        hl_variant *variant);
-/* plan_ops.c: Device._plan. */
+/* plan_ops.c: Device._plan, and the plan operations' schema (_helios.PLAN_OPS). */
 PyObject *Device_plan(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *plan_ops_table(void);
 int dtype_arg(PyObject *obj, const char *name, hl_dtype *out);
 int npy_type_of(hl_dtype t); /* a host buffer's NumPy type at this level (bfloat16: uint16 bits) */
 int variant_arg(DeviceObject *self, PyObject *obj, hl_variant *v, int *given);

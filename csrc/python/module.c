@@ -242,6 +242,10 @@ static int module_exec(PyObject *module) {
     if (PyModule_AddStringConstant(module, "BUILD_COMMIT", HELIOS_BUILD_COMMIT) < 0) return -1;
     /* Digest of every kernel's SPIR-V and the generated table: the tuning cache's key. */
     if (PyModule_AddStringConstant(module, "KERNELS_DIGEST", hl_kernels_digest) < 0) return -1;
+    PyObject *plan_ops = plan_ops_table();
+    rc = plan_ops ? PyModule_AddObjectRef(module, "PLAN_OPS", plan_ops) : -1;
+    Py_XDECREF(plan_ops);
+    if (rc < 0) return -1;
     return 0;
 }
 

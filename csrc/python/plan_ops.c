@@ -1,6 +1,7 @@
 /* plan_ops.c — Device._plan: a plan's operation dicts parsed into the core's
- * arguments (helios_plan.h): products (gemm.c's parser), LayerNorm and the decode
- * step's embed, attention over a KV cache and top-1. helios.Plan builds the dicts. */
+ * arguments (helios_plan.h): products by gemm.c's parser, every other op by its
+ * argument schema (shaders/ops.py, generated into hl_plan_ops.h); and the schema as
+ * _helios.PLAN_OPS, which helios.Plan builds its dicts against. */
 #include <string.h>
 
 #include "../core/helios_plan.h"
@@ -57,66 +58,64 @@ static int dtype_key(PyObject *d, hl_dtype *out) {
     return dtype_arg(o, "dtype", out);
 }
 
-static int layernorm_op(DeviceObject *self, PyObject *d, hl_layernorm_args *a) {
-    static const char *const keys[] = {"x", "gamma", "beta", "h", "stats"};
-    hl_tensor **slots[] = {&a->x, &a->gamma, &a->beta, &a->h, &a->stats};
-    for (int i = 0; i < 5; i++)
-        if (tensor_key(self, d, keys[i], 0, slots[i]) < 0) return -1;
-    if (tensor_key(self, d, "r", 1, &a->r) < 0 || tensor_key(self, d, "x_out", 1, &a->x_out) < 0 ||
-        u32_key(d, "rows", &a->rows) < 0 || u32_key(d, "d", &a->d) < 0 || float_key(d, "eps", &a->eps) < 0)
-        return -1;
-    return dtype_key(d, &a->dtype);
+/* The argument a->key of d into its field at op + a->offset, by its type. */
+static int arg_key(DeviceObject *self, PyObject *d, const hl_plan_arg *a, char *op) {
+    void *field = op + a->offset;
+    switch (a->type) {
+        case HL_ARG_TENSOR:
+            return tensor_key(self, d, a->key, a->optional, (hl_tensor **)field);
+        case HL_ARG_U32:
+            return u32_key(d, a->key, (uint32_t *)field);
+        case HL_ARG_F32:
+            return float_key(d, a->key, (float *)field);
+        case HL_ARG_DTYPE:
+            return dtype_key(d, (hl_dtype *)field);
+    }
+    PyErr_Format(PyExc_SystemError, "plan operation: %s has an unknown argument type", a->key);
+    return -1;
 }
 
-static int embed_op(DeviceObject *self, PyObject *d, hl_embed_args *a) {
-    if (tensor_key(self, d, "tokens", 0, &a->tokens) < 0 || tensor_key(self, d, "positions", 0, &a->positions) < 0 ||
-        tensor_key(self, d, "out", 0, &a->out) < 0)
-        return -1;
-    if (u32_key(d, "d", &a->d) < 0 || u32_key(d, "token_rows", &a->token_rows) < 0 ||
-        u32_key(d, "pos_rows", &a->pos_rows) < 0 || u32_key(d, "token_slot", &a->token_slot) < 0 ||
-        u32_key(d, "pos_slot", &a->pos_slot) < 0)
-        return -1;
-    return 0;
-}
-
-static int attention_op(DeviceObject *self, PyObject *d, hl_attn_decode_args *a) {
-    if (tensor_key(self, d, "qkv", 0, &a->qkv) < 0 || tensor_key(self, d, "k_cache", 0, &a->k_cache) < 0 ||
-        tensor_key(self, d, "v_cache", 0, &a->v_cache) < 0 || tensor_key(self, d, "out", 0, &a->out) < 0)
-        return -1;
-    if (u32_key(d, "heads", &a->heads) < 0 || u32_key(d, "head_dim", &a->head_dim) < 0 ||
-        u32_key(d, "max_len", &a->max_len) < 0 || u32_key(d, "pos_slot", &a->pos_slot) < 0 ||
-        float_key(d, "scale", &a->scale) < 0)
-        return -1;
-    return dtype_key(d, &a->dtype);
-}
-
-static int top1_op(DeviceObject *self, PyObject *d, hl_top1_args *a) {
-    if (tensor_key(self, d, "x", 0, &a->x) < 0 || u32_key(d, "n", &a->n) < 0 || u32_key(d, "slot", &a->slot) < 0)
-        return -1;
-    return 0;
-}
-
+/* A non-product op dict of kind `kind` into op, by its schema (shaders/ops.py). */
 static int plan_op_arg(DeviceObject *self, PyObject *d, const char *kind, hl_plan_op *op) {
     memset(op, 0, sizeof *op);
-    if (strcmp(kind, "layernorm") == 0) {
-        op->kind = HL_PLAN_LAYERNORM;
-        return layernorm_op(self, d, &op->layernorm);
+    for (uint32_t k = 0; k < HL_PLAN_KINDS; k++) {
+        const hl_plan_op_schema *sc = &hl_plan_op_schemas[k];
+        if (sc->product || strcmp(kind, sc->name) != 0) continue;
+        op->kind = (hl_plan_kind)k;
+        for (uint32_t i = 0; i < sc->n_args; i++)
+            if (arg_key(self, d, &sc->args[i], (char *)op) < 0) return -1;
+        return 0;
     }
-    if (strcmp(kind, "embed") == 0) {
-        op->kind = HL_PLAN_EMBED;
-        return embed_op(self, d, &op->embed);
+    char names[256] = "";
+    for (uint32_t k = 0; k < HL_PLAN_KINDS; k++) {
+        const char *sep = k == 0 ? "" : k + 1 == HL_PLAN_KINDS ? " or " : ", ";
+        strncat(names, sep, sizeof names - strlen(names) - 1);
+        strncat(names, hl_plan_op_schemas[k].name, sizeof names - strlen(names) - 1);
     }
-    if (strcmp(kind, "attention_decode") == 0) {
-        op->kind = HL_PLAN_ATTN_DECODE;
-        return attention_op(self, d, &op->attn);
-    }
-    if (strcmp(kind, "top1") == 0) {
-        op->kind = HL_PLAN_TOP1;
-        return top1_op(self, d, &op->top1);
-    }
-    PyErr_Format(PyExc_ValueError,
-                 "plan operation kind '%.40s': expected matmul, layernorm, embed, attention_decode or top1", kind);
+    PyErr_Format(PyExc_ValueError, "plan operation kind '%.40s': expected %s", kind, names);
     return -1;
+}
+
+/* _helios.PLAN_OPS: {kind: ((key, type, optional), ...)} from the schema (a product's:
+ * (), its arguments are Device.matmul's). */
+PyObject *plan_ops_table(void) {
+    static const char *const types[] = {"tensor", "u32", "f32", "dtype"};
+    PyObject *out = PyDict_New();
+    for (uint32_t k = 0; out && k < HL_PLAN_KINDS; k++) {
+        const hl_plan_op_schema *sc = &hl_plan_op_schemas[k];
+        PyObject *args = PyTuple_New(sc->n_args);
+        for (uint32_t i = 0; args && i < sc->n_args; i++) {
+            const hl_plan_arg *a = &sc->args[i];
+            PyObject *row = Py_BuildValue("(ssO)", a->key, types[a->type], a->optional ? Py_True : Py_False);
+            if (!row)
+                Py_CLEAR(args);
+            else
+                PyTuple_SET_ITEM(args, i, row);
+        }
+        if (!args || PyDict_SetItemString(out, sc->name, args) < 0) Py_CLEAR(out);
+        Py_XDECREF(args);
+    }
+    return out;
 }
 
 /* _plan(ops, params=0) -> Plan: the operation dicts (on Tensors) recorded once, for

@@ -14,6 +14,9 @@ ATTENTION_MAX_HEAD_DIM: int
 MAX_OPERAND_ELEMENTS: int
 BUILD_COMMIT: str
 KERNELS_DIGEST: str
+PLAN_OPS: dict[
+    str, tuple[tuple[str, str, bool], ...]
+]  # each plan op's (key, type, optional) arguments (shaders/ops.py)
 
 class HeliosError(RuntimeError): ...
 class DeviceMemoryError(HeliosError, MemoryError): ...

@@ -81,7 +81,15 @@ class Plan(Chain):
             raise ValueError("plan: recorded already; operations are added before the with-block ends")
 
     def _add(self, kind: str, label: str, **fields: Any) -> None:
+        """An op dict of `kind` with exactly the arguments the op table declares for it
+        (shaders/ops.py, as _helios.PLAN_OPS): a key missing or unknown is this
+        module's error, said as such."""
         self._adding()
+        args = _helios.PLAN_OPS[kind]
+        missing = [key for key, _, optional in args if not optional and key not in fields]
+        unknown = sorted(set(fields) - {key for key, _, _ in args})
+        if missing or unknown:
+            raise TypeError(f"plan.{kind}: the op table (_helios.PLAN_OPS) has no {unknown} and needs {missing}")
         self._ops.append(dict(kind=kind, **fields))
         self._variants.append(label)
 

@@ -1,0 +1,108 @@
+"""Every operation a plan records, declared once: its name (the `Plan` method and the
+op dict's "kind"), its C kind and argument struct, each argument with its type, and
+the core function that makes it a step.
+
+`cmake/gen_ops.py` (run by `cmake/gen_kernels.py`) generates from this table:
+
+- `hl_plan_ops.h` for the core's API: the argument structs of the ops declared here
+  (`declare=True`), the `hl_plan_kind` enum, the `hl_plan_op` union, and the
+  argument schema (`hl_plan_op_schemas`: each argument's key, type, whether it may be
+  left out, and where it lies in `hl_plan_op`);
+- `plan_ops_table.c`: the schema table, the kinds' names, and `hl_plan_op_step`,
+  which calls each op's step function (one signature for all:
+  `(dev, args, n_params, who, step, err)`).
+
+The binding parses an op dict by its schema (`csrc/python/plan_ops.c`), and Python
+sees the table as `_helios.PLAN_OPS`, which `helios.Plan` builds its dicts against.
+A new plan operation: a PlanOp here, its step function (the core) and its shader,
+and its method on `helios.Plan`.
+"""
+
+from __future__ import annotations
+
+from kernel_types import Arg, PlanOp  # noqa: E402  (shaders/, beside this file)
+
+_T, _U, _F, _D = "tensor", "u32", "f32", "dtype"
+_SLOT = "a parameter word's index (0..params-1)"
+
+PLAN_OPS = (
+    # Its arguments are a product's (csrc/python/gemm.c parses them; helios_core.h's struct).
+    PlanOp(
+        "matmul", "HL_PLAN_MATMUL", "hl_matmul_args", "matmul", "hl_plan_matmul_step", "a product", (), product=True
+    ),
+    PlanOp(
+        "layernorm",
+        "HL_PLAN_LAYERNORM",
+        "hl_layernorm_args",
+        "layernorm",
+        "hl_plan_layernorm_step",
+        "LayerNorm's forward (helios_core.h's struct; wait and signal values ignored)",
+        (
+            Arg("x", _T),
+            Arg("gamma", _T),
+            Arg("beta", _T),
+            Arg("h", _T),
+            Arg("stats", _T),
+            Arg("r", _T, optional=True),
+            Arg("x_out", _T, optional=True),
+            Arg("rows", _U),
+            Arg("d", _U),
+            Arg("eps", _F),
+            Arg("dtype", _D),
+        ),
+    ),
+    PlanOp(
+        "embed",
+        "HL_PLAN_EMBED",
+        "hl_embed_args",
+        "embed",
+        "hl_embed_step",
+        "out[c] = tokens[params[token_slot] * d + c] + positions[params[pos_slot] * d + c]: fp32 tables "
+        "(token_rows x d, pos_rows x d) and fp32 output (d)",
+        (
+            Arg("tokens", _T),
+            Arg("positions", _T),
+            Arg("out", _T),
+            Arg("d", _U),
+            Arg("token_rows", _U),
+            Arg("pos_rows", _U),
+            Arg("token_slot", _U, _SLOT),
+            Arg("pos_slot", _U, _SLOT),
+        ),
+        declare=True,
+    ),
+    PlanOp(
+        "attention_decode",
+        "HL_PLAN_ATTN_DECODE",
+        "hl_attn_decode_args",
+        "attn",
+        "hl_attn_decode_step",
+        "one query row per head against a KV cache, the new position's K and V appended: qkv is the row "
+        "[q | k | v] (heads x head_dim each, dtype), k_cache and v_cache max_len rows of heads x head_dim "
+        "(dtype), p = params[pos_slot] < max_len the new position; out (heads x head_dim, dtype) = "
+        "softmax(q K[0..p]^T scale) V[0..p] per head. head_dim divides 256 (8..256)",
+        (
+            Arg("qkv", _T),
+            Arg("k_cache", _T),
+            Arg("v_cache", _T),
+            Arg("out", _T),
+            Arg("heads", _U),
+            Arg("head_dim", _U),
+            Arg("max_len", _U),
+            Arg("pos_slot", _U, _SLOT),
+            Arg("scale", _F),
+            Arg("dtype", _D),
+        ),
+        declare=True,
+    ),
+    PlanOp(
+        "top1",
+        "HL_PLAN_TOP1",
+        "hl_top1_args",
+        "top1",
+        "hl_top1_step",
+        "params[slot] = the index of the largest of x's n fp32 values (the first; NaN largest)",
+        (Arg("x", _T), Arg("n", _U), Arg("slot", _U, _SLOT)),
+        declare=True,
+    ),
+)
