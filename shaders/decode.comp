@@ -17,6 +17,12 @@
 //   head's word of COUNTERS (zeroed by the plan before each replay); the last of the
 //   head's splits to arrive combines them as PASS 2 does. One dispatch, no barrier
 //   between the split and the combine.
+// PASS 5 (rope): rotary positions on the q heads and then the k heads of the QKV row
+//   KC (16-bit, in place), at pos = PARAMS[slot]: for each head's pair (i, i + D/2),
+//   with c, s = SRC2[pos * D + i], SRC2[pos * D + D/2 + i] (the host's cos and sin
+//   table), x_i = x_i c - x_{i+D/2} s and x_{i+D/2} = x_{i+D/2} c + x_i s (Llama's
+//   rotate_half). A position past the table leaves the row as it was (the host checks).
+// PASS 6 (swiglu): OUT16[i] = silu(g_i) u_i for the row SRC16 = [g | u] of 2n values.
 // fp32 arithmetic; 16-bit values as words (IN_BF16: bfloat16, else float16).
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -45,6 +51,7 @@ layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coher
 layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
 
 #define ATT_HEADS p.n
+#define ATT_KV_HEADS p.slot2
 #define ATT_ROWS p.rows
 #define ATT_SPLITS p.rows2
 #define ATT_SCALE p.scale
@@ -91,6 +98,23 @@ void attention_fused() {
     attention_combine(gl_WorkGroupID.x, words[p.slot]);
 }
 
+void rope() {
+    const uint g = gl_GlobalInvocationID.x, half_d = D / 2u, pos = words[p.slot];
+    if (g >= (p.n + p.slot2) * half_d || pos >= p.rows) return;
+    const uint at = g / half_d * D + g % half_d, i = g % half_d;
+    const float c = src2[pos * D + i], s = src2[pos * D + half_d + i];
+    const float a = att_widen(kc[at]), b = att_widen(kc[at + half_d]);
+    kc[at] = att_narrow(a * c - b * s);
+    kc[at + half_d] = att_narrow(b * c + a * s);
+}
+
+void swiglu() {
+    const uint i = gl_GlobalInvocationID.x;
+    if (i >= p.n) return;
+    const float g = att_widen(src16[i]), u = att_widen(src16[p.n + i]);
+    out16[i] = att_narrow(g / (1.0 + exp(-g)) * u);
+}
+
 // a beats b: larger, or NaN over a number, or equal and earlier
 bool beats(float a, uint ia, float b, uint ib) {
     if (isnan(a) != isnan(b)) return isnan(a);
@@ -129,6 +153,10 @@ void main() {
         attention_combine(gl_WorkGroupID.x, words[p.slot]);
     else if (PASS == 3u)
         top1();
-    else
+    else if (PASS == 4u)
         attention_fused();
+    else if (PASS == 5u)
+        rope();
+    else
+        swiglu();
 }

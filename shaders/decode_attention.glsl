@@ -9,10 +9,12 @@
 //
 // The includer runs THREADS invocations, declares D (the head dimension), LONG_SPLITS
 // (0: every split holds SPLIT_SHORT keys, ATT_FIT never reached) and IN_BF16 where the
-// values are bfloat16, and defines: ATT_HEADS, ATT_ROWS (cache rows),
-// ATT_SPLITS (splits a head in the partials), ATT_FIT (att_split_keys); ATT_SRC16(i),
-// ATT_SRC128(i) (the QKV row [q | k | v], heads x D each), ATT_KC(i), ATT_VC(i) (the
-// caches' 16-bit elements, a row of heads x D a position), ATT_KC128(i), ATT_VC128(i),
+// values are bfloat16, and defines: ATT_HEADS, ATT_KV_HEADS (heads of K and V: query
+// head h reads K and V head h / (ATT_HEADS / ATT_KV_HEADS), grouped-query attention),
+// ATT_ROWS (cache rows), ATT_SPLITS (splits a head in the partials), ATT_FIT
+// (att_split_keys); ATT_SRC16(i), ATT_SRC128(i) (the QKV row [q | k | v]: ATT_HEADS x D,
+// then ATT_KV_HEADS x D twice), ATT_KC(i), ATT_VC(i) (the caches' 16-bit elements, a row
+// of ATT_KV_HEADS x D a position), ATT_KC128(i), ATT_VC128(i),
 // ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
@@ -66,12 +68,13 @@ float att_reduce(float v, uint op) {
     return r;
 }
 
-// Elements c .. c+8 of key j of head h as one 16-byte word: K (part 1) or V (part 2)
-// from the cache's row, or for the new position (j == pos) from the QKV row.
+// Elements c .. c+8 of key j of query head h as one 16-byte word: K (part 1) or V
+// (part 2) of its KV head from the cache's row, or for the new position (j == pos)
+// from the QKV row.
 uvec4 att_word8(uint j, uint pos, uint h, uint c, uint part) {
-    const uint d = ATT_HEADS * D, at = h * D + c;
-    return j == pos ? ATT_SRC128((part * d + at) / 8u)
-                    : part == 1u ? ATT_KC128((j * d + at) / 8u) : ATT_VC128((j * d + at) / 8u);
+    const uint dkv = ATT_KV_HEADS * D, at = h / (ATT_HEADS / ATT_KV_HEADS) * D + c;
+    return j == pos ? ATT_SRC128((ATT_HEADS * D + (part - 1u) * dkv + at) / 8u)
+                    : part == 1u ? ATT_KC128((j * dkv + at) / 8u) : ATT_VC128((j * dkv + at) / 8u);
 }
 
 void att_widen8(uvec4 w, out float v[8]) {
@@ -89,7 +92,7 @@ uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); 
 // Every invocation: head h's split at position pos (< ATT_ROWS, split *
 // att_split_keys(pos) <= pos).
 void attention_split(uint h, uint split, uint pos) {
-    const uint t = gl_LocalInvocationID.x, d = ATT_HEADS * D, span = att_split_keys(pos), j0 = split * span;
+    const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
     const uint wbase = (h * ATT_SPLITS + split) * (D + 2u);
     // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
     // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
@@ -102,9 +105,10 @@ void attention_split(uint h, uint split, uint pos) {
         vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
     }
     if (t < D) att_q[t] = att_widen(ATT_SRC16(h * D + t));
-    if (att_split_of(pos) == split && t < D) {  // the new row, for the tokens after this one
-        ATT_KC(pos * d + h * D + t) = ATT_SRC16(d + h * D + t);
-        ATT_VC(pos * d + h * D + t) = ATT_SRC16(2u * d + h * D + t);
+    const uint group = ATT_HEADS / ATT_KV_HEADS, dkv = ATT_KV_HEADS * D, kv = h / group * D + t;
+    if (att_split_of(pos) == split && h % group == 0u && t < D) {  // the new row, by its group's first head
+        ATT_KC(pos * dkv + kv) = ATT_SRC16(ATT_HEADS * D + kv);
+        ATT_VC(pos * dkv + kv) = ATT_SRC16(ATT_HEADS * D + dkv + kv);
     }
     barrier();
     [[unroll]] for (uint i = 0; i < PASSES; i++) {

@@ -39,7 +39,7 @@ SPEC_ENV = (
     (("rows", "rows_slots", "rows_shift", "rows_lanes"), "the forward's rows in registers (layout.c)"),
     (("qkv_rs", "o_rs"), "attention row layouts"),
     (("iters",), "loop trip counts (the roof kernel)"),
-    (("cols_per_thread", "residual", "rows_per_group"), "layernorm"),
+    (("cols_per_thread", "residual", "rows_per_group", "rms"), "layernorm"),
     (("shared_bytes",), "the shared memory the C side counted for the kernel (SHARED_BYTES)"),
     (("gemv_rows",), "the matrix-vector kernel: rows of A per workgroup"),
     (("long_splits",), "decode attention: whether a split may hold SPLIT_LONG keys (decode_attention.glsl)"),
@@ -446,9 +446,10 @@ FAMILIES = (
             Spec("CPT", "uint", "4", "e->cols_per_thread"),  # columns per invocation: ceil(D / 256)
             Spec("RESIDUAL", "uint", "0", "e->residual"),  # forward: add R; backward: add GRES
             Spec("ROWS", "uint", "32", "e->rows_per_group"),  # backward: rows per workgroup
+            Spec("RMS", "uint", "0", "e->rms"),  # forward: RMSNorm (no mean subtracted, no beta)
         ),
         "layernorm",
         axes=(IN_AXIS_SCALAR,),
-        doc="LayerNorm over an fp32 residual stream (a branch added first), forward and backward",
+        doc="LayerNorm (or RMSNorm) over an fp32 residual stream (a branch added first), forward and backward",
     ),
 )

@@ -6,7 +6,8 @@
 // PASS 0 (forward), row i:  v = X[i] (+ R[i], a 16-bit branch output added to the
 //   stream: RESIDUAL), written to XOUT when RESIDUAL; mean and rstd = 1/sqrt(var +
 //   eps) (biased variance, torch's) to STATS[2i], STATS[2i+1]; H[i] = (v - mean) *
-//   rstd * gamma + beta rounded to the 16-bit type.
+//   rstd * gamma + beta rounded to the 16-bit type. RMS: RMSNorm, mean 0 and no beta
+//   (H[i] = v rstd gamma, rstd = 1/sqrt(mean(v^2) + eps), as Llama's).
 // PASS 1 (backward), rows [g*ROWS, (g+1)*ROWS) per workgroup g: from the output's
 //   gradient GH (16-bit), the stream X and STATS: xhat = (x - mean) rstd,
 //   gg = GH gamma, GX = rstd (gg - mean(gg) - xhat mean(gg xhat)) (+ GRES, the
@@ -85,14 +86,14 @@ void forward_row(uint row) {
             acc.x += v[c];
         }
     }
-    const float mean = wg_sum(acc).x / float(p.d);
+    const float mean = RMS != 0u ? 0.0 : wg_sum(acc).x / float(p.d);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < CPT; c++)
         if (t + LN_THREADS * c < p.d) acc.x += (v[c] - mean) * (v[c] - mean);
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
     [[unroll]] for (uint c = 0u; c < CPT; c++) {
         const uint j = t + LN_THREADS * c;
-        if (j < p.d) h16[base + j] = store16(ln_affine(v[c], mean, rstd, gamma[j], beta[j]));
+        if (j < p.d) h16[base + j] = store16(ln_affine(v[c], mean, rstd, gamma[j], RMS != 0u ? 0.0 : beta[j]));
     }
     if (t == 0u) {
         stats[2u * row] = mean;
@@ -116,14 +117,14 @@ void forward_row4(uint row) {
             acc.x += ln_sum4(v[c]);
         }
     }
-    const float mean = wg_sum(acc).x / float(p.d);
+    const float mean = RMS != 0u ? 0.0 : wg_sum(acc).x / float(p.d);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < C4; c++)
         if (t + LN_THREADS * c < d4) acc.x += ln_square4(v[c], mean);
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.d) + p.eps);
     [[unroll]] for (uint c = 0u; c < C4; c++) {
         const uint j = t + LN_THREADS * c;
-        if (j < d4) h4[base + j] = store16x4(ln_affine4(v[c], mean, rstd, gamma4[j], beta4[j]));
+        if (j < d4) h4[base + j] = store16x4(ln_affine4(v[c], mean, rstd, gamma4[j], RMS != 0u ? vec4(0.0) : beta4[j]));
     }
     if (t == 0u) {
         stats[2u * row] = mean;

@@ -113,10 +113,10 @@ DECODE = Push(
     "Params",
     "p",
     (
-        _U("n", doc="embed: d; attention: heads; top-1: elements"),
+        _U("n", doc="embed: d; attention, rope: heads; top-1, swiglu: elements"),
         _U("slot", doc="the parameter word read (token for embed, pos for attention) or written (top-1)"),
-        _U("slot2", doc="embed: the position's word"),
-        _U("rows", doc="embed: token rows; attention: cache rows (positions)"),
+        _U("slot2", doc="embed: the position's word; attention, rope: KV heads"),
+        _U("rows", doc="embed: token rows; attention: cache rows (positions); rope: the table's positions"),
         _U("rows2", doc="embed: position rows; attention: splits in WORK per head"),
         Word("scale", "float", "attention: 1 / sqrt(D)"),
         _U("fit", doc="attention: ATT_FIT (decode_attention.glsl's att_split_keys)"),
@@ -139,7 +139,7 @@ DECODE = Push(
             (
                 _U("heads"),
                 _U("pos_slot", doc=_SLOT),
-                None,
+                _U("kv_heads", doc="heads of K and V (grouped-query attention: heads / kv_heads share one)"),
                 _U("cache_rows", doc="positions the caches hold"),
                 _U("splits", doc="splits a head in WORK"),
                 Word("scale", "float", "1 / sqrt(D)"),
@@ -147,6 +147,17 @@ DECODE = Push(
             ),
         ),
         View("top1", "PASS 3: the largest of n fp32 values", (_U("n", doc="elements"), _U("slot", doc=_SLOT))),
+        View(
+            "rope",
+            "PASS 5: rotary positions on the QKV row's q and k heads, in place",
+            (
+                _U("heads", doc="q heads"),
+                _U("pos_slot", doc=_SLOT),
+                _U("kv_heads", doc="k heads, after the q heads in the row"),
+                _U("rows", doc="positions the cos/sin table holds"),
+            ),
+        ),
+        View("swiglu", "PASS 6: silu(g) u of the row [g | u]", (_U("n", doc="elements of g (and of u, and out)"),)),
     ),
 )
 
@@ -188,7 +199,7 @@ FAMILY_PUSH = {
 PERSIST_ROW = Row(
     "persist",
     "a persistent run's member (plan_persist.c writes it, matmul_gemv.glsl's persist_member reads it)",
-    8,
+    9,
     "table",
     (
         View(
@@ -202,6 +213,7 @@ PERSIST_ROW = Row(
                 _U("epi", doc="EPI_* bits"),
                 _U("act", doc="ACT_*"),
                 Word("ln_eps", "float", "the norm head's epsilon (0 without one)"),
+                None,  # the attention's words past the product's, zero in a product's row
                 None,
             ),
         ),
@@ -217,6 +229,7 @@ PERSIST_ROW = Row(
                 Word("scale", "float", "1 / sqrt(D)"),
                 _U("counters", doc="its first arrival counter (a word a head)"),
                 _U("fit", doc="ATT_FIT"),
+                _U("kv_heads", doc="heads of K and V"),
             ),
         ),
     ),

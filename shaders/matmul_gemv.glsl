@@ -150,9 +150,10 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 #include "persist_row.glsl"
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
-uint att_heads, att_rows, att_splits, att_counters, att_fit;
+uint att_heads, att_kv_heads, att_rows, att_splits, att_counters, att_fit;
 float att_scale;
 #define ATT_HEADS att_heads
+#define ATT_KV_HEADS att_kv_heads
 #define ATT_ROWS att_rows
 #define ATT_SPLITS att_splits
 #define ATT_SCALE att_scale
@@ -193,6 +194,7 @@ void persist_member(uint m) {
     att_scale = PERSIST_ATTENTION_SCALE(r);
     att_counters = PERSIST_ATTENTION_COUNTERS(r);
     att_fit = PERSIST_ATTENTION_FIT(r);
+    att_kv_heads = PERSIST_ATTENTION_KV_HEADS(r);
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its

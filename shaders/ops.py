@@ -52,6 +52,26 @@ PLAN_OPS = (
         ),
     ),
     PlanOp(
+        "rmsnorm",
+        "HL_PLAN_RMSNORM",
+        "hl_layernorm_args",
+        "rmsnorm",
+        "hl_plan_rmsnorm_step",
+        "RMSNorm's forward: LayerNorm's with no mean subtracted and no beta, h = v rstd gamma (Llama's)",
+        (
+            Arg("x", _T),
+            Arg("gamma", _T),
+            Arg("h", _T),
+            Arg("stats", _T),
+            Arg("r", _T, optional=True),
+            Arg("x_out", _T, optional=True),
+            Arg("rows", _U),
+            Arg("d", _U),
+            Arg("eps", _F),
+            Arg("dtype", _D),
+        ),
+    ),
+    PlanOp(
         "embed",
         "HL_PLAN_EMBED",
         "hl_embed_args",
@@ -78,21 +98,54 @@ PLAN_OPS = (
         "attn",
         "hl_attn_decode_step",
         "one query row per head against a KV cache, the new position's K and V appended: qkv is the row "
-        "[q | k | v] (heads x head_dim each, dtype), k_cache and v_cache max_len rows of heads x head_dim "
-        "(dtype), p = params[pos_slot] < max_len the new position; out (heads x head_dim, dtype) = "
-        "softmax(q K[0..p]^T scale) V[0..p] per head. head_dim divides 256 (8..256)",
+        "[q | k | v] (q: heads x head_dim, k and v: kv_heads x head_dim, dtype), k_cache and v_cache max_len "
+        "rows of kv_heads x head_dim (dtype), p = params[pos_slot] < max_len the new position; out (heads x "
+        "head_dim, dtype) = softmax(q K[0..p]^T scale) V[0..p] per head, query head h on KV head "
+        "h / (heads / kv_heads). head_dim divides 256 (8..256)",
         (
             Arg("qkv", _T),
             Arg("k_cache", _T),
             Arg("v_cache", _T),
             Arg("out", _T),
             Arg("heads", _U),
+            Arg("kv_heads", _U, "heads of K and V; divides heads"),
             Arg("head_dim", _U),
             Arg("max_len", _U),
             Arg("pos_slot", _U, _SLOT),
             Arg("scale", _F),
             Arg("dtype", _D),
         ),
+        declare=True,
+    ),
+    PlanOp(
+        "rope",
+        "HL_PLAN_ROPE",
+        "hl_rope_args",
+        "rope",
+        "hl_rope_step",
+        "rotary positions on the q and k heads of the row qkv (as attention_decode's, dtype), in place, at "
+        "p = params[pos_slot] < rows: each head's pair (i, i + head_dim/2) turned by the angle whose cos "
+        "and sin are table[p, i] and table[p, head_dim/2 + i] (fp32, rows x head_dim; Llama's rotate_half)",
+        (
+            Arg("qkv", _T),
+            Arg("table", _T),
+            Arg("heads", _U),
+            Arg("kv_heads", _U),
+            Arg("head_dim", _U),
+            Arg("rows", _U),
+            Arg("pos_slot", _U, _SLOT),
+            Arg("dtype", _D),
+        ),
+        declare=True,
+    ),
+    PlanOp(
+        "swiglu",
+        "HL_PLAN_SWIGLU",
+        "hl_swiglu_args",
+        "swiglu",
+        "hl_swiglu_step",
+        "out[i] = silu(x[i]) x[n + i] for i < n: the row x = [gate | up] (2n, dtype) into out (n, dtype)",
+        (Arg("x", _T), Arg("out", _T), Arg("n", _U), Arg("dtype", _D)),
         declare=True,
     ),
     PlanOp(

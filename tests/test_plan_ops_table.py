@@ -44,10 +44,13 @@ def recorded_ops(dev: Any) -> dict[str, dict]:
     x = dev.upload(np.ones((1, 16), f32), dtype=f32)
     g, b = dev.upload(np.ones(16, f32), dtype=f32), dev.upload(np.zeros(16, f32), dtype=f32)
     h, _ = p.layernorm(x, g, b, dtype="float16")
+    p.rmsnorm(x, g, dtype="float16")
     p.matmul(h, dev.upload(np.ones((16, 8), f32)))
     p.embed(dev.upload(np.ones((5, 16), f32), dtype=f32), dev.upload(np.ones((4, 16), f32), dtype=f32))
     qkv = dev.upload(np.ones((1, 48), f32))
     p.attention_decode(qkv, dev.empty((4, 16), qkv.dtype), dev.empty((4, 16), qkv.dtype), heads=2)
+    p.rope(qkv, dev.upload(np.ones((4, 8), f32), dtype=f32), heads=2)
+    p.swiglu(qkv)
     p.top1(dev.upload(np.ones((1, 8), f32), dtype=f32))
     return {op["kind"]: op for op in p._ops if "kind" in op}
 
@@ -77,8 +80,9 @@ def test_a_dict_the_plan_method_did_not_make_is_refused_naming_the_argument(devi
             bad = {k: v for k, v in op.items() if k != key}
             with pytest.raises(TypeError, match=rf"\b{key}\b"):
                 device._plan([bad], 2)
-    with pytest.raises(ValueError, match="expected matmul, layernorm, embed, attention_decode or top1"):
-        device._plan([{"kind": "rmsnorm"}], 2)
+    names = list(_helios.PLAN_OPS)
+    with pytest.raises(ValueError, match=f"expected {', '.join(names[:-1])} or {names[-1]}"):
+        device._plan([{"kind": "groupnorm"}], 2)
 
 
 def test_plan_refuses_to_record_what_the_table_does_not_declare(device):

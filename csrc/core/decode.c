@@ -11,7 +11,7 @@
 
 #define DECODE_THREADS 256u                /* decode.comp's workgroup */
 #define DECODE_CHUNK HL_DECODE_SPLIT_SHORT /* keys a split at most (the most splits a head) */
-enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED };
+enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED, PASS_ROPE, PASS_SWIGLU };
 
 /* decode.comp's pass; an attention's splits may grow (long_splits) where the device
  * sizes them for a grid (ATT_FIT below). */
@@ -114,14 +114,14 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
                        DECODE_THREADS);
-    if (!a->heads || !a->max_len)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: heads and max_len must be >= 1", who);
-    if (!(a->scale > 0.0f))
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: scale must be positive, got %g", who, (double)a->scale);
-    const uint64_t row = (uint64_t)a->heads * hd, cache = row * a->max_len;
+    if (!a->heads || !a->max_len || !a->kv_heads || a->heads % a->kv_heads || !(a->scale > 0.0f))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: heads (%u) and max_len >= 1, kv_heads (%u) a divisor of heads, scale (%g) positive", who,
+                       a->heads, a->kv_heads, (double)a->scale);
+    const uint64_t row = (uint64_t)a->heads * hd, kv_row = (uint64_t)a->kv_heads * hd, cache = kv_row * a->max_len;
     if (cache >= UINT32_MAX)
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: a cache of %u x %llu elements spans 2^32 or more", who, a->max_len,
-                       (unsigned long long)row);
+                       (unsigned long long)kv_row);
     HL_TRY(slot_ok(a->pos_slot, n_params, who, "position", err));
     hl_tensor *const ins[3] = {a->qkv, a->k_cache, a->v_cache};
     for (int i = 0; i < 3; i++)
@@ -130,7 +130,7 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     if (hl_tensors_share(a->k_cache, a->v_cache) || hl_tensors_share(a->qkv, a->k_cache) ||
         hl_tensors_share(a->qkv, a->v_cache))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv, k_cache and v_cache must not overlap", who);
-    HL_TRY(hl_check_tensor(dev, a->qkv, 3 * row * 2, who, "qkv", err));
+    HL_TRY(hl_check_tensor(dev, a->qkv, (row + 2 * kv_row) * 2, who, "qkv", err));
     HL_TRY(hl_check_tensor(dev, a->k_cache, cache * 2, who, "k_cache", err));
     HL_TRY(hl_check_tensor(dev, a->v_cache, cache * 2, who, "v_cache", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, row * 2, who, "out", err));
@@ -154,6 +154,7 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     memcpy(s->grid, grids, sizeof grids);
     const hl_push_decode_attention pc = {.heads = a->heads,
                                          .pos_slot = a->pos_slot,
+                                         .kv_heads = a->kv_heads,
                                          .cache_rows = a->max_len,
                                          .splits = splits,
                                          .scale = a->scale,
@@ -175,6 +176,75 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
         s->grid_slot = a->pos_slot;
         s->grid_div = DECODE_CHUNK;
     }
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_rope_step(hl_device *dev, const hl_rope_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
+                       hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->qkv || !a->table)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv and table are required tensors", who);
+    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(a->dtype));
+    if (!dev->caps.has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    const uint32_t hd = a->head_dim;
+    if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
+                       DECODE_THREADS);
+    if (!a->heads || !a->kv_heads || !a->rows || (uint64_t)a->rows * hd >= UINT32_MAX)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: heads, kv_heads and rows must be >= 1 (rows x head_dim < 2^32)", who);
+    HL_TRY(slot_ok(a->pos_slot, n_params, who, "position", err));
+    if (hl_tensors_share(a->qkv, a->table))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv is also the table", who);
+    const uint64_t pairs = (uint64_t)(a->heads + a->kv_heads) * (hd / 2);
+    HL_TRY(hl_check_output_tensor(dev, a->qkv, pairs * 4, who, "qkv", err));
+    HL_TRY(hl_check_tensor(dev, a->table, (uint64_t)a->rows * hd * 4, who, "table", err));
+    begin(s, a->qkv);
+    HL_TRY(pipeline(dev, PASS_ROPE, hd, a->dtype, 0, &s->pipe[0], err));
+    s->grid[0][0] = (uint32_t)((pairs + DECODE_THREADS - 1) / DECODE_THREADS);
+    s->grid[0][1] = s->grid[0][2] = 1;
+    s->pc[0].decode.rope =
+        (hl_push_decode_rope){.heads = a->heads, .pos_slot = a->pos_slot, .kv_heads = a->kv_heads, .rows = a->rows};
+    bind(s, HL_BIND_DECODE_KC, a->qkv);
+    bind(s, HL_BIND_DECODE_SRC2, a->table);
+    s->reads[0] = a->qkv;
+    s->reads[1] = a->table;
+    s->writes[0] = a->qkv;
+    s->param_read[0] = a->pos_slot;
+    s->param_bound[0] = a->rows;
+    s->n_param_reads = 1;
+    return HL_OK;
+fail:
+    return st;
+}
+
+hl_status hl_swiglu_step(hl_device *dev, const hl_swiglu_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
+                         hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->x || !a->out) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: x and out are required tensors", who);
+    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(a->dtype));
+    if (!dev->caps.has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    if (!a->n || a->n >= UINT32_MAX / 2)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^31-1, got %u", who, a->n);
+    if (hl_tensors_share(a->x, a->out)) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: out is also x", who);
+    HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
+    HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->n * 2, who, "out", err));
+    begin(s, a->x);
+    HL_TRY(pipeline(dev, PASS_SWIGLU, 0, a->dtype, 0, &s->pipe[0], err));
+    s->grid[0][0] = (a->n + DECODE_THREADS - 1) / DECODE_THREADS;
+    s->grid[0][1] = s->grid[0][2] = 1;
+    s->pc[0].decode.swiglu = (hl_push_decode_swiglu){.n = a->n};
+    bind(s, HL_BIND_DECODE_OUT, a->out);
+    s->reads[0] = a->x;
+    s->writes[0] = a->out;
     return HL_OK;
 fail:
     return st;

@@ -155,13 +155,14 @@ static hl_status layernorm_common(hl_device *dev, const char *who, uint32_t rows
     return HL_OK;
 }
 
-static hl_status layernorm_pipeline(hl_device *dev, uint32_t pass, uint32_t d, int residual, hl_dtype dtype,
-                                    VkPipeline *out, hl_error *err) {
+static hl_status layernorm_pipeline(hl_device *dev, uint32_t pass, uint32_t d, int residual, uint32_t rms,
+                                    hl_dtype dtype, VkPipeline *out, hl_error *err) {
     hl_status st = HL_OK;
     const hl_spec_env e = {.pass = pass,
                            .cols_per_thread = (d + ELEMENTWISE_THREADS - 1) / ELEMENTWISE_THREADS,
                            .residual = residual ? 1u : 0u,
-                           .rows_per_group = HL_LAYERNORM_ROWS};
+                           .rows_per_group = HL_LAYERNORM_ROWS,
+                           .rms = rms ? 1u : 0u};
     uint32_t spec[HL_SPEC_LAYERNORM_COUNT];
     hl_spec_layernorm(spec, &e);
     hl_pipeline *pipe;
@@ -176,9 +177,9 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
     hl_status st = HL_OK;
     static const char *who = "layernorm";
     HL_TRY(layernorm_common(dev, who, a->rows, a->d, a->dtype, err));
-    if (!a->x || !a->gamma || !a->beta || !a->h || !a->stats || (a->r && !a->x_out))
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: x, gamma, beta, h and stats are required (and x_out with r)",
-                       who);
+    if (!a->x || !a->gamma || (!a->beta && !a->rms) || !a->h || !a->stats || (a->r && !a->x_out))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: x, gamma, beta (but for RMSNorm), h and stats are required (and x_out with r)", who);
     if (!(a->eps > 0.0f))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: eps must be positive, got %g", who, (double)a->eps);
     const uint64_t n = (uint64_t)a->rows * a->d;
@@ -198,7 +199,7 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
     HL_TRY(hl_check_tensor(dev, a->stats, (uint64_t)a->rows * 8, who, "stats", err));
     memset(pl, 0, sizeof *pl);
     HL_TRY(grid_for(dev, (uint64_t)a->rows * ELEMENTWISE_THREADS, who, pl->grid, err));
-    HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->dtype, &pl->pipe, err));
+    HL_TRY(layernorm_pipeline(dev, 0, a->d, a->r != NULL, a->rms, a->dtype, &pl->pipe, err));
     /* 4 columns an access where every row and tensor starts where the moves need */
     *vec = a->d % 4 == 0 && starts_on(a->x, 16) && starts_on(a->r, 8) && starts_on(a->gamma, 16) &&
            starts_on(a->beta, 16) && starts_on(a->x_out, 16) && starts_on(a->h, 8);
@@ -212,8 +213,10 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
                                             .access = HL_ACCESS_READ};
     ops[HL_BIND_LAYERNORM_GAMMA] =
         (hl_operand){.tensor = a->gamma, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_GAMMA, .access = HL_ACCESS_READ};
-    ops[HL_BIND_LAYERNORM_BETA] =
-        (hl_operand){.tensor = a->beta, .bytes = a->d * 4u, .slot = HL_BIND_LAYERNORM_BETA, .access = HL_ACCESS_READ};
+    ops[HL_BIND_LAYERNORM_BETA] = (hl_operand){.tensor = a->beta ? a->beta : a->gamma, /* RMSNorm: never read */
+                                               .bytes = a->d * 4u,
+                                               .slot = HL_BIND_LAYERNORM_BETA,
+                                               .access = HL_ACCESS_READ};
     if (a->x_out)
         ops[HL_BIND_LAYERNORM_XOUT] = (hl_operand){.tensor = a->x_out, .bytes = n * 4, .slot = HL_BIND_LAYERNORM_XOUT};
     ops[HL_BIND_LAYERNORM_H] = (hl_operand){.tensor = a->h, .bytes = n * 2, .poison = 1, .slot = HL_BIND_LAYERNORM_H};
@@ -262,7 +265,7 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
     HL_TRY(hl_check_tensor(dev, a->partial, groups * 2 * a->d * 4, who, "partial", err));
     hl_dispatch_plan pl = {0};
     HL_TRY(grid_for(dev, groups * ELEMENTWISE_THREADS, who, pl.grid, err));
-    HL_TRY(layernorm_pipeline(dev, 1, a->d, a->grad_res != NULL, a->dtype, &pl.pipe, err));
+    HL_TRY(layernorm_pipeline(dev, 1, a->d, a->grad_res != NULL, 0, a->dtype, &pl.pipe, err));
     const int vec = a->d % 4 == 0 && starts_on(a->grad_h, 8) && starts_on(a->x, 16) && starts_on(a->gamma, 16) &&
                     starts_on(a->grad_res, 16) && starts_on(a->gx, 16) && starts_on(a->gx16, 8) &&
                     starts_on(a->partial, 16);

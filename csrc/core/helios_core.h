@@ -393,7 +393,7 @@ hl_status hl_activate(hl_device *dev, const hl_activation_args *args, hl_error *
  * row's mean and 1/sqrt(biased variance + eps), h = (v - mean) rstd gamma + beta. */
 typedef struct hl_layernorm_args {
     hl_tensor *x, *r, *gamma, *beta, *x_out, *h, *stats;
-    uint32_t rows, d;
+    uint32_t rows, d, rms; /* rms: RMSNorm, the forward only (mean 0, no beta: beta may be NULL) */
     float eps;
     hl_dtype dtype;
     uint64_t wait_value, signal_value;

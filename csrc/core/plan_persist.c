@@ -89,7 +89,8 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                               .pos_slot = o->attn.pos_slot,
                                               .scale = o->attn.scale,
                                               .counters = counters,
-                                              .fit = pc->fit}};
+                                              .fit = pc->fit,
+                                              .kv_heads = o->attn.kv_heads}};
     }
     const hl_push_matmul *pc = &s->pc[0].matmul;
     return (hl_persist_row){.product = {.n = (uint32_t)o->matmul.n,

@@ -67,6 +67,15 @@ fail:
     return st;
 }
 
+/* RMSNorm: LayerNorm's forward with no mean subtracted and no beta (layernorm.comp's RMS). */
+hl_status hl_plan_rmsnorm_step(hl_device *dev, const hl_layernorm_args *a, uint32_t n_params, const char *who,
+                               hl_plan_step *s, hl_error *err) {
+    hl_layernorm_args rms = *a;
+    rms.rms = 1;
+    rms.beta = NULL;
+    return hl_plan_layernorm_step(dev, &rms, n_params, who, s, err);
+}
+
 /* A LayerNorm of one row followed by the one-row product that reads its output, on
  * the matrix-vector kernel: one dispatch, every workgroup normalizing the row itself
  * as the kernel's head (matmul_gemv_ln.comp), workgroup 0 writing the norm's outputs;

@@ -182,13 +182,14 @@ def layernorm_operands(
 ) -> dict[str, Any]:
     """LayerNorm's forward checked, its outputs made where not given: the core's
     arguments by name (x, gamma, beta, h, stats, rows, d, eps, dtype, r, x_out), what
-    a call and a plan's step both take."""
+    a call and a plan's step both take. beta None: RMSNorm's (a plan's rmsnorm)."""
     who = "layernorm"
     if not isinstance(x, Tensor) or x.dtype != np.float32 or not x.packed or x.ndim < 1:
         raise TypeError(f"{who}: x must be a packed float32 helios.Tensor; {got_tensor(x)}")
     d = int(x.shape[-1])
     rows = x.size // d
-    gamma, beta = _fp32(dev, gamma, "gamma", who, d), _fp32(dev, beta, "beta", who, d)
+    gamma = _fp32(dev, gamma, "gamma", who, d)
+    beta = _fp32(dev, beta, "beta", who, d) if beta is not None else None
     if residual is not None:
         residual = _tensor(dev, residual, "residual", who)
         if residual.size != x.size:

@@ -122,6 +122,25 @@ class Plan(Chain):
         self._add("layernorm", "layernorm", **op)
         return op["h"], (op["x_out"] if op["x_out"] is not None else x)
 
+    def rmsnorm(
+        self,
+        x: Tensor,
+        gamma: Tensor,
+        *,
+        residual: Optional[Tensor] = None,
+        eps: float = 1e-5,
+        dtype: Any = None,
+        out: Optional[Tensor] = None,
+        x_out: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor]:
+        """RMSNorm (Llama's) over an fp32 stream: h = v / sqrt(mean(v^2) + eps) * gamma in
+        dtype, v = x (+ residual, written to x_out); returns (h, stream) as layernorm."""
+        self._adding()
+        op = layernorm_operands(self._dev, x, gamma, None, residual, eps, dtype, out, x_out, None)
+        del op["beta"]
+        self._add("rmsnorm", "rmsnorm", **op)
+        return op["h"], (op["x_out"] if op["x_out"] is not None else x)
+
     def embed(self, tokens: Tensor, positions: Tensor, *, token: int = 0, position: int = 1, out=None) -> Tensor:
         """out (1, d) float32 = tokens[params[token]] + positions[params[position]]:
         float32 tables (rows, d), the rows chosen by parameter words at each replay."""
@@ -145,37 +164,84 @@ class Plan(Chain):
         v_cache: Tensor,
         *,
         heads: int,
+        kv_heads: Optional[int] = None,
         position: int = 1,
         scale: Optional[float] = None,
         out: Optional[Tensor] = None,
     ) -> Tensor:
-        """One position's attention over a KV cache: qkv (1, 3 d) is the row [q | k | v]
-        (heads of d / heads each, float16 or bfloat16), k_cache and v_cache
-        (max_len, d) of its dtype; at each replay p = params[position] (< max_len) gets
-        qkv's K and V in row p of the caches and out (1, d) = softmax(q K[:p+1]^T
-        scale) V[:p+1] per head (scale: 1/sqrt(head_dim) by default)."""
+        """One position's attention over a KV cache: qkv (1, (heads + 2 kv_heads) head_dim)
+        is the row [q | k | v] (float16 or bfloat16; kv_heads: heads by default, fewer for
+        grouped-query attention, a divisor of heads), k_cache and v_cache (max_len,
+        kv_heads head_dim) of its dtype; at each replay p = params[position] (< max_len)
+        gets qkv's K and V in row p of the caches and out (1, heads head_dim) =
+        softmax(q K[:p+1]^T scale) V[:p+1] per head, query head h on KV head
+        h // (heads // kv_heads) (scale: 1/sqrt(head_dim) by default)."""
         who = "plan.attention_decode"
-        if not isinstance(qkv, Tensor) or qkv.dtype not in (np.dtype(float16), np.dtype(bfloat16)):
-            raise TypeError(f"{who}: qkv must be a float16 or bfloat16 helios.Tensor")
-        d3 = int(qkv.size)
-        heads = count(f"{who}: heads", heads, 1, max(d3 // 3, 1))
+        heads, kv, hd = self._heads(who, qkv, heads, kv_heads)
         if scale is not None:
             scale = real(f"{who}: scale", scale)
             if not 0 < scale <= float(np.finfo(np.float32).max):  # the kernel reads a float32
                 raise ValueError(f"{who}: scale must be positive and finite as a float32, got {scale}")
-        if d3 % 3 or (d3 // 3) % heads:
-            raise ValueError(f"{who}: qkv's {d3} elements are not 3 x heads ({heads}) x head_dim")
-        d = d3 // 3
         for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-            if not isinstance(t, Tensor) or t.dtype != qkv.dtype or t.ndim != 2 or t.shape[1] != d or not t.packed:
-                raise TypeError(f"{who}: {name} must be a packed ({'{'}max_len{'}'}, {d}) {qkv.dtype} helios.Tensor")
-        hd = d // heads
-        out = out if out is not None else self._dev.empty((1, d), qkv.dtype)
+            if (
+                not isinstance(t, Tensor)
+                or t.dtype != qkv.dtype
+                or t.ndim != 2
+                or t.shape[1] != kv * hd
+                or not t.packed
+            ):
+                raise TypeError(f"{who}: {name} must be a packed (max_len, {kv * hd}) {qkv.dtype} helios.Tensor")
+        out = out if out is not None else self._dev.empty((1, heads * hd), qkv.dtype)
         self._add(
             "attention_decode", "attention_decode", qkv=qkv, k_cache=k_cache, v_cache=v_cache, out=out, heads=heads,
-            head_dim=hd, max_len=int(k_cache.shape[0]), pos_slot=self._word("attention's position", position),
+            kv_heads=kv, head_dim=hd, max_len=int(k_cache.shape[0]),
+            pos_slot=self._word("attention's position", position),
             scale=float(scale) if scale is not None else hd**-0.5, dtype=qkv.dtype.name,
         )  # fmt: skip
+        return out
+
+    @staticmethod
+    def _heads(who: str, qkv: Any, heads: Any, kv_heads: Any) -> tuple[int, int, int]:
+        """(heads, kv_heads, head_dim) of a QKV row [q | k | v] of (heads + 2 kv_heads) heads."""
+        if not isinstance(qkv, Tensor) or qkv.dtype not in (np.dtype(float16), np.dtype(bfloat16)) or not qkv.packed:
+            raise TypeError(f"{who}: qkv must be a packed float16 or bfloat16 helios.Tensor; {got_tensor(qkv)}")
+        total = int(qkv.size)
+        heads = count(f"{who}: heads", heads, 1, max(total // 3, 1))
+        kv = heads if kv_heads is None else count(f"{who}: kv_heads", kv_heads, 1, heads)
+        if heads % kv:
+            raise ValueError(f"{who}: kv_heads {kv} does not divide heads {heads}")
+        if total % (heads + 2 * kv):
+            raise ValueError(f"{who}: qkv's {total} elements are not (heads {heads} + 2 x kv_heads {kv}) x head_dim")
+        return heads, kv, total // (heads + 2 * kv)
+
+    def rope(
+        self, qkv: Tensor, table: Tensor, *, heads: int, kv_heads: Optional[int] = None, position: int = 1
+    ) -> Tensor:
+        """Rotary positions (Llama's rotate_half) on the q and k heads of the QKV row qkv,
+        in place, at p = params[position]: table (rows, head_dim) float32 holds each
+        position's cos (first half) and sin (second half) of its angles (``helios.models``
+        makes it, with the model's frequency scaling). Returns qkv."""
+        who = "plan.rope"
+        heads, kv, hd = self._heads(who, qkv, heads, kv_heads)
+        if not isinstance(table, Tensor) or table.dtype != np.float32 or table.ndim != 2 or table.shape[1] != hd:
+            raise TypeError(f"{who}: table must be a (rows, {hd}) float32 helios.Tensor; {got_tensor(table)}")
+        self._add(
+            "rope", "rope", qkv=qkv, table=table, heads=heads, kv_heads=kv, head_dim=hd, rows=int(table.shape[0]),
+            pos_slot=self._word("rope's position", position), dtype=qkv.dtype.name,
+        )  # fmt: skip
+        return qkv
+
+    def swiglu(self, x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
+        """out (1, n) = silu(gate) * up of the row x = [gate | up] (1, 2n), float16 or
+        bfloat16 (Llama's MLP between its two products)."""
+        who = "plan.swiglu"
+        if not isinstance(x, Tensor) or x.dtype not in (np.dtype(float16), np.dtype(bfloat16)) or not x.packed:
+            raise TypeError(f"{who}: x must be a packed float16 or bfloat16 helios.Tensor; {got_tensor(x)}")
+        if x.size % 2:
+            raise ValueError(f"{who}: x's {x.size} elements are not [gate | up] of equal halves")
+        n = int(x.size) // 2
+        out = out if out is not None else self._dev.empty((1, n), x.dtype)
+        self._add("swiglu", "swiglu", x=x, out=out, n=n, dtype=x.dtype.name)
         return out
 
     def top1(self, x: Tensor, *, into: int = 0) -> None:
