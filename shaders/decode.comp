@@ -5,7 +5,8 @@
 // step is recorded once. One workgroup size (256) for every pass:
 //
 // PASS 0 (embed):   OUT[c] = SRC[token * d + c] + SRC2[pos * d + c], fp32 tables and
-//                   stream (the model's embeddings as torch keeps them).
+//                   stream (the model's embeddings as torch keeps them); no SRC2 term
+//                   where the position table has no rows (a model without one).
 // PASS 1 (attention, split): one head's split of keys a workgroup (grid: heads x
 //   splits of the shorter size; decode_attention.glsl, which a persistent run's
 //   attention shares).
@@ -73,8 +74,9 @@ shared bool last_split;  // PASS 4: this workgroup is its head's last to arrive
 void embed() {
     const uint c = gl_GlobalInvocationID.x, tok = words[p.slot], pos = words[p.slot2];
     if (c >= p.n) return;
-    const bool ok = tok < p.rows && pos < p.rows2;  // the host checks; a wrong word reads nothing
-    out32[c] = ok ? src32[tok * p.n + c] + src2[pos * p.n + c] : uintBitsToFloat(0x7FC00000u);
+    const bool ok = tok < p.rows && (p.rows2 == 0u || pos < p.rows2);  // the host checks; a wrong word reads nothing
+    const float at_pos = p.rows2 == 0u ? 0.0 : src2[pos * p.n + c];  // no position table: rotary positions later
+    out32[c] = ok ? src32[tok * p.n + c] + at_pos : uintBitsToFloat(0x7FC00000u);
 }
 
 // Grid: heads x splits of the shorter size; a split past the cache or past the keys

@@ -78,10 +78,10 @@ PLAN_OPS = (
         "embed",
         "hl_embed_step",
         "out[c] = tokens[params[token_slot] * d + c] + positions[params[pos_slot] * d + c]: fp32 tables "
-        "(token_rows x d, pos_rows x d) and fp32 output (d)",
+        "(token_rows x d, pos_rows x d) and fp32 output (d); without positions (pos_rows 0), the token's row",
         (
             Arg("tokens", _T),
-            Arg("positions", _T),
+            Arg("positions", _T, optional=True),
             Arg("out", _T),
             Arg("d", _U),
             Arg("token_rows", _U),

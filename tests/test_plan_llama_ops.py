@@ -138,6 +138,17 @@ def _gqa_against_float64(dev, dtype, heads, kv, hd):
         np.testing.assert_array_equal(vc.numpy().view(np.uint16), V.view(np.uint16))
 
 
+def test_embed_without_positions_is_the_token_row(device):
+    tokens = _rand((7, 24), 4)
+    with device.plan(params=2) as p:
+        out = p.embed(device.upload(tokens, dtype=np.float32))
+    for t in (0, 6, 3):
+        p.replay(params={0: t, 1: 1000})  # the position word is not read
+        np.testing.assert_array_equal(out.numpy()[0], tokens[t])
+    with pytest.raises(ValueError, match="reads it as a row of 7"):
+        p.replay(params={0: 7})
+
+
 def test_llama_ops_refuse_bad_input_before_recording(device):
     p = device.plan(params=2)
     qkv = device.empty((1, 64), "float16")

@@ -58,10 +58,10 @@ static void begin(hl_plan_step *s, hl_tensor *fill) {
 hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
                         hl_error *err) {
     hl_status st = HL_OK;
-    if (!a->tokens || !a->positions || !a->out)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: tokens, positions and out are required tensors", who);
-    if (!a->d || !a->token_rows || !a->pos_rows)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: d, token rows and position rows must be >= 1", who);
+    if (!a->tokens || !a->out || !a->positions != !a->pos_rows)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "%s: tokens and out are required tensors, positions with its rows (or neither)", who);
+    if (!a->d || !a->token_rows) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: d and token rows must be >= 1", who);
     if ((uint64_t)a->token_rows * a->d >= UINT32_MAX || (uint64_t)a->pos_rows * a->d >= UINT32_MAX)
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: a table spans 2^32 or more elements", who);
     HL_TRY(slot_ok(a->token_slot, n_params, who, "token", err));
@@ -80,7 +80,7 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
                                                    .pos_slot = a->pos_slot,
                                                    .token_rows = a->token_rows,
                                                    .pos_rows = a->pos_rows};
-    bind(s, HL_BIND_DECODE_SRC2, a->positions);
+    if (a->positions) bind(s, HL_BIND_DECODE_SRC2, a->positions);
     bind(s, HL_BIND_DECODE_OUT, a->out);
     s->reads[0] = a->tokens;
     s->reads[1] = a->positions;
@@ -89,7 +89,7 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     s->param_bound[0] = a->token_rows;
     s->param_read[1] = a->pos_slot;
     s->param_bound[1] = a->pos_rows;
-    s->n_param_reads = 2;
+    s->n_param_reads = a->positions ? 2 : 1;
     return HL_OK;
 fail:
     return st;

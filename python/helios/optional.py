@@ -12,7 +12,8 @@ class MissingDependencyError(ImportError):
 
 
 # module -> the pyproject extra that installs it
-EXTRAS = {"scipy": "stats", "matplotlib": "notebook", "torch": "torch", "tqdm": "progress", "zstandard": "machine-code"}
+EXTRAS = {"scipy": "stats", "matplotlib": "notebook", "torch": "torch", "tqdm": "progress", "zstandard": "machine-code",
+          "safetensors": "models"}  # fmt: skip
 
 
 def require(module: str, feature: str) -> ModuleType:

@@ -141,20 +141,28 @@ class Plan(Chain):
         self._add("rmsnorm", "rmsnorm", **op)
         return op["h"], (op["x_out"] if op["x_out"] is not None else x)
 
-    def embed(self, tokens: Tensor, positions: Tensor, *, token: int = 0, position: int = 1, out=None) -> Tensor:
+    def embed(
+        self, tokens: Tensor, positions: Optional[Tensor] = None, *, token: int = 0, position: int = 1, out=None
+    ) -> Tensor:
         """out (1, d) float32 = tokens[params[token]] + positions[params[position]]:
-        float32 tables (rows, d), the rows chosen by parameter words at each replay."""
+        float32 tables (rows, d), the rows chosen by parameter words at each replay.
+        positions None: the token's row alone (a model whose positions are rotary)."""
         who = "plan.embed"
-        for name, t in (("tokens", tokens), ("positions", positions)):
+        tables = (("tokens", tokens),) + ((("positions", positions),) if positions is not None else ())
+        for name, t in tables:
             if not isinstance(t, Tensor) or t.dtype != np.float32 or t.ndim != 2 or not t.packed:
                 raise TypeError(f"{who}: {name} must be a packed 2-D float32 helios.Tensor (rows, d); {got_tensor(t)}")
         d = int(tokens.shape[1])
-        if positions.shape[1] != d:
+        if positions is not None and positions.shape[1] != d:
             raise ValueError(f"{who}: tokens {tokens.shape} and positions {positions.shape} differ in d")
         out = out if out is not None else self._dev.empty((1, d), np.float32)
-        fields = dict(d=d, token_rows=tokens.shape[0], pos_rows=positions.shape[0])
-        slots = dict(token_slot=self._word("embed's token", token), pos_slot=self._word("embed's position", position))
-        self._add("embed", "embed", tokens=tokens, positions=positions, out=out, **fields, **slots)
+        token_slot = self._word("embed's token", token)
+        pos_slot = self._word("embed's position", position) if positions is not None else token_slot
+        rows = dict(token_rows=tokens.shape[0], pos_rows=positions.shape[0] if positions is not None else 0)
+        self._add(
+            "embed", "embed", tokens=tokens, positions=positions, out=out, d=d, **rows, token_slot=token_slot,
+            pos_slot=pos_slot,
+        )  # fmt: skip
         return out
 
     def attention_decode(

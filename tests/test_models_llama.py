@@ -1,0 +1,197 @@
+"""helios.models: Llama-family checkpoints decoded by a plan. Greedy tokens against a
+float64 NumPy Llama and against Hugging Face transformers' LlamaForCausalLM (a tiny
+random checkpoint it writes, grouped-query attention and Llama 3's rope scaling on,
+tied and untied heads); and checkpoints refused before any upload, naming the key."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from helios.models import LlamaConfig, LlamaDecoder, UnsupportedModelError, load, rope_table
+
+TINY = dict(vocab=97, d_model=64, layers=2, heads=4, kv_heads=2, head_dim=16, hidden=96, eps=1e-5,
+            rope_theta=10000.0, max_positions=64)  # fmt: skip
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}  # fmt: skip
+
+
+def random_weights(cfg: LlamaConfig, seed: int, std: float = 0.1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        k: (1.0 + 0.1 * rng.standard_normal(s) if len(s) == 1 else std * rng.standard_normal(s)).astype(np.float32)
+        for k, s in cfg.shapes().items()
+    }
+
+
+def _rms(x, g, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+
+def reference_logits(cfg: LlamaConfig, w: dict, tokens: list[int]) -> np.ndarray:
+    """Every position's logits, float64, as LlamaForCausalLM computes them."""
+    W = {k: v.astype(np.float64) for k, v in w.items()}
+    n, H, KV, hd = len(tokens), cfg.heads, cfg.kv_heads, cfg.head_dim
+    table = rope_table(cfg, n).astype(np.float64)
+    cos, sin = table[:, : hd // 2], table[:, hd // 2 :]
+
+    def rope(t):  # (n, heads, hd)
+        a, b = t[..., : hd // 2], t[..., hd // 2 :]
+        c, s = cos[:, None, :], sin[:, None, :]
+        return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+
+    x = W["model.embed_tokens.weight"][tokens]
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    for i in range(cfg.layers):
+        b = f"model.layers.{i}."
+        h = _rms(x, W[b + "input_layernorm.weight"], cfg.eps)
+        q = rope((h @ W[b + "self_attn.q_proj.weight"].T).reshape(n, H, hd))
+        k = rope((h @ W[b + "self_attn.k_proj.weight"].T).reshape(n, KV, hd))
+        v = (h @ W[b + "self_attn.v_proj.weight"].T).reshape(n, KV, hd)
+        att = np.zeros((n, H, hd))
+        for hh in range(H):
+            kh = hh // (H // KV)
+            sc = q[:, hh] @ k[:, kh].T / np.sqrt(hd) + mask
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            att[:, hh] = (p / p.sum(-1, keepdims=True)) @ v[:, kh]
+        x = x + att.reshape(n, H * hd) @ W[b + "self_attn.o_proj.weight"].T
+        h = _rms(x, W[b + "post_attention_layernorm.weight"], cfg.eps)
+        g, u = h @ W[b + "mlp.gate_proj.weight"].T, h @ W[b + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ W[b + "mlp.down_proj.weight"].T
+    head = W["model.embed_tokens.weight" if cfg.tie_embeddings else "lm_head.weight"]
+    return _rms(x, W["model.norm.weight"], cfg.eps) @ head.T
+
+
+def agree_up_to_a_tie(ref_logits_at, prompt: list[int], want: list[int], got: list[int]) -> tuple[bool, str]:
+    """got equals want, or leaves it first where the reference's logits for both picks
+    are within one bfloat16 step of the largest (the decode suite's rule)."""
+    div = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), None)
+    if div is None:
+        return len(want) == len(got), "same tokens"
+    row = ref_logits_at(prompt + want[:div])
+    gap = float(row[want[div]] - row[got[div]])
+    return gap <= abs(float(row.max())) * 2.0**-7, f"first divergence at {div}: margin {gap:.3g}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("tie,scaling", [(False, None), (True, LLAMA3)])
+def test_greedy_tokens_match_a_float64_llama(device, dtype, tie, scaling):
+    cfg = LlamaConfig(**TINY, tie_embeddings=tie, rope_scaling=scaling)
+    w = random_weights(cfg, seed=3)
+    prompt = [5, 17, 42, 8, 3]
+    with LlamaDecoder(device, cfg, w, max_len=40, dtype=dtype) as m:
+        got = m.generate(prompt, 20)
+        assert m.plan.counts[0] == 1 + cfg.layers * 9 + 3  # embed; 9 ops a layer; norm, head, top-1
+    want, seq = [], list(prompt)
+    for _ in range(20):
+        want.append(int(reference_logits(cfg, w, seq)[-1].argmax()))
+        seq.append(want[-1])
+    ok, why = agree_up_to_a_tie(lambda s: reference_logits(cfg, w, s)[-1], prompt, want, got)
+    assert ok, f"{why}: {got} against {want}"
+
+
+def _hf_checkpoint(tmp_path, tie: bool, scaling, seed: int = 0):
+    torch = pytest.importorskip("torch", reason="transformers (the oracle) needs torch")
+    transformers = pytest.importorskip("transformers", reason="the oracle is transformers' LlamaForCausalLM")
+    torch.manual_seed(seed)
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=TINY["vocab"], hidden_size=TINY["d_model"], intermediate_size=TINY["hidden"],
+        num_hidden_layers=TINY["layers"], num_attention_heads=TINY["heads"], num_key_value_heads=TINY["kv_heads"],
+        max_position_embeddings=TINY["max_positions"], rms_norm_eps=TINY["eps"], rope_scaling=scaling,
+        tie_word_embeddings=tie, initializer_range=0.1,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(hf_cfg).eval()
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    return torch, model
+
+
+@pytest.mark.parametrize("tie,scaling", [(False, LLAMA3), (True, None)])
+def test_greedy_tokens_match_transformers(device, tmp_path, tie, scaling):
+    torch, model = _hf_checkpoint(tmp_path, tie, scaling)
+    prompt = [11, 3, 60, 7]
+    with torch.no_grad():
+        want = model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, pad_token_id=0)[0]
+    want = [int(t) for t in want[len(prompt) :]]
+
+    def logits_at(seq):
+        with torch.no_grad():
+            return model(torch.tensor([seq])).logits[0, -1].double().numpy()
+
+    with load(tmp_path, device=device, dtype="float16", max_len=32) as m:
+        got = m.generate(prompt, 24)
+        assert list(m.stream(prompt, 3)) == got[:3]  # the iterator form, a second run on the same caches
+    ok, why = agree_up_to_a_tie(logits_at, prompt, want, got)
+    assert ok, f"{why}: {got} against transformers' {want}"
+
+
+def _write(folder, cfg_dict, tensors):
+    st = pytest.importorskip("safetensors.numpy", reason="helios.models reads checkpoints with safetensors")
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg_dict))
+    st.save_file(tensors, str(folder / "model.safetensors"))
+
+
+def _hf_dict(cfg: LlamaConfig) -> dict:
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": cfg.vocab,
+            "hidden_size": cfg.d_model, "num_hidden_layers": cfg.layers, "num_attention_heads": cfg.heads,
+            "num_key_value_heads": cfg.kv_heads, "intermediate_size": cfg.hidden, "rms_norm_eps": cfg.eps,
+            "max_position_embeddings": cfg.max_positions, "tie_word_embeddings": cfg.tie_embeddings}  # fmt: skip
+
+
+def test_checkpoints_helios_cannot_run_are_refused_before_any_upload(device, tmp_path):
+    cfg = LlamaConfig(**TINY)
+    w = random_weights(cfg, 1)
+    good = _hf_dict(cfg)
+    before = device.telemetry()["device_bytes"]
+    cases = [
+        ({**good, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}, w, "model_type 'gpt2'"),
+        ({**good, "hidden_act": "gelu"}, w, "hidden_act = 'gelu'"),
+        ({**good, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, w, "rope_type 'yarn'"),
+        ({**good, "num_key_value_heads": 3}, w, "num_key_value_heads 3 does not divide 4"),
+        ({k: v for k, v in good.items() if k != "hidden_size"}, w, "the key 'hidden_size' is missing"),
+        (good, {k: v for k, v in w.items() if "layers.1.mlp.up_proj" not in k}, "'model.layers.1.mlp.up_proj.weight'"),
+        (good, {**w, "model.norm.weight": np.ones(63, np.float32)}, r"model.norm.weight is \(63,\); the config says"),
+    ]
+    for i, (cfg_dict, tensors, says) in enumerate(cases):
+        _write(tmp_path / f"c{i}", cfg_dict, tensors)
+        with pytest.raises(UnsupportedModelError, match=says):
+            load(tmp_path / f"c{i}", device=device)
+    _write(tmp_path / "cut", good, w)
+    data = (tmp_path / "cut" / "model.safetensors").read_bytes()
+    (tmp_path / "cut" / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(UnsupportedModelError, match="model.safetensors: not a readable safetensors file"):
+        load(tmp_path / "cut", device=device)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load(tmp_path / "nothing", device=device)
+    assert device.telemetry()["device_bytes"] == before  # nothing left allocated
+
+
+def test_prompts_and_tokens_past_the_model_are_refused(device):
+    cfg = LlamaConfig(**TINY)
+    with LlamaDecoder(device, cfg, random_weights(cfg, 2), max_len=8, dtype="float16") as m:
+        with pytest.raises(ValueError, match="need 12 positions; the cache holds 8"):
+            m.generate([1, 2, 3, 4, 5], 8)
+        with pytest.raises(ValueError, match="token 97 is past the vocabulary of 97"):
+            m.generate([97], 2)
+        with pytest.raises(ValueError, match="the prompt is empty"):
+            m.generate([], 2)
+        assert len(m.generate([1, 2], 7)) == 7  # the largest that fits: positions 0..7
+
+
+def test_the_rope_table_is_transformers_where_it_is_installed():
+    torch = pytest.importorskip("torch", reason="transformers (the oracle) needs torch")
+    transformers = pytest.importorskip("transformers", reason="the oracle is transformers' rotary embedding")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    for scaling in (None, LLAMA3):
+        cfg = LlamaConfig(**TINY, rope_scaling=scaling)
+        hf = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=64,
+                                      rope_scaling=scaling)  # fmt: skip
+        rot = LlamaRotaryEmbedding(hf)
+        pos = torch.arange(40)[None]
+        cos, sin = rot(torch.zeros(1, dtype=torch.float32), pos)
+        table = rope_table(cfg, 40)
+        np.testing.assert_allclose(table[:, :8], cos[0, :, :8].numpy(), atol=2e-6)
+        np.testing.assert_allclose(table[:, 8:], sin[0, :, :8].numpy(), atol=2e-6)
