@@ -168,6 +168,20 @@ def test_checkpoints_helios_cannot_run_are_refused_before_any_upload(device, tmp
     assert device.telemetry()["device_bytes"] == before  # nothing left allocated
 
 
+def test_both_config_formats_name_the_same_rope():
+    """transformers 4 writes rope_theta and rope_scaling, transformers 5 one rope_parameters dict."""
+    old = {**_hf_dict(LlamaConfig(**TINY)), "rope_theta": 500000.0, "rope_scaling": LLAMA3}
+    new = {k: v for k, v in old.items() if k not in ("rope_theta", "rope_scaling")}
+    new["rope_parameters"] = {**LLAMA3, "rope_theta": 500000.0}
+    a, b = LlamaConfig.from_hf(old), LlamaConfig.from_hf(new)
+    assert a.rope_theta == b.rope_theta == 500000.0 and a.rope_scaling["factor"] == b.rope_scaling["factor"] == 8.0
+    np.testing.assert_array_equal(rope_table(a, 16), rope_table(b, 16))
+    plain = LlamaConfig.from_hf({**new, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}})
+    assert plain.rope_scaling is None and plain.rope_theta == 1e4
+    with pytest.raises(UnsupportedModelError, match="rope_type 'yarn'"):
+        LlamaConfig.from_hf({**new, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}})
+
+
 def test_prompts_and_tokens_past_the_model_are_refused(device):
     cfg = LlamaConfig(**TINY)
     with LlamaDecoder(device, cfg, random_weights(cfg, 2), max_len=8, dtype="float16") as m:

@@ -41,8 +41,8 @@ class LlamaConfig:
     head_dim: int  # head_dim, else hidden_size / num_attention_heads
     hidden: int  # intermediate_size
     eps: float = 1e-5  # rms_norm_eps
-    rope_theta: float = 10000.0
-    rope_scaling: Optional[dict] = None  # rope_scaling: None or Llama 3's
+    rope_theta: float = 10000.0  # rope_theta (transformers 5: rope_parameters' rope_theta)
+    rope_scaling: Optional[dict] = None  # rope_scaling (or rope_parameters): None or Llama 3's
     tie_embeddings: bool = False  # tie_word_embeddings
     max_positions: int = 2048  # max_position_embeddings
 
@@ -58,7 +58,11 @@ class LlamaConfig:
         for key, want in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
             if cfg.get(key, want) != want:
                 raise UnsupportedModelError(f"{where}: {key} = {cfg[key]!r}; helios.models runs {want!r} only")
+        theta = cfg.get("rope_theta", 10000.0)
         scaling = cfg.get("rope_scaling")
+        if isinstance(cfg.get("rope_parameters"), dict):  # transformers 5: the rope's settings and theta in one dict
+            scaling = cfg["rope_parameters"]
+            theta = scaling.get("rope_theta", theta)
         kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
         if kind not in ("default", "llama3"):
             raise UnsupportedModelError(f"{where}: rope_scaling rope_type {kind!r}; helios.models runs llama3 only")
@@ -69,7 +73,7 @@ class LlamaConfig:
                 vocab=int(cfg["vocab_size"]), d_model=d, layers=int(cfg["num_hidden_layers"]), heads=heads,
                 kv_heads=int(cfg.get("num_key_value_heads") or heads), head_dim=int(cfg.get("head_dim") or d // heads),
                 hidden=int(cfg["intermediate_size"]), eps=float(cfg.get("rms_norm_eps", 1e-6)),
-                rope_theta=float(cfg.get("rope_theta", 10000.0)), rope_scaling=scaling if kind == "llama3" else None,
+                rope_theta=float(theta), rope_scaling=scaling if kind == "llama3" else None,
                 tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
                 max_positions=int(cfg.get("max_position_embeddings", 2048)),
             )  # fmt: skip
