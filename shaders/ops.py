@@ -24,6 +24,17 @@ from kernel_types import Arg, PlanOp  # noqa: E402  (shaders/, beside this file)
 
 _T, _U, _F, _D = "tensor", "u32", "f32", "dtype"
 _SLOT = "a parameter word's index (0..params-1)"
+# A norm's arguments after its input and weights: outputs, the branch added first, sizes.
+_NORM_REST = (
+    Arg("h", _T),
+    Arg("stats", _T),
+    Arg("r", _T, optional=True),
+    Arg("x_out", _T, optional=True),
+    Arg("rows", _U),
+    Arg("d", _U),
+    Arg("eps", _F),
+    Arg("dtype", _D),
+)
 
 PLAN_OPS = (
     # Its arguments are a product's (csrc/python/gemm.c parses them; helios_core.h's struct).
@@ -37,19 +48,7 @@ PLAN_OPS = (
         "layernorm",
         "hl_plan_layernorm_step",
         "LayerNorm's forward (helios_core.h's struct; wait and signal values ignored)",
-        (
-            Arg("x", _T),
-            Arg("gamma", _T),
-            Arg("beta", _T),
-            Arg("h", _T),
-            Arg("stats", _T),
-            Arg("r", _T, optional=True),
-            Arg("x_out", _T, optional=True),
-            Arg("rows", _U),
-            Arg("d", _U),
-            Arg("eps", _F),
-            Arg("dtype", _D),
-        ),
+        (Arg("x", _T), Arg("gamma", _T), Arg("beta", _T)) + _NORM_REST,
     ),
     PlanOp(
         "rmsnorm",
@@ -58,18 +57,7 @@ PLAN_OPS = (
         "rmsnorm",
         "hl_plan_rmsnorm_step",
         "RMSNorm's forward: LayerNorm's with no mean subtracted and no beta, h = v rstd gamma (Llama's)",
-        (
-            Arg("x", _T),
-            Arg("gamma", _T),
-            Arg("h", _T),
-            Arg("stats", _T),
-            Arg("r", _T, optional=True),
-            Arg("x_out", _T, optional=True),
-            Arg("rows", _U),
-            Arg("d", _U),
-            Arg("eps", _F),
-            Arg("dtype", _D),
-        ),
+        (Arg("x", _T), Arg("gamma", _T)) + _NORM_REST,
     ),
     PlanOp(
         "embed",

@@ -4,8 +4,12 @@ fixtures and hooks; a test module imports from here (`from helpers import ...`).
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
+import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -96,3 +100,18 @@ def persistent_runs(dev: helios.Device) -> bool:
     with dev.plan() as p:
         p.matmul(p.matmul(a, w, trans_b=True), w, trans_b=True)
     return p.counts[1] == 1
+
+
+def load_module(name: str, path: Path) -> Any:
+    """A file of the tree that is not a package module (a table of shaders/, a generator of
+    cmake/) imported as `name`, with its folder on the path while it loads."""
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod

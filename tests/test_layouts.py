@@ -5,14 +5,13 @@ SPIR-V and its push block held to the table, word by word."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import struct
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import pytest
+from helpers import load_module
 
 from helios import _helios
 
@@ -25,24 +24,11 @@ OP_VARIABLE, OP_MEMBER_DECORATE = 59, 72
 STORAGE_PUSH_CONSTANT, DECORATION_OFFSET = 9, 35
 
 
-def _load(name: str, path: Path) -> Any:
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
-    return mod
-
-
 @pytest.fixture(scope="module")
 def tables() -> tuple[Any, Any]:
     """(shaders/families.py, shaders/layouts.py) as modules."""
-    families = _load("helios_families_t", SHADERS / "families.py")
-    layouts = _load("helios_layouts_t", SHADERS / "layouts.py")
+    families = load_module("helios_families_t", SHADERS / "families.py")
+    layouts = load_module("helios_layouts_t", SHADERS / "layouts.py")
     return families, layouts
 
 
@@ -156,7 +142,7 @@ def test_shaders_declare_no_push_block_of_their_own():
 
 
 def test_the_generator_refuses_a_view_that_reads_a_word_as_another_type(tables):
-    gen = _load("gen_layouts_t", ROOT / "cmake" / "gen_layouts.py")
+    gen = load_module("gen_layouts_t", ROOT / "cmake" / "gen_layouts.py")
     families, layouts = tables
     names = {f.name for f in families.FAMILIES}
     decode = next(p for p in layouts.PUSH_LAYOUTS if p.name == "decode")

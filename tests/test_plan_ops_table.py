@@ -6,35 +6,21 @@ its arguments."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import load_module
 
 from helios import _helios
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str, path: Path) -> Any:
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
-    return mod
-
-
 @pytest.fixture(scope="module")
 def table() -> Any:
-    return _load("helios_ops_t", ROOT / "shaders" / "ops.py")
+    return load_module("helios_ops_t", ROOT / "shaders" / "ops.py")
 
 
 def recorded_ops(dev: Any) -> dict[str, dict]:
@@ -94,7 +80,7 @@ def test_plan_refuses_to_record_what_the_table_does_not_declare(device):
 
 
 def test_the_generator_refuses_a_table_it_could_not_honour(table):
-    gen = _load("gen_ops_t", ROOT / "cmake" / "gen_ops.py")
+    gen = load_module("gen_ops_t", ROOT / "cmake" / "gen_ops.py")
     gen.check_ops(table)
     embed = next(o for o in table.PLAN_OPS if o.name == "embed")
     bad_tables = {

@@ -55,6 +55,24 @@ static void begin(hl_plan_step *s, hl_tensor *fill) {
     s->n_dispatch = 1;
 }
 
+/* A pass on 16-bit values: float16 or bfloat16, on a device with 16-bit integers. */
+static hl_status sixteen_bit(const hl_device *dev, hl_dtype dtype, const char *who, hl_error *err) {
+    if (dtype != HL_F16 && dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(dtype));
+    if (!dev->caps.has_int16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    return HL_OK;
+}
+
+/* The head dimensions the attention and rope passes take: divisors of the workgroup. */
+static hl_status head_dim_ok(uint32_t hd, const char *who, hl_error *err) {
+    if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
+                       DECODE_THREADS);
+    return HL_OK;
+}
+
 hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
                         hl_error *err) {
     hl_status st = HL_OK;
@@ -105,15 +123,9 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     hl_status st = HL_OK;
     if (!a->qkv || !a->k_cache || !a->v_cache || !a->out)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv, k_cache, v_cache and out are required tensors", who);
-    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
-                       hl_dtype_name(a->dtype));
-    if (!dev->caps.has_int16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    HL_TRY(sixteen_bit(dev, a->dtype, who, err));
     const uint32_t hd = a->head_dim;
-    if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
-                       DECODE_THREADS);
+    HL_TRY(head_dim_ok(hd, who, err));
     if (!a->heads || !a->max_len || !a->kv_heads || a->heads % a->kv_heads || !(a->scale > 0.0f))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: heads (%u) and max_len >= 1, kv_heads (%u) a divisor of heads, scale (%g) positive", who,
@@ -186,15 +198,9 @@ hl_status hl_rope_step(hl_device *dev, const hl_rope_args *a, uint32_t n_params,
     hl_status st = HL_OK;
     if (!a->qkv || !a->table)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: qkv and table are required tensors", who);
-    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
-                       hl_dtype_name(a->dtype));
-    if (!dev->caps.has_int16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    HL_TRY(sixteen_bit(dev, a->dtype, who, err));
     const uint32_t hd = a->head_dim;
-    if (hd < 8 || hd > DECODE_THREADS || DECODE_THREADS % hd)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: head_dim %u must divide %u (8..%u)", who, hd, DECODE_THREADS,
-                       DECODE_THREADS);
+    HL_TRY(head_dim_ok(hd, who, err));
     if (!a->heads || !a->kv_heads || !a->rows || (uint64_t)a->rows * hd >= UINT32_MAX)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: heads, kv_heads and rows must be >= 1 (rows x head_dim < 2^32)", who);
@@ -227,11 +233,7 @@ hl_status hl_swiglu_step(hl_device *dev, const hl_swiglu_args *a, uint32_t n_par
                          hl_error *err) {
     hl_status st = HL_OK;
     if (!a->x || !a->out) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: x and out are required tensors", who);
-    if (a->dtype != HL_F16 && a->dtype != HL_BF16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: dtype must be float16 or bfloat16, got %s", who,
-                       hl_dtype_name(a->dtype));
-    if (!dev->caps.has_int16)
-        return hl_fail(err, HL_ERR_UNSUPPORTED, "%s: needs shaderInt16, which device '%s' lacks", who, dev->caps.name);
+    HL_TRY(sixteen_bit(dev, a->dtype, who, err));
     if (!a->n || a->n >= UINT32_MAX / 2)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: n must be 1..2^31-1, got %u", who, a->n);
     if (hl_tensors_share(a->x, a->out)) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: out is also x", who);

@@ -117,10 +117,7 @@ class Plan(Chain):
     ) -> tuple[Tensor, Tensor]:
         """As Device.layernorm (the forward): returns (h, stream): with residual, the
         stream x + residual is written to x_out (made when not given)."""
-        self._adding()
-        op = layernorm_operands(self._dev, x, gamma, beta, residual, eps, dtype, out, x_out, None)
-        self._add("layernorm", "layernorm", **op)
-        return op["h"], (op["x_out"] if op["x_out"] is not None else x)
+        return self._norm("layernorm", x, gamma, beta, residual, eps, dtype, out, x_out)
 
     def rmsnorm(
         self,
@@ -135,10 +132,15 @@ class Plan(Chain):
     ) -> tuple[Tensor, Tensor]:
         """RMSNorm (Llama's) over an fp32 stream: h = v / sqrt(mean(v^2) + eps) * gamma in
         dtype, v = x (+ residual, written to x_out); returns (h, stream) as layernorm."""
+        return self._norm("rmsnorm", x, gamma, None, residual, eps, dtype, out, x_out)
+
+    def _norm(self, kind: str, x: Tensor, gamma: Any, beta: Any, residual: Optional[Tensor], eps: float, dtype: Any,
+              out: Optional[Tensor], x_out: Optional[Tensor]) -> tuple[Tensor, Tensor]:  # fmt: skip
         self._adding()
-        op = layernorm_operands(self._dev, x, gamma, None, residual, eps, dtype, out, x_out, None)
-        del op["beta"]
-        self._add("rmsnorm", "rmsnorm", **op)
+        op = layernorm_operands(self._dev, x, gamma, beta, residual, eps, dtype, out, x_out, None)
+        if beta is None:
+            del op["beta"]
+        self._add(kind, kind, **op)
         return op["h"], (op["x_out"] if op["x_out"] is not None else x)
 
     def embed(
