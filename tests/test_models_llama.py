@@ -209,3 +209,45 @@ def test_the_rope_table_is_transformers_where_it_is_installed():
         table = rope_table(cfg, 40)
         np.testing.assert_allclose(table[:, :8], cos[0, :, :8].numpy(), atol=2e-6)
         np.testing.assert_allclose(table[:, 8:], sin[0, :, :8].numpy(), atol=2e-6)
+
+
+def test_the_decode_suite_runs_a_llama_preset_and_a_checkpoint(device, tmp_path, capsys):
+    """`helios suite decode --model llama`: the tiny preset, then a checkpoint folder; the
+    plan's tokens are torch eager's (up to a tie), and the shape comes from the model."""
+    from helios.cli import main
+
+    pytest.importorskip("torch", reason="the suite's reference adapter is torch eager")
+    out = tmp_path / "llama.json"
+    assert main(["suite", "decode", "--model", "llama", "--tiny", f"--out={out}"]) == 0
+    d = json.loads(out.read_text())
+    rows = {r["adapter"]: r for r in d["rows"]}
+    assert d["config"]["model"] == "llama" and d["config"]["preset"] == "tiny" and d["config"]["layers"] == 2
+    assert rows["helios_plan"]["status"] == "ok" and rows["torch_eager"]["status"] == "ok"
+    assert rows["helios_plan"]["same_tokens"] or rows["helios_plan"]["tie"], rows["helios_plan"]
+    assert len(rows["helios_plan"]["tokens"]) == d["config"]["new"]
+    cfg = LlamaConfig(**TINY, tie_embeddings=True)
+    _write(tmp_path / "ckpt", _hf_dict(cfg), random_weights(cfg, 4))
+    args = ["suite", "decode", "--model", "llama", "--tiny", "--checkpoint", str(tmp_path / "ckpt"), "--adapters",
+            "helios_plan", f"--out={tmp_path / 'ck.json'}"]  # fmt: skip
+    assert main(args) == 0
+    ck = json.loads((tmp_path / "ck.json").read_text())
+    assert ck["config"]["vocab"] == 97 and ck["config"]["preset"] is None and ck["rows"][0]["status"] == "ok"
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0 and "| helios_plan | ok |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["--model", "llama", "--layers", "3"], "the preset or the checkpoint sets the shape, not --layers"),
+        (["--preset", "tiny"], "--preset: for --model llama"),
+        (["--model", "llama", "--adapters", "helios_torch"], "unknown helios_torch for decode --model llama"),
+        (["--model", "llama", "--preset", "tiny", "--checkpoint", "x"], "--preset and --checkpoint: one of them"),
+    ],
+)
+def test_the_decode_suite_refuses_llama_flags_that_cannot_apply(argv, says, capsys, device):
+    from helios.cli import main
+
+    pytest.importorskip("torch", reason="helios suite decode's reference needs torch")
+    assert main(["suite", "decode", "--tiny"] + argv) == 2
+    assert says in capsys.readouterr().err

@@ -129,11 +129,12 @@ def scale_mlp_defaults(args: argparse.Namespace) -> None:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from ..harness.results.suite_tables import decode_markdown
-    from ..harness.workloads.decode import DECODE_ADAPTERS, TINY, DecodeConfig, check_config
+    from ..harness.workloads.decode import DECODE_ADAPTERS, LLAMA_ADAPTERS, TINY, DecodeConfig, check_config
     from ..harness.workloads.decode.run import run_decode, torch_or_none
 
     no_tag(args, "decode")
-    adapters = adapter_list(args.adapters, DECODE_ADAPTERS, DECODE_ADAPTERS, "decode")
+    choices = LLAMA_ADAPTERS if args.model == "llama" else DECODE_ADAPTERS
+    adapters = adapter_list(args.adapters, choices, choices, f"decode --model {args.model}")
     out = out_paths(args.out, args.force)
     base = workload_base(
         args,
@@ -143,7 +144,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         contexts="contexts", context_steps="context_steps", train_steps="train_steps",
     )  # fmt: skip
     base["adapters"] = adapters
-    if adapters != ["helios_plan"] or args.train_steps:
+    llama_model_flags(args, base)
+    if adapters != ["helios_plan"] or (args.train_steps and args.model == "gpt"):
         require("torch", "helios suite decode (its model is the training suite's torch GPT, trained by torch)")
     elif torch_or_none() is None:
         base["train_steps"] = 0
@@ -157,6 +159,26 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     result = run_decode(cfg, log=print)
     return emit(result, decode_markdown(result), out, "decode rejected: an adapter failed or left eager's tokens")
+
+
+def llama_model_flags(args: argparse.Namespace, base: dict[str, Any]) -> None:
+    """--model, --preset and --checkpoint into base; UsageError for flags the model does not take."""
+    base["model"] = args.model
+    if args.model == "gpt":
+        given = [f for f, v in (("--preset", args.preset), ("--checkpoint", args.checkpoint)) if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: for --model llama; the GPT's shape is --layers, --d-model, ...")
+        return
+    shape = [f"--{k.replace('_', '-')}" for k in ("layers", "d_model", "heads", "vocab", "train_steps")
+             if getattr(args, k) is not None]  # fmt: skip
+    if shape or (args.preset and args.checkpoint):
+        raise UsageError(f"--model llama: the preset or the checkpoint sets the shape, not {', '.join(shape)}"
+                         if shape else "--preset and --checkpoint: one of them")  # fmt: skip
+    scaled = args.layers is None and "layers" in base  # the CPU or --tiny defaults
+    for k in ("layers", "d_model", "heads", "vocab", "train_steps"):
+        base.pop(k, None)
+    base["checkpoint"] = args.checkpoint
+    base["preset"] = None if args.checkpoint else args.preset or ("tiny" if scaled else "llama-3.2-1b")
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -242,6 +264,25 @@ def register(sub: Any) -> None:
         type=nonneg_int,
         default=None,
         help="torch AdamW steps on the token stream before decoding (default 100; 0: the initial, random weights)",
+    )
+    pd.add_argument(
+        "--model",
+        choices=("gpt", "llama"),
+        default="gpt",
+        help="gpt (default): the training suite's GPT, trained briefly; llama: a Llama-family model "
+        "(helios.models), a --preset's shape with random weights or a --checkpoint",
+    )
+    pd.add_argument(
+        "--preset",
+        choices=("tiny", "llama-3.2-1b", "llama-3.1-8b"),
+        default=None,
+        help="--model llama: the shape (default llama-3.2-1b; tiny with --tiny or on a CPU device)",
+    )
+    pd.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="DIR",
+        help="--model llama: a Hugging Face folder (config.json and safetensors) in place of a preset",
     )
     pt = ps.add_argument_group("train (helios suite train)")
     pt.add_argument("--layers", type=positive_int, default=None, help="decoder blocks (default 8)")

@@ -23,10 +23,10 @@ from .llama import LlamaConfig, LlamaDecoder, UnsupportedModelError, rope_inv_fr
 MAX_CHECKPOINT_BYTES = 1 << 40  # a safetensors file read whole (its bfloat16 entries), at most
 
 __all__ = ["LlamaConfig", "LlamaDecoder", "UnsupportedModelError", "load", "read_safetensors", "rope_inv_freq",
-           "rope_table"]  # fmt: skip
+           "rope_table", "weight_files"]  # fmt: skip
 
 
-def _weight_files(folder: Path) -> list[Path]:
+def weight_files(folder: Path) -> list[Path]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -86,7 +86,7 @@ def load(path: Any, *, device: Any = None, dtype: Any = None, max_len: Optional[
     cfg = LlamaConfig.from_hf(raw_cfg, str(cfg_file))
     want = set(cfg.shapes())
     weights: dict[str, np.ndarray] = {}
-    for f in _weight_files(folder):
+    for f in weight_files(folder):
         weights.update(read_safetensors(f, want))
     if dtype is None:
         dtype = raw_cfg.get("torch_dtype") if raw_cfg.get("torch_dtype") in ("float16", "bfloat16") else "bfloat16"

@@ -231,7 +231,8 @@ READER_FIELDS = {schema: reader_fields(t, required=schema in SUITE_SCHEMAS) for 
 # are (helios.files' kinds) and published in its JSON Schema (tools/result_schemas.py).
 DECODE_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?", "vocab": "count?",
                         "prompt": "count?", "new": "count?", "contexts": "numbers?", "context_steps": "count?",
-                        "train_steps": "count?", "seed": "int?", "adapters": "list?"}  # fmt: skip
+                        "train_steps": "count?", "seed": "int?", "adapters": "list?", "model": "str?",
+                        "preset": "str?", "checkpoint": "str?"}  # fmt: skip
 TRAIN_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?", "seq": "count?",
                        "batch": "count?", "vocab": "count?", "steps": "count?", "warmup_steps": "count?",
                        "seed": "int?", "adapters": "list?"}  # fmt: skip

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from ....files import size_text
 
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
+LLAMA_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_plan")
 CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch"})
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "vocab": 96, "prompt": 8, "new": 32, "contexts": [16, 48],
         "context_steps": 4, "train_steps": 30}  # fmt: skip
@@ -58,6 +59,9 @@ class DecodeConfig:
     seed: int = 0
     adapters: list[str] = field(default_factory=lambda: list(DECODE_ADAPTERS))
     command: list[str] = field(default_factory=list)
+    model: str = "gpt"  # gpt: the training suite's GPT; llama: llama.py's (a preset or a checkpoint)
+    preset: Optional[str] = None  # --model llama: a shape of llama.PRESETS, random weights
+    checkpoint: Optional[str] = None  # --model llama: a Hugging Face folder
 
     @property
     def max_len(self) -> int:
@@ -74,9 +78,11 @@ def check_config(cfg: DecodeConfig) -> None:
         raise ValueError(f"decode: head_dim {hd} must divide 256 (8..256): the decode attention's kernel takes those")
     if cfg.prompt < 1 or cfg.new < 2:
         raise ValueError("decode: --prompt >= 1 and --new >= 2")
-    bad = [a for a in cfg.adapters if a not in DECODE_ADAPTERS]
+    allowed = LLAMA_ADAPTERS if cfg.model == "llama" else DECODE_ADAPTERS
+    bad = [a for a in cfg.adapters if a not in allowed]
     if bad:
-        raise ValueError(f"decode: unknown adapters {', '.join(bad)}; choose from {', '.join(DECODE_ADAPTERS)}")
+        raise ValueError(f"decode: unknown adapters {', '.join(bad)} for --model {cfg.model}; choose from "
+                         f"{', '.join(allowed)}")  # fmt: skip
 
 
 def host_memory_bytes() -> int:

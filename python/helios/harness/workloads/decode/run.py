@@ -93,8 +93,19 @@ class Adapters:
         self.cfg, self.model, self.hdev, self.cuda = cfg, model, hdev, cuda
         if state is None:
             state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
-        self.state = state
+        self.state, self.kv_width = state, cfg.d_model
         self.decoders: list = []
+
+    def logits_at(self, seq: list[int]) -> Any:
+        """torch_eager's logits after seq (the judge's reference)."""
+        import torch
+
+        from ...train.adapters import TorchOps
+
+        m = self.model
+        with torch.no_grad():
+            idx = torch.tensor([seq], device=m.tok.weight.device)
+            return m.last_logits(idx, 0, TorchOps(), [None] * len(m.blocks))[0].float()
 
     def make(self, adapter: str, max_len: int) -> Any:
         if adapter != "helios_plan":
@@ -147,28 +158,21 @@ def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], l
     return timed_steps(runner, warm[-1], len(context) + CONTEXT_WARMUP, n)
 
 
-def judge(model: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict:
-    """Where got leaves ref, and whether torch's logits there call it a tie."""
+def judge(ad: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict:
+    """Where got leaves ref, and whether torch's logits there (ad.logits_at) call it a tie."""
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
     out: dict = {"same_tokens": div is None, "first_divergence": div}
     if div is not None:
-        import torch
-
-        from ...train.adapters import TorchOps
-
-        dev = model.tok.weight.device
-        with torch.no_grad():
-            idx = torch.tensor([prompt + ref[:div]], device=dev)
-            row = model.last_logits(idx, 0, TorchOps(), [None] * len(model.blocks))[0].float()
+        row = ad.logits_at(prompt + ref[:div])
         gap = float(row[ref[div]] - row[got[div]])
         out["margin_to_pick"] = gap
         out["tie"] = gap <= abs(float(row.max())) * 2.0**-7
     return out
 
 
-def step_bytes(weight_bytes: int, cfg: DecodeConfig, context: int) -> int:
-    """What a step must read: the 16-bit weights, and K and V of every cached position."""
-    return weight_bytes + 2 * cfg.layers * context * cfg.d_model * 2
+def step_bytes(weight_bytes: int, cfg: DecodeConfig, kv_width: int, context: int) -> int:
+    """What a step must read: the 16-bit weights, and K and V (kv_width each) of every cached position."""
+    return weight_bytes + 2 * cfg.layers * context * kv_width * 2
 
 
 def peak_reset(cuda: bool, hdev: Any) -> int:
@@ -215,9 +219,9 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     row["host_ms_p50"], row["gpu_ms_p50"] = median_or_none(host), median_or_none(gpu)
     ctx = cfg.prompt + cfg.new // 2
     t = row["gpu_ms_p50"] or row["ms_per_token_p50"]
-    row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
+    row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
-        row.update(judge(ad.model, prompt, ref, toks))
+        row.update(judge(ad, prompt, ref, toks))
     row["contexts"] = []
     for L in cfg.contexts:
         runner = ad.make(adapter, L + CONTEXT_WARMUP + cfg.context_steps + 1)
@@ -226,7 +230,7 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
         p50 = float(np.median(wall))
         row["contexts"].append({
             "context": L, "ms_per_token_p50": p50, "gpu_ms_p50": g, "host_ms_p50": median_or_none(host),
-            "roof_pct": 100 * step_bytes(wbytes, cfg, L) / ((g or p50) / 1e3) / (roof * 1e9) if roof else None,
+            "roof_pct": 100 * step_bytes(wbytes, cfg, ad.kv_width, L) / ((g or p50) / 1e3) / (roof * 1e9) if roof else None,
         })  # fmt: skip
         ad.release()
         bar.step(f"{adapter}: context {L}")
@@ -247,9 +251,53 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
     cfg.train_steps 0 (ValueError otherwise; the CLI says what to install)."""
     check_config(cfg)
     torch = torch_or_none()
-    if torch is None and (cfg.adapters != ["helios_plan"] or cfg.train_steps):
+    if torch is None and (cfg.adapters != ["helios_plan"] or (cfg.train_steps and cfg.model == "gpt")):
         raise ValueError("decode: without torch only --adapters helios_plan with --train-steps 0 runs")
     cuda = torch is not None and torch.cuda.is_available()
+    if cfg.model == "llama":
+        from .llama import LlamaAdapters, llama_model, weight_bytes
+
+        lcfg, weights = llama_model(cfg.preset, cfg.checkpoint, cfg.seed, log)
+        cfg.layers, cfg.d_model, cfg.heads, cfg.vocab, cfg.train_steps = (
+            lcfg.layers, lcfg.d_model, lcfg.heads, lcfg.vocab, 0)  # fmt: skip
+    result, hdev = header(cfg, torch, cuda)
+    if cfg.model == "gpt":
+        check_limits(cfg, hdev.info, host_memory_bytes())
+    state = None
+    model: Any = None
+    data: Any = None  # the token stream: a torch tensor, or a NumPy array without torch
+    if cfg.model == "llama":
+        data = np.random.default_rng(cfg.seed).integers(0, lcfg.vocab, (2, cfg.max_len + 1))
+    elif torch is None:
+        data = markov_stream(cfg.vocab, TRAIN_BATCH + 4, cfg.max_len + 1, cfg.seed)
+        state = initial_state(cfg.layers, cfg.d_model, cfg.vocab, cfg.max_len, cfg.seed)
+        log("decode: torch is not installed: helios_plan decodes the model's initial (random) weights, unjudged")
+    else:
+        model, data = train_model(cfg, torch.device("cuda" if cuda else "cpu"), log)
+    prompt = [int(x) for x in data[0, : cfg.prompt].tolist()]
+    result["prompt"] = prompt
+    roof, result["roof_clock_warmup"] = read_roof(cuda)
+    result["roof_gb_s"] = roof
+    d, v, L = cfg.d_model, cfg.vocab, cfg.layers
+    if cfg.model == "llama":
+        result["weight_bytes"] = wbytes = weight_bytes(lcfg)
+        ad: Any = LlamaAdapters(lcfg, weights, hdev, cuda, torch)
+    else:
+        result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
+        ad = Adapters(cfg, model, hdev, cuda, state)
+    try:
+        measure(cfg, ad, result, prompt, wbytes, roof, data, log)
+    except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
+        ad.release()
+        result["status"], result["failure"] = "interrupted", interrupted_message()
+    finally:
+        signals.measured()
+    return result
+
+
+def header(cfg: DecodeConfig, torch: Any, cuda: bool) -> tuple[dict, Any]:
+    """The result's first fields, and the Helios device the plan runs on (CUDA's where
+    torch has it, so that the two share the GPU's ordering)."""
     result: dict = {"schema": DECODE_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     if torch is not None:
         from ...train.loop import lock_numerics
@@ -265,31 +313,7 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
 
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
-    check_limits(cfg, hdev.info, host_memory_bytes())
-    state = None
-    model: Any = None
-    data: Any = None  # the token stream: a torch tensor, or a NumPy array without torch
-    if torch is None:
-        data = markov_stream(cfg.vocab, TRAIN_BATCH + 4, cfg.max_len + 1, cfg.seed)
-        state = initial_state(cfg.layers, cfg.d_model, cfg.vocab, cfg.max_len, cfg.seed)
-        log("decode: torch is not installed: helios_plan decodes the model's initial (random) weights, unjudged")
-    else:
-        model, data = train_model(cfg, torch.device("cuda" if cuda else "cpu"), log)
-    prompt = [int(x) for x in data[0, : cfg.prompt].tolist()]
-    result["prompt"] = prompt
-    roof, result["roof_clock_warmup"] = read_roof(cuda)
-    result["roof_gb_s"] = roof
-    d, v, L = cfg.d_model, cfg.vocab, cfg.layers
-    result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
-    ad = Adapters(cfg, model, hdev, cuda, state)
-    try:
-        measure(cfg, ad, result, prompt, wbytes, roof, data, log)
-    except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
-        ad.release()
-        result["status"], result["failure"] = "interrupted", interrupted_message()
-    finally:
-        signals.measured()
-    return result
+    return result, hdev
 
 
 def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wbytes: int, roof: Optional[float],
