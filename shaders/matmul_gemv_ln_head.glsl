@@ -4,7 +4,8 @@
 // memory, where its subgroups read A; workgroup 0 also writes the norm's outputs.
 // v = X (+ R, the 16-bit branch added to the fp32 stream, with FLAG_LN_RESIDUAL; then
 // XOUT = v), STATS = (mean, rstd), rstd = 1/sqrt(biased variance + eps), H = (v -
-// mean) * rstd * GAMMA + BETA in A's type. The row is K wide: a multiple of 8, at most
+// mean) * rstd * GAMMA + BETA in A's type (FLAG_LN_RMS: RMSNorm, mean 0 and no BETA). The
+// row is K wide: a multiple of 8, at most
 // LN_THREADS x 4 x LN_GROUPS; X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
 // (plan_steps.c fuses only such rows).
 #include "layernorm_row.glsl"
@@ -64,6 +65,7 @@ void ln_a8(uint k, out float a[8]) {
 void ln_head() {
     const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
     const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
+    const bool rms = (p.flags & FLAG_LN_RMS) != 0u;
     vec4 v[LN_GROUPS], g[LN_GROUPS], b[LN_GROUPS];
     vec2 acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
@@ -73,11 +75,12 @@ void ln_head() {
             v[c] = ln_x4[j];
             if (residual) v[c] += load16x4(ln_r4[j]);
             g[c] = ln_gamma4[j];
-            b[c] = ln_beta4[j];
+            if (!rms) b[c] = ln_beta4[j];
             acc.x += ln_sum4(v[c]);
         }
     }
-    const float mean = wg_sum(acc).x / float(p.K);
+    const float sum = wg_sum(acc).x;  // every workgroup reduces (uniform control flow), RMSNorm drops it
+    const float mean = rms ? 0.0 : sum / float(p.K);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++)
         if (t + LN_THREADS * c < d4) acc.x += ln_square4(v[c], mean);

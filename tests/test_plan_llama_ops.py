@@ -171,3 +171,37 @@ def test_llama_ops_refuse_bad_input_before_recording(device):
         with pytest.raises(exc, match=says):
             call()
     assert not p._ops
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d,n,residual", [(64, 48, True), (2048, 300, True), (1024, 24, False)])
+def test_an_rmsnorm_before_a_one_row_product_runs_as_its_head(device, monkeypatch, dtype, d, n, residual):
+    """As LayerNorm's: the RMSNorm a one-row product reads runs in the product's dispatch
+    (FLAG_LN_RMS), the stream equal bit for bit to the two dispatches', h and the product
+    against float64, one dispatch fewer."""
+    monkeypatch.setenv("HELIOS_DISABLE_PLAN_PERSISTENT", "1")  # the counts are the norm's alone
+    dt = _dt(dtype)
+    x0, r0, g0, w0 = _rand((1, d), 1), _rand((1, d), 2, dt), _rand(d, 3), _rand((n, d), 4, dt)
+
+    def run(dev):
+        x, g = dev.upload(x0, dtype=np.float32), dev.upload(g0, dtype=np.float32)
+        r, w = dev.upload(r0, dtype=dtype), dev.upload(w0, dtype=dtype)
+        with dev.plan() as p:
+            h, s = p.rmsnorm(x, g, residual=r if residual else None, eps=1e-6, dtype=dtype)
+            y = p.matmul(h, w, trans_b=True)
+        p.replay()
+        return h.numpy().astype(np.float64), s.numpy(), y.numpy().astype(np.float64), p.counts
+
+    with helios.Device() as fused_dev:
+        h, s, y, counts = run(fused_dev)
+    monkeypatch.setenv("HELIOS_DISABLE_PLAN_NORM_FUSION", "1")
+    with helios.Device() as apart_dev:
+        h2, s2, y2, counts2 = run(apart_dev)
+    np.testing.assert_array_equal(s, s2)
+    v = x0.astype(np.float64) + (r0.astype(np.float64) if residual else 0.0)
+    tol = 1e-2 if dtype == "bfloat16" else 2e-3
+    np.testing.assert_allclose(h, v / np.sqrt((v * v).mean() + 1e-6) * g0, rtol=tol, atol=tol)
+    np.testing.assert_allclose(h, h2, rtol=tol, atol=tol)
+    z = h @ w0.astype(np.float64).T
+    np.testing.assert_allclose(y, z, rtol=tol, atol=tol * np.abs(z).max())
+    assert counts[0] == counts2[0] == 2 and counts[1] == counts2[1] - 1

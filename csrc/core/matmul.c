@@ -273,8 +273,8 @@ fail:
     return st;
 }
 
-hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, float eps,
-                             int *applies, hl_error *err) {
+hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, int rms,
+                             float eps, int *applies, hl_error *err) {
     hl_status st = HL_OK;
     const uint32_t sg = dev->caps.subgroup_size;
     *applies = 0;
@@ -299,7 +299,7 @@ hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_prod
     pl->main_pipe = p->pipeline;
     pl->grid[0] = (uint32_t)((gx + steps - 1) / steps);
     pl->grid[1] = pl->grid[2] = 1;
-    pl->pc.matmul.flags |= residual ? HL_FLAG_LN_RESIDUAL : 0u;
+    pl->pc.matmul.flags |= (residual ? HL_FLAG_LN_RESIDUAL : 0u) | (rms ? HL_FLAG_LN_RMS : 0u);
     pl->pc.matmul.ln_eps = eps;
     *applies = 1;
 fail:

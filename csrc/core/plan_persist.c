@@ -154,7 +154,8 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
         if (!can_be_member(&ops[i], &steps[i], attention)) continue;
         uint32_t mem[HL_PERSIST_MEMBERS] = {i}, n = 1, last = i;
         for (uint32_t j = i + 1; j < n_ops && n < HL_PERSIST_MEMBERS; j++) {
-            if (!steps[j].n_dispatch && ops[j].kind == HL_PLAN_LAYERNORM) continue; /* a member's head */
+            if (!steps[j].n_dispatch && (ops[j].kind == HL_PLAN_LAYERNORM || ops[j].kind == HL_PLAN_RMSNORM))
+                continue; /* a member's head */
             if (!can_be_member(&ops[j], &steps[j], attention) || !can_join(ops, steps, mem, n, last, j)) break;
             mem[n++] = j;
             last = j;

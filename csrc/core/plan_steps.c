@@ -76,7 +76,7 @@ hl_status hl_plan_rmsnorm_step(hl_device *dev, const hl_layernorm_args *a, uint3
     return hl_plan_layernorm_step(dev, &rms, n_params, who, s, err);
 }
 
-/* A LayerNorm of one row followed by the one-row product that reads its output, on
+/* A LayerNorm (or RMSNorm) of one row followed by the one-row product that reads its output, on
  * the matrix-vector kernel: one dispatch, every workgroup normalizing the row itself
  * as the kernel's head (matmul_gemv_ln.comp), workgroup 0 writing the norm's outputs;
  * the norm's step then records nothing. Rows of a multiple of 8 elements up to
@@ -86,10 +86,11 @@ hl_status hl_plan_rmsnorm_step(hl_device *dev, const hl_layernorm_args *a, uint3
 hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *norm_s, hl_plan_step *s,
                             hl_error *err) {
     hl_status st = HL_OK;
-    const hl_layernorm_args *a = &op[0].layernorm;
+    const int rms = op[0].kind == HL_PLAN_RMSNORM;
+    const hl_layernorm_args *a = rms ? &op[0].rmsnorm : &op[0].layernorm;
     const hl_matmul_args *m = &op[1].matmul;
-    if (!dev->norm_fused || op[0].kind != HL_PLAN_LAYERNORM || op[1].kind != HL_PLAN_MATMUL || m->t_a != a->h ||
-        a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
+    if (!dev->norm_fused || (op[0].kind != HL_PLAN_LAYERNORM && !rms) || op[1].kind != HL_PLAN_MATMUL ||
+        m->t_a != a->h || a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
         (a->r && !a->x_out) || s->n_dispatch != 1)
         return HL_OK;
     const hl_tensor *const wide[4] = {a->x, a->gamma, a->beta, a->x_out}, *const narrow[2] = {a->r, a->h};
@@ -99,7 +100,7 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
         if (narrow[k] && narrow[k]->offset % 8) return HL_OK;
     hl_product pl = s->product; /* s is m's step (hl_plan_matmul_step) */
     int applies;
-    HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, a->eps, &applies, err));
+    HL_TRY(hl_product_ln_head(dev, m, &pl, a->r != NULL, rms, a->eps, &applies, err));
     if (!applies) return HL_OK;
     s->pipe[0] = pl.main_pipe;
     memcpy(s->grid[0], pl.grid, sizeof pl.grid);

@@ -29,7 +29,7 @@ void hl_product_bindings(const hl_matmul_args *o, VkBuffer workspace, hl_binding
  * (residual: the norm adds its branch; eps in pc.matmul.ln_eps). *applies 0, pl as it
  * was, for a product the head cannot carry (another path, split-K, a batch, B as
  * K x N or not in whole words, a chosen variant of another workgroup size). */
-hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, float eps,
-                             int *applies, hl_error *err);
+hl_status hl_product_ln_head(hl_device *dev, const hl_matmul_args *args, hl_product *pl, int residual, int rms,
+                             float eps, int *applies, hl_error *err);
 
 #endif
