@@ -31,6 +31,41 @@ def test_every_cited_result_set_is_in_the_tree():
     assert not missing, f"result sets cited but not in results/: {missing}"
 
 
+# A set named without its commit (h100-report-html): the name alone. Preceded by a slash it
+# is a path (the path test's), as in `git show COMMIT:benchmarks/results/NAME`, history.
+NAMED = re.compile(r"(?<![\w./:-])((?:h100|h200|h100x2|h200x2)-[a-z][a-z0-9-]*[a-z0-9])(?![\w-])")
+
+
+def named_sets(root: Path = ROOT) -> dict[str, set[str]]:
+    """{a set named by GPU and topic alone that is not in results/: the files citing it}."""
+    out: dict[str, set[str]] = {}
+    for top in SOURCES:
+        base = root / top
+        if not base.exists():
+            continue
+        for p in [base] if base.is_file() else sorted(x for x in base.rglob("*") if x.is_file()):
+            for m in NAMED.finditer(p.read_text(errors="ignore")):
+                if not (root / "results" / m.group(1)).is_dir():
+                    out.setdefault(m.group(1), set()).add(str(p.relative_to(root)))
+    return out
+
+
+def test_a_set_named_without_its_commit_is_in_the_tree_too():
+    """The name alone (h100-report-html) is a citation as much as one with its commit:
+    it is a folder of results/, or it is cited into history as a path."""
+    missing = {k: sorted(v) for k, v in named_sets().items()}
+    assert not missing, f"result sets named but not in results/ (cite `git show COMMIT:PATH`): {missing}"
+
+
+def test_the_name_walk_sees_a_hashless_name_and_spares_kinds_and_history(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "results" / "h200-here").mkdir(parents=True)
+    (tmp_path / "docs" / "a.md").write_text(
+        "measured in (h100-gone) and `h200-here/`; on nvidia-h100-x1; `git show 89c21a3:benchmarks/results/h100-old/`\n"
+    )
+    assert named_sets(tmp_path) == {"h100-gone": {"docs/a.md"}}
+
+
 def test_every_result_set_says_how_it_was_made():
     sets = [p for p in (ROOT / "results").iterdir() if p.is_dir()]
     unsaid = [p.name for p in sets if not any((p / f).is_file() for f in ("COMMANDS.md", "RESTORED.md", "README.md"))]
