@@ -88,6 +88,9 @@ BINDINGS = {
     "activation": ("Z", "G", "Y"),
     # A decode step's ops besides products and norms (decode.comp); PARAMS: a plan's parameter words
     "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK"),
+    # AdamW over fp32 parameters (optim.comp): the plan's parameter words, the parameters,
+    # the two moments, the gradient and the parameters' 16-bit copy
+    "optim": ("PARAMS", "P", "M", "V", "G", "P16"),
     # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
     "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
@@ -452,5 +455,14 @@ FAMILIES = (
         "layernorm",
         axes=(IN_AXIS_SCALAR,),
         doc="LayerNorm (or RMSNorm) over an fp32 residual stream (a branch added first), forward and backward",
+    ),
+    Family(
+        "optim",
+        "optim.comp",
+        None,
+        (),
+        "optim",
+        axes=(IN_AXIS_SCALAR,),
+        doc="AdamW over fp32 parameters, its step and learning rate from the plan's parameter words",
     ),
 )

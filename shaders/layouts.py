@@ -172,7 +172,24 @@ PERSIST = Push(
     ),
 )
 
-PUSH_LAYOUTS = (MATMUL, ATTENTION, ATTENTION_BWD, COPY_STRIDED, ACTIVATION, LAYERNORM, DECODE, PERSIST)
+OPTIM = Push(
+    "optim",
+    "AdamW over fp32 parameters (optim.comp)",
+    "Params",
+    "p",
+    (
+        _U("n", doc="parameters"),
+        _U("step_slot", doc="the parameter word holding the step count t (1 on the first step)"),
+        _U("lr_slot", doc="the parameter word holding the learning rate's float32 bits"),
+        _U("copy", doc="1: write the 16-bit copy P16"),
+        Word("beta1", "float"),
+        Word("beta2", "float"),
+        Word("eps", "float"),
+        Word("weight_decay", "float", "decoupled (AdamW's): p *= 1 - lr weight_decay"),
+    ),
+)
+
+PUSH_LAYOUTS = (MATMUL, ATTENTION, ATTENTION_BWD, COPY_STRIDED, ACTIVATION, LAYERNORM, DECODE, PERSIST, OPTIM)
 
 # Each family's block (a family absent here pushes nothing its shader reads).
 FAMILY_PUSH = {
@@ -192,6 +209,7 @@ FAMILY_PUSH = {
     "activation": "activation",
     "layernorm": "layernorm",
     "decode": "decode",
+    "optim": "optim",
 }
 
 # A persistent run's member: a row of the run's table (TABLE binding), its kind in the

@@ -137,6 +137,32 @@ PLAN_OPS = (
         declare=True,
     ),
     PlanOp(
+        "adamw",
+        "HL_PLAN_ADAMW",
+        "hl_adamw_args",
+        "adamw",
+        "hl_adamw_step",
+        "torch.optim.AdamW's update of n fp32 parameters p with their moments m and v from the fp32 "
+        "gradient g, at step t = params[step_slot] with the learning rate whose float32 bits are "
+        "params[lr_slot]; copy (dtype, optional): p rounded to 16 bits, what the products read",
+        (
+            Arg("p", _T),
+            Arg("m", _T),
+            Arg("v", _T),
+            Arg("g", _T),
+            Arg("copy", _T, optional=True),
+            Arg("n", _U),
+            Arg("step_slot", _U, _SLOT),
+            Arg("lr_slot", _U, _SLOT),
+            Arg("beta1", _F),
+            Arg("beta2", _F),
+            Arg("eps", _F),
+            Arg("weight_decay", _F),
+            Arg("dtype", _D, "the copy's type"),
+        ),
+        declare=True,
+    ),
+    PlanOp(
         "top1",
         "HL_PLAN_TOP1",
         "hl_top1_args",

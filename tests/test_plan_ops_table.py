@@ -37,6 +37,9 @@ def recorded_ops(dev: Any) -> dict[str, dict]:
     p.attention_decode(qkv, dev.empty((4, 16), qkv.dtype), dev.empty((4, 16), qkv.dtype), heads=2)
     p.rope(qkv, dev.upload(np.ones((4, 8), f32), dtype=f32), heads=2)
     p.swiglu(qkv)
+    w = dev.upload(np.ones(8, f32), dtype=f32)
+    p.adamw(w, dev.upload(np.zeros(8, f32), dtype=f32), dev.upload(np.zeros(8, f32), dtype=f32),
+            dev.upload(np.zeros(8, f32), dtype=f32), step=0, lr=1)  # fmt: skip
     p.top1(dev.upload(np.ones((1, 8), f32), dtype=f32))
     return {op["kind"]: op for op in p._ops if "kind" in op}
 

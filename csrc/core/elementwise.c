@@ -1,8 +1,8 @@
 /* elementwise.c — the ops a model runs between its products and attention, on
  * the device so that a layer's work can stay one ordered group: layout copies
- * (copy_strided.comp), activations with their backward (activation.comp) and
- * LayerNorm with its backward (layernorm.comp). Memory-bound and small next to
- * the products; one dispatch each. */
+ * (copy_strided.comp), activations with their backward (activation.comp),
+ * LayerNorm with its backward (layernorm.comp), and AdamW as a plan's step
+ * (optim.comp). Memory-bound and small next to the products; one dispatch each. */
 #include <stdio.h>
 #include <string.h>
 
@@ -291,6 +291,62 @@ hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *a, 
         .tensor = a->partial, .bytes = groups * 2 * a->d * 4, .poison = 1, .slot = HL_BIND_LAYERNORM_PARTIAL};
     return run_plan(dev, &pl, ops, HL_BIND_LAYERNORM_COUNT, vec ? "layernorm:backward:vec4" : "layernorm:backward",
                     a->wait_value, a->signal_value, err);
+fail:
+    return st;
+}
+
+hl_status hl_adamw_step(hl_device *dev, const hl_adamw_args *a, uint32_t n_params, const char *who, hl_plan_step *s,
+                        hl_error *err) {
+    hl_status st = HL_OK;
+    if (!a->p || !a->m || !a->v || !a->g)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: p, m, v and g are required tensors", who);
+    if (a->copy && a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the copy's dtype must be float16 or bfloat16, got %s", who,
+                       hl_dtype_name(a->dtype));
+    if (!a->n) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: n must be >= 1", who);
+    if (a->step_slot >= n_params || a->lr_slot >= n_params)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: step word %u and lr word %u; the plan has %u parameter words",
+                       who, a->step_slot, a->lr_slot, n_params);
+    if (!(a->beta1 >= 0.0f && a->beta1 < 1.0f && a->beta2 >= 0.0f && a->beta2 < 1.0f && a->eps > 0.0f &&
+          a->weight_decay >= 0.0f))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: betas in [0, 1), eps > 0 and weight_decay >= 0", who);
+    hl_tensor *const all[5] = {a->p, a->m, a->v, a->g, a->copy};
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (all[i] && all[j] && hl_tensors_share(all[i], all[j]))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: p, m, v, g and copy must not overlap", who);
+    const uint64_t bytes = (uint64_t)a->n * 4;
+    HL_TRY(hl_check_output_tensor(dev, a->p, bytes, who, "p", err));
+    HL_TRY(hl_check_output_tensor(dev, a->m, bytes, who, "m", err));
+    HL_TRY(hl_check_output_tensor(dev, a->v, bytes, who, "v", err));
+    HL_TRY(hl_check_tensor(dev, a->g, bytes, who, "g", err));
+    HL_TRY(hl_check_output_tensor(dev, a->copy, (uint64_t)a->n * 2, who, "copy", err));
+    memset(s, 0, sizeof *s);
+    HL_TRY(grid_for(dev, a->n, who, s->grid[0], err));
+    s->grid[0][2] = 1;
+    hl_pipeline *pipe;
+    HL_TRY(hl_pipeline_get(dev, hl_shader_optim(a->copy ? a->dtype : HL_F16), NULL, 0, 0, &pipe, err));
+    s->n_dispatch = 1;
+    s->pipe[0] = pipe->pipeline;
+    s->pc[0].optim = (hl_push_optim){.n = a->n,
+                                     .step_slot = a->step_slot,
+                                     .lr_slot = a->lr_slot,
+                                     .copy = a->copy != NULL,
+                                     .beta1 = a->beta1,
+                                     .beta2 = a->beta2,
+                                     .eps = a->eps,
+                                     .weight_decay = a->weight_decay};
+    s->n_binds = HL_BIND_OPTIM_COUNT;
+    hl_tensor *const slots[HL_BIND_OPTIM_COUNT] = {a->p, a->p, a->m, a->v, a->g, a->copy ? a->copy : a->g};
+    for (uint32_t i = 0; i < HL_BIND_OPTIM_COUNT; i++) s->binds[i] = hl_tensor_or_scratch(slots[i], NULL);
+    s->params_slot = HL_BIND_OPTIM_PARAMS;
+    s->work_slot = s->param_write = -1;
+    const hl_tensor *reads[4] = {a->p, a->m, a->v, a->g};
+    const hl_tensor *writes[4] = {a->p, a->m, a->v, a->copy};
+    memcpy(s->reads, reads, sizeof reads);
+    memcpy(s->writes, writes, sizeof writes);
+    hl_tensor *keep[5] = {a->p, a->m, a->v, a->g, a->copy};
+    memcpy(s->keep, keep, sizeof keep);
 fail:
     return st;
 }

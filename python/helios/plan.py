@@ -57,8 +57,9 @@ class PlanTiming:
 
 
 class Plan(Chain):
-    """Operations recorded like a Chain's (``matmul``, and ``layernorm``, ``embed``,
-    ``attention_decode``, ``top1``), compiled into a replayable plan when the
+    """Operations recorded like a Chain's (``matmul``, and ``layernorm``, ``rmsnorm``,
+    ``embed``, ``rope``, ``attention_decode``, ``swiglu``, ``top1``, ``adamw``; each one's
+    arguments in ``_helios.PLAN_OPS``), compiled into a replayable plan when the
     with-block ends (or at ``record()``). Not run at recording. params: how many
     uint32 parameter words the plan has (0..16), all 0 at first."""
 
@@ -253,6 +254,49 @@ class Plan(Chain):
         out = out if out is not None else self._dev.empty((1, n), x.dtype)
         self._add("swiglu", "swiglu", x=x, out=out, n=n, dtype=x.dtype.name)
         return out
+
+    def adamw(
+        self,
+        p: Tensor,
+        m: Tensor,
+        v: Tensor,
+        g: Tensor,
+        *,
+        step: int,
+        lr: int,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        copy: Optional[Tensor] = None,
+    ) -> None:
+        """torch.optim.AdamW's update of the float32 parameters p in place, with their
+        moments m and v (float32, zero at first) and the gradient g (float32), at the step
+        count params[step] (1 on the first step) with the learning rate whose float32 bits
+        are params[lr] (``Plan.lr_word(x)``): both written before each replay. copy: a
+        float16 or bfloat16 Tensor that gets p rounded, what the products read."""
+        who = "plan.adamw"
+        for name, t in (("p", p), ("m", m), ("v", v), ("g", g)):
+            if not isinstance(t, Tensor) or t.dtype != np.float32 or not t.packed or t.size != p.size:
+                raise TypeError(f"{who}: {name} must be a packed float32 helios.Tensor of p's size; {got_tensor(t)}")
+        if copy is not None and (not isinstance(copy, Tensor) or copy.size != p.size or not copy.packed
+                                 or copy.dtype not in (np.dtype(float16), np.dtype(bfloat16))):  # fmt: skip
+            raise TypeError(f"{who}: copy must be a packed float16 or bfloat16 Tensor of p's size; {got_tensor(copy)}")
+        b1, b2 = (real(f"{who}: betas[{i}]", b) for i, b in enumerate(betas))
+        if not (0 <= b1 < 1 and 0 <= b2 < 1 and real(f"{who}: eps", eps) > 0 and real(f"{who}: weight_decay",
+                                                                                    weight_decay) >= 0):  # fmt: skip
+            raise ValueError(
+                f"{who}: betas in [0, 1), eps > 0 and weight_decay >= 0; got {betas}, {eps}, {weight_decay}"
+            )
+        self._add(
+            "adamw", "adamw", p=p, m=m, v=v, g=g, copy=copy, n=int(p.size), step_slot=self._word("adamw's step", step),
+            lr_slot=self._word("adamw's lr", lr), beta1=float(b1), beta2=float(b2), eps=float(eps),
+            weight_decay=float(weight_decay), dtype=(copy.dtype if copy is not None else np.dtype(float16)).name,
+        )  # fmt: skip
+
+    @staticmethod
+    def lr_word(lr: float) -> int:
+        """A learning rate as the parameter word adamw reads: its float32 bits."""
+        return int(np.array(lr, dtype=np.float32).view(np.uint32))
 
     def top1(self, x: Tensor, *, into: int = 0) -> None:
         """params[into] = the index of x's largest float32 value (the first; NaN
