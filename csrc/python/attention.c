@@ -43,6 +43,29 @@ static int layout_arg(PyObject *o, hl_attn_layout *out) {
     return 0;
 }
 
+/* What the forward's and the backward's arguments share: a 16-bit dtype, a scale, launch
+ * counts within HL_MAX_LAUNCHES, the rows' layout and the variant (given: one was named). */
+static int common_args(DeviceObject *self, const char *who, PyObject *dto, double scale, unsigned int warmup,
+                       unsigned int iters, PyObject *lay, PyObject *variant, hl_dtype *dtype, hl_attn_layout *layout,
+                       hl_attn_variant *av, int *given) {
+    *dtype = HL_F16;
+    if (dto != Py_None && dtype_arg(dto, "dtype", dtype) < 0) return -1;
+    if (*dtype == HL_F32) {
+        PyErr_Format(PyExc_TypeError, "%s: dtype must be 'float16' or 'bfloat16'", who);
+        return -1;
+    }
+    if (isnan(scale)) {
+        PyErr_Format(PyExc_TypeError, "%s: scale (a finite float) is required", who);
+        return -1;
+    }
+    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
+        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters, warmup);
+        return -1;
+    }
+    if (layout_arg(lay, layout) < 0) return -1;
+    return attn_variant_arg(self, variant, av, given);
+}
+
 /* _attention(q, k, v, bh, sq, skv, d, *, causal=False, scale, variant=None,
  *            warmup=0, iters=0, flush_bytes=0, out=None, dtype='float16', lse=None, layout=None)
  *   lse: a float32 Tensor of bh * sq elements that receives each row's log-sum-exp
@@ -61,27 +84,14 @@ PyObject *Device_attention(DeviceObject *self, PyObject *args, PyObject *kwds) {
                                      &skv, &d, &causal, &scale, &variant, &warmup, &iters, &flush, &out, &wait_value,
                                      &signal_value, &dto, &lseo, &lay))
         return NULL;
-    hl_dtype dtype = HL_F16;
-    if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
-    if (dtype == HL_F32) {
-        PyErr_SetString(PyExc_TypeError, "_attention: dtype must be 'float16' or 'bfloat16'");
-        return NULL;
-    }
-    const int npy = npy_type_of(dtype);
-    if (isnan(scale)) {
-        PyErr_SetString(PyExc_TypeError, "_attention: scale (a finite float) is required");
-        return NULL;
-    }
-    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters, warmup);
-        return NULL;
-    }
     hl_attention_args aa = {0};
-    if (layout_arg(lay, &aa.layout) < 0) return NULL;
+    hl_dtype dtype;
     hl_attn_variant av;
     int given;
-    if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
+    if (common_args(self, "_attention", dto, scale, warmup, iters, lay, variant, &dtype, &aa.layout, &av, &given) < 0)
+        return NULL;
     if (given) aa.variant = &av;
+    const int npy = npy_type_of(dtype);
     aa.batch_heads = bh;
     aa.sq = sq;
     aa.skv = skv;
@@ -152,25 +162,13 @@ PyObject *Device_attention_backward(DeviceObject *self, PyObject *args, PyObject
                                      &causal, &scale, &variant, &warmup, &iters, &flush, &wait_value, &signal_value,
                                      &dto, &passes, &lay))
         return NULL;
-    hl_dtype dtype = HL_F16;
-    if (dto != Py_None && dtype_arg(dto, "dtype", &dtype) < 0) return NULL;
-    if (dtype == HL_F32) {
-        PyErr_SetString(PyExc_TypeError, "_attention_backward: dtype must be 'float16' or 'bfloat16'");
-        return NULL;
-    }
-    if (isnan(scale)) {
-        PyErr_SetString(PyExc_TypeError, "_attention_backward: scale (a finite float) is required");
-        return NULL;
-    }
-    if (iters > HL_MAX_LAUNCHES || warmup > HL_MAX_LAUNCHES) {
-        PyErr_Format(PyExc_ValueError, "iters and warmup must be 0..%u, got %u, %u", HL_MAX_LAUNCHES, iters, warmup);
-        return NULL;
-    }
     hl_attention_bwd_args ba = {0};
-    if (layout_arg(lay, &ba.layout) < 0) return NULL;
+    hl_dtype dtype;
     hl_attn_variant av;
     int given;
-    if (attn_variant_arg(self, variant, &av, &given) < 0) return NULL;
+    if (common_args(self, "_attention_backward", dto, scale, warmup, iters, lay, variant, &dtype, &ba.layout, &av,
+                    &given) < 0)
+        return NULL;
     if (given) ba.variant = &av;
     hl_tensor **slots[9] = {&ba.t_q, &ba.t_k, &ba.t_v, &ba.t_o, &ba.t_do, &ba.t_lse, &ba.t_dq, &ba.t_dk, &ba.t_dv};
     for (int i = 0; i < 9; i++) {
