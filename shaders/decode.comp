@@ -6,7 +6,8 @@
 //
 // PASS 0 (embed):   OUT[c] = SRC[token * d + c] + SRC2[pos * d + c], fp32 tables and
 //                   stream (the model's embeddings as torch keeps them); no SRC2 term
-//                   where the position table has no rows (a model without one).
+//                   where the position table has no rows (a model without one); the
+//                   token table 16-bit where EMBED_TABLE16 (the pass's dtype), widened.
 // PASS 1 (attention, split): one head's split of keys a workgroup (grid: heads x
 //   splits of the shorter size; decode_attention.glsl, which a persistent run's
 //   attention shares).
@@ -52,6 +53,7 @@ layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coher
 layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
 
 #define ATT_HEADS p.n
+#define EMBED_TABLE16 p.fit  // the embed view's word 6 (shaders/layouts.py)
 #define ATT_KV_HEADS p.slot2
 #define ATT_ROWS p.rows
 #define ATT_SPLITS p.rows2
@@ -76,7 +78,8 @@ void embed() {
     if (c >= p.n) return;
     const bool ok = tok < p.rows && (p.rows2 == 0u || pos < p.rows2);  // the host checks; a wrong word reads nothing
     const float at_pos = p.rows2 == 0u ? 0.0 : src2[pos * p.n + c];  // no position table: rotary positions later
-    out32[c] = ok ? src32[tok * p.n + c] + at_pos : uintBitsToFloat(0x7FC00000u);
+    const float at_tok = EMBED_TABLE16 != 0u ? att_widen(src16[tok * p.n + c]) : src32[tok * p.n + c];
+    out32[c] = ok ? at_tok + at_pos : uintBitsToFloat(0x7FC00000u);
 }
 
 // Grid: heads x splits of the shorter size; a split past the cache or past the keys

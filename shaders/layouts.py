@@ -119,7 +119,7 @@ DECODE = Push(
         _U("rows", doc="embed: token rows; attention: cache rows (positions); rope: the table's positions"),
         _U("rows2", doc="embed: position rows; attention: splits in WORK per head"),
         Word("scale", "float", "attention: 1 / sqrt(D)"),
-        _U("fit", doc="attention: ATT_FIT (decode_attention.glsl's att_split_keys)"),
+        _U("fit", doc="attention: ATT_FIT (decode_attention.glsl's att_split_keys); embed: a 16-bit token table"),
     ),
     views=(
         View(
@@ -131,6 +131,8 @@ DECODE = Push(
                 _U("pos_slot", doc=_SLOT),
                 _U("token_rows", doc="rows of the token table"),
                 _U("pos_rows", doc="rows of the position table"),
+                None,
+                _U("table16", doc="1: the token table holds 16-bit values (the pass's dtype), else fp32"),
             ),
         ),
         View(

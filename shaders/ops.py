@@ -66,7 +66,8 @@ PLAN_OPS = (
         "embed",
         "hl_embed_step",
         "out[c] = tokens[params[token_slot] * d + c] + positions[params[pos_slot] * d + c]: fp32 tables "
-        "(token_rows x d, pos_rows x d) and fp32 output (d); without positions (pos_rows 0), the token's row",
+        "(token_rows x d in dtype, pos_rows x d) and fp32 output (d); without positions (pos_rows 0), the "
+        "token's row",
         (
             Arg("tokens", _T),
             Arg("positions", _T, optional=True),
@@ -76,6 +77,7 @@ PLAN_OPS = (
             Arg("pos_rows", _U),
             Arg("token_slot", _U, _SLOT),
             Arg("pos_slot", _U, _SLOT),
+            Arg("dtype", _D, "the token table's: float32, or float16 / bfloat16 (widened exactly)"),
         ),
         declare=True,
     ),

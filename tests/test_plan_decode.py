@@ -189,8 +189,10 @@ def test_bad_decode_ops_are_refused_naming_the_argument(device):
         device.plan().top1(device.upload(np.zeros(4), dtype="float32"))
     with pytest.raises(ValueError, match="plan: params"):
         device.plan(params=17)
-    with pytest.raises(TypeError, match="tokens must be a packed 2-D float32"):
-        device.plan(params=2).embed(kc, kc)
+    with pytest.raises(TypeError, match="positions must be a packed 2-D float32"):
+        device.plan(params=2).embed(kc, kc)  # a 16-bit token table is one; a 16-bit position table is not
+    with pytest.raises(TypeError, match="tokens must be a packed 2-D float32, float16 or bfloat16"):
+        device.plan(params=2).embed(device.upload(np.zeros(8, np.float32), dtype="float32"))
     tok16 = device.upload(np.zeros((5, 120), np.float32))  # float16: upload's default, whatever the array's dtype
     with pytest.raises(TypeError, match=r"got a \(5, 120\) float16 Tensor \(Device.upload makes float16 unless told: "
                                         r"upload\(x, dtype=np.float32\)\)"):  # fmt: skip

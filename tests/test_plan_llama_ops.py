@@ -149,6 +149,16 @@ def test_embed_without_positions_is_the_token_row(device):
         p.replay(params={0: 7})
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_token_table_is_widened_exactly(device, dtype):
+    tokens = _rand((7, 40), 5, _dt(dtype))
+    with device.plan(params=1) as p:
+        out = p.embed(device.upload(tokens, dtype=dtype))
+    for t in (0, 6):
+        p.replay(params={0: t})
+        np.testing.assert_array_equal(out.numpy()[0], tokens[t].astype(np.float32))
+
+
 def test_llama_ops_refuse_bad_input_before_recording(device):
     p = device.plan(params=2)
     qkv = device.empty((1, 64), "float16")

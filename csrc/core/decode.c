@@ -86,18 +86,21 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     HL_TRY(slot_ok(a->pos_slot, n_params, who, "position", err));
     if (hl_tensors_share(a->out, a->tokens) || hl_tensors_share(a->out, a->positions))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: out is also a table", who);
-    HL_TRY(hl_check_tensor(dev, a->tokens, (uint64_t)a->token_rows * a->d * 4, who, "tokens", err));
+    const int table16 = a->dtype != HL_F32;
+    if (table16) HL_TRY(sixteen_bit(dev, a->dtype, who, err));
+    HL_TRY(hl_check_tensor(dev, a->tokens, (uint64_t)a->token_rows * a->d * (table16 ? 2 : 4), who, "tokens", err));
     HL_TRY(hl_check_tensor(dev, a->positions, (uint64_t)a->pos_rows * a->d * 4, who, "positions", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->d * 4, who, "out", err));
     begin(s, a->tokens);
-    HL_TRY(pipeline(dev, PASS_EMBED, 0, HL_F16, 0, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_EMBED, 0, table16 ? a->dtype : HL_F16, 0, &s->pipe[0], err));
     s->grid[0][0] = (a->d + DECODE_THREADS - 1) / DECODE_THREADS;
     s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.embed = (hl_push_decode_embed){.d = a->d,
                                                    .token_slot = a->token_slot,
                                                    .pos_slot = a->pos_slot,
                                                    .token_rows = a->token_rows,
-                                                   .pos_rows = a->pos_rows};
+                                                   .pos_rows = a->pos_rows,
+                                                   .table16 = (uint32_t)table16};
     if (a->positions) bind(s, HL_BIND_DECODE_SRC2, a->positions);
     bind(s, HL_BIND_DECODE_OUT, a->out);
     s->reads[0] = a->tokens;

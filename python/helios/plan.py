@@ -148,13 +148,18 @@ class Plan(Chain):
         self, tokens: Tensor, positions: Optional[Tensor] = None, *, token: int = 0, position: int = 1, out=None
     ) -> Tensor:
         """out (1, d) float32 = tokens[params[token]] + positions[params[position]]:
-        float32 tables (rows, d), the rows chosen by parameter words at each replay.
-        positions None: the token's row alone (a model whose positions are rotary)."""
+        tables (rows, d), the rows chosen by parameter words at each replay; tokens
+        float32, float16 or bfloat16 (widened exactly), positions float32. positions
+        None: the token's row alone (a model whose positions are rotary)."""
         who = "plan.embed"
-        tables = (("tokens", tokens),) + ((("positions", positions),) if positions is not None else ())
-        for name, t in tables:
-            if not isinstance(t, Tensor) or t.dtype != np.float32 or t.ndim != 2 or not t.packed:
-                raise TypeError(f"{who}: {name} must be a packed 2-D float32 helios.Tensor (rows, d); {got_tensor(t)}")
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or not tokens.packed or tokens.dtype not in (
+                np.dtype(np.float32), np.dtype(float16), np.dtype(bfloat16)):  # fmt: skip
+            raise TypeError(f"{who}: tokens must be a packed 2-D float32, float16 or bfloat16 helios.Tensor (rows, d); "
+                            f"{got_tensor(tokens)}")  # fmt: skip
+        if positions is not None and (not isinstance(positions, Tensor) or positions.dtype != np.float32
+                                      or positions.ndim != 2 or not positions.packed):  # fmt: skip
+            raise TypeError(f"{who}: positions must be a packed 2-D float32 helios.Tensor (rows, d); "
+                            f"{got_tensor(positions)}")  # fmt: skip
         d = int(tokens.shape[1])
         if positions is not None and positions.shape[1] != d:
             raise ValueError(f"{who}: tokens {tokens.shape} and positions {positions.shape} differ in d")
@@ -164,7 +169,7 @@ class Plan(Chain):
         rows = dict(token_rows=tokens.shape[0], pos_rows=positions.shape[0] if positions is not None else 0)
         self._add(
             "embed", "embed", tokens=tokens, positions=positions, out=out, d=d, **rows, token_slot=token_slot,
-            pos_slot=pos_slot,
+            pos_slot=pos_slot, dtype=tokens.dtype.name,
         )  # fmt: skip
         return out
 

@@ -5,7 +5,7 @@ head. Weights and caches are resident in Helios Tensors, the token and the posit
 in the plan's parameter words, the next token from the plan's top-1; no torch.
 
 The step, as Hugging Face's LlamaForCausalLM computes it: the token's embedding row
-into the fp32 residual stream; per layer RMSNorm (the previous MLP's output added to
+(the 16-bit table, which a tied LM head reads too) into the fp32 residual stream; per layer RMSNorm (the previous MLP's output added to
 the stream in the same pass), the q, k and v products as one (their weights stacked),
 rotary positions on q and k, attention over the cache (this position's K and V
 appended), the output product, RMSNorm with that branch added, the gate and up
@@ -169,7 +169,8 @@ class LlamaDecoder:
         self.v_cache = [dev.empty((max_len, KV * hd), dt) for _ in range(cfg.layers)]
         table = f32(rope_table(cfg, max_len))
         self.plan = p = dev.plan(params=2)
-        x = p.embed(f32(weights["model.embed_tokens.weight"]), token=TOKEN)
+        embed = w16("model.embed_tokens.weight")  # the 16-bit table the tied head reads too
+        x = p.embed(embed, token=TOKEN)
         branch = None
         for i in range(cfg.layers):
             b = f"model.layers.{i}."
@@ -182,8 +183,8 @@ class LlamaDecoder:
             gu = p.matmul(h, w16(b + "mlp.gate_proj.weight", b + "mlp.up_proj.weight"), trans_b=True)
             branch = p.matmul(p.swiglu(gu), w16(b + "mlp.down_proj.weight"), trans_b=True)
         h, x = p.rmsnorm(x, f32(weights["model.norm.weight"]), residual=branch, eps=cfg.eps, dtype=dt)
-        head = "model.embed_tokens.weight" if cfg.tie_embeddings else "lm_head.weight"
-        self.logits = p.matmul(h, w16(head), trans_b=True, out_dtype="float32")
+        head = embed if cfg.tie_embeddings else w16("lm_head.weight")
+        self.logits = p.matmul(h, head, trans_b=True, out_dtype="float32")
         p.top1(self.logits, into=TOKEN)
         p.record()
         self.last: Any = None  # the last replay's PlanRun
