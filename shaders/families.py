@@ -157,8 +157,7 @@ NO_BF16_ACC16 = ((("in", "HL_BF16"), ("acc", "HL_F16")),)
 # kernels' loads and stores took a multiply and the packed forward ran 10-34% slower
 # on the H100 (8bf150f against its parent, h100-attn-bisect-8bf150f). Heads per batch
 # element and the column offsets stay push words: as constants too, the d=128
-# forward (255 registers) ran 6% slower in the same process
-# (git show 89c21a3:benchmarks/results/h100-attn-layout-ab/COMMANDS.md).
+# forward (255 registers) ran 6% slower in the same process (results/h100-attn-layout-ab/).
 ATTENTION_LAYOUT = (
     Spec("QKV_RS", "uint", "0", "e->qkv_rs"),
     Spec("O_RS", "uint", "0", "e->o_rs"),

@@ -61,7 +61,7 @@ def test_the_name_walk_sees_a_hashless_name_and_spares_kinds_and_history(tmp_pat
     (tmp_path / "docs").mkdir()
     (tmp_path / "results" / "h200-here").mkdir(parents=True)
     (tmp_path / "docs" / "a.md").write_text(
-        "measured in (h100-gone) and `h200-here/`; on nvidia-h100-x1; `git show 89c21a3:benchmarks/results/h100-old/`\n"
+        "measured in (h100-gone) and `h200-here/`; on nvidia-h100-x1; `git show 89c21a3:benchmarks/runs/h100-old/`\n"
     )
     assert named_sets(tmp_path) == {"h100-gone": {"docs/a.md"}}
 

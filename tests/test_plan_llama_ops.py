@@ -21,7 +21,7 @@ def _dt(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("d", [8, 36, 256, 1000])
+@pytest.mark.parametrize("d", [8, 37, 256, 1000])  # 37: the scalar path (d % 4)
 @pytest.mark.parametrize("residual", [False, True])
 def test_rmsnorm_against_float64(device, dtype, d, residual):
     x, g = _rand((1, d), 1), _rand(d, 2)
