@@ -22,7 +22,7 @@ from .llama import LlamaConfig, LlamaDecoder, UnsupportedModelError, rope_inv_fr
 
 MAX_CHECKPOINT_BYTES = 1 << 40  # a safetensors file read whole (its bfloat16 entries), at most
 
-__all__ = ["LlamaConfig", "LlamaDecoder", "UnsupportedModelError", "load", "read_safetensors", "rope_inv_freq",
+__all__ = ["LlamaConfig", "LlamaDecoder", "UnsupportedModelError", "load", "read_checkpoint", "read_safetensors", "rope_inv_freq",
            "rope_table", "weight_files"]  # fmt: skip
 
 
@@ -69,13 +69,9 @@ def read_safetensors(path: Path, want: Optional[set] = None) -> dict[str, np.nda
     return out
 
 
-def load(path: Any, *, device: Any = None, dtype: Any = None, max_len: Optional[int] = None) -> LlamaDecoder:
-    """A Hugging Face checkpoint folder (config.json and model.safetensors, or shards with
-    their index) as a decoder on `device` (default: helios.default_device()). dtype: the
-    products' 16-bit type (default: the checkpoint's float16 or bfloat16, else bfloat16);
-    max_len: the KV cache's positions (default: the config's, at most 4096). Refused
-    before any upload, naming the file and the key, where the checkpoint is not one
-    Helios runs."""
+def read_checkpoint(path: Any) -> tuple[LlamaConfig, dict[str, np.ndarray], dict]:
+    """A Hugging Face checkpoint folder's config (checked), the weights it names (by
+    Hugging Face name, as stored) and its raw config.json; refused naming file and key."""
     folder = Path(path)
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
@@ -88,6 +84,17 @@ def load(path: Any, *, device: Any = None, dtype: Any = None, max_len: Optional[
     weights: dict[str, np.ndarray] = {}
     for f in weight_files(folder):
         weights.update(read_safetensors(f, want))
+    return cfg, weights, raw_cfg
+
+
+def load(path: Any, *, device: Any = None, dtype: Any = None, max_len: Optional[int] = None) -> LlamaDecoder:
+    """A Hugging Face checkpoint folder (config.json and model.safetensors, or shards with
+    their index) as a decoder on `device` (default: helios.default_device()). dtype: the
+    products' 16-bit type (default: the checkpoint's float16 or bfloat16, else bfloat16);
+    max_len: the KV cache's positions (default: the config's, at most 4096). Refused
+    before any upload, naming the file and the key, where the checkpoint is not one
+    Helios runs."""
+    cfg, weights, raw_cfg = read_checkpoint(path)
     if dtype is None:
         dtype = raw_cfg.get("torch_dtype") if raw_cfg.get("torch_dtype") in ("float16", "bfloat16") else "bfloat16"
     if device is None:

@@ -12,13 +12,11 @@ logits for both picks are within one bfloat16 step (the suite's rule)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ....files import read_json
-from ....models import LlamaConfig, LlamaDecoder, read_safetensors, rope_table, weight_files
+from ....models import LlamaConfig, LlamaDecoder, read_checkpoint, rope_table
 from .runners import PlanRunner, capture_graph
 
 _LLAMA3_1B = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -182,12 +180,8 @@ def llama_model(preset: Optional[str], checkpoint: Optional[str], seed: int,
     """The model's config and weights (float32 by Hugging Face name): a checkpoint's, or
     a preset's shape with random weights."""
     if checkpoint is not None:
-        folder = Path(checkpoint)
-        lcfg = LlamaConfig.from_hf(read_json(folder / "config.json", what="a model's config.json"))
-        want, weights = set(lcfg.shapes()), {}
-        for f in weight_files(folder):
-            weights.update({k: np.asarray(v, np.float32) for k, v in read_safetensors(f, want).items()})
-        return lcfg, weights
+        lcfg, stored, _ = read_checkpoint(checkpoint)
+        return lcfg, {k: np.asarray(v, np.float32) for k, v in stored.items()}
     lcfg = LlamaConfig(**PRESETS[preset or "llama-3.2-1b"])
     t0 = time.perf_counter()
     weights = preset_weights(lcfg, seed)
