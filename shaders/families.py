@@ -91,6 +91,9 @@ BINDINGS = {
     # AdamW over fp32 parameters (optim.comp): the plan's parameter words, the parameters,
     # the two moments, the gradient and the parameters' 16-bit copy
     "optim": ("PARAMS", "P", "M", "V", "G", "P16"),
+    # A training step's other ops (train.comp): token ids (or targets), sources, output and
+    # the cross-entropy's gradient
+    "train": ("IDS", "SRC", "SRC2", "DST", "AUX"),
     # LayerNorm over an fp32 residual stream, both directions (layernorm.comp)
     "layernorm": ("X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GRES", "GX", "GX16", "PARTIAL"),
 }
@@ -463,5 +466,18 @@ FAMILIES = (
         "optim",
         axes=(IN_AXIS_SCALAR,),
         doc="AdamW over fp32 parameters, its step and learning rate from the plan's parameter words",
+    ),
+    Family(
+        "train",
+        "train.comp",
+        None,
+        (
+            # 0 embedding, 1 token table gradient, 2 position table gradient, 3 cross-entropy, 4 column sums
+            Spec("PASS", "uint", "0", "e->pass"),
+            Spec("MAX_COLS", "uint", "4", "e->cols_per_thread"),  # token table gradient: ceil(n / 256)
+        ),
+        "train",
+        axes=(IN_AXIS_SCALAR,),
+        doc="a training step's embedding and its gradients, cross-entropy and column sums (fp32 arithmetic)",
     ),
 )

@@ -191,7 +191,24 @@ OPTIM = Push(
     ),
 )
 
-PUSH_LAYOUTS = (MATMUL, ATTENTION, ATTENTION_BWD, COPY_STRIDED, ACTIVATION, LAYERNORM, DECODE, PERSIST, OPTIM)
+TRAIN = Push(
+    "train",
+    "a training step's embedding, its gradients, cross-entropy and column sums (train.comp)",
+    "Params",
+    "p",
+    (
+        _U("rows", doc="token rows (batch x seq); column sums: rows summed"),
+        _U("n", doc="elements a row: the model width, the classes, the columns summed"),
+        _U("seq", doc="positions: row r is position r % seq"),
+        _U("table_rows", doc="the token table's rows (the vocabulary)"),
+        _U("ld", doc="column sums: elements between rows of the source"),
+        _U("off", doc="column sums: elements from the source binding's start"),
+        _U("accumulate", doc="1: add to what the destination holds"),
+        Word("scale", "float", "cross-entropy: the gradient's factor (1 / rows for a mean); column sums: the sum's"),
+    ),
+)
+
+PUSH_LAYOUTS = (MATMUL, ATTENTION, ATTENTION_BWD, COPY_STRIDED, ACTIVATION, LAYERNORM, DECODE, PERSIST, OPTIM, TRAIN)
 
 # Each family's block (a family absent here pushes nothing its shader reads).
 FAMILY_PUSH = {
@@ -212,6 +229,7 @@ FAMILY_PUSH = {
     "layernorm": "layernorm",
     "decode": "decode",
     "optim": "optim",
+    "train": "train",
 }
 
 # A persistent run's member: a row of the run's table (TABLE binding), its kind in the

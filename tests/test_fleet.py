@@ -129,7 +129,7 @@ def test_ranks_as_local_processes_merge_into_one_report(device, tmp_path):
     """Ranks launched as Slurm would (SLURM_LOCALID/SLURM_PROCID: one per GPU, or 3
     sharing a CPU device), each naming its result by host and rank; `helios
     report DIR` merges them."""
-    from helios.device import identities
+    from helios.launcher import identities
 
     gpus = sum(d["device_type"] != "cpu" for d in identities())
     n = min(gpus, 3) if gpus else 3

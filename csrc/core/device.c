@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "helios_plan.h"
+#include "helios_capture.h"
 #include "internal.h"
 
 static hl_status create_instance(VkInstance *out, hl_error *err) {
@@ -390,6 +390,7 @@ void hl_device_destroy(hl_device *dev) {
          * device), the Vulkan objects are left to process exit. */
         hl_tensors_detach(dev);
         hl_plans_detach(dev);
+        hl_captures_detach(dev);
         free(dev->graveyard);
         free(dev);
         return;
@@ -397,6 +398,7 @@ void hl_device_destroy(hl_device *dev) {
     if (dev->device) {
         vkDeviceWaitIdle(dev->device); /* best effort: nothing may be in flight */
         hl_plans_release(dev);
+        hl_captures_release(dev);
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);

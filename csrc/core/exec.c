@@ -83,21 +83,16 @@ static void track(hl_device *dev, const hl_exec *x) {
  * checked against poisoned outputs in synchronous calls; HELIOS_POISON_ORDERED=1
  * poisons them too (what a test that must see an unwritten or early-read output
  * sets). */
-static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_exec *x, hl_error *err) {
+hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds, int grouped, hl_exec *x,
+                         hl_error *err) {
     hl_status st = HL_OK;
     int poison = 0, no_overlap = 0;
     HL_TRY(hl_env_flag("HELIOS_POISON_ORDERED", &poison, err));
     HL_TRY(hl_env_flag("HELIOS_DISABLE_GROUP_OVERLAP", &no_overlap, err));
-    const int overlap = slot == dev->group && !poison && !no_overlap && !dev->profile.on;
+    const int overlap = grouped && !poison && !no_overlap && !dev->profile.on;
     const double t_ds = hl_now_ms();
-    VkDescriptorSet ds = VK_NULL_HANDLE;
-    if (x->n_slots) {
+    if (ds) {
         hl_binding bufs[HL_BINDINGS] = {{0}};
-        VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                           .descriptorPool = slot->pool,
-                                           .descriptorSetCount = 1,
-                                           .pSetLayouts = &dev->ds_layout};
-        HL_VK(vkAllocateDescriptorSets(dev->device, &dai, &ds));
         for (uint32_t i = 0; i < x->n_operands; i++)
             if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
                 bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
@@ -105,8 +100,8 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
     }
     const double t_rec = hl_now_ms();
     dev->tel.async_descriptor_ms += t_rec - t_ds;
-    VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the slot's for now */
-    dev->cmd = slot->cmd;
+    VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the given one for now */
+    dev->cmd = cmd;
     if (!overlap && (dev->hazards.n_read || dev->hazards.n_written)) {
         hl_compute_barrier(dev); /* ops recorded without one before this op's fills */
         hazards_clear(dev);
@@ -140,6 +135,24 @@ fail:
     return st;
 }
 
+/* An ordered operation into a ring slot's command buffer, its set from the slot's pool. */
+static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_exec *x, hl_error *err) {
+    hl_status st = HL_OK;
+    const double t_ds = hl_now_ms();
+    VkDescriptorSet ds = VK_NULL_HANDLE;
+    if (x->n_slots) {
+        VkDescriptorSetAllocateInfo dai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                           .descriptorPool = slot->pool,
+                                           .descriptorSetCount = 1,
+                                           .pSetLayouts = &dev->ds_layout};
+        HL_VK(vkAllocateDescriptorSets(dev->device, &dai, &ds));
+    }
+    dev->tel.async_descriptor_ms += hl_now_ms() - t_ds;
+    return hl_exec_record(dev, slot->cmd, ds, slot == dev->group, x, err);
+fail:
+    return st;
+}
+
 /* A ring slot's command buffer begun, its first timestamp written. */
 static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err) {
     hl_status st = HL_OK;
@@ -163,15 +176,18 @@ fail:
     return st;
 }
 
-/* The slot's last timestamp, its command buffer ended and submitted: waits for
- * wait_value, signals signal_value, returns without waiting. */
-static hl_status submit_slot(hl_device *dev, struct hl_ring_slot *slot, uint64_t wait_value, uint64_t signal_value,
+static hl_status check_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
+    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
+                       (unsigned long long)wait_value, (unsigned long long)signal_value);
+    return HL_OK;
+}
+
+hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait_value, uint64_t signal_value,
                              hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->async_queries)
-        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries,
-                            2u * (uint32_t)(slot - dev->ring) + 1);
-    HL_VK(vkEndCommandBuffer(slot->cmd));
+    HL_TRY(check_values(dev, wait_value, signal_value, err));
     const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
     VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                         .waitSemaphoreValueCount = 1,
@@ -184,26 +200,32 @@ static hl_status submit_slot(hl_device *dev, struct hl_ring_slot *slot, uint64_t
                        .pWaitSemaphores = &dev->timeline,
                        .pWaitDstStageMask = &stage,
                        .commandBufferCount = 1,
-                       .pCommandBuffers = &slot->cmd,
+                       .pCommandBuffers = &cmd,
                        .signalSemaphoreCount = 1,
                        .pSignalSemaphores = &dev->timeline};
     const double t_sub = hl_now_ms();
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
     dev->tel.async_submit_ms += hl_now_ms() - t_sub;
     dev->tel.submits++;
-    slot->done = signal_value;
-    slot->timed = dev->async_queries != VK_NULL_HANDLE;
     dev->sem_pending = signal_value;
 fail:
     return st;
 }
 
-static hl_status check_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
-    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
-                       (unsigned long long)wait_value, (unsigned long long)signal_value);
-    return HL_OK;
+/* The slot's last timestamp, its command buffer ended and submitted: waits for
+ * wait_value, signals signal_value, returns without waiting. */
+static hl_status submit_slot(hl_device *dev, struct hl_ring_slot *slot, uint64_t wait_value, uint64_t signal_value,
+                             hl_error *err) {
+    hl_status st = HL_OK;
+    if (dev->async_queries)
+        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries,
+                            2u * (uint32_t)(slot - dev->ring) + 1);
+    HL_VK(vkEndCommandBuffer(slot->cmd));
+    HL_TRY(hl_submit_timeline(dev, slot->cmd, wait_value, signal_value, err));
+    slot->done = signal_value;
+    slot->timed = dev->async_queries != VK_NULL_HANDLE;
+fail:
+    return st;
 }
 
 /* An async operation: recorded once into a ring slot's command buffer, submitted
@@ -346,6 +368,7 @@ static uint64_t record_inputs(hl_device *dev, const hl_exec *x, uint8_t *stage, 
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
     HL_TRY(hl_settle(dev, err)); /* scratch and staging an interrupted submission may still read */
+    if (dev->capturing) return hl_capture_record(dev, x, err);
     if (dev->group_open) return record_in_group(dev, x, err);
     if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];

@@ -94,8 +94,7 @@ typedef struct hl_buffer {
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
 /* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
-/* Frees b, or, while an abandoned submission may still use it (interrupt.c), keeps
- * it in the device's graveyard until that is done. */
+/* Frees b (kept in the graveyard while an abandoned submission may use it: interrupt.c). */
 void hl_buffer_destroy(hl_device *dev, hl_buffer *b);
 void hl_buffers_release_graveyard(hl_device *dev);
 /* A buffer over `bytes` of memory exported as an opaque fd (CUDA's pool segments; a
@@ -105,8 +104,7 @@ hl_status hl_buffer_import_fd(hl_device *dev, int fd, VkDeviceSize bytes, int de
 /* Grows `b` to at least `size` (contents not kept). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err);
 
-/* Shader permutations compiled at build time, in hl_shader order (kernels.c,
- * generated from shaders/families.py). */
+/* Shader permutations compiled at build time, in hl_shader order (from shaders/families.py). */
 typedef struct hl_spirv {
     const char *name;
     const uint32_t *code;
@@ -197,10 +195,11 @@ struct hl_device {
     uint32_t ir_files;       /* HELIOS_PIPELINE_IR: files written since open */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
-    hl_buffer buf_rows;                 /* fp32 per attention row: a host-bound LSE, the backward's delta */
-    struct hl_tensor *tensors;          /* live tensors, released when the device closes */
-    struct hl_plan *plans;              /* live plans (plan.c), released likewise */
-    PFN_vkGetMemoryFdKHR get_memory_fd; /* VK_KHR_external_memory_fd, where enabled */
+    hl_buffer buf_rows;                      /* fp32 per attention row: a host-bound LSE, the backward's delta */
+    struct hl_tensor *tensors;               /* live tensors, released when the device closes */
+    struct hl_plan *plans;                   /* live plans (plan.c), released likewise */
+    struct hl_capture *captures, *capturing; /* live captures (capture.c), the one recording */
+    PFN_vkGetMemoryFdKHR get_memory_fd;      /* VK_KHR_external_memory_fd, where enabled */
     PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
     PFN_vkWaitSemaphores wait_semaphores;
     PFN_vkSignalSemaphore signal_semaphore;
@@ -355,11 +354,12 @@ typedef struct hl_binding {
  * have stay unwritten (its shaders do not declare them). */
 void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, uint32_t n);
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
-hl_status hl_submit_wait(hl_device *dev, hl_error *err); /* dev->cmd; hl_submit_cmd: cmd, not waited for */
+hl_status hl_submit_wait(hl_device *dev, hl_error *err); /* dev->cmd; hl_submit_cmd: cmd, no wait */
 hl_status hl_submit_cmd(hl_device *dev, VkCommandBuffer cmd, hl_error *err);
-/* interrupt.c: the wait for dev->fence (interruptible: HL_ERR_INTERRUPTED leaves the
- * device abandoned), the wait for an abandoned submission before the next, and at
- * destroy: 1 when it still runs after a grace (then its objects are left alone). */
+/* cmd submitted after the timeline reaches wait_value, signalling signal_value (checked: in order). */
+hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait, uint64_t signal, hl_error *err);
+/* interrupt.c: the wait for dev->fence (HL_ERR_INTERRUPTED leaves the device abandoned), the
+ * wait for an abandoned submission before the next, and at destroy: 1 when it still runs. */
 hl_status hl_wait_fence(hl_device *dev, hl_error *err);
 hl_status hl_settle(hl_device *dev, hl_error *err);
 int hl_device_abandon(hl_device *dev);
@@ -396,13 +396,9 @@ hl_status hl_read_timed(hl_device *dev, uint32_t iters, double *samples_ms, doub
                         hl_error *err);
 
 /* ---- one operation's submission (exec.c) ---------------------------------- */
-/* An operand: a tensor (bound and copied in place) or, for host data, a scratch
- * buffer; what moves through the host; whether it is poisoned first. */
-/* What an operation's kernels do to an operand, for the barriers inside a group
- * (exec.c): an operand not marked read-only counts as written (a forgotten mark
- * costs a barrier, never a race). */
+/* What an op does to an operand (group barriers): unmarked counts as written (a barrier, never a race). */
 typedef enum hl_access { HL_ACCESS_WRITE = 0, HL_ACCESS_READ = 1 } hl_access;
-
+/* An operand: a tensor (bound in place) or, for host data, a scratch buffer. */
 typedef struct hl_operand {
     hl_tensor *tensor;  /* bound at its offset (+ at) */
     hl_buffer *scratch; /* without a tensor: the device buffer host data goes through */
@@ -431,6 +427,10 @@ typedef struct hl_exec {
     double gpu_ms; /* out: the single dispatch's GPU time, or the last sample's */
 } hl_exec;
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err);
+/* An ordered op into cmd (grouped: a barrier only where it depends on the last ones; ds its set). */
+hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds, int grouped, hl_exec *x,
+                         hl_error *err);
+hl_status hl_capture_record(hl_device *dev, hl_exec *x, hl_error *err); /* while dev->capturing */
 /* One kernel operation: operand i bound at slot i (n = the kind's binding count),
  * timed as asked; records `variant` as what ran (telemetry and *info, with the GPU time). */
 typedef struct hl_exec_timing {

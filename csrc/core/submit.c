@@ -142,7 +142,7 @@ hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch) {
 
 hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
                                  hl_error *err) {
-    if (t && t->is_view)
+    if (t && t->is_view && !dev->group_open && !dev->capturing) /* ordered ops neither poison nor read back */
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: the output tensor %s is a slice view; write into a "
                        "whole tensor",

@@ -14,7 +14,7 @@
 
 typedef struct module_state {
     PyObject *HeliosError, *DeviceMemoryError, *UnsupportedError, *DeviceLostError, *NoDeviceError, *DeviceClosedError;
-    PyTypeObject *DeviceType, *TensorType, *PlanType;
+    PyTypeObject *DeviceType, *TensorType, *PlanType, *CaptureType;
 } module_state;
 
 /* helios._helios.Device (device_type.c). Calls on one Device, and on its
@@ -22,7 +22,8 @@ typedef struct module_state {
 typedef struct {
     PyObject_HEAD hl_device *dev;
     PyThread_type_lock lock;
-    PyObject *info; /* cached capability dict */
+    PyObject *info;         /* cached capability dict */
+    PyObject *capture_keep; /* while a capture records: every Tensor its operations bind (a list) */
 } DeviceObject;
 
 /* helios._helios.Tensor (tensor_type.c): a device-resident buffer and a strong
@@ -56,6 +57,10 @@ int errors_read_interrupt_switch(module_state *st);
 int device_type_init(PyObject *module, module_state *st);
 int tensor_type_init(PyObject *module, module_state *st);
 int plan_type_init(PyObject *module, module_state *st);
+int capture_type_init(PyObject *module, module_state *st); /* capture_type.c */
+PyObject *Device_capture_begin(DeviceObject *self, PyObject *unused);
+PyObject *Device_capture_end(DeviceObject *self, PyObject *unused);
+PyObject *Device_capture_abort(DeviceObject *self, PyObject *unused);
 int testing_init(PyObject *module); /* testing.c: the helios._helios.testing submodule */
 struct hl_plan;
 /* plan_type.c: a Plan object owning p (destroyed if it cannot be made), keeping ops alive. */
@@ -100,6 +105,8 @@ PyObject *Device_copy_strided(DeviceObject *self, PyObject *args, PyObject *kwds
 PyObject *Device_activation(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_layernorm(DeviceObject *self, PyObject *args, PyObject *kwds);
 PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds);
+PyObject *Device_adamw(DeviceObject *self, PyObject *args, PyObject *kwds);
 /* roof.c */
 PyObject *Device_mma_roof(DeviceObject *self, PyObject *args);
 /* ordering.c: ordering with CUDA streams, groups, the engine's per-op timestamps. */

@@ -95,6 +95,7 @@ static void Device_dealloc(DeviceObject *self) {
         self->lock = NULL;
     }
     Py_CLEAR(self->info);
+    Py_CLEAR(self->capture_keep);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -102,6 +103,7 @@ static void Device_dealloc(DeviceObject *self) {
 static int Device_traverse(DeviceObject *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->info);
+    Py_VISIT(self->capture_keep);
     return 0;
 }
 
@@ -119,6 +121,7 @@ static PyObject *Device_close(DeviceObject *self, PyObject *unused) {
         close_device(self);
         PyThread_release_lock(self->lock);
     }
+    Py_CLEAR(self->capture_keep);
     Py_RETURN_NONE;
 }
 
@@ -407,6 +410,13 @@ static PyMethodDef Device_methods[] = {
      "dtype; returns its canonical form."},
     {"_gemm", (PyCFunction)(void (*)(void))Device_gemm, METH_VARARGS | METH_KEYWORDS,
      "Low-level product with layouts, batches, epilogue and tensors (helios.Device.matmul converts)."},
+    {"_capture_begin", (PyCFunction)Device_capture_begin, METH_NOARGS,
+     "Low-level: _capture_begin(): this Device's ordered operations are recorded into a capture until "
+     "_capture_end() (which returns it) or _capture_abort()."},
+    {"_capture_end", (PyCFunction)Device_capture_end, METH_NOARGS,
+     "Low-level: _capture_end() -> Capture: the recording ended, replayable."},
+    {"_capture_abort", (PyCFunction)Device_capture_abort, METH_NOARGS,
+     "Low-level: _capture_abort(): the recording dropped (idempotent)."},
     {"_plan", (PyCFunction)(void (*)(void))Device_plan, METH_VARARGS | METH_KEYWORDS,
      "Low-level: _plan(ops, params=0) -> Plan: operation dicts on Tensors (products, layernorm, embed, "
      "attention_decode, top1) recorded once into a command buffer of their own, with `params` parameter words "
@@ -420,6 +430,13 @@ static PyMethodDef Device_methods[] = {
     {"_layernorm", (PyCFunction)(void (*)(void))Device_layernorm, METH_VARARGS | METH_KEYWORDS,
      "Low-level LayerNorm of an fp32 stream (a 16-bit branch added first) on Tensors (helios.Device.layernorm "
      "checks)."},
+    {"_train", (PyCFunction)(void (*)(void))Device_train, METH_VARARGS | METH_KEYWORDS,
+     "Low-level: _train(kind, dst, *, ids, src, src2, aux, rows, n, seq, table_rows, ld, off, accumulate, scale, "
+     "dtype, wait_value, signal_value): a training step's embedding (0), token (1) and position (2) table "
+     "gradients, cross-entropy (3) or column sum (4) (helios_train.h)."},
+    {"_adamw", (PyCFunction)(void (*)(void))Device_adamw, METH_VARARGS | METH_KEYWORDS,
+     "Low-level: _adamw(p, m, v, g, words, n, step_slot, lr_slot, beta1, beta2, eps, weight_decay, copy=None, "
+     "dtype='bfloat16', *, wait_value, signal_value): AdamW, the step count and learning rate from words."},
     {"_layernorm_backward", (PyCFunction)(void (*)(void))Device_layernorm_backward, METH_VARARGS | METH_KEYWORDS,
      "Low-level LayerNorm backward on Tensors (helios.Device.layernorm_backward checks)."},
     {"_attention", (PyCFunction)(void (*)(void))Device_attention, METH_VARARGS | METH_KEYWORDS,

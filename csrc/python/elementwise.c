@@ -1,7 +1,9 @@
-/* elementwise.c — Device._copy_strided and Device._activation (core
- * elementwise.c): the layout copies and activations between products, on
- * Tensors. helios.Device.copy_strided / .activation work out the arguments. */
+/* elementwise.c — Device._copy_strided, _activation, _layernorm(_backward), _train and
+ * _adamw (core elementwise.c, train.c): the ops between products, on Tensors. helios.Device.copy_strided / .activation
+ * work out the arguments. */
 #include "binding.h"
+
+#include "../core/helios_train.h"
 
 static module_state *gstate(DeviceObject *self) { return state_from_type(Py_TYPE(self)); }
 
@@ -121,4 +123,85 @@ PyObject *Device_layernorm_backward(DeviceObject *self, PyObject *args, PyObject
     la.wait_value = wait_value;
     la.signal_value = signal_value;
     return run_core(self, call_layernorm_backward, &la);
+}
+
+typedef struct {
+    hl_train_pass pass;
+    hl_train_args a;
+} train_call;
+
+static hl_status call_train(hl_device *dev, const void *c, hl_error *err) {
+    const train_call *t = c;
+    return hl_train_op(dev, t->pass, &t->a, err);
+}
+
+/* _train(pass, dst, *, ids=None, src=None, src2=None, aux=None, rows=0, n=0, seq=0,
+ *        table_rows=0, ld=0, off=0, accumulate=False, scale=1.0, dtype="float16",
+ *        wait_value=0, signal_value=0) -> None: one of train.comp's passes (helios_train.h). */
+PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"kind",       "dst",   "ids",   "src",        "src2",         "aux",
+                             "rows",       "n",     "seq",   "table_rows", "ld",           "off",
+                             "accumulate", "scale", "dtype", "wait_value", "signal_value", NULL};
+    PyObject *dsto, *o[4] = {Py_None, Py_None, Py_None, Py_None}, *dto = NULL;
+    train_call c = {0};
+    unsigned int pass;
+    int accumulate = 0;
+    double scale = 1.0;
+    unsigned long long wait_value = 0, signal_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IO|$OOOOIIIIIIpdOKK:_train", kwlist, &pass, &dsto, &o[0], &o[1],
+                                     &o[2], &o[3], &c.a.rows, &c.a.n, &c.a.seq, &c.a.table_rows, &c.a.ld, &c.a.off,
+                                     &accumulate, &scale, &dto, &wait_value, &signal_value))
+        return NULL;
+    c.a.dtype = HL_F16;
+    if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;
+    if (tensor_arg(self, dsto, "dst", 0, &c.a.dst) < 0) return NULL;
+    hl_tensor **slots[4] = {&c.a.ids, &c.a.src, &c.a.src2, &c.a.aux};
+    static const char *names[4] = {"ids", "src", "src2", "aux"};
+    for (int i = 0; i < 4; i++)
+        if (tensor_arg(self, o[i], names[i], 1, slots[i]) < 0) return NULL;
+    c.pass = (hl_train_pass)pass;
+    c.a.accumulate = (uint32_t)accumulate;
+    c.a.scale = (float)scale;
+    c.a.wait_value = wait_value;
+    c.a.signal_value = signal_value;
+    return run_core(self, call_train, &c);
+}
+
+typedef struct {
+    hl_adamw_args a;
+    hl_tensor *words;
+    uint64_t wait_value, signal_value;
+} adamw_call;
+
+static hl_status call_adamw(hl_device *dev, const void *c, hl_error *err) {
+    const adamw_call *w = c;
+    return hl_adamw(dev, &w->a, w->words, w->wait_value, w->signal_value, err);
+}
+
+/* _adamw(p, m, v, g, words, n, step_slot, lr_slot, beta1, beta2, eps, weight_decay, copy=None,
+ *        dtype="bfloat16", *, wait_value=0, signal_value=0) -> None */
+PyObject *Device_adamw(DeviceObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"p",     "m",     "v",          "g",
+                             "words", "n",     "step_slot",  "lr_slot",
+                             "beta1", "beta2", "eps",        "weight_decay",
+                             "copy",  "dtype", "wait_value", "signal_value",
+                             NULL};
+    PyObject *o[5], *co = Py_None, *dto = NULL;
+    adamw_call c = {0};
+    double b1, b2, eps, wd;
+    unsigned long long wait_value = 0, signal_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIIdddd|OO$KK:_adamw", kwlist, &o[0], &o[1], &o[2], &o[3], &o[4],
+                                     &c.a.n, &c.a.step_slot, &c.a.lr_slot, &b1, &b2, &eps, &wd, &co, &dto, &wait_value,
+                                     &signal_value))
+        return NULL;
+    c.a.dtype = HL_BF16;
+    if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;
+    hl_tensor **slots[5] = {&c.a.p, &c.a.m, &c.a.v, &c.a.g, &c.words};
+    for (int i = 0; i < 5; i++)
+        if (tensor_arg(self, o[i], kwlist[i], 0, slots[i]) < 0) return NULL;
+    if (tensor_arg(self, co, "copy", 1, &c.a.copy) < 0) return NULL;
+    c.a.beta1 = (float)b1, c.a.beta2 = (float)b2, c.a.eps = (float)eps, c.a.weight_decay = (float)wd;
+    c.wait_value = wait_value;
+    c.signal_value = signal_value;
+    return run_core(self, call_adamw, &c);
 }

@@ -117,7 +117,7 @@ int operand_arg(DeviceObject *self, PyObject *o, const char *name, int type, uin
             return -1;
         }
         *t = to->t; /* sizes: the core checks them against the tensor */
-        return 0;
+        return self->capture_keep ? PyList_Append(self->capture_keep, o) : 0; /* a capture holds what it binds */
     }
     if (!PyArray_Check(o)) {
         PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray or a helios.Tensor, not %.80s", name,

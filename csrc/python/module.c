@@ -228,6 +228,7 @@ static int module_exec(PyObject *module) {
     if (device_type_init(module, st) < 0) return -1;
     if (tensor_type_init(module, st) < 0) return -1;
     if (plan_type_init(module, st) < 0) return -1;
+    if (capture_type_init(module, st) < 0) return -1;
     if (testing_init(module) < 0) return -1;
     /* The core's limits, defined once in helios_core.h. */
     if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
@@ -259,6 +260,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(st->DeviceClosedError);
     Py_VISIT(st->DeviceType);
     Py_VISIT(st->TensorType);
+    Py_VISIT(st->CaptureType);
     Py_VISIT(st->PlanType);
     return 0;
 }
@@ -273,6 +275,7 @@ static int module_clear(PyObject *module) {
     Py_CLEAR(st->DeviceClosedError);
     Py_CLEAR(st->DeviceType);
     Py_CLEAR(st->TensorType);
+    Py_CLEAR(st->CaptureType);
     Py_CLEAR(st->PlanType);
     return 0;
 }

@@ -24,6 +24,7 @@ from ._helios import (
     variant_fields,
 )
 from .attention import AttentionTiming, reference_attention
+from .capture import Capture
 from .check import CheckResult, assert_close, check_close, reference_matmul
 from .device import Device
 from .dtypes import bfloat16, float16, float32
@@ -37,6 +38,7 @@ from .tensor import Tensor
 __all__ = [
     "ACTIVATIONS",
     "AttentionTiming",
+    "Capture",
     "Chain",
     "ChainTiming",
     "CheckResult",

@@ -48,6 +48,17 @@ class Plan:
     def read_params(self, first: int, n: int, /) -> list[int]: ...
     def close(self) -> None: ...
 
+@final
+class Capture:
+    @property
+    def counts(self) -> Optional[tuple[int, int, int]]: ...
+    @property
+    def alive(self) -> bool: ...
+    def replay(self) -> tuple[float, float, float]: ...
+    def submit(self, wait: int, signal: int, /) -> None: ...
+    def gpu_ms(self) -> float: ...
+    def close(self) -> None: ...
+
 class Device:
     def __new__(
         cls, index: Optional[int] = None, *, disable_coop: bool = False, disable_coop2: bool = False
@@ -136,6 +147,50 @@ class Device:
     ) -> tuple[np.ndarray, list[float], float, str]: ...
     def _group_begin(self, wait: int, signal: int) -> None: ...
     def _group_end(self) -> None: ...
+    def _capture_begin(self) -> None: ...
+    def _capture_end(self) -> Capture: ...
+    def _capture_abort(self) -> None: ...
+    def _train(
+        self,
+        kind: int,
+        dst: Any,
+        *,
+        ids: Any = None,
+        src: Any = None,
+        src2: Any = None,
+        aux: Any = None,
+        rows: int = 0,
+        n: int = 0,
+        seq: int = 0,
+        table_rows: int = 0,
+        ld: int = 0,
+        off: int = 0,
+        accumulate: bool = False,
+        scale: float = 1.0,
+        dtype: Any = "float16",
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
+    def _adamw(
+        self,
+        p: Any,
+        m: Any,
+        v: Any,
+        g: Any,
+        words: Any,
+        n: int,
+        step_slot: int,
+        lr_slot: int,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        copy: Any = None,
+        dtype: Any = "bfloat16",
+        *,
+        wait_value: int = 0,
+        signal_value: int = 0,
+    ) -> None: ...
     def _layernorm(
         self,
         x: Any,

@@ -10,12 +10,13 @@ import numpy as np
 
 from . import _helios, elementwise, gemm
 from .attention import run_attention, run_attention_backward, time_attention, unsupported_sdpa_arguments
-from .dtypes import TENSOR_DTYPES, as_dtype, bfloat16, compute_dtype, float16, result_name, unwire, wire
+from .capture import Capture
+from .dtypes import FLOAT_DTYPES, as_dtype, bfloat16, compute_dtype, float16, int32, result_name, unwire, wire
 from .gemm import Chain
-from .launcher import launcher_device, launcher_info
+from .launcher import identities, launcher_device, launcher_info
 from .matmul_timing import out_dtype_name, time_matmul
 from .plan import Plan
-from .tensor import Tensor, float_array, like_inputs, ndim_of, new_tensor
+from .tensor import Tensor, float_array, index_array, like_inputs, ndim_of, new_tensor
 from .tune_cache import TunedChoice, attention_bucket
 from .validate import count, flag, real
 
@@ -199,7 +200,7 @@ class Device(_helios.Device):
     def _matmul_into(self, host_out: np.ndarray, a: Any, b: Any, c: Any, out_dtype: Any, variant: Optional[str],
                      kw: dict) -> np.ndarray:  # fmt: skip
         """matmul with NumPy's out=: the result written into host_out and returned."""
-        if not host_out.flags.writeable or host_out.dtype not in TENSOR_DTYPES:
+        if not host_out.flags.writeable or host_out.dtype not in FLOAT_DTYPES:
             raise TypeError(
                 f"out: a writeable float16, bfloat16 or float32 array, got {host_out.dtype}"
                 f"{'' if host_out.flags.writeable else ' (read-only)'}"
@@ -247,17 +248,16 @@ class Device(_helios.Device):
         """A Tensor holding a copy of a host array (NumPy, array-interface or DLPack
         object such as a torch CPU tensor, read without a host copy where its
         layout allows). dtype: float16 (default; a bfloat16 array stays bfloat16),
-        bfloat16 or float32 (names, NumPy or torch dtypes). out: an existing
+        bfloat16, float32, or int32 for integer data (names, NumPy or torch dtypes). out: an existing
         Tensor of this Device to write into (out.copy_(x)), e.g. a Chain's input.
         exportable: allocate memory CUDA can map (``torch.from_dlpack(t)`` shares it)."""
         if out is not None:
             if not isinstance(out, Tensor) or out.device is not self:
                 raise ValueError("upload: out must be a Tensor of this Device")
             return out.copy_(x)
-        arr = float_array(x, "upload", "upload")
-        if dtype is not None:
-            dt = as_dtype(dtype, "upload: dtype")
-        else:
+        dt = None if dtype is None else as_dtype(dtype, "upload: dtype")
+        arr = index_array(x, "upload") if dt == int32 else float_array(x, "upload", "upload")
+        if dt is None:
             dt = bfloat16 if arr.dtype == bfloat16 else float16
         if arr.ndim < 1 or arr.ndim > 4:
             raise ValueError(f"upload: 1-D to 4-D arrays, got shape {arr.shape}")
@@ -290,6 +290,14 @@ class Device(_helios.Device):
         if self.closed:
             raise _helios.DeviceClosedError("the Device is closed")
         return Chain(self)
+
+    def capture(self) -> Capture:
+        """A Capture: every operation called inside its with-block recorded once (not
+        run) into a submission of its own, replayed with capture.replay() (see
+        helios.Capture): a whole training step."""
+        if self.closed:
+            raise _helios.DeviceClosedError("the Device is closed")
+        return Capture(self)
 
     def plan(self, params: int = 0) -> Plan:
         """A Plan recording operations on Tensors once, for replays of one submission
@@ -462,27 +470,6 @@ class Device(_helios.Device):
 
 # The docstring names the activations from the one table that defines them.
 Device.matmul.__doc__ = (Device.matmul.__doc__ or "").replace("{ACTIVATION_DOC}", gemm.ACTIVATION_DOC)
-
-_identities: Optional[list[dict]] = None
-
-
-def identities() -> list[dict]:
-    """Per Vulkan device (in Vulkan's order): index, name, device_type, vendor_id,
-    uuid, pci_bus_id. Opened once per process."""
-    global _identities
-    if _identities is None:
-        out = []
-        for i in range(_helios.device_count()):
-            d = _helios.Device(i)
-            try:
-                info = d.info
-                out.append(
-                    {"index": i, **{k: info[k] for k in ("name", "device_type", "vendor_id", "uuid", "pci_bus_id")}}
-                )
-            finally:
-                d.close()
-        _identities = out
-    return _identities
 
 
 def _c_input(c: Any, beta_v: float, out: Any, final: Optional[tuple], shape: tuple, out_name: str) -> Any:

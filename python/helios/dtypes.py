@@ -3,7 +3,8 @@
 float16 and bfloat16 are the 16-bit input types of products and attention (each
 computes with fp32 accumulation; bfloat16 runs on bf16 cooperative matrices where
 the device has them, else on the scalar fp32 kernels, never as float16, whose
-range is smaller); float32 is an output and bias type. NumPy has no bfloat16, so
+range is smaller); float32 is an output and bias type; int32 holds token ids and targets (integer host
+data becomes a Tensor only as int32, asked for by name: never a silent conversion). NumPy has no bfloat16, so
 Helios uses ml_dtypes' (the one JAX and CuPy use): ``helios.bfloat16`` is that
 NumPy dtype. At the C layer a bfloat16 buffer travels as its 16-bit patterns
 (uint16 views), which is what :func:`wire` makes.
@@ -19,9 +20,11 @@ import numpy as np
 float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
+int32 = np.dtype(np.int32)  # token ids and targets (a training step's ops read them)
 
 INPUT_DTYPES = (float16, bfloat16)  # what the kernels multiply
-TENSOR_DTYPES = (float16, bfloat16, float32)  # what a Tensor holds
+FLOAT_DTYPES = (float16, bfloat16, float32)  # what a product or attention writes
+TENSOR_DTYPES = FLOAT_DTYPES + (int32,)  # what a Tensor holds
 # Host data an entry point takes: real floating point, rounded once to what the
 # kernel reads. Integer, bool, complex and object dtypes are a TypeError.
 HOST_FLOATS = (float16, bfloat16, float32, np.dtype(np.float64))
@@ -35,6 +38,8 @@ _NAMES = {
     "float32": float32,
     "f32": float32,
     "float": float32,
+    "int32": int32,
+    "i32": int32,
 }
 
 
@@ -58,7 +63,7 @@ def as_dtype(value: Any, what: str = "dtype", allowed: tuple = TENSOR_DTYPES) ->
 
 
 def name(dt: Any) -> str:
-    """The name the C layer takes: 'float16', 'bfloat16' or 'float32'."""
+    """The name the C layer takes: 'float16', 'bfloat16', 'float32' or 'int32'."""
     return np.dtype(dt).name
 
 

@@ -15,6 +15,8 @@ import platform
 import re
 from typing import Optional, Sequence
 
+from . import _helios
+
 LOCAL_RANK_VARS = ("SLURM_LOCALID", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
 RANK_VARS = ("SLURM_PROCID", "RANK", "OMPI_COMM_WORLD_RANK")
 WORLD_VARS = ("SLURM_NTASKS", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE")
@@ -117,3 +119,25 @@ def expand_out(path: str, uuid: str, info: Optional[dict]) -> str:
             f"--out {path!r}: unbalanced brace; placeholders are {{host}}, {{uuid}}, {{rank}}, {{local_rank}}"
         )
     return out
+
+
+_identities: Optional[list[dict]] = None
+
+
+def identities() -> list[dict]:
+    """Per Vulkan device (in Vulkan's order): index, name, device_type, vendor_id,
+    uuid, pci_bus_id. Opened once per process."""
+    global _identities
+    if _identities is None:
+        out = []
+        for i in range(_helios.device_count()):
+            d = _helios.Device(i)
+            try:
+                info = d.info
+                out.append(
+                    {"index": i, **{k: info[k] for k in ("name", "device_type", "vendor_id", "uuid", "pci_bus_id")}}
+                )
+            finally:
+                d.close()
+        _identities = out
+    return _identities

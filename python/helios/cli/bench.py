@@ -35,8 +35,8 @@ from .common_args import (
 
 def cmd_bench_devices(args: argparse.Namespace) -> int:
     """--devices: one child bench per GPU, then the fleet summary (helios/fleet.py)."""
-    from ..device import identities
     from ..harness.runs.fleet import device_indices, fleet_markdown, run_devices, summarize
+    from ..launcher import identities
 
     if not args.out:
         raise UsageError(

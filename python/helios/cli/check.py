@@ -20,8 +20,8 @@ def cmd_check_devices(args: argparse.Namespace) -> int:
     """--devices: the same fuzz (same seed, same shapes) on every GPU, concurrently."""
     import tempfile
 
-    from ..device import identities
     from ..harness.runs.fleet import device_indices, run_devices
+    from ..launcher import identities
 
     infos = identities()
     indices = device_indices(args.devices, infos)

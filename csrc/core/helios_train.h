@@ -1,0 +1,38 @@
+/* helios_train.h — a training step's ops besides products, attention and LayerNorm
+ * (train.c; train.comp and optim.comp): the embedding and its two gradients,
+ * cross-entropy with its gradient, column sums, and AdamW as an operation (its step
+ * count and learning rate read from a tensor of words). Each runs synchronously, ordered
+ * with CUDA (wait/signal values) or inside a group or a capture, like the others. */
+#ifndef HELIOS_TRAIN_H
+#define HELIOS_TRAIN_H
+
+#include "helios_plan.h"
+
+typedef enum hl_train_pass {
+    HL_TRAIN_EMBED = 0,         /* dst[r, c] = src[ids[r], c] + src2[r % seq, c] */
+    HL_TRAIN_TOKEN_GRAD = 1,    /* dst[v, c] (+)= sum over r with ids[r] == v of src[r, c] */
+    HL_TRAIN_POSITION_GRAD = 2, /* dst[t, c] (+)= sum over b of src[b seq + t, c] */
+    HL_TRAIN_CROSS_ENTROPY = 3, /* dst[r] = lse(src[r]) - src[r, ids[r]]; aux = (softmax - onehot) scale */
+    HL_TRAIN_COLUMN_SUM = 4,    /* dst[c] (+)= scale sum over r of src[r ld + off + c] */
+    HL_TRAIN_PASSES = 5
+} hl_train_pass;
+
+/* Every tensor fp32 except ids (int32) and the cross-entropy's src and aux (dtype:
+ * float16 or bfloat16); sizes as train.comp's header says. Ids outside the table (or
+ * targets outside the classes) make the rows that read them NaN. */
+typedef struct hl_train_args {
+    hl_tensor *ids, *src, *src2, *dst, *aux;
+    uint32_t rows, n, seq, table_rows, ld, off, accumulate;
+    float scale;
+    hl_dtype dtype;
+    uint64_t wait_value, signal_value; /* ordered with CUDA as hl_exec's */
+} hl_train_args;
+hl_status hl_train_op(hl_device *dev, hl_train_pass pass, const hl_train_args *a, hl_error *err);
+const char *hl_train_pass_name(hl_train_pass pass);
+
+/* AdamW (the plan op's arguments, helios_plan.h) as an operation: step_slot and lr_slot
+ * index the uint32 words of `words` (the step count; the learning rate's float32 bits). */
+hl_status hl_adamw(hl_device *dev, const hl_adamw_args *a, hl_tensor *words, uint64_t wait_value, uint64_t signal_value,
+                   hl_error *err);
+
+#endif

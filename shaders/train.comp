@@ -1,0 +1,158 @@
+#version 460
+// train.comp — the ops of a training step besides products, attention, LayerNorm and
+// the optimizer, one PASS each (fp32 arithmetic; int32 token ids):
+//   0 embedding: DST[r, c] = SRC[IDS[r], c] + SRC2[r % seq, c] (fp32 tables and rows;
+//     rows x n elements, one an invocation; an id outside the table: a NaN row)
+//   1 the token table's gradient: DST[v, c] (+)= the sum over rows r with IDS[r] == v,
+//     in increasing r, of SRC[r, c] (a workgroup a table row v; deterministic: no
+//     atomics on values)
+//   2 the position table's gradient: DST[t, c] (+)= sum over b of SRC[b seq + t, c]
+//   3 cross-entropy: a workgroup a row r of 16-bit logits SRC (n classes, IN_BF16):
+//     DST[r] = logsumexp(row) - row[IDS[r]] (fp32), and AUX = the row's gradient
+//     (softmax(row) - onehot(IDS[r])) * scale, 16-bit (AUX may be SRC itself: each
+//     element is read, then written by the invocation that read it)
+//   4 column sums: DST[c] (+)= scale * sum over r < rows of SRC[r ld + off + c] (fp32)
+// "(+)=": accumulate != 0 adds to what DST holds.
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#include "spec_train.glsl"
+#include "bf16.glsl"
+
+layout(local_size_x = 256) in;
+
+#include "push_train.glsl"  // the push words (shaders/layouts.py)
+
+layout(binding = BINDING_IDS) readonly buffer Ids { int ids[]; };
+layout(binding = BINDING_SRC) readonly buffer Src { float src[]; };
+layout(binding = BINDING_SRC) readonly buffer Src16 { uint16_t src16[]; };
+layout(binding = BINDING_SRC2) readonly buffer Src2 { float src2[]; };
+layout(binding = BINDING_DST) buffer Dst { float dst[]; };
+layout(binding = BINDING_AUX) writeonly buffer Aux16 { uint16_t aux16[]; };
+
+#define NAN uintBitsToFloat(0x7FC00000u)
+
+shared uint hits;
+shared uint hit[256];
+shared float red[256];
+
+uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
+uint flat_index() { return flat_group() * 256u + gl_LocalInvocationID.x; }
+
+void put(uint i, float v) { dst[i] = p.accumulate != 0u ? dst[i] + v : v; }
+
+float logit(uint i) {
+#ifdef IN_BF16
+    return bf16_to_f32(uint(src16[i]));
+#else
+    return float(uint16BitsToFloat16(src16[i]));
+#endif
+}
+
+uint16_t to16(float v) {
+#ifdef IN_BF16
+    return uint16_t(f32_to_bf16(v));
+#else
+    return float16BitsToUint16(float16_t(v));
+#endif
+}
+
+void embed() {
+    const uint i = flat_index();
+    if (i >= p.rows * p.n) return;
+    const uint r = i / p.n, c = i - r * p.n, id = uint(ids[r]);
+    dst[i] = id < p.table_rows ? src[id * p.n + c] + src2[(r % p.seq) * p.n + c] : NAN;
+}
+
+// Rows whose id is this workgroup's table row, 256 ids at a time: each invocation
+// tests one and flags a hit; where a chunk has any, every invocation adds the flagged
+// rows in increasing order over its columns.
+void token_grad() {
+    const uint v = flat_group(), t = gl_LocalInvocationID.x;
+    if (v >= p.table_rows) return;  // uniform over the workgroup
+    const uint cols = (p.n + 255u) / 256u;
+    float acc[MAX_COLS];
+    for (uint j = 0u; j < MAX_COLS; j++) acc[j] = 0.0;
+    for (uint base = 0u; base < p.rows; base += 256u) {
+        if (t == 0u) hits = 0u;
+        barrier();
+        const uint r = base + t;
+        const bool mine = r < p.rows && uint(ids[r]) == v;
+        hit[t] = mine ? 1u : 0u;
+        if (mine) atomicAdd(hits, 1u);
+        barrier();
+        if (hits != 0u) {
+            const uint end = min(256u, p.rows - base);
+            for (uint k = 0u; k < end; k++) {
+                if (hit[k] == 0u) continue;
+                const uint row = (base + k) * p.n;
+                for (uint j = 0u; j < cols; j++) {
+                    const uint c = t + 256u * j;
+                    if (c < p.n) acc[j] += src[row + c];
+                }
+            }
+        }
+        barrier();
+    }
+    for (uint j = 0u; j < cols; j++) {
+        const uint c = t + 256u * j;
+        if (c < p.n) put(v * p.n + c, acc[j]);
+    }
+}
+
+void position_grad() {
+    const uint i = flat_index();
+    if (i >= p.seq * p.n) return;
+    const uint t = i / p.n, c = i - t * p.n;
+    float acc = 0.0;
+    for (uint r = t; r < p.rows; r += p.seq) acc += src[r * p.n + c];
+    put(i, acc);
+}
+
+// The workgroup's max (op 0) or sum (op 1) of each invocation's v.
+float reduce(float v, uint op) {
+    const uint t = gl_LocalInvocationID.x;
+    red[t] = v;
+    barrier();
+    for (uint s = 128u; s > 0u; s >>= 1) {
+        if (t < s) red[t] = op == 0u ? max(red[t], red[t + s]) : red[t] + red[t + s];
+        barrier();
+    }
+    const float total = red[0];
+    barrier();
+    return total;
+}
+
+void cross_entropy() {
+    const uint r = flat_group(), t = gl_LocalInvocationID.x;
+    if (r >= p.rows) return;
+    const uint row = r * p.n, target = uint(ids[r]);
+    float m = -1.0 / 0.0;
+    for (uint c = t; c < p.n; c += 256u) m = max(m, logit(row + c));
+    m = reduce(m, 0u);
+    float s = 0.0;
+    for (uint c = t; c < p.n; c += 256u) s += exp(logit(row + c) - m);
+    s = reduce(s, 1u);
+    const float lse = target < p.n ? m + log(s) : NAN;  // a target outside the classes: a NaN row
+    if (t == 0u) dst[r] = lse - logit(row + min(target, p.n - 1u));
+    for (uint c = t; c < p.n; c += 256u) {
+        const float prob = exp(logit(row + c) - lse);
+        aux16[row + c] = to16((prob - (c == target ? 1.0 : 0.0)) * p.scale);
+    }
+}
+
+void column_sum() {
+    const uint c = flat_index();
+    if (c >= p.n) return;
+    float acc = 0.0;
+    for (uint r = 0u; r < p.rows; r++) acc += src[r * p.ld + p.off + c];
+    put(c, acc * p.scale);
+}
+
+void main() {
+    if (PASS == 0u) embed();
+    else if (PASS == 1u) token_grad();
+    else if (PASS == 2u) position_grad();
+    else if (PASS == 3u) cross_entropy();
+    else column_sum();
+}
