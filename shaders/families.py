@@ -472,7 +472,8 @@ FAMILIES = (
         "train.comp",
         None,
         (
-            # 0 embedding, 1 token table gradient, 2 position table gradient, 3 cross-entropy, 4 column sums
+            # 0 embedding, 1 token table gradient, 2 position table gradient, 3 cross-entropy, 4 column sums,
+            # 5 sums of squares
             Spec("PASS", "uint", "0", "e->pass"),
             Spec("MAX_COLS", "uint", "4", "e->cols_per_thread"),  # token table gradient: ceil(n / 256)
         ),

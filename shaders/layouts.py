@@ -188,6 +188,8 @@ OPTIM = Push(
         Word("beta2", "float"),
         Word("eps", "float"),
         Word("weight_decay", "float", "decoupled (AdamW's): p *= 1 - lr weight_decay"),
+        _U("clip_slot", doc="the word holding the gradients' squared norm's float32 bits (where max_norm > 0)"),
+        Word("max_norm", "float", "> 0: g scaled by min(1, max_norm / (norm + 1e-6)), torch's clip_grad_norm_"),
     ),
 )
 
@@ -205,6 +207,7 @@ TRAIN = Push(
         _U("off", doc="column sums: elements from the source binding's start"),
         _U("accumulate", doc="1: add to what the destination holds"),
         Word("scale", "float", "cross-entropy: the gradient's factor (1 / rows for a mean); column sums: the sum's"),
+        _U("dst_off", doc="column sums, sums of squares: elements from the destination binding's start"),
     ),
 )
 

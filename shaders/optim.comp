@@ -6,7 +6,8 @@
 //   p *= 1 - lr wd;  m += (1 - b1) (g - m);  v = b2 v + (1 - b2) g^2;
 //   p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // With p.copy, P16 = p rounded to 16 bits (nearest even; IN_BF16: bfloat16), the copy
-// the products read. fp32 arithmetic.
+// the products read. With max_norm > 0 the gradient is first clipped as torch's
+// clip_grad_norm_ does, from the squared norm of all gradients in a word. fp32 arithmetic.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -28,7 +29,9 @@ void main() {
     const uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
     if (i >= p.n) return;
     const float t = float(words[p.step_slot]), lr = uintBitsToFloat(words[p.lr_slot]);
-    const float g = g32[i];
+    float g = g32[i];
+    if (p.max_norm > 0.0)  // torch's clip_grad_norm_ over every gradient, its squared norm in a word
+        g *= min(1.0, p.max_norm / (sqrt(uintBitsToFloat(words[p.clip_slot])) + 1e-6));
     float w = p32[i] * (1.0 - lr * p.weight_decay);
     const float m = m32[i] + (1.0 - p.beta1) * (g - m32[i]);
     const float v = p.beta2 * v32[i] + (1.0 - p.beta2) * g * g;

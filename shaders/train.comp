@@ -11,7 +11,10 @@
 //     DST[r] = logsumexp(row) - row[IDS[r]] (fp32), and AUX = the row's gradient
 //     (softmax(row) - onehot(IDS[r])) * scale, 16-bit (AUX may be SRC itself: each
 //     element is read, then written by the invocation that read it)
-//   4 column sums: DST[c] (+)= scale * sum over r < rows of SRC[r ld + off + c] (fp32)
+//   4 column sums: DST[dst_off + c] (+)= scale * sum over r < rows of SRC[r ld + off + c]
+//     (fp32)
+//   5 sums of squares: DST[dst_off + w] = sum of SRC[i]^2 over the rows elements of
+//     workgroup w's chunk of SQ_CHUNK (fp32: a gradient norm's partial sums, in order)
 // "(+)=": accumulate != 0 adds to what DST holds.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -146,7 +149,19 @@ void column_sum() {
     if (c >= p.n) return;
     float acc = 0.0;
     for (uint r = 0u; r < p.rows; r++) acc += src[r * p.ld + p.off + c];
-    put(c, acc * p.scale);
+    put(p.dst_off + c, acc * p.scale);
+}
+
+const uint SQ_CHUNK = 4096u;
+
+void sum_squares() {
+    const uint w = flat_group(), t = gl_LocalInvocationID.x;
+    if (w * SQ_CHUNK >= p.rows) return;  // uniform over the workgroup
+    const uint end = min(p.rows, (w + 1u) * SQ_CHUNK);
+    float acc = 0.0;
+    for (uint i = w * SQ_CHUNK + t; i < end; i += 256u) acc += src[i] * src[i];
+    acc = reduce(acc, 1u);
+    if (t == 0u) dst[p.dst_off + w] = acc;
 }
 
 void main() {
@@ -154,5 +169,6 @@ void main() {
     else if (PASS == 1u) token_grad();
     else if (PASS == 2u) position_grad();
     else if (PASS == 3u) cross_entropy();
-    else column_sum();
+    else if (PASS == 4u) column_sum();
+    else sum_squares();
 }

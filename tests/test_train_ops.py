@@ -165,3 +165,32 @@ def test_bad_input(device):
         device._train(T.EMBED, f, ids=ids, src=f, src2=f, rows=4, n=8, seq=4, table_rows=4)
     with pytest.raises(ValueError, match="pass 9"):
         device._train(9, f, src=f, rows=4, n=8)
+
+
+def test_a_gradient_norm_and_clipping_as_torchs(device):
+    torch = pytest.importorskip("torch", reason="the oracle is torch.nn.utils.clip_grad_norm_ with AdamW")
+    rng = np.random.default_rng(13)
+    sizes = (5000, 17, 9000)
+    p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    g0 = [(rng.standard_normal(n) * 0.05).astype(np.float32) for n in sizes]
+    tps = [torch.nn.Parameter(torch.from_numpy(p.copy())) for p in p0]
+    for tp, g in zip(tps, g0):
+        tp.grad = torch.from_numpy(g.copy())
+    norm = torch.nn.utils.clip_grad_norm_(tps, 1.0)
+    torch.optim.AdamW(tps, lr=1e-2, foreach=False).step()
+    partial = device.empty((8,), "float32")
+    at = 0
+    gs = [_f32(device, g) for g in g0]
+    for g in gs:
+        at += T.sum_squares(g, partial, at)
+    words = device.upload(np.array([1, np.float32(1e-2).view(np.int32), 0], np.int32), dtype="int32")
+    T.column_sum(partial[:at].reshape(at, 1), words, at=2, n=1)
+    got_norm = float(np.sqrt(words.numpy()[2:].view(np.float32)[0]))
+    assert abs(got_norm - float(norm)) <= 1e-5 * float(norm)
+    assert float(norm) > 1.0  # the clipping applies
+    for p, g, tp in zip(p0, gs, tps):
+        hp = _f32(device, p)
+        z = _f32(device, np.zeros_like(p))
+        T.adamw(hp, z, _f32(device, np.zeros_like(p)), g, words, max_norm=1.0, norm_word=2)
+        res = helios.check_close(hp.numpy().astype(np.float64)[None], tp.detach().numpy().astype(np.float64)[None])
+        assert res.passed, res.line()

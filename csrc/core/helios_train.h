@@ -13,16 +13,19 @@ typedef enum hl_train_pass {
     HL_TRAIN_TOKEN_GRAD = 1,    /* dst[v, c] (+)= sum over r with ids[r] == v of src[r, c] */
     HL_TRAIN_POSITION_GRAD = 2, /* dst[t, c] (+)= sum over b of src[b seq + t, c] */
     HL_TRAIN_CROSS_ENTROPY = 3, /* dst[r] = lse(src[r]) - src[r, ids[r]]; aux = (softmax - onehot) scale */
-    HL_TRAIN_COLUMN_SUM = 4,    /* dst[c] (+)= scale sum over r of src[r ld + off + c] */
-    HL_TRAIN_PASSES = 5
+    HL_TRAIN_COLUMN_SUM = 4,    /* dst[dst_off + c] (+)= scale sum over r of src[r ld + off + c] */
+    HL_TRAIN_SUM_SQUARES = 5, /* dst[dst_off + w] = sum of src[i]^2 over chunk w of HL_TRAIN_SQ_CHUNK (rows elements) */
+    HL_TRAIN_PASSES = 6
 } hl_train_pass;
 
 /* Every tensor fp32 except ids (int32) and the cross-entropy's src and aux (dtype:
  * float16 or bfloat16); sizes as train.comp's header says. Ids outside the table (or
  * targets outside the classes) make the rows that read them NaN. */
+#define HL_TRAIN_SQ_CHUNK 4096u /* train.comp's SQ_CHUNK */
+
 typedef struct hl_train_args {
     hl_tensor *ids, *src, *src2, *dst, *aux;
-    uint32_t rows, n, seq, table_rows, ld, off, accumulate;
+    uint32_t rows, n, seq, table_rows, ld, off, accumulate, dst_off;
     float scale;
     hl_dtype dtype;
     uint64_t wait_value, signal_value; /* ordered with CUDA as hl_exec's */
@@ -31,8 +34,16 @@ hl_status hl_train_op(hl_device *dev, hl_train_pass pass, const hl_train_args *a
 const char *hl_train_pass_name(hl_train_pass pass);
 
 /* AdamW (the plan op's arguments, helios_plan.h) as an operation: step_slot and lr_slot
- * index the uint32 words of `words` (the step count; the learning rate's float32 bits). */
-hl_status hl_adamw(hl_device *dev, const hl_adamw_args *a, hl_tensor *words, uint64_t wait_value, uint64_t signal_value,
-                   hl_error *err);
+ * index the uint32 words of `words` (the step count; the learning rate's float32 bits);
+ * max_norm > 0 clips the gradient first as torch's clip_grad_norm_, from the squared norm
+ * of every gradient whose float32 bits are words[clip_slot]. */
+typedef struct hl_adamw_op {
+    hl_adamw_args a;
+    hl_tensor *words;
+    uint32_t clip_slot;
+    float max_norm;
+    uint64_t wait_value, signal_value;
+} hl_adamw_op;
+hl_status hl_adamw(hl_device *dev, const hl_adamw_op *op, hl_error *err);
 
 #endif

@@ -10,8 +10,8 @@
 #define TRAIN_THREADS 256u
 #define TRAIN_MAX_COLS 32u /* the token table gradient's columns an invocation holds: n <= 8192 */
 
-static const char *const pass_names[HL_TRAIN_PASSES] = {"embedding", "token table gradient", "position table gradient",
-                                                        "cross-entropy", "column sum"};
+static const char *const pass_names[HL_TRAIN_PASSES] = {
+    "embedding", "token table gradient", "position table gradient", "cross-entropy", "column sum", "sum of squares"};
 
 const char *hl_train_pass_name(hl_train_pass pass) {
     return (unsigned)pass < HL_TRAIN_PASSES ? pass_names[pass] : "unknown pass";
@@ -77,10 +77,14 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
             if (a->ld < n || last >= UINT32_MAX)
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                                "%s: ld (%u) must be at least n (%u), within 32-bit indexing", who, a->ld, a->n);
-            bytes[1] = last * 4, bytes[3] = n * 4;
+            bytes[1] = last * 4, bytes[3] = ((uint64_t)a->dst_off + n) * 4;
             *groups = (n + TRAIN_THREADS - 1) / TRAIN_THREADS;
             return HL_OK;
         }
+        case HL_TRAIN_SUM_SQUARES:
+            *groups = (rows + HL_TRAIN_SQ_CHUNK - 1) / HL_TRAIN_SQ_CHUNK;
+            bytes[1] = rows * 4, bytes[3] = ((uint64_t)a->dst_off + *groups) * 4;
+            return HL_OK;
         default:
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "train: pass %d is not one of 0..%d", (int)pass,
                            HL_TRAIN_PASSES - 1);
@@ -120,7 +124,8 @@ hl_status hl_train_op(hl_device *dev, hl_train_pass pass, const hl_train_args *a
                                   .ld = a->ld,
                                   .off = a->off,
                                   .accumulate = a->accumulate != 0,
-                                  .scale = a->scale};
+                                  .scale = a->scale,
+                                  .dst_off = a->dst_off};
     /* A slot the pass does not use binds dst, with no bytes (never a hazard). */
     hl_operand ops[HL_BIND_TRAIN_COUNT];
     for (uint32_t i = 0; i < HL_BIND_TRAIN_COUNT; i++)
@@ -135,19 +140,24 @@ fail:
     return st;
 }
 
-hl_status hl_adamw(hl_device *dev, const hl_adamw_args *a, hl_tensor *words, uint64_t wait_value, uint64_t signal_value,
-                   hl_error *err) {
+hl_status hl_adamw(hl_device *dev, const hl_adamw_op *op, hl_error *err) {
     hl_status st = HL_OK;
     static const char *who = "adamw";
-    if (!words) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: words is a required tensor", who);
-    const uint64_t n_words = hl_tensor_bytes(words) / 4;
+    const hl_adamw_args *a = &op->a;
+    if (!op->words) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: words is a required tensor", who);
+    const uint64_t n_words = hl_tensor_bytes(op->words) / 4;
+    if (!(op->max_norm >= 0.0f) || (op->max_norm > 0.0f && op->clip_slot >= n_words))
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: max_norm must be >= 0, its word (%u) one of the %llu words",
+                       who, op->clip_slot, (unsigned long long)n_words);
     hl_plan_step s;
     HL_TRY(hl_adamw_step(dev, a, n_words > UINT32_MAX ? UINT32_MAX : (uint32_t)n_words, who, &s, err));
-    HL_TRY(hl_check_tensor(dev, words, n_words * 4, who, "words", err));
+    HL_TRY(hl_check_tensor(dev, op->words, n_words * 4, who, "words", err));
     hl_dispatch_plan pl = {.pipe = s.pipe[0], .grid = {s.grid[0][0], s.grid[0][1]}, .pc = s.pc[0]};
+    pl.pc.optim.clip_slot = op->clip_slot;
+    pl.pc.optim.max_norm = op->max_norm;
     hl_tensor *const slots[HL_BIND_OPTIM_COUNT] = {
-        [HL_BIND_OPTIM_PARAMS] = words, [HL_BIND_OPTIM_P] = a->p, [HL_BIND_OPTIM_M] = a->m,
-        [HL_BIND_OPTIM_V] = a->v,       [HL_BIND_OPTIM_G] = a->g, [HL_BIND_OPTIM_P16] = a->copy ? a->copy : a->g};
+        [HL_BIND_OPTIM_PARAMS] = op->words, [HL_BIND_OPTIM_P] = a->p, [HL_BIND_OPTIM_M] = a->m,
+        [HL_BIND_OPTIM_V] = a->v,           [HL_BIND_OPTIM_G] = a->g, [HL_BIND_OPTIM_P16] = a->copy ? a->copy : a->g};
     const uint64_t n4 = (uint64_t)a->n * 4;
     const uint64_t sizes[HL_BIND_OPTIM_COUNT] = {[HL_BIND_OPTIM_PARAMS] = n_words * 4,
                                                  [HL_BIND_OPTIM_P] = n4,
@@ -162,7 +172,7 @@ hl_status hl_adamw(hl_device *dev, const hl_adamw_args *a, hl_tensor *words, uin
                               .slot = (int)i,
                               .access =
                                   i == HL_BIND_OPTIM_PARAMS || i == HL_BIND_OPTIM_G ? HL_ACCESS_READ : HL_ACCESS_WRITE};
-    const hl_exec_timing timing = {.wait_value = wait_value, .signal_value = signal_value};
+    const hl_exec_timing timing = {.wait_value = op->wait_value, .signal_value = op->signal_value};
     return hl_exec_kernel(dev, ops, HL_BIND_OPTIM_COUNT, hl_record_dispatch, &pl, &timing, who, NULL, err);
 fail:
     return st;

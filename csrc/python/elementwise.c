@@ -136,21 +136,21 @@ static hl_status call_train(hl_device *dev, const void *c, hl_error *err) {
 }
 
 /* _train(pass, dst, *, ids=None, src=None, src2=None, aux=None, rows=0, n=0, seq=0,
- *        table_rows=0, ld=0, off=0, accumulate=False, scale=1.0, dtype="float16",
+ *        table_rows=0, ld=0, off=0, accumulate=False, scale=1.0, dtype="float16", dst_off=0,
  *        wait_value=0, signal_value=0) -> None: one of train.comp's passes (helios_train.h). */
 PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kind",       "dst",   "ids",   "src",        "src2",         "aux",
-                             "rows",       "n",     "seq",   "table_rows", "ld",           "off",
-                             "accumulate", "scale", "dtype", "wait_value", "signal_value", NULL};
+    static char *kwlist[] = {"kind",  "dst",     "ids",        "src",          "src2", "aux",        "rows",
+                             "n",     "seq",     "table_rows", "ld",           "off",  "accumulate", "scale",
+                             "dtype", "dst_off", "wait_value", "signal_value", NULL};
     PyObject *dsto, *o[4] = {Py_None, Py_None, Py_None, Py_None}, *dto = NULL;
     train_call c = {0};
     unsigned int pass;
     int accumulate = 0;
     double scale = 1.0;
     unsigned long long wait_value = 0, signal_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IO|$OOOOIIIIIIpdOKK:_train", kwlist, &pass, &dsto, &o[0], &o[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IO|$OOOOIIIIIIpdOIKK:_train", kwlist, &pass, &dsto, &o[0], &o[1],
                                      &o[2], &o[3], &c.a.rows, &c.a.n, &c.a.seq, &c.a.table_rows, &c.a.ld, &c.a.off,
-                                     &accumulate, &scale, &dto, &wait_value, &signal_value))
+                                     &accumulate, &scale, &dto, &c.a.dst_off, &wait_value, &signal_value))
         return NULL;
     c.a.dtype = HL_F16;
     if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;
@@ -167,33 +167,24 @@ PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds) {
     return run_core(self, call_train, &c);
 }
 
-typedef struct {
-    hl_adamw_args a;
-    hl_tensor *words;
-    uint64_t wait_value, signal_value;
-} adamw_call;
-
-static hl_status call_adamw(hl_device *dev, const void *c, hl_error *err) {
-    const adamw_call *w = c;
-    return hl_adamw(dev, &w->a, w->words, w->wait_value, w->signal_value, err);
-}
+static hl_status call_adamw(hl_device *dev, const void *c, hl_error *err) { return hl_adamw(dev, c, err); }
 
 /* _adamw(p, m, v, g, words, n, step_slot, lr_slot, beta1, beta2, eps, weight_decay, copy=None,
- *        dtype="bfloat16", *, wait_value=0, signal_value=0) -> None */
+ *        dtype="bfloat16", *, clip_slot=0, max_norm=0.0, wait_value=0, signal_value=0) -> None */
 PyObject *Device_adamw(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"p",     "m",     "v",          "g",
-                             "words", "n",     "step_slot",  "lr_slot",
-                             "beta1", "beta2", "eps",        "weight_decay",
-                             "copy",  "dtype", "wait_value", "signal_value",
+    static char *kwlist[] = {"p",         "m",       "v",         "g",        "words",      "n",
+                             "step_slot", "lr_slot", "beta1",     "beta2",    "eps",        "weight_decay",
+                             "copy",      "dtype",   "clip_slot", "max_norm", "wait_value", "signal_value",
                              NULL};
     PyObject *o[5], *co = Py_None, *dto = NULL;
-    adamw_call c = {0};
-    double b1, b2, eps, wd;
+    hl_adamw_op c = {0};
+    double b1, b2, eps, wd, max_norm = 0.0;
     unsigned long long wait_value = 0, signal_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIIdddd|OO$KK:_adamw", kwlist, &o[0], &o[1], &o[2], &o[3], &o[4],
-                                     &c.a.n, &c.a.step_slot, &c.a.lr_slot, &b1, &b2, &eps, &wd, &co, &dto, &wait_value,
-                                     &signal_value))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIIdddd|OO$IdKK:_adamw", kwlist, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &c.a.n, &c.a.step_slot, &c.a.lr_slot, &b1, &b2, &eps, &wd, &co, &dto,
+                                     &c.clip_slot, &max_norm, &wait_value, &signal_value))
         return NULL;
+    c.max_norm = (float)max_norm;
     c.a.dtype = HL_BF16;
     if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;
     hl_tensor **slots[5] = {&c.a.p, &c.a.m, &c.a.v, &c.a.g, &c.words};

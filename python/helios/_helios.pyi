@@ -168,6 +168,7 @@ class Device:
         accumulate: bool = False,
         scale: float = 1.0,
         dtype: Any = "float16",
+        dst_off: int = 0,
         wait_value: int = 0,
         signal_value: int = 0,
     ) -> None: ...
@@ -188,6 +189,8 @@ class Device:
         copy: Any = None,
         dtype: Any = "bfloat16",
         *,
+        clip_slot: int = 0,
+        max_norm: float = 0.0,
         wait_value: int = 0,
         signal_value: int = 0,
     ) -> None: ...

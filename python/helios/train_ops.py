@@ -10,6 +10,8 @@ other operation (synchronously, inside a group, or recorded into a capture).
   logits' gradient (softmax - onehot) * scale
 - ``column_sum(x, out, scale)``: out = scale * x.sum(0) (bias and LayerNorm gradients,
   the mean loss)
+- ``sum_squares(x, out, at)``: out[at + w] = the sum of squares of x's w-th chunk of
+  SQ_CHUNK elements (a gradient norm's partial sums)
 - ``adamw(p, m, v, g, words, ...)``: torch.optim.AdamW's update, its step count and
   learning rate read from ``words`` (int32: [step, float32 bits of lr])
 """
@@ -22,7 +24,8 @@ from .dtypes import bfloat16, float16, float32, int32
 from .tensor import Tensor
 from .validate import count, real
 
-EMBED, TOKEN_GRAD, POSITION_GRAD, CROSS_ENTROPY, COLUMN_SUM = range(5)  # train.comp's passes
+EMBED, TOKEN_GRAD, POSITION_GRAD, CROSS_ENTROPY, COLUMN_SUM, SUM_SQUARES = range(6)  # train.comp's passes
+SQ_CHUNK = 4096  # elements a sum of squares' partial covers (train.comp)
 
 
 def _tensor(op: str, name: str, t: Any, dtypes: tuple, ndim: Optional[int] = None) -> Tensor:
@@ -109,13 +112,18 @@ def cross_entropy(logits: Tensor, targets: Tensor, losses: Tensor, grad: Tensor,
     )
 
 
-def column_sum(x: Tensor, out: Tensor, scale: float = 1.0, accumulate: bool = False, start: int = 0) -> Tensor:
-    """out (n,) fp32 (+)= scale * x[:, start:start + n].sum(0) for x (rows, cols) fp32."""
+def column_sum(
+    x: Tensor, out: Tensor, scale: float = 1.0, accumulate: bool = False, start: int = 0, n: Optional[int] = None,
+    at: int = 0,
+) -> Tensor:  # fmt: skip
+    """out[at:at + n] (fp32, or an int32 tensor of words taking float32 bits) (+)= scale *
+    x[:, start:start + n].sum(0) for x (rows, cols) fp32; n: out's size less at by default."""
     op = "column_sum"
     src = _tensor(op, "x", x, (float32,), 2)
     rows, cols = src.shape
-    o = _tensor(op, "out", out, (float32,), 1)
-    n = o.shape[0]
+    o = _tensor(op, "out", out, (float32, int32), 1)
+    at = count(f"{op}: at", at, 0, o.shape[0] - 1)
+    n = o.shape[0] - at if n is None else count(f"{op}: n", n, 1, o.shape[0] - at)
     start = count(f"{op}: start", start, 0, cols - 1)
     if start + n > cols:
         raise ValueError(f"{op}: columns {start}..{start + n} of x {src.shape}")
@@ -129,8 +137,22 @@ def column_sum(x: Tensor, out: Tensor, scale: float = 1.0, accumulate: bool = Fa
         off=start,
         scale=real(f"{op}: scale", scale),
         accumulate=accumulate,
+        dst_off=at,
     )
     return out
+
+
+def sum_squares(x: Tensor, out: Tensor, at: int = 0) -> int:
+    """out[at + w] = the sum of squares of x's w-th chunk of SQ_CHUNK elements (x fp32);
+    returns the number of chunks written."""
+    op = "sum_squares"
+    src = _tensor(op, "x", x, (float32,))
+    o = _tensor(op, "out", out, (float32,), 1)
+    chunks = -(-src.size // SQ_CHUNK)
+    if at + chunks > o.shape[0]:
+        raise ValueError(f"{op}: {chunks} partial sums from {at} do not fit out {o.shape}")
+    src.device._train(SUM_SQUARES, o, src=src, rows=src.size, n=1, dst_off=count(f"{op}: at", at, 0, 2**31))
+    return chunks
 
 
 def adamw(
@@ -146,11 +168,15 @@ def adamw(
     copy: Optional[Tensor] = None,
     step_word: int = 0,
     lr_word: int = 1,
+    max_norm: float = 0.0,
+    norm_word: int = 2,
 ) -> None:
     """torch.optim.AdamW's update of the fp32 parameters p with their moments m, v from
     the gradient g (all fp32, one size), at the step count words[step_word] (1 on the
     first step) and the learning rate whose float32 bits are words[lr_word] (words:
-    int32, written before each replay); copy (float16 or bfloat16): p rounded to it."""
+    int32, written before each replay); copy (float16 or bfloat16): p rounded to it.
+    max_norm > 0: g first scaled by min(1, max_norm / (norm + 1e-6)) where norm**2 is the
+    float32 in words[norm_word] (torch's clip_grad_norm_ over every gradient)."""
     op = "adamw"
     for name, t in (("p", p), ("m", m), ("v", v), ("g", g)):
         _tensor(op, name, t, (float32,))
@@ -178,4 +204,6 @@ def adamw(
         real(f"{op}: weight_decay", weight_decay),
         copy,
         dt,
+        clip_slot=count(f"{op}: norm_word", norm_word, 0, words.size - 1) if max_norm else 0,
+        max_norm=real(f"{op}: max_norm", max_norm),
     )
