@@ -194,6 +194,13 @@ class TrainingStep:
             variant=self.dev._pick(None, m, n, k, dt),
         )  # fmt: skip
 
+    def _copy(self, name: str) -> Tensor:
+        """The 16-bit copy of a product's weight."""
+        copy = self.state[name].copy
+        if copy is None:
+            raise ValueError(f"TrainingStep: {name} has no 16-bit copy (the products read one)")
+        return copy
+
     def _bias_grad(self, g16: Tensor, name: str) -> None:
         out = self.state[name].g
         self._product(self._ones, g16, out.reshape(1, out.size))
@@ -238,44 +245,44 @@ class TrainingStep:
             self._norm(stream, p + "ln1", a.h1, a.st1, branch, a.stream)
             stream = stream if branch is None else a.stream
             a.stream_in = stream
-            self._product(a.h1, st[p + "qkv.weight"].copy, a.qkv, tb=True, bias=st[p + "qkv.bias"].p)
+            self._product(a.h1, self._copy(p + "qkv.weight"), a.qkv, tb=True, bias=st[p + "qkv.bias"].p)
             self._attention(a.qkv, a.merged, a.lse)
-            self._product(a.merged, st[p + "proj.weight"].copy, a.attn, tb=True, bias=st[p + "proj.bias"].p)
+            self._product(a.merged, self._copy(p + "proj.weight"), a.attn, tb=True, bias=st[p + "proj.bias"].p)
             self._norm(stream, p + "ln2", a.h2, a.st2, a.attn, a.mid)
-            self._product(a.h2, st[p + "up.weight"].copy, a.z, tb=True, bias=st[p + "up.bias"].p)
+            self._product(a.h2, self._copy(p + "up.weight"), a.z, tb=True, bias=st[p + "up.bias"].p)
             self.dev._activation(a.z, a.act, a.z.size, activation_code("gelu"), s.dtype, None)
-            self._product(a.act, st[p + "down.weight"].copy, a.y, tb=True, bias=st[p + "down.bias"].p)
+            self._product(a.act, self._copy(p + "down.weight"), a.y, tb=True, bias=st[p + "down.bias"].p)
             stream, branch = a.mid, a.y
         self._norm(stream, "lnf", f["hf"], f["stats"], branch, f["stream"])
         self._final_in = stream if branch is None else f["stream"]
-        self._product(f["hf"], st["tok.weight"].copy, f["logits"], tb=True)
+        self._product(f["hf"], self._copy("tok.weight"), f["logits"], tb=True)
         T.cross_entropy(f["logits"], self.targets, self.losses, f["logits"], 1.0 / s.rows)
         T.column_sum(self.losses.reshape(s.rows, 1), self.loss, scale=1.0 / s.rows)
 
     def _backward(self) -> None:
         s, st, f, g = self.shape, self.state, self._f, self._g
         dlogits = f["logits"]  # the cross-entropy wrote the gradient over the logits
-        self._product(dlogits, st["tok.weight"].copy, g.gh)  # d(hf)
+        self._product(dlogits, self._copy("tok.weight"), g.gh)  # d(hf)
         self._product(dlogits, f["hf"], st["tok.weight"].g, ta=True)  # the tied head's part of the table's gradient
         g_stream, g_branch = g.stream[0], g.branch[0]
         self._norm_backward(g.gh, self._final_in, f["stats"], "lnf", g_stream, g_branch, None)
         for i in reversed(range(s.layers)):
             a, p = self._acts[i], f"blocks.{i}."
             # the MLP: g_branch is the gradient of its output y
-            self._product(g_branch, st[p + "down.weight"].copy, g.gh4)
+            self._product(g_branch, self._copy(p + "down.weight"), g.gh4)
             self._product(g_branch, a.act, st[p + "down.weight"].g, ta=True)
             self._bias_grad(g_branch, p + "down.bias")
             self.dev._activation(a.z, g.gz, a.z.size, activation_code("gelu"), s.dtype, g.gh4)
-            self._product(g.gz, st[p + "up.weight"].copy, g.gh)
+            self._product(g.gz, self._copy(p + "up.weight"), g.gh)
             self._product(g.gz, a.h2, st[p + "up.weight"].g, ta=True)
             self._bias_grad(g.gz, p + "up.bias")
             self._norm_backward(g.gh, a.mid, a.st2, p + "ln2", g.mid, g.attn, g_stream)
             # the attention: g.attn is the gradient of its output projection's output
-            self._product(g.attn, st[p + "proj.weight"].copy, g.merged)
+            self._product(g.attn, self._copy(p + "proj.weight"), g.merged)
             self._product(g.attn, a.merged, st[p + "proj.weight"].g, ta=True)
             self._bias_grad(g.attn, p + "proj.bias")
             self._attention(a.qkv, a.merged, a.lse, backward=(g.merged, g.qkv))
-            self._product(g.qkv, st[p + "qkv.weight"].copy, g.gh)
+            self._product(g.qkv, self._copy(p + "qkv.weight"), g.gh)
             self._product(g.qkv, a.h1, st[p + "qkv.weight"].g, ta=True)
             self._bias_grad(g.qkv, p + "qkv.bias")
             nxt = 1 - g.stream.index(g_stream)
