@@ -162,7 +162,11 @@ class TrainingStep:
         if targets is not None:
             self.targets.copy_(np.reshape(np.asarray(targets), -1))
         self.words.copy_(self.step_words(lr))
-        run = self.record() if eager else self.capture.replay()
+        run = None
+        if eager:
+            self.record()
+        else:
+            run = self.capture.replay()
         self.steps += 1
         return run
 
