@@ -114,9 +114,11 @@ class AdamWSettings:
 
 class TrainingStep:
     """The step of GPTShape `shape` over `state`, recorded into one Capture at
-    construction (nothing runs then); ``step()`` replays it."""
+    construction (nothing runs then); ``step()`` replays it. exportable: the batch, the
+    words and the loss in memory CUDA maps (helios.torch.training_plan's)."""
 
-    def __init__(self, dev: Any, shape: GPTShape, state: TrainState, optim: AdamWSettings = AdamWSettings()) -> None:
+    def __init__(self, dev: Any, shape: GPTShape, state: TrainState, optim: AdamWSettings = AdamWSettings(),
+                 exportable: bool = False) -> None:  # fmt: skip
         missing = sorted({n for n, _ in shape.parameters()} - set(state))
         if missing:
             raise ValueError(f"TrainingStep: the state has no {missing[:3]}{'...' if len(missing) > 3 else ''}")
@@ -124,10 +126,12 @@ class TrainingStep:
             raise ValueError(f"TrainingStep: d {shape.d} is not a multiple of heads {shape.heads}")
         self.dev, self.shape, self.state, self.optim = dev, shape, state, optim
         r, d, dt = shape.rows, shape.d, shape.dtype
-        self.ids = dev.empty((shape.batch, shape.seq), "int32")
-        self.targets = dev.empty((r,), "int32")
-        self.words = dev.upload(np.zeros(WORDS, np.int32), dtype="int32")
-        self.loss = dev.empty((1,), "float32")
+        # the batch, the words and the loss: exportable where torch reads and writes them (DLPack)
+        self.ids = dev.empty((shape.batch, shape.seq), "int32", exportable=exportable)
+        self.targets = dev.empty((r,), "int32", exportable=exportable)
+        self.words = dev.empty((WORDS,), "int32", exportable=exportable)
+        self.words.copy_(np.zeros(WORDS, np.int32))
+        self.loss = dev.empty((1,), "float32", exportable=exportable)
         self.losses = dev.empty((r,), "float32")
         self._ones = dev.upload(np.ones((1, r), np.float32), dtype=dt)  # a bias gradient: ones @ G
         self._acts = [_LayerActs(dev, shape) for _ in range(shape.layers)]

@@ -58,7 +58,8 @@ operands and results live), ``_group`` (ops recorded as one ordered group),
 ``_blocks`` and ``_functions`` (the blocks' ops and their autograd functions),
 ``_library`` (the single ops as torch custom operators),
 ``_params``, ``_casts`` and ``_decoder`` (the decoder stack), ``_ops`` (the
-public functions and their operand checks).
+public functions and their operand checks), ``_training`` (``training_plan``: a whole
+training step as one Helios capture, one crossing each way a step).
 
 ``torch.compile``: ``matmul``, ``linear`` and ``attention`` are torch custom
 operators (``torch.ops.helios.*``, ``_library``): ``torch.compile(model,
@@ -74,6 +75,7 @@ from ._ops import attention, ddp_comm_hook, decoder, linear, matmul, mlp, self_a
 from ._params import LAYER_PARAMS
 from ._staging import memory_pool, to_helios
 from ._state import MAX_POOLED, device_for, ordering
+from ._training import TrainingPlan, training_plan
 
 __all__ = [
     "LAYER_PARAMS",
@@ -89,4 +91,6 @@ __all__ = [
     "ordering",
     "self_attention",
     "to_helios",
+    "TrainingPlan",
+    "training_plan",
 ]

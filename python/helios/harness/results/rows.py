@@ -172,7 +172,7 @@ class TrainRow:
     An adapter fills it as it runs: its gate, then the timed steps' numbers, or why it
     stopped (status, error_log)."""
 
-    adapter: str = col("str", "torch_eager, torch_compile, helios, helios_blocks or helios_per_op", required=True)
+    adapter: str = col("str", "torch_eager, torch_compile, helios, helios_plan, helios_blocks or helios_per_op", required=True)
     ops: str = col("str", "the ops the adapter's model calls", default=ABSENT)
     gate: dict = col("object", "the first step against torch_eager's: loss and gradient errors, passed", default=ABSENT)
     status: str = col("str", "ok, non-finite, gate failed, skipped or error: why", default=ABSENT)

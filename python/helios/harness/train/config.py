@@ -10,9 +10,9 @@ import numpy as np
 
 from ... import _helios
 
-TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_blocks", "helios_per_op")
-DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:3]  # helios_blocks, helios_per_op: asked for by name (grouping's comparison)
-HELIOS_ADAPTERS = {"helios", "helios_blocks", "helios_per_op"}
+TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_plan", "helios_blocks", "helios_per_op")
+DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:4]  # helios_blocks, helios_per_op: asked for by name (grouping's comparison)
+HELIOS_ADAPTERS = {"helios", "helios_plan", "helios_blocks", "helios_per_op"}
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "seq": 32, "batch": 2, "vocab": 96, "steps": 6, "warmup_steps": 2}
 GATE_LOSS_RTOL = 0.02  # bf16 products: a first-step loss within 2% of torch's
 GATE_GRAD_RTOL = 0.10  # and every gradient within 10% (relative norm of the difference)

@@ -18,7 +18,7 @@ from ... import _helios
 from ..protocol.provenance import provenance
 from ..results.rows import TRAIN_SCHEMA, TrainRow
 from ..results.schema import written_row
-from . import adapters
+from . import adapters, plan_adapter
 from .config import (
     GATE_GRAD_RTOL,
     GATE_LOSS_RTOL,
@@ -75,6 +75,17 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         try:
             if adapter == "torch_compile" and _compile_skipped(row, dev):
                 continue
+            if adapter == "helios_plan":
+                if ddp:
+                    row["status"] = "skipped: helios_plan runs one process (no gradient all-reduce yet)"
+                    continue
+                model = fresh()
+                curve = _plan_row(row, cfg, model, state0, batch, (ref_grads, ref_loss_v), cuda, log, rank)
+                if row["status"] != "ok":
+                    result["status"] = "failed"
+                if eager_curve is not None and curve:
+                    row["loss_max_rel_dev_vs_eager"] = _max_deviation(cfg, curve, eager_curve)
+                continue
             ops = adapters.ops_for(adapter, cuda)
             row["ops"] = ops.name
             model = fresh()
@@ -114,6 +125,26 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
     if ddp:
         torch.distributed.destroy_process_group()
     return result
+
+
+def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Callable, ref: tuple, cuda: bool,
+              log: Callable[[str], None], rank: int) -> list[float]:  # fmt: skip
+    """The helios_plan adapter's row (plan_adapter): recorded, gated on its first step,
+    reset to the initial weights, timed; returns its loss curve ([] where the gate failed)."""
+    row["ops"] = "helios capture (one submission a step)"
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    x0, y0 = batch(0)
+    plan = plan_adapter.make_plan(model, opt, x0, y0, cuda)
+    row["gate"] = gate_verdict(*plan_adapter.first_step(plan, model, x0, y0), *ref)
+    if not row["gate"]["passed"]:
+        row["status"] = "gate failed"
+        return []
+    plan.reset(state0)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    tracer = _Tracer(torch, cuda, cfg, "helios_plan", rank)
+    steps = plan_adapter.timed_plan_steps(cfg, plan, batch, cuda, log, tracer)
+    return _summarize(row, cfg, steps, 1, False, cuda)
 
 
 def _failed(row: dict, e: Exception, tracer: Optional["_Tracer"], result: dict) -> None:
@@ -205,12 +236,16 @@ def _gate(fwd: Any, model: Any, x0: Any, y0: Any, ops: Any, ref_grads: dict, ref
     """The adapter's first step (loss and every gradient) against torch_eager's."""
     loss = fwd(x0, y0, ops)
     loss.backward()
-    g = _grads(model)
-    worst = max(float((g[n] - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
-    loss_err = abs(float(loss.detach()) - ref_loss_v) / abs(ref_loss_v)
-    finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(float(loss.detach()))
+    return gate_verdict(float(loss.detach()), _grads(model), ref_grads, ref_loss_v)
+
+
+def gate_verdict(loss: float, g: dict, ref_grads: dict, ref_loss_v: float) -> dict:
+    """A first step's loss and gradients against torch_eager's: the gate's row entry."""
+    worst = max(float((g[n].float() - ref_grads[n]).norm() / (ref_grads[n].norm() + 1e-12)) for n in ref_grads)
+    loss_err = abs(loss - ref_loss_v) / abs(ref_loss_v)
+    finite = all(bool(torch.isfinite(t).all()) for t in g.values()) and math.isfinite(loss)
     return {
-        "loss": float(loss.detach()),
+        "loss": loss,
         "loss_rel_err": loss_err,
         "worst_grad_rel_err": worst,
         "finite": finite,

@@ -1,0 +1,190 @@
+"""``training_plan``: a torch model's whole training step (forward, backward, loss,
+gradient clipping and AdamW) as one Helios capture, replayed per step with one
+crossing from CUDA into Vulkan and one back (helios.train_step)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from ..train_step import AdamWSettings, GPTShape, ParamState, TrainingStep
+from ._state import cuda_ordinal, device_for, ordering
+
+
+class TrainingPlan:
+    """What ``training_plan`` returns: ``plan(batch, targets)`` runs one step and
+    returns the loss (a CUDA tensor, read by the host only when asked). After a step the
+    model's parameters, their ``.grad`` and the optimizer's moments hold what torch's
+    own step would leave (gradients before clipping), in memory both APIs share."""
+
+    def __init__(self, step: TrainingStep, model: Any, optimizer: Any, views: dict) -> None:
+        self.step, self.model, self.optimizer = step, model, optimizer
+        self._ids, self._targets, self._words, self._loss = (
+            views["ids"],
+            views["targets"],
+            views["words"],
+            views["loss"],
+        )
+        self._step_count = views["step_count"]
+        self._params: dict = views["params"]  # name -> (parameter, gradient, moments, 16-bit copy): torch views
+
+    def reset(self, state_dict: dict) -> None:
+        """Parameters from `state_dict` (torch's names), gradients and moments zero, step
+        count 0: the state a fresh model and optimizer start from (into the same memory)."""
+        with torch.no_grad():
+            for name, (p, g, m, v, copy) in self._params.items():
+                p.copy_(state_dict[name])
+                for t in (g, m, v):
+                    t.zero_()
+                if copy is not None:
+                    copy.copy_(p)
+        self.step.steps = 0
+        self._step_count.zero_()
+
+    @property
+    def capture(self) -> Any:
+        return self.step.capture
+
+    def __call__(self, batch: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        s = self.step.shape
+        want = (s.batch, s.seq)
+        for name, t in (("batch", batch), ("targets", targets)):
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want or t.dtype.is_floating_point:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"training_plan: {name} must be an integer {want} tensor as recorded, got {got}")
+        self._ids.copy_(batch)
+        self._targets.copy_(targets.reshape(-1))
+        lr = float(self.optimizer.param_groups[0]["lr"])  # a scheduler's, read every step
+        self._words.copy_(torch.from_numpy(self.step.step_words(lr)))
+        dev = self.step.dev
+        stream = torch.cuda.current_stream(batch.device)
+        if ordering(batch) != "semaphore":
+            stream.synchronize()
+            self.step.capture.replay()
+        else:
+            w, sig = dev._async_values()
+            dev._cuda_signal(stream.cuda_stream, w)
+            self.step.capture.submit(w, sig)
+            dev._cuda_wait(stream.cuda_stream, sig)
+        self.step.steps += 1
+        self._step_count.fill_(float(self.step.steps))
+        return self._loss.clone().reshape(())
+
+    def grad_norm(self) -> torch.Tensor:
+        """The last step's gradient norm before clipping (a CUDA tensor)."""
+        return self._words[2:3].view(torch.float32).sqrt().reshape(())
+
+    def gpu_ms(self) -> float:
+        """The last step's GPU time between the capture's timestamps (waits for it)."""
+        return self.step.capture.gpu_ms()
+
+
+def _shape_of(model: Any, batch: torch.Tensor) -> GPTShape:
+    """The suite's GPT (helios.harness.train.model) and nothing else: its parameter names
+    and shapes, or a ValueError naming the first that differs."""
+    try:
+        vocab, d = model.tok.weight.shape
+        heads, layers = int(model.blocks[0].heads), len(model.blocks)
+        eps = float(model.lnf.eps)
+    except (AttributeError, IndexError, TypeError) as e:
+        raise ValueError(f"training_plan: the model is not the training suite's GPT ({e})") from None
+    if batch.dim() != 2:
+        raise ValueError(f"training_plan: batch must be (batch, seq) token ids, got shape {tuple(batch.shape)}")
+    shape = GPTShape(int(vocab), int(d), heads, layers, int(batch.shape[1]), int(batch.shape[0]), eps)
+    have = [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+    want = shape.parameters()
+    for i in range(max(len(have), len(want))):
+        got, expected = (have[i] if i < len(have) else ("(none)", ())), (want[i] if i < len(want) else ("(none)", ()))
+        if got != expected:
+            raise ValueError(
+                f"training_plan: parameter {got[0]} {got[1]} where the GPT has {expected[0]} {expected[1]}"
+            )
+    if model.pos.weight.shape[0] != shape.seq:
+        raise ValueError(f"training_plan: batch has {shape.seq} positions; the model's table has "
+                         f"{model.pos.weight.shape[0]}")  # fmt: skip
+    return shape
+
+
+def _settings(optimizer: Any, max_norm: float) -> AdamWSettings:
+    if type(optimizer) is not torch.optim.AdamW:
+        raise ValueError(f"training_plan: the optimizer must be torch.optim.AdamW, got {type(optimizer).__name__}")
+    if len(optimizer.param_groups) != 1:
+        raise ValueError("training_plan: one parameter group (AdamW's settings for every parameter)")
+    g = optimizer.param_groups[0]
+    for key, ok in (("amsgrad", False), ("maximize", False)):
+        if g.get(key, ok) != ok:
+            raise ValueError(f"training_plan: AdamW with {key}={g[key]} is not supported")
+    lr = g["lr"]
+    if isinstance(lr, torch.Tensor):
+        lr = float(lr)
+    return AdamWSettings(float(lr), tuple(g["betas"]), float(g["eps"]), float(g["weight_decay"]), float(max_norm))
+
+
+def training_plan(
+    model: Any, optimizer: Any, batch: torch.Tensor, targets: torch.Tensor, max_norm: Optional[float] = 1.0
+) -> TrainingPlan:
+    """Records `model`'s training step (the suite's GPT on CUDA) with `optimizer`
+    (torch.optim.AdamW, one group) for batches shaped like `batch` and `targets`
+    ((batch, seq) token ids), clipping the gradients' norm to `max_norm` first as
+    ``clip_grad_norm_`` does (None: no clipping). The model's parameters, gradients
+    and the optimizer's moments move into memory Helios and torch share (their values
+    kept): ``state_dict()``, evaluation and checkpoints between steps see the trained
+    weights with no copies. A module or setting it does not support is refused here,
+    naming it."""
+    cuda_ordinal(batch)  # a TypeError for a CPU tensor
+    shape = _shape_of(model, batch)
+    if tuple(targets.shape) != tuple(batch.shape):
+        raise ValueError(f"training_plan: targets {tuple(targets.shape)} differ from batch {tuple(batch.shape)}")
+    params = dict(model.named_parameters())
+    settings = _settings(optimizer, max_norm or 0.0)
+    if {id(p) for p in optimizer.param_groups[0]["params"]} != {id(p) for p in params.values()}:
+        raise ValueError("training_plan: the optimizer must hold exactly the model's parameters")
+    dev = device_for(batch)
+    state: dict[str, ParamState] = {}
+    views_of: dict = {}
+    step_count = torch.zeros((), device=batch.device)
+    with torch.no_grad():
+        for name, dims in shape.parameters():
+            p = params[name]
+            old = optimizer.state.get(p, {})
+            shared = {k: _shared(dev, dims, "float32") for k in ("p", "g", "m", "v")}
+            shared["p"][1].copy_(p.detach())
+            for k, key in (("m", "exp_avg"), ("v", "exp_avg_sq")):
+                if key in old:
+                    shared[k][1].copy_(old[key])
+                else:
+                    shared[k][1].zero_()
+            shared["g"][1].zero_()
+            copy = copy_t = None
+            if shape.product_weight(name):
+                copy, copy_t = _shared(dev, dims, shape.dtype)
+                copy_t.copy_(p.detach())
+            views_of[name] = (shared["p"][1], shared["g"][1], shared["m"][1], shared["v"][1], copy_t)
+            p.data = shared["p"][1]
+            p.grad = shared["g"][1]
+            if "step" in old:
+                step_count.fill_(float(old["step"]))
+            optimizer.state[p] = {"step": step_count, "exp_avg": shared["m"][1], "exp_avg_sq": shared["v"][1]}
+            state[name] = ParamState(shared["p"][0], shared["g"][0], shared["m"][0], shared["v"][0], copy)
+    torch.cuda.current_stream(batch.device).synchronize()  # the copies above are in before Helios reads them
+    step = TrainingStep(dev, shape, state, settings, exportable=True)
+    step.steps = int(step_count.item())
+    views = {
+        "ids": torch.from_dlpack(step.ids),
+        "targets": torch.from_dlpack(step.targets),
+        "words": torch.from_dlpack(step.words),
+        "loss": torch.from_dlpack(step.loss),
+        "step_count": step_count,
+        "params": views_of,
+    }
+    return TrainingPlan(step, model, optimizer, views)
+
+
+def _shared(dev: Any, dims: tuple, dtype: str) -> tuple[Any, torch.Tensor]:
+    """A Helios tensor in memory CUDA maps, and torch's view of it."""
+    h = dev.empty(dims, dtype, exportable=True)
+    return h, torch.from_dlpack(h)
+
+
+__all__ = ["TrainingPlan", "training_plan"]
