@@ -144,12 +144,22 @@ void cross_entropy() {
     }
 }
 
+// 16 columns a workgroup, 16 invocations a column each summing every 16th row, then
+// the 16 partial sums added in a fixed order: deterministic, and a few hundred rows
+// a column run wide (a LayerNorm's partial sums are rows / 8 of them).
 void column_sum() {
-    const uint c = flat_index();
-    if (c >= p.n) return;
+    const uint t = gl_LocalInvocationID.x, col = t & 15u, lane = t >> 4u;
+    const uint c = flat_group() * 16u + col;
     float acc = 0.0;
-    for (uint r = 0u; r < p.rows; r++) acc += src[r * p.ld + p.off + c];
-    put(p.dst_off + c, acc * p.scale);
+    if (c < p.n)
+        for (uint r = lane; r < p.rows; r += 16u) acc += src[r * p.ld + p.off + c];
+    red[t] = acc;
+    barrier();
+    for (uint s = 8u; s > 0u; s >>= 1u) {
+        if (lane < s) red[t] += red[t + 16u * s];
+        barrier();
+    }
+    if (lane == 0u && c < p.n) put(p.dst_off + c, red[t] * p.scale);
 }
 
 const uint SQ_CHUNK = 4096u;

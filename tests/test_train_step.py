@@ -48,7 +48,7 @@ def test_replayed_steps_equal_the_ops_run_one_by_one(device):
             a, b = getattr(replayed.state[name], what).numpy(), getattr(eager.state[name], what).numpy()
             np.testing.assert_array_equal(a, b, err_msg=f"{name}.{what}")
     ops, dispatches, barriers = replayed.capture.counts
-    assert ops > 100 and dispatches >= ops and barriers < dispatches
+    assert ops > 60 and dispatches >= ops and barriers < dispatches
 
 
 def test_steps_track_torchs_eager_step(device):
@@ -94,7 +94,7 @@ def test_steps_track_torchs_eager_step(device):
 
 def test_what_a_training_step_refuses(device):
     state = upload_state(device, SHAPE, _init())
-    del state["lnf.bias"]
+    del state.params["lnf.bias"]
     with pytest.raises(ValueError, match="lnf.bias"):
         TrainingStep(device, SHAPE, state)
     with pytest.raises(ValueError, match="multiple of heads"):

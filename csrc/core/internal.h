@@ -369,8 +369,8 @@ hl_status hl_check_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, con
                           hl_error *err);
 /* An operand's binding: the tensor's (at its offset), else the scratch buffer host data goes through. */
 hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch);
-/* An output tensor: as hl_check_tensor, and not a slice view (outputs are poisoned,
- * written and read back as whole buffers). */
+/* An output tensor: as hl_check_tensor, and a slice view only of whole 4-byte words
+ * (synchronous outputs are poisoned with whole-word fills). */
 hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
                                  hl_error *err);
 /* The timed dispatch sequence: rec(dev, ctx, ds) records one operation (ds: the

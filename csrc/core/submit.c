@@ -142,11 +142,14 @@ hl_binding hl_tensor_or_scratch(const hl_tensor *t, const hl_buffer *scratch) {
 
 hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t need, const char *who, const char *name,
                                  hl_error *err) {
-    if (t && t->is_view && !dev->group_open && !dev->capturing) /* ordered ops neither poison nor read back */
+    /* A synchronous op poisons its outputs with fills of whole words: a slice view whose
+     * bytes are not whole words would have its neighbour's bytes filled too. Ordered ops
+     * (a group, a capture) do not poison. */
+    if (t && t->is_view && (t->offset % 4 || t->bytes % 4) && !dev->group_open && !dev->capturing)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "%s: the output tensor %s is a slice view; write into a "
-                       "whole tensor",
-                       who, name);
+                       "%s: the output tensor %s is a slice view of %llu bytes at byte %llu: an output view takes "
+                       "whole 4-byte words; write into a whole tensor",
+                       who, name, (unsigned long long)t->bytes, (unsigned long long)t->offset);
     return hl_check_tensor(dev, t, need, who, name, err);
 }
 

@@ -78,7 +78,7 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                                "%s: ld (%u) must be at least n (%u), within 32-bit indexing", who, a->ld, a->n);
             bytes[1] = last * 4, bytes[3] = ((uint64_t)a->dst_off + n) * 4;
-            *groups = (n + TRAIN_THREADS - 1) / TRAIN_THREADS;
+            *groups = (n + 15) / 16; /* train.comp: 16 columns a workgroup */
             return HL_OK;
         }
         case HL_TRAIN_SUM_SQUARES:

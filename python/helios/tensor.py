@@ -176,7 +176,7 @@ class Tensor(_helios.Tensor):
     def __getitem__(self, key: Any) -> "Tensor":
         """Basic slicing of the leading axis, as a view (no copy): ``t[i]`` drops
         the axis, ``t[a:b]`` keeps it (step 1). A slice is an operand of products
-        and attention, never an output. Its first byte must sit where the device
+        and attention, and an output where its bytes are whole 4-byte words. Its first byte must sit where the device
         lets a buffer binding start (``device.info["storage_offset_alignment"]``,
         16 bytes on NVIDIA and lavapipe); other slices raise ValueError saying so
         (take ``t.numpy()[key]`` and upload it)."""

@@ -64,40 +64,70 @@ class GPTShape:
             out += [(b + "down.weight", (d, 4 * d)), (b + "down.bias", (d,))]
         return out + [("lnf.weight", (d,)), ("lnf.bias", (d,))]
 
-    def product_weight(self, name: str) -> bool:
-        """Whether the products read this parameter (through its 16-bit copy)."""
-        return name == "tok.weight" or name.endswith(("qkv.weight", "proj.weight", "up.weight", "down.weight"))
-
 
 @dataclass
 class ParamState:
     """One parameter's Tensors: the fp32 master p, its gradient g and AdamW's moments m
-    and v (fp32, p's shape), and the 16-bit copy the products read (None where none
-    does)."""
+    and v (fp32, p's shape), and its 16-bit copy (what the products read, for the
+    weights they read)."""
 
     p: Tensor
     g: Tensor
     m: Tensor
     v: Tensor
-    copy: Optional[Tensor] = None
+    copy: Tensor
 
 
-TrainState = dict[str, ParamState]  # by parameter name (GPTShape.parameters)
+ALIGN = 256  # elements between parameters' starts in the flat buffers: every view binds where it starts
+
+
+def flat_layout(shape: GPTShape) -> tuple[dict[str, tuple[int, tuple]], int]:
+    """Each parameter's (first element, shape) in the flat buffers, and their length."""
+    at, out = 0, {}
+    for name, dims in shape.parameters():
+        out[name] = (at, dims)
+        at += -(-math.prod(dims) // ALIGN) * ALIGN
+    return out, at
+
+
+class TrainState:
+    """Every parameter's Tensors as views of five flat Tensors (``flat``: p, g, m, v
+    fp32 and the 16-bit copy), so that the gradient norm and AdamW are one pass each
+    over all of them; ``state[name]`` is a parameter's ParamState. The padding between
+    parameters stays 0 (no gradient, so AdamW leaves it 0)."""
+
+    def __init__(self, dev: Any, shape: GPTShape, flat: Optional[ParamState] = None, exportable: bool = False) -> None:
+        self.layout, self.n = flat_layout(shape)
+        if flat is None:
+            zeros = np.zeros(self.n, np.float32)
+            t = {k: dev.empty((self.n,), "float32", exportable=exportable) for k in ("p", "g", "m", "v")}
+            for x in t.values():
+                x.copy_(zeros)
+            copy = dev.empty((self.n,), shape.dtype, exportable=exportable)
+            copy.copy_(zeros)
+            flat = ParamState(t["p"], t["g"], t["m"], t["v"], copy)
+        self.flat = flat
+        self.params: dict[str, ParamState] = {}
+        for name, (at, dims) in self.layout.items():
+            n = math.prod(dims)
+            view = lambda t: t[at : at + n].reshape(dims)  # noqa: E731
+            self.params[name] = ParamState(*(view(getattr(flat, k)) for k in ("p", "g", "m", "v", "copy")))
+
+    def __getitem__(self, name: str) -> ParamState:
+        return self.params[name]
+
+    def __iter__(self) -> Any:
+        return iter(self.params)
 
 
 def upload_state(dev: Any, shape: GPTShape, params: dict[str, np.ndarray]) -> TrainState:
     """A TrainState on dev from host arrays (fresh moments, the copies rounded once)."""
-    state: TrainState = {}
-    for name, dims in shape.parameters():
-        p = np.ascontiguousarray(params[name], np.float32).reshape(dims)
-        zeros = np.zeros(dims, np.float32)
-        state[name] = ParamState(
-            p=dev.upload(p, dtype="float32"),
-            g=dev.upload(zeros, dtype="float32"),
-            m=dev.upload(zeros, dtype="float32"),
-            v=dev.upload(zeros, dtype="float32"),
-            copy=dev.upload(p, dtype=shape.dtype) if shape.product_weight(name) else None,
-        )
+    state = TrainState(dev, shape)
+    host = np.zeros(state.n, np.float32)
+    for name, (at, dims) in state.layout.items():
+        host[at : at + math.prod(dims)] = np.asarray(params[name], np.float32).reshape(-1)
+    state.flat.p.copy_(host)
+    state.flat.copy.copy_(host)
     return state
 
 
@@ -119,7 +149,7 @@ class TrainingStep:
 
     def __init__(self, dev: Any, shape: GPTShape, state: TrainState, optim: AdamWSettings = AdamWSettings(),
                  exportable: bool = False) -> None:  # fmt: skip
-        missing = sorted({n for n, _ in shape.parameters()} - set(state))
+        missing = sorted({n for n, _ in shape.parameters()} - set(state.params))
         if missing:
             raise ValueError(f"TrainingStep: the state has no {missing[:3]}{'...' if len(missing) > 3 else ''}")
         if shape.d % shape.heads:
@@ -143,8 +173,7 @@ class TrainingStep:
             "logits": dev.empty((r, shape.vocab), dt),
         }
         self._g = _Grads(dev, shape)
-        chunks = sum(-(-math.prod(dims) // T.SQ_CHUNK) for _, dims in shape.parameters())
-        self._partials = dev.empty((chunks,), "float32")
+        self._partials = dev.empty((-(-state.n // T.SQ_CHUNK),), "float32")
         self.steps = 0
         with dev.capture() as cap:
             self.record()
@@ -204,10 +233,7 @@ class TrainingStep:
 
     def _copy(self, name: str) -> Tensor:
         """The 16-bit copy of a product's weight."""
-        copy = self.state[name].copy
-        if copy is None:
-            raise ValueError(f"TrainingStep: {name} has no 16-bit copy (the products read one)")
-        return copy
+        return self.state[name].copy
 
     def _bias_grad(self, g16: Tensor, name: str) -> None:
         out = self.state[name].g
@@ -301,16 +327,13 @@ class TrainingStep:
         T.embed_backward(self.ids, g_stream, None, st["pos.weight"].g, s.seq)
 
     def _optimizer(self) -> None:
-        o, at = self.optim, 0
-        for name, _ in self.shape.parameters():
-            at += T.sum_squares(self.state[name].g, self._partials, at)
-        T.column_sum(self._partials.reshape(at, 1), self.words, at=NORM_WORD, n=1)
-        for name, _ in self.shape.parameters():
-            ps = self.state[name]
-            T.adamw(
-                ps.p, ps.m, ps.v, ps.g, self.words, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
-                copy=ps.copy, step_word=STEP_WORD, lr_word=LR_WORD, max_norm=o.max_norm, norm_word=NORM_WORD,
-            )  # fmt: skip
+        o, flat = self.optim, self.state.flat
+        chunks = T.sum_squares(flat.g, self._partials)
+        T.column_sum(self._partials[:chunks].reshape(chunks, 1), self.words, at=NORM_WORD, n=1)
+        T.adamw(
+            flat.p, flat.m, flat.v, flat.g, self.words, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+            copy=flat.copy, step_word=STEP_WORD, lr_word=LR_WORD, max_norm=o.max_norm, norm_word=NORM_WORD,
+        )  # fmt: skip
 
 
 class _LayerActs:

@@ -4,11 +4,12 @@ crossing from CUDA into Vulkan and one back (helios.train_step)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import torch
 
-from ..train_step import AdamWSettings, GPTShape, ParamState, TrainingStep
+from ..train_step import AdamWSettings, GPTShape, TrainingStep, TrainState
 from ._state import cuda_ordinal, device_for, ordering
 
 
@@ -27,18 +28,18 @@ class TrainingPlan:
             views["loss"],
         )
         self._step_count = views["step_count"]
-        self._params: dict = views["params"]  # name -> (parameter, gradient, moments, 16-bit copy): torch views
+        self._flat: dict = views["flat"]  # torch's views of the flat p, g, m, v and 16-bit copy
+        self._layout: dict = views["layout"]
 
     def reset(self, state_dict: dict) -> None:
         """Parameters from `state_dict` (torch's names), gradients and moments zero, step
         count 0: the state a fresh model and optimizer start from (into the same memory)."""
         with torch.no_grad():
-            for name, (p, g, m, v, copy) in self._params.items():
-                p.copy_(state_dict[name])
-                for t in (g, m, v):
-                    t.zero_()
-                if copy is not None:
-                    copy.copy_(p)
+            for name, (at, dims) in self._layout.items():
+                self._flat["p"][at : at + math.prod(dims)].copy_(state_dict[name].reshape(-1))
+            for k in ("g", "m", "v"):
+                self._flat[k].zero_()
+            self._flat["copy"].copy_(self._flat["p"])
         self.step.steps = 0
         self._step_count.zero_()
 
@@ -141,32 +142,23 @@ def training_plan(
     if {id(p) for p in optimizer.param_groups[0]["params"]} != {id(p) for p in params.values()}:
         raise ValueError("training_plan: the optimizer must hold exactly the model's parameters")
     dev = device_for(batch)
-    state: dict[str, ParamState] = {}
-    views_of: dict = {}
+    state = TrainState(dev, shape, exportable=True)
+    flat = {k: torch.from_dlpack(getattr(state.flat, k)) for k in ("p", "g", "m", "v", "copy")}
     step_count = torch.zeros((), device=batch.device)
     with torch.no_grad():
-        for name, dims in shape.parameters():
-            p = params[name]
+        for name, (at, dims) in state.layout.items():
+            p, n = params[name], math.prod(dims)
+            view = {k: t[at : at + n].view(dims) for k, t in flat.items()}
+            view["p"].copy_(p.detach())
             old = optimizer.state.get(p, {})
-            shared = {k: _shared(dev, dims, "float32") for k in ("p", "g", "m", "v")}
-            shared["p"][1].copy_(p.detach())
             for k, key in (("m", "exp_avg"), ("v", "exp_avg_sq")):
                 if key in old:
-                    shared[k][1].copy_(old[key])
-                else:
-                    shared[k][1].zero_()
-            shared["g"][1].zero_()
-            copy = copy_t = None
-            if shape.product_weight(name):
-                copy, copy_t = _shared(dev, dims, shape.dtype)
-                copy_t.copy_(p.detach())
-            views_of[name] = (shared["p"][1], shared["g"][1], shared["m"][1], shared["v"][1], copy_t)
-            p.data = shared["p"][1]
-            p.grad = shared["g"][1]
+                    view[k].copy_(old[key])
             if "step" in old:
                 step_count.fill_(float(old["step"]))
-            optimizer.state[p] = {"step": step_count, "exp_avg": shared["m"][1], "exp_avg_sq": shared["v"][1]}
-            state[name] = ParamState(shared["p"][0], shared["g"][0], shared["m"][0], shared["v"][0], copy)
+            p.data, p.grad = view["p"], view["g"]
+            optimizer.state[p] = {"step": step_count, "exp_avg": view["m"], "exp_avg_sq": view["v"]}
+        flat["copy"].copy_(flat["p"])  # the products' 16-bit copies, rounded once
     torch.cuda.current_stream(batch.device).synchronize()  # the copies above are in before Helios reads them
     step = TrainingStep(dev, shape, state, settings, exportable=True)
     step.steps = int(step_count.item())
@@ -176,15 +168,10 @@ def training_plan(
         "words": torch.from_dlpack(step.words),
         "loss": torch.from_dlpack(step.loss),
         "step_count": step_count,
-        "params": views_of,
+        "flat": flat,
+        "layout": state.layout,
     }
     return TrainingPlan(step, model, optimizer, views)
-
-
-def _shared(dev: Any, dims: tuple, dtype: str) -> tuple[Any, torch.Tensor]:
-    """A Helios tensor in memory CUDA maps, and torch's view of it."""
-    h = dev.empty(dims, dtype, exportable=True)
-    return h, torch.from_dlpack(h)
 
 
 __all__ = ["TrainingPlan", "training_plan"]
