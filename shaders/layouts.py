@@ -190,6 +190,7 @@ OPTIM = Push(
         Word("weight_decay", "float", "decoupled (AdamW's): p *= 1 - lr weight_decay"),
         _U("clip_slot", doc="the word holding the gradients' squared norm's float32 bits (where max_norm > 0)"),
         Word("max_norm", "float", "> 0: g scaled by min(1, max_norm / (norm + 1e-6)), torch's clip_grad_norm_"),
+        _U("guard", doc="1: no update at all where the squared norm's word is not finite"),
     ),
 )
 

@@ -7,7 +7,8 @@
 //   p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // With p.copy, P16 = p rounded to 16 bits (nearest even; IN_BF16: bfloat16), the copy
 // the products read. With max_norm > 0 the gradient is first clipped as torch's
-// clip_grad_norm_ does, from the squared norm of all gradients in a word. fp32 arithmetic.
+// clip_grad_norm_ does, from the squared norm of all gradients in a word; with guard,
+// a non-finite squared norm leaves p, m, v and the copy as they were. fp32 arithmetic.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -30,8 +31,11 @@ void main() {
     if (i >= p.n) return;
     const float t = float(words[p.step_slot]), lr = uintBitsToFloat(words[p.lr_slot]);
     float g = g32[i];
-    if (p.max_norm > 0.0)  // torch's clip_grad_norm_ over every gradient, its squared norm in a word
-        g *= min(1.0, p.max_norm / (sqrt(uintBitsToFloat(words[p.clip_slot])) + 1e-6));
+    if (p.max_norm > 0.0 || p.guard != 0u) {  // the squared norm of every gradient, in a word
+        const float total = uintBitsToFloat(words[p.clip_slot]);
+        if (p.guard != 0u && (isnan(total) || isinf(total))) return;  // a non-finite step changes nothing
+        if (p.max_norm > 0.0) g *= min(1.0, p.max_norm / (sqrt(total) + 1e-6));  // torch's clip_grad_norm_
+    }
     float w = p32[i] * (1.0 - lr * p.weight_decay);
     const float m = m32[i] + (1.0 - p.beta1) * (g - m32[i]);
     const float v = p.beta2 * v32[i] + (1.0 - p.beta2) * g * g;

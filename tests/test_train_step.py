@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import helios
 from helios.train_step import AdamWSettings, GPTShape, TrainingStep, upload_state
 
 SHAPE = GPTShape(vocab=96, d=64, heads=2, layers=2, seq=32, batch=2)
@@ -105,8 +104,14 @@ def test_what_a_training_step_refuses(device):
         step.step(np.zeros((SHAPE.batch, SHAPE.seq)), np.zeros((SHAPE.batch, SHAPE.seq)))
     with pytest.raises(ValueError, match="shape"):
         step.step(np.zeros((SHAPE.batch, SHAPE.seq + 1), np.int64), np.zeros((SHAPE.batch, SHAPE.seq), np.int64))
+    good = np.zeros((SHAPE.batch, SHAPE.seq), np.int64)
+    step.step(good, good)
+    before = {k: getattr(step.state.flat, k).numpy().copy() for k in ("p", "m", "v", "copy")}
     bad = np.full((SHAPE.batch, SHAPE.seq), SHAPE.vocab, np.int64)  # past the vocabulary: a NaN loss, said
-    step.step(bad, np.zeros_like(bad))
-    assert np.isnan(step.read_loss())
-    assert helios.Capture  # the step is a capture: replays after a NaN still run
-    step.step(np.zeros_like(bad), np.zeros_like(bad))
+    step.step(bad, good)
+    assert np.isnan(step.read_loss()) and np.isnan(step.read_norm())
+    for k, want in before.items():  # and nothing updated
+        np.testing.assert_array_equal(getattr(step.state.flat, k).numpy().view(np.uint8), want.view(np.uint8), k)
+    step.step(good, good)  # the next good batch trains on
+    assert np.isfinite(step.read_loss())
+    assert not np.array_equal(step.state.flat.p.numpy(), before["p"])

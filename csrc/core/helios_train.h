@@ -42,6 +42,7 @@ typedef struct hl_adamw_op {
     hl_tensor *words;
     uint32_t clip_slot;
     float max_norm;
+    uint32_t guard; /* 1: no update where words[clip_slot] is not finite (a NaN or inf gradient) */
     uint64_t wait_value, signal_value;
 } hl_adamw_op;
 hl_status hl_adamw(hl_device *dev, const hl_adamw_op *op, hl_error *err);

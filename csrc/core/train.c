@@ -146,7 +146,7 @@ hl_status hl_adamw(hl_device *dev, const hl_adamw_op *op, hl_error *err) {
     const hl_adamw_args *a = &op->a;
     if (!op->words) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: words is a required tensor", who);
     const uint64_t n_words = hl_tensor_bytes(op->words) / 4;
-    if (!(op->max_norm >= 0.0f) || (op->max_norm > 0.0f && op->clip_slot >= n_words))
+    if (!(op->max_norm >= 0.0f) || ((op->max_norm > 0.0f || op->guard) && op->clip_slot >= n_words))
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: max_norm must be >= 0, its word (%u) one of the %llu words",
                        who, op->clip_slot, (unsigned long long)n_words);
     hl_plan_step s;
@@ -155,6 +155,7 @@ hl_status hl_adamw(hl_device *dev, const hl_adamw_op *op, hl_error *err) {
     hl_dispatch_plan pl = {.pipe = s.pipe[0], .grid = {s.grid[0][0], s.grid[0][1]}, .pc = s.pc[0]};
     pl.pc.optim.clip_slot = op->clip_slot;
     pl.pc.optim.max_norm = op->max_norm;
+    pl.pc.optim.guard = op->guard != 0;
     hl_tensor *const slots[HL_BIND_OPTIM_COUNT] = {
         [HL_BIND_OPTIM_PARAMS] = op->words, [HL_BIND_OPTIM_P] = a->p, [HL_BIND_OPTIM_M] = a->m,
         [HL_BIND_OPTIM_V] = a->v,           [HL_BIND_OPTIM_G] = a->g, [HL_BIND_OPTIM_P16] = a->copy ? a->copy : a->g};

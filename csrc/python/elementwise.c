@@ -170,21 +170,22 @@ PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds) {
 static hl_status call_adamw(hl_device *dev, const void *c, hl_error *err) { return hl_adamw(dev, c, err); }
 
 /* _adamw(p, m, v, g, words, n, step_slot, lr_slot, beta1, beta2, eps, weight_decay, copy=None,
- *        dtype="bfloat16", *, clip_slot=0, max_norm=0.0, wait_value=0, signal_value=0) -> None */
+ *        dtype="bfloat16", *, clip_slot=0, max_norm=0.0, guard=False, wait_value=0, signal_value=0) -> None */
 PyObject *Device_adamw(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"p",         "m",       "v",         "g",        "words",      "n",
-                             "step_slot", "lr_slot", "beta1",     "beta2",    "eps",        "weight_decay",
-                             "copy",      "dtype",   "clip_slot", "max_norm", "wait_value", "signal_value",
-                             NULL};
+    static char *kwlist[] = {"p",         "m",        "v",     "g",          "words",        "n",    "step_slot",
+                             "lr_slot",   "beta1",    "beta2", "eps",        "weight_decay", "copy", "dtype",
+                             "clip_slot", "max_norm", "guard", "wait_value", "signal_value", NULL};
     PyObject *o[5], *co = Py_None, *dto = NULL;
     hl_adamw_op c = {0};
     double b1, b2, eps, wd, max_norm = 0.0;
+    int guard = 0;
     unsigned long long wait_value = 0, signal_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIIdddd|OO$IdKK:_adamw", kwlist, &o[0], &o[1], &o[2], &o[3],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIIdddd|OO$IdpKK:_adamw", kwlist, &o[0], &o[1], &o[2], &o[3],
                                      &o[4], &c.a.n, &c.a.step_slot, &c.a.lr_slot, &b1, &b2, &eps, &wd, &co, &dto,
-                                     &c.clip_slot, &max_norm, &wait_value, &signal_value))
+                                     &c.clip_slot, &max_norm, &guard, &wait_value, &signal_value))
         return NULL;
     c.max_norm = (float)max_norm;
+    c.guard = (uint32_t)guard;
     c.a.dtype = HL_BF16;
     if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;
     hl_tensor **slots[5] = {&c.a.p, &c.a.m, &c.a.v, &c.a.g, &c.words};

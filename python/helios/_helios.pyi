@@ -191,6 +191,7 @@ class Device:
         *,
         clip_slot: int = 0,
         max_norm: float = 0.0,
+        guard: bool = False,
         wait_value: int = 0,
         signal_value: int = 0,
     ) -> None: ...

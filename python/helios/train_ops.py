@@ -170,13 +170,16 @@ def adamw(
     lr_word: int = 1,
     max_norm: float = 0.0,
     norm_word: int = 2,
+    skip_nonfinite: bool = False,
 ) -> None:
     """torch.optim.AdamW's update of the fp32 parameters p with their moments m, v from
     the gradient g (all fp32, one size), at the step count words[step_word] (1 on the
     first step) and the learning rate whose float32 bits are words[lr_word] (words:
     int32, written before each replay); copy (float16 or bfloat16): p rounded to it.
     max_norm > 0: g first scaled by min(1, max_norm / (norm + 1e-6)) where norm**2 is the
-    float32 in words[norm_word] (torch's clip_grad_norm_ over every gradient)."""
+    float32 in words[norm_word] (torch's clip_grad_norm_ over every gradient).
+    skip_nonfinite: where that squared norm is NaN or infinite, nothing is updated (p, m,
+    v and the copy stay as they were: a step with a non-finite gradient changes nothing)."""
     op = "adamw"
     for name, t in (("p", p), ("m", m), ("v", v), ("g", g)):
         _tensor(op, name, t, (float32,))
@@ -204,6 +207,7 @@ def adamw(
         real(f"{op}: weight_decay", weight_decay),
         copy,
         dt,
-        clip_slot=count(f"{op}: norm_word", norm_word, 0, words.size - 1) if max_norm else 0,
+        clip_slot=count(f"{op}: norm_word", norm_word, 0, words.size - 1) if max_norm or skip_nonfinite else 0,
         max_norm=real(f"{op}: max_norm", max_norm),
+        guard=bool(skip_nonfinite),
     )

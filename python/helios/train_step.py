@@ -10,7 +10,9 @@ tied to the token table; bf16 products and attention with fp32 accumulation, an 
 residual stream, fp32 master weights with the 16-bit copies the products read (written
 by AdamW), torch.optim.AdamW's update after torch's ``clip_grad_norm_``.
 
-What a replay reads is what the Tensors hold: ``step(ids, targets)`` writes the batch
+A step whose gradients are not finite (a NaN loss: a token past the vocabulary, an
+overflow) changes no parameter or moment: AdamW skips the update, the loss and the
+gradient norm say what happened. What a replay reads is what the Tensors hold: ``step(ids, targets)`` writes the batch
 and the step's words (the step count, the learning rate, read by AdamW) and replays;
 the loss and the gradient norm stay on the device until read. Every state Tensor
 (parameters, gradients, moments, copies) is the caller's (``TrainState``): a torch
@@ -333,6 +335,7 @@ class TrainingStep:
         T.adamw(
             flat.p, flat.m, flat.v, flat.g, self.words, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
             copy=flat.copy, step_word=STEP_WORD, lr_word=LR_WORD, max_norm=o.max_norm, norm_word=NORM_WORD,
+            skip_nonfinite=True,
         )  # fmt: skip
 
 

@@ -30,6 +30,8 @@ class TrainingPlan:
         self._step_count = views["step_count"]
         self._flat: dict = views["flat"]  # torch's views of the flat p, g, m, v and 16-bit copy
         self._layout: dict = views["layout"]
+        # where each parameter's data and gradient must stay: the recording reads them there
+        self._bound = [(n, p, p.data_ptr(), p.grad.data_ptr()) for n, p in model.named_parameters()]
 
     def reset(self, state_dict: dict) -> None:
         """Parameters from `state_dict` (torch's names), gradients and moments zero, step
@@ -54,6 +56,12 @@ class TrainingPlan:
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != want or t.dtype.is_floating_point:
                 got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"training_plan: {name} must be an integer {want} tensor as recorded, got {got}")
+        for name, p, data, grad in self._bound:
+            if p.data_ptr() != data or p.grad is None or p.grad.data_ptr() != grad:
+                raise RuntimeError(
+                    f"training_plan: parameter {name} (or its .grad) was replaced after recording; the plan "
+                    "reads the memory it was recorded with: record a new plan (or copy into p.data in place)"
+                )
         self._ids.copy_(batch)
         self._targets.copy_(targets.reshape(-1))
         lr = float(self.optimizer.param_groups[0]["lr"])  # a scheduler's, read every step
