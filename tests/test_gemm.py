@@ -240,7 +240,11 @@ BAD = [
     (lambda d, a, b: d.chain().matmul(d.upload(a), d.upload(b), beta=1.0), ValueError, "out="),
     (lambda d, a, b: d.empty((0, 3)), ValueError, r"shape\[0\] must be in 1\.\."),
     (lambda d, a, b: d.empty((2, 2, 2, 2, 2)), ValueError, "1 to 4 dimensions"),
-    (lambda d, a, b: d.upload(np.ones((2, 2), np.int8), dtype="int8"), TypeError, "float16 or float32"),
+    (
+        lambda d, a, b: d.upload(np.ones((2, 2), np.int8), dtype="int8"),
+        TypeError,
+        "must be one of float16, bfloat16, float32, int32",
+    ),
     (lambda d, a, b: d.prepack(np.ones(4)), ValueError, "2-D weight"),
     (lambda d, a, b: d.chain().run(), ValueError, "1..4096 operations"),
 ]

@@ -256,3 +256,39 @@ hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int
     if (rounded > dev->caps.max_storage_buffer_range && size <= dev->caps.max_storage_buffer_range) rounded = size;
     return hl_buffer_create(dev, rounded, host_visible, b, err);
 }
+
+hl_status hl_check_async_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
+    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
+                       (unsigned long long)wait_value, (unsigned long long)signal_value);
+    return HL_OK;
+}
+
+hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait_value, uint64_t signal_value,
+                             hl_error *err) {
+    hl_status st = HL_OK;
+    HL_TRY(hl_check_async_values(dev, wait_value, signal_value, err));
+    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = 1,
+                                        .pWaitSemaphoreValues = &wait_value,
+                                        .signalSemaphoreValueCount = 1,
+                                        .pSignalSemaphoreValues = &signal_value};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = &ti,
+                       .waitSemaphoreCount = 1,
+                       .pWaitSemaphores = &dev->timeline,
+                       .pWaitDstStageMask = &stage,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &cmd,
+                       .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = &dev->timeline};
+    const double t_sub = hl_now_ms();
+    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
+    dev->tel.async_submit_ms += hl_now_ms() - t_sub;
+    dev->tel.submits++;
+    dev->sem_pending = signal_value;
+fail:
+    return st;
+}

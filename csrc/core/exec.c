@@ -8,11 +8,6 @@
 
 #include "internal.h"
 
-static hl_binding binding_of(const hl_operand *o) {
-    return o->tensor ? (hl_binding){o->tensor->buf.buffer, o->tensor->offset + o->at}
-                     : (hl_binding){o->scratch ? o->scratch->buffer : VK_NULL_HANDLE, 0};
-}
-
 /* What an ordered operation may be: tensors only (scratch buffers the core
  * reserves are allowed), untimed. */
 static hl_status check_ordered(hl_device *dev, const hl_exec *x, hl_error *err) {
@@ -26,111 +21,6 @@ static hl_status check_ordered(hl_device *dev, const hl_exec *x, hl_error *err) 
     for (uint32_t i = 0; i < x->n_operands; i++)
         if (!x->operands[i].tensor && x->operands[i].scratch)
             HL_TRY(hl_buffer_reserve(dev, x->operands[i].scratch, hl_align_up(x->operands[i].bytes, 16), 0, err));
-fail:
-    return st;
-}
-
-static void hazards_clear(hl_device *dev) { dev->hazards.n_read = dev->hazards.n_written = 0; }
-
-static int overlaps(const hl_range *set, uint32_t n, const hl_range *r) {
-    for (uint32_t i = 0; i < n; i++)
-        if (set[i].buffer == r->buffer && set[i].lo < r->hi && r->lo < set[i].hi) return 1;
-    return 0;
-}
-
-/* The memory an operand binds, empty (bytes 0) when it binds none. */
-static hl_range range_of(const hl_operand *o) {
-    const hl_binding b = binding_of(o);
-    return (hl_range){b.buffer, b.offset, b.buffer ? b.offset + o->bytes : b.offset};
-}
-
-/* Whether x must wait for the operations recorded since the chunk's last barrier:
- * it reads what they wrote, writes what they read or wrote, or the tracker is full. */
-static int hazard(const hl_device *dev, const hl_exec *x) {
-    const struct hl_hazards *h = &dev->hazards;
-    if (!x->n_operands) return 1; /* what it touches is unknown */
-    if (h->n_read + x->n_operands > HL_HAZARD_RANGES || h->n_written + x->n_operands > HL_HAZARD_RANGES) return 1;
-    for (uint32_t i = 0; i < x->n_operands; i++) {
-        const hl_range r = range_of(&x->operands[i]);
-        if (r.lo == r.hi) continue;
-        if (overlaps(h->written, h->n_written, &r)) return 1;
-        if (x->operands[i].access != HL_ACCESS_READ && overlaps(h->read, h->n_read, &r)) return 1;
-    }
-    return 0;
-}
-
-static void track(hl_device *dev, const hl_exec *x) {
-    struct hl_hazards *h = &dev->hazards;
-    for (uint32_t i = 0; i < x->n_operands; i++) {
-        const hl_range r = range_of(&x->operands[i]);
-        if (r.lo == r.hi) continue;
-        if (x->operands[i].access == HL_ACCESS_READ)
-            h->read[h->n_read++] = r;
-        else
-            h->written[h->n_written++] = r;
-    }
-}
-
-/* Records one ordered operation into the slot's command buffer (begun): its
- * descriptor set from the slot's pool, its dispatches after what it depends on.
- * A lone ordered op (and every op with HELIOS_DISABLE_GROUP_OVERLAP=1) sits
- * between two barriers; inside a group an op goes behind a barrier only where it
- * touches memory an op since the last barrier wrote (or writes memory one read),
- * so independent ops (a weight gradient and its input gradient, the layout copies
- * of three heads) overlap on the GPU; a chunk's semaphore orders it after the
- * chunk before. Outputs are not poisoned here: an ordered op is the production
- * path (a training step's outputs are gigabytes of fills), and every kernel is
- * checked against poisoned outputs in synchronous calls; HELIOS_POISON_ORDERED=1
- * poisons them too (what a test that must see an unwritten or early-read output
- * sets). */
-hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds, int grouped, hl_exec *x,
-                         hl_error *err) {
-    hl_status st = HL_OK;
-    int poison = 0, no_overlap = 0;
-    HL_TRY(hl_env_flag("HELIOS_POISON_ORDERED", &poison, err));
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_GROUP_OVERLAP", &no_overlap, err));
-    const int overlap = grouped && !poison && !no_overlap && !dev->profile.on;
-    const double t_ds = hl_now_ms();
-    if (ds) {
-        hl_binding bufs[HL_BINDINGS] = {{0}};
-        for (uint32_t i = 0; i < x->n_operands; i++)
-            if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
-                bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
-        hl_write_set(dev, ds, bufs, x->n_slots);
-    }
-    const double t_rec = hl_now_ms();
-    dev->tel.async_descriptor_ms += t_rec - t_ds;
-    VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the given one for now */
-    dev->cmd = cmd;
-    if (!overlap && (dev->hazards.n_read || dev->hazards.n_written)) {
-        hl_compute_barrier(dev); /* ops recorded without one before this op's fills */
-        hazards_clear(dev);
-    }
-    for (uint32_t i = 0; poison && i < x->n_operands; i++) {
-        const hl_operand *o = &x->operands[i];
-        if (!o->poison) continue;
-        const hl_binding b = binding_of(o);
-        vkCmdFillBuffer(dev->cmd, b.buffer, b.offset, hl_align_up(o->bytes, 4), 0xffffffffu);
-    }
-    if (!overlap || hazard(dev, x)) {
-        hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        hazards_clear(dev);
-    } else {
-        dev->tel.overlapped++;
-    }
-    x->record(dev, x->ctx, ds);
-    if (overlap) {
-        track(dev, x);
-    } else {
-        hl_cmd_barrier(dev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                       VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
-        hl_profile_mark(dev, dev->cmd, HL_PROFILE_OP);
-    }
-    dev->cmd = sync_cmd;
-    dev->tel.record_ms += hl_now_ms() - t_rec;
-    x->gpu_ms = 0.0;
 fail:
     return st;
 }
@@ -164,7 +54,7 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(slot->cmd, &cbi));
-    hazards_clear(dev); /* a chunk starts after the one before is done (its semaphore) */
+    dev->hazards.n_read = dev->hazards.n_written = 0; /* a chunk starts after the one before is done */
     if (dev->async_queries) {
         const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
         vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);
@@ -172,42 +62,6 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
     }
     hl_profile_mark(dev, slot->cmd, HL_PROFILE_SUBMISSION);
     *out = slot;
-fail:
-    return st;
-}
-
-static hl_status check_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
-    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
-                       "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
-                       (unsigned long long)wait_value, (unsigned long long)signal_value);
-    return HL_OK;
-}
-
-hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait_value, uint64_t signal_value,
-                             hl_error *err) {
-    hl_status st = HL_OK;
-    HL_TRY(check_values(dev, wait_value, signal_value, err));
-    const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                        .waitSemaphoreValueCount = 1,
-                                        .pWaitSemaphoreValues = &wait_value,
-                                        .signalSemaphoreValueCount = 1,
-                                        .pSignalSemaphoreValues = &signal_value};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .pNext = &ti,
-                       .waitSemaphoreCount = 1,
-                       .pWaitSemaphores = &dev->timeline,
-                       .pWaitDstStageMask = &stage,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &cmd,
-                       .signalSemaphoreCount = 1,
-                       .pSignalSemaphores = &dev->timeline};
-    const double t_sub = hl_now_ms();
-    HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
-    dev->tel.async_submit_ms += hl_now_ms() - t_sub;
-    dev->tel.submits++;
-    dev->sem_pending = signal_value;
 fail:
     return st;
 }
@@ -234,7 +88,7 @@ static hl_status run_async(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
     struct hl_ring_slot *slot;
     HL_TRY(check_ordered(dev, x, err));
-    HL_TRY(check_values(dev, x->wait_value, x->signal_value, err));
+    HL_TRY(hl_check_async_values(dev, x->wait_value, x->signal_value, err));
     HL_TRY(begin_slot(dev, &slot, err));
     st = record_ordered(dev, slot, x, err);
     if (st != HL_OK) { /* nothing recorded that needs running: an empty submission still signals */
@@ -288,7 +142,7 @@ fail:
 hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
     hl_status st = HL_OK;
     if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
-    HL_TRY(check_values(dev, wait_value, signal_value, err));
+    HL_TRY(hl_check_async_values(dev, wait_value, signal_value, err));
     int fixed_chunks = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_IDLE_FLUSH", &fixed_chunks, err));
     HL_TRY(begin_slot(dev, &dev->group, err));
@@ -339,7 +193,7 @@ static hl_status bind_operands(hl_device *dev, const hl_exec *x, VkDescriptorSet
     HL_TRY(hl_descriptor_sets(dev, 1, ds, err));
     for (uint32_t i = 0; i < x->n_operands; i++)
         if (x->operands[i].slot >= 0 && (uint32_t)x->operands[i].slot < HL_BINDINGS)
-            bufs[x->operands[i].slot] = binding_of(&x->operands[i]);
+            bufs[x->operands[i].slot] = hl_operand_binding(&x->operands[i]);
     hl_write_set(dev, *ds, bufs, x->n_slots);
 fail:
     return st;
@@ -350,7 +204,7 @@ static uint64_t record_inputs(hl_device *dev, const hl_exec *x, uint8_t *stage, 
     uint64_t up = 0;
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
-        const hl_binding b = binding_of(o);
+        const hl_binding b = hl_operand_binding(o);
         if (o->upload && o->bytes) {
             memcpy(stage + stage_off[i], o->upload, o->bytes);
             const VkBufferCopy r = {stage_off[i], b.offset, o->bytes};
@@ -402,7 +256,7 @@ hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
         if (!o->download || !o->bytes) continue;
-        const hl_binding b = binding_of(o);
+        const hl_binding b = hl_operand_binding(o);
         const VkBufferCopy r = {b.offset, stage_off[i], o->bytes};
         vkCmdCopyBuffer(dev->cmd, b.buffer, dev->staging.buffer, 1, &r);
         down += o->bytes;

@@ -123,8 +123,7 @@ extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
  * (hl_async_values leaves HL_VALUE_SPAN - 1 values between wait and signal). */
 #define HL_GROUP_CHUNK_OPS 8
 #define HL_VALUE_SPAN 64
-/* Memory ranges a group's operations touched since its last barrier (exec.c):
- * past this many, the next operation is recorded behind a barrier. */
+/* Ranges an ordered op's group touched since its last barrier (ordered.c); past this, a barrier. */
 #define HL_HAZARD_RANGES 48
 
 typedef struct hl_profile {
@@ -154,8 +153,7 @@ typedef struct hl_pipeline {
 hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec, uint32_t n_spec,
                           uint32_t required_subgroup, hl_pipeline **out, hl_error *err);
 void hl_pipelines_destroy(hl_device *dev);
-/* HELIOS_PIPELINE_IR (pipeline_ir.c): the directory (NULL: unset), and the dump of a
- * pipeline created with VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR. */
+/* HELIOS_PIPELINE_IR (pipeline_ir.c): the directory (NULL: unset), and a pipeline's dump. */
 const char *hl_pipeline_ir_dir(void);
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p);
 
@@ -356,7 +354,8 @@ void hl_write_set(hl_device *dev, VkDescriptorSet ds, const hl_binding *bufs, ui
 hl_status hl_begin_commands(hl_device *dev, uint32_t n_queries, hl_error *err);
 hl_status hl_submit_wait(hl_device *dev, hl_error *err); /* dev->cmd; hl_submit_cmd: cmd, no wait */
 hl_status hl_submit_cmd(hl_device *dev, VkCommandBuffer cmd, hl_error *err);
-/* cmd submitted after the timeline reaches wait_value, signalling signal_value (checked: in order). */
+/* cmd submitted after the timeline reaches wait, signalling signal (the pair checked: in order). */
+hl_status hl_check_async_values(const hl_device *dev, uint64_t wait, uint64_t signal, hl_error *err);
 hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait, uint64_t signal, hl_error *err);
 /* interrupt.c: the wait for dev->fence (HL_ERR_INTERRUPTED leaves the device abandoned), the
  * wait for an abandoned submission before the next, and at destroy: 1 when it still runs. */
@@ -427,6 +426,7 @@ typedef struct hl_exec {
     double gpu_ms; /* out: the single dispatch's GPU time, or the last sample's */
 } hl_exec;
 hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err);
+hl_binding hl_operand_binding(const hl_operand *o); /* its tensor's (at its offset + at), else its scratch */
 /* An ordered op into cmd (grouped: a barrier only where it depends on the last ones; ds its set). */
 hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds, int grouped, hl_exec *x,
                          hl_error *err);

@@ -177,7 +177,7 @@ def adamw(
     first step) and the learning rate whose float32 bits are words[lr_word] (words:
     int32, written before each replay); copy (float16 or bfloat16): p rounded to it.
     max_norm > 0: g first scaled by min(1, max_norm / (norm + 1e-6)) where norm**2 is the
-    float32 in words[norm_word] (torch's clip_grad_norm_ over every gradient).
+    float32 in words[norm_word] (torch's ``clip_grad_norm_`` over every gradient).
     skip_nonfinite: where that squared norm is NaN or infinite, nothing is updated (p, m,
     v and the copy stay as they were: a step with a non-finite gradient changes nothing)."""
     op = "adamw"

@@ -135,7 +135,7 @@ def upload_state(dev: Any, shape: GPTShape, params: dict[str, np.ndarray]) -> Tr
 
 @dataclass(frozen=True)
 class AdamWSettings:
-    """torch.optim.AdamW's settings and torch's clip_grad_norm_'s max_norm (0: none)."""
+    """torch.optim.AdamW's settings and torch's ``clip_grad_norm_``'s max_norm (0: none)."""
 
     lr: float = 3e-4
     betas: tuple = (0.9, 0.95)
@@ -241,7 +241,7 @@ class TrainingStep:
         out = self.state[name].g
         self._product(self._ones, g16, out.reshape(1, out.size))
 
-    def _attention(self, qkv: Tensor, merged: Tensor, lse: Tensor, backward: Optional[tuple] = None) -> None:
+    def _attend(self, qkv: Tensor, merged: Tensor, lse: Tensor, backward: Optional[tuple] = None) -> None:
         s = self.shape
         hd, dt = s.d // s.heads, qkv.dtype
         kw = {
@@ -282,7 +282,7 @@ class TrainingStep:
             stream = stream if branch is None else a.stream
             a.stream_in = stream
             self._product(a.h1, self._copy(p + "qkv.weight"), a.qkv, tb=True, bias=st[p + "qkv.bias"].p)
-            self._attention(a.qkv, a.merged, a.lse)
+            self._attend(a.qkv, a.merged, a.lse)
             self._product(a.merged, self._copy(p + "proj.weight"), a.attn, tb=True, bias=st[p + "proj.bias"].p)
             self._norm(stream, p + "ln2", a.h2, a.st2, a.attn, a.mid)
             self._product(a.h2, self._copy(p + "up.weight"), a.z, tb=True, bias=st[p + "up.bias"].p)
@@ -317,7 +317,7 @@ class TrainingStep:
             self._product(g.attn, self._copy(p + "proj.weight"), g.merged)
             self._product(g.attn, a.merged, st[p + "proj.weight"].g, ta=True)
             self._bias_grad(g.attn, p + "proj.bias")
-            self._attention(a.qkv, a.merged, a.lse, backward=(g.merged, g.qkv))
+            self._attend(a.qkv, a.merged, a.lse, backward=(g.merged, g.qkv))
             self._product(g.qkv, self._copy(p + "qkv.weight"), g.gh)
             self._product(g.qkv, a.h1, st[p + "qkv.weight"].g, ta=True)
             self._bias_grad(g.qkv, p + "qkv.bias")

@@ -61,12 +61,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         m.load_state_dict(state0)
         return m
 
-    # The reference first step (torch_eager) every adapter is gated against.
-    ref_model = fresh()
     x0, y0 = batch(0)
-    ref_loss = ref_model(x0, y0, adapters.TorchOps())
-    ref_loss.backward()
-    ref_grads, ref_loss_v = _grads(ref_model), float(ref_loss.detach())
+    ref_grads, ref_loss_v = _reference_step(fresh(), x0, y0)
     eager_curve: Optional[list] = None
     for adapter in cfg.adapters:
         row: dict = {"adapter": adapter}
@@ -76,15 +72,8 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
             if adapter == "torch_compile" and _compile_skipped(row, dev):
                 continue
             if adapter == "helios_plan":
-                if ddp:
-                    row["status"] = "skipped: helios_plan runs one process (no gradient all-reduce yet)"
-                    continue
-                model = fresh()
-                curve = _plan_row(row, cfg, model, state0, batch, (ref_grads, ref_loss_v), cuda, log, rank)
-                if row["status"] != "ok":
-                    result["status"] = "failed"
-                if eager_curve is not None and curve:
-                    row["loss_max_rel_dev_vs_eager"] = _max_deviation(cfg, curve, eager_curve)
+                _plan_row(row, cfg, fresh(), state0, batch, (ref_grads, ref_loss_v), cuda, log, (bool(ddp), rank))
+                _plan_verdict(row, result, cfg, eager_curve)
                 continue
             ops = adapters.ops_for(adapter, cuda)
             row["ops"] = ops.name
@@ -128,9 +117,13 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
 
 
 def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Callable, ref: tuple, cuda: bool,
-              log: Callable[[str], None], rank: int) -> list[float]:  # fmt: skip
+              log: Callable[[str], None], ddp_rank: tuple) -> None:  # fmt: skip
     """The helios_plan adapter's row (plan_adapter): recorded, gated on its first step,
-    reset to the initial weights, timed; returns its loss curve ([] where the gate failed)."""
+    reset to the initial weights, timed (skipped under DDP: no all-reduce in the capture)."""
+    ddp, rank = ddp_rank
+    if ddp:
+        row["status"] = "skipped: helios_plan runs one process (no gradient all-reduce yet)"
+        return
     row["ops"] = "helios capture (one submission a step)"
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
     x0, y0 = batch(0)
@@ -138,13 +131,20 @@ def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Call
     row["gate"] = gate_verdict(*plan_adapter.first_step(plan, model, x0, y0), *ref)
     if not row["gate"]["passed"]:
         row["status"] = "gate failed"
-        return []
+        return
     plan.reset(state0)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     tracer = _Tracer(torch, cuda, cfg, "helios_plan", rank)
     steps = plan_adapter.timed_plan_steps(cfg, plan, batch, cuda, log, tracer)
-    return _summarize(row, cfg, steps, 1, False, cuda)
+    _summarize(row, cfg, steps, 1, False, cuda)
+
+
+def _plan_verdict(row: dict, result: dict, cfg: TrainConfig, eager_curve: Optional[list]) -> None:
+    if row["status"] != "ok" and not row["status"].startswith("skipped"):
+        result["status"] = "failed"
+    if eager_curve is not None and row.get("loss"):
+        row["loss_max_rel_dev_vs_eager"] = _max_deviation(cfg, row["loss"], eager_curve)
 
 
 def _failed(row: dict, e: Exception, tracer: Optional["_Tracer"], result: dict) -> None:
@@ -230,6 +230,13 @@ def _inference(cfg: TrainConfig, trained: Any, data: Any, cuda: bool, log: Calla
         return out
     except Exception as e:  # the training results stand
         return {"error": f"{type(e).__name__}: {first_line(e)}", "error_log": str(e)[:ERROR_LOG_CHARS]}
+
+
+def _reference_step(model: Any, x0: Any, y0: Any) -> tuple[dict, float]:
+    """torch_eager's first step, which every adapter is gated against: its gradients and loss."""
+    loss = model(x0, y0, adapters.TorchOps())
+    loss.backward()
+    return _grads(model), float(loss.detach())
 
 
 def _gate(fwd: Any, model: Any, x0: Any, y0: Any, ops: Any, ref_grads: dict, ref_loss_v: float) -> dict:
