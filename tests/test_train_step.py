@@ -115,3 +115,21 @@ def test_what_a_training_step_refuses(device):
     step.step(good, good)  # the next good batch trains on
     assert np.isfinite(step.read_loss())
     assert not np.array_equal(step.state.flat.p.numpy(), before["p"])
+
+
+def test_every_op_is_of_one_kind_and_split_times_each(device):
+    from helios.train_step import OP_KINDS
+
+    step = TrainingStep(device, SHAPE, upload_state(device, SHAPE, _init()))
+    total = 0
+    for kind in OP_KINDS:  # each op recorded under exactly one kind
+        step._only = kind
+        with device.capture() as cap:
+            step.record()
+        assert cap.counts[0] > 0, kind
+        total += cap.counts[0]
+    step._only = None
+    assert total == step.capture.counts[0]
+    split = step.split(iters=1, warmup=0)
+    assert list(split) == [*OP_KINDS, "step"]
+    assert all(v >= 0.0 for v in split.values())

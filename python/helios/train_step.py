@@ -33,6 +33,7 @@ from .elementwise import LAYERNORM_ROWS
 from .gemm import activation_code
 from .tensor import Tensor
 
+OP_KINDS = ("products", "attention", "norms", "elementwise", "embedding", "loss", "optimizer")
 WORDS = 3  # step count, learning rate's float32 bits, the gradients' squared norm's float32 bits
 STEP_WORD, LR_WORD, NORM_WORD = range(WORDS)
 
@@ -177,6 +178,7 @@ class TrainingStep:
         self._g = _Grads(dev, shape)
         self._partials = dev.empty((-(-state.n // T.SQ_CHUNK),), "float32")
         self.steps = 0
+        self._only: Optional[str] = None  # split(): record only the ops of this kind
         with dev.capture() as cap:
             self.record()
         self.capture = cap
@@ -213,6 +215,28 @@ class TrainingStep:
         """The last step's gradient norm before clipping (read from the device)."""
         return float(np.sqrt(self.words.numpy()[NORM_WORD : NORM_WORD + 1].view(np.float32)[0]))
 
+    def split(self, iters: int = 5, warmup: int = 2) -> dict[str, float]:
+        """The step's GPU ms by kind of op (OP_KINDS): each kind's operations recorded
+        alone into a capture of their own and timed (median of `iters` replays after
+        `warmup`), and the whole step's ("step"). Kinds run alone lose the overlap the
+        step has between them: their sum is at least the step's. The replays compute on
+        whatever the tensors hold: call it between steps, not inside one."""
+        out: dict[str, float] = {}
+        try:
+            for kind in OP_KINDS:
+                self._only = kind
+                with self.dev.capture() as cap:
+                    self.record()
+                out[kind] = cap.time(iters, warmup).median("gpu_ms")
+                cap.close()
+        finally:
+            self._only = None
+        out["step"] = self.capture.time(iters, warmup).median("gpu_ms")
+        return out
+
+    def _on(self, kind: str) -> bool:
+        return self._only is None or self._only == kind
+
     # -- the recording -------------------------------------------------------------
 
     def record(self) -> None:
@@ -223,6 +247,8 @@ class TrainingStep:
 
     def _product(self, a: Tensor, b: Tensor, out: Tensor, *, ta: bool = False, tb: bool = False,
                  bias: Optional[Tensor] = None, act: Optional[str] = None) -> None:  # fmt: skip
+        if not self._on("products"):
+            return
         m = a.shape[1] if ta else a.shape[0]
         n = b.shape[0] if tb else b.shape[1]
         k = a.shape[0] if ta else a.shape[1]
@@ -242,6 +268,8 @@ class TrainingStep:
         self._product(self._ones, g16, out.reshape(1, out.size))
 
     def _attend(self, qkv: Tensor, merged: Tensor, lse: Tensor, backward: Optional[tuple] = None) -> None:
+        if not self._on("attention"):
+            return
         s = self.shape
         hd, dt = s.d // s.heads, qkv.dtype
         kw = {
@@ -259,12 +287,16 @@ class TrainingStep:
             self.dev._attention_backward(qkv, qkv, qkv, merged, g_merged, lse, g_qkv, g_qkv, g_qkv, *sizes, **kw)
 
     def _norm(self, x: Tensor, name: str, h: Tensor, stats: Tensor, branch: Optional[Tensor], x_out: Tensor) -> None:
+        if not self._on("norms"):
+            return
         s = self.shape
         w, b = self.state[name + ".weight"].p, self.state[name + ".bias"].p
         self.dev._layernorm(x, w, b, h, stats, s.rows, s.d, s.eps, s.dtype, branch, None if branch is None else x_out)
 
     def _norm_backward(self, gh: Tensor, x: Tensor, stats: Tensor, name: str, gx: Tensor, gx16: Tensor,
                        g_res: Optional[Tensor]) -> None:  # fmt: skip
+        if not self._on("norms"):
+            return
         s, g = self.shape, self._g
         self.dev._layernorm_backward(gh, x, stats, self.state[name + ".weight"].p, gx, gx16, g.partial, s.rows, s.d,
                                      s.dtype, g_res)  # fmt: skip
@@ -274,7 +306,8 @@ class TrainingStep:
 
     def _forward(self) -> None:
         s, st, f = self.shape, self.state, self._f
-        T.embed(self.ids, st["tok.weight"].p, st["pos.weight"].p, f["x0"])
+        if self._on("embedding"):
+            T.embed(self.ids, st["tok.weight"].p, st["pos.weight"].p, f["x0"])
         stream, branch = f["x0"], None
         for i, a in enumerate(self._acts):
             p = f"blocks.{i}."
@@ -286,14 +319,16 @@ class TrainingStep:
             self._product(a.merged, self._copy(p + "proj.weight"), a.attn, tb=True, bias=st[p + "proj.bias"].p)
             self._norm(stream, p + "ln2", a.h2, a.st2, a.attn, a.mid)
             self._product(a.h2, self._copy(p + "up.weight"), a.z, tb=True, bias=st[p + "up.bias"].p)
-            self.dev._activation(a.z, a.act, a.z.size, activation_code("gelu"), s.dtype, None)
+            if self._on("elementwise"):
+                self.dev._activation(a.z, a.act, a.z.size, activation_code("gelu"), s.dtype, None)
             self._product(a.act, self._copy(p + "down.weight"), a.y, tb=True, bias=st[p + "down.bias"].p)
             stream, branch = a.mid, a.y
         self._norm(stream, "lnf", f["hf"], f["stats"], branch, f["stream"])
         self._final_in = stream if branch is None else f["stream"]
         self._product(f["hf"], self._copy("tok.weight"), f["logits"], tb=True)
-        T.cross_entropy(f["logits"], self.targets, self.losses, f["logits"], 1.0 / s.rows)
-        T.column_sum(self.losses.reshape(s.rows, 1), self.loss, scale=1.0 / s.rows)
+        if self._on("loss"):
+            T.cross_entropy(f["logits"], self.targets, self.losses, f["logits"], 1.0 / s.rows)
+            T.column_sum(self.losses.reshape(s.rows, 1), self.loss, scale=1.0 / s.rows)
 
     def _backward(self) -> None:
         s, st, f, g = self.shape, self.state, self._f, self._g
@@ -308,7 +343,8 @@ class TrainingStep:
             self._product(g_branch, self._copy(p + "down.weight"), g.gh4)
             self._product(g_branch, a.act, st[p + "down.weight"].g, ta=True)
             self._bias_grad(g_branch, p + "down.bias")
-            self.dev._activation(a.z, g.gz, a.z.size, activation_code("gelu"), s.dtype, g.gh4)
+            if self._on("elementwise"):
+                self.dev._activation(a.z, g.gz, a.z.size, activation_code("gelu"), s.dtype, g.gh4)
             self._product(g.gz, self._copy(p + "up.weight"), g.gh)
             self._product(g.gz, a.h2, st[p + "up.weight"].g, ta=True)
             self._bias_grad(g.gz, p + "up.bias")
@@ -324,11 +360,13 @@ class TrainingStep:
             nxt = 1 - g.stream.index(g_stream)
             g_stream, g_branch = g.stream[nxt], g.branch[nxt]
             self._norm_backward(g.gh, a.stream_in, a.st1, p + "ln1", g_stream, g_branch, g.mid)
-        # the table's gradient adds to the head's; the positions' is its own
-        T.embed_backward(self.ids, g_stream, st["tok.weight"].g, None, s.seq, accumulate=True)
-        T.embed_backward(self.ids, g_stream, None, st["pos.weight"].g, s.seq)
+        if self._on("embedding"):  # the table's gradient adds to the head's; the positions' is its own
+            T.embed_backward(self.ids, g_stream, st["tok.weight"].g, None, s.seq, accumulate=True)
+            T.embed_backward(self.ids, g_stream, None, st["pos.weight"].g, s.seq)
 
     def _optimizer(self) -> None:
+        if not self._on("optimizer"):
+            return
         o, flat = self.optim, self.state.flat
         chunks = T.sum_squares(flat.g, self._partials)
         T.column_sum(self._partials[:chunks].reshape(chunks, 1), self.words, at=NORM_WORD, n=1)

@@ -193,6 +193,8 @@ class TrainRow:
     grad_norm: list = col("numbers", "the gradient norm at every step", default=ABSENT)
     loss_max_rel_dev_vs_eager: float = col("number", "the loss curve's largest relative distance from eager's",
                                            default=ABSENT)  # fmt: skip
+    op_split_ms: dict = col("object", "helios_plan: the step's GPU ms by kind of op, each kind replayed alone, "
+                            "and the whole step's (step)", default=ABSENT)  # fmt: skip
 
 
 @dataclass(slots=True, kw_only=True)

@@ -161,6 +161,10 @@ def train_markdown(result: dict) -> str:
             f"{r.loss[0]:.4f} | {r.loss[-1]:.4f} | {'-' if dev is None else f'{dev * 100:.2f}%'} | "
             f"{fmt_mib(r.peak_memory_bytes)} |"
         )
+    for r in rows:
+        if r.op_split_ms:
+            split = ", ".join(f"{k} {v:.3f}" for k, v in r.op_split_ms.items() if isinstance(v, (int, float)))
+            lines += ["", f"{md_cell(r.adapter)}: GPU ms by kind of op, each kind replayed alone: {split}"]
     inf = result.get("inference")
     if inf and _smoke_readable(inf):
         divs = [e["first_divergence"] for e in inf["prompts"]]

@@ -138,6 +138,7 @@ def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Call
     tracer = _Tracer(torch, cuda, cfg, "helios_plan", rank)
     steps = plan_adapter.timed_plan_steps(cfg, plan, batch, cuda, log, tracer)
     _summarize(row, cfg, steps, 1, False, cuda)
+    row["op_split_ms"] = plan.step.split()  # after the timed steps: its replays train on
 
 
 def _plan_verdict(row: dict, result: dict, cfg: TrainConfig, eager_curve: Optional[list]) -> None:
