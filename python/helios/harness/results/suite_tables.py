@@ -172,7 +172,7 @@ def train_markdown(result: dict) -> str:
         lines += [
             "",
             f"Inference smoke (greedy, KV cache, {inf['new_tokens']} new tokens from each of 3 prompts, the "
-            f"torch_eager-trained weights): same tokens: {inf['same_tokens']} (first divergence per prompt: "
+            f"torch_eager-trained weights; Helios through the decode plan): same tokens: {inf['same_tokens']} (first divergence per prompt: "
             f"{divs}{'; each at a tie of torch logits' if not inf['same_tokens'] and inf.get('same_tokens_up_to_ties') else ''}"
             f"); decode tokens/s torch {rates['torch']:.0f}, helios {rates['helios']:.0f}",
         ]

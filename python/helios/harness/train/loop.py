@@ -109,7 +109,7 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
         except Exception as e:  # an adapter that cannot run here: said in its row, the others go on
             _failed(row, e, tracer, result)
     result["rows"] = [written_row(TrainRow, r) for r in result["rows"]]
-    if trained is not None and "helios" in cfg.adapters:
+    if trained is not None and HELIOS_ADAPTERS & set(cfg.adapters):
         result["inference"] = _inference(cfg, trained, data, cuda, log)
     if ddp:
         torch.distributed.destroy_process_group()
@@ -225,8 +225,18 @@ def _max_deviation(cfg: TrainConfig, curve: list[float], eager: list[float]) -> 
 def _inference(cfg: TrainConfig, trained: Any, data: Any, cuda: bool, log: Callable[[str], None]) -> dict:
     """The inference smoke on the trained weights; an error is reported, not fatal."""
     try:
-        hops = adapters.ops_for("helios", cuda)
-        out = inference_smoke(cfg, trained, adapters.TorchOps(), hops, data, cuda)
+        from ... import Device
+        from ...torch import device_for
+        from ..workloads.decode.plan_decoder import PlanDecoder
+        from ..workloads.decode.run import greedy_run
+        from ..workloads.decode.runners import PlanRunner
+
+        hdev = device_for(data) if cuda else Device()
+        state = {k: v.detach().float().cpu().numpy() for k, v in trained.state_dict().items()}
+        dec = PlanDecoder(hdev, state, cfg.layers, cfg.heads, cfg.seq)  # greedy decoding through the decode plan
+        out = inference_smoke(
+            cfg, trained, adapters.TorchOps(), lambda p, n: greedy_run(PlanRunner(dec), p, n)[0], data, cuda
+        )
         log(f"inference: same tokens {out['same_tokens']}")
         return out
     except Exception as e:  # the training results stand
