@@ -148,10 +148,12 @@ class AdamWSettings:
 class TrainingStep:
     """The step of GPTShape `shape` over `state`, recorded into one Capture at
     construction (nothing runs then); ``step()`` replays it. exportable: the batch, the
-    words and the loss in memory CUDA maps (helios.torch.training_plan's)."""
+    words and the loss in memory CUDA maps (helios.torch.training_plan's). halves: also
+    record the step as two captures (``halves``: forward and backward, then the gradient
+    norm and AdamW), for a gradient all-reduce between them."""
 
     def __init__(self, dev: Any, shape: GPTShape, state: TrainState, optim: AdamWSettings = AdamWSettings(),
-                 exportable: bool = False) -> None:  # fmt: skip
+                 exportable: bool = False, halves: bool = False) -> None:  # fmt: skip
         missing = sorted({n for n, _ in shape.parameters()} - set(state.params))
         if missing:
             raise ValueError(f"TrainingStep: the state has no {missing[:3]}{'...' if len(missing) > 3 else ''}")
@@ -182,6 +184,16 @@ class TrainingStep:
         with dev.capture() as cap:
             self.record()
         self.capture = cap
+        # halves: the step also as two captures, the forward and backward, then the
+        # optimizer, so that the gradients can be averaged over GPUs between them
+        self.halves: Optional[tuple[Any, Any]] = None
+        if halves:
+            with dev.capture() as first:
+                self._forward()
+                self._backward()
+            with dev.capture() as second:
+                self._optimizer()
+            self.halves = (first, second)
 
     def step_words(self, lr: Optional[float] = None) -> np.ndarray:
         """The words the next replay reads: the step count (1 first), the learning rate's

@@ -30,6 +30,7 @@ class TrainingPlan:
         self._step_count = views["step_count"]
         self._flat: dict = views["flat"]  # torch's views of the flat p, g, m, v and 16-bit copy
         self._layout: dict = views["layout"]
+        self._halved = False  # the last step ran as two halves around the all-reduce
         # where each parameter's data and gradient must stay: the recording reads them there
         self._bound = [(n, p, p.data_ptr(), p.grad.data_ptr()) for n, p in model.named_parameters()]
 
@@ -49,7 +50,23 @@ class TrainingPlan:
     def capture(self) -> Any:
         return self.step.capture
 
-    def __call__(self, batch: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def _run(self, capture: Any, stream: Any) -> None:
+        """One replay after the stream's work so far, the stream after it: one crossing each way."""
+        dev = self.step.dev
+        if ordering(self._ids) != "semaphore":
+            stream.synchronize()
+            capture.replay()
+            return
+        w, sig = dev._async_values()
+        dev._cuda_signal(stream.cuda_stream, w)
+        capture.submit(w, sig)
+        dev._cuda_wait(stream.cuda_stream, sig)
+
+    def __call__(self, batch: torch.Tensor, targets: torch.Tensor, average: bool = True) -> torch.Tensor:
+        """One step on (batch, seq) token ids: the loss. With ``average_gradients`` at
+        recording, the gradients are averaged over torch.distributed's default group
+        (one NCCL all-reduce between the backward and the optimizer) unless average is
+        False (a replica alone: the suite's gate)."""
         s = self.step.shape
         want = (s.batch, s.seq)
         for name, t in (("batch", batch), ("targets", targets)):
@@ -66,16 +83,16 @@ class TrainingPlan:
         self._targets.copy_(targets.reshape(-1))
         lr = float(self.optimizer.param_groups[0]["lr"])  # a scheduler's, read every step
         self._words.copy_(torch.from_numpy(self.step.step_words(lr)))
-        dev = self.step.dev
         stream = torch.cuda.current_stream(batch.device)
-        if ordering(batch) != "semaphore":
-            stream.synchronize()
-            self.step.capture.replay()
-        else:
-            w, sig = dev._async_values()
-            dev._cuda_signal(stream.cuda_stream, w)
-            self.step.capture.submit(w, sig)
-            dev._cuda_wait(stream.cuda_stream, sig)
+        halves = self.step.halves if average else None
+        self._halved = halves is not None
+        if halves is None:
+            self._run(self.step.capture, stream)
+        else:  # the gradients averaged over the process group between the halves: one all-reduce
+            first, second = halves
+            self._run(first, stream)
+            torch.distributed.all_reduce(self._flat["g"], op=torch.distributed.ReduceOp.AVG)
+            self._run(second, stream)
         self.step.steps += 1
         self._step_count.fill_(float(self.step.steps))
         return self._loss.clone().reshape(())
@@ -85,7 +102,10 @@ class TrainingPlan:
         return self._words[2:3].view(torch.float32).sqrt().reshape(())
 
     def gpu_ms(self) -> float:
-        """The last step's GPU time between the capture's timestamps (waits for it)."""
+        """The last step's GPU time between the capture's timestamps (waits for it; the two
+        halves' summed where the gradients were averaged between them)."""
+        if self._halved and self.step.halves is not None:
+            return sum(c.gpu_ms() for c in self.step.halves)
         return self.step.capture.gpu_ms()
 
 
@@ -131,7 +151,12 @@ def _settings(optimizer: Any, max_norm: float) -> AdamWSettings:
 
 
 def training_plan(
-    model: Any, optimizer: Any, batch: torch.Tensor, targets: torch.Tensor, max_norm: Optional[float] = 1.0
+    model: Any,
+    optimizer: Any,
+    batch: torch.Tensor,
+    targets: torch.Tensor,
+    max_norm: Optional[float] = 1.0,
+    average_gradients: bool = False,
 ) -> TrainingPlan:
     """Records `model`'s training step (the suite's GPT on CUDA) with `optimizer`
     (torch.optim.AdamW, one group) for batches shaped like `batch` and `targets`
@@ -139,8 +164,12 @@ def training_plan(
     ``clip_grad_norm_`` does (None: no clipping). The model's parameters, gradients
     and the optimizer's moments move into memory Helios and torch share (their values
     kept): ``state_dict()``, evaluation and checkpoints between steps see the trained
-    weights with no copies. A module or setting it does not support is refused here,
-    naming it."""
+    weights with no copies. average_gradients: under torch.distributed (torchrun, NCCL)
+    the gradients are averaged over the default group each step, one all-reduce of the
+    flat gradient buffer between the backward and the optimizer (two crossings each way
+    a step). A module or setting it does not support is refused here, naming it."""
+    if average_gradients and not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        raise ValueError("training_plan: average_gradients needs torch.distributed initialized (torchrun)")
     cuda_ordinal(batch)  # a TypeError for a CPU tensor
     shape = _shape_of(model, batch)
     if tuple(targets.shape) != tuple(batch.shape):
@@ -168,7 +197,7 @@ def training_plan(
             optimizer.state[p] = {"step": step_count, "exp_avg": view["m"], "exp_avg_sq": view["v"]}
         flat["copy"].copy_(flat["p"])  # the products' 16-bit copies, rounded once
     torch.cuda.current_stream(batch.device).synchronize()  # the copies above are in before Helios reads them
-    step = TrainingStep(dev, shape, state, settings, exportable=True)
+    step = TrainingStep(dev, shape, state, settings, exportable=True, halves=average_gradients)
     step.steps = int(step_count.item())
     views = {
         "ids": torch.from_dlpack(step.ids),

@@ -118,16 +118,14 @@ def run_train(cfg: TrainConfig, log: Callable[[str], None] = lambda s: None) -> 
 
 def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Callable, ref: tuple, cuda: bool,
               log: Callable[[str], None], ddp_rank: tuple) -> None:  # fmt: skip
-    """The helios_plan adapter's row (plan_adapter): recorded, gated on its first step,
-    reset to the initial weights, timed (skipped under DDP: no all-reduce in the capture)."""
+    """The helios_plan adapter's row (plan_adapter): recorded, gated on its first step (the
+    replica alone), reset to the initial weights, timed."""
     ddp, rank = ddp_rank
-    if ddp:
-        row["status"] = "skipped: helios_plan runs one process (no gradient all-reduce yet)"
-        return
-    row["ops"] = "helios capture (one submission a step)"
+    average = ddp and cfg.grad_sync != "none"
+    row["ops"] = "helios capture (one submission a step" + (", two around the all-reduce)" if average else ")")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.1)
     x0, y0 = batch(0)
-    plan = plan_adapter.make_plan(model, opt, x0, y0, cuda)
+    plan = plan_adapter.make_plan(model, opt, x0, y0, cuda, average)
     row["gate"] = gate_verdict(*plan_adapter.first_step(plan, model, x0, y0), *ref)
     if not row["gate"]["passed"]:
         row["status"] = "gate failed"
@@ -137,7 +135,8 @@ def _plan_row(row: dict, cfg: TrainConfig, model: Any, state0: dict, batch: Call
         torch.cuda.reset_peak_memory_stats()
     tracer = _Tracer(torch, cuda, cfg, "helios_plan", rank)
     steps = plan_adapter.timed_plan_steps(cfg, plan, batch, cuda, log, tracer)
-    _summarize(row, cfg, steps, 1, False, cuda)
+    world = torch.distributed.get_world_size() if ddp else 1
+    _summarize(row, cfg, steps, world, ddp, cuda)
     row["op_split_ms"] = plan.step.split()  # after the timed steps: its replays train on
 
 

@@ -2,7 +2,9 @@
 clipping, AdamW) as one Helios capture replayed per step: helios.torch.training_plan
 on CUDA (one crossing from CUDA into Vulkan and one back a step), helios.train_step on
 host arrays without CUDA. Its row splits nothing: the step is one submission, so its
-forward span is the whole step and its backward and optimizer spans are 0."""
+forward span is the whole step and its backward and optimizer spans are 0. Under
+torchrun the gradients are averaged between the backward and the optimizer: one NCCL
+all-reduce of the flat gradient buffer, and one more crossing each way."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ class HostPlan:
         host = {n: state_dict[n].detach().cpu().numpy() for n, _ in self.shape.parameters()}
         self.step = TrainingStep(self.dev, self.shape, upload_state(self.dev, self.shape, host), self.settings)
 
-    def __call__(self, batch: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def __call__(self, batch: torch.Tensor, targets: torch.Tensor, average: bool = True) -> torch.Tensor:
         self.last = self.step.step(batch.numpy(), targets.numpy())
         return torch.tensor(self.step.read_loss())
 
@@ -50,17 +52,18 @@ class HostPlan:
         return {n: torch.from_numpy(self.step.state[n].g.numpy()) for n, _ in self.shape.parameters()}
 
 
-def make_plan(model: Any, opt: Any, x0: torch.Tensor, y0: torch.Tensor, cuda: bool) -> Any:
+def make_plan(model: Any, opt: Any, x0: torch.Tensor, y0: torch.Tensor, cuda: bool, average: bool = False) -> Any:
+    """The adapter's plan; average: the gradients averaged over the ranks (torchrun)."""
     if not cuda:
         return HostPlan(model, opt, x0)
     from ... import torch as ht
 
-    return ht.training_plan(model, opt, x0, y0, max_norm=MAX_NORM)
+    return ht.training_plan(model, opt, x0, y0, max_norm=MAX_NORM, average_gradients=average)
 
 
 def first_step(plan: Any, model: Any, x0: torch.Tensor, y0: torch.Tensor) -> tuple[float, dict]:
-    """The plan's first step: its loss and every gradient (before clipping)."""
-    loss = float(plan(x0, y0))
+    """The plan's first step, the replica alone: its loss and every gradient (before clipping)."""
+    loss = float(plan(x0, y0, average=False))
     if isinstance(plan, HostPlan):
         return loss, plan.grads()
     return loss, {n: p.grad.detach().float().clone() for n, p in model.named_parameters()}
