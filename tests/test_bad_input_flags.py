@@ -276,6 +276,8 @@ REFUSED_BEFORE_WORK = [
     (["check", "--decode", "--attention"], "--attention does not apply"),
     (["check", "--decode", "--backward", "--forms=plain"], "--backward, --forms do not apply"),
     (["check", "--decode", "--head-dims=16"], "--head-dims does not apply"),
+    (["check", "--train", "--decode"], "--decode does not apply"),
+    (["check", "--train", "--attention", "--variant=x"], "--attention, --variant do not apply"),
     (["suite", "decode", "--tiny", "--adapters=,"], "--adapters ',' names no adapter"),
     (["suite", "train", "--tiny", "--adapters= , "], "names no adapter"),
     (["suite", "mlp", "--tiny", "--adapters=,"], "names no adapter"),

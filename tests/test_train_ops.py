@@ -194,3 +194,13 @@ def test_a_gradient_norm_and_clipping_as_torchs(device):
         T.adamw(hp, z, _f32(device, np.zeros_like(p)), g, words, max_norm=1.0, norm_word=2)
         res = helios.check_close(hp.numpy().astype(np.float64)[None], tp.detach().numpy().astype(np.float64)[None])
         assert res.passed, res.line()
+
+
+def test_helios_check_train_fuzzes_every_op(capsys):
+    from helios.cli import main
+    from helios.harness.workloads.train_fuzz import OPS
+
+    assert main(["check", "--train", "--fuzz", str(len(OPS)), "--seed", "2", "-v", "--dtype", "bfloat16"]) == 0
+    out = capsys.readouterr().out
+    assert all(f" {op} " in out for op in OPS), out
+    assert f"{len(OPS)} passed, 0 failed" in out

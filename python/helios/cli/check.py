@@ -188,9 +188,40 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def cmd_check_train(args: argparse.Namespace) -> int:
+    """--train: exit 0 pass, 1 any failure, 2 skipped (no device)."""
+    from ..harness.workloads.train_fuzz import train_fuzz
+
+    given = [flag for flag, on in (("--attention", args.attention), ("--backward", args.backward),
+                                    ("--decode", args.decode), ("--variant", bool(args.variant))) if on]  # fmt: skip
+    if given:
+        verb = "does" if len(given) == 1 else "do"
+        raise UsageError(f"--train fuzzes the training step's own ops; {', '.join(given)} {verb} not apply to it")
+    dev = _device_or_skip(args, "helios check --train")
+    if dev is None:
+        return 2
+    failures = n = 0
+    with dev:
+        print(f"a training step's ops (helios.train_ops), logits in {args.dtype}, on {dev.info['name']}, vs float64")
+        try:
+            for case in train_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype):
+                n += 1
+                if not case.passed:
+                    failures += 1
+                    print(f"FAIL #{case.index} {case.label()}: {case.line}")
+                elif args.verbose:
+                    print(f"ok   #{case.index} {case.label()}")
+        except KeyboardInterrupt:
+            raise interrupted_after(n, failures, f"training ops fuzz seed {args.seed}") from None
+    print(f"{n - failures} passed, {failures} failed (training ops fuzz seed {args.seed})")
+    return 1 if failures else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     if getattr(args, "devices", None):
         return cmd_check_devices(args)
+    if args.train:
+        return cmd_check_train(args)
     if args.decode:
         return cmd_check_decode(args)
     if args.attention:
@@ -343,6 +374,13 @@ def register(sub: Any) -> None:
         help="fuzz the decode step's attention over a KV cache instead (a plan's attention_decode): random heads, "
         "head dims dividing 256, caches of up to --max-seq rows and positions in them, vs float64, the appended "
         "K and V compared bit for bit",
+    )
+    pk.add_argument(
+        "--train",
+        action="store_true",
+        help="fuzz a training step's own ops instead (helios.train_ops): the embedding and its token and position "
+        "gradients, cross-entropy (logits in --dtype), column sums, sums of squares and AdamW with gradient "
+        "clipping, one op a case in turn, on random sizes vs float64",
     )
     pk.add_argument(
         "--backward",
