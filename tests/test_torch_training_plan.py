@@ -75,3 +75,25 @@ def test_what_a_training_plan_refuses():
     mine.lnf.weight.data = mine.lnf.weight.data.clone()
     with pytest.raises(RuntimeError, match="lnf.weight"):
         plan(x, x)
+
+
+def test_averaged_gradients_run_as_two_halves_around_one_all_reduce(tmp_path):
+    """One rank of torch.distributed (NCCL): the halves and the all-reduce between them
+    run, and a one-rank average is the rank's own step."""
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        ref, mine = _pair()
+        x = torch.randint(0, CFG.vocab, (CFG.batch, CFG.seq), device="cuda")
+        y = torch.randint(0, CFG.vocab, (CFG.batch, CFG.seq), device="cuda")
+        alone = training_plan(ref, _opt(ref), x, y)
+        averaged = training_plan(mine, _opt(mine), x, y, average_gradients=True)
+        assert averaged.step.halves is not None
+        for _ in range(2):
+            a, b = float(alone(x, y)), float(averaged(x, y))
+            assert a == b
+        assert averaged.gpu_ms() > 0.0
+        assert torch.equal(ref.tok.weight, mine.tok.weight)
+    finally:
+        dist.destroy_process_group()

@@ -389,10 +389,12 @@ def register(sub: Any) -> None:
         default=None,
         help="comma-separated subset of helios, helios_per_call, helios_torch, torch_eager, torch_compile "
         "(default all; torch ones are recorded as skipped without CUDA); for train: torch_eager, "
-        "torch_compile, helios (default those three; torch_eager always runs: the reference), and helios_blocks "
-        "(a block's attention and MLP one Helios group each) and helios_per_op (each linear and the attention a "
-        "Helios op of its own): what grouping saves; for decode: torch_eager, torch_cuda_graphs, helios_torch, "
-        "helios_plan (default all)",
+        "torch_compile, helios, helios_plan (the whole step one Helios capture) (default those four; torch_eager "
+        "always runs: the reference), and helios_blocks (a block's attention and MLP one Helios group each) and "
+        "helios_per_op (each linear and the attention a Helios op of its own): what grouping saves; for decode: "
+        "torch_eager, torch_cuda_graphs, helios_torch, helios_plan (default all); with --model llama: "
+        "torch_eager, torch_cuda_graphs, torch_compile (reduce-overhead, static caches), helios_plan (default all; "
+        "the CUDA ones skipped without CUDA)",
     )
     add_seed(ps, "the inputs")
     add_tolerances(ps)

@@ -145,7 +145,7 @@ CONTEXT_FIELDS = {"context": "count", "ms_per_token_p50": "positive", "gpu_ms_p5
 class DecodeRow:
     """A row of helios-decode/1: one adapter decoding greedily at batch 1 (helios suite decode)."""
 
-    adapter: str = col("str", "torch_eager, torch_cuda_graphs, helios_torch or helios_plan", required=True)
+    adapter: str = col("str", "torch_eager, torch_cuda_graphs, torch_compile (Llama), helios_torch or helios_plan", required=True)
     status: str = col("str", "ok, or why the adapter has no numbers", required=True)
     tokens: list = col("list", "the tokens it generated", default=ABSENT)
     tokens_per_s: float = col("number", "new tokens per second of wall time", default=ABSENT)
