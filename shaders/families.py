@@ -473,7 +473,7 @@ FAMILIES = (
         None,
         (
             # 0 embedding, 1 token table gradient, 2 position table gradient, 3 cross-entropy, 4 column sums,
-            # 5 sums of squares
+            # 5 sums of squares, 6 rotary positions on rows, 7 SwiGLU on rows
             Spec("PASS", "uint", "0", "e->pass"),
             Spec("MAX_COLS", "uint", "4", "e->cols_per_thread"),  # token table gradient: ceil(n / 256)
         ),

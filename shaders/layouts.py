@@ -209,6 +209,7 @@ TRAIN = Push(
         _U("accumulate", doc="1: add to what the destination holds"),
         Word("scale", "float", "cross-entropy: the gradient's factor (1 / rows for a mean); column sums: the sum's"),
         _U("dst_off", doc="column sums, sums of squares: elements from the destination binding's start"),
+        _U("flags", doc="embedding: 1 a 16-bit token table (IN's type), 2 no position table"),
     ),
 )
 

@@ -15,6 +15,14 @@
 //     (fp32)
 //   5 sums of squares: DST[dst_off + w] = sum of SRC[i]^2 over the rows elements of
 //     workgroup w's chunk of SQ_CHUNK (fp32: a gradient norm's partial sums, in order)
+//   6 rotary positions on rows of 16-bit heads, in place (AUX): in each of `rows` rows
+//     (ld elements apart), the first n heads of seq elements, row r at position off + r:
+//     each pair (i, i + seq/2) turned by the angle whose cos and sin are
+//     SRC2[pos, i] and SRC2[pos, seq/2 + i] (Llama's rotate_half)
+//   7 SwiGLU on rows: AUX[r, i] = silu(SRC[r, i]) SRC[r, n + i] over rows x n, 16-bit,
+//     the source's rows ld elements apart
+// The embedding's flags: 1 the token table is 16-bit (IN's type, widened exactly), 2
+// there is no position table.
 // "(+)=": accumulate != 0 adds to what DST holds.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -32,6 +40,7 @@ layout(binding = BINDING_SRC) readonly buffer Src16 { uint16_t src16[]; };
 layout(binding = BINDING_SRC2) readonly buffer Src2 { float src2[]; };
 layout(binding = BINDING_DST) buffer Dst { float dst[]; };
 layout(binding = BINDING_AUX) writeonly buffer Aux16 { uint16_t aux16[]; };
+layout(binding = BINDING_AUX) buffer AuxRW { uint16_t auxrw[]; };
 
 #define NAN uintBitsToFloat(0x7FC00000u)
 
@@ -44,13 +53,15 @@ uint flat_index() { return flat_group() * 256u + gl_LocalInvocationID.x; }
 
 void put(uint i, float v) { dst[i] = p.accumulate != 0u ? dst[i] + v : v; }
 
-float logit(uint i) {
+float widen16(uint16_t w) {
 #ifdef IN_BF16
-    return bf16_to_f32(uint(src16[i]));
+    return bf16_to_f32(uint(w));
 #else
-    return float(uint16BitsToFloat16(src16[i]));
+    return float(uint16BitsToFloat16(w));
 #endif
 }
+
+float logit(uint i) { return widen16(src16[i]); }
 
 uint16_t to16(float v) {
 #ifdef IN_BF16
@@ -64,7 +75,9 @@ void embed() {
     const uint i = flat_index();
     if (i >= p.rows * p.n) return;
     const uint r = i / p.n, c = i - r * p.n, id = uint(ids[r]);
-    dst[i] = id < p.table_rows ? src[id * p.n + c] + src2[(r % p.seq) * p.n + c] : NAN;
+    const float tok = (p.flags & 1u) != 0u ? widen16(src16[id * p.n + c]) : src[id * p.n + c];
+    const float pos = (p.flags & 2u) != 0u ? 0.0 : src2[(r % p.seq) * p.n + c];
+    dst[i] = id < p.table_rows ? tok + pos : NAN;
 }
 
 // Rows whose id is this workgroup's table row, 256 ids at a time: each invocation
@@ -174,11 +187,32 @@ void sum_squares() {
     if (t == 0u) dst[p.dst_off + w] = acc;
 }
 
+void rope_rows() {
+    const uint g = flat_index(), half_d = p.seq / 2u, per_row = p.n * half_d;
+    if (g >= p.rows * per_row) return;
+    const uint r = g / per_row, k = g - r * per_row, i = k % half_d;
+    const uint at = r * p.ld + k / half_d * p.seq + i, pos = p.off + r;
+    const float c = src2[pos * p.seq + i], s = src2[pos * p.seq + half_d + i];
+    const float a = widen16(auxrw[at]), b = widen16(auxrw[at + half_d]);
+    auxrw[at] = to16(a * c - b * s);
+    auxrw[at + half_d] = to16(b * c + a * s);
+}
+
+void swiglu_rows() {
+    const uint g = flat_index();
+    if (g >= p.rows * p.n) return;
+    const uint r = g / p.n, i = g - r * p.n;
+    const float x = widen16(src16[r * p.ld + i]), u = widen16(src16[r * p.ld + p.n + i]);
+    aux16[g] = to16(x / (1.0 + exp(-x)) * u);
+}
+
 void main() {
     if (PASS == 0u) embed();
     else if (PASS == 1u) token_grad();
     else if (PASS == 2u) position_grad();
     else if (PASS == 3u) cross_entropy();
     else if (PASS == 4u) column_sum();
-    else sum_squares();
+    else if (PASS == 5u) sum_squares();
+    else if (PASS == 6u) rope_rows();
+    else swiglu_rows();
 }

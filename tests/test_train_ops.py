@@ -204,3 +204,44 @@ def test_helios_check_train_fuzzes_every_op(capsys):
     out = capsys.readouterr().out
     assert all(f" {op} " in out for op in OPS), out
     assert f"{len(OPS)} passed, 0 failed" in out
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_prefill_rows_ops_against_float64(device, dtype):
+    """A prompt's ops row by row: the 16-bit embedding without positions (exact), rotary
+    positions on the q and k heads of QKV rows, SwiGLU (each one rounding of the type)."""
+    rng = np.random.default_rng(17)
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    ulp = 2.0**-8 if dtype == "bfloat16" else 2.0**-11
+    vocab, d = 50, 24
+    table16 = rng.standard_normal((vocab, d)).astype(dt)
+    ids = rng.integers(0, vocab, 7).astype(np.int32)
+    out = device.empty((7, d), "float32")
+    T.embed(_ids(device, ids), device.upload(table16, dtype=dtype), None, out)
+    np.testing.assert_array_equal(out.numpy(), table16.astype(np.float32)[ids])
+    rows, heads, hd, start = 5, 3, 8, 4  # two q heads and one k head, then a v head left alone
+    x = rng.standard_normal((rows, 4 * hd)).astype(dt)
+    ang = rng.uniform(-3, 3, (start + rows, hd // 2))
+    tab = np.concatenate([np.cos(ang), np.sin(ang)], 1).astype(np.float32)
+    tx = device.upload(x, dtype=dtype)
+    T.rope_rows(tx, _f32(device, tab), heads, hd, start)
+    want = x.astype(np.float64).copy()
+    for r in range(rows):
+        c, s = tab[start + r, : hd // 2].astype(np.float64), tab[start + r, hd // 2 :].astype(np.float64)
+        for h in range(heads):
+            a, b = want[r, h * hd : h * hd + hd // 2].copy(), want[r, h * hd + hd // 2 : (h + 1) * hd].copy()
+            want[r, h * hd : h * hd + hd // 2] = a * c - b * s
+            want[r, h * hd + hd // 2 : (h + 1) * hd] = b * c + a * s
+    got = tx.numpy().astype(np.float64)
+    assert np.abs(got - want).max() <= ulp * np.abs(want).max() * 2
+    np.testing.assert_array_equal(got[:, heads * hd :], x.astype(np.float64)[:, heads * hd :])  # v untouched
+    gu = rng.standard_normal((6, 2 * 40)).astype(dt)
+    o = device.empty((6, 40), dtype)
+    T.swiglu_rows(device.upload(gu, dtype=dtype), o)
+    g, u = gu[:, :40].astype(np.float64), gu[:, 40:].astype(np.float64)
+    want = g / (1 + np.exp(-g)) * u
+    assert np.abs(o.numpy().astype(np.float64) - want).max() <= ulp * np.abs(want).max() * 2
+    with pytest.raises(ValueError, match="past the table"):
+        T.rope_rows(tx, _f32(device, tab), heads, hd, start + 1)
+    with pytest.raises(ValueError, match="even width"):
+        T.swiglu_rows(device.upload(np.zeros((2, 5), dt), dtype=dtype), device.empty((2, 2), dtype))

@@ -15,17 +15,22 @@ typedef enum hl_train_pass {
     HL_TRAIN_CROSS_ENTROPY = 3, /* dst[r] = lse(src[r]) - src[r, ids[r]]; aux = (softmax - onehot) scale */
     HL_TRAIN_COLUMN_SUM = 4,    /* dst[dst_off + c] (+)= scale sum over r of src[r ld + off + c] */
     HL_TRAIN_SUM_SQUARES = 5, /* dst[dst_off + w] = sum of src[i]^2 over chunk w of HL_TRAIN_SQ_CHUNK (rows elements) */
-    HL_TRAIN_PASSES = 6
+    HL_TRAIN_ROPE_ROWS = 6,   /* rotary positions on n heads of seq elements of each row (ld apart), in aux */
+    HL_TRAIN_SWIGLU_ROWS = 7, /* aux[r, i] = silu(src[r, i]) src[r, n + i], 16-bit rows ld apart */
+    HL_TRAIN_PASSES = 8
 } hl_train_pass;
 
 /* Every tensor fp32 except ids (int32) and the cross-entropy's src and aux (dtype:
  * float16 or bfloat16); sizes as train.comp's header says. Ids outside the table (or
  * targets outside the classes) make the rows that read them NaN. */
 #define HL_TRAIN_SQ_CHUNK 4096u /* train.comp's SQ_CHUNK */
+#define HL_TRAIN_TABLE16 1u
+#define HL_TRAIN_NO_POSITIONS 2u
 
 typedef struct hl_train_args {
     hl_tensor *ids, *src, *src2, *dst, *aux;
     uint32_t rows, n, seq, table_rows, ld, off, accumulate, dst_off;
+    uint32_t flags; /* the embedding's: HL_TRAIN_TABLE16 (a 16-bit token table of dtype), HL_TRAIN_NO_POSITIONS */
     float scale;
     hl_dtype dtype;
     uint64_t wait_value, signal_value; /* ordered with CUDA as hl_exec's */

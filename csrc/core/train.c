@@ -11,7 +11,8 @@
 #define TRAIN_MAX_COLS 32u /* the token table gradient's columns an invocation holds: n <= 8192 */
 
 static const char *const pass_names[HL_TRAIN_PASSES] = {
-    "embedding", "token table gradient", "position table gradient", "cross-entropy", "column sum", "sum of squares"};
+    "embedding",  "token table gradient", "position table gradient", "cross-entropy",
+    "column sum", "sum of squares",       "rotary positions",        "SwiGLU"};
 
 const char *hl_train_pass_name(hl_train_pass pass) {
     return (unsigned)pass < HL_TRAIN_PASSES ? pass_names[pass] : "unknown pass";
@@ -42,9 +43,12 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
                        (unsigned long long)rows, (unsigned long long)n);
     switch (pass) {
         case HL_TRAIN_EMBED:
-            if (!a->seq || !a->table_rows)
-                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: seq and table_rows must be positive", who);
-            bytes[0] = rows * 4, bytes[1] = (uint64_t)a->table_rows * n * 4, bytes[2] = (uint64_t)a->seq * n * 4;
+            if (!a->table_rows || (!a->seq && !(a->flags & HL_TRAIN_NO_POSITIONS)) ||
+                (a->flags & HL_TRAIN_TABLE16 && a->dtype != HL_F16 && a->dtype != HL_BF16))
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                               "%s: table_rows and seq must be positive, a 16-bit table float16 or bfloat16", who);
+            bytes[0] = rows * 4, bytes[1] = (uint64_t)a->table_rows * n * (a->flags & HL_TRAIN_TABLE16 ? 2 : 4);
+            bytes[2] = a->flags & HL_TRAIN_NO_POSITIONS ? 0 : (uint64_t)a->seq * n * 4;
             bytes[3] = rows * n * 4;
             *groups = (rows * n + TRAIN_THREADS - 1) / TRAIN_THREADS;
             return HL_OK;
@@ -81,6 +85,25 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
             *groups = (n + 15) / 16; /* train.comp: 16 columns a workgroup */
             return HL_OK;
         }
+        case HL_TRAIN_ROPE_ROWS: /* n heads of seq elements at the start of rows ld apart, in place (aux) */
+            if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+                return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the rows' dtype must be float16 or bfloat16", who);
+            if (!a->seq || a->seq % 2 || a->ld < n * a->seq)
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
+                               "%s: a head of %u elements (even), %u heads within rows of %u elements", who, a->seq,
+                               a->n, a->ld);
+            bytes[2] = ((uint64_t)a->off + rows) * a->seq * 4, bytes[4] = ((rows - 1) * a->ld + n * a->seq) * el;
+            *groups = (rows * n * (a->seq / 2) + TRAIN_THREADS - 1) / TRAIN_THREADS;
+            return HL_OK;
+        case HL_TRAIN_SWIGLU_ROWS: /* rows of [gate | up] (2n, ld apart) to rows of n */
+            if (a->dtype != HL_F16 && a->dtype != HL_BF16)
+                return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the rows' dtype must be float16 or bfloat16", who);
+            if (a->ld < 2 * n)
+                return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: ld (%u) must be at least 2n (%u)", who, a->ld,
+                               2 * a->n);
+            bytes[1] = ((rows - 1) * a->ld + 2 * n) * el, bytes[4] = rows * n * el;
+            *groups = (rows * n + TRAIN_THREADS - 1) / TRAIN_THREADS;
+            return HL_OK;
         case HL_TRAIN_SUM_SQUARES:
             *groups = (rows + HL_TRAIN_SQ_CHUNK - 1) / HL_TRAIN_SQ_CHUNK;
             bytes[1] = rows * 4, bytes[3] = ((uint64_t)a->dst_off + *groups) * 4;
@@ -114,7 +137,9 @@ hl_status hl_train_op(hl_device *dev, hl_train_pass pass, const hl_train_args *a
     hl_spec_train(spec, &e);
     if (pass != HL_TRAIN_TOKEN_GRAD) spec[HL_SPEC_TRAIN_MAX_COLS] = 1; /* one pipeline for the other passes */
     hl_pipeline *pipe;
-    const hl_dtype dt = pass == HL_TRAIN_CROSS_ENTROPY ? a->dtype : HL_F16;
+    const int typed = pass == HL_TRAIN_CROSS_ENTROPY || pass == HL_TRAIN_ROPE_ROWS || pass == HL_TRAIN_SWIGLU_ROWS ||
+                      (pass == HL_TRAIN_EMBED && a->flags & HL_TRAIN_TABLE16);
+    const hl_dtype dt = typed ? a->dtype : HL_F16;
     HL_TRY(hl_pipeline_get(dev, hl_shader_train(dt), spec, HL_SPEC_TRAIN_COUNT, 0, &pipe, err));
     pl.pipe = pipe->pipeline;
     pl.pc.train = (hl_push_train){.rows = a->rows,
@@ -125,7 +150,8 @@ hl_status hl_train_op(hl_device *dev, hl_train_pass pass, const hl_train_args *a
                                   .off = a->off,
                                   .accumulate = a->accumulate != 0,
                                   .scale = a->scale,
-                                  .dst_off = a->dst_off};
+                                  .dst_off = a->dst_off,
+                                  .flags = a->flags};
     /* A slot the pass does not use binds dst, with no bytes (never a hazard). */
     hl_operand ops[HL_BIND_TRAIN_COUNT];
     for (uint32_t i = 0; i < HL_BIND_TRAIN_COUNT; i++)

@@ -80,22 +80,24 @@ static hl_status call_layernorm_backward(hl_device *dev, const void *a, hl_error
     return hl_layernorm_backward(dev, a, err);
 }
 
-/* _layernorm(x, gamma, beta, h, stats, rows, d, eps, dtype, r=None, x_out=None, *,
+/* _layernorm(x, gamma, beta, h, stats, rows, d, eps, dtype, r=None, x_out=None, rms=False, *,
  *            wait_value=0, signal_value=0) -> None */
 PyObject *Device_layernorm(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"x",   "gamma", "beta", "h",     "stats",      "rows",         "d",
-                             "eps", "dtype", "r",    "x_out", "wait_value", "signal_value", NULL};
+    static char *kwlist[] = {"x",     "gamma", "beta",  "h",   "stats",      "rows",         "d", "eps",
+                             "dtype", "r",     "x_out", "rms", "wait_value", "signal_value", NULL};
     PyObject *o[5], *dto, *ro = Py_None, *xo = Py_None;
     hl_layernorm_args la = {0};
     double eps;
+    int rms = 0;
     unsigned long long wait_value = 0, signal_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIdO|OO$KK:_layernorm", kwlist, &o[0], &o[1], &o[2], &o[3],
-                                     &o[4], &la.rows, &la.d, &eps, &dto, &ro, &xo, &wait_value, &signal_value))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOIIdO|OOp$KK:_layernorm", kwlist, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &la.rows, &la.d, &eps, &dto, &ro, &xo, &rms, &wait_value, &signal_value))
         return NULL;
     if (dtype_arg(dto, "dtype", &la.dtype) < 0) return NULL;
     hl_tensor **slots[5] = {&la.x, &la.gamma, &la.beta, &la.h, &la.stats};
-    for (int i = 0; i < 5; i++)
-        if (tensor_arg(self, o[i], kwlist[i], 0, slots[i]) < 0) return NULL;
+    for (int i = 0; i < 5; i++) /* RMSNorm has no beta: None */
+        if (tensor_arg(self, o[i], kwlist[i], i == 2 && rms, slots[i]) < 0) return NULL;
+    la.rms = (uint32_t)rms;
     if (tensor_arg(self, ro, "r", 1, &la.r) < 0 || tensor_arg(self, xo, "x_out", 1, &la.x_out) < 0) return NULL;
     la.eps = (float)eps;
     la.wait_value = wait_value;
@@ -136,21 +138,21 @@ static hl_status call_train(hl_device *dev, const void *c, hl_error *err) {
 }
 
 /* _train(pass, dst, *, ids=None, src=None, src2=None, aux=None, rows=0, n=0, seq=0,
- *        table_rows=0, ld=0, off=0, accumulate=False, scale=1.0, dtype="float16", dst_off=0,
+ *        table_rows=0, ld=0, off=0, accumulate=False, scale=1.0, dtype="float16", dst_off=0, flags=0,
  *        wait_value=0, signal_value=0) -> None: one of train.comp's passes (helios_train.h). */
 PyObject *Device_train(DeviceObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kind",  "dst",     "ids",        "src",          "src2", "aux",        "rows",
-                             "n",     "seq",     "table_rows", "ld",           "off",  "accumulate", "scale",
-                             "dtype", "dst_off", "wait_value", "signal_value", NULL};
+    static char *kwlist[] = {"kind",  "dst",     "ids",        "src",        "src2",         "aux",        "rows",
+                             "n",     "seq",     "table_rows", "ld",         "off",          "accumulate", "scale",
+                             "dtype", "dst_off", "flags",      "wait_value", "signal_value", NULL};
     PyObject *dsto, *o[4] = {Py_None, Py_None, Py_None, Py_None}, *dto = NULL;
     train_call c = {0};
     unsigned int pass;
     int accumulate = 0;
     double scale = 1.0;
     unsigned long long wait_value = 0, signal_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IO|$OOOOIIIIIIpdOIKK:_train", kwlist, &pass, &dsto, &o[0], &o[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IO|$OOOOIIIIIIpdOIIKK:_train", kwlist, &pass, &dsto, &o[0], &o[1],
                                      &o[2], &o[3], &c.a.rows, &c.a.n, &c.a.seq, &c.a.table_rows, &c.a.ld, &c.a.off,
-                                     &accumulate, &scale, &dto, &c.a.dst_off, &wait_value, &signal_value))
+                                     &accumulate, &scale, &dto, &c.a.dst_off, &c.a.flags, &wait_value, &signal_value))
         return NULL;
     c.a.dtype = HL_F16;
     if (dto && dtype_arg(dto, "dtype", &c.a.dtype) < 0) return NULL;

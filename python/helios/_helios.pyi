@@ -169,6 +169,7 @@ class Device:
         scale: float = 1.0,
         dtype: Any = "float16",
         dst_off: int = 0,
+        flags: int = 0,
         wait_value: int = 0,
         signal_value: int = 0,
     ) -> None: ...
@@ -208,6 +209,7 @@ class Device:
         dtype: str,
         r: Any = None,
         x_out: Any = None,
+        rms: bool = False,
         *,
         wait_value: int = 0,
         signal_value: int = 0,

@@ -12,6 +12,8 @@ other operation (synchronously, inside a group, or recorded into a capture).
   the mean loss)
 - ``sum_squares(x, out, at)``: out[at + w] = the sum of squares of x's w-th chunk of
   SQ_CHUNK elements (a gradient norm's partial sums)
+- ``rope_rows(x, table, heads, head_dim, start)`` and ``swiglu_rows(x, out)``: a
+  prompt's rotary positions and SwiGLU, row by row (a Llama prefill's)
 - ``adamw(p, m, v, g, words, ...)``: torch.optim.AdamW's update, its step count and
   learning rate read from ``words`` (int32: [step, float32 bits of lr])
 """
@@ -24,7 +26,8 @@ from .dtypes import bfloat16, float16, float32, int32
 from .tensor import Tensor
 from .validate import count, real
 
-EMBED, TOKEN_GRAD, POSITION_GRAD, CROSS_ENTROPY, COLUMN_SUM, SUM_SQUARES = range(6)  # train.comp's passes
+EMBED, TOKEN_GRAD, POSITION_GRAD, CROSS_ENTROPY, COLUMN_SUM, SUM_SQUARES, ROPE_ROWS, SWIGLU_ROWS = range(8)
+TABLE16, NO_POSITIONS = 1, 2  # the embedding's flags (train.comp)
 SQ_CHUNK = 4096  # elements a sum of squares' partial covers (train.comp)
 
 
@@ -43,21 +46,67 @@ def _rows(op: str, name: str, t: Tensor, want: tuple) -> None:
         raise ValueError(f"{op}: {name} has shape {t.shape}; expected {tuple(want)}")
 
 
-def embed(ids: Tensor, tokens: Tensor, positions: Tensor, out: Tensor) -> Tensor:
+def embed(ids: Tensor, tokens: Tensor, positions: Optional[Tensor], out: Tensor) -> Tensor:
     """out (rows, d) fp32 = tokens[ids] + positions[r % seq]: ids int32 (rows,) or (batch,
-    seq) (a 2-D batch's seq must be positions' rows, else rows % positions' rows), tables
-    fp32 (vocab, d) and (seq, d). An id outside the table makes its row NaN."""
+    seq) (a 2-D batch's seq must be positions' rows, else rows % positions' rows), the
+    token table (vocab, d) fp32, or float16 / bfloat16 (widened exactly), positions
+    (seq, d) fp32 or None (none added). An id outside the table makes its row NaN."""
     op = "embed"
     _tensor(op, "ids", ids, (int32,))
-    tok = _tensor(op, "tokens", tokens, (float32,), 2)
-    pos = _tensor(op, "positions", positions, (float32,), 2)
+    tok = _tensor(op, "tokens", tokens, (float32, float16, bfloat16), 2)
     rows, d = ids.size, tok.shape[1]
-    if pos.shape[1] != d:
-        raise ValueError(f"embed: tokens {tok.shape} and positions {pos.shape} differ in width")
-    if ids.ndim == 2 and ids.shape[1] != pos.shape[0]:
-        raise ValueError(f"embed: ids {ids.shape} is a batch of {ids.shape[1]} positions; the table has {pos.shape[0]}")
+    flags = TABLE16 if tok.dtype != float32 else 0
+    seq = 0
+    if positions is None:
+        flags |= NO_POSITIONS
+    else:
+        pos = _tensor(op, "positions", positions, (float32,), 2)
+        if pos.shape[1] != d:
+            raise ValueError(f"embed: tokens {tok.shape} and positions {pos.shape} differ in width")
+        if ids.ndim == 2 and ids.shape[1] != pos.shape[0]:
+            raise ValueError(
+                f"embed: ids {ids.shape} is a batch of {ids.shape[1]} positions; the table has {pos.shape[0]}"
+            )
+        seq = pos.shape[0]
     _rows(op, "out", _tensor(op, "out", out, (float32,)), (rows, d))
-    ids.device._train(EMBED, out, ids=ids, src=tok, src2=pos, rows=rows, n=d, seq=pos.shape[0], table_rows=tok.shape[0])
+    ids.device._train(
+        EMBED, out, ids=ids, src=tok, src2=positions, rows=rows, n=d, seq=seq, table_rows=tok.shape[0],
+        flags=flags, dtype=tok.dtype.name if flags & TABLE16 else "float16",
+    )  # fmt: skip
+    return out
+
+
+def rope_rows(x: Tensor, table: Tensor, heads: int, head_dim: int, start: int = 0) -> None:
+    """Rotary positions, in place, on the first `heads` heads of `head_dim` elements of
+    each row of x (rows, cols) in float16 or bfloat16, row r at position start + r: each
+    pair (i, i + head_dim/2) turned by the angle whose cos and sin are table[pos, i] and
+    table[pos, head_dim/2 + i] (fp32 (positions, head_dim): Llama's rotate_half)."""
+    op = "rope_rows"
+    t = _tensor(op, "x", x, (float16, bfloat16), 2)
+    tab = _tensor(op, "table", table, (float32,), 2)
+    heads = count(f"{op}: heads", heads, 1, 2**16)
+    head_dim = count(f"{op}: head_dim", head_dim, 2, 2**16)
+    start = count(f"{op}: start", start, 0, 2**31)
+    rows, cols = t.shape
+    if head_dim % 2 or heads * head_dim > cols or tab.shape[1] != head_dim:
+        raise ValueError(f"{op}: {heads} heads of {head_dim} (even) in rows of {cols}; table {tab.shape}")
+    if start + rows > tab.shape[0]:
+        raise ValueError(f"{op}: positions {start}..{start + rows - 1} past the table's {tab.shape[0]} rows")
+    t.device._train(ROPE_ROWS, t, src2=tab, aux=t, rows=rows, n=heads, seq=head_dim, ld=t.pitch, off=start,
+                    dtype=t.dtype.name)  # fmt: skip
+
+
+def swiglu_rows(x: Tensor, out: Tensor) -> Tensor:
+    """out[r, i] = silu(x[r, i]) x[r, n + i]: x (rows, 2n) of [gate | up] rows, out (rows,
+    n), float16 or bfloat16."""
+    op = "swiglu_rows"
+    t = _tensor(op, "x", x, (float16, bfloat16), 2)
+    rows, cols = t.shape
+    if cols % 2:
+        raise ValueError(f"{op}: x {t.shape} is not rows of [gate | up] (an even width)")
+    o = _tensor(op, "out", out, (t.dtype,))
+    _rows(op, "out", o, (rows, cols // 2))
+    t.device._train(SWIGLU_ROWS, o, src=t, aux=o, rows=rows, n=cols // 2, ld=t.pitch, dtype=t.dtype.name)
     return out
 
 
