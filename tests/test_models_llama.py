@@ -251,3 +251,28 @@ def test_the_decode_suite_refuses_llama_flags_that_cannot_apply(argv, says, caps
     pytest.importorskip("torch", reason="helios suite decode's reference needs torch")
     assert main(["suite", "decode", "--tiny"] + argv) == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("n", [2, 7, 17, 40])
+def test_a_prefill_decodes_as_the_prompt_fed_token_by_token(device, dtype, n):
+    """The prompt through the tile products (one capture per length bucket, padded)
+    fills the caches and picks the first token as the decode plan fed a token a step
+    does (up to a tie), and decoding goes on from there."""
+    from helios.models.prefill import bucket_of
+
+    cfg = LlamaConfig(**TINY)
+    w = random_weights(cfg, seed=5)
+    prompt = [int(t) for t in np.random.default_rng(n).integers(0, cfg.vocab, n)]
+    new = 41 - n if n < 40 else 1
+    with LlamaDecoder(device, cfg, w, max_len=40, dtype=dtype) as m:
+        want = m.generate(prompt, new, prefill=False)
+        caches = [c.numpy()[:n].astype(np.float64) for c in m.k_cache + m.v_cache]
+        got = m.generate(prompt, new)
+        assert list(m.prefills) == [bucket_of(n, 40)]
+        ulp = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
+        for before, c in zip(caches, m.k_cache + m.v_cache):  # the prompt's K and V rows, as the steps wrote them
+            after = c.numpy()[:n].astype(np.float64)
+            assert np.abs(after - before).max() <= ulp * np.abs(before).max()
+    ok, why = agree_up_to_a_tie(lambda s: reference_logits(cfg, w, s)[-1], prompt, want, got)
+    assert ok, f"{why}: prefill {got} against step by step {want}"

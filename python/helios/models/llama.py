@@ -165,29 +165,44 @@ class LlamaDecoder:
             return t
 
         H, KV, hd = cfg.heads, cfg.kv_heads, cfg.head_dim
+        self.dtype = dt
         self.k_cache = [dev.empty((max_len, KV * hd), dt) for _ in range(cfg.layers)]
         self.v_cache = [dev.empty((max_len, KV * hd), dt) for _ in range(cfg.layers)]
-        table = f32(rope_table(cfg, max_len))
-        self.plan = p = dev.plan(params=2)
-        embed = w16("model.embed_tokens.weight")  # the 16-bit table the tied head reads too
-        x = p.embed(embed, token=TOKEN)
-        branch = None
+        self.table = table = f32(rope_table(cfg, max_len))
+        # the uploaded weights, which a prefill (models/prefill.py) reads too
+        self.embed = w16("model.embed_tokens.weight")  # the 16-bit table the tied head reads too
+        self.head = self.embed if cfg.tie_embeddings else w16("lm_head.weight")
+        self.norm = f32(weights["model.norm.weight"])
+        self.layers: list[dict[str, Any]] = []
         for i in range(cfg.layers):
             b = f"model.layers.{i}."
-            h, x = p.rmsnorm(x, f32(weights[b + "input_layernorm.weight"]), residual=branch, eps=cfg.eps, dtype=dt)
-            qkv = p.matmul(h, w16(*(b + f"self_attn.{n}_proj.weight" for n in "qkv")), trans_b=True)
+            self.layers.append({
+                "ln1": f32(weights[b + "input_layernorm.weight"]),
+                "qkv": w16(*(b + f"self_attn.{n}_proj.weight" for n in "qkv")),
+                "o": w16(b + "self_attn.o_proj.weight"),
+                "ln2": f32(weights[b + "post_attention_layernorm.weight"]),
+                "gu": w16(b + "mlp.gate_proj.weight", b + "mlp.up_proj.weight"),
+                "down": w16(b + "mlp.down_proj.weight"),
+            })  # fmt: skip
+        self.plan = p = dev.plan(params=2)
+        x = p.embed(self.embed, token=TOKEN)
+        branch = None
+        for i, w in enumerate(self.layers):
+            h, x = p.rmsnorm(x, w["ln1"], residual=branch, eps=cfg.eps, dtype=dt)
+            qkv = p.matmul(h, w["qkv"], trans_b=True)
             p.rope(qkv, table, heads=H, kv_heads=KV, position=POSITION)
             a = p.attention_decode(qkv, self.k_cache[i], self.v_cache[i], heads=H, kv_heads=KV, position=POSITION)
-            o = p.matmul(a, w16(b + "self_attn.o_proj.weight"), trans_b=True)
-            h, x = p.rmsnorm(x, f32(weights[b + "post_attention_layernorm.weight"]), residual=o, eps=cfg.eps, dtype=dt)
-            gu = p.matmul(h, w16(b + "mlp.gate_proj.weight", b + "mlp.up_proj.weight"), trans_b=True)
-            branch = p.matmul(p.swiglu(gu), w16(b + "mlp.down_proj.weight"), trans_b=True)
-        h, x = p.rmsnorm(x, f32(weights["model.norm.weight"]), residual=branch, eps=cfg.eps, dtype=dt)
-        head = embed if cfg.tie_embeddings else w16("lm_head.weight")
-        self.logits = p.matmul(h, head, trans_b=True, out_dtype="float32")
+            o = p.matmul(a, w["o"], trans_b=True)
+            h, x = p.rmsnorm(x, w["ln2"], residual=o, eps=cfg.eps, dtype=dt)
+            gu = p.matmul(h, w["gu"], trans_b=True)
+            branch = p.matmul(p.swiglu(gu), w["down"], trans_b=True)
+        h, x = p.rmsnorm(x, self.norm, residual=branch, eps=cfg.eps, dtype=dt)
+        self.logits = p.matmul(h, self.head, trans_b=True, out_dtype="float32")
         p.top1(self.logits, into=TOKEN)
         p.record()
         self.last: Any = None  # the last replay's PlanRun
+        self.prefills: dict[int, Any] = {}  # by prompt-length bucket (models/prefill.py), recorded when first needed
+        self.last_prefill: Any = None  # the last prefill's PlanRun
 
     def step(self, token: int, position: int) -> int:
         """Feeds `token` at `position` (its K and V enter the caches there); returns the
@@ -199,9 +214,27 @@ class LlamaDecoder:
         self.last = self.plan.replay(params=[int(token), int(position)])
         return self.plan.params(TOKEN, 1)[0]
 
-    def stream(self, prompt: list[int], max_new_tokens: int) -> Iterator[int]:
-        """Greedy decoding: the prompt fed a token a step from position 0, then up to
-        max_new_tokens tokens, each yielded as it comes and fed back."""
+    def prefill(self, prompt: list[int]) -> int:
+        """The prompt at positions 0.. in one replay of the prefill for its length's bucket
+        (the tile products over every position; recorded at the bucket's first prompt):
+        the caches filled, the greedy first new token returned."""
+        from .prefill import Prefill, bucket_of
+
+        for t in prompt:
+            if not 0 <= int(t) < self.cfg.vocab:
+                raise ValueError(f"LlamaDecoder: token {t} is past the vocabulary of {self.cfg.vocab}")
+        if not 1 <= len(prompt) <= self.max_len:
+            raise ValueError(f"LlamaDecoder: a prompt of {len(prompt)} tokens; the cache holds {self.max_len}")
+        rows = bucket_of(len(prompt), self.max_len)
+        if rows not in self.prefills:
+            self.prefills[rows] = Prefill(self, rows)
+        nxt, self.last_prefill = self.prefills[rows].run([int(t) for t in prompt])
+        return nxt
+
+    def stream(self, prompt: list[int], max_new_tokens: int, prefill: bool = True) -> Iterator[int]:
+        """Greedy decoding: the prompt (through prefill(), or with prefill=False fed a
+        token a step from position 0), then up to max_new_tokens tokens, each yielded as
+        it comes and fed back."""
         if not prompt:
             raise ValueError("LlamaDecoder: the prompt is empty")
         if len(prompt) + max_new_tokens - 1 > self.max_len:
@@ -210,19 +243,24 @@ class LlamaDecoder:
                 f"{len(prompt) + max_new_tokens - 1} positions; the cache holds {self.max_len}"
             )
         nxt = 0
-        for i, t in enumerate(prompt):
-            nxt = self.step(t, i)
+        if prefill and len(prompt) > 1:
+            nxt = self.prefill(prompt)
+        else:
+            for i, t in enumerate(prompt):
+                nxt = self.step(t, i)
         for i in range(max_new_tokens):
             yield nxt
             if i + 1 < max_new_tokens:
                 nxt = self.step(nxt, len(prompt) + i)
 
-    def generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+    def generate(self, prompt: list[int], max_new_tokens: int, prefill: bool = True) -> list[int]:
         """The greedy tokens after the prompt, as a list (stream's)."""
-        return list(self.stream(prompt, max_new_tokens))
+        return list(self.stream(prompt, max_new_tokens, prefill))
 
     def close(self) -> None:
         self.plan.close()
+        for p in self.prefills.values():
+            p.capture.close()
 
     def __enter__(self) -> "LlamaDecoder":
         return self
