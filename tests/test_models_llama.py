@@ -276,3 +276,18 @@ def test_a_prefill_decodes_as_the_prompt_fed_token_by_token(device, dtype, n):
             assert np.abs(after - before).max() <= ulp * np.abs(before).max()
     ok, why = agree_up_to_a_tie(lambda s: reference_logits(cfg, w, s)[-1], prompt, want, got)
     assert ok, f"{why}: prefill {got} against step by step {want}"
+
+
+def test_the_decode_suite_times_a_llama_prefill(device, tmp_path, capsys):
+    pytest.importorskip("torch", reason="torch_eager's prefill is the reference row")
+    from helios.cli import main
+
+    out = tmp_path / "d.json"
+    assert main(["suite", "decode", "--model", "llama", "--tiny", "--prefill", "9", "--adapters",
+                 "torch_eager,helios_plan", "--out", str(out)]) == 0  # fmt: skip
+    rows = {r["adapter"]: r for r in json.loads(out.read_text())["rows"]}
+    for name in ("torch_eager", "helios_plan"):
+        r = rows[name]
+        assert r["prefill_tokens"] == 9 and r["prefill_ms_p50"] > 0 and r["prefill_tokens_per_s"] > 0
+    assert "Prefill of a 9-token prompt" in capsys.readouterr().out
+    assert main(["suite", "decode", "--tiny", "--prefill", "9"]) == 2  # the GPT has no prefill

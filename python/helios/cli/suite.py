@@ -165,7 +165,8 @@ def llama_model_flags(args: argparse.Namespace, base: dict[str, Any]) -> None:
     """--model, --preset and --checkpoint into base; UsageError for flags the model does not take."""
     base["model"] = args.model
     if args.model == "gpt":
-        given = [f for f, v in (("--preset", args.preset), ("--checkpoint", args.checkpoint)) if v is not None]
+        given = [f for f, v in (("--preset", args.preset), ("--checkpoint", args.checkpoint),
+                                ("--prefill", args.prefill)) if v is not None]  # fmt: skip
         if given:
             raise UsageError(f"{', '.join(given)}: for --model llama; the GPT's shape is --layers, --d-model, ...")
         return
@@ -179,6 +180,7 @@ def llama_model_flags(args: argparse.Namespace, base: dict[str, Any]) -> None:
         base.pop(k, None)
     base["checkpoint"] = args.checkpoint
     base["preset"] = None if args.checkpoint else args.preset or ("tiny" if scaled else "llama-3.2-1b")
+    base["prefill"] = args.prefill if args.prefill is not None else (16 if scaled else 512)
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -283,6 +285,15 @@ def register(sub: Any) -> None:
         default=None,
         metavar="DIR",
         help="--model llama: a Hugging Face folder (config.json and safetensors) in place of a preset",
+    )
+    pd.add_argument(
+        "--prefill",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="--model llama: time a prompt of N tokens through each adapter's prefill, its first token included "
+        "(helios_plan: the tile products in one capture; torch_eager: one forward): ms to the first token and "
+        "prompt tokens/s (default 512; 16 with --tiny or on a CPU device)",
     )
     pt = ps.add_argument_group("train (helios suite train)")
     pt.add_argument("--layers", type=positive_int, default=None, help="decoder blocks (default 8)")

@@ -161,6 +161,12 @@ class DecodeRow:
     contexts: list = col("list", "ms per token at each context length", default=ABSENT,
                          schema={"type": "array", "items": fields_schema(CONTEXT_FIELDS)})  # fmt: skip
     peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)
+    prefill_tokens: int = col("count", "--prefill: the prompt's tokens", default=ABSENT)
+    prefill_ms_p50: float = col("number", "--prefill: wall ms from the prompt to the first token, median",
+                                default=ABSENT)  # fmt: skip
+    prefill_gpu_ms_p50: Optional[float] = col("number?", "--prefill: GPU ms of the prefill where timed",
+                                              default=ABSENT)  # fmt: skip
+    prefill_tokens_per_s: float = col("number", "--prefill: prompt tokens per second of wall time", default=ABSENT)
     dispatches: int = col("count", "helios_plan: the dispatches its recorded step runs", default=ABSENT)
     barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
 

@@ -111,6 +111,12 @@ def decode_markdown(result: dict) -> str:
             lines.append(f"| {md_cell(r.adapter)} | " + " | ".join(cells) + " |")
     lines += [f"\n{r.adapter}: {r.dispatches} dispatches and {r.barriers} barriers a step" for r in rows
               if r.dispatches is not None]  # fmt: skip
+    pre = [r for r in rows if r.prefill_ms_p50 is not None]
+    if pre:
+        lines += ["", f"Prefill of a {pre[0].prefill_tokens}-token prompt, the first token included (p50):", "",
+                  "| adapter | ms to the first token | GPU ms | prompt tokens/s |", "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {md_cell(r.adapter)} | {r.prefill_ms_p50:.3f} | {_f(r.prefill_gpu_ms_p50)} | "
+                  f"{_f(r.prefill_tokens_per_s, 0)} |" for r in pre]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -62,11 +62,13 @@ class DecodeConfig:
     model: str = "gpt"  # gpt: the training suite's GPT; llama: llama.py's (a preset or a checkpoint)
     preset: Optional[str] = None  # --model llama: a shape of llama.PRESETS, random weights
     checkpoint: Optional[str] = None  # --model llama: a Hugging Face folder
+    prefill: int = 0  # --model llama: a prompt of this many tokens timed through the adapters' prefill (0: none)
 
     @property
     def max_len(self) -> int:
-        """Positions the model embeds: the greedy run's and the longest context's."""
-        return max([self.prompt + self.new] + [c + CONTEXT_WARMUP + self.context_steps + 1 for c in self.contexts])
+        """Positions the model embeds: the greedy run's, the longest context's, the prefill's."""
+        return max([self.prompt + self.new, self.prefill + 1]
+                   + [c + CONTEXT_WARMUP + self.context_steps + 1 for c in self.contexts])  # fmt: skip
 
 
 def check_config(cfg: DecodeConfig) -> None:
@@ -78,6 +80,8 @@ def check_config(cfg: DecodeConfig) -> None:
         raise ValueError(f"decode: head_dim {hd} must divide 256 (8..256): the decode attention's kernel takes those")
     if cfg.prompt < 1 or cfg.new < 2:
         raise ValueError("decode: --prompt >= 1 and --new >= 2")
+    if cfg.prefill < 0 or (cfg.prefill and cfg.model != "llama"):
+        raise ValueError("decode: --prefill N >= 1 times a Llama model's prefill (--model llama)")
     allowed = LLAMA_ADAPTERS if cfg.model == "llama" else DECODE_ADAPTERS
     bad = [a for a in cfg.adapters if a not in allowed]
     if bad:

@@ -117,6 +117,48 @@ class TorchLlama:
             x = x + F.linear(F.silu(gu[:, : cfg.hidden]) * gu[:, cfg.hidden :], w[f"down.{i}"]).float()
         self.logits.copy_(F.linear(self._rms(x, w["norm"]).to(torch.bfloat16), w["head"]).float())
 
+    @property
+    def prefills(self) -> bool:
+        """torch_eager times its prefill (the graph and compiled steps have none of their own)."""
+        return self.graph is None and self.compiled is None
+
+    def time_prefill(self, prompt: list[int]) -> tuple[float, Optional[float]]:
+        """The prompt's positions 0..n-1 in one forward (the caches written), the first
+        token picked: (wall ms, GPU ms between CUDA events; None without CUDA)."""
+        torch, F, cfg, w = self.torch, self.F, self.cfg, self.w
+        H, KV, hd, n = cfg.heads, cfg.kv_heads, cfg.head_dim, len(prompt)
+        ids = torch.tensor(prompt, device=self.logits.device)
+        half = hd // 2
+        c, s = self.tab[:n, :half], self.tab[:n, half:]
+
+        def rope(t: Any) -> Any:  # (1, heads, n, hd)
+            a, b = t[..., :half].float(), t[..., half:].float()
+            return torch.cat([a * c - b * s, b * c + a * s], -1).to(torch.bfloat16)
+
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.cuda else None
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            if events:
+                events[0].record()
+            x = w["embed"][ids].float()
+            for i in range(cfg.layers):
+                qkv = F.linear(self._rms(x, w[f"ln1.{i}"]).to(torch.bfloat16), w[f"qkv.{i}"])
+                q = rope(qkv[:, : H * hd].view(n, H, hd).transpose(0, 1)[None])
+                k = rope(qkv[:, H * hd : (H + KV) * hd].view(n, KV, hd).transpose(0, 1)[None])
+                v = qkv[:, (H + KV) * hd :].view(n, KV, hd).transpose(0, 1)[None]
+                self.kc[i][:, :, :n] = k
+                self.vc[i][:, :, :n] = v
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+                x = x + F.linear(a[0].transpose(0, 1).reshape(n, H * hd), w[f"o.{i}"]).float()
+                gu = F.linear(self._rms(x, w[f"ln2.{i}"]).to(torch.bfloat16), w[f"gu.{i}"])
+                x = x + F.linear(F.silu(gu[:, : cfg.hidden]) * gu[:, cfg.hidden :], w[f"down.{i}"]).float()
+            logits = F.linear(self._rms(x[-1:], w["norm"]).to(torch.bfloat16), w["head"]).float()
+            if events:
+                events[1].record()
+        int(logits.argmax(-1)[0])  # waits for the GPU
+        wall = (time.perf_counter() - t0) * 1e3
+        return wall, events[0].elapsed_time(events[1]) if events else None
+
     def step(self, token: int, position: int) -> int:
         self.tok_in.fill_(token)
         self.pos_in.fill_(position)

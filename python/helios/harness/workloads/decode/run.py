@@ -222,6 +222,11 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
         row.update(judge(ad, prompt, ref, toks))
+    if cfg.prefill:
+        runner = ad.make(adapter, cfg.prefill + 1)
+        if getattr(runner, "prefills", False):
+            row.update(time_prefill(runner, [int(x) for x in data[1, : cfg.prefill].tolist()]))
+        ad.release()
     row["contexts"] = []
     for L in cfg.contexts:
         runner = ad.make(adapter, L + CONTEXT_WARMUP + cfg.context_steps + 1)
@@ -236,6 +241,20 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
         bar.step(f"{adapter}: context {L}")
     row["peak_memory_bytes"] = peak_bytes(ad.cuda, ad.hdev, adapter, base)
     ad.release()
+
+
+PREFILL_REPEATS = 5  # timed prefills after two untimed ones (the first records the capture)
+
+
+def time_prefill(runner: Any, prompt: list[int]) -> dict:
+    """The adapter's prefill of the prompt (its first token included: the time to first
+    token), twice untimed then PREFILL_REPEATS times: median wall and GPU ms, prompt tokens/s."""
+    for _ in range(2):
+        runner.time_prefill(prompt)
+    wall, gpu = zip(*(runner.time_prefill(prompt) for _ in range(PREFILL_REPEATS)))
+    w = float(np.median(wall))
+    return {"prefill_tokens": len(prompt), "prefill_ms_p50": w, "prefill_gpu_ms_p50": median_or_none(list(gpu)),
+            "prefill_tokens_per_s": len(prompt) / (w / 1e3)}  # fmt: skip
 
 
 def torch_or_none() -> Any:

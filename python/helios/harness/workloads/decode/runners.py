@@ -131,6 +131,18 @@ class PlanRunner:
         self.host_ms, self.gpu_ms = run.host_ms, (run.gpu_ms or None)
         return nxt
 
+    @property
+    def prefills(self) -> bool:
+        """Whether its decoder has a prefill (the Llama decoder)."""
+        return hasattr(self.decoder, "prefill")
+
+    def time_prefill(self, prompt: list[int]) -> tuple[float, Optional[float]]:
+        """The decoder's prefill of the prompt: (wall ms to the first token, the capture's GPU ms)."""
+        t0 = time.perf_counter()
+        self.decoder.prefill(prompt)
+        wall = (time.perf_counter() - t0) * 1e3
+        return wall, (self.decoder.last_prefill.gpu_ms or None)
+
 
 def timed_steps(runner: Any, first: int, start: int, n: int) -> tuple[list[int], list[float], list, list]:
     """n greedy steps from token `first` at position `start`: the tokens fed back,
