@@ -270,10 +270,13 @@ def test_a_prefill_decodes_as_the_prompt_fed_token_by_token(device, dtype, n):
         caches = [c.numpy()[:n].astype(np.float64) for c in m.k_cache + m.v_cache]
         got = m.generate(prompt, new)
         assert list(m.prefills) == [bucket_of(n, 40)]
+        # the prompt's K and V rows as the steps wrote them, within a few roundings of the largest: the tile
+        # products sum in another order than the matrix-vector kernel's (identical on lavapipe; an H100's
+        # bf16 rows differ by up to 3 of its roundings)
         ulp = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
-        for before, c in zip(caches, m.k_cache + m.v_cache):  # the prompt's K and V rows, as the steps wrote them
+        for before, c in zip(caches, m.k_cache + m.v_cache):
             after = c.numpy()[:n].astype(np.float64)
-            assert np.abs(after - before).max() <= ulp * np.abs(before).max()
+            assert np.abs(after - before).max() <= 4 * ulp * np.abs(before).max()
     ok, why = agree_up_to_a_tie(lambda s: reference_logits(cfg, w, s)[-1], prompt, want, got)
     assert ok, f"{why}: prefill {got} against step by step {want}"
 
