@@ -41,6 +41,8 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
     if (rows * n >= UINT32_MAX || (pass == HL_TRAIN_TOKEN_GRAD && (uint64_t)a->table_rows * n >= UINT32_MAX))
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %llu x %llu elements exceed the kernel's 32-bit indexing", who,
                        (unsigned long long)rows, (unsigned long long)n);
+    if ((pass == HL_TRAIN_ROPE_ROWS || pass == HL_TRAIN_SWIGLU_ROWS) && a->dtype != HL_F16 && a->dtype != HL_BF16)
+        return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the rows' dtype must be float16 or bfloat16", who);
     switch (pass) {
         case HL_TRAIN_EMBED:
             if (!a->table_rows || (!a->seq && !(a->flags & HL_TRAIN_NO_POSITIONS)) ||
@@ -86,8 +88,6 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
             return HL_OK;
         }
         case HL_TRAIN_ROPE_ROWS: /* n heads of seq elements at the start of rows ld apart, in place (aux) */
-            if (a->dtype != HL_F16 && a->dtype != HL_BF16)
-                return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the rows' dtype must be float16 or bfloat16", who);
             if (!a->seq || a->seq % 2 || a->ld < n * a->seq)
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                                "%s: a head of %u elements (even), %u heads within rows of %u elements", who, a->seq,
@@ -96,8 +96,6 @@ static hl_status sizes_of(hl_train_pass pass, const hl_train_args *a, uint64_t b
             *groups = (rows * n * (a->seq / 2) + TRAIN_THREADS - 1) / TRAIN_THREADS;
             return HL_OK;
         case HL_TRAIN_SWIGLU_ROWS: /* rows of [gate | up] (2n, ld apart) to rows of n */
-            if (a->dtype != HL_F16 && a->dtype != HL_BF16)
-                return hl_fail(err, HL_ERR_UNSUPPORTED_DTYPE, "%s: the rows' dtype must be float16 or bfloat16", who);
             if (a->ld < 2 * n)
                 return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: ld (%u) must be at least 2n (%u)", who, a->ld,
                                2 * a->n);

@@ -170,21 +170,27 @@ def cmd_check_decode(args: argparse.Namespace) -> int:
         dev.close()
         raise UsageError(why)
     atol, rtol = tolerances(args.dtype, args.atol, args.rtol)
-    failures = n = 0
     with dev:
         print(f"decode attention over a KV cache, {args.dtype}, on {dev.info['name']}; atol={atol} rtol={rtol}")
-        try:
-            for case in decode_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype, max_seq=args.max_seq, atol=atol,
-                                    rtol=rtol):  # fmt: skip
-                n += 1
-                if not case.passed:
-                    failures += 1
-                    print(f"FAIL #{case.index} {case.label()}: {case.line}")
-                elif args.verbose:
-                    print(f"ok   #{case.index} {case.label()}")
-        except KeyboardInterrupt:
-            raise interrupted_after(n, failures, f"decode attention fuzz seed {args.seed}") from None
-    print(f"{n - failures} passed, {failures} failed (decode attention fuzz seed {args.seed})")
+        cases = decode_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype, max_seq=args.max_seq, atol=atol, rtol=rtol)
+        return _report_cases(cases, args.verbose, f"decode attention fuzz seed {args.seed}")
+
+
+def _report_cases(cases: Any, verbose: bool, what: str) -> int:
+    """A fuzz's cases as they come (FAIL lines, and ok ones when verbose), then the tally:
+    exit 1 on any failure, else 0; Ctrl-C says how far it got."""
+    failures = n = 0
+    try:
+        for case in cases:
+            n += 1
+            if not case.passed:
+                failures += 1
+                print(f"FAIL #{case.index} {case.label()}: {case.line}")
+            elif verbose:
+                print(f"ok   #{case.index} {case.label()}")
+    except KeyboardInterrupt:
+        raise interrupted_after(n, failures, what) from None
+    print(f"{n - failures} passed, {failures} failed ({what})")
     return 1 if failures else 0
 
 
@@ -200,21 +206,10 @@ def cmd_check_train(args: argparse.Namespace) -> int:
     dev = _device_or_skip(args, "helios check --train")
     if dev is None:
         return 2
-    failures = n = 0
     with dev:
         print(f"a training step's ops (helios.train_ops), logits in {args.dtype}, on {dev.info['name']}, vs float64")
-        try:
-            for case in train_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype):
-                n += 1
-                if not case.passed:
-                    failures += 1
-                    print(f"FAIL #{case.index} {case.label()}: {case.line}")
-                elif args.verbose:
-                    print(f"ok   #{case.index} {case.label()}")
-        except KeyboardInterrupt:
-            raise interrupted_after(n, failures, f"training ops fuzz seed {args.seed}") from None
-    print(f"{n - failures} passed, {failures} failed (training ops fuzz seed {args.seed})")
-    return 1 if failures else 0
+        return _report_cases(train_fuzz(dev, args.fuzz, args.seed, dtype=args.dtype), args.verbose,
+                             f"training ops fuzz seed {args.seed}")  # fmt: skip
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -227,15 +227,11 @@ def _inference(cfg: TrainConfig, trained: Any, data: Any, cuda: bool, log: Calla
         from ... import Device
         from ...torch import device_for
         from ..workloads.decode.plan_decoder import PlanDecoder
-        from ..workloads.decode.run import greedy_run
-        from ..workloads.decode.runners import PlanRunner
 
         hdev = device_for(data) if cuda else Device()
         state = {k: v.detach().float().cpu().numpy() for k, v in trained.state_dict().items()}
         dec = PlanDecoder(hdev, state, cfg.layers, cfg.heads, cfg.seq)  # greedy decoding through the decode plan
-        out = inference_smoke(
-            cfg, trained, adapters.TorchOps(), lambda p, n: greedy_run(PlanRunner(dec), p, n)[0], data, cuda
-        )
+        out = inference_smoke(cfg, trained, adapters.TorchOps(), dec.generate, data, cuda)
         log(f"inference: same tokens {out['same_tokens']}")
         return out
     except Exception as e:  # the training results stand
