@@ -1,1 +1,0 @@
-glslc --target-env=vulkan1.2 -O pchain.comp -o pchain.spv && glslc --target-env=vulkan1.2 -O -DVMM pchain.comp -o pchain_vmm.spv && gcc -O2 -std=c11 -Wall pchain.c -o pchain ${VULKAN_SDK:+-L$VULKAN_SDK/lib} -lvulkan
