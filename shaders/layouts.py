@@ -285,6 +285,12 @@ CONSTS = (
     Const("FLAG_SPLIT", 8, "write fp32 partial products to the workspace, not C", "push_matmul"),
     Const("FLAG_LN_RESIDUAL", 16, "the norm head adds its branch R to X", "push_matmul", only="LN_HEAD"),
     Const("FLAG_LN_RMS", 128, "the norm head is RMSNorm: no mean subtracted, no beta", "push_matmul", only="LN_HEAD"),
+    Const(
+        "FLAG_A_SWIGLU",
+        256,
+        "one row of A is silu(g) u of the bound row [g | u] of 2K, rounded to A's type",
+        "push_matmul",
+    ),
     Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
     Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),

@@ -31,6 +31,24 @@ void widen8(uvec4 w, out float v[8]) {
     }
 }
 
+#ifndef LN_HEAD
+// FLAG_A_SWIGLU (one row): A's elements k .. k+8 are silu(g) u of the bound row [g | u]
+// of 2K, each rounded to A's type as the SwiGLU op stores it.
+void swiglu_a8(uint k, out float a[8]) {
+    float g[8], u[8];
+    widen8(a128[(abase + k) / 8u], g);
+    widen8(a128[(abase + p.K + k) / 8u], u);
+    [[unroll]] for (uint j = 0; j < 8u; j++) {
+        const float v = g[j] / (1.0 + exp(-g[j])) * u[j];
+#ifdef IN_BF16
+        a[j] = round_bf16(v);
+#else
+        a[j] = float(float16_t(v));
+#endif
+    }
+}
+#endif
+
 // acc[r] += A[m0 + r, k .. k+8) . b[0..8), for the rows that exist.
 void fma8(inout float acc[ROWS], uint m0, uint k, float b[8]) {
     const bool a_vec = !TRANS_A && (p.flags & FLAG_A_VEC) != 0u;
@@ -40,7 +58,9 @@ void fma8(inout float acc[ROWS], uint m0, uint k, float b[8]) {
 #ifdef LN_HEAD
         ln_a8(k, a);
 #else
-        if (a_vec) {
+        if ((p.flags & FLAG_A_SWIGLU) != 0u) {
+            swiglu_a8(k, a);
+        } else if (a_vec) {
             widen8(a128[(abase + (m0 + r) * p.lda + k) / 8u], a);
         } else {
             [[unroll]] for (uint j = 0; j < 8u; j++) a[j] = a_at(m0 + r, k + j);
@@ -222,9 +242,18 @@ void persist_attention(uint pos) {
     }
 }
 
-// Every invocation: A's K elements into ln_a, where fma8 reads them.
+// Every invocation: A's K elements into ln_a, where fma8 reads them (FLAG_A_SWIGLU:
+// silu(g) u of the bound row [g | u], rounded to A's type as the SwiGLU op stores it).
 void persist_stage_a() {
-    for (uint j = gl_LocalInvocationID.x; j < p.K / 4u; j += gl_WorkGroupSize.x) ln_a[j] = a64[j];
+    const bool glu = (p.flags & FLAG_A_SWIGLU) != 0u;
+    for (uint j = gl_LocalInvocationID.x; j < p.K / 4u; j += gl_WorkGroupSize.x) {
+        if (glu) {
+            const vec4 g = load16x4(a64[j]), u = load16x4(a64[p.K / 4u + j]);
+            ln_a[j] = store16x4(g / (1.0 + exp(-g)) * u);
+        } else {
+            ln_a[j] = a64[j];
+        }
+    }
     barrier();
 }
 

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+import helios
 from helios.models import LlamaConfig, LlamaDecoder, UnsupportedModelError, load, rope_table
 
 TINY = dict(vocab=97, d_model=64, layers=2, heads=4, kv_heads=2, head_dim=16, hidden=96, eps=1e-5,
@@ -294,3 +295,22 @@ def test_the_decode_suite_times_a_llama_prefill(device, tmp_path, capsys):
         assert r["prefill_tokens"] == 9 and r["prefill_ms_p50"] > 0 and r["prefill_tokens_per_s"] > 0
     assert "Prefill of a 9-token prompt" in capsys.readouterr().out
     assert main(["suite", "decode", "--tiny", "--prefill", "9"]) == 2  # the GPT has no prefill
+
+
+def test_the_swiglu_runs_inside_the_down_product(monkeypatch):
+    """The MLP's SwiGLU is computed by the down product as it reads its A (FLAG_A_SWIGLU):
+    one dispatch and one barrier fewer a layer than with HELIOS_DISABLE_PLAN_SWIGLU_FUSION=1,
+    the same logits within a rounding of the SwiGLU's 16-bit output, the same tokens."""
+    cfg = LlamaConfig(**TINY)
+    w = random_weights(cfg, seed=3)
+    out = {}
+    for fused in (True, False):
+        monkeypatch.setenv("HELIOS_DISABLE_PLAN_SWIGLU_FUSION", "0" if fused else "1")
+        with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=24, dtype="float16") as m:
+            toks = m.generate([5, 17, 42, 8, 3], 12, prefill=False)
+            out[fused] = (m.plan.counts, toks, m.logits.numpy().astype(np.float64))
+    (ops1, disp1, bar1), toks1, logits1 = out[True]
+    (ops0, disp0, bar0), toks0, logits0 = out[False]
+    assert ops1 == ops0 and disp1 == disp0 - cfg.layers and bar1 == bar0 - cfg.layers
+    assert toks1 == toks0
+    assert np.abs(logits1 - logits0).max() <= 2.0**-8 * np.abs(logits0).max()

@@ -368,6 +368,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int norm_apart = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_NORM_FUSION", &norm_apart, err));
     dev->norm_fused = !norm_apart;
+    int glu_apart = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_SWIGLU_FUSION", &glu_apart, err));
+    dev->swiglu_fused = !glu_apart;
     int full_grid = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_GRID", &full_grid, err));
     dev->decode_grid_sized = !full_grid;

@@ -32,7 +32,8 @@ typedef struct hl_plan_step {
      * writes before the submission, {grid[0][0], params[grid_slot] / grid_div + 1, 1},
      * where no step writes that word (plan.c); 0: the grid as recorded. */
     uint32_t grid_slot, grid_div;
-    hl_product product; /* a product's plan, as its step was made from it */
+    hl_product product;        /* a product's plan, as its step was made from it */
+    const hl_tensor *a_swiglu; /* FLAG_A_SWIGLU: the row [g | u] bound as A (hl_plan_fuse_swiglu) */
     /* A persistent run's first step (plan_persist.c): the steps the run spans (its members
      * and the norms they head; 0: none), its members, their table rows and buffers. */
     uint32_t persist_len, persist_members, persist_member[HL_PERSIST_MEMBERS];
@@ -51,6 +52,10 @@ hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint
 /* ops[0..1] a LayerNorm and the product after it: where the product reads the norm's
  * output on the matrix-vector kernel, the norm runs as that kernel's head (s then
  * records both, norm_s nothing); otherwise both stay as they are. */
+/* A one-row SwiGLU whose only reader is the next op, a one-row product on the
+ * matrix-vector kernel: that product reads the row [g | u] as its A (FLAG_A_SWIGLU), the
+ * SwiGLU's step records nothing (HELIOS_DISABLE_PLAN_SWIGLU_FUSION=1 keeps them apart). */
+hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps);
 hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step *norm_s, hl_plan_step *s,
                             hl_error *err);
 

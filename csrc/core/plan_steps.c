@@ -119,3 +119,27 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
 fail:
     return st;
 }
+
+hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps) {
+    if (!dev->swiglu_fused || i + 1 >= n || ops[i].kind != HL_PLAN_SWIGLU || ops[i + 1].kind != HL_PLAN_MATMUL)
+        return HL_OK;
+    const hl_swiglu_args *g = &ops[i].swiglu;
+    const hl_matmul_args *m = &ops[i + 1].matmul;
+    hl_plan_step *s = &steps[i + 1];
+    if (m->t_a != g->out || m->m != 1 || m->trans_a || m->k != g->n || g->n % 8 || g->dtype != m->in_dtype ||
+        g->x->offset % 16 || s->n_dispatch != 1 || s->product.v.path != HL_PATH_GEMV ||
+        !(s->pc[0].matmul.flags & HL_FLAG_A_VEC))
+        return HL_OK;
+    for (uint32_t j = i + 2; j < n; j++) /* the SwiGLU's row is written nowhere, so nothing else may read it */
+        for (uint32_t r = 0; r < HL_STEP_READS; r++)
+            if (hl_tensors_share(steps[j].reads[r], g->out)) return HL_OK;
+    s->pc[0].matmul.flags |= HL_FLAG_A_SWIGLU;
+    s->a_swiglu = g->x;
+    for (uint32_t r = 0; r < HL_STEP_READS; r++)
+        if (s->reads[r] == m->t_a) s->reads[r] = g->x;
+    s->keep[4] = g->x;
+    steps[i].n_dispatch = 0;
+    memset(steps[i].reads, 0, sizeof steps[i].reads);
+    memset(steps[i].writes, 0, sizeof steps[i].writes);
+    return HL_OK;
+}

@@ -65,6 +65,13 @@ SWITCHES: tuple[Switch, ...] = (
         "the splits up to the position (the grid the host writes before each replay).",
     ),
     Switch(
+        "HELIOS_DISABLE_PLAN_SWIGLU_FUSION",
+        "kill switch",
+        "1",
+        "A plan's SwiGLU of one row keeps its own dispatch and barrier, not computed by the matrix-vector "
+        "product that reads its output as it reads its A.",
+    ),
+    Switch(
         "HELIOS_DISABLE_PLAN_NORM_FUSION",
         "kill switch",
         "1",
