@@ -227,10 +227,7 @@ static hl_status grids_of(hl_plan *p, hl_plan_step *steps, hl_error *err) {
 /* The products' buffers, then each persistent run's: its members' and its table. */
 static void bind_products(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, const VkDeviceSize *t_offset) {
     for (uint32_t i = 0; i < p->ops; i++)
-        if (ops[i].kind == HL_PLAN_MATMUL) {
-            hl_product_bindings(&ops[i].matmul, p->workspace.buffer, steps[i].binds);
-            if (steps[i].a_swiglu) steps[i].binds[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(steps[i].a_swiglu, NULL);
-        }
+        if (ops[i].kind == HL_PLAN_MATMUL) hl_plan_product_bindings(&ops[i], &steps[i], p->workspace.buffer);
     for (uint32_t i = 0; i < p->ops; i++)
         if (steps[i].persist_len)
             hl_plan_persist_bind(steps, i, (hl_binding){p->persist_table.buffer, t_offset[i]},
@@ -254,10 +251,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         HL_TRY(hl_plan_op_step(dev, &ops[i], i, p->n_params, s, err));
         if (s->work_bytes > w_bytes) w_bytes = s->work_bytes;
     }
-    for (uint32_t i = 0; i + 1 < p->ops; i++) {
-        HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
-        HL_TRY(hl_plan_fuse_swiglu(dev, ops, p->ops, i, steps));
-    }
+    HL_TRY(hl_plan_fuse(dev, ops, p->ops, steps, err));
     HL_TRY(hl_plan_persist_runs(dev, ops, steps, p->ops, p->persist_attention, &p->runs, err)); /* grids: after */
     HL_TRY(grids_of(p, steps, err));
     HL_TRY(hl_plan_persist_tables(steps, p->ops, dev->caps.storage_offset_alignment, t_offset, &p->persist_host,

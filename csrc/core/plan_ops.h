@@ -56,6 +56,10 @@ hl_status hl_plan_op_step(hl_device *dev, const hl_plan_op *op, uint32_t i, uint
  * matrix-vector kernel: that product reads the row [g | u] as its A (FLAG_A_SWIGLU), the
  * SwiGLU's step records nothing (HELIOS_DISABLE_PLAN_SWIGLU_FUSION=1 keeps them apart). */
 hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps);
+/* Every fusion of a step into the next (a norm as a product's head, a SwiGLU as its A). */
+hl_status hl_plan_fuse(hl_device *dev, const hl_plan_op *ops, uint32_t n, hl_plan_step *steps, hl_error *err);
+/* A product step's buffers (its A the SwiGLU's row where one was fused). */
+void hl_plan_product_bindings(const hl_plan_op *op, hl_plan_step *s, VkBuffer workspace);
 hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step *norm_s, hl_plan_step *s,
                             hl_error *err);
 

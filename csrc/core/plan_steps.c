@@ -143,3 +143,18 @@ hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n,
     memset(steps[i].writes, 0, sizeof steps[i].writes);
     return HL_OK;
 }
+
+hl_status hl_plan_fuse(hl_device *dev, const hl_plan_op *ops, uint32_t n, hl_plan_step *steps, hl_error *err) {
+    hl_status st = HL_OK;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
+        HL_TRY(hl_plan_fuse_swiglu(dev, ops, n, i, steps));
+    }
+fail:
+    return st;
+}
+
+void hl_plan_product_bindings(const hl_plan_op *op, hl_plan_step *s, VkBuffer workspace) {
+    hl_product_bindings(&op->matmul, workspace, s->binds);
+    if (s->a_swiglu) s->binds[HL_BIND_MATMUL_A] = hl_tensor_or_scratch(s->a_swiglu, NULL);
+}
