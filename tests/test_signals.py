@@ -194,9 +194,39 @@ sys.exit(stop.status if stop.first else 0)
 """
 
 
-def _sigterm_during_a_long_product(tmp_path, env: dict) -> tuple[str, str, int, float]:
+# The same product recorded into a capture and replayed (a training step's submission):
+# the replay's wait wakes for the signal too, and the device is usable after it (the
+# next operation waits for the abandoned replay, then runs).
+LONG_CAPTURE = r"""
+import os, sys, time
+import numpy as np, helios
+from helios.signals import SignalPolicy
+n = int(sys.argv[1])
+with SignalPolicy() as stop:
+    dev = helios.Device()
+    a = dev.upload(np.ones((n, n), np.float16))
+    c = dev.empty((n, n))
+    small = dev.upload(np.ones((8, 8), np.float16))
+    dev.matmul(small, small)  # the small product's pipeline compiled before
+    with dev.capture() as step:
+        dev.matmul(a, a, out=c)
+    print("waiting", flush=True)
+    t0 = time.monotonic()
+    try:
+        step.replay()
+        print(f"finished {time.monotonic() - t0:.1f}", flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted {time.monotonic() - t0:.1f}", flush=True)
+    r = dev.matmul(np.ones((8, 8), np.float16), np.ones((8, 8), np.float16))
+    print("usable" if float(np.asarray(r)[0, 0]) == 8.0 else "wrong", flush=True)
+    dev.close()
+sys.exit(stop.status if stop.first else 0)
+"""
+
+
+def _sigterm_during_a_long_product(tmp_path, env: dict, source: str = LONG_PRODUCT) -> tuple[str, str, int, float]:
     script = tmp_path / "long.py"
-    script.write_text(LONG_PRODUCT)
+    script.write_text(source)
     p = subprocess.Popen(
         [sys.executable, *(["-S"] if sys.flags.no_site else []), str(script), "4096"],
         stdout=subprocess.PIPE,
@@ -229,6 +259,19 @@ def test_a_long_submission_stops_within_seconds_of_sigterm(device, tmp_path):
     assert out.startswith("interrupted"), out + err
     assert rc == 143, err
     assert stopped < 6.0, f"took {stopped:.1f} s after SIGTERM to exit"
+
+
+@pytest.mark.timing
+def test_a_long_replay_stops_within_seconds_of_sigterm_and_the_device_goes_on(device, tmp_path):
+    """A capture's replay (a whole training step) waits as a product does: SIGTERM wakes
+    it within seconds, and the next operation on the device runs (after the abandoned
+    replay finishes) and is right."""
+    if device.info["device_type"] != "cpu":
+        pytest.skip("a replay long enough to interrupt by hand needs a CPU Vulkan device (on a GPU it takes ms)")
+    out, err, rc, stopped = _sigterm_during_a_long_product(tmp_path, {}, LONG_CAPTURE)
+    assert out.startswith("interrupted") and "usable" in out, out + err
+    assert rc == 143, err
+    assert float(out.split()[1]) < 6.0, out  # the replay gave up its wait within seconds of the signal
 
 
 @pytest.mark.timing
