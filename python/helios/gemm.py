@@ -422,3 +422,19 @@ def prepack(dev: Any, weight: Any, *, trans: bool, variant: Optional[str], dtype
     t = new_tensor(dev, (k, n), dt, pitch, prepacked_for=name or "auto")
     t._write(0, wire(buf))
     return t
+
+
+def product_into(dev: Any, a: Any, b: Any, out: Any, *, trans_a: bool = False, trans_b: bool = False,
+                 bias: Any = None, activation: Optional[str] = None) -> None:  # fmt: skip
+    """op(a) @ op(b) (+ bias, activation) of 2-D Tensors into the Tensor out, through the
+    engine's own entry with the device's pick of variant: what a recorded step (a capture's
+    training step or prefill) issues, its shapes checked by the core against the Tensors."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    k = a.shape[0] if trans_a else a.shape[1]
+    dt = a.dtype.name
+    dev._gemm(
+        a=a, b=b, m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b, lda=a.pitch, ldb=b.pitch, in_dtype=dt,
+        out_dtype=out.dtype.name, out=out, act=activation_code(activation), bias=bias,
+        variant=dev._pick(None, m, n, k, dt),
+    )  # fmt: skip

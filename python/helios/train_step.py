@@ -30,7 +30,7 @@ import numpy as np
 from . import train_ops as T
 from .attention import resolve_scale
 from .elementwise import LAYERNORM_ROWS
-from .gemm import activation_code
+from .gemm import activation_code, product_into
 from .tensor import Tensor
 
 OP_KINDS = ("products", "attention", "norms", "elementwise", "embedding", "loss", "optimizer")
@@ -259,17 +259,8 @@ class TrainingStep:
 
     def _product(self, a: Tensor, b: Tensor, out: Tensor, *, ta: bool = False, tb: bool = False,
                  bias: Optional[Tensor] = None, act: Optional[str] = None) -> None:  # fmt: skip
-        if not self._on("products"):
-            return
-        m = a.shape[1] if ta else a.shape[0]
-        n = b.shape[0] if tb else b.shape[1]
-        k = a.shape[0] if ta else a.shape[1]
-        dt = a.dtype.name
-        self.dev._gemm(
-            a=a, b=b, m=m, n=n, k=k, trans_a=ta, trans_b=tb, lda=a.shape[-1], ldb=b.shape[-1], in_dtype=dt,
-            out_dtype=out.dtype.name, out=out, act=activation_code(act), bias=bias,
-            variant=self.dev._pick(None, m, n, k, dt),
-        )  # fmt: skip
+        if self._on("products"):
+            product_into(self.dev, a, b, out, trans_a=ta, trans_b=tb, bias=bias, activation=act)
 
     def _copy(self, name: str) -> Tensor:
         """The 16-bit copy of a product's weight."""

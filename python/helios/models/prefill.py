@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import train_ops as T
-from ..gemm import activation_code
+from ..gemm import product_into
 
 MIN_BUCKET = 16  # the shortest prompt length recorded (shorter prompts pad to it)
 
@@ -54,12 +54,7 @@ class Prefill:
         self.capture = cap
 
     def _product(self, a: Any, b: Any, out: Any) -> None:
-        dev = self.dec.dev
-        m, k, n = a.shape[0], a.shape[1], b.shape[0]
-        dt = a.dtype.name
-        dev._gemm(a=a, b=b, m=m, n=n, k=k, trans_a=False, trans_b=True, lda=a.pitch, ldb=b.pitch, in_dtype=dt,
-                  out_dtype=out.dtype.name, out=out, act=activation_code(None), bias=None,
-                  variant=dev._pick(None, m, n, k, dt))  # fmt: skip
+        product_into(self.dec.dev, a, b, out, trans_b=True)  # b: a weight (N, K)
 
     def _norm(self, x: Any, gamma: Any, branch: Any, x_out: Any, h: Any) -> None:
         cfg = self.dec.cfg
