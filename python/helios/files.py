@@ -116,10 +116,11 @@ def _open_regular(path: PathLike, what: str) -> Any:
 
 def read_bytes(path: PathLike, max_bytes: int, what: str = "a Helios file") -> bytes:
     """The file's bytes, or FileError for one that cannot be opened, is not a regular
-    file or is larger than max_bytes. Reads at most max_bytes + 1 bytes."""
+    file or is larger than max_bytes. Reads at most max_bytes + 1 bytes, and asks for no
+    more than the file holds (a read's buffer is allocated at the size asked for)."""
     with _open_regular(path, what) as f:
         try:
-            raw = f.read(max_bytes + 1)
+            raw = f.read(min(max_bytes, os.fstat(f.fileno()).st_size) + 1)
         except OSError as e:
             raise FileError(f"{os.fspath(path)}: cannot read ({e.strerror or e})") from None
     if len(raw) > max_bytes:

@@ -404,8 +404,10 @@ def register(sub: Any) -> None:
         "always runs: the reference), and helios_blocks (a block's attention and MLP one Helios group each) and "
         "helios_per_op (each linear and the attention a Helios op of its own): what grouping saves; for decode: "
         "torch_eager, torch_cuda_graphs, helios_torch, helios_plan (default all); with --model llama: "
-        "torch_eager, torch_cuda_graphs, torch_compile (reduce-overhead, static caches), helios_plan (default all; "
-        "the CUDA ones skipped without CUDA)",
+        "torch_eager, torch_cuda_graphs, torch_compile (reduce-overhead, static caches), hf_transformers "
+        "(transformers' generate with a static cache), helios_plan, llama_cpp (the command LLAMA_CPP_BENCH_CMD "
+        "names: tools/adapters/llama_cpp/bench.py builds llama.cpp and runs the same protocol) (default all; the "
+        "CUDA ones skipped without CUDA, hf_transformers without transformers, llama_cpp without its command)",
     )
     add_seed(ps, "the inputs")
     add_tolerances(ps)

@@ -10,6 +10,7 @@ Supported: the Llama family (llama.py: Llama 2 and 3, grouped-query attention, L
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,7 +24,7 @@ from .llama import LlamaConfig, LlamaDecoder, UnsupportedModelError, rope_inv_fr
 MAX_CHECKPOINT_BYTES = 1 << 40  # a safetensors file read whole (its bfloat16 entries), at most
 
 __all__ = ["LlamaConfig", "LlamaDecoder", "UnsupportedModelError", "load", "read_checkpoint", "read_safetensors", "rope_inv_freq",
-           "rope_table", "weight_files"]  # fmt: skip
+           "rope_table", "save_checkpoint", "weight_files"]  # fmt: skip
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -85,6 +86,33 @@ def read_checkpoint(path: Any) -> tuple[LlamaConfig, dict[str, np.ndarray], dict
     for f in weight_files(folder):
         weights.update(read_safetensors(f, want))
     return cfg, weights, raw_cfg
+
+
+def save_checkpoint(path: Any, cfg: LlamaConfig, weights: dict[str, np.ndarray], dtype: Any = "bfloat16") -> Path:
+    """A Hugging Face checkpoint folder (config.json, model.safetensors) of the model's
+    weights (by Hugging Face name, any float dtype) stored as float16 or bfloat16, as
+    read_checkpoint and transformers read it; the folder. bfloat16 is written through
+    torch (safetensors' NumPy writer has no bfloat16), float16 through NumPy."""
+    from ..dtypes import as_dtype, bfloat16, float16
+
+    dt = as_dtype(dtype, "save_checkpoint: dtype", (float16, bfloat16))
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = str(folder / "model.safetensors")
+    arrays = {k: np.ascontiguousarray(np.asarray(weights[k], dtype=np.float32)) for k in cfg.shapes()}
+    if dt is bfloat16:
+        torch = require("torch", "helios.models.save_checkpoint (a bfloat16 checkpoint)")
+        st = require("safetensors.torch", "helios.models (writing a checkpoint)")
+        st.save_file({k: torch.from_numpy(a).to(torch.bfloat16) for k, a in arrays.items()}, out,
+                     metadata={"format": "pt"})  # fmt: skip
+    else:
+        require("safetensors", "helios.models (writing a checkpoint)")
+        import safetensors.numpy
+
+        safetensors.numpy.save_file({k: a.astype(np.float16) for k, a in arrays.items()}, out,
+                                    metadata={"format": "pt"})  # fmt: skip
+    (folder / "config.json").write_text(json.dumps({**cfg.to_hf(), "torch_dtype": dt.name}, indent=1))
+    return folder
 
 
 def load(path: Any, *, device: Any = None, dtype: Any = None, max_len: Optional[int] = None) -> LlamaDecoder:

@@ -85,6 +85,15 @@ class LlamaConfig:
             raise UnsupportedModelError(f"{where}: head_dim {out.head_dim} must divide 256 (8..256)")
         return out
 
+    def to_hf(self) -> dict[str, Any]:
+        """The shape as a Hugging Face config.json (transformers 4's names; from_hf reads it back)."""
+        return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": self.vocab,
+                "hidden_size": self.d_model, "num_hidden_layers": self.layers, "num_attention_heads": self.heads,
+                "num_key_value_heads": self.kv_heads, "head_dim": self.head_dim, "intermediate_size": self.hidden,
+                "rms_norm_eps": self.eps, "rope_theta": self.rope_theta, "rope_scaling": self.rope_scaling,
+                "tie_word_embeddings": self.tie_embeddings, "max_position_embeddings": self.max_positions,
+                "hidden_act": "silu", "attention_bias": False, "mlp_bias": False}  # fmt: skip
+
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Every weight the model reads, by its Hugging Face name, and its shape."""
         d, hd = self.d_model, self.head_dim

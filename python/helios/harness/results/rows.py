@@ -145,7 +145,8 @@ CONTEXT_FIELDS = {"context": "count", "ms_per_token_p50": "positive", "gpu_ms_p5
 class DecodeRow:
     """A row of helios-decode/1: one adapter decoding greedily at batch 1 (helios suite decode)."""
 
-    adapter: str = col("str", "torch_eager, torch_cuda_graphs, torch_compile (Llama), helios_torch or helios_plan", required=True)
+    adapter: str = col("str", "torch_eager, torch_cuda_graphs, torch_compile, hf_transformers and llama_cpp (Llama), "
+                       "helios_torch or helios_plan", required=True)  # fmt: skip
     status: str = col("str", "ok, or why the adapter has no numbers", required=True)
     tokens: list = col("list", "the tokens it generated", default=ABSENT)
     tokens_per_s: float = col("number", "new tokens per second of wall time", default=ABSENT)
@@ -156,7 +157,8 @@ class DecodeRow:
     roof_pct: Optional[float] = col("number?", "percent of the memory roof at the middle context", default=ABSENT)
     same_tokens: bool = col("bool", "the tokens are torch_eager's", default=ABSENT)
     first_divergence: Optional[int] = col("count?", "the first token that differs from eager's", default=ABSENT)
-    margin_to_pick: float = col("number", "eager's logit margin at the first divergence", default=ABSENT)
+    margin_to_pick: float = col("number", "the reference's logit margin at the first divergence (eager's; "
+                                "hf_transformers: its own)", default=ABSENT)  # fmt: skip
     tie: bool = col("bool", "that margin is within bfloat16 rounding: a tie, not an error", default=ABSENT)
     contexts: list = col("list", "ms per token at each context length", default=ABSENT,
                          schema={"type": "array", "items": fields_schema(CONTEXT_FIELDS)})  # fmt: skip
@@ -169,6 +171,9 @@ class DecodeRow:
     prefill_tokens_per_s: float = col("number", "--prefill: prompt tokens per second of wall time", default=ABSENT)
     dispatches: int = col("count", "helios_plan: the dispatches its recorded step runs", default=ABSENT)
     barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
+    llama_bench: list = col("list", "llama_cpp: llama-bench's own tests (n_prompt, n_gen, n_depth, avg_ts, "
+                            "stddev_ts, samples_ts: tokens/s over its repeats)", default=ABSENT)  # fmt: skip
+    build: dict = col("object", "llama_cpp: the llama.cpp build (commit, backends, GPU)", default=ABSENT)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from .format import STATUS_CELL, fmt_field, fmt_mib, fmt_num, fmt_tflops, md_cell
 from .rows import DECODE_SCHEMA, TRAIN_SCHEMA, DecodeRow, SuiteRow, TrainRow, read_row
@@ -61,6 +61,21 @@ def _ramp(r: Optional[dict]) -> str:
     return f"; SM clock {r['sm_clock_mhz']:.0f} of {r['max_sm_clock_mhz']:.0f} MHz after the ramp"
 
 
+def bench_text(build: Any, tests: list) -> str:
+    """llama-bench's tests as it names them (pp512, tg128 @ d1024): tokens/s, avg +- stddev."""
+    def num(v: Any) -> str:  # the file's numbers only: anything else shows as '-'
+        return fmt_num(v if isinstance(v, (int, float)) and not isinstance(v, bool) else None, 1)
+
+    out = []
+    for t in (t for t in tests if isinstance(t, dict)):
+        kind = f"pp{md_cell(t.get('n_prompt'))}" if t.get("n_prompt") else f"tg{md_cell(t.get('n_gen'))}"
+        at = f" @ d{md_cell(t['n_depth'])}" if t.get("n_depth") else ""
+        out.append(f"{kind}{at} {num(t.get('avg_ts'))} +- {num(t.get('stddev_ts'))} tokens/s")
+    b = build if isinstance(build, dict) else {}
+    where = ", ".join(md_cell(b[k]) for k in ("backend", "gpu_info", "build_commit") if b.get(k))
+    return "; ".join(out) + (f"; {where}" if where else "")
+
+
 def decode_markdown(result: dict) -> str:
     """The decode suite's tables; a field the file leaves out (its schema's config is
     open) shows as '?' or '-'."""
@@ -111,6 +126,8 @@ def decode_markdown(result: dict) -> str:
             lines.append(f"| {md_cell(r.adapter)} | " + " | ".join(cells) + " |")
     lines += [f"\n{r.adapter}: {r.dispatches} dispatches and {r.barriers} barriers a step" for r in rows
               if r.dispatches is not None]  # fmt: skip
+    lines += [f"\n{r.adapter}: llama-bench's own tests ({bench_text(r.build, r.llama_bench)})" for r in rows
+              if r.llama_bench]  # fmt: skip
     pre = [r for r in rows if r.prefill_ms_p50 is not None]
     if pre:
         lines += ["", f"Prefill of a {pre[0].prefill_tokens}-token prompt, the first token included (p50):", "",

@@ -157,7 +157,7 @@ def _request(wl: Any, cfg: Any, uuid: str) -> tuple[dict, list[str]]:
     return req, args
 
 
-def _report(row: dict, r: Any, timeout_s: float, uuid: str) -> Any:
+def read_report(row: dict, r: Any, timeout_s: float, uuid: str) -> Any:
     """The adapter's run into the row: its JSON report when it ran, answered and ran on
     the GPU under test; None (row["status"] saying why) otherwise."""
     row["stderr_tail"] = r.stderr[-STDERR_TAIL:].decode("utf-8", "replace")
@@ -224,7 +224,7 @@ def run_external(name: str, command: str, wl: Any, cfg: Any, uuid: str, gate: An
         except OSError as e:
             row["status"] = f"crashed: could not start ({e.strerror or e})"
             return row
-        doc = _report(row, r, timeout_s, uuid)
+        doc = read_report(row, r, timeout_s, uuid)
         if doc is None or not _checked_output(row, output, wl, cfg, gate):
             return row
     lat = {k: float(doc["latency_ms"][k]) for k in LATENCY_KEYS}

@@ -39,7 +39,7 @@ from ....files import size_text
 
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
-LLAMA_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "torch_compile", "helios_plan")
+LLAMA_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "torch_compile", "hf_transformers", "helios_plan", "llama_cpp")
 CUDA_ADAPTERS = frozenset({"torch_cuda_graphs", "helios_torch", "torch_compile"})
 TINY = {"layers": 2, "d_model": 64, "heads": 2, "vocab": 96, "prompt": 8, "new": 32, "contexts": [16, 48],
         "context_steps": 4, "train_steps": 30}  # fmt: skip

@@ -6,8 +6,10 @@ Adapters: torch_eager (the model's step in torch: bf16 products, SDPA over stati
 KV caches with grouped-query attention, the fp32 residual stream and norms, as
 helios.models computes it; on the CPU without CUDA), torch_cuda_graphs (that step
 captured in a CUDA graph), torch_compile (that step through torch.compile's
-reduce-overhead mode with static caches: gpt-fast's recipe), helios_plan
-(helios.models.LlamaDecoder, one plan a token).
+reduce-overhead mode with static caches: gpt-fast's recipe), hf_transformers
+(transformers' LlamaForCausalLM and its static-cache generate: hf.py), helios_plan
+(helios.models.LlamaDecoder, one plan a token), llama_cpp (an external command:
+llama_cpp.py).
 torch_eager's tokens are the reference; a divergence counts as a tie where torch's
 logits for both picks are within one bfloat16 step (the suite's rule)."""
 
@@ -202,14 +204,35 @@ def torch_weights(torch: Any, cfg: LlamaConfig, w: dict, cuda: bool) -> dict:
 class LlamaAdapters:
     """Makes each adapter's runner (run.py's interface) for a cache of max_len positions."""
 
-    def __init__(self, lcfg: LlamaConfig, weights: dict, hdev: Any, cuda: bool, torch: Any) -> None:
+    def __init__(self, lcfg: LlamaConfig, weights: dict, hdev: Any, cuda: bool, torch: Any, max_len: int) -> None:
         self.lcfg, self.weights, self.hdev, self.cuda, self.torch = lcfg, weights, hdev, cuda, torch
+        self.max_len = max_len  # the longest cache any phase asks for
+        self.hf: Any = None  # hf_transformers' model, kept over its phases (finish() drops it)
         self.kv_width = lcfg.kv_heads * lcfg.head_dim
         self.tw: dict = torch_weights(torch, lcfg, weights, cuda) if torch is not None else {}
         self.model = self.tw or None  # run.measure: torch_eager runs first where there is a torch model
         self.decoders: list = []
 
+    def unavailable(self, adapter: str) -> Optional[str]:
+        """Why an adapter cannot run here (its row's status), or None."""
+        if adapter == "hf_transformers":
+            try:
+                import transformers  # noqa: F401
+            except ImportError:
+                return "skipped: transformers is not installed (pip install transformers)"
+        if adapter == "llama_cpp":
+            from .llama_cpp import unavailable
+
+            return unavailable()
+        return None
+
     def make(self, adapter: str, max_len: int) -> Any:
+        if adapter == "hf_transformers":
+            from .hf import HFRunner
+
+            if self.hf is None:
+                self.hf = HFRunner(self.torch, self.lcfg, self.weights, self.cuda, self.max_len)
+            return self.hf
         if adapter == "helios_plan":
             dec = LlamaDecoder(self.hdev, self.lcfg, self.weights, max_len, "bfloat16")
             self.decoders.append(dec)
@@ -228,6 +251,13 @@ class LlamaAdapters:
         for d in self.decoders:
             d.close()
         self.decoders.clear()
+
+    def finish(self) -> None:
+        """An adapter's row is done: what it kept over its phases goes."""
+        self.release()
+        self.hf = None
+        if self.cuda:
+            self.torch.cuda.empty_cache()
 
 
 def llama_model(preset: Optional[str], checkpoint: Optional[str], seed: int,

@@ -122,10 +122,16 @@ class Adapters:
         self.decoders.append(dec)
         return PlanRunner(dec)
 
+    def unavailable(self, adapter: str) -> Optional[str]:
+        """Why an adapter cannot run here: the GPT's adapters all can where torch is."""
+        return None
+
     def release(self) -> None:
         for d in self.decoders:
             d.close()
         self.decoders.clear()
+
+    finish = release  # an adapter's row is done
 
 
 def feed(runner: Any, tokens: list[int]) -> int:
@@ -139,6 +145,10 @@ def feed(runner: Any, tokens: list[int]) -> int:
 
 
 def greedy_run(runner: Any, prompt: list[int], new: int) -> tuple[list[int], list[float], list, list]:
+    """new tokens after the prompt, the steps after the first timed (a runner that
+    generates whole runs itself, as transformers' generate does, times them its way)."""
+    if hasattr(runner, "greedy"):
+        return runner.greedy(prompt, new)
     first = feed(runner, prompt)
     toks, wall, host, gpu = timed_steps(runner, first, len(prompt), new - 1)
     return [first] + toks, wall, host, gpu
@@ -151,6 +161,8 @@ def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], l
     builds a plan per length: 45-70 ms a step against 3-6 on an H100,
     results/h100-eager-sweep-probe), so the pass runs the CONTEXT_WARMUP steps and the
     n timed ones once, then the cache is filled again and the timed steps repeat them."""
+    if hasattr(runner, "context"):
+        return runner.context(context, CONTEXT_WARMUP, n)
     first = feed(runner, context)
     timed_steps(runner, first, len(context), CONTEXT_WARMUP + n)
     first = feed(runner, context)
@@ -158,12 +170,13 @@ def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], l
     return timed_steps(runner, warm[-1], len(context) + CONTEXT_WARMUP, n)
 
 
-def judge(ad: Any, prompt: list[int], ref: list[int], got: list[int]) -> dict:
-    """Where got leaves ref, and whether torch's logits there (ad.logits_at) call it a tie."""
+def judge(logits_at: Callable[[list[int]], Any], prompt: list[int], ref: list[int], got: list[int]) -> dict:
+    """Where got leaves ref, and whether the reference logits there (torch eager's, or
+    the runner's own where its numerics differ by design) call it a tie."""
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
     out: dict = {"same_tokens": div is None, "first_divergence": div}
     if div is not None:
-        row = ad.logits_at(prompt + ref[:div])
+        row = logits_at(prompt + ref[:div])
         gap = float(row[ref[div]] - row[got[div]])
         out["margin_to_pick"] = gap
         out["tie"] = gap <= abs(float(row.max())) * 2.0**-7
@@ -221,7 +234,7 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     t = row["gpu_ms_p50"] or row["ms_per_token_p50"]
     row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
-        row.update(judge(ad, prompt, ref, toks))
+        row.update(judge(getattr(runner, "logits_at", ad.logits_at), prompt, ref, toks))
     if cfg.prefill:
         runner = ad.make(adapter, cfg.prefill + 1)
         if getattr(runner, "prefills", False):
@@ -240,7 +253,47 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
         ad.release()
         bar.step(f"{adapter}: context {L}")
     row["peak_memory_bytes"] = peak_bytes(ad.cuda, ad.hdev, adapter, base)
-    ad.release()
+    ad.finish()
+
+
+def llama_cpp_row(ad: Any, cfg: DecodeConfig, prompt: list[int], ref: Optional[list[int]], wbytes: int,
+                  roof: Optional[float], data: Any, log: Callable[[str], None]) -> dict:  # fmt: skip
+    """llama_cpp's row: its command's run of the same greedy run, contexts and prefill
+    (llama_cpp.py), judged and put in the table's columns as the other adapters' are."""
+    from .llama_cpp import request, run_command
+
+    contexts = [[int(x) for x in data[1, :L].tolist()] for L in cfg.contexts]
+    pre = [int(x) for x in data[1, : cfg.prefill].tolist()] if cfg.prefill else None
+    req = request("", prompt, cfg.new, contexts, CONTEXT_WARMUP, cfg.context_steps, pre)
+    row, doc = run_command(ad.lcfg, ad.weights, cfg.checkpoint, req, str(ad.hdev.info.get("uuid") or ""), log)
+    if doc is None:
+        return row
+    steps = [float(x) for x in doc["samples_ms"]] if doc.get("samples_ms") else []
+    p50 = float(doc["latency_ms"]["p50"])
+    row.update(tokens=[int(t) for t in doc["tokens"]], tokens_per_s=float(doc["throughput_tokens_per_sec"]),
+               ms_per_token_p50=p50, ms_per_token_p95=float(doc["latency_ms"]["p95"]), host_ms_p50=None,
+               gpu_ms_p50=None, peak_memory_bytes=doc.get("peak_memory_bytes"))  # fmt: skip
+    ctx = cfg.prompt + cfg.new // 2
+    row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (p50 / 1e3) / (roof * 1e9) if roof else None
+    if ref is not None:
+        row.update(judge(ad.logits_at, prompt, ref, row["tokens"]))
+    row["contexts"] = []
+    for c in doc.get("contexts") or []:
+        m = float(np.median(c["step_ms"]))
+        row["contexts"].append({
+            "context": int(c["context"]), "ms_per_token_p50": m, "gpu_ms_p50": None, "host_ms_p50": None,
+            "roof_pct": 100 * step_bytes(wbytes, cfg, ad.kv_width, int(c["context"])) / (m / 1e3) / (roof * 1e9)
+            if roof else None,
+        })  # fmt: skip
+    if pre and doc.get("prefill"):
+        w = float(np.median(doc["prefill"]["ms"]))
+        row.update(prefill_tokens=len(pre), prefill_ms_p50=w, prefill_gpu_ms_p50=None,
+                   prefill_tokens_per_s=len(pre) / (w / 1e3))  # fmt: skip
+    row["llama_bench"] = doc.get("llama_bench")
+    row["build"] = doc.get("build")
+    if not steps:
+        row["status"] = "malformed JSON: no samples_ms"
+    return row
 
 
 PREFILL_REPEATS = 5  # timed prefills after two untimed ones (the first records the capture)
@@ -300,14 +353,14 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
     d, v, L = cfg.d_model, cfg.vocab, cfg.layers
     if cfg.model == "llama":
         result["weight_bytes"] = wbytes = weight_bytes(lcfg)
-        ad: Any = LlamaAdapters(lcfg, weights, hdev, cuda, torch)
+        ad: Any = LlamaAdapters(lcfg, weights, hdev, cuda, torch, cfg.max_len)
     else:
         result["weight_bytes"] = wbytes = 2 * (L * 12 * d * d + v * d)
         ad = Adapters(cfg, model, hdev, cuda, state)
     try:
         measure(cfg, ad, result, prompt, wbytes, roof, data, log)
     except KeyboardInterrupt:  # keep the adapters measured so far, marked interrupted
-        ad.release()
+        ad.finish()
         result["status"], result["failure"] = "interrupted", interrupted_message()
     finally:
         signals.measured()
@@ -348,11 +401,18 @@ def measure(cfg: DecodeConfig, ad: Adapters, result: dict, prompt: list[int], wb
             if adapter in cfg.adapters:
                 result["rows"].append(written_row(DecodeRow, {"adapter": adapter, "status": "skipped: needs CUDA"}))
             continue
+        skip = ad.unavailable(adapter) if adapter in cfg.adapters else None
+        if skip:
+            result["rows"].append(written_row(DecodeRow, {"adapter": adapter, "status": skip}))
+            continue
         log(f"decode: {adapter}")
         try:
-            row = run_adapter(ad, adapter, cfg, prompt, ref, wbytes, roof, data)
+            if adapter == "llama_cpp":
+                row = llama_cpp_row(ad, cfg, prompt, ref, wbytes, roof, data, log)
+            else:
+                row = run_adapter(ad, adapter, cfg, prompt, ref, wbytes, roof, data)
         except Exception as e:  # a row that says why, the other adapters still run
-            ad.release()
+            ad.finish()
             row = {
                 "adapter": adapter,
                 "status": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
