@@ -11,7 +11,8 @@
 // PASS 1 (attention, split): one head's split of keys a workgroup (grid: heads x
 //   splits of the shorter size; decode_attention.glsl, which a persistent run's
 //   attention shares).
-//   SRC is the QKV row, KC and VC the caches, WORK the splits' partials.
+//   SRC is the QKV row, KC and VC the caches, WORK the splits' partials; where the
+//   view's rope word is set, q and the new k are rotated as PASS 5 would (TAB its table).
 // PASS 2 (attention, combine): per head, the splits' partials combined into OUT.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
 //   values (NaN counts as largest, as torch.argmax).
@@ -51,6 +52,7 @@ layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
 layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coherent: PASS 4 reads other workgroups' partials
 layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
+layout(binding = BINDING_TAB) readonly buffer Tab { float tab[]; };  // PASSES 1, 4: the rope's cos and sin
 
 #define ATT_HEADS p.n
 #define EMBED_TABLE16 p.fit  // the embed view's word 6 (shaders/layouts.py)
@@ -58,6 +60,8 @@ layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  /
 #define ATT_ROWS p.rows
 #define ATT_SPLITS p.rows2
 #define ATT_SCALE p.scale
+#define ATT_ROPE (p.rope != 0u)
+#define ATT_TAB(i) tab[i]
 #define ATT_FIT p.fit
 #define ATT_SRC16(i) src16[i]
 #define ATT_SRC128(i) src128[i]

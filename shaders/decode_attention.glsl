@@ -15,7 +15,9 @@
 // (att_split_keys); ATT_SRC16(i), ATT_SRC128(i) (the QKV row [q | k | v]: ATT_HEADS x D,
 // then ATT_KV_HEADS x D twice), ATT_KC(i), ATT_VC(i) (the caches' 16-bit elements, a row
 // of ATT_KV_HEADS x D a position), ATT_KC128(i), ATT_VC128(i),
-// ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i). fp32 arithmetic.
+// ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i); ATT_ROPE (true where q and the
+// new k arrive unrotated: the rope op fused) and ATT_TAB(i) (its fp32 cos and sin table,
+// a row of D a position). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
 #include "bf16.glsl"
@@ -68,11 +70,27 @@ float att_reduce(float v, uint op) {
     return r;
 }
 
+// Element i of the QKV row's head at `base` rotated by the table's row pos, rounded to
+// the 16-bit type: what the rope op (decode.comp's PASS 5) stores there, the same sums.
+float att_rotated(uint base, uint i, uint pos) {
+    const uint half_d = D / 2u, k = i % half_d;
+    const float c = ATT_TAB(pos * D + k), s = ATT_TAB(pos * D + half_d + k);
+    const float a = att_widen(ATT_SRC16(base + k)), b = att_widen(ATT_SRC16(base + half_d + k));
+    return att_widen(att_narrow(i < half_d ? a * c - b * s : b * c + a * s));
+}
+
 // Elements c .. c+8 of key j of query head h as one 16-byte word: K (part 1) or V
 // (part 2) of its KV head from the cache's row, or for the new position (j == pos)
-// from the QKV row.
+// from the QKV row (its K rotated there where ATT_ROPE).
 uvec4 att_word8(uint j, uint pos, uint h, uint c, uint part) {
     const uint dkv = ATT_KV_HEADS * D, at = h / (ATT_HEADS / ATT_KV_HEADS) * D + c;
+    if (j == pos && part == 1u && ATT_ROPE) {
+        uvec4 w;
+        [[unroll]] for (uint e = 0; e < 4u; e++)
+            w[e] = uint(att_narrow(att_rotated(ATT_HEADS * D + at - c, c + 2u * e, pos))) |
+                   (uint(att_narrow(att_rotated(ATT_HEADS * D + at - c, c + 2u * e + 1u, pos))) << 16);
+        return w;
+    }
     return j == pos ? ATT_SRC128((ATT_HEADS * D + (part - 1u) * dkv + at) / 8u)
                     : part == 1u ? ATT_KC128((j * dkv + at) / 8u) : ATT_VC128((j * dkv + at) / 8u);
 }
@@ -104,10 +122,11 @@ void attention_split(uint h, uint split, uint pos) {
         kw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
         vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
     }
-    if (t < D) att_q[t] = att_widen(ATT_SRC16(h * D + t));
+    if (t < D) att_q[t] = ATT_ROPE ? att_rotated(h * D, t, pos) : att_widen(ATT_SRC16(h * D + t));
     const uint group = ATT_HEADS / ATT_KV_HEADS, dkv = ATT_KV_HEADS * D, kv = h / group * D + t;
     if (att_split_of(pos) == split && h % group == 0u && t < D) {  // the new row, by its group's first head
-        ATT_KC(pos * dkv + kv) = ATT_SRC16(ATT_HEADS * D + kv);
+        ATT_KC(pos * dkv + kv) =
+            ATT_ROPE ? att_narrow(att_rotated(ATT_HEADS * D + kv - t, t, pos)) : ATT_SRC16(ATT_HEADS * D + kv);
         ATT_VC(pos * dkv + kv) = ATT_SRC16(ATT_HEADS * D + dkv + kv);
     }
     barrier();

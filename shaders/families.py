@@ -87,7 +87,8 @@ BINDINGS = {
     "copy": ("SRC", "DST"),
     "activation": ("Z", "G", "Y"),
     # A decode step's ops besides products and norms (decode.comp); PARAMS: a plan's parameter words
-    "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK"),
+    # and TAB, an attention's rotary cos and sin table where it rotates q and the new k itself
+    "decode": ("PARAMS", "SRC", "SRC2", "KC", "VC", "OUT", "WORK", "TAB"),
     # AdamW over fp32 parameters (optim.comp): the plan's parameter words, the parameters,
     # the two moments, the gradient and the parameters' 16-bit copy
     "optim": ("PARAMS", "P", "M", "V", "G", "P16"),
@@ -102,7 +103,7 @@ BINDINGS = {
 # A persistent run's members (at most PERSIST_MEMBERS) and the buffers each binds, in
 # this order, in the array binding HL_BIND_PERSIST: a product's (A, B, C, BIAS) and its
 # LayerNorm head's (matmul_gemv_ln_head.glsl); an attention's QKV row, caches, output
-# and partials take A, B, C, BIAS and X (matmul_gemv_persist.comp).
+# and partials take A, B, C, BIAS and X, its rotary table R (matmul_gemv_persist.comp).
 PERSIST_MEMBERS = 16
 PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS")
 

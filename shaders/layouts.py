@@ -120,6 +120,7 @@ DECODE = Push(
         _U("rows2", doc="embed: position rows; attention: splits in WORK per head"),
         Word("scale", "float", "attention: 1 / sqrt(D)"),
         _U("fit", doc="attention: ATT_FIT (decode_attention.glsl's att_split_keys); embed: a 16-bit token table"),
+        _U("rope", doc="attention: 1 where it rotates q and the new k by TAB's row at pos"),
     ),
     views=(
         View(
@@ -146,6 +147,7 @@ DECODE = Push(
                 _U("splits", doc="splits a head in WORK"),
                 Word("scale", "float", "1 / sqrt(D)"),
                 _U("fit", doc="ATT_FIT (decode_attention.glsl's att_split_keys)"),
+                _U("rope", doc="1: q and the new k rotated by TAB's row at pos (the rope op fused: plan_steps.c)"),
             ),
         ),
         View("top1", "PASS 3: the largest of n fp32 values", (_U("n", doc="elements"), _U("slot", doc=_SLOT))),
@@ -266,7 +268,7 @@ PERSIST_ROW = Row(
             (
                 _U("heads"),
                 _U("rows", doc="cache rows (positions)"),
-                _U("flags", doc="FLAG_PERSIST_ATTN"),
+                _U("flags", doc="FLAG_PERSIST_ATTN, FLAG_PERSIST_ROPE where it rotates q and the new k"),
                 _U("splits", doc="splits a head in the partials"),
                 _U("pos_slot", doc="its position's parameter word"),
                 Word("scale", "float", "1 / sqrt(D)"),
@@ -293,6 +295,7 @@ CONSTS = (
     ),
     Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
     Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
+    Const("FLAG_PERSIST_ROPE", 512, "a run's attention rotates q and the new k by its table R", "persist_row"),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),

@@ -172,6 +172,7 @@ const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives 
 
 uint att_heads, att_kv_heads, att_rows, att_splits, att_counters, att_fit;
 float att_scale;
+bool att_rope;
 #define ATT_HEADS att_heads
 #define ATT_KV_HEADS att_kv_heads
 #define ATT_ROWS att_rows
@@ -186,6 +187,8 @@ float att_scale;
 #define ATT_VC128(i) ps_b128[pm + PERSIST_C].v[i]
 #define ATT_WORK(i) ps_work[pm + PERSIST_X].v[i]
 #define ATT_OUT16(i) ps_kv16[pm + PERSIST_BIAS].v[i]
+#define ATT_ROPE att_rope
+#define ATT_TAB(i) ps_bias[pm + PERSIST_R].v[i]
 #include "decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
@@ -215,6 +218,7 @@ void persist_member(uint m) {
     att_counters = PERSIST_ATTENTION_COUNTERS(r);
     att_fit = PERSIST_ATTENTION_FIT(r);
     att_kv_heads = PERSIST_ATTENTION_KV_HEADS(r);
+    att_rope = (p.flags & FLAG_PERSIST_ROPE) != 0u;
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its

@@ -304,6 +304,7 @@ def test_the_swiglu_runs_inside_the_down_product(monkeypatch):
     cfg = LlamaConfig(**TINY)
     w = random_weights(cfg, seed=3)
     out = {}
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", "0")  # each step its own dispatch: the counts say what fused
     for fused in (True, False):
         monkeypatch.setenv("HELIOS_DISABLE_PLAN_SWIGLU_FUSION", "0" if fused else "1")
         with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=24, dtype="float16") as m:
@@ -314,3 +315,30 @@ def test_the_swiglu_runs_inside_the_down_product(monkeypatch):
     assert ops1 == ops0 and disp1 == disp0 - cfg.layers and bar1 == bar0 - cfg.layers
     assert toks1 == toks0
     assert np.abs(logits1 - logits0).max() <= 2.0**-8 * np.abs(logits0).max()
+
+
+@pytest.mark.parametrize("grid", ["0", "2"])
+def test_the_rope_runs_inside_the_attention(monkeypatch, grid):
+    """The rope on q and k is applied by the decode attention as it reads the QKV row
+    (HELIOS_DISABLE_PLAN_ROPE_FUSION=1 keeps its own step): the same rounding, so the
+    same tokens and logits and the same K cache rows; a dispatch fewer a layer without
+    persistent runs, and with them (grid 2 on a CPU device) each layer's steps one run."""
+    cfg = LlamaConfig(**TINY, rope_scaling=LLAMA3)
+    w = random_weights(cfg, seed=4)
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", grid)
+    out = {}
+    for fused in (True, False):
+        monkeypatch.setenv("HELIOS_DISABLE_PLAN_ROPE_FUSION", "0" if fused else "1")
+        with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=24, dtype="bfloat16") as m:
+            toks = m.generate([5, 17, 42, 8, 3], 12, prefill=False)
+            out[fused] = (m.plan.counts, toks, m.logits.numpy(), [c.numpy() for c in m.k_cache])
+    (ops1, disp1, _), toks1, logits1, k1 = out[True]
+    (ops0, disp0, _), toks0, logits0, k0 = out[False]
+    assert ops1 == ops0 and toks1 == toks0
+    np.testing.assert_array_equal(logits1, logits0)
+    for a, b in zip(k1, k0):
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    if grid == "0":
+        assert disp1 == disp0 - cfg.layers
+    else:  # embed, one run of every layer's products and attentions, the LM head, the top-1
+        assert disp1 == 4 < disp0

@@ -371,6 +371,9 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int glu_apart = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_SWIGLU_FUSION", &glu_apart, err));
     dev->swiglu_fused = !glu_apart;
+    int rope_apart = 0;
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_ROPE_FUSION", &rope_apart, err));
+    dev->rope_fused = !rope_apart;
     int full_grid = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_GRID", &full_grid, err));
     dev->decode_grid_sized = !full_grid;

@@ -177,9 +177,9 @@ struct hl_device {
     uint32_t query_capacity;
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
-    int coop_enabled;
     int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
-    int coop2_enabled, gemv_enabled, decode_attention_fused, norm_fused, swiglu_fused, decode_grid_sized; /* switches */
+    int coop_enabled, coop2_enabled, gemv_enabled, decode_grid_sized; /* switches, and the plan's fusions': */
+    int decode_attention_fused, norm_fused, swiglu_fused, rope_fused;
     int timestamps_ok, persist_grid, split_width; /* runs' grid (0: none); what decode.c sizes splits for */
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */

@@ -84,7 +84,7 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
         const hl_push_decode_attention *pc = &s->pc[0].decode.attention;
         return (hl_persist_row){.attention = {.heads = o->attn.heads,
                                               .rows = o->attn.max_len,
-                                              .flags = HL_FLAG_PERSIST_ATTN,
+                                              .flags = HL_FLAG_PERSIST_ATTN | (pc->rope ? HL_FLAG_PERSIST_ROPE : 0u),
                                               .splits = pc->splits,
                                               .pos_slot = o->attn.pos_slot,
                                               .scale = o->attn.scale,
@@ -154,8 +154,7 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
         if (!can_be_member(&ops[i], &steps[i], attention)) continue;
         uint32_t mem[HL_PERSIST_MEMBERS] = {i}, n = 1, last = i;
         for (uint32_t j = i + 1; j < n_ops && n < HL_PERSIST_MEMBERS; j++) {
-            if (!steps[j].n_dispatch && (ops[j].kind == HL_PLAN_LAYERNORM || ops[j].kind == HL_PLAN_RMSNORM))
-                continue; /* a member's head */
+            if (!steps[j].n_dispatch) continue; /* fused into a member (a norm head, a SwiGLU, a rope): nothing */
             if (!can_be_member(&ops[j], &steps[j], attention) || !can_join(ops, steps, mem, n, last, j)) break;
             mem[n++] = j;
             last = j;
@@ -211,6 +210,7 @@ void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, 
             slots[HL_PERSIST_C] = s->binds[HL_BIND_DECODE_VC];
             slots[HL_PERSIST_BIAS] = s->binds[HL_BIND_DECODE_OUT];
             slots[HL_PERSIST_X] = workspace;
+            slots[HL_PERSIST_R] = s->binds[HL_BIND_DECODE_TAB]; /* the rope's table, where it rotates */
             continue;
         }
         slots[HL_PERSIST_A] = s->binds[HL_BIND_MATMUL_A];

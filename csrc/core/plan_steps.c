@@ -144,11 +144,46 @@ hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n,
     return HL_OK;
 }
 
+/* A rope on a QKV row read next by the decode attention over that row: the attention
+ * rotates q and the new k itself (decode_attention.glsl's att_rotated, the rope's sums
+ * and rounding) and the rope's step records nothing. The row then stays unrotated, so
+ * no later step may read it; the same heads, head dimension, type and position word,
+ * a table of the cache's positions at least; HELIOS_DISABLE_PLAN_ROPE_FUSION=1 keeps
+ * the two steps. */
+static void fuse_rope(const hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps) {
+    if (!dev->rope_fused || i + 1 >= n || ops[i].kind != HL_PLAN_ROPE || ops[i + 1].kind != HL_PLAN_ATTN_DECODE) return;
+    const hl_rope_args *r = &ops[i].rope;
+    const hl_attn_decode_args *a = &ops[i + 1].attn;
+    hl_plan_step *s = &steps[i + 1];
+    if (a->qkv != r->qkv || a->heads != r->heads || a->kv_heads != r->kv_heads || a->head_dim != r->head_dim ||
+        a->dtype != r->dtype || a->pos_slot != r->pos_slot || r->rows < a->max_len)
+        return;
+    for (uint32_t j = i + 2; j < n; j++)
+        for (uint32_t k = 0; k < HL_STEP_READS; k++)
+            if (hl_tensors_share(steps[j].reads[k], r->qkv)) return;
+    s->pc[0].decode.attention.rope = s->pc[1].decode.attention.rope = 1;
+    s->binds[HL_BIND_DECODE_TAB] = hl_tensor_or_scratch(r->table, NULL);
+    for (uint32_t k = 0; k < HL_STEP_READS; k++)
+        if (!s->reads[k]) {
+            s->reads[k] = r->table;
+            break;
+        }
+    for (uint32_t k = 0; k < sizeof s->keep / sizeof s->keep[0]; k++)
+        if (!s->keep[k] || s->keep[k] == r->table) {
+            s->keep[k] = r->table;
+            break;
+        }
+    steps[i].n_dispatch = 0;
+    memset(steps[i].reads, 0, sizeof steps[i].reads);
+    memset(steps[i].writes, 0, sizeof steps[i].writes);
+}
+
 hl_status hl_plan_fuse(hl_device *dev, const hl_plan_op *ops, uint32_t n, hl_plan_step *steps, hl_error *err) {
     hl_status st = HL_OK;
     for (uint32_t i = 0; i + 1 < n; i++) {
         HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
         HL_TRY(hl_plan_fuse_swiglu(dev, ops, n, i, steps));
+        fuse_rope(dev, ops, n, i, steps);
     }
 fail:
     return st;

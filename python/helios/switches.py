@@ -72,6 +72,13 @@ SWITCHES: tuple[Switch, ...] = (
         "product that reads its output as it reads its A.",
     ),
     Switch(
+        "HELIOS_DISABLE_PLAN_ROPE_FUSION",
+        "kill switch",
+        "1",
+        "A plan's rope on a QKV row keeps its own dispatch and barrier, not applied by the decode attention "
+        "that reads the row next (to q and the new key as it reads them).",
+    ),
+    Switch(
         "HELIOS_DISABLE_PLAN_NORM_FUSION",
         "kill switch",
         "1",
