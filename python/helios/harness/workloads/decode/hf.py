@@ -39,7 +39,8 @@ class StepClock:
 
 
 def hf_config(transformers: Any, cfg: LlamaConfig) -> Any:
-    """transformers' LlamaConfig for the shape (its config.json form), no stop tokens."""
+    """transformers' LlamaConfig for the shape (its config.json form, which transformers
+    5 reads too, rope_theta and rope_scaling into its rope_parameters), no stop tokens."""
     hf = {k: v for k, v in cfg.to_hf().items() if k not in ("model_type", "architectures")}
     return transformers.LlamaConfig(**hf, bos_token_id=None, eos_token_id=None, pad_token_id=0)
 
