@@ -111,7 +111,9 @@ def save_checkpoint(path: Any, cfg: LlamaConfig, weights: dict[str, np.ndarray],
 
         safetensors.numpy.save_file({k: a.astype(np.float16) for k, a in arrays.items()}, out,
                                     metadata={"format": "pt"})  # fmt: skip
-    (folder / "config.json").write_text(json.dumps({**cfg.to_hf(), "torch_dtype": dt.name}, indent=1))
+    files.Target(folder / "config.json", "save_checkpoint", replace=True).write(
+        json.dumps({**cfg.to_hf(), "torch_dtype": dt.name}, indent=1)
+    )
     return folder
 
 
