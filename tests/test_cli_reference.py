@@ -29,3 +29,21 @@ def test_the_reference_names_every_command_and_flag():
         for action in parser._actions:
             for flag in action.option_strings:
                 assert flag in text, f"helios {name} {flag}"
+
+
+def test_every_flag_is_shown_under_its_purpose():
+    """Each command's --help groups its flags by purpose (what to run, protocol, output,
+    device, and a suite's workload groups): nothing but --help is left under 'options'."""
+    import argparse
+
+    from helios.cli import build_parser
+
+    top = build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in sub.choices.items():
+        loose = [
+            f for g in parser._action_groups if g.title in ("options", "optional arguments")
+            for a in g._group_actions for f in a.option_strings if f not in ("-h", "--help")
+        ]  # fmt: skip
+        assert not loose, f"helios {name}: {loose} in no purpose group"
+        assert hasattr(parser, "purpose_groups"), f"helios {name}: its parser is not built through Grouped"

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         if not any("--device" in a.option_strings for a in sp._actions):
             # The device flag also after the command (`helios bench --device 1`), as users
             # type it; SUPPRESS: given only before the command, the top-level value stands.
-            sp.add_argument(
+            getattr(sp, "purpose_groups", {}).get("device", sp).add_argument(
                 "--device",
                 type=device_index,
                 default=argparse.SUPPRESS,

@@ -20,6 +20,7 @@ from .common import (
     write_results,
 )
 from .common_args import (
+    Grouped,
     add_budget,
     add_launches,
     add_out,
@@ -163,10 +164,12 @@ def cmd_bench_attention(args: argparse.Namespace) -> int:
 
 # Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
-    pb = sub.add_parser(
-        "bench",
-        help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
-        "and a reference, statistics, JSON (also accepts the original `alpha bench --suite=cuda` flags)",
+    pb = Grouped(
+        sub.add_parser(
+            "bench",
+            help="the CUDA-parity protocol: gate, interleaved GPU timing of Helios "
+            "and a reference, statistics, JSON (also accepts the original `alpha bench --suite=cuda` flags)",
+        )
     )
     pb.add_argument(
         "--suite", default="cuda", choices=["cuda"], help="benchmark suite; only 'cuda' (Helios vs a reference)"

@@ -10,7 +10,7 @@ from typing import Any
 from .. import signals
 from .ci import add_measure_args, check_shapes, measure_config
 from .common import git_ref, positive_int, target
-from .common_args import add_gate, add_out
+from .common_args import Grouped, add_gate, add_out
 
 
 def _doc() -> str:
@@ -53,13 +53,15 @@ def exit_status(status: str) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "bisect",
-        help="the first commit between GOOD and BAD whose verdict against GOOD is SLOWER, measured as helios ci "
-        "measures; exit 0 found, 1 not found (BAD not slower, or --max-steps reached: the status says which), "
-        "3 stopped INCONCLUSIVE (rerun with more --runs), 2 could not run",
-        description=_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = Grouped(
+        sub.add_parser(
+            "bisect",
+            help="the first commit between GOOD and BAD whose verdict against GOOD is SLOWER, measured as helios ci "
+            "measures; exit 0 found, 1 not found (BAD not slower, or --max-steps reached: the status says which), "
+            "3 stopped INCONCLUSIVE (rerun with more --runs), 2 could not run",
+            description=_doc(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     p.add_argument("good", type=git_ref, help="a commit known not to have the regression")
     p.add_argument("bad", type=git_ref, help="a commit that has it (a descendant of GOOD)")

@@ -13,7 +13,7 @@ from ..check import tolerances
 from ..harness.protocol.shapes import shape_str
 from ..harness.workloads.fuzz import FORMS
 from .common import UsageError, child_argv, int_list, open_device, positive_int
-from .common_args import add_seed, add_tolerances
+from .common_args import Grouped, add_seed, add_tolerances
 
 
 def cmd_check_devices(args: argparse.Namespace) -> int:
@@ -323,12 +323,14 @@ def forms_arg(text: str) -> tuple[str, ...]:
 
 # Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
-    pk = sub.add_parser(
-        "check",
-        help="correctness fuzzing: case i runs variant i (cycling through every "
-        "variant; --fuzz >= their count covers all) on a random odd shape and op form (plain, "
-        "transposed operand, batched, fused epilogue) vs float64; "
-        "exit 0 pass, 1 fail, 2 skipped (no device)",
+    pk = Grouped(
+        sub.add_parser(
+            "check",
+            help="correctness fuzzing: case i runs variant i (cycling through every "
+            "variant; --fuzz >= their count covers all) on a random odd shape and op form (plain, "
+            "transposed operand, batched, fused epilogue) vs float64; "
+            "exit 0 pass, 1 fail, 2 skipped (no device)",
+        )
     )
     pk.add_argument("--fuzz", type=positive_int, default=50, help="number of random cases (default 50)")
     add_seed(pk, "the cases", "; a failure is reproducible from it")

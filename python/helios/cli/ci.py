@@ -10,6 +10,8 @@ from typing import Any
 
 from .common import UsageError, check_shared, finite_float, git_ref, nonneg_int, positive_int, target
 from .common_args import (
+    Flags,
+    Grouped,
     add_budget,
     add_gate,
     add_launches,
@@ -68,7 +70,7 @@ def check_shapes(args: argparse.Namespace) -> None:
     shapes_of(args.shapes, args.workload)
 
 
-def add_measure_args(p: argparse.ArgumentParser, pairs: str) -> None:
+def add_measure_args(p: Flags, pairs: str) -> None:
     """How commits are built and measured, shared by `helios ci` and `helios bisect`."""
     p.add_argument("--work", default=None, help="build directory, reused across runs (default OUT/work)")
     p.add_argument(
@@ -155,12 +157,14 @@ def check_work(work: Path) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "ci",
-        help="base vs head on this GPU in one job: build both, gate both, interleaved bench, "
-        "verdicts, a PR comment; exit 0 no regression, 1 regression or failed head gate, 2 could not run",
-        description=_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = Grouped(
+        sub.add_parser(
+            "ci",
+            help="base vs head on this GPU in one job: build both, gate both, interleaved bench, "
+            "verdicts, a PR comment; exit 0 no regression, 1 regression or failed head gate, 2 could not run",
+            description=_doc(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     p.add_argument("--repo", default=".", help="the git checkout holding both commits (default .)")
     p.add_argument(

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..files import dumps
 from .common import finite_float
-from .common_args import add_gate
+from .common_args import Grouped, add_gate
 
 
 def _compare_doc() -> str:
@@ -72,13 +72,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    pc = sub.add_parser(
-        "compare",
-        help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
-        "bench results, beyond run-to-run noise; exit 0 no confident regression, "
-        "1 a confident regression (above --fail-on-regression), 2 bad input",
-        description=_compare_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    pc = Grouped(
+        sub.add_parser(
+            "compare",
+            help="per-shape FASTER / SLOWER / SAME / INCONCLUSIVE between "
+            "bench results, beyond run-to-run noise; exit 0 no confident regression, "
+            "1 a confident regression (above --fail-on-regression), 2 bad input",
+            description=_compare_doc(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     pc.add_argument("files", nargs="*", help="OLD.json NEW.json")
     pc.add_argument("--old", nargs="+", help="several OLD results, pooled")

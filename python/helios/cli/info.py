@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from .common import open_device
+from .common_args import Grouped
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -109,6 +110,6 @@ def stat_text(name: str, value: Any, info: dict) -> str:
 
 
 def register(sub: Any) -> None:
-    pi = sub.add_parser("info", help="print the device's capabilities and cooperative-matrix table")
+    pi = Grouped(sub.add_parser("info", help="print the device's capabilities and cooperative-matrix table"))
     pi.add_argument("--json", action="store_true", help="print the full report as JSON, variants included")
     pi.set_defaults(func=cmd_info)

@@ -9,6 +9,7 @@ from typing import Any
 from ..harness.results.rows import read_result
 from ..optional import MissingDependencyError
 from .common import UsageError, expand_dirs, finite_float
+from .common_args import Grouped
 
 DEFAULT_STEP_PCT = 5.0
 
@@ -84,11 +85,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    pr = sub.add_parser(
-        "report",
-        help="tables and figures from result files: bench (helios-bench/1), time (helios-time/1), the suites "
-        "(helios-suite/1 mlp, helios-decode/1, helios-train/1) and sweeps (helios-sweep/1, /2); "
-        "exit 2 for unreadable or malformed files",
+    pr = Grouped(
+        sub.add_parser(
+            "report",
+            help="tables and figures from result files: bench (helios-bench/1), time (helios-time/1), the suites "
+            "(helios-suite/1 mlp, helios-decode/1, helios-train/1) and sweeps (helios-sweep/1, /2); "
+            "exit 2 for unreadable or malformed files",
+        )
     )
     pr.add_argument(
         "files",

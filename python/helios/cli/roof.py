@@ -10,6 +10,7 @@ from typing import Any
 
 from ..harness.results.format import fmt_rate
 from .common import open_device, positive_int, target
+from .common_args import Grouped
 
 
 def cmd_roof(args: argparse.Namespace) -> int:
@@ -42,10 +43,12 @@ def cmd_roof(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    pr = sub.add_parser(
-        "roof",
-        help="the device's cooperative-matrix MMA roof per fragment shape and accumulator (TF/s)",
-        description=__doc__,
+    pr = Grouped(
+        sub.add_parser(
+            "roof",
+            help="the device's cooperative-matrix MMA roof per fragment shape and accumulator (TF/s)",
+            description=__doc__,
+        )
     )
     pr.add_argument("--iters", type=positive_int, default=4096, help="MMAs per chain per subgroup (default 4096)")
     pr.add_argument("--reps", type=positive_int, default=10, help="timed dispatches per row (default 10)")

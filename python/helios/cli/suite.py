@@ -22,7 +22,7 @@ from .common import (
     positive_int,
     target,
 )
-from .common_args import add_launches, add_out, add_seed, add_tolerances
+from .common_args import Grouped, add_launches, add_out, add_seed, add_tolerances
 
 
 def workload_base(args: argparse.Namespace, workload: str, small: dict[str, Any], **flags: str) -> dict[str, Any]:
@@ -232,14 +232,16 @@ def suite_doc() -> str:
 
 # Long: the command's flags, one declaration each in the order --help prints them.
 def register(sub: Any) -> None:
-    ps = sub.add_parser(
-        "suite",
-        help="workload suites, every stack on one table: mlp (a transformer MLP block through Helios, "
-        "torch eager and torch.compile: p50/p95 latency, tokens/s), train (a GPT-style decoder trained "
-        "through each adapter: tokens/s, step split, loss curves) and decode (that decoder generating at "
-        "batch 1: ms/token, tokens identical to eager); JSON + markdown",
-        description=suite_doc(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ps = Grouped(
+        sub.add_parser(
+            "suite",
+            help="workload suites, every stack on one table: mlp (a transformer MLP block through Helios, "
+            "torch eager and torch.compile: p50/p95 latency, tokens/s), train (a GPT-style decoder trained "
+            "through each adapter: tokens/s, step split, loss curves) and decode (that decoder generating at "
+            "batch 1: ms/token, tokens identical to eager); JSON + markdown",
+            description=suite_doc(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
     )
     ps.add_argument(
         "workload",

@@ -18,7 +18,7 @@ from ..harness.results.rows import TIME_SCHEMA, TimeRow, reference_fields
 from ..harness.results.schema import to_row
 from ..matmul_timing import random_inputs
 from .common import flag_value, open_device, out_paths
-from .common_args import add_launches, add_out, add_seed, add_shapes, add_tolerances, shapes_of
+from .common_args import Grouped, add_launches, add_out, add_seed, add_shapes, add_tolerances, shapes_of
 
 
 def _torch_reference(uuid: str) -> Optional[Any]:
@@ -98,9 +98,11 @@ def cmd_time(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    pt = sub.add_parser(
-        "time",
-        help="GPU-timed matmul per shape, gated by a correctness check; torch.cuda timed the same way when available",
+    pt = Grouped(
+        sub.add_parser(
+            "time",
+            help="GPU-timed matmul per shape, gated by a correctness check; torch.cuda timed the same way when available",
+        )
     )
     add_shapes(pt, "small", default="small")
     add_launches(

@@ -12,7 +12,7 @@ from .. import _helios, signals
 from ..harness.protocol.shapes import shape_str
 from ..tune_cache import cache_path as tuner_cache_path
 from .common import UsageError, finite_float, open_device, target
-from .common_args import add_launches, add_seed, add_shapes, shapes_of
+from .common_args import Grouped, add_launches, add_seed, add_shapes, shapes_of
 
 # What a tune given no --shapes / --iters / --warmup / --warmup-ms times: on a GPU the
 # sets the picks serve; on a CPU Vulkan device (lavapipe, ~16 GFLOP/s) those would
@@ -144,10 +144,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    pu = sub.add_parser(
-        "tune",
-        help="time candidate variants per shape bucket and store the fastest "
-        "that passed its check in the on-disk cache that variant=None/'auto' uses",
+    pu = Grouped(
+        sub.add_parser(
+            "tune",
+            help="time candidate variants per shape bucket and store the fastest "
+            "that passed its check in the on-disk cache that variant=None/'auto' uses",
+        )
     )
     pu.add_argument(
         "--workload",
