@@ -81,8 +81,11 @@ def test_transformers_and_the_plan_pick_the_same_first_tokens(device):
     w = {k: (np.ones(s) if len(s) == 1 else 0.1 * np.random.default_rng(3).standard_normal(s)).astype(np.float32)
          for k, s in cfg.shapes().items()}  # fmt: skip
     prompt = [5, 17, 42, 8, 3]
-    toks, walls, _, _ = HFRunner(torch, cfg, w, cuda=False, max_len=16).greedy(prompt, 4)
+    hf = HFRunner(torch, cfg, w, cuda=False, max_len=16)
+    toks, walls, _, _ = hf.greedy(prompt, 4)
     assert len(walls) == 3 and all(x > 0 for x in walls)
+    for k in range(4):  # the judge's logits: the scores of the step that picked each token
+        assert int(hf.logits_at(prompt + toks[:k]).argmax()) == toks[k]
     with LlamaDecoder(device, cfg, w, max_len=16) as m:
         assert m.generate(prompt, 4)[:2] == toks[:2]
 

@@ -7,7 +7,8 @@ Each token's time comes from a streamer (generate hands it every token as it is
 picked, on the host, so the GPU's work for it is done). transformers keeps the
 residual stream in bfloat16 where the suite's other adapters keep it in fp32, so its
 tokens are judged against its own logits: a divergence from eager's tokens counts as
-a tie where transformers' forward scores both picks within one bfloat16 step."""
+a tie where the step of its generate that picked it (an untimed second run, its scores
+kept) scored both picks within one bfloat16 step."""
 
 from __future__ import annotations
 
@@ -94,8 +95,16 @@ class HFRunner:
         return clock.tokens, walls[0], walls[1:]
 
     def greedy(self, prompt: list[int], new: int) -> tuple[list[int], list[float], list, list]:
-        """The greedy run: new tokens after the prompt, the steps after the first timed."""
+        """The greedy run: new tokens after the prompt, the steps after the first timed;
+        then once more untimed, each step's scores kept for logits_at."""
         toks, _, walls = self._generate(prompt, new)
+        self.cache.reset()
+        ids = self.torch.tensor([prompt], device=self.dev)
+        with self.torch.no_grad():
+            out = self.model.generate(ids, max_new_tokens=new, do_sample=False, past_key_values=self.cache,
+                                      attention_mask=self.torch.ones_like(ids), output_scores=True,
+                                      return_dict_in_generate=True)  # fmt: skip
+        self.scored = (list(prompt), [s[0].float() for s in out.scores])
         return toks, walls, [None] * len(walls), [None] * len(walls)
 
     def context(self, context: list[int], warm: int, n: int) -> tuple[list[int], list[float], list, list]:
@@ -113,7 +122,12 @@ class HFRunner:
         return first, None
 
     def logits_at(self, seq: list[int]) -> Any:
-        """transformers' logits (float32) after seq: its own forward, no cache."""
+        """transformers' logits (float32) after seq: the scores its generate had for that
+        step where seq continues the last greedy run's prompt, else its forward (no cache)."""
+        prompt, scores = getattr(self, "scored", (None, []))
+        i = len(seq) - len(prompt) if prompt is not None else -1
+        if prompt is not None and seq[: len(prompt)] == prompt and 0 <= i < len(scores):
+            return scores[i]
         with self.torch.no_grad():
             out = self.model(self.torch.tensor([seq], device=self.dev), use_cache=False)
         return out.logits[0, -1].float()
