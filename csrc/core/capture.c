@@ -112,7 +112,7 @@ hl_status hl_capture_begin(hl_device *dev, hl_error *err) {
     hl_cmd_barrier_on(dev, c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    dev->hazards.n_read = dev->hazards.n_written = 0;
+    hl_hazard_clear(&dev->hazards);
     c->dispatches0 = dev->tel.dispatches;
     c->barriers0 = dev->tel.barriers;
     dev->capturing = c;

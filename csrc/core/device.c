@@ -318,6 +318,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     if (lst != HL_OK) return lst;
     hl_device *dev = calloc(1, sizeof *dev);
     if (!dev) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    dev->hazards = hl_hazard_set_over(dev->hazard_ranges[0], dev->hazard_ranges[1], HL_HAZARD_RANGES);
     HL_TRY(create_instance(&dev->instance, err));
     uint32_t n = 0;
     HL_TRY(list_physical(dev->instance, &phys, &n, err));

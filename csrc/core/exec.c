@@ -54,7 +54,7 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(slot->cmd, &cbi));
-    dev->hazards.n_read = dev->hazards.n_written = 0; /* a chunk starts after the one before is done */
+    hl_hazard_clear(&dev->hazards); /* a chunk starts after the one before is done */
     if (dev->async_queries) {
         const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
         vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);

@@ -5,6 +5,7 @@
 #define VK_NO_PROTOTYPES /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
 #include "grammar.h"
+#include "hazard.h"
 #include "helios_attention.h"
 #include "helios_core.h"
 #include "hl_layouts.h"
@@ -133,11 +134,6 @@ typedef struct hl_profile {
     uint8_t kinds[HL_PROFILE_MAX];        /* hl_profile_kind of each timestamp written */
 } hl_profile;
 
-typedef struct hl_range {
-    VkBuffer buffer;
-    VkDeviceSize lo, hi; /* bytes [lo, hi) of the buffer */
-} hl_range;
-
 /* Pipelines: one per (shader, specialization constants), built lazily, cached. */
 #define HL_MAX_SPEC 20
 typedef struct hl_pipeline {
@@ -225,13 +221,10 @@ struct hl_device {
     uint64_t group_wait, group_signal;
     uint32_t chunk_ops;
     int idle_flush; /* a chunk goes as soon as the GPU is idle (HELIOS_DISABLE_IDLE_FLUSH=1: only when full) */
-    /* What the chunk's operations since its last barrier read and wrote: the next
-     * operation goes behind a barrier only when it touches one of them (a read of a
-     * written range, or a write of any), so independent operations overlap. */
-    struct hl_hazards {
-        hl_range read[HL_HAZARD_RANGES], written[HL_HAZARD_RANGES];
-        uint32_t n_read, n_written;
-    } hazards;
+    /* What the chunk's operations since its last barrier read and wrote (hazard.h), so
+     * that independent operations overlap: a set over hazard_ranges. */
+    hl_hazard_set hazards;
+    hl_range hazard_ranges[2][HL_HAZARD_RANGES];
     hl_profile profile; /* per-operation timestamps while on (profile.c) */
     /* Scratch buffers a grown reservation replaced while a group that may use them
      * was open (buffer.c): destroyed once the timeline reaches `done`. */

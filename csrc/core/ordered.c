@@ -12,14 +12,6 @@ hl_binding hl_operand_binding(const hl_operand *o) {
                      : (hl_binding){o->scratch ? o->scratch->buffer : VK_NULL_HANDLE, 0};
 }
 
-static void hazards_clear(hl_device *dev) { dev->hazards.n_read = dev->hazards.n_written = 0; }
-
-static int overlaps(const hl_range *set, uint32_t n, const hl_range *r) {
-    for (uint32_t i = 0; i < n; i++)
-        if (set[i].buffer == r->buffer && set[i].lo < r->hi && r->lo < set[i].hi) return 1;
-    return 0;
-}
-
 /* The memory an operand binds, empty (bytes 0) when it binds none. */
 static hl_range range_of(const hl_operand *o) {
     const hl_binding b = hl_operand_binding(o);
@@ -29,27 +21,18 @@ static hl_range range_of(const hl_operand *o) {
 /* Whether x must wait for the operations recorded since the chunk's last barrier:
  * it reads what they wrote, writes what they read or wrote, or the tracker is full. */
 static int hazard(const hl_device *dev, const hl_exec *x) {
-    const struct hl_hazards *h = &dev->hazards;
-    if (!x->n_operands) return 1; /* what it touches is unknown */
-    if (h->n_read + x->n_operands > HL_HAZARD_RANGES || h->n_written + x->n_operands > HL_HAZARD_RANGES) return 1;
+    if (!x->n_operands || !hl_hazard_room(&dev->hazards, x->n_operands)) return 1; /* unknown, or full */
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_range r = range_of(&x->operands[i]);
-        if (r.lo == r.hi) continue;
-        if (overlaps(h->written, h->n_written, &r)) return 1;
-        if (x->operands[i].access != HL_ACCESS_READ && overlaps(h->read, h->n_read, &r)) return 1;
+        if (hl_hazard_blocks(&dev->hazards, &r, x->operands[i].access != HL_ACCESS_READ)) return 1;
     }
     return 0;
 }
 
 static void track(hl_device *dev, const hl_exec *x) {
-    struct hl_hazards *h = &dev->hazards;
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_range r = range_of(&x->operands[i]);
-        if (r.lo == r.hi) continue;
-        if (x->operands[i].access == HL_ACCESS_READ)
-            h->read[h->n_read++] = r;
-        else
-            h->written[h->n_written++] = r;
+        hl_hazard_note(&dev->hazards, &r, x->operands[i].access != HL_ACCESS_READ);
     }
 }
 
@@ -86,7 +69,7 @@ hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds
     dev->cmd = cmd;
     if (!overlap && (dev->hazards.n_read || dev->hazards.n_written)) {
         hl_compute_barrier(dev); /* ops recorded without one before this op's fills */
-        hazards_clear(dev);
+        hl_hazard_clear(&dev->hazards);
     }
     for (uint32_t i = 0; poison && i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
@@ -98,7 +81,7 @@ hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds
         hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        hazards_clear(dev);
+        hl_hazard_clear(&dev->hazards);
     } else {
         dev->tel.overlapped++;
     }

@@ -40,19 +40,19 @@ struct hl_plan {
     struct hl_plan *prev, *next;
 };
 
-/* What the steps since the last barrier touched: the next one waits behind a barrier
- * only when it reads or writes what they wrote, or writes what they read (tensors,
- * the shared workspace, the parameter words). */
+/* What the steps since the last barrier touched: their tensors' buffers (hazard.h's
+ * model, a set over read and written), the shared workspace and the parameter words. */
 typedef struct hazards {
-    const hl_tensor *read[HL_STEP_READS * PLAN_MAX_OPS], *written[HL_STEP_WRITES * PLAN_MAX_OPS];
-    uint32_t n_read, n_written;
+    hl_range read[HL_STEP_READS * PLAN_MAX_OPS], written[HL_STEP_READS * PLAN_MAX_OPS];
+    hl_hazard_set set;
     int workspace, params_written, params_read;
 } hazards;
 
-static int touches(const hl_tensor *const *set, uint32_t n, const hl_tensor *t) {
-    for (uint32_t i = 0; t && i < n; i++)
-        if (hl_tensors_share(set[i], t)) return 1;
-    return 0;
+/* A step's tensor i: its reads, then its writes (i >= HL_STEP_READS); its whole buffer in r. */
+static const hl_tensor *step_tensor(const hl_plan_step *s, uint32_t i, hl_range *r) {
+    const hl_tensor *t = i < HL_STEP_READS ? s->reads[i] : s->writes[i - HL_STEP_READS];
+    *r = hl_range_whole(t ? t->buf.buffer : VK_NULL_HANDLE);
+    return t;
 }
 
 /* Split-K's and attention's partial sums; a product without split-K binds 16 bytes of it
@@ -60,20 +60,18 @@ static int touches(const hl_tensor *const *set, uint32_t n, const hl_tensor *t) 
 static int uses_workspace(const hl_plan_step *s) { return s->work_bytes > 16; }
 
 static int needs_barrier(const hazards *h, const hl_plan_step *s) {
-    for (uint32_t i = 0; i < HL_STEP_READS; i++)
-        if (touches(h->written, h->n_written, s->reads[i])) return 1;
-    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
-        if (touches(h->written, h->n_written, s->writes[i]) || touches(h->read, h->n_read, s->writes[i])) return 1;
+    hl_range r;
+    for (uint32_t i = 0; i < HL_STEP_READS + HL_STEP_WRITES; i++)
+        if (step_tensor(s, i, &r) && hl_hazard_blocks(&h->set, &r, i >= HL_STEP_READS)) return 1;
     if (h->params_written && s->n_param_reads) return 1;
     if ((h->params_read || h->params_written) && s->param_write >= 0) return 1;
     return uses_workspace(s) && h->workspace;
 }
 
 static void note(hazards *h, const hl_plan_step *s) {
-    for (uint32_t i = 0; i < HL_STEP_READS; i++)
-        if (s->reads[i]) h->read[h->n_read++] = s->reads[i];
-    for (uint32_t i = 0; i < HL_STEP_WRITES; i++)
-        if (s->writes[i]) h->written[h->n_written++] = s->writes[i];
+    hl_range r;
+    for (uint32_t i = 0; i < HL_STEP_READS + HL_STEP_WRITES; i++)
+        if (step_tensor(s, i, &r)) hl_hazard_note(&h->set, &r, i >= HL_STEP_READS);
     h->workspace |= uses_workspace(s);
     h->params_read |= s->n_param_reads > 0;
     h->params_written |= s->param_write >= 0;
@@ -174,7 +172,8 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
             hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-            memset(h, 0, sizeof *h);
+            hl_hazard_clear(&h->set);
+            h->workspace = h->params_written = h->params_read = 0;
         }
         for (uint32_t j = i; j < i + span; j++) {
             note(h, &steps[j]);
@@ -313,6 +312,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
         goto fail;
     }
+    h->set = hl_hazard_set_over(h->read, h->written, HL_STEP_READS * PLAN_MAX_OPS);
     st = record(p, steps, sets, h, err);
     free(h);
 fail:
