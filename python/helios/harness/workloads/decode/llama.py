@@ -39,13 +39,17 @@ PRESETS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def preset_weights(cfg: LlamaConfig, seed: int) -> dict[str, np.ndarray]:
-    """Random weights of the model's shape (every matrix N(0, 0.02), norms 1), float32."""
-    rng = np.random.default_rng(seed)
-    return {
-        k: np.ones(s, np.float32) if len(s) == 1 else rng.standard_normal(s, dtype=np.float32) * np.float32(0.02)
-        for k, s in cfg.shapes().items()
-    }
+def preset_weights(cfg: LlamaConfig, seed: int, torch: Any = None) -> dict[str, np.ndarray]:
+    """Random weights of the model's shape (every matrix N(0, 0.02), norms 1), float32:
+    drawn by torch's generator where torch is given (on every core: an 8B shape's 8e9
+    draws took NumPy's one core 99 s on an H100's host), else by NumPy's."""
+    if torch is not None:
+        g = torch.Generator().manual_seed(seed)
+        draw = lambda s: torch.randn(s, generator=g, dtype=torch.float32).mul_(0.02).numpy()  # noqa: E731
+    else:
+        rng = np.random.default_rng(seed)
+        draw = lambda s: rng.standard_normal(s, dtype=np.float32) * np.float32(0.02)  # noqa: E731
+    return {k: np.ones(s, np.float32) if len(s) == 1 else draw(s) for k, s in cfg.shapes().items()}
 
 
 def weight_bytes(cfg: LlamaConfig) -> int:
@@ -260,15 +264,15 @@ class LlamaAdapters:
             self.torch.cuda.empty_cache()
 
 
-def llama_model(preset: Optional[str], checkpoint: Optional[str], seed: int,
-                log: Callable[[str], None]) -> tuple[LlamaConfig, dict]:  # fmt: skip
+def llama_model(preset: Optional[str], checkpoint: Optional[str], seed: int, log: Callable[[str], None],
+                torch: Any = None) -> tuple[LlamaConfig, dict]:  # fmt: skip
     """The model's config and weights (float32 by Hugging Face name): a checkpoint's, or
-    a preset's shape with random weights."""
+    a preset's shape with random weights (drawn by torch where it is given)."""
     if checkpoint is not None:
         lcfg, stored, _ = read_checkpoint(checkpoint)
         return lcfg, {k: np.asarray(v, np.float32) for k, v in stored.items()}
     lcfg = LlamaConfig(**PRESETS[preset or "llama-3.2-1b"])
     t0 = time.perf_counter()
-    weights = preset_weights(lcfg, seed)
+    weights = preset_weights(lcfg, seed, torch)
     log(f"decode: {preset} random weights drawn in {time.perf_counter() - t0:.1f} s")
     return lcfg, weights

@@ -329,7 +329,7 @@ def run_decode(cfg: DecodeConfig, log: Callable[[str], None] = lambda s: None) -
     if cfg.model == "llama":
         from .llama import LlamaAdapters, llama_model, weight_bytes
 
-        lcfg, weights = llama_model(cfg.preset, cfg.checkpoint, cfg.seed, log)
+        lcfg, weights = llama_model(cfg.preset, cfg.checkpoint, cfg.seed, log, torch)
         cfg.layers, cfg.d_model, cfg.heads, cfg.vocab, cfg.train_steps = (
             lcfg.layers, lcfg.d_model, lcfg.heads, lcfg.vocab, 0)  # fmt: skip
     result, hdev = header(cfg, torch, cuda)
