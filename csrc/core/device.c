@@ -1,5 +1,6 @@
 /* device.c — instance, device selection, logical device (the capability report: caps.c). */
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -310,6 +311,19 @@ fail:
     return st; /* partial objects are released by hl_device_destroy */
 }
 
+/* The plan's kill switches: each environment variable set to 1 turns its field off
+ * (python/helios/switches.py documents them). */
+static const struct {
+    const char *env;
+    size_t on; /* offsetof the hl_device field it clears */
+} KILL_SWITCHES[] = {
+    {"HELIOS_DISABLE_DECODE_ATTENTION_FUSION", offsetof(hl_device, decode_attention_fused)},
+    {"HELIOS_DISABLE_PLAN_NORM_FUSION", offsetof(hl_device, norm_fused)},
+    {"HELIOS_DISABLE_PLAN_SWIGLU_FUSION", offsetof(hl_device, swiglu_fused)},
+    {"HELIOS_DISABLE_PLAN_ROPE_FUSION", offsetof(hl_device, rope_fused)},
+    {"HELIOS_DISABLE_DECODE_ATTENTION_GRID", offsetof(hl_device, decode_grid_sized)},
+};
+
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {
     hl_status st = HL_OK;
     VkPhysicalDevice *phys = NULL;
@@ -363,21 +377,11 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     int disable_gemv = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_GEMV", &disable_gemv, err));
     dev->gemv_enabled = dev->caps.has_subgroup_size_control && !disable_gemv;
-    int two_pass = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_FUSION", &two_pass, err));
-    dev->decode_attention_fused = !two_pass;
-    int norm_apart = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_NORM_FUSION", &norm_apart, err));
-    dev->norm_fused = !norm_apart;
-    int glu_apart = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_SWIGLU_FUSION", &glu_apart, err));
-    dev->swiglu_fused = !glu_apart;
-    int rope_apart = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_ROPE_FUSION", &rope_apart, err));
-    dev->rope_fused = !rope_apart;
-    int full_grid = 0;
-    HL_TRY(hl_env_flag("HELIOS_DISABLE_DECODE_ATTENTION_GRID", &full_grid, err));
-    dev->decode_grid_sized = !full_grid;
+    for (size_t i = 0; i < sizeof KILL_SWITCHES / sizeof KILL_SWITCHES[0]; i++) {
+        int off = 0;
+        HL_TRY(hl_env_flag(KILL_SWITCHES[i].env, &off, err));
+        *(int *)((char *)dev + KILL_SWITCHES[i].on) = !off;
+    }
     HL_TRY(persist_switches(dev, err));
     hl_rows_layouts_probe(dev);
     free(phys);
