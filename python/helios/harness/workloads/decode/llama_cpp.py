@@ -60,6 +60,8 @@ def run_command(lcfg: LlamaConfig, weights: dict, checkpoint: Optional[str], req
             checkpoint = str(save_checkpoint(Path(tmp) / "checkpoint", lcfg, weights))
         req = {**req, "checkpoint": checkpoint}
         args = ["--workload", "decode-llama", "--checkpoint", checkpoint, "--json"]
+        log(f"decode: llama_cpp: {command} (a first run builds llama.cpp and converts the model: minutes; "
+            f"at most {timeout:g} s, {TIMEOUT_ENV})")  # fmt: skip
         try:
             r = run_capture(shlex.split(command) + args, json.dumps(req).encode(), timeout, MAX_OUTPUT_BYTES)
         except OSError as e:
