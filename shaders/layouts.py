@@ -303,9 +303,19 @@ CONSTS = (
 
 # How a decode attention splits a head's keys (shaders/families.py's DECODE_SPLIT sizes;
 # decode_attention.glsl runs the splits, decode.c and plan.c count them on the host).
-# fit: the splits of DECODE_SPLIT_SHORT keys that fit one pass of a persistent run's grid
-# (ATT_FIT); past them a split holds long_keys, so that a pass still holds every split.
+# A task is one split of decode_split_heads query heads that share a KV head (a head's
+# split where they share none). fit: the splits of DECODE_SPLIT_SHORT keys whose tasks fit
+# one pass of a persistent run's grid (ATT_FIT); past them a split holds long_keys, so
+# that a pass still holds every task.
 SPLIT_RULES = (
+    Rule(
+        "decode_split_heads",
+        "query heads a task (one workgroup over one split) scores against their KV head's keys, read once:"
+        " the largest of 4, 2 and 1 that divides group (heads a KV head) and whose rows fill at most the"
+        " workgroup's 256 invocations",
+        ("group", "head_dim"),
+        "group % 4u == 0u && 4u * head_dim <= 256u ? 4u : group % 2u == 0u && 2u * head_dim <= 256u ? 2u : 1u",
+    ),
     Rule(
         "decode_split_held", "keys DECODE_SPLIT_PASSES passes of kpp keys hold", ("kpp",), "DECODE_SPLIT_PASSES * kpp"
     ),

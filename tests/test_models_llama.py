@@ -342,3 +342,25 @@ def test_the_rope_runs_inside_the_attention(monkeypatch, grid):
         assert disp1 == disp0 - cfg.layers
     else:  # embed, one run of every layer's products and attentions, the LM head, the top-1
         assert disp1 == 4 < disp0
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(8, 2), (8, 1), (4, 1)])
+def test_grouped_attention_in_a_persistent_run_decodes_as_apart(monkeypatch, heads, kv_heads):
+    """Query heads on fewer KV heads inside each layer's run (grid 2 on a CPU device) give
+    the steps apart's tokens and logits past 64 keys (a 70-token prompt): 8 on 2 (two
+    tasks of 4 heads), 8 on 1 (two tasks share a KV head) and 4 on 1 (one task: a split
+    of 64 keys fits twice in the grid, so the run's splits are two)."""
+    cfg = LlamaConfig(**dict(TINY, heads=heads, kv_heads=kv_heads))
+    w = random_weights(cfg, seed=6)
+    prompt = [int(t) for t in np.random.default_rng(6).integers(0, cfg.vocab, 70)]
+    out = {}
+    for grid in ("2", "0"):
+        monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", grid)
+        with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=80, dtype="float16") as m:
+            toks = m.generate(prompt, 4, prefill=False)
+            out[grid] = (m.plan.counts, toks, m.logits.numpy().astype(np.float64))
+    (_, disp_run, _), toks_run, logits_run = out["2"]
+    (_, disp_apart, _), toks_apart, logits_apart = out["0"]
+    assert disp_run == 4 < disp_apart
+    assert toks_run == toks_apart
+    assert np.abs(logits_run - logits_apart).max() <= 2.0**-7 * np.abs(logits_apart).max()

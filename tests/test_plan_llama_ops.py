@@ -106,7 +106,11 @@ def _gqa_ref(qkv, K, V, heads, kv, p):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("heads,kv,hd", [(4, 2, 16), (8, 1, 64), (6, 3, 32), (4, 4, 8)])
+# Query heads a task (decode_split_heads): 2 (a KV head's pair), 4 (two tasks a KV head),
+# 2, 1 (no grouping), 2 at head dimension 128, 1 (a group of 3), 4 (Llama's 4 a KV head).
+@pytest.mark.parametrize(
+    "heads,kv,hd", [(4, 2, 16), (8, 1, 64), (6, 3, 32), (4, 4, 8), (8, 2, 128), (6, 2, 16), (8, 2, 64)]
+)
 @pytest.mark.parametrize("width", [None, 1])
 def test_grouped_query_attention_against_float64(device, monkeypatch, dtype, heads, kv, hd, width):
     """Query head h on KV head h // (heads // kv): over one split and several, on its

@@ -354,7 +354,7 @@ static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_op
 
 /* Where its runs hold attentions, a plan is recorded twice: the attentions in the runs,
  * and a twin with each attention a dispatch of its own, which a replay takes once the
- * attentions' splits are more than LONG_ROUNDS passes of the run's grid. */
+ * attentions' tasks are more than LONG_ROUNDS passes of the run's grid. */
 hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, hl_plan **out,
                          hl_error *err) {
     hl_status st = HL_OK;
@@ -460,7 +460,7 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
     if (p && p->dev && p->twin) {
         const uint64_t pos = ((const uint32_t *)p->params.mapped)[p->runs.pos_slot];
         const uint64_t splits = hl_decode_splits((uint32_t)pos, p->runs.fit, p->runs.head_dim);
-        if (p->runs.heads * splits > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
+        if (p->runs.tasks * splits > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
     }
     if (p && p->last && p->last != q && p->last->dev) /* the words the other one's ops wrote */
         memcpy(q->params.mapped, p->last->params.mapped, 4ull * p->n_params);

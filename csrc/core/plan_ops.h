@@ -64,9 +64,10 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step 
                             hl_error *err);
 
 /* A plan's persistent runs: how many, their grid, and of the attentions they hold the
- * one of most heads: its heads, head dimension, ATT_FIT and its position's parameter word. */
+ * one of most tasks a split: its tasks, head dimension, ATT_FIT and its position's
+ * parameter word. */
 typedef struct hl_plan_runs {
-    uint32_t n, grid, attentions, heads, head_dim, fit, pos_slot;
+    uint32_t n, grid, attentions, tasks, head_dim, fit, pos_slot;
 } hl_plan_runs;
 
 /* plan_persist.c: the runs of consecutive one-row products, and decode attentions where
@@ -92,5 +93,8 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
 /* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT: the
  * rule the shader runs (shaders/layouts.py's SPLIT_RULES, generated for both). */
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
+/* Its tasks a split: groups of query heads that share a KV head, read once for them
+ * (decode_split_heads, the same rule). */
+uint32_t hl_decode_tasks(uint32_t heads, uint32_t kv_heads, uint32_t head_dim);
 
 #endif

@@ -124,7 +124,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     memset(h->persist_table, 0, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) {
         h->persist_table[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
-        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
+        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a task, a head at most */
         h->persist_member[k] = mem[k];
     }
     h->persist_members = n;
@@ -165,8 +165,9 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
         for (uint32_t k = 0; k < n; k++) {
             if (!is_attention(&ops[mem[k]])) continue;
             const hl_attn_decode_args *a = &ops[mem[k]].attn;
-            if (!runs->attentions++ || a->heads > runs->heads) {
-                runs->heads = a->heads;
+            const uint32_t tasks = hl_decode_tasks(a->heads, a->kv_heads, a->head_dim);
+            if (!runs->attentions++ || tasks > runs->tasks) {
+                runs->tasks = tasks;
                 runs->head_dim = a->head_dim;
                 runs->fit = steps[mem[k]].pc[0].decode.attention.fit;
                 runs->pos_slot = a->pos_slot;
