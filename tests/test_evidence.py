@@ -112,3 +112,43 @@ def test_the_path_walk_sees_a_missing_path_and_spares_history(tmp_path):
         "run `tools/here.py`, then `tools/gone.py`; the old one: `git show 89c21a3:scripts/old.py`\n"
     )
     assert missing_paths(tmp_path) == {"tools/gone.py": {"docs/a.md"}}
+
+
+RESULTS_LIMIT = 10 * 2**20  # bytes: long raw series go into a set's raw.tar.xz (tools/pack_results.py)
+DATA_ONLY = (".py", ".sh", ".c", ".h", ".glsl", ".comp", ".ipynb")
+
+
+def test_results_is_data_and_small():
+    """results/ holds data, COMMANDS.md and the patches measured: no scripts or probes
+    (those live in tools/), and under RESULTS_LIMIT bytes."""
+    files = [p for p in (ROOT / "results").rglob("*") if p.is_file()]
+    code = sorted(str(p.relative_to(ROOT)) for p in files if p.suffix in DATA_ONLY)
+    assert not code, f"code in results/ (move it to tools/, or its text into the set's COMMANDS.md): {code}"
+    size = sum(p.stat().st_size for p in files)
+    assert size < RESULTS_LIMIT, f"results/ holds {size / 2**20:.1f} MiB (limit 10): python3 tools/pack_results.py"
+
+
+def test_the_packer_packs_what_nothing_names_and_lists_it(tmp_path):
+    import subprocess
+    import sys
+    import tarfile
+
+    res = tmp_path / "results" / "h100-x-0000000"
+    res.mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    (res / "COMMANDS.md").write_text("# set\n")
+    (res / "big.json").write_text('{"a": [' + ",".join(["1.5"] * 20000) + "]}")
+    (res / "cited.json").write_text('{"b": [' + ",".join(["2.5"] * 20000) + "]}")
+    (res / "small.json").write_text("{}")
+    (tmp_path / "docs" / "a.md").write_text("see results/h100-x-0000000/cited.json\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "pack_results.py"), str(tmp_path / "results")],
+        check=True,
+        capture_output=True,
+    )
+    assert sorted(p.name for p in res.iterdir()) == ["COMMANDS.md", "cited.json", "raw.tar.xz", "small.json"]
+    with tarfile.open(res / "raw.tar.xz") as tar:
+        assert tar.getnames() == ["big.json"] and tar.extractfile("big.json").read().startswith(b'{"a": [1.5')
+    assert "- `big.json`" in (res / "COMMANDS.md").read_text()
