@@ -90,7 +90,10 @@ void embed() {
 // writes nothing (the combine skips it).
 void attention_split() {
     const uint pos = words[p.slot], u = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    if (pos < p.rows && split <= att_split_of(pos)) attention_split(u, split, pos);
+    if (pos < p.rows && split <= att_split_of(pos)) {
+        attention_prefetch(u, split, pos);
+        attention_split(u, split, pos);
+    }
 }
 
 // Every workgroup of the grid counts in, those with no keys too, so the last to arrive

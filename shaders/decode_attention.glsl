@@ -134,20 +134,37 @@ uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); 
 uint att_task_heads() { return DECODE_SPLIT_HEADS(ATT_HEADS / ATT_KV_HEADS, D); }
 uint att_tasks() { return ATT_HEADS / att_task_heads(); }
 
+// Key jj of a split is read by invocations (jj % KPP) * LANES .. + LANES in pass
+// jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is loaded
+// before any is used: the split waits on memory once, not once a pass.
+uvec4 kw[PASSES], vw[PASSES];
+
+// Every invocation: task u's K and V words of the split's cached keys (those before
+// pos): what no op before the attention writes, so a persistent run loads them before
+// it waits for the QKV product.
+void attention_prefetch(uint u, uint split, uint pos) {
+    const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
+    const uint h0 = u * att_task_heads(), lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        kw[i] = jj < keys && j0 + jj != pos ? att_word8(j0 + jj, pos, h0, lane * 8u, 1u) : uvec4(0u);
+        vw[i] = jj < keys && j0 + jj != pos ? att_word8(j0 + jj, pos, h0, lane * 8u, 2u) : uvec4(0u);
+    }
+}
+
 // Every invocation: task u's split at position pos (< ATT_ROWS, split *
-// att_split_keys(pos) <= pos): query heads u * n .. + n, n = att_task_heads().
+// att_split_keys(pos) <= pos) after attention_prefetch: query heads u * n .. + n,
+// n = att_task_heads().
 void attention_split(uint u, uint split, uint pos) {
     const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
     const uint n = att_task_heads(), h0 = u * n, group = ATT_HEADS / ATT_KV_HEADS;
-    // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
-    // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
-    // loaded before any is used: the split waits on memory once, not once a pass.
     const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
-    uvec4 kw[PASSES], vw[PASSES];
-    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {  // the new key, from the QKV row
         const uint jj = i * KPP + slot;
-        kw[i] = jj < keys ? att_word8(j0 + jj, pos, h0, lane * 8u, 1u) : uvec4(0u);
-        vw[i] = jj < keys ? att_word8(j0 + jj, pos, h0, lane * 8u, 2u) : uvec4(0u);
+        if (jj < keys && j0 + jj == pos) {
+            kw[i] = att_word8(pos, pos, h0, lane * 8u, 1u);
+            vw[i] = att_word8(pos, pos, h0, lane * 8u, 2u);
+        }
     }
     if (t < n * D)  // the task's queries, head after head (n * D <= THREADS)
         att_acc[t] = ATT_ROPE ? att_rotated(h0 * D + t - t % D, t % D, pos) : att_widen(ATT_SRC16(h0 * D + t));

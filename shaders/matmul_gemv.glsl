@@ -223,16 +223,22 @@ void persist_member(uint m) {
 
 // Every invocation: an attention member at position pos, the grid stepping over its
 // tasks' splits up to the position; the last split of a task to arrive combines its
-// heads' (decode.comp's PASS 4, each split counted on its task's word).
-void persist_attention(uint pos) {
+// heads' (decode.comp's PASS 4, each split counted on its task's word). The first
+// task's cached keys are loaded before the wait for the member before (m > 0).
+void grid_wait(uint done);
+void persist_attention(uint m, uint pos) {
     const uint t = gl_LocalInvocationID.x;
+    const uint splits = att_split_of(pos) + 1u, n = att_task_heads(), tasks = att_tasks() * splits;
+    if (pos < att_rows && gl_WorkGroupID.x < tasks)
+        attention_prefetch(gl_WorkGroupID.x / splits, gl_WorkGroupID.x % splits, pos);
+    if (m > 0u) grid_wait(m);
     if (pos >= att_rows) {  // past the cache (the host checks): NaN, as decode.comp writes
         for (uint h = gl_WorkGroupID.x; h < att_heads; h += gl_NumWorkGroups.x) attention_combine(h, pos);
         return;
     }
-    const uint splits = att_split_of(pos) + 1u, n = att_task_heads();
-    for (uint task = gl_WorkGroupID.x; task < att_tasks() * splits; task += gl_NumWorkGroups.x) {
+    for (uint task = gl_WorkGroupID.x; task < tasks; task += gl_NumWorkGroups.x) {
         const uint u = task / splits;
+        if (task != gl_WorkGroupID.x) attention_prefetch(u, task % splits, pos);
         attention_split(u, task % splits, pos);
         memoryBarrierBuffer();  // this split's partials, before its arrival is counted
         barrier();
@@ -303,9 +309,7 @@ void main() {
     for (uint m = 0u; m < pp.members; m++) {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
-            const uint pos = words[table[m * PERSIST_ROW + 4u]];  // no member writes it: read before the wait
-            if (m > 0u) grid_wait(m);
-            persist_attention(pos);
+            persist_attention(m, words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)]);  // no member writes it
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }
