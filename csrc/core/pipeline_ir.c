@@ -66,6 +66,20 @@ static int write_file(hl_device *dev, const char *path, const void *data, size_t
     return ok;
 }
 
+/* The driver's statistics of the pipeline (registers, shared memory, ...), one
+ * `name=value` a line: DIR/<kernel>-<spec hash>-stats.txt. */
+static void write_stats(hl_device *dev, const char *dir, const hl_pipeline *p) {
+    char text[HL_MAX_STATS * 96], path[1400];
+    size_t len = 0;
+    if (!p->stats.n) return;
+    for (uint32_t i = 0; i < p->stats.n && len < sizeof text; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s=%.17g\n", p->stats.items[i].name,
+                                p->stats.items[i].value);
+    if (len >= sizeof text) len = sizeof text - 1;
+    snprintf(path, sizeof path, "%s/%s-%08x-stats.txt", dir, hl_spirv_table[p->shader].name, spec_hash(p));
+    dev->ir_files += (uint32_t)write_file(dev, path, text, len);
+}
+
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p) {
     const char *dir = hl_pipeline_ir_dir();
     if (!dir) return;
@@ -83,6 +97,7 @@ void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p) {
         return;
     }
     mkdir(dir, 0755); /* one level; a failure shows when the first file is written */
+    write_stats(dev, dir, p);
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = p->pipeline};
     uint32_t n_exec = 0;
     VkResult vr = get_props(dev->device, &pi, &n_exec, NULL);

@@ -10,6 +10,7 @@
 #include "plan_ops.h"
 
 #define PERSIST_A_MAX 8192u  /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
+#define PERSIST_THREADS 256u /* the kernel's workgroup (shaders/families.py: matmul_gemv_persist's THREADS_X) */
 #define PERSIST_LN_MAX 2048u /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
 
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
@@ -102,9 +103,26 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                         .ln_eps = has_head(s) ? pc->ln_eps : 0.0f}};
 }
 
-/* Run first..last (members mem[0..n-1]) as step first's dispatch. */
+/* The run's grid: the device's, or where the driver's register count says that fewer of
+ * the kernel's workgroups fit an SM (an NVIDIA SM holds 65536 registers, given out a
+ * warp at a time in steps of 8 a thread), that many an SM, so that every workgroup the
+ * grid barrier waits for is resident (0: none fits; the steps stay apart). */
+static uint32_t run_grid(const hl_device *dev, const hl_pipeline *pipe) {
+    const uint32_t grid = (uint32_t)dev->persist_grid;
+    if (dev->caps.vendor_id != 0x10DEu || !dev->caps.sm_count) return grid;
+    for (uint32_t i = 0; i < pipe->stats.n; i++) {
+        if (strcmp(pipe->stats.items[i].name, "Register Count") != 0 || !(pipe->stats.items[i].value > 0)) continue;
+        const uint32_t regs = ((uint32_t)pipe->stats.items[i].value + 7u) / 8u * 8u;
+        const uint32_t fit = 65536u / (regs * PERSIST_THREADS) * dev->caps.sm_count;
+        return fit < grid ? fit : grid;
+    }
+    return grid;
+}
+
+/* Run first..last (members mem[0..n-1]) as step first's dispatch on *grid workgroups
+ * (0: none, the steps stay apart, where no workgroup of its kernel fits an SM). */
 static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t first, uint32_t last,
-                          const uint32_t *mem, uint32_t n, hl_error *err) {
+                          const uint32_t *mem, uint32_t n, uint32_t *grid, hl_error *err) {
     hl_status st = HL_OK;
     hl_plan_step *h = &steps[first];
     hl_dtype in, out, in_k, out_k;
@@ -121,6 +139,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in), spec, HL_SPEC_MATMUL_GEMV_PERSIST_COUNT,
                            e.subgroup, &pipe, err));
+    if (!(*grid = run_grid(dev, pipe))) return HL_OK;
     memset(h->persist_table, 0, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) {
         h->persist_table[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
@@ -130,7 +149,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     h->persist_members = n;
     h->persist_len = last - first + 1;
     h->pipe[0] = pipe->pipeline;
-    h->grid[0][0] = (uint32_t)dev->persist_grid;
+    h->grid[0][0] = *grid;
     h->grid[0][1] = h->grid[0][2] = 1;
     memset(&h->pc[0], 0, sizeof h->pc[0]);
     h->pc[0].persist = (hl_push_persist){.members = n, .fault_word = HL_PLAN_FAULT_WORD};
@@ -160,7 +179,13 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
             last = j;
         }
         if (n < 2) continue;
-        HL_TRY(make_run(dev, ops, steps, i, last, mem, n, err));
+        uint32_t grid = 0;
+        HL_TRY(make_run(dev, ops, steps, i, last, mem, n, &grid, err));
+        if (!grid) {
+            i = last;
+            continue;
+        }
+        if (grid < runs->grid) runs->grid = grid;
         runs->n++;
         for (uint32_t k = 0; k < n; k++) {
             if (!is_attention(&ops[mem[k]])) continue;
