@@ -37,7 +37,7 @@ const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_HELD(KPP);
 const uint SPLIT_LONG = LONG_SPLITS == 0u ? SPLIT_SHORT : DECODE_SPLIT_LONG_KEYS(SPLIT_PASSES_KEYS);
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
 const uint GROUPS = THREADS / D;               // invocations a column, splitting the splits or key slots
-const uint TASK_HEADS = 4u;                    // at most (decode_split_heads)
+const uint TASK_HEADS = GROUPS < 4u ? GROUPS : 4u;  // at most (decode_split_heads: n * D <= THREADS)
 
 // One head's scores at a time: each invocation's share of its keys' scores; then every
 // task head's weights e^(score - max), SPLIT_LONG keys a head.
