@@ -20,7 +20,7 @@
 // stored 16-bit for dQ's product, and only tiles holding a masked element (the
 // causal diagonal, the key tail) zero it in the scratch.
 // P_IN_REGISTERS (a build of its own, FOLD=1 and TN == TK, for devices with NV
-// cooperative matrix 2's conversions; csrc/core/attention_bwd.c picks it for a variant
+// cooperative matrix 2's conversions; csrc/core/kernels/attention_bwd.c picks it for a variant
 // with a dQ key tile of its own, `dq`): dS becomes an A operand of dS K in registers
 // instead of going through the 16-bit scratch (no store, no sync), masked elements are
 // zeroed in P on the fragments (each element's row and column from an ids tile, as the

@@ -27,12 +27,12 @@
 // within RESCALE_SLACK of it takes P element-wise on the fragments; the other tiles run
 // the row-wise softmax through the scratch (attention_softmax_tiles.glsl says how).
 //
-// ROWS=1 (where csrc/core/layout.c finds the accumulator's layout fit for it): the
+// ROWS=1 (where csrc/core/kernels/layout.c finds the accumulator's layout fit for it): the
 // softmax stays in registers, each lane holding its rows' running max and part sums
 // (attention_softmax_rows.glsl says how).
 //
 // P_IN_REGISTERS (a build of its own, for devices with NV cooperative matrix 2's
-// conversions; csrc/core/attention.c picks it with ROWS=1 and TN == TK): the rows path
+// conversions; csrc/core/kernels/attention.c picks it with ROWS=1 and TN == TK): the rows path
 // hands P to P V as A operands converted from its accumulators in registers, where
 // otherwise P goes through the subgroup's shared scratch (a store, a subgroup sync and a
 // load per tile). The conversion is exact: P is already rounded to the input type.
@@ -93,7 +93,7 @@ const uint PIECE_VECS = FOLD != 0 ? RQ * (TK / 8) : 0;
 const uint PA_VECS = RQ * PROW + RQ * AROW + PIECE_VECS;
 // ROWS=1 with P_IN_REGISTERS keeps neither S nor P in the scratch: it holds only the tail
 // rows' O tile (at SUB, TM x TN 16-bit) and the ids tile after it (TM x TN fp32), so
-// larger key tiles fit beside the K/V tiles (csrc/core/attention.c counts the same).
+// larger key tiles fit beside the K/V tiles (csrc/core/kernels/attention.c counts the same).
 #ifdef P_IN_REGISTERS
 const uint COMPACT_VECS = TM * (TN / 8) + TM * (TN / 4);
 const uint SUB_VECS = ROWS != 0 ? COMPACT_VECS : (S_VECS > PA_VECS ? S_VECS : PA_VECS);
@@ -157,7 +157,7 @@ uint pack_p(float a, float b) {
 #endif
 }
 
-// ROWS=1: where a lane's accumulator elements lie (csrc/core/layout.c probes it per device
+// ROWS=1: where a lane's accumulator elements lie (csrc/core/kernels/layout.c probes it per device
 // and shape): element i of a TM x TN fragment is in the lane's row slot
 // (i >> ROWS_SHIFT) & (ROWS_SLOTS - 1), and the lanes lane ^ m (m within ROWS_LANES) hold
 // the same rows in the same slots. H100: two rows a lane (16x16: elements 0-3 and 4-7),

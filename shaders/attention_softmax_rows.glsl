@@ -1,7 +1,7 @@
 // attention_softmax_rows.glsl — part of attention_coop.comp's key-tile loop (included
 // inside main(), where its variables live): the ROWS=1 softmax of one key tile.
 //
-// ROWS=1 (where csrc/core/layout.c finds the accumulator's layout fit for it: the
+// ROWS=1 (where csrc/core/kernels/layout.c finds the accumulator's layout fit for it: the
 // default at d <= 64 and causal at any d; HELIOS_DISABLE_ATTENTION_ROWS_IN_REGISTERS=1
 // turns it off): the softmax stays in registers. Each lane keeps, per row slot of its
 // elements (rr_slot), the row's running max and its part of the row's sum; a tile's

@@ -4,7 +4,7 @@
 // gets the same matrix as an MMA's result (the identity times it as a B fragment);
 // each lane writes what element i of each holds. The attention forward keeps its
 // softmax rows in registers only where this layout has the shape it relies on
-// (csrc/core/layout.c reads it). Output: [0] the elements per lane, then lane-major
+// (csrc/core/kernels/layout.c reads it). Output: [0] the elements per lane, then lane-major
 // (lane * E + i) the loaded matrix's ids, then the MMA's (-1 where TM != TK).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require

@@ -1,4 +1,4 @@
-"""Captures (helios.Capture, csrc/core/capture.c): ordered operations recorded once
+"""Captures (helios.Capture, csrc/core/runtime/capture.c): ordered operations recorded once
 and replayed; a replay equals the same operations run one by one, reads whatever the
 Tensors hold then, holds every Tensor it binds, and refuses what it cannot replay."""
 

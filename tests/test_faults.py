@@ -1,4 +1,4 @@
-"""Fault injection (HELIOS_FAULT=KIND:N, test-only, csrc/core/fault.c): the Nth
+"""Fault injection (HELIOS_FAULT=KIND:N, test-only, csrc/core/runtime/fault.c): the Nth
 Vulkan call of each kind fails with a real VkResult. Walking N over every such
 call of a matmul, a time_matmul and a device open must give the documented
 exception naming the call and the VkResult, leak nothing, and leave a device

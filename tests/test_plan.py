@@ -1,4 +1,4 @@
-"""Replayable plans (helios.Plan, csrc/core/plan.c): products recorded once and
+"""Replayable plans (helios.Plan, csrc/core/plan/plan.c): products recorded once and
 replayed as one submission give exactly what the same products give one call at
 a time, read the Tensors' contents at each replay, put a barrier only where a
 product depends on an earlier one, time themselves, and refuse what they cannot
@@ -146,7 +146,7 @@ FAULTS = {"buffer": "vkCreateBuffer", "alloc": "vkAllocateMemory", "submit": "vk
 
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_a_failed_recording_or_replay_leaves_the_device_working(monkeypatch, kind):
-    """HELIOS_FAULT=KIND:N (csrc/core/fault.c) fails the Nth call of a kind: walked over a
+    """HELIOS_FAULT=KIND:N (csrc/core/runtime/fault.c) fails the Nth call of a kind: walked over a
     plan's recording and two replays, each failure is the documented exception naming
     the call, no buffer is left without its memory, and the same device then computes
     a product right (the walk ends once N passes the last call)."""

@@ -8,7 +8,7 @@
 
 #include <pythread.h>
 
-#include "../core/grammar.h"
+#include "../core/runtime/grammar.h"
 #include "../core/helios_attention.h"
 #include "../core/helios_core.h"
 

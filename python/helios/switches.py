@@ -257,7 +257,7 @@ SWITCHES: tuple[Switch, ...] = (
         "HELIOS_FAULT",
         "test",
         "KIND:N",
-        "Fault injection for tests: the Nth call of that kind fails as the driver would (csrc/core/fault.c).",
+        "Fault injection for tests: the Nth call of that kind fails as the driver would (csrc/core/runtime/fault.c).",
     ),
     Switch(
         "HELIOS_TEST_UNBOUNDED_GRID",

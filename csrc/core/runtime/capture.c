@@ -78,8 +78,9 @@ hl_status hl_capture_begin(hl_device *dev, hl_error *err) {
     if (dev->profile.on)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "capture: per-op profiling is on (its timestamps cannot be replayed); stop it first");
+    hl_capture *c = NULL; /* a failed settle reaches fail: with nothing to release */
     HL_TRY(hl_settle(dev, err));
-    hl_capture *c = calloc(1, sizeof *c);
+    c = calloc(1, sizeof *c);
     hl_buffer *scratch = calloc(CAPTURE_MAX_SCRATCH, sizeof *scratch);
     if (!c || !scratch) {
         free(c);
