@@ -71,12 +71,17 @@ CORE_FOLDERS = ("runtime", "kernels", "plan", "device.c")
 
 def folder_calls_up(graph: dict[str, dict[str, list[str]]]) -> list[str]:
     """Calls from a core folder into one after it in CORE_FOLDERS."""
+
     def rank(name: str) -> int:
         return CORE_FOLDERS.index(name.split("/")[1])
 
     core = {f: to for f, to in graph.items() if f.startswith("core/")}
-    return [f"{f} calls {t} ({', '.join(fns[:3])})" for f, to in core.items() for t, fns in to.items()
-            if t.startswith("core/") and rank(t) > rank(f)]
+    return [
+        f"{f} calls {t} ({', '.join(fns[:3])})"
+        for f, to in core.items()
+        for t, fns in to.items()
+        if t.startswith("core/") and rank(t) > rank(f)
+    ]
 
 
 def test_the_core_folders_call_down_only():
@@ -88,8 +93,12 @@ def test_the_core_folders_call_down_only():
 
 
 def test_the_folder_walk_sees_a_call_up():
-    graph = call_graph({"core/runtime/a.c": "int hl_a(void) { return hl_p(); }\n",
-                        "core/plan/p.c": "int hl_p(void) { return hl_a(); }\n"})
+    graph = call_graph(
+        {
+            "core/runtime/a.c": "int hl_a(void) { return hl_p(); }\n",
+            "core/plan/p.c": "int hl_p(void) { return hl_a(); }\n",
+        }
+    )
     assert folder_calls_up(graph) == ["core/runtime/a.c calls core/plan/p.c (hl_p)"]
 
 
