@@ -165,7 +165,21 @@ def test_a_row_read_back_has_every_declared_field():
     assert bench_rows({}) == []
 
 
-def test_suite_and_decode_rows_are_written_through_their_types():
+def committed_results(into: Path) -> list[Path]:
+    """Every committed JSON result: those in place, and those packed into a set's
+    raw.tar.xz (tools/pack_results.py), unpacked under `into`."""
+    import tarfile
+
+    paths = sorted((ROOT / "results").rglob("*.json"))
+    for archive in sorted((ROOT / "results").rglob("raw.tar.xz")):
+        to = into / archive.parent.relative_to(ROOT / "results")
+        with tarfile.open(archive) as tar:
+            tar.extractall(to, filter="data")
+        paths += sorted(to.rglob("*.json"))
+    return paths
+
+
+def test_suite_and_decode_rows_are_written_through_their_types(tmp_path):
     """A suite's row is built field by field and checked against its type before it is
     written: an undeclared field (a typo, a field no reader knows) or a missing required
     one is a TypeError; every committed suite and decode result fits its type."""
@@ -186,7 +200,7 @@ def test_suite_and_decode_rows_are_written_through_their_types():
     for s, t in types.items():
         assert published[s]["$defs"]["row"] == json_schema(t), "stale: run python3 tools/result_schemas.py"
     seen = 0
-    for path in sorted((ROOT / "results").rglob("*.json")):
+    for path in committed_results(tmp_path):
         doc = json.loads(path.read_text())
         if isinstance(doc, dict) and doc.get("schema") in types:
             read_result(path)  # the reader's kinds, from the same type

@@ -32,23 +32,30 @@ READ_IN_PLACE = (
 TEXT = (".md", ".py", ".rst", ".txt", ".toml", ".cfg", ".sh", ".ipynb", ".yml", ".yaml")
 
 
-def cited_text(repo: Path) -> str:
-    """Every tracked text file outside results/, joined: where a path would be named."""
+def cited_texts(repo: Path) -> list[str]:
+    """Every tracked text file outside results/: where a path would be named."""
     files = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
-    return "\n".join(
+    return [
         (repo / f).read_text(errors="ignore")
         for f in files
         if not f.startswith("results/") and f.endswith(TEXT) and (repo / f).is_file()
-    )
+    ]
 
 
-def to_pack(results: Path, min_bytes: int, cited: str) -> dict[Path, list[Path]]:
+def is_cited(rel: Path, texts: list[str]) -> bool:
+    """Named by its path, or by its set and its quoted file name in one file (a test that
+    joins `"results" / "h100-aa-236f2f6" / "aa-1.json"`)."""
+    path, top, name = f"results/{rel.as_posix()}", rel.parts[0], f'"{rel.name}"'
+    return any(path in t or (top in t and name in t) for t in texts)
+
+
+def to_pack(results: Path, min_bytes: int, texts: list[str]) -> dict[Path, list[Path]]:
     sets: dict[Path, list[Path]] = {}
     for f in sorted(results.rglob("*.json")):
         rel = f.relative_to(results)
         if f.stat().st_size < min_bytes or len(rel.parts) < 2:
             continue
-        if f"results/{rel.as_posix()}" in cited or any(fnmatch.fnmatch(rel.as_posix(), g) for g in READ_IN_PLACE):
+        if is_cited(rel, texts) or any(fnmatch.fnmatch(rel.as_posix(), g) for g in READ_IN_PLACE):
             continue
         top = results / rel.parts[0]
         sets.setdefault(top, []).append(f)
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     results = Path(args.results).resolve()
     repo = results.parent
-    sets = to_pack(results, args.min_kb * 1024, cited_text(repo))
+    sets = to_pack(results, args.min_kb * 1024, cited_texts(repo))
     before = sum(f.stat().st_size for fs in sets.values() for f in fs)
     for top, files in sets.items():
         print(f"{top.name}: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.2f} MB")
