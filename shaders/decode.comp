@@ -86,11 +86,11 @@ void embed() {
     out32[c] = ok ? at_tok + at_pos : uintBitsToFloat(0x7FC00000u);
 }
 
-// Grid: tasks x splits of the shorter size; a split past the cache or past the keys
-// writes nothing (the combine skips it).
+// Grid: heads (the most tasks) x splits of the shorter size; a task or split past the
+// position's, or past the cache, writes nothing (the combine skips it).
 void attention_split() {
     const uint pos = words[p.slot], u = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    if (pos < p.rows && split <= att_split_of(pos)) {
+    if (pos < p.rows && u < att_tasks(pos) && split <= att_split_of(pos)) {
         attention_prefetch(u, split, pos);
         attention_split(u, split, pos);
     }
@@ -107,8 +107,9 @@ void attention_fused() {
     barrier();
     if (!last_split) return;
     memoryBarrierBuffer();  // the other splits' partials, after their arrivals
-    const uint n = att_task_heads();
-    for (uint g = 0; g < n; g++) attention_combine(gl_WorkGroupID.x * n + g, words[p.slot]);
+    const uint pos = words[p.slot], n = att_task_heads(pos);
+    if (gl_WorkGroupID.x < att_tasks(pos))
+        for (uint g = 0; g < n; g++) attention_combine(gl_WorkGroupID.x * n + g, pos);
 }
 
 void rope() {

@@ -1,6 +1,6 @@
 // decode_attention.glsl — a decode step's attention over a KV cache (flash-decoding),
 // shared by decode.comp (a dispatch of its own) and matmul_gemv_persist.comp (a member
-// of a persistent run): a task a workgroup, one split of keys of att_task_heads() query
+// of a persistent run): a task a workgroup, one split of keys of att_task_heads(pos) query
 // heads that share a KV head, its K and V words read once for them all (grouped-query
 // attention) and every word in flight before the first is used; each head's query at
 // the new position against keys 0..pos, its running max, sum and unnormalised output to
@@ -126,13 +126,16 @@ void att_widen8(uvec4 w, out float v[8]) {
     }
 }
 
-// Keys a split at position pos, and the split holding pos: SPLIT_SHORT keys while a
-// head's splits of that many are at most ATT_FIT, SPLIT_LONG after (decode_split.glsl).
-uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, ATT_FIT, SPLIT_LONG); }
-uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); }
-// Query heads a task, and tasks a split (decode_split.glsl; decode.c counts the same).
-uint att_task_heads() { return DECODE_SPLIT_HEADS(ATT_HEADS / ATT_KV_HEADS, D); }
-uint att_tasks() { return ATT_HEADS / att_task_heads(); }
+// The rules of decode_split.glsl (decode.c counts the same on the host): the query
+// heads a task at position pos (one while a head's splits of SPLIT_SHORT keys fit
+// ATT_FIT, then those that share a KV head), tasks a split, keys a split and the split
+// holding pos (SPLIT_SHORT keys while the tasks' splits fit, SPLIT_LONG after).
+uint att_group_heads() { return DECODE_SPLIT_HEADS(ATT_HEADS / ATT_KV_HEADS, D); }
+uint att_task_fit() { return DECODE_TASK_FIT(ATT_FIT, att_group_heads()); }
+uint att_task_heads(uint pos) { return DECODE_TASK_HEADS(pos, ATT_FIT, att_group_heads()); }
+uint att_tasks(uint pos) { return ATT_HEADS / att_task_heads(pos); }
+uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, att_task_fit(), SPLIT_LONG); }
+uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, att_task_fit(), SPLIT_LONG); }
 
 // Key jj of a split is read by invocations (jj % KPP) * LANES .. + LANES in pass
 // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is loaded
@@ -144,7 +147,7 @@ uvec4 kw[PASSES], vw[PASSES];
 // it waits for the QKV product.
 void attention_prefetch(uint u, uint split, uint pos) {
     const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
-    const uint h0 = u * att_task_heads(), lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
+    const uint h0 = u * att_task_heads(pos), lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
         kw[i] = jj < keys && j0 + jj != pos ? att_word8(j0 + jj, pos, h0, lane * 8u, 1u) : uvec4(0u);
@@ -154,10 +157,10 @@ void attention_prefetch(uint u, uint split, uint pos) {
 
 // Every invocation: task u's split at position pos (< ATT_ROWS, split *
 // att_split_keys(pos) <= pos) after attention_prefetch: query heads u * n .. + n,
-// n = att_task_heads().
+// n = att_task_heads(pos).
 void attention_split(uint u, uint split, uint pos) {
     const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
-    const uint n = att_task_heads(), h0 = u * n, group = ATT_HEADS / ATT_KV_HEADS;
+    const uint n = att_task_heads(pos), h0 = u * n, group = ATT_HEADS / ATT_KV_HEADS;
     const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
     [[unroll]] for (uint i = 0; i < PASSES; i++) {  // the new key, from the QKV row
         const uint jj = i * KPP + slot;

@@ -228,7 +228,7 @@ void persist_member(uint m) {
 void grid_wait(uint done);
 void persist_attention(uint m, uint pos) {
     const uint t = gl_LocalInvocationID.x;
-    const uint splits = att_split_of(pos) + 1u, n = att_task_heads(), tasks = att_tasks() * splits;
+    const uint splits = att_split_of(pos) + 1u, n = att_task_heads(pos), tasks = att_tasks(pos) * splits;
     if (pos < att_rows && gl_WorkGroupID.x < tasks)
         attention_prefetch(gl_WorkGroupID.x / splits, gl_WorkGroupID.x % splits, pos);
     if (m > 0u) grid_wait(m);

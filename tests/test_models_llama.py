@@ -344,12 +344,13 @@ def test_the_rope_runs_inside_the_attention(monkeypatch, grid):
         assert disp1 == 4 < disp0
 
 
-@pytest.mark.parametrize("heads,kv_heads", [(8, 2), (8, 1), (4, 1)])
+@pytest.mark.parametrize("heads,kv_heads", [(8, 2), (8, 1), (4, 1), (2, 1)])
 def test_grouped_attention_in_a_persistent_run_decodes_as_apart(monkeypatch, heads, kv_heads):
     """Query heads on fewer KV heads inside each layer's run (grid 2 on a CPU device) give
     the steps apart's tokens and logits past 64 keys (a 70-token prompt): 8 on 2 (two
-    tasks of 4 heads), 8 on 1 (two tasks share a KV head) and 4 on 1 (one task: a split
-    of 64 keys fits twice in the grid, so the run's splits are two)."""
+    tasks of 4 heads), 8 on 1 (two tasks share a KV head), 4 on 1 (one task: a split
+    of 64 keys fits twice in the grid, so the run's splits are two) and 2 on 1 (a head a
+    task below position 64, where a head's splits fit the grid, then one task of both)."""
     cfg = LlamaConfig(**dict(TINY, heads=heads, kv_heads=kv_heads))
     w = random_weights(cfg, seed=6)
     prompt = [int(t) for t in np.random.default_rng(6).integers(0, cfg.vocab, 70)]

@@ -116,13 +116,12 @@ fail:
     return st;
 }
 
-uint32_t hl_decode_tasks(uint32_t heads, uint32_t kv_heads, uint32_t head_dim) {
-    return heads / hl_decode_split_heads(heads / kv_heads, head_dim);
-}
-
-uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
+uint64_t hl_decode_work(uint32_t pos, uint32_t fit, uint32_t heads, uint32_t kv_heads, uint32_t head_dim) {
     const uint32_t kpp = DECODE_THREADS / (head_dim / 8u); /* keys a pass of the workgroup */
-    return hl_decode_split_of(pos, fit, hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
+    const uint32_t g = hl_decode_split_heads(heads / kv_heads, head_dim);
+    const uint32_t splits =
+        hl_decode_split_of(pos, hl_decode_task_fit(fit, g), hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
+    return (uint64_t)(heads / hl_decode_task_heads(pos, fit, g)) * splits;
 }
 
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
@@ -154,23 +153,22 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     HL_TRY(hl_check_tensor(dev, a->v_cache, cache * 2, who, "v_cache", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, row * 2, who, "out", err));
     const uint32_t splits = (a->max_len + DECODE_CHUNK - 1) / DECODE_CHUNK;
-    const uint32_t tasks = hl_decode_tasks(a->heads, a->kv_heads, hd); /* workgroups a split */
-    if (tasks > dev->caps.max_group_count[0] || splits > dev->caps.max_group_count[1])
-        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads (%u tasks) x %u key splits exceed the device's grid", who,
-                       a->heads, tasks, splits);
+    if (a->heads > dev->caps.max_group_count[0] || splits > dev->caps.max_group_count[1])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
+                       splits);
     begin(s, a->qkv);
-    const uint32_t fit = dev->split_width ? (uint32_t)dev->split_width / tasks : UINT32_MAX; /* ATT_FIT */
+    const uint32_t fit = dev->split_width ? (uint32_t)dev->split_width / a->heads : UINT32_MAX; /* ATT_FIT */
     const uint32_t grow = fit != UINT32_MAX;
     if (dev->decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
         HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, grow, &s->pipe[0], err));
-        s->counter_words = tasks;
+        s->counter_words = a->heads; /* a word a task, the most tasks one a head */
         s->counter_slot = HL_BIND_DECODE_SRC2;
     } else {
         HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, grow, &s->pipe[0], err));
         HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, grow, &s->pipe[1], err));
         s->n_dispatch = 2;
     }
-    const uint32_t grids[2][3] = {{tasks, splits, 1}, {a->heads, 1, 1}};
+    const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
     memcpy(s->grid, grids, sizeof grids);
     const hl_push_decode_attention pc = {.heads = a->heads,
                                          .pos_slot = a->pos_slot,
