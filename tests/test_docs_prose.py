@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BLOCK_WORDS = 200  # the aim is ~150: a longer block wants a list, a table or a second paragraph
+BLOCK_WORDS = 150  # a longer block wants a list, a table or a second paragraph
 _FENCE = re.compile(r"```.*?```", re.S)
 _ITEM = re.compile(r"\n(?=\s*(?:[-*]|\d+\.) )")
 
