@@ -8,17 +8,17 @@
 //                   stream (the model's embeddings as torch keeps them); no SRC2 term
 //                   where the position table has no rows (a model without one); the
 //                   token table 16-bit where EMBED_TABLE16 (the pass's dtype), widened.
-// PASS 1 (attention, split): a task a workgroup, one split of keys of the query heads
-//   that read one KV head's (grid: tasks x splits of the shorter size;
-//   decode_attention.glsl, which a persistent run's attention shares).
+// PASS 1 (attention, split): one head's split of keys a workgroup (grid: heads x
+//   splits of the shorter size; decode_attention.glsl, which a persistent run's
+//   attention shares).
 //   SRC is the QKV row, KC and VC the caches, WORK the splits' partials; where the
 //   view's rope word is set, q and the new k are rotated as PASS 5 would (TAB its table).
 // PASS 2 (attention, combine): per head, the splits' partials combined into OUT.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
 //   values (NaN counts as largest, as torch.argmax).
 // PASS 4 (attention, fused): PASS 1, then each workgroup counts itself in on its
-//   task's word of COUNTERS (zeroed by the plan before each replay); the last of the
-//   task's splits to arrive combines its heads' as PASS 2 does. One dispatch, no barrier
+//   head's word of COUNTERS (zeroed by the plan before each replay); the last of the
+//   head's splits to arrive combines them as PASS 2 does. One dispatch, no barrier
 //   between the split and the combine.
 // PASS 5 (rope): rotary positions on the q heads and then the k heads of the QKV row
 //   KC (16-bit, in place), at pos = PARAMS[slot]: for each head's pair (i, i + D/2),
@@ -75,7 +75,7 @@ layout(binding = BINDING_TAB) readonly buffer Tab { float tab[]; };  // PASSES 1
 
 shared float red[THREADS];
 shared uint red_i[THREADS];
-shared bool last_split;  // PASS 4: this workgroup is its task's last to arrive
+shared bool last_split;  // PASS 4: this workgroup is its head's last to arrive
 
 void embed() {
     const uint c = gl_GlobalInvocationID.x, tok = words[p.slot], pos = words[p.slot2];
@@ -86,14 +86,11 @@ void embed() {
     out32[c] = ok ? at_tok + at_pos : uintBitsToFloat(0x7FC00000u);
 }
 
-// Grid: heads (the most tasks) x splits of the shorter size; a task or split past the
-// position's, or past the cache, writes nothing (the combine skips it).
+// Grid: heads x splits of the shorter size; a split past the cache or past the keys
+// writes nothing (the combine skips it).
 void attention_split() {
-    const uint pos = words[p.slot], u = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-    if (pos < p.rows && u < att_tasks(pos) && split <= att_split_of(pos)) {
-        attention_prefetch(u, split, pos);
-        attention_split(u, split, pos);
-    }
+    const uint pos = words[p.slot], h = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
+    if (pos < p.rows && split <= att_split_of(pos)) attention_split(h, split, pos);
 }
 
 // Every workgroup of the grid counts in, those with no keys too, so the last to arrive
@@ -107,9 +104,7 @@ void attention_fused() {
     barrier();
     if (!last_split) return;
     memoryBarrierBuffer();  // the other splits' partials, after their arrivals
-    const uint pos = words[p.slot], n = att_task_heads(pos);
-    if (gl_WorkGroupID.x < att_tasks(pos))
-        for (uint g = 0; g < n; g++) attention_combine(gl_WorkGroupID.x * n + g, pos);
+    attention_combine(gl_WorkGroupID.x, words[p.slot]);
 }
 
 void rope() {

@@ -1,13 +1,11 @@
 // decode_attention.glsl — a decode step's attention over a KV cache (flash-decoding),
 // shared by decode.comp (a dispatch of its own) and matmul_gemv_persist.comp (a member
-// of a persistent run): a task a workgroup, one split of keys of att_task_heads(pos) query
-// heads that share a KV head, its K and V words read once for them all (grouped-query
-// attention) and every word in flight before the first is used; each head's query at
-// the new position against keys 0..pos, its running max, sum and unnormalised output to
-// the partials; and the combine of a head's splits: OUT = sum_s e^(m_s - M) o_s /
-// sum_s e^(m_s - M) l_s. The task of a KV head's first query head whose split owns pos
-// writes the new K and V rows there and reads them from the QKV row (no other workgroup
-// touches that row).
+// of a persistent run): one head's split of keys a workgroup, the new position's query
+// against keys 0..pos, every K and V word of the split in flight before the first is
+// used, its running max, sum and unnormalised output to the partials; and the combine
+// of a head's splits: OUT = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s.
+// The split that owns pos writes the new K and V rows there and reads them from the
+// QKV row (no other workgroup touches that row).
 //
 // The includer runs THREADS invocations, declares D (the head dimension), LONG_SPLITS
 // (0: every split holds SPLIT_SHORT keys, ATT_FIT never reached) and IN_BF16 where the
@@ -36,15 +34,13 @@ const uint SPLIT_SHORT = DECODE_SPLIT_SHORT;
 const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_HELD(KPP);
 const uint SPLIT_LONG = LONG_SPLITS == 0u ? SPLIT_SHORT : DECODE_SPLIT_LONG_KEYS(SPLIT_PASSES_KEYS);
 const uint PASSES = (SPLIT_LONG + KPP - 1u) / KPP;  // passes over a split's keys, at most
-const uint GROUPS = THREADS / D;               // invocations a column, splitting the splits or key slots
-const uint TASK_HEADS = GROUPS < 4u ? GROUPS : 4u;  // at most (decode_split_heads: n * D <= THREADS)
+const uint GROUPS = THREADS / D;               // combine: invocations a column, splitting the splits
 
-// One head's scores at a time: each invocation's share of its keys' scores; then every
-// task head's weights e^(score - max), SPLIT_LONG keys a head.
-const uint ATT_PART = PASSES * THREADS > TASK_HEADS * SPLIT_LONG ? PASSES * THREADS : TASK_HEADS * SPLIT_LONG;
+shared float att_q[D];
 shared float att_red[THREADS];
-shared float att_part[ATT_PART];
-shared float att_acc[THREADS * 8u];        // the task's queries; then P V's partial sums, 8 columns an invocation
+shared float att_part[PASSES * THREADS];   // each invocation's share of its keys' scores
+shared float att_wt[SPLIT_LONG];           // a split's weights e^(score - max)
+shared float att_acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
 shared float att_lsum[GROUPS];             // combine: each group's share of the denominator
 
 float att_widen(uint16_t w) {
@@ -72,26 +68,6 @@ float att_reduce(float v, uint op) {
     for (uint i = 1u; i < gl_NumSubgroups; i++) r = op == 0u ? max(r, att_red[i]) : r + att_red[i];
     barrier();
     return r;
-}
-
-// att_reduce of v[0..n) at once (n <= TASK_HEADS, uniform), one pair of barriers.
-void att_reduce_heads(inout float v[TASK_HEADS], uint n, uint op) {
-    const uint ns = gl_NumSubgroups;
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-        if (g < n) {
-            const float r = op == 0u ? subgroupMax(v[g]) : subgroupAdd(v[g]);
-            if (gl_SubgroupInvocationID == 0u) att_red[g * ns + gl_SubgroupID] = r;
-        }
-    }
-    barrier();
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-        if (g < n) {
-            float r = att_red[g * ns];
-            for (uint i = 1u; i < ns; i++) r = op == 0u ? max(r, att_red[g * ns + i]) : r + att_red[g * ns + i];
-            v[g] = r;
-        }
-    }
-    barrier();
 }
 
 // Element i of the QKV row's head at `base` rotated by the table's row pos, rounded to
@@ -126,127 +102,78 @@ void att_widen8(uvec4 w, out float v[8]) {
     }
 }
 
-// The rules of decode_split.glsl (decode.c counts the same on the host): the query
-// heads a task at position pos (one while a head's splits of SPLIT_SHORT keys fit
-// ATT_FIT, then those that share a KV head), tasks a split, keys a split and the split
-// holding pos (SPLIT_SHORT keys while the tasks' splits fit, SPLIT_LONG after).
-uint att_group_heads() { return DECODE_SPLIT_HEADS(ATT_HEADS / ATT_KV_HEADS, D); }
-uint att_task_fit() { return DECODE_TASK_FIT(ATT_FIT, att_group_heads()); }
-uint att_task_heads(uint pos) { return DECODE_TASK_HEADS(pos, ATT_FIT, att_group_heads()); }
-uint att_tasks(uint pos) { return ATT_HEADS / att_task_heads(pos); }
-uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, att_task_fit(), SPLIT_LONG); }
-uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, att_task_fit(), SPLIT_LONG); }
+// Keys a split at position pos, and the split holding pos: SPLIT_SHORT keys while a
+// head's splits of that many are at most ATT_FIT, SPLIT_LONG after (decode_split.glsl).
+uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, ATT_FIT, SPLIT_LONG); }
+uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); }
 
-// Key jj of a split is read by invocations (jj % KPP) * LANES .. + LANES in pass
-// jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is loaded
-// before any is used: the split waits on memory once, not once a pass.
-uvec4 kw[PASSES], vw[PASSES];
-
-// Every invocation: task u's K and V words of the split's cached keys (those before
-// pos): what no op before the attention writes, so a persistent run loads them before
-// it waits for the QKV product.
-void attention_prefetch(uint u, uint split, uint pos) {
+// Every invocation: head h's split at position pos (< ATT_ROWS, split *
+// att_split_keys(pos) <= pos).
+void attention_split(uint h, uint split, uint pos) {
     const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
-    const uint h0 = u * att_task_heads(pos), lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
+    const uint wbase = (h * ATT_SPLITS + split) * (D + 2u);
+    // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
+    // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
+    // loaded before any is used: the split waits on memory once, not once a pass.
+    const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
+    uvec4 kw[PASSES], vw[PASSES];
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
-        kw[i] = jj < keys && j0 + jj != pos ? att_word8(j0 + jj, pos, h0, lane * 8u, 1u) : uvec4(0u);
-        vw[i] = jj < keys && j0 + jj != pos ? att_word8(j0 + jj, pos, h0, lane * 8u, 2u) : uvec4(0u);
+        kw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
+        vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
     }
-}
-
-// Every invocation: task u's split at position pos (< ATT_ROWS, split *
-// att_split_keys(pos) <= pos) after attention_prefetch: query heads u * n .. + n,
-// n = att_task_heads(pos).
-void attention_split(uint u, uint split, uint pos) {
-    const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
-    const uint n = att_task_heads(pos), h0 = u * n, group = ATT_HEADS / ATT_KV_HEADS;
-    const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
-    [[unroll]] for (uint i = 0; i < PASSES; i++) {  // the new key, from the QKV row
-        const uint jj = i * KPP + slot;
-        if (jj < keys && j0 + jj == pos) {
-            kw[i] = att_word8(pos, pos, h0, lane * 8u, 1u);
-            vw[i] = att_word8(pos, pos, h0, lane * 8u, 2u);
-        }
-    }
-    if (t < n * D)  // the task's queries, head after head (n * D <= THREADS)
-        att_acc[t] = ATT_ROPE ? att_rotated(h0 * D + t - t % D, t % D, pos) : att_widen(ATT_SRC16(h0 * D + t));
-    const uint dkv = ATT_KV_HEADS * D, kv = h0 / group * D + t;
-    if (att_split_of(pos) == split && h0 % group == 0u && t < D) {  // the new row, by its KV head's first task
+    if (t < D) att_q[t] = ATT_ROPE ? att_rotated(h * D, t, pos) : att_widen(ATT_SRC16(h * D + t));
+    const uint group = ATT_HEADS / ATT_KV_HEADS, dkv = ATT_KV_HEADS * D, kv = h / group * D + t;
+    if (att_split_of(pos) == split && h % group == 0u && t < D) {  // the new row, by its group's first head
         ATT_KC(pos * dkv + kv) =
             ATT_ROPE ? att_narrow(att_rotated(ATT_HEADS * D + kv - t, t, pos)) : ATT_SRC16(ATT_HEADS * D + kv);
         ATT_VC(pos * dkv + kv) = ATT_SRC16(ATT_HEADS * D + dkv + kv);
     }
     barrier();
-    // Key t's score for each head (keys <= SPLIT_LONG: invocations past the split's keys
-    // give -inf), one head's partials at a time.
-    float score[TASK_HEADS];
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-        score[g] = -1.0 / 0.0;
-        if (g >= n) continue;
-        [[unroll]] for (uint i = 0; i < PASSES; i++) {
-            float k8[8];
-            att_widen8(kw[i], k8);
-            float s = 0.0;
-            [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(att_acc[g * D + lane * 8u + e], k8[e], s);
-            att_part[i * THREADS + t] = s;
-        }
-        barrier();
-        if (t < keys) {
-            const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
-            float s = 0.0;
-            for (uint l = 0; l < LANES; l++) s += att_part[b + l];
-            score[g] = s * ATT_SCALE;
-        }
-        barrier();  // the partials read before the next head's are written
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        float k8[8];
+        att_widen8(kw[i], k8);
+        float s = 0.0;
+        [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(att_q[lane * 8u + e], k8[e], s);
+        att_part[i * THREADS + t] = s;
     }
-    // Each head's max, weights e^(score - max) (0 past the keys) and their sum.
-    float m[TASK_HEADS], l[TASK_HEADS];
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) m[g] = score[g];
-    att_reduce_heads(m, n, 0u);
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-        l[g] = t < keys && g < n ? exp(score[g] - m[g]) : 0.0;
-        if (g < n && t < SPLIT_LONG) att_part[g * SPLIT_LONG + t] = l[g];
+    barrier();
+    // Key t's score, its weight e^(score - max) and the split's max and sum of weights
+    // as workgroup reductions (keys <= SPLIT_LONG: invocations past the split's keys
+    // give -inf and 0).
+    float score = -1.0 / 0.0;
+    if (t < keys) {
+        const uint b = (t / KPP) * THREADS + (t % KPP) * LANES;
+        float s = 0.0;
+        for (uint l = 0; l < LANES; l++) s += att_part[b + l];
+        score = s * ATT_SCALE;
     }
-    att_reduce_heads(l, n, 1u);  // its barriers also order the weights before P V reads them
-    // P V: each invocation 8 columns of every head over its keys, the V words already in
-    // registers.
-    float o[TASK_HEADS][8];
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++)
-        [[unroll]] for (uint k = 0; k < 8u; k++) o[g][k] = 0.0;
+    const float m = att_reduce(score, 0u);
+    const float weight = t < keys ? exp(score - m) : 0.0;
+    if (t < SPLIT_LONG) att_wt[t] = weight;
+    const float l = att_reduce(weight, 1u);  // its barriers also order att_wt[] before P V reads it
+    // P V: each invocation 8 columns over its keys, the V words already in registers.
+    float o[8];
+    [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = 0.0;
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
         if (jj < keys) {
             float v8[8];
             att_widen8(vw[i], v8);
-            [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-                if (g >= n) continue;
-                const float w = att_part[g * SPLIT_LONG + jj];
-                [[unroll]] for (uint k = 0; k < 8u; k++) o[g][k] = fma(w, v8[k], o[g][k]);
-            }
+            const float w = att_wt[jj];
+            [[unroll]] for (uint k = 0; k < 8u; k++) o[k] = fma(w, v8[k], o[k]);
         }
     }
-    // Each head's columns summed over the key slots: GROUPS invocations a column, each
-    // over KPP / GROUPS slots, then their sums.
-    const uint c = t % D, q = t / D;
-    [[unroll]] for (uint g = 0; g < TASK_HEADS; g++) {
-        if (g >= n) continue;
-        [[unroll]] for (uint k = 0; k < 8u; k++) att_acc[slot * D + lane * 8u + k] = o[g][k];
-        barrier();
-        float s = 0.0;
-        for (uint sl = q; sl < KPP; sl += GROUPS) s += att_acc[sl * D + c];
-        att_red[t] = s;
-        barrier();  // also: every slot read before the next head's are written
-        const uint wbase = ((h0 + g) * ATT_SPLITS + split) * (D + 2u);
-        if (t < D) {
-            float sum = 0.0;
-            for (uint r = 0; r < GROUPS; r++) sum += att_red[r * D + t];
-            ATT_WORK(wbase + t) = sum;
-        }
-        if (t == 0u) {
-            ATT_WORK(wbase + D) = m[g];
-            ATT_WORK(wbase + D + 1u) = l[g];
-        }
+    [[unroll]] for (uint k = 0; k < 8u; k++) att_acc[slot * D + lane * 8u + k] = o[k];
+    barrier();
+    if (t < D) {
+        float sum = 0.0;
+        for (uint g = 0; g < KPP; g++) sum += att_acc[g * D + t];
+        ATT_WORK(wbase + t) = sum;
+    }
+    if (t == 0u) {
+        ATT_WORK(wbase + D) = m;
+        ATT_WORK(wbase + D + 1u) = l;
     }
 }
 

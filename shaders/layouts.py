@@ -303,33 +303,9 @@ CONSTS = (
 
 # How a decode attention splits a head's keys (shaders/families.py's DECODE_SPLIT sizes;
 # decode_attention.glsl runs the splits, decode.c and plan.c count them on the host).
-# fit: the splits of DECODE_SPLIT_SHORT keys a head that fit one pass of a persistent
-# run's grid (ATT_FIT). A task (a workgroup's split) holds one query head while its heads'
-# splits fit (each reads its KV head's words from the L2, the grid full), then the
-# decode_split_heads heads that share a KV head, each word read once for them; past the
-# splits those tasks fit (decode_task_fit) a split holds long_keys, so that a pass still
-# holds every task.
+# fit: the splits of DECODE_SPLIT_SHORT keys that fit one pass of a persistent run's grid
+# (ATT_FIT); past them a split holds long_keys, so that a pass still holds every split.
 SPLIT_RULES = (
-    Rule(
-        "decode_split_heads",
-        "query heads a task (one workgroup over one split) scores against their KV head's keys, read once:"
-        " the largest of 4, 2 and 1 that divides group (heads a KV head) and whose rows fill at most the"
-        " workgroup's 256 invocations",
-        ("group", "head_dim"),
-        "group % 4u == 0u && 4u * head_dim <= 256u ? 4u : group % 2u == 0u && 2u * head_dim <= 256u ? 2u : 1u",
-    ),
-    Rule(
-        "decode_task_fit",
-        "the splits of DECODE_SPLIT_SHORT keys whose tasks of g heads fit one pass (fit: of one head)",
-        ("fit", "g"),
-        "fit > 0xFFFFFFFFu / g ? 0xFFFFFFFFu : fit * g",
-    ),
-    Rule(
-        "decode_task_heads",
-        "query heads a task at position pos: one while a head's splits fit a pass, g after",
-        ("pos", "fit", "g"),
-        "pos / DECODE_SPLIT_SHORT < fit ? 1u : g",
-    ),
     Rule(
         "decode_split_held", "keys DECODE_SPLIT_PASSES passes of kpp keys hold", ("kpp",), "DECODE_SPLIT_PASSES * kpp"
     ),
@@ -341,7 +317,7 @@ SPLIT_RULES = (
     ),
     Rule(
         "decode_split_keys",
-        "keys a split at position pos (fit: decode_task_fit's)",
+        "keys a split at position pos",
         ("pos", "fit", "long_keys"),
         "pos / DECODE_SPLIT_SHORT < fit ? DECODE_SPLIT_SHORT : long_keys",
     ),

@@ -190,7 +190,7 @@ bool att_rope;
 #define ATT_ROPE att_rope
 #define ATT_TAB(i) ps_bias[pm + PERSIST_R].v[i]
 #include "decode_attention.glsl"
-shared bool att_last;  // this workgroup's split is its task's last to arrive
+shared bool att_last;  // this workgroup's split is its head's last to arrive
 
 // Member m's words and slots: a product's (one row of A, B as N x K in whole words), or
 // an attention's from the same row.
@@ -222,31 +222,25 @@ void persist_member(uint m) {
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its
-// tasks' splits up to the position; the last split of a task to arrive combines its
-// heads' (decode.comp's PASS 4, each split counted on its task's word). The first
-// task's cached keys are loaded before the wait for the member before (m > 0).
-void grid_wait(uint done);
-void persist_attention(uint m, uint pos) {
+// heads' splits up to the position; the last split of a head to arrive combines them
+// (decode.comp's PASS 4, each split counted on its head's word).
+void persist_attention(uint pos) {
     const uint t = gl_LocalInvocationID.x;
-    const uint splits = att_split_of(pos) + 1u, n = att_task_heads(pos), tasks = att_tasks(pos) * splits;
-    if (pos < att_rows && gl_WorkGroupID.x < tasks)
-        attention_prefetch(gl_WorkGroupID.x / splits, gl_WorkGroupID.x % splits, pos);
-    if (m > 0u) grid_wait(m);
     if (pos >= att_rows) {  // past the cache (the host checks): NaN, as decode.comp writes
         for (uint h = gl_WorkGroupID.x; h < att_heads; h += gl_NumWorkGroups.x) attention_combine(h, pos);
         return;
     }
-    for (uint task = gl_WorkGroupID.x; task < tasks; task += gl_NumWorkGroups.x) {
-        const uint u = task / splits;
-        if (task != gl_WorkGroupID.x) attention_prefetch(u, task % splits, pos);
-        attention_split(u, task % splits, pos);
+    const uint splits = att_split_of(pos) + 1u;
+    for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
+        const uint h = task / splits;
+        attention_split(h, task % splits, pos);
         memoryBarrierBuffer();  // this split's partials, before its arrival is counted
         barrier();
-        if (t == 0u) att_last = atomicAdd(arrivals[att_counters + u], 1u) == splits - 1u;
+        if (t == 0u) att_last = atomicAdd(arrivals[att_counters + h], 1u) == splits - 1u;
         barrier();
         if (att_last) {
             memoryBarrierBuffer();  // the other splits' partials, after their arrivals
-            for (uint g = 0; g < n; g++) attention_combine(u * n + g, pos);
+            attention_combine(h, pos);
         }
         barrier();  // shared memory free for the next task
     }
@@ -309,7 +303,9 @@ void main() {
     for (uint m = 0u; m < pp.members; m++) {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
-            persist_attention(m, words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)]);  // no member writes it
+            const uint pos = words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)];  // no member writes it: read before the wait
+            if (m > 0u) grid_wait(m);
+            persist_attention(pos);
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }

@@ -347,17 +347,15 @@ def test_the_rope_runs_inside_the_attention(monkeypatch, grid):
 @pytest.mark.parametrize("heads,kv_heads", [(8, 2), (8, 1), (4, 1), (2, 1)])
 def test_grouped_attention_in_a_persistent_run_decodes_as_apart(monkeypatch, heads, kv_heads):
     """Query heads on fewer KV heads inside each layer's run (grid 2 on a CPU device) give
-    the steps apart's tokens and logits past 64 keys (a 70-token prompt): 8 on 2 (two
-    tasks of 4 heads), 8 on 1 (two tasks share a KV head), 4 on 1 (one task: a split
-    of 64 keys fits twice in the grid, so the run's splits are two) and 2 on 1 (a head a
-    task below position 64, where a head's splits fit the grid, then one task of both)."""
+    the steps apart's tokens and logits past 96 keys (a 100-token prompt: two of the
+    run's splits): 8 on 2, 8 on 1, 4 on 1 and 2 on 1."""
     cfg = LlamaConfig(**dict(TINY, heads=heads, kv_heads=kv_heads))
     w = random_weights(cfg, seed=6)
-    prompt = [int(t) for t in np.random.default_rng(6).integers(0, cfg.vocab, 70)]
+    prompt = [int(t) for t in np.random.default_rng(6).integers(0, cfg.vocab, 100)]
     out = {}
     for grid in ("2", "0"):
         monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", grid)
-        with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=80, dtype="float16") as m:
+        with helios.Device() as dev, LlamaDecoder(dev, cfg, w, max_len=110, dtype="float16") as m:
             toks = m.generate(prompt, 4, prefill=False)
             out[grid] = (m.plan.counts, toks, m.logits.numpy().astype(np.float64))
     (_, disp_run, _), toks_run, logits_run = out["2"]

@@ -108,10 +108,9 @@ def _gqa_ref(qkv, K, V, heads, kv, p):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-# Query heads a task once grouped (decode_split_heads): 2 (a KV head's pair), 4 (two tasks
-# a KV head), 2, 1 (no grouping), 2 at head dimension 128, 1 (a group of 3), 4 (Llama's 4
-# a KV head). Width 1: grouped at every position; width 2 with 2 heads: one head a task
-# below position 64, then both.
+# Groups of 2, 8, 2, 1 (no grouping), 2 at head dimension 128, 3, and Llama's 4. Width 1:
+# the splits sized for a grid of one workgroup; width 2 with 2 heads: 64 keys a split up
+# to position 63, then the longer splits.
 @pytest.mark.parametrize(
     "heads,kv,hd,width",
     [

@@ -116,12 +116,9 @@ fail:
     return st;
 }
 
-uint64_t hl_decode_work(uint32_t pos, uint32_t fit, uint32_t heads, uint32_t kv_heads, uint32_t head_dim) {
+uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
     const uint32_t kpp = DECODE_THREADS / (head_dim / 8u); /* keys a pass of the workgroup */
-    const uint32_t g = hl_decode_split_heads(heads / kv_heads, head_dim);
-    const uint32_t splits =
-        hl_decode_split_of(pos, hl_decode_task_fit(fit, g), hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
-    return (uint64_t)(heads / hl_decode_task_heads(pos, fit, g)) * splits;
+    return hl_decode_split_of(pos, fit, hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
 }
 
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
@@ -161,7 +158,7 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     const uint32_t grow = fit != UINT32_MAX;
     if (dev->decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
         HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, grow, &s->pipe[0], err));
-        s->counter_words = a->heads; /* a word a task, the most tasks one a head */
+        s->counter_words = a->heads;
         s->counter_slot = HL_BIND_DECODE_SRC2;
     } else {
         HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, grow, &s->pipe[0], err));

@@ -11,8 +11,9 @@
 #define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
-/* A run's attention past this many passes of the grid over its tasks is slower than one
- * of its own (results/h200-splits/twin-edge: even at 2.06 passes, 2% slower at 2.1, 5% at 2.6). */
+/* A run's attention past this many passes of the grid over its splits is slower than
+ * one of its own (results/h200-splits/twin-edge: even at 2.06 passes, 2% slower at 2.1,
+ * 5% at 2.6). */
 #define LONG_ROUNDS 2u
 
 struct hl_plan {
@@ -353,7 +354,7 @@ static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_op
 
 /* Where its runs hold attentions, a plan is recorded twice: the attentions in the runs,
  * and a twin with each attention a dispatch of its own, which a replay takes once the
- * attentions' tasks are more than LONG_ROUNDS passes of the run's grid. */
+ * attentions' splits are more than LONG_ROUNDS passes of the run's grid. */
 hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, uint32_t n_params, hl_plan **out,
                          hl_error *err) {
     hl_status st = HL_OK;
@@ -457,10 +458,9 @@ fail:
 hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
     hl_plan *q = p;
     if (p && p->dev && p->twin) {
-        const hl_plan_runs *r = &p->runs;
-        const uint32_t pos = ((const uint32_t *)p->params.mapped)[r->pos_slot];
-        if (hl_decode_work(pos, r->fit, r->heads, r->kv_heads, r->head_dim) > (uint64_t)LONG_ROUNDS * r->grid)
-            q = p->twin;
+        const uint64_t pos = ((const uint32_t *)p->params.mapped)[p->runs.pos_slot];
+        const uint64_t splits = hl_decode_splits((uint32_t)pos, p->runs.fit, p->runs.head_dim);
+        if (p->runs.heads * splits > (uint64_t)LONG_ROUNDS * p->runs.grid) q = p->twin;
     }
     if (p && p->last && p->last != q && p->last->dev) /* the words the other one's ops wrote */
         memcpy(q->params.mapped, p->last->params.mapped, 4ull * p->n_params);

@@ -64,10 +64,9 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step 
                             hl_error *err);
 
 /* A plan's persistent runs: how many, their grid, and of the attentions they hold the
- * one of most heads: its heads, KV heads, head dimension, ATT_FIT and its position's
- * parameter word. */
+ * one of most heads: its heads, head dimension, ATT_FIT and its position's parameter word. */
 typedef struct hl_plan_runs {
-    uint32_t n, grid, attentions, heads, kv_heads, head_dim, fit, pos_slot;
+    uint32_t n, grid, attentions, heads, head_dim, fit, pos_slot;
 } hl_plan_runs;
 
 /* plan_persist.c: the runs of consecutive one-row products, and decode attentions where
@@ -90,9 +89,8 @@ void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_ste
 hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_dispatch_plan *pl,
                                hl_operand ops[HL_BIND_LAYERNORM_COUNT], int *vec, hl_error *err);
 
-/* A decode attention's workgroups at position pos (tasks x splits), `fit` its step's
- * ATT_FIT: the rules the shader runs (shaders/layouts.py's SPLIT_RULES, generated for
- * both). */
-uint64_t hl_decode_work(uint32_t pos, uint32_t fit, uint32_t heads, uint32_t kv_heads, uint32_t head_dim);
+/* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT: the
+ * rule the shader runs (shaders/layouts.py's SPLIT_RULES, generated for both). */
+uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
 
 #endif

@@ -143,7 +143,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     memset(h->persist_table, 0, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) {
         h->persist_table[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
-        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a task, the most one a head */
+        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
         h->persist_member[k] = mem[k];
     }
     h->persist_members = n;
@@ -192,7 +192,6 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
             const hl_attn_decode_args *a = &ops[mem[k]].attn;
             if (!runs->attentions++ || a->heads > runs->heads) {
                 runs->heads = a->heads;
-                runs->kv_heads = a->kv_heads;
                 runs->head_dim = a->head_dim;
                 runs->fit = steps[mem[k]].pc[0].decode.attention.fit;
                 runs->pos_slot = a->pos_slot;
