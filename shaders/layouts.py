@@ -243,7 +243,7 @@ FAMILY_PUSH = {
 # flags word both views share.
 PERSIST_ROW = Row(
     "persist",
-    "a persistent run's member (plan_persist.c writes it, matmul_gemv.glsl's persist_member reads it)",
+    "a persistent run's member (plan_persist.c writes it, persist_runtime.glsl's persist_member reads it)",
     9,
     "table",
     (
