@@ -144,8 +144,10 @@ static hl_status persist_switches(hl_device *dev, hl_error *err) {
                        dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU
                            ? "a CPU device runs one a thread: LP_NUM_THREADS, else the cores"
                            : "two an SM");
-    dev->persist_grid = dev->split_width = grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
-    if (off || !dev->caps.has_buffer_arrays || !dev->caps.has_int16 || !dev->gemv_enabled) dev->persist_grid = 0;
+    dev->plan_policy.persist_grid = dev->plan_policy.split_width =
+        grid >= 0 ? grid : (int)(PERSIST_PER_SM * dev->caps.sm_count);
+    if (off || !dev->caps.has_buffer_arrays || !dev->caps.has_int16 || !dev->gemv_enabled)
+        dev->plan_policy.persist_grid = 0;
 fail:
     return st;
 }
@@ -317,11 +319,11 @@ static const struct {
     const char *env;
     size_t on; /* offsetof the hl_device field it clears */
 } KILL_SWITCHES[] = {
-    {"HELIOS_DISABLE_DECODE_ATTENTION_FUSION", offsetof(hl_device, decode_attention_fused)},
-    {"HELIOS_DISABLE_PLAN_NORM_FUSION", offsetof(hl_device, norm_fused)},
-    {"HELIOS_DISABLE_PLAN_SWIGLU_FUSION", offsetof(hl_device, swiglu_fused)},
-    {"HELIOS_DISABLE_PLAN_ROPE_FUSION", offsetof(hl_device, rope_fused)},
-    {"HELIOS_DISABLE_DECODE_ATTENTION_GRID", offsetof(hl_device, decode_grid_sized)},
+    {"HELIOS_DISABLE_DECODE_ATTENTION_FUSION", offsetof(hl_device, plan_policy.decode_attention_fused)},
+    {"HELIOS_DISABLE_PLAN_NORM_FUSION", offsetof(hl_device, plan_policy.norm_fused)},
+    {"HELIOS_DISABLE_PLAN_SWIGLU_FUSION", offsetof(hl_device, plan_policy.swiglu_fused)},
+    {"HELIOS_DISABLE_PLAN_ROPE_FUSION", offsetof(hl_device, plan_policy.rope_fused)},
+    {"HELIOS_DISABLE_DECODE_ATTENTION_GRID", offsetof(hl_device, plan_policy.decode_grid_sized)},
 };
 
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {

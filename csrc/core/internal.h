@@ -153,6 +153,15 @@ void hl_pipelines_destroy(hl_device *dev);
 const char *hl_pipeline_ir_dir(void);
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p);
 
+/* What a plan does with its steps (csrc/core/plan/ reads it; device.c sets it when the
+ * device opens, from the switches and the device's SMs). */
+typedef struct hl_plan_policy {
+    int decode_grid_sized;                    /* a decode attention's grid holds the splits up to the position */
+    int decode_attention_fused;               /* its splits and their combine as one dispatch */
+    int norm_fused, swiglu_fused, rope_fused; /* each in the step that reads its output */
+    int persist_grid, split_width;            /* runs' grid (0: none); what decode.c sizes splits for */
+} hl_plan_policy;
+
 struct hl_device {
     VkInstance instance;
     VkPhysicalDevice phys;
@@ -173,10 +182,10 @@ struct hl_device {
     uint32_t query_capacity;
     VkPhysicalDeviceMemoryProperties mem_props;
     hl_caps caps;
-    int bf16_coop_enabled; /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
-    int coop_enabled, coop2_enabled, gemv_enabled, decode_grid_sized; /* switches, and the plan's fusions': */
-    int decode_attention_fused, norm_fused, swiglu_fused, rope_fused;
-    int timestamps_ok, persist_grid, split_width; /* runs' grid (0: none); what decode.c sizes splits for */
+    int bf16_coop_enabled;                         /* caps.bf16_coop, kernels built, HELIOS_DISABLE_BF16_COOP unset */
+    int coop_enabled, coop2_enabled, gemv_enabled; /* the kernel switches */
+    int timestamps_ok;
+    hl_plan_policy plan_policy; /* what plans do with their steps (set at open from the switches) */
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */
     uint32_t n_rows_layouts;

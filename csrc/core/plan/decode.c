@@ -154,9 +154,11 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
         return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u heads x %u key splits exceed the device's grid", who, a->heads,
                        splits);
     begin(s, a->qkv);
-    const uint32_t fit = dev->split_width ? (uint32_t)dev->split_width / a->heads : UINT32_MAX; /* ATT_FIT */
+    const uint32_t fit =
+        dev->plan_policy.split_width ? (uint32_t)dev->plan_policy.split_width / a->heads : UINT32_MAX; /* ATT_FIT */
     const uint32_t grow = fit != UINT32_MAX;
-    if (dev->decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
+    if (dev->plan_policy
+            .decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
         HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, grow, &s->pipe[0], err));
         s->counter_words = a->heads;
         s->counter_slot = HL_BIND_DECODE_SRC2;
@@ -187,7 +189,7 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     s->param_read[0] = a->pos_slot;
     s->param_bound[0] = a->max_len;
     s->n_param_reads = 1;
-    if (dev->decode_grid_sized) { /* the splits up to the position only (the cache's size otherwise) */
+    if (dev->plan_policy.decode_grid_sized) { /* the splits up to the position only (the cache's size otherwise) */
         s->grid_slot = a->pos_slot;
         s->grid_div = DECODE_CHUNK;
     }

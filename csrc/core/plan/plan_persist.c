@@ -108,7 +108,7 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
  * warp at a time in steps of 8 a thread), that many an SM, so that every workgroup the
  * grid barrier waits for is resident (0: none fits; the steps stay apart). */
 static uint32_t run_grid(const hl_device *dev, const hl_pipeline *pipe) {
-    const uint32_t grid = (uint32_t)dev->persist_grid;
+    const uint32_t grid = (uint32_t)dev->plan_policy.persist_grid;
     if (dev->caps.vendor_id != 0x10DEu || !dev->caps.sm_count) return grid;
     for (uint32_t i = 0; i < pipe->stats.n; i++) {
         if (strcmp(pipe->stats.items[i].name, "Register Count") != 0 || !(pipe->stats.items[i].value > 0)) continue;
@@ -167,8 +167,8 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
                                int attention, hl_plan_runs *runs, hl_error *err) {
     hl_status st = HL_OK;
     memset(runs, 0, sizeof *runs);
-    runs->grid = (uint32_t)dev->persist_grid;
-    if (!dev->persist_grid) return HL_OK;
+    runs->grid = (uint32_t)dev->plan_policy.persist_grid;
+    if (!dev->plan_policy.persist_grid) return HL_OK;
     for (uint32_t i = 0; i < n_ops; i++) {
         if (!can_be_member(&ops[i], &steps[i], attention)) continue;
         uint32_t mem[HL_PERSIST_MEMBERS] = {i}, n = 1, last = i;

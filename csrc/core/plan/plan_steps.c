@@ -89,7 +89,7 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *op, hl_plan_step *
     const int rms = op[0].kind == HL_PLAN_RMSNORM;
     const hl_layernorm_args *a = rms ? &op[0].rmsnorm : &op[0].layernorm;
     const hl_matmul_args *m = &op[1].matmul;
-    if (!dev->norm_fused || (op[0].kind != HL_PLAN_LAYERNORM && !rms) || op[1].kind != HL_PLAN_MATMUL ||
+    if (!dev->plan_policy.norm_fused || (op[0].kind != HL_PLAN_LAYERNORM && !rms) || op[1].kind != HL_PLAN_MATMUL ||
         m->t_a != a->h || a->rows != 1 || a->d != m->k || a->d % 8 || a->d > GEMV_LN_MAX || a->dtype != m->in_dtype ||
         (a->r && !a->x_out) || s->n_dispatch != 1)
         return HL_OK;
@@ -121,7 +121,8 @@ fail:
 }
 
 hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps) {
-    if (!dev->swiglu_fused || i + 1 >= n || ops[i].kind != HL_PLAN_SWIGLU || ops[i + 1].kind != HL_PLAN_MATMUL)
+    if (!dev->plan_policy.swiglu_fused || i + 1 >= n || ops[i].kind != HL_PLAN_SWIGLU ||
+        ops[i + 1].kind != HL_PLAN_MATMUL)
         return HL_OK;
     const hl_swiglu_args *g = &ops[i].swiglu;
     const hl_matmul_args *m = &ops[i + 1].matmul;
@@ -151,7 +152,9 @@ hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n,
  * a table of the cache's positions at least; HELIOS_DISABLE_PLAN_ROPE_FUSION=1 keeps
  * the two steps. */
 static void fuse_rope(const hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps) {
-    if (!dev->rope_fused || i + 1 >= n || ops[i].kind != HL_PLAN_ROPE || ops[i + 1].kind != HL_PLAN_ATTN_DECODE) return;
+    if (!dev->plan_policy.rope_fused || i + 1 >= n || ops[i].kind != HL_PLAN_ROPE ||
+        ops[i + 1].kind != HL_PLAN_ATTN_DECODE)
+        return;
     const hl_rope_args *r = &ops[i].rope;
     const hl_attn_decode_args *a = &ops[i + 1].attn;
     hl_plan_step *s = &steps[i + 1];
