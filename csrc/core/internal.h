@@ -153,6 +153,17 @@ void hl_pipelines_destroy(hl_device *dev);
 const char *hl_pipeline_ir_dir(void);
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p);
 
+/* Where compiled pipelines are kept and shown (csrc/core/runtime/pipeline_cache.c and
+ * pipeline_ir.c). */
+typedef struct hl_pipeline_store {
+    VkPipelineCache cache; /* persisted per device and driver (pipeline_cache.c) */
+    char path[1024];       /* its file; empty: not persisted */
+    char note[1200];       /* why a file was ignored; empty: nothing to say */
+    uint64_t loaded_bytes;
+    char ir_note[512]; /* HELIOS_PIPELINE_IR: why a representation was not written (pipeline_ir.c) */
+    uint32_t ir_files; /* HELIOS_PIPELINE_IR: files written since open */
+} hl_pipeline_store;
+
 /* What a plan does with its steps (csrc/core/plan/ reads it; device.c sets it when the
  * device opens, from the switches and the device's SMs). */
 typedef struct hl_plan_policy {
@@ -189,13 +200,8 @@ struct hl_device {
     hl_pipeline *pipelines;
     hl_rows_layout rows_layouts[HL_MAX_ROWS_LAYOUTS]; /* per f16 -> f32 coop shape, probed at open (layout.c) */
     uint32_t n_rows_layouts;
-    VkPipelineCache pipeline_cache; /* persisted per device and driver (pipeline_cache.c) */
-    char cache_path[1024];          /* its file; empty: not persisted */
-    char cache_note[1200];          /* why a file was ignored; empty: nothing to say */
-    uint64_t cache_loaded_bytes;
+    hl_pipeline_store store; /* the persisted pipeline cache and the IR files (runtime/) */
     uint64_t compiles_total; /* pipelines compiled since open (telemetry resets; this does not) */
-    char ir_note[512];       /* HELIOS_PIPELINE_IR: why a representation was not written (pipeline_ir.c) */
-    uint32_t ir_files;       /* HELIOS_PIPELINE_IR: files written since open */
     /* workspace reused across calls, grown on demand */
     hl_buffer buf_a, buf_b, buf_c, buf_w, buf_bias, staging, flush; /* buf_w: split-K workspace */
     hl_buffer buf_rows;                      /* fp32 per attention row: a host-bound LSE, the backward's delta */

@@ -125,7 +125,7 @@ hl_status hl_pipeline_get(hl_device *dev, hl_shader shader, const uint32_t *spec
     double t0 = hl_now_ms();
     p = calloc(1, sizeof *p);
     if (!p) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-    HL_TRY(create(dev, shader, spec, n_spec, required_subgroup, dev->pipeline_cache, 1, &p->pipeline, err));
+    HL_TRY(create(dev, shader, spec, n_spec, required_subgroup, dev->store.cache, 1, &p->pipeline, err));
     dev->tel.live_pipelines++;
     p->shader = shader;
     if (n_spec) memcpy(p->spec, spec, n_spec * sizeof *spec); /* spec may be NULL when empty */

@@ -34,7 +34,7 @@ static int cache_dir(char *out, size_t cap) {
 }
 
 static void mkdirs(const char *path) { /* mkdir -p; failures show when the file is written */
-    char buf[sizeof((hl_device *)0)->cache_path];
+    char buf[sizeof((hl_device *)0)->store.path];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -82,8 +82,8 @@ static void *read_cache(const char *path, const VkPhysicalDeviceProperties *p, s
 }
 
 hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err) {
-    char dir[sizeof dev->cache_path - 80];
-    dev->cache_path[0] = dev->cache_note[0] = '\0';
+    char dir[sizeof dev->store.path - 80];
+    dev->store.path[0] = dev->store.note[0] = '\0';
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(dev->phys, &p);
     void *data = NULL;
@@ -91,60 +91,60 @@ hl_status hl_pipeline_cache_open(hl_device *dev, hl_error *err) {
     if (cache_dir(dir, sizeof dir)) {
         char uuid[2 * VK_UUID_SIZE + 1];
         for (unsigned i = 0; i < VK_UUID_SIZE; i++) snprintf(uuid + 2 * i, 3, "%02x", p.pipelineCacheUUID[i]);
-        snprintf(dev->cache_path, sizeof dev->cache_path, "%s/%04x-%04x-%08x-%s.bin", dir, p.vendorID, p.deviceID,
+        snprintf(dev->store.path, sizeof dev->store.path, "%s/%04x-%04x-%08x-%s.bin", dir, p.vendorID, p.deviceID,
                  p.driverVersion, uuid);
-        data = read_cache(dev->cache_path, &p, &size, dev->cache_note, sizeof dev->cache_note);
+        data = read_cache(dev->store.path, &p, &size, dev->store.note, sizeof dev->store.note);
     }
     VkPipelineCacheCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = size, .pInitialData = data};
-    VkResult r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache);
+    VkResult r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->store.cache);
     if (r != VK_SUCCESS && data) { /* the driver refused the data after all: start empty */
-        snprintf(dev->cache_note, sizeof dev->cache_note, "%s: refused by the driver; ignored", dev->cache_path);
+        snprintf(dev->store.note, sizeof dev->store.note, "%s: refused by the driver; ignored", dev->store.path);
         ci.initialDataSize = 0;
         ci.pInitialData = NULL;
-        r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache);
+        r = vkCreatePipelineCache(dev->device, &ci, NULL, &dev->store.cache);
     }
     free(data);
-    dev->cache_loaded_bytes = data ? size : 0;
+    dev->store.loaded_bytes = data ? size : 0;
     if (r != VK_SUCCESS) {
-        dev->pipeline_cache = VK_NULL_HANDLE;
+        dev->store.cache = VK_NULL_HANDLE;
         return hl_vk_fail(err, r, "vkCreatePipelineCache", __FILE__, __LINE__);
     }
     return HL_OK;
 }
 
 void hl_pipeline_cache_close(hl_device *dev) {
-    if (!dev->pipeline_cache) return;
+    if (!dev->store.cache) return;
     size_t size = 0;
     void *data = NULL;
     /* Written only when this process compiled something new: a read-only user
      * (or a second process) does not rewrite the same file. */
-    if (dev->cache_path[0] && dev->compiles_total &&
-        vkGetPipelineCacheData(dev->device, dev->pipeline_cache, &size, NULL) == VK_SUCCESS && size &&
+    if (dev->store.path[0] && dev->compiles_total &&
+        vkGetPipelineCacheData(dev->device, dev->store.cache, &size, NULL) == VK_SUCCESS && size &&
         size <= MAX_CACHE_BYTES && (data = malloc(size)) &&
-        vkGetPipelineCacheData(dev->device, dev->pipeline_cache, &size, data) == VK_SUCCESS) {
-        char dir[sizeof dev->cache_path], tmp[sizeof dev->cache_path + 32];
-        snprintf(dir, sizeof dir, "%s", dev->cache_path);
+        vkGetPipelineCacheData(dev->device, dev->store.cache, &size, data) == VK_SUCCESS) {
+        char dir[sizeof dev->store.path], tmp[sizeof dev->store.path + 32];
+        snprintf(dir, sizeof dir, "%s", dev->store.path);
         char *slash = strrchr(dir, '/');
         if (slash) {
             *slash = '\0';
             mkdirs(dir);
         }
-        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dev->cache_path, (long)getpid());
+        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dev->store.path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
         if (f) {
             int ok = fwrite(data, 1, size, f) == size;
             ok = (fclose(f) == 0) && ok;
-            if (!ok || rename(tmp, dev->cache_path) != 0) remove(tmp);
+            if (!ok || rename(tmp, dev->store.path) != 0) remove(tmp);
         }
     }
     free(data);
-    vkDestroyPipelineCache(dev->device, dev->pipeline_cache, NULL);
-    dev->pipeline_cache = VK_NULL_HANDLE;
+    vkDestroyPipelineCache(dev->device, dev->store.cache, NULL);
+    dev->store.cache = VK_NULL_HANDLE;
 }
 
 const char *hl_pipeline_cache_info(const hl_device *dev, uint64_t *loaded_bytes, const char **note) {
-    *loaded_bytes = dev->cache_loaded_bytes;
-    *note = dev->cache_note[0] ? dev->cache_note : NULL;
-    return dev->cache_path[0] ? dev->cache_path : NULL;
+    *loaded_bytes = dev->store.loaded_bytes;
+    *note = dev->store.note[0] ? dev->store.note : NULL;
+    return dev->store.path[0] ? dev->store.path : NULL;
 }

@@ -47,10 +47,10 @@ static void file_safe(char *s) {
 }
 
 static void note(hl_device *dev, const char *fmt, ...) {
-    if (dev->ir_note[0]) return; /* the first reason is the one worth reading */
+    if (dev->store.ir_note[0]) return; /* the first reason is the one worth reading */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dev->ir_note, sizeof dev->ir_note, fmt, ap);
+    vsnprintf(dev->store.ir_note, sizeof dev->store.ir_note, fmt, ap);
     va_end(ap);
 }
 
@@ -77,7 +77,7 @@ static void write_stats(hl_device *dev, const char *dir, const hl_pipeline *p) {
                                 p->stats.items[i].value);
     if (len >= sizeof text) len = sizeof text - 1;
     snprintf(path, sizeof path, "%s/%s-%08x-stats.txt", dir, hl_spirv_table[p->shader].name, spec_hash(p));
-    dev->ir_files += (uint32_t)write_file(dev, path, text, len);
+    dev->store.ir_files += (uint32_t)write_file(dev, path, text, len);
 }
 
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p) {
@@ -150,14 +150,14 @@ void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p) {
             if (reps[i].isText && size && ((const char *)reps[i].pData)[size - 1] == '\0') size--;
             snprintf(path, sizeof path, "%s/%s-%08x-e%u-r%u-%s.%s", dir, kernel, spec_hash(p), e, i, name,
                      reps[i].isText ? "txt" : "bin");
-            dev->ir_files += (uint32_t)write_file(dev, path, reps[i].pData, size);
+            dev->store.ir_files += (uint32_t)write_file(dev, path, reps[i].pData, size);
         }
         for (uint32_t i = 0; i < n; i++) free(bufs[i]);
     }
 }
 
 const char *hl_pipeline_ir_info(const hl_device *dev, uint32_t *files, const char **why) {
-    *files = dev->ir_files;
-    *why = dev->ir_note[0] ? dev->ir_note : NULL;
+    *files = dev->store.ir_files;
+    *why = dev->store.ir_note[0] ? dev->store.ir_note : NULL;
     return hl_pipeline_ir_dir();
 }
