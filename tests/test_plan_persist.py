@@ -298,3 +298,27 @@ def test_the_switches_are_read_strictly(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         helios.Device()
+
+
+@pytest.mark.parametrize(
+    "registers,grid",
+    [(0, 264), (93, 264), (118, 264), (128, 264), (129, 132), (256, 132), (257, 0)],
+)
+def test_a_run_holds_the_workgroups_its_registers_leave_resident(registers, grid):
+    """Two workgroups of 256 an SM up to 128 registers a thread, one up to 256, none past
+    (an NVIDIA SM's 65,536, given out 8 a thread at a time): at 129 the H200's grid of
+    two an SM was not resident and every replay's barrier gave up (results/h200-splits/).
+    Registers unknown (0): the device's grid."""
+    from helios._helios import testing
+
+    assert testing.resident_grid(264, 132, registers) == grid
+    assert testing.resident_grid(100, 132, registers) == min(100, grid) if registers else 100
+    assert testing.resident_grid(264, 0, registers) == 264  # no SM count: nothing to cap by
+
+
+def test_registers_are_counted_in_steps_of_8():
+    """85 registers are given out as 88: two workgroups an SM (three at 85 would fit)."""
+    from helios._helios import testing
+
+    assert testing.resident_grid(1000, 132, 85) == 264
+    assert testing.resident_grid(1000, 132, 80) == 396

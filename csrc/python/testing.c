@@ -4,6 +4,7 @@
  * device's own timeline semaphore, host_signal and host_wait are the stream's
  * signal and wait. kernels: the build's SPIR-V, which tests hold to the tables. */
 #include "../core/helios_kernels.h"
+#include "../core/helios_plan.h"
 #include "binding.h"
 
 static DeviceObject *device_arg(PyObject *obj) {
@@ -72,6 +73,14 @@ static PyObject *kernels(PyObject *module, PyObject *unused) {
     return out;
 }
 
+/* resident_grid(grid, sm_count, registers): hl_plan_resident_grid, the run's grid the
+ * registers allow. */
+static PyObject *resident_grid(PyObject *module, PyObject *args) {
+    unsigned int grid, sms, regs;
+    if (!PyArg_ParseTuple(args, "III:resident_grid", &grid, &sms, &regs)) return NULL;
+    return PyLong_FromUnsignedLong(hl_plan_resident_grid(grid, sms, regs));
+}
+
 static PyMethodDef testing_methods[] = {
     {"kernels", kernels, METH_NOARGS,
      "kernels(): {name: SPIR-V bytes, or None where the build lacks the permutation} for every kernel permutation."},
@@ -82,6 +91,9 @@ static PyMethodDef testing_methods[] = {
      "host_signal(device, value): the host signals the ordering semaphore (as a CUDA stream would)."},
     {"host_wait", host_wait, METH_VARARGS,
      "host_wait(device, value, timeout_ns): wait until the ordering semaphore reaches value."},
+    {"resident_grid", resident_grid, METH_VARARGS,
+     "resident_grid(grid, sm_count, registers): a persistent run's grid where its kernel takes that many registers "
+     "a thread (0: unknown)."},
     {NULL}};
 
 int testing_init(PyObject *module) {

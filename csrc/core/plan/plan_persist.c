@@ -103,19 +103,21 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                         .ln_eps = has_head(s) ? pc->ln_eps : 0.0f}};
 }
 
-/* The run's grid: the device's, or where the driver's register count says that fewer of
- * the kernel's workgroups fit an SM (an NVIDIA SM holds 65536 registers, given out a
- * warp at a time in steps of 8 a thread), that many an SM, so that every workgroup the
- * grid barrier waits for is resident (0: none fits; the steps stay apart). */
+uint32_t hl_plan_resident_grid(uint32_t grid, uint32_t sm_count, uint32_t registers) {
+    if (!registers || !sm_count) return grid;
+    const uint32_t regs = (registers + 7u) / 8u * 8u; /* given out a warp at a time, in steps of 8 a thread */
+    const uint64_t fit = 65536u / ((uint64_t)regs * PERSIST_THREADS) * sm_count;
+    return fit < grid ? (uint32_t)fit : grid;
+}
+
+/* The run's grid: the device's, capped by hl_plan_resident_grid where the driver reports
+ * the kernel's registers on an NVIDIA GPU (0: none fits; the steps stay apart). */
 static uint32_t run_grid(const hl_device *dev, const hl_pipeline *pipe) {
     const uint32_t grid = (uint32_t)dev->plan_policy.persist_grid;
-    if (dev->caps.vendor_id != 0x10DEu || !dev->caps.sm_count) return grid;
-    for (uint32_t i = 0; i < pipe->stats.n; i++) {
-        if (strcmp(pipe->stats.items[i].name, "Register Count") != 0 || !(pipe->stats.items[i].value > 0)) continue;
-        const uint32_t regs = ((uint32_t)pipe->stats.items[i].value + 7u) / 8u * 8u;
-        const uint32_t fit = 65536u / (regs * PERSIST_THREADS) * dev->caps.sm_count;
-        return fit < grid ? fit : grid;
-    }
+    if (dev->caps.vendor_id != 0x10DEu) return grid;
+    for (uint32_t i = 0; i < pipe->stats.n; i++)
+        if (strcmp(pipe->stats.items[i].name, "Register Count") == 0 && pipe->stats.items[i].value > 0)
+            return hl_plan_resident_grid(grid, dev->caps.sm_count, (uint32_t)pipe->stats.items[i].value);
     return grid;
 }
 
