@@ -1,9 +1,8 @@
 #version 460
 // matmul_gemv_persist.comp — a plan's one-row products one after another in one
 // dispatch (plan_persist.c; the runtime in persist_runtime.glsl): the matrix-vector
-// kernel's body (matmul_gemv.glsl) for each
-// member in turn, with its LayerNorm head where the member has one, and a grid barrier
-// between members. The grid is a few workgroups per SM, all resident at once, so a
+// kernel's body (matmul_gemv.glsl) for each member in turn, with its LayerNorm head
+// where the member has one, and a grid barrier between members. The grid is a few workgroups per SM, all resident at once, so a
 // waiting workgroup never holds back one it waits for; each workgroup steps over a
 // member's columns. A member's first weight words are in flight across the barrier.
 // A plain member copies its A into shared memory, as a head normalizes into it. An
