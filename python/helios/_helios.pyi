@@ -5,9 +5,8 @@ from typing import Any, Mapping, Optional, Sequence, final
 
 import numpy as np
 
-testing: (
-    ModuleType  # helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid)
-)
+# helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid)
+testing: ModuleType
 
 MAX_LAUNCHES: int
 GEMV_MAX_ROWS: int
