@@ -9,6 +9,8 @@
 #include "helios_attention.h"
 #include "helios_core.h"
 #include "hl_layouts.h"
+#include "pipeline_store.h"
+#include "plan_policy.h"
 #include "vkfuncs.h"
 
 /* VK_KHR_shader_bfloat16 (Vulkan headers from 1.4.311 on): declared here for older
@@ -152,26 +154,6 @@ void hl_pipelines_destroy(hl_device *dev);
 /* HELIOS_PIPELINE_IR (pipeline_ir.c): the directory (NULL: unset), and a pipeline's dump. */
 const char *hl_pipeline_ir_dir(void);
 void hl_pipeline_ir_dump(hl_device *dev, const hl_pipeline *p);
-
-/* Where compiled pipelines are kept and shown (csrc/core/runtime/pipeline_cache.c and
- * pipeline_ir.c). */
-typedef struct hl_pipeline_store {
-    VkPipelineCache cache; /* persisted per device and driver (pipeline_cache.c) */
-    char path[1024];       /* its file; empty: not persisted */
-    char note[1200];       /* why a file was ignored; empty: nothing to say */
-    uint64_t loaded_bytes;
-    char ir_note[512]; /* HELIOS_PIPELINE_IR: why a representation was not written (pipeline_ir.c) */
-    uint32_t ir_files; /* HELIOS_PIPELINE_IR: files written since open */
-} hl_pipeline_store;
-
-/* What a plan does with its steps (csrc/core/plan/ reads it; device.c sets it when the
- * device opens, from the switches and the device's SMs). */
-typedef struct hl_plan_policy {
-    int decode_grid_sized;                    /* a decode attention's grid holds the splits up to the position */
-    int decode_attention_fused;               /* its splits and their combine as one dispatch */
-    int norm_fused, swiglu_fused, rope_fused; /* each in the step that reads its output */
-    int persist_grid, split_width;            /* runs' grid (0: none); what decode.c sizes splits for */
-} hl_plan_policy;
 
 struct hl_device {
     VkInstance instance;
