@@ -281,8 +281,13 @@ REFUSED_BEFORE_WORK = [
     (["suite", "decode", "--tiny", "--adapters=,"], "--adapters ',' names no adapter"),
     (["suite", "train", "--tiny", "--adapters= , "], "names no adapter"),
     (["suite", "mlp", "--tiny", "--adapters=,"], "names no adapter"),
-    (["suite", "train", "--tiny", "--tag=x"], "--tag is stored by `helios suite mlp` only"),
-    (["suite", "decode", "--tiny", "--tag=x"], "--tag is stored by `helios suite mlp` only"),
+    (["suite", "train", "--tiny", "--tag=x"], "--tag: read by `helios suite mlp` only; suite train does not take it"),
+    (["suite", "decode", "--tiny", "--tag=x"], "--tag: read by `helios suite mlp` only; suite decode does not"),
+    (["suite", "mlp", "--tiny", "--layers=3"], "--layers: read by `helios suite train` and `helios suite decode` only"),
+    (["suite", "decode", "--tiny", "--hidden=64"], "--hidden: read by `helios suite mlp` only"),
+    (["suite", "train", "--tiny", "--model=llama"], "--model: read by `helios suite decode` only"),
+    (["suite", "decode", "--tiny", "--lr=0.1"], "--lr: read by `helios suite train` only"),
+    (["suite", "mlp", "--tiny", "--adapters=bogus"], "--adapters: unknown adapter bogus for mlp"),
     (["report", "--step", "3", "x.json"], "--step flags steps in a --history"),
 ]
 
@@ -322,12 +327,14 @@ def test_decoding_through_a_plan_needs_no_torch(monkeypatch, tmp_path, capsys, d
 
 
 def test_decode_and_train_scale_their_defaults_to_a_cpu_device(device, capsys):
-    from helios.cli.suite import workload_base
+    from helios.cli.suite import SUITES, workload_base
 
     if device.info["device_type"] != "cpu":
         pytest.skip(f"{device.info['name']} is not a CPU device: the GPU-sized defaults stand")
-    args = build_parser().parse_args(["suite", "decode", "--layers=3"])
-    base = workload_base(args, "decode", {"layers": 2, "d_model": 64}, layers="layers", d_model="d_model")
-    assert base == {"layers": 3, "d_model": 64}  # given flags win over the scaled values
-    err = capsys.readouterr().err
-    assert "is a CPU device: defaults scaled to --d-model=64 (give them to override)" in err
+    for name in ("decode", "train"):
+        suite = SUITES[name]
+        args = build_parser().parse_args(["suite", name, "--layers=3"])
+        base = workload_base(args, suite)
+        assert base == {**suite.small, "layers": 3}  # given flags win over the scaled values
+        err = capsys.readouterr().err
+        assert "is a CPU device: defaults scaled to --d-model=64" in err and "--layers" not in err

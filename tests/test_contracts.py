@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import helios
-from helios.cli import main
+from helios.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -225,28 +225,28 @@ def test_scaled_defaults_name_only_what_was_scaled(device, capsys):
 def test_the_suite_sizes_its_mlp_to_the_device(device, capsys):
     """On a CPU device `suite mlp` started the H100-size block (d=4096, hidden 14336:
     hours there), and --tiny applied to train only."""
-    from helios.cli.suite import MLP_GPU, MLP_SMALL, scale_mlp_defaults
+    from helios.cli.suite import SUITES, workload_base
+    from helios.harness.workloads.mlp import MlpConfig
 
-    def args(**given):
-        base = {k: None for k in MLP_GPU}
-        return argparse.Namespace(**{**base, **given}, tiny=False, device=None, disable_coop=False)
-
-    a = args()
-    scale_mlp_defaults(a)
-    want = MLP_SMALL if device.info["device_type"] == "cpu" else MLP_GPU
-    assert {k: getattr(a, k) for k in MLP_GPU} == want
-    t = args(hidden=512)
-    t.tiny = True
-    scale_mlp_defaults(t)
-    assert t.d_model == MLP_SMALL["d_model"] and t.hidden == 512
-    assert "--tiny" in capsys.readouterr().err
+    mlp = SUITES["mlp"]
+    cpu = device.info["device_type"] == "cpu"
+    cfg = MlpConfig(**workload_base(build_parser().parse_args(["suite", "mlp"]), mlp))
+    got = {k: getattr(cfg, k) for k in mlp.fields}
+    assert got == (dict(mlp.small) if cpu else {"tokens": [512, 1024, 2048, 4096], "d_model": 4096,
+                                                 "hidden": 14336, "iters": 50, "warmup": 10})  # fmt: skip
+    capsys.readouterr()
+    tiny = workload_base(build_parser().parse_args(["suite", "mlp", "--tiny", "--hidden=512"]), mlp)
+    assert tiny["d_model"] == mlp.small["d_model"] and tiny["hidden"] == 512
+    err = capsys.readouterr().err
+    assert "helios suite mlp: --tiny: defaults scaled to --tokens=16,64 --d-model=256 --iters=5" in err
+    assert "--hidden" not in err
 
 
 def test_an_adapter_that_raises_is_failed_not_skipped():
-    from helios.harness.workloads.suite import UNAVAILABLE
+    from helios.harness.workloads.mlp import UNAVAILABLE
 
     assert issubclass(helios.UnsupportedError, UNAVAILABLE) and not issubclass(RuntimeError, UNAVAILABLE)
-    src = (ROOT / "python/helios/harness/workloads/suite.py").read_text()
+    src = (ROOT / "python/helios/harness/workloads/mlp.py").read_text()
     assert 'f"failed: {type(e).__name__}' in src and "skipped: torch.compile failed" not in src
 
 

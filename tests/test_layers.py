@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "python" / "helios"
 RANK = {"api": 0, "harness": 1, "cli": 2}
 # The harness's floors: how a measurement is taken, what it leaves, what is measured,
 # measurements made of measurements; the package and its pytest plugin on top.
-HARNESS_RANK = {"protocol": 0, "results": 1, "workloads": 2, "train": 2, "runs": 3, "": 4}
+HARNESS_RANK = {"protocol": 0, "results": 1, "workloads": 2, "runs": 3, "": 4}
 
 
 def _modules() -> dict[str, Path]:

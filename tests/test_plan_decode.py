@@ -396,11 +396,11 @@ def test_greedy_tokens_match_torch_eager_on_the_cpu():
     """The decode suite's model, trained briefly, 32 greedy tokens: the plan's equal
     torch CPU eager's (ties aside: none on this model and seed)."""
     torch = pytest.importorskip("torch", reason="the reference decoding is torch's")
-    from helios.harness.train.adapters import TorchOps
-    from helios.harness.train.model import greedy
     from helios.harness.workloads.decode import TINY, DecodeConfig
     from helios.harness.workloads.decode.plan_decoder import PlanDecoder
     from helios.harness.workloads.decode.run import train_model
+    from helios.harness.workloads.train.adapters import TorchOps
+    from helios.harness.workloads.train.model import greedy
 
     cfg = DecodeConfig(**TINY)
     model, data = train_model(cfg, torch.device("cpu"), lambda s: None)

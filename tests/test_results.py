@@ -198,7 +198,7 @@ def test_interrupted_bench_keeps_complete_rounds(tmp_path, monkeypatch):
 def test_interrupted_suite_keeps_the_adapters_measured(tmp_path, monkeypatch):
     """Ctrl-C during the second token count: the file holds the first, exit 130."""
     from helios.cli import main
-    from helios.harness.workloads import suite
+    from helios.harness.workloads import mlp as suite
 
     real = suite.run_helios
 

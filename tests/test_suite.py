@@ -10,7 +10,7 @@ import pytest
 
 from helios.cli import main
 from helios.harness.results.suite_tables import suite_markdown
-from helios.harness.workloads.suite import SuiteConfig, latency, make_workload, run_suite
+from helios.harness.workloads.mlp import MlpConfig, latency, make_workload, run_suite
 
 
 def test_suite_small_mlp(device, tmp_path, capsys, report):
@@ -65,7 +65,7 @@ def test_suite_small_mlp(device, tmp_path, capsys, report):
 
 def test_suite_gate_rejects_a_wrong_result(device, monkeypatch):
     """A broken adapter output fails the gate, marks the run failed, gets no numbers."""
-    import helios.harness.workloads.suite as suite
+    import helios.harness.workloads.mlp as suite
 
     real = suite.gate
 
@@ -73,7 +73,7 @@ def test_suite_gate_rejects_a_wrong_result(device, monkeypatch):
         return real(np.asarray(y, np.float32) + 1.0, wl, cfg)
 
     monkeypatch.setattr(suite, "gate", broken)
-    res = run_suite(SuiteConfig(tokens=[8], d_model=32, hidden=48, iters=2, warmup=0, adapters=["helios"]))
+    res = run_suite(MlpConfig(tokens=[8], d_model=32, hidden=48, iters=2, warmup=0, adapters=["helios"]))
     assert res["status"] == "failed"
     assert res["rows"][0]["status"] == "check failed" and "latency_ms" not in res["rows"][0]
     assert "check failed" in suite_markdown(res)

@@ -55,9 +55,9 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
 
 
 def test_the_numpy_initial_weights_are_the_models_names_shapes_and_rule():
-    from helios.harness.train.config import TrainConfig
-    from helios.harness.train.model import GPT
     from helios.harness.workloads.decode.weights import INIT_STD, initial_state
+    from helios.harness.workloads.train.config import TrainConfig
+    from helios.harness.workloads.train.model import GPT
 
     torch.manual_seed(0)
     ref = GPT(TrainConfig(layers=3, d_model=32, heads=2, seq=40, vocab=50)).state_dict()

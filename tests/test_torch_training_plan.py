@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch", reason="helios.torch needs torch")
 if not torch.cuda.is_available():
     pytest.skip("training_plan binds CUDA tensors: this machine has no CUDA", allow_module_level=True)
 
-from helios.harness.train import adapters  # noqa: E402
-from helios.harness.train.config import GATE_GRAD_RTOL, GATE_LOSS_RTOL, TrainConfig  # noqa: E402
-from helios.harness.train.model import GPT  # noqa: E402
+from helios.harness.workloads.train import adapters  # noqa: E402
+from helios.harness.workloads.train.config import GATE_GRAD_RTOL, GATE_LOSS_RTOL, TrainConfig  # noqa: E402
+from helios.harness.workloads.train.model import GPT  # noqa: E402
 from helios.torch import training_plan  # noqa: E402
 
 CFG = TrainConfig(layers=2, d_model=128, heads=2, seq=64, batch=2, vocab=96)

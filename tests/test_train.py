@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="helios suite train needs torch")
 
 
 def test_the_markov_stream_is_seeded_and_learnable():
-    from helios.harness.train import markov_stream
+    from helios.harness.workloads.train import markov_stream
 
     a, b = markov_stream(50, 8, 200, seed=3), markov_stream(50, 8, 200, seed=3)
     assert np.array_equal(a, b) and a.min() >= 0 and a.max() < 50
@@ -51,9 +51,9 @@ def test_unknown_train_adapters_are_refused(capsys):
 
 
 def test_decoding_with_the_kv_cache_equals_the_full_forward():
-    from helios.harness.train import TINY, TrainConfig
-    from helios.harness.train.adapters import TorchOps
-    from helios.harness.train.model import GPT, greedy
+    from helios.harness.workloads.train import TINY, TrainConfig
+    from helios.harness.workloads.train.adapters import TorchOps
+    from helios.harness.workloads.train.model import GPT, greedy
 
     torch.manual_seed(0)
     cfg = TrainConfig(**TINY)
@@ -81,8 +81,8 @@ def test_the_inference_smoke_is_in_the_result(device, tmp_path):
 def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatch):
     """A helios adapter whose logits are 1.5x off must fail its first-step gate and
     get no numbers (the gate can fail)."""
-    from helios.harness.train import TINY, TrainConfig, adapters
-    from helios.harness.train.loop import run_train
+    from helios.harness.workloads.train import TINY, TrainConfig, adapters
+    from helios.harness.workloads.train.loop import run_train
 
     real = adapters.ops_for
 
@@ -109,7 +109,7 @@ def test_the_gate_rejects_an_adapter_whose_products_are_wrong(device, monkeypatc
 def test_a_launcher_run_is_distributed_and_needs_cuda(monkeypatch, capsys):
     """Under torchrun (WORLD_SIZE > 1) the suite trains DistributedDataParallel
     replicas over NCCL; without CUDA it says so before any work."""
-    from helios.harness.train.ddp import distributed_rank
+    from helios.harness.workloads.train.ddp import distributed_rank
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
@@ -131,10 +131,10 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
     gradient itself, so a piece copied to the wrong parameter or shape shows)."""
     import torch.distributed as dist
 
-    from helios.harness.train import TINY, TrainConfig
-    from helios.harness.train.adapters import TorchOps
-    from helios.harness.train.ddp import average_grads
-    from helios.harness.train.model import GPT
+    from helios.harness.workloads.train import TINY, TrainConfig
+    from helios.harness.workloads.train.adapters import TorchOps
+    from helios.harness.workloads.train.ddp import average_grads
+    from helios.harness.workloads.train.model import GPT
 
     if not dist.is_available():
         pytest.skip("this torch has no torch.distributed")
@@ -156,10 +156,10 @@ def test_gradients_averaged_after_the_backward_land_on_their_parameters(tmp_path
 
 _DDP_WORKER = """
 import sys, torch, torch.distributed as dist
-from helios.harness.train import TINY, TrainConfig
-from helios.harness.train.adapters import TorchOps
-from helios.harness.train.ddp import wrap_ddp
-from helios.harness.train.model import GPT
+from helios.harness.workloads.train import TINY, TrainConfig
+from helios.harness.workloads.train.adapters import TorchOps
+from helios.harness.workloads.train.ddp import wrap_ddp
+from helios.harness.workloads.train.model import GPT
 rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
 grads = {}
@@ -187,9 +187,9 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
 
     import torch.distributed as dist
 
-    from helios.harness.train import TINY, TrainConfig
-    from helios.harness.train.adapters import TorchOps
-    from helios.harness.train.model import GPT
+    from helios.harness.workloads.train import TINY, TrainConfig
+    from helios.harness.workloads.train.adapters import TorchOps
+    from helios.harness.workloads.train.model import GPT
 
     if not dist.is_available() or not dist.is_gloo_available():
         pytest.skip("this torch has no torch.distributed with gloo")
@@ -226,8 +226,8 @@ def test_ddp_comm_hooks_average_or_keep_each_ranks_gradients(tmp_path):
 
 
 def test_the_comm_hook_follows_the_adapter():
-    from helios.harness.train import TrainConfig
-    from helios.harness.train.ddp import comm_hook_for
+    from helios.harness.workloads.train import TrainConfig
+    from helios.harness.workloads.train.ddp import comm_hook_for
 
     assert comm_hook_for(TrainConfig(), "helios") == "helios"
     assert comm_hook_for(TrainConfig(), "torch_eager") == "torch"
@@ -236,7 +236,7 @@ def test_the_comm_hook_follows_the_adapter():
 
 
 def test_the_markdown_names_the_world_size():
-    from helios.harness.train import train_markdown
+    from helios.harness.workloads.train import train_markdown
 
     row = {
         "adapter": "helios",
@@ -317,8 +317,8 @@ def test_a_trace_records_the_last_warm_up_steps(tmp_path):
 def test_a_failing_adapter_is_one_line_in_the_table_and_whole_in_the_json(monkeypatch, tmp_path):
     """A compiler's multi-line error used to land raw in the markdown table (breaking it):
     the table gets its first line, the JSON row keeps the whole text."""
-    from helios.harness.train import TINY, TrainConfig, adapters, train_markdown
-    from helios.harness.train.loop import run_train
+    from helios.harness.workloads.train import TINY, TrainConfig, adapters, train_markdown
+    from helios.harness.workloads.train.loop import run_train
 
     real = adapters.ops_for
 
@@ -339,7 +339,7 @@ def test_a_failing_adapter_is_one_line_in_the_table_and_whole_in_the_json(monkey
 
 
 def test_torch_compile_is_probed_before_it_runs():
-    from helios.harness.train.loop import compile_unavailable
+    from helios.harness.workloads.train.loop import compile_unavailable
 
     class Broken:
         @staticmethod
@@ -358,7 +358,7 @@ def test_torch_compile_is_probed_before_it_runs():
 
 
 def test_the_cell_shows_a_compilers_diagnostic():
-    from helios.harness.train.loop import first_line
+    from helios.harness.workloads.train.loop import first_line
 
     err = RuntimeError(
         "backend='inductor' raised:\nCppCompileError: C++ compile error\n\n/t/c.h:19:10: fatal error: ATen/N.h: No such file"

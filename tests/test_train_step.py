@@ -14,7 +14,7 @@ SHAPE = GPTShape(vocab=96, d=64, heads=2, layers=2, seq=32, batch=2)
 
 
 def _init(seed: int = 0) -> dict:
-    """torch's GPT init rule (helios.harness.train.model): matrices N(0, 0.02), biases 0,
+    """torch's GPT init rule (helios.harness.workloads.train.model): matrices N(0, 0.02), biases 0,
     LayerNorm weights 1."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -52,9 +52,9 @@ def test_replayed_steps_equal_the_ops_run_one_by_one(device):
 
 def test_steps_track_torchs_eager_step(device):
     torch = pytest.importorskip("torch", reason="the oracle is torch's eager step on the CPU")
-    from helios.harness.train import adapters
-    from helios.harness.train.config import GATE_GRAD_RTOL, GATE_LOSS_RTOL, TrainConfig
-    from helios.harness.train.model import GPT
+    from helios.harness.workloads.train import adapters
+    from helios.harness.workloads.train.config import GATE_GRAD_RTOL, GATE_LOSS_RTOL, TrainConfig
+    from helios.harness.workloads.train.model import GPT
 
     cfg = TrainConfig(layers=SHAPE.layers, d_model=SHAPE.d, heads=SHAPE.heads, seq=SHAPE.seq, batch=SHAPE.batch,
                       vocab=SHAPE.vocab)  # fmt: skip

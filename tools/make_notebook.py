@@ -99,8 +99,8 @@ for committed, path in committed_attn[-2:]:
         "(its table says each adapter's tokens/s: the whole decoder as one Helios group per direction, a group per "
         "block, an op per linear, torch eager and torch.compile)."
     ),
-    new_code_cell("""from helios.harness.train import TINY, TrainConfig, train_markdown
-from helios.harness.train.loop import run_train
+    new_code_cell("""from helios.harness.workloads.train import TINY, TrainConfig, train_markdown
+from helios.harness.workloads.train.loop import run_train
 tiny = run_train(TrainConfig(**TINY, adapters=["torch_eager", "helios"]))
 print(train_markdown(tiny))
 committed = []

@@ -3,7 +3,7 @@ submission: the embedding, the blocks, the final LayerNorm, the tied head and th
 cross-entropy, their backward, the gradient norm and AdamW over every parameter,
 with nothing recorded again and nothing computed on the host.
 
-The model is the training suite's GPT (``helios.harness.train.model``; torch's
+The model is the training suite's GPT (``helios.harness.workloads.train.model``; torch's
 ``nn.Module`` names): learned positions, pre-LayerNorm blocks of causal multi-head
 self-attention (one QKV product) and a GELU (tanh) MLP, a final LayerNorm and a head
 tied to the token table; bf16 products and attention with fp32 accumulation, an fp32

@@ -13,7 +13,7 @@ import argparse
 import json
 from collections import defaultdict
 
-from helios.harness.train import TRACE_STEPS
+from helios.harness.workloads.train import TRACE_STEPS
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 

@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..harness.train import DDP_COMM_HOOKS, GRAD_SYNCS
-from ..optional import require
+from ..harness.workloads import mlp, train
+from ..harness.workloads.decode import suite as decode
+from ..harness.workloads.suites import AdapterChoice, Suite
+from ..harness.workloads.train import DDP_COMM_HOOKS, GRAD_SYNCS
 from .common import (
     UsageError,
     device_index,
@@ -24,210 +26,87 @@ from .common import (
 )
 from .common_args import Grouped, add_launches, add_out, add_seed, add_tolerances
 
+SUITES: dict[str, Suite] = {s.name: s for s in (mlp.SUITE, train.SUITE, decode.SUITE)}
+# Every flag's default, as the parser declares it (register): a flag of another suite
+# counts as given when its value is not its default.
+FLAG_DEFAULTS: dict[str, Any] = {}
 
-def workload_base(args: argparse.Namespace, workload: str, small: dict[str, Any], **flags: str) -> dict[str, Any]:
-    """A workload's configuration fields from its flags (field=the flag's dest): `small`'s
-    values first with --tiny or on a CPU Vulkan device (the GPU-sized defaults would take
-    hours there; the values not given are said on stderr), then every flag given."""
-    given = {field: getattr(args, dest) for field, dest in flags.items() if getattr(args, dest) is not None}
-    scaled = bool(args.tiny)
-    if not scaled and any(f not in given for f in small):
+
+def workload_base(args: argparse.Namespace, suite: Suite) -> dict[str, Any]:
+    """The suite's fields from its flags: `small`'s values first with --tiny or on a CPU
+    Vulkan device (the GPU-sized defaults would take hours there; the values not given
+    are said on stderr), then every flag given."""
+    given = {f: getattr(args, dest) for f, dest in suite.fields.items() if getattr(args, dest) is not None}
+    missing = [f for f in suite.small if f not in given]
+    why = "--tiny" if args.tiny else None
+    if why is None and missing:
         with open_device(args) as d:
             if d.info["device_type"] == "cpu":
-                scaled = True
-                shown = " ".join(
-                    f"--{dest.replace('_', '-')}={_flag_text(small[f])}"
-                    for f, dest in flags.items()
-                    if f in small and f not in given
-                )
-                print(f"helios suite {workload}: {d.info['name']} is a CPU device: defaults scaled to {shown} "
-                      "(give them to override)", file=sys.stderr)  # fmt: skip
-    base: dict[str, Any] = dict(small) if scaled else {}
-    base.update(given)
-    return base
+                why = f"{d.info['name']} is a CPU device"
+    if why is None:
+        return given
+    if missing:
+        shown = " ".join(f"--{suite.fields[f].replace('_', '-')}={_flag_text(suite.small[f])}" for f in missing)
+        print(f"helios suite {suite.name}: {why}: defaults scaled to {shown} (give them to override)", file=sys.stderr)
+    return {**suite.small, **given}
 
 
 def _flag_text(v: Any) -> str:
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
 
-def adapter_list(text: Any, choices: Any, default: Any, workload: str) -> list[str]:
+def adapter_list(text: Any, choice: AdapterChoice) -> list[str]:
     """--adapters as a list: the default where not given; UsageError for an empty list or
-    a name not in choices."""
+    a name not in the choices."""
     if text is None:
-        return list(default)
+        return list(choice.default)
     names = [a.strip() for a in str(text).split(",") if a.strip()]
     if not names:
-        raise UsageError(f"--adapters {text!r} names no adapter; choose from {', '.join(choices or default)}")
-    bad = [a for a in names if choices is not None and a not in choices]
+        raise UsageError(
+            f"--adapters {text!r} names no adapter; choose from {', '.join(choice.choices or choice.default)}"
+        )
+    bad = [a for a in names if choice.choices is not None and a not in choice.choices]
     if bad:
-        raise UsageError(f"--adapters: unknown {', '.join(bad)} for {workload}; choose from {', '.join(choices)}")
+        raise UsageError(
+            f"--adapters: unknown {', '.join(bad)} for {choice.label}; choose from {', '.join(choice.choices or ())}"
+        )
     return names
 
 
-def no_tag(args: argparse.Namespace, workload: str) -> None:
-    if args.tag is not None:
-        raise UsageError(f"--tag is stored by `helios suite mlp` only; suite {workload} results have no tag")
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    require("torch", "helios suite train")
-    from ..harness.train import DEFAULT_TRAIN_ADAPTERS, TINY, TRAIN_ADAPTERS, TrainConfig, train_markdown
-    from ..harness.train.loop import run_train
-
-    no_tag(args, "train")
-    adapters = adapter_list(args.adapters, TRAIN_ADAPTERS, DEFAULT_TRAIN_ADAPTERS, "train")
-    out = out_paths(args.out, args.force)
-    base = workload_base(
-        args,
-        "train",
-        TINY,
-        layers="layers", d_model="d_model", heads="heads", seq="seq", batch="micro_batch", vocab="vocab",
-        steps="steps", warmup_steps="train_warmup", ddp_bucket_mb="ddp_bucket_mb", grad_sync="grad_sync",
-        ddp_comm_hook="ddp_comm_hook", trace="trace",
-    )  # fmt: skip
-    if "torch_eager" not in adapters:
-        adapters.insert(0, "torch_eager")  # the reference every adapter is compared with
-    if args.trace is not None:  # each adapter's trace file: writable, before any training
-        for a in adapters:
-            target(Path(f"{args.trace}-{a}-rank0.json"), "--trace")
-    cfg = TrainConfig(**base, lr=args.lr, seed=args.seed, adapters=adapters, command=["helios"] + list(sys.argv[1:]))
-    result = run_train(cfg, log=print)
-    if result.get("distributed", {}).get("rank", 0) != 0:
-        out = None  # under a launcher rank 0 writes the run (every rank holds the all-reduced curves)
-    return emit(result, train_markdown(result), out, "training rejected: an adapter failed its gate or diverged")
-
-
-# The MLP suite's workload where no flag names it: on a GPU the LLM-size block; on a
-# CPU Vulkan device (lavapipe, ~16 GFLOP/s: hours for the GPU size) or with --tiny,
-# a block small enough to finish in minutes.
-MLP_GPU = {"tokens": [512, 1024, 2048, 4096], "d_model": 4096, "hidden": 14336, "iters": 50, "warmup": 10}
-MLP_SMALL = {"tokens": [16, 64], "d_model": 256, "hidden": 896, "iters": 5, "warmup": 1}
-
-
-def scale_mlp_defaults(args: argparse.Namespace) -> None:
-    """Fills the MLP suite's flags not given: MLP_SMALL with --tiny or on a CPU device
-    (said on stderr, naming the values), else MLP_GPU."""
-    given = {k for k in MLP_GPU if getattr(args, k) is not None}
-    small = bool(args.tiny)
-    name = None
-    if not small and len(given) < len(MLP_GPU):
-        with open_device(args) as d:
-            small, name = d.info["device_type"] == "cpu", d.info["name"]
-    for k, v in (MLP_SMALL if small else MLP_GPU).items():
-        if k not in given:
-            setattr(args, k, v)
-    if small and len(given) < len(MLP_GPU):
-        why = "--tiny" if args.tiny else f"{name} is a CPU device"
-        shown = " ".join(
-            f"--{k.replace('_', '-')}={','.join(map(str, getattr(args, k))) if k == 'tokens' else getattr(args, k)}"
-            for k in MLP_SMALL
-            if k not in given
-        )
-        print(f"helios suite mlp: {why}: defaults scaled to {shown} (give them to override)", file=sys.stderr)
-
-
-def cmd_decode(args: argparse.Namespace) -> int:
-    from ..harness.results.suite_tables import decode_markdown
-    from ..harness.workloads.decode import DECODE_ADAPTERS, LLAMA_ADAPTERS, TINY, DecodeConfig, check_config
-    from ..harness.workloads.decode.run import run_decode, torch_or_none
-
-    no_tag(args, "decode")
-    choices = LLAMA_ADAPTERS if args.model == "llama" else DECODE_ADAPTERS
-    adapters = adapter_list(args.adapters, choices, choices, f"decode --model {args.model}")
-    out = out_paths(args.out, args.force)
-    base = workload_base(
-        args,
-        "decode",
-        TINY,
-        layers="layers", d_model="d_model", heads="heads", vocab="vocab", prompt="prompt", new="new",
-        contexts="contexts", context_steps="context_steps", train_steps="train_steps",
-    )  # fmt: skip
-    base["adapters"] = adapters
-    llama_model_flags(args, base)
-    if adapters != ["helios_plan"] or (args.train_steps and args.model == "gpt"):
-        require("torch", "helios suite decode (its model is the training suite's torch GPT, trained by torch)")
-    elif torch_or_none() is None:
-        base["train_steps"] = 0
-        print("helios suite decode: torch is not installed: --adapters helios_plan decodes the model's initial "
-              "(random) weights, --train-steps=0 (install 'helios-vulkan[torch]' to train and judge them)",
-              file=sys.stderr)  # fmt: skip
-    cfg = DecodeConfig(**base, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
-    try:
-        check_config(cfg)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    result = run_decode(cfg, log=print)
-    return emit(result, decode_markdown(result), out, "decode rejected: an adapter failed or left eager's tokens")
-
-
-def llama_model_flags(args: argparse.Namespace, base: dict[str, Any]) -> None:
-    """--model, --preset and --checkpoint into base; UsageError for flags the model does not take."""
-    base["model"] = args.model
-    if args.model == "gpt":
-        given = [f for f, v in (("--preset", args.preset), ("--checkpoint", args.checkpoint),
-                                ("--prefill", args.prefill)) if v is not None]  # fmt: skip
-        if given:
-            raise UsageError(f"{', '.join(given)}: for --model llama; the GPT's shape is --layers, --d-model, ...")
-        return
-    shape = [f"--{k.replace('_', '-')}" for k in ("layers", "d_model", "heads", "vocab", "train_steps")
-             if getattr(args, k) is not None]  # fmt: skip
-    if shape or (args.preset and args.checkpoint):
-        raise UsageError(f"--model llama: the preset or the checkpoint sets the shape, not {', '.join(shape)}"
-                         if shape else "--preset and --checkpoint: one of them")  # fmt: skip
-    scaled = args.layers is None and "layers" in base  # the CPU or --tiny defaults
-    for k in ("layers", "d_model", "heads", "vocab", "train_steps"):
-        base.pop(k, None)
-    base["checkpoint"] = args.checkpoint
-    base["preset"] = None if args.checkpoint else args.preset or ("tiny" if scaled else "llama-3.2-1b")
-    base["prefill"] = args.prefill if args.prefill is not None else (16 if scaled else 512)
+def refuse_foreign_flags(args: argparse.Namespace, suite: Suite) -> None:
+    """UsageError naming a flag given that only other suites read (it would be ignored)."""
+    for dest in sorted(set().union(*(s.own_flags for s in SUITES.values())) - suite.own_flags):
+        if getattr(args, dest, None) != FLAG_DEFAULTS.get(dest):
+            owners = " and ".join(f"`helios suite {s.name}`" for s in SUITES.values() if dest in s.own_flags)
+            raise UsageError(f"--{dest.replace('_', '-')}: read by {owners} only; suite {suite.name} does not take it")
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    if args.workload == "train":
-        return cmd_train(args)
-    if args.workload == "decode":
-        return cmd_decode(args)
+    """The one driver (harness/workloads/suites.py says the steps)."""
+    suite = SUITES[args.workload]
+    refuse_foreign_flags(args, suite)
     if args.suite_device is not None:  # the original suite's --device: "cuda" (the GPU) or an index
         if args.suite_device.strip().lower() != "cuda":
             args.device = flag_value("--device", device_index, args.suite_device)
-    scale_mlp_defaults(args)
-    from ..harness.results.suite_tables import suite_markdown
-    from ..harness.workloads.external import external_adapters
-    from ..harness.workloads.suite import ADAPTERS, SuiteConfig, run_suite
-
+    if args.device is not None and not suite.takes_device:
+        raise UsageError(f"--device {args.device}: helios suite {suite.name} runs on torch's CUDA device and the Vulkan "
+                         "device with its UUID (choose it with CUDA_VISIBLE_DEVICES), or without CUDA on HELIOS_DEVICE's")  # fmt: skip
+    adapters = adapter_list(args.adapters, suite.adapters(args))
     out = out_paths(args.out, args.force)
-    adapters = adapter_list(args.adapters, None, ADAPTERS, "mlp")  # names checked with the external ones
+    fields = workload_base(args, suite)
+    fields.update(adapters=adapters, seed=args.seed, command=["helios"] + list(sys.argv[1:]))
     try:
-        external = external_adapters(args.adapter_cmd, ADAPTERS)
-    except ValueError as e:  # the message names --adapter-cmd and the spec
+        cfg = suite.configure(args, fields)
+    except ValueError as e:  # the message names the flag
         raise UsageError(str(e)) from None
-    cfg = SuiteConfig(
-        tokens=args.tokens,
-        d_model=args.d_model,
-        hidden=args.hidden,
-        iters=args.iters,
-        warmup=args.warmup,
-        adapters=adapters,
-        seed=args.seed,
-        atol=args.atol,
-        rtol=args.rtol,
-        device=args.device,
-        tag=args.tag if args.tag is not None else "mlp",
-        command=["helios"] + list(sys.argv[1:]),
-        external=external,
-        adapter_timeout_s=args.adapter_timeout,
-    )
-    result = run_suite(cfg, log=print)
-    return emit(
-        result, suite_markdown(result), out, "suite rejected: an adapter failed (its correctness gate or its run)"
-    )
+    for path, flag in suite.outputs(cfg):
+        target(Path(path), flag)
+    result = suite.run(cfg, print)
+    return emit(result, suite.markdown(result), out if suite.writes_result(result) else None, suite.rejected)
 
 
 def suite_doc() -> str:
-    from ..harness.workloads import suite
-
-    return suite.__doc__ or ""
+    return mlp.__doc__ or ""
 
 
 # Long: the command's flags, one declaration each in the order --help prints them.
@@ -247,7 +126,7 @@ def register(sub: Any) -> None:
         "workload",
         choices=["mlp", "train", "decode"],
         help="the workload: mlp (the MLP block per adapter), train (a GPT-style decoder trained "
-        "through each adapter: tokens/s, step split, loss curves; helios/harness/train/) or decode (that "
+        "through each adapter: tokens/s, step split, loss curves; helios/harness/workloads/train/) or decode (that "
         "decoder generating greedily at batch 1: ms/token, tokens identical to eager; helios/harness/workloads/decode/)",
     )
     pd = ps.add_argument_group("decode (helios suite decode; --layers, --heads, --d-model, --vocab as for train)")
@@ -357,7 +236,8 @@ def register(sub: Any) -> None:
         dest="suite_device",
         default=None,
         help="'cuda' (the GPU under test: what the original suite's --device cuda meant) or a Vulkan "
-        "device index (the same as `helios --device N suite`)",
+        "device index (the same as `helios --device N suite`); mlp only: train and decode run on torch's CUDA "
+        "device (CUDA_VISIBLE_DEVICES) and the Vulkan device with its UUID",
     )
     ps.add_argument(
         "--adapter-cmd",
@@ -421,3 +301,4 @@ def register(sub: Any) -> None:
     )
     add_out(ps, "write the JSON result here and the markdown table beside it (.md)", force="existing --out files")
     ps.set_defaults(func=cmd_suite)
+    FLAG_DEFAULTS.update({a.dest: a.default for a in ps.parser._actions})

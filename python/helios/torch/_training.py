@@ -110,7 +110,7 @@ class TrainingPlan:
 
 
 def _shape_of(model: Any, batch: torch.Tensor) -> GPTShape:
-    """The suite's GPT (helios.harness.train.model) and nothing else: its parameter names
+    """The suite's GPT (helios.harness.workloads.train.model) and nothing else: its parameter names
     and shapes, or a ValueError naming the first that differs."""
     try:
         vocab, d = model.tok.weight.shape

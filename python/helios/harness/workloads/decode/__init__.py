@@ -1,7 +1,7 @@
 """`helios suite decode`: the training suite's GPT decoding greedily at batch 1,
 one table for every way to run its step on the same GPU.
 
-Model: the training suite's decoder (helios/harness/train/model.py), its weights
+Model: the training suite's decoder (helios/harness/workloads/train/model.py), its weights
 from a short torch training run on the suite's Markov token stream (--train-steps;
 0 keeps the initial weights: random, where only speed is asked). Products and
 attention in bfloat16 with fp32 accumulation, LayerNorm and the residual stream in
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from ....files import size_text
+from ..suites import SuiteConfig
 
 CONTEXT_WARMUP = 4  # untimed steps at each context length before the timed ones
 DECODE_ADAPTERS = ("torch_eager", "torch_cuda_graphs", "helios_torch", "helios_plan")
@@ -46,7 +47,7 @@ TINY = {"layers": 2, "d_model": 64, "heads": 2, "vocab": 96, "prompt": 8, "new":
 
 
 @dataclass
-class DecodeConfig:
+class DecodeConfig(SuiteConfig):
     layers: int = 8
     d_model: int = 1024
     heads: int = 16
@@ -56,9 +57,7 @@ class DecodeConfig:
     contexts: list[int] = field(default_factory=lambda: [256, 1024, 4096])
     context_steps: int = 32
     train_steps: int = 100
-    seed: int = 0
     adapters: list[str] = field(default_factory=lambda: list(DECODE_ADAPTERS))
-    command: list[str] = field(default_factory=list)
     model: str = "gpt"  # gpt: the training suite's GPT; llama: llama.py's (a preset or a checkpoint)
     preset: Optional[str] = None  # --model llama: a shape of llama.PRESETS, random weights
     checkpoint: Optional[str] = None  # --model llama: a Hugging Face folder

@@ -2,7 +2,7 @@
 weights and KV caches resident in Helios Tensors, the token and the position in the
 plan's parameter words, the next token from the plan's top-1. No torch in the step.
 
-The step, as the model computes it (helios/harness/train/model.py): the embedding
+The step, as the model computes it (helios/harness/workloads/train/model.py): the embedding
 rows summed into the fp32 residual stream; per block LayerNorm (the previous
 block's MLP output added to the stream in the same pass), the QKV product,
 attention over the cache (this position's K and V appended), the output

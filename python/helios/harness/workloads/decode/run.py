@@ -18,7 +18,7 @@ from ...protocol.provenance import provenance
 from ...protocol.rounds import interrupted_message
 from ...results.rows import DECODE_SCHEMA, DecodeRow
 from ...results.schema import written_row
-from ...train.config import TrainConfig, markov_stream
+from ..train.config import TrainConfig, markov_stream
 from . import CONTEXT_WARMUP, CUDA_ADAPTERS, DecodeConfig, check_config, check_limits, host_memory_bytes
 from .plan_decoder import PlanDecoder
 from .runners import EagerRunner, GraphRunner, PlanRunner, median_or_none, timed_steps
@@ -31,8 +31,8 @@ def train_model(cfg: DecodeConfig, device: Any, log: Callable[[str], None]) -> t
     """The GPT after cfg.train_steps AdamW steps of torch on the Markov stream, and the stream."""
     import torch
 
-    from ...train.adapters import TorchOps
-    from ...train.model import GPT
+    from ..train.adapters import TorchOps
+    from ..train.model import GPT
 
     tcfg = TrainConfig(layers=cfg.layers, d_model=cfg.d_model, heads=cfg.heads, seq=cfg.max_len, vocab=cfg.vocab,
                        batch=TRAIN_BATCH, steps=max(cfg.train_steps, 1), seed=cfg.seed)  # fmt: skip
@@ -100,7 +100,7 @@ class Adapters:
         """torch_eager's logits after seq (the judge's reference)."""
         import torch
 
-        from ...train.adapters import TorchOps
+        from ..train.adapters import TorchOps
 
         m = self.model
         with torch.no_grad():
@@ -111,7 +111,7 @@ class Adapters:
         if adapter != "helios_plan":
             import torch
 
-            from ...train.adapters import HeliosPerOpOps, TorchOps
+            from ..train.adapters import HeliosPerOpOps, TorchOps
         if adapter == "torch_eager":
             return EagerRunner(torch, self.model, TorchOps(), self.cuda)
         if adapter == "helios_torch":
@@ -372,7 +372,7 @@ def header(cfg: DecodeConfig, torch: Any, cuda: bool) -> tuple[dict, Any]:
     torch has it, so that the two share the GPU's ordering)."""
     result: dict = {"schema": DECODE_SCHEMA, "status": "ok", **provenance(), "config": asdict(cfg), "rows": []}
     if torch is not None:
-        from ...train.loop import lock_numerics
+        from ..train.loop import lock_numerics
 
         result["numerics"] = lock_numerics(torch)
     result["device"] = torch.cuda.get_device_name(torch.device("cuda")) if cuda else "cpu (no CUDA)"

@@ -2,7 +2,7 @@
 a token and returns the greedy next one (the GPU's work waited for); ``host_ms`` and
 ``gpu_ms`` say what the last step cost where the adapter can tell.
 
-torch_eager        the model's own decoding (helios/harness/train/model.py): torch
+torch_eager        the model's own decoding (helios/harness/workloads/train/model.py): torch
                    ops, a KV cache grown by concatenation
 torch_cuda_graphs  the same model with static KV caches (bfloat16, max_len rows) and
                    the whole step captured in one CUDA graph, attention over every

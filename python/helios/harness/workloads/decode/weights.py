@@ -1,5 +1,5 @@
 """The decode suite's GPT initial weights without torch: the parameters the training
-suite's model (helios/harness/train/model.py) starts from, by its state_dict names, drawn
+suite's model (helios/harness/workloads/train/model.py) starts from, by its state_dict names, drawn
 with NumPy under its rule (every 2-D parameter N(0, 0.02), biases 0, LayerNorm weights 1).
 What `--adapters helios_plan` decodes where torch is not installed: no training, so
 the weights are random (the step's cost does not depend on their values)."""

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..results.suite_tables import train_markdown
+from ...results.suite_tables import train_markdown
 
 __all__ = ["train_markdown"]

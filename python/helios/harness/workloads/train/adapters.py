@@ -66,7 +66,7 @@ class HeliosPerOpOps(ComposedOps):
     name = "helios per op"
 
     def __init__(self) -> None:
-        from ... import torch as ht
+        from .... import torch as ht
 
         self.ht = ht
 
@@ -181,13 +181,13 @@ class HostOps(ComposedOps):
     name = "helios (host arrays)"
 
     def __init__(self) -> None:
-        from ...functions import default_device
+        from ....functions import default_device
 
         self.dev = default_device()
         dev = self.dev
 
         def np16(t):
-            from ...dtypes import bfloat16
+            from ....dtypes import bfloat16
 
             return t.detach().to(bf16).contiguous().view(torch.int16).numpy().view(bfloat16)
 

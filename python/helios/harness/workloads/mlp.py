@@ -38,7 +38,7 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -52,8 +52,10 @@ from ..protocol.provenance import provenance
 from ..protocol.rounds import interrupted_message
 from ..results.rows import SUITE_SCHEMA, SuiteRow
 from ..results.schema import written_row
-from .external import run_external
+from ..results.suite_tables import suite_markdown
+from .external import external_adapters, run_external
 from .references import queued_ms_per_call
+from .suites import AdapterChoice, Suite, SuiteConfig
 
 ADAPTERS = ("helios", "helios_per_call", "helios_torch", "torch_eager", "torch_compile")
 CHECK_ROWS = 64
@@ -62,19 +64,20 @@ RAMP_MS = 50.0  # GPU work per clock-ramp burst
 
 
 @dataclass
-class SuiteConfig:
-    tokens: list[int]
+class MlpConfig(SuiteConfig):
+    """The MLP suite's run; its defaults are the GPU-sized block (SUITE.small: the
+    block for a CPU device or --tiny)."""
+
+    adapters: list[str] = field(default_factory=lambda: list(ADAPTERS))
+    tokens: list[int] = field(default_factory=lambda: [512, 1024, 2048, 4096])
     d_model: int = 4096
     hidden: int = 14336
     iters: int = 50
     warmup: int = 10
-    adapters: list[str] = field(default_factory=lambda: list(ADAPTERS))
-    seed: int = 0
     atol: float = ATOL
     rtol: float = RTOL
     device: Optional[int] = None
     tag: str = "mlp"
-    command: list[str] = field(default_factory=list)
     external: dict[str, str] = field(default_factory=dict)  # adapter name -> command (harness/workloads/external.py)
     adapter_timeout_s: float = 600.0
 
@@ -114,7 +117,7 @@ def make_workload(tokens: int, d: int, hidden: int, seed: int) -> Workload:
     return Workload(x, w1, b1, w2, b2)
 
 
-def gate(y: np.ndarray, wl: Workload, cfg: SuiteConfig) -> dict:
+def gate(y: np.ndarray, wl: Workload, cfg: MlpConfig) -> dict:
     rng = np.random.default_rng(cfg.seed + 1)
     rows = np.sort(rng.choice(wl.tokens, size=min(CHECK_ROWS, wl.tokens), replace=False))
     r = check_close(np.asarray(y)[rows], wl.reference_rows(rows), atol=cfg.atol, rtol=cfg.rtol)
@@ -156,7 +159,7 @@ def _finish(row: dict, wl: Workload, samples: list[float], peak: Optional[int]) 
     return row
 
 
-def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
+def run_helios(dev: Device, wl: Workload, cfg: MlpConfig) -> dict:
     row: dict = {"adapter": "helios", "timer": "vulkan timestamps, one chain per sample"}
     dev.empty_cache()  # peak memory: this adapter's allocations only
     dev.reset_telemetry()
@@ -191,7 +194,7 @@ def run_helios(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
     return _finish(row, wl, t.samples_ms, int(dev.telemetry()["peak_device_bytes"]))
 
 
-def run_helios_per_call(dev: Device, wl: Workload, cfg: SuiteConfig) -> dict:
+def run_helios_per_call(dev: Device, wl: Workload, cfg: MlpConfig) -> dict:
     row: dict = {
         "adapter": "helios_per_call",
         "timer": "host wall clock per forward (uploads, two submissions, downloads)",
@@ -241,7 +244,7 @@ def _torch_cuda(row: dict, uuid: Optional[str]) -> Optional[tuple]:
     return torch, torch.device("cuda", index)
 
 
-def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None) -> dict:
+def run_helios_torch(wl: Workload, cfg: MlpConfig, uuid: Optional[str] = None) -> dict:
     row: dict = {
         "adapter": "helios_torch",
         "timer": "cuda events per forward on torch's stream (helios.torch.mlp on torch CUDA tensors: one ordered group)",
@@ -300,7 +303,7 @@ def run_helios_torch(wl: Workload, cfg: SuiteConfig, uuid: Optional[str] = None)
 UNAVAILABLE = (_helios.UnsupportedError, _helios.NoDeviceError, ImportError, BufferError)
 
 
-def cuda_event_samples(torch, call: Callable[[], object], cfg: SuiteConfig, row: dict) -> list[float]:
+def cuda_event_samples(torch, call: Callable[[], object], cfg: MlpConfig, row: dict) -> list[float]:
     """ms per call between two CUDA events on torch's current stream, the calls
     queued back to back as a program issues them (no host sync between), after
     the clocks are ramped and >= WARMUP_MS of warm-up: the one protocol of every
@@ -327,7 +330,7 @@ def cuda_event_samples(torch, call: Callable[[], object], cfg: SuiteConfig, row:
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str] = None) -> dict:
+def run_torch(wl: Workload, cfg: MlpConfig, compiled: bool, uuid: Optional[str] = None) -> dict:
     name = "torch_compile" if compiled else "torch_eager"
     row: dict = {"adapter": name, "timer": "cuda events per forward"}
     found = _torch_cuda(row, uuid)
@@ -370,7 +373,7 @@ def run_torch(wl: Workload, cfg: SuiteConfig, compiled: bool, uuid: Optional[str
     return _finish(row, wl, samples, int(torch.cuda.max_memory_allocated()))
 
 
-def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> dict:
+def run_suite(cfg: MlpConfig, log: Callable[[str], None] = lambda s: None) -> dict:
     bad = [a for a in cfg.adapters if a not in ADAPTERS and a not in cfg.external]
     if bad:
         raise ValueError(f"unknown adapter(s) {bad}; expected some of {list(ADAPTERS)}")
@@ -436,3 +439,31 @@ def run_suite(cfg: SuiteConfig, log: Callable[[str], None] = lambda s: None) -> 
             signals.measured()
         result["gpu_state_after"] = gpu_state()
     return result
+
+
+def configure(args: Any, fields: dict) -> MlpConfig:
+    """The run from `helios suite mlp`'s flags; ValueError names a bad --adapter-cmd or
+    an adapter that is neither built in nor external."""
+    external = external_adapters(args.adapter_cmd, ADAPTERS)
+    bad = [a for a in fields["adapters"] if a not in ADAPTERS and a not in external]
+    if bad:
+        raise ValueError(f"--adapters: unknown adapter {', '.join(bad)} for mlp; choose from {', '.join(ADAPTERS)} "
+                         "or an external adapter (--adapter-cmd NAME=COMMAND)")  # fmt: skip
+    return MlpConfig(**fields, atol=args.atol, rtol=args.rtol, device=args.device,
+                     tag=args.tag if args.tag is not None else "mlp", external=external,
+                     adapter_timeout_s=args.adapter_timeout)  # fmt: skip
+
+
+SUITE = Suite(
+    name="mlp",
+    fields={k: k for k in ("tokens", "d_model", "hidden", "iters", "warmup")},
+    small={"tokens": [16, 64], "d_model": 256, "hidden": 896, "iters": 5, "warmup": 1},
+    flags=("adapter_cmd", "adapter_timeout", "atol", "rtol", "tag"),
+    adapters=lambda args: AdapterChoice(None, ADAPTERS, "mlp"),
+    configure=configure,
+    run=run_suite,
+    markdown=suite_markdown,
+    row=SuiteRow,
+    rejected="suite rejected: an adapter failed (its correctness gate or its run)",
+    takes_device=True,
+)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from ...train_step import AdamWSettings, GPTShape, TrainingStep, upload_state
+from ....train_step import AdamWSettings, GPTShape, TrainingStep, upload_state
 
 MAX_NORM = 1.0  # the suite's clip_grad_norm_ (loop._timed_steps)
 
@@ -23,7 +23,7 @@ class HostPlan:
     device may be lavapipe); the model's parameters written back by ``sync_model``."""
 
     def __init__(self, model: Any, opt: Any, x0: torch.Tensor) -> None:
-        from ... import Device
+        from .... import Device
 
         g = opt.param_groups[0]
         self.settings = AdamWSettings(float(g["lr"]), tuple(g["betas"]), float(g["eps"]), float(g["weight_decay"]),
@@ -56,7 +56,7 @@ def make_plan(model: Any, opt: Any, x0: torch.Tensor, y0: torch.Tensor, cuda: bo
     """The adapter's plan; average: the gradients averaged over the ranks (torchrun)."""
     if not cuda:
         return HostPlan(model, opt, x0)
-    from ... import torch as ht
+    from .... import torch as ht
 
     return ht.training_plan(model, opt, x0, y0, max_norm=MAX_NORM, average_gradients=average)
 

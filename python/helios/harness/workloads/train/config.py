@@ -8,7 +8,8 @@ from typing import Optional
 
 import numpy as np
 
-from ... import _helios
+from .... import _helios
+from ..suites import SuiteConfig
 
 TRAIN_ADAPTERS = ("torch_eager", "torch_compile", "helios", "helios_plan", "helios_blocks", "helios_per_op")
 DEFAULT_TRAIN_ADAPTERS = TRAIN_ADAPTERS[:4]  # helios_blocks, helios_per_op: asked for by name (grouping's comparison)
@@ -19,7 +20,7 @@ GATE_GRAD_RTOL = 0.10  # and every gradient within 10% (relative norm of the dif
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(SuiteConfig):
     layers: int = 8
     d_model: int = 1024
     heads: int = 16
@@ -29,7 +30,6 @@ class TrainConfig:
     steps: int = 200
     warmup_steps: int = 10
     lr: float = 3e-4
-    seed: int = 0
     # DistributedDataParallel's gradient bucket size in MiB (None: torch's default, 25)
     ddp_bucket_mb: Optional[float] = None
     # how ranks average gradients (GRAD_SYNCS)
@@ -40,7 +40,6 @@ class TrainConfig:
     # adapter, written as {trace}-{adapter}-rank{rank}.json; None: no trace
     trace: Optional[str] = None
     adapters: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ADAPTERS))
-    command: list[str] = field(default_factory=list)
 
 
 # Gradient averaging under a launcher: "ddp" (DistributedDataParallel: all-reduces per

@@ -14,10 +14,10 @@ from typing import Any, Callable, Optional
 import numpy as np
 import torch
 
-from ... import _helios
-from ..protocol.provenance import provenance
-from ..results.rows import TRAIN_SCHEMA, TrainRow
-from ..results.schema import written_row
+from .... import _helios
+from ...protocol.provenance import provenance
+from ...results.rows import TRAIN_SCHEMA, TrainRow
+from ...results.schema import written_row
 from . import adapters, plan_adapter
 from .config import (
     GATE_GRAD_RTOL,
@@ -182,11 +182,11 @@ def _check_helios_limits(cfg: TrainConfig, cuda: bool, dev: Any) -> None:
     launcher's guess by index."""
     if not HELIOS_ADAPTERS & set(cfg.adapters):
         return
-    from ...functions import default_device
+    from ....functions import default_device
 
     hdev = None
     if cuda:
-        from ...torch import device_for
+        from ....torch import device_for
 
         try:
             hdev = device_for(torch.empty(0, device=dev))
@@ -224,9 +224,9 @@ def _max_deviation(cfg: TrainConfig, curve: list[float], eager: list[float]) -> 
 def _inference(cfg: TrainConfig, trained: Any, data: Any, cuda: bool, log: Callable[[str], None]) -> dict:
     """The inference smoke on the trained weights; an error is reported, not fatal."""
     try:
-        from ... import Device
-        from ...torch import device_for
-        from ..workloads.decode.plan_decoder import PlanDecoder
+        from .... import Device
+        from ....torch import device_for
+        from ..decode.plan_decoder import PlanDecoder
 
         hdev = device_for(data) if cuda else Device()
         state = {k: v.detach().float().cpu().numpy() for k, v in trained.state_dict().items()}
@@ -385,7 +385,7 @@ def lock_numerics(torch: Any) -> dict:
 def _ordered_helios_device(t: Any) -> Optional[Any]:
     """The Helios device helios.torch runs t's ops on, where they are ordered with
     CUDA through the shared semaphore (each submission timed on the GPU); else None."""
-    from ... import torch as ht
+    from .... import torch as ht
 
     return ht.device_for(t) if ht.ordering(t) == "semaphore" else None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ...launcher import launcher_info
+from ....launcher import launcher_info
 from .config import HELIOS_ADAPTERS, TrainConfig
 
 
@@ -43,7 +43,7 @@ def wrap_ddp(torch: Any, model: Any, cfg: TrainConfig, device_ids: Optional[list
     wrapped = DistributedDataParallel(model, device_ids=device_ids, **kw)
     hook = comm_hook_for(cfg, adapter)
     if hook == "helios":
-        from ...torch import ddp_comm_hook
+        from ....torch import ddp_comm_hook
 
         wrapped.register_comm_hook(None, ddp_comm_hook)
     elif hook == "none":

@@ -61,7 +61,11 @@ torch) and ``report`` (the markdown). Importing the package loads no torch.
 
 from __future__ import annotations
 
-from ..results.rows import TRAIN_SCHEMA
+from typing import Any, Callable
+
+from ....optional import require
+from ...results.rows import TRAIN_SCHEMA, TrainRow
+from ..suites import AdapterChoice, Suite
 from .config import (
     DDP_COMM_HOOKS,
     DEFAULT_TRAIN_ADAPTERS,
@@ -75,9 +79,56 @@ from .config import (
 )
 from .report import train_markdown
 
+
+def configure(args: Any, fields: dict) -> TrainConfig:
+    """The run from `helios suite train`'s flags (torch_eager always runs: the reference
+    every adapter is compared with)."""
+    require("torch", "helios suite train")
+    if "torch_eager" not in fields["adapters"]:
+        fields["adapters"].insert(0, "torch_eager")
+    return TrainConfig(**fields, lr=args.lr)
+
+
+def run(cfg: TrainConfig, log: Callable[[str], None]) -> dict:
+    from .loop import run_train  # torch
+
+    return run_train(cfg, log=log)
+
+
+SUITE = Suite(
+    name="train",
+    fields={
+        "layers": "layers",
+        "d_model": "d_model",
+        "heads": "heads",
+        "seq": "seq",
+        "batch": "micro_batch",
+        "vocab": "vocab",
+        "steps": "steps",
+        "warmup_steps": "train_warmup",
+        "ddp_bucket_mb": "ddp_bucket_mb",
+        "grad_sync": "grad_sync",
+        "ddp_comm_hook": "ddp_comm_hook",
+        "trace": "trace",
+    },  # fmt: skip
+    small=TINY,
+    flags=("lr",),
+    adapters=lambda args: AdapterChoice(TRAIN_ADAPTERS, DEFAULT_TRAIN_ADAPTERS, "train"),
+    configure=configure,
+    run=run,
+    markdown=train_markdown,
+    row=TrainRow,
+    rejected="training rejected: an adapter failed its gate or diverged",
+    # each adapter's trace file, checked writable before any training
+    outputs=lambda cfg: [(f"{cfg.trace}-{a}-rank0.json", "--trace") for a in cfg.adapters] if cfg.trace else [],
+    # under a launcher rank 0 writes the run (every rank holds the all-reduced curves)
+    writes_result=lambda result: result.get("distributed", {}).get("rank", 0) == 0,
+)
+
 __all__ = [
     "DDP_COMM_HOOKS",
     "DEFAULT_TRAIN_ADAPTERS",
+    "SUITE",
     "GRAD_SYNCS",
     "TINY",
     "TRACE_STEPS",
