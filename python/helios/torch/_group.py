@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .. import _helios
+from .. import _helios, engine
 from ..attention import resolve_scale
 from ..device import Device
 from ..elementwise import LAYERNORM_ROWS
@@ -187,12 +187,12 @@ class Group:
             "act": activation_code(activation),
             # the epilogue reads fp32: converted by the staging copy itself
             "bias": None if bias is None else self.stage(bias, "float32"),
-            "variant": self.dev._pick(None, m, n, k, dt),
+            "variant": engine.pick_matmul(self.dev, m, n, k, dt),
         }
         dev = self.dev
 
         def run() -> None:
-            dev._gemm(**fields)
+            engine.matmul(dev, **fields)
 
         tail = ("" if bias is None else " +bias") + (f" {activation}" if activation else "")
         self._op(run, f"product {m}x{n}x{k} {'T' if trans_a else 'N'}{'T' if trans_b else 'N'}{tail}")
@@ -202,7 +202,9 @@ class Group:
         """y = act(z), or with grad the activation's backward at z, into a result of the group."""
         dev, hz, hg = self.dev, self.stage(z), None if grad is None else self.stage(grad)
         n, code, dt = hz.size, activation_code(name), hz.dtype.name
-        self._op(lambda: dev._activation(hz, out, n, code, dt, hg), f"{name}{'' if hg is None else ' backward'} {n}")
+        self._op(
+            lambda: engine.activation(dev, hz, out, n, code, dt, hg), f"{name}{'' if hg is None else ' backward'} {n}"
+        )
 
     def layernorm(self, x: Any, gamma: Any, beta: Any, branch: Any, eps: float, dtype: torch.dtype) -> tuple:
         """LayerNorm of the fp32 stream x (rows, d) (+ a 16-bit branch first): (h, its
@@ -218,7 +220,7 @@ class Group:
         hr = None if branch is None else self.stage(branch)
         dev, dt, x_out = self.dev, TORCH_TO_HELIOS[dtype], None if hr is None else stream
         label = f"layernorm {rows}x{d}" + ("" if hr is None else " +branch")
-        self._op(lambda: dev._layernorm(hx, hg, hb, h, stats, rows, d, eps, dt, hr, x_out), label)
+        self._op(lambda: engine.layernorm(dev, hx, hg, hb, h, stats, rows, d, eps, dt, hr, x_out), label)
         return h, h_t, stream, stream_t, stats, stats_t
 
     def layernorm_backward(
@@ -235,7 +237,7 @@ class Group:
         partial, partial_t = self.result((-(-rows // LAYERNORM_ROWS), 2, d), torch.float32)
         dev, dt = self.dev, hgh.dtype.name
         label = f"layernorm backward {rows}x{d}" + ("" if hres is None else " +stream")
-        self._op(lambda: dev._layernorm_backward(hgh, hx, hst, hg, gx, gx16, partial, rows, d, dt, hres), label)
+        self._op(lambda: engine.layernorm_backward(dev, hgh, hx, hst, hg, gx, gx16, partial, rows, d, dt, hres), label)
         return gx, gx_t, gx16, gx16_t, partial_t
 
     def attention(self, q: Any, k: Any, v: Any, out: Any, lse: Any, causal: bool, scale: Optional[float]) -> None:
@@ -244,7 +246,7 @@ class Group:
         hq, hk, hv = (self.stage(x) for x in (q, k, v))
         args = _attention_args(dev, hq, hk, causal, scale, False)
         label = f"attention {'x'.join(map(str, hq.shape))}" + (" causal" if causal else "")
-        self._op(lambda: dev._attention(hq, hk, hv, *args[0], **args[1], out=out, lse=lse), label)
+        self._op(lambda: engine.attention(dev, hq, hk, hv, args[0], **args[1], out=out, lse=lse), label)
 
     def attention_backward(
         self, q: Any, k: Any, v: Any, o: Any, do: Any, lse: Any, grads: list, causal: bool, scale: Optional[float]
@@ -254,7 +256,9 @@ class Group:
         hq, hk, hv, ho, hdo, hl = (self.stage(x) for x in (q, k, v, o, do, lse))
         args = _attention_args(dev, hq, hk, causal, scale, True)
         label = f"attention backward {'x'.join(map(str, hq.shape))}" + (" causal" if causal else "")
-        self._op(lambda: dev._attention_backward(hq, hk, hv, ho, hdo, hl, *grads, *args[0], **args[1]), label)
+        self._op(
+            lambda: engine.attention_backward(dev, hq, hk, hv, ho, hdo, hl, tuple(grads), args[0], **args[1]), label
+        )
 
     def attention_rows(
         self, qkv: Any, out: Any, lse: Any, heads: int, bsd: tuple, causal: bool, scale: Optional[float]
@@ -264,7 +268,7 @@ class Group:
         output projection reads) and the log-sum-exp (B, H, S): no layout copies."""
         dev, h = self.dev, self.stage(qkv)
         sizes, kw, label = self._rows_args(h, heads, bsd, causal, scale, False)
-        self._op(lambda: dev._attention(h, h, h, *sizes, **kw, out=out, lse=lse), label)
+        self._op(lambda: engine.attention(dev, h, h, h, sizes, **kw, out=out, lse=lse), label)
 
     def attention_rows_backward(
         self,
@@ -283,7 +287,7 @@ class Group:
         dev, g = self.dev, grad_qkv
         hq, ho, hdo, hl = (self.stage(x) for x in (qkv, o, do, lse))
         sizes, kw, label = self._rows_args(hq, heads, bsd, causal, scale, True)
-        self._op(lambda: dev._attention_backward(hq, hq, hq, ho, hdo, hl, g, g, g, *sizes, **kw), label)
+        self._op(lambda: engine.attention_backward(dev, hq, hq, hq, ho, hdo, hl, (g, g, g), sizes, **kw), label)
 
     def _rows_args(
         self, qkv: Any, heads: int, bsd: tuple, causal: bool, scale: Optional[float], backward: bool
@@ -297,7 +301,7 @@ class Group:
         kw = {
             "causal": bool(causal),
             "scale": resolve_scale(scale, hd),
-            "variant": self.dev._pick_attention(None, hd, s, causal, backward, dt),
+            "variant": engine.pick_attention(self.dev, hd, s, causal, backward, dt),
             "dtype": dt.name,
             "layout": (heads, 3 * d, d, 0, d, 2 * d),
         }
@@ -318,7 +322,7 @@ def _attention_args(dev: Device, q: Any, k: Any, causal: bool, scale: Optional[f
     b, h, sq, d = (int(x) for x in q.shape)
     skv = int(k.shape[2])
     dt = q.dtype
-    variant = dev._pick_attention(None, d, skv, causal, backward, dt)
+    variant = engine.pick_attention(dev, d, skv, causal, backward, dt)
     kw = {"causal": bool(causal), "scale": resolve_scale(scale, d), "variant": variant, "dtype": dt.name}
     return (b * h, sq, skv, d), kw
 

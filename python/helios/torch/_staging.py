@@ -11,9 +11,8 @@ from typing import Any, Optional
 
 import torch
 
-from .. import _helios
+from .. import _helios, engine
 from ..device import Device
-from ..dtypes import bfloat16
 from ..tensor import Tensor
 from ._state import DTYPES, MAX_HANDED, MAX_POOLED, MAX_VIEWS, RUNTIME, TORCH_TO_HELIOS, check, device_for
 
@@ -34,8 +33,7 @@ class memory_pool:
         ordinal = torch.cuda.current_device() if ordinal is None else ordinal
         pool = RUNTIME.pools.get(ordinal)
         if pool is None:
-            ptr = _helios._cuda_pool_alloc(1, ordinal)  # the driver's reason, not torch's OOM, where it fails
-            _helios._cuda_pool_free(ptr)
+            engine.probe_cuda_pool(ordinal)  # the driver's reason, not torch's OOM, where it fails
             from torch.cuda.memory import CUDAPluggableAllocator
 
             alloc = CUDAPluggableAllocator(_helios.__file__, "helios_cuda_alloc", "helios_cuda_free")
@@ -73,7 +71,7 @@ def imported(dev: Device, t: torch.Tensor, cached: bool = False) -> Optional[Any
             b, sz = RUNTIME.imports[k][:2]
             if (_helios.cuda_pool_lookup(b, sz) or (None,))[0] != k[1]:
                 del RUNTIME.imports[k]
-        whole = Tensor(dev, size, cuda_segment=segment)._set_meta((size // 4,), "float32", size // 4)
+        whole = engine.set_meta(Tensor(dev, size, cuda_segment=segment), (size // 4,), "float32", size // 4)
         entry = RUNTIME.imports[key] = (base, size, whole, {})
     offset = t.data_ptr() - entry[0]
     shape = tuple(t.shape) if t.dim() else (1,)
@@ -82,10 +80,9 @@ def imported(dev: Device, t: torch.Tensor, cached: bool = False) -> Optional[Any
     if cached and vkey in views:
         return views[vkey]
     try:
-        view = entry[2]._slice(offset, nbytes)
+        view = engine.view(entry[2], offset, nbytes, shape, TORCH_TO_HELIOS[t.dtype], shape[-1])
     except _helios.UnsupportedError:  # an offset the device cannot bind (a torch view into a larger tensor)
         return None
-    view._set_meta(shape, TORCH_TO_HELIOS[t.dtype], shape[-1])
     view.is_slice = True
     if cached:
         if len(views) >= MAX_VIEWS:
@@ -175,7 +172,7 @@ def pooled_result(dev: Device, ordinal: int, shape: tuple, dtype: torch.dtype) -
 def to_torch(h: Any) -> torch.Tensor:
     # The capsule straight from the engine (results are whole, packed, exportable): the
     # DLPack protocol's checks and stream queries cost more host time than the export.
-    t = torch.utils.dlpack.from_dlpack(h._dlpack(h.shape, 4 if h.dtype == bfloat16 else 2, h.dtype.itemsize * 8))
+    t = torch.utils.dlpack.from_dlpack(engine.dlpack_capsule(h))
     if len(RUNTIME.handed) >= MAX_HANDED:  # entries of results freed since
         for k in [k for k, r in RUNTIME.handed.items() if r() is None or r().exports == 0]:
             del RUNTIME.handed[k]

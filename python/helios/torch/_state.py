@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 import torch.nn.functional as F
 
-from .. import _helios
+from .. import _helios, engine
 from ..device import Device
 
 # Results kept per shape for reuse once torch frees them. A training step keeps one
@@ -139,11 +139,7 @@ def ordering(t: torch.Tensor) -> str:
         return "host sync: HELIOS_DISABLE_SEMAPHORE_ORDERING=1"
     if ordinal not in RUNTIME.host_sync:
         try:
-            w, s = dev._async_values()
-            # an unused pair: the stream signals it and waits for it, keeping the values in order
-            stream = torch.cuda.current_stream(t.device).cuda_stream
-            dev._cuda_signal(stream, w)
-            dev._cuda_signal(stream, s)
+            engine.probe_stream_order(dev, torch.cuda.current_stream(t.device).cuda_stream)
         except BufferError as e:
             RUNTIME.host_sync[ordinal] = str(e)
         else:
@@ -158,7 +154,7 @@ def ordered(dev: Device, t: torch.Tensor) -> Iterator[None]:
     stream, and that stream waits for it: through the shared semaphore, else a host
     wait before. Inside, Helios's ops are one submission and one pair of CUDA <->
     Vulkan hops: the stream signals once, the ops are recorded into one group
-    (each after the one before: Device._group_begin) that waits for that signal,
+    (each after the one before: helios.engine.group_on_stream) that waits for that signal,
     and the stream waits for the group's. Each hop pair costs a switch of the GPU
     between the CUDA and the Vulkan context, about 0.2-0.5 ms on the H100:
     grouping the ops that need no torch work between them saves it."""
@@ -167,18 +163,8 @@ def ordered(dev: Device, t: torch.Tensor) -> Iterator[None]:
         stream.synchronize()  # the copies are done before Helios reads; each op then runs alone
         yield
         return
-    handle = stream.cuda_stream
-    w, s = dev._async_values()
-    dev._cuda_signal(handle, w)  # the inputs are staged once the stream gets here
-    dev._group_begin(w, s)
-    try:
+    with engine.group_on_stream(dev, stream.cuda_stream):  # after the inputs are staged
         yield
-    finally:
-        # Submitted even when an op failed (what was recorded runs and s is signalled),
-        # and the stream waits for it: nothing on the stream reads before Helios is
-        # done, and the stream's next signal stays above Helios's.
-        dev._group_end()
-        dev._cuda_wait(handle, s)
 
 
 def same_dtype(op: str, *named: tuple) -> None:

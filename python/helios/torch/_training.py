@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import torch
 
+from .. import engine
 from ..train_step import AdamWSettings, GPTShape, TrainingStep, TrainState
 from ._state import cuda_ordinal, device_for, ordering
 
@@ -57,10 +58,7 @@ class TrainingPlan:
             stream.synchronize()
             capture.replay()
             return
-        w, sig = dev._async_values()
-        dev._cuda_signal(stream.cuda_stream, w)
-        capture.submit(w, sig)
-        dev._cuda_wait(stream.cuda_stream, sig)
+        engine.replay_on_stream(dev, capture, stream.cuda_stream)
 
     def __call__(self, batch: torch.Tensor, targets: torch.Tensor, average: bool = True) -> torch.Tensor:
         """One step on (batch, seq) token ids: the loss. With ``average_gradients`` at
