@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ....dtypes import bfloat16
 from ....models import LlamaConfig, LlamaDecoder, read_checkpoint, rope_table
 from .runners import PlanRunner, capture_graph
 
@@ -40,15 +41,19 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def preset_weights(cfg: LlamaConfig, seed: int, torch: Any = None) -> dict[str, np.ndarray]:
-    """Random weights of the model's shape (every matrix N(0, 0.02), norms 1), float32:
-    drawn by torch's generator where torch is given (on every core: an 8B shape's 8e9
-    draws took NumPy's one core 99 s on an H100's host), else by NumPy's."""
+    """Random weights of the model's shape (every matrix N(0, 0.02), norms 1), float32
+    values a bfloat16 checkpoint holds: every adapter reads the same numbers (torch's
+    float32 embedding rows and the plan's 16-bit table alike), as from a real
+    checkpoint. Drawn by torch's generator where torch is given (on every core: an 8B
+    shape's 8e9 draws took NumPy's one core 99 s on an H100's host), else by NumPy's."""
     if torch is not None:
         g = torch.Generator().manual_seed(seed)
-        draw = lambda s: torch.randn(s, generator=g, dtype=torch.float32).mul_(0.02).numpy()  # noqa: E731
+        draw = lambda s: torch.randn(s, generator=g, dtype=torch.float32).mul_(0.02).bfloat16().float().numpy()  # noqa: E731
     else:
         rng = np.random.default_rng(seed)
-        draw = lambda s: rng.standard_normal(s, dtype=np.float32) * np.float32(0.02)  # noqa: E731
+        draw = (
+            lambda s: (rng.standard_normal(s, dtype=np.float32) * np.float32(0.02)).astype(bfloat16).astype(np.float32)
+        )  # noqa: E731
     return {k: np.ones(s, np.float32) if len(s) == 1 else draw(s) for k, s in cfg.shapes().items()}
 
 
