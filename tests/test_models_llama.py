@@ -377,3 +377,31 @@ def test_preset_weights_are_values_a_bfloat16_checkpoint_holds(with_torch):
     for name, a in w.items():
         assert a.dtype == np.float32 and np.array_equal(a, a.astype(bfloat16).astype(np.float32)), name
     assert np.std(w["model.embed_tokens.weight"]) == pytest.approx(0.02, rel=0.1)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_the_judges_float32_model_is_the_float64_llama(tie):
+    """What the decode suite weighs eager's rounding against (decode/llama.py)."""
+    torch = pytest.importorskip("torch", reason="the judge's model is torch's")
+    from helios.dtypes import bfloat16
+    from helios.harness.workloads.decode.llama import float32_logits, torch_weights
+
+    cfg = LlamaConfig(**{**TINY, "tie_embeddings": tie})
+    w = {k: v.astype(bfloat16).astype(np.float32) for k, v in random_weights(cfg, 6).items()}  # as 16-bit reads
+    seq = [3, 17, 5, 90, 41, 8, 60]
+    got = float32_logits(torch, cfg, torch_weights(torch, cfg, w, cuda=False), seq).double().numpy()
+    np.testing.assert_allclose(got, reference_logits(cfg, w, seq)[-1], rtol=1e-4, atol=1e-4)
+
+
+def test_a_divergence_is_a_tie_where_eager_cannot_call_the_pick_at_its_precision():
+    from helios.harness.workloads.decode.run import judge
+
+    eager = np.array([5.40, 5.19, 0.0])  # eager's margin 0.21: past one bfloat16 step of 5.4 (0.042)
+    assert judge(lambda s: eager, [1], [0], [1]) == {"same_tokens": False, "first_divergence": 0,
+                                                    "margin_to_pick": pytest.approx(0.21), "tie": False}  # fmt: skip
+    near = judge(lambda s: eager, [1], [0], [1], lambda s: np.array([5.30, 5.21, 0.0]))
+    assert near["tie"] and near["float32_margin"] == pytest.approx(0.09) and near["eager_error"] == pytest.approx(0.12)
+    far = judge(lambda s: eager, [1], [0], [1], lambda s: np.array([5.36, 5.17, 0.0]))
+    assert not far["tie"] and far["float32_margin"] == pytest.approx(0.19)  # eager's error 0.06
+    same = judge(lambda s: eager, [1], [0, 2], [0, 2], lambda s: 1 / 0)
+    assert same == {"same_tokens": True, "first_divergence": None}

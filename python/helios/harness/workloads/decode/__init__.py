@@ -11,7 +11,8 @@ Greedy run: a prompt of --prompt tokens from the stream, then --new tokens, each
 fed back; run twice per adapter (the first warms pipelines, graphs and caches), the
 second timed and compared with torch_eager's tokens: a first divergence counts as a
 tie where torch's logits for its pick and the adapter's are within one bfloat16 step
-(the training suite's rule). Context sweep: for each --contexts length L the cache
+(the training suite's rule; a Llama model also where the model in float32 separates the
+two picks by less than eager's own error on them). Context sweep: for each --contexts length L the cache
 is filled to L tokens and the steps to be timed run once untimed (a first step at a
 new key length costs more: torch's cuDNN attention builds a plan per length); the
 cache is filled again, 4 steps run untimed, then --context-steps steps are timed, the

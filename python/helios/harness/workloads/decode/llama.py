@@ -11,7 +11,9 @@ reduce-overhead mode with static caches: gpt-fast's recipe), hf_transformers
 (helios.models.LlamaDecoder, one plan a token), llama_cpp (an external command:
 llama_cpp.py).
 torch_eager's tokens are the reference; a divergence counts as a tie where torch's
-logits for both picks are within one bfloat16 step (the suite's rule)."""
+logits for both picks are within one bfloat16 step (the suite's rule), or where the
+model in float32 separates the two picks by less than eager's own rounding of those
+two logits (run.judge: eager cannot call that pick at its precision)."""
 
 from __future__ import annotations
 
@@ -210,6 +212,36 @@ def torch_weights(torch: Any, cfg: LlamaConfig, w: dict, cuda: bool) -> dict:
     return out
 
 
+def float32_logits(torch: Any, cfg: LlamaConfig, tw: dict, seq: list[int]) -> Any:
+    """The last position's logits of the model on seq (positions 0..) in float32 from
+    torch_weights' tensors, each 16-bit weight widened as its layer runs."""
+    dev = tw["embed"].device
+    H, KV, hd, n = cfg.heads, cfg.kv_heads, cfg.head_dim, len(seq)
+    tab, half = torch.from_numpy(rope_table(cfg, n)).to(dev), cfg.head_dim // 2
+
+    def rms(x: Any, g: Any) -> Any:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.eps) * g
+
+    def rope(t: Any) -> Any:  # (n, heads, hd)
+        c, s, a, b = tab[:, None, :half], tab[:, None, half:], t[..., :half], t[..., half:]
+        return torch.cat([a * c - b * s, b * c + a * s], -1)
+
+    with torch.no_grad():
+        x = tw["embed"][torch.tensor(seq, device=dev)].float()
+        mask = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
+        for i in range(cfg.layers):
+            qkv = rms(x, tw[f"ln1.{i}"]) @ tw[f"qkv.{i}"].float().T
+            q = rope(qkv[:, : H * hd].reshape(n, H, hd))
+            k = rope(qkv[:, H * hd : (H + KV) * hd].reshape(n, KV, hd)).repeat_interleave(H // KV, 1)
+            v = qkv[:, (H + KV) * hd :].reshape(n, KV, hd).repeat_interleave(H // KV, 1)
+            s = torch.einsum("thd,uhd->htu", q, k) * hd**-0.5
+            a = torch.einsum("htu,uhd->thd", s.masked_fill(~mask, float("-inf")).softmax(-1), v)
+            x = x + a.reshape(n, H * hd) @ tw[f"o.{i}"].float().T
+            gu = rms(x, tw[f"ln2.{i}"]) @ tw[f"gu.{i}"].float().T
+            x = x + (torch.nn.functional.silu(gu[:, : cfg.hidden]) * gu[:, cfg.hidden :]) @ tw[f"down.{i}"].float().T
+        return (rms(x[-1:], tw["norm"]) @ tw["head"].float().T)[0]
+
+
 class LlamaAdapters:
     """Makes each adapter's runner (run.py's interface) for a cache of max_len positions."""
 
@@ -255,6 +287,12 @@ class LlamaAdapters:
         for i, t in enumerate(seq):
             r.step(t, i)
         return r.logits[0]
+
+    def float32_logits_at(self, seq: list[int]) -> Any:
+        """The model's logits after seq with every product, norm and the attention in
+        float32 (the weights the 16-bit values every adapter reads): what the judge
+        weighs torch eager's own rounding against."""
+        return float32_logits(self.torch, self.lcfg, self.tw, seq)
 
     def release(self) -> None:
         for d in self.decoders:

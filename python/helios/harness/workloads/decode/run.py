@@ -170,16 +170,26 @@ def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], l
     return timed_steps(runner, warm[-1], len(context) + CONTEXT_WARMUP, n)
 
 
-def judge(logits_at: Callable[[list[int]], Any], prompt: list[int], ref: list[int], got: list[int]) -> dict:
+def judge(logits_at: Callable[[list[int]], Any], prompt: list[int], ref: list[int], got: list[int],
+          float32_at: Optional[Callable[[list[int]], Any]] = None) -> dict:  # fmt: skip
     """Where got leaves ref, and whether the reference logits there (torch eager's, or
-    the runner's own where its numerics differ by design) call it a tie."""
+    the runner's own where its numerics differ by design) call it a tie: their margin
+    within one bfloat16 step of the largest logit; or, given the model in float32
+    (float32_at), its margin between the two picks no more than eager's own error on
+    those two logits (at that precision eager's pick is not determined)."""
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
     out: dict = {"same_tokens": div is None, "first_divergence": div}
     if div is not None:
         row = logits_at(prompt + ref[:div])
-        gap = float(row[ref[div]] - row[got[div]])
+        a, b = ref[div], got[div]
+        gap = float(row[a] - row[b])
         out["margin_to_pick"] = gap
         out["tie"] = gap <= abs(float(row.max())) * 2.0**-7
+        if not out["tie"] and float32_at is not None:
+            exact = float32_at(prompt + ref[:div])
+            out["float32_margin"] = float(exact[a] - exact[b])
+            out["eager_error"] = float(abs(row[a] - exact[a]) + abs(row[b] - exact[b]))
+            out["tie"] = out["float32_margin"] <= out["eager_error"]
     return out
 
 
@@ -234,7 +244,10 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     t = row["gpu_ms_p50"] or row["ms_per_token_p50"]
     row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
-        row.update(judge(getattr(runner, "logits_at", ad.logits_at), prompt, ref, toks))
+        own = getattr(runner, "logits_at", None)  # hf_transformers: judged by its own logits
+        row.update(
+            judge(own or ad.logits_at, prompt, ref, toks, None if own else getattr(ad, "float32_logits_at", None))
+        )
     if cfg.prefill:
         runner = ad.make(adapter, cfg.prefill + 1)
         if getattr(runner, "prefills", False):
@@ -276,7 +289,7 @@ def llama_cpp_row(ad: Any, cfg: DecodeConfig, prompt: list[int], ref: Optional[l
     ctx = cfg.prompt + cfg.new // 2
     row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (p50 / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
-        row.update(judge(ad.logits_at, prompt, ref, row["tokens"]))
+        row.update(judge(ad.logits_at, prompt, ref, row["tokens"], getattr(ad, "float32_logits_at", None)))
     row["contexts"] = []
     for c in doc.get("contexts") or []:
         m = float(np.median(c["step_ms"]))
