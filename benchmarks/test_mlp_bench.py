@@ -11,25 +11,25 @@ import pytest
 from conftest import rounds
 from gpuclock import CLOCK, replay
 
-from helios.harness.workloads import suite
+from helios.harness.workloads import mlp
 
 
-def _config(dev) -> tuple[suite.SuiteConfig, int]:
+def _config(dev) -> tuple[mlp.MlpConfig, int]:
     cpu = dev.info["device_type"] == "cpu"
     r, w = rounds(dev)
     tokens, d, h = (32, 64, 256) if cpu else (2048, 4096, 14336)
-    return suite.SuiteConfig(tokens=[tokens], d_model=d, hidden=h, iters=r, warmup=w), tokens
+    return mlp.MlpConfig(tokens=[tokens], d_model=d, hidden=h, iters=r, warmup=w), tokens
 
 
 @pytest.mark.benchmark(group="mlp", timer=CLOCK, disable_gc=True)
 @pytest.mark.parametrize("adapter", ["helios", "torch_eager", "torch_compile"])
 def test_mlp(benchmark, dev, adapter):
     cfg, tokens = _config(dev)
-    wl = suite.make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
+    wl = mlp.make_workload(tokens, cfg.d_model, cfg.hidden, cfg.seed)
     if adapter == "helios":
-        row = suite.run_helios(dev, wl, cfg)
+        row = mlp.run_helios(dev, wl, cfg)
     else:
-        row = suite.run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
+        row = mlp.run_torch(wl, cfg, adapter == "torch_compile", dev.info["uuid"])
         if row["status"].startswith("skipped"):
             pytest.skip(f"{adapter}: {row['status']}")
     assert row["status"] == "ok", row

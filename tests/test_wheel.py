@@ -14,6 +14,10 @@ import zipfile
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
+# One worker builds the wheel for every test here: pip builds in the tree's
+# build/{wheel_tag} (pyproject.toml), and two workers building there at once linked a
+# module without its kernel table (undefined symbol: hl_spirv_table).
+pytestmark = pytest.mark.xdist_group("wheel")
 
 
 @pytest.fixture(scope="module")
