@@ -170,7 +170,7 @@ ATTENTION_LAYOUT = (
 # The shared memory the C side counted for a kernel, the count that refuses variants past
 # the device's limit (a driver may run a pipeline over it: the H100's did). The kernel
 # compares its own declarations against it and writes NaN where it needs more, so every
-# correctness test of a variant also checks the count (shaders/shared_check.glsl).
+# correctness test of a variant also checks the count (shaders/common/shared_check.glsl).
 SHARED_COUNTED = (Spec("SHARED_BYTES", "uint", "0", "e->shared_bytes"),)
 
 
@@ -201,7 +201,7 @@ def attention_bwd_spec(bc: str) -> tuple[Spec, ...]:
 FAMILIES = (
     Family(
         "matmul_coop",
-        "matmul_coop.comp",
+        "matmul/matmul_coop.comp",
         "hl_variant",
         COOP_FRAGMENT
         + (
@@ -233,7 +233,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_coop2",
-        "matmul_coop2.comp",
+        "matmul/matmul_coop2.comp",
         "hl_variant",
         (
             Spec("BM", "uint", "128", "v->bm"),
@@ -249,7 +249,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_scalar",
-        "matmul_scalar.comp",
+        "matmul/matmul_scalar.comp",
         "hl_variant",
         MATMUL_EPILOGUE,
         "matmul",
@@ -259,7 +259,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_gemv",
-        "matmul_gemv.comp",
+        "gemv/matmul_gemv.comp",
         "hl_variant",
         GEMV_SPEC,
         "matmul",
@@ -270,7 +270,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_gemv_ln",
-        "matmul_gemv_ln.comp",
+        "gemv/matmul_gemv_ln.comp",
         "hl_variant",
         GEMV_SPEC,
         "matmul_ln",
@@ -281,7 +281,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_gemv_persist",
-        "matmul_gemv_persist.comp",
+        "persist/matmul_gemv_persist.comp",
         None,
         (
             Spec("SUBGROUP", "uint", "32", "e->subgroup"),
@@ -296,7 +296,7 @@ FAMILIES = (
     ),
     Family(
         "matmul_splitk_reduce",
-        "matmul_splitk_reduce.comp",
+        "matmul/matmul_splitk_reduce.comp",
         None,
         MATMUL_EPILOGUE,
         "matmul",
@@ -305,7 +305,7 @@ FAMILIES = (
     ),
     Family(
         "attention_coop",
-        "attention_coop.comp",
+        "attention/attention_coop.comp",
         "hl_attn_variant",
         COOP_FRAGMENT
         + (
@@ -337,7 +337,7 @@ FAMILIES = (
     ),
     Family(
         "attention_bwd_dq",
-        "attention_bwd_dq.comp",
+        "attention_bwd/attention_bwd_dq.comp",
         "hl_attn_variant",
         attention_bwd_spec("v->dq_bc ? v->dq_bc : v->bc"),
         "attention_bwd",
@@ -347,7 +347,7 @@ FAMILIES = (
     ),
     Family(
         "attention_bwd_dkdv",
-        "attention_bwd_dkdv.comp",
+        "attention_bwd/attention_bwd_dkdv.comp",
         "hl_attn_variant",
         attention_bwd_spec("v->bc"),
         "attention_bwd",
@@ -357,7 +357,7 @@ FAMILIES = (
     ),
     Family(
         "mma_roof",
-        "mma_roof.comp",
+        "probes/mma_roof.comp",
         "hl_variant",
         COOP_FRAGMENT
         + (
@@ -372,7 +372,7 @@ FAMILIES = (
     ),
     Family(
         "coop_layout",
-        "coop_layout.comp",
+        "probes/coop_layout.comp",
         "hl_variant",
         COOP_FRAGMENT
         + (
@@ -385,7 +385,7 @@ FAMILIES = (
     ),
     Family(
         "attention_scalar",
-        "attention_scalar.comp",
+        "attention/attention_scalar.comp",
         "hl_attn_variant",
         (
             Spec("D", "uint", "64", "e->d"),
@@ -399,7 +399,7 @@ FAMILIES = (
     ),
     Family(
         "attention_bwd_scalar",
-        "attention_bwd_scalar.comp",
+        "attention_bwd/attention_bwd_scalar.comp",
         "hl_attn_variant",
         (
             Spec("D", "uint", "64", "e->d"),
@@ -413,7 +413,7 @@ FAMILIES = (
     ),
     Family(
         "copy_strided",
-        "copy_strided.comp",
+        "elementwise/copy_strided.comp",
         None,
         (),
         "copy",
@@ -421,7 +421,7 @@ FAMILIES = (
     ),
     Family(
         "activation",
-        "activation.comp",
+        "elementwise/activation.comp",
         None,
         (
             Spec("ACT", "uint", "0", "e->act"),  # ACT_*
@@ -433,7 +433,7 @@ FAMILIES = (
     ),
     Family(
         "decode",
-        "decode.comp",
+        "decode/decode.comp",
         None,
         (
             Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 combine, 3 top-1, 4 split + combine
@@ -446,7 +446,7 @@ FAMILIES = (
     ),
     Family(
         "layernorm",
-        "layernorm.comp",
+        "elementwise/layernorm.comp",
         None,
         (
             Spec("PASS", "uint", "0", "e->pass"),  # 0: forward; 1: backward
@@ -461,7 +461,7 @@ FAMILIES = (
     ),
     Family(
         "optim",
-        "optim.comp",
+        "elementwise/optim.comp",
         None,
         (),
         "optim",
@@ -470,7 +470,7 @@ FAMILIES = (
     ),
     Family(
         "train",
-        "train.comp",
+        "elementwise/train.comp",
         None,
         (
             # 0 embedding, 1 token table gradient, 2 position table gradient, 3 cross-entropy, 4 column sums,

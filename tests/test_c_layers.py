@@ -125,7 +125,7 @@ def test_no_source_file_is_over_500_lines(limit):
     files = [
         *root.glob("python/helios/**/*.py"),
         *root.glob("csrc/**/*.c"),
-        *root.glob("shaders/*"),
+        *root.glob("shaders/**/*"),
     ]
     long = {
         str(p.relative_to(root)): n for p in files if p.is_file() and (n := len(p.read_text().splitlines())) > limit

@@ -70,7 +70,7 @@ def scratch(tmp_path_factory, device):
         "a slower kernel",
         [
             (
-                "shaders/matmul_coop.comp",
+                "shaders/matmul/matmul_coop.comp",
                 "    // Uniform per workgroup.",
                 # a loop the compiler cannot unroll (it starts at 1 plus a push constant's top
                 # bit, 0, unknown when compiling), so the kernel's code, and lavapipe's compile
@@ -80,7 +80,7 @@ def scratch(tmp_path_factory, device):
                 "    // Uniform per workgroup.",
             ),
             (
-                "shaders/matmul_coop.comp",
+                "shaders/matmul/matmul_coop.comp",
                 "    // Interior, aligned blocks store tiles",
                 f"    [[unroll]] for (uint i = 0; i < SG_M * SG_N; i++) acc[i] = acc[i] * ACC_T(1.0 / {SLOWER_FACTOR}.0);\n"
                 "    // Interior, aligned blocks store tiles",

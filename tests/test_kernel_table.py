@@ -34,7 +34,7 @@ def generated(tmp_path_factory) -> Path:
 
 
 def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(generated):
-    rows = re.findall(r'"([a-z0-9_]+)\|([a-z0-9_.]+)\|([^"]*)"', (generated / "kernels.cmake").read_text())
+    rows = re.findall(r'"([a-z0-9_]+)\|([a-z0-9_./]+)\|([^"]*)"', (generated / "kernels.cmake").read_text())
     header = (generated / "hl_kernels.h").read_text()
     source = (generated / "kernels.c").read_text()
     enum = re.findall(r"^\s+HL_SHADER_([A-Z0-9_]+),$", header, re.M)
@@ -64,7 +64,7 @@ def test_every_permutation_is_a_cmake_row_an_enum_value_and_an_embedded_shader(g
         "matmul_coop2_accf32_outbf16",
     ):
         assert never not in names and f"HL_SHADER_{never.upper()}," not in header
-    assert ("matmul_coop_accf16_outf32_inf16", "matmul_coop.comp", "-DACC_F16") in rows
+    assert ("matmul_coop_accf16_outf32_inf16", "matmul/matmul_coop.comp", "-DACC_F16") in rows
 
 
 def _fake_glslc(tmp_path, rejects: str):
@@ -124,7 +124,7 @@ def test_glsl_and_c_take_constant_ids_from_one_place(generated):
         for cid, name in re.findall(r"constant_id = (\d+)\) const \w+ (\w+)", text):
             assert f"#define HL_SPEC_{family}_{name} {cid}\n" in header, (glsl.name, name)
     # no shader declares a constant id or a binding number by hand any more
-    for src in (ROOT / "shaders").glob("*.comp"):
+    for src in (ROOT / "shaders").rglob("*.comp"):
         text = src.read_text()
         assert not re.search(r"constant_id\s*=\s*\d", text), src.name
         assert not re.search(r"local_size_x_id\s*=\s*\d", text), src.name
@@ -133,9 +133,7 @@ def test_glsl_and_c_take_constant_ids_from_one_place(generated):
 
 def _broken_table(tmp_path: Path, old: str, new: str) -> Path:
     d = tmp_path / "shaders"
-    d.mkdir()
-    for p in (ROOT / "shaders").iterdir():
-        (d / p.name).write_bytes(p.read_bytes())
+    shutil.copytree(ROOT / "shaders", d, ignore=shutil.ignore_patterns("__pycache__"))
     table = next(t for t in (d / "families.py", d / "variants.py") if old in t.read_text())  # the table, its grammars
     table.write_text(table.read_text().replace(old, new, 1))
     return d
@@ -221,7 +219,7 @@ def test_a_comment_edit_keeps_the_spirv(tmp_path):
     assert generate(ROOT / "shaders", out).returncode == 0
     src = tmp_path / "shaders"
     shutil.copytree(ROOT / "shaders", src)
-    edited = src / "matmul_splitk_reduce.comp"
+    edited = src / "matmul" / "matmul_splitk_reduce.comp"
     edited.write_text("// a comment that changes nothing\n" + edited.read_text().replace("\n", "\n// and another\n", 3))
 
     def compile_(shader_dir):
@@ -235,7 +233,7 @@ def test_a_comment_edit_keeps_the_spirv(tmp_path):
                 str(out),
                 "-o",
                 str(spv),
-                str(shader_dir / "matmul_splitk_reduce.comp"),
+                str(shader_dir / "matmul" / "matmul_splitk_reduce.comp"),
             ],
             capture_output=True,
             text=True,
@@ -388,3 +386,20 @@ def test_attention_variant_fields_are_the_parsed_variant():
     assert _helios.attention_variant_fields("fa-scalar")["path"] == "fa-scalar"
     with pytest.raises(ValueError, match="malformed attention variant"):
         _helios.attention_variant_fields("coop:16x8x16:tile128x128x32:sg4x8:acc=f32:load=shared:stages=2")
+
+
+def test_each_shader_folder_says_what_its_files_are():
+    """shaders/ by family (uVkCompute's way): a folder a family, a short README naming
+    each of its files; no shader left at the top, where the tables are."""
+    top = ROOT / "shaders"
+    assert not [p.name for p in top.glob("*.comp")] + [p.name for p in top.glob("*.glsl")]
+    folders = sorted({p.parent for p in top.rglob("*") if p.suffix in (".comp", ".glsl")})
+    assert len(folders) >= 8
+    for folder in folders:
+        readme = folder / "README.md"
+        assert readme.exists(), f"{folder.name}/ has no README.md"
+        text = readme.read_text()
+        missing = [p.name for p in folder.iterdir() if p.suffix in (".comp", ".glsl") and p.stem not in text]
+        assert not missing, f"{folder.name}/README.md does not name {missing}"
+    listed = (top / "README.md").read_text()
+    assert all(f"`{f.name}/`" in listed for f in folders), "shaders/README.md's table misses a folder"

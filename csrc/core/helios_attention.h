@@ -28,7 +28,7 @@ size_t hl_attn_variant_list(const hl_device *dev, uint32_t d, hl_dtype in, hl_at
  * heads; Q and O packed (batch_heads, sq, d), K and V (batch_heads, skv, d),
  * all of `dtype` (HL_F16, or HL_BF16). Causal: key j is seen by query i when j <= i (top-left, needs sq == skv).
  * Operands are host memory or tensors; timing fields as hl_matmul_args. */
-/* Where attention operands' heads lie (shaders/attention_layout.glsl); all zero:
+/* Where attention operands' heads lie (shaders/attention/attention_layout.glsl); all zero:
  * packed (batch_heads, S, d), each operand its own tensor. qkv_rs > 0: Q, K and V
  * (and the backward's dQ, dK, dV) are rows of qkv_rs elements, (batch, S, qkv_rs)
  * with head h at columns [h*d, (h+1)*d) past q_off / k_off / v_off elements — the

@@ -90,7 +90,7 @@ def check_shapes(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequen
 
 
 # How far the forward's log-sum-exp may sit from float64's, by input dtype. Where the
-# coop forward folds the running max (head dims <= 64: shaders/attention_coop.comp),
+# coop forward folds the running max (head dims <= 64: shaders/attention/attention_coop.comp),
 # a row's sum over a fast tile is of P as stored in the input type, the weights V is
 # multiplied by: lse then carries that rounding, at most half an ulp of each term
 # (2^-12 of the sum in fp16, 2^-9 in bf16), and in practice far less.

@@ -14,7 +14,7 @@ layout(local_size_x = 64) in;
 #include "push_attention.glsl"  // the push words (shaders/layouts.py)
 #include "attention_layout.glsl"
 
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 #ifdef IN_BF16
 #define ELEM_T uint16_t
 float widen(uint16_t x) { return bf16_to_f32(uint(x)); }

@@ -15,10 +15,10 @@
 #else
 #define IN_T float16_t
 #endif
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 #include "push_attention_bwd.glsl"  // the push words (shaders/layouts.py)
-#include "attention_layout.glsl"
+#include "../attention/attention_layout.glsl"
 
 layout(set = 0, binding = BINDING_Q) readonly buffer Q128 { uvec4 q128[]; };
 layout(set = 0, binding = BINDING_K) readonly buffer K128 { uvec4 k128[]; };
@@ -98,7 +98,7 @@ void put() {
     }
 }
 
-#include "subgroup_sync.glsl"
+#include "../common/subgroup_sync.glsl"
 
 // The dot product of two 16-byte vectors of 8 elements, in fp32.
 float dot8(uvec4 a, uvec4 b) {
@@ -114,7 +114,7 @@ float f_at(uint base, uint r, uint c) { return uintBitsToFloat(sm[base + r * SRO
 // scores nor dP go through the scratch as fp32 and no lane reads them back by row;
 // only P and dS are stored (16-bit) to feed the next products, and tiles holding
 // masked elements zero them there.
-#include "attention_fold.glsl"
+#include "../attention/attention_fold.glsl"
 
 // Zeroes the elements of this subgroup's 16-bit tile at base (RQ rows, BC columns,
 // PROW apart) for which MASKED (an expression of r and col) holds.

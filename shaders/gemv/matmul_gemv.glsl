@@ -1,7 +1,7 @@
 // matmul_gemv.glsl — the matrix-vector kernel's body (matmul_gemv.comp describes it),
 // shared with matmul_gemv_ln.comp, which adds a LayerNorm head (LN_HEAD), and with
 // matmul_gemv_persist.comp, which runs products one after another (PERSIST, with LN_HEAD).
-#include "matmul_common.glsl"
+#include "../matmul/matmul_common.glsl"
 #ifdef LN_HEAD
 #include "matmul_gemv_ln_head.glsl"
 #endif
@@ -160,7 +160,7 @@ void cols_of_b(uint m0) {
 }
 
 #ifdef PERSIST
-#include "persist_runtime.glsl"
+#include "../persist/persist_runtime.glsl"
 #else
 void main() {
     abase = gl_WorkGroupID.z * p.sa;

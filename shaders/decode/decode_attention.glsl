@@ -20,7 +20,7 @@
 // a row of D a position). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 const uint THREADS = 256u;
 const uint LANES = D / 8u;         // invocations a key row: 16 bytes each

@@ -13,7 +13,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #include "spec_optim.glsl"
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 layout(local_size_x = 256) in;
 

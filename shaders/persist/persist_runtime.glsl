@@ -34,7 +34,7 @@ bool att_rope;
 #define ATT_OUT16(i) ps_kv16[pm + PERSIST_BIAS].v[i]
 #define ATT_ROPE att_rope
 #define ATT_TAB(i) ps_bias[pm + PERSIST_R].v[i]
-#include "decode_attention.glsl"
+#include "../decode/decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
 // Member m's words and slots: a product's (one row of A, B as N x K in whole words), or

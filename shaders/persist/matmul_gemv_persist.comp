@@ -16,4 +16,4 @@ const uint LONG_SPLITS = 1u;  // a run's attentions: the device sizes splits for
 uint EPI, ACT;  // the member's epilogue bits and activation (persist_member)
 #define PERSIST
 #define LN_HEAD
-#include "matmul_gemv.glsl"
+#include "../gemv/matmul_gemv.glsl"

@@ -33,7 +33,7 @@
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "spec_decode.glsl"
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 layout(local_size_x = 256) in;
 

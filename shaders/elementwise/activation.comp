@@ -10,7 +10,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_EXT_control_flow_attributes : enable
 #include "spec_activation.glsl"
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 #include "activation.glsl"
 
 layout(local_size_x = 256) in;

@@ -35,8 +35,8 @@
 #define OWN_ROWS p.sq
 #include "attention_bwd_common.glsl"
 #define SHARED_DECLARED (16u * uint(sm.length()))
-#include "shared_check.glsl"   // dQ is NaN where the C side's count is short
-#include "attention_ids.glsl"
+#include "../common/shared_check.glsl"   // dQ is NaN where the C side's count is short
+#include "../attention/attention_ids.glsl"
 
 layout(set = 0, binding = BINDING_DELTA) writeonly buffer Delta { float delta[]; };
 layout(set = 0, binding = BINDING_DQ) writeonly buffer DQ128 { uvec4 dq128[]; };

@@ -8,7 +8,7 @@
 // row is K wide: a multiple of 8, at most
 // LN_THREADS x 4 x LN_GROUPS; X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
 // (plan_steps.c fuses only such rows).
-#include "layernorm_row.glsl"
+#include "../elementwise/layernorm_row.glsl"
 
 #ifdef PERSIST
 // A run member's norm (matmul_gemv_persist.comp): the stream and the branch may be an

@@ -8,8 +8,8 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : enable
-#include "bf16.glsl"
-#include "activation.glsl"  // ACT_*, activate()
+#include "../common/bf16.glsl"
+#include "../elementwise/activation.glsl"  // ACT_*, activate()
 
 #ifdef OUT_F16
 #define OUT_T float16_t

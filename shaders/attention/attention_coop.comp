@@ -51,7 +51,7 @@
 #else
 #define IN_T float16_t
 #endif
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 #ifdef P_IN_REGISTERS
 #extension GL_NV_cooperative_matrix2 : require
@@ -105,7 +105,7 @@ const uint IDS_AT = RQ * PROW;
 const uint K_OFF = 0, V_OFF = BC * DROW;
 shared uvec4 sm[REGION0 + NSG * SUB_VECS];
 #define SHARED_DECLARED (16u * uint(sm.length()))
-#include "shared_check.glsl"   // O is NaN where the C side's count is short
+#include "../common/shared_check.glsl"   // O is NaN where the C side's count is short
 #include "attention_fold.glsl"
 #include "attention_ids.glsl"
 
@@ -146,7 +146,7 @@ void put() {
     }
 }
 
-#include "subgroup_sync.glsl"
+#include "../common/subgroup_sync.glsl"
 
 // Two probabilities packed as P's element type (round to nearest even).
 uint pack_p(float a, float b) {

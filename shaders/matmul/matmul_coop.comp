@@ -36,7 +36,7 @@
 // SUBGROUP, STAGES, DIRECT, RASTER and the workgroup size: shaders/families.py.
 #include "spec_matmul_coop.glsl"
 #include "matmul_common.glsl"
-#include "subgroup_sync.glsl"
+#include "../common/subgroup_sync.glsl"
 
 #ifdef ACC_F16
 #define ACC_T float16_t
@@ -76,7 +76,7 @@ shared uvec4 As[A_R * A_ROW];
 shared uvec4 Bs[B_R * B_ROW];
 shared float scratch[WM * WN * TM * TN];
 #define SHARED_DECLARED (16u * uint(As.length() + Bs.length()) + 4u * uint(scratch.length()))
-#include "shared_check.glsl"   // C is NaN where the C side's count is short
+#include "../common/shared_check.glsl"   // C is NaN where the C side's count is short
 // The staged 16-byte store: every invocation of a subgroup owns 8 elements of a tile.
 // (a uint, not a bool: spirv-opt mis-folds && of two specialization-constant bools)
 const uint VEC_EPILOGUE = (TM * TN == 8u * SUBGROUP ? 1u : 0u) * (TN % 8u == 0u ? 1u : 0u);

@@ -6,7 +6,7 @@
 // LN_THREADS invocations and enables 16-bit float arithmetic types.
 #ifndef HELIOS_LAYERNORM_ROW_GLSL
 #define HELIOS_LAYERNORM_ROW_GLSL
-#include "bf16.glsl"
+#include "../common/bf16.glsl"
 
 const uint LN_THREADS = 256u;
 

@@ -27,7 +27,7 @@ layout(set = 0, binding = BINDING_DV) writeonly buffer DV128 { uvec4 dv128[]; };
 
 shared float st_lse2[BC], st_dlt[BC];           // the streamed rows' lse (log2 units) and delta
 #define SHARED_DECLARED (16u * uint(sm.length()) + 4u * uint(st_lse2.length() + st_dlt.length()))
-#include "shared_check.glsl"   // dK and dV are NaN where the C side's count is short
+#include "../common/shared_check.glsl"   // dK and dV are NaN where the C side's count is short
 float reg_lse2, reg_dlt;                         // their prefetch (invocations < BC)
 
 // The next Q/dO tile: rows i0.. of the head's Q (at qb, qpv apart) and dO (at ob, opv apart).
