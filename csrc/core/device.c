@@ -334,7 +334,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     if (lst != HL_OK) return lst;
     hl_device *dev = calloc(1, sizeof *dev);
     if (!dev) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
-    dev->hazards = hl_hazard_set_over(dev->hazard_ranges[0], dev->hazard_ranges[1], HL_HAZARD_RANGES);
+    dev->group.hazards = hl_hazard_set_over(dev->group.hazard_ranges[0], dev->group.hazard_ranges[1], HL_HAZARD_RANGES);
     HL_TRY(create_instance(&dev->instance, err));
     uint32_t n = 0;
     HL_TRY(list_physical(dev->instance, &phys, &n, err));
@@ -415,7 +415,7 @@ void hl_device_destroy(hl_device *dev) {
         hl_pipelines_destroy(dev);
         hl_pipeline_cache_close(dev);
         hl_tensors_release(dev);
-        if (dev->group_open) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
+        if (dev->group.open) { /* a group left open: its recorded work is submitted, so that nothing waits forever */
             hl_error ignored;
             hl_async_group_end(dev, &ignored);
         }

@@ -5,6 +5,9 @@
 #define VK_NO_PROTOTYPES /* entry points come from the loader at run time (vkload.c) */
 #include <vulkan/vulkan.h>
 #include "grammar.h"
+#include "async.h"
+#include "buffer.h"
+#include "cuda_link.h"
 #include "hazard.h"
 #include "helios_attention.h"
 #include "helios_core.h"
@@ -80,20 +83,6 @@ void hl_fault_suspend(int on);
 
 hl_status hl_vk_fail(hl_error *err, VkResult vr, const char *call, const char *file, int line);
 
-/* A buffer and its memory. */
-typedef struct hl_buffer {
-    VkBuffer buffer;
-    VkDeviceMemory memory;
-    VkDeviceSize size;
-    VkDeviceSize alloc_bytes; /* what the allocation took (device-local accounting) */
-    int host_visible;
-    void *mapped;   /* host-visible buffers only */
-    int exportable; /* a dedicated allocation CUDA can import (opaque fd) */
-    void *cuda_ext; /* its CUDA import (CUexternalMemory) and mapped pointer, once imported */
-    uint64_t cuda_ptr;
-    int imported; /* the memory is another API's (an opaque fd Vulkan imported) */
-} hl_buffer;
-
 hl_status hl_buffer_create(hl_device *dev, VkDeviceSize size, int host_visible, hl_buffer *out, hl_error *err);
 /* Device-local, a dedicated allocation exportable as an opaque fd (CUDA interop). */
 hl_status hl_buffer_create_exportable(hl_device *dev, VkDeviceSize size, hl_buffer *out, hl_error *err);
@@ -115,19 +104,6 @@ typedef struct hl_spirv {
     const char *missing; /* no code: the compiler feature the build's glslc lacked */
 } hl_spirv;
 extern const hl_spirv hl_spirv_table[HL_SHADER_COUNT];
-
-#define HL_RING_SLOTS 16     /* async submissions in flight at most (the oldest is waited for) */
-#define HL_GROUP_MAX_OPS 256 /* operations one ring slot records (its descriptor sets) */
-#define HL_RETIRED_MAX 8     /* scratch buffers replaced inside open groups, awaiting their work */
-/* A group is submitted in chunks as it is recorded, so that the GPU starts on the
- * first ops while the host records the rest: every HL_GROUP_CHUNK_OPS ops (sooner
- * where the GPU has run out of work: exec.c, record_in_group), each
- * chunk waiting for the one before through a value between the group's pair
- * (hl_async_values leaves HL_VALUE_SPAN - 1 values between wait and signal). */
-#define HL_GROUP_CHUNK_OPS 8
-#define HL_VALUE_SPAN 64
-/* Ranges an ordered op's group touched since its last barrier (ordered.c); past this, a barrier. */
-#define HL_HAZARD_RANGES 48
 
 typedef struct hl_profile {
     int on;
@@ -195,43 +171,10 @@ struct hl_device {
     PFN_vkWaitSemaphores wait_semaphores;
     PFN_vkSignalSemaphore signal_semaphore;
     PFN_vkGetSemaphoreCounterValue semaphore_value;
-    int timeline_host; /* the ring's timeline is this device's alone, driven by the host */
-    /* Submissions that do not wait (async.c): ordered with CUDA through one timeline
-     * semaphore shared with it; each takes a slot of a ring of command buffers. */
-    VkSemaphore timeline;
-    void *cuda_sem;       /* its CUDA import (CUexternalSemaphore) */
-    uint64_t sem_next;    /* the next value to hand out */
-    uint64_t sem_pending; /* the last value an async submission signals: sync work waits for it */
-    struct hl_ring_slot {
-        VkCommandBuffer cmd;
-        VkDescriptorPool pool;
-        uint64_t done; /* the value its last submission signals */
-        int timed;     /* its two timestamps (async_queries 2i, 2i+1) are written and not yet read */
-    } ring[HL_RING_SLOTS];
-    VkQueryPool async_queries; /* a timestamp pair per ring slot (where the queue has timestamps) */
-    uint32_t ring_next;
-    /* An open group (exec.c, hl_async_group_begin): the ordered operations recorded
-     * into a ring slot's command buffer, submitted in chunks (HL_GROUP_CHUNK_OPS) and
-     * the rest by hl_async_group_end; the chunk being recorded waits for group_wait. */
-    int group_open;
-    struct hl_ring_slot *group; /* the chunk's slot (NULL only after a failed chunk start) */
-    uint64_t group_wait, group_signal;
-    uint32_t chunk_ops;
-    int idle_flush; /* a chunk goes as soon as the GPU is idle (HELIOS_DISABLE_IDLE_FLUSH=1: only when full) */
-    /* What the chunk's operations since its last barrier read and wrote (hazard.h), so
-     * that independent operations overlap: a set over hazard_ranges. */
-    hl_hazard_set hazards;
-    hl_range hazard_ranges[2][HL_HAZARD_RANGES];
-    hl_profile profile; /* per-operation timestamps while on (profile.c) */
-    /* Scratch buffers a grown reservation replaced while a group that may use them
-     * was open (buffer.c): destroyed once the timeline reaches `done`. */
-    struct hl_retired {
-        hl_buffer buf;
-        uint64_t done;
-    } retired[HL_RETIRED_MAX];
-    uint32_t n_retired;
-    void *cuda_ctx; /* CUDA interop (cuda.c): the primary context, once attached */
-    int cuda_device, cuda_ordinal;
+    hl_async async;        /* submissions that do not wait: the timeline, the ring (runtime/async.h) */
+    hl_group group;        /* the open group of ordered operations (runtime/async.h) */
+    hl_profile profile;    /* per-operation timestamps while on (profile.c) */
+    hl_cuda_link cuda;     /* CUDA interop (runtime/cuda_link.h), once attached */
     uint64_t live_exports; /* DLPack exports a consumer still holds (close waits for none) */
     hl_telemetry tel;
 };

@@ -423,7 +423,7 @@ hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_
     op_plan *plans = NULL;
     VkDescriptorSet *sets = NULL;
     if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: no operations recorded");
-    if (dev->group_open) /* its descriptor sets are the synchronous pool's, its operands not tracked */
+    if (dev->group.open) /* its descriptor sets are the synchronous pool's, its operands not tracked */
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "chain: a chain is a submission of its own; it does not run inside an open group");
     if (n_ops > 4096) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "chain: %u operations; at most 4096", n_ops);

@@ -365,7 +365,7 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
     if (n_params > HL_PLAN_MAX_PARAMS)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
                        HL_PLAN_MAX_PARAMS);
-    if (dev->group_open) /* a plan is a submission of its own */
+    if (dev->group.open) /* a plan is a submission of its own */
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: recorded inside an open group; record it after it closes");
     HL_TRY(hl_settle(dev, err));
     hl_plan *p;
@@ -408,7 +408,7 @@ static hl_status replay_one(hl_plan *p, hl_plan_run *run, hl_error *err) {
     const double t0 = hl_now_ms();
     hl_device *dev = p ? p->dev : NULL;
     if (!dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "plan: its device was closed");
-    if (dev->group_open)
+    if (dev->group.open)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: replayed inside an open group (it is a submission)");
     for (uint32_t i = 0; i < p->n_tensors; i++)
         if (p->tensors[i]->dev != dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "plan: tensor %u it binds is gone", i);

@@ -25,11 +25,11 @@
 static hl_status async_open(hl_device *dev, int host, hl_error *err) {
     hl_status st = HL_OK;
     int fd = -1;
-    if (dev->timeline) {
-        if (dev->timeline_host == host) return HL_OK;
+    if (dev->async.timeline) {
+        if (dev->async.host_driven == host) return HL_OK;
         return hl_fail(err, HL_ERR_UNSUPPORTED,
                        "this device's operations are already ordered %s; one device orders with one of them",
-                       dev->timeline_host ? "by the host (a test's hl_async_open_host)" : "with CUDA");
+                       dev->async.host_driven ? "by the host (a test's hl_async_open_host)" : "with CUDA");
     }
     if (host ? !dev->caps.has_timeline : !dev->caps.external_semaphore_fd)
         return hl_fail(err, HL_ERR_UNSUPPORTED,
@@ -44,11 +44,11 @@ static hl_status async_open(hl_device *dev, int host, hl_error *err) {
                                            .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
                                            .initialValue = 0};
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type_info};
-    HL_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline));
-    dev->timeline_host = host;
+    HL_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->async.timeline));
+    dev->async.host_driven = host;
     if (!host) {
         VkSemaphoreGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
-                                      .semaphore = dev->timeline,
+                                      .semaphore = dev->async.timeline,
                                       .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
         HL_VK(dev->get_semaphore_fd(dev->device, &gi, &fd));
         st = hl_cuda_import_semaphore(dev, fd, err); /* takes the fd, also on failure */
@@ -69,16 +69,16 @@ static hl_status async_open(hl_device *dev, int host, hl_error *err) {
                                        .poolSizeCount = 1,
                                        .pPoolSizes = &ps};
     for (uint32_t i = 0; i < HL_RING_SLOTS; i++) {
-        dev->ring[i].cmd = cmds[i];
-        HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->ring[i].pool));
+        dev->async.ring[i].cmd = cmds[i];
+        HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &dev->async.ring[i].pool));
     }
     if (dev->timestamps_ok) {
         VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                      .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                      .queryCount = 2 * HL_RING_SLOTS};
-        HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->async_queries));
+        HL_VK(vkCreateQueryPool(dev->device, &qci, NULL, &dev->async.queries));
     }
-    dev->sem_next = 1;
+    dev->async.next = 1;
     return HL_OK;
 fail:
     hl_async_close(dev);
@@ -91,11 +91,11 @@ hl_status hl_async_open_host(hl_device *dev, hl_error *err) { return async_open(
 
 hl_status hl_device_host_signal(hl_device *dev, uint64_t value, hl_error *err) {
     hl_status st = HL_OK;
-    if (!dev->timeline || !dev->timeline_host)
+    if (!dev->async.timeline || !dev->async.host_driven)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "host signals drive a host-ordered device only (hl_async_open_host first)");
     VkSemaphoreSignalInfo si = {
-        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = dev->timeline, .value = value};
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO, .semaphore = dev->async.timeline, .value = value};
     HL_VK(dev->signal_semaphore(dev->device, &si));
     return HL_OK;
 fail:
@@ -103,11 +103,11 @@ fail:
 }
 
 hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_ns, hl_error *err) {
-    if (!dev->timeline)
+    if (!dev->async.timeline)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no ordered operation was submitted on this device");
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
-                              .pSemaphores = &dev->timeline,
+                              .pSemaphores = &dev->async.timeline,
                               .pValues = &value};
     VkResult vr = dev->wait_semaphores(dev->device, &wi, timeout_ns);
     if (vr == VK_TIMEOUT)
@@ -118,44 +118,44 @@ hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_n
 
 hl_status hl_device_semaphore_value(hl_device *dev, uint64_t *value, hl_error *err) {
     hl_status st = HL_OK;
-    if (!dev->timeline)
+    if (!dev->async.timeline)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no ordered operation was submitted on this device");
-    HL_VK(dev->semaphore_value(dev->device, dev->timeline, value));
+    HL_VK(dev->semaphore_value(dev->device, dev->async.timeline, value));
 fail:
     return st;
 }
 
 void hl_async_close(hl_device *dev) { /* an open group was submitted first (hl_device_destroy) */
-    if (dev->timeline && dev->sem_pending) {
+    if (dev->async.timeline && dev->async.pending) {
         /* best effort: work waiting for a CUDA signal that never comes is abandoned */
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                   .semaphoreCount = 1,
-                                  .pSemaphores = &dev->timeline,
-                                  .pValues = &dev->sem_pending};
+                                  .pSemaphores = &dev->async.timeline,
+                                  .pValues = &dev->async.pending};
         dev->wait_semaphores(dev->device, &wi, 5ull * 1000 * 1000 * 1000);
     }
     for (uint32_t i = 0; i < HL_RING_SLOTS; i++) {
-        if (dev->ring[i].pool) vkDestroyDescriptorPool(dev->device, dev->ring[i].pool, NULL);
-        if (dev->ring[i].cmd) vkFreeCommandBuffers(dev->device, dev->cmd_pool, 1, &dev->ring[i].cmd);
-        memset(&dev->ring[i], 0, sizeof dev->ring[i]);
+        if (dev->async.ring[i].pool) vkDestroyDescriptorPool(dev->device, dev->async.ring[i].pool, NULL);
+        if (dev->async.ring[i].cmd) vkFreeCommandBuffers(dev->device, dev->cmd_pool, 1, &dev->async.ring[i].cmd);
+        memset(&dev->async.ring[i], 0, sizeof dev->async.ring[i]);
     }
-    if (dev->async_queries) vkDestroyQueryPool(dev->device, dev->async_queries, NULL);
-    dev->async_queries = VK_NULL_HANDLE;
+    if (dev->async.queries) vkDestroyQueryPool(dev->device, dev->async.queries, NULL);
+    dev->async.queries = VK_NULL_HANDLE;
     hl_async_release_retired(dev, 1); /* their work is done or abandoned (the wait above) */
     hl_cuda_release_semaphore(dev);
-    if (dev->timeline) vkDestroySemaphore(dev->device, dev->timeline, NULL);
-    dev->timeline = VK_NULL_HANDLE;
-    dev->timeline_host = 0;
-    dev->sem_next = dev->sem_pending = 0;
+    if (dev->async.timeline) vkDestroySemaphore(dev->device, dev->async.timeline, NULL);
+    dev->async.timeline = VK_NULL_HANDLE;
+    dev->async.host_driven = 0;
+    dev->async.next = dev->async.pending = 0;
 }
 
 hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err) {
-    hl_status st = dev->timeline ? HL_OK : hl_async_open(dev, err); /* the open ring, host-driven or CUDA's */
+    hl_status st = dev->async.timeline ? HL_OK : hl_async_open(dev, err); /* the open ring, host-driven or CUDA's */
     if (st != HL_OK) return st;
     /* The values between a pair are the chunks of a group (hl_async_group_flush). */
-    *wait = dev->sem_next;
-    *signal = dev->sem_next + HL_VALUE_SPAN;
-    dev->sem_next += HL_VALUE_SPAN + 1;
+    *wait = dev->async.next;
+    *signal = dev->async.next + HL_VALUE_SPAN;
+    dev->async.next += HL_VALUE_SPAN + 1;
     return HL_OK;
 }
 
@@ -171,9 +171,9 @@ hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, h
  * semaphore reached the value it signals after its last command). */
 static void collect_slot(hl_device *dev, uint32_t i) {
     uint64_t ts[2];
-    VkResult vr = vkGetQueryPoolResults(dev->device, dev->async_queries, 2 * i, 2, sizeof ts, ts, sizeof ts[0],
+    VkResult vr = vkGetQueryPoolResults(dev->device, dev->async.queries, 2 * i, 2, sizeof ts, ts, sizeof ts[0],
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-    dev->ring[i].timed = 0;
+    dev->async.ring[i].timed = 0;
     if (vr != VK_SUCCESS) return; /* lost: the sum leaves it out */
     dev->tel.async_gpu_ms += hl_ticks_ms(dev, ts[0], ts[1]);
     dev->tel.async_timed++;
@@ -181,14 +181,15 @@ static void collect_slot(hl_device *dev, uint32_t i) {
 
 void hl_async_collect(hl_device *dev) {
     uint64_t reached = 0;
-    if (!dev->timeline || dev->semaphore_value(dev->device, dev->timeline, &reached) != VK_SUCCESS) return;
-    if (dev->async_queries)
+    if (!dev->async.timeline || dev->semaphore_value(dev->device, dev->async.timeline, &reached) != VK_SUCCESS) return;
+    if (dev->async.queries)
         for (uint32_t i = 0; i < HL_RING_SLOTS; i++)
-            if (dev->ring[i].timed && dev->ring[i].done <= reached) collect_slot(dev, i);
-    for (uint32_t i = 0; i < dev->n_retired;) {
-        if (dev->retired[i].done <= reached && !(dev->group_open && dev->retired[i].done == dev->group_signal)) {
-            hl_buffer_destroy(dev, &dev->retired[i].buf);
-            dev->retired[i] = dev->retired[--dev->n_retired];
+            if (dev->async.ring[i].timed && dev->async.ring[i].done <= reached) collect_slot(dev, i);
+    for (uint32_t i = 0; i < dev->async.n_retired;) {
+        if (dev->async.retired[i].done <= reached &&
+            !(dev->group.open && dev->async.retired[i].done == dev->group.signal)) {
+            hl_buffer_destroy(dev, &dev->async.retired[i].buf);
+            dev->async.retired[i] = dev->async.retired[--dev->async.n_retired];
         } else {
             i++;
         }
@@ -200,23 +201,23 @@ void hl_async_release_retired(hl_device *dev, int all) {
         hl_async_collect(dev);
         return;
     }
-    for (uint32_t i = 0; i < dev->n_retired; i++) hl_buffer_destroy(dev, &dev->retired[i].buf);
-    dev->n_retired = 0;
+    for (uint32_t i = 0; i < dev->async.n_retired; i++) hl_buffer_destroy(dev, &dev->async.retired[i].buf);
+    dev->async.n_retired = 0;
 }
 
 /* The next ring slot, its previous submission finished (normally long since). */
 hl_status hl_async_slot(hl_device *dev, struct hl_ring_slot **out, hl_error *err) {
     hl_status st = HL_OK;
-    struct hl_ring_slot *slot = &dev->ring[dev->ring_next++ % HL_RING_SLOTS];
+    struct hl_ring_slot *slot = &dev->async.ring[dev->async.ring_next++ % HL_RING_SLOTS];
     if (slot->done) {
         VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                   .semaphoreCount = 1,
-                                  .pSemaphores = &dev->timeline,
+                                  .pSemaphores = &dev->async.timeline,
                                   .pValues = &slot->done};
         HL_VK(dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS));
     }
-    if (slot->timed) collect_slot(dev, (uint32_t)(slot - dev->ring)); /* finished: read before its reuse */
-    if (dev->n_retired) hl_async_collect(dev);
+    if (slot->timed) collect_slot(dev, (uint32_t)(slot - dev->async.ring)); /* finished: read before its reuse */
+    if (dev->async.n_retired) hl_async_collect(dev);
     HL_VK(vkResetDescriptorPool(dev->device, slot->pool, 0));
     *out = slot;
     return HL_OK;
@@ -225,13 +226,13 @@ fail:
 }
 
 void hl_async_quiesce(hl_device *dev) {
-    if (!dev->timeline || !dev->sem_pending) return;
+    if (!dev->async.timeline || !dev->async.pending) return;
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
-                              .pSemaphores = &dev->timeline,
-                              .pValues = &dev->sem_pending};
+                              .pSemaphores = &dev->async.timeline,
+                              .pValues = &dev->async.pending};
     dev->wait_semaphores(dev->device, &wi, WAIT_TIMEOUT_NS);
-    if (dev->n_retired) hl_async_collect(dev);
+    if (dev->async.n_retired) hl_async_collect(dev);
 }
 
 /* A scratch buffer of at least size bytes: the one given where it is large enough, else a
@@ -239,13 +240,13 @@ void hl_async_quiesce(hl_device *dev) {
  * submission may still use it). */
 hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int host_visible, hl_error *err) {
     if (b->buffer && b->size >= size) return HL_OK;
-    if (b->buffer && dev->group_open) {
+    if (b->buffer && dev->group.open) {
         /* An operation recorded in the open group (not yet submitted) may use it:
          * kept until the group's work is done. */
-        if (dev->n_retired == HL_RETIRED_MAX)
+        if (dev->async.n_retired == HL_RETIRED_MAX)
             return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                            "a scratch buffer grew more than %u times inside one group of operations", HL_RETIRED_MAX);
-        dev->retired[dev->n_retired++] = (struct hl_retired){*b, dev->group_signal};
+        dev->async.retired[dev->async.n_retired++] = (struct hl_retired){*b, dev->group.signal};
         memset(b, 0, sizeof *b);
     } else if (b->buffer) {
         hl_async_quiesce(dev); /* an async submission may still use it */
@@ -258,7 +259,7 @@ hl_status hl_buffer_reserve(hl_device *dev, hl_buffer *b, VkDeviceSize size, int
 }
 
 hl_status hl_check_async_values(const hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
-    if (!dev->timeline || signal_value <= wait_value || signal_value <= dev->sem_pending)
+    if (!dev->async.timeline || signal_value <= wait_value || signal_value <= dev->async.pending)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "async values %llu -> %llu: take them from hl_async_values (each pair once, in order)",
                        (unsigned long long)wait_value, (unsigned long long)signal_value);
@@ -278,17 +279,17 @@ hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait_
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .pNext = &ti,
                        .waitSemaphoreCount = 1,
-                       .pWaitSemaphores = &dev->timeline,
+                       .pWaitSemaphores = &dev->async.timeline,
                        .pWaitDstStageMask = &stage,
                        .commandBufferCount = 1,
                        .pCommandBuffers = &cmd,
                        .signalSemaphoreCount = 1,
-                       .pSignalSemaphores = &dev->timeline};
+                       .pSignalSemaphores = &dev->async.timeline};
     const double t_sub = hl_now_ms();
     HL_VK_FAULT(HL_FAULT_SUBMIT, vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
     dev->tel.async_submit_ms += hl_now_ms() - t_sub;
     dev->tel.submits++;
-    dev->sem_pending = signal_value;
+    dev->async.pending = signal_value;
 fail:
     return st;
 }

@@ -73,7 +73,7 @@ void hl_capture_destroy(hl_capture *c) {
 hl_status hl_capture_begin(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     if (dev->capturing) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "capture: one is already recording");
-    if (dev->group_open)
+    if (dev->group.open)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "capture: a group is open (a capture is a submission of its own)");
     if (dev->profile.on)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
@@ -113,7 +113,7 @@ hl_status hl_capture_begin(hl_device *dev, hl_error *err) {
     hl_cmd_barrier_on(dev, c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    hl_hazard_clear(&dev->hazards);
+    hl_hazard_clear(&dev->group.hazards);
     c->dispatches0 = dev->tel.dispatches;
     c->barriers0 = dev->tel.barriers;
     dev->capturing = c;
@@ -218,7 +218,7 @@ fail:
 static hl_status usable(const hl_capture *c, hl_error *err) {
     if (!c || !c->dev) return hl_fail(err, HL_ERR_DEVICE_CLOSED, "capture: its device was closed");
     if (!c->ended) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "capture: still recording");
-    if (c->dev->group_open || c->dev->capturing)
+    if (c->dev->group.open || c->dev->capturing)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "capture: replayed while a group is open or a capture records (it is a submission)");
     return HL_OK;

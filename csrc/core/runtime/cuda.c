@@ -68,7 +68,7 @@ hl_status hl_cu_fail(hl_error *err, CUresult r, const char *call) {
  * primary context, once per device. */
 static hl_status cuda_attach(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->cuda_ctx) return HL_OK;
+    if (dev->cuda.ctx) return HL_OK;
     hl_status loaded = hl_cu_load(err);
     if (loaded != HL_OK) return loaded; /* before anything to clean up */
     if (!dev->caps.external_memory_fd)
@@ -86,9 +86,9 @@ static hl_status cuda_attach(hl_device *dev, hl_error *err) {
         if (memcmp(u.bytes, dev->caps.uuid, sizeof u.bytes) != 0) continue;
         CUcontext ctx;
         HL_CU(cuDevicePrimaryCtxRetain(&ctx, d));
-        dev->cuda_device = d;
-        dev->cuda_ordinal = i;
-        dev->cuda_ctx = ctx;
+        dev->cuda.device = d;
+        dev->cuda.ordinal = i;
+        dev->cuda.ctx = ctx;
         return HL_OK;
     }
     return hl_fail(err, HL_ERR_UNSUPPORTED,
@@ -101,7 +101,7 @@ fail:
 
 hl_status hl_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err) {
     hl_status st = cuda_attach(dev, err);
-    if (st == HL_OK) *ordinal = dev->cuda_ordinal;
+    if (st == HL_OK) *ordinal = dev->cuda.ordinal;
     return st;
 }
 
@@ -118,7 +118,7 @@ hl_status hl_cuda_import(hl_device *dev, hl_buffer *b, uint64_t bytes, hl_error 
                                .memory = b->memory,
                                .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
     HL_VK(dev->get_memory_fd(dev->device, &gi, &fd));
-    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
+    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda.ctx));
     pushed = 1;
     /* The size and the dedicated flag must be the allocation's own. */
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC hd = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
@@ -149,7 +149,7 @@ fail:
 void hl_cuda_release(hl_device *dev, hl_buffer *b) {
     if (!b->cuda_ptr && !b->cuda_ext) return;
     CUcontext popped;
-    int pushed = p_cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx) == 0;
+    int pushed = p_cuCtxPushCurrent_v2((CUcontext)dev->cuda.ctx) == 0;
     /* The mapped pointer goes before the external memory, both before Vulkan frees it. */
     if (b->cuda_ptr) p_cuMemFree_v2(b->cuda_ptr);
     if (b->cuda_ext) p_cuDestroyExternalMemory((CUexternalMemory)b->cuda_ext);
@@ -160,23 +160,23 @@ void hl_cuda_release(hl_device *dev, hl_buffer *b) {
 }
 
 void hl_cuda_detach(hl_device *dev) {
-    if (!dev->cuda_ctx) return;
-    p_cuDevicePrimaryCtxRelease_v2(dev->cuda_device);
-    dev->cuda_ctx = NULL;
+    if (!dev->cuda.ctx) return;
+    p_cuDevicePrimaryCtxRelease_v2(dev->cuda.device);
+    dev->cuda.ctx = NULL;
 }
 
 hl_status hl_cuda_import_semaphore(hl_device *dev, int fd, hl_error *err) {
     hl_status st = HL_OK;
     int pushed = 0;
     HL_TRY(cuda_attach(dev, err));
-    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
+    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda.ctx));
     pushed = 1;
     CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC hd = {.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD,
                                               .handle.fd = fd};
     CUexternalSemaphore sem = NULL;
     HL_CU(cuImportExternalSemaphore(&sem, &hd)); /* owns fd from here */
     fd = -1;
-    dev->cuda_sem = sem;
+    dev->cuda.sem = sem;
 fail:
     if (pushed) {
         CUcontext popped;
@@ -189,10 +189,10 @@ fail:
 /* Stream work on the shared semaphore, in the device's primary context. */
 static hl_status stream_op(hl_device *dev, uint64_t stream, uint64_t value, int signal, hl_error *err) {
     hl_status st = HL_OK;
-    if (!dev->cuda_sem) return hl_fail(err, HL_ERR_UNSUPPORTED, "CUDA interop: no semaphore shared with CUDA yet");
-    CUexternalSemaphore sem = (CUexternalSemaphore)dev->cuda_sem;
+    if (!dev->cuda.sem) return hl_fail(err, HL_ERR_UNSUPPORTED, "CUDA interop: no semaphore shared with CUDA yet");
+    CUexternalSemaphore sem = (CUexternalSemaphore)dev->cuda.sem;
     const double t0 = hl_now_ms();
-    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda_ctx));
+    HL_CU(cuCtxPushCurrent_v2((CUcontext)dev->cuda.ctx));
     CUresult r;
     if (signal) {
         CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS sp = {.params.fence.value = value};
@@ -219,7 +219,7 @@ hl_status hl_cuda_stream_wait(hl_device *dev, uint64_t stream, uint64_t value, h
 }
 
 void hl_cuda_release_semaphore(hl_device *dev) {
-    if (!dev->cuda_sem) return;
-    p_cuDestroyExternalSemaphore((CUexternalSemaphore)dev->cuda_sem);
-    dev->cuda_sem = NULL;
+    if (!dev->cuda.sem) return;
+    p_cuDestroyExternalSemaphore((CUexternalSemaphore)dev->cuda.sem);
+    dev->cuda.sem = NULL;
 }

@@ -38,7 +38,7 @@ static hl_status record_ordered(hl_device *dev, struct hl_ring_slot *slot, hl_ex
         HL_VK(vkAllocateDescriptorSets(dev->device, &dai, &ds));
     }
     dev->tel.async_descriptor_ms += hl_now_ms() - t_ds;
-    return hl_exec_record(dev, slot->cmd, ds, slot == dev->group, x, err);
+    return hl_exec_record(dev, slot->cmd, ds, slot == dev->group.slot, x, err);
 fail:
     return st;
 }
@@ -54,11 +54,11 @@ static hl_status begin_slot(hl_device *dev, struct hl_ring_slot **out, hl_error 
     VkCommandBufferBeginInfo cbi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                     .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HL_VK(vkBeginCommandBuffer(slot->cmd, &cbi));
-    hl_hazard_clear(&dev->hazards); /* a chunk starts after the one before is done */
-    if (dev->async_queries) {
-        const uint32_t q0 = 2u * (uint32_t)(slot - dev->ring); /* the slot's timestamp pair */
-        vkCmdResetQueryPool(slot->cmd, dev->async_queries, q0, 2);
-        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async_queries, q0);
+    hl_hazard_clear(&dev->group.hazards); /* a chunk starts after the one before is done */
+    if (dev->async.queries) {
+        const uint32_t q0 = 2u * (uint32_t)(slot - dev->async.ring); /* the slot's timestamp pair */
+        vkCmdResetQueryPool(slot->cmd, dev->async.queries, q0, 2);
+        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, dev->async.queries, q0);
     }
     hl_profile_mark(dev, slot->cmd, HL_PROFILE_SUBMISSION);
     *out = slot;
@@ -71,13 +71,13 @@ fail:
 static hl_status submit_slot(hl_device *dev, struct hl_ring_slot *slot, uint64_t wait_value, uint64_t signal_value,
                              hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->async_queries)
-        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async_queries,
-                            2u * (uint32_t)(slot - dev->ring) + 1);
+    if (dev->async.queries)
+        vkCmdWriteTimestamp(slot->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, dev->async.queries,
+                            2u * (uint32_t)(slot - dev->async.ring) + 1);
     HL_VK(vkEndCommandBuffer(slot->cmd));
     HL_TRY(hl_submit_timeline(dev, slot->cmd, wait_value, signal_value, err));
     slot->done = signal_value;
-    slot->timed = dev->async_queries != VK_NULL_HANDLE;
+    slot->timed = dev->async.queries != VK_NULL_HANDLE;
 fail:
     return st;
 }
@@ -107,33 +107,33 @@ static hl_status record_in_group(hl_device *dev, hl_exec *x, hl_error *err) {
     if (x->signal_value)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "an operation inside a group takes no wait/signal values of its own (the group has them)");
-    if (!dev->group)
+    if (!dev->group.slot)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "the group lost its command buffer (a chunk failed to start)");
-    if (dev->chunk_ops >= HL_GROUP_MAX_OPS)
+    if (dev->group.chunk_ops >= HL_GROUP_MAX_OPS)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group records at most %u operations past its %u chunks",
                        HL_GROUP_MAX_OPS, HL_VALUE_SPAN - 1);
     HL_TRY(check_ordered(dev, x, err));
-    HL_TRY(record_ordered(dev, dev->group, x, err));
+    HL_TRY(record_ordered(dev, dev->group.slot, x, err));
     /* A chunk goes to the GPU when it is full, or at once when the GPU has run out of
      * work (the semaphore has reached what the chunk would wait for: the stream's
      * signal, or the chunk before's): a GPU the host has caught up with never waits
      * for the host to record seven more ops. It waits for the chunk before and
      * signals the next value between the group's pair; the group goes on in a fresh
      * slot. */
-    int go = ++dev->chunk_ops >= HL_GROUP_CHUNK_OPS;
-    if (!go && dev->idle_flush) {
+    int go = ++dev->group.chunk_ops >= HL_GROUP_CHUNK_OPS;
+    if (!go && dev->group.idle_flush) {
         uint64_t reached = 0;
-        HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
-        go = reached >= dev->group_wait;
+        HL_VK(dev->semaphore_value(dev->device, dev->async.timeline, &reached));
+        go = reached >= dev->group.wait;
     }
-    if (go && dev->group_wait + 1 < dev->group_signal) {
-        const uint64_t value = dev->group_wait + 1;
-        struct hl_ring_slot *slot = dev->group;
-        dev->group = NULL;
-        HL_TRY(submit_slot(dev, slot, dev->group_wait, value, err));
-        dev->group_wait = value;
-        dev->chunk_ops = 0;
-        HL_TRY(begin_slot(dev, &dev->group, err));
+    if (go && dev->group.wait + 1 < dev->group.signal) {
+        const uint64_t value = dev->group.wait + 1;
+        struct hl_ring_slot *slot = dev->group.slot;
+        dev->group.slot = NULL;
+        HL_TRY(submit_slot(dev, slot, dev->group.wait, value, err));
+        dev->group.wait = value;
+        dev->group.chunk_ops = 0;
+        HL_TRY(begin_slot(dev, &dev->group.slot, err));
     }
 fail:
     return st;
@@ -141,28 +141,29 @@ fail:
 
 hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
+    if (dev->group.open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "a group is already open on this device");
     HL_TRY(hl_check_async_values(dev, wait_value, signal_value, err));
     int fixed_chunks = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_IDLE_FLUSH", &fixed_chunks, err));
-    HL_TRY(begin_slot(dev, &dev->group, err));
-    dev->idle_flush = !fixed_chunks;
-    dev->group_open = 1;
-    dev->group_wait = wait_value;
-    dev->group_signal = signal_value;
-    dev->chunk_ops = 0;
+    HL_TRY(begin_slot(dev, &dev->group.slot, err));
+    dev->group.idle_flush = !fixed_chunks;
+    dev->group.open = 1;
+    dev->group.wait = wait_value;
+    dev->group.signal = signal_value;
+    dev->group.chunk_ops = 0;
 fail:
     return st;
 }
 
 hl_status hl_async_group_end(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
-    if (!dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no group is open on this device");
-    dev->group_open = 0;
-    if (!dev->group) HL_TRY(begin_slot(dev, &dev->group, err)); /* an empty last chunk: the signal still comes */
-    struct hl_ring_slot *slot = dev->group;
-    dev->group = NULL;
-    return submit_slot(dev, slot, dev->group_wait, dev->group_signal, err);
+    if (!dev->group.open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "no group is open on this device");
+    dev->group.open = 0;
+    if (!dev->group.slot)
+        HL_TRY(begin_slot(dev, &dev->group.slot, err)); /* an empty last chunk: the signal still comes */
+    struct hl_ring_slot *slot = dev->group.slot;
+    dev->group.slot = NULL;
+    return submit_slot(dev, slot, dev->group.wait, dev->group.signal, err);
 fail:
     return st;
 }
@@ -223,7 +224,7 @@ hl_status hl_exec_run(hl_device *dev, hl_exec *x, hl_error *err) {
     hl_status st = HL_OK;
     HL_TRY(hl_settle(dev, err)); /* scratch and staging an interrupted submission may still read */
     if (dev->capturing) return hl_capture_record(dev, x, err);
-    if (dev->group_open) return record_in_group(dev, x, err);
+    if (dev->group.open) return record_in_group(dev, x, err);
     if (x->signal_value) return run_async(dev, x, err);
     VkDeviceSize stage_off[HL_EXEC_MAX_OPERANDS];
     VkDeviceSize stage_bytes = 0;

@@ -21,10 +21,10 @@ static hl_range range_of(const hl_operand *o) {
 /* Whether x must wait for the operations recorded since the chunk's last barrier:
  * it reads what they wrote, writes what they read or wrote, or the tracker is full. */
 static int hazard(const hl_device *dev, const hl_exec *x) {
-    if (!x->n_operands || !hl_hazard_room(&dev->hazards, x->n_operands)) return 1; /* unknown, or full */
+    if (!x->n_operands || !hl_hazard_room(&dev->group.hazards, x->n_operands)) return 1; /* unknown, or full */
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_range r = range_of(&x->operands[i]);
-        if (hl_hazard_blocks(&dev->hazards, &r, x->operands[i].access != HL_ACCESS_READ)) return 1;
+        if (hl_hazard_blocks(&dev->group.hazards, &r, x->operands[i].access != HL_ACCESS_READ)) return 1;
     }
     return 0;
 }
@@ -32,7 +32,7 @@ static int hazard(const hl_device *dev, const hl_exec *x) {
 static void track(hl_device *dev, const hl_exec *x) {
     for (uint32_t i = 0; i < x->n_operands; i++) {
         const hl_range r = range_of(&x->operands[i]);
-        hl_hazard_note(&dev->hazards, &r, x->operands[i].access != HL_ACCESS_READ);
+        hl_hazard_note(&dev->group.hazards, &r, x->operands[i].access != HL_ACCESS_READ);
     }
 }
 
@@ -67,9 +67,9 @@ hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds
     dev->tel.async_descriptor_ms += t_rec - t_ds;
     VkCommandBuffer sync_cmd = dev->cmd; /* the helpers record into dev->cmd: the given one for now */
     dev->cmd = cmd;
-    if (!overlap && (dev->hazards.n_read || dev->hazards.n_written)) {
+    if (!overlap && (dev->group.hazards.n_read || dev->group.hazards.n_written)) {
         hl_compute_barrier(dev); /* ops recorded without one before this op's fills */
-        hl_hazard_clear(&dev->hazards);
+        hl_hazard_clear(&dev->group.hazards);
     }
     for (uint32_t i = 0; poison && i < x->n_operands; i++) {
         const hl_operand *o = &x->operands[i];
@@ -81,7 +81,7 @@ hl_status hl_exec_record(hl_device *dev, VkCommandBuffer cmd, VkDescriptorSet ds
         hl_cmd_barrier(dev, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-        hl_hazard_clear(&dev->hazards);
+        hl_hazard_clear(&dev->group.hazards);
     } else {
         dev->tel.overlapped++;
     }

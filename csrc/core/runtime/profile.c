@@ -13,13 +13,14 @@
  * naming `what` (the call) and `then` (what to do). */
 static hl_status settled(hl_device *dev, const char *what, const char *then, hl_error *err) {
     hl_status st = HL_OK;
-    if (dev->group_open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: a group is open; %s", what, then);
+    if (dev->group.open) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s: a group is open; %s", what, then);
     uint64_t reached = 0;
-    if (dev->timeline && dev->sem_pending) HL_VK(dev->semaphore_value(dev->device, dev->timeline, &reached));
-    if (reached < dev->sem_pending)
+    if (dev->async.timeline && dev->async.pending)
+        HL_VK(dev->semaphore_value(dev->device, dev->async.timeline, &reached));
+    if (reached < dev->async.pending)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: ordered work is still pending (semaphore at %llu of %llu); %s", what,
-                       (unsigned long long)reached, (unsigned long long)dev->sem_pending, then);
+                       (unsigned long long)reached, (unsigned long long)dev->async.pending, then);
 fail:
     return st;
 }

@@ -95,12 +95,12 @@ hl_status hl_submit_cmd(hl_device *dev, VkCommandBuffer cmd, hl_error *err) {
     const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
     VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                         .waitSemaphoreValueCount = 1,
-                                        .pWaitSemaphoreValues = &dev->sem_pending};
-    const int after_async = dev->timeline && dev->sem_pending;
+                                        .pWaitSemaphoreValues = &dev->async.pending};
+    const int after_async = dev->async.timeline && dev->async.pending;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .pNext = after_async ? &ti : NULL,
                        .waitSemaphoreCount = after_async ? 1u : 0u,
-                       .pWaitSemaphores = &dev->timeline,
+                       .pWaitSemaphores = &dev->async.timeline,
                        .pWaitDstStageMask = &stage,
                        .commandBufferCount = 1,
                        .pCommandBuffers = &cmd};
@@ -145,7 +145,7 @@ hl_status hl_check_output_tensor(hl_device *dev, const hl_tensor *t, uint64_t ne
     /* A synchronous op poisons its outputs with fills of whole words: a slice view whose
      * bytes are not whole words would have its neighbour's bytes filled too. Ordered ops
      * (a group, a capture) do not poison. */
-    if (t && t->is_view && (t->offset % 4 || t->bytes % 4) && !dev->group_open && !dev->capturing)
+    if (t && t->is_view && (t->offset % 4 || t->bytes % 4) && !dev->group.open && !dev->capturing)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT,
                        "%s: the output tensor %s is a slice view of %llu bytes at byte %llu: an output view takes "
                        "whole 4-byte words; write into a whole tensor",

@@ -104,7 +104,7 @@ hl_status hl_tensor_cuda_export(hl_tensor *t, uint64_t *ptr, int *ordinal, hl_er
     hl_status st = hl_cuda_import(t->dev, &t->buf, t->bytes, err);
     if (st != HL_OK) return st;
     *ptr = t->buf.cuda_ptr;
-    *ordinal = t->dev->cuda_ordinal;
+    *ordinal = t->dev->cuda.ordinal;
     t->dev->live_exports++;
     t->exports++;
     return HL_OK;
