@@ -48,7 +48,8 @@ def check_ops(t: Any) -> None:
 
 def gen_header(t: Any) -> str:
     out = [f"/* {ORIGIN} */\n#ifndef HL_PLAN_OPS_H\n#define HL_PLAN_OPS_H\n\n#include <stddef.h>\n\n"]
-    out.append('#include "helios_core.h" /* hl_tensor, hl_dtype, the structs the core declares */\n\n')
+    out.append('#include "helios_core.h" /* hl_tensor, hl_dtype, the structs the core declares */\n')
+    out.append('#include "helios_elementwise.h" /* the LayerNorm steps\' args */\n\n')
     for o in t.PLAN_OPS:
         if not o.declare:
             continue

@@ -241,49 +241,6 @@ const char *hl_queue_priority_name(int priority);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */
-/* Ordering with CUDA without host waits (async.c): a pair of values of the timeline
- * semaphore the device shares with CUDA. CUDA stream work signals `wait` once the
- * inputs are ready (hl_device_cuda_signal), the operation (args' wait_value and
- * signal_value) waits for it and signals `signal`, and the stream waits for `signal`
- * (hl_device_cuda_wait) before reading the output. One stream at a time. */
-hl_status hl_async_values(hl_device *dev, uint64_t *wait, uint64_t *signal, hl_error *err);
-/* Ordered operations as one submission: after hl_async_group_begin(wait, signal)
- * (a pair from hl_async_values), every operation called on this device is recorded
- * into one command buffer, each after the one before (tensors only, untimed, no
- * wait/signal values of its own), and hl_async_group_end submits them: one wait for
- * `wait` and one signal of `signal` for the whole group, not waited for. End always
- * submits what was recorded (also after an operation failed), so `signal` is
- * reached. At most HL_GROUP_MAX_OPS (256) operations per group. */
-hl_status hl_async_group_begin(hl_device *dev, uint64_t wait_value, uint64_t signal_value, hl_error *err);
-hl_status hl_async_group_end(hl_device *dev, hl_error *err);
-/* A profile of ordered work (profile.c): after hl_profile_start every ordered
- * operation runs alone (a barrier before and after it) and writes a GPU timestamp
- * when done, every submission one when it starts; hl_profile_stop, once that work is
- * finished, hands back the timestamps in recording order, in ms after the first
- * (out: room for `capacity`), and how many did not fit. */
-#define HL_PROFILE_MAX 16384 /* timestamps per profile at most */
-typedef enum hl_profile_kind { HL_PROFILE_SUBMISSION = 0, HL_PROFILE_OP = 1 } hl_profile_kind;
-typedef struct hl_profile_entry {
-    hl_profile_kind kind;
-    double ms;
-} hl_profile_entry;
-hl_status hl_profile_start(hl_device *dev, uint32_t capacity, hl_error *err);
-hl_status hl_profile_stop(hl_device *dev, hl_profile_entry *out, uint32_t *n, uint32_t *dropped, hl_error *err);
-hl_status hl_device_cuda_signal(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
-hl_status hl_device_cuda_wait(hl_device *dev, uint64_t stream, uint64_t value, hl_error *err);
-hl_status hl_device_cuda_ordinal(hl_device *dev, int *ordinal, hl_error *err);
-/* The same ordering driven by the host instead of a CUDA stream (tests, and
- * devices without CUDA): hl_async_open_host makes the ring over a timeline
- * semaphore of this device alone (UNSUPPORTED without timeline semaphores, or
- * once the CUDA-shared one is open); hl_device_host_signal sets the semaphore to
- * value (what the CUDA stream's signal does), hl_device_host_wait waits for it
- * (HL_ERR_TIMEOUT after timeout_ns). */
-hl_status hl_async_open_host(hl_device *dev, hl_error *err);
-hl_status hl_device_host_signal(hl_device *dev, uint64_t value, hl_error *err);
-hl_status hl_device_host_wait(hl_device *dev, uint64_t value, uint64_t timeout_ns, hl_error *err);
-/* The ordering semaphore's current value (vkGetSemaphoreCounterValue): what a host
- * polling for the CUDA stream's signal reads. */
-hl_status hl_device_semaphore_value(hl_device *dev, uint64_t *value, hl_error *err);
 void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);
@@ -356,65 +313,6 @@ void hl_matmul_sizes(const hl_matmul_args *args, uint64_t *a_bytes, uint64_t *b_
  * GPU timestamps (samples_ms, per chain). */
 hl_status hl_matmul_chain(hl_device *dev, const hl_matmul_args *ops, uint32_t n_ops, uint32_t warmup, uint32_t iters,
                           double *samples_ms, hl_run_info *info, hl_error *err);
-
-/* The ops between products (elementwise.c): tensors only, run once (no timing),
- * synchronously or ordered like hl_matmul_args (wait_value / signal_value). */
-/* A layout copy of 16-bit elements (bits: float16 and bfloat16 alike) over a
- * 4-D index space, sizes outermost first; element (i0, i1, i2, i3) is read at
- * src_offset + i0*src_strides[0] + i1*src_strides[1] + i2*src_strides[2] + i3 and
- * written at the same form in dst: the innermost dimension is contiguous on both
- * sides. Every element index must fit in both tensors and below 2^32; src and dst
- * are different memory. Elements of dst the index space does not reach are left
- * as they were (several copies may fill one tensor). */
-typedef struct hl_copy_args {
-    hl_tensor *src, *dst;
-    uint32_t sizes[4];
-    uint32_t src_strides[3], dst_strides[3];
-    uint32_t src_offset, dst_offset;
-    uint64_t wait_value, signal_value;
-} hl_copy_args;
-hl_status hl_copy_strided(hl_device *dev, const hl_copy_args *args, hl_error *err);
-
-/* y = act(z) (grad NULL) or y = grad * act'(z) (an activation's backward at its
- * input) over n elements of dtype (HL_F16 or HL_BF16), computed in fp32 and
- * rounded once (the product epilogue's activations). y must not be z or grad. */
-typedef struct hl_activation_args {
-    hl_tensor *z, *grad, *y;
-    uint64_t n;
-    hl_dtype dtype;
-    hl_activation act; /* not HL_ACT_NONE */
-    uint64_t wait_value, signal_value;
-} hl_activation_args;
-hl_status hl_activate(hl_device *dev, const hl_activation_args *args, hl_error *err);
-
-/* LayerNorm over `rows` rows of `d` fp32 elements (a residual stream), gamma and
- * beta fp32 (d); h and the branch r in dtype (HL_F16 or HL_BF16). Forward:
- * v = x (+ r, written to x_out, when r is given), stats[2i], stats[2i+1] = the
- * row's mean and 1/sqrt(biased variance + eps), h = (v - mean) rstd gamma + beta. */
-typedef struct hl_layernorm_args {
-    hl_tensor *x, *r, *gamma, *beta, *x_out, *h, *stats;
-    uint32_t rows, d, rms; /* rms: RMSNorm, the forward only (mean 0, no beta: beta may be NULL) */
-    float eps;
-    hl_dtype dtype;
-    uint64_t wait_value, signal_value;
-} hl_layernorm_args;
-hl_status hl_layernorm(hl_device *dev, const hl_layernorm_args *args, hl_error *err);
-/* Its backward: from grad_h (dtype), the forward's x (the stream it normalised:
- * its x_out where it added a branch) and stats, gx = d loss / d x (+ grad_res, the
- * stream's gradient from above, when given) in fp32 and rounded to gx16 (dtype);
- * partial: per group of HL_LAYERNORM_ROWS rows, the column sums of grad_h * xhat
- * (gamma's gradient) and of grad_h (beta's), (ceil(rows / HL_LAYERNORM_ROWS), 2, d)
- * fp32, summed over the groups by the caller. Eight rows a group: 1024 groups at
- * 8192 rows, a full wave of workgroups on an H100 (at 32 the backward ran 256 groups
- * at 158 us for 8192 x 1024, 3.7x its memory time). */
-#define HL_LAYERNORM_ROWS 8u
-typedef struct hl_layernorm_bwd_args {
-    hl_tensor *grad_h, *x, *stats, *gamma, *grad_res, *gx, *gx16, *partial;
-    uint32_t rows, d;
-    hl_dtype dtype;
-    uint64_t wait_value, signal_value;
-} hl_layernorm_bwd_args;
-hl_status hl_layernorm_backward(hl_device *dev, const hl_layernorm_bwd_args *args, hl_error *err);
 
 /* The cooperative-matrix MMA roof (roof.c): `reps` timed dispatches of `groups`
  * workgroups, each of 4 subgroups running `iters` x 4 independent MMAs of

@@ -11,6 +11,8 @@
 #include "hazard.h"
 #include "helios_attention.h"
 #include "helios_core.h"
+#include "helios_elementwise.h"
+#include "helios_ordering.h"
 #include "hl_layouts.h"
 #include "pipeline_store.h"
 #include "plan_policy.h"

@@ -4,6 +4,7 @@
  * so the memory lives until the consumer frees its tensor; the Device refuses
  * to close while any export is outstanding. */
 #include "binding.h"
+#include "../core/helios_ordering.h"
 
 /* DLPack's ABI (dlpack.h): the unversioned DLManagedTensor every consumer takes, and
  * DLPack 1.0's DLManagedTensorVersioned (a version and flags) for consumers that ask

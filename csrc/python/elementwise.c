@@ -2,6 +2,7 @@
  * _adamw (core elementwise.c, train.c): the ops between products, on Tensors. helios.Device.copy_strided / .activation
  * work out the arguments. */
 #include "binding.h"
+#include "../core/helios_elementwise.h"
 
 #include "../core/helios_train.h"
 

@@ -3,6 +3,7 @@
 #define PY_ARRAY_UNIQUE_SYMBOL helios_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include "binding.h"
+#include "../core/helios_elementwise.h"
 
 #include <numpy/arrayobject.h>
 

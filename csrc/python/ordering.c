@@ -4,6 +4,7 @@
  * engine's own per-op timestamps (profile.c). helios.torch calls them; the names
  * are private (Device._...). */
 #include "binding.h"
+#include "../core/helios_ordering.h"
 
 /* ---- ordering with CUDA streams (async.c): Device._async_values(),
  * Device._cuda_signal(stream, value), Device._cuda_wait(stream, value) ---------- */

@@ -6,6 +6,7 @@
 #include "../core/helios_kernels.h"
 #include "../core/helios_plan.h"
 #include "binding.h"
+#include "../core/helios_ordering.h"
 
 static DeviceObject *device_arg(PyObject *obj) {
     PyTypeObject *type = Py_TYPE(obj);
