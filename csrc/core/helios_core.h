@@ -241,7 +241,7 @@ const char *hl_queue_priority_name(int priority);
 void hl_tensor_export_done(hl_tensor *t);
 uint64_t hl_tensor_exports(const hl_tensor *t);        /* its exports not yet done */
 uint64_t hl_device_live_exports(const hl_device *dev); /* exports not yet done */
-void hl_tensor_destroy(hl_tensor *t); /* NULL-safe; also after its device closed */
+void hl_tensor_destroy(hl_tensor *t);                  /* NULL-safe; also after its device closed */
 int hl_tensor_alive(const hl_tensor *t);
 const hl_device *hl_tensor_device(const hl_tensor *t);
 uint64_t hl_tensor_bytes(const hl_tensor *t);
