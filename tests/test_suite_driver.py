@@ -40,3 +40,11 @@ def test_the_device_flag_is_used_or_refused_never_ignored(workload, device, caps
     err = capsys.readouterr().err
     says = "device index 7 out of range" if workload == "mlp" else "--device 7: helios suite"
     assert says in err and not out.exists(), err
+
+
+def test_the_help_says_what_each_suite_is(capsys):
+    with pytest.raises(SystemExit):
+        main(["suite", "--help"])
+    out = capsys.readouterr().out
+    for name in CONFIGS:
+        assert f"`helios suite {name}`:" in out, name

@@ -106,7 +106,12 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def suite_doc() -> str:
-    return mlp.__doc__ or ""
+    """--help's description: what the one driver does, then each suite's first paragraph."""
+    head = (
+        "One driver runs each suite (helios/harness/workloads/suites.py); the manual's\n"
+        "guide/suites.md says more of each."
+    )
+    return "\n\n".join([head] + [s.doc.split("\n\n")[0] for s in SUITES.values()])
 
 
 # Long: the command's flags, one declaration each in the order --help prints them.

@@ -456,6 +456,7 @@ def configure(args: Any, fields: dict) -> MlpConfig:
 
 SUITE = Suite(
     name="mlp",
+    doc=__doc__ or "",
     fields={k: k for k in ("tokens", "d_model", "hidden", "iters", "warmup")},
     small={"tokens": [16, 64], "d_model": 256, "hidden": 896, "iters": 5, "warmup": 1},
     flags=("adapter_cmd", "adapter_timeout", "atol", "rtol", "tag"),

@@ -47,6 +47,7 @@ class Suite:
     """One workload of `helios suite`, as the driver (cli/suite.py) runs it."""
 
     name: str
+    doc: str  # what it is (its module's docstring; --help prints the first paragraph)
     fields: Mapping[str, str]  # config field -> the flag (argparse dest) that sets it
     small: Mapping[str, Any]  # those fields' values with --tiny or on a CPU device
     flags: tuple[str, ...]  # the other flags (dests) only this suite reads

@@ -11,6 +11,7 @@ from ...results.rows import DecodeRow
 from ...results.suite_tables import decode_markdown
 from ..suites import AdapterChoice, Suite
 from . import DECODE_ADAPTERS, LLAMA_ADAPTERS, TINY, DecodeConfig, check_config
+from . import __doc__ as decode_doc
 from .run import run_decode, torch_or_none
 
 
@@ -64,6 +65,7 @@ def adapter_choice(args: Any) -> AdapterChoice:
 
 SUITE = Suite(
     name="decode",
+    doc=decode_doc,
     fields={
         k: k
         for k in ("layers", "d_model", "heads", "vocab", "prompt", "new", "contexts", "context_steps", "train_steps")

@@ -97,6 +97,7 @@ def run(cfg: TrainConfig, log: Callable[[str], None]) -> dict:
 
 SUITE = Suite(
     name="train",
+    doc=__doc__ or "",
     fields={
         "layers": "layers",
         "d_model": "d_model",
