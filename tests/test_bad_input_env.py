@@ -62,6 +62,28 @@ def test_queue_priority_env_is_strict(monkeypatch, value):
         helios.Device()
 
 
+@pytest.mark.parametrize("value,ok", [("0", True), ("300", True), ("1000000", True), ("1000001", False),
+                                      ("-1", False), ("1.5", False), ("soon", False)])  # fmt: skip
+def test_wait_spin_env_polls_or_refuses(monkeypatch, value, ok):
+    """HELIOS_WAIT_SPIN_US: microseconds a wait polls the fence before it sleeps; a plan's
+    replays and a product give what they give without it, whether the poll or the sleep
+    sees the end. A value that is not an integer up to 10^6 is refused naming the switch."""
+    monkeypatch.setenv("HELIOS_WAIT_SPIN_US", value)
+    if not ok:
+        with pytest.raises(ValueError, match=f"HELIOS_WAIT_SPIN_US='{value}': expected an integer 0..1000000"):
+            helios.Device()
+        return
+    with helios.Device() as d:
+        a, b = small_ints((33, 17), 5), small_ints((17, 9), 6)
+        np.testing.assert_array_equal(d.matmul(a, b), a.astype(np.float64) @ b.astype(np.float64))
+        x = d.upload(a.astype(np.float32))
+        with d.plan() as p:
+            y = p.matmul(x, d.upload(b.astype(np.float32)))
+        for _ in range(3):
+            assert p.replay().wall_ms > 0
+            np.testing.assert_array_equal(y.numpy(), a.astype(np.float64) @ b.astype(np.float64))
+
+
 def test_queue_family_env_picks_or_refuses(monkeypatch):
     """HELIOS_QUEUE_FAMILY (a measuring switch): an index the device has runs there; one
     it lacks, or not an index, is refused naming the switch."""

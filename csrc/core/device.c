@@ -365,6 +365,7 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     dev->phys = phys[index];
     HL_TRY(hl_query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
+    HL_TRY(hl_env_uint("HELIOS_WAIT_SPIN_US", 1000000u, 0u, &dev->wait_spin_us, err));
     HL_TRY(create_logical(dev, err));
     load_device_functions(dev);
     HL_TRY(create_command_objects(dev, err));

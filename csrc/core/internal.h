@@ -142,8 +142,9 @@ struct hl_device {
     VkCommandPool cmd_pool;
     VkCommandBuffer cmd;
     VkFence fence;
-    int abandoned;        /* a submission whose wait was interrupted still runs behind `fence` */
-    hl_buffer *graveyard; /* memory freed meanwhile, released once it is done (interrupt.c) */
+    uint32_t wait_spin_us; /* how long a wait polls the fence before it sleeps (HELIOS_WAIT_SPIN_US) */
+    int abandoned;         /* a submission whose wait was interrupted still runs behind `fence` */
+    hl_buffer *graveyard;  /* memory freed meanwhile, released once it is done (interrupt.c) */
     uint32_t n_graveyard, cap_graveyard;
     VkDescriptorSetLayout ds_layout;
     VkPipelineLayout pipe_layout;
@@ -248,6 +249,8 @@ hl_status hl_descriptor_sets(hl_device *dev, uint32_t count, VkDescriptorSet *ou
 /* Strict environment switches (env.c): unset or empty is off / -1 (hl_env_flag is
  * public: helios_core.h). */
 hl_status hl_env_index(const char *name, int *out, hl_error *err);
+/* An integer 0..max; unset or empty is dflt. */
+hl_status hl_env_uint(const char *name, uint32_t max, uint32_t dflt, uint32_t *out, hl_error *err);
 /* HELIOS_QUEUE_PRIORITY: low / medium / high / realtime as a VkQueueGlobalPriority, 0 unset. */
 hl_status hl_env_queue_priority(int *out, hl_error *err);
 

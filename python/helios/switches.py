@@ -168,6 +168,13 @@ SWITCHES: tuple[Switch, ...] = (
     ),
     Switch("HELIOS_QUEUE_FAMILY", "runtime", "index", "Runs Helios on queue family N instead of its own pick."),
     Switch(
+        "HELIOS_WAIT_SPIN_US",
+        "runtime",
+        "microseconds 0..1000000",
+        "How long a wait for the GPU polls before the thread sleeps (0: sleeps at once); a sleeping thread "
+        "wakes tens of microseconds late, a decode step's share of its time.",
+    ),
+    Switch(
         "HELIOS_DISABLE_SEMAPHORE_ORDERING",
         "runtime",
         "1",

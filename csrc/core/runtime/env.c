@@ -36,6 +36,19 @@ hl_status hl_env_index(const char *name, int *out, hl_error *err) {
     return HL_OK;
 }
 
+hl_status hl_env_uint(const char *name, uint32_t max, uint32_t dflt, uint32_t *out, hl_error *err) {
+    const char *s = getenv(name);
+    *out = dflt;
+    if (!s || !*s) return HL_OK;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!isdigit((unsigned char)s[0]) || *end || errno == ERANGE || v > max)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "%s='%.40s': expected an integer 0..%u", name, s, max);
+    *out = (uint32_t)v;
+    return HL_OK;
+}
+
 /* The queue priorities HELIOS_QUEUE_PRIORITY names, both ways. */
 static const struct {
     const char *name;
