@@ -74,6 +74,7 @@ def test_wait_spin_env_polls_or_refuses(monkeypatch, value, ok):
             helios.Device()
         return
     with helios.Device() as d:
+        assert d.info["wait_spin_us"] == int(value)
         a, b = small_ints((33, 17), 5), small_ints((17, 9), 6)
         np.testing.assert_array_equal(d.matmul(a, b), a.astype(np.float64) @ b.astype(np.float64))
         x = d.upload(a.astype(np.float32))
@@ -82,6 +83,14 @@ def test_wait_spin_env_polls_or_refuses(monkeypatch, value, ok):
         for _ in range(3):
             assert p.replay().wall_ms > 0
             np.testing.assert_array_equal(y.numpy(), a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_wait_spin_defaults_to_none_on_a_cpu_device(device, monkeypatch):
+    """Unset, a GPU's waits poll 10 ms and a CPU device's none (its poll would take a core
+    from the device); info says which."""
+    monkeypatch.delenv("HELIOS_WAIT_SPIN_US", raising=False)
+    with helios.Device() as d:
+        assert d.info["wait_spin_us"] == (0 if d.info["device_type"] == "cpu" else 10000), d.info["device_type"]
 
 
 def test_queue_family_env_picks_or_refuses(monkeypatch):

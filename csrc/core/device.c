@@ -365,7 +365,10 @@ hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_err
     dev->phys = phys[index];
     HL_TRY(hl_query_caps(dev, err));
     HL_TRY(pick_queue(dev, err));
-    HL_TRY(hl_env_uint("HELIOS_WAIT_SPIN_US", 1000000u, 0u, &dev->wait_spin_us, err));
+    /* A GPU's waits poll (a decode step is done tens of microseconds before a sleeping
+     * thread wakes); on a CPU device the poll would take a core from the device itself. */
+    const uint32_t spin_us = dev->caps.device_type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0u : HL_WAIT_SPIN_US;
+    HL_TRY(hl_env_uint("HELIOS_WAIT_SPIN_US", 1000000u, spin_us, &dev->wait_spin_us, err));
     HL_TRY(create_logical(dev, err));
     load_device_functions(dev);
     HL_TRY(create_command_objects(dev, err));
@@ -452,3 +455,5 @@ const hl_caps *hl_device_caps(const hl_device *dev) { return &dev->caps; }
 int hl_device_coop_enabled(const hl_device *dev) { return dev->coop_enabled; }
 
 int hl_device_coop2_enabled(const hl_device *dev) { return dev->coop2_enabled; }
+
+uint32_t hl_device_wait_spin_us(const hl_device *dev) { return dev->wait_spin_us; }

@@ -178,6 +178,8 @@ const hl_rows_layout *hl_device_rows_layout(const hl_device *dev, uint32_t i);
  * made again on demand); tensors and pipelines stay. */
 void hl_device_release_scratch(hl_device *dev);
 int hl_device_coop2_enabled(const hl_device *dev);
+/* How long a wait for the GPU polls before its thread sleeps (HELIOS_WAIT_SPIN_US). */
+uint32_t hl_device_wait_spin_us(const hl_device *dev);
 
 /* Validates v for this device and input type (HL_F16 or HL_BF16); the message says
  * which limit or table row fails. */

@@ -298,6 +298,7 @@ hl_status hl_submit_timeline(hl_device *dev, VkCommandBuffer cmd, uint64_t wait,
 /* interrupt.c: the wait for dev->fence (HL_ERR_INTERRUPTED leaves the device abandoned), the
  * wait for an abandoned submission before the next, and at destroy: 1 when it still runs. */
 hl_status hl_wait_fence(hl_device *dev, hl_error *err);
+#define HL_WAIT_SPIN_US 10000u /* a GPU wait's poll by default: a decode step of an 8B model */
 hl_status hl_settle(hl_device *dev, hl_error *err);
 int hl_device_abandon(hl_device *dev);
 hl_status hl_read_pair(hl_device *dev, uint32_t first, double *ms, hl_error *err);

@@ -150,6 +150,9 @@ static PyObject *build_info(DeviceObject *self) {
                       "queue_family_graphics", c->queue_family_graphics ? Py_True : Py_False);
     if (!priority || (extra && PyDict_Update(extra, priority) < 0)) Py_CLEAR(extra);
     Py_XDECREF(priority);
+    PyObject *spin = extra ? PyLong_FromUnsignedLong(hl_device_wait_spin_us(self->dev)) : NULL;
+    if (extra && (!spin || PyDict_SetItemString(extra, "wait_spin_us", spin) < 0)) Py_CLEAR(extra);
+    Py_XDECREF(spin);
     if (extra && (PyDict_SetItemString(extra, "timeline_semaphore", c->has_timeline ? Py_True : Py_False) < 0 ||
                   PyDict_SetItemString(extra, "bf16_cooperative_matrix", c->bf16_coop ? Py_True : Py_False) < 0 ||
                   PyDict_SetItemString(extra, "bf16_coop_enabled", bf16_why ? Py_False : Py_True) < 0)) {

@@ -171,8 +171,9 @@ SWITCHES: tuple[Switch, ...] = (
         "HELIOS_WAIT_SPIN_US",
         "runtime",
         "microseconds 0..1000000",
-        "How long a wait for the GPU polls before the thread sleeps (0: sleeps at once); a sleeping thread "
-        "wakes tens of microseconds late, a decode step's share of its time.",
+        "How long a wait for the GPU polls before the thread sleeps (0: sleeps at once); default 10000 on a "
+        "GPU, 0 on a CPU device (lavapipe), where the poll would take a core from the device. A sleeping "
+        "thread wakes tens of microseconds late, a decode step's share of its time.",
     ),
     Switch(
         "HELIOS_DISABLE_SEMAPHORE_ORDERING",

@@ -56,7 +56,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         got = f"{got} (asked {asked}: {why})"
     print(
         f"queue         family {info['queue_family']} ({family}; HELIOS_QUEUE_FAMILY), "
-        f"priority {got} (HELIOS_QUEUE_PRIORITY)"
+        f"priority {got} (HELIOS_QUEUE_PRIORITY); a wait polls {info['wait_spin_us']} us before it sleeps "
+        "(HELIOS_WAIT_SPIN_US)"
     )
     for lay in info["accumulator_layouts"]:
         where = (
