@@ -43,6 +43,8 @@ SPEC_ENV = (
     (("shared_bytes",), "the shared memory the C side counted for the kernel (SHARED_BYTES)"),
     (("gemv_rows",), "the matrix-vector kernel: rows of A per workgroup"),
     (("long_splits",), "decode attention: whether a split may hold SPLIT_LONG keys (decode_attention.glsl)"),
+    (("run_flags",), "a persistent run: the OR of its members' flags words, the paths its kernel keeps"),
+    (("rope",), "decode attention: whether it rotates q and the new k (a rope fused into it)"),
 )
 
 
@@ -287,6 +289,8 @@ FAMILIES = (
             Spec("SUBGROUP", "uint", "32", "e->subgroup"),
             Spec("THREADS_X", "uint", "256", "256u", local_size=True),
             Spec("D", "uint", "64", "e->d"),  # its attention members' head dimension
+            # every flag bit a member of the run sets: a path no member takes compiles out
+            Spec("RUN_FLAGS", "uint", "0xFFFFFFFFu", "e->run_flags"),
         ),
         "matmul_persist",
         axes=(OUT_AXIS, IN_AXIS_SCALAR),
@@ -439,6 +443,7 @@ FAMILIES = (
             Spec("PASS", "uint", "0", "e->pass"),  # 0 embed, 1 attention split, 2 combine, 3 top-1, 4 split + combine
             Spec("D", "uint", "64", "e->d"),  # attention: head dimension (divides 256)
             Spec("LONG_SPLITS", "uint", "1", "e->long_splits"),  # attention: 0 where splits never grow
+            Spec("ROPE", "uint", "1", "e->rope"),  # attention: 0 where no rope is fused in (the path compiled out)
         ),
         "decode",
         axes=(IN_AXIS_SCALAR,),

@@ -60,7 +60,7 @@ layout(binding = BINDING_TAB) readonly buffer Tab { float tab[]; };  // PASSES 1
 #define ATT_ROWS p.rows
 #define ATT_SPLITS p.rows2
 #define ATT_SCALE p.scale
-#define ATT_ROPE (p.rope != 0u)
+#define ATT_ROPE (ROPE != 0u && p.rope != 0u)  // ROPE 0: the path compiled out (no rope fused in)
 #define ATT_TAB(i) tab[i]
 #define ATT_FIT p.fit
 #define ATT_SRC16(i) src16[i]

@@ -44,7 +44,7 @@ void persist_member(uint m) {
     p.M = 1u;
     p.N = PERSIST_PRODUCT_N(r);
     p.K = PERSIST_PRODUCT_K(r);
-    p.flags = PERSIST_PRODUCT_FLAGS(r);
+    p.flags = PERSIST_PRODUCT_FLAGS(r) & RUN_FLAGS;  // the same bits; a branch on one no member sets folds away
     p.ldb = PERSIST_PRODUCT_LDB(r);
     EPI = PERSIST_PRODUCT_EPI(r);
     ACT = PERSIST_PRODUCT_ACT(r);

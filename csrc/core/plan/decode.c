@@ -16,9 +16,9 @@ enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSE
 /* decode.comp's pass; an attention's splits may grow (long_splits) where the device
  * sizes them for a grid (ATT_FIT below). */
 static hl_status pipeline(hl_device *dev, uint32_t pass, uint32_t d, hl_dtype dtype, uint32_t long_splits,
-                          VkPipeline *out, hl_error *err) {
+                          uint32_t rope, VkPipeline *out, hl_error *err) {
     hl_status st = HL_OK;
-    const hl_spec_env e = {.pass = pass, .d = d ? d : 64, .long_splits = long_splits};
+    const hl_spec_env e = {.pass = pass, .d = d ? d : 64, .long_splits = long_splits, .rope = rope};
     uint32_t spec[HL_SPEC_DECODE_COUNT];
     hl_spec_decode(spec, &e);
     hl_pipeline *p;
@@ -92,7 +92,7 @@ hl_status hl_embed_step(hl_device *dev, const hl_embed_args *a, uint32_t n_param
     HL_TRY(hl_check_tensor(dev, a->positions, (uint64_t)a->pos_rows * a->d * 4, who, "positions", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->d * 4, who, "out", err));
     begin(s, a->tokens);
-    HL_TRY(pipeline(dev, PASS_EMBED, 0, table16 ? a->dtype : HL_F16, 0, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_EMBED, 0, table16 ? a->dtype : HL_F16, 0, 0, &s->pipe[0], err));
     s->grid[0][0] = (a->d + DECODE_THREADS - 1) / DECODE_THREADS;
     s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.embed = (hl_push_decode_embed){.d = a->d,
@@ -119,6 +119,26 @@ fail:
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
     const uint32_t kpp = DECODE_THREADS / (head_dim / 8u); /* keys a pass of the workgroup */
     return hl_decode_split_of(pos, fit, hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
+}
+
+/* The attention's pipelines: one fused dispatch, or its splits and their combine; rope:
+ * the kernel rotates q and the new k itself (a path compiled out where it does not). */
+static hl_status attention_pipelines(hl_device *dev, const hl_attn_decode_args *a, uint32_t grow, uint32_t rope,
+                                     hl_plan_step *s, hl_error *err) {
+    hl_status st = HL_OK;
+    if (dev->plan_policy.decode_attention_fused) {
+        HL_TRY(pipeline(dev, PASS_ATTN_FUSED, a->head_dim, a->dtype, grow, rope, &s->pipe[0], err));
+    } else {
+        HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, a->head_dim, a->dtype, grow, rope, &s->pipe[0], err));
+        HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, a->head_dim, a->dtype, grow, rope, &s->pipe[1], err));
+    }
+fail:
+    return st;
+}
+
+hl_status hl_attn_decode_rope(hl_device *dev, const hl_attn_decode_args *a, hl_plan_step *s, hl_error *err) {
+    s->pc[0].decode.attention.rope = s->pc[1].decode.attention.rope = 1;
+    return attention_pipelines(dev, a, s->pc[0].decode.attention.fit != UINT32_MAX, 1, s, err);
 }
 
 hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint32_t n_params, const char *who,
@@ -157,14 +177,11 @@ hl_status hl_attn_decode_step(hl_device *dev, const hl_attn_decode_args *a, uint
     const uint32_t fit =
         dev->plan_policy.split_width ? (uint32_t)dev->plan_policy.split_width / a->heads : UINT32_MAX; /* ATT_FIT */
     const uint32_t grow = fit != UINT32_MAX;
-    if (dev->plan_policy
-            .decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of the step's own */
-        HL_TRY(pipeline(dev, PASS_ATTN_FUSED, hd, a->dtype, grow, &s->pipe[0], err));
+    HL_TRY(attention_pipelines(dev, a, grow, 0, s, err));
+    if (dev->plan_policy.decode_attention_fused) { /* one dispatch; its heads' arrival counts in words of its own */
         s->counter_words = a->heads;
         s->counter_slot = HL_BIND_DECODE_SRC2;
     } else {
-        HL_TRY(pipeline(dev, PASS_ATTN_SPLIT, hd, a->dtype, grow, &s->pipe[0], err));
-        HL_TRY(pipeline(dev, PASS_ATTN_COMBINE, hd, a->dtype, grow, &s->pipe[1], err));
         s->n_dispatch = 2;
     }
     const uint32_t grids[2][3] = {{a->heads, splits, 1}, {a->heads, 1, 1}};
@@ -216,7 +233,7 @@ hl_status hl_rope_step(hl_device *dev, const hl_rope_args *a, uint32_t n_params,
     HL_TRY(hl_check_output_tensor(dev, a->qkv, pairs * 4, who, "qkv", err));
     HL_TRY(hl_check_tensor(dev, a->table, (uint64_t)a->rows * hd * 4, who, "table", err));
     begin(s, a->qkv);
-    HL_TRY(pipeline(dev, PASS_ROPE, hd, a->dtype, 0, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_ROPE, hd, a->dtype, 0, 0, &s->pipe[0], err));
     s->grid[0][0] = (uint32_t)((pairs + DECODE_THREADS - 1) / DECODE_THREADS);
     s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.rope =
@@ -245,7 +262,7 @@ hl_status hl_swiglu_step(hl_device *dev, const hl_swiglu_args *a, uint32_t n_par
     HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
     HL_TRY(hl_check_output_tensor(dev, a->out, (uint64_t)a->n * 2, who, "out", err));
     begin(s, a->x);
-    HL_TRY(pipeline(dev, PASS_SWIGLU, 0, a->dtype, 0, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_SWIGLU, 0, a->dtype, 0, 0, &s->pipe[0], err));
     s->grid[0][0] = (a->n + DECODE_THREADS - 1) / DECODE_THREADS;
     s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.swiglu = (hl_push_decode_swiglu){.n = a->n};
@@ -266,7 +283,7 @@ hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params,
     HL_TRY(slot_ok(a->slot, n_params, who, "result", err));
     HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
     begin(s, a->x);
-    HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, 0, &s->pipe[0], err));
+    HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, 0, 0, &s->pipe[0], err));
     s->grid[0][0] = s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.top1 = (hl_push_decode_top1){.n = a->n, .slot = a->slot};
     s->reads[0] = a->x;

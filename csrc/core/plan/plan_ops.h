@@ -92,5 +92,8 @@ hl_status hl_layernorm_prepare(hl_device *dev, const hl_layernorm_args *a, hl_di
 /* A decode attention's splits a head at position pos, `fit` its step's ATT_FIT: the
  * rule the shader runs (shaders/layouts.py's SPLIT_RULES, generated for both). */
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim);
+/* A decode attention step s of a that rotates q and the new k itself (a rope fused into
+ * it): its push words say so, its pipelines keep that path. */
+hl_status hl_attn_decode_rope(hl_device *dev, const hl_attn_decode_args *a, hl_plan_step *s, hl_error *err);
 
 #endif

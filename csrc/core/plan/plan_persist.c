@@ -135,19 +135,22 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
         if (d_k) d = d_k;
         if (!d_k && !products++) out = out_k;
     }
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d};
+    hl_persist_row rows[HL_PERSIST_MEMBERS] = {0};
+    uint32_t run_flags = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        rows[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
+        run_flags |= is_attention(&ops[mem[k]]) ? rows[k].attention.flags : rows[k].product.flags;
+        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
+    }
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .run_flags = run_flags};
     uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
     hl_spec_matmul_gemv_persist(spec, &e);
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in), spec, HL_SPEC_MATMUL_GEMV_PERSIST_COUNT,
                            e.subgroup, &pipe, err));
     if (!(*grid = run_grid(dev, pipe))) return HL_OK;
-    memset(h->persist_table, 0, sizeof h->persist_table);
-    for (uint32_t k = 0; k < n; k++) {
-        h->persist_table[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
-        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
-        h->persist_member[k] = mem[k];
-    }
+    memcpy(h->persist_table, rows, sizeof h->persist_table);
+    for (uint32_t k = 0; k < n; k++) h->persist_member[k] = mem[k];
     h->persist_members = n;
     h->persist_len = last - first + 1;
     h->pipe[0] = pipe->pipeline;

@@ -151,20 +151,22 @@ hl_status hl_plan_fuse_swiglu(hl_device *dev, const hl_plan_op *ops, uint32_t n,
  * no later step may read it; the same heads, head dimension, type and position word,
  * a table of the cache's positions at least; HELIOS_DISABLE_PLAN_ROPE_FUSION=1 keeps
  * the two steps. */
-static void fuse_rope(const hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps) {
+static hl_status fuse_rope(hl_device *dev, const hl_plan_op *ops, uint32_t n, uint32_t i, hl_plan_step *steps,
+                           hl_error *err) {
     if (!dev->plan_policy.rope_fused || i + 1 >= n || ops[i].kind != HL_PLAN_ROPE ||
         ops[i + 1].kind != HL_PLAN_ATTN_DECODE)
-        return;
+        return HL_OK;
     const hl_rope_args *r = &ops[i].rope;
     const hl_attn_decode_args *a = &ops[i + 1].attn;
     hl_plan_step *s = &steps[i + 1];
     if (a->qkv != r->qkv || a->heads != r->heads || a->kv_heads != r->kv_heads || a->head_dim != r->head_dim ||
         a->dtype != r->dtype || a->pos_slot != r->pos_slot || r->rows < a->max_len)
-        return;
+        return HL_OK;
     for (uint32_t j = i + 2; j < n; j++)
         for (uint32_t k = 0; k < HL_STEP_READS; k++)
-            if (hl_tensors_share(steps[j].reads[k], r->qkv)) return;
-    s->pc[0].decode.attention.rope = s->pc[1].decode.attention.rope = 1;
+            if (hl_tensors_share(steps[j].reads[k], r->qkv)) return HL_OK;
+    hl_status st = hl_attn_decode_rope(dev, a, s, err);
+    if (st != HL_OK) return st;
     s->binds[HL_BIND_DECODE_TAB] = hl_tensor_or_scratch(r->table, NULL);
     for (uint32_t k = 0; k < HL_STEP_READS; k++)
         if (!s->reads[k]) {
@@ -179,6 +181,7 @@ static void fuse_rope(const hl_device *dev, const hl_plan_op *ops, uint32_t n, u
     steps[i].n_dispatch = 0;
     memset(steps[i].reads, 0, sizeof steps[i].reads);
     memset(steps[i].writes, 0, sizeof steps[i].writes);
+    return HL_OK;
 }
 
 hl_status hl_plan_fuse(hl_device *dev, const hl_plan_op *ops, uint32_t n, hl_plan_step *steps, hl_error *err) {
@@ -186,7 +189,7 @@ hl_status hl_plan_fuse(hl_device *dev, const hl_plan_op *ops, uint32_t n, hl_pla
     for (uint32_t i = 0; i + 1 < n; i++) {
         HL_TRY(hl_plan_fuse_norm(dev, &ops[i], &steps[i], &steps[i + 1], err));
         HL_TRY(hl_plan_fuse_swiglu(dev, ops, n, i, steps));
-        fuse_rope(dev, ops, n, i, steps);
+        HL_TRY(fuse_rope(dev, ops, n, i, steps, err));
     }
 fail:
     return st;
