@@ -56,6 +56,7 @@ def test_schema_and_seed_fields(bench_json):
     data = json.loads(bench_json.read_text())
     validate(data)
     assert data["status"] == "ok" and data["check"]["passed"] and data["check"]["shape"] == "96x96x96"
+    assert data["helios"]["wait_spin_us"] == 0  # how the host waited: none polled on a CPU device
     assert [r["shape"] for r in data["rows"]] == ["64x64x64", "33x17x129"]
     for r in data["rows"]:
         assert r["valid"] and r["heliosMs"] > 0 and r["referenceMs"] > 0

@@ -54,6 +54,7 @@ DEVICE_FIELDS = (
     "uuid",
     "luid",
     "pci_bus_id",
+    "wait_spin_us",  # how the host waited (HELIOS_WAIT_SPIN_US): a wall time depends on it
 )
 
 
