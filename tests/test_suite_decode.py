@@ -19,6 +19,7 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     assert main(["suite", "decode", "--tiny", f"--out={out}"]) == 0
     d = json.loads(out.read_text())
     assert d["schema"] == "helios-decode/1" and d["status"] == "ok"
+    assert d["helios_wait_spin_us"] == device.info["wait_spin_us"]  # how a step's wall time was waited for
     rows = {r["adapter"]: r for r in d["rows"]}
     plan, eager = rows["helios_plan"], rows["torch_eager"]
     assert plan["status"] == "ok" and plan["same_tokens"] is True, plan.get("first_divergence")

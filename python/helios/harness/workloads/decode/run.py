@@ -398,6 +398,7 @@ def header(cfg: DecodeConfig, torch: Any, cuda: bool) -> tuple[dict, Any]:
 
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
+    result["helios_wait_spin_us"] = hdev.info["wait_spin_us"]  # how a step's wall time was waited for
     return result, hdev
 
 
