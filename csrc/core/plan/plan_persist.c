@@ -13,6 +13,12 @@
 #define PERSIST_THREADS 256u /* the kernel's workgroup (shaders/families.py: matmul_gemv_persist's THREADS_X) */
 #define PERSIST_LN_MAX 2048u /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
 
+/* The flag bits that choose a path of the run's kernel (a SwiGLU as A, a norm head, RMS,
+ * an attention, its rope). RUN_FLAGS holds those its members set and every other bit:
+ * runs differ in pipeline only by the paths they take. */
+#define PATH_FLAGS                                                                                                     \
+    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE)
+
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
 
 static int is_attention(const hl_plan_op *o) { return o->kind == HL_PLAN_ATTN_DECODE; }
@@ -142,7 +148,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
         run_flags |= is_attention(&ops[mem[k]]) ? rows[k].attention.flags : rows[k].product.flags;
         if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
     }
-    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .run_flags = run_flags};
+    hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .run_flags = run_flags | ~(uint32_t)PATH_FLAGS};
     uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
     hl_spec_matmul_gemv_persist(spec, &e);
     hl_pipeline *pipe;
