@@ -50,7 +50,7 @@ def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
         p.replay()
         outs.append([t.numpy().view(np.uint32 if t.dtype == "float32" else bits).copy()
                      for t in (proj, h, x2, up, down, h2, x3, qkv)])  # fmt: skip
-    return outs, p.counts
+    return outs, (*p.counts, p.grid_barriers)
 
 
 def _device_with(monkeypatch, **env):
@@ -87,9 +87,10 @@ def test_a_persistent_run_is_the_products_apart_bit_for_bit(apart_device, monkey
     for i, (ra, rr) in enumerate(zip(apart, run)):
         for name, ta, tr in zip(names, ra, rr):
             np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i}: {name}")
-    ops_a, disp_a, bar_a = counts_apart
-    ops_r, disp_r, bar_r = counts_run
+    ops_a, disp_a, bar_a, grid_a = counts_apart
+    ops_r, disp_r, bar_r, grid_r = counts_run
     assert ops_a == ops_r == 6 and (disp_a, disp_r) == (4, 1) and bar_r == bar_a - 3, (counts_apart, counts_run)
+    assert (grid_a, grid_r) == (0, 3), (counts_apart, counts_run)  # the run's four members wait three times
 
 
 def _attention_layer(dev, dtype: str, heads: int, hd: int, positions):

@@ -35,6 +35,9 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     layers, members = d["config"]["layers"], 16
     want = 3 + -(-5 * layers // members) if persistent_runs(device) else 5 * layers + 3
     assert plan["dispatches"] == want and 0 < plan["barriers"] <= plan["dispatches"] + 2
+    assert plan["grid_barriers"] == (
+        5 * layers - (want - 3) if persistent_runs(device) else 0
+    )  # a run's members less one
     if not torch.cuda.is_available():  # said per row, never silently left out
         assert rows["torch_cuda_graphs"]["status"] == rows["helios_torch"]["status"] == "skipped: needs CUDA"
         assert d["roof_gb_s"] is None and d["roof_clock_warmup"] is None and plan["roof_pct"] is None
@@ -46,7 +49,8 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
         assert c["ms_per_token_p50"] < 3 * plan["ms_per_token_p50"] + 1.0, (c, plan["ms_per_token_p50"])
     md = (tmp_path / "decode.md").read_text()
     assert md.count("| helios_plan |") == 2 and "ms/token (p50) by context length" in md
-    assert f"helios_plan: {plan['dispatches']} dispatches and {plan['barriers']} barriers a step" in md
+    counted = f"{plan['dispatches']} dispatches, {plan['barriers']} barriers and {plan['grid_barriers']} grid barriers"
+    assert f"helios_plan: {counted} a step" in md
     ramp = {"done": True, "reached": True, "sm_clock_mhz": 1980.0, "max_sm_clock_mhz": 1980.0}
     head = decode_markdown({**d, "roof_gb_s": 4000.0, "roof_clock_warmup": ramp}).splitlines()[0]
     assert head.endswith("memory roof 4000 GB/s (1 GiB read, CUDA events; SM clock 1980 of 1980 MHz after the ramp)")
@@ -136,3 +140,17 @@ def test_the_context_sweep_times_steps_after_their_first_run():
     runner = FirstLengthCost(40.0, 3.0)
     _, _, _, gpu = context_steps(runner, list(range(256)), 32)
     assert len(gpu) == 32 and set(gpu) == {3.0}
+
+
+def test_the_step_line_counts_both_barriers_and_bounds_their_cost():
+    """GPU time off the roof over every barrier of the step: 1 ms at 60% leaves 400 us,
+    over 9 + 71 barriers 5 us each at most; without a GPU time or roof, the counts only."""
+    from helios.harness.results.rows import DecodeRow, read_row
+    from helios.harness.results.suite_tables import step_counts
+
+    row = {"adapter": "helios_plan", "status": "ok", "dispatches": 8, "barriers": 9, "grid_barriers": 71}
+    assert step_counts(read_row(DecodeRow, {**row, "gpu_ms_p50": 1.0, "roof_pct": 60.0})) == (
+        "8 dispatches, 9 barriers and 71 grid barriers a step; 400 us off the roof, 5.00 us a barrier at most"
+    )
+    older = {k: v for k, v in row.items() if k != "grid_barriers"}  # a file from before the field: none counted
+    assert step_counts(read_row(DecodeRow, older)) == "8 dispatches, 9 barriers and 0 grid barriers a step"

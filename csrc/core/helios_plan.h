@@ -39,7 +39,8 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
 hl_status hl_plan_params_write(hl_plan *p, uint32_t first, const uint32_t *words, uint32_t n, hl_error *err);
 hl_status hl_plan_params_read(const hl_plan *p, uint32_t first, uint32_t *words, uint32_t n, hl_error *err);
 hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err);
-void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers);
+/* As recorded (not its long-context twin's); grid: the barriers inside its persistent runs. */
+void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *grid);
 int hl_plan_alive(const hl_plan *p); /* 0 once its device closed */
 void hl_plan_destroy(hl_plan *p);
 /* The device's side (device.c): at close, every live plan's objects released (or,

@@ -146,12 +146,12 @@ static PyObject *Plan_close(PlanObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* counts -> (ops, dispatches, barriers) as recorded */
+/* counts -> (ops, dispatches, barriers, grid barriers) as recorded */
 static PyObject *Plan_counts(PlanObject *self, void *c) {
     if (!self->p) Py_RETURN_NONE;
-    uint32_t ops, dispatches, barriers;
-    hl_plan_counts(self->p, &ops, &dispatches, &barriers);
-    return Py_BuildValue("(III)", ops, dispatches, barriers);
+    uint32_t ops, dispatches, barriers, grid;
+    hl_plan_counts(self->p, &ops, &dispatches, &barriers, &grid);
+    return Py_BuildValue("(IIII)", ops, dispatches, barriers, grid);
 }
 
 static PyObject *Plan_alive(PlanObject *self, void *c) { return PyBool_FromLong(self->p && hl_plan_alive(self->p)); }
@@ -167,10 +167,10 @@ static PyMethodDef Plan_methods[] = {
     {"close", (PyCFunction)Plan_close, METH_NOARGS, "Release the plan's command buffer, sets and workspace."},
     {NULL}};
 
-static PyGetSetDef Plan_getset[] = {
-    {"counts", (getter)Plan_counts, NULL, "(ops, dispatches, barriers) as recorded; None once closed", NULL},
-    {"alive", (getter)Plan_alive, NULL, "False once closed or its Device closed", NULL},
-    {NULL}};
+static PyGetSetDef Plan_getset[] = {{"counts", (getter)Plan_counts, NULL,
+                                     "(ops, dispatches, barriers, grid barriers) as recorded; None once closed", NULL},
+                                    {"alive", (getter)Plan_alive, NULL, "False once closed or its Device closed", NULL},
+                                    {NULL}};
 
 static PyType_Slot Plan_slots[] = {
     {Py_tp_dealloc, Plan_dealloc},

@@ -340,8 +340,14 @@ class Plan(Chain):
     @property
     def counts(self) -> tuple[int, int, int]:
         """(operations, dispatches, barriers) as recorded."""
-        ops, dispatches, barriers = self._recorded().counts
+        ops, dispatches, barriers, _ = self._recorded().counts
         return int(ops), int(dispatches), int(barriers)
+
+    @property
+    def grid_barriers(self) -> int:
+        """The grid barriers inside its persistent runs (a run's members less one), as recorded:
+        the waits a replay has beside its `counts` barriers."""
+        return int(self._recorded().counts[3])
 
     def replay(self, params: Any = None) -> PlanRun:
         """Submit the plan once and wait for it; params (as set_params) written first."""

@@ -41,9 +41,11 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
                 }
             )
         ops, dispatches, barriers = m.plan.counts
+        grid_barriers = m.plan.grid_barriers
         device = dev.info.get("name", "")
     return {"preset": preset, "dtype": dtype, "device": device, "replays": replays, "warmup": warmup,
-            "ops": ops, "dispatches": dispatches, "barriers": barriers, "rows": rows}  # fmt: skip
+            "ops": ops, "dispatches": dispatches, "barriers": barriers, "grid_barriers": grid_barriers,
+            "rows": rows}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(r))
         return 0
     print(f"{r['preset']} {r['dtype']} on {r['device']}: {r['ops']} ops, {r['dispatches']} dispatches, "
-          f"{r['barriers']} barriers a step; median of {r['replays']} replays")  # fmt: skip
+          f"{r['barriers']} barriers and {r['grid_barriers']} grid barriers a step; median of {r['replays']} replays")  # fmt: skip
     print("position  gpu_ms  wall_ms")
     for row in r["rows"]:
         print(f"{row['position']:8d}  {row['gpu_ms']:6.3f}  {row['wall_ms']:7.3f}")

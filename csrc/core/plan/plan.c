@@ -469,10 +469,8 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
     return st;
 }
 
-void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers) {
-    *ops = p->ops;
-    *dispatches = p->dispatches;
-    *barriers = p->barriers;
+void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *grid) {
+    *ops = p->ops, *dispatches = p->dispatches, *barriers = p->barriers, *grid = p->runs.grid_barriers;
 }
 
 int hl_plan_alive(const hl_plan *p) { return p && p->dev; }

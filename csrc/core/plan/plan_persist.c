@@ -198,6 +198,7 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
         }
         if (grid < runs->grid) runs->grid = grid;
         runs->n++;
+        runs->grid_barriers += n - 1;
         for (uint32_t k = 0; k < n; k++) {
             if (!is_attention(&ops[mem[k]])) continue;
             const hl_attn_decode_args *a = &ops[mem[k]].attn;

@@ -176,6 +176,8 @@ class DecodeRow:
     prefill_tokens_per_s: float = col("number", "--prefill: prompt tokens per second of wall time", default=ABSENT)
     dispatches: int = col("count", "helios_plan: the dispatches its recorded step runs", default=ABSENT)
     barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
+    grid_barriers: int = col("count", "helios_plan: the grid barriers inside its step's persistent runs",
+                             default=ABSENT)  # fmt: skip
     llama_bench: list = col("list", "llama_cpp: llama-bench's own tests (n_prompt, n_gen, n_depth, avg_ts, "
                             "stddev_ts, samples_ts: tokens/s over its repeats)", default=ABSENT)  # fmt: skip
     build: dict = col("object", "llama_cpp: the llama.cpp build (commit, backends, GPU)", default=ABSENT)

@@ -76,6 +76,19 @@ def bench_text(build: Any, tests: list) -> str:
     return "; ".join(out) + (f"; {where}" if where else "")
 
 
+def step_counts(r: DecodeRow) -> str:
+    """A plan's step: its dispatches and barriers, and where the GPU time and % roof are
+    known, the GPU time off the roof over its barriers of both kinds (what a barrier costs
+    at most: everything off the roof counted against them)."""
+    grid = r.grid_barriers or 0
+    text = f"{r.dispatches} dispatches, {r.barriers} barriers and {grid} grid barriers a step"
+    waits = r.barriers + grid
+    if r.gpu_ms_p50 and r.roof_pct and waits:
+        off_us = r.gpu_ms_p50 * 1e3 * (1.0 - r.roof_pct / 100.0)
+        text += f"; {off_us:.0f} us off the roof, {off_us / waits:.2f} us a barrier at most"
+    return text
+
+
 def decode_markdown(result: dict) -> str:
     """The decode suite's tables; a field the file leaves out (its schema's config is
     open) shows as '?' or '-'."""
@@ -124,8 +137,7 @@ def decode_markdown(result: dict) -> str:
                 for n in lens
             ]
             lines.append(f"| {md_cell(r.adapter)} | " + " | ".join(cells) + " |")
-    lines += [f"\n{r.adapter}: {r.dispatches} dispatches and {r.barriers} barriers a step" for r in rows
-              if r.dispatches is not None]  # fmt: skip
+    lines += [f"\n{r.adapter}: {step_counts(r)}" for r in rows if r.dispatches is not None]
     lines += [f"\n{r.adapter}: llama-bench's own tests ({bench_text(r.build, r.llama_bench)})" for r in rows
               if r.llama_bench]  # fmt: skip
     pre = [r for r in rows if r.prefill_ms_p50 is not None]

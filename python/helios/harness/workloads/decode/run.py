@@ -235,6 +235,7 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     bar.step(f"{adapter}: greedy run, timed")
     if isinstance(runner, PlanRunner):  # what the fusions left: one dispatch and barrier count a step
         _, row["dispatches"], row["barriers"] = runner.decoder.plan.counts
+        row["grid_barriers"] = runner.decoder.plan.grid_barriers
     row["tokens"] = toks
     row["tokens_per_s"] = (cfg.new - 1) / (sum(wall) / 1e3)
     row["ms_per_token_p50"] = float(np.median(wall))
