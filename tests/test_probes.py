@@ -4,6 +4,7 @@ the CPU device and refuse bad input."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from tools.probes import step
@@ -12,15 +13,39 @@ from tools.probes import step
 def test_the_step_probe_times_each_position(capsys):
     assert step.main(["--preset", "tiny", "--positions", "3,70", "--replays", "3", "--warmup", "1", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert [row["position"] for row in r["rows"]] == [3, 70]
-    assert all(row["wall_ms"] > 0 and row["gpu_ms"] >= 0 for row in r["rows"])
-    assert r["ops"] > 0 and 0 < r["dispatches"] <= r["ops"] and r["barriers"] > 0
+    (only,) = r["sides"].values()
+    assert [row["position"] for row in only["rows"]] == [3, 70]
+    assert all(row["wall_ms"] > 0 and row["gpu_ms"] >= 0 for row in only["rows"])
+    assert only["ops"] > 0 and 0 < only["dispatches"] <= only["ops"] and only["barriers"] > 0
     assert step.main(["--preset", "tiny", "--positions", "5", "--replays", "1", "--warmup", "0"]) == 0
-    assert "position  gpu_ms  wall_ms" in capsys.readouterr().out
+    assert "position  " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args", [["--positions", "a,b"], ["--positions", "-1"], ["--replays", "0"]])
-def test_the_step_probe_refuses_bad_positions_and_counts(args, capsys):
+def test_the_step_probe_times_sides_under_their_own_switches(capsys, monkeypatch):
+    """Each side's Device opens with its switches, and they are unset again after: runs
+    of a grid of 2 on one side, every op apart on the other (lavapipe's default)."""
+    monkeypatch.delenv("HELIOS_PLAN_PERSISTENT_GRID", raising=False)
+    argv = ["--preset", "tiny", "--positions", "3", "--replays", "5", "--warmup", "0", "--json",
+            "--side", "runs:HELIOS_PLAN_PERSISTENT_GRID=2", "--side", "apart:"]  # fmt: skip
+    assert step.main(argv) == 0
+    r = json.loads(capsys.readouterr().out)["sides"]
+    assert r["runs"]["env"] == {"HELIOS_PLAN_PERSISTENT_GRID": "2"} and r["apart"]["env"] == {}
+    assert r["runs"]["dispatches"] < r["apart"]["dispatches"] and r["runs"]["grid_barriers"] > 0
+    assert r["apart"]["grid_barriers"] == 0 and "HELIOS_PLAN_PERSISTENT_GRID" not in os.environ
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--positions", "a,b"], "--positions"),
+        (["--positions", "-1"], "--positions"),
+        (["--replays", "0"], "--positions"),
+        (["--side", "nolabel"], "LABEL:NAME=VALUE"),
+        (["--side", "x:PATH=/bin"], "is not HELIOS_NAME=VALUE"),
+        (["--side", "a:", "--side", "a:HELIOS_WAIT_SPIN_US=0"], "must differ"),
+    ],
+)
+def test_the_step_probe_refuses_bad_positions_counts_and_sides(args, says, capsys):
     with pytest.raises(SystemExit) as e:
         step.main(["--preset", "tiny", *args])
-    assert e.value.code == 2 and "--positions" in capsys.readouterr().err
+    assert e.value.code == 2 and says in capsys.readouterr().err

@@ -1,26 +1,52 @@
 #!/usr/bin/env python3
 """A decode step's time by position: a Llama shape's plan (random weights, as `helios
 suite decode --model llama --preset P`) replayed at each position, GPU and wall ms the
-median of --replays replays after --warmup, with the plan's ops, dispatches and
-barriers. What an A/B of the step's kernels reads (the suite times a whole generation).
+median of --replays replays after --warmup, with the plan's ops, dispatches, barriers
+and grid barriers. What an A/B of the step's kernels reads (the suite times a whole
+generation).
+
+--side LABEL:NAME=VALUE[,NAME=VALUE] (repeatable) times the same weights under each
+side's switches in one process (each side's Device opened with them set, every side's
+replays taken in turns at each position): an A/B of a switch without drawing the
+weights twice. Without --side, one side of the switches as they are.
 
 Usage: python3 tools/probes/step.py [--preset llama-3.2-1b] [--positions 256,1024,4096]
-       [--replays 200] [--warmup 30] [--dtype bfloat16] [--json]"""
+       [--replays 200] [--warmup 30] [--dtype bfloat16] [--side L:NAME=V ...] [--json]"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import helios
 from helios.harness.workloads.decode.llama import PRESETS, preset_weights
 from helios.models import LlamaConfig, LlamaDecoder
 
+TURNS = 4  # each side's replays at a position in this many turns, the sides alternating
 
-def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype: str) -> dict[str, Any]:
+
+@contextlib.contextmanager
+def switches(env: dict[str, str]) -> Iterator[None]:
+    """The environment with env set, restored after (a Device reads it when it opens)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype: str,
+            sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
     cfg = LlamaConfig(**PRESETS[preset])
     torch: Any = None
     try:
@@ -28,50 +54,80 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
     except ImportError:
         pass
     weights = preset_weights(cfg, seed=0, torch=torch)
-    rows = []
-    with helios.Device() as dev, LlamaDecoder(dev, cfg, weights, max_len=max(positions) + 1, dtype=dtype) as m:
+    with contextlib.ExitStack() as stack:
+        models = {}
+        for label, env in sides.items():
+            with switches(env):
+                dev = stack.enter_context(helios.Device())
+            models[label] = (dev, stack.enter_context(LlamaDecoder(dev, cfg, weights, max_len=max(positions) + 1,
+                                                                   dtype=dtype)))  # fmt: skip
         del weights
+        runs: dict[str, dict[int, list[Any]]] = {label: {pos: [] for pos in positions} for label in sides}
         for pos in positions:
-            runs = [m.plan.replay(params=[1, pos]) for _ in range(warmup + replays)][warmup:]
-            rows.append(
-                {
-                    "position": pos,
-                    "gpu_ms": statistics.median(r.gpu_ms for r in runs),
-                    "wall_ms": statistics.median(r.wall_ms for r in runs),
-                }
-            )
-        ops, dispatches, barriers = m.plan.counts
-        grid_barriers = m.plan.grid_barriers
-        device = dev.info.get("name", "")
-    return {"preset": preset, "dtype": dtype, "device": device, "replays": replays, "warmup": warmup,
-            "ops": ops, "dispatches": dispatches, "barriers": barriers, "grid_barriers": grid_barriers,
-            "rows": rows}  # fmt: skip
+            for _, m in models.values():
+                for _ in range(warmup):
+                    m.plan.replay(params=[1, pos])
+            for turn in range(TURNS):
+                for label, (_, m) in models.items():
+                    n = replays // TURNS + (1 if turn < replays % TURNS else 0)
+                    runs[label][pos] += [m.plan.replay(params=[1, pos]) for _ in range(n)]
+        out = {}
+        for label, (dev, m) in models.items():
+            ops, dispatches, barriers = m.plan.counts
+            rows = [{"position": pos, "gpu_ms": statistics.median(r.gpu_ms for r in runs[label][pos]),
+                     "wall_ms": statistics.median(r.wall_ms for r in runs[label][pos])} for pos in positions]  # fmt: skip
+            out[label] = {"env": sides[label], "device": dev.info.get("name", ""), "ops": ops,
+                          "dispatches": dispatches, "barriers": barriers, "grid_barriers": m.plan.grid_barriers,
+                          "rows": rows}  # fmt: skip
+    return {"preset": preset, "dtype": dtype, "replays": replays, "warmup": warmup, "sides": out}
+
+
+def parse_side(text: str) -> tuple[str, dict[str, str]]:
+    """LABEL:NAME=VALUE[,NAME=VALUE] (LABEL: alone for the switches as they are)."""
+    label, sep, rest = text.partition(":")
+    if not sep or not label:
+        raise ValueError(f"--side {text!r}: LABEL:NAME=VALUE[,NAME=VALUE]")
+    env = {}
+    for item in filter(None, rest.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.startswith("HELIOS_"):
+            raise ValueError(f"--side {text!r}: {item!r} is not HELIOS_NAME=VALUE")
+        env[name] = value
+    return label, env
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
     ap.add_argument("--positions", default="256,1024,4096", help="positions, comma-separated (each < 2^20)")
-    ap.add_argument("--replays", type=int, default=200, help="timed replays a position (median)")
+    ap.add_argument("--replays", type=int, default=200, help="timed replays a position and side (median)")
     ap.add_argument("--warmup", type=int, default=30, help="untimed replays before them")
     ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the weights' type")
+    ap.add_argument("--side", action="append", default=[], metavar="LABEL:NAME=VALUE[,...]",
+                    help="a side of an A/B: its Device opened with these HELIOS_ switches (repeatable)")  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print the result as JSON, not a table")
     a = ap.parse_args(argv)
     try:
         positions = [int(x) for x in a.positions.split(",")]
-    except ValueError:
-        ap.error(f"--positions {a.positions!r}: integers, comma-separated")
+        sides = dict(parse_side(s) for s in a.side) or {"default": {}}
+    except ValueError as e:
+        ap.error(str(e))
+    if len(sides) != len(a.side or [None]):
+        ap.error("--side labels must differ")
     if not positions or min(positions) < 0 or max(positions) >= 2**20 or a.replays < 1 or a.warmup < 0:
         ap.error("positions in [0, 2^20), --replays >= 1 and --warmup >= 0")
-    r = measure(a.preset, positions, a.replays, a.warmup, a.dtype)
+    r = measure(a.preset, positions, a.replays, a.warmup, a.dtype, sides)
     if a.json:
         print(json.dumps(r))
         return 0
-    print(f"{r['preset']} {r['dtype']} on {r['device']}: {r['ops']} ops, {r['dispatches']} dispatches, "
-          f"{r['barriers']} barriers and {r['grid_barriers']} grid barriers a step; median of {r['replays']} replays")  # fmt: skip
-    print("position  gpu_ms  wall_ms")
-    for row in r["rows"]:
-        print(f"{row['position']:8d}  {row['gpu_ms']:6.3f}  {row['wall_ms']:7.3f}")
+    for label, s in r["sides"].items():
+        print(f"{label} {s['env'] or ''}: {r['preset']} {r['dtype']} on {s['device']}: {s['ops']} ops, "
+              f"{s['dispatches']} dispatches, {s['barriers']} barriers and {s['grid_barriers']} grid barriers a "
+              f"step; median of {r['replays']} replays")  # fmt: skip
+    print("position  " + "  ".join(f"{label:>10} gpu / wall ms" for label in r["sides"]))
+    for i, pos in enumerate(positions):
+        cells = [f"{s['rows'][i]['gpu_ms']:6.3f} / {s['rows'][i]['wall_ms']:7.3f}" for s in r["sides"].values()]
+        print(f"{pos:8d}  " + "  ".join(f"{c:>24}" for c in cells))
     return 0
 
 
