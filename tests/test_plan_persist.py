@@ -21,12 +21,9 @@ def _rand(shape, seed, dtype=np.float16):
     return (np.random.default_rng(seed).standard_normal(shape) * 0.5).astype(dtype)
 
 
-def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
-    """A decode layer's products between two attentions: the projection, the norm and
-    the up product (gelu), the down product, the next norm and QKV. Replayed with fresh
-    inputs; returns each replay's outputs as bits, and the plan's counts."""
+def _uploads(dev, dtype: str):
+    """The element type, and uploads of a weight (n x k, scaled by 1/sqrt(k)) and an fp32 vector."""
     dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
-    bits = np.uint16
 
     def w(n, k, s):
         return dev.upload(_rand((n, k), s, dt) * (1.0 / np.sqrt(k)), dtype=dtype)
@@ -34,6 +31,15 @@ def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
     def vec(n, s):
         return dev.upload(_rand(n, s, np.float32), dtype="float32")
 
+    return dt, w, vec
+
+
+def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
+    """A decode layer's products between two attentions: the projection, the norm and
+    the up product (gelu), the down product, the next norm and QKV. Replayed with fresh
+    inputs; returns each replay's outputs as bits, and the plan's counts."""
+    dt, w, vec = _uploads(dev, dtype)
+    bits = np.uint16
     a = dev.upload(_rand((1, d), seed, dt), dtype=dtype)
     x = dev.upload(_rand((1, d), seed + 1, np.float32), dtype="float32")
     with dev.plan() as p:
@@ -97,14 +103,7 @@ def _wide_norms(dev, dtype: str, d: int, seed: int):
     """A product, a LayerNorm with its branch and a product of it, an RMSNorm and a
     product of it: rows of d, past the 2048 a member's norm holds in registers. One replay;
     its outputs as bits and the plan's counts with its grid barriers."""
-    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
-
-    def w(n, k, s):
-        return dev.upload(_rand((n, k), s, dt) * (1.0 / np.sqrt(k)), dtype=dtype)
-
-    def vec(n, s):
-        return dev.upload(_rand(n, s, np.float32), dtype="float32")
-
+    dt, w, vec = _uploads(dev, dtype)
     a = dev.upload(_rand((1, d), seed, dt), dtype=dtype)
     x = dev.upload(_rand((1, d), seed + 1, np.float32), dtype="float32")
     with dev.plan() as p:
