@@ -49,3 +49,32 @@ def test_the_step_probe_refuses_bad_positions_counts_and_sides(args, says, capsy
     with pytest.raises(SystemExit) as e:
         step.main(["--preset", "tiny", *args])
     assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_barrier_probe_counts_a_link_of_each_kind(capsys, monkeypatch):
+    """A chain's links: one run of grid barriers on the side of a grid of 2, a dispatch
+    and barrier each apart; the slope between the chains is what a link costs."""
+    from tools.probes import barrier
+
+    monkeypatch.delenv("HELIOS_PLAN_PERSISTENT_GRID", raising=False)
+    argv = ["--links", "1,5", "--d", "64", "--replays", "3", "--warmup", "1", "--json",
+            "--side", "runs:HELIOS_PLAN_PERSISTENT_GRID=2", "--side", "apart:"]  # fmt: skip
+    assert barrier.main(argv) == 0
+    r = json.loads(capsys.readouterr().out)["sides"]
+    runs, apart = r["runs"]["rows"], r["apart"]["rows"]
+    assert [(x["links"], x["dispatches"], x["grid_barriers"]) for x in runs] == [(1, 1, 0), (5, 1, 4)]
+    assert [(x["links"], x["dispatches"], x["grid_barriers"]) for x in apart] == [(1, 1, 0), (5, 5, 0)]
+    for side in r.values():
+        rows = side["rows"]
+        assert side["us_per_link"] == pytest.approx((rows[1]["gpu_ms"] - rows[0]["gpu_ms"]) * 1e3 / 4)
+
+
+@pytest.mark.parametrize(
+    "args,says", [(["--links", "4"], "--links"), (["--links", "4,2"], "--links"), (["--d", "12"], "--d")]
+)
+def test_the_barrier_probe_refuses_bad_chains(args, says, capsys):
+    from tools.probes import barrier
+
+    with pytest.raises(SystemExit) as e:
+        barrier.main(args)
+    assert e.value.code == 2 and says in capsys.readouterr().err
