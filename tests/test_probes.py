@@ -70,7 +70,13 @@ def test_the_barrier_probe_counts_a_link_of_each_kind(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "args,says", [(["--links", "4"], "--links"), (["--links", "4,2"], "--links"), (["--d", "12"], "--d")]
+    "args,says",
+    [
+        (["--links", "4"], "--links"),
+        (["--links", "4,2"], "--links"),
+        (["--links", "a,b"], "--links"),
+        (["--d", "12"], "--d"),
+    ],
 )
 def test_the_barrier_probe_refuses_bad_chains(args, says, capsys):
     from tools.probes import barrier

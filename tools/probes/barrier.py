@@ -26,9 +26,9 @@ import numpy as np
 import helios
 
 try:
-    from .step import parse_side, switches
+    from .step import add_side_args, ints_of, sides_of, switches
 except ImportError:  # run as a script: step.py beside it
-    from step import parse_side, switches  # type: ignore[no-redef]
+    from step import add_side_args, ints_of, sides_of, switches  # type: ignore[no-redef]
 
 
 def chain(dev: Any, links: int, d: int) -> Any:
@@ -71,19 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--d", type=int, default=256, help="the products' width (d x d weights, a multiple of 8)")
     ap.add_argument("--replays", type=int, default=300, help="timed replays a chain (median)")
     ap.add_argument("--warmup", type=int, default=30, help="untimed replays before them")
-    ap.add_argument("--side", action="append", default=[], metavar="LABEL:NAME=VALUE[,...]",
-                    help="a side: its Device opened with these HELIOS_ switches (repeatable)")  # fmt: skip
-    ap.add_argument("--json", action="store_true", help="print the result as JSON, not a table")
+    add_side_args(ap)
     a = ap.parse_args(argv)
-    try:
-        links = [int(x) for x in a.links.split(",")]
-        sides = dict(parse_side(s) for s in a.side) or {"default": {}}
-    except ValueError as e:
-        ap.error(str(e))
+    sides = sides_of(ap, a.side)
+    links = ints_of(ap, "--links", a.links)
     if len(links) < 2 or links != sorted(set(links)) or links[0] < 1:
         ap.error(f"--links {a.links!r}: two or more increasing lengths, from 1")
-    if len(sides) != len(a.side or [None]):
-        ap.error("--side labels must differ")
     if a.d < 8 or a.d % 8 or a.replays < 1 or a.warmup < 0:
         ap.error("--d a multiple of 8, --replays >= 1 and --warmup >= 0")
     r = measure(links, a.d, a.replays, a.warmup, sides)

@@ -96,6 +96,33 @@ def parse_side(text: str) -> tuple[str, dict[str, str]]:
     return label, env
 
 
+def add_side_args(ap: argparse.ArgumentParser) -> None:
+    """--side (repeatable) and --json, as every probe here takes them."""
+    ap.add_argument("--side", action="append", default=[], metavar="LABEL:NAME=VALUE[,...]",
+                    help="a side of an A/B: its Device opened with these HELIOS_ switches (repeatable)")  # fmt: skip
+    ap.add_argument("--json", action="store_true", help="print the result as JSON, not a table")
+
+
+def sides_of(ap: argparse.ArgumentParser, side: list[str]) -> dict[str, dict[str, str]]:
+    """The --side arguments by label (one side of the switches as they are without any);
+    a usage error where one is malformed or two share a label."""
+    try:
+        sides = dict(parse_side(s) for s in side) or {"default": {}}
+    except ValueError as e:
+        ap.error(str(e))
+    if len(sides) != len(side or [None]):
+        ap.error("--side labels must differ")
+    return sides
+
+
+def ints_of(ap: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
+    """A comma-separated flag's integers; a usage error naming the flag where one is not."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        ap.error(f"{flag} {text!r}: integers, comma-separated")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
@@ -103,17 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replays", type=int, default=200, help="timed replays a position and side (median)")
     ap.add_argument("--warmup", type=int, default=30, help="untimed replays before them")
     ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the weights' type")
-    ap.add_argument("--side", action="append", default=[], metavar="LABEL:NAME=VALUE[,...]",
-                    help="a side of an A/B: its Device opened with these HELIOS_ switches (repeatable)")  # fmt: skip
-    ap.add_argument("--json", action="store_true", help="print the result as JSON, not a table")
+    add_side_args(ap)
     a = ap.parse_args(argv)
-    try:
-        positions = [int(x) for x in a.positions.split(",")]
-        sides = dict(parse_side(s) for s in a.side) or {"default": {}}
-    except ValueError as e:
-        ap.error(str(e))
-    if len(sides) != len(a.side or [None]):
-        ap.error("--side labels must differ")
+    sides = sides_of(ap, a.side)
+    positions = ints_of(ap, "--positions", a.positions)
     if not positions or min(positions) < 0 or max(positions) >= 2**20 or a.replays < 1 or a.warmup < 0:
         ap.error("positions in [0, 2^20), --replays >= 1 and --warmup >= 0")
     r = measure(a.preset, positions, a.replays, a.warmup, a.dtype, sides)
