@@ -5,9 +5,9 @@
 // v = X (+ R, the 16-bit branch added to the fp32 stream, with FLAG_LN_RESIDUAL; then
 // XOUT = v), STATS = (mean, rstd), rstd = 1/sqrt(biased variance + eps), H = (v -
 // mean) * rstd * GAMMA + BETA in A's type (FLAG_LN_RMS: RMSNorm, mean 0 and no BETA). The
-// row is K wide: a multiple of 8, at most
-// LN_THREADS x 4 x LN_GROUPS (a run member's: LN_WIDE_GROUPS with FLAG_LN_WIDE); X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
-// (plan_steps.c fuses only such rows).
+// row is K wide: a multiple of 8, at most LN_THREADS x 4 x LN_GROUPS (a run member's
+// with FLAG_LN_WIDE: LN_WIDE_GROUPS); X, GAMMA, BETA and XOUT start on 16 bytes, R and
+// H on 8 (plan_steps.c fuses only such rows).
 #include "../elementwise/layernorm_row.glsl"
 
 #ifdef PERSIST
@@ -60,15 +60,34 @@ void ln_a8(uint k, out float a[8]) {
     }
 }
 
-#ifdef PERSIST
-const uint LN_WIDE_GROUPS = 4u;  // FLAG_LN_WIDE: rows of up to 4096, as the product apart holds them
-
 // Group j of the row: X, plus R where the norm adds its branch.
 vec4 ln_row4(uint j, bool residual) {
     vec4 v = ln_x4[j];
     if (residual) v += load16x4(ln_r4[j]);
     return v;
 }
+
+// Group j normalized (h) into ln_a; workgroup 0 also writes it out, with the stream v.
+void ln_put4(uint j, uvec2 h, vec4 v, bool writer, bool residual) {
+    ln_a[j] = h;
+    if (writer) {
+        ln_h4[j] = h;
+        if (residual) ln_xout4[j] = v;
+    }
+}
+
+// Every invocation, after its last ln_put4: workgroup 0 writes the statistics, and the
+// row is in shared memory before any subgroup reads it.
+void ln_done(bool writer, float mean, float rstd) {
+    if (writer && gl_LocalInvocationID.x == 0u) {
+        ln_stats[0] = mean;
+        ln_stats[1] = rstd;
+    }
+    barrier();
+}
+
+#ifdef PERSIST
+const uint LN_WIDE_GROUPS = 4u;  // FLAG_LN_WIDE: rows of up to 4096, as the product apart holds them
 
 // Every invocation (barriers): ln_head for a row wider than a member's registers hold,
 // each of its three passes (sum, squares, affine) reading the row again (from L2): the
@@ -90,19 +109,10 @@ void ln_head_wide() {
         const uint j = t + LN_THREADS * c;
         if (j < d4) {
             const vec4 v = ln_row4(j, residual), b = rms ? vec4(0.0) : ln_beta4[j];
-            const uvec2 h = store16x4(ln_affine4(v, mean, rstd, ln_gamma4[j], b));
-            ln_a[j] = h;
-            if (writer) {
-                ln_h4[j] = h;
-                if (residual) ln_xout4[j] = v;
-            }
+            ln_put4(j, store16x4(ln_affine4(v, mean, rstd, ln_gamma4[j], b)), v, writer, residual);
         }
     }
-    if (writer && t == 0u) {
-        ln_stats[0] = mean;
-        ln_stats[1] = rstd;
-    }
-    barrier();  // the row in shared memory before any subgroup reads it
+    ln_done(writer, mean, rstd);
 }
 #endif
 
@@ -124,8 +134,7 @@ void ln_head() {
         const uint j = t + LN_THREADS * c;
         v[c] = g[c] = b[c] = vec4(0.0);
         if (j < d4) {
-            v[c] = ln_x4[j];
-            if (residual) v[c] += load16x4(ln_r4[j]);
+            v[c] = ln_row4(j, residual);
             g[c] = ln_gamma4[j];
             if (!rms) b[c] = ln_beta4[j];
             acc.x += ln_sum4(v[c]);
@@ -139,18 +148,7 @@ void ln_head() {
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.K) + p.ln_eps);
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
         const uint j = t + LN_THREADS * c;
-        if (j < d4) {
-            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c]));
-            ln_a[j] = h;
-            if (writer) {
-                ln_h4[j] = h;
-                if (residual) ln_xout4[j] = v[c];
-            }
-        }
+        if (j < d4) ln_put4(j, store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c])), v[c], writer, residual);
     }
-    if (writer && t == 0u) {
-        ln_stats[0] = mean;
-        ln_stats[1] = rstd;
-    }
-    barrier();  // the row in shared memory before any subgroup reads it
+    ln_done(writer, mean, rstd);
 }
