@@ -133,21 +133,25 @@ def test_norm_heads_wider_than_a_members_registers_are_the_products_apart_bit_fo
     )
 
 
-def _attention_layer(dev, dtype: str, heads: int, hd: int, positions):
+def _attention_layer(dev, dtype: str, heads: int, hd: int, positions, kv_heads: int = 0, plan_out=None):
     """QKV, the attention over a cache of 3 splits and 5 rows and the projection, replayed
     at `positions` with fresh inputs: the outputs and caches (bits) after each, the
-    plan's counts and the dispatches each replay ran."""
+    plan's counts and the dispatches each replay ran (kv_heads: heads by default; the
+    plan appended to plan_out where given)."""
     dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    kv = kv_heads or heads
     d, rows = heads * hd, 3 * 64 + 5
-    kc = dev.upload(_rand((rows, d), 1, dt), dtype=dtype)
-    vc = dev.upload(_rand((rows, d), 2, dt), dtype=dtype)
+    kc = dev.upload(_rand((rows, kv * hd), 1, dt), dtype=dtype)
+    vc = dev.upload(_rand((rows, kv * hd), 2, dt), dtype=dtype)
     a = dev.upload(_rand((1, d), 3, dt), dtype=dtype)
-    wq = dev.upload(_rand((3 * d, d), 4, dt) * 0.1, dtype=dtype)
+    wq = dev.upload(_rand((d + 2 * kv * hd, d), 4, dt) * 0.1, dtype=dtype)
     wo = dev.upload(_rand((d, d), 5, dt) * 0.1, dtype=dtype)
     with dev.plan(params=2) as p:
         qkv = p.matmul(a, wq, trans_b=True)
-        att = p.attention_decode(qkv, kc, vc, heads=heads, position=1)
+        att = p.attention_decode(qkv, kc, vc, heads=heads, kv_heads=kv, position=1)
         out = p.matmul(att, wo, trans_b=True)
+    if plan_out is not None:
+        plan_out.append(p)
     got, dispatches = [], []
     for i, pos in enumerate(positions):
         a.copy_(_rand((1, d), 10 + i, dt))
@@ -176,6 +180,29 @@ def test_an_attention_in_a_run_is_the_attention_apart_bit_for_bit(monkeypatch, d
         for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
             np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i} at {positions[i]}: {name}")
     assert (counts_apart[1], counts_run[1]) == (3, 1), (counts_apart, counts_run)
+
+
+@pytest.mark.parametrize("dtype,heads,kv_heads,hd", [("float16", 4, 2, 32), ("bfloat16", 3, 1, 64)])
+def test_an_attention_after_its_qkv_waits_for_its_heads_columns(monkeypatch, dtype, heads, kv_heads, hd):
+    """The QKV product counts its columns a head as it stores them and the grouped-query
+    attention after it waits for its query head's and KV head's, not at a grid barrier
+    (one grid barrier left, before the projection; HELIOS_DISABLE_PLAN_PARTIAL_WAITS=1:
+    two): both give the ops apart bit for bit, at positions in the first and later
+    splits. A count short of a head's columns would stall the wait until the replay
+    fails."""
+    positions = [3 * 64 + 4, 0, 64, 2 * 64 + 1, 3 * 64 + 4]
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(min(2, os.cpu_count() or 1)))
+    with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
+        apart, _, _ = _attention_layer(dev, dtype, heads, hd, positions, kv_heads)
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
+    for off, barriers in (("0", 1), ("1", 2)):
+        plans: list = []
+        with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PARTIAL_WAITS=off) as dev:
+            run, counts, _ = _attention_layer(dev, dtype, heads, hd, positions, kv_heads, plans)
+            assert (counts[1], plans[0].grid_barriers) == (1, barriers), (off, counts, plans[0].grid_barriers)
+        for i, (ra, rr) in enumerate(zip(apart, run)):
+            for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
+                np.testing.assert_array_equal(tr, ta, err_msg=f"partial waits off={off}, replay {i}: {name}")
 
 
 def test_an_attention_s_splits_grow_before_the_twin_takes_over(monkeypatch):

@@ -1,8 +1,10 @@
 // persist_runtime.glsl — the persistent runtime of matmul_gemv_persist.comp, included by
 // matmul_gemv.glsl under PERSIST: the run's table of members (persist_row.glsl), each
 // member's words, an attention member's splits (decode_attention.glsl), the grid barrier
-// (arrive, then wait with acquire loads and a fault word that gives up), and the main
-// loop over the members with each product's first weight words loaded before the wait.
+// (arrive, then wait with acquire loads and a fault word that gives up), an attention's
+// wait for its own heads' columns where the product before it counts them
+// (FLAG_PERSIST_PARTIAL), and the main loop over the members with each product's first
+// weight words loaded before the wait.
 #ifndef HELIOS_PERSIST_RUNTIME_GLSL
 #define HELIOS_PERSIST_RUNTIME_GLSL
 #include "push_persist.glsl"
@@ -16,6 +18,7 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
 uint att_heads, att_kv_heads, att_rows, att_splits, att_counters, att_fit;
+uint col_counters;  // a product's first column counter (FLAG_PERSIST_PARTIAL)
 float att_scale;
 bool att_rope;
 #define ATT_HEADS att_heads
@@ -63,7 +66,60 @@ void persist_member(uint m) {
     att_counters = PERSIST_ATTENTION_COUNTERS(r);
     att_fit = PERSIST_ATTENTION_FIT(r);
     att_kv_heads = PERSIST_ATTENTION_KV_HEADS(r);
+    col_counters = PERSIST_PRODUCT_COUNT(r);
     att_rope = (p.flags & FLAG_PERSIST_ROPE) != 0u;
+}
+
+// Every invocation, after the workgroup's last write of a member: counted in. The
+// workgroup's writes are ordered before the count by the barrier, the count releases
+// them at device scope.
+void grid_arrive() {
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    if (gl_LocalInvocationIndex == 0u)
+        atomicAdd(arrivals[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
+}
+
+// One invocation: until arrival counter `word` reaches `want`, polled with acquire
+// loads. One that gives up sets the fault word, which the replay reports; once it is
+// set, the other waits of the replay give up at their next look at it (every 4096
+// polls), so that a grid too large fails in one wait's time, not in every wait's.
+// False where it gave up.
+bool poll_until(uint word, uint want) {
+    uint polls = 0u;
+    while (atomicLoad(arrivals[word], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
+        ++polls;
+        if (polls == PERSIST_SPIN_LIMIT ||
+            ((polls & 4095u) == 0u &&
+             atomicLoad(words[pp.fault_word], gl_ScopeDevice, 0, gl_SemanticsRelaxed) != 0u)) {
+            atomicStore(words[pp.fault_word], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
+            return false;
+        }
+    }
+    return true;
+}
+
+// Every invocation, after invocation 0's polls: what they acquired, the workgroup's.
+void wait_done() {
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+}
+
+// Every invocation: until every workgroup has counted itself in `done` times.
+void grid_wait(uint done) {
+    if (gl_LocalInvocationIndex == 0u) poll_until(0u, done * gl_NumWorkGroups.x);
+    wait_done();
+}
+
+// Every invocation (FLAG_PERSIST_PARTIAL): until the product before the attention has
+// stored the D columns of query head h, and of its KV head's k and v (the column
+// counters after the heads' split counters, in the QKV row's order).
+void head_wait(uint h) {
+    if (gl_LocalInvocationIndex == 0u) {
+        const uint c = att_counters + att_heads, kv = h / (att_heads / att_kv_heads);
+        if (poll_until(c + h, D) && poll_until(c + att_heads + kv, D)) poll_until(c + att_heads + att_kv_heads + kv, D);
+    }
+    wait_done();
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its
@@ -78,6 +134,7 @@ void persist_attention(uint pos) {
     const uint splits = att_split_of(pos) + 1u;
     for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
         const uint h = task / splits;
+        if ((p.flags & FLAG_PERSIST_PARTIAL) != 0u) head_wait(h);
         attention_split(h, task % splits, pos);
         memoryBarrierBuffer();  // this split's partials, before its arrival is counted
         barrier();
@@ -106,39 +163,6 @@ void persist_stage_a() {
     barrier();
 }
 
-// Every invocation, after the workgroup's last write of a member: counted in. The
-// workgroup's writes are ordered before the count by the barrier, the count releases
-// them at device scope.
-void grid_arrive() {
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-    if (gl_LocalInvocationIndex == 0u)
-        atomicAdd(arrivals[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
-}
-
-// Every invocation: until every workgroup has counted itself in `done` times, polled
-// with acquire loads. One that gives up sets the fault word, which the replay reports;
-// once it is set, the other barriers of the replay give up at their next look at it
-// (every 4096 polls), so that a grid too large fails in one barrier's time, not in
-// every barrier's.
-void grid_wait(uint done) {
-    if (gl_LocalInvocationIndex == 0u) {
-        const uint want = done * gl_NumWorkGroups.x;
-        uint polls = 0u;
-        while (atomicLoad(arrivals[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
-            ++polls;
-            if (polls == PERSIST_SPIN_LIMIT ||
-                ((polls & 4095u) == 0u && atomicLoad(words[pp.fault_word], gl_ScopeDevice, 0,
-                                                     gl_SemanticsRelaxed) != 0u)) {
-                atomicStore(words[pp.fault_word], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
-                break;
-            }
-        }
-    }
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-}
-
 // The members in turn, the workgroups stepping over each one's columns by the grid's
 // width. A member's first weight words go out before the barrier: nothing in the
 // run writes them (plan_persist.c).
@@ -149,7 +173,7 @@ void main() {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
             const uint pos = words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)];  // no member writes it: read before the wait
-            if (m > 0u) grid_wait(m);
+            if (m > 0u && (p.flags & FLAG_PERSIST_PARTIAL) == 0u) grid_wait(m);
             persist_attention(pos);
             if (m + 1u < pp.members) grid_arrive();
             continue;
@@ -161,7 +185,13 @@ void main() {
             ln_head();
         else
             persist_stage_a();
-        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
+        const bool counted = (p.flags & FLAG_PERSIST_PARTIAL) != 0u;
+        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) {
+            column_of_b(0u, n);
+            if (counted && lane == 0u)  // after the lane's store of the column, released with it
+                atomicAdd(arrivals[col_counters + n / D], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+                          gl_SemanticsRelease);
+        }
         if (m + 1u < pp.members) grid_arrive();
     }
 }
