@@ -312,17 +312,21 @@ def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
     assert counts[1] == 4, counts
 
 
-def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on():
-    """One lavapipe thread and a grid of three: the grid barrier gives up, the replay
-    raises naming the switches, and the same device then replays a plan of one product
-    (no run) right."""
+@pytest.mark.parametrize(
+    "layer", ["_layer(dev, 'float16', 64, 5, replays=1)", "_attention_layer(dev, 'float16', 2, 32, [70])"]
+)
+def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on(layer):
+    """One lavapipe thread and a grid of three: the grid barrier (or, in the attention's
+    layer, the attention's wait for its heads' QKV columns) gives up, the replay raises
+    naming the switches, and the same device then replays a plan of one product (no run)
+    right."""
     code = (
         "import numpy as np, helios\n"
-        "from tests.test_plan_persist import _layer\n"
+        "from tests.test_plan_persist import _layer, _attention_layer\n"
         "dev = helios.Device()\n"
         "print('DEVICE', dev.info['name'], dev.info.get('sm_count'))\n"
         "try:\n"
-        "    _layer(dev, 'float16', 64, 5, replays=1)\n"
+        f"    {layer}\n"
         "    print('REPLAYED')\n"
         "except helios.HeliosError as e:\n"
         "    print('RAISED', e)\n"
