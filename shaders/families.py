@@ -152,6 +152,9 @@ IN_AXIS_COOP = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16", "GL_
 # cooperative matrix 2's conversions).
 P_AXIS = ("p_regs", "int", (("0", ""), ("1", "-DP_IN_REGISTERS", "GL_NV_cooperative_matrix2")))
 IN_AXIS_SCALAR = ("in", "hl_dtype", (("HL_F16", ""), ("HL_BF16", "-DIN_BF16")))
+# A persistent run's kernel with every member stamped by the device clock (HELIOS_PLAN_TRACE):
+# its own SPIR-V, so that the plain kernel never declares the clock's capability.
+TRACE_AXIS = ("trace", "int", (("0", ""), ("1", "-DPERSIST_TRACE")))
 # Products keep the input's 16-bit type or widen to f32: no f16 in -> bf16 out, no
 # bf16 in -> f16 out, and no bf16 accumulator (devices offer bf16 x bf16 -> f32).
 MIXED_16 = ((("in", "HL_F16"), ("out", "HL_BF16")), (("in", "HL_BF16"), ("out", "HL_F16")))
@@ -293,7 +296,7 @@ FAMILIES = (
             Spec("RUN_FLAGS", "uint", "0xFFFFFFFFu", "e->run_flags"),
         ),
         "matmul_persist",
-        axes=(OUT_AXIS, IN_AXIS_SCALAR),
+        axes=(OUT_AXIS, IN_AXIS_SCALAR, TRACE_AXIS),
         skip=MIXED_16,
         full_subgroups=True,
         doc="one-row products and decode attentions one after another in one dispatch, a grid barrier between",

@@ -34,10 +34,11 @@ def _uploads(dev, dtype: str):
     return dt, w, vec
 
 
-def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
+def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2, plan_out=None):
     """A decode layer's products between two attentions: the projection, the norm and
     the up product (gelu), the down product, the next norm and QKV. Replayed with fresh
-    inputs; returns each replay's outputs as bits, and the plan's counts."""
+    inputs; returns each replay's outputs as bits, and the plan's counts (the plan
+    appended to plan_out where given)."""
     dt, w, vec = _uploads(dev, dtype)
     bits = np.uint16
     a = dev.upload(_rand((1, d), seed, dt), dtype=dtype)
@@ -49,6 +50,8 @@ def _layer(dev, dtype: str, d: int, seed: int, replays: int = 2):
         down = p.matmul(up, w(d, 4 * d, seed + 8), trans_b=True, bias=vec(d, seed + 9))
         h2, x3 = p.layernorm(x2, vec(d, seed + 10), vec(d, seed + 11), residual=down, dtype=dtype)
         qkv = p.matmul(h2, w(3 * d, d, seed + 12), trans_b=True, bias=vec(3 * d, seed + 13))
+    if plan_out is not None:
+        plan_out.append(p)
     outs = []
     for i in range(replays):
         a.copy_(_rand((1, d), seed + 20 + i, dt))
@@ -203,6 +206,39 @@ def test_an_attention_after_its_qkv_waits_for_its_heads_columns(monkeypatch, dty
         for i, (ra, rr) in enumerate(zip(apart, run)):
             for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
                 np.testing.assert_array_equal(tr, ta, err_msg=f"partial waits off={off}, replay {i}: {name}")
+
+
+def test_a_traced_run_stamps_each_member_and_no_workgroup_passes_a_barrier_early(apart_device, monkeypatch):
+    """HELIOS_PLAN_TRACE=1: the layer's four products as one traced run. The trace has
+    each member's N and K, every workgroup's stamps in order (before its wait, past it,
+    done), and no workgroup past a grid barrier before every workgroup was done with
+    the member before: the barrier's promise, read from the device clock. The outputs
+    equal the products' apart bit for bit; without the switch, plan.trace() says how to
+    get one."""
+    d = 64
+    apart, _ = _layer(apart_device, "float16", d, 7)
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(min(2, os.cpu_count() or 1)))
+    plans: list = []
+    with _device_with(monkeypatch, HELIOS_PLAN_TRACE="1") as dev:
+        run, _ = _layer(dev, "float16", d, 7, plan_out=plans)
+        members = plans[0].trace()
+        rows = helios.plan_trace.summarize(members)
+    for i, (ra, rr) in enumerate(zip(apart, run)):
+        for k, (ta, tr) in enumerate(zip(ra, rr)):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i}, output {k}")
+    assert [(t.run, t.member, t.kind, t.n, t.k) for t in members] == [
+        (0, m, "product", n, k) for m, (n, k) in enumerate([(d, d), (4 * d, d), (d, 4 * d), (3 * d, d)])
+    ]
+    for t in members:
+        assert (t.before <= t.go).all() and (t.go <= t.done).all(), t
+    for a, b in zip(members, members[1:]):
+        assert b.go.min() >= a.done.max(), f"member {b.member} went {a.done.max() - b.go.min()} ns early"
+    assert [r["kind"] for r in rows] == ["64x64", "256x64", "64x256", "192x64"]
+    assert all(r["span_us"] >= 0 and r["release_us"] >= 0 for r in rows), rows
+    with _device_with(monkeypatch, HELIOS_PLAN_TRACE="0") as dev:
+        _layer(dev, "float16", d, 7, replays=1, plan_out=plans)
+        with pytest.raises(ValueError, match="HELIOS_PLAN_TRACE=1"):
+            plans[1].trace()
 
 
 def test_an_attention_s_splits_grow_before_the_twin_takes_over(monkeypatch):

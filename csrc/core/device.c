@@ -131,8 +131,15 @@ static uint32_t resident_workgroups(const hl_device *dev) {
 
 static hl_status persist_switches(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
-    int off = 0, grid = -1, unbounded = 0;
+    int off = 0, grid = -1, unbounded = 0, trace = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_PERSISTENT", &off, err));
+    HL_TRY(hl_env_flag("HELIOS_PLAN_TRACE", &trace, err));
+    if (trace && !dev->caps.has_device_clock)
+        return hl_fail(err, HL_ERR_UNSUPPORTED,
+                       "HELIOS_PLAN_TRACE=1: '%s' lacks VK_KHR_shader_clock's shaderDeviceClock, the clock a "
+                       "persistent run's stamps read",
+                       dev->caps.name);
+    dev->plan_policy.trace = trace;
     HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
     HL_TRY(hl_env_flag("HELIOS_TEST_UNBOUNDED_GRID", &unbounded, err));
     const uint32_t resident = resident_workgroups(dev);
@@ -202,11 +209,15 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
                               .pNext = &f11,
                               .shaderBFloat16Type = VK_TRUE,
                               .shaderBFloat16CooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceShaderClockFeaturesKHR fclock = {.sType =
+                                                         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR,
+                                                     .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11,
+                                                     .shaderDeviceClock = VK_TRUE};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                    .pNext = c->bf16_coop ? (void *)&fbf16 : (void *)&f11};
+                                    .pNext = c->has_device_clock ? (void *)&fclock : fclock.pNext};
     f2.features.shaderInt16 = (VkBool32)c->has_int16;
     f2.features.shaderStorageBufferArrayDynamicIndexing = (VkBool32)c->has_buffer_arrays;
-    const char *exts[7]; /* (the last for the queue priority) */
+    const char *exts[8]; /* (the last for the queue priority) */
     uint32_t n_ext = 0;
     if (c->external_memory_fd) exts[n_ext++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME; /* CUDA interop */
     if (c->external_semaphore_fd) exts[n_ext++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
@@ -214,6 +225,7 @@ static hl_status create_logical(hl_device *dev, hl_error *err) {
     if (c->has_coop && (c->coop2_usable || c->coop2_conversions)) exts[n_ext++] = "VK_NV_cooperative_matrix2";
     if (c->has_pipeline_stats) exts[n_ext++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (c->bf16_coop) exts[n_ext++] = "VK_KHR_shader_bfloat16";
+    if (c->has_device_clock) exts[n_ext++] = VK_KHR_SHADER_CLOCK_EXTENSION_NAME; /* HELIOS_PLAN_TRACE's stamps */
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &f2,
                               .queueCreateInfoCount = 1,

@@ -121,6 +121,7 @@ typedef struct hl_caps {
     int luid_valid, has_pci;
     uint32_t pci_domain, pci_bus, pci_device, pci_function;
     int has_pipeline_stats; /* VK_KHR_pipeline_executable_properties */
+    int has_device_clock;   /* VK_KHR_shader_clock's shaderDeviceClock (HELIOS_PLAN_TRACE) */
     uint32_t n_coop2_flex;  /* VK_NV_cooperative_matrix2 flexible-dimension rows */
     uint32_t coop2_workgroup_scope_max_invocations;
     /* the coop2 path needs workgroup scope, flexible dimensions and tensor addressing */

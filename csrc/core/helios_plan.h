@@ -41,6 +41,10 @@ hl_status hl_plan_params_read(const hl_plan *p, uint32_t first, uint32_t *words,
 hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err);
 /* As recorded (not its long-context twin's); grid: the barriers inside its persistent runs. */
 void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *grid);
+/* HELIOS_PLAN_TRACE: the words the last replay's persistent runs stamped (plan_persist.c's
+ * hl_plan_persist_trace lays them out), valid until the next replay; their count, 0
+ * where the plan has no trace. */
+uint32_t hl_plan_trace(const hl_plan *p, const uint32_t **words);
 int hl_plan_alive(const hl_plan *p); /* 0 once its device closed */
 void hl_plan_destroy(hl_plan *p);
 /* The device's side (device.c): at close, every live plan's objects released (or,

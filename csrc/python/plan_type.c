@@ -154,12 +154,25 @@ static PyObject *Plan_counts(PlanObject *self, void *c) {
     return Py_BuildValue("(IIII)", ops, dispatches, barriers, grid);
 }
 
+/* trace_words() -> bytes or None: the stamps of the last replay's persistent runs (HELIOS_PLAN_TRACE) */
+static PyObject *Plan_trace_words(PlanObject *self, PyObject *unused) {
+    if (usable(self) < 0) return NULL;
+    if (device_acquire(self->device) < 0) return NULL;
+    const uint32_t *words;
+    const uint32_t n = hl_plan_trace(self->p, &words);
+    PyObject *out = n ? PyBytes_FromStringAndSize((const char *)words, 4 * (Py_ssize_t)n) : Py_NewRef(Py_None);
+    device_release(self->device);
+    return out;
+}
+
 static PyObject *Plan_alive(PlanObject *self, void *c) { return PyBool_FromLong(self->p && hl_plan_alive(self->p)); }
 
 static PyMethodDef Plan_methods[] = {
     {"replay", (PyCFunction)Plan_replay, METH_NOARGS,
      "replay() -> (host_ms, wall_ms, gpu_ms): submit the recorded command buffer once and wait; host_ms up to "
      "the submit's return, wall_ms to the end of the wait, gpu_ms between timestamps around the plan."},
+    {"trace_words", (PyCFunction)Plan_trace_words, METH_NOARGS,
+     "trace_words() -> bytes or None: the stamps the last replay's persistent runs wrote (HELIOS_PLAN_TRACE=1)."},
     {"write_params", (PyCFunction)Plan_write_params, METH_VARARGS,
      "write_params(first, words): set parameter words first.. (mapped host memory: no submission)."},
     {"read_params", (PyCFunction)Plan_read_params, METH_VARARGS,

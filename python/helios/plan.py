@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _helios
+from . import _helios, plan_trace
 from .dtypes import bfloat16, float16
 from .elementwise import layernorm_operands
 from .gemm import Chain
@@ -349,6 +349,18 @@ class Plan(Chain):
         attentions that wait only for their heads' QKV columns), as recorded: the waits a
         replay has beside its `counts` barriers."""
         return int(self._recorded().counts[3])
+
+    def trace(self) -> list[plan_trace.MemberTrace]:
+        """The last replay's persistent runs, every member as each workgroup stamped it
+        with the device clock (helios.plan_trace: `summarize` for the table). Needs
+        HELIOS_PLAN_TRACE=1 when the Device opened and a plan with runs."""
+        words = self._recorded().trace_words()
+        if words is None:
+            raise ValueError(
+                "plan.trace: this plan has no trace: set HELIOS_PLAN_TRACE=1 before the Device opens "
+                f"(it has {self.grid_barriers} grid barriers; a plan with no persistent run has nothing to stamp)"
+            )
+        return plan_trace.parse(words)
 
     def replay(self, params: Any = None) -> PlanRun:
         """Submit the plan once and wait for it; params (as set_params) written first."""

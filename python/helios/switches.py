@@ -110,6 +110,14 @@ SWITCHES: tuple[Switch, ...] = (
         "their key splits for this grid, runs or not.",
     ),
     Switch(
+        "HELIOS_PLAN_TRACE",
+        "runtime",
+        "1",
+        "A plan's persistent runs stamp each member with the device clock in every workgroup (before its wait, "
+        "after it, after its work; `Plan.trace()`, `tools/probes/trace.py`); the Device refuses to open where "
+        "the device lacks VK_KHR_shader_clock's device clock.",
+    ),
+    Switch(
         "HELIOS_DISABLE_BF16_COOP", "kill switch", "1", "bfloat16 on the scalar kernels, not on cooperative matrices."
     ),
     Switch("HELIOS_DISABLE_COOP_ATTENTION", "kill switch", "1", "The attention forward on the scalar kernel."),

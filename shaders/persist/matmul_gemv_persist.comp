@@ -10,6 +10,9 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require  // the attention's 16-bit words
+#ifdef PERSIST_TRACE
+#extension GL_EXT_shader_realtime_clock : require  // the device clock each member's stamps read
+#endif
 #include "spec_matmul_gemv_persist.glsl"
 const uint ROWS = 1u;
 const uint LONG_SPLITS = 1u;  // a run's attentions: the device sizes splits for the run's grid

@@ -40,6 +40,25 @@ bool att_rope;
 #include "../decode/decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
+// PERSIST_TRACE (HELIOS_PLAN_TRACE): invocation 0's stamp k of member m, in ns of the
+// device clock (0 before its wait, 1 after it, 2 after its work), and with the last
+// the member's N and K (an attention: ~0 and its heads), 8 words a member and workgroup
+// (plan.c's trace words; helios/plan_trace.py reads them).
+void stamp(uint m, uint k) {
+#ifdef PERSIST_TRACE
+    if (gl_LocalInvocationIndex != 0u) return;
+    const uint i = pp.trace_word + (m * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 8u;
+    const uvec2 t = clockRealtime2x32EXT();
+    words[i + 2u * k] = t.x;
+    words[i + 2u * k + 1u] = t.y;
+    if (k == 2u) {
+        const bool attention = (p.flags & FLAG_PERSIST_ATTN) != 0u;
+        words[i + 6u] = attention ? 0xFFFFFFFFu : p.N;
+        words[i + 7u] = attention ? att_heads : p.K;
+    }
+#endif
+}
+
 // Member m's words and slots: a product's (one row of A, B as N x K in whole words), or
 // an attention's from the same row.
 void persist_member(uint m) {
@@ -173,14 +192,19 @@ void main() {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
             const uint pos = words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)];  // no member writes it: read before the wait
+            stamp(m, 0u);
             if (m > 0u && (p.flags & FLAG_PERSIST_PARTIAL) == 0u) grid_wait(m);
+            stamp(m, 1u);
             persist_attention(pos);
+            stamp(m, 2u);
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }
         ahead = first < p.N && SUBGROUP * UNROLL <= p.K / 8u;
         if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
+        stamp(m, 0u);
         if (m > 0u) grid_wait(m);
+        stamp(m, 1u);
         if ((p.flags & FLAG_PERSIST_LN) != 0u)
             ln_head();
         else
@@ -192,6 +216,7 @@ void main() {
                 atomicAdd(arrivals[col_counters + n / D], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
                           gl_SemanticsRelease);
         }
+        stamp(m, 2u);
         if (m + 1u < pp.members) grid_arrive();
     }
 }

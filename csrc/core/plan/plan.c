@@ -8,7 +8,6 @@
 
 #include "plan_ops.h"
 
-#define PLAN_MAX_OPS 4096
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
 /* A run's attention past this many passes of the grid over its splits is slower than
@@ -39,43 +38,6 @@ struct hl_plan {
     uint32_t *grids, n_grids; /* per grid read at replay: its x, parameter word and divisor */
     struct hl_plan *prev, *next;
 };
-
-/* What the steps since the last barrier touched: their tensors' buffers (hazard.h's
- * model, a set over read and written), the shared workspace and the parameter words. */
-typedef struct hazards {
-    hl_range read[HL_STEP_READS * PLAN_MAX_OPS], written[HL_STEP_READS * PLAN_MAX_OPS];
-    hl_hazard_set set;
-    int workspace, params_written, params_read;
-} hazards;
-
-/* A step's tensor i: its reads, then its writes (i >= HL_STEP_READS); its whole buffer in r. */
-static const hl_tensor *step_tensor(const hl_plan_step *s, uint32_t i, hl_range *r) {
-    const hl_tensor *t = i < HL_STEP_READS ? s->reads[i] : s->writes[i - HL_STEP_READS];
-    *r = hl_range_whole(t ? t->buf.buffer : VK_NULL_HANDLE);
-    return t;
-}
-
-/* Split-K's and attention's partial sums; a product without split-K binds 16 bytes of it
- * only in place of a bias. */
-static int uses_workspace(const hl_plan_step *s) { return s->work_bytes > 16; }
-
-static int needs_barrier(const hazards *h, const hl_plan_step *s) {
-    hl_range r;
-    for (uint32_t i = 0; i < HL_STEP_READS + HL_STEP_WRITES; i++)
-        if (step_tensor(s, i, &r) && hl_hazard_blocks(&h->set, &r, i >= HL_STEP_READS)) return 1;
-    if (h->params_written && s->n_param_reads) return 1;
-    if ((h->params_read || h->params_written) && s->param_write >= 0) return 1;
-    return uses_workspace(s) && h->workspace;
-}
-
-static void note(hazards *h, const hl_plan_step *s) {
-    hl_range r;
-    for (uint32_t i = 0; i < HL_STEP_READS + HL_STEP_WRITES; i++)
-        if (step_tensor(s, i, &r)) hl_hazard_note(&h->set, &r, i >= HL_STEP_READS);
-    h->workspace |= uses_workspace(s);
-    h->params_read |= s->n_param_reads > 0;
-    h->params_written |= s->param_write >= 0;
-}
 
 static void keep_tensor(hl_plan *p, hl_tensor *t) {
     if (!t) return;
@@ -140,7 +102,8 @@ static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step 
     }
 }
 
-static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescriptorSet *sets, hazards *h, hl_error *err) {
+static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescriptorSet *sets, hl_plan_hazards *h,
+                        hl_error *err) {
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
     const uint64_t barriers0 = dev->tel.barriers, dispatches0 = dev->tel.dispatches;
@@ -160,23 +123,22 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
     hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    int params_written = 0;
+    int params_written = p->runs.trace_words > 0; /* the host reads a trace's stamps too */
     uint32_t grid = 0;
     for (uint32_t i = 0; i < p->ops; i++) {
         /* a persistent run: one dispatch for the steps it spans, its own grid barriers
          * between them, a pipeline barrier before it where any of them needs one */
         const uint32_t span = steps[i].persist_len ? steps[i].persist_len : 1;
         int barrier = 0;
-        for (uint32_t j = i; j < i + span; j++) barrier |= needs_barrier(h, &steps[j]);
+        for (uint32_t j = i; j < i + span; j++) barrier |= hl_plan_needs_barrier(h, &steps[j]);
         if (barrier) {
             hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-            hl_hazard_clear(&h->set);
-            h->workspace = h->params_written = h->params_read = 0;
+            hl_plan_hazards_clear(h);
         }
         for (uint32_t j = i; j < i + span; j++) {
-            note(h, &steps[j]);
+            hl_plan_note(h, &steps[j]);
             params_written |= steps[j].param_write >= 0;
         }
         const int read_grid = steps[i].grid_div > 0;
@@ -253,6 +215,8 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     HL_TRY(hl_plan_fuse(dev, ops, p->ops, steps, err));
     HL_TRY(hl_plan_persist_runs(dev, ops, steps, p->ops, p->persist_attention, &p->runs, err)); /* grids: after */
     HL_TRY(grids_of(p, steps, err));
+    p->runs.trace_base = (PARAM_BYTES + 12u * p->n_grids + 15u) / 16u * 4u; /* past the grids', on 16 bytes */
+    if (dev->plan_policy.trace) p->runs.trace_words = hl_plan_persist_trace(steps, p->ops, p->runs.trace_base, NULL);
     HL_TRY(hl_plan_persist_tables(steps, p->ops, dev->caps.storage_offset_alignment, t_offset, &p->persist_host,
                                   &p->persist_bytes, err));
     for (uint32_t i = 0; i < p->ops; i++) {
@@ -272,11 +236,12 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         }
     }
     HL_TRY(hl_buffer_create(dev, w_bytes, 0, &p->workspace, err));
-    HL_TRY(hl_buffer_create(dev, PARAM_BYTES + 12ull * p->n_grids, 1, &p->params, err));
+    HL_TRY(hl_buffer_create(dev, 4ull * (p->runs.trace_base + p->runs.trace_words), 1, &p->params, err));
     if (c_bytes) HL_TRY(hl_buffer_create(dev, c_bytes, 0, &p->counters, err));
     if (p->persist_bytes) HL_TRY(hl_buffer_create(dev, p->persist_bytes, 0, &p->persist_table, err));
     bind_products(p, ops, steps, t_offset);
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
+    if (p->runs.trace_words) hl_plan_persist_trace(steps, p->ops, p->runs.trace_base, p->params.mapped);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                .descriptorCount = HL_SET_DESCRIPTORS * p->ops};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
@@ -307,12 +272,12 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
     HL_VK(vkAllocateCommandBuffers(dev->device, &cai, &p->cmd));
-    hazards *h = calloc(1, sizeof *h);
+    hl_plan_hazards *h = calloc(1, sizeof *h);
     if (!h) {
         st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
         goto fail;
     }
-    h->set = hl_hazard_set_over(h->read, h->written, HL_STEP_READS * PLAN_MAX_OPS);
+    h->set = hl_hazard_set_over(h->read, h->written, HL_STEP_READS * HL_PLAN_MAX_OPS);
     st = record(p, steps, sets, h, err);
     free(h);
 fail:
@@ -360,8 +325,8 @@ hl_status hl_plan_create(hl_device *dev, const hl_plan_op *ops, uint32_t n_ops, 
     hl_status st = HL_OK;
     *out = NULL;
     if (!n_ops) return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: no operations recorded");
-    if (n_ops > PLAN_MAX_OPS)
-        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, PLAN_MAX_OPS);
+    if (n_ops > HL_PLAN_MAX_OPS)
+        return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u operations; at most %u", n_ops, HL_PLAN_MAX_OPS);
     if (n_params > HL_PLAN_MAX_PARAMS)
         return hl_fail(err, HL_ERR_INVALID_ARGUMENT, "plan: %u parameter words; at most %u", n_params,
                        HL_PLAN_MAX_PARAMS);
@@ -471,6 +436,12 @@ hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err) {
 
 void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *grid) {
     *ops = p->ops, *dispatches = p->dispatches, *barriers = p->barriers, *grid = p->runs.grid_barriers;
+}
+
+uint32_t hl_plan_trace(const hl_plan *p, const uint32_t **words) {
+    const hl_plan *q = p->last ? p->last : p;
+    *words = (const uint32_t *)q->params.mapped + q->runs.trace_base;
+    return q->dev ? q->runs.trace_words : 0;
 }
 
 int hl_plan_alive(const hl_plan *p) { return p && p->dev; }

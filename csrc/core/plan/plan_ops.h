@@ -9,6 +9,7 @@
 #include "helios_plan.h"
 #include "product.h"
 
+#define HL_PLAN_MAX_OPS 4096
 #define HL_STEP_READS 6u
 #define HL_STEP_WRITES 4u
 #define HL_PLAN_FAULT_WORD HL_PLAN_MAX_PARAMS /* set by a persistent run's grid barrier that gave up */
@@ -41,6 +42,18 @@ typedef struct hl_plan_step {
     hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
 
+/* plan_hazards.c: what the steps since the last barrier touched: their tensors' buffers
+ * (hazard.h's model, a set over read and written), the shared workspace and the
+ * parameter words; whether a step must wait for them behind a barrier. */
+typedef struct hl_plan_hazards {
+    hl_range read[HL_STEP_READS * HL_PLAN_MAX_OPS], written[HL_STEP_READS * HL_PLAN_MAX_OPS];
+    hl_hazard_set set;
+    int workspace, params_written, params_read;
+} hl_plan_hazards;
+int hl_plan_needs_barrier(const hl_plan_hazards *h, const hl_plan_step *s);
+void hl_plan_note(hl_plan_hazards *h, const hl_plan_step *s); /* s recorded since the last barrier */
+void hl_plan_hazards_clear(hl_plan_hazards *h);               /* a barrier recorded */
+
 /* plan_ops_table.c (generated from shaders/ops.py): an op kind's name as the API spells
  * it (plan.py's methods), and operation i of a plan with n_params parameter words as a
  * step, through its step function (hl_plan_steps.h: plan_steps.c's and decode.c's, the
@@ -69,6 +82,7 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step 
  * position's parameter word. */
 typedef struct hl_plan_runs {
     uint32_t n, grid_barriers, grid, attentions, heads, head_dim, fit, pos_slot;
+    uint32_t trace_base, trace_words; /* HELIOS_PLAN_TRACE: the stamps' words in the parameter buffer */
 } hl_plan_runs;
 
 /* plan_persist.c: the runs of consecutive one-row products, and decode attentions where
@@ -76,6 +90,12 @@ typedef struct hl_plan_runs {
  * dispatch, the other steps recording none. */
 hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t n_ops,
                                int attention, hl_plan_runs *runs, hl_error *err);
+/* HELIOS_PLAN_TRACE: each run's stamps from word `base` of the plan's parameter buffer,
+ * a header of 4 words (members, grid, 0, 0) and then 8 a member and workgroup
+ * (persist_runtime.glsl's stamp); each run's push block takes its first stamp word. Where
+ * `mapped` (the buffer, once made) is given, the headers are written and the stamps
+ * zeroed. Returns the words of all runs. */
+uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped);
 /* The runs' tables side by side, each on `align` (offset[i]: step i's, where it heads a
  * run), in *host (*bytes; NULL and 0: no run). */
 hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,

@@ -186,8 +186,8 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
     hl_spec_matmul_gemv_persist(spec, &e);
     hl_pipeline *pipe;
-    HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in), spec, HL_SPEC_MATMUL_GEMV_PERSIST_COUNT,
-                           e.subgroup, &pipe, err));
+    HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in, dev->plan_policy.trace), spec,
+                           HL_SPEC_MATMUL_GEMV_PERSIST_COUNT, e.subgroup, &pipe, err));
     if (!(*grid = run_grid(dev, pipe))) return HL_OK;
     memcpy(h->persist_table, rows, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) h->persist_member[k] = mem[k];
@@ -248,6 +248,23 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
     }
 fail:
     return st;
+}
+
+uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped) {
+    uint32_t at = base;
+    for (uint32_t i = 0; i < n_ops; i++) {
+        hl_plan_step *s = &steps[i];
+        if (!s->persist_len) continue;
+        const uint32_t members = s->persist_members, grid = s->grid[0][0], stamps = 8u * members * grid;
+        s->pc[0].persist.trace_word = at + 4u;
+        if (mapped) {
+            memset(mapped + at, 0, 4ull * (4u + stamps));
+            mapped[at] = members;
+            mapped[at + 1] = grid;
+        }
+        at += 4u + stamps;
+    }
+    return at - base;
 }
 
 hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,

@@ -11,6 +11,7 @@ typedef struct hl_plan_policy {
     int norm_fused, swiglu_fused, rope_fused; /* each in the step that reads its output */
     int persist_grid, split_width;            /* runs' grid (0: none); what decode.c sizes splits for */
     int partial_waits; /* a run's attention waits for its heads' QKV columns, not at a grid barrier */
+    int trace;         /* runs stamp each member with the device clock (HELIOS_PLAN_TRACE) */
 } hl_plan_policy;
 
 #endif

@@ -242,13 +242,19 @@ static void coop2_features(hl_caps *c, const VkPhysicalDeviceCooperativeMatrix2F
 }
 #endif
 
+/* VK_KHR_shader_clock's device clock (HELIOS_PLAN_TRACE's stamps), where the extension is offered. */
+static int device_clock(hl_device *dev) {
+    VkPhysicalDeviceShaderClockFeaturesKHR f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f};
+    vkGetPhysicalDeviceFeatures2(dev->phys, &f2);
+    return f.shaderDeviceClock == VK_TRUE;
+}
+
 hl_status hl_query_caps(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
     hl_caps *c = &dev->caps;
     VkExtensionProperties *exts = NULL;
-
     HL_TRY(read_properties(dev, err));
-
     uint32_t n_ext = 0;
     HL_TRY(read_extensions(dev, &exts, &n_ext, err));
     int ext_coop = has_ext(exts, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
@@ -302,6 +308,7 @@ hl_status hl_query_caps(hl_device *dev, hl_error *err) {
     if (c->external_semaphore_fd) c->external_semaphore_fd = timeline_exportable(dev);
     c->has_subgroup_size_control = f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->has_pipeline_stats = ext_stats && fstats.pipelineExecutableInfo;
+    c->has_device_clock = has_ext(exts, n_ext, VK_KHR_SHADER_CLOCK_EXTENSION_NAME) && device_clock(dev);
 #ifdef VK_NV_cooperative_matrix2
     if (c->has_coop2) coop2_features(c, &fcoop2);
 #endif

@@ -1,0 +1,84 @@
+"""A persistent run's timeline: with HELIOS_PLAN_TRACE=1 set when the Device opens,
+every workgroup of a plan's persistent runs stamps each member with the device clock
+(VK_KHR_shader_clock's shaderDeviceClock, ns) before its wait, after it and after its
+work (persist_runtime.glsl's `stamp`); `Plan.trace()` reads the last replay's stamps
+and `summarize` turns them into what the member cost on the step's critical path.
+
+No profiler sees inside a persistent dispatch; this is how its waits and its members
+are timed. The stamps cost a few device-memory stores a member: compare traced replays
+with traced replays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+HEADER_WORDS = 4  # a run's: members, grid, 0, 0 (plan_persist.c's hl_plan_persist_trace)
+STAMP_WORDS = 8  # a member and workgroup's: three 64-bit stamps, then N and K
+ATTENTION_N = 0xFFFFFFFF  # the N word of an attention member (its K word: its heads)
+
+
+@dataclass(frozen=True)
+class MemberTrace:
+    """One member of one run: a product (n x k weights) or an attention (`heads`), and
+    each workgroup's stamps in ns of the device clock: `before` its wait, `go` after it,
+    `done` after its work."""
+
+    run: int
+    member: int
+    kind: str  # "product" or "attention"
+    n: int  # a product's N (0: an attention)
+    k: int  # a product's K; an attention's heads
+    before: np.ndarray
+    go: np.ndarray
+    done: np.ndarray
+
+
+def parse(words: bytes) -> list[MemberTrace]:
+    """The members of every run in the stamped words (`_helios.Plan.trace_words()`);
+    ValueError where a run's stamps are missing (no replay since the plan was made)."""
+    w = np.frombuffer(words, dtype=np.uint32)
+    out: list[MemberTrace] = []
+    at, run = 0, 0
+    while at + HEADER_WORDS <= w.size:
+        members, grid = int(w[at]), int(w[at + 1])
+        n_words = STAMP_WORDS * members * grid
+        block = w[at + HEADER_WORDS : at + HEADER_WORDS + n_words]
+        if members == 0 or grid == 0 or block.size != n_words:
+            raise ValueError(f"plan trace: run {run}'s header reads {members} members x {grid} workgroups")
+        rows = block.reshape(members, grid, STAMP_WORDS).astype(np.uint64)
+        ns = rows[:, :, 0:6:2] | (rows[:, :, 1:6:2] << np.uint64(32))
+        if not ns[:, :, 2].all():
+            raise ValueError(f"plan trace: run {run} has members no workgroup stamped: replay the plan first")
+        for m in range(members):
+            attention = int(rows[m, 0, 6]) == ATTENTION_N
+            out.append(MemberTrace(run, m, "attention" if attention else "product",
+                                   0 if attention else int(rows[m, 0, 6]), int(rows[m, 0, 7]),
+                                   ns[m, :, 0], ns[m, :, 1], ns[m, :, 2]))  # fmt: skip
+        at += HEADER_WORDS + n_words
+        run += 1
+    return out
+
+
+def summarize(members: list[MemberTrace], element_bytes: int = 2) -> list[dict[str, float | int | str]]:
+    """Per member, in us: `span` (from the last workgroup done with the member before it,
+    in its run, or from the run's first go, to its own last done: what it added to the
+    step), `release` (from that last done to the first workgroup past its wait: what the
+    wait cost; negative where a partial wait let some start before it), `work_median` and
+    `work_max` (a workgroup's go to done), and `gbs`, a product's weights over its span."""
+    rows: list[dict[str, float | int | str]] = []
+    last_done = 0.0
+    for t in members:
+        go, done = t.go.astype(np.float64), t.done.astype(np.float64)
+        first = t.member == 0
+        start = go.min() if first else last_done
+        span = (done.max() - start) / 1e3
+        work = (done - go) / 1e3
+        weights = element_bytes * t.n * t.k
+        rows.append({"run": t.run, "member": t.member, "kind": t.kind if t.kind == "attention" else f"{t.n}x{t.k}",
+                     "span_us": span, "release_us": 0.0 if first else (go.min() - last_done) / 1e3,
+                     "work_median_us": float(np.median(work)), "work_max_us": float(work.max()),
+                     "gbs": weights / (span * 1e3) if weights and span > 0 else 0.0})  # fmt: skip
+        last_done = done.max()
+    return rows

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where a decode step's time goes inside its persistent runs: a Llama shape's plan
+(random weights, as step.py) opened with HELIOS_PLAN_TRACE=1 and replayed at each
+position; of the replays past --warmup, the one whose runs took the median time is
+read (`Plan.trace()`, `helios.plan_trace.summarize`). Per member kind (the products by
+their N x K, the attention): what the members added to the step (span), what their
+waits cost (release: from the last workgroup done with the member before to the first
+one past the wait), a workgroup's work, and the products' weights over their span.
+--members prints every member.
+
+The stamps themselves cost a little: compare traced steps with traced steps (step.py
+times the step untraced). --side LABEL:NAME=VALUE[,NAME=VALUE] (repeatable) as in
+step.py.
+
+Usage: python3 tools/probes/trace.py [--preset llama-3.2-1b] [--positions 100,1023]
+       [--replays 20] [--warmup 5] [--members] [--side L:NAME=V ...] [--json]"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+from typing import Any
+
+import helios
+from helios.harness.workloads.decode.llama import PRESETS, preset_weights
+from helios.models import LlamaConfig, LlamaDecoder
+
+try:
+    from .step import add_side_args, ints_of, sides_of, switches
+except ImportError:  # run as a script: step.py beside it
+    from step import add_side_args, ints_of, sides_of, switches  # type: ignore[no-redef]
+
+
+def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The members' rows by kind, in order of first appearance: their count and span,
+    release, median work and the products' GB/s summed or as medians."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(str(r["kind"]), []).append(r)
+    return [{"kind": k, "members": len(rs), "span_us": sum(r["span_us"] for r in rs),
+             "release_us": sum(r["release_us"] for r in rs),
+             "work_median_us": statistics.median(r["work_median_us"] for r in rs),
+             "gbs_median": statistics.median(r["gbs"] for r in rs)} for k, rs in by.items()]  # fmt: skip
+
+
+def measure(preset: str, positions: list[int], replays: int, warmup: int,
+            sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
+    cfg = LlamaConfig(**PRESETS[preset])
+    weights = preset_weights(cfg, seed=0, torch=None)
+    out: dict[str, Any] = {"preset": preset, "replays": replays, "warmup": warmup, "sides": {}}
+    with contextlib.ExitStack() as stack:
+        for label, env in sides.items():
+            with switches({**env, "HELIOS_PLAN_TRACE": "1"}):
+                dev = stack.enter_context(helios.Device())
+            m = stack.enter_context(LlamaDecoder(dev, cfg, weights, max_len=max(positions) + 1, dtype="bfloat16"))
+            side: dict[str, Any] = {"env": env, "device": dev.info.get("name", ""), "positions": []}
+            for pos in positions:
+                for _ in range(warmup):
+                    m.plan.replay(params=[1, pos])
+                seen = []
+                for _ in range(replays):
+                    gpu = m.plan.replay(params=[1, pos]).gpu_ms
+                    rows = helios.plan_trace.summarize(m.plan.trace())
+                    seen.append((sum(r["span_us"] for r in rows), gpu, rows))
+                seen.sort(key=lambda s: s[0])
+                runs_us, gpu, rows = seen[len(seen) // 2]
+                side["positions"].append({"position": pos, "gpu_ms": gpu, "runs_us": runs_us, "kinds": kinds(rows),
+                                          "members": rows})  # fmt: skip
+            out["sides"][label] = side
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
+    ap.add_argument("--positions", default="100,1023", help="positions, comma-separated (each < 2^20)")
+    ap.add_argument("--replays", type=int, default=20, help="traced replays a position and side (the median read)")
+    ap.add_argument("--warmup", type=int, default=5, help="untraced-for replays before them")
+    ap.add_argument("--members", action="store_true", help="print every member, not only the kinds")
+    add_side_args(ap)
+    a = ap.parse_args(argv)
+    sides = sides_of(ap, a.side)
+    positions = ints_of(ap, "--positions", a.positions)
+    if not positions or min(positions) < 0 or max(positions) >= 2**20 or a.replays < 1 or a.warmup < 0:
+        ap.error("positions in [0, 2^20), --replays >= 1 and --warmup >= 0")
+    r = measure(a.preset, positions, a.replays, a.warmup, sides)
+    if a.json:
+        print(json.dumps(r))
+        return 0
+    for label, s in r["sides"].items():
+        for p in s["positions"]:
+            print(f"{label} {s['env'] or ''} on {s['device']}, {r['preset']} at {p['position']}: GPU "
+                  f"{p['gpu_ms']:.3f} ms a step, {p['runs_us']:.1f} us in its runs (the median of {r['replays']})")  # fmt: skip
+            print(f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'work us':>8} {'GB/s':>6}")
+            for k in p["kinds"]:
+                print(f"{k['kind']:>14} {k['members']:7d} {k['span_us']:9.1f} {k['release_us']:10.1f} "
+                      f"{k['work_median_us']:8.2f} {k['gbs_median']:6.0f}")  # fmt: skip
+            for m in p["members"] if a.members else []:
+                print(f"  run {m['run']:2d} member {m['member']:2d} {m['kind']:>12}: span {m['span_us']:7.2f}, "
+                      f"release {m['release_us']:6.2f}, work {m['work_median_us']:6.2f} (max {m['work_max_us']:6.2f})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
