@@ -49,7 +49,12 @@ def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def measure(preset: str, positions: list[int], replays: int, warmup: int,
             sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
     cfg = LlamaConfig(**PRESETS[preset])
-    weights = preset_weights(cfg, seed=0, torch=None)
+    torch: Any = None
+    try:  # the faster draw where torch is installed (step.py's weights)
+        import torch
+    except ImportError:
+        pass
+    weights = preset_weights(cfg, seed=0, torch=torch)
     out: dict[str, Any] = {"preset": preset, "replays": replays, "warmup": warmup, "sides": {}}
     with contextlib.ExitStack() as stack:
         for label, env in sides.items():
