@@ -71,6 +71,8 @@ PERMUTATION_AXES: dict[str, str] = {
     "in": "float16 in every class; bfloat16 inputs in test_bf16.py (coop where the device offers it)",
     "p_regs": "the attention forward and backward default variants where the device converts in registers "
     "(test_attention.py, test_attention_backward.py kill-switch tests)",
+    "trace": "0 in every persistent run; 1 (HELIOS_PLAN_TRACE=1) in test_plan_persist.py's traced run and "
+    "test_probes.py's trace probe, float16 and bfloat16",
 }
 
 # "Small": its pipelines compile in a few seconds on lavapipe. Each variant a per-variant
