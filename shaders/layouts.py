@@ -303,13 +303,6 @@ CONSTS = (
         "a run's product counts its columns a head and the attention after it waits for its head's, not the grid",
         "persist_row",
     ),
-    Const(
-        "FLAG_LN_WIDE",
-        1024,
-        "a run member's norm head: its row is wider than its registers hold, each pass reads it again",
-        "push_matmul",
-        only="LN_HEAD",
-    ),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),

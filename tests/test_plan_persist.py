@@ -102,40 +102,6 @@ def test_a_persistent_run_is_the_products_apart_bit_for_bit(apart_device, monkey
     assert (grid_a, grid_r) == (0, 3), (counts_apart, counts_run)  # the run's four members wait three times
 
 
-def _wide_norms(dev, dtype: str, d: int, seed: int):
-    """A product, a LayerNorm with its branch and a product of it, an RMSNorm and a
-    product of it: rows of d, past the 2048 a member's norm holds in registers. One replay;
-    its outputs as bits and the plan's counts with its grid barriers."""
-    dt, w, vec = _uploads(dev, dtype)
-    a = dev.upload(_rand((1, d), seed, dt), dtype=dtype)
-    x = dev.upload(_rand((1, d), seed + 1, np.float32), dtype="float32")
-    with dev.plan() as p:
-        proj = p.matmul(a, w(d, d, seed + 2), trans_b=True)
-        h, x2 = p.layernorm(x, vec(d, seed + 3), vec(d, seed + 4), residual=proj, dtype=dtype)
-        up = p.matmul(h, w(40, d, seed + 5), trans_b=True)
-        g, _ = p.rmsnorm(x2, vec(d, seed + 6), residual=proj, dtype=dtype)
-        q = p.matmul(g, w(24, d, seed + 7), trans_b=True)
-    p.replay()
-    outs = [t.numpy().view(np.uint32 if t.dtype == "float32" else np.uint16).copy() for t in (proj, h, x2, up, g, q)]
-    return outs, (*p.counts, p.grid_barriers)
-
-
-@pytest.mark.parametrize("dtype,d", [("float16", 2056), ("bfloat16", 4096)])
-def test_norm_heads_wider_than_a_members_registers_are_the_products_apart_bit_for_bit(apart_device, monkeypatch,
-                                                                                     dtype, d):  # fmt: skip
-    """Rows of 2056 and 4096 (the 8B shape's): the members' norms read the row again for
-    each pass (FLAG_PERSIST_LN_WIDE), the same sums in the same order as the product apart."""
-    apart, counts_apart = _wide_norms(apart_device, dtype, d, 40)
-    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID="2") as dev:
-        run, counts_run = _wide_norms(dev, dtype, d, 40)
-    for name, ta, tr in zip(("proj", "h", "stream", "up", "g", "q"), apart, run):
-        np.testing.assert_array_equal(tr, ta, err_msg=name)
-    assert counts_apart[1:] == (3, counts_apart[2], 0) and counts_run[1] == 1 and counts_run[3] == 2, (
-        counts_apart,
-        counts_run,
-    )
-
-
 def _attention_layer(dev, dtype: str, heads: int, hd: int, positions, kv_heads: int = 0, plan_out=None):
     """QKV, the attention over a cache of 3 splits and 5 rows and the projection, replayed
     at `positions` with fresh inputs: the outputs and caches (bits) after each, the

@@ -5,9 +5,9 @@
 // v = X (+ R, the 16-bit branch added to the fp32 stream, with FLAG_LN_RESIDUAL; then
 // XOUT = v), STATS = (mean, rstd), rstd = 1/sqrt(biased variance + eps), H = (v -
 // mean) * rstd * GAMMA + BETA in A's type (FLAG_LN_RMS: RMSNorm, mean 0 and no BETA). The
-// row is K wide: a multiple of 8, at most LN_THREADS x 4 x LN_GROUPS (a run member's
-// with FLAG_LN_WIDE: LN_WIDE_GROUPS); X, GAMMA, BETA and XOUT start on 16 bytes, R and
-// H on 8 (plan_steps.c fuses only such rows).
+// row is K wide: a multiple of 8, at most
+// LN_THREADS x 4 x LN_GROUPS; X, GAMMA, BETA and XOUT start on 16 bytes, R and H on 8
+// (plan_steps.c fuses only such rows).
 #include "../elementwise/layernorm_row.glsl"
 
 #ifdef PERSIST
@@ -60,71 +60,9 @@ void ln_a8(uint k, out float a[8]) {
     }
 }
 
-// Group j of the row: X, plus R where the norm adds its branch.
-vec4 ln_row4(uint j, bool residual) {
-    vec4 v = ln_x4[j];
-    if (residual) v += load16x4(ln_r4[j]);
-    return v;
-}
-
-// Group j normalized (h) into ln_a; workgroup 0 also writes it out, with the stream v.
-void ln_put4(uint j, uvec2 h, vec4 v, bool writer, bool residual) {
-    ln_a[j] = h;
-    if (writer) {
-        ln_h4[j] = h;
-        if (residual) ln_xout4[j] = v;
-    }
-}
-
-// Every invocation, after its last ln_put4: workgroup 0 writes the statistics, and the
-// row is in shared memory before any subgroup reads it.
-void ln_done(bool writer, float mean, float rstd) {
-    if (writer && gl_LocalInvocationID.x == 0u) {
-        ln_stats[0] = mean;
-        ln_stats[1] = rstd;
-    }
-    barrier();
-}
-
-#ifdef PERSIST
-const uint LN_WIDE_GROUPS = 4u;  // FLAG_LN_WIDE: rows of up to 4096, as the product apart holds them
-
-// Every invocation (barriers): ln_head for a row wider than a member's registers hold,
-// each of its three passes (sum, squares, affine) reading the row again (from L2): the
-// same groups, sums and order as the product apart holds in registers, so the same bits.
-void ln_head_wide() {
-    const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
-    const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
-    const bool rms = (p.flags & FLAG_LN_RMS) != 0u;
-    vec2 acc = vec2(0.0);
-    [[unroll]] for (uint c = 0u; c < LN_WIDE_GROUPS; c++)
-        if (t + LN_THREADS * c < d4) acc.x += ln_sum4(ln_row4(t + LN_THREADS * c, residual));
-    const float sum = wg_sum(acc).x;
-    const float mean = rms ? 0.0 : sum / float(p.K);
-    acc = vec2(0.0);
-    [[unroll]] for (uint c = 0u; c < LN_WIDE_GROUPS; c++)
-        if (t + LN_THREADS * c < d4) acc.x += ln_square4(ln_row4(t + LN_THREADS * c, residual), mean);
-    const float rstd = inversesqrt(wg_sum(acc).x / float(p.K) + p.ln_eps);
-    [[unroll]] for (uint c = 0u; c < LN_WIDE_GROUPS; c++) {
-        const uint j = t + LN_THREADS * c;
-        if (j < d4) {
-            const vec4 v = ln_row4(j, residual), b = rms ? vec4(0.0) : ln_beta4[j];
-            ln_put4(j, store16x4(ln_affine4(v, mean, rstd, ln_gamma4[j], b)), v, writer, residual);
-        }
-    }
-    ln_done(writer, mean, rstd);
-}
-#endif
-
 // Every invocation (barriers): the row normalized into ln_a. The loads of X, R, GAMMA
 // and BETA are all in flight before the first sum.
 void ln_head() {
-#ifdef PERSIST
-    if ((p.flags & FLAG_LN_WIDE) != 0u) {
-        ln_head_wide();
-        return;
-    }
-#endif
     const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
     const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
     const bool rms = (p.flags & FLAG_LN_RMS) != 0u;
@@ -134,7 +72,8 @@ void ln_head() {
         const uint j = t + LN_THREADS * c;
         v[c] = g[c] = b[c] = vec4(0.0);
         if (j < d4) {
-            v[c] = ln_row4(j, residual);
+            v[c] = ln_x4[j];
+            if (residual) v[c] += load16x4(ln_r4[j]);
             g[c] = ln_gamma4[j];
             if (!rms) b[c] = ln_beta4[j];
             acc.x += ln_sum4(v[c]);
@@ -148,7 +87,18 @@ void ln_head() {
     const float rstd = inversesqrt(wg_sum(acc).x / float(p.K) + p.ln_eps);
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
         const uint j = t + LN_THREADS * c;
-        if (j < d4) ln_put4(j, store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c])), v[c], writer, residual);
+        if (j < d4) {
+            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c]));
+            ln_a[j] = h;
+            if (writer) {
+                ln_h4[j] = h;
+                if (residual) ln_xout4[j] = v[c];
+            }
+        }
     }
-    ln_done(writer, mean, rstd);
+    if (writer && t == 0u) {
+        ln_stats[0] = mean;
+        ln_stats[1] = rstd;
+    }
+    barrier();  // the row in shared memory before any subgroup reads it
 }

@@ -9,17 +9,16 @@
 
 #include "plan_ops.h"
 
-#define PERSIST_A_MAX 8192u   /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
-#define PERSIST_THREADS 256u  /* the kernel's workgroup (shaders/families.py: matmul_gemv_persist's THREADS_X) */
-#define PERSIST_LN_HELD 2048u /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run: in registers */
-#define PERSIST_LN_MAX 4096u  /* LN_WIDE_GROUPS: wider rows read again for each pass (FLAG_LN_WIDE) */
+#define PERSIST_A_MAX 8192u  /* matmul_gemv_ln_head.glsl's LN_A_WORDS x 4: a member's widest A */
+#define PERSIST_THREADS 256u /* the kernel's workgroup (shaders/families.py: matmul_gemv_persist's THREADS_X) */
+#define PERSIST_LN_MAX 2048u /* matmul_gemv_ln_head.glsl's LN_THREADS x 4 x LN_GROUPS in a run */
 
 /* The flag bits that choose a path of the run's kernel (a SwiGLU as A, a norm head, RMS,
- * a wide norm, an attention, its rope). RUN_FLAGS holds those its members set and every
- * other bit: runs differ in pipeline only by the paths they take. */
+ * an attention, its rope). RUN_FLAGS holds those its members set and every other bit:
+ * runs differ in pipeline only by the paths they take. */
 #define PATH_FLAGS                                                                                                     \
-    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_LN_WIDE | HL_FLAG_PERSIST_ATTN |                 \
-     HL_FLAG_PERSIST_ROPE | HL_FLAG_PERSIST_PARTIAL)
+    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE |          \
+     HL_FLAG_PERSIST_PARTIAL)
 
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
 
@@ -124,10 +123,9 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                               .kv_heads = o->attn.kv_heads}};
     }
     const hl_push_matmul *pc = &s->pc[0].matmul;
-    const uint32_t wide = o->matmul.k > PERSIST_LN_HELD ? HL_FLAG_LN_WIDE : 0u;
     return (hl_persist_row){.product = {.n = (uint32_t)o->matmul.n,
                                         .k = (uint32_t)o->matmul.k,
-                                        .flags = pc->flags | (has_head(s) ? HL_FLAG_PERSIST_LN | wide : 0u),
+                                        .flags = pc->flags | (has_head(s) ? HL_FLAG_PERSIST_LN : 0u),
                                         .ldb = pc->ldb,
                                         .epi = s->product.epi,
                                         .act = (uint32_t)o->matmul.act,
