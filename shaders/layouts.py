@@ -259,8 +259,8 @@ PERSIST_ROW = Row(
                 _U("epi", doc="EPI_* bits"),
                 _U("act", doc="ACT_*"),
                 Word("ln_eps", "float", "the norm head's epsilon (0 without one)"),
-                _U("count", doc="its first column counter, a word for each D columns (FLAG_PERSIST_PARTIAL)"),
-                None,  # the attention's word past the product's, zero in a product's row
+                None,  # the attention's words past the product's, zero in a product's row
+                None,
             ),
         ),
         View(
@@ -297,12 +297,6 @@ CONSTS = (
     Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
     Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
     Const("FLAG_PERSIST_ROPE", 512, "a run's attention rotates q and the new k by its table R", "persist_row"),
-    Const(
-        "FLAG_PERSIST_PARTIAL",
-        2048,
-        "a run's product counts its columns a head and the attention after it waits for its head's, not the grid",
-        "persist_row",
-    ),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),

@@ -152,26 +152,22 @@ def test_an_attention_in_a_run_is_the_attention_apart_bit_for_bit(monkeypatch, d
 
 
 @pytest.mark.parametrize("dtype,heads,kv_heads,hd", [("float16", 4, 2, 32), ("bfloat16", 3, 1, 64)])
-def test_an_attention_after_its_qkv_waits_for_its_heads_columns(monkeypatch, dtype, heads, kv_heads, hd):
-    """The QKV product counts its columns a head as it stores them and the grouped-query
-    attention after it waits for its query head's and KV head's, not at a grid barrier
-    (one grid barrier left, before the projection; HELIOS_DISABLE_PLAN_PARTIAL_WAITS=1:
-    two): both give the ops apart bit for bit, at positions in the first and later
-    splits. A count short of a head's columns would stall the wait until the replay
-    fails."""
+def test_a_grouped_query_attention_in_a_run_is_the_attention_apart_bit_for_bit(monkeypatch, dtype, heads, kv_heads, hd):
+    """QKV, a grouped-query attention (query heads sharing each KV head) and the
+    projection as one run with a grid barrier before and after the attention: the ops'
+    outputs and caches apart, bit for bit, at positions in the first and later splits."""
     positions = [3 * 64 + 4, 0, 64, 2 * 64 + 1, 3 * 64 + 4]
     monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(min(2, os.cpu_count() or 1)))
     with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
         apart, _, _ = _attention_layer(dev, dtype, heads, hd, positions, kv_heads)
     monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
-    for off, barriers in (("0", 1), ("1", 2)):
-        plans: list = []
-        with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PARTIAL_WAITS=off) as dev:
-            run, counts, _ = _attention_layer(dev, dtype, heads, hd, positions, kv_heads, plans)
-            assert (counts[1], plans[0].grid_barriers) == (1, barriers), (off, counts, plans[0].grid_barriers)
-        for i, (ra, rr) in enumerate(zip(apart, run)):
-            for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
-                np.testing.assert_array_equal(tr, ta, err_msg=f"partial waits off={off}, replay {i}: {name}")
+    plans: list = []
+    with helios.Device() as dev:
+        run, counts, _ = _attention_layer(dev, dtype, heads, hd, positions, kv_heads, plans)
+        assert (counts[1], plans[0].grid_barriers) == (1, 2), (counts, plans[0].grid_barriers)
+    for i, (ra, rr) in enumerate(zip(apart, run)):
+        for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i}: {name}")
 
 
 def test_a_traced_run_stamps_each_member_and_no_workgroup_passes_a_barrier_early(apart_device, monkeypatch):
@@ -318,10 +314,9 @@ def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
     "layer", ["_layer(dev, 'float16', 64, 5, replays=1)", "_attention_layer(dev, 'float16', 2, 32, [70])"]
 )
 def test_a_grid_that_cannot_be_resident_fails_the_replay_and_the_device_goes_on(layer):
-    """One lavapipe thread and a grid of three: the grid barrier (or, in the attention's
-    layer, the attention's wait for its heads' QKV columns) gives up, the replay raises
-    naming the switches, and the same device then replays a plan of one product (no run)
-    right."""
+    """One lavapipe thread and a grid of three: the grid barrier (in a layer of products,
+    or before an attention) gives up, the replay raises naming the switches, and the same
+    device then replays a plan of one product (no run) right."""
     code = (
         "import numpy as np, helios\n"
         "from tests.test_plan_persist import _layer, _attention_layer\n"

@@ -336,7 +336,6 @@ static const struct {
     {"HELIOS_DISABLE_PLAN_SWIGLU_FUSION", offsetof(hl_device, plan_policy.swiglu_fused)},
     {"HELIOS_DISABLE_PLAN_ROPE_FUSION", offsetof(hl_device, plan_policy.rope_fused)},
     {"HELIOS_DISABLE_DECODE_ATTENTION_GRID", offsetof(hl_device, plan_policy.decode_grid_sized)},
-    {"HELIOS_DISABLE_PLAN_PARTIAL_WAITS", offsetof(hl_device, plan_policy.partial_waits)},
 };
 
 hl_status hl_device_create(const hl_device_options *opt, hl_device **out, hl_error *err) {

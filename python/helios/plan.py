@@ -345,9 +345,8 @@ class Plan(Chain):
 
     @property
     def grid_barriers(self) -> int:
-        """The grid barriers inside its persistent runs (a run's members less one, less its
-        attentions that wait only for their heads' QKV columns), as recorded: the waits a
-        replay has beside its `counts` barriers."""
+        """The grid barriers inside its persistent runs (a run's members less one), as recorded:
+        the waits a replay has beside its `counts` barriers."""
         return int(self._recorded().counts[3])
 
     def trace(self) -> list[plan_trace.MemberTrace]:

@@ -86,13 +86,6 @@ SWITCHES: tuple[Switch, ...] = (
         "matrix-vector product that reads its output.",
     ),
     Switch(
-        "HELIOS_DISABLE_PLAN_PARTIAL_WAITS",
-        "kill switch",
-        "1",
-        "A persistent run's decode attention waits at a grid barrier for the whole QKV product before it, "
-        "not for the columns of its own heads (counted as the product stores them).",
-    ),
-    Switch(
         "HELIOS_DISABLE_PLAN_PERSISTENT",
         "kill switch",
         "1",

@@ -1,10 +1,8 @@
 // persist_runtime.glsl — the persistent runtime of matmul_gemv_persist.comp, included by
 // matmul_gemv.glsl under PERSIST: the run's table of members (persist_row.glsl), each
 // member's words, an attention member's splits (decode_attention.glsl), the grid barrier
-// (arrive, then wait with acquire loads and a fault word that gives up), an attention's
-// wait for its own heads' columns where the product before it counts them
-// (FLAG_PERSIST_PARTIAL), and the main loop over the members with each product's first
-// weight words loaded before the wait.
+// (arrive, then wait with acquire loads and a fault word that gives up), and the main
+// loop over the members with each product's first weight words loaded before the wait.
 #ifndef HELIOS_PERSIST_RUNTIME_GLSL
 #define HELIOS_PERSIST_RUNTIME_GLSL
 #include "push_persist.glsl"
@@ -18,7 +16,6 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
 uint att_heads, att_kv_heads, att_rows, att_splits, att_counters, att_fit;
-uint col_counters;  // a product's first column counter (FLAG_PERSIST_PARTIAL)
 float att_scale;
 bool att_rope;
 #define ATT_HEADS att_heads
@@ -85,7 +82,6 @@ void persist_member(uint m) {
     att_counters = PERSIST_ATTENTION_COUNTERS(r);
     att_fit = PERSIST_ATTENTION_FIT(r);
     att_kv_heads = PERSIST_ATTENTION_KV_HEADS(r);
-    col_counters = PERSIST_PRODUCT_COUNT(r);
     att_rope = (p.flags & FLAG_PERSIST_ROPE) != 0u;
 }
 
@@ -130,17 +126,6 @@ void grid_wait(uint done) {
     wait_done();
 }
 
-// Every invocation (FLAG_PERSIST_PARTIAL): until the product before the attention has
-// stored the D columns of query head h, and of its KV head's k and v (the column
-// counters after the heads' split counters, in the QKV row's order).
-void head_wait(uint h) {
-    if (gl_LocalInvocationIndex == 0u) {
-        const uint c = att_counters + att_heads, kv = h / (att_heads / att_kv_heads);
-        if (poll_until(c + h, D) && poll_until(c + att_heads + kv, D)) poll_until(c + att_heads + att_kv_heads + kv, D);
-    }
-    wait_done();
-}
-
 // Every invocation: an attention member at position pos, the grid stepping over its
 // heads' splits up to the position; the last split of a head to arrive combines them
 // (decode.comp's PASS 4, each split counted on its head's word).
@@ -153,7 +138,6 @@ void persist_attention(uint pos) {
     const uint splits = att_split_of(pos) + 1u;
     for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
         const uint h = task / splits;
-        if ((p.flags & FLAG_PERSIST_PARTIAL) != 0u) head_wait(h);
         attention_split(h, task % splits, pos);
         memoryBarrierBuffer();  // this split's partials, before its arrival is counted
         barrier();
@@ -193,7 +177,7 @@ void main() {
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
             const uint pos = words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)];  // no member writes it: read before the wait
             stamp(m, 0u);
-            if (m > 0u && (p.flags & FLAG_PERSIST_PARTIAL) == 0u) grid_wait(m);
+            if (m > 0u) grid_wait(m);
             stamp(m, 1u);
             persist_attention(pos);
             stamp(m, 2u);
@@ -209,13 +193,7 @@ void main() {
             ln_head();
         else
             persist_stage_a();
-        const bool counted = (p.flags & FLAG_PERSIST_PARTIAL) != 0u;
-        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) {
-            column_of_b(0u, n);
-            if (counted && lane == 0u)  // after the lane's store of the column, released with it
-                atomicAdd(arrivals[col_counters + n / D], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-                          gl_SemanticsRelease);
-        }
+        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
         stamp(m, 2u);
         if (m + 1u < pp.members) grid_arrive();
     }

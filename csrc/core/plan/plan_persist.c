@@ -17,8 +17,7 @@
  * an attention, its rope). RUN_FLAGS holds those its members set and every other bit:
  * runs differ in pipeline only by the paths they take. */
 #define PATH_FLAGS                                                                                                     \
-    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE |          \
-     HL_FLAG_PERSIST_PARTIAL)
+    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE)
 
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
 
@@ -85,28 +84,6 @@ static int can_join(const hl_plan_op *ops, const hl_plan_step *steps, const uint
            (!written_in(steps, first, last, steps[j].reads[2]) && !written_in(steps, first, last, steps[j].reads[3]));
 }
 
-/* Whether attention a may wait for the columns of its own heads that product p, the
- * member before it, stores (FLAG_PERSIST_PARTIAL), not for the whole grid: p writes a's
- * QKV row itself, D columns a head, and nothing a writes is what p reads or writes (p's
- * workgroups may still be running when a's start). */
-static int waits_partly(const hl_device *dev, const hl_plan_op *ops, const hl_plan_step *steps, uint32_t p,
-                        uint32_t a) {
-    const hl_attn_decode_args *at = &ops[a].attn;
-    if (!dev->plan_policy.partial_waits || is_attention(&ops[p]) || !is_attention(&ops[a])) return 0;
-    const hl_tensor *c = ops[p].matmul.t_c;
-    if (!hl_tensors_share(c, at->qkv) || c->offset != at->qkv->offset ||
-        ops[p].matmul.n != (uint64_t)(at->heads + 2u * at->kv_heads) * at->head_dim)
-        return 0;
-    const hl_tensor *written[3] = {at->out, at->k_cache, at->v_cache};
-    for (int w = 0; w < 3; w++) {
-        for (uint32_t r = 0; r < HL_STEP_READS; r++)
-            if (hl_tensors_share(steps[p].reads[r], written[w])) return 0;
-        for (uint32_t r = 0; r < HL_STEP_WRITES; r++)
-            if (hl_tensors_share(steps[p].writes[r], written[w])) return 0;
-    }
-    return 1;
-}
-
 /* Member k's table row: a product's shape and epilogue, an attention's cache and words
  * (its splits and fit as its own dispatch pushes them, decode.c). */
 static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint32_t counters) {
@@ -168,18 +145,9 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     uint32_t run_flags = 0;
     for (uint32_t k = 0; k < n; k++) {
         rows[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
-        if (!is_attention(&ops[mem[k]])) continue;
-        const hl_attn_decode_args *a = &ops[mem[k]].attn;
-        counters += a->heads; /* a word a head: its splits' arrivals */
-        if (k && waits_partly(dev, ops, steps, mem[k - 1], mem[k])) {
-            rows[k].attention.flags |= HL_FLAG_PERSIST_PARTIAL;
-            rows[k - 1].product.flags |= HL_FLAG_PERSIST_PARTIAL;
-            rows[k - 1].product.count = counters; /* a word for each head's D columns of q, k and v */
-            counters += a->heads + 2u * a->kv_heads;
-        }
-    }
-    for (uint32_t k = 0; k < n; k++)
         run_flags |= is_attention(&ops[mem[k]]) ? rows[k].attention.flags : rows[k].product.flags;
+        if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
+    }
     hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .run_flags = run_flags | ~(uint32_t)PATH_FLAGS};
     uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
     hl_spec_matmul_gemv_persist(spec, &e);
@@ -233,7 +201,6 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
         runs->grid_barriers += n - 1;
         for (uint32_t k = 0; k < n; k++) {
             if (!is_attention(&ops[mem[k]])) continue;
-            if (steps[i].persist_table[k].attention.flags & HL_FLAG_PERSIST_PARTIAL) runs->grid_barriers--;
             const hl_attn_decode_args *a = &ops[mem[k]].attn;
             if (!runs->attentions++ || a->heads > runs->heads) {
                 runs->heads = a->heads;
