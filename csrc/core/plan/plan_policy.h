@@ -10,7 +10,7 @@ typedef struct hl_plan_policy {
     int decode_attention_fused;               /* its splits and their combine as one dispatch */
     int norm_fused, swiglu_fused, rope_fused; /* each in the step that reads its output */
     int persist_grid, split_width;            /* runs' grid (0: none); what decode.c sizes splits for */
-    int trace;         /* runs stamp each member with the device clock (HELIOS_PLAN_TRACE) */
+    int trace;                                /* runs stamp each member with the device clock (HELIOS_PLAN_TRACE) */
 } hl_plan_policy;
 
 #endif
