@@ -45,15 +45,20 @@ def switches(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype: str,
-            sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
+def draw(preset: str) -> tuple[LlamaConfig, Any]:
+    """The preset's config and random weights (drawn with torch where it is installed: faster)."""
     cfg = LlamaConfig(**PRESETS[preset])
     torch: Any = None
     try:
         import torch
     except ImportError:
         pass
-    weights = preset_weights(cfg, seed=0, torch=torch)
+    return cfg, preset_weights(cfg, seed=0, torch=torch)
+
+
+def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype: str,
+            sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
+    cfg, weights = draw(preset)
     with contextlib.ExitStack() as stack:
         models = {}
         for label, env in sides.items():
@@ -123,19 +128,30 @@ def ints_of(ap: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
         ap.error(f"{flag} {text!r}: integers, comma-separated")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_step_args(ap: argparse.ArgumentParser, positions: str, replays: tuple[int, str], warmup: int) -> None:
+    """--preset, --positions, --replays (its default and help), --warmup, --side and --json."""
     ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
-    ap.add_argument("--positions", default="256,1024,4096", help="positions, comma-separated (each < 2^20)")
-    ap.add_argument("--replays", type=int, default=200, help="timed replays a position and side (median)")
-    ap.add_argument("--warmup", type=int, default=30, help="untimed replays before them")
-    ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the weights' type")
+    ap.add_argument("--positions", default=positions, help="positions, comma-separated (each < 2^20)")
+    ap.add_argument("--replays", type=int, default=replays[0], help=replays[1])
+    ap.add_argument("--warmup", type=int, default=warmup, help="untimed replays before them")
     add_side_args(ap)
-    a = ap.parse_args(argv)
+
+
+def step_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[dict[str, dict[str, str]], list[int]]:
+    """The sides and positions of add_step_args' flags; a usage error where one is out of range."""
     sides = sides_of(ap, a.side)
     positions = ints_of(ap, "--positions", a.positions)
     if not positions or min(positions) < 0 or max(positions) >= 2**20 or a.replays < 1 or a.warmup < 0:
         ap.error("positions in [0, 2^20), --replays >= 1 and --warmup >= 0")
+    return sides, positions
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_step_args(ap, "256,1024,4096", (200, "timed replays a position and side (median)"), 30)
+    ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the weights' type")
+    a = ap.parse_args(argv)
+    sides, positions = step_args(ap, a)
     r = measure(a.preset, positions, a.replays, a.warmup, a.dtype, sides)
     if a.json:
         print(json.dumps(r))

@@ -25,13 +25,12 @@ import sys
 from typing import Any
 
 import helios
-from helios.harness.workloads.decode.llama import PRESETS, preset_weights
-from helios.models import LlamaConfig, LlamaDecoder
+from helios.models import LlamaDecoder
 
 try:
-    from .step import add_side_args, ints_of, sides_of, switches
+    from .step import add_step_args, draw, step_args, switches
 except ImportError:  # run as a script: step.py beside it
-    from step import add_side_args, ints_of, sides_of, switches  # type: ignore[no-redef]
+    from step import add_step_args, draw, step_args, switches  # type: ignore[no-redef]
 
 
 def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -48,13 +47,7 @@ def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def measure(preset: str, positions: list[int], replays: int, warmup: int,
             sides: dict[str, dict[str, str]]) -> dict[str, Any]:  # fmt: skip
-    cfg = LlamaConfig(**PRESETS[preset])
-    torch: Any = None
-    try:  # the faster draw where torch is installed (step.py's weights)
-        import torch
-    except ImportError:
-        pass
-    weights = preset_weights(cfg, seed=0, torch=torch)
+    cfg, weights = draw(preset)
     out: dict[str, Any] = {"preset": preset, "replays": replays, "warmup": warmup, "sides": {}}
     with contextlib.ExitStack() as stack:
         for label, env in sides.items():
@@ -80,17 +73,10 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
-    ap.add_argument("--positions", default="100,1023", help="positions, comma-separated (each < 2^20)")
-    ap.add_argument("--replays", type=int, default=20, help="traced replays a position and side (the median read)")
-    ap.add_argument("--warmup", type=int, default=5, help="untraced-for replays before them")
+    add_step_args(ap, "100,1023", (20, "traced replays a position and side (the median read)"), 5)
     ap.add_argument("--members", action="store_true", help="print every member, not only the kinds")
-    add_side_args(ap)
     a = ap.parse_args(argv)
-    sides = sides_of(ap, a.side)
-    positions = ints_of(ap, "--positions", a.positions)
-    if not positions or min(positions) < 0 or max(positions) >= 2**20 or a.replays < 1 or a.warmup < 0:
-        ap.error("positions in [0, 2^20), --replays >= 1 and --warmup >= 0")
+    sides, positions = step_args(ap, a)
     r = measure(a.preset, positions, a.replays, a.warmup, sides)
     if a.json:
         print(json.dumps(r))
