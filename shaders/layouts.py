@@ -297,6 +297,21 @@ CONSTS = (
     Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
     Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
     Const("FLAG_PERSIST_ROPE", 512, "a run's attention rotates q and the new k by its table R", "persist_row"),
+    # HELIOS_PLAN_TRACE's words in a plan's parameter buffer (plan_persist.c lays them out,
+    # persist_runtime.glsl's stamp writes them, helios/plan_trace.py reads them).
+    Const("TRACE_HEADER", 4, "a run's trace header words: TRACE_MEMBERS, TRACE_GRID, two unused", "persist_row"),
+    Const("TRACE_MEMBERS", 0, "the header word of the run's members", "persist_row"),
+    Const("TRACE_GRID", 1, "the header word of the run's workgroups", "persist_row"),
+    Const(
+        "TRACE_STAMP",
+        8,
+        "a member and workgroup's trace words: stamp k's low and high words at 2k and 2k + 1 (k: 0 before "
+        "the wait, 1 after it, 2 after the work), then TRACE_N and TRACE_K",
+        "persist_row",
+    ),
+    Const("TRACE_N", 6, "the stamp word of a product's N (TRACE_ATTENTION: an attention)", "persist_row"),
+    Const("TRACE_K", 7, "the stamp word of a product's K (an attention: its heads)", "persist_row"),
+    Const("TRACE_ATTENTION", 0xFFFFFFFF, "TRACE_N of an attention member", "persist_row"),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),

@@ -4,6 +4,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include "binding.h"
 #include "../core/helios_elementwise.h"
+#include "hl_layouts.h" /* generated: the trace words' layout */
 
 #include <numpy/arrayobject.h>
 
@@ -235,6 +236,19 @@ static int module_exec(PyObject *module) {
     if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
     if (PyModule_AddIntConstant(module, "GEMV_MAX_ROWS", (long)HL_GEMV_MAX_ROWS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "LAYERNORM_ROWS", (long)HL_LAYERNORM_ROWS) < 0) return -1;
+    /* HELIOS_PLAN_TRACE's word layout (shaders/layouts.py), for helios/plan_trace.py */
+    static const struct {
+        const char *name;
+        long value; /* (a long holds every uint32_t here: LP64) */
+    } trace[] = {{"TRACE_HEADER", HL_TRACE_HEADER},
+                 {"TRACE_MEMBERS", HL_TRACE_MEMBERS},
+                 {"TRACE_GRID", HL_TRACE_GRID},
+                 {"TRACE_STAMP", HL_TRACE_STAMP},
+                 {"TRACE_N", HL_TRACE_N},
+                 {"TRACE_K", HL_TRACE_K},
+                 {"TRACE_ATTENTION", HL_TRACE_ATTENTION}};
+    for (size_t i = 0; i < sizeof trace / sizeof trace[0]; i++)
+        if (PyModule_AddIntConstant(module, trace[i].name, trace[i].value) < 0) return -1;
     if (PyModule_AddIntConstant(module, "ATTENTION_MAX_HEAD_DIM", (long)HL_ATTENTION_MAX_HEAD_DIM) < 0) return -1;
     PyObject *lim = PyLong_FromUnsignedLongLong(HL_MAX_OPERAND_ELEMENTS);
     if (!lim) return -1;

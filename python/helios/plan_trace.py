@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-HEADER_WORDS = 4  # a run's: members, grid, 0, 0 (plan_persist.c's hl_plan_persist_trace)
-STAMP_WORDS = 8  # a member and workgroup's: three 64-bit stamps, then N and K
-ATTENTION_N = 0xFFFFFFFF  # the N word of an attention member (its K word: its heads)
+from . import _helios
+
+# The words' layout (shaders/layouts.py's TRACE_* constants, as the kernel writes them).
+HEADER_WORDS, STAMP_WORDS = _helios.TRACE_HEADER, _helios.TRACE_STAMP
+N_WORD, K_WORD, ATTENTION_N = _helios.TRACE_N, _helios.TRACE_K, _helios.TRACE_ATTENTION
 
 
 @dataclass(frozen=True)
@@ -42,19 +44,19 @@ def parse(words: bytes) -> list[MemberTrace]:
     out: list[MemberTrace] = []
     at, run = 0, 0
     while at + HEADER_WORDS <= w.size:
-        members, grid = int(w[at]), int(w[at + 1])
+        members, grid = int(w[at + _helios.TRACE_MEMBERS]), int(w[at + _helios.TRACE_GRID])
         n_words = STAMP_WORDS * members * grid
         block = w[at + HEADER_WORDS : at + HEADER_WORDS + n_words]
         if members == 0 or grid == 0 or block.size != n_words:
             raise ValueError(f"plan trace: run {run}'s header reads {members} members x {grid} workgroups")
         rows = block.reshape(members, grid, STAMP_WORDS).astype(np.uint64)
-        ns = rows[:, :, 0:6:2] | (rows[:, :, 1:6:2] << np.uint64(32))
+        ns = rows[:, :, 0:6:2] | (rows[:, :, 1:6:2] << np.uint64(32))  # stamp k: words 2k, 2k + 1
         if not ns[:, :, 2].all():
             raise ValueError(f"plan trace: run {run} has members no workgroup stamped: replay the plan first")
         for m in range(members):
-            attention = int(rows[m, 0, 6]) == ATTENTION_N
+            attention = int(rows[m, 0, N_WORD]) == ATTENTION_N
             out.append(MemberTrace(run, m, "attention" if attention else "product",
-                                   0 if attention else int(rows[m, 0, 6]), int(rows[m, 0, 7]),
+                                   0 if attention else int(rows[m, 0, N_WORD]), int(rows[m, 0, K_WORD]),
                                    ns[m, :, 0], ns[m, :, 1], ns[m, :, 2]))  # fmt: skip
         at += HEADER_WORDS + n_words
         run += 1

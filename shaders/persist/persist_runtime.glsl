@@ -39,19 +39,18 @@ shared bool att_last;  // this workgroup's split is its head's last to arrive
 
 // PERSIST_TRACE (HELIOS_PLAN_TRACE): invocation 0's stamp k of member m, in ns of the
 // device clock (0 before its wait, 1 after it, 2 after its work), and with the last
-// the member's N and K (an attention: ~0 and its heads), 8 words a member and workgroup
-// (plan.c's trace words; helios/plan_trace.py reads them).
+// the member's N and K: TRACE_STAMP words a member and workgroup (persist_row.glsl).
 void stamp(uint m, uint k) {
 #ifdef PERSIST_TRACE
     if (gl_LocalInvocationIndex != 0u) return;
-    const uint i = pp.trace_word + (m * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 8u;
+    const uint i = pp.trace_word + (m * gl_NumWorkGroups.x + gl_WorkGroupID.x) * TRACE_STAMP;
     const uvec2 t = clockRealtime2x32EXT();
     words[i + 2u * k] = t.x;
     words[i + 2u * k + 1u] = t.y;
     if (k == 2u) {
         const bool attention = (p.flags & FLAG_PERSIST_ATTN) != 0u;
-        words[i + 6u] = attention ? 0xFFFFFFFFu : p.N;
-        words[i + 7u] = attention ? att_heads : p.K;
+        words[i + TRACE_N] = attention ? TRACE_ATTENTION : p.N;
+        words[i + TRACE_K] = attention ? att_heads : p.K;
     }
 #endif
 }
@@ -83,47 +82,6 @@ void persist_member(uint m) {
     att_fit = PERSIST_ATTENTION_FIT(r);
     att_kv_heads = PERSIST_ATTENTION_KV_HEADS(r);
     att_rope = (p.flags & FLAG_PERSIST_ROPE) != 0u;
-}
-
-// Every invocation, after the workgroup's last write of a member: counted in. The
-// workgroup's writes are ordered before the count by the barrier, the count releases
-// them at device scope.
-void grid_arrive() {
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-    if (gl_LocalInvocationIndex == 0u)
-        atomicAdd(arrivals[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
-}
-
-// One invocation: until arrival counter `word` reaches `want`, polled with acquire
-// loads. One that gives up sets the fault word, which the replay reports; once it is
-// set, the other waits of the replay give up at their next look at it (every 4096
-// polls), so that a grid too large fails in one wait's time, not in every wait's.
-// False where it gave up.
-bool poll_until(uint word, uint want) {
-    uint polls = 0u;
-    while (atomicLoad(arrivals[word], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
-        ++polls;
-        if (polls == PERSIST_SPIN_LIMIT ||
-            ((polls & 4095u) == 0u &&
-             atomicLoad(words[pp.fault_word], gl_ScopeDevice, 0, gl_SemanticsRelaxed) != 0u)) {
-            atomicStore(words[pp.fault_word], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
-            return false;
-        }
-    }
-    return true;
-}
-
-// Every invocation, after invocation 0's polls: what they acquired, the workgroup's.
-void wait_done() {
-    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                   gl_SemanticsAcquireRelease);
-}
-
-// Every invocation: until every workgroup has counted itself in `done` times.
-void grid_wait(uint done) {
-    if (gl_LocalInvocationIndex == 0u) poll_until(0u, done * gl_NumWorkGroups.x);
-    wait_done();
 }
 
 // Every invocation: an attention member at position pos, the grid stepping over its
@@ -164,6 +122,39 @@ void persist_stage_a() {
         }
     }
     barrier();
+}
+
+// Every invocation, after the workgroup's last write of a member: counted in. The
+// workgroup's writes are ordered before the count by the barrier, the count releases
+// them at device scope.
+void grid_arrive() {
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
+    if (gl_LocalInvocationIndex == 0u)
+        atomicAdd(arrivals[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
+}
+
+// Every invocation: until every workgroup has counted itself in `done` times, polled
+// with acquire loads. One that gives up sets the fault word, which the replay reports;
+// once it is set, the other barriers of the replay give up at their next look at it
+// (every 4096 polls), so that a grid too large fails in one barrier's time, not in
+// every barrier's.
+void grid_wait(uint done) {
+    if (gl_LocalInvocationIndex == 0u) {
+        const uint want = done * gl_NumWorkGroups.x;
+        uint polls = 0u;
+        while (atomicLoad(arrivals[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire) < want) {
+            ++polls;
+            if (polls == PERSIST_SPIN_LIMIT ||
+                ((polls & 4095u) == 0u && atomicLoad(words[pp.fault_word], gl_ScopeDevice, 0,
+                                                     gl_SemanticsRelaxed) != 0u)) {
+                atomicStore(words[pp.fault_word], 1u, gl_ScopeDevice, 0, gl_SemanticsRelaxed);
+                break;
+            }
+        }
+    }
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease);
 }
 
 // The members in turn, the workgroups stepping over each one's columns by the grid's

@@ -400,7 +400,7 @@ static hl_status replay_one(hl_plan *p, hl_plan_run *run, hl_error *err) {
     HL_TRY(hl_wait_fence(dev, err));
     if (*fault)
         return hl_fail(err, HL_ERR_TIMEOUT,
-                       "plan: a persistent run's workgroups were not all resident (a wait in it gave up): its "
+                       "plan: a persistent run's workgroups were not all resident (its grid barrier gave up): its "
                        "outputs are wrong; HELIOS_PLAN_PERSISTENT_GRID=n sets a smaller grid, "
                        "HELIOS_DISABLE_PLAN_PERSISTENT=1 runs the products apart");
     run->host_ms = t_sub - t0;

@@ -90,8 +90,8 @@ typedef struct hl_plan_runs {
 hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t n_ops,
                                int attention, hl_plan_runs *runs, hl_error *err);
 /* HELIOS_PLAN_TRACE: each run's stamps from word `base` of the plan's parameter buffer,
- * a header of 4 words (members, grid, 0, 0) and then 8 a member and workgroup
- * (persist_runtime.glsl's stamp); each run's push block takes its first stamp word. Where
+ * a header of HL_TRACE_HEADER words and then HL_TRACE_STAMP a member and workgroup
+ * (shaders/layouts.py; persist_runtime.glsl's stamp); each run's push block takes its first stamp word. Where
  * `mapped` (the buffer, once made) is given, the headers are written and the stamps
  * zeroed. Returns the words of all runs. */
 uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped);

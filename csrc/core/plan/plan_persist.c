@@ -220,14 +220,14 @@ uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t bas
     for (uint32_t i = 0; i < n_ops; i++) {
         hl_plan_step *s = &steps[i];
         if (!s->persist_len) continue;
-        const uint32_t members = s->persist_members, grid = s->grid[0][0], stamps = 8u * members * grid;
-        s->pc[0].persist.trace_word = at + 4u;
+        const uint32_t members = s->persist_members, grid = s->grid[0][0], stamps = HL_TRACE_STAMP * members * grid;
+        s->pc[0].persist.trace_word = at + HL_TRACE_HEADER;
         if (mapped) {
-            memset(mapped + at, 0, 4ull * (4u + stamps));
-            mapped[at] = members;
-            mapped[at + 1] = grid;
+            memset(mapped + at, 0, 4ull * (HL_TRACE_HEADER + stamps));
+            mapped[at + HL_TRACE_MEMBERS] = members;
+            mapped[at + HL_TRACE_GRID] = grid;
         }
-        at += 4u + stamps;
+        at += HL_TRACE_HEADER + stamps;
     }
     return at - base;
 }
