@@ -111,10 +111,12 @@ PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", 
 
 # A decode attention's keys a split (the rule: layouts.py's SPLIT_RULES, for C and GLSL):
 # SHORT while the heads' splits of that many fit one pass of a persistent run's grid,
-# then LONG, at most what PASSES passes of the workgroup hold. LONG is 96: at head
-# dimension 128 its 6 passes keep a run's kernel within the registers of two workgroups
-# an SM on an H200, where 128 keys took 129 (results/h200-splits).
-DECODE_SPLIT = {"SHORT": 64, "LONG": 96, "PASSES": 8}
+# then the position's keys spread over that pass, up to what PASSES passes of the
+# workgroup hold (at least SHORT) and at most LONG (a score an invocation). PASSES is 6:
+# at head dimension 128 (96 keys) the run's kernel stays within the registers of two
+# workgroups an SM on an H200, where 8 (128 keys) took 129 (results/h200-splits); at
+# 64, 6 passes hold 192 keys.
+DECODE_SPLIT = {"SHORT": 64, "LONG": 256, "PASSES": 6}
 
 
 # The epilogue and layout constants every matmul family declares (matmul_common.glsl

@@ -319,28 +319,30 @@ CONSTS = (
 
 # How a decode attention splits a head's keys (shaders/families.py's DECODE_SPLIT sizes;
 # decode_attention.glsl runs the splits, decode.c and plan.c count them on the host).
-# fit: the splits of DECODE_SPLIT_SHORT keys that fit one pass of a persistent run's grid
-# (ATT_FIT); past them a split holds long_keys, so that a pass still holds every split.
+# fit: the splits of a head that one pass of a persistent run's grid holds (ATT_FIT);
+# past fit splits of DECODE_SPLIT_SHORT keys the position's keys spread over fit splits,
+# so that one pass still holds every head's splits, up to long_keys a split.
 SPLIT_RULES = (
     Rule(
         "decode_split_held", "keys DECODE_SPLIT_PASSES passes of kpp keys hold", ("kpp",), "DECODE_SPLIT_PASSES * kpp"
     ),
     Rule(
         "decode_split_long_keys",
-        "keys a split holds once splits grow: what the passes hold, at most DECODE_SPLIT_LONG",
+        "keys a split holds at most: what the passes hold, at least DECODE_SPLIT_SHORT, at most DECODE_SPLIT_LONG",
         ("held",),
-        "held < DECODE_SPLIT_LONG ? held : DECODE_SPLIT_LONG",
+        "held < DECODE_SPLIT_SHORT ? DECODE_SPLIT_SHORT : held < DECODE_SPLIT_LONG ? held : DECODE_SPLIT_LONG",
     ),
     Rule(
         "decode_split_keys",
-        "keys a split at position pos",
+        "keys a split at position pos: DECODE_SPLIT_SHORT, or pos + 1 over fit splits (long_keys where fit is 0)",
         ("pos", "fit", "long_keys"),
-        "pos / DECODE_SPLIT_SHORT < fit ? DECODE_SPLIT_SHORT : long_keys",
+        "pos / DECODE_SPLIT_SHORT < fit ? DECODE_SPLIT_SHORT"
+        " : fit == 0u || (pos + fit) / fit > long_keys ? long_keys : (pos + fit) / fit",
     ),
     Rule(
         "decode_split_of",
-        "the split holding position pos (its splits: this + 1)",
-        ("pos", "fit", "long_keys"),
-        "pos / DECODE_SPLIT_SHORT < fit ? pos / DECODE_SPLIT_SHORT : pos / long_keys",
+        "the split holding position pos, of keys a split (its splits: this + 1)",
+        ("pos", "keys"),
+        "pos / keys",
     ),
 )

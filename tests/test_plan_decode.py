@@ -36,9 +36,10 @@ def _attention_ref(qkv, K, V, heads, p):
 def test_attention_over_the_cache_against_float64(device, monkeypatch, dtype, heads, hd, width):
     """Positions in the first split, at its last key, past it (two splits combined).
     Splits of 64 keys where the device sizes them for no grid (lavapipe's default); of
-    96 from the first position on where they are sized for a grid of `width` workgroups
-    (HELIOS_PLAN_PERSISTENT_GRID) that fits fewer than one a head, as the head
-    dimension allows (every one but 256): the new row past a split's 64th key."""
+    what 6 passes of the workgroup hold (256 keys at head dimension 8 and 16, 192 at 64;
+    64 at 256) from the first position on where they are sized for a grid of `width`
+    workgroups (HELIOS_PLAN_PERSISTENT_GRID) that fits fewer than one a head: the new
+    row past a split's 64th key, and two splits combined past its 192nd or 256th."""
     if width is None:
         _attention_against_float64(device, dtype, heads, hd)
         return

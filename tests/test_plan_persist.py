@@ -203,20 +203,23 @@ def test_a_traced_run_stamps_each_member_and_no_workgroup_passes_a_barrier_early
             plans[1].trace()
 
 
-def test_an_attention_s_splits_grow_before_the_twin_takes_over(monkeypatch):
-    """A grid of one workgroup and one head of 128: the attention's splits hold 64 keys
-    up to position 63 and 96 from 64 on (decode_attention.glsl's att_split_keys), so at
-    positions 130 and 191 its 2 splits are within two passes of the grid and a replay
-    stays the run's one dispatch (3 splits of 64 would take the twin's three). Each
-    replay equals the ops apart on a device whose splits are sized for the same grid,
-    bit for bit."""
-    positions = [63, 64, 130, 5, 191]
+@pytest.mark.parametrize(
+    "dtype,hd,positions", [("float16", 128, [63, 64, 130, 5, 191]), ("bfloat16", 64, [63, 64, 191, 5, 196])]
+)
+def test_an_attention_s_splits_grow_before_the_twin_takes_over(monkeypatch, dtype, hd, positions):
+    """A grid of one workgroup and one head: the attention's splits hold 64 keys up to
+    position 63, then the position's keys in one split (65 at 64), at most what 6 passes
+    of the workgroup hold (decode_attention.glsl's att_split_keys): 96 keys at head
+    dimension 128, 192 at 64. So at the last two positions its 2 splits are within two
+    passes of the grid and a replay stays the run's one dispatch (3 splits of 64, or of
+    96 at 64, would take the twin's three). Each replay equals the ops apart on a device
+    whose splits are sized for the same grid, bit for bit."""
     monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", "1")
     with _device_with(monkeypatch, HELIOS_DISABLE_PLAN_PERSISTENT="1") as dev:
-        apart, _, _ = _attention_layer(dev, "float16", 1, 128, positions)
+        apart, _, _ = _attention_layer(dev, dtype, 1, hd, positions)
     monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
     with helios.Device() as dev:
-        run, _, dispatches = _attention_layer(dev, "float16", 1, 128, positions)
+        run, _, dispatches = _attention_layer(dev, dtype, 1, hd, positions)
     assert dispatches == [1] * len(positions), dispatches
     for i, (ra, rr) in enumerate(zip(apart, run)):
         for name, ta, tr in zip(("qkv", "attention", "projection", "k cache", "v cache"), ra, rr):
@@ -234,11 +237,11 @@ def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
     d = heads * hd
     rng = np.random.default_rng(3)
     tok = rng.standard_normal((50, d)).astype(np.float32)
-    pos_t = rng.standard_normal((200, d)).astype(np.float32)
+    pos_t = rng.standard_normal((300, d)).astype(np.float32)
 
     def run(dev):
         T, P = dev.upload(tok, dtype="float32"), dev.upload(pos_t, dtype="float32")
-        kc, vc = dev.upload(_rand((200, d), 1)), dev.upload(_rand((200, d), 2))
+        kc, vc = dev.upload(_rand((300, d), 1)), dev.upload(_rand((300, d), 2))
         a = dev.upload(_rand((1, d), 3))
         wq, wo, wl = (dev.upload(_rand((n, d), 70 + i) * 0.2) for i, n in enumerate((3 * d, d, 50)))
         with dev.plan(params=2) as p:
@@ -248,7 +251,7 @@ def test_the_long_context_twin_carries_the_words_its_other_wrote(monkeypatch):
             p.top1(logits, into=0)
         got = []
         p.set_params([7, 0])
-        for position in (1, 150, 2, 151):  # runs, twin, runs, twin (grid 2, three heads: splits of 96)
+        for position in (1, 260, 2, 261):  # runs, twin, runs, twin (grid 2, three heads: splits of 256)
             p.set_params({1: position})
             before = dev.telemetry()["dispatches"]
             p.replay()

@@ -27,8 +27,8 @@ const uint LANES = D / 8u;         // invocations a key row: 16 bytes each
 const uint KPP = THREADS / LANES;  // keys a pass of the workgroup
 // Keys a split (shaders/families.py's DECODE_SPLIT, the rule in shaders/layouts.py's
 // SPLIT_RULES, which the host computes too): SPLIT_SHORT (short contexts still spread
-// over several workgroups), or SPLIT_LONG. Where splits never grow the registers hold
-// SPLIT_SHORT keys.
+// over several workgroups), or up to SPLIT_LONG. Where splits never grow the registers
+// hold SPLIT_SHORT keys.
 #include "decode_split.glsl"
 const uint SPLIT_SHORT = DECODE_SPLIT_SHORT;
 const uint SPLIT_PASSES_KEYS = DECODE_SPLIT_HELD(KPP);
@@ -42,6 +42,7 @@ shared float att_part[PASSES * THREADS];   // each invocation's share of its key
 shared float att_wt[SPLIT_LONG];           // a split's weights e^(score - max)
 shared float att_acc[THREADS * 8u];        // P V's partial sums: 8 columns an invocation
 shared float att_lsum[GROUPS];             // combine: each group's share of the denominator
+shared float att_gmax[GROUPS];             // combine: each group's max, its shares' scale
 
 float att_widen(uint16_t w) {
 #ifdef IN_BF16
@@ -103,9 +104,10 @@ void att_widen8(uvec4 w, out float v[8]) {
 }
 
 // Keys a split at position pos, and the split holding pos: SPLIT_SHORT keys while a
-// head's splits of that many are at most ATT_FIT, SPLIT_LONG after (decode_split.glsl).
+// head's splits of that many are at most ATT_FIT, then the position's keys over ATT_FIT
+// splits, at most SPLIT_LONG (decode_split.glsl).
 uint att_split_keys(uint pos) { return DECODE_SPLIT_KEYS(pos, ATT_FIT, SPLIT_LONG); }
-uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, ATT_FIT, SPLIT_LONG); }
+uint att_split_of(uint pos) { return DECODE_SPLIT_OF(pos, att_split_keys(pos)); }
 
 // Every invocation: head h's split at position pos (< ATT_ROWS, split *
 // att_split_keys(pos) <= pos).
@@ -179,7 +181,8 @@ void attention_split(uint h, uint split, uint pos) {
 
 // Every invocation: head h's splits up to position pos combined into OUT (pos >=
 // ATT_ROWS: NaN). Column c = t % D, the splits shared among GROUPS invocations a column
-// so that their partials are read side by side.
+// so that their partials are read side by side: each group's splits in one read of
+// the partials, rescaled to the group's running max as they come, then the groups'.
 void attention_combine(uint h, uint pos) {
     const uint t = gl_LocalInvocationID.x, c = t % D, g = t / D;
     if (pos >= ATT_ROWS) {
@@ -187,24 +190,28 @@ void attention_combine(uint h, uint pos) {
         return;
     }
     const uint splits = att_split_of(pos) + 1u;
-    float mx = -1.0 / 0.0;
-    for (uint s = t; s < splits; s += THREADS) mx = max(mx, ATT_WORK((h * ATT_SPLITS + s) * (D + 2u) + D));
-    mx = att_reduce(mx, 0u);
-    float o = 0.0, l = 0.0;
+    float mx = -1.0 / 0.0, o = 0.0, l = 0.0;  // a split's max is finite: it holds a key
     for (uint s = g; s < splits; s += GROUPS) {
         const uint b = (h * ATT_SPLITS + s) * (D + 2u);
-        const float w = exp(ATT_WORK(b + D) - mx);
-        o += w * ATT_WORK(b + c);
-        l += w * ATT_WORK(b + D + 1u);
+        const float ms = ATT_WORK(b + D), m = max(mx, ms), was = exp(mx - m), w = exp(ms - m);
+        o = o * was + w * ATT_WORK(b + c);
+        l = l * was + w * ATT_WORK(b + D + 1u);
+        mx = m;
     }
     att_acc[t] = o;
-    if (c == 0u) att_lsum[g] = l;
+    if (c == 0u) {
+        att_lsum[g] = l;
+        att_gmax[g] = mx;
+    }
     barrier();
     if (t >= D) return;
+    float m = att_gmax[0];
+    for (uint i = 1u; i < GROUPS; i++) m = max(m, att_gmax[i]);
     float os = 0.0, ls = 0.0;
     for (uint i = 0; i < GROUPS; i++) {
-        os += att_acc[i * D + t];
-        ls += att_lsum[i];
+        const float w = exp(att_gmax[i] - m);  // a group without splits: 0
+        os += w * att_acc[i * D + t];
+        ls += w * att_lsum[i];
     }
     ATT_OUT16(h * D + t) = att_narrow(os / ls);
 }

@@ -118,7 +118,8 @@ fail:
 
 uint32_t hl_decode_splits(uint32_t pos, uint32_t fit, uint32_t head_dim) {
     const uint32_t kpp = DECODE_THREADS / (head_dim / 8u); /* keys a pass of the workgroup */
-    return hl_decode_split_of(pos, fit, hl_decode_split_long_keys(hl_decode_split_held(kpp))) + 1;
+    const uint32_t long_keys = hl_decode_split_long_keys(hl_decode_split_held(kpp));
+    return hl_decode_split_of(pos, hl_decode_split_keys(pos, fit, long_keys)) + 1;
 }
 
 /* The attention's pipelines: one fused dispatch, or its splits and their combine; rope:
