@@ -89,7 +89,8 @@ def test_the_barrier_probe_refuses_bad_chains(args, says, capsys):
 def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch):
     """The tiny Llama's two layers as traced runs (a grid of 2): each kind's members (QKV,
     the attention, the projection, gate-up and down, two of each), their spans summing
-    to the step's time in its runs, and no member released before the one before it was
+    to the step's time in its runs, a workgroup's median work no more than the slowest's,
+    and no member released before the one before it was
     done (every wait a grid barrier); each side's switches as its own."""
     from tools.probes import trace
 
@@ -104,6 +105,7 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
             ("128x64", 2), ("attention", 2), ("64x64", 2), ("256x64", 2), ("64x128", 2)
         ], label  # fmt: skip
         assert sum(k["span_us"] for k in p["kinds"]) == pytest.approx(p["runs_us"])
+        assert all(0 < k["work_median_us"] <= k["work_max_us"] for k in p["kinds"]), p["kinds"]
         assert "HELIOS_PLAN_TRACE" not in os.environ
     for side in r.values():
         assert all(m["release_us"] >= 0 for m in side["positions"][0]["members"])

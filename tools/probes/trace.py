@@ -5,7 +5,8 @@ position; of the replays past --warmup, the one whose runs took the median time 
 read (`Plan.trace()`, `helios.plan_trace.summarize`). Per member kind (the products by
 their N x K, the attention): what the members added to the step (span), what their
 waits cost (release: from the last workgroup done with the member before to the first
-one past the wait), a workgroup's work, and the products' weights over their span.
+one past the wait), a workgroup's work (the median, and the slowest's), and the
+products' weights over their span.
 --members prints every member.
 
 The stamps themselves cost a little: compare traced steps with traced steps (step.py
@@ -35,13 +36,15 @@ except ImportError:  # run as a script: step.py beside it
 
 def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The members' rows by kind, in order of first appearance: their count and span,
-    release, median work and the products' GB/s summed or as medians."""
+    release, a workgroup's median and slowest work (what the grid's imbalance costs at
+    the next wait) and the products' GB/s, summed or as medians over the members."""
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(str(r["kind"]), []).append(r)
     return [{"kind": k, "members": len(rs), "span_us": sum(r["span_us"] for r in rs),
              "release_us": sum(r["release_us"] for r in rs),
              "work_median_us": statistics.median(r["work_median_us"] for r in rs),
+             "work_max_us": statistics.median(r["work_max_us"] for r in rs),
              "gbs_median": statistics.median(r["gbs"] for r in rs)} for k, rs in by.items()]  # fmt: skip
 
 
@@ -85,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         for p in s["positions"]:
             print(f"{label} {s['env'] or ''} on {s['device']}, {r['preset']} at {p['position']}: GPU "
                   f"{p['gpu_ms']:.3f} ms a step, {p['runs_us']:.1f} us in its runs (the median of {r['replays']})")  # fmt: skip
-            print(f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'work us':>8} {'GB/s':>6}")
+            print(
+                f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'work us':>8} {'max us':>7} "
+                f"{'GB/s':>6}"
+            )
             for k in p["kinds"]:
                 print(f"{k['kind']:>14} {k['members']:7d} {k['span_us']:9.1f} {k['release_us']:10.1f} "
-                      f"{k['work_median_us']:8.2f} {k['gbs_median']:6.0f}")  # fmt: skip
+                      f"{k['work_median_us']:8.2f} {k['work_max_us']:7.2f} {k['gbs_median']:6.0f}")  # fmt: skip
             for m in p["members"] if a.members else []:
                 print(f"  run {m['run']:2d} member {m['member']:2d} {m['kind']:>12}: span {m['span_us']:7.2f}, "
                       f"release {m['release_us']:6.2f}, work {m['work_median_us']:6.2f} (max {m['work_max_us']:6.2f})")  # fmt: skip
