@@ -3,6 +3,7 @@ the CPU device and refuse bad input."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 
@@ -111,3 +112,47 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
         assert all(m["release_us"] >= 0 for m in side["positions"][0]["members"])
     assert trace.main(["--preset", "tiny", "--positions", "5", "--replays", "1", "--warmup", "0", "--members"]) == 0
     assert "release" in capsys.readouterr().out
+
+
+def test_the_builds_probe_plans_sides_in_turns_and_patches_each_copy(capsys, tmp_path):
+    """builds.py: the sides' patches (a leading '-' reversed) and the runs alternating
+    (A B, then B A); a copy of the tree takes its patch, and a patch that does not apply
+    stops the round naming it."""
+    from tools.probes import builds
+
+    patch = tmp_path / "readme.patch"
+    lines = (builds.ROOT / "README.md").read_text().splitlines(keepends=True)
+    patch.write_text("".join(difflib.unified_diff(lines, ["# patched\n", *lines[1:]], "a/README.md", "b/README.md")))
+    argv = ["--build", f"base:-{patch}", "--build", "new:", "--out", str(tmp_path / "o"), "--repeats", "3",
+            "--dry-run", "--", "tools/probes/step.py", "--json"]  # fmt: skip
+    assert builds.main(argv) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["sides"] == {"base": [f"-{patch}"], "new": []}
+    assert plan["runs"] == ["base-1", "new-1", "new-2", "base-2", "base-3", "new-3"]
+    assert plan["command"] == ["tools/probes/step.py", "--json"]
+    src = builds.prepare("fwd", [(patch, False)], tmp_path / "work", ["results"])
+    assert (src / "README.md").read_text().splitlines()[0] == "# patched"
+    assert (src / "tools" / "probes" / "builds.py").is_file() and (src / "pyproject.toml").is_file()
+    assert not any((src / n).exists() for n in ("build", ".git", "results"))
+    with pytest.raises(SystemExit, match="readme.patch"):
+        builds.prepare("rev", [(patch, True)], tmp_path / "work", ["results"])
+    assert "helios" in builds.imported_from(tmp_path) and not builds.imported_from(tmp_path).startswith(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--build", "a:", "--out", "o"], "no command"),
+        (["--out", "o", "--", "x.py"], "no --build"),
+        (["--build", "a:/no/such.patch", "--out", "o", "--", "x.py"], "no patch file"),
+        (["--build", "a:", "--build", "a:", "--out", "o", "--", "x.py"], "each label once"),
+        (["--build", "a b:", "--out", "o", "--", "x.py"], "a label of"),
+        (["--build", "a:", "--repeats", "0", "--out", "o", "--", "x.py"], "--repeats 0"),
+    ],
+)
+def test_the_builds_probe_refuses_bad_flags(capsys, args, says):
+    from tools.probes import builds
+
+    with pytest.raises(SystemExit) as e:
+        builds.main(args)
+    assert e.value.code == 2 and says in capsys.readouterr().err
