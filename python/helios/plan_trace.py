@@ -67,8 +67,9 @@ def summarize(members: list[MemberTrace], element_bytes: int = 2) -> list[dict[s
     """Per member, in us: `span` (from the last workgroup done with the member before it,
     in its run, or from the run's first go, to its own last done: what it added to the
     step), `release` (from that last done to the first workgroup past its wait: what the
-    wait cost; negative where a partial wait let some start before it), `work_median` and
-    `work_max` (a workgroup's go to done), and `gbs`, a product's weights over its span."""
+    wait cost; negative only where a workgroup went before that, which a grid barrier
+    forbids), `work_median` and `work_max` (a workgroup's go to done), and `gbs`, a
+    product's weights over its span."""
     rows: list[dict[str, float | int | str]] = []
     last_done = 0.0
     for t in members:
