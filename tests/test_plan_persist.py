@@ -394,3 +394,60 @@ def test_registers_are_counted_in_steps_of_8():
 
     assert testing.resident_grid(1000, 132, 85) == 264
     assert testing.resident_grid(1000, 132, 80) == 396
+
+
+@pytest.mark.parametrize(
+    "n,subgroups,pair",
+    [(3072, 2112, True), (2048, 2112, False), (16384, 2112, False), (1024, 2112, True), (128256, 2112, False),
+     (6144, 2112, False), (40, 32, True), (32, 32, False), (64, 32, False), (5, 1, False)],
+)  # fmt: skip
+def test_a_product_takes_a_pair_of_subgroups_a_column_where_that_takes_fewer_turns(n, subgroups, pair):
+    """The Llama-3.2-1B's QKV product on an H100's 2112 subgroups, 3072 columns: two turns
+    of whole columns where pairs take three of half columns; its projection (2048), gate
+    and up (16384), LM head (128,256) and the 8B's QKV (6144) stay whole; the 8-layer
+    GPT's 1024 columns take half the time in pairs. One subgroup cannot pair."""
+    from helios._helios import testing
+
+    assert testing.pair_columns(n, subgroups) is pair
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("grid", [1, 2])
+def test_a_member_in_pairs_of_subgroups_is_the_product_apart_bit_for_bit(apart_device, monkeypatch, dtype, grid):
+    """Two products as one run, the first of 5/4 the grid's subgroups in columns (so in
+    pairs, each subgroup one of a column's two chains of K; the second as many columns as
+    subgroups, whole), the first's K of 180 words: whole
+    turns of one chain, a last single step and a tail that both chains share (at the
+    subgroup sizes of 8 and 16 lavapipe has). Both outputs equal the products apart bit
+    for bit, where one subgroup sums both chains."""
+    if grid > (os.cpu_count() or 1):
+        pytest.skip(f"a grid of {grid} needs {grid} lavapipe threads; this machine has {os.cpu_count()} cores")
+    from helios._helios import testing
+
+    monkeypatch.setenv("HELIOS_PLAN_PERSISTENT_GRID", str(grid))
+    with helios.Device() as dev:
+        subgroups = grid * 256 // dev.info["subgroup_size"]
+    n, k = subgroups * 5 // 4, 180 * 8
+    assert testing.pair_columns(n, subgroups) and not testing.pair_columns(subgroups, subgroups), (n, subgroups)
+
+    def run(d):
+        dt, w, _ = _uploads(d, dtype)
+        a = d.upload(_rand((1, k), 1, dt), dtype=dtype)
+        w1, w2 = w(n, k, 2), w(subgroups, n, 3)
+        with d.plan() as p:
+            y = p.matmul(a, w1, trans_b=True)
+            z = p.matmul(y, w2, trans_b=True)
+        outs = []
+        for i in range(2):
+            a.copy_(_rand((1, k), 10 + i, dt))
+            p.replay()
+            outs.append([t.numpy().view(np.uint16).copy() for t in (y, z)])
+        return outs, p.grid_barriers
+
+    apart, _ = run(apart_device)
+    with _device_with(monkeypatch) as dev:
+        got, barriers = run(dev)
+    assert barriers == 1, barriers
+    for i, (ra, rr) in enumerate(zip(apart, got)):
+        for name, ta, tr in zip(("pairs", "whole"), ra, rr):
+            np.testing.assert_array_equal(tr, ta, err_msg=f"replay {i}: the product in {name}")

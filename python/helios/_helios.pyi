@@ -5,7 +5,8 @@ from typing import Any, Mapping, Optional, Sequence, final
 
 import numpy as np
 
-# helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid)
+# helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid,
+# pair_columns)
 testing: ModuleType
 
 MAX_LAUNCHES: int
