@@ -259,8 +259,8 @@ PERSIST_ROW = Row(
                 _U("epi", doc="EPI_* bits"),
                 _U("act", doc="ACT_*"),
                 Word("ln_eps", "float", "the norm head's epsilon (0 without one)"),
-                _U("pair", doc="1: a pair of subgroups a column, each one of its K's two chains (else 0)"),
-                None,  # the attention's word past the product's, zero in a product's row
+                None,  # the attention's words past the product's, zero in a product's row
+                None,
             ),
         ),
         View(

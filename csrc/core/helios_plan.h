@@ -51,9 +51,6 @@ void hl_plan_destroy(hl_plan *p);
  * for a device left to process exit, only detached). */
 void hl_plans_release(hl_device *dev);
 void hl_plans_detach(hl_device *dev);
-/* Whether a run's product of n columns takes a pair of subgroups a column on a grid of
- * `subgroups` (plan_persist.c). */
-uint32_t hl_plan_pair_columns(uint32_t n, uint32_t subgroups);
 /* A persistent run's grid where its kernel takes `registers` a thread (0: unknown) on
  * sm_count SMs of 65,536 registers: at most the workgroups of 256 that are resident at
  * once, and `grid` where that is fewer (0: none fits). */

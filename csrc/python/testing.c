@@ -82,14 +82,6 @@ static PyObject *resident_grid(PyObject *module, PyObject *args) {
     return PyLong_FromUnsignedLong(hl_plan_resident_grid(grid, sms, regs));
 }
 
-/* pair_columns(n, subgroups): hl_plan_pair_columns, whether a run's product of n columns
- * takes a pair of subgroups a column. */
-static PyObject *pair_columns(PyObject *module, PyObject *args) {
-    unsigned int n, subgroups;
-    if (!PyArg_ParseTuple(args, "II:pair_columns", &n, &subgroups)) return NULL;
-    return PyBool_FromLong((long)hl_plan_pair_columns(n, subgroups));
-}
-
 static PyMethodDef testing_methods[] = {
     {"kernels", kernels, METH_NOARGS,
      "kernels(): {name: SPIR-V bytes, or None where the build lacks the permutation} for every kernel permutation."},
@@ -103,9 +95,6 @@ static PyMethodDef testing_methods[] = {
     {"resident_grid", resident_grid, METH_VARARGS,
      "resident_grid(grid, sm_count, registers): a persistent run's grid where its kernel takes that many registers "
      "a thread (0: unknown)."},
-    {"pair_columns", pair_columns, METH_VARARGS,
-     "pair_columns(n, subgroups): whether a persistent run's product of n columns takes a pair of subgroups a "
-     "column (each one of the column's K's two chains) on a grid of that many subgroups."},
     {NULL}};
 
 int testing_init(PyObject *module) {

@@ -5,8 +5,7 @@ from typing import Any, Mapping, Optional, Sequence, final
 
 import numpy as np
 
-# helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid,
-# pair_columns)
+# helios._helios.testing: what tests drive (async_host, host_signal, host_wait, kernels, resident_grid)
 testing: ModuleType
 
 MAX_LAUNCHES: int

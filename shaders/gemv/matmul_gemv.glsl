@@ -79,84 +79,45 @@ void store_rows(float acc[ROWS], uint m0, uint n) {
     }
 }
 
-// B as N x K, in whole words: a column's K as two chains that each lane sums apart, a
-// step's words u < UNROLL / 2 (and the first half of the tail's) in chain 0, the rest
-// (and the element tail) in chain 1; the column is then subgroupAdd(chain 0) +
-// subgroupAdd(chain 1). One subgroup takes both chains, or a pair of subgroups one each
-// (a run member split over K, persist_runtime.glsl): the same sum, the same bits.
-const uint HALF = UNROLL / 2u, STEP = SUBGROUP * UNROLL, BOTH = 2u;
-
-// Whether a column's first loads (load_words at word 0) are whole: what may go out ahead.
-bool whole_first(uint words, uint chain) { return (chain == BOTH ? STEP : 2u * STEP) <= words; }
-
-// Load u of a turn at word w (before the lane's offset): both chains' words of the step
-// at w, or chain `chain`'s of the steps at w and w + STEP (the same UNROLL words in flight).
-uint turn_word(uint w, uint u, uint chain) {
-    return chain == BOTH ? w + u * SUBGROUP : w + (u / HALF) * STEP + (chain * HALF + u % HALF) * SUBGROUP;
+// B as N x K: one step's words of column n's row (at word row8) into bw.
+void load_step(uint row8, uint w, uint lane) {
+    [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row8 + w + u * SUBGROUP + lane];
 }
 
-// One turn's words of the row at word row8 into bw.
-void load_words(uint row8, uint w, uint lane, uint chain) {
-    [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row8 + turn_word(w, u, chain) + lane];
-}
-
-// Word `at` of a row into acc1 where `second` (chain 1 of both), else acc0.
-void fma_word(bool second, inout float acc0[ROWS], inout float acc1[ROWS], uint m0, uint at, uvec4 word) {
-    float b[8];
-    widen8(word, b);
-    if (second)
-        fma8(acc1, m0, at * 8u, b);
-    else
-        fma8(acc0, m0, at * 8u, b);
-}
-
-// The row at element `row` (per lane): both chains into acc0 and acc1 (chain BOTH), or
-// chain `chain` alone into acc0.
-void chains_of_b(inout float acc0[ROWS], inout float acc1[ROWS], uint m0, uint row, uint chain) {
-    const uint lane = gl_SubgroupInvocationID, words = p.K / 8u, block = HALF * SUBGROUP;
-    const bool both = chain == BOTH;
-    const uint c0 = both ? 0u : chain, c1 = both ? 1u : chain;
-    uint w = 0;
-    if ((p.flags & FLAG_B_VEC) != 0u) {
-        for (uint turn = both ? STEP : 2u * STEP; w + turn <= words; w += turn) {
-            if (!ahead) load_words(row / 8u, w, lane, chain);
-            ahead = false;
-            [[unroll]] for (uint u = 0; u < UNROLL; u++)
-                fma_word(both && u >= HALF, acc0, acc1, m0, turn_word(w, u, chain) + lane, bw[u]);
-        }
-        if (!both && w + STEP <= words) {  // one chain: a last single step
-            [[unroll]] for (uint u = 0; u < HALF; u++) {
-                const uint at = w + (chain * HALF + u) * SUBGROUP + lane;
-                fma_word(false, acc0, acc1, m0, at, b128[row / 8u + at]);
-            }
-            w += STEP;
-        }
-        // the tail's words, in blocks of SUBGROUP: the first HALF blocks chain 0's
-        for (uint i = w + c0 * block + lane; i < min(words, w + (c1 + 1u) * block); i += SUBGROUP)
-            fma_word(both && i >= w + block, acc0, acc1, m0, i, b128[row / 8u + i]);
-        w = words;
-    }
-    if (c1 == 1u) {  // the elements past the whole words (all of them without FLAG_B_VEC): chain 1's
-        for (uint i = w * 8u + lane; i < p.K; i += SUBGROUP) {
-            const float b = in_b(row + i);
-            [[unroll]] for (uint r = 0; r < ROWS; r++) {
-                if (m0 + r >= p.M) break;
-                if (both)
-                    acc1[r] = fma(a_at(m0 + r, i), b, acc1[r]);
-                else
-                    acc0[r] = fma(a_at(m0 + r, i), b, acc0[r]);
-            }
-        }
-    }
-}
-
-// B as N x K: column n, the subgroup's lanes along K, both chains.
+// B as N x K: column n, the subgroup's lanes along K.
 void column_of_b(uint m0, uint n) {
-    float acc0[ROWS], acc1[ROWS];
-    [[unroll]] for (uint r = 0; r < ROWS; r++) acc0[r] = acc1[r] = 0.0;
-    chains_of_b(acc0, acc1, m0, bbase + n * p.ldb, BOTH);
-    [[unroll]] for (uint r = 0; r < ROWS; r++) acc0[r] = subgroupAdd(acc0[r]) + subgroupAdd(acc1[r]);
-    if (gl_SubgroupInvocationID == 0u) store_rows(acc0, m0, n);
+    const uint lane = gl_SubgroupInvocationID;
+    const uint row = bbase + n * p.ldb;
+    float acc[ROWS];
+    [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = 0.0;
+    uint k = 0;
+    if ((p.flags & FLAG_B_VEC) != 0u) {
+        // Whole 8-element words: UNROLL per lane per step, then one per lane.
+        const uint words = p.K / 8u, step = SUBGROUP * UNROLL;
+        uint w = 0;
+        for (; w + step <= words; w += step) {
+            if (!ahead) load_step(row / 8u, w, lane);
+            ahead = false;
+            [[unroll]] for (uint u = 0; u < UNROLL; u++) {
+                float b[8];
+                widen8(bw[u], b);
+                fma8(acc, m0, (w + u * SUBGROUP + lane) * 8u, b);
+            }
+        }
+        for (uint i = w + lane; i < words; i += SUBGROUP) {
+            float b[8];
+            widen8(b128[row / 8u + i], b);
+            fma8(acc, m0, i * 8u, b);
+        }
+        k = words * 8u;
+    }
+    for (uint i = k + lane; i < p.K; i += SUBGROUP) {
+        const float b = in_b(row + i);
+        [[unroll]] for (uint r = 0; r < ROWS; r++)
+            if (m0 + r < p.M) acc[r] = fma(a_at(m0 + r, i), b, acc[r]);
+    }
+    [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = subgroupAdd(acc[r]);
+    if (lane == 0u) store_rows(acc, m0, n);
 }
 
 // B as N x K: a subgroup per column. With the LayerNorm head the workgroups step over
@@ -165,8 +126,8 @@ void column_of_b(uint m0, uint n) {
 void rows_of_b(uint m0) {
     uint n = gl_WorkGroupID.x * NSG + gl_SubgroupID;
 #ifdef LN_HEAD
-    ahead = n < p.N && whole_first(p.K / 8u, BOTH);
-    if (ahead) load_words((bbase + n * p.ldb) / 8u, 0u, gl_SubgroupInvocationID, BOTH);
+    ahead = n < p.N && SUBGROUP * UNROLL <= p.K / 8u;
+    if (ahead) load_step((bbase + n * p.ldb) / 8u, 0u, gl_SubgroupInvocationID);
     ln_head();
     for (; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(m0, n);
 #else

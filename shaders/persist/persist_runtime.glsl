@@ -15,7 +15,6 @@ layout(binding = BINDING_PARAMS) buffer PersistWords { uint words[]; };
 #include "persist_row.glsl"
 const uint PERSIST_SPIN_LIMIT = 1u << 20;  // polls before a grid barrier gives up (docs/guide/decode.md)
 
-bool pair;  // the member's columns a pair of subgroups each (PERSIST_PRODUCT_PAIR)
 uint att_heads, att_kv_heads, att_rows, att_splits, att_counters, att_fit;
 float att_scale;
 bool att_rope;
@@ -75,7 +74,6 @@ void persist_member(uint m) {
     p.alpha = 1.0;
     p.beta = 0.0;
     pm = m * PERSIST_ROLES;
-    pair = (p.flags & FLAG_PERSIST_ATTN) == 0u && PERSIST_PRODUCT_PAIR(r) != 0u;  // an attention's word there is ATT_FIT
     att_heads = PERSIST_ATTENTION_HEADS(r);
     att_rows = PERSIST_ATTENTION_ROWS(r);
     att_splits = PERSIST_ATTENTION_SPLITS(r);
@@ -126,29 +124,6 @@ void persist_stage_a() {
     barrier();
 }
 
-shared float pair_sums[NSG];  // each subgroup's chain of its pair's column
-
-// Every invocation: a member whose columns take a pair of subgroups each, one chain of
-// the column's K a subgroup (matmul_gemv.glsl), the pair's two sums added as
-// column_of_b adds its chains: where N falls unevenly on the grid's subgroups (plan_persist.c).
-void columns_of_pairs(uint chain) {
-    const uint lane = gl_SubgroupInvocationID, s = gl_SubgroupID, slots = NSG / 2u;
-    for (uint n0 = gl_WorkGroupID.x * slots; n0 < p.N; n0 += gl_NumWorkGroups.x * slots) {
-        const uint n = n0 + s / 2u;
-        float acc0[ROWS], acc1[ROWS];
-        [[unroll]] for (uint r = 0; r < ROWS; r++) acc0[r] = acc1[r] = 0.0;
-        if (n < p.N) chains_of_b(acc0, acc1, 0u, n * p.ldb, chain);
-        const float sum = subgroupAdd(acc0[0]);
-        if (lane == 0u) pair_sums[s] = sum;
-        barrier();
-        if (chain == 0u && lane == 0u && n < p.N) {
-            acc0[0] = pair_sums[s] + pair_sums[s + 1u];
-            store_rows(acc0, 0u, n);
-        }
-        barrier();  // the sums read before the next turn writes them
-    }
-}
-
 // Every invocation, after the workgroup's last write of a member: counted in. The
 // workgroup's writes are ordered before the count by the barrier, the count releases
 // them at device scope.
@@ -187,7 +162,7 @@ void grid_wait(uint done) {
 // run writes them (plan_persist.c).
 void main() {
     abase = bbase = 0u;
-    const uint lane = gl_SubgroupInvocationID;
+    const uint lane = gl_SubgroupInvocationID, first = gl_WorkGroupID.x * NSG + gl_SubgroupID;
     for (uint m = 0u; m < pp.members; m++) {
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
@@ -200,10 +175,8 @@ void main() {
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }
-        const uint chain = pair ? gl_SubgroupID % 2u : BOTH;
-        const uint first = pair ? gl_WorkGroupID.x * (NSG / 2u) + gl_SubgroupID / 2u : gl_WorkGroupID.x * NSG + gl_SubgroupID;
-        ahead = first < p.N && whole_first(p.K / 8u, chain);
-        if (ahead) load_words(first * p.ldb / 8u, 0u, lane, chain);
+        ahead = first < p.N && SUBGROUP * UNROLL <= p.K / 8u;
+        if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
         stamp(m, 0u);
         if (m > 0u) grid_wait(m);
         stamp(m, 1u);
@@ -211,10 +184,7 @@ void main() {
             ln_head();
         else
             persist_stage_a();
-        if (pair)
-            columns_of_pairs(chain);
-        else
-            for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
+        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
         stamp(m, 2u);
         if (m + 1u < pp.members) grid_arrive();
     }

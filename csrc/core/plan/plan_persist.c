@@ -109,17 +109,6 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                         .ln_eps = has_head(s) ? pc->ln_eps : 0.0f}};
 }
 
-/* Whether a product of N columns takes a pair of subgroups a column (each one of its K's
- * two chains, matmul_gemv.glsl) on a grid of `subgroups`: where that takes fewer turns
- * of half a column than whole columns take turns of one (the 1B's QKV product, 3072
- * columns on 2112 subgroups: 3 half turns against 2 whole). */
-uint32_t hl_plan_pair_columns(uint32_t n, uint32_t subgroups) {
-    if (subgroups < 2u) return 0;
-    const uint64_t whole = ((uint64_t)n + subgroups - 1u) / subgroups;
-    const uint64_t halves = ((uint64_t)n + subgroups / 2u - 1u) / (subgroups / 2u);
-    return halves < 2u * whole;
-}
-
 uint32_t hl_plan_resident_grid(uint32_t grid, uint32_t sm_count, uint32_t registers) {
     if (!registers || !sm_count) return grid;
     const uint32_t regs = (registers + 7u) / 8u * 8u; /* given out a warp at a time, in steps of 8 a thread */
@@ -166,9 +155,6 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in, dev->plan_policy.trace), spec,
                            HL_SPEC_MATMUL_GEMV_PERSIST_COUNT, e.subgroup, &pipe, err));
     if (!(*grid = run_grid(dev, pipe))) return HL_OK;
-    for (uint32_t k = 0; k < n; k++)
-        if (!is_attention(&ops[mem[k]]))
-            rows[k].product.pair = hl_plan_pair_columns(rows[k].product.n, *grid * (PERSIST_THREADS / e.subgroup));
     memcpy(h->persist_table, rows, sizeof h->persist_table);
     for (uint32_t k = 0; k < n; k++) h->persist_member[k] = mem[k];
     h->persist_members = n;
