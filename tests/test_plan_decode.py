@@ -33,7 +33,7 @@ def _attention_ref(qkv, K, V, heads, p):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("heads,hd", [(2, 8), (2, 16), (3, 64), (1, 256)])
+@pytest.mark.parametrize("heads,hd", [(2, 8), (2, 16), (3, 64), (2, 64), (1, 256)])
 @pytest.mark.parametrize("width", [None, 1, 2])
 def test_attention_over_the_cache_against_float64(device, monkeypatch, dtype, heads, hd, width):
     """Positions in the first split, at its last key, past it (splits combined). Splits
@@ -41,8 +41,8 @@ def test_attention_over_the_cache_against_float64(device, monkeypatch, dtype, he
     grid of `width` workgroups (HELIOS_PLAN_PERSISTENT_GRID): where it fits fewer than
     one a head, 96 keys (64 at head dimension 256) from the first position on; where it
     fits one a head (2 on two heads), past position 63 the position's keys in one split
-    up to what 6 passes of the workgroup hold (195 keys at 194: 256 at head dimension 8
-    and 16), then splits of 96 (3 at 194 for head dimension 64, at 275 for 8 and 16)."""
+    up to what 6 passes of the workgroup hold (192 keys at head dimension 64, 256 at 8
+    and 16: 195 at 194 for those), then splits of 96 (3 at 194 for 64, at 275 for 8, 16)."""
     if width is not None and width > (os.cpu_count() or 1):
         pytest.skip(f"a grid of {width} needs {width} lavapipe threads; this machine has {os.cpu_count()} cores")
     if width is None:
