@@ -20,6 +20,7 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     d = json.loads(out.read_text())
     assert d["schema"] == "helios-decode/1" and d["status"] == "ok"
     assert d["helios_wait_spin_us"] == device.info["wait_spin_us"]  # how a step's wall time was waited for
+    assert d["helios_bf16_coop_unavailable"] == device.info.get("bf16_coop_unavailable")
     rows = {r["adapter"]: r for r in d["rows"]}
     plan, eager = rows["helios_plan"], rows["torch_eager"]
     assert plan["status"] == "ok" and plan["same_tokens"] is True, plan.get("first_divergence")
@@ -54,6 +55,13 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     ramp = {"done": True, "reached": True, "sm_clock_mhz": 1980.0, "max_sm_clock_mhz": 1980.0}
     head = decode_markdown({**d, "roof_gb_s": 4000.0, "roof_clock_warmup": ramp}).splitlines()[0]
     assert head.endswith("memory roof 4000 GB/s (1 GiB read, CUDA events; SM clock 1980 of 1980 MHz after the ramp)")
+    scalar = "Helios's bfloat16 products ran on the scalar fp32 path"
+    assert (scalar in md) == bool(d["helios_bf16_coop_unavailable"]), md
+    why = "this build's glslc lacked GL_EXT_bfloat16 (rebuild with a newer glslc)"
+    assert f"{scalar}, not on cooperative matrices: {why}." in decode_markdown(
+        {**d, "helios_bf16_coop_unavailable": why}
+    )
+    assert scalar not in decode_markdown({**d, "helios_bf16_coop_unavailable": None})
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert "| helios_plan | ok |" in capsys.readouterr().out

@@ -258,7 +258,8 @@ TRAIN_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?
                        "seed": "int?", "adapters": "list?"}  # fmt: skip
 FILE_FIELDS = {
     DECODE_SCHEMA: {"config": "object", "device": "str?", "roof_gb_s": "positive?", "weight_bytes": "count?",
-                    "prompt": "list?", "helios_device": "str?", "helios_wait_spin_us": "count?"},  # fmt: skip
+                    "prompt": "list?", "helios_device": "str?", "helios_wait_spin_us": "count?",
+                    "helios_bf16_coop_unavailable": "str?"},  # fmt: skip
     TRAIN_SCHEMA: {"config": "object", "device": "str?", "distributed": "object?", "inference": "object?"},
 }
 NESTED_FIELDS = {  # a file's objects: (schema, the object's path) -> its fields

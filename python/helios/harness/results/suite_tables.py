@@ -63,6 +63,7 @@ def _ramp(r: Optional[dict]) -> str:
 
 def bench_text(build: Any, tests: list) -> str:
     """llama-bench's tests as it names them (pp512, tg128 @ d1024): tokens/s, avg +- stddev."""
+
     def num(v: Any) -> str:  # the file's numbers only: anything else shows as '-'
         return fmt_num(v if isinstance(v, (int, float)) and not isinstance(v, bool) else None, 1)
 
@@ -146,6 +147,10 @@ def decode_markdown(result: dict) -> str:
                   "| adapter | ms to the first token | GPU ms | prompt tokens/s |", "|---|---|---|---|"]  # fmt: skip
         lines += [f"| {md_cell(r.adapter)} | {r.prefill_ms_p50:.3f} | {_f(r.prefill_gpu_ms_p50)} | "
                   f"{_f(r.prefill_tokens_per_s, 0)} |" for r in pre]  # fmt: skip
+    why = result.get("helios_bf16_coop_unavailable")
+    if why:
+        lines += ["", f"Helios's bfloat16 products ran on the scalar fp32 path, not on cooperative matrices: "
+                      f"{md_cell(why)}. A bfloat16 prompt's rows measure that path."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

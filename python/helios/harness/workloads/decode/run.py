@@ -400,6 +400,8 @@ def header(cfg: DecodeConfig, torch: Any, cuda: bool) -> tuple[dict, Any]:
         hdev = default_device()
     result["helios_device"] = hdev.info["name"]
     result["helios_wait_spin_us"] = hdev.info["wait_spin_us"]  # how a step's wall time was waited for
+    # why bfloat16 products (a prompt's tiles) ran on the scalar path, where they did
+    result["helios_bf16_coop_unavailable"] = hdev.info.get("bf16_coop_unavailable")
     return result, hdev
 
 
