@@ -5,9 +5,8 @@ so a hand-edited or foreign file is refused naming the file and the field."""
 
 from __future__ import annotations
 
-import re
-
 import math
+import re
 from typing import Any, Optional
 
 from ...files import FileError, check, short

@@ -293,7 +293,9 @@ def render(files: Iterable[str], history: Optional[list[dict]] = None, title: st
         elif schema == CI_SCHEMA:
             cis.append((name, d))
         else:
-            raise ValueError(f"{f}: schema {schema!r}: the page takes {', '.join((BENCH_SCHEMA, *SUITE_SCHEMAS, CI_SCHEMA))}")
+            raise ValueError(
+                f"{f}: schema {schema!r}: the page takes {', '.join((BENCH_SCHEMA, *SUITE_SCHEMAS, CI_SCHEMA))}"
+            )
     body = [f"<h1>{_e(title)}</h1>"]
     if cis:
         body.append("<h2>helios ci</h2>")

@@ -190,7 +190,9 @@ class TrainRow:
     An adapter fills it as it runs: its gate, then the timed steps' numbers, or why it
     stopped (status, error_log)."""
 
-    adapter: str = col("str", "torch_eager, torch_compile, helios, helios_plan, helios_blocks or helios_per_op", required=True)
+    adapter: str = col(
+        "str", "torch_eager, torch_compile, helios, helios_plan, helios_blocks or helios_per_op", required=True
+    )
     ops: str = col("str", "the ops the adapter's model calls", default=ABSENT)
     gate: dict = col("object", "the first step against torch_eager's: loss and gradient errors, passed", default=ABSENT)
     status: str = col("str", "ok, non-finite, gate failed, skipped or error: why", default=ABSENT)
@@ -257,9 +259,16 @@ TRAIN_CONFIG_FIELDS = {"layers": "count?", "d_model": "count?", "heads": "count?
                        "batch": "count?", "vocab": "count?", "steps": "count?", "warmup_steps": "count?",
                        "seed": "int?", "adapters": "list?"}  # fmt: skip
 FILE_FIELDS = {
-    DECODE_SCHEMA: {"config": "object", "device": "str?", "roof_gb_s": "positive?", "weight_bytes": "count?",
-                    "prompt": "list?", "helios_device": "str?", "helios_wait_spin_us": "count?",
-                    "helios_bf16_coop_unavailable": "str?"},  # fmt: skip
+    DECODE_SCHEMA: {
+        "config": "object",
+        "device": "str?",
+        "roof_gb_s": "positive?",
+        "weight_bytes": "count?",
+        "prompt": "list?",
+        "helios_device": "str?",
+        "helios_wait_spin_us": "count?",
+        "helios_bf16_coop_unavailable": "str?",
+    },  # fmt: skip
     TRAIN_SCHEMA: {"config": "object", "device": "str?", "distributed": "object?", "inference": "object?"},
 }
 NESTED_FIELDS = {  # a file's objects: (schema, the object's path) -> its fields
