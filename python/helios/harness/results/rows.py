@@ -268,7 +268,7 @@ FILE_FIELDS = {
         "helios_device": "str?",
         "helios_wait_spin_us": "count?",
         "helios_bf16_coop_unavailable": "str?",
-    },  # fmt: skip
+    },
     TRAIN_SCHEMA: {"config": "object", "device": "str?", "distributed": "object?", "inference": "object?"},
 }
 NESTED_FIELDS = {  # a file's objects: (schema, the object's path) -> its fields
