@@ -116,10 +116,7 @@ PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", 
 # at head dimension 128 (96 keys) the run's kernel stays within the registers of two
 # workgroups an SM on an H200, where 8 (128 keys) took 129 (results/h200-splits); at
 # 64, 6 passes hold 192 keys.
-# Past one pass the splits hold at most PAST keys: there shorter splits in more passes
-# (or the twin's dispatch apart) take less time than longer ones in fewer, 4.0% at
-# position 4096 of the Llama-3.2-1B shape on an H100 (results/h100-pairs-ab-c989ef4).
-DECODE_SPLIT = {"SHORT": 64, "LONG": 256, "PASSES": 6, "PAST": 96}
+DECODE_SPLIT = {"SHORT": 64, "LONG": 256, "PASSES": 6}
 
 
 # The epilogue and layout constants every matmul family declares (matmul_common.glsl

@@ -321,8 +321,7 @@ CONSTS = (
 # decode_attention.glsl runs the splits, decode.c and plan.c count them on the host).
 # fit: the splits of a head that one pass of a persistent run's grid holds (ATT_FIT);
 # past fit splits of DECODE_SPLIT_SHORT keys the position's keys spread over fit splits,
-# so that one pass still holds every head's splits, up to long_keys a split; past that
-# (more than one pass, or no grid) a split holds long_keys up to DECODE_SPLIT_PAST.
+# so that one pass still holds every head's splits, up to long_keys a split.
 SPLIT_RULES = (
     Rule(
         "decode_split_held", "keys DECODE_SPLIT_PASSES passes of kpp keys hold", ("kpp",), "DECODE_SPLIT_PASSES * kpp"
@@ -335,12 +334,10 @@ SPLIT_RULES = (
     ),
     Rule(
         "decode_split_keys",
-        "keys a split at position pos: DECODE_SPLIT_SHORT, or pos + 1 over fit splits while that is at most"
-        " long_keys, then long_keys up to DECODE_SPLIT_PAST (also where fit is 0)",
+        "keys a split at position pos: DECODE_SPLIT_SHORT, or pos + 1 over fit splits (long_keys where fit is 0)",
         ("pos", "fit", "long_keys"),
         "pos / DECODE_SPLIT_SHORT < fit ? DECODE_SPLIT_SHORT"
-        " : fit != 0u && (pos + fit) / fit <= long_keys ? (pos + fit) / fit"
-        " : long_keys < DECODE_SPLIT_PAST ? long_keys : DECODE_SPLIT_PAST",
+        " : fit == 0u || (pos + fit) / fit > long_keys ? long_keys : (pos + fit) / fit",
     ),
     Rule(
         "decode_split_of",

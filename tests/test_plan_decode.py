@@ -39,10 +39,10 @@ def test_attention_over_the_cache_against_float64(device, monkeypatch, dtype, he
     """Positions in the first split, at its last key, past it (splits combined). Splits
     of 64 keys where the device sizes them for no grid (lavapipe's default). Sized for a
     grid of `width` workgroups (HELIOS_PLAN_PERSISTENT_GRID): where it fits fewer than
-    one a head, 96 keys (64 at head dimension 256) from the first position on; where it
-    fits one a head (2 on two heads), past position 63 the position's keys in one split
-    up to what 6 passes of the workgroup hold (192 keys at head dimension 64, 256 at 8
-    and 16: 195 at 194 for those), then splits of 96 (3 at 194 for 64, at 275 for 8, 16)."""
+    one a head, what 6 passes of the workgroup hold (256 keys at head dimension 8 and 16,
+    192 at 64; 64 at 256) from the first position on; where it fits one a head (2 on two
+    heads), past position 63 the position's keys in one split up to that, then splits of
+    that many keys (two combined at 275)."""
     if width is not None and width > (os.cpu_count() or 1):
         pytest.skip(f"a grid of {width} needs {width} lavapipe threads; this machine has {os.cpu_count()} cores")
     if width is None:
