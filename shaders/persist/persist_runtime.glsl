@@ -39,18 +39,19 @@ shared bool att_last;  // this workgroup's split is its head's last to arrive
 
 // PERSIST_TRACE (HELIOS_PLAN_TRACE): invocation 0's stamp k of member m, in ns of the
 // device clock (0 before its wait, 1 after it, 2 after its work), and with the last
-// the member's N and K: TRACE_STAMP words a member and workgroup (persist_row.glsl).
+// the member's N and K: TRACE_STAMP words a member and workgroup (persist_row.glsl),
+// past the run's counters in device memory (the replay copies them out).
 void stamp(uint m, uint k) {
 #ifdef PERSIST_TRACE
     if (gl_LocalInvocationIndex != 0u) return;
     const uint i = pp.trace_word + (m * gl_NumWorkGroups.x + gl_WorkGroupID.x) * TRACE_STAMP;
     const uvec2 t = clockRealtime2x32EXT();
-    words[i + 2u * k] = t.x;
-    words[i + 2u * k + 1u] = t.y;
+    arrivals[i + 2u * k] = t.x;
+    arrivals[i + 2u * k + 1u] = t.y;
     if (k == 2u) {
         const bool attention = (p.flags & FLAG_PERSIST_ATTN) != 0u;
-        words[i + TRACE_N] = attention ? TRACE_ATTENTION : p.N;
-        words[i + TRACE_K] = attention ? att_heads : p.K;
+        arrivals[i + TRACE_N] = attention ? TRACE_ATTENTION : p.N;
+        arrivals[i + TRACE_K] = attention ? att_heads : p.K;
     }
 #endif
 }

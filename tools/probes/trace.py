@@ -64,12 +64,13 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int,
                 seen = []
                 for _ in range(replays):
                     gpu = m.plan.replay(params=[1, pos]).gpu_ms
-                    rows = helios.plan_trace.summarize(m.plan.trace())
-                    seen.append((sum(r["span_us"] for r in rows), gpu, rows))
+                    traced = m.plan.trace()
+                    rows = helios.plan_trace.summarize(traced)
+                    seen.append((sum(r["span_us"] for r in rows), gpu, rows, max(t.before.size for t in traced)))
                 seen.sort(key=lambda s: s[0])
-                runs_us, gpu, rows = seen[len(seen) // 2]
-                side["positions"].append({"position": pos, "gpu_ms": gpu, "runs_us": runs_us, "kinds": kinds(rows),
-                                          "members": rows})  # fmt: skip
+                runs_us, gpu, rows, grid = seen[len(seen) // 2]
+                side["positions"].append({"position": pos, "gpu_ms": gpu, "runs_us": runs_us, "grid": grid,
+                                          "kinds": kinds(rows), "members": rows})  # fmt: skip
             out["sides"][label] = side
     return out
 
@@ -87,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, s in r["sides"].items():
         for p in s["positions"]:
             print(f"{label} {s['env'] or ''} on {s['device']}, {r['preset']} at {p['position']}: GPU "
-                  f"{p['gpu_ms']:.3f} ms a step, {p['runs_us']:.1f} us in its runs (the median of {r['replays']})")  # fmt: skip
+                  f"{p['gpu_ms']:.3f} ms a step, {p['runs_us']:.1f} us in its runs of {p['grid']} workgroups "
+                  f"(the median of {r['replays']})")  # fmt: skip
             print(
                 f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'work us':>8} {'max us':>7} "
                 f"{'GB/s':>6}"

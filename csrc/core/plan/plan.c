@@ -147,6 +147,8 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
         grid += read_grid;
         i += span - 1;
     }
+    if (p->runs.trace_words)
+        hl_plan_persist_trace_copy(dev, p->cmd, steps, p->ops, p->runs.trace_base, p->params.buffer);
     if (params_written) /* the words the host reads after the wait */
         hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);

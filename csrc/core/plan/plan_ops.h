@@ -91,10 +91,16 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
                                int attention, hl_plan_runs *runs, hl_error *err);
 /* HELIOS_PLAN_TRACE: each run's stamps from word `base` of the plan's parameter buffer,
  * a header of HL_TRACE_HEADER words and then HL_TRACE_STAMP a member and workgroup
- * (shaders/layouts.py; persist_runtime.glsl's stamp); each run's push block takes its first stamp word. Where
- * `mapped` (the buffer, once made) is given, the headers are written and the stamps
- * zeroed. Returns the words of all runs. */
+ * (shaders/layouts.py; persist_runtime.glsl's stamp). The kernel writes them past the
+ * run's counters (device memory: the parameter words are host memory, where each stamp
+ * would cross the bus): without `mapped` each run's counter words grow by its stamps and
+ * its push block takes the first's word there; with `mapped` (the buffer, once made) the
+ * headers are written and the stamps zeroed. Returns the words of all runs. */
 uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped);
+/* HELIOS_PLAN_TRACE, at the end of the recording: each run's stamps copied from its
+ * counters into the parameter buffer after its header, for the host to read. */
+void hl_plan_persist_trace_copy(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *steps, uint32_t n_ops,
+                                uint32_t base, VkBuffer params);
 /* The runs' tables side by side, each on `align` (offset[i]: step i's, where it heads a
  * run), in *host (*bytes; NULL and 0: no run). */
 hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,
