@@ -173,7 +173,10 @@ PERSIST = Push(
     (
         _U("members", doc="in the run, at most PERSIST_MEMBERS"),
         _U("fault_word", doc="the PARAMS word a grid barrier that gave up sets"),
-        _U("trace_word", doc="PERSIST_TRACE: the COUNTERS word where the run's stamps start (plan_persist.c copies them out)"),
+        _U(
+            "trace_word",
+            doc="PERSIST_TRACE: the COUNTERS word where the run's stamps start (plan_persist.c copies them out)",
+        ),
     ),
 )
 
