@@ -405,3 +405,35 @@ def test_a_divergence_is_a_tie_where_eager_cannot_call_the_pick_at_its_precision
     assert not far["tie"] and far["float32_margin"] == pytest.approx(0.19)  # eager's error 0.06
     same = judge(lambda s: eager, [1], [0, 2], [0, 2], lambda s: 1 / 0)
     assert same == {"same_tokens": True, "first_divergence": None}
+
+
+def test_a_divergence_is_a_tie_where_the_adapter_is_as_near_the_float32_model_as_eager():
+    """Past eager's error on the two picks, the adapter's own logits against the float32
+    model's, RMS over the vocabulary: no farther than eager's, a tie; farther, not."""
+    from helios.harness.workloads.decode.run import judge
+
+    # eager: 0.06 off on the two picks (the float32 margin 0.19 is past it), 0.3 and 0.2 elsewhere
+    eager, exact = np.array([5.40, 5.19, 0.3, 1.2]), np.array([5.36, 5.17, 0.0, 1.0])
+    near = judge(lambda s: eager, [1], [0], [1], lambda s: exact, lambda s: np.array([5.26, 5.27, 0.0, 1.0]))
+    assert near["tie"] and near["eager_rms"] == pytest.approx(np.sqrt(0.132 / 4))
+    assert near["adapter_rms"] == pytest.approx(np.sqrt(0.02 / 4))  # its flip: 0.1 off on each pick
+    far = judge(lambda s: eager, [1], [0], [1], lambda s: exact, lambda s: np.array([5.26, 5.27, 0.5, 1.0]))
+    assert not far["tie"] and far["adapter_rms"] == pytest.approx(np.sqrt(0.27 / 4))
+    seen: list = []
+    judge(lambda s: eager, [1, 2], [0, 0], [0, 1], lambda s: exact, lambda s: seen.append(s) or exact)
+    assert seen == [[1, 2, 0]]  # the prompt and eager's tokens up to the divergence
+
+
+def test_the_plan_runner_gives_its_logits_after_a_sequence(device):
+    """What the judge reads of helios_plan: its fp32 logits after stepping through seq,
+    against the float64 model's."""
+    from helios.harness.workloads.decode.runners import PlanRunner
+
+    cfg = LlamaConfig(**TINY)
+    w = random_weights(cfg, seed=5)
+    seq = [5, 17, 42, 8, 3, 60]
+    with LlamaDecoder(device, cfg, w, max_len=16, dtype="bfloat16") as m:
+        m.generate([1, 2, 3], 4)  # caches written at other tokens first
+        got = PlanRunner(m).logits_after(seq).astype(np.float64)
+    want = reference_logits(cfg, w, seq)[-1]
+    assert got.shape == want.shape and np.abs(got - want).max() <= 0.02 * np.abs(want).max()

@@ -160,11 +160,16 @@ class DecodeRow:
     margin_to_pick: float = col("number", "the reference's logit margin at the first divergence (eager's; "
                                 "hf_transformers: its own)", default=ABSENT)  # fmt: skip
     tie: bool = col("bool", "that margin is within bfloat16 rounding, or the model in float32 separates the "
-                    "two picks by less than eager's error on them: a tie, not an error", default=ABSENT)  # fmt: skip
+                    "two picks by less than eager's error on them, or the adapter's logits there are no farther "
+                    "from the float32 model's than eager's (RMS): a tie, not an error", default=ABSENT)  # fmt: skip
     float32_margin: float = col("number", "the model in float32: its logit margin between the two picks "
                                 "(judged where eager's margin is past bfloat16 rounding)", default=ABSENT)  # fmt: skip
     eager_error: float = col("number", "eager's error on those two logits against the model in float32",
                              default=ABSENT)  # fmt: skip
+    eager_rms: float = col("number", "eager's logits against the model in float32 there, RMS over the vocabulary "
+                           "(where the two picks' margin is past eager's error)", default=ABSENT)  # fmt: skip
+    adapter_rms: float = col("number", "the adapter's own logits against the model in float32 there, RMS over the "
+                             "vocabulary (helios_plan)", default=ABSENT)  # fmt: skip
     contexts: list = col("list", "ms per token at each context length", default=ABSENT,
                          schema={"type": "array", "items": fields_schema(CONTEXT_FIELDS)})  # fmt: skip
     peak_memory_bytes: Optional[int] = col("count?", "the adapter's peak device memory", default=ABSENT)

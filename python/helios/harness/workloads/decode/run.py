@@ -170,26 +170,39 @@ def context_steps(runner: Any, context: list[int], n: int) -> tuple[list[int], l
     return timed_steps(runner, warm[-1], len(context) + CONTEXT_WARMUP, n)
 
 
+def _f64(x: Any) -> np.ndarray:
+    """Logits as float64 NumPy (torch tensors on any device, or arrays)."""
+    return np.asarray(x.detach().double().cpu().numpy() if hasattr(x, "detach") else x, dtype=np.float64)
+
+
 def judge(logits_at: Callable[[list[int]], Any], prompt: list[int], ref: list[int], got: list[int],
-          float32_at: Optional[Callable[[list[int]], Any]] = None) -> dict:  # fmt: skip
+          float32_at: Optional[Callable[[list[int]], Any]] = None,
+          adapter_at: Optional[Callable[[list[int]], Any]] = None) -> dict:  # fmt: skip
     """Where got leaves ref, and whether the reference logits there (torch eager's, or
     the runner's own where its numerics differ by design) call it a tie: their margin
     within one bfloat16 step of the largest logit; or, given the model in float32
     (float32_at), its margin between the two picks no more than eager's own error on
-    those two logits (at that precision eager's pick is not determined)."""
+    those two logits (at that precision eager's pick is not determined); or, given the
+    adapter's own logits there (adapter_at), those no farther from the float32 model's
+    than eager's, as RMS over the vocabulary (eager's pick is no better founded)."""
     div = next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), None)
     out: dict = {"same_tokens": div is None, "first_divergence": div}
     if div is not None:
-        row = logits_at(prompt + ref[:div])
+        seq = prompt + ref[:div]
+        row = _f64(logits_at(seq))
         a, b = ref[div], got[div]
         gap = float(row[a] - row[b])
         out["margin_to_pick"] = gap
         out["tie"] = gap <= abs(float(row.max())) * 2.0**-7
         if not out["tie"] and float32_at is not None:
-            exact = float32_at(prompt + ref[:div])
+            exact = _f64(float32_at(seq))
             out["float32_margin"] = float(exact[a] - exact[b])
             out["eager_error"] = float(abs(row[a] - exact[a]) + abs(row[b] - exact[b]))
             out["tie"] = out["float32_margin"] <= out["eager_error"]
+            if not out["tie"] and adapter_at is not None:
+                out["eager_rms"] = float(np.sqrt(np.mean((row - exact) ** 2)))
+                out["adapter_rms"] = float(np.sqrt(np.mean((_f64(adapter_at(seq)) - exact) ** 2)))
+                out["tie"] = out["adapter_rms"] <= out["eager_rms"]
     return out
 
 
@@ -246,9 +259,8 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     row["roof_pct"] = 100 * step_bytes(wbytes, cfg, ad.kv_width, ctx) / (t / 1e3) / (roof * 1e9) if roof else None
     if ref is not None:
         own = getattr(runner, "logits_at", None)  # hf_transformers: judged by its own logits
-        row.update(
-            judge(own or ad.logits_at, prompt, ref, toks, None if own else getattr(ad, "float32_logits_at", None))
-        )
+        f32 = None if own else getattr(ad, "float32_logits_at", None)
+        row.update(judge(own or ad.logits_at, prompt, ref, toks, f32, getattr(runner, "logits_after", None)))
     if cfg.prefill:
         runner = ad.make(adapter, cfg.prefill + 1)
         if getattr(runner, "prefills", False):

@@ -131,6 +131,13 @@ class PlanRunner:
         self.host_ms, self.gpu_ms = run.host_ms, (run.gpu_ms or None)
         return nxt
 
+    def logits_after(self, seq: list[int]) -> Any:
+        """Its decoder's fp32 logits after stepping through seq from position 0 (the
+        judge's look at a divergence; the caches are overwritten)."""
+        for i, t in enumerate(seq):
+            self.decoder.step(t, i)
+        return self.decoder.logits.numpy()[0]
+
     @property
     def prefills(self) -> bool:
         """Whether its decoder has a prefill (the Llama decoder)."""
