@@ -115,7 +115,7 @@ DECODE = Push(
     (
         _U("n", doc="embed: d; attention, rope: heads; top-1, swiglu: elements"),
         _U("slot", doc="the parameter word read (token for embed, pos for attention) or written (top-1)"),
-        _U("slot2", doc="embed: the position's word; attention, rope: KV heads"),
+        _U("slot2", doc="embed: the position's word; attention, rope: KV heads; top-1: elements a workgroup"),
         _U("rows", doc="embed: token rows; attention: cache rows (positions); rope: the table's positions"),
         _U("rows2", doc="embed: position rows; attention: splits in WORK per head"),
         Word("scale", "float", "attention: 1 / sqrt(D)"),
@@ -150,7 +150,11 @@ DECODE = Push(
                 _U("rope", doc="1: q and the new k rotated by TAB's row at pos (the rope op fused: plan_steps.c)"),
             ),
         ),
-        View("top1", "PASS 3: the largest of n fp32 values", (_U("n", doc="elements"), _U("slot", doc=_SLOT))),
+        View(
+            "top1",
+            "PASS 3: the largest of n fp32 values",
+            (_U("n", doc="elements"), _U("slot", doc=_SLOT), _U("chunk", doc="elements a workgroup")),
+        ),
         View(
             "rope",
             "PASS 5: rotary positions on the QKV row's q and k heads, in place",

@@ -166,6 +166,37 @@ def test_embed_and_top1_through_the_parameter_words(device):
     assert p.params(2) == [45]
 
 
+def test_top1_over_many_workgroups_picks_the_first_largest(device):
+    """A chunk of 1024 a workgroup (decode.c), the last to arrive reducing their picks:
+    the pick in any chunk, ties across chunks (the first wins), NaN largest; each replay
+    counts from zero (a stale count would leave the last replay's pick). Over 256
+    chunks, so that an invocation of the last reduces two picks."""
+    n = 1024 * 300 + 37
+    rng = np.random.default_rng(7)
+    scores = rng.standard_normal((1, n)).astype(np.float32)
+    S = device.upload(scores, dtype="float32")
+    with device.plan(params=1) as p:
+        p.top1(S, into=0)
+    for at in (0, 1023, 1024, 3000, 1024 * 257 + 9, n - 37, n - 1):
+        s = scores.copy()
+        s[0, at] = 10.0
+        S.copy_(s)
+        p.replay()
+        assert p.params() == [at], at
+    s = scores.copy()
+    s[0, [4100, 1024, 2047]] = 10.0  # a tie over three chunks
+    S.copy_(s)
+    p.replay()
+    assert p.params() == [1024]
+    s[0, [n - 1, 1024 * 257 + 9]] = np.nan  # NaN over any number (1024's, its reducer's first); the first NaN
+    S.copy_(s)
+    p.replay()
+    assert p.params() == [1024 * 257 + 9] == [int(np.argmax(s))]
+    S.copy_(np.full((1, n), -np.inf, np.float32))
+    p.replay()
+    assert p.params() == [0]
+
+
 def test_a_replay_checks_the_words_it_reads_before_it_submits(device):
     kc, vc = device.upload(np.zeros((16, 32), np.float16)), device.upload(np.zeros((16, 32), np.float16))
     qkv = device.upload(np.ones((1, 96), np.float16))

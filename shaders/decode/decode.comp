@@ -15,7 +15,8 @@
 //   view's rope word is set, q and the new k are rotated as PASS 5 would (TAB its table).
 // PASS 2 (attention, combine): per head, the splits' partials combined into OUT.
 // PASS 3 (top-1): PARAMS[slot] = the first index of the largest of SRC's n fp32
-//   values (NaN counts as largest, as torch.argmax).
+//   values (NaN counts as largest, as torch.argmax): a chunk a workgroup, the last of
+//   them to arrive on COUNTERS (zeroed before each replay) reducing their picks.
 // PASS 4 (attention, fused): PASS 1, then each workgroup counts itself in on its
 //   head's word of COUNTERS (zeroed by the plan before each replay); the last of the
 //   head's splits to arrive combines them as PASS 2 does. One dispatch, no barrier
@@ -51,7 +52,7 @@ layout(binding = BINDING_VC) readonly buffer VCache128 { uvec4 vc128[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out32 { float out32[]; };
 layout(binding = BINDING_OUT) writeonly buffer Out16 { uint16_t out16[]; };
 layout(binding = BINDING_WORK) coherent buffer Work { float work[]; };  // coherent: PASS 4 reads other workgroups' partials
-layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head
+layout(binding = BINDING_SRC2) coherent buffer Counters { uint counters[]; };  // PASS 4: a word per head; PASS 3: arrivals, picks
 layout(binding = BINDING_TAB) readonly buffer Tab { float tab[]; };  // PASSES 1, 4: the rope's cos and sin
 
 #define ATT_HEADS p.n
@@ -75,7 +76,7 @@ layout(binding = BINDING_TAB) readonly buffer Tab { float tab[]; };  // PASSES 1
 
 shared float red[THREADS];
 shared uint red_i[THREADS];
-shared bool last_split;  // PASS 4: this workgroup is its head's last to arrive
+shared bool last_split;  // PASS 4: this workgroup is its head's last to arrive (PASS 3: the grid's)
 
 void embed() {
     const uint c = gl_GlobalInvocationID.x, tok = words[p.slot], pos = words[p.slot2];
@@ -130,15 +131,10 @@ bool beats(float a, uint ia, float b, uint ib) {
     return a > b || (a == b && ia < ib) || (isnan(a) && ia < ib);
 }
 
-void top1() {
+// The workgroup's first largest of the (value, index) pairs its invocations hold (index
+// ~0: none), in red[0] and red_i[0]; every invocation calls it.
+void top1_workgroup(float best, uint bi) {
     const uint t = gl_LocalInvocationID.x;
-    float best = -1.0 / 0.0;
-    uint bi = 0xFFFFFFFFu;
-    for (uint i = t; i < p.n; i += THREADS)
-        if (bi == 0xFFFFFFFFu || beats(src32[i], i, best, bi)) {
-            best = src32[i];
-            bi = i;
-        }
     red[t] = best;
     red_i[t] = bi;
     barrier();
@@ -150,6 +146,57 @@ void top1() {
         }
         barrier();
     }
+}
+
+// Each workgroup its chunk of p.slot2 values, four loads an
+// invocation in flight at once; with more than one workgroup, each one's pair goes to
+// COUNTERS[1 + 2w ..] and counts in on COUNTERS[0], and the last to arrive reduces the
+// pairs. Any order gives the same pick: `beats` is a total order on (value, index).
+const uint TOP1_LOADS = 4u, TOP1_BLOCK = THREADS * TOP1_LOADS;
+void top1() {
+    const uint t = gl_LocalInvocationID.x, w = gl_WorkGroupID.x, lo = w * p.slot2, hi = min(p.n, lo + p.slot2);
+    float best = -1.0 / 0.0;
+    uint bi = 0xFFFFFFFFu;
+    for (uint b = lo; b < hi; b += TOP1_BLOCK) {
+        float v[TOP1_LOADS];
+        [[unroll]] for (uint k = 0; k < TOP1_LOADS; k++) {
+            const uint i = b + k * THREADS + t;
+            v[k] = i < hi ? src32[i] : 0.0;
+        }
+        [[unroll]] for (uint k = 0; k < TOP1_LOADS; k++) {
+            const uint i = b + k * THREADS + t;
+            if (i < hi && (bi == 0xFFFFFFFFu || beats(v[k], i, best, bi))) {
+                best = v[k];
+                bi = i;
+            }
+        }
+    }
+    top1_workgroup(best, bi);
+    if (gl_NumWorkGroups.x == 1u) {
+        if (t == 0u) words[p.slot] = red_i[0];
+        return;
+    }
+    if (t == 0u) {
+        counters[1u + 2u * w] = floatBitsToUint(red[0]);
+        counters[2u + 2u * w] = red_i[0];
+    }
+    memoryBarrierBuffer();  // this workgroup's pair, before its arrival is counted
+    barrier();
+    if (t == 0u) last_split = atomicAdd(counters[0], 1u) == gl_NumWorkGroups.x - 1u;
+    barrier();
+    if (!last_split) return;
+    memoryBarrierBuffer();  // the other workgroups' pairs, after their arrivals
+    best = -1.0 / 0.0;
+    bi = 0xFFFFFFFFu;
+    for (uint g = t; g < gl_NumWorkGroups.x; g += THREADS) {
+        const float v = uintBitsToFloat(counters[1u + 2u * g]);
+        const uint i = counters[2u + 2u * g];
+        if (bi == 0xFFFFFFFFu || beats(v, i, best, bi)) {
+            best = v;
+            bi = i;
+        }
+    }
+    top1_workgroup(best, bi);
     if (t == 0u) words[p.slot] = red_i[0];
 }
 

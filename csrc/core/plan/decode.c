@@ -11,6 +11,7 @@
 
 #define DECODE_THREADS 256u                /* decode.comp's workgroup */
 #define DECODE_CHUNK HL_DECODE_SPLIT_SHORT /* keys a split at most (the most splits a head) */
+#define TOP1_CHUNK 1024u                   /* top-1: elements a workgroup (four loads an invocation) */
 enum { PASS_EMBED, PASS_ATTN_SPLIT, PASS_ATTN_COMBINE, PASS_TOP1, PASS_ATTN_FUSED, PASS_ROPE, PASS_SWIGLU };
 
 /* decode.comp's pass; an attention's splits may grow (long_splits) where the device
@@ -285,8 +286,17 @@ hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params,
     HL_TRY(hl_check_tensor(dev, a->x, (uint64_t)a->n * 4, who, "x", err));
     begin(s, a->x);
     HL_TRY(pipeline(dev, PASS_TOP1, 0, HL_F16, 0, 0, &s->pipe[0], err));
-    s->grid[0][0] = s->grid[0][1] = s->grid[0][2] = 1;
-    s->pc[0].decode.top1 = (hl_push_decode_top1){.n = a->n, .slot = a->slot};
+    /* A chunk a workgroup; the arrival counter and each workgroup's pick (value, index)
+     * in words of its own. */
+    const uint32_t groups = (a->n - 1) / TOP1_CHUNK + 1;
+    if (groups > dev->caps.max_group_count[0])
+        return hl_fail(err, HL_ERR_TOO_LARGE, "%s: %u elements take %u workgroups; the device's grid holds %u", who,
+                       a->n, groups, dev->caps.max_group_count[0]);
+    s->grid[0][0] = groups;
+    s->grid[0][1] = s->grid[0][2] = 1;
+    s->pc[0].decode.top1 = (hl_push_decode_top1){.n = a->n, .slot = a->slot, .chunk = TOP1_CHUNK};
+    s->counter_words = 1 + 2 * groups;
+    s->counter_slot = HL_BIND_DECODE_SRC2;
     s->reads[0] = a->x;
     s->param_write = (int)a->slot;
     return HL_OK;
