@@ -11,7 +11,7 @@ replays taken in turns at each position): an A/B of a switch without drawing the
 weights twice. Without --side, one side of the switches as they are.
 
 Usage: python3 tools/probes/step.py [--preset llama-3.2-1b] [--positions 256,1024,4096]
-       [--replays 200] [--warmup 30] [--dtype bfloat16] [--side L:NAME=V ...] [--json]"""
+       [--replays 200] [--warmup 300] [--dtype bfloat16] [--side L:NAME=V ...] [--json]"""
 
 from __future__ import annotations
 
@@ -133,7 +133,9 @@ def add_step_args(ap: argparse.ArgumentParser, positions: str, replays: tuple[in
     ap.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b", help="the model's shape")
     ap.add_argument("--positions", default=positions, help="positions, comma-separated (each < 2^20)")
     ap.add_argument("--replays", type=int, default=replays[0], help=replays[1])
-    ap.add_argument("--warmup", type=int, default=warmup, help="untimed replays before them")
+    ap.add_argument("--warmup", type=int, default=warmup,
+                    help="untimed replays before them, a position and side (an idle card's clocks take a few "
+                         "hundred 1B steps to rise: fewer read as outliers)")  # fmt: skip
     add_side_args(ap)
 
 
@@ -148,7 +150,7 @@ def step_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[dict[
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_step_args(ap, "256,1024,4096", (200, "timed replays a position and side (median)"), 30)
+    add_step_args(ap, "256,1024,4096", (200, "timed replays a position and side (median)"), 300)
     ap.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16", help="the weights' type")
     a = ap.parse_args(argv)
     sides, positions = step_args(ap, a)

@@ -14,7 +14,7 @@ times the step untraced). --side LABEL:NAME=VALUE[,NAME=VALUE] (repeatable) as i
 step.py.
 
 Usage: python3 tools/probes/trace.py [--preset llama-3.2-1b] [--positions 100,1023]
-       [--replays 20] [--warmup 5] [--members] [--side L:NAME=V ...] [--json]"""
+       [--replays 20] [--warmup 300] [--members] [--side L:NAME=V ...] [--json]"""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_step_args(ap, "100,1023", (20, "traced replays a position and side (the median read)"), 5)
+    add_step_args(ap, "100,1023", (20, "traced replays a position and side (the median read)"), 300)
     ap.add_argument("--members", action="store_true", help="print every member, not only the kinds")
     a = ap.parse_args(argv)
     sides, positions = step_args(ap, a)
