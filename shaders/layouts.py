@@ -311,13 +311,14 @@ CONSTS = (
     Const("TRACE_GRID", 1, "the header word of the run's workgroups", "persist_row"),
     Const(
         "TRACE_STAMP",
-        8,
+        12,
         "a member and workgroup's trace words: stamp k's low and high words at 2k and 2k + 1 (k: 0 before "
-        "the wait, 1 after it, 2 after the work), then TRACE_N and TRACE_K",
+        "the wait, 1 after it, 2 after the work, 3 its inputs in, 4 its first column or split done; 3 and 4 "
+        "are 0 where the workgroup had none), then TRACE_N and TRACE_K",
         "persist_row",
     ),
-    Const("TRACE_N", 6, "the stamp word of a product's N (TRACE_ATTENTION: an attention)", "persist_row"),
-    Const("TRACE_K", 7, "the stamp word of a product's K (an attention: its heads)", "persist_row"),
+    Const("TRACE_N", 10, "the stamp word of a product's N (TRACE_ATTENTION: an attention)", "persist_row"),
+    Const("TRACE_K", 11, "the stamp word of a product's K (an attention: its heads)", "persist_row"),
     Const("TRACE_ATTENTION", 0xFFFFFFFF, "TRACE_N of an attention member", "persist_row"),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),

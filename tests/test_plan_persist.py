@@ -193,6 +193,8 @@ def test_a_traced_run_stamps_each_member_and_no_workgroup_passes_a_barrier_early
     ]
     for t in members:
         assert (t.before <= t.go).all() and (t.go <= t.done).all(), t
+        # every workgroup has columns here (N >= 64 over its subgroups): A staged, then its first column
+        assert (t.go <= t.inputs).all() and (t.inputs <= t.first).all() and (t.first <= t.done).all(), t
     for a, b in zip(members, members[1:]):
         assert b.go.min() >= a.done.max(), f"member {b.member} went {a.done.max() - b.go.min()} ns early"
     assert [r["kind"] for r in rows] == ["64x64", "256x64", "64x256", "192x64"]

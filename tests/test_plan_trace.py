@@ -10,8 +10,9 @@ import helios
 from helios import _helios, plan_trace
 
 
-def _words(runs: list[list[tuple[int, int, list[tuple[int, int, int]]]]]) -> bytes:
-    """runs: each a list of members (n, k, [(before, go, done) a workgroup]), ns."""
+def _words(runs: list[list[tuple[int, int, list[tuple[int, ...]]]]]) -> bytes:
+    """runs: each a list of members (n, k, [(before, go, done[, inputs, first]) a
+    workgroup]), ns."""
     out: list[int] = []
     for members in runs:
         grid = len(members[0][2])
@@ -49,6 +50,19 @@ def test_a_run_s_members_their_spans_and_releases():
     assert [r["release_us"] for r in rows] == pytest.approx([0.0, 0.5, 0.5])
     assert [r["work_median_us"] for r in rows] == pytest.approx([1.95, 2.45, 0.75])
     assert rows[0]["gbs"] == pytest.approx(2 * 64 * 32 / 3000) and rows[1]["gbs"] == 0.0
+
+
+def test_the_stamps_inside_a_member_are_read_where_a_workgroup_stamped_them():
+    """inputs and first: a workgroup's go to each, the median over those that stamped
+    (non-zero); 0.0 where none did (an attention's workgroups without a task)."""
+    words = _words([[(64, 32, [(0, 100, 900, 300, 500), (0, 200, 1000, 700, 800), (0, 300, 1100, 0, 0)]),
+                     (_helios.TRACE_ATTENTION, 2, [(900, 1200, 1500, 0, 0)] * 3)]])  # fmt: skip
+    members = plan_trace.parse(words)
+    assert members[0].inputs.tolist() == [300, 700, 0] and members[0].first.tolist() == [500, 800, 0]
+    rows = plan_trace.summarize(members)
+    assert rows[0]["inputs_median_us"] == pytest.approx(0.35)  # 200 and 500 ns; the third stamped none
+    assert rows[0]["first_median_us"] == pytest.approx(0.5)  # 400 and 600 ns
+    assert rows[1]["inputs_median_us"] == 0.0 and rows[1]["first_median_us"] == 0.0
 
 
 def _zero(w: np.ndarray, i: int) -> np.ndarray:

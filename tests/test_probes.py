@@ -91,7 +91,8 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
     """The tiny Llama's two layers as traced runs (a grid of 2): each kind's members (QKV,
     the attention, the projection, gate-up and down, two of each), their spans summing
     to the step's time in its runs, a workgroup's median work no more than the slowest's,
-    and no member released before the one before it was
+    the stamps inside a member in order (inputs in, first column or split done, within
+    the work), and no member released before the one before it was
     done (every wait a grid barrier); each side's switches as its own."""
     from tools.probes import trace
 
@@ -107,6 +108,8 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
         ], label  # fmt: skip
         assert sum(k["span_us"] for k in p["kinds"]) == pytest.approx(p["runs_us"])
         assert all(0 < k["work_median_us"] <= k["work_max_us"] for k in p["kinds"]), p["kinds"]
+        for m in p["members"]:  # every workgroup has a task or columns here: each stamped both
+            assert 0 < m["inputs_median_us"] <= m["first_median_us"] <= m["work_max_us"], m
         assert "HELIOS_PLAN_TRACE" not in os.environ
     for side in r.values():
         assert all(m["release_us"] >= 0 for m in side["positions"][0]["members"])

@@ -17,9 +17,13 @@
 // of ATT_KV_HEADS x D a position), ATT_KC128(i), ATT_VC128(i),
 // ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i); ATT_ROPE (true where q and the
 // new k arrive unrotated: the rope op fused) and ATT_TAB(i) (its fp32 cos and sin table,
-// a row of D a position). fp32 arithmetic.
+// a row of D a position); optionally ATT_SCORED(), every invocation once a split's
+// scores are in (a persistent run's trace stamps it). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
+#ifndef ATT_SCORED
+#define ATT_SCORED()
+#endif
 #include "../common/bf16.glsl"
 
 const uint THREADS = 256u;
@@ -140,6 +144,7 @@ void attention_split(uint h, uint split, uint pos) {
         att_part[i * THREADS + t] = s;
     }
     barrier();
+    ATT_SCORED();
     // Key t's score, its weight e^(score - max) and the split's max and sum of weights
     // as workgroup reductions (keys <= SPLIT_LONG: invocations past the split's keys
     // give -inf and 0).

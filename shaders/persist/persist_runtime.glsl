@@ -34,13 +34,27 @@ bool att_rope;
 #define ATT_OUT16(i) ps_kv16[pm + PERSIST_BIAS].v[i]
 #define ATT_ROPE att_rope
 #define ATT_TAB(i) ps_bias[pm + PERSIST_R].v[i]
+void stamp(uint m, uint k);
+#ifdef PERSIST_TRACE
+uint trace_m;      // the member being stamped
+bool trace_first;  // an attention's first task: the one its inner stamps time
+#endif
+// An attention's first task's stamp k, where the run is traced.
+void trace_first_task(uint k) {
+#ifdef PERSIST_TRACE
+    if (trace_first) stamp(trace_m, k);
+#endif
+}
+#define ATT_SCORED() trace_first_task(3u)
 #include "../decode/decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
 // PERSIST_TRACE (HELIOS_PLAN_TRACE): invocation 0's stamp k of member m, in ns of the
-// device clock (0 before its wait, 1 after it, 2 after its work), and with the last
-// the member's N and K: TRACE_STAMP words a member and workgroup (persist_row.glsl),
-// past the run's counters in device memory (the replay copies them out).
+// device clock (0 before its wait, 1 after it, 2 after its work; inside it, 3 its inputs
+// in: a product's A staged, an attention's first task's scores; 4 a product's first
+// column stored, an attention's first task counted in), and with stamp 2 the member's N
+// and K: TRACE_STAMP words a member and workgroup (persist_row.glsl), past the run's
+// counters in device memory (the replay copies them out).
 void stamp(uint m, uint k) {
 #ifdef PERSIST_TRACE
     if (gl_LocalInvocationIndex != 0u) return;
@@ -95,6 +109,9 @@ void persist_attention(uint pos) {
         return;
     }
     const uint splits = att_split_of(pos) + 1u;
+#ifdef PERSIST_TRACE
+    trace_first = true;
+#endif
     for (uint task = gl_WorkGroupID.x; task < att_heads * splits; task += gl_NumWorkGroups.x) {
         const uint h = task / splits;
         attention_split(h, task % splits, pos);
@@ -102,6 +119,10 @@ void persist_attention(uint pos) {
         barrier();
         if (t == 0u) att_last = atomicAdd(arrivals[att_counters + h], 1u) == splits - 1u;
         barrier();
+        trace_first_task(4u);
+#ifdef PERSIST_TRACE
+        trace_first = false;
+#endif
         if (att_last) {
             memoryBarrierBuffer();  // the other splits' partials, after their arrivals
             attention_combine(h, pos);
@@ -165,6 +186,9 @@ void main() {
     abase = bbase = 0u;
     const uint lane = gl_SubgroupInvocationID, first = gl_WorkGroupID.x * NSG + gl_SubgroupID;
     for (uint m = 0u; m < pp.members; m++) {
+#ifdef PERSIST_TRACE
+        trace_m = m;
+#endif
         persist_member(m);
         if ((p.flags & FLAG_PERSIST_ATTN) != 0u) {
             const uint pos = words[PERSIST_ATTENTION_POS_SLOT(m * PERSIST_ROW)];  // no member writes it: read before the wait
@@ -185,7 +209,11 @@ void main() {
             ln_head();
         else
             persist_stage_a();
-        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) column_of_b(0u, n);
+        stamp(m, 3u);
+        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) {
+            column_of_b(0u, n);
+            if (n == first) stamp(m, 4u);
+        }
         stamp(m, 2u);
         if (m + 1u < pp.members) grid_arrive();
     }

@@ -6,8 +6,9 @@ read (`Plan.trace()`, `helios.plan_trace.summarize`). Per member kind (the produ
 their N x K, the attention): what the members added to the step (span), what their
 waits cost (release: from the last workgroup done with the member before to the first
 one past the wait), a workgroup's work (the median, and the slowest's), and the
-products' weights over their span.
---members prints every member.
+products' weights over their span; inside the work, a workgroup's time to its inputs
+(A staged, or an attention's first scores) and to its first column (or first split
+counted). --members prints every member.
 
 The stamps themselves cost a little: compare traced steps with traced steps (step.py
 times the step untraced). --side LABEL:NAME=VALUE[,NAME=VALUE] (repeatable) as in
@@ -45,6 +46,8 @@ def kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "release_us": sum(r["release_us"] for r in rs),
              "work_median_us": statistics.median(r["work_median_us"] for r in rs),
              "work_max_us": statistics.median(r["work_max_us"] for r in rs),
+             "inputs_median_us": statistics.median(r["inputs_median_us"] for r in rs),
+             "first_median_us": statistics.median(r["first_median_us"] for r in rs),
              "gbs_median": statistics.median(r["gbs"] for r in rs)} for k, rs in by.items()]  # fmt: skip
 
 
@@ -91,15 +94,20 @@ def main(argv: list[str] | None = None) -> int:
                   f"{p['gpu_ms']:.3f} ms a step, {p['runs_us']:.1f} us in its runs of {p['grid']} workgroups "
                   f"(the median of {r['replays']})")  # fmt: skip
             print(
-                f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'work us':>8} {'max us':>7} "
-                f"{'GB/s':>6}"
+                f"{'kind':>14} {'members':>7} {'span us':>9} {'release us':>10} {'inputs us':>9} "
+                f"{'first us':>8} {'work us':>8} {'max us':>7} {'GB/s':>6}"
             )
             for k in p["kinds"]:
                 print(f"{k['kind']:>14} {k['members']:7d} {k['span_us']:9.1f} {k['release_us']:10.1f} "
+                      f"{k['inputs_median_us']:9.2f} {k['first_median_us']:8.2f} "
                       f"{k['work_median_us']:8.2f} {k['work_max_us']:7.2f} {k['gbs_median']:6.0f}")  # fmt: skip
+            print("  inputs: a workgroup's go to its A staged (a product) or its first task's scores (an attention);"
+                  " first: to its first column stored, or its first task counted in (median)")  # fmt: skip
             for m in p["members"] if a.members else []:
                 print(f"  run {m['run']:2d} member {m['member']:2d} {m['kind']:>12}: span {m['span_us']:7.2f}, "
-                      f"release {m['release_us']:6.2f}, work {m['work_median_us']:6.2f} (max {m['work_max_us']:6.2f})")  # fmt: skip
+                      f"release {m['release_us']:6.2f}, inputs {m['inputs_median_us']:6.2f}, "
+                      f"first {m['first_median_us']:6.2f}, work {m['work_median_us']:6.2f} "
+                      f"(max {m['work_max_us']:6.2f})")  # fmt: skip
     return 0
 
 
