@@ -147,8 +147,7 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
         grid += read_grid;
         i += span - 1;
     }
-    if (p->runs.trace_words)
-        hl_plan_persist_trace_copy(dev, p->cmd, steps, p->ops, p->runs.trace_base, p->params.buffer);
+    if (p->runs.trace_words) hl_plan_persist_trace_copy(dev, p->cmd, steps, p->ops, p->params.buffer);
     if (params_written) /* the words the host reads after the wait */
         hl_cmd_barrier_on(dev, p->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
@@ -218,7 +217,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     HL_TRY(hl_plan_persist_runs(dev, ops, steps, p->ops, p->persist_attention, &p->runs, err)); /* grids: after */
     HL_TRY(grids_of(p, steps, err));
     p->runs.trace_base = (PARAM_BYTES + 12u * p->n_grids + 15u) / 16u * 4u; /* past the grids', on 16 bytes */
-    if (dev->plan_policy.trace) p->runs.trace_words = hl_plan_persist_trace(steps, p->ops, p->runs.trace_base, NULL);
+    if (dev->plan_policy.trace) p->runs.trace_words = hl_plan_persist_trace(steps, p->ops, p->runs.trace_base);
     HL_TRY(hl_plan_persist_tables(steps, p->ops, dev->caps.storage_offset_alignment, t_offset, &p->persist_host,
                                   &p->persist_bytes, err));
     for (uint32_t i = 0; i < p->ops; i++) {
@@ -243,7 +242,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     if (p->persist_bytes) HL_TRY(hl_buffer_create(dev, p->persist_bytes, 0, &p->persist_table, err));
     bind_products(p, ops, steps, t_offset);
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
-    if (p->runs.trace_words) hl_plan_persist_trace(steps, p->ops, p->runs.trace_base, p->params.mapped);
+    if (p->runs.trace_words) hl_plan_persist_trace_headers(steps, p->ops, p->params.mapped);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                .descriptorCount = HL_SET_DESCRIPTORS * p->ops};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,

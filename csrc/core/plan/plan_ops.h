@@ -38,6 +38,7 @@ typedef struct hl_plan_step {
     /* A persistent run's first step (plan_persist.c): the steps the run spans (its members
      * and the norms they head; 0: none), its members, their table rows and buffers. */
     uint32_t persist_len, persist_members, persist_member[HL_PERSIST_MEMBERS];
+    uint32_t trace_at; /* HELIOS_PLAN_TRACE: the run's header word in the parameter buffer */
     hl_persist_row persist_table[HL_PERSIST_MEMBERS];
     hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
@@ -93,14 +94,16 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
  * a header of HL_TRACE_HEADER words and then HL_TRACE_STAMP a member and workgroup
  * (shaders/layouts.py; persist_runtime.glsl's stamp). The kernel writes them past the
  * run's counters (device memory: the parameter words are host memory, where each stamp
- * would cross the bus): without `mapped` each run's counter words grow by its stamps and
- * its push block takes the first's word there; with `mapped` (the buffer, once made) the
- * headers are written and the stamps zeroed. Returns the words of all runs. */
-uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped);
+ * would cross the bus): each run's counter words grow by its stamps, its push block
+ * takes the first's word there and its trace_at the header's word in the parameter
+ * buffer. Returns the words of all runs. */
+uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base);
+/* Each run's header at its trace_at in the mapped parameter buffer, its stamps zeroed. */
+void hl_plan_persist_trace_headers(const hl_plan_step *steps, uint32_t n_ops, uint32_t *mapped);
 /* HELIOS_PLAN_TRACE, at the end of the recording: each run's stamps copied from its
  * counters into the parameter buffer after its header, for the host to read. */
 void hl_plan_persist_trace_copy(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *steps, uint32_t n_ops,
-                                uint32_t base, VkBuffer params);
+                                VkBuffer params);
 /* The runs' tables side by side, each on `align` (offset[i]: step i's, where it heads a
  * run), in *host (*bytes; NULL and 0: no run). */
 hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint64_t align, VkDeviceSize *offset,

@@ -215,39 +215,42 @@ fail:
     return st;
 }
 
-uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base, uint32_t *mapped) {
+static uint32_t trace_stamps(const hl_plan_step *s) { return HL_TRACE_STAMP * s->persist_members * s->grid[0][0]; }
+
+uint32_t hl_plan_persist_trace(hl_plan_step *steps, uint32_t n_ops, uint32_t base) {
     uint32_t at = base;
     for (uint32_t i = 0; i < n_ops; i++) {
         hl_plan_step *s = &steps[i];
         if (!s->persist_len) continue;
-        const uint32_t members = s->persist_members, grid = s->grid[0][0], stamps = HL_TRACE_STAMP * members * grid;
-        if (!mapped) { /* past the run's counters, off the lines its barrier polls */
-            s->pc[0].persist.trace_word = (s->counter_words + 63u) / 64u * 64u;
-            s->counter_words = s->pc[0].persist.trace_word + stamps;
-        } else {
-            memset(mapped + at, 0, 4ull * (HL_TRACE_HEADER + stamps));
-            mapped[at + HL_TRACE_MEMBERS] = members;
-            mapped[at + HL_TRACE_GRID] = grid;
-        }
-        at += HL_TRACE_HEADER + stamps;
+        s->pc[0].persist.trace_word = (s->counter_words + 63u) / 64u * 64u; /* off the lines its barrier polls */
+        s->counter_words = s->pc[0].persist.trace_word + trace_stamps(s);
+        s->trace_at = at;
+        at += HL_TRACE_HEADER + trace_stamps(s);
     }
     return at - base;
 }
 
+void hl_plan_persist_trace_headers(const hl_plan_step *steps, uint32_t n_ops, uint32_t *mapped) {
+    for (uint32_t i = 0; i < n_ops; i++) {
+        const hl_plan_step *s = &steps[i];
+        if (!s->persist_len) continue;
+        memset(mapped + s->trace_at, 0, 4ull * (HL_TRACE_HEADER + trace_stamps(s)));
+        mapped[s->trace_at + HL_TRACE_MEMBERS] = s->persist_members;
+        mapped[s->trace_at + HL_TRACE_GRID] = s->grid[0][0];
+    }
+}
+
 void hl_plan_persist_trace_copy(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *steps, uint32_t n_ops,
-                                uint32_t base, VkBuffer params) {
-    uint32_t at = base;
+                                VkBuffer params) {
     hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                       VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     for (uint32_t i = 0; i < n_ops; i++) {
         const hl_plan_step *s = &steps[i];
         if (!s->persist_len) continue;
-        const uint32_t stamps = HL_TRACE_STAMP * s->persist_members * s->grid[0][0];
         const VkBufferCopy c = {.srcOffset = s->binds[s->counter_slot].offset + 4ull * s->pc[0].persist.trace_word,
-                                .dstOffset = 4ull * (at + HL_TRACE_HEADER),
-                                .size = 4ull * stamps};
+                                .dstOffset = 4ull * (s->trace_at + HL_TRACE_HEADER),
+                                .size = 4ull * trace_stamps(s)};
         vkCmdCopyBuffer(cmd, s->binds[s->counter_slot].buffer, params, 1, &c);
-        at += HL_TRACE_HEADER + stamps;
     }
     hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                       VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
