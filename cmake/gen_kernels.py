@@ -171,18 +171,19 @@ def gen_header(t: Any, have: dict[str, bool]) -> str:
             out.append(f"#define HL_BIND_{c_ident(group)}_{n} {i}\n")
         out.append(f"#define HL_BIND_{c_ident(group)}_COUNT {len(names)}\n")
     out.append(f"#define HL_BINDINGS {max(len(v) for v in t.BINDINGS.values())} /* the widest kind */\n")
-    out.append("/* a persistent run's members and their buffers: the array binding after every kind's slots */\n")
+    out.append("/* a persistent run's members and their buffers: one array, a descriptor set of its own */\n")
     out.append(f"#define HL_PERSIST_MEMBERS {t.PERSIST_MEMBERS}\n#define HL_PERSIST_ROLES {len(t.PERSIST_ROLES)}\n")
     for i, n in enumerate(t.PERSIST_ROLES):
         out.append(f"#define HL_PERSIST_{n} {i}\n")
     out.append(
-        "#define HL_BIND_PERSIST HL_BINDINGS\n#define HL_PERSIST_SLOTS (HL_PERSIST_MEMBERS * HL_PERSIST_ROLES)\n"
+        f"#define HL_PERSIST_SET {t.PERSIST_SET}\n#define HL_BIND_PERSIST 0\n"
+        "#define HL_PERSIST_SLOTS (HL_PERSIST_MEMBERS * HL_PERSIST_ROLES)\n"
     )
     out.append("/* a decode attention's keys a split */\n")
     for n, v in t.DECODE_SPLIT.items():
         out.append(f"#define HL_DECODE_SPLIT_{n} {v}u\n")
-    out.append("/* the descriptors a set of the one layout holds */\n")
-    out.append("#define HL_SET_DESCRIPTORS (HL_BINDINGS + HL_PERSIST_SLOTS)\n\n")
+    out.append("/* the descriptors a set of the kernels' layout (set 0) holds */\n")
+    out.append("#define HL_SET_DESCRIPTORS HL_BINDINGS\n\n")
     # Variant structs.
     out.append(
         "typedef enum hl_path { HL_PATH_SCALAR = 0, HL_PATH_COOP = 1, HL_PATH_COOP2 = 2, HL_PATH_GEMV = 3 } hl_path;\n\n"
@@ -236,7 +237,7 @@ def gen_glsl(t: Any, fam: Any) -> str:
     for i, n in enumerate(t.BINDINGS[fam.bindings]):
         out.append(f"#define BINDING_{n} {i}\n")
     if fam.bindings == "matmul_persist":
-        out.append(f"#define BINDING_PERSIST {max(len(v) for v in t.BINDINGS.values())}\n")
+        out.append(f"#define PERSIST_SET {t.PERSIST_SET}\n#define BINDING_PERSIST 0\n")
         out.append(f"#define PERSIST_MEMBERS {t.PERSIST_MEMBERS}u\n#define PERSIST_ROLES {len(t.PERSIST_ROLES)}u\n")
         for i, n in enumerate(t.PERSIST_ROLES):
             out.append(f"#define PERSIST_{n} {i}u\n")

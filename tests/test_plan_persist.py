@@ -304,6 +304,33 @@ def test_a_run_stops_where_a_product_cannot_join(monkeypatch):
         assert p.counts[1] == 2, p.counts
 
 
+def test_a_chain_longer_than_a_run_holds_takes_two_runs(apart_device, monkeypatch):
+    """PERSIST_MEMBERS + 3 one-row products in a chain: a run of PERSIST_MEMBERS, then
+    one of the other 3 (two dispatches, a grid barrier between each run's members; the
+    trace names each member's run); the last output equals the products apart bit for
+    bit."""
+    d, n = 64, helios._helios.PERSIST_MEMBERS + 3
+
+    def chain(dev):
+        a = dev.upload(_rand((1, d), 1))
+        ws = [dev.upload(_rand((d, d), 10 + i) * (1.0 / np.sqrt(d))) for i in range(n)]
+        with dev.plan() as p:
+            x = a
+            for w in ws:
+                x = p.matmul(x, w, trans_b=True)
+        p.replay()
+        runs = [t.run for t in p.trace()] if p.grid_barriers else []
+        return x.numpy().view(np.uint16).copy(), p.counts[1], runs
+
+    want, apart_dispatches, _ = chain(apart_device)
+    grid = str(min(2, os.cpu_count() or 1))
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=grid, HELIOS_PLAN_TRACE="1") as dev:
+        got, dispatches, runs = chain(dev)
+    assert (apart_dispatches, dispatches) == (n, 2)
+    assert runs == [0] * (n - 3) + [1] * 3
+    np.testing.assert_array_equal(got, want)
+
+
 def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
     """A device that reports no SMs (lavapipe) has no runs unless
     HELIOS_PLAN_PERSISTENT_GRID asks: a grid too large to be resident would stall."""

@@ -8,6 +8,7 @@ import json
 import pytest
 from helpers import persistent_runs
 
+from helios import _helios
 from helios.cli import main
 from helios.harness.results.suite_tables import decode_markdown
 
@@ -33,7 +34,7 @@ def test_tiny_decoding_through_a_plan_matches_eager(device, tmp_path, capsys):
     # projection, norm with up, and down; then the embedding, the last norm with the
     # logits, and the top-1. With persistent runs, a layer's five are members of runs of
     # at most PERSIST_MEMBERS (shaders/families.py), the logits (fp32) apart.
-    layers, members = d["config"]["layers"], 16
+    layers, members = d["config"]["layers"], _helios.PERSIST_MEMBERS
     want = 3 + -(-5 * layers // members) if persistent_runs(device) else 5 * layers + 3
     assert plan["dispatches"] == want and 0 < plan["barriers"] <= plan["dispatches"] + 2
     assert plan["grid_barriers"] == (

@@ -299,23 +299,32 @@ static hl_status create_command_objects(hl_device *dev, hl_error *err) {
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateFence(dev->device, &fci, NULL, &dev->fence));
 
-    /* One layout for every kernel: A, B, C, the split-K workspace and the bias as
-     * storage buffers (each kind its slots), then a persistent run's members' buffers
-     * as one array; shapes, layouts and the epilogue's scalars as push constants. */
-    VkDescriptorSetLayoutBinding binds[HL_BINDINGS + 1];
-    for (uint32_t i = 0; i <= HL_BINDINGS; i++)
+    /* One layout for every kernel: in set 0, A, B, C, the split-K workspace and the bias
+     * as storage buffers (each kind its slots); in set HL_PERSIST_SET, a persistent run's
+     * members' buffers as one array, which only a run's dispatch binds (so that no other
+     * set holds it); shapes, layouts and the epilogue's scalars as push constants. */
+    VkDescriptorSetLayoutBinding binds[HL_BINDINGS];
+    for (uint32_t i = 0; i < HL_BINDINGS; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
                                                   .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                  .descriptorCount = i == HL_BIND_PERSIST ? HL_PERSIST_SLOTS : 1,
+                                                  .descriptorCount = 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                             .bindingCount = HL_BINDINGS + 1,
-                                             .pBindings = binds};
+    VkDescriptorSetLayoutCreateInfo dslci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = HL_BINDINGS, .pBindings = binds};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout));
+    const VkDescriptorSetLayoutBinding members = {.binding = HL_BIND_PERSIST,
+                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorCount = HL_PERSIST_SLOTS,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    dslci.bindingCount = 1;
+    dslci.pBindings = &members;
+    HL_VK_FAULT(HL_FAULT_OPEN, vkCreateDescriptorSetLayout(dev->device, &dslci, NULL, &dev->ds_layout_persist));
+    _Static_assert(HL_PERSIST_SET == 1, "a run's set follows set 0");
+    const VkDescriptorSetLayout sets[2] = {dev->ds_layout, dev->ds_layout_persist};
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = HL_PUSH_BYTES};
     VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                       .setLayoutCount = 1,
-                                       .pSetLayouts = &dev->ds_layout,
+                                       .setLayoutCount = 2,
+                                       .pSetLayouts = sets,
                                        .pushConstantRangeCount = 1,
                                        .pPushConstantRanges = &pcr};
     HL_VK_FAULT(HL_FAULT_OPEN, vkCreatePipelineLayout(dev->device, &plci, NULL, &dev->pipe_layout));
@@ -444,6 +453,7 @@ void hl_device_destroy(hl_device *dev) {
         if (dev->ds_pool) vkDestroyDescriptorPool(dev->device, dev->ds_pool, NULL);
         if (dev->pipe_layout) vkDestroyPipelineLayout(dev->device, dev->pipe_layout, NULL);
         if (dev->ds_layout) vkDestroyDescriptorSetLayout(dev->device, dev->ds_layout, NULL);
+        if (dev->ds_layout_persist) vkDestroyDescriptorSetLayout(dev->device, dev->ds_layout_persist, NULL);
         if (dev->fence) vkDestroyFence(dev->device, dev->fence, NULL);
         if (dev->cmd_pool) vkDestroyCommandPool(dev->device, dev->cmd_pool, NULL);
         vkDestroyDevice(dev->device, NULL);

@@ -146,9 +146,10 @@ struct hl_device {
     int abandoned;         /* a submission whose wait was interrupted still runs behind `fence` */
     hl_buffer *graveyard;  /* memory freed meanwhile, released once it is done (interrupt.c) */
     uint32_t n_graveyard, cap_graveyard;
-    VkDescriptorSetLayout ds_layout;
-    VkPipelineLayout pipe_layout;
-    VkDescriptorPool ds_pool; /* sets for one submission; reset before each */
+    VkDescriptorSetLayout ds_layout;         /* set 0: every kernel's slots */
+    VkDescriptorSetLayout ds_layout_persist; /* set HL_PERSIST_SET: a persistent run's members' buffers */
+    VkPipelineLayout pipe_layout;            /* both sets; a kernel other than a run's binds set 0 only */
+    VkDescriptorPool ds_pool;                /* sets for one submission; reset before each */
     uint32_t ds_capacity;
     VkQueryPool query_pool;
     uint32_t query_capacity;

@@ -236,6 +236,7 @@ static int module_exec(PyObject *module) {
     if (PyModule_AddIntConstant(module, "MAX_LAUNCHES", (long)HL_MAX_LAUNCHES) < 0) return -1;
     if (PyModule_AddIntConstant(module, "GEMV_MAX_ROWS", (long)HL_GEMV_MAX_ROWS) < 0) return -1;
     if (PyModule_AddIntConstant(module, "LAYERNORM_ROWS", (long)HL_LAYERNORM_ROWS) < 0) return -1;
+    if (PyModule_AddIntConstant(module, "PERSIST_MEMBERS", (long)HL_PERSIST_MEMBERS) < 0) return -1;
     /* HELIOS_PLAN_TRACE's word layout (shaders/layouts.py), for helios/plan_trace.py */
     static const struct {
         const char *name;

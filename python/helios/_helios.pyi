@@ -11,6 +11,7 @@ testing: ModuleType
 MAX_LAUNCHES: int
 GEMV_MAX_ROWS: int
 LAYERNORM_ROWS: int
+PERSIST_MEMBERS: int  # a persistent run's members at most
 TRACE_HEADER: int
 TRACE_MEMBERS: int
 TRACE_GRID: int

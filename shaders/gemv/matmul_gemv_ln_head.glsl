@@ -13,12 +13,12 @@
 #ifdef PERSIST
 // A run member's norm (matmul_gemv_persist.comp): the stream and the branch may be an
 // earlier member's outputs, read around L1.
-layout(binding = BINDING_PERSIST) coherent readonly buffer LnX { vec4 v[]; } ps_ln_x4[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent readonly buffer LnR { uvec2 v[]; } ps_ln_r4[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) readonly buffer LnGamma { vec4 v[]; } ps_ln_gamma4[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent writeonly buffer LnXOut { vec4 v[]; } ps_ln_xout4[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent writeonly buffer LnH { uvec2 v[]; } ps_ln_h4[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent writeonly buffer LnStats { float v[]; } ps_ln_stats[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer LnX { vec4 v[]; } ps_ln_x4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer LnR { uvec2 v[]; } ps_ln_r4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) readonly buffer LnGamma { vec4 v[]; } ps_ln_gamma4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent writeonly buffer LnXOut { vec4 v[]; } ps_ln_xout4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent writeonly buffer LnH { uvec2 v[]; } ps_ln_h4[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent writeonly buffer LnStats { float v[]; } ps_ln_stats[PERSIST_MEMBERS * PERSIST_ROLES];
 #define ln_x4 ps_ln_x4[pm + PERSIST_X].v
 #define ln_r4 ps_ln_r4[pm + PERSIST_R].v
 #define ln_gamma4 ps_ln_gamma4[pm + PERSIST_GAMMA].v

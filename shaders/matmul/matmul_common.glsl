@@ -39,17 +39,17 @@ const bool EPILOGUE = EPI != 0u || ACT != 0u;
 // A member's buffers: slots pm + PERSIST_* of the PERSIST array. What a member reads that
 // an earlier one may have written goes around L1 (coherent): a workgroup's L1 could
 // hold the line from before.
-layout(binding = BINDING_PERSIST) coherent readonly buffer A16 { uint16_t v[]; } ps_a16[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent readonly buffer A64 { uvec2 v[]; } ps_a64[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent readonly buffer AH { float16_t v[]; } ps_ah[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) readonly buffer B16 { uint16_t v[]; } ps_b16[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) readonly buffer B128 { uvec4 v[]; } ps_b128[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) readonly buffer BH { float16_t v[]; } ps_bh[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent buffer C { OUT_T v[]; } ps_c[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) readonly buffer Bias { float v[]; } ps_bias[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent readonly buffer A128 { uvec4 v[]; } ps_a128[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent buffer KV16 { uint16_t v[]; } ps_kv16[PERSIST_MEMBERS * PERSIST_ROLES];
-layout(binding = BINDING_PERSIST) coherent buffer Work { float v[]; } ps_work[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer A16 { uint16_t v[]; } ps_a16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer A64 { uvec2 v[]; } ps_a64[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer AH { float16_t v[]; } ps_ah[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) readonly buffer B16 { uint16_t v[]; } ps_b16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) readonly buffer B128 { uvec4 v[]; } ps_b128[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) readonly buffer BH { float16_t v[]; } ps_bh[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent buffer C { OUT_T v[]; } ps_c[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) readonly buffer Bias { float v[]; } ps_bias[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent readonly buffer A128 { uvec4 v[]; } ps_a128[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent buffer KV16 { uint16_t v[]; } ps_kv16[PERSIST_MEMBERS * PERSIST_ROLES];
+layout(set = PERSIST_SET, binding = BINDING_PERSIST) coherent buffer Work { float v[]; } ps_work[PERSIST_MEMBERS * PERSIST_ROLES];
 uint pm;  // the member's first slot in PERSIST
 #define a16 ps_a16[pm + PERSIST_A].v
 #define a64 ps_a64[pm + PERSIST_A].v

@@ -82,12 +82,13 @@ static void release(hl_plan *p) {
     p->dev = NULL;
 }
 
-/* args: the buffer holding the first dispatch's arguments at offset at (VK_NULL_HANDLE:
- * its grid as recorded). */
-static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, VkDescriptorSet ds, VkBuffer args,
-                        VkDeviceSize at) {
+/* ds: the step's set 0 and, heading a run, its members' set (else VK_NULL_HANDLE); args:
+ * the buffer holding the first dispatch's arguments at offset at (VK_NULL_HANDLE: its
+ * grid as recorded). */
+static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, const VkDescriptorSet ds[2],
+                        VkBuffer args, VkDeviceSize at) {
     if (!s->n_dispatch) return; /* a norm run as its product's head */
-    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, 1, &ds, 0, NULL);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, ds[1] ? 2 : 1, ds, 0, NULL);
     for (uint32_t d = 0; d < s->n_dispatch; d++) {
         if (d)
             hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -142,7 +143,7 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
             params_written |= steps[j].param_write >= 0;
         }
         const int read_grid = steps[i].grid_div > 0;
-        record_step(dev, p->cmd, &steps[i], sets[i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
+        record_step(dev, p->cmd, &steps[i], &sets[2 * i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
                     PARAM_BYTES + 12ull * grid);
         grid += read_grid;
         i += span - 1;
@@ -196,6 +197,26 @@ static void bind_products(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps
                                  (hl_binding){p->workspace.buffer, 0});
 }
 
+/* Step s's set 0 from the plan's pool, its bindings written; heading a run, also its
+ * members' set (ds[1], else VK_NULL_HANDLE). */
+static hl_status step_sets(hl_plan *p, const hl_plan_step *s, VkDescriptorSet ds[2], hl_error *err) {
+    hl_status st = HL_OK;
+    hl_device *dev = p->dev;
+    VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                        .descriptorPool = p->pool,
+                                        .descriptorSetCount = 1,
+                                        .pSetLayouts = &dev->ds_layout};
+    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &ds[0]));
+    hl_write_set(dev, ds[0], s->binds, s->n_binds);
+    ds[1] = VK_NULL_HANDLE;
+    if (!s->persist_len) return HL_OK;
+    dsai.pSetLayouts = &dev->ds_layout_persist;
+    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &ds[1]));
+    hl_plan_persist_write(dev, ds[1], s);
+fail:
+    return st;
+}
+
 /* Long: a plan made in the order each part needs the last (steps, fusions, runs, grids,
  * buffers, bindings, sets, the recording), one flow read top to bottom. */
 static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, VkDescriptorSet *sets, hl_error *err) {
@@ -244,24 +265,18 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
     memset(p->params.mapped, 0, 4ull * HL_PLAN_MAX_PARAMS);
     if (p->runs.trace_words) hl_plan_persist_trace_headers(steps, p->ops, p->params.mapped);
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                               .descriptorCount = HL_SET_DESCRIPTORS * p->ops};
+                               .descriptorCount = HL_SET_DESCRIPTORS * p->ops + HL_PERSIST_SLOTS * p->runs.n};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                                       .maxSets = p->ops,
+                                       .maxSets = p->ops + p->runs.n,
                                        .poolSizeCount = 1,
                                        .pPoolSizes = &ps};
     HL_VK(vkCreateDescriptorPool(dev->device, &dpci, NULL, &p->pool));
     for (uint32_t i = 0; i < p->ops; i++) {
         hl_plan_step *s = &steps[i];
-        VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                            .descriptorPool = p->pool,
-                                            .descriptorSetCount = 1,
-                                            .pSetLayouts = &dev->ds_layout};
-        HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &sets[i]));
         if (s->work_slot >= 0) s->binds[s->work_slot] = (hl_binding){p->workspace.buffer, 0};
         if (s->params_slot >= 0) s->binds[s->params_slot] = (hl_binding){p->params.buffer, 0};
         if (s->counter_words) s->binds[s->counter_slot] = (hl_binding){p->counters.buffer, c_offset[i]};
-        hl_write_set(dev, sets[i], s->binds, s->n_binds);
-        if (s->persist_len) hl_plan_persist_write(dev, sets[i], s);
+        HL_TRY(step_sets(p, s, &sets[2 * i], err));
     }
     if (dev->timestamps_ok) {
         VkQueryPoolCreateInfo qci = {
@@ -293,7 +308,7 @@ static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_op
     hl_status st = HL_OK;
     hl_plan *p = calloc(1, sizeof *p);
     hl_plan_step *steps = calloc(n_ops, sizeof *steps);
-    VkDescriptorSet *sets = calloc(n_ops, sizeof *sets);
+    VkDescriptorSet *sets = calloc(2ull * n_ops, sizeof *sets); /* a step's set 0, and its run's */
     if (p) p->tensors = calloc(PLAN_KEEP * (size_t)n_ops, sizeof *p->tensors);
     if (!p || !steps || !sets || !p->tensors) {
         st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -308,6 +323,7 @@ static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_op
         link(p);
         st = build(p, ops, steps, sets, err);
     }
+    for (uint32_t i = 0; steps && i < n_ops; i++) free(steps[i].run);
     free(steps);
     free(sets);
     if (st != HL_OK) {

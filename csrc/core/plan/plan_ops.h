@@ -14,6 +14,14 @@
 #define HL_STEP_WRITES 4u
 #define HL_PLAN_FAULT_WORD HL_PLAN_MAX_PARAMS /* set by a persistent run's grid barrier that gave up */
 
+/* A persistent run's members (their steps), their table rows and their buffers
+ * (plan_persist.c), held by the step that heads the run and freed with the steps. */
+typedef struct hl_persist_run {
+    uint32_t member[HL_PERSIST_MEMBERS];
+    hl_persist_row table[HL_PERSIST_MEMBERS];
+    hl_binding slots[HL_PERSIST_SLOTS];
+} hl_persist_run;
+
 typedef struct hl_plan_step {
     uint32_t n_dispatch; /* 1, or 2: the second behind a barrier (split-K's sum, attention's combine) */
     VkPipeline pipe[2];
@@ -36,11 +44,10 @@ typedef struct hl_plan_step {
     hl_product product;        /* a product's plan, as its step was made from it */
     const hl_tensor *a_swiglu; /* FLAG_A_SWIGLU: the row [g | u] bound as A (hl_plan_fuse_swiglu) */
     /* A persistent run's first step (plan_persist.c): the steps the run spans (its members
-     * and the norms they head; 0: none), its members, their table rows and buffers. */
-    uint32_t persist_len, persist_members, persist_member[HL_PERSIST_MEMBERS];
+     * and the norms they head; 0: none), its members and the run's rows and buffers. */
+    uint32_t persist_len, persist_members;
+    hl_persist_run *run;
     uint32_t trace_at; /* HELIOS_PLAN_TRACE: the run's header word in the parameter buffer */
-    hl_persist_row persist_table[HL_PERSIST_MEMBERS];
-    hl_binding persist[HL_PERSIST_SLOTS];
 } hl_plan_step;
 
 /* plan_hazards.c: what the steps since the last barrier touched: their tensors' buffers
@@ -112,7 +119,7 @@ hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint
  * workspace as an attention's partials and in the slots no member has; the table at
  * its slot. */
 void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, hl_binding workspace);
-/* The array binding of a run's set. */
+/* A run's members' set (HL_PERSIST_SET): its one array binding. */
 void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_step *s);
 
 /* LayerNorm's forward as a dispatch and its operands (hl_layernorm runs the same). */

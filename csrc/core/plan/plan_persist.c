@@ -155,8 +155,9 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in, dev->plan_policy.trace), spec,
                            HL_SPEC_MATMUL_GEMV_PERSIST_COUNT, e.subgroup, &pipe, err));
     if (!(*grid = run_grid(dev, pipe))) return HL_OK;
-    memcpy(h->persist_table, rows, sizeof h->persist_table);
-    for (uint32_t k = 0; k < n; k++) h->persist_member[k] = mem[k];
+    if (!(h->run = calloc(1, sizeof *h->run))) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(h->run->table, rows, sizeof h->run->table);
+    for (uint32_t k = 0; k < n; k++) h->run->member[k] = mem[k];
     h->persist_members = n;
     h->persist_len = last - first + 1;
     h->pipe[0] = pipe->pipeline;
@@ -271,17 +272,17 @@ hl_status hl_plan_persist_tables(const hl_plan_step *steps, uint32_t n_ops, uint
     *bytes = (uint32_t)total;
     for (uint32_t i = 0; i < n_ops; i++)
         if (steps[i].persist_len)
-            memcpy((char *)*host + offset[i], steps[i].persist_table, row * steps[i].persist_members);
+            memcpy((char *)*host + offset[i], steps[i].run->table, row * steps[i].persist_members);
     return HL_OK;
 }
 
 void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, hl_binding workspace) {
     hl_plan_step *h = &steps[head];
     for (uint32_t k = 0; k < HL_PERSIST_MEMBERS; k++) {
-        hl_binding *slots = &h->persist[k * HL_PERSIST_ROLES];
+        hl_binding *slots = &h->run->slots[k * HL_PERSIST_ROLES];
         for (uint32_t r = 0; r < HL_PERSIST_ROLES; r++) slots[r] = workspace;
         if (k >= h->persist_members) continue;
-        const hl_plan_step *s = &steps[h->persist_member[k]];
+        const hl_plan_step *s = &steps[h->run->member[k]];
         if (s->n_binds == HL_BIND_DECODE_COUNT) { /* an attention: decode.c's slots, the partials in the workspace */
             slots[HL_PERSIST_A] = s->binds[HL_BIND_DECODE_SRC];
             slots[HL_PERSIST_B] = s->binds[HL_BIND_DECODE_KC];
@@ -305,7 +306,7 @@ void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, 
 void hl_plan_persist_write(hl_device *dev, VkDescriptorSet ds, const hl_plan_step *s) {
     VkDescriptorBufferInfo dbi[HL_PERSIST_SLOTS];
     for (uint32_t i = 0; i < HL_PERSIST_SLOTS; i++)
-        dbi[i] = (VkDescriptorBufferInfo){s->persist[i].buffer, s->persist[i].offset, VK_WHOLE_SIZE};
+        dbi[i] = (VkDescriptorBufferInfo){s->run->slots[i].buffer, s->run->slots[i].offset, VK_WHOLE_SIZE};
     VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                               .dstSet = ds,
                               .dstBinding = HL_BIND_PERSIST,
