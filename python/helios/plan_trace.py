@@ -1,7 +1,7 @@
 """A persistent run's timeline: with HELIOS_PLAN_TRACE=1 set when the Device opens,
 every workgroup of a plan's persistent runs stamps each member with the device clock
 (VK_KHR_shader_clock's shaderDeviceClock, ns) before its wait, after it and after its
-work (persist_runtime.glsl's `stamp`); `Plan.trace()` reads the last replay's stamps
+work, and at two points inside the work (persist_runtime.glsl's `stamp`); `Plan.trace()` reads the last replay's stamps
 and `summarize` turns them into what the member cost on the step's critical path.
 
 No profiler sees inside a persistent dispatch; this is how its waits and its members
