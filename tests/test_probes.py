@@ -110,11 +110,16 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
         assert all(0 < k["work_median_us"] <= k["work_max_us"] for k in p["kinds"]), p["kinds"]
         for m in p["members"]:  # every workgroup has a task or columns here: each stamped both
             assert 0 < m["inputs_median_us"] <= m["first_median_us"] <= m["work_max_us"], m
+        # a member's bytes: N x K 16-bit weights; the attention's K and V (2 heads of 16) to position 3
+        assert [k["member_bytes"] for k in p["kinds"]] == [128 * 64 * 2, 2 * 2 * 16 * 4 * 2, 64 * 64 * 2,
+                                                           256 * 64 * 2, 64 * 128 * 2], label  # fmt: skip
         assert "HELIOS_PLAN_TRACE" not in os.environ
     for side in r.values():
         assert all(m["release_us"] >= 0 for m in side["positions"][0]["members"])
-    assert trace.main(["--preset", "tiny", "--positions", "5", "--replays", "1", "--warmup", "0", "--members"]) == 0
-    assert "release" in capsys.readouterr().out
+    argv = ["--preset", "tiny", "--positions", "5", "--replays", "1", "--warmup", "0", "--members", "--roof-gbs", "100"]
+    assert trace.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "release" in out and "us at 100 GB/s" in out and "every kind:" in out
 
 
 def test_the_builds_probe_plans_sides_in_turns_and_patches_each_copy(capsys, tmp_path):
