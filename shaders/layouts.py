@@ -320,6 +320,10 @@ CONSTS = (
     Const("TRACE_N", 10, "the stamp word of a product's N (TRACE_ATTENTION: an attention)", "persist_row"),
     Const("TRACE_K", 11, "the stamp word of a product's K (an attention: its heads)", "persist_row"),
     Const("TRACE_ATTENTION", 0xFFFFFFFF, "TRACE_N of an attention member", "persist_row"),
+    # A plan top-1's counter words (decode.c sizes them, decode.comp's PASS 3 writes them).
+    Const("TOP1_ARRIVALS", 0, "top-1: the counter word its workgroups arrive on", "push_decode"),
+    Const("TOP1_PICKS", 1, "top-1: the first counter word of the workgroups' picks", "push_decode"),
+    Const("TOP1_PICK", 2, "top-1: words a workgroup's pick (its value's bits, then its index)", "push_decode"),
     Const("EPI_ALPHA", 1, "the epilogue scales by alpha", "push_matmul"),
     Const("EPI_BETA", 2, "the epilogue adds beta * C", "push_matmul"),
     Const("EPI_BIAS", 4, "the epilogue adds the bias (the one term a run member may have)", "push_matmul"),

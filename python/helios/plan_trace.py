@@ -1,8 +1,9 @@
 """A persistent run's timeline: with HELIOS_PLAN_TRACE=1 set when the Device opens,
 every workgroup of a plan's persistent runs stamps each member with the device clock
 (VK_KHR_shader_clock's shaderDeviceClock, ns) before its wait, after it and after its
-work, and at two points inside the work (persist_runtime.glsl's `stamp`); `Plan.trace()` reads the last replay's stamps
-and `summarize` turns them into what the member cost on the step's critical path.
+work, and at two points inside the work (persist_runtime.glsl's `stamp`);
+`Plan.trace()` reads the last replay's stamps and `summarize` turns them into what the
+member cost on the step's critical path.
 
 No profiler sees inside a persistent dispatch; this is how its waits and its members
 are timed. The stamps cost a few device-memory stores a member: compare traced replays
@@ -55,7 +56,8 @@ def parse(words: bytes) -> list[MemberTrace]:
         if members == 0 or grid == 0 or block.size != n_words:
             raise ValueError(f"plan trace: run {run}'s header reads {members} members x {grid} workgroups")
         rows = block.reshape(members, grid, STAMP_WORDS).astype(np.uint64)
-        ns = rows[:, :, 0:10:2] | (rows[:, :, 1:10:2] << np.uint64(32))  # stamp k: words 2k, 2k + 1
+        # stamp k: words 2k and 2k + 1, every stamp before N_WORD
+        ns = rows[:, :, 0:N_WORD:2] | (rows[:, :, 1:N_WORD:2] << np.uint64(32))
         if not ns[:, :, 2].all():
             raise ValueError(f"plan trace: run {run} has members no workgroup stamped: replay the plan first")
         for m in range(members):

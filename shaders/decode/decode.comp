@@ -148,10 +148,11 @@ void top1_workgroup(float best, uint bi) {
     }
 }
 
-// Each workgroup its chunk of p.slot2 values, four loads an
-// invocation in flight at once; with more than one workgroup, each one's pair goes to
-// COUNTERS[1 + 2w ..] and counts in on COUNTERS[0], and the last to arrive reduces the
-// pairs. Any order gives the same pick: `beats` is a total order on (value, index).
+// Each workgroup its chunk of p.slot2 values, four loads an invocation in flight at once;
+// with more than one workgroup, each one's pick goes to its TOP1_PICK words from
+// COUNTERS[TOP1_PICKS] and counts in on COUNTERS[TOP1_ARRIVALS], and the last to arrive
+// reduces the picks. Any order gives the same pick: `beats` is a total order on (value,
+// index).
 const uint TOP1_LOADS = 4u, TOP1_BLOCK = THREADS * TOP1_LOADS;
 void top1() {
     const uint t = gl_LocalInvocationID.x, w = gl_WorkGroupID.x, lo = w * p.slot2, hi = min(p.n, lo + p.slot2);
@@ -177,20 +178,20 @@ void top1() {
         return;
     }
     if (t == 0u) {
-        counters[1u + 2u * w] = floatBitsToUint(red[0]);
-        counters[2u + 2u * w] = red_i[0];
+        counters[TOP1_PICKS + TOP1_PICK * w] = floatBitsToUint(red[0]);
+        counters[TOP1_PICKS + TOP1_PICK * w + 1u] = red_i[0];
     }
     memoryBarrierBuffer();  // this workgroup's pair, before its arrival is counted
     barrier();
-    if (t == 0u) last_split = atomicAdd(counters[0], 1u) == gl_NumWorkGroups.x - 1u;
+    if (t == 0u) last_split = atomicAdd(counters[TOP1_ARRIVALS], 1u) == gl_NumWorkGroups.x - 1u;
     barrier();
     if (!last_split) return;
     memoryBarrierBuffer();  // the other workgroups' pairs, after their arrivals
     best = -1.0 / 0.0;
     bi = 0xFFFFFFFFu;
     for (uint g = t; g < gl_NumWorkGroups.x; g += THREADS) {
-        const float v = uintBitsToFloat(counters[1u + 2u * g]);
-        const uint i = counters[2u + 2u * g];
+        const float v = uintBitsToFloat(counters[TOP1_PICKS + TOP1_PICK * g]);
+        const uint i = counters[TOP1_PICKS + TOP1_PICK * g + 1u];
         if (bi == 0xFFFFFFFFu || beats(v, i, best, bi)) {
             best = v;
             bi = i;

@@ -295,7 +295,7 @@ hl_status hl_top1_step(hl_device *dev, const hl_top1_args *a, uint32_t n_params,
     s->grid[0][0] = groups;
     s->grid[0][1] = s->grid[0][2] = 1;
     s->pc[0].decode.top1 = (hl_push_decode_top1){.n = a->n, .slot = a->slot, .chunk = TOP1_CHUNK};
-    s->counter_words = 1 + 2 * groups;
+    s->counter_words = HL_TOP1_PICKS + HL_TOP1_PICK * groups;
     s->counter_slot = HL_BIND_DECODE_SRC2;
     s->reads[0] = a->x;
     s->param_write = (int)a->slot;
