@@ -331,6 +331,35 @@ def test_a_chain_longer_than_a_run_holds_takes_two_runs(apart_device, monkeypatc
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("k", [4104, 8192])
+def test_a_members_a_over_several_staging_batches_is_the_products_apart(apart_device, monkeypatch, dtype, k):
+    """A run's members stage A into shared memory a batch of words an invocation at a
+    time (persist_stage_a): a plain copy and a SwiGLU as A (the down product reading
+    [gate | up]) over K of 4104 (a second batch of two words) and 8192 (two whole
+    batches) equal the products apart bit for bit."""
+
+    def plan(dev):
+        _, w, _ = _uploads(dev, dtype)
+        dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+        x = dev.upload(_rand((1, k), 1, dt), dtype=dtype)
+        rng = np.random.default_rng(2)  # |gate|, |up| in [1/4, 1]: no product in float16's subnormals
+        gu = dev.upload((rng.choice([-1.0, 1.0], 2 * k) * rng.uniform(0.25, 1.0, 2 * k)).reshape(1, -1).astype(dt),
+                        dtype=dtype)  # fmt: skip
+        with dev.plan() as p:
+            plain = p.matmul(x, w(24, k, 3), trans_b=True)
+            down = p.matmul(p.swiglu(gu), w(16, k, 4), trans_b=True)
+        p.replay()
+        return [t.numpy().view(np.uint16).copy() for t in (plain, down)], p.grid_barriers
+
+    want, apart = plan(apart_device)
+    with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=str(min(2, os.cpu_count() or 1))) as dev:
+        got, barriers = plan(dev)
+    assert (apart, barriers) == (0, 1)
+    for name, a, b in zip(("plain", "swiglu"), want, got):
+        np.testing.assert_array_equal(b, a, err_msg=name)
+
+
 def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
     """A device that reports no SMs (lavapipe) has no runs unless
     HELIOS_PLAN_PERSISTENT_GRID asks: a grid too large to be resident would stall."""

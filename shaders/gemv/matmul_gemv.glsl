@@ -31,21 +31,25 @@ void widen8(uvec4 w, out float v[8]) {
     }
 }
 
+// FLAG_A_SWIGLU: an element of A, silu(g) u, rounded to A's type as the SwiGLU op stores
+// it; one formula for the kernel apart and for a run's staging (persist_stage_a).
+float swiglu_rounded(float g, float u) {
+    const float v = g / (1.0 + exp(-g)) * u;
+#ifdef IN_BF16
+    return round_bf16(v);
+#else
+    return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;  // not float(float16_t(v)): a compiler may fold that to v (lavapipe does)
+#endif
+}
+
 #ifndef LN_HEAD
 // FLAG_A_SWIGLU (one row): A's elements k .. k+8 are silu(g) u of the bound row [g | u]
-// of 2K, each rounded to A's type as the SwiGLU op stores it.
+// of 2K.
 void swiglu_a8(uint k, out float a[8]) {
     float g[8], u[8];
     widen8(a128[(abase + k) / 8u], g);
     widen8(a128[(abase + p.K + k) / 8u], u);
-    [[unroll]] for (uint j = 0; j < 8u; j++) {
-        const float v = g[j] / (1.0 + exp(-g[j])) * u[j];
-#ifdef IN_BF16
-        a[j] = round_bf16(v);
-#else
-        a[j] = float(float16_t(v));
-#endif
-    }
+    [[unroll]] for (uint j = 0; j < 8u; j++) a[j] = swiglu_rounded(g[j], u[j]);
 }
 #endif
 

@@ -132,15 +132,32 @@ void persist_attention(uint pos) {
 }
 
 // Every invocation: A's K elements into ln_a, where fma8 reads them (FLAG_A_SWIGLU:
-// silu(g) u of the bound row [g | u], rounded to A's type as the SwiGLU op stores it).
+// silu(g) u of the bound row [g | u], swiglu_rounded).
+// A was written by other workgroups: STAGE_BATCH words of the invocation's share are
+// loaded before the first is used, one trip to L2 a batch, not one a word.
+const uint STAGE_BATCH = 4u;
 void persist_stage_a() {
     const bool glu = (p.flags & FLAG_A_SWIGLU) != 0u;
-    for (uint j = gl_LocalInvocationID.x; j < p.K / 4u; j += gl_WorkGroupSize.x) {
-        if (glu) {
-            const vec4 g = load16x4(a64[j]), u = load16x4(a64[p.K / 4u + j]);
-            ln_a[j] = store16x4(g / (1.0 + exp(-g)) * u);
-        } else {
-            ln_a[j] = a64[j];
+    const uint t = gl_LocalInvocationID.x, words = p.K / 4u;
+    for (uint j0 = t; j0 < words; j0 += LN_THREADS * STAGE_BATCH) {
+        uvec2 g[STAGE_BATCH], u[STAGE_BATCH];
+        [[unroll]] for (uint i = 0; i < STAGE_BATCH; i++) {
+            const uint j = j0 + LN_THREADS * i;
+            g[i] = j < words ? a64[j] : uvec2(0u);
+            u[i] = glu && j < words ? a64[words + j] : uvec2(0u);
+        }
+        [[unroll]] for (uint i = 0; i < STAGE_BATCH; i++) {
+            const uint j = j0 + LN_THREADS * i;
+            if (j < words) {
+                if (glu) {
+                    const vec4 gv = load16x4(g[i]), uv = load16x4(u[i]);
+                    vec4 h;
+                    [[unroll]] for (uint e = 0; e < 4u; e++) h[e] = swiglu_rounded(gv[e], uv[e]);
+                    ln_a[j] = store16x4(h);  // exact: h is in A's type
+                } else {
+                    ln_a[j] = g[i];
+                }
+            }
         }
     }
     barrier();
