@@ -124,18 +124,18 @@ def test_the_trace_probe_reads_each_member_kind_of_the_runs(capsys, monkeypatch)
 
 def test_the_builds_probe_plans_sides_in_turns_and_patches_each_copy(capsys, tmp_path):
     """builds.py: the sides' patches (a leading '-' reversed) and the runs alternating
-    (A B, then B A); a copy of the tree takes its patch, and a patch that does not apply
-    stops the round naming it."""
+    (A B, then B A), a --build-only side built but never run; a copy of the tree takes
+    its patch, and a patch that does not apply stops the round naming it."""
     from tools.probes import builds
 
     patch = tmp_path / "readme.patch"
     lines = (builds.ROOT / "README.md").read_text().splitlines(keepends=True)
     patch.write_text("".join(difflib.unified_diff(lines, ["# patched\n", *lines[1:]], "a/README.md", "b/README.md")))
-    argv = ["--build", f"base:-{patch}", "--build", "new:", "--out", str(tmp_path / "o"), "--repeats", "3",
-            "--dry-run", "--", "tools/probes/step.py", "--json"]  # fmt: skip
+    argv = ["--build", f"base:-{patch}", "--build", "new:", "--build-only", f"traced:{patch}", "--out",
+            str(tmp_path / "o"), "--repeats", "3", "--dry-run", "--", "tools/probes/step.py", "--json"]  # fmt: skip
     assert builds.main(argv) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["sides"] == {"base": [f"-{patch}"], "new": []}
+    assert plan["sides"] == {"base": [f"-{patch}"], "new": [], "traced": [str(patch)]}  # built, never in the turns
     assert plan["runs"] == ["base-1", "new-1", "new-2", "base-2", "base-3", "new-3"]
     assert plan["command"] == ["tools/probes/step.py", "--json"]
     src = builds.prepare("fwd", [(patch, False)], tmp_path / "work", ["results"])
@@ -154,6 +154,7 @@ def test_the_builds_probe_plans_sides_in_turns_and_patches_each_copy(capsys, tmp
         (["--out", "o", "--", "x.py"], "no --build"),
         (["--build", "a:/no/such.patch", "--out", "o", "--", "x.py"], "no patch file"),
         (["--build", "a:", "--build", "a:", "--out", "o", "--", "x.py"], "each label once"),
+        (["--build", "a:", "--build-only", "a:", "--out", "o", "--", "x.py"], "each label once"),
         (["--build", "a b:", "--out", "o", "--", "x.py"], "a label of"),
         (["--build", "a:", "--repeats", "0", "--out", "o", "--", "x.py"], "--repeats 0"),
     ],

@@ -9,10 +9,11 @@ drift of the card's clocks falls on both.
 --build LABEL[:PATCH,...] (repeatable): a side; a PATCH with a leading '-' is applied
 in reverse (`git apply -R`, or `patch -R` where git is missing); no patch: the tree as
 it is. The copies leave out build/, the top folders whose names start with '.' and
-the ones --skip names.
+the ones --skip names. --build-only LABEL[:PATCH,...]: a side built beside them (at
+WORK/LABEL/site) but not in the turns, for probes run on it afterwards (a trace).
 
 Usage: python3 tools/probes/builds.py --build base:-old.patch --build new: --out DIR
-       [--repeats 2] [--skip DIR,...] [--dry-run]
+       [--build-only LABEL:PATCH] [--repeats 2] [--skip DIR,...] [--dry-run]
        -- tools/probes/step.py --positions 1023 --json"""
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", action="append", default=[], metavar="LABEL[:PATCH,...]",
                     help="a side: a copy of the tree with these patches ('-PATCH': reversed); repeatable")  # fmt: skip
+    ap.add_argument("--build-only", action="append", default=[], metavar="LABEL[:PATCH,...]",
+                    help="a side built at WORK/LABEL/site but not run: for probes run on it afterwards; repeatable")  # fmt: skip
     ap.add_argument("--out", required=True, type=Path, help="where each run's output goes (LABEL-N.out, .err)")
     ap.add_argument("--repeats", type=int, default=2, help="runs of the command a side, in turns (default 2)")
     ap.add_argument("--skip", default="", help="more top folders the copies leave out, comma-separated")
@@ -127,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no --build: give at least one side")
     if a.repeats < 1:
         ap.error(f"--repeats {a.repeats}: at least 1")
-    sides = dict(parse_build(s, ap) for s in a.build)
-    if len(sides) != len(a.build):
-        ap.error("--build: each label once")
-    runs = order(list(sides), a.repeats)
+    sides = dict(parse_build(s, ap) for s in a.build + a.build_only)
+    if len(sides) != len(a.build) + len(a.build_only):
+        ap.error("--build, --build-only: each label once")
+    runs = order(list(sides)[: len(a.build)], a.repeats)
     if a.dry_run:
         plan: dict[str, Any] = {"sides": {k: [("-" if r else "") + str(p) for p, r in v] for k, v in sides.items()},
                                 "runs": [f"{s}-{i}" for s, i in runs], "command": cmd}  # fmt: skip
