@@ -105,12 +105,13 @@ BINDINGS = {
 # A persistent run's members (at most PERSIST_MEMBERS) and the buffers each binds, in
 # this order, in one array, binding 0 of descriptor set PERSIST_SET (set 0 holds every
 # kernel's slots; only a run's dispatch binds this one): a product's (A, B, C, BIAS) and
-# its LayerNorm head's (matmul_gemv_ln_head.glsl); an attention's QKV row, caches,
-# output and partials take A, B, C, BIAS and X, its rotary table R
+# its LayerNorm head's (matmul_gemv_ln_head.glsl), and GLU, the SwiGLU's row a gate and
+# up product writes for the next member (FLAG_PERSIST_GLU); an attention's QKV row,
+# caches, output and partials take A, B, C, BIAS and X, its rotary table R
 # (matmul_gemv_persist.comp).
 PERSIST_SET = 1
 PERSIST_MEMBERS = 96
-PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS")
+PERSIST_ROLES = ("A", "B", "C", "BIAS", "X", "R", "GAMMA", "BETA", "XOUT", "H", "STATS", "GLU")
 
 # A decode attention's keys a split (the rule: layouts.py's SPLIT_RULES, for C and GLSL):
 # SHORT while the heads' splits of that many fit one pass of a persistent run's grid,

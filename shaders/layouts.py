@@ -304,6 +304,13 @@ CONSTS = (
     Const("FLAG_PERSIST_LN", 32, "a run member's A is its LayerNorm head's output (else A is bound)", "persist_row"),
     Const("FLAG_PERSIST_ATTN", 64, "a run member is a decode attention (decode_attention.glsl)", "persist_row"),
     Const("FLAG_PERSIST_ROPE", 512, "a run's attention rotates q and the new k by its table R", "persist_row"),
+    Const(
+        "FLAG_PERSIST_GLU",
+        1024,
+        "a run member's columns in pairs (gate n, up n + N/2), silu(gate) up also written to its row GLU: the "
+        "next member's SwiGLU as A, computed once",
+        "persist_row",
+    ),
     # HELIOS_PLAN_TRACE's words in a plan's parameter buffer (plan_persist.c lays them out,
     # persist_runtime.glsl's stamp writes them, helios/plan_trace.py reads them).
     Const("TRACE_HEADER", 4, "a run's trace header words: TRACE_MEMBERS, TRACE_GRID, two unused", "persist_row"),

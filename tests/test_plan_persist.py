@@ -360,6 +360,45 @@ def test_a_members_a_over_several_staging_batches_is_the_products_apart(apart_de
         np.testing.assert_array_equal(b, a, err_msg=name)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_gate_and_up_member_writes_the_swiglu_row_for_the_down_member(apart_device, monkeypatch, dtype):
+    """In a run, the gate and up product whose [gate | up] the down product reads as its
+    SwiGLU A writes silu(gate) up itself (FLAG_PERSIST_GLU), its columns in pairs: the
+    down product and [gate | up] equal the products apart bit for bit, the SwiGLU's row
+    equals the SwiGLU op's own (unfused) bit for bit; with
+    HELIOS_PLAN_SWIGLU_IN_RUN unset the row is left as it was. K of 1024 (the first
+    weight words ahead), 136 pairs (a last turn of the grid's subgroups part full)."""
+    d, hidden = 1024, 136
+    dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
+    sentinel = np.full((1, hidden), 7.0, dt)
+
+    def plan(dev):
+        _, w, _ = _uploads(dev, dtype)
+        a = dev.upload(_rand((1, d), 1, dt), dtype=dtype)
+        row = dev.upload(sentinel, dtype=dtype)
+        with dev.plan() as p:
+            gu = p.matmul(a, w(2 * hidden, d, 2), trans_b=True)
+            down = p.matmul(p.swiglu(gu, out=row), w(d, hidden, 3), trans_b=True)
+        p.replay()
+        return [t.numpy().view(np.uint16).copy() for t in (down, gu, row)], p.grid_barriers
+
+    (down0, gu0, _), _ = plan(apart_device)
+    grid = str(min(2, os.cpu_count() or 1))
+    env = {"HELIOS_DISABLE_PLAN_PERSISTENT": "1", "HELIOS_DISABLE_PLAN_SWIGLU_FUSION": "1"}
+    with _device_with(monkeypatch, **env) as dev:
+        (_, _, row0), _ = plan(dev)
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
+    monkeypatch.delenv("HELIOS_DISABLE_PLAN_SWIGLU_FUSION")
+    for in_run in (True, False):
+        with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=grid,
+                          HELIOS_PLAN_SWIGLU_IN_RUN="1" if in_run else "0") as dev:  # fmt: skip
+            (down, gu, row), barriers = plan(dev)
+        assert barriers == 1
+        np.testing.assert_array_equal(down, down0, err_msg=f"down, in_run={in_run}")
+        np.testing.assert_array_equal(gu, gu0, err_msg=f"[gate | up], in_run={in_run}")
+        np.testing.assert_array_equal(row, row0 if in_run else sentinel.view(np.uint16), err_msg=f"row, {in_run=}")
+
+
 def test_no_runs_where_the_device_reports_no_sms(device, monkeypatch):
     """A device that reports no SMs (lavapipe) has no runs unless
     HELIOS_PLAN_PERSISTENT_GRID asks: a grid too large to be resident would stall."""
@@ -420,11 +459,12 @@ def test_a_grid_larger_than_the_device_holds_is_refused_when_it_opens(monkeypatc
 @pytest.mark.parametrize(
     "name,value",
     [("HELIOS_PLAN_PERSISTENT_GRID", "two"), ("HELIOS_PLAN_PERSISTENT_GRID", "-1"),
-     ("HELIOS_PLAN_PERSISTENT_GRID", "99999"), ("HELIOS_DISABLE_PLAN_PERSISTENT", "maybe")],
+     ("HELIOS_PLAN_PERSISTENT_GRID", "99999"), ("HELIOS_DISABLE_PLAN_PERSISTENT", "maybe"),
+     ("HELIOS_PLAN_SWIGLU_IN_RUN", "on?")],
 )  # fmt: skip
 def test_the_switches_are_read_strictly(monkeypatch, name, value):
-    """A grid that is not a workgroup count (0..1024), or a kill switch that is not a
-    yes or a no, is refused naming the switch when the Device opens."""
+    """A grid that is not a workgroup count (0..1024), or a flag that is not a yes or a
+    no, is refused naming the switch when the Device opens."""
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         helios.Device()

@@ -140,6 +140,7 @@ static hl_status persist_switches(hl_device *dev, hl_error *err) {
                        "persistent run's stamps read",
                        dev->caps.name);
     dev->plan_policy.trace = trace;
+    HL_TRY(hl_env_flag("HELIOS_PLAN_SWIGLU_IN_RUN", &dev->plan_policy.swiglu_in_run, err));
     HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
     HL_TRY(hl_env_flag("HELIOS_TEST_UNBOUNDED_GRID", &unbounded, err));
     const uint32_t resident = resident_workgroups(dev);

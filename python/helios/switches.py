@@ -103,6 +103,14 @@ SWITCHES: tuple[Switch, ...] = (
         "their key splits for this grid, runs or not.",
     ),
     Switch(
+        "HELIOS_PLAN_SWIGLU_IN_RUN",
+        "runtime",
+        "1",
+        "A persistent run's gate and up product writes the SwiGLU's row once, its columns in pairs, and the down "
+        "product copies it as its A (unset: the down product computes silu(gate) up in every workgroup). Off by "
+        "default: not yet timed on a GPU.",
+    ),
+    Switch(
         "HELIOS_PLAN_TRACE",
         "runtime",
         "1",

@@ -74,13 +74,18 @@ void fma8(inout float acc[ROWS], uint m0, uint k, float b[8]) {
     }
 }
 
-void store_rows(float acc[ROWS], uint m0, uint n) {
+// The rows' sums through the epilogue into C; row m0's as C holds it.
+float store_rows(float acc[ROWS], uint m0, uint n) {
     const uint cbase = gl_WorkGroupID.z * p.M * p.N;
+    float stored = 0.0;
     [[unroll]] for (uint r = 0; r < ROWS; r++) {
         if (m0 + r >= p.M) break;
         const uint ci = cbase + (m0 + r) * p.N + n;
-        store_c(ci, epilogue(acc[r], ci, n));
+        const float v = epilogue(acc[r], ci, n);
+        store_c(ci, v);
+        if (r == 0u) stored = as_c(v);
     }
+    return stored;
 }
 
 // B as N x K: one step's words of column n's row (at word row8) into bw.
@@ -88,8 +93,8 @@ void load_step(uint row8, uint w, uint lane) {
     [[unroll]] for (uint u = 0; u < UNROLL; u++) bw[u] = b128[row8 + w + u * SUBGROUP + lane];
 }
 
-// B as N x K: column n, the subgroup's lanes along K.
-void column_of_b(uint m0, uint n) {
+// B as N x K: column n, the subgroup's lanes along K; its row m0 as C holds it (lane 0).
+float column_of_b(uint m0, uint n) {
     const uint lane = gl_SubgroupInvocationID;
     const uint row = bbase + n * p.ldb;
     float acc[ROWS];
@@ -121,7 +126,7 @@ void column_of_b(uint m0, uint n) {
             if (m0 + r < p.M) acc[r] = fma(a_at(m0 + r, i), b, acc[r]);
     }
     [[unroll]] for (uint r = 0; r < ROWS; r++) acc[r] = subgroupAdd(acc[r]);
-    if (lane == 0u) store_rows(acc, m0, n);
+    return lane == 0u ? store_rows(acc, m0, n) : 0.0;
 }
 
 // B as N x K: a subgroup per column. With the LayerNorm head the workgroups step over

@@ -163,6 +163,17 @@ void persist_stage_a() {
     barrier();
 }
 
+// FLAG_PERSIST_GLU: element n of the SwiGLU's row (the next member's A), silu(g) u of
+// the member's columns n and n + N/2 as C holds them, as the SwiGLU op rounds it: the
+// down product then copies its A rather than computing it in every workgroup.
+void store_glu(uint n, float g, float u) {
+#ifdef OUT_BF16
+    ps_c[pm + PERSIST_GLU].v[n] = uint16_t(f32_to_bf16(swiglu_rounded(g, u)));
+#else
+    ps_c[pm + PERSIST_GLU].v[n] = OUT_T(swiglu_rounded(g, u));
+#endif
+}
+
 // Every invocation, after the workgroup's last write of a member: counted in. The
 // workgroup's writes are ordered before the count by the barrier, the count releases
 // them at device scope.
@@ -217,7 +228,9 @@ void main() {
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }
-        ahead = first < p.N && SUBGROUP * UNROLL <= p.K / 8u;
+        const bool glu = (p.flags & FLAG_PERSIST_GLU) != 0u;
+        const uint cols = glu ? p.N / 2u : p.N;  // FLAG_PERSIST_GLU: columns in pairs (n, n + N/2)
+        ahead = first < cols && SUBGROUP * UNROLL <= p.K / 8u;
         if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
         stamp(m, 0u);
         if (m > 0u) grid_wait(m);
@@ -227,8 +240,12 @@ void main() {
         else
             persist_stage_a();
         stamp(m, 3u);
-        for (uint n = first; n < p.N; n += gl_NumWorkGroups.x * NSG) {
-            column_of_b(0u, n);
+        for (uint n = first; n < cols; n += gl_NumWorkGroups.x * NSG) {
+            const float c = column_of_b(0u, n);
+            if (glu) {
+                const float u = column_of_b(0u, n + cols);
+                if (lane == 0u) store_glu(n, c, u);
+            }
             if (n == first) stamp(m, 4u);
         }
         stamp(m, 2u);

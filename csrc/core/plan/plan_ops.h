@@ -18,6 +18,7 @@
  * (plan_persist.c), held by the step that heads the run and freed with the steps. */
 typedef struct hl_persist_run {
     uint32_t member[HL_PERSIST_MEMBERS];
+    const hl_tensor *glu[HL_PERSIST_MEMBERS]; /* FLAG_PERSIST_GLU: the SwiGLU's row member k writes, k + 1 reads */
     hl_persist_row table[HL_PERSIST_MEMBERS];
     hl_binding slots[HL_PERSIST_SLOTS];
 } hl_persist_run;

@@ -17,7 +17,8 @@
  * an attention, its rope). RUN_FLAGS holds those its members set and every other bit:
  * runs differ in pipeline only by the paths they take. */
 #define PATH_FLAGS                                                                                                     \
-    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE)
+    (HL_FLAG_A_SWIGLU | HL_FLAG_PERSIST_LN | HL_FLAG_LN_RMS | HL_FLAG_PERSIST_ATTN | HL_FLAG_PERSIST_ROPE |            \
+     HL_FLAG_PERSIST_GLU)
 
 static int has_head(const hl_plan_step *s) { return s->n_binds == HL_BIND_MATMUL_LN_COUNT; }
 
@@ -109,6 +110,23 @@ static hl_persist_row table_row(const hl_plan_op *o, const hl_plan_step *s, uint
                                         .ln_eps = has_head(s) ? pc->ln_eps : 0.0f}};
 }
 
+/* Whether member a (a product) writes the row [gate | up] that member b, next, reads as
+ * its SwiGLU A (FLAG_A_SWIGLU), in b's type: a then writes silu(gate) up itself into the
+ * SwiGLU op's own row (FLAG_PERSIST_GLU), which b copies as a plain A, once for the
+ * grid rather than in every workgroup. The row joins a's writes (the barriers after the
+ * run see it); 0 where a has no write slot free. */
+static int glu_pair(const hl_plan_op *ops, hl_plan_step *steps, uint32_t a, uint32_t b) {
+    if (is_attention(&ops[a]) || is_attention(&ops[b]) || !steps[b].a_swiglu) return 0;
+    const hl_matmul_args *up = &ops[a].matmul, *down = &ops[b].matmul;
+    if (steps[b].a_swiglu != up->t_c || up->n != 2 * down->k || up->out_dtype != down->in_dtype) return 0;
+    for (uint32_t w = 0; w < HL_STEP_WRITES; w++)
+        if (!steps[a].writes[w]) {
+            steps[a].writes[w] = down->t_a;
+            return 1;
+        }
+    return 0;
+}
+
 uint32_t hl_plan_resident_grid(uint32_t grid, uint32_t sm_count, uint32_t registers) {
     if (!registers || !sm_count) return grid;
     const uint32_t regs = (registers + 7u) / 8u * 8u; /* given out a warp at a time, in steps of 8 a thread */
@@ -143,11 +161,18 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     }
     hl_persist_row rows[HL_PERSIST_MEMBERS] = {0};
     uint32_t run_flags = 0;
+    const hl_tensor *glu[HL_PERSIST_MEMBERS] = {0};
     for (uint32_t k = 0; k < n; k++) {
         rows[k] = table_row(&ops[mem[k]], &steps[mem[k]], counters);
-        run_flags |= is_attention(&ops[mem[k]]) ? rows[k].attention.flags : rows[k].product.flags;
         if (is_attention(&ops[mem[k]])) counters += ops[mem[k]].attn.heads; /* a word a head */
+        if (k && dev->plan_policy.swiglu_in_run && glu_pair(ops, steps, mem[k - 1], mem[k])) {
+            glu[k - 1] = ops[mem[k]].matmul.t_a; /* the SwiGLU op's row, which its fusion left unwritten */
+            rows[k - 1].product.flags |= HL_FLAG_PERSIST_GLU;
+            rows[k].product.flags &= ~(uint32_t)HL_FLAG_A_SWIGLU;
+        }
     }
+    for (uint32_t k = 0; k < n; k++)
+        run_flags |= is_attention(&ops[mem[k]]) ? rows[k].attention.flags : rows[k].product.flags;
     hl_spec_env e = {.subgroup = dev->caps.subgroup_size, .d = d, .run_flags = run_flags | ~(uint32_t)PATH_FLAGS};
     uint32_t spec[HL_SPEC_MATMUL_GEMV_PERSIST_COUNT];
     hl_spec_matmul_gemv_persist(spec, &e);
@@ -158,6 +183,7 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     if (!(h->run = calloc(1, sizeof *h->run))) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     memcpy(h->run->table, rows, sizeof h->run->table);
     for (uint32_t k = 0; k < n; k++) h->run->member[k] = mem[k];
+    memcpy(h->run->glu, glu, sizeof glu);
     h->persist_members = n;
     h->persist_len = last - first + 1;
     h->pipe[0] = pipe->pipeline;
@@ -293,6 +319,8 @@ void hl_plan_persist_bind(hl_plan_step *steps, uint32_t head, hl_binding table, 
             continue;
         }
         slots[HL_PERSIST_A] = s->binds[HL_BIND_MATMUL_A];
+        if (k && h->run->glu[k - 1]) slots[HL_PERSIST_A] = hl_tensor_or_scratch(h->run->glu[k - 1], NULL);
+        if (h->run->glu[k]) slots[HL_PERSIST_GLU] = hl_tensor_or_scratch(h->run->glu[k], NULL);
         slots[HL_PERSIST_B] = s->binds[HL_BIND_MATMUL_B];
         slots[HL_PERSIST_C] = s->binds[HL_BIND_MATMUL_C];
         slots[HL_PERSIST_BIAS] = s->binds[HL_BIND_MATMUL_BIAS];
