@@ -360,23 +360,27 @@ def test_a_members_a_over_several_staging_batches_is_the_products_apart(apart_de
         np.testing.assert_array_equal(b, a, err_msg=name)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_a_gate_and_up_member_writes_the_swiglu_row_for_the_down_member(apart_device, monkeypatch, dtype):
+@pytest.mark.parametrize("dtype,normed", [("float16", False), ("bfloat16", False), ("bfloat16", True)])
+def test_a_gate_and_up_member_writes_the_swiglu_row_for_the_down_member(apart_device, monkeypatch, dtype, normed):
     """In a run, the gate and up product whose [gate | up] the down product reads as its
     SwiGLU A writes silu(gate) up itself (FLAG_PERSIST_GLU), its columns in pairs: the
     down product and [gate | up] equal the products apart bit for bit, the SwiGLU's row
     equals the SwiGLU op's own (unfused) bit for bit; with
     HELIOS_PLAN_SWIGLU_IN_RUN unset the row is left as it was. K of 1024 (the first
-    weight words ahead), 136 pairs (a last turn of the grid's subgroups part full)."""
+    weight words ahead), 136 pairs (a last turn of the grid's subgroups part full);
+    normed: the gate and up product heads an RMSNorm with its residual, as Llama's."""
     d, hidden = 1024, 136
     dt = helios.bfloat16 if dtype == "bfloat16" else np.float16
     sentinel = np.full((1, hidden), 7.0, dt)
 
     def plan(dev):
-        _, w, _ = _uploads(dev, dtype)
+        _, w, vec = _uploads(dev, dtype)
         a = dev.upload(_rand((1, d), 1, dt), dtype=dtype)
         row = dev.upload(sentinel, dtype=dtype)
         with dev.plan() as p:
+            if normed:
+                x, gamma = dev.upload(_rand((1, d), 4, np.float32), dtype="float32"), vec(d, 5)
+                a, _ = p.rmsnorm(x, gamma, residual=dev.upload(_rand((1, d), 6, dt), dtype=dtype), dtype=dtype)
             gu = p.matmul(a, w(2 * hidden, d, 2), trans_b=True)
             down = p.matmul(p.swiglu(gu, out=row), w(d, hidden, 3), trans_b=True)
         p.replay()

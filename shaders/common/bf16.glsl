@@ -37,6 +37,10 @@ float round_bf16(float x) {
     return isnan(x) ? x : uintBitsToFloat((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
 }
 
+// x rounded to the nearest float16, as an fp32 (through packHalf2x16: a compiler may
+// fold the plainer float(float16_t(x)) back to x, and lavapipe's does).
+float round_f16(float x) { return unpackHalf2x16(packHalf2x16(vec2(x, 0.0))).x; }
+
 // Two values as two elements of the kernel's 16-bit input type in one word (a low),
 // rounded to nearest even, and back: bfloat16 in IN_BF16 builds, fp16 otherwise.
 uint pack_in2(float a, float b) {

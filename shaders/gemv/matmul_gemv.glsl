@@ -38,7 +38,7 @@ float swiglu_rounded(float g, float u) {
 #ifdef IN_BF16
     return round_bf16(v);
 #else
-    return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;  // not float(float16_t(v)): a compiler may fold that to v (lavapipe does)
+    return round_f16(v);
 #endif
 }
 

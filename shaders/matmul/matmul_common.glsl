@@ -95,13 +95,12 @@ void store_c(uint i, float v) {
     C_AT(i) = OUT_T(v);
 #endif
 }
-// v as store_c leaves it in C (packHalf2x16, not float(float16_t(v)): a compiler may
-// fold that round trip to v).
+// v as store_c leaves it in C.
 float as_c(float v) {
 #if defined(OUT_BF16)
     return bf16_to_f32(f32_to_bf16(v));
 #elif defined(OUT_F16)
-    return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
+    return round_f16(v);
 #else
     return v;
 #endif

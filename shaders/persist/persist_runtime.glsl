@@ -134,7 +134,9 @@ void persist_attention(uint pos) {
 // Every invocation: A's K elements into ln_a, where fma8 reads them (FLAG_A_SWIGLU:
 // silu(g) u of the bound row [g | u], swiglu_rounded).
 // A was written by other workgroups: STAGE_BATCH words of the invocation's share are
-// loaded before the first is used, one trip to L2 a batch, not one a word.
+// loaded before the first is used, one trip to L2 a batch, not one a word. Four: all
+// eight at once took the kernel past two workgroups an SM's registers
+// (results/h100-stage-a-fd0fda9).
 const uint STAGE_BATCH = 4u;
 void persist_stage_a() {
     const bool glu = (p.flags & FLAG_A_SWIGLU) != 0u;

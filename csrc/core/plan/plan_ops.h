@@ -11,7 +11,7 @@
 
 #define HL_PLAN_MAX_OPS 4096
 #define HL_STEP_READS 6u
-#define HL_STEP_WRITES 4u
+#define HL_STEP_WRITES 5u /* a normed product's four, and a run member's SwiGLU row (plan_persist.c's glu_pair) */
 #define HL_PLAN_FAULT_WORD HL_PLAN_MAX_PARAMS /* set by a persistent run's grid barrier that gave up */
 
 /* A persistent run's members (their steps), their table rows and their buffers
