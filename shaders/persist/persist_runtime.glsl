@@ -230,8 +230,8 @@ void main() {
             if (m + 1u < pp.members) grid_arrive();
             continue;
         }
-        const bool glu = (p.flags & FLAG_PERSIST_GLU) != 0u;
-        const uint cols = glu ? p.N / 2u : p.N;  // FLAG_PERSIST_GLU: columns in pairs (n, n + N/2)
+        const bool pairs = (p.flags & FLAG_PERSIST_GLU) != 0u;
+        const uint cols = pairs ? p.N / 2u : p.N;  // FLAG_PERSIST_GLU: columns in pairs (n, n + N/2)
         ahead = first < cols && SUBGROUP * UNROLL <= p.K / 8u;
         if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
         stamp(m, 0u);
@@ -244,7 +244,7 @@ void main() {
         stamp(m, 3u);
         for (uint n = first; n < cols; n += gl_NumWorkGroups.x * NSG) {
             const float c = column_of_b(0u, n);
-            if (glu) {
+            if (pairs) {
                 const float u = column_of_b(0u, n + cols);
                 if (lane == 0u) store_glu(n, c, u);
             }

@@ -10,6 +10,7 @@
 
 #define PLAN_KEEP 8                                /* tensors a step binds, at most */
 #define PARAM_BYTES (16 + 4u * HL_PLAN_MAX_PARAMS) /* then the grids' dispatch arguments, 12 bytes each */
+#define STEP_SETS (HL_PERSIST_SET + 1u)            /* descriptor sets a step binds: set 0 and a run's members' set */
 /* A run's attention past this many passes of the grid over its splits is slower than
  * one of its own (results/h200-splits/twin-edge: even at 2.06 passes, 2% slower at 2.1,
  * 5% at 2.6). */
@@ -85,10 +86,11 @@ static void release(hl_plan *p) {
 /* ds: the step's set 0 and, heading a run, its members' set (else VK_NULL_HANDLE); args:
  * the buffer holding the first dispatch's arguments at offset at (VK_NULL_HANDLE: its
  * grid as recorded). */
-static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, const VkDescriptorSet ds[2],
+static void record_step(hl_device *dev, VkCommandBuffer cmd, const hl_plan_step *s, const VkDescriptorSet ds[STEP_SETS],
                         VkBuffer args, VkDeviceSize at) {
     if (!s->n_dispatch) return; /* a norm run as its product's head */
-    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0, ds[1] ? 2 : 1, ds, 0, NULL);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipe_layout, 0,
+                            ds[HL_PERSIST_SET] ? STEP_SETS : 1, ds, 0, NULL);
     for (uint32_t d = 0; d < s->n_dispatch; d++) {
         if (d)
             hl_cmd_barrier_on(dev, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -143,7 +145,7 @@ static hl_status record(hl_plan *p, const hl_plan_step *steps, const VkDescripto
             params_written |= steps[j].param_write >= 0;
         }
         const int read_grid = steps[i].grid_div > 0;
-        record_step(dev, p->cmd, &steps[i], &sets[2 * i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
+        record_step(dev, p->cmd, &steps[i], &sets[STEP_SETS * i], read_grid ? p->params.buffer : VK_NULL_HANDLE,
                     PARAM_BYTES + 12ull * grid);
         grid += read_grid;
         i += span - 1;
@@ -198,8 +200,8 @@ static void bind_products(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps
 }
 
 /* Step s's set 0 from the plan's pool, its bindings written; heading a run, also its
- * members' set (ds[1], else VK_NULL_HANDLE). */
-static hl_status step_sets(hl_plan *p, const hl_plan_step *s, VkDescriptorSet ds[2], hl_error *err) {
+ * members' set (ds[HL_PERSIST_SET], else VK_NULL_HANDLE). */
+static hl_status step_sets(hl_plan *p, const hl_plan_step *s, VkDescriptorSet ds[STEP_SETS], hl_error *err) {
     hl_status st = HL_OK;
     hl_device *dev = p->dev;
     VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
@@ -208,11 +210,11 @@ static hl_status step_sets(hl_plan *p, const hl_plan_step *s, VkDescriptorSet ds
                                         .pSetLayouts = &dev->ds_layout};
     HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &ds[0]));
     hl_write_set(dev, ds[0], s->binds, s->n_binds);
-    ds[1] = VK_NULL_HANDLE;
+    ds[HL_PERSIST_SET] = VK_NULL_HANDLE;
     if (!s->persist_len) return HL_OK;
     dsai.pSetLayouts = &dev->ds_layout_persist;
-    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &ds[1]));
-    hl_plan_persist_write(dev, ds[1], s);
+    HL_VK(vkAllocateDescriptorSets(dev->device, &dsai, &ds[HL_PERSIST_SET]));
+    hl_plan_persist_write(dev, ds[HL_PERSIST_SET], s);
 fail:
     return st;
 }
@@ -276,7 +278,7 @@ static hl_status build(hl_plan *p, const hl_plan_op *ops, hl_plan_step *steps, V
         if (s->work_slot >= 0) s->binds[s->work_slot] = (hl_binding){p->workspace.buffer, 0};
         if (s->params_slot >= 0) s->binds[s->params_slot] = (hl_binding){p->params.buffer, 0};
         if (s->counter_words) s->binds[s->counter_slot] = (hl_binding){p->counters.buffer, c_offset[i]};
-        HL_TRY(step_sets(p, s, &sets[2 * i], err));
+        HL_TRY(step_sets(p, s, &sets[STEP_SETS * i], err));
     }
     if (dev->timestamps_ok) {
         VkQueryPoolCreateInfo qci = {
@@ -308,7 +310,7 @@ static hl_status create_one(hl_device *dev, const hl_plan_op *ops, uint32_t n_op
     hl_status st = HL_OK;
     hl_plan *p = calloc(1, sizeof *p);
     hl_plan_step *steps = calloc(n_ops, sizeof *steps);
-    VkDescriptorSet *sets = calloc(2ull * n_ops, sizeof *sets); /* a step's set 0, and its run's */
+    VkDescriptorSet *sets = calloc((uint64_t)STEP_SETS * n_ops, sizeof *sets); /* a step's set 0, and its run's */
     if (p) p->tensors = calloc(PLAN_KEEP * (size_t)n_ops, sizeof *p->tensors);
     if (!p || !steps || !sets || !p->tensors) {
         st = hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
