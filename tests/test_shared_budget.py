@@ -70,8 +70,9 @@ def specialized(spv: Path, values: dict[int, int], tmp: Path) -> str:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> dict[str, tuple[Path, dict[int, int], dict[str, int]]]:
-    """Every permutation of FAMILIES compiled: its SPIR-V, its spec constants' values on
-    an NVIDIA GPU but the head dimension (defaults, the subgroup NVIDIA's) and their ids."""
+    """Every permutation of FAMILIES compiled: its SPIR-V, its specialization constants'
+    values (the table's defaults, subgroups of 32 as on NVIDIA; each test sets the head
+    dimension) and their ids by name."""
     tmp = tmp_path_factory.mktemp("budget")
     gen = subprocess.run([sys.executable, str(ROOT / "cmake" / "gen_kernels.py"), str(ROOT / "shaders"), str(tmp)],
                          capture_output=True, text=True)  # fmt: skip
