@@ -1,10 +1,10 @@
 """The kernels that hold the most workgroup memory fit what NVIDIA's Vulkan driver
-offers a workgroup: maxComputeSharedMemorySize is 49152 bytes on the H100s and H200s
-that Helios is measured on (the bench results' `shared_memory_bytes`), where lavapipe,
-which runs the tests, does not enforce its own limit. A kernel over it passes every
-test here and fails on the GPU, so its workgroup variables are summed from its SPIR-V,
-specialized as the host specializes it on such a GPU (subgroups of 32), for every head
-dimension its attention takes."""
+offers a workgroup: maxComputeSharedMemorySize is 49152 bytes on the H100s Helios is
+measured on (the bench results' `shared_memory_bytes`), where lavapipe, which runs the
+tests, does not enforce its own limit. A kernel over it passes every test here and
+fails on the GPU, so its workgroup variables are summed from its SPIR-V, specialized as
+the host specializes it on such a GPU (subgroups of 32), for every head dimension its
+attention takes."""
 
 from __future__ import annotations
 
