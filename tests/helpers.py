@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,3 +116,13 @@ def load_module(name: str, path: Path) -> Any:
     finally:
         sys.path.remove(str(path.parent))
     return mod
+
+
+GEN_KERNELS = Path(TOP) / "cmake" / "gen_kernels.py"
+
+
+def generate(shader_dir: Path, out: Path, glslc: str = "") -> subprocess.CompletedProcess:
+    """cmake/gen_kernels.py run on shader_dir's table into out, as the build runs it
+    (with glslc: its compiler features probed)."""
+    args = [sys.executable, str(GEN_KERNELS), str(shader_dir), str(out)] + ([glslc] if glslc else [])
+    return subprocess.run(args, capture_output=True, text=True)

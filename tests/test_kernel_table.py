@@ -4,25 +4,18 @@ its promises and the variant grammar to the strings it always accepted."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import GEN_KERNELS, generate, load_module
 
 import helios
 from helios import _helios
 
 ROOT = Path(__file__).resolve().parent.parent
-GEN = ROOT / "cmake" / "gen_kernels.py"
-
-
-def generate(shader_dir: Path, out: Path, glslc: str = "") -> subprocess.CompletedProcess:
-    args = [sys.executable, str(GEN), str(shader_dir), str(out)] + ([glslc] if glslc else [])
-    return subprocess.run(args, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -169,11 +162,7 @@ def test_a_table_mistake_fails_the_build_with_a_reason(tmp_path, old, new, messa
 
 
 def _gen_module():
-    spec = importlib.util.spec_from_file_location("gen_kernels", ROOT / "cmake" / "gen_kernels.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("gen_kernels", GEN_KERNELS)
 
 
 def test_the_digest_is_over_spirv_and_the_table(tmp_path):

@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import GEN_KERNELS, generate, load_module
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "cmake"))
-from gen_kernels import load_table, permutations  # noqa: E402
+gen_kernels = load_module("gen_kernels", GEN_KERNELS)
 
 NVIDIA_SHARED_BYTES = 49152
 NVIDIA_SUBGROUP = 32
@@ -74,17 +73,16 @@ def compiled(tmp_path_factory) -> dict[str, tuple[Path, dict[int, int], dict[str
     values (the table's defaults, subgroups of 32 as on NVIDIA; each test sets the head
     dimension) and their ids by name."""
     tmp = tmp_path_factory.mktemp("budget")
-    gen = subprocess.run([sys.executable, str(ROOT / "cmake" / "gen_kernels.py"), str(ROOT / "shaders"), str(tmp)],
-                         capture_output=True, text=True)  # fmt: skip
+    gen = generate(ROOT / "shaders", tmp)
     assert gen.returncode == 0, gen.stderr
-    table = load_table(ROOT / "shaders")
+    table = gen_kernels.load_table(ROOT / "shaders")
     out = {}
     for fam in (f for f in table.FAMILIES if f.name in FAMILIES):
         ids = {s.name: i for i, s in enumerate(fam.spec)}
         values = {i: int(s.default.rstrip("u"), 0) for i, s in enumerate(fam.spec)}
         if "SUBGROUP" in ids:
             values[ids["SUBGROUP"]] = NVIDIA_SUBGROUP
-        for name, _cvals, defines, _needs in permutations(fam):
+        for name, _cvals, defines, _needs in gen_kernels.permutations(fam):
             spv = tmp / f"{name}.spv"
             cmd = ["glslc", "--target-env=vulkan1.3", "-fshader-stage=compute", f"-I{tmp}", f"-I{ROOT / 'shaders'}",
                    *defines.split(), str(ROOT / "shaders" / fam.source), "-o", str(spv)]  # fmt: skip
