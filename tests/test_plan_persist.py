@@ -362,11 +362,11 @@ def test_a_members_a_over_several_staging_batches_is_the_products_apart(apart_de
 
 @pytest.mark.parametrize("dtype,normed", [("float16", False), ("bfloat16", False), ("bfloat16", True)])
 def test_a_gate_and_up_member_writes_the_swiglu_row_for_the_down_member(apart_device, monkeypatch, dtype, normed):
-    """In a run, the gate and up product whose [gate | up] the down product reads as its
+    """In a run (by default), the gate and up product whose [gate | up] the down product reads as its
     SwiGLU A writes silu(gate) up itself (FLAG_PERSIST_GLU), its columns in pairs: the
     down product and [gate | up] equal the products apart bit for bit, the SwiGLU's row
     equals the SwiGLU op's own (unfused) bit for bit; with
-    HELIOS_PLAN_SWIGLU_IN_RUN unset the row is left as it was. K of 1024 (the first
+    HELIOS_DISABLE_PLAN_SWIGLU_IN_RUN=1 the row is left as it was. K of 1024 (the first
     weight words ahead), 136 pairs (a last turn of the grid's subgroups part full);
     normed: the gate and up product heads an RMSNorm with its residual, as Llama's."""
     d, hidden = 1024, 136
@@ -393,9 +393,9 @@ def test_a_gate_and_up_member_writes_the_swiglu_row_for_the_down_member(apart_de
         (_, _, row0), _ = plan(dev)
     monkeypatch.delenv("HELIOS_DISABLE_PLAN_PERSISTENT")
     monkeypatch.delenv("HELIOS_DISABLE_PLAN_SWIGLU_FUSION")
-    for in_run in (True, False):
+    for in_run in (True, False):  # the default, then the kill switch
         with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=grid,
-                          HELIOS_PLAN_SWIGLU_IN_RUN="1" if in_run else "0") as dev:  # fmt: skip
+                          **({} if in_run else {"HELIOS_DISABLE_PLAN_SWIGLU_IN_RUN": "1"})) as dev:  # fmt: skip
             (down, gu, row), barriers = plan(dev)
         assert barriers == 1
         np.testing.assert_array_equal(down, down0, err_msg=f"down, in_run={in_run}")
@@ -464,7 +464,7 @@ def test_a_grid_larger_than_the_device_holds_is_refused_when_it_opens(monkeypatc
     "name,value",
     [("HELIOS_PLAN_PERSISTENT_GRID", "two"), ("HELIOS_PLAN_PERSISTENT_GRID", "-1"),
      ("HELIOS_PLAN_PERSISTENT_GRID", "99999"), ("HELIOS_DISABLE_PLAN_PERSISTENT", "maybe"),
-     ("HELIOS_PLAN_SWIGLU_IN_RUN", "on?")],
+     ("HELIOS_DISABLE_PLAN_SWIGLU_IN_RUN", "on?")],
 )  # fmt: skip
 def test_the_switches_are_read_strictly(monkeypatch, name, value):
     """A grid that is not a workgroup count (0..1024), or a flag that is not a yes or a

@@ -131,7 +131,7 @@ static uint32_t resident_workgroups(const hl_device *dev) {
 
 static hl_status persist_switches(hl_device *dev, hl_error *err) {
     hl_status st = HL_OK;
-    int off = 0, grid = -1, unbounded = 0, trace = 0;
+    int off = 0, grid = -1, unbounded = 0, trace = 0, glu_apart = 0;
     HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_PERSISTENT", &off, err));
     HL_TRY(hl_env_flag("HELIOS_PLAN_TRACE", &trace, err));
     if (trace && !dev->caps.has_device_clock)
@@ -140,7 +140,8 @@ static hl_status persist_switches(hl_device *dev, hl_error *err) {
                        "persistent run's stamps read",
                        dev->caps.name);
     dev->plan_policy.trace = trace;
-    HL_TRY(hl_env_flag("HELIOS_PLAN_SWIGLU_IN_RUN", &dev->plan_policy.swiglu_in_run, err));
+    HL_TRY(hl_env_flag("HELIOS_DISABLE_PLAN_SWIGLU_IN_RUN", &glu_apart, err));
+    dev->plan_policy.swiglu_in_run = !glu_apart;
     HL_TRY(hl_env_index("HELIOS_PLAN_PERSISTENT_GRID", &grid, err));
     HL_TRY(hl_env_flag("HELIOS_TEST_UNBOUNDED_GRID", &unbounded, err));
     const uint32_t resident = resident_workgroups(dev);

@@ -72,6 +72,14 @@ SWITCHES: tuple[Switch, ...] = (
         "product that reads its output as it reads its A.",
     ),
     Switch(
+        "HELIOS_DISABLE_PLAN_SWIGLU_IN_RUN",
+        "kill switch",
+        "1",
+        "In a persistent run, the down product computes silu(gate) up from [gate | up] in every workgroup, not "
+        "the gate and up product writing the SwiGLU's row once (its columns in pairs) for the down product to "
+        "copy as its A.",
+    ),
+    Switch(
         "HELIOS_DISABLE_PLAN_ROPE_FUSION",
         "kill switch",
         "1",
@@ -101,14 +109,6 @@ SWITCHES: tuple[Switch, ...] = (
         "the device holds is refused when it opens (two an SM; on a CPU device, lavapipe, one a thread: "
         "LP_NUM_THREADS, else the cores, and the grid that pays there is the cores). Decode attentions size "
         "their key splits for this grid, runs or not.",
-    ),
-    Switch(
-        "HELIOS_PLAN_SWIGLU_IN_RUN",
-        "runtime",
-        "1",
-        "A persistent run's gate and up product writes the SwiGLU's row once, its columns in pairs, and the down "
-        "product copies it as its A (unset: the down product computes silu(gate) up in every workgroup). Off by "
-        "default: not yet timed on a GPU.",
     ),
     Switch(
         "HELIOS_PLAN_TRACE",
