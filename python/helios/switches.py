@@ -266,6 +266,13 @@ SWITCHES: tuple[Switch, ...] = (
     ),
     Switch("HELIOS_DEV_QUIET", "development", "1", "tools/dev says less on stderr."),
     Switch(
+        "HELIOS_DEV_LOCK_WAIT",
+        "development",
+        "seconds",
+        "How long tools/dev waits to rebuild the root's helios install while a command runs on it (every "
+        "checkout shares the install; default 0: it stops at once, naming the build in use).",
+    ),
+    Switch(
         "HELIOS_DEV_SHARED",
         "development",
         "paths, colon-separated",
