@@ -18,7 +18,10 @@
 // ATT_WORK(i) (fp32 partials, coherent), ATT_OUT16(i); ATT_ROPE (true where q and the
 // new k arrive unrotated: the rope op fused) and ATT_TAB(i) (its fp32 cos and sin table,
 // a row of D a position); optionally ATT_SCORED(), every invocation once a split's
-// scores are in (a persistent run's trace stamps it). fp32 arithmetic.
+// scores are in (a persistent run's trace stamps it), and ATT_V_AFTER_SCORES: the V
+// words loaded once the scores are summed, in flight during the softmax, not beside
+// the K words (half the registers: a persistent run's kernel holds two workgroups an SM
+// only within 128). fp32 arithmetic.
 #ifndef HELIOS_DECODE_ATTENTION_GLSL
 #define HELIOS_DECODE_ATTENTION_GLSL
 #ifndef ATT_SCORED
@@ -119,14 +122,17 @@ void attention_split(uint h, uint split, uint pos) {
     const uint t = gl_LocalInvocationID.x, span = att_split_keys(pos), j0 = split * span;
     const uint wbase = (h * ATT_SPLITS + split) * (D + 2u);
     // Key jj of the split is read by invocations (jj % KPP) * LANES .. + LANES in pass
-    // jj / KPP, 8 of its D elements each. Every K and V word an invocation needs is
-    // loaded before any is used: the split waits on memory once, not once a pass.
+    // jj / KPP, 8 of its D elements each. Every K word an invocation needs (and its V
+    // words, unless ATT_V_AFTER_SCORES) is loaded before any is used: the split waits on
+    // memory once, not once a pass.
     const uint lane = t % LANES, slot = t / LANES, keys = min(span, pos + 1u - j0);
     uvec4 kw[PASSES], vw[PASSES];
     [[unroll]] for (uint i = 0; i < PASSES; i++) {
         const uint jj = i * KPP + slot;
         kw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 1u) : uvec4(0u);
+#ifndef ATT_V_AFTER_SCORES
         vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
+#endif
     }
     if (t < D) att_q[t] = ATT_ROPE ? att_rotated(h * D, t, pos) : att_widen(ATT_SRC16(h * D + t));
     const uint group = ATT_HEADS / ATT_KV_HEADS, dkv = ATT_KV_HEADS * D, kv = h / group * D + t;
@@ -143,6 +149,12 @@ void attention_split(uint h, uint split, uint pos) {
         [[unroll]] for (uint e = 0; e < 8u; e++) s = fma(att_q[lane * 8u + e], k8[e], s);
         att_part[i * THREADS + t] = s;
     }
+#ifdef ATT_V_AFTER_SCORES
+    [[unroll]] for (uint i = 0; i < PASSES; i++) {
+        const uint jj = i * KPP + slot;
+        vw[i] = jj < keys ? att_word8(j0 + jj, pos, h, lane * 8u, 2u) : uvec4(0u);
+    }
+#endif
     barrier();
     ATT_SCORED();
     // Key t's score, its weight e^(score - max) and the split's max and sum of weights

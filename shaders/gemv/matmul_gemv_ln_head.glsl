@@ -51,6 +51,23 @@ const uint LN_A_WORDS = LN_GROUPS * LN_THREADS;
 #endif
 shared uvec2 ln_a[LN_A_WORDS];  // the normalized row, A's type, 4 a word
 
+#ifdef PERSIST
+// A run member's GAMMA in shared memory, staged before the member's grid wait and its
+// first weight words (persist_runtime.glsl): loaded after them, it came from DRAM
+// behind every workgroup's first weight words (results/h100-registers-7ac4f44).
+shared vec4 ln_gamma_s[LN_GROUPS * LN_THREADS];
+void ln_stage_gamma() {
+    const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
+    [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
+        const uint j = t + LN_THREADS * c;  // the invocation's own groups: ln_head reads them
+        if (j < d4) ln_gamma_s[j] = ln_gamma4[j];
+    }
+}
+#define LN_GAMMA(c, j) ln_gamma_s[j]
+#else
+#define LN_GAMMA(c, j) g[c]
+#endif
+
 // Eight elements of the normalized row from k (a multiple of 8) as fp32.
 void ln_a8(uint k, out float a[8]) {
     const vec4 lo = load16x4(ln_a[k / 4u]), hi = load16x4(ln_a[k / 4u + 1u]);
@@ -61,7 +78,7 @@ void ln_a8(uint k, out float a[8]) {
 }
 
 // Every invocation (barriers): the row normalized into ln_a. The loads of X, R, GAMMA
-// and BETA are all in flight before the first sum.
+// (a run member's: staged) and BETA are all in flight before the first sum.
 void ln_head() {
     const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
     const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
@@ -74,12 +91,14 @@ void ln_head() {
         if (j < d4) {
             v[c] = ln_x4[j];
             if (residual) v[c] += load16x4(ln_r4[j]);
+#ifndef PERSIST
             g[c] = ln_gamma4[j];
+#endif
             if (!rms) b[c] = ln_beta4[j];
             acc.x += ln_sum4(v[c]);
         }
     }
-    const float sum = wg_sum(acc).x;  // every workgroup reduces (uniform control flow), RMSNorm drops it
+    const float sum = rms ? 0.0 : wg_sum(acc).x;  // RMSNorm has no mean (rms: the op's flags, uniform)
     const float mean = rms ? 0.0 : sum / float(p.K);
     acc = vec2(0.0);
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++)
@@ -88,7 +107,7 @@ void ln_head() {
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
         const uint j = t + LN_THREADS * c;
         if (j < d4) {
-            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c]));
+            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, LN_GAMMA(c, j), b[c]));
             ln_a[j] = h;
             if (writer) {
                 ln_h4[j] = h;

@@ -46,6 +46,7 @@ void trace_first_task(uint k) {
 #endif
 }
 #define ATT_SCORED() trace_first_task(3u)
+#define ATT_V_AFTER_SCORES  // 110 registers where K and V together took 126 (results/h100-registers-7ac4f44)
 #include "../decode/decode_attention.glsl"
 shared bool att_last;  // this workgroup's split is its head's last to arrive
 
@@ -232,6 +233,7 @@ void main() {
         }
         const bool pairs = (p.flags & FLAG_PERSIST_GLU) != 0u;
         const uint cols = pairs ? p.N / 2u : p.N;  // FLAG_PERSIST_GLU: columns in pairs (n, n + N/2)
+        if ((p.flags & FLAG_PERSIST_LN) != 0u) ln_stage_gamma();  // nothing in the run writes it
         ahead = first < cols && SUBGROUP * UNROLL <= p.K / 8u;
         if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
         stamp(m, 0u);
