@@ -307,8 +307,8 @@ def test_a_run_stops_where_a_product_cannot_join(monkeypatch):
 def test_a_chain_longer_than_a_run_holds_takes_two_runs(apart_device, monkeypatch):
     """PERSIST_MEMBERS + 3 one-row products in a chain: a run of PERSIST_MEMBERS, then
     one of the other 3 (two dispatches, a grid barrier between each run's members; the
-    trace names each member's run); the last output equals the products apart bit for
-    bit."""
+    trace names each member's run, run_shape counts both and their grid); the last output
+    equals the products apart bit for bit."""
     d, n = 64, helios._helios.PERSIST_MEMBERS + 3
 
     def chain(dev):
@@ -320,13 +320,14 @@ def test_a_chain_longer_than_a_run_holds_takes_two_runs(apart_device, monkeypatc
                 x = p.matmul(x, w, trans_b=True)
         p.replay()
         runs = [t.run for t in p.trace()] if p.grid_barriers else []
-        return x.numpy().view(np.uint16).copy(), p.counts[1], runs
+        return x.numpy().view(np.uint16).copy(), p.counts[1], runs, p.run_shape
 
-    want, apart_dispatches, _ = chain(apart_device)
+    want, apart_dispatches, _, apart_shape = chain(apart_device)
     grid = str(min(2, os.cpu_count() or 1))
     with _device_with(monkeypatch, HELIOS_PLAN_PERSISTENT_GRID=grid, HELIOS_PLAN_TRACE="1") as dev:
-        got, dispatches, runs = chain(dev)
-    assert (apart_dispatches, dispatches) == (n, 2)
+        got, dispatches, runs, shape = chain(dev)
+    assert (apart_dispatches, dispatches, apart_shape) == (n, 2, helios.RunShape(0, 0, 0))
+    assert (shape.runs, shape.grid) == (2, int(grid))
     assert runs == [0] * (n - 3) + [1] * 3
     np.testing.assert_array_equal(got, want)
 

@@ -163,3 +163,9 @@ def test_the_step_line_counts_both_barriers_and_bounds_their_cost():
     )
     older = {k: v for k, v in row.items() if k != "grid_barriers"}  # a file from before the field: none counted
     assert step_counts(read_row(DecodeRow, older)) == "8 dispatches, 9 barriers and 0 grid barriers a step"
+    runs = {**row, "run_grid": 132, "run_registers": 131}  # over 128: one workgroup an SM, which the line names
+    assert step_counts(read_row(DecodeRow, runs)) == (
+        "8 dispatches, 9 barriers and 71 grid barriers a step (runs of 132 workgroups, 131 registers a thread)"
+    )
+    unreported = {**row, "run_grid": 2, "run_registers": 0}  # lavapipe: no registers reported
+    assert step_counts(read_row(DecodeRow, unreported)).endswith("(runs of 2 workgroups)")

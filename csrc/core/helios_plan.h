@@ -41,6 +41,10 @@ hl_status hl_plan_params_read(const hl_plan *p, uint32_t first, uint32_t *words,
 hl_status hl_plan_replay(hl_plan *p, hl_plan_run *run, hl_error *err);
 /* As recorded (not its long-context twin's); grid: the barriers inside its persistent runs. */
 void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint32_t *barriers, uint32_t *grid);
+/* Its persistent runs as recorded: how many, their grid in workgroups (the smallest run's;
+ * 0 without runs) and the most registers a thread of their kernels takes (0 where the
+ * driver reports none): a grid under two workgroups an SM says the kernel went over 128. */
+void hl_plan_run_shape(const hl_plan *p, uint32_t *runs, uint32_t *grid, uint32_t *registers);
 /* HELIOS_PLAN_TRACE: the words the last replay's persistent runs stamped (plan_persist.c's
  * hl_plan_persist_trace lays them out), valid until the next replay; their count, 0
  * where the plan has no trace. */

@@ -154,6 +154,14 @@ static PyObject *Plan_counts(PlanObject *self, void *c) {
     return Py_BuildValue("(IIII)", ops, dispatches, barriers, grid);
 }
 
+/* run_shape -> (runs, grid, registers) as recorded */
+static PyObject *Plan_run_shape(PlanObject *self, void *c) {
+    if (!self->p) Py_RETURN_NONE;
+    uint32_t runs, grid, registers;
+    hl_plan_run_shape(self->p, &runs, &grid, &registers);
+    return Py_BuildValue("(III)", runs, grid, registers);
+}
+
 /* trace_words() -> bytes or None: the stamps of the last replay's persistent runs (HELIOS_PLAN_TRACE) */
 static PyObject *Plan_trace_words(PlanObject *self, PyObject *unused) {
     if (usable(self) < 0) return NULL;
@@ -182,6 +190,9 @@ static PyMethodDef Plan_methods[] = {
 
 static PyGetSetDef Plan_getset[] = {{"counts", (getter)Plan_counts, NULL,
                                      "(ops, dispatches, barriers, grid barriers) as recorded; None once closed", NULL},
+                                    {"run_shape", (getter)Plan_run_shape, NULL,
+                                     "(runs, grid, registers) of its persistent runs as recorded; None once closed",
+                                     NULL},
                                     {"alive", (getter)Plan_alive, NULL, "False once closed or its Device closed", NULL},
                                     {NULL}};
 

@@ -32,7 +32,7 @@ from .functions import attention, default_device, matmul, tensor, variants
 from .gemm import ACTIVATIONS, Chain, ChainTiming
 from .interop import from_dlpack
 from .matmul_timing import MatmulTiming
-from .plan import Plan, PlanRun, PlanTiming
+from .plan import Plan, PlanRun, PlanTiming, RunShape
 from .tensor import Tensor
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "Plan",
     "PlanRun",
     "PlanTiming",
+    "RunShape",
     "Tensor",
     "UnsupportedError",
     "attention",

@@ -56,6 +56,18 @@ class PlanTiming:
         return float(np.median([getattr(r, field) for r in self.runs]))
 
 
+@dataclass(frozen=True)
+class RunShape:
+    """A plan's persistent runs as recorded: how many, their grid in workgroups (the
+    smallest run's; 0 without runs) and the most registers a thread of their kernels
+    takes where the driver reports it (NVIDIA; else 0). Fewer than two workgroups an SM
+    says a kernel went over 128 registers (docs/guide/decode.md, "The grid")."""
+
+    runs: int
+    grid: int
+    registers: int
+
+
 class Plan(Chain):
     """Operations recorded like a Chain's (``matmul``, and ``layernorm``, ``rmsnorm``,
     ``embed``, ``rope``, ``attention_decode``, ``swiglu``, ``top1``, ``adamw``; each one's
@@ -348,6 +360,12 @@ class Plan(Chain):
         """The grid barriers inside its persistent runs (a run's members less one), as recorded:
         the waits a replay has beside its `counts` barriers."""
         return int(self._recorded().counts[3])
+
+    @property
+    def run_shape(self) -> RunShape:
+        """Its persistent runs' count, grid and registers, as recorded (RunShape)."""
+        runs, grid, registers = self._recorded().run_shape
+        return RunShape(int(runs), int(grid), int(registers))
 
     def trace(self) -> list[plan_trace.MemberTrace]:
         """The last replay's persistent runs, every member as each workgroup stamped it

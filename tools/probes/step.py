@@ -83,6 +83,7 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
                      "wall_ms": statistics.median(r.wall_ms for r in runs[label][pos])} for pos in positions]  # fmt: skip
             out[label] = {"env": sides[label], "device": dev.info.get("name", ""), "ops": ops,
                           "dispatches": dispatches, "barriers": barriers, "grid_barriers": m.plan.grid_barriers,
+                          "run_grid": m.plan.run_shape.grid, "run_registers": m.plan.run_shape.registers,
                           "rows": rows}  # fmt: skip
     return {"preset": preset, "dtype": dtype, "replays": replays, "warmup": warmup, "sides": out}
 
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, s in r["sides"].items():
         print(f"{label} {s['env'] or ''}: {r['preset']} {r['dtype']} on {s['device']}: {s['ops']} ops, "
               f"{s['dispatches']} dispatches, {s['barriers']} barriers and {s['grid_barriers']} grid barriers a "
-              f"step; median of {r['replays']} replays")  # fmt: skip
+              f"step, runs of {s['run_grid']} workgroups at {s['run_registers'] or '?'} registers; median of "
+              f"{r['replays']} replays")  # fmt: skip
     print("position  " + "  ".join(f"{label:>10} gpu / wall ms" for label in r["sides"]))
     for i, pos in enumerate(positions):
         cells = [f"{s['rows'][i]['gpu_ms']:6.3f} / {s['rows'][i]['wall_ms']:7.3f}" for s in r["sides"].values()]

@@ -457,6 +457,10 @@ void hl_plan_counts(const hl_plan *p, uint32_t *ops, uint32_t *dispatches, uint3
     *ops = p->ops, *dispatches = p->dispatches, *barriers = p->barriers, *grid = p->runs.grid_barriers;
 }
 
+void hl_plan_run_shape(const hl_plan *p, uint32_t *runs, uint32_t *grid, uint32_t *registers) {
+    *runs = p->runs.n, *grid = p->runs.n ? p->runs.grid : 0, *registers = p->runs.registers;
+}
+
 uint32_t hl_plan_trace(const hl_plan *p, const uint32_t **words) {
     const hl_plan *q = p->last ? p->last : p;
     *words = (const uint32_t *)q->params.mapped + q->runs.trace_base;

@@ -86,10 +86,11 @@ hl_status hl_plan_fuse_norm(hl_device *dev, const hl_plan_op *ops, hl_plan_step 
                             hl_error *err);
 
 /* A plan's persistent runs: how many, their grid barriers (a run's members less one),
- * their grid, and of the attentions they hold the one of most heads: its heads, head
- * dimension, ATT_FIT and its position's parameter word. */
+ * their grid (the smallest run's), the most registers a thread of their kernels takes
+ * (0: the driver reports none), and of the attentions they hold the one of most heads:
+ * its heads, head dimension, ATT_FIT and its position's parameter word. */
 typedef struct hl_plan_runs {
-    uint32_t n, grid_barriers, grid, attentions, heads, head_dim, fit, pos_slot;
+    uint32_t n, grid_barriers, grid, registers, attentions, heads, head_dim, fit, pos_slot;
     uint32_t trace_base, trace_words; /* HELIOS_PLAN_TRACE: the stamps' words in the parameter buffer */
 } hl_plan_runs;
 

@@ -134,21 +134,20 @@ uint32_t hl_plan_resident_grid(uint32_t grid, uint32_t sm_count, uint32_t regist
     return fit < grid ? (uint32_t)fit : grid;
 }
 
-/* The run's grid: the device's, capped by hl_plan_resident_grid where the driver reports
- * the kernel's registers on an NVIDIA GPU (0: none fits; the steps stay apart). */
-static uint32_t run_grid(const hl_device *dev, const hl_pipeline *pipe) {
-    const uint32_t grid = (uint32_t)dev->plan_policy.persist_grid;
-    if (dev->caps.vendor_id != 0x10DEu) return grid;
+/* The registers a thread of the run's kernel takes where the driver reports them on an
+ * NVIDIA GPU, else 0. */
+static uint32_t run_registers(const hl_device *dev, const hl_pipeline *pipe) {
+    if (dev->caps.vendor_id != 0x10DEu) return 0;
     for (uint32_t i = 0; i < pipe->stats.n; i++)
         if (strcmp(pipe->stats.items[i].name, "Register Count") == 0 && pipe->stats.items[i].value > 0)
-            return hl_plan_resident_grid(grid, dev->caps.sm_count, (uint32_t)pipe->stats.items[i].value);
-    return grid;
+            return (uint32_t)pipe->stats.items[i].value;
+    return 0;
 }
 
 /* Run first..last (members mem[0..n-1]) as step first's dispatch on *grid workgroups
  * (0: none, the steps stay apart, where no workgroup of its kernel fits an SM). */
 static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *steps, uint32_t first, uint32_t last,
-                          const uint32_t *mem, uint32_t n, uint32_t *grid, hl_error *err) {
+                          const uint32_t *mem, uint32_t n, uint32_t *grid, uint32_t *registers, hl_error *err) {
     hl_status st = HL_OK;
     hl_plan_step *h = &steps[first];
     hl_dtype in, out, in_k, out_k;
@@ -179,7 +178,9 @@ static hl_status make_run(hl_device *dev, const hl_plan_op *ops, hl_plan_step *s
     hl_pipeline *pipe;
     HL_TRY(hl_pipeline_get(dev, hl_shader_matmul_gemv_persist(out, in, dev->plan_policy.trace), spec,
                            HL_SPEC_MATMUL_GEMV_PERSIST_COUNT, e.subgroup, &pipe, err));
-    if (!(*grid = run_grid(dev, pipe))) return HL_OK;
+    *registers = run_registers(dev, pipe); /* the grid capped by what they let an SM hold (0: none fits) */
+    if (!(*grid = hl_plan_resident_grid((uint32_t)dev->plan_policy.persist_grid, dev->caps.sm_count, *registers)))
+        return HL_OK;
     if (!(h->run = calloc(1, sizeof *h->run))) return hl_fail(err, HL_ERR_OUT_OF_MEMORY, "out of host memory");
     memcpy(h->run->table, rows, sizeof h->run->table);
     for (uint32_t k = 0; k < n; k++) h->run->member[k] = mem[k];
@@ -217,13 +218,14 @@ hl_status hl_plan_persist_runs(hl_device *dev, const hl_plan_op *ops, hl_plan_st
             last = j;
         }
         if (n < 2) continue;
-        uint32_t grid = 0;
-        HL_TRY(make_run(dev, ops, steps, i, last, mem, n, &grid, err));
+        uint32_t grid = 0, registers = 0;
+        HL_TRY(make_run(dev, ops, steps, i, last, mem, n, &grid, &registers, err));
         if (!grid) {
             i = last;
             continue;
         }
         if (grid < runs->grid) runs->grid = grid;
+        if (registers > runs->registers) runs->registers = registers;
         runs->n++;
         runs->grid_barriers += n - 1;
         for (uint32_t k = 0; k < n; k++) {

@@ -183,6 +183,10 @@ class DecodeRow:
     barriers: int = col("count", "helios_plan: the barriers its recorded step runs", default=ABSENT)
     grid_barriers: int = col("count", "helios_plan: the grid barriers inside its step's persistent runs",
                              default=ABSENT)  # fmt: skip
+    run_grid: int = col("count", "helios_plan: its persistent runs' grid in workgroups (the smallest run's; 0 "
+                        "without runs)", default=ABSENT)  # fmt: skip
+    run_registers: int = col("count", "helios_plan: the most registers a thread of its runs' kernels takes, as "
+                             "the driver reports (0: not reported)", default=ABSENT)  # fmt: skip
     llama_bench: list = col("list", "llama_cpp: llama-bench's own tests (n_prompt, n_gen, n_depth, avg_ts, "
                             "stddev_ts, samples_ts: tokens/s over its repeats)", default=ABSENT)  # fmt: skip
     build: dict = col("object", "llama_cpp: the llama.cpp build (commit, backends, GPU)", default=ABSENT)

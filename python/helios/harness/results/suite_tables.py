@@ -83,6 +83,9 @@ def step_counts(r: DecodeRow) -> str:
     at most: everything off the roof counted against them)."""
     grid = r.grid_barriers or 0
     text = f"{r.dispatches} dispatches, {r.barriers} barriers and {grid} grid barriers a step"
+    if r.run_grid:
+        regs = f", {r.run_registers} registers a thread" if r.run_registers else ""
+        text += f" (runs of {r.run_grid} workgroups{regs})"
     waits = r.barriers + grid
     if r.gpu_ms_p50 and r.roof_pct and waits:
         off_us = r.gpu_ms_p50 * 1e3 * (1.0 - r.roof_pct / 100.0)

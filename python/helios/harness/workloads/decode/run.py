@@ -249,6 +249,8 @@ def measure_adapter(ad: Adapters, adapter: str, cfg: DecodeConfig, prompt: list[
     if isinstance(runner, PlanRunner):  # what the fusions left: one dispatch and barrier count a step
         _, row["dispatches"], row["barriers"] = runner.decoder.plan.counts
         row["grid_barriers"] = runner.decoder.plan.grid_barriers
+        shape = runner.decoder.plan.run_shape
+        row["run_grid"], row["run_registers"] = shape.grid, shape.registers
     row["tokens"] = toks
     row["tokens_per_s"] = (cfg.new - 1) / (sum(wall) / 1e3)
     row["ms_per_token_p50"] = float(np.median(wall))
