@@ -2,12 +2,15 @@
 .PHONY: test test-full bench asan info wheel lint format docs
 C_SOURCES = $(shell find csrc -name '*.c' -o -name '*.h')
 # Both cores (pytest-xdist), then the tests that judge timings alone (a second worker's
-# load on a 2-core machine is noise they must not see); the slowest tests are listed.
+# load on a 2-core machine is noise they must not see); the slowest tests are listed. A
+# worker that crashes fails the run, naming its test (XDIST): a restarted worker once left
+# the run waiting at 99% instead.
 PYTEST = python3 -m pytest -q -rs --durations=15
+XDIST = -n auto --dist loadgroup --max-worker-restart=0
 test:   ## the test suite (what CI runs): per-variant tests take one variant per structural class + the small ones
-	tools/dev sh -c '$(PYTEST) -n auto --dist loadgroup -m "not timing" && $(PYTEST) -m timing'
+	tools/dev sh -c '$(PYTEST) $(XDIST) -m "not timing" && $(PYTEST) -m timing'
 test-full: ## every test over every variant the device lists (on a GPU: minutes; on lavapipe: over an hour cold)
-	tools/dev sh -c '$(PYTEST) -n auto --dist loadgroup -m "not timing" --full && $(PYTEST) -m timing --full'
+	tools/dev sh -c '$(PYTEST) $(XDIST) -m "not timing" --full && $(PYTEST) -m timing --full'
 bench:  ## the main job: helios bench on the default device (small shapes; lavapipe is a CPU)
 	tools/dev helios bench --suite=cuda --shapes=small --iters=10 --warmup=3 --repeats=2 --out=build/bench/latest.json --force
 	@echo "make bench: helios runs inside the development box: tools/dev helios ... (not on the host's PATH)" >&2
