@@ -52,20 +52,36 @@ const uint LN_A_WORDS = LN_GROUPS * LN_THREADS;
 shared uvec2 ln_a[LN_A_WORDS];  // the normalized row, A's type, 4 a word
 
 #ifdef PERSIST
-// A run member's GAMMA in shared memory, staged before the member's grid wait and its
-// first weight words (persist_runtime.glsl): loaded after them, it came from DRAM
-// behind every workgroup's first weight words (results/h100-registers-7ac4f44).
-shared vec4 ln_gamma_s[LN_GROUPS * LN_THREADS];
-void ln_stage_gamma() {
+// A run member's GAMMA and BETA, staged into ln_a before the member's grid wait and its
+// first weight words (persist_runtime.glsl): loaded after them, they came from DRAM
+// behind every workgroup's first weight words (results/h100-registers-7ac4f44). ln_a
+// is free until the head writes the row, after every invocation has read its groups
+// back: group j of GAMMA in words 2j and 2j + 1, of BETA in LN_BETA_AT + 2j and + 1
+// (rows of up to 2048: 512 groups).
+const uint LN_BETA_AT = LN_A_WORDS / 2u;
+void ln_stage_affine() {
     const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
+    const bool rms = (p.flags & FLAG_LN_RMS) != 0u;
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
         const uint j = t + LN_THREADS * c;  // the invocation's own groups: ln_head reads them
-        if (j < d4) ln_gamma_s[j] = ln_gamma4[j];
+        if (j < d4) {
+            const vec4 g = ln_gamma4[j];
+            ln_a[2u * j] = floatBitsToUint(g.xy);
+            ln_a[2u * j + 1u] = floatBitsToUint(g.zw);
+            if (!rms) {
+                const vec4 b = ln_beta4[j];
+                ln_a[LN_BETA_AT + 2u * j] = floatBitsToUint(b.xy);
+                ln_a[LN_BETA_AT + 2u * j + 1u] = floatBitsToUint(b.zw);
+            }
+        }
     }
 }
-#define LN_GAMMA(c, j) ln_gamma_s[j]
+vec4 ln_staged(uint w) { return vec4(uintBitsToFloat(ln_a[w]), uintBitsToFloat(ln_a[w + 1u])); }
+#define LN_LOAD_GAMMA(j) ln_staged(2u * (j))
+#define LN_LOAD_BETA(j) ln_staged(LN_BETA_AT + 2u * (j))
 #else
-#define LN_GAMMA(c, j) g[c]
+#define LN_LOAD_GAMMA(j) ln_gamma4[j]
+#define LN_LOAD_BETA(j) ln_beta4[j]
 #endif
 
 // Eight elements of the normalized row from k (a multiple of 8) as fp32.
@@ -78,7 +94,7 @@ void ln_a8(uint k, out float a[8]) {
 }
 
 // Every invocation (barriers): the row normalized into ln_a. The loads of X, R, GAMMA
-// (a run member's: staged) and BETA are all in flight before the first sum.
+// and BETA (a run member's: staged) are all in flight before the first sum.
 void ln_head() {
     const uint t = gl_LocalInvocationID.x, d4 = p.K / 4u;
     const bool residual = (p.flags & FLAG_LN_RESIDUAL) != 0u, writer = gl_WorkGroupID.x == 0u;
@@ -91,10 +107,8 @@ void ln_head() {
         if (j < d4) {
             v[c] = ln_x4[j];
             if (residual) v[c] += load16x4(ln_r4[j]);
-#ifndef PERSIST
-            g[c] = ln_gamma4[j];
-#endif
-            if (!rms) b[c] = ln_beta4[j];
+            g[c] = LN_LOAD_GAMMA(j);
+            if (!rms) b[c] = LN_LOAD_BETA(j);
             acc.x += ln_sum4(v[c]);
         }
     }
@@ -107,7 +121,7 @@ void ln_head() {
     [[unroll]] for (uint c = 0u; c < LN_GROUPS; c++) {
         const uint j = t + LN_THREADS * c;
         if (j < d4) {
-            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, LN_GAMMA(c, j), b[c]));
+            const uvec2 h = store16x4(ln_affine4(v[c], mean, rstd, g[c], b[c]));
             ln_a[j] = h;
             if (writer) {
                 ln_h4[j] = h;

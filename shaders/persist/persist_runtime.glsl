@@ -233,7 +233,7 @@ void main() {
         }
         const bool pairs = (p.flags & FLAG_PERSIST_GLU) != 0u;
         const uint cols = pairs ? p.N / 2u : p.N;  // FLAG_PERSIST_GLU: columns in pairs (n, n + N/2)
-        if ((p.flags & FLAG_PERSIST_LN) != 0u) ln_stage_gamma();  // nothing in the run writes it
+        if ((p.flags & FLAG_PERSIST_LN) != 0u) ln_stage_affine();  // nothing in the run writes them
         ahead = first < cols && SUBGROUP * UNROLL <= p.K / 8u;
         if (ahead) load_step(first * p.ldb / 8u, 0u, lane);
         stamp(m, 0u);
