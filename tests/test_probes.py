@@ -29,10 +29,27 @@ def test_the_step_probe_times_sides_under_their_own_switches(capsys, monkeypatch
     argv = ["--preset", "tiny", "--positions", "3", "--replays", "5", "--warmup", "0", "--json",
             "--side", "runs:HELIOS_PLAN_PERSISTENT_GRID=2", "--side", "apart:"]  # fmt: skip
     assert step.main(argv) == 0
-    r = json.loads(capsys.readouterr().out)["sides"]
-    assert r["runs"]["env"] == {"HELIOS_PLAN_PERSISTENT_GRID": "2"} and r["apart"]["env"] == {}
+    whole = json.loads(capsys.readouterr().out)
+    r = whole["sides"]
+    assert (
+        whole["same_logits"] is True
+        and r["runs"]["env"] == {"HELIOS_PLAN_PERSISTENT_GRID": "2"}
+        and r["apart"]["env"] == {}
+    )
     assert r["runs"]["dispatches"] < r["apart"]["dispatches"] and r["runs"]["grid_barriers"] > 0
     assert r["apart"]["grid_barriers"] == 0 and "HELIOS_PLAN_PERSISTENT_GRID" not in os.environ
+    # the runs' logits are the ops' apart, bit for bit, and the probe says so
+    (run_row,), (apart_row,) = r["runs"]["rows"], r["apart"]["rows"]
+    assert run_row["logits_sha256"] == apart_row["logits_sha256"] and len(run_row["logits_sha256"]) == 16
+    assert run_row["top1"] == apart_row["top1"] and step.same_bits({"a": {3: ("0" * 16, 1)}, "b": {3: ("0" * 16, 1)}})
+
+
+def test_the_step_probe_tells_sides_whose_logits_differ():
+    """A side whose logits differ at any position, or lack one, is not the same bits."""
+    a = {3: ("00aa", 5), 70: ("00bb", 6)}
+    assert step.same_bits({"a": a, "b": dict(a)}) and step.same_bits({"only": a})
+    assert not step.same_bits({"a": a, "b": {**a, 70: ("00bc", 6)}})
+    assert not step.same_bits({"a": a, "b": {3: a[3]}})
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,11 @@ side's switches in one process (each side's Device opened with them set, every s
 replays taken in turns at each position): an A/B of a switch without drawing the
 weights twice. Without --side, one side of the switches as they are.
 
+Each row also gives the last replay's logits as a digest of their bits and their top-1,
+and the result whether every side's logits are the same bits at every position: a
+timing of a side whose kernels change what the step computes says so (the runs' grid
+sizes the attention's splits, so sides of different grids may differ).
+
 Usage: python3 tools/probes/step.py [--preset llama-3.2-1b] [--positions 256,1024,4096]
        [--replays 200] [--warmup 300] [--dtype bfloat16] [--side L:NAME=V ...] [--json]"""
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import statistics
@@ -68,6 +74,7 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
                                                                    dtype=dtype)))  # fmt: skip
         del weights
         runs: dict[str, dict[int, list[Any]]] = {label: {pos: [] for pos in positions} for label in sides}
+        logits: dict[str, dict[int, tuple[str, int]]] = {label: {} for label in sides}
         for pos in positions:
             for _, m in models.values():
                 for _ in range(warmup):
@@ -76,16 +83,31 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
                 for label, (_, m) in models.items():
                     n = replays // TURNS + (1 if turn < replays % TURNS else 0)
                     runs[label][pos] += [m.plan.replay(params=[1, pos]) for _ in range(n)]
+            for label, (_, m) in models.items():
+                logits[label][pos] = digest(m.logits.numpy())
         out = {}
         for label, (dev, m) in models.items():
             ops, dispatches, barriers = m.plan.counts
             rows = [{"position": pos, "gpu_ms": statistics.median(r.gpu_ms for r in runs[label][pos]),
-                     "wall_ms": statistics.median(r.wall_ms for r in runs[label][pos])} for pos in positions]  # fmt: skip
+                     "wall_ms": statistics.median(r.wall_ms for r in runs[label][pos]),
+                     "logits_sha256": logits[label][pos][0], "top1": logits[label][pos][1]} for pos in positions]  # fmt: skip
             out[label] = {"env": sides[label], "device": dev.info.get("name", ""), "ops": ops,
                           "dispatches": dispatches, "barriers": barriers, "grid_barriers": m.plan.grid_barriers,
                           "run_grid": m.plan.run_shape.grid, "run_registers": m.plan.run_shape.registers,
                           "rows": rows}  # fmt: skip
-    return {"preset": preset, "dtype": dtype, "replays": replays, "warmup": warmup, "sides": out}
+    return {"preset": preset, "dtype": dtype, "replays": replays, "warmup": warmup,
+            "same_logits": same_bits(logits), "sides": out}  # fmt: skip
+
+
+def same_bits(logits: dict[str, dict[int, tuple[str, int]]]) -> bool:
+    """Whether every side's logits digest is the same at each position."""
+    positions = {pos for by_pos in logits.values() for pos in by_pos}
+    return all(len({by_pos.get(pos) for by_pos in logits.values()}) == 1 for pos in positions)
+
+
+def digest(logits: Any) -> tuple[str, int]:
+    """Logits' bits as the first 16 hex digits of their SHA-256, and their top-1."""
+    return hashlib.sha256(logits.tobytes()).hexdigest()[:16], int(logits.argmax())
 
 
 def parse_side(text: str) -> tuple[str, dict[str, str]]:
@@ -168,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, pos in enumerate(positions):
         cells = [f"{s['rows'][i]['gpu_ms']:6.3f} / {s['rows'][i]['wall_ms']:7.3f}" for s in r["sides"].values()]
         print(f"{pos:8d}  " + "  ".join(f"{c:>24}" for c in cells))
+    if len(r["sides"]) > 1:
+        print("logits: the same bits on every side" if r["same_logits"] else
+              "logits: the sides differ (" + "; ".join(f"{label} {[row['logits_sha256'] for row in s['rows']]}"
+                                                        for label, s in r["sides"].items()) + ")")  # fmt: skip
     return 0
 
 
