@@ -41,7 +41,7 @@ def test_the_step_probe_times_sides_under_their_own_switches(capsys, monkeypatch
     # the runs' logits are the ops' apart, bit for bit, and the probe says so
     (run_row,), (apart_row,) = r["runs"]["rows"], r["apart"]["rows"]
     assert run_row["logits_sha256"] == apart_row["logits_sha256"] and len(run_row["logits_sha256"]) == 16
-    assert run_row["top1"] == apart_row["top1"] and step.same_bits({"a": {3: ("0" * 16, 1)}, "b": {3: ("0" * 16, 1)}})
+    assert run_row["top1"] == apart_row["top1"]
 
 
 def test_the_step_probe_tells_sides_whose_logits_differ():

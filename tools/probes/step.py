@@ -11,9 +11,9 @@ replays taken in turns at each position): an A/B of a switch without drawing the
 weights twice. Without --side, one side of the switches as they are.
 
 Each row also gives the last replay's logits as a digest of their bits and their top-1,
-and the result whether every side's logits are the same bits at every position: a
-timing of a side whose kernels change what the step computes says so (the runs' grid
-sizes the attention's splits, so sides of different grids may differ).
+and the result says whether every side's logits have the same bits at every position:
+a side whose kernels change what the step computes shows it (the runs' grid sizes the
+attention's splits, so sides of different grids may differ).
 
 Usage: python3 tools/probes/step.py [--preset llama-3.2-1b] [--positions 256,1024,4096]
        [--replays 200] [--warmup 300] [--dtype bfloat16] [--side L:NAME=V ...] [--json]"""
@@ -88,12 +88,13 @@ def measure(preset: str, positions: list[int], replays: int, warmup: int, dtype:
         out = {}
         for label, (dev, m) in models.items():
             ops, dispatches, barriers = m.plan.counts
+            shape = m.plan.run_shape
             rows = [{"position": pos, "gpu_ms": statistics.median(r.gpu_ms for r in runs[label][pos]),
                      "wall_ms": statistics.median(r.wall_ms for r in runs[label][pos]),
                      "logits_sha256": logits[label][pos][0], "top1": logits[label][pos][1]} for pos in positions]  # fmt: skip
             out[label] = {"env": sides[label], "device": dev.info.get("name", ""), "ops": ops,
                           "dispatches": dispatches, "barriers": barriers, "grid_barriers": m.plan.grid_barriers,
-                          "run_grid": m.plan.run_shape.grid, "run_registers": m.plan.run_shape.registers,
+                          "run_grid": shape.grid, "run_registers": shape.registers,
                           "rows": rows}  # fmt: skip
     return {"preset": preset, "dtype": dtype, "replays": replays, "warmup": warmup,
             "same_logits": same_bits(logits), "sides": out}  # fmt: skip
